@@ -1,0 +1,1 @@
+//! tiercache-analyze (under construction).

@@ -1,0 +1,1 @@
+//! tiercache-config (under construction).

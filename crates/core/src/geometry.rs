@@ -1,0 +1,262 @@
+//! Line geometry: how byte ranges map to cache lines and to sub-blocks within a line.
+//!
+//! A line is a power of two from 512 B to 1 MiB. Each line keeps validity and dirtiness per
+//! sub-block in one `u64` bitmap, so a sub-block is `max(512 B, line / 64)`: 512 B sectors up to
+//! 32 KiB lines, coarser sub-blocks above (a 1 MiB line tracks 16 KiB sub-blocks). This bounds
+//! metadata at a fixed size per line whatever the line size.
+
+use crate::request::VolumeId;
+use serde::{Deserialize, Serialize};
+
+/// Most volumes one cache can hold: the volume id is packed into the top 16 bits of a [`LineKey`].
+pub const MAX_VOLUMES: u32 = 1 << 16;
+/// Bits of a [`LineKey`] that hold the line index within its volume.
+const INDEX_BITS: u32 = 48;
+
+/// Identity of one line of backend address space: volume and line index packed in a `u64`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct LineKey(pub u64);
+
+impl LineKey {
+    /// Packs a volume and a line index. Panics (a programming error) if either is out of range;
+    /// [`LineGeometry::check_request`] rejects such requests before they get here.
+    pub fn new(volume: VolumeId, index: u64) -> Self {
+        assert!(volume.0 < MAX_VOLUMES, "volume id {} out of range", volume.0);
+        assert!(index < 1 << INDEX_BITS, "line index {index} out of range");
+        LineKey(((volume.0 as u64) << INDEX_BITS) | index)
+    }
+
+    /// Volume of this line.
+    pub fn volume(self) -> VolumeId {
+        VolumeId((self.0 >> INDEX_BITS) as u32)
+    }
+
+    /// Line index within its volume.
+    pub fn index(self) -> u64 {
+        self.0 & ((1 << INDEX_BITS) - 1)
+    }
+}
+
+/// Why a geometry or request is not acceptable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GeometryError {
+    /// Line size not a power of two in 512 B ..= 1 MiB.
+    #[error("line_size {0} must be a power of two from 512 to 1048576 bytes")]
+    LineSize(u64),
+    /// Volume id beyond [`MAX_VOLUMES`].
+    #[error("volume id {0} exceeds the limit of {MAX_VOLUMES} volumes")]
+    Volume(u32),
+    /// Request reaches beyond the addressable range.
+    #[error("request offset {offset} + length {len} exceeds the addressable range")]
+    Range {
+        /// Offset of the bad request.
+        offset: u64,
+        /// Length of the bad request.
+        len: u64,
+    },
+}
+
+/// Line size and the derived sub-block size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LineGeometry {
+    line_shift: u32,
+    sub_shift: u32,
+}
+
+/// Smallest line and sub-block size.
+pub const MIN_LINE: u64 = 512;
+/// Largest line size.
+pub const MAX_LINE: u64 = 1 << 20;
+
+impl LineGeometry {
+    /// Geometry for a line size; errors unless it is a power of two in 512 B ..= 1 MiB.
+    pub fn new(line_size: u64) -> Result<Self, GeometryError> {
+        if !line_size.is_power_of_two() || !(MIN_LINE..=MAX_LINE).contains(&line_size) {
+            return Err(GeometryError::LineSize(line_size));
+        }
+        let line_shift = line_size.trailing_zeros();
+        let sub_shift = line_shift.saturating_sub(6).max(9);
+        Ok(Self { line_shift, sub_shift })
+    }
+
+    /// Line size in bytes.
+    pub fn line_size(&self) -> u64 {
+        1 << self.line_shift
+    }
+
+    /// Sub-block (tracked sector) size in bytes.
+    pub fn sub_size(&self) -> u64 {
+        1 << self.sub_shift
+    }
+
+    /// Sub-blocks per line (at most 64).
+    pub fn subs_per_line(&self) -> u32 {
+        1 << (self.line_shift - self.sub_shift)
+    }
+
+    /// Bitmap with every sub-block of a line set.
+    pub fn full_mask(&self) -> u64 {
+        let n = self.subs_per_line();
+        if n == 64 {
+            u64::MAX
+        } else {
+            (1u64 << n) - 1
+        }
+    }
+
+    /// Rejects requests the cache cannot address.
+    pub fn check_request(&self, volume: VolumeId, offset: u64, len: u64) -> Result<(), GeometryError> {
+        if volume.0 >= MAX_VOLUMES {
+            return Err(GeometryError::Volume(volume.0));
+        }
+        let end = offset.checked_add(len).ok_or(GeometryError::Range { offset, len })?;
+        if (end.saturating_sub(1) >> self.line_shift) >= 1 << INDEX_BITS {
+            return Err(GeometryError::Range { offset, len });
+        }
+        Ok(())
+    }
+
+    /// Line index holding byte `offset`.
+    pub fn line_of(&self, offset: u64) -> u64 {
+        offset >> self.line_shift
+    }
+
+    /// Byte offset where line `index` starts.
+    pub fn line_start(&self, index: u64) -> u64 {
+        index << self.line_shift
+    }
+
+    /// The slices of `[offset, offset+len)` falling in each line, in order.
+    /// Empty for `len == 0`.
+    pub fn split(&self, offset: u64, len: u64) -> LineSplit {
+        LineSplit { geo: *self, pos: offset, end: offset + len }
+    }
+
+    /// Bitmap of the sub-blocks touched by byte range `[start, end)` within one line
+    /// (offsets relative to the line start, `start < end <= line_size`).
+    pub fn touched_mask(&self, start: u64, end: u64) -> u64 {
+        debug_assert!(start < end && end <= self.line_size());
+        let first = start >> self.sub_shift;
+        let last = (end - 1) >> self.sub_shift;
+        mask_range(first as u32, last as u32 + 1)
+    }
+
+    /// Bitmap of the sub-blocks entirely covered by `[start, end)` within one line.
+    pub fn covered_mask(&self, start: u64, end: u64) -> u64 {
+        let sub = self.sub_size();
+        let first = start.div_ceil(sub);
+        let last = end / sub;
+        if last <= first {
+            0
+        } else {
+            mask_range(first as u32, last as u32)
+        }
+    }
+}
+
+/// Bits `lo..hi` set.
+pub fn mask_range(lo: u32, hi: u32) -> u64 {
+    debug_assert!(lo <= hi && hi <= 64);
+    if hi == lo {
+        return 0;
+    }
+    let width = hi - lo;
+    let ones = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
+    ones << lo
+}
+
+/// One line's part of a request: line index and byte range relative to the line start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineSlice {
+    /// Line index within the volume.
+    pub index: u64,
+    /// First byte within the line.
+    pub start: u64,
+    /// One past the last byte within the line.
+    pub end: u64,
+}
+
+/// Iterator over the [`LineSlice`]s of a byte range.
+#[derive(Debug, Clone)]
+pub struct LineSplit {
+    geo: LineGeometry,
+    pos: u64,
+    end: u64,
+}
+
+impl Iterator for LineSplit {
+    type Item = LineSlice;
+    fn next(&mut self) -> Option<LineSlice> {
+        if self.pos >= self.end {
+            return None;
+        }
+        let index = self.geo.line_of(self.pos);
+        let line_start = self.geo.line_start(index);
+        let line_end = line_start + self.geo.line_size();
+        let stop = self.end.min(line_end);
+        let slice = LineSlice { index, start: self.pos - line_start, end: stop - line_start };
+        self.pos = stop;
+        Some(slice)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_bad_line_sizes() {
+        for bad in [0, 256, 1000, 3 << 10, 2 << 20] {
+            assert_eq!(LineGeometry::new(bad), Err(GeometryError::LineSize(bad)));
+        }
+    }
+
+    #[test]
+    fn sub_blocks_fit_one_word() {
+        for shift in 9..=20 {
+            let g = LineGeometry::new(1 << shift).unwrap();
+            assert!(g.subs_per_line() <= 64);
+            assert_eq!(g.sub_size() * g.subs_per_line() as u64, g.line_size());
+            assert_eq!(g.full_mask().count_ones(), g.subs_per_line());
+        }
+        assert_eq!(LineGeometry::new(4096).unwrap().sub_size(), 512);
+        assert_eq!(LineGeometry::new(1 << 20).unwrap().sub_size(), 16384);
+    }
+
+    #[test]
+    fn split_covers_lines_floor_to_floor() {
+        let g = LineGeometry::new(4096).unwrap();
+        let s: Vec<_> = g.split(4000, 5000).collect();
+        // lines floor(4000/4096)=0 ..= floor(8999/4096)=2
+        assert_eq!(s.iter().map(|x| x.index).collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert_eq!(s.iter().map(|x| x.end - x.start).sum::<u64>(), 5000);
+        assert_eq!(s[0].start, 4000);
+        assert_eq!(s[2].end, 9000 - 8192);
+        assert!(g.split(10, 0).next().is_none());
+    }
+
+    #[test]
+    fn masks() {
+        let g = LineGeometry::new(4096).unwrap();
+        assert_eq!(g.touched_mask(0, 4096), 0xff);
+        assert_eq!(g.touched_mask(100, 600), 0b11);
+        assert_eq!(g.covered_mask(100, 600), 0);
+        assert_eq!(g.covered_mask(0, 1024), 0b11);
+        assert_eq!(g.covered_mask(512, 4096), 0xfe);
+    }
+
+    #[test]
+    fn key_round_trip() {
+        let k = LineKey::new(VolumeId(7), 123_456_789);
+        assert_eq!(k.volume(), VolumeId(7));
+        assert_eq!(k.index(), 123_456_789);
+    }
+
+    #[test]
+    fn range_checked() {
+        let g = LineGeometry::new(512).unwrap();
+        assert!(g.check_request(VolumeId(0), u64::MAX, 2).is_err());
+        assert!(g.check_request(VolumeId(MAX_VOLUMES), 0, 2).is_err());
+        assert!(g.check_request(VolumeId(1), 1 << 40, 4096).is_ok());
+    }
+}

@@ -1,0 +1,16 @@
+//! Shared vocabulary of tiercache (SPEC §2–§3).
+//!
+//! Every other crate speaks in these types: a [`Request`] arrives from a workload, a trace or an
+//! NBD client; the policy core turns it into a [`Plan`] of [`DevOp`]s; an executor (simulator or
+//! engine) runs the plan. Units are explicit: byte quantities are `u64` bytes, times are
+//! [`Nanos`].
+
+pub mod geometry;
+pub mod plan;
+pub mod request;
+pub mod source;
+
+pub use geometry::{LineGeometry, LineKey, GeometryError, MAX_VOLUMES};
+pub use plan::{DevOp, Device, IoKind, OpCause, Plan};
+pub use request::{Nanos, Op, Request, VolumeId};
+pub use source::{Arrival, RequestSource};

@@ -1,0 +1,157 @@
+//! Plans: the device operations the policy core yields for one request or flush job.
+//!
+//! A plan is a list of [`DevOp`]s grouped into stages. Every op of stage `s` may start once all
+//! ops of stage `s - 1` have completed; ops of one stage run in parallel. The request is
+//! acknowledged when its last *critical* op completes; non-critical ops (a promotion write after a
+//! read miss has already returned its data) continue in the background and still load devices.
+
+use crate::request::VolumeId;
+use serde::{Deserialize, Serialize};
+
+/// Which device an op addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Device {
+    /// The cache device; offsets are cache-device byte addresses (slot × line size + offset).
+    Cache,
+    /// The backend; offsets are byte addresses within the op's volume.
+    Backend,
+}
+
+/// Kind of device I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum IoKind {
+    /// Read bytes.
+    Read,
+    /// Write bytes.
+    Write,
+    /// Discard bytes.
+    Trim,
+    /// Device cache flush (durability barrier), no data.
+    Flush,
+}
+
+/// Why an op is issued. Executors account device load by cause (LBICA's R/W/P/E classes, SPEC §4.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum OpCause {
+    /// Application read served from the cache (R).
+    ReadHit,
+    /// Application read served from the backend (a miss or a bypass).
+    ReadMiss,
+    /// Application write data going to the cache (W) or, when written through, the backend.
+    Write,
+    /// Write of missed data into the cache after a read miss (P).
+    Promotion,
+    /// Backend read of the uncovered part of a partially written sub-block (read-modify-write).
+    Fill,
+    /// Write-back of dirty data by the cleaner (E).
+    Clean,
+    /// Write-back of a dirty victim to make room (E, on the request's critical path).
+    EvictFlush,
+    /// Application trim passed on.
+    Trim,
+    /// Application flush passed on.
+    Flush,
+}
+
+/// One device operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DevOp {
+    /// Target device.
+    pub device: Device,
+    /// Read, write, trim or flush.
+    pub kind: IoKind,
+    /// Volume (meaningful for backend ops; for cache ops, the volume the data belongs to).
+    pub volume: VolumeId,
+    /// Byte offset on the device (cache address or volume address).
+    pub offset: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Stage: runs after every op of the previous stage completed.
+    pub stage: u8,
+    /// Whether the request waits for this op before it is acknowledged.
+    pub critical: bool,
+    /// Why the op is issued.
+    pub cause: OpCause,
+}
+
+/// The ops one request (or one flush job) needs, in stages.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Ops in non-decreasing stage order.
+    pub ops: Vec<DevOp>,
+}
+
+impl Plan {
+    /// Empty plan (a request served with no device I/O, e.g. a trim of uncached data).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Removes all ops, keeping the allocation.
+    pub fn clear(&mut self) {
+        self.ops.clear();
+    }
+
+    /// Appends an op, merging it into the previous op when both are of the same device, kind,
+    /// volume, stage, criticality and cause and the new one starts where the previous ends.
+    pub fn push(&mut self, op: DevOp) {
+        debug_assert!(op.len > 0 || op.kind == IoKind::Flush);
+        if let Some(last) = self.ops.last_mut() {
+            debug_assert!(last.stage <= op.stage, "plan stages must not decrease");
+            if last.device == op.device
+                && last.kind == op.kind
+                && last.volume == op.volume
+                && last.stage == op.stage
+                && last.critical == op.critical
+                && last.cause == op.cause
+                && last.kind != IoKind::Flush
+                && last.offset + last.len == op.offset
+            {
+                last.len += op.len;
+                return;
+            }
+        }
+        self.ops.push(op);
+    }
+
+    /// Number of stages (highest stage + 1), 0 for an empty plan.
+    pub fn stages(&self) -> u8 {
+        self.ops.last().map_or(0, |o| o.stage + 1)
+    }
+
+    /// Bytes moved by ops matching a predicate.
+    pub fn bytes(&self, mut f: impl FnMut(&DevOp) -> bool) -> u64 {
+        self.ops.iter().filter(|o| f(o)).map(|o| o.len).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(offset: u64, len: u64, stage: u8) -> DevOp {
+        DevOp {
+            device: Device::Backend,
+            kind: IoKind::Read,
+            volume: VolumeId(0),
+            offset,
+            len,
+            stage,
+            critical: true,
+            cause: OpCause::ReadMiss,
+        }
+    }
+
+    #[test]
+    fn contiguous_ops_merge_within_a_stage_only() {
+        let mut p = Plan::new();
+        p.push(op(0, 4096, 0));
+        p.push(op(4096, 4096, 0));
+        p.push(op(8192, 4096, 1));
+        p.push(op(20000, 10, 1));
+        assert_eq!(p.ops.len(), 3);
+        assert_eq!(p.ops[0].len, 8192);
+        assert_eq!(p.stages(), 2);
+        assert_eq!(p.bytes(|o| o.stage == 1), 4106);
+    }
+}

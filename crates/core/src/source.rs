@@ -1,0 +1,38 @@
+//! Request sources: the one interface through which synthetic workloads and trace replays feed an
+//! executor.
+
+use crate::request::Request;
+
+/// How requests arrive at the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// Closed loop: `jobs` submitters each keep `iodepth` requests in flight; a slot issues its
+    /// next request when the previous one completes, but not before that request's `time_ns`
+    /// (so on/off bursts and think times are expressed as earliest-issue times).
+    Closed {
+        /// Independent submitters.
+        jobs: u32,
+        /// Requests in flight per submitter.
+        iodepth: u32,
+    },
+    /// Open loop: each request arrives at its own `time_ns`, whatever the cache's progress.
+    Open,
+}
+
+/// A deterministic stream of requests for one or more submitters.
+pub trait RequestSource {
+    /// Arrival model of this source.
+    fn arrival(&self) -> Arrival;
+    /// Next request for submitter `job` (`0..jobs`; always 0 for open loop), or `None` when that
+    /// submitter is done. Open-loop sources return requests in non-decreasing `time_ns`.
+    fn next_request(&mut self, job: u32) -> Option<Request>;
+}
+
+impl<S: RequestSource + ?Sized> RequestSource for Box<S> {
+    fn arrival(&self) -> Arrival {
+        (**self).arrival()
+    }
+    fn next_request(&mut self, job: u32) -> Option<Request> {
+        (**self).next_request(job)
+    }
+}

@@ -1,0 +1,1 @@
+//! tiercache-metrics (under construction).

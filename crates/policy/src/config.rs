@@ -1,0 +1,163 @@
+//! Configuration of one cache: geometry, capacity, partitions and the policy of each family.
+
+use serde::{Deserialize, Serialize};
+use tiercache_core::{Nanos, VolumeId};
+pub use tiercache_eviction::EvictionKind;
+
+/// Write policy (cache mode), exactly the table of SPEC §4.5.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WritePolicy {
+    /// WB: writes go to the cache and are written back later.
+    WriteBack,
+    /// WT: writes go to cache and backend; ack after both.
+    WriteThrough,
+    /// WA: write hits update cache and backend; write misses go to the backend only.
+    WriteAround,
+    /// WO: writes as WB; read misses are served from the backend and not promoted.
+    WriteOnly,
+    /// RO: writes invalidate the cached copy and go to the backend; read misses promote.
+    ReadOnly,
+    /// PT: everything goes to the backend; cached copies written over are invalidated.
+    PassThrough,
+}
+
+/// Promotion (admission) policy, SPEC §4.3.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "policy", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum PromotionConfig {
+    /// Promote on every miss.
+    Always,
+    /// Promote on the N-th access to a missed line, counted in a bounded table.
+    Nhit {
+        /// Accesses needed (1 = always).
+        n: u32,
+        /// Counter-table entries, as a multiple of the cache's line count (default 1.0).
+        #[serde(default = "default_table_ratio")]
+        table_ratio: f64,
+        /// Only filter above this cache occupancy (0.0..=1.0); below it, promote always.
+        #[serde(default)]
+        occupancy_threshold: f64,
+    },
+    /// Stochastic multiqueue, as in Linux dm-cache.
+    Smq {
+        /// Lines per hotspot region.
+        #[serde(default = "default_hotspot_lines")]
+        hotspot_lines: u32,
+    },
+    /// Never promote.
+    Never,
+}
+
+fn default_table_ratio() -> f64 {
+    1.0
+}
+fn default_hotspot_lines() -> u32 {
+    16
+}
+
+/// Cleaning (flushing) policy, SPEC §4.6.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "policy", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum CleaningConfig {
+    /// Flush only when the cache device has been idle for `idle_ns`.
+    Lazy {
+        /// Idle time before cleaning starts.
+        #[serde(default = "default_idle_ns")]
+        idle_ns: Nanos,
+        /// Lines per flush batch.
+        #[serde(default = "default_lazy_batch")]
+        batch: u32,
+    },
+    /// Every `period_ns`, flush a batch of the oldest dirty lines, whatever the load.
+    Aggressive {
+        /// Period between batches.
+        period_ns: Nanos,
+        /// Lines per batch.
+        batch: u32,
+    },
+    /// Flush while dirty lines exceed `high` of the capacity until below `low`.
+    Threshold {
+        /// High watermark, a fraction of the cache's lines.
+        high: f64,
+        /// Low watermark, a fraction of the cache's lines.
+        low: f64,
+        /// Lines per batch.
+        #[serde(default = "default_lazy_batch")]
+        batch: u32,
+    },
+    /// Never clean in the background (dirty data leaves only by eviction or final flush).
+    None,
+}
+
+fn default_idle_ns() -> Nanos {
+    1_000_000
+}
+fn default_lazy_batch() -> u32 {
+    32
+}
+
+/// What a write (or promotion) does when it needs a line and the victim is dirty (SPEC §4.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DirtyFullPolicy {
+    /// Flush the victim, then write into its place (the request waits for the flush).
+    EvictThenWrite,
+    /// Leave the cache untouched and send the write to the backend.
+    Bypass,
+}
+
+/// A static partition: a volume's share of the cache, with its own replacement list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartitionConfig {
+    /// Volume owning the partition.
+    pub volume: u32,
+    /// Bytes of cache reserved for it (rounded down to whole lines).
+    pub bytes: u64,
+}
+
+/// Complete policy configuration of one cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheConfig {
+    /// Cache capacity in bytes (rounded down to whole lines).
+    pub capacity: u64,
+    /// Line size in bytes: a power of two from 512 B to 1 MiB.
+    pub line_size: u64,
+    /// Replacement policy.
+    pub eviction: EvictionKind,
+    /// Promotion policy.
+    pub promotion: PromotionConfig,
+    /// Write policy applied to every volume unless overridden.
+    pub write_policy: WritePolicy,
+    /// Cleaning policy.
+    pub cleaning: CleaningConfig,
+    /// Answer to a needed victim being dirty.
+    pub dirty_full: DirtyFullPolicy,
+    /// Static partitions; volumes without one share the rest of the cache.
+    #[serde(default)]
+    pub partitions: Vec<PartitionConfig>,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self {
+            capacity: 1 << 30,
+            line_size: 4096,
+            eviction: EvictionKind::Lru,
+            promotion: PromotionConfig::Always,
+            write_policy: WritePolicy::WriteBack,
+            cleaning: CleaningConfig::Lazy { idle_ns: default_idle_ns(), batch: default_lazy_batch() },
+            dirty_full: DirtyFullPolicy::EvictThenWrite,
+            partitions: Vec::new(),
+        }
+    }
+}
+
+impl CacheConfig {
+    /// The partition owning `volume`, if any.
+    pub fn partition_of(&self, volume: VolumeId) -> Option<usize> {
+        self.partitions.iter().position(|p| p.volume == volume.0)
+    }
+}

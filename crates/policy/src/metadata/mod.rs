@@ -1,0 +1,207 @@
+//! Cache metadata: the line table (one entry per slot), the tag index and the dirty list.
+//!
+//! Budget (SPEC, issue: at most 64 bytes per line plus the promotion table): a [`LineMeta`] is
+//! 32 bytes, the index 4–8 bytes, the dirty-list links 8 bytes and the eviction policy ≤ 12 bytes.
+
+mod index;
+mod list;
+
+pub use index::SlotIndex;
+pub use list::SlotList;
+
+use tiercache_core::LineKey;
+use tiercache_eviction::Slot;
+
+/// State of one resident line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineMeta {
+    /// Backend line held in this slot.
+    pub key: LineKey,
+    /// Sub-blocks holding valid data.
+    pub valid: u64,
+    /// Sub-blocks newer in the cache than on the backend (always a subset of `valid`).
+    pub dirty: u64,
+    /// Partition owning the slot.
+    pub partition: u16,
+    /// Under write-back: must not be evicted or reused until the flush job completes.
+    pub pinned: bool,
+    /// Slot holds a line (false: free).
+    pub resident: bool,
+}
+
+impl LineMeta {
+    const EMPTY: LineMeta =
+        LineMeta { key: LineKey(0), valid: 0, dirty: 0, partition: 0, pinned: false, resident: false };
+}
+
+/// All slots of the cache with their metadata, the key → slot index, the free-slot stack and
+/// the dirty list (least recently written first).
+#[derive(Debug)]
+pub struct LineTable {
+    lines: Vec<LineMeta>,
+    index: SlotIndex,
+    free: Vec<Slot>,
+    dirty: SlotList,
+    dirty_count: u64,
+}
+
+impl LineTable {
+    /// Table of `slots` free slots.
+    pub fn new(slots: u32) -> Self {
+        Self {
+            lines: vec![LineMeta::EMPTY; slots as usize],
+            index: SlotIndex::with_capacity(slots as usize),
+            free: (0..slots).rev().collect(),
+            dirty: SlotList::new(slots as usize),
+            dirty_count: 0,
+        }
+    }
+
+    /// Slot holding `key`, if resident.
+    #[inline]
+    pub fn lookup(&self, key: LineKey) -> Option<Slot> {
+        self.index.get(key, |s| self.lines[s as usize].key)
+    }
+
+    /// Metadata of a slot.
+    #[inline]
+    pub fn meta(&self, slot: Slot) -> &LineMeta {
+        &self.lines[slot as usize]
+    }
+
+    /// Takes a free slot, if any.
+    pub fn take_free(&mut self) -> Option<Slot> {
+        self.free.pop()
+    }
+
+    /// Places `key` in a free slot taken with [`take_free`](Self::take_free) or freed by
+    /// [`remove`](Self::remove).
+    pub fn install(&mut self, slot: Slot, key: LineKey, partition: u16) {
+        let m = &mut self.lines[slot as usize];
+        debug_assert!(!m.resident, "installing into an occupied slot");
+        *m = LineMeta { key, valid: 0, dirty: 0, partition, pinned: false, resident: true };
+        let lines = &self.lines;
+        self.index.insert(key, slot, |s| lines[s as usize].key);
+    }
+
+    /// Removes a resident, clean, unpinned line; the slot is *not* returned to the free stack
+    /// (the caller reuses it or calls [`release`](Self::release)).
+    pub fn remove(&mut self, slot: Slot) {
+        let m = self.lines[slot as usize];
+        assert!(m.resident && !m.pinned, "removing a non-resident or pinned line");
+        assert_eq!(m.dirty, 0, "removing a dirty line would lose data");
+        let lines = &self.lines;
+        self.index.remove(m.key, |s| lines[s as usize].key);
+        self.lines[slot as usize] = LineMeta::EMPTY;
+    }
+
+    /// Returns a removed slot to the free stack.
+    pub fn release(&mut self, slot: Slot) {
+        debug_assert!(!self.lines[slot as usize].resident);
+        self.free.push(slot);
+    }
+
+    /// Marks sub-blocks valid.
+    pub fn add_valid(&mut self, slot: Slot, mask: u64) {
+        self.lines[slot as usize].valid |= mask;
+    }
+
+    /// Marks sub-blocks invalid (and not dirty): their cached copy is stale or discarded.
+    /// Returns the dirty sub-blocks that were discarded.
+    pub fn invalidate(&mut self, slot: Slot, mask: u64) -> u64 {
+        let m = &mut self.lines[slot as usize];
+        let dropped = m.dirty & mask;
+        m.valid &= !mask;
+        if dropped != 0 {
+            m.dirty &= !mask;
+            if m.dirty == 0 {
+                self.dirty.unlink(slot);
+                self.dirty_count -= 1;
+            }
+        }
+        dropped
+    }
+
+    /// Marks sub-blocks valid and dirty, moving the line to the most recently written end.
+    pub fn make_dirty(&mut self, slot: Slot, mask: u64) {
+        let m = &mut self.lines[slot as usize];
+        m.valid |= mask;
+        if m.dirty == 0 {
+            self.dirty_count += 1;
+        } else {
+            self.dirty.unlink(slot);
+        }
+        m.dirty |= mask;
+        self.dirty.push_back(slot);
+    }
+
+    /// Marks a line clean (after its dirty data was handed to a write-back). Returns the dirty
+    /// mask it had.
+    pub fn make_clean(&mut self, slot: Slot) -> u64 {
+        let m = &mut self.lines[slot as usize];
+        let was = m.dirty;
+        if was != 0 {
+            m.dirty = 0;
+            self.dirty.unlink(slot);
+            self.dirty_count -= 1;
+        }
+        was
+    }
+
+    /// Pins or unpins a line.
+    pub fn set_pinned(&mut self, slot: Slot, pinned: bool) {
+        self.lines[slot as usize].pinned = pinned;
+    }
+
+    /// Dirty lines, least recently written first.
+    pub fn dirty_iter(&self) -> impl Iterator<Item = Slot> + '_ {
+        self.dirty.iter()
+    }
+
+    /// Number of dirty lines.
+    pub fn dirty_count(&self) -> u64 {
+        self.dirty_count
+    }
+
+    /// Number of resident lines.
+    pub fn resident_count(&self) -> u64 {
+        self.index.len() as u64
+    }
+
+    /// Total slots.
+    pub fn slots(&self) -> u32 {
+        self.lines.len() as u32
+    }
+
+    /// Heap bytes of the table, index and dirty list.
+    pub fn memory_bytes(&self) -> usize {
+        self.lines.capacity() * std::mem::size_of::<LineMeta>()
+            + self.index.memory_bytes()
+            + self.free.capacity() * std::mem::size_of::<Slot>()
+            + self.dirty.memory_bytes()
+    }
+
+    /// Every resident slot (for audits and tests).
+    pub fn resident_slots(&self) -> impl Iterator<Item = Slot> + '_ {
+        self.lines.iter().enumerate().filter(|(_, m)| m.resident).map(|(i, _)| i as Slot)
+    }
+
+    /// Checks the table's invariants; panics with a description on violation.
+    pub fn audit(&self) {
+        let mut resident = 0;
+        for (i, m) in self.lines.iter().enumerate() {
+            if m.resident {
+                resident += 1;
+                assert_eq!(m.dirty & !m.valid, 0, "slot {i}: dirty sub-blocks not valid");
+                assert_eq!(self.lookup(m.key), Some(i as Slot), "slot {i}: index disagrees");
+            } else {
+                assert_eq!(m.dirty, 0, "slot {i}: free slot with dirty data");
+            }
+        }
+        assert_eq!(resident, self.index.len(), "index size");
+        assert_eq!(resident + self.free.len(), self.lines.len(), "slots lost or duplicated");
+        let dirty: Vec<Slot> = self.dirty.iter().collect();
+        assert_eq!(dirty.len() as u64, self.dirty_count, "dirty count");
+        assert!(dirty.iter().all(|&s| self.lines[s as usize].dirty != 0), "clean line on dirty list");
+    }
+}

@@ -1,0 +1,145 @@
+//! Counters the policy core keeps: every decision is counted, every decision not to cache with
+//! its reason.
+
+use serde::{Deserialize, Serialize};
+
+/// Why data was not placed in (or served from) the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BypassReason {
+    /// The promotion policy has not seen the line often enough yet.
+    NotHotYet,
+    /// The write policy sends this kind of access to the backend.
+    Mode,
+    /// A victim was needed and it was dirty, and the dirty-full policy is bypass.
+    DirtyFull,
+    /// Every candidate victim was pinned (under write-back).
+    AllPinned,
+    /// The volume's partition has no lines at all.
+    NoSpace,
+}
+
+impl BypassReason {
+    /// All reasons, in report order.
+    pub const ALL: [BypassReason; 5] = [
+        BypassReason::NotHotYet,
+        BypassReason::Mode,
+        BypassReason::DirtyFull,
+        BypassReason::AllPinned,
+        BypassReason::NoSpace,
+    ];
+
+    /// Name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            BypassReason::NotHotYet => "not-hot-yet",
+            BypassReason::Mode => "mode",
+            BypassReason::DirtyFull => "dirty-full",
+            BypassReason::AllPinned => "all-pinned",
+            BypassReason::NoSpace => "no-space",
+        }
+    }
+}
+
+/// Cumulative counters of one cache (or one partition).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheStats {
+    /// Requests processed (reads, writes, trims, flushes).
+    pub requests: u64,
+    /// Read requests.
+    pub read_requests: u64,
+    /// Write requests.
+    pub write_requests: u64,
+    /// Requests whose every line was fully present (no backend read needed).
+    pub full_hit_requests: u64,
+    /// Read requests fully served from the cache.
+    pub read_hit_requests: u64,
+    /// Write requests whose every line was resident before the write.
+    pub write_hit_requests: u64,
+    /// Line accesses by reads and writes (a request covering k lines is k accesses).
+    pub line_accesses: u64,
+    /// Line accesses finding the line resident with every needed sub-block valid.
+    pub line_hits: u64,
+    /// Line accesses finding the line resident but some needed sub-blocks invalid.
+    pub line_partial_hits: u64,
+    /// Line accesses not finding the line.
+    pub line_misses: u64,
+    /// Read line accesses and their full hits.
+    pub read_line_accesses: u64,
+    /// Read line accesses that were full hits.
+    pub read_line_hits: u64,
+    /// Write line accesses.
+    pub write_line_accesses: u64,
+    /// Write line accesses that found the line resident.
+    pub write_line_hits: u64,
+    /// Lines inserted into the cache (read promotions and write allocations).
+    pub promotions: u64,
+    /// Lines inserted by write allocation (subset of `promotions`).
+    pub write_allocations: u64,
+    /// Lines evicted to make room.
+    pub evictions: u64,
+    /// Evicted lines that were dirty and written back first.
+    pub dirty_evictions: u64,
+    /// Lines invalidated by trim or by writes in RO/PT/WA modes.
+    pub invalidations: u64,
+    /// Lines written back by the cleaner (including the final flush).
+    pub cleaned_lines: u64,
+    /// Flush jobs issued by the cleaner.
+    pub clean_jobs: u64,
+    /// Bytes written back to the backend (cleaning and dirty evictions).
+    pub written_back_bytes: u64,
+    /// Bytes written to the cache device (promotions, fills and application writes).
+    pub cache_bytes_written: u64,
+    /// Bytes read from the cache device (hits and write-back reads).
+    pub cache_bytes_read: u64,
+    /// Bytes read from the backend.
+    pub backend_bytes_read: u64,
+    /// Bytes written to the backend.
+    pub backend_bytes_written: u64,
+    /// Bytes of application writes that made lines dirty.
+    pub dirtied_bytes: u64,
+    /// Bytes of dirty data dropped by trim (the application discarded them).
+    pub trimmed_dirty_bytes: u64,
+    /// Line-level bypasses by reason (indexed as [`BypassReason::ALL`]).
+    pub bypasses: [u64; 5],
+}
+
+impl CacheStats {
+    /// Adds one bypass.
+    pub fn bypass(&mut self, reason: BypassReason) {
+        self.bypasses[reason as usize] += 1;
+    }
+
+    /// Bypasses for one reason.
+    pub fn bypasses_for(&self, reason: BypassReason) -> u64 {
+        self.bypasses[reason as usize]
+    }
+
+    /// All bypasses.
+    pub fn total_bypasses(&self) -> u64 {
+        self.bypasses.iter().sum()
+    }
+
+    /// Full line hits / line accesses (0 when no access).
+    pub fn hit_ratio(&self) -> f64 {
+        ratio(self.line_hits, self.line_accesses)
+    }
+
+    /// Read line hit ratio.
+    pub fn read_hit_ratio(&self) -> f64 {
+        ratio(self.read_line_hits, self.read_line_accesses)
+    }
+
+    /// Write line hit ratio.
+    pub fn write_hit_ratio(&self) -> f64 {
+        ratio(self.write_line_hits, self.write_line_accesses)
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}

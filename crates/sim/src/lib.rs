@@ -1,0 +1,1 @@
+//! tiercache-sim (under construction).

@@ -1,0 +1,1 @@
+//! tiercache-trace (under construction).

@@ -1,0 +1,1 @@
+//! tiercache-workload (under construction).
