@@ -1,1 +1,276 @@
-//! tiercache-config (under construction).
+//! The config language of tiercache: one TOML document per experiment, shared by `sim`, `serve`,
+//! `bench` and `sweep`.
+//!
+//! This crate is generic over the typed sections: it loads a document, applies `--set key=value`
+//! overrides, expands `[[variant]]` tables (each a named list of overrides against the base),
+//! and deserialises into any typed structure with errors that name the offending key path
+//! (`cache.promotion.n: invalid value ...`). Typed sections live with the crates that use them.
+
+#![warn(missing_docs)]
+
+use serde::de::DeserializeOwned;
+use std::path::{Path, PathBuf};
+use toml::Value;
+
+/// Errors of the config language. Each names the file, key or override at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// File.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML.
+    #[error("{path}: {message}")]
+    Syntax {
+        /// File.
+        path: PathBuf,
+        /// Parser message, with line and column.
+        message: String,
+    },
+    /// A `--set` override is malformed.
+    #[error("--set `{text}`: {reason}")]
+    Override {
+        /// The override as given.
+        text: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A key is unknown, or a value has the wrong type or range.
+    #[error("{context}{path}: {message}")]
+    Value {
+        /// Where the document came from (file and variant), with a trailing ": " when set.
+        context: String,
+        /// Dotted key path.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A combination of values is impossible.
+    #[error("{context}{message}")]
+    Invalid {
+        /// Where the document came from.
+        context: String,
+        /// What is wrong, naming the keys.
+        message: String,
+    },
+}
+
+/// A parsed config document and where it came from.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// Source (file path or `<embedded>`).
+    pub source: String,
+    /// The TOML tree.
+    pub value: Value,
+}
+
+impl Document {
+    /// Reads and parses a TOML file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.into(), source })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses TOML text; `source` names it in errors.
+    pub fn parse(text: &str, source: &str) -> Result<Self, ConfigError> {
+        let value: Value = toml::from_str(text)
+            .map_err(|e| ConfigError::Syntax { path: source.into(), message: e.to_string() })?;
+        Ok(Self { source: source.to_string(), value })
+    }
+
+    /// Applies `key.path=value` overrides in order. The value is read as a TOML value (number,
+    /// boolean, string, array, inline table); anything else is taken as a bare string.
+    pub fn apply_overrides<S: AsRef<str>>(&mut self, overrides: &[S]) -> Result<(), ConfigError> {
+        for o in overrides {
+            set_path(&mut self.value, o.as_ref())?;
+        }
+        Ok(())
+    }
+
+    /// The document's variants: `(name, document)` for each `[[variant]]` table (its `set` list
+    /// of overrides applied to the base), or the base alone (named by `name` or "base") when
+    /// there are none. The `variant` key itself is removed from every result.
+    pub fn variants(&self) -> Result<Vec<(String, Document)>, ConfigError> {
+        let mut base = self.clone();
+        let variants = match base.value.as_table_mut().and_then(|t| t.remove("variant")) {
+            None => Vec::new(),
+            Some(Value::Array(a)) => a,
+            Some(_) => {
+                return Err(ConfigError::Value {
+                    context: self.context(),
+                    path: "variant".into(),
+                    message: "must be an array of tables ([[variant]])".into(),
+                })
+            }
+        };
+        let base_name = base.value.get("name").and_then(Value::as_str).unwrap_or("base").to_string();
+        if variants.is_empty() {
+            return Ok(vec![(base_name, base)]);
+        }
+        let mut out = Vec::new();
+        for (i, v) in variants.into_iter().enumerate() {
+            let ctx = |m: &str| ConfigError::Value { context: self.context(), path: format!("variant[{i}]"), message: m.into() };
+            let t = v.as_table().ok_or_else(|| ctx("must be a table"))?;
+            for k in t.keys() {
+                if k != "name" && k != "set" {
+                    return Err(ctx(&format!("unknown key `{k}` (expected `name`, `set`)")));
+                }
+            }
+            let name = t.get("name").and_then(Value::as_str).ok_or_else(|| ctx("needs a string `name`"))?.to_string();
+            let mut doc = base.clone();
+            doc.source = format!("{} [variant {name}]", self.source);
+            if let Some(set) = t.get("set") {
+                let list = set.as_array().ok_or_else(|| ctx("`set` must be an array of \"key=value\" strings"))?;
+                for s in list {
+                    let s = s.as_str().ok_or_else(|| ctx("`set` entries must be strings \"key=value\""))?;
+                    set_path(&mut doc.value, s)?;
+                }
+            }
+            if let Some(t) = doc.value.as_table_mut() {
+                t.insert("name".into(), Value::String(name.clone()));
+            }
+            if out.iter().any(|(n, _): &(String, Document)| *n == name) {
+                return Err(ctx(&format!("duplicate variant name `{name}`")));
+            }
+            out.push((name, doc));
+        }
+        Ok(out)
+    }
+
+    /// Deserialises the whole document (or the section at `section`, a dotted path, when given)
+    /// into `T`, naming the key path of any error.
+    pub fn typed<T: DeserializeOwned>(&self, section: Option<&str>) -> Result<T, ConfigError> {
+        let (value, prefix) = match section {
+            None => (self.value.clone(), String::new()),
+            Some(s) => {
+                let mut v = &self.value;
+                for part in s.split('.') {
+                    v = v.get(part).ok_or_else(|| ConfigError::Value {
+                        context: self.context(),
+                        path: s.into(),
+                        message: "missing section".into(),
+                    })?;
+                }
+                (v.clone(), format!("{s}."))
+            }
+        };
+        serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            let path = if path == "." { prefix.trim_end_matches('.').to_string() } else { format!("{prefix}{path}") };
+            ConfigError::Value { context: self.context(), path, message: e.into_inner().to_string() }
+        })
+    }
+
+    /// Error context prefix naming the source.
+    pub fn context(&self) -> String {
+        format!("{}: ", self.source)
+    }
+
+    /// The document as JSON (for result records).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(&self.value).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// Sets `a.b.c=value` in a TOML tree, creating tables on the way.
+pub fn set_path(root: &mut Value, text: &str) -> Result<(), ConfigError> {
+    let err = |reason: &str| ConfigError::Override { text: text.into(), reason: reason.into() };
+    let (key, raw) = text.split_once('=').ok_or_else(|| err("expected key=value"))?;
+    let key = key.trim();
+    if key.is_empty() || key.split('.').any(|p| p.trim().is_empty()) {
+        return Err(err("empty key"));
+    }
+    let raw = raw.trim();
+    let value = match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
+        Ok(mut t) => t.remove("v").expect("parsed"),
+        Err(_) => Value::String(raw.to_string()),
+    };
+    let parts: Vec<&str> = key.split('.').map(str::trim).collect();
+    let mut cur = root;
+    for (i, p) in parts.iter().enumerate() {
+        let table = cur.as_table_mut().ok_or_else(|| err(&format!("`{}` is not a table", parts[..i].join("."))))?;
+        if i + 1 == parts.len() {
+            table.insert((*p).to_string(), value);
+            return Ok(());
+        }
+        cur = table.entry((*p).to_string()).or_insert_with(|| Value::Table(Default::default()));
+    }
+    unreachable!("loop returns at the last part")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Inner {
+        n: u32,
+        #[serde(default)]
+        label: String,
+    }
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Outer {
+        #[serde(default)]
+        name: String,
+        inner: Inner,
+    }
+
+    #[test]
+    fn overrides_create_and_replace() {
+        let mut d = Document::parse("[inner]\nn = 1\n", "t").unwrap();
+        d.apply_overrides(&["inner.n=5", "inner.label=hello world"]).unwrap();
+        let o: Outer = d.typed(None).unwrap();
+        assert_eq!(o.inner, Inner { n: 5, label: "hello world".into() });
+        assert!(matches!(d.apply_overrides(&["nokey"]), Err(ConfigError::Override { .. })));
+        assert!(matches!(d.apply_overrides(&["inner.n.x=1"]), Err(ConfigError::Override { .. })));
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_its_path() {
+        let d = Document::parse("[inner]\nn = 1\nbogus = 2\n", "cfg.toml").unwrap();
+        let e = d.typed::<Outer>(None).unwrap_err().to_string();
+        assert!(e.contains("cfg.toml"), "{e}");
+        assert!(e.contains("inner.bogus") || e.contains("bogus"), "{e}");
+        let d = Document::parse("[inner]\nn = -3\n", "cfg.toml").unwrap();
+        let e = d.typed::<Outer>(None).unwrap_err().to_string();
+        assert!(e.contains("inner.n"), "{e}");
+    }
+
+    #[test]
+    fn syntax_error_names_file_and_line() {
+        let e = Document::parse("[inner]\nn = = 1\n", "bad.toml").unwrap_err().to_string();
+        assert!(e.contains("bad.toml") && e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn variants_expand_against_the_base() {
+        let text = r#"
+name = "x"
+[inner]
+n = 1
+[[variant]]
+name = "a"
+set = ["inner.n=2"]
+[[variant]]
+name = "b"
+set = ["inner.n=3", "inner.label=b"]
+"#;
+        let d = Document::parse(text, "t").unwrap();
+        let v = d.variants().unwrap();
+        let got: Vec<(String, Outer)> = v.iter().map(|(n, d)| (n.clone(), d.typed(None).unwrap())).collect();
+        assert_eq!(got[0].1.inner.n, 2);
+        assert_eq!(got[1].1.inner, Inner { n: 3, label: "b".into() });
+        assert_eq!(got[1].1.name, "b");
+        let dup = Document::parse("[[variant]]\nname='a'\n[[variant]]\nname='a'\n", "t").unwrap();
+        assert!(dup.variants().unwrap_err().to_string().contains("duplicate"));
+        let bad = Document::parse("[[variant]]\nname='a'\nsett=[]\n", "t").unwrap();
+        assert!(bad.variants().unwrap_err().to_string().contains("sett"));
+    }
+}

@@ -9,6 +9,7 @@ pub mod geometry;
 pub mod plan;
 pub mod request;
 pub mod source;
+pub mod units;
 
 pub use geometry::{LineGeometry, LineKey, GeometryError, MAX_VOLUMES};
 pub use plan::{DevOp, Device, IoKind, OpCause, Plan};

@@ -45,6 +45,19 @@ impl FlushJob {
     }
 }
 
+/// Public view of one resident line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineState {
+    /// Slot (cache-device address = slot × line size).
+    pub slot: Slot,
+    /// Valid sub-blocks.
+    pub valid: u64,
+    /// Dirty sub-blocks.
+    pub dirty: u64,
+    /// Under write-back.
+    pub pinned: bool,
+}
+
 /// What one request found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AccessOutcome {
@@ -284,6 +297,13 @@ impl Cache {
         self.table.memory_bytes() + self.parts.iter().map(|p| p.evict.memory_bytes()).sum::<usize>()
     }
 
+    /// State of the line `index` of `volume`, if resident.
+    pub fn line_state(&self, volume: VolumeId, index: u64) -> Option<LineState> {
+        let slot = self.table.lookup(LineKey::new(volume, index))?;
+        let m = self.table.meta(slot);
+        Some(LineState { slot, valid: m.valid, dirty: m.dirty, pinned: m.pinned })
+    }
+
     /// Changes the write policy of one volume, or of all volumes (clearing per-volume ones).
     pub fn set_write_policy(&mut self, volume: Option<VolumeId>, policy: WritePolicy) {
         match volume {
@@ -512,7 +532,7 @@ impl Cache {
             }
             match action {
                 WriteHit::CacheDirty => {
-                    let stage = self.fill_edges(vol, slot, line_base, touched & !covered & !m.valid, 0);
+                    let stage = self.fill_edges(vol, slot, line_base, touched & !covered & !m.valid, s.start, s.end, 0);
                     let a = self.cache_addr(slot, s.start);
                     self.emit(op(Device::Cache, IoKind::Write, vol, a, len, stage, true, OpCause::Write));
                     self.mark_dirty(slot, touched);
@@ -553,7 +573,7 @@ impl Cache {
         self.stats.write_allocations += 1;
         let a = self.cache_addr(slot, s.start);
         if rules.write_miss == WriteMiss::AllocateDirty {
-            let stage = self.fill_edges(vol, slot, line_base, touched & !covered, stage);
+            let stage = self.fill_edges(vol, slot, line_base, touched & !covered, s.start, s.end, stage);
             self.emit(op(Device::Cache, IoKind::Write, vol, a, len, stage, true, OpCause::Write));
             self.mark_dirty(slot, touched);
             self.stats.dirtied_bytes += len;
@@ -564,18 +584,25 @@ impl Cache {
         }
     }
 
-    /// Reads sub-blocks a dirty write only partly covers from the backend into the line, so the
-    /// whole sub-block is valid before it becomes dirty. Returns the stage the write may use.
-    fn fill_edges(&mut self, vol: VolumeId, slot: Slot, line_base: u64, edges: u64, stage: u8) -> u8 {
+    /// Reads the parts of the sub-blocks a dirty write only partly covers (`edges`) that the
+    /// write leaves untouched from the backend into the line, so each whole sub-block is valid
+    /// before it becomes dirty. The fill writes and the application write `[start, end)` do not
+    /// overlap, so they share a stage. Returns the stage the application write may use.
+    #[allow(clippy::too_many_arguments)]
+    fn fill_edges(&mut self, vol: VolumeId, slot: Slot, line_base: u64, edges: u64, start: u64, end: u64, stage: u8) -> u8 {
         if edges == 0 {
             return stage;
         }
         let sub = self.geo.sub_size();
         for (lo, hi) in runs(edges) {
             let (a, b) = (lo as u64 * sub, hi as u64 * sub);
-            self.emit(op(Device::Backend, IoKind::Read, vol, line_base + a, b - a, stage, true, OpCause::Fill));
-            let addr = self.cache_addr(slot, a);
-            self.emit(op(Device::Cache, IoKind::Write, vol, addr, b - a, stage + 1, true, OpCause::Fill));
+            for (x, y) in [(a, b.min(start)), (a.max(end), b)] {
+                if x < y {
+                    self.emit(op(Device::Backend, IoKind::Read, vol, line_base + x, y - x, stage, true, OpCause::Fill));
+                    let addr = self.cache_addr(slot, x);
+                    self.emit(op(Device::Cache, IoKind::Write, vol, addr, y - x, stage + 1, true, OpCause::Fill));
+                }
+            }
         }
         self.table.add_valid(slot, edges);
         stage + 1
@@ -663,11 +690,21 @@ impl Cache {
             };
             let m = *self.table.meta(victim);
             debug_assert!(m.resident && !m.pinned && m.partition as usize == p);
+            // A request may evict a line it touched itself (a long request over a small cache):
+            // its ops on the victim's slot must finish before the slot is written back or reused.
+            let (lo, hi) = (self.cache_addr(victim, 0), self.cache_addr(victim + 1, 0));
+            stage = self
+                .scratch
+                .iter()
+                .filter(|o| o.device == Device::Cache && o.offset < hi && o.offset + o.len > lo)
+                .map(|o| o.stage + 1)
+                .max()
+                .unwrap_or(0);
             if m.dirty != 0 {
                 let dirty = self.mark_clean(victim);
-                self.write_back_ops(victim, m.key, dirty, 0, for_write, OpCause::EvictFlush);
+                self.write_back_ops(victim, m.key, dirty, stage, for_write, OpCause::EvictFlush);
                 self.stats.dirty_evictions += 1;
-                stage = 2;
+                stage += 2;
             }
             self.stats.evictions += 1;
             self.table.remove(victim);

@@ -1,6 +1,7 @@
 //! Configuration of one cache: geometry, capacity, partitions and the policy of each family.
 
 use serde::{Deserialize, Serialize};
+use tiercache_core::units::{de_bytes, de_nanos};
 use tiercache_core::{Nanos, VolumeId};
 pub use tiercache_eviction::EvictionKind;
 
@@ -63,7 +64,7 @@ pub enum CleaningConfig {
     /// Flush only when the cache device has been idle for `idle_ns`.
     Lazy {
         /// Idle time before cleaning starts.
-        #[serde(default = "default_idle_ns")]
+        #[serde(default = "default_idle_ns", deserialize_with = "de_nanos")]
         idle_ns: Nanos,
         /// Lines per flush batch.
         #[serde(default = "default_lazy_batch")]
@@ -72,6 +73,7 @@ pub enum CleaningConfig {
     /// Every `period_ns`, flush a batch of the oldest dirty lines, whatever the load.
     Aggressive {
         /// Period between batches.
+        #[serde(deserialize_with = "de_nanos")]
         period_ns: Nanos,
         /// Lines per batch.
         batch: u32,
@@ -114,16 +116,19 @@ pub struct PartitionConfig {
     /// Volume owning the partition.
     pub volume: u32,
     /// Bytes of cache reserved for it (rounded down to whole lines).
+    #[serde(deserialize_with = "de_bytes")]
     pub bytes: u64,
 }
 
-/// Complete policy configuration of one cache.
+/// Complete policy configuration of one cache. Every field has a default (see [`Default`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct CacheConfig {
     /// Cache capacity in bytes (rounded down to whole lines).
+    #[serde(deserialize_with = "de_bytes")]
     pub capacity: u64,
     /// Line size in bytes: a power of two from 512 B to 1 MiB.
+    #[serde(deserialize_with = "de_bytes")]
     pub line_size: u64,
     /// Replacement policy.
     pub eviction: EvictionKind,

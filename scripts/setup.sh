@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what tiercache's tests and benchmarks use beyond Rust: real NBD clients and servers,
+# fio, and libCacheSim (the reference simulator the hit ratios are checked against).
+# Idempotent: installs only what is missing. Needs root (or sudo) for apt-get.
+set -euo pipefail
+
+need_apt=()
+command -v fio >/dev/null || need_apt+=(fio)
+command -v nbdsh >/dev/null || need_apt+=(libnbd-bin)
+command -v nbdkit >/dev/null || need_apt+=(nbdkit)
+command -v qemu-io >/dev/null || need_apt+=(qemu-utils)
+if [ "${#need_apt[@]}" -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing ${need_apt[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if ! python3 -c "import libcachesim" 2>/dev/null; then
+  echo "setup: installing libcachesim (PyPI)"
+  python3 -m pip install -q libcachesim
+fi
