@@ -1,1 +1,44 @@
-fn main() {}
+//! `tiercache`: the command-line front of the toolkit. Each subcommand lives in its own module
+//! and calls into the library crates; this file only parses arguments and maps errors to exit
+//! codes (2 for bad input: configs, arguments, traces; 1 for anything else).
+
+use tiercache::sim_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "tiercache", version, about = "Simulate, analyse and run I/O caches in tiered storage")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Simulate a cache architecture on a workload or trace (virtual time or hit-ratio only).
+    Sim(sim_cmd::SimArgs),
+    /// Read, summarise and convert block I/O traces.
+    Trace(tiercache_trace::cli::TraceArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Sim(args) => sim_cmd::run(args),
+        Command::Trace(args) => tiercache_trace::cli::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tiercache: error: {e:#}");
+            let input_error = e.chain().any(|c| {
+                c.is::<tiercache_config::ConfigError>()
+                    || c.is::<tiercache_trace::TraceError>()
+                    || c.is::<tiercache_policy::PolicyError>()
+                    || c.is::<tiercache_sim::SimError>()
+            });
+            ExitCode::from(if input_error { 2 } else { 1 })
+        }
+    }
+}

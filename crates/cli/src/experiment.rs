@@ -1,0 +1,230 @@
+//! The typed experiment: one config document resolved into a policy core, a workload (synthetic
+//! or a trace) and a simulator setup. `sim`, `sweep` and later `bench` share this resolution, so
+//! one config language describes a design everywhere.
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use tiercache_config::{ConfigError, Document};
+use tiercache_core::{Arrival, RequestSource};
+use tiercache_policy::CacheConfig;
+use tiercache_sim::{DeviceConfig, HostConfig, RunLimits, SimConfig, VolumeBackend};
+use tiercache_workload::{SyntheticWorkload, WorkloadSpec};
+
+/// The embedded default experiment (examples/default.toml).
+pub const DEFAULT_CONFIG: &str = include_str!("../../../examples/default.toml");
+
+/// How a run executes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunMode {
+    /// Discrete-event simulation in virtual time: latencies, IOPS, device load.
+    #[default]
+    Timed,
+    /// The policy core alone, no timing: hit ratios and counters, as fast as possible.
+    HitRatio,
+}
+
+/// `[run]`: mode and seed; the remaining keys are the simulator's run limits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+struct RunHead {
+    mode: RunMode,
+    seed: u64,
+}
+
+impl Default for RunHead {
+    fn default() -> Self {
+        Self { mode: RunMode::Timed, seed: 1 }
+    }
+}
+
+/// `[workload]` when it replays a trace (it has a `trace` key).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceWorkload {
+    /// Trace file (relative paths are relative to the config file).
+    pub trace: PathBuf,
+    /// Format; detected from the name and content when absent.
+    #[serde(default)]
+    pub format: Option<tiercache_trace::Format>,
+    /// `timestamps` (open loop, by trace times) or `fast` (closed loop, as fast as possible).
+    #[serde(default)]
+    pub replay: ReplayMode,
+    /// Divides trace times (2.0 replays twice as fast).
+    #[serde(default = "one")]
+    pub speed: f64,
+    /// Parallel submitters for `fast` replay.
+    #[serde(default = "one_u32")]
+    pub jobs: u32,
+    /// Requests in flight per submitter for `fast` replay.
+    #[serde(default = "one_u32")]
+    pub iodepth: u32,
+    /// Skip and count malformed records instead of failing.
+    #[serde(default)]
+    pub skip_bad: bool,
+}
+
+fn one() -> f64 {
+    1.0
+}
+fn one_u32() -> u32 {
+    1
+}
+
+/// Trace replay timing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReplayMode {
+    /// Open loop at trace times.
+    #[default]
+    Timestamps,
+    /// Closed loop with `jobs × iodepth` requests in flight.
+    Fast,
+}
+
+/// `[devices]`.
+#[derive(Debug, Clone, Deserialize, Serialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct Devices {
+    /// The cache device.
+    pub cache: DeviceConfig,
+    /// The backend shared by all volumes (unless given per volume).
+    pub backend: DeviceConfig,
+    /// Per-volume backends.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volume_backends: Vec<VolumeBackend>,
+}
+
+/// Where the requests come from.
+#[derive(Debug, Clone)]
+pub enum Workload {
+    /// fio-like synthetic workload.
+    Synthetic(WorkloadSpec),
+    /// Trace replay.
+    Trace(TraceWorkload),
+}
+
+/// One fully resolved run.
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    /// Run name (the variant's name, or the document's `name`).
+    pub name: String,
+    /// Timed or hit-ratio-only.
+    pub mode: RunMode,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Policy core configuration.
+    pub cache: CacheConfig,
+    /// Simulator configuration (devices, host, limits).
+    pub sim: SimConfig,
+    /// Request source.
+    pub workload: Workload,
+    /// The whole document as JSON, recorded with the result.
+    pub config_json: serde_json::Value,
+}
+
+const TOP_KEYS: [&str; 6] = ["name", "run", "workload", "cache", "devices", "host"];
+
+impl Experiment {
+    /// Resolves a document (one variant) into an experiment. `base_dir` resolves relative
+    /// trace paths.
+    pub fn from_document(name: &str, doc: &Document, base_dir: &Path) -> Result<Self, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid { context: doc.context(), message };
+        let table = doc.value.as_table().ok_or_else(|| invalid("the document must be a table".into()))?;
+        for k in table.keys() {
+            if !TOP_KEYS.contains(&k.as_str()) {
+                return Err(ConfigError::Value {
+                    context: doc.context(),
+                    path: k.clone(),
+                    message: format!("unknown section (expected one of {})", TOP_KEYS.join(", ")),
+                });
+            }
+        }
+        let head: RunHead = if table.contains_key("run") { doc.typed(Some("run"))? } else { RunHead::default() };
+        // The rest of [run] are the simulator's limits (checked with their own unknown-key rule).
+        let mut limits_doc = doc.clone();
+        if let Some(run) = limits_doc.value.get_mut("run").and_then(|v| v.as_table_mut()) {
+            run.remove("mode");
+            run.remove("seed");
+        }
+        let limits: RunLimits = if table.contains_key("run") { limits_doc.typed(Some("run"))? } else { RunLimits::default() };
+        let cache: CacheConfig = if table.contains_key("cache") { doc.typed(Some("cache"))? } else { CacheConfig::default() };
+        let devices: Devices = if table.contains_key("devices") { doc.typed(Some("devices"))? } else { Devices::default() };
+        let host: Option<HostConfig> = if table.contains_key("host") { Some(doc.typed(Some("host"))?) } else { None };
+        let is_trace = doc.value.get("workload").and_then(|w| w.get("trace")).is_some();
+        let workload = if is_trace {
+            let mut t: TraceWorkload = doc.typed(Some("workload"))?;
+            if t.trace.is_relative() {
+                t.trace = base_dir.join(&t.trace);
+            }
+            if t.jobs == 0 || t.iodepth == 0 {
+                return Err(invalid("workload.jobs and workload.iodepth must be at least 1".into()));
+            }
+            Workload::Trace(t)
+        } else {
+            let mut spec: WorkloadSpec =
+                if table.contains_key("workload") { doc.typed(Some("workload"))? } else { WorkloadSpec::default() };
+            spec.seed = head.seed;
+            spec.validate().map_err(|e| ConfigError::Value {
+                context: doc.context(),
+                path: "workload".into(),
+                message: e.to_string(),
+            })?;
+            Workload::Synthetic(spec)
+        };
+        // Check the cache now so a bad value is reported before anything runs.
+        tiercache_policy::Cache::new(&cache).map_err(|e| invalid(e.to_string()))?;
+        let sim = SimConfig {
+            cache_device: devices.cache,
+            backend: devices.backend,
+            volume_backends: devices.volume_backends,
+            host,
+            run: limits,
+        };
+        Ok(Self {
+            name: name.to_string(),
+            mode: head.mode,
+            seed: head.seed,
+            cache,
+            sim,
+            workload,
+            config_json: doc.to_json(),
+        })
+    }
+
+    /// Opens the request source.
+    pub fn source(&self) -> Result<Box<dyn RequestSource>> {
+        match &self.workload {
+            Workload::Synthetic(spec) => Ok(Box::new(SyntheticWorkload::new(spec).context("workload")?)),
+            Workload::Trace(t) => {
+                let opts = tiercache_trace::ReadOptions { skip_bad: t.skip_bad, ..Default::default() };
+                let path = t.trace.to_str().context("trace path is not UTF-8")?;
+                let reader = tiercache_trace::open(path, t.format, &opts)
+                    .with_context(|| format!("workload.trace {}", t.trace.display()))?;
+                let arrival = match t.replay {
+                    ReplayMode::Timestamps => Arrival::Open,
+                    ReplayMode::Fast => Arrival::Closed { jobs: t.jobs, iodepth: t.iodepth },
+                };
+                Ok(Box::new(tiercache_trace::ReplaySource::new(reader, arrival, t.speed)))
+            }
+        }
+    }
+}
+
+/// Loads a config (or the embedded default), applies overrides and resolves every variant.
+pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Vec<Experiment>> {
+    let (mut doc, base_dir) = match path {
+        Some(p) => (Document::load(p)?, p.parent().map(Path::to_path_buf).unwrap_or_default()),
+        None => (Document::parse(DEFAULT_CONFIG, "<embedded examples/default.toml>")?, PathBuf::from(".")),
+    };
+    doc.apply_overrides(overrides)?;
+    let variants = doc.variants()?;
+    if variants.is_empty() {
+        bail!("no runs in the config");
+    }
+    variants
+        .iter()
+        .map(|(name, d)| Experiment::from_document(name, d, &base_dir).map_err(anyhow::Error::from))
+        .collect()
+}

@@ -1,0 +1,8 @@
+//! Library side of the `tiercache` command: the typed experiment (one config resolved into a
+//! policy core, a workload and a simulator setup) and the subcommands, so that integration tests
+//! and other front ends run exactly what the command runs.
+
+#![warn(missing_docs)]
+
+pub mod experiment;
+pub mod sim_cmd;

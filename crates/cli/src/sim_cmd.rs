@@ -1,0 +1,92 @@
+//! `tiercache sim`: run a config (and each of its variants) through the simulator.
+
+use crate::experiment::{self, Experiment, RunMode};
+use anyhow::{Context, Result};
+use clap::Args;
+use std::io::Write;
+use std::path::PathBuf;
+use tiercache_metrics::{RunKind, RunMetrics, RunRecord};
+use tiercache_policy::Cache;
+
+/// Arguments of `tiercache sim`.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Experiment config (TOML). Without it, the embedded examples/default.toml runs.
+    pub config: Option<PathBuf>,
+    /// Override a config key: `--set cache.line_size=32KiB` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+    /// Print one JSON result record per run (JSON lines) instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the per-interval timeline of every run as CSV (the run name is added to the file
+    /// name when the config has several variants).
+    #[arg(long, value_name = "FILE")]
+    pub timeline: Option<PathBuf>,
+    /// Run only the variants whose name contains this text.
+    #[arg(long)]
+    pub only: Option<String>,
+}
+
+/// Result of one experiment.
+pub struct Outcome {
+    /// The record (configuration, seed, metrics).
+    pub record: RunRecord,
+    /// Per-interval rows (timed runs with `run.timeline_interval_ns`).
+    pub timeline: Vec<tiercache_metrics::TimelineRow>,
+}
+
+/// Runs one resolved experiment.
+pub fn run_experiment(e: &Experiment) -> Result<Outcome> {
+    let mut cache = Cache::new(&e.cache).context("cache")?;
+    let mut source = e.source()?;
+    let (metrics, timeline): (RunMetrics, _) = match e.mode {
+        RunMode::Timed => {
+            let out = tiercache_sim::simulate(&mut cache, source.as_mut(), &e.sim).with_context(|| format!("run `{}`", e.name))?;
+            (out.metrics, out.timeline)
+        }
+        RunMode::HitRatio => {
+            let out = tiercache_sim::hit_ratio_only(&mut cache, source.as_mut(), &e.sim.run)
+                .with_context(|| format!("run `{}`", e.name))?;
+            (out, Vec::new())
+        }
+    };
+    let record = RunRecord::new(RunKind::Sim, e.name.clone(), e.seed, e.config_json.clone(), metrics);
+    Ok(Outcome { record, timeline })
+}
+
+/// Entry point of `tiercache sim`.
+pub fn run(args: SimArgs) -> Result<()> {
+    let mut runs = experiment::load(args.config.as_deref(), &args.overrides)?;
+    if let Some(only) = &args.only {
+        runs.retain(|e| e.name.contains(only.as_str()));
+    }
+    let several = runs.len() > 1;
+    let mut rows = Vec::new();
+    let stdout = std::io::stdout();
+    for e in &runs {
+        let out = run_experiment(e)?;
+        if let Some(path) = &args.timeline {
+            let path = if several { with_suffix(path, &e.name) } else { path.clone() };
+            let mut f = std::fs::File::create(&path).with_context(|| format!("--timeline {}", path.display()))?;
+            tiercache_metrics::write_timeline_csv(&out.timeline, &mut f)?;
+        }
+        if args.json {
+            let mut lock = stdout.lock();
+            writeln!(lock, "{}", out.record.to_json_line()?)?;
+        } else {
+            rows.push((e.name.clone(), out.record.metrics));
+        }
+    }
+    if !args.json {
+        print!("{}", tiercache_metrics::render_table(&rows));
+    }
+    Ok(())
+}
+
+fn with_suffix(path: &std::path::Path, name: &str) -> PathBuf {
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("timeline");
+    let ext = path.extension().and_then(|s| s.to_str()).unwrap_or("csv");
+    let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    path.with_file_name(format!("{stem}-{safe}.{ext}"))
+}
