@@ -214,10 +214,19 @@ impl Experiment {
 
 /// Loads a config (or the embedded default), applies overrides and resolves every variant.
 pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Vec<Experiment>> {
-    let (mut doc, base_dir) = match path {
+    let (doc, base_dir) = match path {
         Some(p) => (Document::load(p)?, p.parent().map(Path::to_path_buf).unwrap_or_default()),
         None => (Document::parse(DEFAULT_CONFIG, "<embedded examples/default.toml>")?, PathBuf::from(".")),
     };
+    resolve(doc, &base_dir, overrides)
+}
+
+/// Parses config text (named `source` in errors), applies overrides and resolves every variant.
+pub fn load_str(text: &str, source: &str, overrides: &[String]) -> Result<Vec<Experiment>> {
+    resolve(Document::parse(text, source)?, Path::new("."), overrides)
+}
+
+fn resolve(mut doc: Document, base_dir: &Path, overrides: &[String]) -> Result<Vec<Experiment>> {
     doc.apply_overrides(overrides)?;
     let variants = doc.variants()?;
     if variants.is_empty() {
@@ -225,6 +234,6 @@ pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Vec<Experiment>
     }
     variants
         .iter()
-        .map(|(name, d)| Experiment::from_document(name, d, &base_dir).map_err(anyhow::Error::from))
+        .map(|(name, d)| Experiment::from_document(name, d, base_dir).map_err(anyhow::Error::from))
         .collect()
 }
