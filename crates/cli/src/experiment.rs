@@ -83,8 +83,8 @@ pub enum ReplayMode {
     Fast,
 }
 
-/// `[devices]`.
-#[derive(Debug, Clone, Deserialize, Serialize, Default)]
+/// `[devices]`. Defaults: a RAM-disk cache over one SATA SSD.
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Devices {
     /// The cache device.
@@ -94,6 +94,16 @@ pub struct Devices {
     /// Per-volume backends.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volume_backends: Vec<VolumeBackend>,
+}
+
+impl Default for Devices {
+    fn default() -> Self {
+        Self {
+            cache: DeviceConfig::preset("ram-disk"),
+            backend: DeviceConfig::preset("sata-ssd-5100"),
+            volume_backends: Vec::new(),
+        }
+    }
 }
 
 /// Where the requests come from.
