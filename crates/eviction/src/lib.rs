@@ -2,8 +2,65 @@
 //!
 //! The policy core owns the line table; a policy only orders *slots* (indices into that table)
 //! and chooses victims. Adding a policy is one file in this crate plus one arm in [`build`].
+//!
+//! | policy | type | per-slot state |
+//! | --- | --- | --- |
+//! | LRU, MRU, FIFO | [`Lru`], [`Mru`], [`Fifo`] | two `u32` links |
+//! | CLOCK | [`Clock`] | links, counter byte |
+//! | SIEVE | [`Sieve`] | links, visited byte |
+//! | ARC | [`ArcPolicy`] | links, list byte, key; ghosts B1/B2 (≤ c keys) |
+//! | S3-FIFO | [`S3Fifo`] | links, queue/counter byte, key; ghost (0.9 c keys) |
+//!
+//! Every list is an intrusive doubly-linked list over `u32` arrays indexed by slot; ghost keys
+//! live in a fixed pool with an open-addressing index. All memory is allocated by [`build`]:
+//! `hit`, `insert`, `evict` and `remove` are O(1) (eviction scans only past pinned slots or, for
+//! the CLOCK-like policies, past referenced ones) and never allocate.
+//!
+//! Semantics follow libCacheSim's implementations with all objects of size 1 (`capacity` is
+//! its cache size in objects); `tests/libcachesim_golden.rs` checks every policy but MRU
+//! request by request against hits recorded from libCacheSim itself. Pinned slots (lines under
+//! write-back), which libCacheSim does not have, are passed over as a real cache would; with
+//! nothing pinned the order is exactly libCacheSim's.
+//!
+//! ```
+//! use tiercache_core::LineKey;
+//! use tiercache_eviction::{build, EvictionKind};
+//!
+//! // Two lines; the core maps keys to slots 0 and 1.
+//! let mut lru = build(EvictionKind::Lru, 2, 2);
+//! lru.insert(0, LineKey(10));
+//! lru.insert(1, LineKey(11));
+//! lru.hit(0);
+//! // Full: a miss on key 12 asks for a victim (slot 0 is under write-back), then inserts.
+//! let victim = lru.evict(LineKey(12), &|slot| slot == 0).unwrap();
+//! assert_eq!(victim, 1);
+//! lru.insert(victim, LineKey(12));
+//! assert_eq!(lru.len(), 2);
+//! ```
+
+#![warn(missing_docs)]
+
+mod arc;
+mod clock;
+mod fifo;
+mod ghost;
+mod list;
+mod lru;
+mod mru;
+mod s3fifo;
+mod sieve;
+
+pub use arc::ArcPolicy;
+pub use clock::Clock;
+pub use fifo::Fifo;
+pub use lru::Lru;
+pub use mru::Mru;
+pub use s3fifo::{S3Fifo, S3FifoConfig};
+pub use sieve::Sieve;
 
 use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
 use tiercache_core::LineKey;
 
 /// Index of a line frame in the cache (cache-device address = slot × line size).
@@ -60,8 +117,105 @@ pub enum EvictionKind {
     Sieve,
 }
 
-/// Builds a policy for `capacity` slots (slot numbers are `< slot_limit`).
+impl EvictionKind {
+    /// Every policy, in documentation order.
+    pub const ALL: [EvictionKind; 7] = [
+        EvictionKind::Lru,
+        EvictionKind::Mru,
+        EvictionKind::Fifo,
+        EvictionKind::Clock,
+        EvictionKind::Arc,
+        EvictionKind::S3Fifo,
+        EvictionKind::Sieve,
+    ];
+
+    /// Name as written in configs (the serde name), e.g. `"s3-fifo"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvictionKind::Lru => "lru",
+            EvictionKind::Mru => "mru",
+            EvictionKind::Fifo => "fifo",
+            EvictionKind::Clock => "clock",
+            EvictionKind::Arc => "arc",
+            EvictionKind::S3Fifo => "s3-fifo",
+            EvictionKind::Sieve => "sieve",
+        }
+    }
+}
+
+impl fmt::Display for EvictionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A policy name that is not one of [`EvictionKind::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown eviction policy {0:?} (expected one of lru, mru, fifo, clock, arc, s3-fifo, sieve)"
+)]
+pub struct UnknownEviction(pub String);
+
+impl FromStr for EvictionKind {
+    type Err = UnknownEviction;
+
+    /// Parses a config name, ignoring ASCII case; `s3fifo` is accepted for `s3-fifo`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let lower = s.trim().to_ascii_lowercase();
+        let name = if lower == "s3fifo" { "s3-fifo" } else { &lower };
+        EvictionKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == name)
+            .ok_or_else(|| UnknownEviction(s.to_string()))
+    }
+}
+
+/// Builds a policy for a partition of `capacity` slots whose slot numbers are `< slot_limit`.
+///
+/// `capacity` sizes ARC's and S3-FIFO's queues and ghosts (it is libCacheSim's cache size in
+/// objects); the per-slot arrays are `slot_limit` long. All memory is allocated here, so the
+/// policies do not allocate while running.
+///
+/// # Panics
+/// If `slot_limit` does not fit in `u32` link space (more than about 4 billion slots).
 pub fn build(kind: EvictionKind, capacity: usize, slot_limit: usize) -> Box<dyn Eviction> {
-    let _ = (kind, capacity, slot_limit);
-    todo!("implemented by the eviction policies")
+    match kind {
+        EvictionKind::Lru => Box::new(Lru::new(slot_limit)),
+        EvictionKind::Mru => Box::new(Mru::new(slot_limit)),
+        EvictionKind::Fifo => Box::new(Fifo::new(slot_limit)),
+        EvictionKind::Clock => Box::new(Clock::new(slot_limit)),
+        EvictionKind::Arc => Box::new(ArcPolicy::new(capacity, slot_limit)),
+        EvictionKind::S3Fifo => Box::new(S3Fifo::new(capacity, slot_limit)),
+        EvictionKind::Sieve => Box::new(Sieve::new(slot_limit)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_print_and_serialise_alike() {
+        for kind in EvictionKind::ALL {
+            let name = kind.as_str();
+            assert_eq!(name.parse::<EvictionKind>(), Ok(kind));
+            assert_eq!(name.to_ascii_uppercase().parse::<EvictionKind>(), Ok(kind));
+            assert_eq!(kind.to_string(), name);
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{name}\""));
+            assert_eq!(build(kind, 4, 4).name(), name);
+        }
+        assert_eq!("s3fifo".parse::<EvictionKind>(), Ok(EvictionKind::S3Fifo));
+        let err = "lfu".parse::<EvictionKind>().unwrap_err();
+        assert_eq!(err, UnknownEviction("lfu".into()));
+        assert!(err.to_string().contains("\"lfu\""));
+    }
+
+    #[test]
+    fn empty_and_zero_capacity_policies_evict_nothing() {
+        for kind in EvictionKind::ALL {
+            let mut p = build(kind, 0, 0);
+            assert!(p.is_empty());
+            assert_eq!(p.evict(LineKey(1), &|_| false), None, "{kind}");
+        }
+    }
 }

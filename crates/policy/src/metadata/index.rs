@@ -1,8 +1,9 @@
 //! Tag index: line key → slot, an open-addressing table of `u32` slot numbers.
 //!
 //! The key itself lives in the line table, so each bucket costs 4 bytes; the table is sized to a
-//! power of two at least 1.25× the slot count (≤ 10 bytes per line) and uses linear probing with
-//! backward-shift deletion (no tombstones, so lookups stay short however long a run lasts).
+//! power of two at least 1.5× the slot count (load ≤ 2/3, ≤ 12 bytes per line) and uses linear
+//! probing with backward-shift deletion (no tombstones, so lookups stay short however long a run
+//! lasts).
 
 use tiercache_core::LineKey;
 use tiercache_eviction::Slot;
@@ -29,7 +30,7 @@ fn hash(key: LineKey) -> u64 {
 impl SlotIndex {
     /// Index for up to `capacity` keys.
     pub fn with_capacity(capacity: usize) -> Self {
-        let buckets = (capacity + capacity / 4 + 1).next_power_of_two().max(8);
+        let buckets = (capacity + capacity / 2 + 1).next_power_of_two().max(8);
         Self { buckets: vec![EMPTY; buckets], mask: buckets - 1, len: 0 }
     }
 

@@ -1,7 +1,7 @@
 //! Cache metadata: the line table (one entry per slot), the tag index and the dirty list.
 //!
-//! Budget (SPEC, issue: at most 64 bytes per line plus the promotion table): a [`LineMeta`] is
-//! 32 bytes, the index 4–8 bytes, the dirty-list links 8 bytes and the eviction policy ≤ 12 bytes.
+//! Budget (at most 64 bytes per line plus the promotion table): a [`LineMeta`] is 32 bytes, the
+//! index 6–12 bytes, the dirty-list links 8 bytes and the eviction policy ≤ 12 bytes.
 
 mod index;
 mod list;
@@ -40,6 +40,8 @@ impl LineMeta {
 pub struct LineTable {
     lines: Vec<LineMeta>,
     index: SlotIndex,
+    /// Slots never used yet are `fresh..slots`; slots freed later are recycled from `free`.
+    fresh: Slot,
     free: Vec<Slot>,
     dirty: SlotList,
     dirty_count: u64,
@@ -51,7 +53,8 @@ impl LineTable {
         Self {
             lines: vec![LineMeta::EMPTY; slots as usize],
             index: SlotIndex::with_capacity(slots as usize),
-            free: (0..slots).rev().collect(),
+            fresh: 0,
+            free: Vec::new(),
             dirty: SlotList::new(slots as usize),
             dirty_count: 0,
         }
@@ -71,7 +74,14 @@ impl LineTable {
 
     /// Takes a free slot, if any.
     pub fn take_free(&mut self) -> Option<Slot> {
-        self.free.pop()
+        if let Some(s) = self.free.pop() {
+            return Some(s);
+        }
+        if (self.fresh as usize) < self.lines.len() {
+            self.fresh += 1;
+            return Some(self.fresh - 1);
+        }
+        None
     }
 
     /// Places `key` in a free slot taken with [`take_free`](Self::take_free) or freed by
@@ -199,7 +209,8 @@ impl LineTable {
             }
         }
         assert_eq!(resident, self.index.len(), "index size");
-        assert_eq!(resident + self.free.len(), self.lines.len(), "slots lost or duplicated");
+        let free = self.free.len() + self.lines.len() - self.fresh as usize;
+        assert_eq!(resident + free, self.lines.len(), "slots lost or duplicated");
         let dirty: Vec<Slot> = self.dirty.iter().collect();
         assert_eq!(dirty.len() as u64, self.dirty_count, "dirty count");
         assert!(dirty.iter().all(|&s| self.lines[s as usize].dirty != 0), "clean line on dirty list");

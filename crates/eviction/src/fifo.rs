@@ -1,0 +1,74 @@
+//! FIFO: evict the line that entered first; hits change nothing.
+//!
+//! Matches libCacheSim `FIFO`. With pinned slots the victim is the oldest unpinned slot.
+
+use crate::list::Lists;
+use crate::{Eviction, Slot};
+use tiercache_core::LineKey;
+
+/// First-in-first-out replacement.
+#[derive(Debug, Clone)]
+pub struct Fifo {
+    lists: Lists<1>,
+}
+
+impl Fifo {
+    /// An empty policy for slots `< slot_limit`.
+    pub fn new(slot_limit: usize) -> Self {
+        Fifo {
+            lists: Lists::new(slot_limit),
+        }
+    }
+}
+
+impl Eviction for Fifo {
+    fn name(&self) -> &'static str {
+        "fifo"
+    }
+
+    #[inline]
+    fn insert(&mut self, slot: Slot, _key: LineKey) {
+        self.lists.push_front(0, slot);
+    }
+
+    #[inline]
+    fn hit(&mut self, _slot: Slot) {}
+
+    fn remove(&mut self, slot: Slot) {
+        if self.lists.is_linked(slot) {
+            self.lists.unlink(0, slot);
+        }
+    }
+
+    #[inline]
+    fn evict(&mut self, _incoming: LineKey, pinned: &dyn Fn(Slot) -> bool) -> Option<Slot> {
+        let victim = self.lists.oldest_unpinned(0, pinned)?;
+        self.lists.unlink(0, victim);
+        Some(victim)
+    }
+
+    fn len(&self) -> usize {
+        self.lists.len(0)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.lists.memory_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hits_do_not_change_the_order() {
+        let mut p = Fifo::new(4);
+        for s in [2, 0, 3] {
+            p.insert(s, LineKey(s as u64));
+        }
+        p.hit(2);
+        assert_eq!(p.evict(LineKey(9), &|_| false), Some(2));
+        assert_eq!(p.evict(LineKey(9), &|s| s == 0), Some(3));
+        assert_eq!(p.memory_bytes(), (4 + 1) * 2 * 4);
+    }
+}

@@ -1,0 +1,308 @@
+//! Ghost lists: bounded FIFO/LRU lists of *keys* of lines that recently left the cache.
+//!
+//! ARC (B1, B2) and S3-FIFO (its ghost queue) remember evicted keys without data. A ghost entry
+//! is a node of a fixed pool (its key plus intrusive links, see [`crate::list`]); unused nodes
+//! wait in a free list threaded through the same links. Keys are found through an
+//! open-addressing table of node numbers (linear probing, at most half full, deletion by
+//! backward shift so no tombstones build up). Everything is sized at construction: ghost
+//! operations never allocate. Per entry this costs 8 bytes of key, 8 of links, 1 of owner (with
+//! two lists) and 8 to 16 of table.
+//!
+//! New entries enter at the front of a list, the oldest leave at the back, a hit removes an
+//! entry from the middle.
+
+use crate::list::Lists;
+use tiercache_core::LineKey;
+
+/// Empty bucket of the table.
+const EMPTY: u32 = u32::MAX;
+/// Number of lists a [`Ghosts`] may use; the pool's free list is the last list.
+const MAX_LISTS: usize = 2;
+const FREE: usize = MAX_LISTS;
+
+/// Up to `capacity` keys spread over `N` (at most 2) ordered lists.
+#[derive(Debug, Clone)]
+pub(crate) struct Ghosts<const N: usize> {
+    /// Lists `0..N` hold entries, list [`FREE`] holds unused nodes.
+    lists: Lists<{ MAX_LISTS + 1 }>,
+    /// Key held by each node.
+    keys: Vec<u64>,
+    /// List holding each node (meaningful only while it is in use).
+    owner: Vec<u8>,
+    /// Open-addressing table of node numbers; length is a power of two.
+    table: Vec<u32>,
+    /// `64 - log2(table.len())`: the hash keeps the top bits.
+    shift: u32,
+    /// Entries in use.
+    used: usize,
+}
+
+impl<const N: usize> Ghosts<N> {
+    /// An empty set able to hold `capacity` keys.
+    pub(crate) fn new(capacity: usize) -> Self {
+        assert!(N <= MAX_LISTS, "at most {MAX_LISTS} ghost lists");
+        let mut lists = Lists::new(capacity);
+        for node in 0..capacity as u32 {
+            lists.push_front(FREE, node);
+        }
+        // At most half full keeps probe sequences short.
+        let buckets = (2 * capacity).next_power_of_two().max(2);
+        Ghosts {
+            lists,
+            keys: vec![0; capacity],
+            // With a single list every node belongs to list 0: no need to record it.
+            owner: if N > 1 { vec![0; capacity] } else { Vec::new() },
+            table: vec![EMPTY; buckets],
+            shift: 64 - buckets.trailing_zeros(),
+            used: 0,
+        }
+    }
+
+    /// Most keys held at once.
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Keys in `list`.
+    #[inline]
+    pub(crate) fn len(&self, list: usize) -> usize {
+        self.lists.len(list)
+    }
+
+    /// Keys in all lists.
+    #[inline]
+    pub(crate) fn total_len(&self) -> usize {
+        self.used
+    }
+
+    /// Home bucket of `key` (Fibonacci hashing: the multiply spreads the key into the top
+    /// bits, which line keys with few distinct high bits need).
+    #[inline]
+    fn home(&self, key: u64) -> usize {
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    }
+
+    /// Bucket holding `key`, if present.
+    #[inline]
+    fn find(&self, key: u64) -> Option<usize> {
+        let mask = self.table.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            let node = self.table[i];
+            if node == EMPTY {
+                return None;
+            }
+            if self.keys[node as usize] == key {
+                return Some(i);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Empties bucket `hole`, shifting later members of its probe run back so that every key
+    /// stays reachable from its home bucket without tombstones.
+    fn delete_bucket(&mut self, mut hole: usize) {
+        let mask = self.table.len() - 1;
+        let mut j = hole;
+        loop {
+            j = (j + 1) & mask;
+            let node = self.table[j];
+            if node == EMPTY {
+                break;
+            }
+            let home = self.home(self.keys[node as usize]);
+            // The entry at j may fill the hole if its home is not cyclically in (hole, j].
+            let home_in_between = if hole <= j {
+                hole < home && home <= j
+            } else {
+                hole < home || home <= j
+            };
+            if !home_in_between {
+                self.table[hole] = node;
+                hole = j;
+            }
+        }
+        self.table[hole] = EMPTY;
+    }
+
+    /// Removes `key` if present and returns the list that held it.
+    #[inline]
+    pub(crate) fn remove(&mut self, key: LineKey) -> Option<usize> {
+        if self.used == 0 {
+            return None;
+        }
+        let bucket = self.find(key.0)?;
+        let node = self.table[bucket];
+        self.delete_bucket(bucket);
+        let list = if N > 1 {
+            self.owner[node as usize] as usize
+        } else {
+            0
+        };
+        self.lists.move_to_front(list, FREE, node);
+        self.used -= 1;
+        Some(list)
+    }
+
+    /// Removes and returns the oldest key of `list`.
+    #[inline]
+    pub(crate) fn pop_back(&mut self, list: usize) -> Option<LineKey> {
+        let node = self.lists.back(list)?;
+        let key = self.keys[node as usize];
+        let bucket = self.find(key).expect("ghost node is indexed");
+        self.delete_bucket(bucket);
+        self.lists.move_to_front(list, FREE, node);
+        self.used -= 1;
+        Some(LineKey(key))
+    }
+
+    /// Adds `key` (not present) at the front of `list`. When the pool is full the oldest key
+    /// of the longest list (the first on a tie) is dropped first, so the set never exceeds its capacity; a set of
+    /// capacity zero ignores the call.
+    #[inline]
+    pub(crate) fn push_front(&mut self, list: usize, key: LineKey) {
+        debug_assert!(list < N);
+        debug_assert!(self.find(key.0).is_none(), "ghost key {key:?} added twice");
+        if self.lists.len(FREE) == 0 {
+            // The first of the longest lists.
+            let longest = (1..N).fold(0, |best, l| {
+                if self.lists.len(l) > self.lists.len(best) {
+                    l
+                } else {
+                    best
+                }
+            });
+            if self.pop_back(longest).is_none() {
+                return;
+            }
+        }
+        let Some(node) = self.lists.pop_back(FREE) else {
+            return;
+        };
+        self.keys[node as usize] = key.0;
+        if N > 1 {
+            self.owner[node as usize] = list as u8;
+        }
+        self.lists.push_front(list, node);
+        let mask = self.table.len() - 1;
+        let mut i = self.home(key.0);
+        while self.table[i] != EMPTY {
+            i = (i + 1) & mask;
+        }
+        self.table[i] = node;
+        self.used += 1;
+    }
+
+    /// Keys of `list` from newest to oldest (tests only).
+    #[cfg(test)]
+    pub(crate) fn keys_of(&self, list: usize) -> Vec<LineKey> {
+        self.lists
+            .to_vec(list)
+            .into_iter()
+            .map(|n| LineKey(self.keys[n as usize]))
+            .collect()
+    }
+
+    /// Heap bytes: node arrays and the table.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.lists.memory_bytes()
+            + self.keys.capacity() * 8
+            + self.owner.capacity()
+            + self.table.capacity() * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::VecDeque;
+
+    #[test]
+    fn fifo_order_removal_and_capacity_bound() {
+        let mut g = Ghosts::<2>::new(3);
+        g.push_front(0, LineKey(1));
+        g.push_front(0, LineKey(2));
+        g.push_front(1, LineKey(3));
+        assert_eq!(g.total_len(), 3);
+        assert_eq!(g.remove(LineKey(2)), Some(0));
+        assert_eq!(g.remove(LineKey(2)), None);
+        g.push_front(1, LineKey(4));
+        // Full: adding drops the oldest of the longest list (list 1: key 3).
+        g.push_front(0, LineKey(5));
+        assert_eq!(g.total_len(), 3);
+        assert_eq!(g.keys_of(0), vec![LineKey(5), LineKey(1)]);
+        assert_eq!(g.keys_of(1), vec![LineKey(4)]);
+        assert_eq!(g.pop_back(0), Some(LineKey(1)));
+        assert_eq!(g.remove(LineKey(1)), None);
+        assert_eq!(g.len(0), 1);
+    }
+
+    #[test]
+    fn zero_capacity_holds_nothing() {
+        let mut g = Ghosts::<1>::new(0);
+        g.push_front(0, LineKey(7));
+        assert_eq!(g.total_len(), 0);
+        assert_eq!(g.remove(LineKey(7)), None);
+        assert_eq!(g.capacity(), 0);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Push(usize, u64),
+        Remove(u64),
+        PopBack(usize),
+    }
+
+    proptest! {
+        /// The pool-and-table set behaves like two bounded deques searched linearly, including
+        /// keys that collide in the table (keys spaced by a multiple of the table size).
+        #[test]
+        fn ghosts_match_deques(
+            capacity in 0usize..9,
+            spread in prop_oneof![Just(1u64), Just(1u64 << 40), Just(16u64)],
+            ops in proptest::collection::vec(prop_oneof![
+                (0..2usize, 0..24u64).prop_map(|(l, k)| Op::Push(l, k)),
+                (0..24u64).prop_map(Op::Remove),
+                (0..2usize).prop_map(Op::PopBack),
+            ], 0..300),
+        ) {
+            let mut g = Ghosts::<2>::new(capacity);
+            let mut model: [VecDeque<u64>; 2] = [VecDeque::new(), VecDeque::new()];
+            for op in ops {
+                match op {
+                    Op::Push(l, k) => {
+                        let k = k.wrapping_mul(spread);
+                        if model.iter().any(|q| q.contains(&k)) {
+                            continue;
+                        }
+                        g.push_front(l, LineKey(k));
+                        if capacity > 0 {
+                            if model[0].len() + model[1].len() == capacity {
+                                let longest = if model[1].len() > model[0].len() { 1 } else { 0 };
+                                model[longest].pop_back();
+                            }
+                            model[l].push_front(k);
+                        }
+                    }
+                    Op::Remove(k) => {
+                        let k = k.wrapping_mul(spread);
+                        let want = model.iter().position(|q| q.contains(&k));
+                        if let Some(l) = want {
+                            model[l].retain(|&x| x != k);
+                        }
+                        prop_assert_eq!(g.remove(LineKey(k)), want);
+                    }
+                    Op::PopBack(l) => {
+                        prop_assert_eq!(g.pop_back(l), model[l].pop_back().map(LineKey));
+                    }
+                }
+                for (l, q) in model.iter().enumerate() {
+                    prop_assert_eq!(g.keys_of(l), q.iter().map(|&k| LineKey(k)).collect::<Vec<_>>());
+                }
+                prop_assert_eq!(g.total_len(), model[0].len() + model[1].len());
+            }
+        }
+    }
+}

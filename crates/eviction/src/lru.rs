@@ -1,0 +1,84 @@
+//! LRU: evict the least recently used line.
+//!
+//! One recency list: inserts and hits move a slot to the front, the victim is the back.
+//! Matches libCacheSim `LRU`. With pinned slots the victim is the least recent unpinned slot.
+
+use crate::list::Lists;
+use crate::{Eviction, Slot};
+use tiercache_core::LineKey;
+
+/// Least-recently-used replacement.
+#[derive(Debug, Clone)]
+pub struct Lru {
+    lists: Lists<1>,
+}
+
+impl Lru {
+    /// An empty policy for slots `< slot_limit`.
+    pub fn new(slot_limit: usize) -> Self {
+        Lru {
+            lists: Lists::new(slot_limit),
+        }
+    }
+}
+
+impl Eviction for Lru {
+    fn name(&self) -> &'static str {
+        "lru"
+    }
+
+    #[inline]
+    fn insert(&mut self, slot: Slot, _key: LineKey) {
+        self.lists.push_front(0, slot);
+    }
+
+    #[inline]
+    fn hit(&mut self, slot: Slot) {
+        self.lists.move_to_front(0, 0, slot);
+    }
+
+    fn remove(&mut self, slot: Slot) {
+        if self.lists.is_linked(slot) {
+            self.lists.unlink(0, slot);
+        }
+    }
+
+    #[inline]
+    fn evict(&mut self, _incoming: LineKey, pinned: &dyn Fn(Slot) -> bool) -> Option<Slot> {
+        let victim = self.lists.oldest_unpinned(0, pinned)?;
+        self.lists.unlink(0, victim);
+        Some(victim)
+    }
+
+    fn len(&self) -> usize {
+        self.lists.len(0)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.lists.memory_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UNPINNED: &dyn Fn(Slot) -> bool = &|_| false;
+
+    #[test]
+    fn evicts_least_recent_and_skips_pinned() {
+        let mut p = Lru::new(8);
+        assert_eq!(p.evict(LineKey(0), UNPINNED), None);
+        for s in [5, 1, 7] {
+            p.insert(s, LineKey(s as u64));
+        }
+        p.hit(5);
+        // Recency, oldest first: 1, 7, 5.
+        assert_eq!(p.evict(LineKey(9), &|s| s == 1), Some(7));
+        assert_eq!(p.evict(LineKey(9), UNPINNED), Some(1));
+        p.remove(5);
+        p.remove(5);
+        assert!(p.is_empty());
+        assert_eq!(p.evict(LineKey(9), UNPINNED), None);
+    }
+}

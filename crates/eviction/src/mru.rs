@@ -1,0 +1,80 @@
+//! MRU: evict the most recently used line.
+//!
+//! One recency list: inserts and hits move a slot to the front, the victim is the front (what was just used).
+//! Matches libCacheSim `MRU`; it suits loops larger than the cache, and the lower level of an
+//! exclusive hierarchy. With pinned slots the victim is the most recent unpinned slot.
+
+use crate::list::Lists;
+use crate::{Eviction, Slot};
+use tiercache_core::LineKey;
+
+/// Most-recently-used replacement.
+#[derive(Debug, Clone)]
+pub struct Mru {
+    lists: Lists<1>,
+}
+
+impl Mru {
+    /// An empty policy for slots `< slot_limit`.
+    pub fn new(slot_limit: usize) -> Self {
+        Mru {
+            lists: Lists::new(slot_limit),
+        }
+    }
+}
+
+impl Eviction for Mru {
+    fn name(&self) -> &'static str {
+        "mru"
+    }
+
+    #[inline]
+    fn insert(&mut self, slot: Slot, _key: LineKey) {
+        self.lists.push_front(0, slot);
+    }
+
+    #[inline]
+    fn hit(&mut self, slot: Slot) {
+        self.lists.move_to_front(0, 0, slot);
+    }
+
+    fn remove(&mut self, slot: Slot) {
+        if self.lists.is_linked(slot) {
+            self.lists.unlink(0, slot);
+        }
+    }
+
+    #[inline]
+    fn evict(&mut self, _incoming: LineKey, pinned: &dyn Fn(Slot) -> bool) -> Option<Slot> {
+        let victim = self.lists.newest_unpinned(0, pinned)?;
+        self.lists.unlink(0, victim);
+        Some(victim)
+    }
+
+    fn len(&self) -> usize {
+        self.lists.len(0)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.lists.memory_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evicts_most_recent_and_skips_pinned() {
+        let mut p = Mru::new(8);
+        for s in [5, 1, 7] {
+            p.insert(s, LineKey(s as u64));
+        }
+        p.hit(1);
+        // Recency, newest first: 1, 7, 5.
+        assert_eq!(p.evict(LineKey(9), &|s| s == 1), Some(7));
+        assert_eq!(p.evict(LineKey(9), &|_| false), Some(1));
+        assert_eq!(p.len(), 1);
+        assert_eq!(p.evict(LineKey(9), &|_| true), None);
+    }
+}

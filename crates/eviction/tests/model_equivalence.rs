@@ -1,0 +1,124 @@
+//! Every policy against its plain reference model (tests/common/models.rs) on random access
+//! streams with removals and pinned lines: same hits, same victims, same sizes, step by step.
+
+mod common;
+
+use common::models::ModelHarness;
+use common::{Harness, Outcome};
+use proptest::prelude::*;
+use std::collections::HashSet;
+use tiercache_eviction::EvictionKind;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Access(u64),
+    Remove(u64),
+    Pin(u64),
+    Unpin(u64),
+}
+
+fn ops(keys: u64, with_pins: bool) -> impl Strategy<Value = Vec<Op>> {
+    let pin_weight = if with_pins { 2 } else { 0 };
+    proptest::collection::vec(
+        prop_oneof![
+            40 => (0..keys).prop_map(Op::Access),
+            2 => (0..keys).prop_map(Op::Remove),
+            pin_weight => (0..keys).prop_map(Op::Pin),
+            pin_weight => (0..keys).prop_map(Op::Unpin),
+        ],
+        0..400,
+    )
+}
+
+fn check(kind: EvictionKind, capacity: usize, ops: &[Op]) -> Result<(), TestCaseError> {
+    let mut real = Harness::new(kind, capacity);
+    let mut model = ModelHarness::new(kind, capacity);
+    let mut pinned = HashSet::new();
+    for (i, op) in ops.iter().enumerate() {
+        match *op {
+            Op::Access(k) => {
+                let got = real.access(k, &pinned);
+                let want = model.access(k, &pinned);
+                prop_assert_eq!(got, want, "step {} access {}", i, k);
+                if let Outcome::Miss { victim: Some(v) } = got {
+                    prop_assert!(!pinned.contains(&v));
+                }
+            }
+            Op::Remove(k) => {
+                prop_assert_eq!(real.remove(k), model.remove(k), "step {} remove {}", i, k);
+            }
+            Op::Pin(k) => {
+                pinned.insert(k);
+            }
+            Op::Unpin(k) => {
+                pinned.remove(&k);
+            }
+        }
+        prop_assert_eq!(real.policy.len(), real.resident_count());
+        prop_assert_eq!(model.model.len(), real.resident_count());
+        prop_assert!(real.resident_count() <= capacity);
+    }
+    Ok(())
+}
+
+fn kinds() -> impl Strategy<Value = EvictionKind> {
+    proptest::sample::select(EvictionKind::ALL.to_vec())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// Small caches, keys from a range about twice the cache: plenty of hits and evictions.
+    #[test]
+    fn policies_match_models(kind in kinds(), capacity in 1usize..14, seed_ops in ops(28, false)) {
+        let keys = 2 * capacity as u64 + 3;
+        let ops: Vec<Op> = seed_ops.into_iter().map(|op| match op {
+            Op::Access(k) => Op::Access(k % keys),
+            Op::Remove(k) => Op::Remove(k % keys),
+            other => other,
+        }).collect();
+        check(kind, capacity, &ops)?;
+    }
+
+    /// Same with lines pinned and unpinned at random (evictions skip them; a cache whose lines
+    /// are all pinned bypasses).
+    #[test]
+    fn policies_match_models_with_pinned_lines(kind in kinds(), capacity in 1usize..10, ops in ops(16, true)) {
+        check(kind, capacity, &ops)?;
+    }
+
+    /// Larger caches (S3-FIFO's small queue and ARC's adaptation only act from ~10 lines).
+    #[test]
+    fn policies_match_models_larger(kind in kinds(), capacity in 20usize..60, hot in 5u64..40, ops in ops(160, false)) {
+        // Skew: half the accesses go to a hot subset.
+        let ops: Vec<Op> = ops.into_iter().enumerate().map(|(i, op)| match op {
+            Op::Access(k) if i % 2 == 0 => Op::Access(k % hot),
+            other => other,
+        }).collect();
+        check(kind, capacity, &ops)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// S3-FIFO as in libCacheSim before December 2024 (small fills up before the first
+    /// eviction) against the model with the same switch.
+    #[test]
+    fn s3fifo_without_early_main_fill_matches_model(capacity in 10usize..40, ops in ops(80, true)) {
+        use tiercache_eviction::{S3Fifo, S3FifoConfig};
+        let config = S3FifoConfig { fill_main_before_first_eviction: false, ..S3FifoConfig::default() };
+        let slot_limit = capacity + 3;
+        let mut real = Harness::with_policy(Box::new(S3Fifo::with_config(capacity, slot_limit, config)), capacity, slot_limit);
+        let mut model = ModelHarness::with_model(Box::new(common::models::S3FifoModel::new(capacity, false)), capacity);
+        let mut pinned = HashSet::new();
+        for op in ops {
+            match op {
+                Op::Access(k) => prop_assert_eq!(real.access(k, &pinned), model.access(k, &pinned)),
+                Op::Remove(k) => prop_assert_eq!(real.remove(k), model.remove(k)),
+                Op::Pin(k) => { pinned.insert(k); }
+                Op::Unpin(k) => { pinned.remove(&k); }
+            }
+        }
+    }
+}

@@ -1,0 +1,577 @@
+//! The one fast CSV engine: MSR, Tencent, Alibaba, SYSTOR and SPC are presets of a
+//! [`CsvSpec`], and any other CSV trace can be read with a user mapping.
+
+use crate::error::TraceError;
+use crate::parse::{parse_scaled, parse_u64, show, split_delim, trim};
+use crate::reader::{FieldError, LineParser, Parsed};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+use tiercache_core::Op;
+
+/// Unit of a time column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TimeUnit {
+    /// Seconds (a fraction is allowed).
+    S,
+    /// Milliseconds.
+    Ms,
+    /// Microseconds.
+    Us,
+    /// Nanoseconds.
+    Ns,
+    /// Windows FILETIME: 100 ns ticks since 1601-01-01 UTC (always absolute).
+    Filetime,
+}
+
+impl TimeUnit {
+    /// Nanoseconds per unit.
+    pub fn ns(self) -> u64 {
+        match self {
+            TimeUnit::S => 1_000_000_000,
+            TimeUnit::Ms => 1_000_000,
+            TimeUnit::Us => 1_000,
+            TimeUnit::Ns => 1,
+            TimeUnit::Filetime => 100,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            TimeUnit::S => "s",
+            TimeUnit::Ms => "ms",
+            TimeUnit::Us => "us",
+            TimeUnit::Ns => "ns",
+            TimeUnit::Filetime => "filetime",
+        }
+    }
+}
+
+/// ns from 1601-01-01 to 1970-01-01.
+const FILETIME_UNIX_OFFSET_NS: i128 = 11_644_473_600 * 1_000_000_000;
+
+/// Where each request field is and in which unit. Columns are 0-based. Serialised as its
+/// mapping string (see the `FromStr` impl), so configs write `csv = "offset=1,len=2,..."`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct CsvSpec {
+    /// Field separator.
+    pub delimiter: u8,
+    /// Whether the first line is a header to skip.
+    pub header: bool,
+    /// Time column and unit; without one every request is at time 0.
+    pub time: Option<(usize, TimeUnit)>,
+    /// Whether times count from the unix epoch (FILETIME always counts from 1601).
+    pub unix_time: bool,
+    /// Columns naming the volume, joined with `_` (MSR host `hm` and disk `0` make `hm_0`);
+    /// empty means one volume named `0`.
+    pub volume: Vec<usize>,
+    /// Opcode column; without one every request is a read.
+    pub op: Option<usize>,
+    /// Opcode texts per operation (compared ignoring ASCII case).
+    pub op_names: OpNames,
+    /// Offset column and bytes per unit (1 for bytes, 512 for sectors).
+    pub offset: (usize, u64),
+    /// Length column and bytes per unit.
+    pub len: (usize, u64),
+}
+
+/// Opcode texts of each operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpNames {
+    /// Texts meaning read.
+    pub read: Vec<String>,
+    /// Texts meaning write.
+    pub write: Vec<String>,
+    /// Texts meaning trim.
+    pub trim: Vec<String>,
+    /// Texts meaning flush.
+    pub flush: Vec<String>,
+}
+
+impl Default for OpNames {
+    fn default() -> Self {
+        let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect();
+        Self {
+            read: v(&["r", "read", "rs"]),
+            write: v(&["w", "write", "ws"]),
+            trim: v(&["t", "d", "trim", "discard"]),
+            flush: v(&["f", "flush", "sync"]),
+        }
+    }
+}
+
+impl OpNames {
+    /// Flat (text, op) table for the parser.
+    fn table(&self) -> Vec<(Vec<u8>, Op)> {
+        let mut t = Vec::new();
+        for (list, op) in [
+            (&self.read, Op::Read),
+            (&self.write, Op::Write),
+            (&self.trim, Op::Trim),
+            (&self.flush, Op::Flush),
+        ] {
+            t.extend(list.iter().map(|n| (n.as_bytes().to_vec(), op)));
+        }
+        t
+    }
+}
+
+impl CsvSpec {
+    /// MSR Cambridge: `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`.
+    pub fn msr() -> Self {
+        Self {
+            delimiter: b',',
+            header: false,
+            time: Some((0, TimeUnit::Filetime)),
+            unix_time: true,
+            volume: vec![1, 2],
+            op: Some(3),
+            op_names: OpNames::default(),
+            offset: (4, 1),
+            len: (5, 1),
+        }
+    }
+
+    /// Tencent CBS: `Timestamp,Offset,Size,IOType,VolumeID`, sectors, IOType 0 read / 1 write.
+    pub fn tencent() -> Self {
+        Self {
+            delimiter: b',',
+            header: false,
+            time: Some((0, TimeUnit::S)),
+            unix_time: true,
+            volume: vec![4],
+            op: Some(3),
+            op_names: OpNames {
+                read: vec!["0".into()],
+                write: vec!["1".into()],
+                trim: vec![],
+                flush: vec![],
+            },
+            offset: (1, 512),
+            len: (2, 512),
+        }
+    }
+
+    /// Alibaba 2020: `device_id,opcode,offset,length,timestamp` (bytes, µs since the epoch).
+    pub fn alibaba() -> Self {
+        Self {
+            delimiter: b',',
+            header: false,
+            time: Some((4, TimeUnit::Us)),
+            unix_time: true,
+            volume: vec![0],
+            op: Some(1),
+            op_names: OpNames::default(),
+            offset: (2, 1),
+            len: (3, 1),
+        }
+    }
+
+    /// SYSTOR'17: header, `Timestamp,Response,IOType,LUN,Offset,Size` (s, bytes).
+    pub fn systor() -> Self {
+        Self {
+            delimiter: b',',
+            header: true,
+            time: Some((0, TimeUnit::S)),
+            unix_time: true,
+            volume: vec![3],
+            op: Some(2),
+            op_names: OpNames::default(),
+            offset: (4, 1),
+            len: (5, 1),
+        }
+    }
+
+    /// SPC / UMass: `ASU,LBA,Size,Opcode,Timestamp[,...]` (LBA in 512 B blocks, size in bytes,
+    /// seconds from trace start).
+    pub fn spc() -> Self {
+        Self {
+            delimiter: b',',
+            header: false,
+            time: Some((4, TimeUnit::S)),
+            unix_time: false,
+            volume: vec![0],
+            op: Some(3),
+            op_names: OpNames::default(),
+            offset: (1, 512),
+            len: (2, 1),
+        }
+    }
+
+    fn max_col(&self) -> usize {
+        let mut m = self.offset.0.max(self.len.0);
+        if let Some((c, _)) = self.time {
+            m = m.max(c);
+        }
+        if let Some(c) = self.op {
+            m = m.max(c);
+        }
+        self.volume.iter().fold(m, |m, &c| m.max(c))
+    }
+}
+
+fn bad_spec(spec: &str, msg: impl Into<String>) -> TraceError {
+    TraceError::CsvSpec {
+        spec: spec.to_string(),
+        msg: msg.into(),
+    }
+}
+
+fn col(spec: &str, v: &str) -> Result<usize, TraceError> {
+    v.parse()
+        .map_err(|_| bad_spec(spec, format!("`{v}` is not a column number")))
+}
+
+fn byte_unit(spec: &str, u: Option<&str>) -> Result<u64, TraceError> {
+    match u.unwrap_or("b") {
+        "b" | "bytes" => Ok(1),
+        "sector" | "sectors" | "512" => Ok(512),
+        "kib" | "k" => Ok(1024),
+        "4k" | "4kib" | "page" => Ok(4096),
+        other => other.parse::<u64>().ok().filter(|&n| n > 0).ok_or_else(|| {
+            bad_spec(
+                spec,
+                format!("unknown byte unit `{other}` (b, sector, kib, 4k or a number)"),
+            )
+        }),
+    }
+}
+
+/// Parses a mapping such as
+/// `time=0:us:unix,volume=4,op=3,offset=1:sector,len=2:sector,read=0,write=1,header,delim=;`.
+///
+/// Keys: `time=COL[:s|ms|us|ns|filetime][:unix]`, `volume=COL[+COL...]`, `op=COL`,
+/// `offset=COL[:UNIT]`, `len=COL[:UNIT]` (UNIT: `b`, `sector`, `kib`, `4k` or a number of bytes),
+/// `read=`/`write=`/`trim=`/`flush=` opcode texts separated by `|`, `header`,
+/// `delim=,|tab|space|;|CHAR`. `offset` and `len` are required.
+impl FromStr for CsvSpec {
+    type Err = TraceError;
+    fn from_str(s: &str) -> Result<Self, TraceError> {
+        let mut spec = CsvSpec {
+            delimiter: b',',
+            header: false,
+            time: None,
+            unix_time: false,
+            volume: vec![],
+            op: None,
+            op_names: OpNames::default(),
+            offset: (usize::MAX, 1),
+            len: (usize::MAX, 1),
+        };
+        // `delim=,` contains the separator itself; split on commas not directly after `delim=`.
+        let mut items = Vec::new();
+        let mut rest = s;
+        while !rest.is_empty() {
+            if let Some(r) = rest.strip_prefix("delim=") {
+                let mut chars = r.chars();
+                let first = chars.next().ok_or_else(|| bad_spec(s, "empty delim"))?;
+                let word_end = r.find(',').filter(|&i| i > 0).unwrap_or(r.len());
+                let (val, tail) = if first == ',' {
+                    (",", &r[1..])
+                } else {
+                    (&r[..word_end], &r[word_end..])
+                };
+                items.push(("delim", val));
+                rest = tail.strip_prefix(',').unwrap_or(tail);
+                continue;
+            }
+            let end = rest.find(',').unwrap_or(rest.len());
+            let item = &rest[..end];
+            rest = rest[end..].strip_prefix(',').unwrap_or("");
+            let (k, v) = item.split_once('=').unwrap_or((item, ""));
+            items.push((k, v));
+        }
+        for (k, v) in items {
+            let mut parts = v.split(':');
+            let first = parts.next().unwrap_or("");
+            match k.trim() {
+                "time" => {
+                    let c = col(s, first)?;
+                    let mut unit = TimeUnit::S;
+                    for p in parts {
+                        match p {
+                            "s" => unit = TimeUnit::S,
+                            "ms" => unit = TimeUnit::Ms,
+                            "us" => unit = TimeUnit::Us,
+                            "ns" => unit = TimeUnit::Ns,
+                            "filetime" => unit = TimeUnit::Filetime,
+                            "unix" => spec.unix_time = true,
+                            other => {
+                                return Err(bad_spec(s, format!("unknown time unit `{other}`")))
+                            }
+                        }
+                    }
+                    spec.time = Some((c, unit));
+                }
+                "volume" => {
+                    spec.volume = v.split('+').map(|c| col(s, c)).collect::<Result<_, _>>()?
+                }
+                "op" => spec.op = Some(col(s, first)?),
+                "offset" => spec.offset = (col(s, first)?, byte_unit(s, parts.next())?),
+                "len" | "size" | "length" => {
+                    spec.len = (col(s, first)?, byte_unit(s, parts.next())?)
+                }
+                "read" => spec.op_names.read = v.split('|').map(String::from).collect(),
+                "write" => spec.op_names.write = v.split('|').map(String::from).collect(),
+                "trim" => spec.op_names.trim = v.split('|').map(String::from).collect(),
+                "flush" => spec.op_names.flush = v.split('|').map(String::from).collect(),
+                "header" => spec.header = true,
+                "delim" => {
+                    spec.delimiter = match v {
+                        "tab" => b'\t',
+                        "space" => b' ',
+                        "comma" => b',',
+                        "semicolon" => b';',
+                        _ if v.len() == 1 => v.as_bytes()[0],
+                        _ => return Err(bad_spec(s, format!("delimiter `{v}` must be one byte"))),
+                    }
+                }
+                "" => {}
+                other => return Err(bad_spec(s, format!("unknown key `{other}`"))),
+            }
+        }
+        if spec.offset.0 == usize::MAX || spec.len.0 == usize::MAX {
+            return Err(bad_spec(s, "`offset=COL` and `len=COL` are required"));
+        }
+        Ok(spec)
+    }
+}
+
+impl TryFrom<String> for CsvSpec {
+    type Error = TraceError;
+    fn try_from(s: String) -> Result<Self, TraceError> {
+        s.parse()
+    }
+}
+
+impl From<CsvSpec> for String {
+    fn from(s: CsvSpec) -> String {
+        s.to_string()
+    }
+}
+
+impl fmt::Display for CsvSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = match self.delimiter {
+            b'\t' => "tab".to_string(),
+            b' ' => "space".to_string(),
+            c => (c as char).to_string(),
+        };
+        write!(
+            f,
+            "offset={}:{},len={}:{}",
+            self.offset.0, self.offset.1, self.len.0, self.len.1
+        )?;
+        if let Some((c, u)) = self.time {
+            write!(
+                f,
+                ",time={c}:{}{}",
+                u.name(),
+                if self.unix_time { ":unix" } else { "" }
+            )?;
+        }
+        if !self.volume.is_empty() {
+            let cols: Vec<String> = self.volume.iter().map(|c| c.to_string()).collect();
+            write!(f, ",volume={}", cols.join("+"))?;
+        }
+        if let Some(c) = self.op {
+            write!(f, ",op={c}")?;
+            let n = &self.op_names;
+            for (k, list) in [
+                ("read", &n.read),
+                ("write", &n.write),
+                ("trim", &n.trim),
+                ("flush", &n.flush),
+            ] {
+                if !list.is_empty() {
+                    write!(f, ",{k}={}", list.join("|"))?;
+                }
+            }
+        }
+        if self.header {
+            write!(f, ",header")?;
+        }
+        write!(f, ",delim={d}")
+    }
+}
+
+/// Parser for one [`CsvSpec`].
+pub(crate) struct CsvParser {
+    spec: CsvSpec,
+    ops: Vec<(Vec<u8>, Op)>,
+    fields: Vec<(usize, usize)>,
+    need: usize,
+    header_pending: bool,
+}
+
+impl CsvParser {
+    pub(crate) fn new(spec: CsvSpec) -> Self {
+        let need = spec.max_col() + 1;
+        let header_pending = spec.header;
+        let ops = spec.op_names.table();
+        Self {
+            spec,
+            ops,
+            fields: Vec::with_capacity(need),
+            need,
+            header_pending,
+        }
+    }
+}
+
+#[inline]
+fn num(field: &'static str, b: &[u8], unit: u64) -> Result<u64, FieldError> {
+    let v = parse_u64(b).map_err(|m| FieldError::new(field, format!("`{}`: {m}", show(b))))?;
+    v.checked_mul(unit)
+        .ok_or_else(|| FieldError::new(field, format!("`{}`: out of range", show(b))))
+}
+
+impl LineParser for CsvParser {
+    #[inline]
+    fn parse(&mut self, line: &[u8], key: &mut Vec<u8>) -> Result<Parsed, FieldError> {
+        if self.header_pending {
+            self.header_pending = false;
+            return Ok(Parsed::Skip);
+        }
+        if line.is_empty() || line[0] == b'#' || trim(line).is_empty() {
+            return Ok(Parsed::Skip);
+        }
+        split_delim(line, self.spec.delimiter, self.need, &mut self.fields);
+        if self.fields.len() < self.need {
+            return Err(FieldError::new(
+                "columns",
+                format!("{} columns, need at least {}", self.fields.len(), self.need),
+            ));
+        }
+        let f = |c: usize| {
+            let (s, e) = self.fields[c];
+            trim(&line[s..e])
+        };
+        let op = match self.spec.op {
+            None => Op::Read,
+            Some(c) => match self
+                .ops
+                .iter()
+                .find(|(n, _)| n.len() == f(c).len() && n.eq_ignore_ascii_case(f(c)))
+            {
+                Some(&(_, op)) => op,
+                None => {
+                    key.extend_from_slice(f(c));
+                    return Ok(Parsed::UnknownOp);
+                }
+            },
+        };
+        let time = match self.spec.time {
+            None => 0,
+            Some((c, u)) => parse_scaled(f(c), u.ns())
+                .map_err(|m| FieldError::new("time", format!("`{}`: {m}", show(f(c)))))?,
+        };
+        let offset = num("offset", f(self.spec.offset.0), self.spec.offset.1)?;
+        let len = num("length", f(self.spec.len.0), self.spec.len.1)?;
+        if self.spec.volume.is_empty() {
+            key.push(b'0');
+        }
+        for (i, &c) in self.spec.volume.iter().enumerate() {
+            if i > 0 {
+                key.push(b'_');
+            }
+            key.extend_from_slice(f(c));
+        }
+        if key.is_empty() {
+            return Err(FieldError::new("volume", "empty"));
+        }
+        Ok(Parsed::Record {
+            time,
+            op,
+            offset,
+            len,
+        })
+    }
+
+    fn unix_base_ns(&self) -> Option<i128> {
+        match self.spec.time {
+            Some((_, TimeUnit::Filetime)) => Some(-FILETIME_UNIX_OFFSET_NS),
+            Some(_) if self.spec.unix_time => Some(0),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_parses_and_prints_back() {
+        let s: CsvSpec = "time=0:us:unix,volume=4+5,op=3,offset=1:sector,len=2:4k,read=0,write=1|2,header,delim=;"
+            .parse()
+            .unwrap();
+        assert_eq!(s.time, Some((0, TimeUnit::Us)));
+        assert!(s.unix_time && s.header);
+        assert_eq!(s.volume, vec![4, 5]);
+        assert_eq!(s.offset, (1, 512));
+        assert_eq!(s.len, (2, 4096));
+        assert_eq!(s.delimiter, b';');
+        assert_eq!(s.op_names.write, vec!["1", "2"]);
+        let again: CsvSpec = s.to_string().parse().unwrap();
+        assert_eq!(again, s);
+        let comma: CsvSpec = "offset=0,len=1,delim=,,header".parse().unwrap();
+        assert_eq!(comma.delimiter, b',');
+        assert!(comma.header);
+        assert_eq!(
+            CsvSpec::msr().to_string().parse::<CsvSpec>().unwrap(),
+            CsvSpec::msr()
+        );
+    }
+
+    #[test]
+    fn spec_errors_name_the_problem() {
+        let e = "offset=0".parse::<CsvSpec>().unwrap_err().to_string();
+        assert!(e.contains("required"), "{e}");
+        let e = "offset=x,len=1".parse::<CsvSpec>().unwrap_err().to_string();
+        assert!(e.contains("`x` is not a column"), "{e}");
+        let e = "offset=0,len=1:parsec"
+            .parse::<CsvSpec>()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("parsec"), "{e}");
+    }
+
+    #[test]
+    fn msr_line_decodes_units() {
+        let mut p = CsvParser::new(CsvSpec::msr());
+        let mut key = Vec::new();
+        match p.parse(
+            b"128166385295514663,hm,0,Write,9056014336,2048,2833",
+            &mut key,
+        ) {
+            Ok(Parsed::Record {
+                time,
+                op,
+                offset,
+                len,
+            }) => {
+                assert_eq!(time, 128166385295514663 * 100);
+                assert_eq!((op, offset, len), (Op::Write, 9056014336, 2048));
+                assert_eq!(key, b"hm_0");
+            }
+            _ => panic!("not a record"),
+        }
+        let mut key = Vec::new();
+        assert!(matches!(
+            p.parse(b"1,hm,0,Erase,0,1,2", &mut key),
+            Ok(Parsed::UnknownOp)
+        ));
+        assert_eq!(key, b"Erase");
+        let e = p
+            .parse(b"1,hm,0,Read,12x,1,2", &mut Vec::new())
+            .err()
+            .unwrap();
+        assert_eq!(e.field, "offset");
+        assert!(e.msg.contains("12x"));
+        let e = p.parse(b"1,hm,0,Read", &mut Vec::new()).err().unwrap();
+        assert_eq!(e.field, "columns");
+    }
+}
