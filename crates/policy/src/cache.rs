@@ -126,6 +126,7 @@ pub struct Cache {
     /// Partition of each volume with a static partition; others use the last partition.
     part_of_volume: Vec<u16>,
     promotion: Box<dyn Promotion>,
+    promotion_learns: bool,
     cleaner: Cleaner,
     default_mode: WritePolicy,
     volume_modes: Vec<Option<WritePolicy>>,
@@ -239,6 +240,7 @@ impl Cache {
             parts,
             part_of_volume,
             promotion: promotion::build(&cfg.promotion, lines),
+            promotion_learns: matches!(cfg.promotion, PromotionConfig::Smq { .. }),
             cleaner: Cleaner::new(&cfg.cleaning),
             default_mode: cfg.write_policy,
             volume_modes: Vec::new(),
@@ -479,7 +481,9 @@ impl Cache {
         }
         let p = m.partition as usize;
         self.parts[p].evict.hit(slot);
-        self.promotion.on_hit(key);
+        if self.promotion_learns {
+            self.promotion.on_hit(key);
+        }
         if m.valid & need == need {
             self.stats.line_hits += 1;
             self.stats.read_line_hits += 1;
@@ -523,7 +527,9 @@ impl Cache {
             out.line_hits += 1;
             let p = m.partition as usize;
             self.parts[p].evict.hit(slot);
+            if self.promotion_learns {
             self.promotion.on_hit(key);
+        }
             let mut action = rules.write_hit;
             if action == WriteHit::InvalidateToBackend && m.dirty & touched & !covered != 0 {
                 // The write lands inside dirty sub-blocks without covering them: only the cache

@@ -18,6 +18,10 @@ pub trait Promotion: Send {
     fn should_promote(&mut self, key: LineKey, occupancy: f64) -> bool;
     /// A resident line was accessed (policies that learn from hits).
     fn on_hit(&mut self, _key: LineKey) {}
+    /// Whether [`Promotion::on_hit`] does anything (lets the core skip the call on the hit path).
+    fn learns_from_hits(&self) -> bool {
+        false
+    }
     /// Heap bytes used.
     fn memory_bytes(&self) -> usize {
         0

@@ -121,6 +121,10 @@ impl Promotion for Smq {
         self.touch(key);
     }
 
+    fn learns_from_hits(&self) -> bool {
+        true
+    }
+
     fn memory_bytes(&self) -> usize {
         self.levels.capacity() * 10 + self.order.capacity() * 8
     }
