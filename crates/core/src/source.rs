@@ -26,6 +26,13 @@ pub trait RequestSource {
     /// Next request for submitter `job` (`0..jobs`; always 0 for open loop), or `None` when that
     /// submitter is done. Open-loop sources return requests in non-decreasing `time_ns`.
     fn next_request(&mut self, job: u32) -> Option<Request>;
+
+    /// Next request for submitter `job` when the executor's clock reads `now_ns`. Closed-loop
+    /// sources with on/off bursts or a duration limit need the clock; the default ignores it.
+    fn next_request_at(&mut self, job: u32, now_ns: crate::Nanos) -> Option<Request> {
+        let _ = now_ns;
+        self.next_request(job)
+    }
 }
 
 impl<S: RequestSource + ?Sized> RequestSource for Box<S> {
@@ -34,5 +41,8 @@ impl<S: RequestSource + ?Sized> RequestSource for Box<S> {
     }
     fn next_request(&mut self, job: u32) -> Option<Request> {
         (**self).next_request(job)
+    }
+    fn next_request_at(&mut self, job: u32, now_ns: crate::Nanos) -> Option<Request> {
+        (**self).next_request_at(job, now_ns)
     }
 }
