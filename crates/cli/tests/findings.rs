@@ -141,3 +141,17 @@ fn on_an_hdd_backend_architectures_come_out_close() {
     let fast = [run(RAM_OVER_SSD, &["host.lookup = 'ht-cg'"]).iops, run(RAM_OVER_SSD, &["host.lookup = 'ht-fg'"]).iops];
     assert!(spread(&fast) > 2.0, "on RAM over SSDs they differ: {fast:?}");
 }
+
+/// On/off bursts in a closed loop: submitters go quiet during off periods, so the same number
+/// of requests takes about (on + off) / on times as long in virtual time.
+#[test]
+fn closed_loop_bursts_idle_the_submitters() {
+    let steady = run(RAM_OVER_SSD, &["run.requests = 40000", "run.warmup_requests = 0"]);
+    let bursty = run(
+        RAM_OVER_SSD,
+        &["run.requests = 40000", "run.warmup_requests = 0", "workload.bursts = { on = '1ms', off = '3ms' }"],
+    );
+    let ratio = bursty.duration_ns as f64 / steady.duration_ns as f64;
+    assert!(ratio > 2.5, "bursty run took {ratio:.2}x the steady one");
+    assert!(bursty.iops < steady.iops / 2.5);
+}

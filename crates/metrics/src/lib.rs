@@ -1,1 +1,53 @@
-//! tiercache-metrics (under construction).
+//! Run metrics of tiercache (SPEC §7).
+//!
+//! Every run — a simulation or a benchmark of the real engine — produces one [`RunRecord`]: its
+//! tool version, kind, name, seed, whole configuration and a [`RunMetrics`]. Tables, plots and
+//! reports are derived from those records. Over time a run also yields [`TimelineRow`]s, one per
+//! interval, written as CSV by [`write_timeline_csv`].
+//!
+//! Latencies are recorded in nanoseconds with [`LatencyRecorder`] (an HDR histogram at 3
+//! significant digits) and summarised in microseconds ([`LatencySummary`]).
+
+#![warn(missing_docs)]
+
+mod latency;
+mod record;
+mod table;
+mod timeline;
+
+pub use latency::{LatencyRecorder, LatencySummary};
+pub use record::{DeviceMetrics, LatencyBreakdown, RunKind, RunMetrics, RunRecord, TOOL_NAME};
+pub use table::render_table;
+pub use timeline::{write_timeline_csv, TimelineRow, TIMELINE_COLUMNS};
+
+/// Errors of the metrics crate.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    /// Writing an output failed.
+    #[error("writing {what}: {source}")]
+    Io {
+        /// What was being written.
+        what: &'static str,
+        /// Underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Serialising a record failed.
+    #[error("serialising {what}: {source}")]
+    Json {
+        /// What was being serialised.
+        what: &'static str,
+        /// Underlying error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// `a / b`, or 0 when `b` is 0 (empty runs report zero ratios rather than NaN, which JSON lacks).
+pub fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
