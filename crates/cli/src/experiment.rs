@@ -35,7 +35,10 @@ struct RunHead {
 
 impl Default for RunHead {
     fn default() -> Self {
-        Self { mode: RunMode::Timed, seed: 1 }
+        Self {
+            mode: RunMode::Timed,
+            seed: 1,
+        }
     }
 }
 
@@ -110,7 +113,7 @@ impl Default for Devices {
 #[derive(Debug, Clone)]
 pub enum Workload {
     /// fio-like synthetic workload.
-    Synthetic(WorkloadSpec),
+    Synthetic(Box<WorkloadSpec>),
     /// Trace replay.
     Trace(TraceWorkload),
 }
@@ -140,8 +143,14 @@ impl Experiment {
     /// Resolves a document (one variant) into an experiment. `base_dir` resolves relative
     /// trace paths.
     pub fn from_document(name: &str, doc: &Document, base_dir: &Path) -> Result<Self, ConfigError> {
-        let invalid = |message: String| ConfigError::Invalid { context: doc.context(), message };
-        let table = doc.value.as_table().ok_or_else(|| invalid("the document must be a table".into()))?;
+        let invalid = |message: String| ConfigError::Invalid {
+            context: doc.context(),
+            message,
+        };
+        let table = doc
+            .value
+            .as_table()
+            .ok_or_else(|| invalid("the document must be a table".into()))?;
         for k in table.keys() {
             if !TOP_KEYS.contains(&k.as_str()) {
                 return Err(ConfigError::Value {
@@ -151,37 +160,70 @@ impl Experiment {
                 });
             }
         }
-        let head: RunHead = if table.contains_key("run") { doc.typed(Some("run"))? } else { RunHead::default() };
+        let head: RunHead = if table.contains_key("run") {
+            doc.typed(Some("run"))?
+        } else {
+            RunHead::default()
+        };
         // The rest of [run] are the simulator's limits (checked with their own unknown-key rule).
         let mut limits_doc = doc.clone();
-        if let Some(run) = limits_doc.value.get_mut("run").and_then(|v| v.as_table_mut()) {
+        if let Some(run) = limits_doc
+            .value
+            .get_mut("run")
+            .and_then(|v| v.as_table_mut())
+        {
             run.remove("mode");
             run.remove("seed");
         }
-        let limits: RunLimits = if table.contains_key("run") { limits_doc.typed(Some("run"))? } else { RunLimits::default() };
-        let cache: CacheConfig = if table.contains_key("cache") { doc.typed(Some("cache"))? } else { CacheConfig::default() };
-        let devices: Devices = if table.contains_key("devices") { doc.typed(Some("devices"))? } else { Devices::default() };
-        let host: Option<HostConfig> = if table.contains_key("host") { Some(doc.typed(Some("host"))?) } else { None };
-        let is_trace = doc.value.get("workload").and_then(|w| w.get("trace")).is_some();
+        let limits: RunLimits = if table.contains_key("run") {
+            limits_doc.typed(Some("run"))?
+        } else {
+            RunLimits::default()
+        };
+        let cache: CacheConfig = if table.contains_key("cache") {
+            doc.typed(Some("cache"))?
+        } else {
+            CacheConfig::default()
+        };
+        let devices: Devices = if table.contains_key("devices") {
+            doc.typed(Some("devices"))?
+        } else {
+            Devices::default()
+        };
+        let host: Option<HostConfig> = if table.contains_key("host") {
+            Some(doc.typed(Some("host"))?)
+        } else {
+            None
+        };
+        let is_trace = doc
+            .value
+            .get("workload")
+            .and_then(|w| w.get("trace"))
+            .is_some();
         let workload = if is_trace {
             let mut t: TraceWorkload = doc.typed(Some("workload"))?;
             if t.trace.is_relative() {
                 t.trace = base_dir.join(&t.trace);
             }
             if t.jobs == 0 || t.iodepth == 0 {
-                return Err(invalid("workload.jobs and workload.iodepth must be at least 1".into()));
+                return Err(invalid(
+                    "workload.jobs and workload.iodepth must be at least 1".into(),
+                ));
             }
             Workload::Trace(t)
         } else {
-            let mut spec: WorkloadSpec =
-                if table.contains_key("workload") { doc.typed(Some("workload"))? } else { WorkloadSpec::default() };
+            let mut spec: WorkloadSpec = if table.contains_key("workload") {
+                doc.typed(Some("workload"))?
+            } else {
+                WorkloadSpec::default()
+            };
             spec.seed = head.seed;
             spec.validate().map_err(|e| ConfigError::Value {
                 context: doc.context(),
                 path: "workload".into(),
                 message: e.to_string(),
             })?;
-            Workload::Synthetic(spec)
+            Workload::Synthetic(Box::new(spec))
         };
         // Check the cache now so a bad value is reported before anything runs.
         tiercache_policy::Cache::new(&cache).map_err(|e| invalid(e.to_string()))?;
@@ -206,17 +248,27 @@ impl Experiment {
     /// Opens the request source.
     pub fn source(&self) -> Result<Box<dyn RequestSource>> {
         match &self.workload {
-            Workload::Synthetic(spec) => Ok(Box::new(SyntheticWorkload::new(spec).context("workload")?)),
+            Workload::Synthetic(spec) => {
+                Ok(Box::new(SyntheticWorkload::new(spec).context("workload")?))
+            }
             Workload::Trace(t) => {
-                let opts = tiercache_trace::ReadOptions { skip_bad: t.skip_bad, ..Default::default() };
+                let opts = tiercache_trace::ReadOptions {
+                    skip_bad: t.skip_bad,
+                    ..Default::default()
+                };
                 let path = t.trace.to_str().context("trace path is not UTF-8")?;
                 let reader = tiercache_trace::open(path, t.format, &opts)
                     .with_context(|| format!("workload.trace {}", t.trace.display()))?;
                 let arrival = match t.replay {
                     ReplayMode::Timestamps => Arrival::Open,
-                    ReplayMode::Fast => Arrival::Closed { jobs: t.jobs, iodepth: t.iodepth },
+                    ReplayMode::Fast => Arrival::Closed {
+                        jobs: t.jobs,
+                        iodepth: t.iodepth,
+                    },
                 };
-                Ok(Box::new(tiercache_trace::ReplaySource::new(reader, arrival, t.speed)))
+                Ok(Box::new(tiercache_trace::ReplaySource::new(
+                    reader, arrival, t.speed,
+                )))
             }
         }
     }
@@ -225,8 +277,14 @@ impl Experiment {
 /// Loads a config (or the embedded default), applies overrides and resolves every variant.
 pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Vec<Experiment>> {
     let (doc, base_dir) = match path {
-        Some(p) => (Document::load(p)?, p.parent().map(Path::to_path_buf).unwrap_or_default()),
-        None => (Document::parse(DEFAULT_CONFIG, "<embedded examples/default.toml>")?, PathBuf::from(".")),
+        Some(p) => (
+            Document::load(p)?,
+            p.parent().map(Path::to_path_buf).unwrap_or_default(),
+        ),
+        None => (
+            Document::parse(DEFAULT_CONFIG, "<embedded examples/default.toml>")?,
+            PathBuf::from("."),
+        ),
     };
     resolve(doc, &base_dir, overrides)
 }

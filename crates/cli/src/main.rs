@@ -8,7 +8,11 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "tiercache", version, about = "Simulate, analyse and run I/O caches in tiered storage")]
+#[command(
+    name = "tiercache",
+    version,
+    about = "Simulate, analyse and run I/O caches in tiered storage"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

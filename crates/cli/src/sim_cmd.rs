@@ -42,7 +42,8 @@ pub fn run_experiment(e: &Experiment) -> Result<Outcome> {
     let mut source = e.source()?;
     let (metrics, timeline): (RunMetrics, _) = match e.mode {
         RunMode::Timed => {
-            let out = tiercache_sim::simulate(&mut cache, source.as_mut(), &e.sim).with_context(|| format!("run `{}`", e.name))?;
+            let out = tiercache_sim::simulate(&mut cache, source.as_mut(), &e.sim)
+                .with_context(|| format!("run `{}`", e.name))?;
             (out.metrics, out.timeline)
         }
         RunMode::HitRatio => {
@@ -51,7 +52,13 @@ pub fn run_experiment(e: &Experiment) -> Result<Outcome> {
             (out, Vec::new())
         }
     };
-    let record = RunRecord::new(RunKind::Sim, e.name.clone(), e.seed, e.config_json.clone(), metrics);
+    let record = RunRecord::new(
+        RunKind::Sim,
+        e.name.clone(),
+        e.seed,
+        e.config_json.clone(),
+        metrics,
+    );
     Ok(Outcome { record, timeline })
 }
 
@@ -67,8 +74,13 @@ pub fn run(args: SimArgs) -> Result<()> {
     for e in &runs {
         let out = run_experiment(e)?;
         if let Some(path) = &args.timeline {
-            let path = if several { with_suffix(path, &e.name) } else { path.clone() };
-            let mut f = std::fs::File::create(&path).with_context(|| format!("--timeline {}", path.display()))?;
+            let path = if several {
+                with_suffix(path, &e.name)
+            } else {
+                path.clone()
+            };
+            let mut f = std::fs::File::create(&path)
+                .with_context(|| format!("--timeline {}", path.display()))?;
             tiercache_metrics::write_timeline_csv(&out.timeline, &mut f)?;
         }
         if args.json {
@@ -85,8 +97,20 @@ pub fn run(args: SimArgs) -> Result<()> {
 }
 
 fn with_suffix(path: &std::path::Path, name: &str) -> PathBuf {
-    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("timeline");
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("timeline");
     let ext = path.extension().and_then(|s| s.to_str()).unwrap_or("csv");
-    let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    let safe: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     path.with_file_name(format!("{stem}-{safe}.{ext}"))
 }

@@ -4,10 +4,20 @@
 use std::process::Command;
 
 fn tiercache(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_tiercache")).args(args).output().expect("run tiercache")
+    Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .args(args)
+        .output()
+        .expect("run tiercache")
 }
 
-const SMALL: &[&str] = &["--set", "run.requests=20000", "--set", "run.warmup_requests=5000", "--only", "always-4k"];
+const SMALL: &[&str] = &[
+    "--set",
+    "run.requests=20000",
+    "--set",
+    "run.warmup_requests=5000",
+    "--only",
+    "always-4k",
+];
 
 #[test]
 fn same_seed_gives_byte_identical_json() {
@@ -15,17 +25,42 @@ fn same_seed_gives_byte_identical_json() {
     a.extend_from_slice(SMALL);
     let first = tiercache(&a);
     let second = tiercache(&a);
-    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
     assert_eq!(first.stdout, second.stdout);
     let rec: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
-    for key in ["requests", "hit_ratio", "read_hit_ratio", "write_hit_ratio", "iops", "bandwidth_bytes_per_s", "latency_us", "promotions", "evictions", "flushes", "bypasses", "cache_bytes_written", "backend_bytes_read", "backend_bytes_written"] {
+    for key in [
+        "requests",
+        "hit_ratio",
+        "read_hit_ratio",
+        "write_hit_ratio",
+        "iops",
+        "bandwidth_bytes_per_s",
+        "latency_us",
+        "promotions",
+        "evictions",
+        "flushes",
+        "bypasses",
+        "cache_bytes_written",
+        "backend_bytes_read",
+        "backend_bytes_written",
+    ] {
         assert!(rec["metrics"].get(key).is_some(), "metrics.{key} missing");
     }
     for p in ["mean", "p50", "p90", "p99", "p999", "p9999"] {
-        assert!(rec["metrics"]["latency_us"]["all"][p].as_f64().is_some(), "latency_us.all.{p}");
+        assert!(
+            rec["metrics"]["latency_us"]["all"][p].as_f64().is_some(),
+            "latency_us.all.{p}"
+        );
     }
     assert_eq!(rec["seed"], 42);
-    assert_eq!(rec["config"]["cache"]["capacity"], "256MiB", "the whole configuration is recorded");
+    assert_eq!(
+        rec["config"]["cache"]["capacity"], "256MiB",
+        "the whole configuration is recorded"
+    );
     // Another seed changes the result.
     a.extend_from_slice(&["--set", "run.seed=43"]);
     let third = tiercache(&a);
@@ -34,10 +69,28 @@ fn same_seed_gives_byte_identical_json() {
 
 #[test]
 fn table_lists_every_variant() {
-    let out = tiercache(&["sim", "--set", "run.requests=5000", "--set", "run.warmup_requests=1000"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tiercache(&[
+        "sim",
+        "--set",
+        "run.requests=5000",
+        "--set",
+        "run.warmup_requests=1000",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
-    for v in ["always-4k", "nhit2-4k", "always-32k", "nhit2-32k", "smq-4k", "write-through", "ht-cg"] {
+    for v in [
+        "always-4k",
+        "nhit2-4k",
+        "always-32k",
+        "nhit2-32k",
+        "smq-4k",
+        "write-through",
+        "ht-cg",
+    ] {
         assert!(text.contains(v), "{v} missing from\n{text}");
     }
 }
@@ -47,18 +100,45 @@ fn hit_ratio_mode_and_timeline() {
     let dir = tempfile::tempdir().unwrap();
     let tl = dir.path().join("tl.csv");
     let out = tiercache(&[
-        "sim", "--only", "always-4k", "--set", "run.requests=20000", "--set", "run.timeline_interval_ns=1ms",
-        "--timeline", tl.to_str().unwrap(),
+        "sim",
+        "--only",
+        "always-4k",
+        "--set",
+        "run.requests=20000",
+        "--set",
+        "run.timeline_interval_ns=1ms",
+        "--timeline",
+        tl.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let csv = std::fs::read_to_string(&tl).unwrap();
     let mut lines = csv.lines();
     let header = lines.next().unwrap();
-    assert!(header.contains("iops") && header.contains("hit_ratio"), "{header}");
+    assert!(
+        header.contains("iops") && header.contains("hit_ratio"),
+        "{header}"
+    );
     assert!(lines.count() >= 2, "several intervals");
 
-    let out = tiercache(&["sim", "--json", "--only", "always-4k", "--set", "run.mode=hit-ratio", "--set", "run.requests=20000"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tiercache(&[
+        "sim",
+        "--json",
+        "--only",
+        "always-4k",
+        "--set",
+        "run.mode=hit-ratio",
+        "--set",
+        "run.requests=20000",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let hr = rec["metrics"]["hit_ratio"].as_f64().unwrap();
     assert!(hr > 0.1 && hr < 1.0, "{hr}");
@@ -68,7 +148,10 @@ fn fails_naming(args: &[&str], needle: &str) {
     let out = tiercache(args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "exit code for {args:?}: {err}");
-    assert!(err.contains(needle), "error for {args:?} should name `{needle}`: {err}");
+    assert!(
+        err.contains(needle),
+        "error for {args:?} should name `{needle}`: {err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
 }
 
@@ -77,32 +160,65 @@ fn bad_configs_are_named_with_exit_2() {
     fails_naming(&["sim", "--set", "cache.bogus=1"], "bogus");
     fails_naming(&["sim", "--set", "cache.line_size=3000"], "line_size");
     fails_naming(&["sim", "--set", "cache.eviction=lfu"], "cache.eviction");
-    fails_naming(&["sim", "--set", "workload.read_fraction=1.5"], "read_fraction");
+    fails_naming(
+        &["sim", "--set", "workload.read_fraction=1.5"],
+        "read_fraction",
+    );
     fails_naming(&["sim", "--set", "host.lookup=fast"], "host.lookup");
     fails_naming(&["sim", "--set", "devices.cache=floppy"], "floppy");
     fails_naming(&["sim", "--set", "nonsense"], "nonsense");
-    fails_naming(&["sim", "--set", "cache.promotion={policy='nhit', n=0}"], "promotion.n");
+    fails_naming(
+        &["sim", "--set", "cache.promotion={policy='nhit', n=0}"],
+        "promotion.n",
+    );
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "[cache]\ncapacity = = 3\n").unwrap();
     fails_naming(&["sim", bad.to_str().unwrap()], "line 2");
-    fails_naming(&["sim", "/nonexistent/config.toml"], "/nonexistent/config.toml");
+    fails_naming(
+        &["sim", "/nonexistent/config.toml"],
+        "/nonexistent/config.toml",
+    );
 }
 
 #[test]
 fn trace_workload_replays_a_fixture() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("trace.toml");
-    let trace = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces/msr-hm0-sample.csv");
+    let trace = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/traces/msr-hm0-sample.csv"
+    );
     std::fs::write(
         &cfg,
         format!("[run]\nmode = 'hit-ratio'\n[workload]\ntrace = '{trace}'\n[cache]\ncapacity = '4MiB'\n"),
     )
     .unwrap();
     let out = tiercache(&["sim", "--json", cfg.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(rec["metrics"]["requests"], 1000, "every record of the fixture replayed");
-    let out = tiercache(&["sim", "--json", cfg.to_str().unwrap(), "--set", "run.mode=timed", "--set", "workload.replay=fast", "--set", "workload.jobs=4"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        rec["metrics"]["requests"], 1000,
+        "every record of the fixture replayed"
+    );
+    let out = tiercache(&[
+        "sim",
+        "--json",
+        cfg.to_str().unwrap(),
+        "--set",
+        "run.mode=timed",
+        "--set",
+        "workload.replay=fast",
+        "--set",
+        "workload.jobs=4",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -15,8 +15,8 @@ const RAM_OVER_SSD: &str = r#"
 name = "ram-over-ssd"
 [run]
 seed = 11
-requests = 120000
-warmup_requests = 40000
+requests = 150000
+warmup_requests = 100000
 [workload]
 jobs = 8
 iodepth = 16
@@ -47,10 +47,23 @@ const HIGH_LOCALITY: &str = "workload.distribution = { type = 'zoned', zones = [
 #[test]
 fn nhit2_beats_always_in_iops_at_medium_locality() {
     let always = run(RAM_OVER_SSD, &[]);
-    let nhit = run(RAM_OVER_SSD, &["cache.promotion = { policy = 'nhit', n = 2 }"]);
+    let nhit = run(
+        RAM_OVER_SSD,
+        &["cache.promotion = { policy = 'nhit', n = 2 }"],
+    );
     // Fewer promotions leave the RAM disk's bandwidth to hits and send misses to the fast array.
-    assert!(nhit.promotions < always.promotions / 2, "nhit promotes less: {} vs {}", nhit.promotions, always.promotions);
-    assert!(nhit.iops > 1.3 * always.iops, "nhit-2 {:.0} IOPS vs always {:.0}", nhit.iops, always.iops);
+    assert!(
+        nhit.promotions < always.promotions / 2,
+        "nhit promotes less: {} vs {}",
+        nhit.promotions,
+        always.promotions
+    );
+    assert!(
+        nhit.iops > 1.3 * always.iops,
+        "nhit-2 {:.0} IOPS vs always {:.0}",
+        nhit.iops,
+        always.iops
+    );
     // ... even though its hit ratio is no higher.
     assert!(nhit.hit_ratio <= always.hit_ratio + 0.02);
 }
@@ -59,12 +72,45 @@ fn nhit2_beats_always_in_iops_at_medium_locality() {
 fn large_lines_hurt_always_but_not_nhit_at_high_locality() {
     let a4 = run(RAM_OVER_SSD, &[HIGH_LOCALITY]);
     let a32 = run(RAM_OVER_SSD, &[HIGH_LOCALITY, "cache.line_size = '32KiB'"]);
-    let n4 = run(RAM_OVER_SSD, &[HIGH_LOCALITY, "cache.promotion = { policy = 'nhit', n = 2 }"]);
-    let n32 = run(RAM_OVER_SSD, &[HIGH_LOCALITY, "cache.promotion = { policy = 'nhit', n = 2 }", "cache.line_size = '32KiB'"]);
-    assert!(a32.iops < 0.85 * a4.iops, "always: 32K {:.0} vs 4K {:.0} IOPS", a32.iops, a4.iops);
-    assert!(n32.hit_ratio > n4.hit_ratio + 0.03, "nhit gains hit ratio with 32K lines: {} vs {}", n32.hit_ratio, n4.hit_ratio);
-    assert!(n32.iops > 0.9 * n4.iops, "nhit holds its IOPS with 32K lines: {:.0} vs {:.0}", n32.iops, n4.iops);
-    assert!(n32.iops > 1.2 * a32.iops, "with 32K lines nhit beats always: {:.0} vs {:.0}", n32.iops, a32.iops);
+    let n4 = run(
+        RAM_OVER_SSD,
+        &[
+            HIGH_LOCALITY,
+            "cache.promotion = { policy = 'nhit', n = 2 }",
+        ],
+    );
+    let n32 = run(
+        RAM_OVER_SSD,
+        &[
+            HIGH_LOCALITY,
+            "cache.promotion = { policy = 'nhit', n = 2 }",
+            "cache.line_size = '32KiB'",
+        ],
+    );
+    assert!(
+        a32.iops < 0.85 * a4.iops,
+        "always: 32K {:.0} vs 4K {:.0} IOPS",
+        a32.iops,
+        a4.iops
+    );
+    assert!(
+        n32.hit_ratio > n4.hit_ratio + 0.03,
+        "nhit gains hit ratio with 32K lines: {} vs {}",
+        n32.hit_ratio,
+        n4.hit_ratio
+    );
+    assert!(
+        n32.iops > 0.9 * n4.iops,
+        "nhit holds its IOPS with 32K lines: {:.0} vs {:.0}",
+        n32.iops,
+        n4.iops
+    );
+    assert!(
+        n32.iops > 1.2 * a32.iops,
+        "with 32K lines nhit beats always: {:.0} vs {:.0}",
+        n32.iops,
+        a32.iops
+    );
 }
 
 const WRITE_BURST: &str = r#"
@@ -90,12 +136,32 @@ backend = { raid = "raid5", members = 6, member = "sata-ssd-5100" }
 
 #[test]
 fn lazy_flushing_with_bypass_beats_aggressive_in_write_tail_latency() {
-    let lazy = run(WRITE_BURST, &["cache.cleaning = { policy = 'lazy', idle_ns = '1ms' }", "cache.dirty_full = 'bypass'"]);
-    let aggr128 = run(WRITE_BURST, &["cache.cleaning = { policy = 'aggressive', period_ns = '1ms', batch = 128 }"]);
-    let aggr1024 = run(WRITE_BURST, &["cache.cleaning = { policy = 'aggressive', period_ns = '1ms', batch = 1024 }"]);
+    let lazy = run(
+        WRITE_BURST,
+        &[
+            "cache.cleaning = { policy = 'lazy', idle_ns = '1ms' }",
+            "cache.dirty_full = 'bypass'",
+        ],
+    );
+    let aggr128 = run(
+        WRITE_BURST,
+        &["cache.cleaning = { policy = 'aggressive', period_ns = '1ms', batch = 128 }"],
+    );
+    let aggr1024 = run(
+        WRITE_BURST,
+        &["cache.cleaning = { policy = 'aggressive', period_ns = '1ms', batch = 1024 }"],
+    );
     let p = |m: &RunMetrics| m.latency_us.write.p9999;
-    assert!(lazy.bypasses.values().sum::<u64>() > 0, "the cache filled with dirty data and writes went around it");
-    assert!(p(&lazy) * 5.0 < p(&aggr128), "p99.99 write: lazy+bypass {} us vs aggressive-128 {} us", p(&lazy), p(&aggr128));
+    assert!(
+        lazy.bypasses.values().sum::<u64>() > 0,
+        "the cache filled with dirty data and writes went around it"
+    );
+    assert!(
+        p(&lazy) * 5.0 < p(&aggr128),
+        "p99.99 write: lazy+bypass {} us vs aggressive-128 {} us",
+        p(&lazy),
+        p(&aggr128)
+    );
     assert!(p(&lazy) * 5.0 < p(&aggr1024));
 }
 
@@ -121,35 +187,72 @@ fn fine_grained_locks_scale_where_coarse_and_few_threads_saturate() {
     assert!(fg[1] > 4.0 * fg[0], "HT+FG scales with submitters: {fg:?}");
     assert!(cg[2] <= cg[0] * 1.05, "HT+CG saturates (or falls): {cg:?}");
     assert!(lt[1] <= lt[0] * 1.05, "LT saturates: {lt:?}");
-    assert!(fg[1] > 1.5 * lt[0].max(cg[1]), "at 16 submitters HT+FG leads: fg {fg:?} lt {lt:?} cg {cg:?}");
+    assert!(
+        fg[1] > 1.5 * lt[0].max(cg[1]),
+        "at 16 submitters HT+FG leads: fg {fg:?} lt {lt:?} cg {cg:?}"
+    );
 }
 
 #[test]
 fn on_an_hdd_backend_architectures_come_out_close() {
-    let hdd = ["devices.cache = 'sata-ssd-5100'", "devices.backend = { raid = 'raid5', members = 6, member = 'hdd-7200' }", "run.requests = 20000", "run.warmup_requests = 5000"];
+    let hdd = [
+        "devices.cache = 'sata-ssd-5100'",
+        "devices.backend = { raid = 'raid5', members = 6, member = 'hdd-7200' }",
+        "run.requests = 20000",
+        "run.warmup_requests = 5000",
+    ];
     let with = |extra: &str| {
         let mut s: Vec<&str> = hdd.to_vec();
         s.push(extra);
         run(RAM_OVER_SSD, &s).iops
     };
-    let archs = [with("host.lookup = 'lt'"), with("host.lookup = 'ht-cg'"), with("host.lookup = 'ht-fg'")];
-    let promos = [with("cache.promotion = { policy = 'always' }"), with("cache.promotion = { policy = 'nhit', n = 2 }"), with("cache.promotion = { policy = 'smq' }")];
-    let spread = |v: &[f64]| v.iter().cloned().fold(f64::MIN, f64::max) / v.iter().cloned().fold(f64::MAX, f64::min);
-    assert!(spread(&archs) < 1.15, "lookup architectures on HDDs: {archs:?}");
-    assert!(spread(&promos) < 1.35, "promotion policies on HDDs: {promos:?}");
+    let archs = [
+        with("host.lookup = 'lt'"),
+        with("host.lookup = 'ht-cg'"),
+        with("host.lookup = 'ht-fg'"),
+    ];
+    let promos = [
+        with("cache.promotion = { policy = 'always' }"),
+        with("cache.promotion = { policy = 'nhit', n = 2 }"),
+        with("cache.promotion = { policy = 'smq' }"),
+    ];
+    let spread = |v: &[f64]| {
+        v.iter().cloned().fold(f64::MIN, f64::max) / v.iter().cloned().fold(f64::MAX, f64::min)
+    };
+    assert!(
+        spread(&archs) < 1.15,
+        "lookup architectures on HDDs: {archs:?}"
+    );
+    assert!(
+        spread(&promos) < 1.35,
+        "promotion policies on HDDs: {promos:?}"
+    );
     // The same architectures differ several-fold on the fast backend.
-    let fast = [run(RAM_OVER_SSD, &["host.lookup = 'ht-cg'"]).iops, run(RAM_OVER_SSD, &["host.lookup = 'ht-fg'"]).iops];
-    assert!(spread(&fast) > 2.0, "on RAM over SSDs they differ: {fast:?}");
+    let fast = [
+        run(RAM_OVER_SSD, &["host.lookup = 'ht-cg'"]).iops,
+        run(RAM_OVER_SSD, &["host.lookup = 'ht-fg'"]).iops,
+    ];
+    assert!(
+        spread(&fast) > 2.0,
+        "on RAM over SSDs they differ: {fast:?}"
+    );
 }
 
 /// On/off bursts in a closed loop: submitters go quiet during off periods, so the same number
 /// of requests takes about (on + off) / on times as long in virtual time.
 #[test]
 fn closed_loop_bursts_idle_the_submitters() {
-    let steady = run(RAM_OVER_SSD, &["run.requests = 40000", "run.warmup_requests = 0"]);
+    let steady = run(
+        RAM_OVER_SSD,
+        &["run.requests = 40000", "run.warmup_requests = 0"],
+    );
     let bursty = run(
         RAM_OVER_SSD,
-        &["run.requests = 40000", "run.warmup_requests = 0", "workload.bursts = { on = '1ms', off = '3ms' }"],
+        &[
+            "run.requests = 40000",
+            "run.warmup_requests = 0",
+            "workload.bursts = { on = '1ms', off = '3ms' }",
+        ],
     );
     let ratio = bursty.duration_ns as f64 / steady.duration_ns as f64;
     assert!(ratio > 2.5, "bursty run took {ratio:.2}x the steady one");

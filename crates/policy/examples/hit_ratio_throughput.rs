@@ -14,12 +14,18 @@ use tiercache_policy::{Cache, CacheConfig, CleaningConfig, EvictionKind, Promoti
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let requests: usize = args.get(1).map_or(20_000_000, |s| s.parse().expect("requests"));
-    let blocks: u64 = args.get(2).map_or(2_000_000, |s| s.parse().expect("blocks"));
-    let lines: u64 = args.get(3).map_or(200_000, |s| s.parse().expect("cache_lines"));
-    let policy: EvictionKind = args
-        .get(4)
-        .map_or(EvictionKind::Lru, |s| serde_json::from_str(&format!("\"{s}\"")).expect("policy name"));
+    let requests: usize = args
+        .get(1)
+        .map_or(20_000_000, |s| s.parse().expect("requests"));
+    let blocks: u64 = args
+        .get(2)
+        .map_or(2_000_000, |s| s.parse().expect("blocks"));
+    let lines: u64 = args
+        .get(3)
+        .map_or(200_000, |s| s.parse().expect("cache_lines"));
+    let policy: EvictionKind = args.get(4).map_or(EvictionKind::Lru, |s| {
+        serde_json::from_str(&format!("\"{s}\"")).expect("policy name")
+    });
 
     let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(42);
     let zipf = Zipf::new(blocks, 0.99).expect("zipf");

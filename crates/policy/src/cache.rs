@@ -90,7 +90,10 @@ pub enum PolicyError {
 }
 
 fn config_error(field: &'static str, reason: impl Into<String>) -> PolicyError {
-    PolicyError::Config { field, reason: reason.into() }
+    PolicyError::Config {
+        field,
+        reason: reason.into(),
+    }
 }
 
 /// One replacement domain: a static partition, or the shared rest of the cache.
@@ -110,7 +113,11 @@ fn runs(mut mask: u64) -> impl Iterator<Item = (u32, u32)> {
         }
         let lo = mask.trailing_zeros();
         let shifted = mask >> lo;
-        let len = if shifted == u64::MAX { 64 } else { (!shifted).trailing_zeros() };
+        let len = if shifted == u64::MAX {
+            64
+        } else {
+            (!shifted).trailing_zeros()
+        };
         let hi = lo + len;
         mask &= if hi >= 64 { 0 } else { u64::MAX << hi };
         Some((lo, hi))
@@ -153,16 +160,27 @@ const DEFAULT_PARTITION: u16 = u16::MAX;
 impl Cache {
     /// Builds a cache; every invalid field is named in the error.
     pub fn new(cfg: &CacheConfig) -> Result<Self, PolicyError> {
-        let geo = LineGeometry::new(cfg.line_size).map_err(|e| config_error("line_size", e.to_string()))?;
+        let geo = LineGeometry::new(cfg.line_size)
+            .map_err(|e| config_error("line_size", e.to_string()))?;
         let lines = cfg.capacity / cfg.line_size;
         if lines == 0 {
-            return Err(config_error("capacity", format!("{} bytes hold no {}-byte line", cfg.capacity, cfg.line_size)));
+            return Err(config_error(
+                "capacity",
+                format!("{} bytes hold no {}-byte line", cfg.capacity, cfg.line_size),
+            ));
         }
         if lines >= u32::MAX as u64 / 2 {
-            return Err(config_error("capacity", format!("{lines} lines exceed the limit of {}", u32::MAX / 2)));
+            return Err(config_error(
+                "capacity",
+                format!("{lines} lines exceed the limit of {}", u32::MAX / 2),
+            ));
         }
         match cfg.promotion {
-            PromotionConfig::Nhit { n, table_ratio, occupancy_threshold } => {
+            PromotionConfig::Nhit {
+                n,
+                table_ratio,
+                occupancy_threshold,
+            } => {
                 if n == 0 {
                     return Err(config_error("promotion.n", "must be at least 1"));
                 }
@@ -170,11 +188,17 @@ impl Cache {
                     return Err(config_error("promotion.table_ratio", "must be in (0, 64]"));
                 }
                 if !(0.0..=1.0).contains(&occupancy_threshold) {
-                    return Err(config_error("promotion.occupancy_threshold", "must be in [0, 1]"));
+                    return Err(config_error(
+                        "promotion.occupancy_threshold",
+                        "must be in [0, 1]",
+                    ));
                 }
             }
-            PromotionConfig::Smq { hotspot_lines } if hotspot_lines == 0 => {
-                return Err(config_error("promotion.hotspot_lines", "must be at least 1"));
+            PromotionConfig::Smq { hotspot_lines: 0 } => {
+                return Err(config_error(
+                    "promotion.hotspot_lines",
+                    "must be at least 1",
+                ));
             }
             _ => {}
         }
@@ -187,12 +211,15 @@ impl Cache {
                     return Err(config_error("cleaning.batch", "must be positive"));
                 }
             }
-            CleaningConfig::Lazy { batch, .. } if batch == 0 => {
+            CleaningConfig::Lazy { batch: 0, .. } => {
                 return Err(config_error("cleaning.batch", "must be positive"));
             }
             CleaningConfig::Threshold { high, low, batch } => {
                 if !(0.0..=1.0).contains(&high) || !(0.0..=1.0).contains(&low) || low > high {
-                    return Err(config_error("cleaning", format!("watermarks need 0 <= low <= high <= 1, got low {low} high {high}")));
+                    return Err(config_error(
+                        "cleaning",
+                        format!("watermarks need 0 <= low <= high <= 1, got low {low} high {high}"),
+                    ));
                 }
                 if batch == 0 {
                     return Err(config_error("cleaning.batch", "must be positive"));
@@ -206,21 +233,30 @@ impl Cache {
         for (i, p) in cfg.partitions.iter().enumerate() {
             let plines = p.bytes / cfg.line_size;
             if plines == 0 {
-                return Err(config_error("partitions", format!("partition {i} (volume {}) holds no line", p.volume)));
+                return Err(config_error(
+                    "partitions",
+                    format!("partition {i} (volume {}) holds no line", p.volume),
+                ));
             }
             let v = p.volume as usize;
             if part_of_volume.len() <= v {
                 part_of_volume.resize(v + 1, DEFAULT_PARTITION);
             }
             if part_of_volume[v] != DEFAULT_PARTITION {
-                return Err(config_error("partitions", format!("volume {} has two partitions", p.volume)));
+                return Err(config_error(
+                    "partitions",
+                    format!("volume {} has two partitions", p.volume),
+                ));
             }
             part_of_volume[v] = i as u16;
             reserved += plines;
             parts.push(plines as u32);
         }
         if reserved > lines {
-            return Err(config_error("partitions", format!("partitions need {reserved} lines, the cache has {lines}")));
+            return Err(config_error(
+                "partitions",
+                format!("partitions need {reserved} lines, the cache has {lines}"),
+            ));
         }
         parts.push((lines - reserved) as u32);
         let parts = parts
@@ -290,20 +326,34 @@ impl Cache {
     /// Bytes of metadata: line table, index, dirty list, replacement and promotion structures.
     pub fn metadata_bytes(&self) -> usize {
         self.table.memory_bytes()
-            + self.parts.iter().map(|p| p.evict.memory_bytes()).sum::<usize>()
+            + self
+                .parts
+                .iter()
+                .map(|p| p.evict.memory_bytes())
+                .sum::<usize>()
             + self.promotion.memory_bytes()
     }
 
     /// Bytes of metadata excluding the promotion table (the per-line budget of 64 bytes).
     pub fn line_metadata_bytes(&self) -> usize {
-        self.table.memory_bytes() + self.parts.iter().map(|p| p.evict.memory_bytes()).sum::<usize>()
+        self.table.memory_bytes()
+            + self
+                .parts
+                .iter()
+                .map(|p| p.evict.memory_bytes())
+                .sum::<usize>()
     }
 
     /// State of the line `index` of `volume`, if resident.
     pub fn line_state(&self, volume: VolumeId, index: u64) -> Option<LineState> {
         let slot = self.table.lookup(LineKey::new(volume, index))?;
         let m = self.table.meta(slot);
-        Some(LineState { slot, valid: m.valid, dirty: m.dirty, pinned: m.pinned })
+        Some(LineState {
+            slot,
+            valid: m.valid,
+            dirty: m.dirty,
+            pinned: m.pinned,
+        })
     }
 
     /// Changes the write policy of one volume, or of all volumes (clearing per-volume ones).
@@ -325,7 +375,11 @@ impl Cache {
 
     /// Write policy in force for a volume.
     pub fn write_policy(&self, volume: VolumeId) -> WritePolicy {
-        self.volume_modes.get(volume.0 as usize).copied().flatten().unwrap_or(self.default_mode)
+        self.volume_modes
+            .get(volume.0 as usize)
+            .copied()
+            .flatten()
+            .unwrap_or(self.default_mode)
     }
 
     fn partition(&self, volume: VolumeId) -> usize {
@@ -337,7 +391,11 @@ impl Cache {
 
     /// Processes one request. Metadata changes at once; unless `plan` is `None` (hit-ratio-only
     /// mode) the plan is cleared and filled with the device operations the request needs.
-    pub fn access(&mut self, req: &Request, plan: Option<&mut Plan>) -> Result<AccessOutcome, PolicyError> {
+    pub fn access(
+        &mut self,
+        req: &Request,
+        plan: Option<&mut Plan>,
+    ) -> Result<AccessOutcome, PolicyError> {
         self.geo.check_request(req.volume, req.offset, req.len)?;
         self.build_plan = plan.is_some();
         self.scratch.clear();
@@ -370,12 +428,39 @@ impl Cache {
                     self.trim_line(req.volume, s);
                 }
                 if req.len > 0 {
-                    self.emit(op(Device::Backend, IoKind::Trim, req.volume, req.offset, req.len, 0, true, OpCause::Trim));
+                    self.emit(op(
+                        Device::Backend,
+                        IoKind::Trim,
+                        req.volume,
+                        req.offset,
+                        req.len,
+                        0,
+                        true,
+                        OpCause::Trim,
+                    ));
                 }
             }
             Op::Flush => {
-                self.emit(op(Device::Cache, IoKind::Flush, req.volume, 0, 0, 0, true, OpCause::Flush));
-                self.emit(op(Device::Backend, IoKind::Flush, req.volume, 0, 0, 0, true, OpCause::Flush));
+                self.emit(op(
+                    Device::Cache,
+                    IoKind::Flush,
+                    req.volume,
+                    0,
+                    0,
+                    0,
+                    true,
+                    OpCause::Flush,
+                ));
+                self.emit(op(
+                    Device::Backend,
+                    IoKind::Flush,
+                    req.volume,
+                    0,
+                    0,
+                    0,
+                    true,
+                    OpCause::Flush,
+                ));
             }
         }
         out.full_hit = out.line_partial_hits == 0 && out.line_misses == 0 && out.line_bypasses == 0;
@@ -427,7 +512,13 @@ impl Cache {
         }
     }
 
-    fn read_line(&mut self, vol: VolumeId, s: LineSlice, mode: WritePolicy, out: &mut AccessOutcome) {
+    fn read_line(
+        &mut self,
+        vol: VolumeId,
+        s: LineSlice,
+        mode: WritePolicy,
+        out: &mut AccessOutcome,
+    ) {
         let key = LineKey::new(vol, s.index);
         let need = self.geo.touched_mask(s.start, s.end);
         let line_base = self.geo.line_start(s.index);
@@ -449,9 +540,27 @@ impl Cache {
                             // Promotion fetches the whole line (SPEC §4.2): the request waits for the
                             // backend read; the cache write follows in the background.
                             let l = self.geo.line_size();
-                            self.emit(op(Device::Backend, IoKind::Read, vol, line_base, l, 0, true, OpCause::ReadMiss));
+                            self.emit(op(
+                                Device::Backend,
+                                IoKind::Read,
+                                vol,
+                                line_base,
+                                l,
+                                0,
+                                true,
+                                OpCause::ReadMiss,
+                            ));
                             let a = self.cache_addr(slot, 0);
-                            self.emit(op(Device::Cache, IoKind::Write, vol, a, l, stage.max(1), false, OpCause::Promotion));
+                            self.emit(op(
+                                Device::Cache,
+                                IoKind::Write,
+                                vol,
+                                a,
+                                l,
+                                stage.max(1),
+                                false,
+                                OpCause::Promotion,
+                            ));
                             self.table.add_valid(slot, self.geo.full_mask());
                             self.stats.promotions += 1;
                             return;
@@ -466,7 +575,16 @@ impl Cache {
                 self.stats.bypass(r);
                 out.line_bypasses += 1;
             }
-            self.emit(op(Device::Backend, IoKind::Read, vol, line_base + s.start, s.end - s.start, 0, true, OpCause::ReadMiss));
+            self.emit(op(
+                Device::Backend,
+                IoKind::Read,
+                vol,
+                line_base + s.start,
+                s.end - s.start,
+                0,
+                true,
+                OpCause::ReadMiss,
+            ));
             return;
         };
         let m = *self.table.meta(slot);
@@ -476,7 +594,16 @@ impl Cache {
             self.stats.bypass(BypassReason::Mode);
             out.line_misses += 1;
             out.line_bypasses += 1;
-            self.emit(op(Device::Backend, IoKind::Read, vol, line_base + s.start, s.end - s.start, 0, true, OpCause::ReadMiss));
+            self.emit(op(
+                Device::Backend,
+                IoKind::Read,
+                vol,
+                line_base + s.start,
+                s.end - s.start,
+                0,
+                true,
+                OpCause::ReadMiss,
+            ));
             return;
         }
         let p = m.partition as usize;
@@ -489,7 +616,16 @@ impl Cache {
             self.stats.read_line_hits += 1;
             out.line_hits += 1;
             let a = self.cache_addr(slot, s.start);
-            self.emit(op(Device::Cache, IoKind::Read, vol, a, s.end - s.start, 0, true, OpCause::ReadHit));
+            self.emit(op(
+                Device::Cache,
+                IoKind::Read,
+                vol,
+                a,
+                s.end - s.start,
+                0,
+                true,
+                OpCause::ReadHit,
+            ));
             return;
         }
         // Partial hit: valid sub-blocks from the cache, the rest from the backend, then filled in.
@@ -498,19 +634,52 @@ impl Cache {
         for (lo, hi) in runs(need & m.valid) {
             let (a, b) = ((lo as u64 * sub).max(s.start), (hi as u64 * sub).min(s.end));
             let addr = self.cache_addr(slot, a);
-            self.emit(op(Device::Cache, IoKind::Read, vol, addr, b - a, 0, true, OpCause::ReadHit));
+            self.emit(op(
+                Device::Cache,
+                IoKind::Read,
+                vol,
+                addr,
+                b - a,
+                0,
+                true,
+                OpCause::ReadHit,
+            ));
         }
         let missing = need & !m.valid;
         for (lo, hi) in runs(missing) {
             let (a, b) = (lo as u64 * sub, hi as u64 * sub);
-            self.emit(op(Device::Backend, IoKind::Read, vol, line_base + a, b - a, 0, true, OpCause::ReadMiss));
+            self.emit(op(
+                Device::Backend,
+                IoKind::Read,
+                vol,
+                line_base + a,
+                b - a,
+                0,
+                true,
+                OpCause::ReadMiss,
+            ));
             let addr = self.cache_addr(slot, a);
-            self.emit(op(Device::Cache, IoKind::Write, vol, addr, b - a, 1, false, OpCause::Promotion));
+            self.emit(op(
+                Device::Cache,
+                IoKind::Write,
+                vol,
+                addr,
+                b - a,
+                1,
+                false,
+                OpCause::Promotion,
+            ));
         }
         self.table.add_valid(slot, missing);
     }
 
-    fn write_line(&mut self, vol: VolumeId, s: LineSlice, mode: WritePolicy, out: &mut AccessOutcome) {
+    fn write_line(
+        &mut self,
+        vol: VolumeId,
+        s: LineSlice,
+        mode: WritePolicy,
+        out: &mut AccessOutcome,
+    ) {
         let key = LineKey::new(vol, s.index);
         let touched = self.geo.touched_mask(s.start, s.end);
         let covered = self.geo.covered_mask(s.start, s.end);
@@ -519,7 +688,18 @@ impl Cache {
         let rules = mode.rules();
         self.stats.line_accesses += 1;
         self.stats.write_line_accesses += 1;
-        let backend_write = |stage| op(Device::Backend, IoKind::Write, vol, line_base + s.start, len, stage, true, OpCause::Write);
+        let backend_write = |stage| {
+            op(
+                Device::Backend,
+                IoKind::Write,
+                vol,
+                line_base + s.start,
+                len,
+                stage,
+                true,
+                OpCause::Write,
+            )
+        };
         if let Some(slot) = self.table.lookup(key) {
             let m = *self.table.meta(slot);
             self.stats.line_hits += 1;
@@ -528,8 +708,8 @@ impl Cache {
             let p = m.partition as usize;
             self.parts[p].evict.hit(slot);
             if self.promotion_learns {
-            self.promotion.on_hit(key);
-        }
+                self.promotion.on_hit(key);
+            }
             let mut action = rules.write_hit;
             if action == WriteHit::InvalidateToBackend && m.dirty & touched & !covered != 0 {
                 // The write lands inside dirty sub-blocks without covering them: only the cache
@@ -538,15 +718,41 @@ impl Cache {
             }
             match action {
                 WriteHit::CacheDirty => {
-                    let stage = self.fill_edges(vol, slot, line_base, touched & !covered & !m.valid, s.start, s.end, 0);
+                    let stage = self.fill_edges(
+                        vol,
+                        slot,
+                        line_base,
+                        touched & !covered & !m.valid,
+                        s.start,
+                        s.end,
+                        0,
+                    );
                     let a = self.cache_addr(slot, s.start);
-                    self.emit(op(Device::Cache, IoKind::Write, vol, a, len, stage, true, OpCause::Write));
+                    self.emit(op(
+                        Device::Cache,
+                        IoKind::Write,
+                        vol,
+                        a,
+                        len,
+                        stage,
+                        true,
+                        OpCause::Write,
+                    ));
                     self.mark_dirty(slot, touched);
                     self.stats.dirtied_bytes += len;
                 }
                 WriteHit::CacheAndBackend => {
                     let a = self.cache_addr(slot, s.start);
-                    self.emit(op(Device::Cache, IoKind::Write, vol, a, len, 0, true, OpCause::Write));
+                    self.emit(op(
+                        Device::Cache,
+                        IoKind::Write,
+                        vol,
+                        a,
+                        len,
+                        0,
+                        true,
+                        OpCause::Write,
+                    ));
                     self.emit(backend_write(0));
                     self.table.add_valid(slot, covered);
                 }
@@ -579,12 +785,38 @@ impl Cache {
         self.stats.write_allocations += 1;
         let a = self.cache_addr(slot, s.start);
         if rules.write_miss == WriteMiss::AllocateDirty {
-            let stage = self.fill_edges(vol, slot, line_base, touched & !covered, s.start, s.end, stage);
-            self.emit(op(Device::Cache, IoKind::Write, vol, a, len, stage, true, OpCause::Write));
+            let stage = self.fill_edges(
+                vol,
+                slot,
+                line_base,
+                touched & !covered,
+                s.start,
+                s.end,
+                stage,
+            );
+            self.emit(op(
+                Device::Cache,
+                IoKind::Write,
+                vol,
+                a,
+                len,
+                stage,
+                true,
+                OpCause::Write,
+            ));
             self.mark_dirty(slot, touched);
             self.stats.dirtied_bytes += len;
         } else {
-            self.emit(op(Device::Cache, IoKind::Write, vol, a, len, stage, true, OpCause::Write));
+            self.emit(op(
+                Device::Cache,
+                IoKind::Write,
+                vol,
+                a,
+                len,
+                stage,
+                true,
+                OpCause::Write,
+            ));
             self.emit(backend_write(stage));
             self.table.add_valid(slot, covered);
         }
@@ -595,7 +827,16 @@ impl Cache {
     /// before it becomes dirty. The fill writes and the application write `[start, end)` do not
     /// overlap, so they share a stage. Returns the stage the application write may use.
     #[allow(clippy::too_many_arguments)]
-    fn fill_edges(&mut self, vol: VolumeId, slot: Slot, line_base: u64, edges: u64, start: u64, end: u64, stage: u8) -> u8 {
+    fn fill_edges(
+        &mut self,
+        vol: VolumeId,
+        slot: Slot,
+        line_base: u64,
+        edges: u64,
+        start: u64,
+        end: u64,
+        stage: u8,
+    ) -> u8 {
         if edges == 0 {
             return stage;
         }
@@ -604,9 +845,27 @@ impl Cache {
             let (a, b) = (lo as u64 * sub, hi as u64 * sub);
             for (x, y) in [(a, b.min(start)), (a.max(end), b)] {
                 if x < y {
-                    self.emit(op(Device::Backend, IoKind::Read, vol, line_base + x, y - x, stage, true, OpCause::Fill));
+                    self.emit(op(
+                        Device::Backend,
+                        IoKind::Read,
+                        vol,
+                        line_base + x,
+                        y - x,
+                        stage,
+                        true,
+                        OpCause::Fill,
+                    ));
                     let addr = self.cache_addr(slot, x);
-                    self.emit(op(Device::Cache, IoKind::Write, vol, addr, y - x, stage + 1, true, OpCause::Fill));
+                    self.emit(op(
+                        Device::Cache,
+                        IoKind::Write,
+                        vol,
+                        addr,
+                        y - x,
+                        stage + 1,
+                        true,
+                        OpCause::Fill,
+                    ));
                 }
             }
         }
@@ -616,7 +875,9 @@ impl Cache {
 
     fn trim_line(&mut self, vol: VolumeId, s: LineSlice) {
         let key = LineKey::new(vol, s.index);
-        let Some(slot) = self.table.lookup(key) else { return };
+        let Some(slot) = self.table.lookup(key) else {
+            return;
+        };
         let covered = self.geo.covered_mask(s.start, s.end);
         if covered & self.table.meta(slot).valid == 0 {
             return;
@@ -664,14 +925,22 @@ impl Cache {
     /// Finds a slot for `key` in partition `p`, evicting (and, if dirty, writing back) a victim
     /// when the partition is full. Returns the slot and the first stage at which it may be
     /// written. Victim write-back ops are critical for writes (the write waits for them).
-    fn allocate(&mut self, p: usize, key: LineKey, for_write: bool) -> Result<(Slot, u8), BypassReason> {
+    fn allocate(
+        &mut self,
+        p: usize,
+        key: LineKey,
+        for_write: bool,
+    ) -> Result<(Slot, u8), BypassReason> {
         let part = &self.parts[p];
         if part.capacity == 0 {
             return Err(BypassReason::NoSpace);
         }
         let mut stage = 0;
         let slot = if part.used < part.capacity {
-            let slot = self.table.take_free().expect("partition capacities sum to the slot count");
+            let slot = self
+                .table
+                .take_free()
+                .expect("partition capacities sum to the slot count");
             self.parts[p].used += 1;
             slot
         } else {
@@ -723,17 +992,43 @@ impl Cache {
 
     /// Emits the ops that write a line's dirty sub-blocks back: cache reads at `stage`, backend
     /// writes at `stage + 1`.
-    fn write_back_ops(&mut self, slot: Slot, key: LineKey, dirty: u64, stage: u8, critical: bool, cause: OpCause) {
+    fn write_back_ops(
+        &mut self,
+        slot: Slot,
+        key: LineKey,
+        dirty: u64,
+        stage: u8,
+        critical: bool,
+        cause: OpCause,
+    ) {
         let sub = self.geo.sub_size();
         let base = self.geo.line_start(key.index());
         for (lo, hi) in runs(dirty) {
             let (a, b) = (lo as u64 * sub, hi as u64 * sub);
             let addr = self.cache_addr(slot, a);
-            self.emit(op(Device::Cache, IoKind::Read, key.volume(), addr, b - a, stage, critical, cause));
+            self.emit(op(
+                Device::Cache,
+                IoKind::Read,
+                key.volume(),
+                addr,
+                b - a,
+                stage,
+                critical,
+                cause,
+            ));
         }
         for (lo, hi) in runs(dirty) {
             let (a, b) = (lo as u64 * sub, hi as u64 * sub);
-            self.emit(op(Device::Backend, IoKind::Write, key.volume(), base + a, b - a, stage + 1, critical, cause));
+            self.emit(op(
+                Device::Backend,
+                IoKind::Write,
+                key.volume(),
+                base + a,
+                b - a,
+                stage + 1,
+                critical,
+                cause,
+            ));
         }
     }
 
@@ -763,8 +1058,12 @@ impl Cache {
 
     /// Builds a flush job of up to `n` dirty, unpinned lines, least recently written first.
     fn make_job(&mut self, n: usize) -> Option<FlushJob> {
-        let slots: Vec<Slot> =
-            self.table.dirty_iter().filter(|&s| !self.table.meta(s).pinned).take(n).collect();
+        let slots: Vec<Slot> = self
+            .table
+            .dirty_iter()
+            .filter(|&s| !self.table.meta(s).pinned)
+            .take(n)
+            .collect();
         if slots.is_empty() {
             return None;
         }
@@ -786,12 +1085,19 @@ impl Cache {
         self.stats.clean_jobs += 1;
         self.jobs_in_flight += 1;
         self.next_job_id += 1;
-        Some(FlushJob { id: self.next_job_id, plan, slots })
+        Some(FlushJob {
+            id: self.next_job_id,
+            plan,
+            slots,
+        })
     }
 
     /// The executor completed every op of `job`: its lines may be evicted again.
     pub fn flush_done(&mut self, job: FlushJob) {
-        assert!(self.jobs_in_flight > 0, "flush_done without a job in flight");
+        assert!(
+            self.jobs_in_flight > 0,
+            "flush_done without a job in flight"
+        );
         self.jobs_in_flight -= 1;
         for slot in job.slots {
             let m = *self.table.meta(slot);
@@ -832,17 +1138,43 @@ impl Cache {
             assert_eq!(part.dirty, dirty[i], "partition {i}: dirty");
             assert_eq!(part.pinned, pinned[i], "partition {i}: pinned");
             assert!(part.used <= part.capacity, "partition {i}: over capacity");
-            assert_eq!(part.evict.len(), part.used as usize, "partition {i}: eviction policy size");
+            assert_eq!(
+                part.evict.len(),
+                part.used as usize,
+                "partition {i}: eviction policy size"
+            );
         }
         let s = &self.stats;
-        assert_eq!(s.line_hits + s.line_partial_hits + s.line_misses, s.line_accesses, "hits + misses = accesses");
+        assert_eq!(
+            s.line_hits + s.line_partial_hits + s.line_misses,
+            s.line_accesses,
+            "hits + misses = accesses"
+        );
     }
 }
 
 #[allow(clippy::too_many_arguments)]
 #[inline]
-fn op(device: Device, kind: IoKind, volume: VolumeId, offset: u64, len: u64, stage: u8, critical: bool, cause: OpCause) -> DevOp {
-    DevOp { device, kind, volume, offset, len, stage, critical, cause }
+fn op(
+    device: Device,
+    kind: IoKind,
+    volume: VolumeId,
+    offset: u64,
+    len: u64,
+    stage: u8,
+    critical: bool,
+    cause: OpCause,
+) -> DevOp {
+    DevOp {
+        device,
+        kind,
+        volume,
+        offset,
+        len,
+        stage,
+        critical,
+        cause,
+    }
 }
 
 #[cfg(test)]
@@ -852,7 +1184,10 @@ mod tests {
     #[test]
     fn runs_of_bits() {
         assert_eq!(runs(0).collect::<Vec<_>>(), vec![]);
-        assert_eq!(runs(0b1011_0110).collect::<Vec<_>>(), vec![(1, 3), (4, 6), (7, 8)]);
+        assert_eq!(
+            runs(0b1011_0110).collect::<Vec<_>>(),
+            vec![(1, 3), (4, 6), (7, 8)]
+        );
         assert_eq!(runs(u64::MAX).collect::<Vec<_>>(), vec![(0, 64)]);
         assert_eq!(runs(1 << 63).collect::<Vec<_>>(), vec![(63, 64)]);
     }

@@ -153,7 +153,10 @@ impl Default for CacheConfig {
             eviction: EvictionKind::Lru,
             promotion: PromotionConfig::Always,
             write_policy: WritePolicy::WriteBack,
-            cleaning: CleaningConfig::Lazy { idle_ns: default_idle_ns(), batch: default_lazy_batch() },
+            cleaning: CleaningConfig::Lazy {
+                idle_ns: default_idle_ns(),
+                batch: default_lazy_batch(),
+            },
             dirty_full: DirtyFullPolicy::EvictThenWrite,
             partitions: Vec::new(),
         }

@@ -41,12 +41,25 @@ fn write_back_absorbs_writes_and_flushes_on_eviction() {
     run(&mut c, Request::write(4096, 4096));
     // Third line evicts the dirty LRU line 0: read from cache, write to backend, then write.
     let p = run(&mut c, Request::write(8192, 4096));
-    let evict: Vec<_> = p.ops.iter().filter(|o| o.cause == OpCause::EvictFlush).collect();
+    let evict: Vec<_> = p
+        .ops
+        .iter()
+        .filter(|o| o.cause == OpCause::EvictFlush)
+        .collect();
     assert_eq!(evict.len(), 2);
-    assert_eq!((evict[0].device, evict[0].kind, evict[0].stage), (Device::Cache, IoKind::Read, 0));
-    assert_eq!((evict[1].device, evict[1].kind, evict[1].offset), (Device::Backend, IoKind::Write, 0));
+    assert_eq!(
+        (evict[0].device, evict[0].kind, evict[0].stage),
+        (Device::Cache, IoKind::Read, 0)
+    );
+    assert_eq!(
+        (evict[1].device, evict[1].kind, evict[1].offset),
+        (Device::Backend, IoKind::Write, 0)
+    );
     let w = p.ops.iter().find(|o| o.cause == OpCause::Write).unwrap();
-    assert!(w.stage > evict[1].stage, "the write waits for the victim's write-back");
+    assert!(
+        w.stage > evict[1].stage,
+        "the write waits for the victim's write-back"
+    );
     assert!(evict.iter().all(|o| o.critical));
     assert_eq!(c.stats().dirty_evictions, 1);
     assert_eq!(c.stats().written_back_bytes, 4096);
@@ -74,7 +87,11 @@ fn write_around_does_not_allocate_on_write_miss() {
     assert_eq!(c.stats().bypasses_for(BypassReason::Mode), 1);
     run(&mut c, Request::read(0, 4096));
     let p = run(&mut c, Request::write(0, 4096));
-    assert_eq!(bytes(&p, Device::Cache, IoKind::Write), 4096, "write hit updates the cache");
+    assert_eq!(
+        bytes(&p, Device::Cache, IoKind::Write),
+        4096,
+        "write hit updates the cache"
+    );
     assert_eq!(bytes(&p, Device::Backend, IoKind::Write), 4096);
 }
 
@@ -111,7 +128,11 @@ fn pass_through_serves_everything_from_the_backend() {
     assert_eq!(bytes(&p, Device::Backend, IoKind::Read), 4096);
     assert_eq!(bytes(&p, Device::Cache, IoKind::Read), 0);
     let p = run(&mut c, Request::read(8192, 4096));
-    assert_eq!(bytes(&p, Device::Cache, IoKind::Write), 0, "no promotion in PT");
+    assert_eq!(
+        bytes(&p, Device::Cache, IoKind::Write),
+        0,
+        "no promotion in PT"
+    );
 }
 
 #[test]
@@ -120,7 +141,11 @@ fn dirty_data_is_read_from_the_cache_even_in_pass_through() {
     run(&mut c, Request::write(0, 4096));
     c.set_write_policy(None, WritePolicy::PassThrough);
     let p = run(&mut c, Request::read(0, 4096));
-    assert_eq!(bytes(&p, Device::Cache, IoKind::Read), 4096, "only the cache has the data");
+    assert_eq!(
+        bytes(&p, Device::Cache, IoKind::Read),
+        4096,
+        "only the cache has the data"
+    );
 }
 
 #[test]
@@ -129,9 +154,16 @@ fn larger_lines_make_promotion_fetch_more() {
         let mut c = Cache::new(&cfg(8, line, WritePolicy::WriteBack)).unwrap();
         let p = run(&mut c, Request::read(0, 4096));
         assert_eq!(bytes(&p, Device::Backend, IoKind::Read), line);
-        let promo = p.ops.iter().find(|o| o.cause == OpCause::Promotion).unwrap();
+        let promo = p
+            .ops
+            .iter()
+            .find(|o| o.cause == OpCause::Promotion)
+            .unwrap();
         assert_eq!(promo.len, line);
-        assert!(!promo.critical, "promotion write happens after the data is returned");
+        assert!(
+            !promo.critical,
+            "promotion write happens after the data is returned"
+        );
         // The rest of the line is now a hit.
         let out = c.access(&Request::read(line - 4096, 4096), None).unwrap();
         assert_eq!(out.line_hits, 1);
@@ -156,9 +188,16 @@ fn partial_hits_read_valid_parts_from_cache_and_fill_the_rest() {
 fn unaligned_dirty_write_fills_its_edge_sub_blocks() {
     let mut c = Cache::new(&cfg(4, 4096, WritePolicy::WriteBack)).unwrap();
     let p = run(&mut c, Request::write(100, 1000)); // touches sub-blocks 0..=2, covers only 1
-    let fills: Vec<_> = p.ops.iter().filter(|o| o.cause == OpCause::Fill && o.device == Device::Backend).collect();
+    let fills: Vec<_> = p
+        .ops
+        .iter()
+        .filter(|o| o.cause == OpCause::Fill && o.device == Device::Backend)
+        .collect();
     // Sub-blocks 0 and 2 are completed from the backend: bytes 0..100 and 1100..1536.
-    assert_eq!(fills.iter().map(|o| (o.offset, o.len)).collect::<Vec<_>>(), vec![(0, 100), (1100, 436)]);
+    assert_eq!(
+        fills.iter().map(|o| (o.offset, o.len)).collect::<Vec<_>>(),
+        vec![(0, 100), (1100, 436)]
+    );
     let w = p.ops.iter().find(|o| o.cause == OpCause::Write).unwrap();
     assert!(w.stage > fills[0].stage);
 }
@@ -183,7 +222,11 @@ fn full_of_dirty_bypass_sends_writes_to_the_backend() {
 #[test]
 fn nhit_promotes_on_the_nth_miss() {
     let mut base = cfg(8, 4096, WritePolicy::WriteBack);
-    base.promotion = PromotionConfig::Nhit { n: 3, table_ratio: 1.0, occupancy_threshold: 0.0 };
+    base.promotion = PromotionConfig::Nhit {
+        n: 3,
+        table_ratio: 1.0,
+        occupancy_threshold: 0.0,
+    };
     let mut c = Cache::new(&base).unwrap();
     for i in 0..2 {
         let p = run(&mut c, Request::read(0, 4096));
@@ -206,43 +249,78 @@ fn trim_drops_dirty_data_without_writing_it_back() {
     assert_eq!(c.stats().trimmed_dirty_bytes, 4096);
     let mut jobs = Vec::new();
     c.flush_all(&mut jobs);
-    assert_eq!(jobs.iter().map(|j| j.plan.bytes(|o| o.device == Device::Backend)).sum::<u64>(), 4096);
+    assert_eq!(
+        jobs.iter()
+            .map(|j| j.plan.bytes(|o| o.device == Device::Backend))
+            .sum::<u64>(),
+        4096
+    );
 }
 
 #[test]
 fn partitions_isolate_volumes() {
     let mut base = cfg(4, 4096, WritePolicy::WriteBack);
-    base.partitions = vec![PartitionConfig { volume: 1, bytes: 4096 }];
+    base.partitions = vec![PartitionConfig {
+        volume: 1,
+        bytes: 4096,
+    }];
     let mut c = Cache::new(&base).unwrap();
     for i in 0..10 {
-        c.access(&Request::read(i * 4096, 4096).on_volume(VolumeId(1)), None).unwrap();
+        c.access(&Request::read(i * 4096, 4096).on_volume(VolumeId(1)), None)
+            .unwrap();
     }
     for i in 0..3 {
         c.access(&Request::read(i * 4096, 4096), None).unwrap();
     }
     c.audit();
-    assert_eq!(c.resident_lines(), 4, "volume 1 holds 1 line, volume 0 the other 3");
+    assert_eq!(
+        c.resident_lines(),
+        4,
+        "volume 1 holds 1 line, volume 0 the other 3"
+    );
     let out = c.access(&Request::read(0, 4096), None).unwrap();
-    assert_eq!(out.line_hits, 1, "volume 0 was not disturbed by volume 1's scan");
+    assert_eq!(
+        out.line_hits, 1,
+        "volume 0 was not disturbed by volume 1's scan"
+    );
 }
 
 #[test]
 fn cleaning_writes_back_oldest_dirty_first_and_pins() {
     let mut base = cfg(4, 4096, WritePolicy::WriteBack);
-    base.cleaning = CleaningConfig::Lazy { idle_ns: 1000, batch: 2 };
+    base.cleaning = CleaningConfig::Lazy {
+        idle_ns: 1000,
+        batch: 2,
+    };
     let mut c = Cache::new(&base).unwrap();
     for i in [3u64, 1, 2] {
         run(&mut c, Request::write(i * 4096, 4096));
     }
     let mut jobs = Vec::new();
-    let busy = ExecutorState { now: 10, cache_idle_ns: 10, cache_queue_depth: 0, backend_queue_depth: 0 };
+    let busy = ExecutorState {
+        now: 10,
+        cache_idle_ns: 10,
+        cache_queue_depth: 0,
+        backend_queue_depth: 0,
+    };
     c.clean(&busy, &mut jobs);
     assert!(jobs.is_empty(), "not idle long enough");
     assert_eq!(c.next_clean_poll(&busy), Some(1000));
-    let idle = ExecutorState { now: 2000, cache_idle_ns: 2000, cache_queue_depth: 0, backend_queue_depth: 0 };
+    let idle = ExecutorState {
+        now: 2000,
+        cache_idle_ns: 2000,
+        cache_queue_depth: 0,
+        backend_queue_depth: 0,
+    };
     c.clean(&idle, &mut jobs);
     assert_eq!(jobs.len(), 1);
-    let offs: Vec<u64> = jobs[0].plan.ops.iter().filter(|o| o.device == Device::Backend).map(|o| o.offset).collect();
+    let offs: Vec<u64> = jobs[0]
+        .plan
+        .ops
+        .iter()
+        .filter(|o| o.device == Device::Backend)
+        .map(|o| o.offset)
+        .collect();
     assert_eq!(offs, vec![3 * 4096, 4096], "least recently written first");
     assert_eq!(c.dirty_lines(), 1);
     c.clean(&idle, &mut jobs);
@@ -257,18 +335,38 @@ fn cleaning_writes_back_oldest_dirty_first_and_pins() {
 fn bad_configs_name_the_field() {
     let mut b = cfg(4, 4096, WritePolicy::WriteBack);
     b.line_size = 3000;
-    assert!(Cache::new(&b).unwrap_err().to_string().contains("line_size"));
+    assert!(Cache::new(&b)
+        .unwrap_err()
+        .to_string()
+        .contains("line_size"));
     let mut b = cfg(4, 4096, WritePolicy::WriteBack);
     b.capacity = 100;
     assert!(Cache::new(&b).unwrap_err().to_string().contains("capacity"));
     let mut b = cfg(4, 4096, WritePolicy::WriteBack);
-    b.promotion = PromotionConfig::Nhit { n: 0, table_ratio: 1.0, occupancy_threshold: 0.0 };
-    assert!(Cache::new(&b).unwrap_err().to_string().contains("promotion.n"));
+    b.promotion = PromotionConfig::Nhit {
+        n: 0,
+        table_ratio: 1.0,
+        occupancy_threshold: 0.0,
+    };
+    assert!(Cache::new(&b)
+        .unwrap_err()
+        .to_string()
+        .contains("promotion.n"));
     let mut b = cfg(4, 4096, WritePolicy::WriteBack);
-    b.partitions = vec![PartitionConfig { volume: 0, bytes: 1 << 20 }];
-    assert!(Cache::new(&b).unwrap_err().to_string().contains("partitions"));
+    b.partitions = vec![PartitionConfig {
+        volume: 0,
+        bytes: 1 << 20,
+    }];
+    assert!(Cache::new(&b)
+        .unwrap_err()
+        .to_string()
+        .contains("partitions"));
     let mut b = cfg(4, 4096, WritePolicy::WriteBack);
-    b.cleaning = CleaningConfig::Threshold { high: 0.2, low: 0.5, batch: 1 };
+    b.cleaning = CleaningConfig::Threshold {
+        high: 0.2,
+        low: 0.5,
+        batch: 1,
+    };
     assert!(Cache::new(&b).unwrap_err().to_string().contains("cleaning"));
 }
 
@@ -276,6 +374,8 @@ fn bad_configs_name_the_field() {
 fn bad_requests_are_errors_not_panics() {
     let mut c = Cache::new(&cfg(4, 4096, WritePolicy::WriteBack)).unwrap();
     assert!(c.access(&Request::read(u64::MAX - 10, 100), None).is_err());
-    assert!(c.access(&Request::read(0, 10).on_volume(VolumeId(1 << 20)), None).is_err());
+    assert!(c
+        .access(&Request::read(0, 10).on_volume(VolumeId(1 << 20)), None)
+        .is_err());
     assert_eq!(c.stats().requests, 0);
 }

@@ -40,17 +40,25 @@ fn mode_strategy() -> impl Strategy<Value = WritePolicy> {
 }
 
 fn step_strategy() -> impl Strategy<Value = Step> {
-    let req = (0u32..2, 0u8..10, 0u64..VOLUME_BYTES / 512, 1u64..40).prop_map(|(vol, kind, sector, sectors)| {
-        let op = match kind {
-            0..=4 => tiercache_core::Op::Read,
-            5..=8 => tiercache_core::Op::Write,
-            _ => tiercache_core::Op::Trim,
-        };
-        // Mostly sector-aligned, sometimes byte-unaligned requests.
-        let offset = sector * 512 + if sector % 7 == 3 { 100 } else { 0 };
-        let len = sectors * 512 - if sectors % 5 == 2 { 37 } else { 0 };
-        Request { time_ns: 0, volume: VolumeId(vol), op, offset, len }
-    });
+    let req = (0u32..2, 0u8..10, 0u64..VOLUME_BYTES / 512, 1u64..40).prop_map(
+        |(vol, kind, sector, sectors)| {
+            let op = match kind {
+                0..=4 => tiercache_core::Op::Read,
+                5..=8 => tiercache_core::Op::Write,
+                _ => tiercache_core::Op::Trim,
+            };
+            // Mostly sector-aligned, sometimes byte-unaligned requests.
+            let offset = sector * 512 + if sector % 7 == 3 { 100 } else { 0 };
+            let len = sectors * 512 - if sectors % 5 == 2 { 37 } else { 0 };
+            Request {
+                time_ns: 0,
+                volume: VolumeId(vol),
+                op,
+                offset,
+                len,
+            }
+        },
+    );
     prop_oneof![
         20 => req.prop_map(Step::Req),
         2 => Just(Step::Clean),
@@ -74,27 +82,44 @@ fn config_strategy() -> impl Strategy<Value = CacheConfig> {
         ],
         prop_oneof![
             Just(PromotionConfig::Always),
-            Just(PromotionConfig::Nhit { n: 2, table_ratio: 1.0, occupancy_threshold: 0.0 }),
+            Just(PromotionConfig::Nhit {
+                n: 2,
+                table_ratio: 1.0,
+                occupancy_threshold: 0.0
+            }),
             Just(PromotionConfig::Smq { hotspot_lines: 4 }),
         ],
         mode_strategy(),
-        prop_oneof![Just(DirtyFullPolicy::EvictThenWrite), Just(DirtyFullPolicy::Bypass)],
+        prop_oneof![
+            Just(DirtyFullPolicy::EvictThenWrite),
+            Just(DirtyFullPolicy::Bypass)
+        ],
         any::<bool>(),
     )
-        .prop_map(|(line_size, lines, eviction, promotion, write_policy, dirty_full, partitioned)| CacheConfig {
-            capacity: line_size * lines,
-            line_size,
-            eviction,
-            promotion,
-            write_policy,
-            cleaning: CleaningConfig::Lazy { idle_ns: 0, batch: 3 },
-            dirty_full,
-            partitions: if partitioned {
-                vec![tiercache_policy::PartitionConfig { volume: 1, bytes: line_size * (lines / 2).max(1) }]
-            } else {
-                Vec::new()
+        .prop_map(
+            |(line_size, lines, eviction, promotion, write_policy, dirty_full, partitioned)| {
+                CacheConfig {
+                    capacity: line_size * lines,
+                    line_size,
+                    eviction,
+                    promotion,
+                    write_policy,
+                    cleaning: CleaningConfig::Lazy {
+                        idle_ns: 0,
+                        batch: 3,
+                    },
+                    dirty_full,
+                    partitions: if partitioned {
+                        vec![tiercache_policy::PartitionConfig {
+                            volume: 1,
+                            bytes: line_size * (lines / 2).max(1),
+                        }]
+                    } else {
+                        Vec::new()
+                    },
+                }
             },
-        })
+        )
 }
 
 /// Sub-block identity: (volume, sub-block index in the volume).
@@ -111,7 +136,11 @@ struct Shadow {
 impl Shadow {
     fn subs(&self, vol: u32, offset: u64, len: u64, whole_only: bool) -> impl Iterator<Item = Sub> {
         let sub = self.sub;
-        let (first, end) = if whole_only { (offset.div_ceil(sub), (offset + len) / sub) } else { (offset / sub, (offset + len).div_ceil(sub)) };
+        let (first, end) = if whole_only {
+            (offset.div_ceil(sub), (offset + len) / sub)
+        } else {
+            (offset / sub, (offset + len).div_ceil(sub))
+        };
         (first..end.max(first)).map(move |i| (vol, i))
     }
 
@@ -141,10 +170,18 @@ impl Shadow {
                         // Not written through: the data must now be dirty in the cache.
                         let touched = geo.touched_mask(sl.start, sl.end);
                         let evicted_here = plan.ops.iter().any(|o| {
-                            o.cause == OpCause::EvictFlush && o.device == Device::Backend && o.offset <= a && o.offset + o.len >= b
+                            o.cause == OpCause::EvictFlush
+                                && o.device == Device::Backend
+                                && o.offset <= a
+                                && o.offset + o.len >= b
                         });
-                        let dirty_now = cache.line_state(req.volume, sl.index).is_some_and(|st| st.dirty & touched == touched);
-                        assert!(dirty_now || evicted_here, "write neither dirty in cache nor written anywhere: {req:?}");
+                        let dirty_now = cache
+                            .line_state(req.volume, sl.index)
+                            .is_some_and(|st| st.dirty & touched == touched);
+                        assert!(
+                            dirty_now || evicted_here,
+                            "write neither dirty in cache nor written anywhere: {req:?}"
+                        );
                         for s in self.subs(req.volume.0, a, b - a, false).collect::<Vec<_>>() {
                             self.ever_dirty.insert(s);
                             self.pending.insert(s);
@@ -165,9 +202,13 @@ impl Shadow {
         // line it dirtied itself).
         for o in &plan.ops {
             match (o.device, o.kind, o.cause) {
-                (Device::Backend, IoKind::Write, OpCause::EvictFlush) => self.written_back(o.volume.0, o.offset, o.len),
+                (Device::Backend, IoKind::Write, OpCause::EvictFlush) => {
+                    self.written_back(o.volume.0, o.offset, o.len)
+                }
                 (Device::Backend, IoKind::Write, OpCause::Write) => {}
-                (Device::Backend, IoKind::Write, c) => panic!("unexpected backend write cause {c:?}"),
+                (Device::Backend, IoKind::Write, c) => {
+                    panic!("unexpected backend write cause {c:?}")
+                }
                 _ => {}
             }
         }
@@ -177,7 +218,10 @@ impl Shadow {
         assert_eq!(offset % self.sub, 0, "write-back not sub-block aligned");
         assert_eq!(len % self.sub, 0, "write-back not whole sub-blocks");
         for s in self.subs(vol, offset, len, true).collect::<Vec<_>>() {
-            assert!(self.ever_dirty.contains(&s), "wrote back sub-block {s:?} that was never dirty");
+            assert!(
+                self.ever_dirty.contains(&s),
+                "wrote back sub-block {s:?} that was never dirty"
+            );
             self.pending.remove(&s);
         }
     }
@@ -197,7 +241,12 @@ impl Shadow {
 }
 
 fn idle() -> ExecutorState {
-    ExecutorState { now: 0, cache_idle_ns: u64::MAX / 2, cache_queue_depth: 0, backend_queue_depth: 0 }
+    ExecutorState {
+        now: 0,
+        cache_idle_ns: u64::MAX / 2,
+        cache_queue_depth: 0,
+        backend_queue_depth: 0,
+    }
 }
 
 proptest! {

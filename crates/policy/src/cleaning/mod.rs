@@ -29,7 +29,11 @@ pub struct Cleaner {
 impl Cleaner {
     /// Cleaner for a configuration.
     pub fn new(cfg: &CleaningConfig) -> Self {
-        Self { cfg: cfg.clone(), next_due: 0, draining: false }
+        Self {
+            cfg: cfg.clone(),
+            next_due: 0,
+            draining: false,
+        }
     }
 
     /// Lines to flush now (0 for none).
@@ -94,15 +98,27 @@ mod tests {
     use super::*;
 
     fn exec(now: Nanos, idle: Nanos, qd: u32) -> ExecutorState {
-        ExecutorState { now, cache_idle_ns: idle, cache_queue_depth: qd, backend_queue_depth: 0 }
+        ExecutorState {
+            now,
+            cache_idle_ns: idle,
+            cache_queue_depth: qd,
+            backend_queue_depth: 0,
+        }
     }
     fn dirty(n: u64) -> DirtyState {
-        DirtyState { dirty_lines: n, capacity_lines: 100, jobs_in_flight: 0 }
+        DirtyState {
+            dirty_lines: n,
+            capacity_lines: 100,
+            jobs_in_flight: 0,
+        }
     }
 
     #[test]
     fn lazy_waits_for_idleness() {
-        let mut c = Cleaner::new(&CleaningConfig::Lazy { idle_ns: 1000, batch: 8 });
+        let mut c = Cleaner::new(&CleaningConfig::Lazy {
+            idle_ns: 1000,
+            batch: 8,
+        });
         assert_eq!(c.poll(&exec(10, 500, 0), dirty(5)), 0);
         assert_eq!(c.poll(&exec(10, 1500, 2), dirty(5)), 0);
         assert_eq!(c.poll(&exec(10, 1500, 0), dirty(5)), 8);
@@ -112,7 +128,10 @@ mod tests {
 
     #[test]
     fn aggressive_runs_on_its_period_whatever_the_load() {
-        let mut c = Cleaner::new(&CleaningConfig::Aggressive { period_ns: 100, batch: 4 });
+        let mut c = Cleaner::new(&CleaningConfig::Aggressive {
+            period_ns: 100,
+            batch: 4,
+        });
         assert_eq!(c.poll(&exec(0, 0, 50), dirty(5)), 4);
         assert_eq!(c.poll(&exec(50, 0, 50), dirty(5)), 0);
         assert_eq!(c.next_poll(&exec(50, 0, 50), dirty(5)), Some(100));
@@ -123,10 +142,18 @@ mod tests {
 
     #[test]
     fn threshold_has_hysteresis() {
-        let mut c = Cleaner::new(&CleaningConfig::Threshold { high: 0.5, low: 0.2, batch: 3 });
+        let mut c = Cleaner::new(&CleaningConfig::Threshold {
+            high: 0.5,
+            low: 0.2,
+            batch: 3,
+        });
         assert_eq!(c.poll(&exec(0, 0, 0), dirty(40)), 0);
         assert_eq!(c.poll(&exec(0, 0, 0), dirty(60)), 3);
-        assert_eq!(c.poll(&exec(0, 0, 0), dirty(40)), 3, "keeps draining down to low");
+        assert_eq!(
+            c.poll(&exec(0, 0, 0), dirty(40)),
+            3,
+            "keeps draining down to low"
+        );
         assert_eq!(c.poll(&exec(0, 0, 0), dirty(20)), 0);
         assert_eq!(c.poll(&exec(0, 0, 0), dirty(40)), 0);
     }

@@ -58,13 +58,22 @@ impl WritePolicy {
         use WriteMiss as M;
         let (write_hit, write_miss, read_miss, reads_bypass_cache) = match self {
             WritePolicy::WriteBack => (H::CacheDirty, M::AllocateDirty, R::Promote, false),
-            WritePolicy::WriteThrough => (H::CacheAndBackend, M::AllocateThrough, R::Promote, false),
+            WritePolicy::WriteThrough => {
+                (H::CacheAndBackend, M::AllocateThrough, R::Promote, false)
+            }
             WritePolicy::WriteAround => (H::CacheAndBackend, M::BackendOnly, R::Promote, false),
             WritePolicy::WriteOnly => (H::CacheDirty, M::AllocateDirty, R::BackendOnly, false),
             WritePolicy::ReadOnly => (H::InvalidateToBackend, M::BackendOnly, R::Promote, false),
-            WritePolicy::PassThrough => (H::InvalidateToBackend, M::BackendOnly, R::BackendOnly, true),
+            WritePolicy::PassThrough => {
+                (H::InvalidateToBackend, M::BackendOnly, R::BackendOnly, true)
+            }
         };
-        ModeRules { write_hit, write_miss, read_miss, reads_bypass_cache }
+        ModeRules {
+            write_hit,
+            write_miss,
+            read_miss,
+            reads_bypass_cache,
+        }
     }
 
     /// Short name as in the literature (WB, WT, WA, WO, RO, PT).
@@ -89,7 +98,12 @@ mod tests {
     fn matches_spec_table() {
         let table = [
             (WritePolicy::WriteBack, "dirty", "allocate-dirty", "promote"),
-            (WritePolicy::WriteThrough, "both", "allocate-both", "promote"),
+            (
+                WritePolicy::WriteThrough,
+                "both",
+                "allocate-both",
+                "promote",
+            ),
             (WritePolicy::WriteAround, "both", "backend", "promote"),
             (WritePolicy::WriteOnly, "dirty", "allocate-dirty", "backend"),
             (WritePolicy::ReadOnly, "invalidate", "backend", "promote"),

@@ -31,7 +31,11 @@ impl SlotIndex {
     /// Index for up to `capacity` keys.
     pub fn with_capacity(capacity: usize) -> Self {
         let buckets = (capacity + capacity / 2 + 1).next_power_of_two().max(8);
-        Self { buckets: vec![EMPTY; buckets], mask: buckets - 1, len: 0 }
+        Self {
+            buckets: vec![EMPTY; buckets],
+            mask: buckets - 1,
+            len: 0,
+        }
     }
 
     /// Keys held.
@@ -94,7 +98,11 @@ impl SlotIndex {
             }
             let home = hash(key_of(s)) as usize & self.mask;
             // Move s into the hole unless its home lies cyclically in (hole, j].
-            let in_range = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
+            let in_range = if hole <= j {
+                hole < home && home <= j
+            } else {
+                hole < home || home <= j
+            };
             if !in_range {
                 self.buckets[hole] = s;
                 hole = j;

@@ -16,7 +16,12 @@ pub struct SlotList {
 impl SlotList {
     /// Empty list able to hold slots `0..slots`.
     pub fn new(slots: usize) -> Self {
-        Self { prev: vec![NIL; slots], next: vec![NIL; slots], head: NIL, tail: NIL }
+        Self {
+            prev: vec![NIL; slots],
+            next: vec![NIL; slots],
+            head: NIL,
+            tail: NIL,
+        }
     }
 
     /// Appends `slot` (which must not be linked).

@@ -30,8 +30,14 @@ pub struct LineMeta {
 }
 
 impl LineMeta {
-    const EMPTY: LineMeta =
-        LineMeta { key: LineKey(0), valid: 0, dirty: 0, partition: 0, pinned: false, resident: false };
+    const EMPTY: LineMeta = LineMeta {
+        key: LineKey(0),
+        valid: 0,
+        dirty: 0,
+        partition: 0,
+        pinned: false,
+        resident: false,
+    };
 }
 
 /// All slots of the cache with their metadata, the key → slot index, the free-slot stack and
@@ -89,7 +95,14 @@ impl LineTable {
     pub fn install(&mut self, slot: Slot, key: LineKey, partition: u16) {
         let m = &mut self.lines[slot as usize];
         debug_assert!(!m.resident, "installing into an occupied slot");
-        *m = LineMeta { key, valid: 0, dirty: 0, partition, pinned: false, resident: true };
+        *m = LineMeta {
+            key,
+            valid: 0,
+            dirty: 0,
+            partition,
+            pinned: false,
+            resident: true,
+        };
         let lines = &self.lines;
         self.index.insert(key, slot, |s| lines[s as usize].key);
     }
@@ -98,7 +111,10 @@ impl LineTable {
     /// (the caller reuses it or calls [`release`](Self::release)).
     pub fn remove(&mut self, slot: Slot) {
         let m = self.lines[slot as usize];
-        assert!(m.resident && !m.pinned, "removing a non-resident or pinned line");
+        assert!(
+            m.resident && !m.pinned,
+            "removing a non-resident or pinned line"
+        );
         assert_eq!(m.dirty, 0, "removing a dirty line would lose data");
         let lines = &self.lines;
         self.index.remove(m.key, |s| lines[s as usize].key);
@@ -193,7 +209,11 @@ impl LineTable {
 
     /// Every resident slot (for audits and tests).
     pub fn resident_slots(&self) -> impl Iterator<Item = Slot> + '_ {
-        self.lines.iter().enumerate().filter(|(_, m)| m.resident).map(|(i, _)| i as Slot)
+        self.lines
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.resident)
+            .map(|(i, _)| i as Slot)
     }
 
     /// Checks the table's invariants; panics with a description on violation.
@@ -202,17 +222,32 @@ impl LineTable {
         for (i, m) in self.lines.iter().enumerate() {
             if m.resident {
                 resident += 1;
-                assert_eq!(m.dirty & !m.valid, 0, "slot {i}: dirty sub-blocks not valid");
-                assert_eq!(self.lookup(m.key), Some(i as Slot), "slot {i}: index disagrees");
+                assert_eq!(
+                    m.dirty & !m.valid,
+                    0,
+                    "slot {i}: dirty sub-blocks not valid"
+                );
+                assert_eq!(
+                    self.lookup(m.key),
+                    Some(i as Slot),
+                    "slot {i}: index disagrees"
+                );
             } else {
                 assert_eq!(m.dirty, 0, "slot {i}: free slot with dirty data");
             }
         }
         assert_eq!(resident, self.index.len(), "index size");
         let free = self.free.len() + self.lines.len() - self.fresh as usize;
-        assert_eq!(resident + free, self.lines.len(), "slots lost or duplicated");
+        assert_eq!(
+            resident + free,
+            self.lines.len(),
+            "slots lost or duplicated"
+        );
         let dirty: Vec<Slot> = self.dirty.iter().collect();
         assert_eq!(dirty.len() as u64, self.dirty_count, "dirty count");
-        assert!(dirty.iter().all(|&s| self.lines[s as usize].dirty != 0), "clean line on dirty list");
+        assert!(
+            dirty.iter().all(|&s| self.lines[s as usize].dirty != 0),
+            "clean line on dirty list"
+        );
     }
 }

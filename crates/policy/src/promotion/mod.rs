@@ -59,7 +59,11 @@ pub fn build(cfg: &PromotionConfig, lines: u64) -> Box<dyn Promotion> {
     match *cfg {
         PromotionConfig::Always => Box::new(Always),
         PromotionConfig::Never => Box::new(Never),
-        PromotionConfig::Nhit { n, table_ratio, occupancy_threshold } => {
+        PromotionConfig::Nhit {
+            n,
+            table_ratio,
+            occupancy_threshold,
+        } => {
             let entries = ((lines as f64 * table_ratio).ceil() as usize).max(16);
             Box::new(NHit::new(n, entries, occupancy_threshold))
         }

@@ -74,7 +74,8 @@ impl Promotion for NHit {
         if self.order.len() >= 2 * self.capacity {
             // Too many stale entries: keep only live ones (amortised O(1) per insert).
             let counts = &self.counts;
-            self.order.retain(|(k, s)| counts.get(k).is_some_and(|&(_, cs)| cs == *s));
+            self.order
+                .retain(|(k, s)| counts.get(k).is_some_and(|&(_, cs)| cs == *s));
         }
         self.seq += 1;
         self.counts.insert(key.0, (1, self.seq));

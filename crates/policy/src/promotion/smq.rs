@@ -73,15 +73,20 @@ impl Smq {
             }
         };
         self.accesses += 1;
-        if self.accesses % self.period == 0 {
+        if self.accesses.is_multiple_of(self.period) {
             self.end_period();
         }
         level
     }
 
     fn end_period(&mut self) {
-        let entries_hot = self.levels.values().filter(|&&l| l >= self.promote_level).count() as f64;
-        let hot_density = self.hot_misses as f64 / (entries_hot.max(1.0) * self.hotspot_lines as f64);
+        let entries_hot = self
+            .levels
+            .values()
+            .filter(|&&l| l >= self.promote_level)
+            .count() as f64;
+        let hot_density =
+            self.hot_misses as f64 / (entries_hot.max(1.0) * self.hotspot_lines as f64);
         let cache_density = self.cache_hits as f64 / self.cache_lines as f64;
         if hot_density > cache_density {
             self.promote_level = (self.promote_level - 1).max(1);
