@@ -222,3 +222,22 @@ fn trace_workload_replays_a_fixture() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Every shipped example config runs (at a reduced size).
+#[test]
+fn every_example_config_runs() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        n += 1;
+        let p = path.to_str().unwrap();
+        let out = tiercache(&["sim", p, "--set", "run.requests=3000", "--set", "run.warmup_requests=500"]);
+        assert!(out.status.success(), "{p}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stdout).lines().count() >= 2, "{p} printed a table");
+    }
+    assert!(n >= 4, "examples found: {n}");
+}
