@@ -1,41 +1,39 @@
-//! Tag index: line key → slot, an open-addressing table of `u32` slot numbers.
+//! Tag index: line key → slot, an open-addressing table.
 //!
-//! The key itself lives in the line table, so each bucket costs 4 bytes; the table is sized to a
-//! power of two at least 1.5× the slot count (load ≤ 2/3, ≤ 12 bytes per line) and uses linear
-//! probing with backward-shift deletion (no tombstones, so lookups stay short however long a run
-//! lasts).
+//! Each bucket is a `u64` holding the slot number and a 32-bit tag (the high half of the key's
+//! hash). The tag decides the home bucket (`tag × buckets >> 32`), so probing compares tags
+//! without touching the line table, and deletion (backward shift, no tombstones, so lookups
+//! stay short however long a run lasts) finds each entry's home from its tag alone. The table
+//! has 4/3 buckets per line (load ≤ 0.75, about 10.7 bytes per line); only a tag match reads the
+//! stored key to confirm.
 
 use tiercache_core::LineKey;
 use tiercache_eviction::Slot;
 
-const EMPTY: u32 = u32::MAX;
+const EMPTY: u64 = u64::MAX;
 
 /// Open-addressing map from [`LineKey`] to [`Slot`]; keys are read back through a closure.
 #[derive(Debug, Clone)]
 pub struct SlotIndex {
-    buckets: Vec<u32>,
-    mask: usize,
+    buckets: Vec<u64>,
     len: usize,
 }
 
 #[inline]
-fn hash(key: LineKey) -> u64 {
+fn tag_of(key: LineKey) -> u32 {
     // splitmix64 finaliser: line keys are often sequential, so mix well.
     let mut z = key.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    ((z ^ (z >> 31)) >> 32) as u32
 }
 
 impl SlotIndex {
     /// Index for up to `capacity` keys.
     pub fn with_capacity(capacity: usize) -> Self {
-        let buckets = (capacity + capacity / 2 + 1).next_power_of_two().max(8);
-        Self {
-            buckets: vec![EMPTY; buckets],
-            mask: buckets - 1,
-            len: 0,
-        }
+        let buckets = (capacity + capacity / 3 + 2).max(8);
+        assert!(buckets < u32::MAX as usize, "slot index too large");
+        Self { buckets: vec![EMPTY; buckets], len: 0 }
     }
 
     /// Keys held.
@@ -48,63 +46,73 @@ impl SlotIndex {
         self.len == 0
     }
 
+    #[inline]
+    fn home(&self, tag: u32) -> usize {
+        ((tag as u64 * self.buckets.len() as u64) >> 32) as usize
+    }
+
+    #[inline]
+    fn next(&self, i: usize) -> usize {
+        if i + 1 == self.buckets.len() {
+            0
+        } else {
+            i + 1
+        }
+    }
+
+    /// Position of `key`'s bucket, if present.
+    #[inline]
+    fn find(&self, key: LineKey, key_of: impl Fn(Slot) -> LineKey) -> Option<usize> {
+        let tag = tag_of(key);
+        let mut i = self.home(tag);
+        loop {
+            let e = self.buckets[i];
+            if e == EMPTY {
+                return None;
+            }
+            if (e >> 32) as u32 == tag && key_of(e as u32) == key {
+                return Some(i);
+            }
+            i = self.next(i);
+        }
+    }
+
     /// Slot of `key`, reading stored keys through `key_of`.
     #[inline]
     pub fn get(&self, key: LineKey, key_of: impl Fn(Slot) -> LineKey) -> Option<Slot> {
-        let mut i = hash(key) as usize & self.mask;
-        loop {
-            let s = self.buckets[i];
-            if s == EMPTY {
-                return None;
-            }
-            if key_of(s) == key {
-                return Some(s);
-            }
-            i = (i + 1) & self.mask;
-        }
+        self.find(key, key_of).map(|i| self.buckets[i] as u32)
     }
 
     /// Inserts `key` → `slot`; `key` must not be present and the index not full.
     pub fn insert(&mut self, key: LineKey, slot: Slot, key_of: impl Fn(Slot) -> LineKey) {
-        assert!(self.len < self.mask, "slot index full");
-        let mut i = hash(key) as usize & self.mask;
+        assert!(self.len + 1 < self.buckets.len(), "slot index full");
+        debug_assert!(self.find(key, &key_of).is_none(), "duplicate key");
+        let tag = tag_of(key);
+        let mut i = self.home(tag);
         while self.buckets[i] != EMPTY {
-            debug_assert!(key_of(self.buckets[i]) != key, "duplicate key");
-            i = (i + 1) & self.mask;
+            i = self.next(i);
         }
-        self.buckets[i] = slot;
+        self.buckets[i] = ((tag as u64) << 32) | slot as u64;
         self.len += 1;
     }
 
     /// Removes `key` (which must be present).
     pub fn remove(&mut self, key: LineKey, key_of: impl Fn(Slot) -> LineKey) {
-        let mut i = hash(key) as usize & self.mask;
-        loop {
-            let s = self.buckets[i];
-            assert!(s != EMPTY, "removing a key that is not indexed");
-            if key_of(s) == key {
-                break;
-            }
-            i = (i + 1) & self.mask;
-        }
+        let i = self.find(key, key_of).expect("removing a key that is not indexed");
         // Backward-shift deletion: pull later members of the probe run into the hole.
         let mut hole = i;
         let mut j = i;
         loop {
-            j = (j + 1) & self.mask;
-            let s = self.buckets[j];
-            if s == EMPTY {
+            j = self.next(j);
+            let e = self.buckets[j];
+            if e == EMPTY {
                 break;
             }
-            let home = hash(key_of(s)) as usize & self.mask;
-            // Move s into the hole unless its home lies cyclically in (hole, j].
-            let in_range = if hole <= j {
-                hole < home && home <= j
-            } else {
-                hole < home || home <= j
-            };
+            let home = self.home((e >> 32) as u32);
+            // Move e into the hole unless its home lies cyclically in (hole, j].
+            let in_range = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
             if !in_range {
-                self.buckets[hole] = s;
+                self.buckets[hole] = e;
                 hole = j;
             }
         }
@@ -114,7 +122,7 @@ impl SlotIndex {
 
     /// Heap bytes.
     pub fn memory_bytes(&self) -> usize {
-        self.buckets.capacity() * 4
+        self.buckets.capacity() * 8
     }
 }
 

@@ -1,7 +1,8 @@
 //! Cache metadata: the line table (one entry per slot), the tag index and the dirty list.
 //!
 //! Budget (at most 64 bytes per line plus the promotion table): a [`LineMeta`] is 32 bytes, the
-//! index 6–12 bytes, the dirty-list links 8 bytes and the eviction policy ≤ 12 bytes.
+//! index about 10.7 bytes, the dirty-list links 8 bytes and the LRU/FIFO/CLOCK-family eviction
+//! policies 8–9 bytes (ARC and S3-FIFO keep ghost lists on top).
 
 mod index;
 mod list;
