@@ -71,15 +71,23 @@ pub struct Document {
 impl Document {
     /// Reads and parses a TOML file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.into(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.into(),
+            source,
+        })?;
         Self::parse(&text, &path.display().to_string())
     }
 
     /// Parses TOML text; `source` names it in errors.
     pub fn parse(text: &str, source: &str) -> Result<Self, ConfigError> {
-        let value: Value = toml::from_str(text)
-            .map_err(|e| ConfigError::Syntax { path: source.into(), message: e.to_string() })?;
-        Ok(Self { source: source.to_string(), value })
+        let value: Value = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            path: source.into(),
+            message: e.to_string(),
+        })?;
+        Ok(Self {
+            source: source.to_string(),
+            value,
+        })
     }
 
     /// Applies `key.path=value` overrides in order. The value is read as a TOML value (number,
@@ -107,26 +115,43 @@ impl Document {
                 })
             }
         };
-        let base_name = base.value.get("name").and_then(Value::as_str).unwrap_or("base").to_string();
+        let base_name = base
+            .value
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("base")
+            .to_string();
         if variants.is_empty() {
             return Ok(vec![(base_name, base)]);
         }
         let mut out = Vec::new();
         for (i, v) in variants.into_iter().enumerate() {
-            let ctx = |m: &str| ConfigError::Value { context: self.context(), path: format!("variant[{i}]"), message: m.into() };
+            let ctx = |m: &str| ConfigError::Value {
+                context: self.context(),
+                path: format!("variant[{i}]"),
+                message: m.into(),
+            };
             let t = v.as_table().ok_or_else(|| ctx("must be a table"))?;
             for k in t.keys() {
                 if k != "name" && k != "set" {
                     return Err(ctx(&format!("unknown key `{k}` (expected `name`, `set`)")));
                 }
             }
-            let name = t.get("name").and_then(Value::as_str).ok_or_else(|| ctx("needs a string `name`"))?.to_string();
+            let name = t
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| ctx("needs a string `name`"))?
+                .to_string();
             let mut doc = base.clone();
             doc.source = format!("{} [variant {name}]", self.source);
             if let Some(set) = t.get("set") {
-                let list = set.as_array().ok_or_else(|| ctx("`set` must be an array of \"key=value\" strings"))?;
+                let list = set
+                    .as_array()
+                    .ok_or_else(|| ctx("`set` must be an array of \"key=value\" strings"))?;
                 for s in list {
-                    let s = s.as_str().ok_or_else(|| ctx("`set` entries must be strings \"key=value\""))?;
+                    let s = s
+                        .as_str()
+                        .ok_or_else(|| ctx("`set` entries must be strings \"key=value\""))?;
                     set_path(&mut doc.value, s)?;
                 }
             }
@@ -160,8 +185,16 @@ impl Document {
         };
         serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
-            let path = if path == "." { prefix.trim_end_matches('.').to_string() } else { format!("{prefix}{path}") };
-            ConfigError::Value { context: self.context(), path, message: e.into_inner().to_string() }
+            let path = if path == "." {
+                prefix.trim_end_matches('.').to_string()
+            } else {
+                format!("{prefix}{path}")
+            };
+            ConfigError::Value {
+                context: self.context(),
+                path,
+                message: e.into_inner().to_string(),
+            }
         })
     }
 
@@ -178,8 +211,13 @@ impl Document {
 
 /// Sets `a.b.c=value` in a TOML tree, creating tables on the way.
 pub fn set_path(root: &mut Value, text: &str) -> Result<(), ConfigError> {
-    let err = |reason: &str| ConfigError::Override { text: text.into(), reason: reason.into() };
-    let (key, raw) = text.split_once('=').ok_or_else(|| err("expected key=value"))?;
+    let err = |reason: &str| ConfigError::Override {
+        text: text.into(),
+        reason: reason.into(),
+    };
+    let (key, raw) = text
+        .split_once('=')
+        .ok_or_else(|| err("expected key=value"))?;
     let key = key.trim();
     if key.is_empty() || key.split('.').any(|p| p.trim().is_empty()) {
         return Err(err("empty key"));
@@ -192,12 +230,16 @@ pub fn set_path(root: &mut Value, text: &str) -> Result<(), ConfigError> {
     let parts: Vec<&str> = key.split('.').map(str::trim).collect();
     let mut cur = root;
     for (i, p) in parts.iter().enumerate() {
-        let table = cur.as_table_mut().ok_or_else(|| err(&format!("`{}` is not a table", parts[..i].join("."))))?;
+        let table = cur
+            .as_table_mut()
+            .ok_or_else(|| err(&format!("`{}` is not a table", parts[..i].join("."))))?;
         if i + 1 == parts.len() {
             table.insert((*p).to_string(), value);
             return Ok(());
         }
-        cur = table.entry((*p).to_string()).or_insert_with(|| Value::Table(Default::default()));
+        cur = table
+            .entry((*p).to_string())
+            .or_insert_with(|| Value::Table(Default::default()));
     }
     unreachable!("loop returns at the last part")
 }
@@ -225,11 +267,24 @@ mod tests {
     #[test]
     fn overrides_create_and_replace() {
         let mut d = Document::parse("[inner]\nn = 1\n", "t").unwrap();
-        d.apply_overrides(&["inner.n=5", "inner.label=hello world"]).unwrap();
+        d.apply_overrides(&["inner.n=5", "inner.label=hello world"])
+            .unwrap();
         let o: Outer = d.typed(None).unwrap();
-        assert_eq!(o.inner, Inner { n: 5, label: "hello world".into() });
-        assert!(matches!(d.apply_overrides(&["nokey"]), Err(ConfigError::Override { .. })));
-        assert!(matches!(d.apply_overrides(&["inner.n.x=1"]), Err(ConfigError::Override { .. })));
+        assert_eq!(
+            o.inner,
+            Inner {
+                n: 5,
+                label: "hello world".into()
+            }
+        );
+        assert!(matches!(
+            d.apply_overrides(&["nokey"]),
+            Err(ConfigError::Override { .. })
+        ));
+        assert!(matches!(
+            d.apply_overrides(&["inner.n.x=1"]),
+            Err(ConfigError::Override { .. })
+        ));
     }
 
     #[test]
@@ -245,7 +300,9 @@ mod tests {
 
     #[test]
     fn syntax_error_names_file_and_line() {
-        let e = Document::parse("[inner]\nn = = 1\n", "bad.toml").unwrap_err().to_string();
+        let e = Document::parse("[inner]\nn = = 1\n", "bad.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("bad.toml") && e.contains("line 2"), "{e}");
     }
 
@@ -264,12 +321,25 @@ set = ["inner.n=3", "inner.label=b"]
 "#;
         let d = Document::parse(text, "t").unwrap();
         let v = d.variants().unwrap();
-        let got: Vec<(String, Outer)> = v.iter().map(|(n, d)| (n.clone(), d.typed(None).unwrap())).collect();
+        let got: Vec<(String, Outer)> = v
+            .iter()
+            .map(|(n, d)| (n.clone(), d.typed(None).unwrap()))
+            .collect();
         assert_eq!(got[0].1.inner.n, 2);
-        assert_eq!(got[1].1.inner, Inner { n: 3, label: "b".into() });
+        assert_eq!(
+            got[1].1.inner,
+            Inner {
+                n: 3,
+                label: "b".into()
+            }
+        );
         assert_eq!(got[1].1.name, "b");
         let dup = Document::parse("[[variant]]\nname='a'\n[[variant]]\nname='a'\n", "t").unwrap();
-        assert!(dup.variants().unwrap_err().to_string().contains("duplicate"));
+        assert!(dup
+            .variants()
+            .unwrap_err()
+            .to_string()
+            .contains("duplicate"));
         let bad = Document::parse("[[variant]]\nname='a'\nsett=[]\n", "t").unwrap();
         assert!(bad.variants().unwrap_err().to_string().contains("sett"));
     }

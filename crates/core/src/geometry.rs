@@ -21,7 +21,11 @@ impl LineKey {
     /// Packs a volume and a line index. Panics (a programming error) if either is out of range;
     /// [`LineGeometry::check_request`] rejects such requests before they get here.
     pub fn new(volume: VolumeId, index: u64) -> Self {
-        assert!(volume.0 < MAX_VOLUMES, "volume id {} out of range", volume.0);
+        assert!(
+            volume.0 < MAX_VOLUMES,
+            "volume id {} out of range",
+            volume.0
+        );
         assert!(index < 1 << INDEX_BITS, "line index {index} out of range");
         LineKey(((volume.0 as u64) << INDEX_BITS) | index)
     }
@@ -76,7 +80,10 @@ impl LineGeometry {
         }
         let line_shift = line_size.trailing_zeros();
         let sub_shift = line_shift.saturating_sub(6).max(9);
-        Ok(Self { line_shift, sub_shift })
+        Ok(Self {
+            line_shift,
+            sub_shift,
+        })
     }
 
     /// Line size in bytes.
@@ -105,11 +112,18 @@ impl LineGeometry {
     }
 
     /// Rejects requests the cache cannot address.
-    pub fn check_request(&self, volume: VolumeId, offset: u64, len: u64) -> Result<(), GeometryError> {
+    pub fn check_request(
+        &self,
+        volume: VolumeId,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), GeometryError> {
         if volume.0 >= MAX_VOLUMES {
             return Err(GeometryError::Volume(volume.0));
         }
-        let end = offset.checked_add(len).ok_or(GeometryError::Range { offset, len })?;
+        let end = offset
+            .checked_add(len)
+            .ok_or(GeometryError::Range { offset, len })?;
         if (end.saturating_sub(1) >> self.line_shift) >= 1 << INDEX_BITS {
             return Err(GeometryError::Range { offset, len });
         }
@@ -129,7 +143,11 @@ impl LineGeometry {
     /// The slices of `[offset, offset+len)` falling in each line, in order.
     /// Empty for `len == 0`.
     pub fn split(&self, offset: u64, len: u64) -> LineSplit {
-        LineSplit { geo: *self, pos: offset, end: offset + len }
+        LineSplit {
+            geo: *self,
+            pos: offset,
+            end: offset + len,
+        }
     }
 
     /// Bitmap of the sub-blocks touched by byte range `[start, end)` within one line
@@ -161,7 +179,11 @@ pub fn mask_range(lo: u32, hi: u32) -> u64 {
         return 0;
     }
     let width = hi - lo;
-    let ones = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
+    let ones = if width == 64 {
+        u64::MAX
+    } else {
+        (1u64 << width) - 1
+    };
     ones << lo
 }
 
@@ -194,7 +216,11 @@ impl Iterator for LineSplit {
         let line_start = self.geo.line_start(index);
         let line_end = line_start + self.geo.line_size();
         let stop = self.end.min(line_end);
-        let slice = LineSlice { index, start: self.pos - line_start, end: stop - line_start };
+        let slice = LineSlice {
+            index,
+            start: self.pos - line_start,
+            end: stop - line_start,
+        };
         self.pos = stop;
         Some(slice)
     }

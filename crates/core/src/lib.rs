@@ -11,7 +11,7 @@ pub mod request;
 pub mod source;
 pub mod units;
 
-pub use geometry::{LineGeometry, LineKey, GeometryError, MAX_VOLUMES};
+pub use geometry::{GeometryError, LineGeometry, LineKey, MAX_VOLUMES};
 pub use plan::{DevOp, Device, IoKind, OpCause, Plan};
 pub use request::{Nanos, Op, Request, VolumeId};
 pub use source::{Arrival, RequestSource};

@@ -7,7 +7,9 @@ pub type Nanos = u64;
 
 /// Dense volume identifier (a LUN, a VM disk, a trace's host+disk). Trace readers map the
 /// original volume key to these ids and keep the name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
 pub struct VolumeId(pub u32);
 
 /// Operation of a block request.
@@ -54,17 +56,35 @@ pub struct Request {
 impl Request {
     /// Convenience constructor for a read at time 0 on volume 0.
     pub fn read(offset: u64, len: u64) -> Self {
-        Self { time_ns: 0, volume: VolumeId(0), op: Op::Read, offset, len }
+        Self {
+            time_ns: 0,
+            volume: VolumeId(0),
+            op: Op::Read,
+            offset,
+            len,
+        }
     }
 
     /// Convenience constructor for a write at time 0 on volume 0.
     pub fn write(offset: u64, len: u64) -> Self {
-        Self { time_ns: 0, volume: VolumeId(0), op: Op::Write, offset, len }
+        Self {
+            time_ns: 0,
+            volume: VolumeId(0),
+            op: Op::Write,
+            offset,
+            len,
+        }
     }
 
     /// Convenience constructor for a trim at time 0 on volume 0.
     pub fn trim(offset: u64, len: u64) -> Self {
-        Self { time_ns: 0, volume: VolumeId(0), op: Op::Trim, offset, len }
+        Self {
+            time_ns: 0,
+            volume: VolumeId(0),
+            op: Op::Trim,
+            offset,
+            len,
+        }
     }
 
     /// Same request on another volume.

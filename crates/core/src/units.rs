@@ -9,9 +9,13 @@ use serde::{Deserialize, Deserializer};
 /// `K`, `M`, `G`, `T` alone are binary, as in fio).
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim().replace('_', "");
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("`{s}` is not a size (e.g. 4096, \"4KiB\", \"1GiB\")"))?;
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (e.g. 4096, \"4KiB\", \"1GiB\")"))?;
     let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
         "k" | "kib" => 1024.0,
@@ -38,9 +42,13 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
 /// (ns, us/µs, ms, s, min).
 pub fn parse_nanos(s: &str) -> Result<u64, String> {
     let t = s.trim().replace('_', "");
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("`{s}` is not a duration (e.g. 1000, \"100us\", \"2ms\")"))?;
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (e.g. 1000, \"100us\", \"2ms\")"))?;
     let mult = match unit.trim() {
         "" | "ns" => 1.0,
         "us" | "µs" => 1e3,
@@ -69,7 +77,9 @@ pub fn de_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     match IntOrString::deserialize(d)? {
         IntOrString::Int(v) => Ok(v),
         IntOrString::Float(f) if f >= 0.0 && f.fract() == 0.0 => Ok(f as u64),
-        IntOrString::Float(f) => Err(serde::de::Error::custom(format!("size {f} is not a whole number of bytes"))),
+        IntOrString::Float(f) => Err(serde::de::Error::custom(format!(
+            "size {f} is not a whole number of bytes"
+        ))),
         IntOrString::Str(s) => parse_bytes(&s).map_err(serde::de::Error::custom),
     }
 }
@@ -79,7 +89,9 @@ pub fn de_nanos<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     match IntOrString::deserialize(d)? {
         IntOrString::Int(v) => Ok(v),
         IntOrString::Float(f) if f >= 0.0 => Ok(f.round() as u64),
-        IntOrString::Float(f) => Err(serde::de::Error::custom(format!("duration {f} is negative"))),
+        IntOrString::Float(f) => Err(serde::de::Error::custom(format!(
+            "duration {f} is negative"
+        ))),
         IntOrString::Str(s) => parse_nanos(&s).map_err(serde::de::Error::custom),
     }
 }

@@ -1,0 +1,114 @@
+//! `tiercache report RESULTS`: argument struct (clap derive) and runner.
+
+use crate::{build_report, MetricSpec, ReportOptions, ResultSet};
+use anyhow::Context;
+use std::path::PathBuf;
+
+/// `tiercache report RESULTS...`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReportArgs {
+    /// Result files (results.jsonl of a sweep, or JSON-lines run records) or sweep output
+    /// directories.
+    #[arg(required = true)]
+    pub results: Vec<PathBuf>,
+    /// HTML file to write (default: report.html next to the first input).
+    #[arg(short, long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Directory for the SVG files (default: `<out stem>-plots` next to the HTML file).
+    #[arg(long, value_name = "DIR")]
+    pub svg_dir: Option<PathBuf>,
+    /// Page title.
+    #[arg(long)]
+    pub title: Option<String>,
+    /// Metric to compare, `PATH:max|min[:LABEL]` (repeatable; replaces the defaults: IOPS, p99
+    /// and p99.99 latency, hit ratio), e.g. `--metric metrics.cache_bytes_written:min:wear`.
+    #[arg(long = "metric", value_name = "PATH:DIR[:LABEL]")]
+    pub metrics: Vec<String>,
+    /// Heat-map axes by name, `X,Y` (default: the first two axes with more than one value).
+    #[arg(long, value_name = "X,Y")]
+    pub heat: Option<String>,
+    /// Most bars per bar chart.
+    #[arg(long, default_value_t = 40)]
+    pub max_bars: usize,
+    /// Most lines per CDF or timeline chart.
+    #[arg(long, default_value_t = 8)]
+    pub max_series: usize,
+}
+
+/// Runs `tiercache report`: reads the results, writes the HTML page and the SVG files, and prints
+/// where they are.
+pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
+    let results = ResultSet::load(&args.results)?;
+    if results.runs.is_empty() {
+        return Err(crate::ReportError::Empty(
+            args.results
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        )
+        .into());
+    }
+    let mut opts = ReportOptions::default();
+    if !args.metrics.is_empty() {
+        opts.metrics = args
+            .metrics
+            .iter()
+            .map(|m| m.parse::<MetricSpec>())
+            .collect::<Result<_, _>>()?;
+    }
+    if let Some(h) = &args.heat {
+        let (x, y) = h
+            .split_once(',')
+            .context("--heat expects X,Y (two axis names)")?;
+        opts.heat_axes = Some((x.trim().to_string(), y.trim().to_string()));
+    }
+    opts.max_bars = args.max_bars.max(2);
+    opts.max_series = args.max_series.max(1);
+    let first = &args.results[0];
+    opts.title = args.title.clone().unwrap_or_else(|| {
+        let stem = if first.is_dir() {
+            first.clone()
+        } else {
+            first.parent().map(PathBuf::from).unwrap_or_default()
+        };
+        match stem.file_name() {
+            Some(n) => format!("tiercache report: {}", n.to_string_lossy()),
+            None => "tiercache report".into(),
+        }
+    });
+    let out = args.out.clone().unwrap_or_else(|| {
+        let dir = if first.is_dir() {
+            first.clone()
+        } else {
+            first.parent().map(PathBuf::from).unwrap_or_default()
+        };
+        dir.join("report.html")
+    });
+    let svg_dir = args.svg_dir.clone().unwrap_or_else(|| {
+        let stem = out
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "report".into());
+        out.with_file_name(format!("{stem}-plots"))
+    });
+    let report = build_report(&results, &opts);
+    let svgs = report.write(&out, &svg_dir)?;
+    eprintln!(
+        "report: {} runs, {} plots -> {} (SVG files in {})",
+        results.runs.len(),
+        svgs.len(),
+        out.display(),
+        svg_dir.display()
+    );
+    for r in &report.summary {
+        eprintln!(
+            "  {:<16} {:<22} best {} ({})",
+            r.workload,
+            r.metric.label,
+            r.best.0,
+            crate::svg::fmt_num(r.best.1)
+        );
+    }
+    Ok(out)
+}

@@ -1,0 +1,615 @@
+//! Building the report: summary rows, plots, and the HTML page around them.
+
+use crate::data::{lookup, lookup_f64, Design, ResultSet};
+use crate::svg::{self, esc, fmt_num, Bar, Role, Scale, Series};
+use crate::{Better, MetricSpec, Plot, Report, ReportOptions, SummaryRow};
+use std::fmt::Write;
+
+/// Percentile keys of a latency summary and the fraction each stands for (max drawn at 99.999%).
+const PERCENTILES: [(&str, f64); 6] = [
+    ("p50", 0.5),
+    ("p90", 0.9),
+    ("p99", 0.99),
+    ("p999", 0.999),
+    ("p9999", 0.9999),
+    ("max", 0.99999),
+];
+
+/// Timeline columns plotted when present, with their axis titles.
+const TIMELINE: [(&str, &str); 5] = [
+    ("iops", "IOPS"),
+    ("hit_ratio", "hit ratio"),
+    ("dirty_lines", "dirty lines"),
+    ("cache_queue_depth", "cache queue depth"),
+    ("backend_queue_depth", "backend queue depth"),
+];
+
+fn slug(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').chars().take(60).collect()
+}
+
+fn better_of(b: Better, x: f64, y: f64) -> bool {
+    match b {
+        Better::Max => x > y,
+        Better::Min => x < y,
+    }
+}
+
+/// Metrics that some design of the workload has with a non-zero value.
+fn present_metrics<'m>(designs: &[Design<'_>], metrics: &'m [MetricSpec]) -> Vec<&'m MetricSpec> {
+    metrics
+        .iter()
+        .filter(|m| {
+            designs
+                .iter()
+                .any(|d| d.stat(&m.path).is_some_and(|s| s.mean != 0.0))
+        })
+        .collect()
+}
+
+fn summarise(workload: &str, designs: &[Design<'_>], m: &MetricSpec) -> Option<SummaryRow> {
+    let vals: Vec<(&Design<'_>, f64)> = designs
+        .iter()
+        .filter_map(|d| d.stat(&m.path).map(|s| (d, s.mean)))
+        .collect();
+    let mut best = *vals.first()?;
+    let mut worst = best;
+    for &(d, v) in &vals {
+        if better_of(m.better, v, best.1) {
+            best = (d, v);
+        }
+        if better_of(m.better, worst.1, v) {
+            worst = (d, v);
+        }
+    }
+    let default = vals
+        .iter()
+        .find(|(d, _)| d.default)
+        .copied()
+        .unwrap_or(vals[0]);
+    let tol = best.1.abs() * 1e-3;
+    let ties = vals
+        .iter()
+        .filter(|(d, v)| d.name != best.0.name && (v - best.1).abs() <= tol)
+        .count();
+    Some(SummaryRow {
+        workload: workload.into(),
+        metric: m.clone(),
+        best: (best.0.name.clone(), best.1),
+        default: (default.0.name.clone(), default.1),
+        worst: (worst.0.name.clone(), worst.1),
+        designs: vals.len(),
+        ties,
+    })
+}
+
+/// Default plus the best designs by `primary`, at most `n`, in design order.
+fn pick<'d, 'a>(
+    designs: &'d [Design<'a>],
+    primary: Option<&MetricSpec>,
+    n: usize,
+) -> Vec<&'d Design<'a>> {
+    if designs.len() <= n {
+        return designs.iter().collect();
+    }
+    let mut ranked: Vec<(usize, f64)> = designs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let v = primary.and_then(|m| d.stat(&m.path)).map(|s| s.mean);
+            let score = match (v, primary.map(|m| m.better)) {
+                (Some(v), Some(Better::Max)) => -v,
+                (Some(v), Some(Better::Min)) => v,
+                _ => f64::INFINITY,
+            };
+            (i, score)
+        })
+        .collect();
+    ranked.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let mut keep: Vec<usize> = designs.iter().position(|d| d.default).into_iter().collect();
+    for (i, _) in ranked {
+        if keep.len() >= n {
+            break;
+        }
+        if !keep.contains(&i) {
+            keep.push(i);
+        }
+    }
+    keep.sort_unstable();
+    keep.into_iter().map(|i| &designs[i]).collect()
+}
+
+/// Axis names of a workload's designs with more than one label, in axis order.
+fn varying_axes(designs: &[Design<'_>]) -> Vec<(String, Vec<String>)> {
+    let mut axes: Vec<(String, Vec<String>)> = Vec::new();
+    for d in designs {
+        for (a, l) in &d.labels {
+            match axes.iter_mut().find(|(n, _)| n == a) {
+                Some((_, ls)) => {
+                    if !ls.contains(l) {
+                        ls.push(l.clone());
+                    }
+                }
+                None => axes.push((a.clone(), vec![l.clone()])),
+            }
+        }
+    }
+    axes.into_iter().filter(|(_, ls)| ls.len() > 1).collect()
+}
+
+fn bar_plot(
+    id: String,
+    workload: &str,
+    designs: &[Design<'_>],
+    m: &MetricSpec,
+    row: &SummaryRow,
+    max_bars: usize,
+) -> (Plot, String) {
+    let mut bars: Vec<Bar> = designs
+        .iter()
+        .filter_map(|d| {
+            let s = d.stat(&m.path)?;
+            let role = match (d.name == row.best.0, d.default) {
+                (true, true) => Role::BestDefault,
+                (true, false) => Role::Best,
+                (false, true) => Role::Default,
+                (false, false) if d.name == row.worst.0 => Role::Worst,
+                _ => Role::Plain,
+            };
+            Some(Bar {
+                label: d.short.clone(),
+                value: s.mean,
+                lo: s.min,
+                hi: s.max,
+                role,
+            })
+        })
+        .collect();
+    let total = bars.len();
+    let mut note = String::new();
+    if total > max_bars {
+        // Too many to read: the best ones by this metric, plus the default and the worst.
+        bars.sort_by(|a, b| match m.better {
+            Better::Max => b.value.total_cmp(&a.value),
+            Better::Min => a.value.total_cmp(&b.value),
+        });
+        let keep_extra: Vec<Bar> = bars
+            .iter()
+            .filter(|b| matches!(b.role, Role::Default | Role::Worst))
+            .cloned()
+            .collect();
+        bars.truncate(max_bars.saturating_sub(keep_extra.len()).max(1));
+        for b in keep_extra {
+            if !bars.iter().any(|x| x.label == b.label) {
+                bars.push(b);
+            }
+        }
+        note = format!(" Showing the best {} of {total} designs by this metric, plus the default and the worst.", bars.len());
+    }
+    let title = format!("{workload}: {}", m.label);
+    let svg = svg::bar_chart(&id, &title, &m.label, &bars);
+    let caption = format!(
+        "{} by design ({}). Bars are means over repetitions, whiskers their range; green = best, outlined = default, red = worst.{note}",
+        esc(&m.label),
+        if m.better == Better::Max { "higher is better" } else { "lower is better" }
+    );
+    (Plot { id, title, svg }, caption)
+}
+
+fn cdf_plot(id: String, workload: &str, designs: &[&Design<'_>], path: &str) -> Option<Plot> {
+    let series: Vec<Series> = designs
+        .iter()
+        .filter_map(|d| {
+            let rec = &d.first_ok()?.record;
+            let pts: Vec<(f64, f64)> = PERCENTILES
+                .iter()
+                .filter_map(|(k, p)| {
+                    lookup_f64(rec, &format!("{path}.{k}"))
+                        .filter(|v| *v > 0.0)
+                        .map(|v| (v, *p))
+                })
+                .collect();
+            (pts.len() >= 2).then(|| Series {
+                name: d.short.clone(),
+                points: pts,
+            })
+        })
+        .collect();
+    if series.is_empty() {
+        return None;
+    }
+    let title = format!("{workload}: latency CDF");
+    let svg = svg::line_chart(
+        &id,
+        &title,
+        "latency (µs, log scale)",
+        "fraction of requests",
+        &series,
+        Scale::Log,
+        Scale::Nines,
+    );
+    Some(Plot { id, title, svg })
+}
+
+fn timeline_rows(rec: &serde_json::Value) -> Option<&Vec<serde_json::Value>> {
+    lookup(rec, "timeline")
+        .or_else(|| lookup(rec, "metrics.timeline"))
+        .and_then(|t| t.as_array())
+        .filter(|a| !a.is_empty())
+}
+
+fn timeline_plot(
+    id: String,
+    workload: &str,
+    designs: &[&Design<'_>],
+    key: &str,
+    label: &str,
+) -> Option<Plot> {
+    let series: Vec<Series> = designs
+        .iter()
+        .filter_map(|d| {
+            let rows = timeline_rows(&d.first_ok()?.record)?;
+            let pts: Vec<(f64, f64)> = rows
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| {
+                    let t = ["t_ns", "end_ns", "start_ns"]
+                        .iter()
+                        .find_map(|k| lookup_f64(r, k))
+                        .map(|ns| ns / 1e9)
+                        .unwrap_or(i as f64);
+                    lookup_f64(r, key).map(|v| (t, v))
+                })
+                .collect();
+            (!pts.is_empty()).then(|| Series {
+                name: d.short.clone(),
+                points: pts,
+            })
+        })
+        .collect();
+    if series.is_empty() {
+        return None;
+    }
+    let title = format!("{workload}: {label} over time");
+    let svg = svg::line_chart(
+        &id,
+        &title,
+        "time (s)",
+        label,
+        &series,
+        Scale::Linear,
+        Scale::Linear,
+    );
+    Some(Plot { id, title, svg })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn heat_plot(
+    id: String,
+    workload: &str,
+    designs: &[Design<'_>],
+    m: &MetricSpec,
+    x: &(String, Vec<String>),
+    y: &(String, Vec<String>),
+    others: bool,
+) -> Option<(Plot, String)> {
+    let mut cells = vec![vec![None; x.1.len()]; y.1.len()];
+    for d in designs {
+        let (Some(xl), Some(yl), Some(s)) = (d.label(&x.0), d.label(&y.0), d.stat(&m.path)) else {
+            continue;
+        };
+        let (Some(i), Some(j)) = (
+            x.1.iter().position(|l| l == xl),
+            y.1.iter().position(|l| l == yl),
+        ) else {
+            continue;
+        };
+        let cell: &mut Option<f64> = &mut cells[j][i];
+        let replace = match *cell {
+            None => true,
+            Some(c) => better_of(m.better, s.mean, c),
+        };
+        if replace {
+            *cell = Some(s.mean);
+        }
+    }
+    if cells.iter().flatten().all(Option::is_none) {
+        return None;
+    }
+    let title = format!("{workload}: {} by {} × {}", m.label, x.0, y.0);
+    let svg = svg::heat_map(
+        &id,
+        &title,
+        &x.0,
+        &x.1,
+        &y.0,
+        &y.1,
+        &cells,
+        m.better == Better::Max,
+    );
+    let caption = if others {
+        format!(
+            "Each cell is the best {} over the other axes' values. Yellow = better.",
+            esc(&m.label)
+        )
+    } else {
+        "Yellow = better.".to_string()
+    };
+    Some((Plot { id, title, svg }, caption))
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map(|v| format!("{}{:.1}%", if v > 0.0 { "+" } else { "" }, v))
+        .unwrap_or_else(|| "n/a".into())
+}
+
+fn factor(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:.2}×"))
+        .unwrap_or_else(|| "n/a".into())
+}
+
+const CSS: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1280px;padding:0 16px;color:#222;background:#fafafa}\
+h1{font-size:24px}h2{font-size:20px;margin-top:40px;border-bottom:2px solid #4e79a7;padding-bottom:4px}h3{font-size:16px;margin-top:24px}\
+table{border-collapse:collapse;margin:8px 0 16px;font-size:13px;background:#fff}th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}th{background:#f0f3f7}\
+td.num{text-align:right;font-variant-numeric:tabular-nums}.good{color:#2e7d32;font-weight:600}.muted{color:#777}\
+figure{margin:12px 0 20px;background:#fff;border:1px solid #e2e2e2;padding:8px;overflow-x:auto}figcaption{font-size:12px;color:#555;margin-top:4px}\
+nav ul{columns:3;font-size:13px}code{background:#eef;padding:0 3px}#plot-check{display:none;color:#b00020;font-weight:600}";
+
+/// Flags every plot that a browser renders empty (no size, or almost no marks): a console error
+/// and a banner, and a count on `<body>` that headless tests read from the DOM.
+const CHECK_JS: &str = "(function(){var n=0,bad=[];document.querySelectorAll('svg.plot').forEach(function(s){n++;var b=s.getBBox();var marks=s.querySelectorAll('rect,path,circle,line,polyline').length;if(!(b.width>0&&b.height>0)||marks<3){bad.push(s.id);}});document.body.setAttribute('data-plots',String(n));document.body.setAttribute('data-empty-plots',String(bad.length));if(bad.length){console.error('empty plots: '+bad.join(', '));var e=document.getElementById('plot-check');e.textContent='Empty plots: '+bad.join(', ');e.style.display='block';}})();";
+
+/// Builds the report: summary tables, bars, CDFs, heat maps and timelines per workload.
+pub fn build_report(results: &ResultSet, opts: &ReportOptions) -> Report {
+    let mut plots: Vec<Plot> = Vec::new();
+    let mut summary: Vec<SummaryRow> = Vec::new();
+    let mut body = String::new();
+    let mut toc = String::new();
+    let mut seq = 0usize;
+    let mut next_id = |what: &str| {
+        seq += 1;
+        format!("p{seq:02}-{}", slug(what))
+    };
+    let workloads = results.workloads();
+    let figure = |body: &mut String, plots: &mut Vec<Plot>, p: Plot, caption: &str| {
+        let _ = write!(
+            body,
+            "<figure id=\"fig-{}\">{}<figcaption>{}</figcaption></figure>",
+            p.id, p.svg, caption
+        );
+        plots.push(p);
+    };
+
+    for w in &workloads {
+        let designs = results.designs(w);
+        let metrics = present_metrics(&designs, &opts.metrics);
+        let anchor = format!("w-{}", slug(w));
+        let ok = designs
+            .iter()
+            .flat_map(|d| &d.runs)
+            .filter(|r| r.ok)
+            .count();
+        let failed = designs
+            .iter()
+            .flat_map(|d| &d.runs)
+            .filter(|r| !r.ok)
+            .count();
+        let _ = write!(toc, "<li><a href=\"#{anchor}\">{}</a></li>", esc(w));
+        let _ = write!(
+            body,
+            "<h2 id=\"{anchor}\">Workload {}</h2><p>{} designs, {ok} runs ok{}.</p>",
+            esc(w),
+            designs.len(),
+            if failed > 0 {
+                format!(", <b>{failed} failed</b>")
+            } else {
+                String::new()
+            }
+        );
+
+        // Designs are shown by the labels of the varying axes; the full name is in a tooltip.
+        let shown = |name: &str| {
+            let short = designs
+                .iter()
+                .find(|d| d.name == name)
+                .map(|d| d.short.as_str())
+                .unwrap_or(name);
+            format!("<span title=\"{}\">{}</span>", esc(name), esc(short))
+        };
+        let naming: Vec<String> = varying_axes(&designs).into_iter().map(|(a, _)| a).collect();
+        if !naming.is_empty() {
+            let _ = write!(
+                body,
+                "<p>Designs are named by their <b>{}</b>.</p>",
+                esc(&naming.join(" · "))
+            );
+        }
+
+        // Summary table.
+        let rows: Vec<SummaryRow> = metrics
+            .iter()
+            .filter_map(|m| summarise(w, &designs, m))
+            .collect();
+        if !rows.is_empty() {
+            body.push_str("<h3>Best designs</h3><table><tr><th>metric</th><th>best design</th><th>value</th><th>default</th><th>best vs default</th><th>worst design</th><th>best vs worst</th></tr>");
+            for r in &rows {
+                let _ = write!(
+                    body,
+                    "<tr><td>{} <span class=\"muted\">({})</span></td><td><span class=\"good\">{}</span>{}</td><td class=\"num\">{}</td><td>{} <span class=\"muted\">{}</span></td><td class=\"num\">{} ({})</td><td>{} <span class=\"muted\">{}</span></td><td class=\"num\">{} ({})</td></tr>",
+                    esc(&r.metric.label),
+                    if r.metric.better == Better::Max { "max" } else { "min" },
+                    shown(&r.best.0),
+                    if r.ties > 0 {
+                        format!(" <span class=\"muted\">(+{} within 0.1%)</span>", r.ties)
+                    } else {
+                        String::new()
+                    },
+                    fmt_num(r.best.1),
+                    shown(&r.default.0),
+                    fmt_num(r.default.1),
+                    pct(r.change_pct(r.default.1)),
+                    factor(r.factor(r.default.1)),
+                    shown(&r.worst.0),
+                    fmt_num(r.worst.1),
+                    pct(r.change_pct(r.worst.1)),
+                    factor(r.factor(r.worst.1)),
+                );
+            }
+            body.push_str("</table>");
+        } else {
+            body.push_str("<p class=\"muted\">No successful run of this workload carries the compared metrics.</p>");
+        }
+
+        // Bars.
+        if !rows.is_empty() {
+            body.push_str("<h3>By design</h3>");
+        }
+        for r in &rows {
+            let (p, caption) = bar_plot(
+                next_id(&format!("{w} {} bars", r.metric.label)),
+                w,
+                &designs,
+                &r.metric,
+                r,
+                opts.max_bars,
+            );
+            figure(&mut body, &mut plots, p, &caption);
+        }
+
+        let primary = metrics.first().copied();
+        let chosen = pick(&designs, primary, opts.max_series);
+        let chosen_note = if chosen.len() < designs.len() {
+            format!(
+                " Showing {} of {} designs: the default and the best by {}.",
+                chosen.len(),
+                designs.len(),
+                primary.map(|m| esc(&m.label)).unwrap_or_default()
+            )
+        } else {
+            String::new()
+        };
+
+        // Latency CDF.
+        if let Some(p) = cdf_plot(
+            next_id(&format!("{w} latency cdf")),
+            w,
+            &chosen,
+            &opts.cdf_path,
+        ) {
+            body.push_str("<h3>Latency distribution</h3>");
+            let caption = format!(
+                "Drawn through the recorded percentiles (p50 … p99.99, max plotted at 99.999%) of <code>{}</code>; the y axis stretches the tail.{chosen_note}",
+                esc(&opts.cdf_path)
+            );
+            figure(&mut body, &mut plots, p, &caption);
+        }
+
+        // Heat maps.
+        let varying = varying_axes(&designs);
+        let axes = match &opts.heat_axes {
+            Some((x, y)) => {
+                let find = |n: &str| varying.iter().find(|(a, _)| a == n).cloned();
+                find(x).zip(find(y))
+            }
+            None => (varying.len() >= 2).then(|| (varying[0].clone(), varying[1].clone())),
+        };
+        if let Some((x, y)) = axes {
+            body.push_str("<h3>Design space</h3>");
+            let others = varying.len() > 2;
+            for m in &metrics {
+                if let Some((p, caption)) = heat_plot(
+                    next_id(&format!("{w} {} heat", m.label)),
+                    w,
+                    &designs,
+                    m,
+                    &x,
+                    &y,
+                    others,
+                ) {
+                    figure(&mut body, &mut plots, p, &caption);
+                }
+            }
+        } else if opts.heat_axes.is_some() {
+            body.push_str("<p class=\"muted\">The requested heat-map axes do not both vary in this workload.</p>");
+        }
+
+        // Timelines.
+        let mut first_timeline = true;
+        for (key, label) in TIMELINE {
+            if let Some(p) = timeline_plot(
+                next_id(&format!("{w} {key} timeline")),
+                w,
+                &chosen,
+                key,
+                label,
+            ) {
+                if first_timeline {
+                    body.push_str("<h3>Over time</h3>");
+                    first_timeline = false;
+                }
+                let caption = format!(
+                    "Per-interval {} of the first repetition.{chosen_note}",
+                    esc(label)
+                );
+                figure(&mut body, &mut plots, p, &caption);
+            }
+        }
+        summary.extend(rows);
+    }
+
+    // Failures.
+    let failed: Vec<_> = results.runs.iter().filter(|r| !r.ok).collect();
+    if !failed.is_empty() {
+        toc.push_str("<li><a href=\"#failures\">Failed runs</a></li>");
+        let _ = write!(
+            body,
+            "<h2 id=\"failures\">Failed runs ({})</h2><table><tr><th>workload</th><th>design</th><th>rep</th><th>point</th><th>error</th></tr>",
+            failed.len()
+        );
+        for r in failed {
+            let _ = write!(
+                body,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
+                esc(&r.workload),
+                esc(&r.name),
+                r.rep,
+                esc(&r.point),
+                esc(r.error.as_deref().unwrap_or(""))
+            );
+        }
+        body.push_str("</table>");
+    }
+
+    let ok = results.runs.iter().filter(|r| r.ok).count();
+    let mut html = String::new();
+    let _ = write!(
+        html,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>{}</title><style>{CSS}</style></head><body><h1>{}</h1><p id=\"plot-check\"></p><p>{} runs ({ok} ok, {} failed) over {} workload(s), {} plots. Sources: {}.{}</p><nav><ul>{toc}</ul></nav>{body}<p class=\"muted\">Generated by tiercache report. Every plot is also written as an SVG file.</p><script>{CHECK_JS}</script></body></html>",
+        esc(&opts.title),
+        esc(&opts.title),
+        results.runs.len(),
+        results.runs.len() - ok,
+        workloads.len(),
+        plots.len(),
+        results.sources.iter().map(|s| format!("<code>{}</code>", esc(s))).collect::<Vec<_>>().join(", "),
+        if results.malformed.is_empty() {
+            String::new()
+        } else {
+            format!(" {} unreadable line(s) skipped.", results.malformed.len())
+        }
+    );
+    html.push('\n');
+    Report {
+        html,
+        plots,
+        summary,
+    }
+}

@@ -1,0 +1,129 @@
+//! `tiercache sweep SPEC`: argument struct (clap derive) and runner; the binary supplies the
+//! backend that runs one point.
+
+use crate::runner::{default_out_dir, run_points, Backend, RunOptions, RunSummary};
+use crate::spec::{PointSpec, SweepSpec};
+use crate::SweepError;
+use std::path::PathBuf;
+
+/// `tiercache sweep SPEC`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SweepArgs {
+    /// Sweep spec (TOML): base config, [[axis]], [[workload]], repetitions.
+    pub spec: PathBuf,
+    /// Output directory for results.jsonl and results.csv (default: results/<sweep name>, or
+    /// results/<sweep name>-ci with --ci).
+    #[arg(short, long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Points run in parallel (default: one per core).
+    #[arg(short, long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Do not rerun points that failed in an earlier run.
+    #[arg(long)]
+    pub no_retry_failed: bool,
+    /// Apply the spec's [ci] profile (smaller runs, fewer repetitions and designs).
+    #[arg(long)]
+    pub ci: bool,
+    /// Override a key of the base configuration (repeatable), e.g. `--set run.requests=50000`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// List the points (id, workload, rep, design) without running them.
+    #[arg(long)]
+    pub list: bool,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// What runs each point.
+    #[arg(long, value_enum, default_value_t = BackendKind::Sim)]
+    pub backend: BackendKind,
+}
+
+/// The executor of sweep points (the binary maps each to a [`Backend`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendKind {
+    /// The discrete-event simulator (virtual time).
+    Sim,
+    /// The real engine measured with a benchmark (`tiercache bench`).
+    Bench,
+}
+
+/// Loads the spec, applies `--ci` and `--set`, and expands it.
+pub fn load_points(args: &SweepArgs) -> Result<(SweepSpec, Vec<PointSpec>), SweepError> {
+    let mut spec = SweepSpec::load(&args.spec)?;
+    if args.ci {
+        spec.apply_ci()?;
+    }
+    spec.apply_overrides(&args.set)?;
+    let points = spec.expand()?;
+    Ok((spec, points))
+}
+
+/// Runs `tiercache sweep` with the given backend. Prints a one-line summary on stderr. Returns
+/// [`SweepError::PointsFailed`] (after every point ran) when any point failed, so the command
+/// exits non-zero; the failures are in the results with their errors.
+pub fn run(args: &SweepArgs, backend: &dyn Backend) -> anyhow::Result<Option<RunSummary>> {
+    let (spec, points) = load_points(args)?;
+    if args.list {
+        println!(
+            "{:>5}  {:16}  {:20}  {:>3}  design",
+            "index", "point", "workload", "rep"
+        );
+        for p in &points {
+            let mark = if p.is_default { " (default)" } else { "" };
+            println!(
+                "{:>5}  {:16}  {:20}  {:>3}  {}{mark}",
+                p.index, p.id, p.workload, p.rep, p.name
+            );
+        }
+        println!(
+            "{} points: {} workloads x {} designs x {} repetitions",
+            points.len(),
+            spec.workloads.len(),
+            points.len() / (spec.workloads.len() * spec.repetitions as usize).max(1),
+            spec.repetitions
+        );
+        return Ok(None);
+    }
+    // A CI run resolves to other points than the full one: keep its results apart.
+    let out_dir = args.out.clone().unwrap_or_else(|| {
+        default_out_dir(&if args.ci {
+            format!("{}-ci", spec.name)
+        } else {
+            spec.name.clone()
+        })
+    });
+    let opts = RunOptions {
+        out_dir,
+        jobs: args.jobs.unwrap_or(0),
+        retry_failed: !args.no_retry_failed,
+        progress: !args.no_progress,
+        sweep_name: spec.name.clone(),
+    };
+    let summary = run_points(&points, backend, &opts)?;
+    eprintln!(
+        "sweep {}: {} points, {} already done, {} ok, {} failed{}; results in {}",
+        spec.name,
+        summary.total,
+        summary.skipped,
+        summary.ok,
+        summary.failed,
+        if summary.malformed_lines > 0 {
+            format!(
+                " ({} malformed lines in the old results ignored)",
+                summary.malformed_lines
+            )
+        } else {
+            String::new()
+        },
+        summary.results_jsonl.display()
+    );
+    if summary.failed > 0 {
+        return Err(SweepError::PointsFailed {
+            failed: summary.failed,
+            total: summary.total,
+            results: summary.results_jsonl.clone(),
+        }
+        .into());
+    }
+    Ok(Some(summary))
+}

@@ -1,0 +1,284 @@
+//! Result lines (`results.jsonl`) and their CSV flattening (`results.csv`).
+
+use crate::SweepError;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+/// Outcome of one point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// The backend returned a record.
+    Ok,
+    /// The backend returned an error or panicked; `error` says why.
+    Failed,
+}
+
+/// One line of `results.jsonl`: a point's identity, design, outcome and the backend's record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultLine {
+    /// Point id (stable across runs of the same spec).
+    pub point: String,
+    /// Sweep name.
+    #[serde(default)]
+    pub sweep: String,
+    /// Design name (`line_size=4KiB,promotion=nhit-2`).
+    pub name: String,
+    /// Workload name.
+    pub workload: String,
+    /// Repetition, from 0.
+    pub rep: u32,
+    /// Seed the point ran with.
+    #[serde(default)]
+    pub seed: u64,
+    /// Position in the expansion order.
+    #[serde(default)]
+    pub index: usize,
+    /// True for the default design (the reference of margins in reports).
+    #[serde(default)]
+    pub default: bool,
+    /// Swept keys and their values: `{ "cache.line_size": "4KiB", ... }`.
+    #[serde(default)]
+    pub axes: serde_json::Map<String, serde_json::Value>,
+    /// `[axis name, value label]` pairs in axis order.
+    #[serde(default)]
+    pub labels: Vec<(String, String)>,
+    /// Outcome.
+    pub status: Status,
+    /// Why the point failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Wall-clock seconds the backend took.
+    #[serde(default)]
+    pub elapsed_s: f64,
+    /// The backend's result record (`null` when failed).
+    #[serde(default)]
+    pub record: serde_json::Value,
+}
+
+/// What was read from an existing `results.jsonl`.
+#[derive(Debug, Clone, Default)]
+pub struct ExistingResults {
+    /// Every well-formed line, in file order.
+    pub lines: Vec<ResultLine>,
+    /// Lines that could not be parsed (for example cut short by a crash), by 1-based number.
+    pub malformed: Vec<usize>,
+    /// True when the file's last byte is not a newline (an interrupted write).
+    pub missing_final_newline: bool,
+}
+
+impl ExistingResults {
+    /// Ids of points that finished with status ok.
+    pub fn ok_ids(&self) -> BTreeSet<&str> {
+        self.lines
+            .iter()
+            .filter(|l| l.status == Status::Ok)
+            .map(|l| l.point.as_str())
+            .collect()
+    }
+
+    /// Ids of points that have any line (ok or failed).
+    pub fn seen_ids(&self) -> BTreeSet<&str> {
+        self.lines.iter().map(|l| l.point.as_str()).collect()
+    }
+}
+
+/// Reads a `results.jsonl`; a missing file reads as empty. Malformed lines are reported, not
+/// fatal: an interrupted run can leave a partial last line and must still be resumable.
+pub fn read_results(path: &Path) -> Result<ExistingResults, SweepError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ExistingResults::default()),
+        Err(source) => {
+            return Err(SweepError::Io {
+                path: path.into(),
+                source,
+            })
+        }
+    };
+    let mut out = ExistingResults {
+        missing_final_newline: !bytes.is_empty() && bytes.last() != Some(&b'\n'),
+        ..Default::default()
+    };
+    for (i, line) in bytes.lines().enumerate() {
+        let line = line.map_err(|source| SweepError::Io {
+            path: path.into(),
+            source,
+        })?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<ResultLine>(&line) {
+            Ok(r) => out.lines.push(r),
+            Err(_) => out.malformed.push(i + 1),
+        }
+    }
+    Ok(out)
+}
+
+/// The current outcome of each run, in expansion order: per point id the latest line, an ok one
+/// winning over a later failure; then, per (workload, design name, repetition), only the point
+/// whose last line comes latest in the file. The second rule keeps results of an edited spec, a
+/// different `--set` or `--ci` run (other point ids for the same design) from being averaged
+/// with the new ones: the most recent run of a design supersedes older ones.
+pub fn latest_per_point(lines: &[ResultLine]) -> Vec<&ResultLine> {
+    let mut by_id: BTreeMap<&str, (&ResultLine, usize)> = BTreeMap::new();
+    for (pos, l) in lines.iter().enumerate() {
+        match by_id.get_mut(l.point.as_str()) {
+            Some((prev, last)) => {
+                *last = pos;
+                if !(prev.status == Status::Ok && l.status != Status::Ok) {
+                    *prev = l;
+                }
+            }
+            None => {
+                by_id.insert(&l.point, (l, pos));
+            }
+        }
+    }
+    let mut by_run: BTreeMap<(&str, &str, u32), (&ResultLine, usize)> = BTreeMap::new();
+    for (l, last) in by_id.into_values() {
+        let key = (l.workload.as_str(), l.name.as_str(), l.rep);
+        match by_run.get(&key) {
+            Some((_, other)) if *other > last => {}
+            _ => {
+                by_run.insert(key, (l, last));
+            }
+        }
+    }
+    let mut v: Vec<&ResultLine> = by_run.into_values().map(|(l, _)| l).collect();
+    v.sort_by_key(|l| (l.index, l.rep));
+    v
+}
+
+/// Adds every scalar leaf under `v` to `out` by dotted path (arrays are skipped: timelines and
+/// CDFs do not fit a table cell).
+pub fn flatten_scalars(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten_scalars(&p, x, out);
+            }
+        }
+        serde_json::Value::Array(_) | serde_json::Value::Null => {}
+        serde_json::Value::String(s) => {
+            out.insert(prefix.to_string(), s.clone());
+        }
+        other => {
+            out.insert(prefix.to_string(), other.to_string());
+        }
+    }
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Writes a tidy CSV: one row per point (latest outcome), columns `point, workload, name, rep,
+/// seed, default, status`, one column per axis (its value label), every scalar under the
+/// record's `metrics` (dotted paths, union over all rows, sorted), then `error` and `elapsed_s`.
+pub fn write_csv(lines: &[ResultLine], out: &mut dyn Write) -> std::io::Result<()> {
+    let rows = latest_per_point(lines);
+    let mut axes: Vec<String> = Vec::new();
+    for r in &rows {
+        for (a, _) in &r.labels {
+            if !axes.contains(a) {
+                axes.push(a.clone());
+            }
+        }
+    }
+    let flat: Vec<BTreeMap<String, String>> = rows
+        .iter()
+        .map(|r| {
+            let mut m = BTreeMap::new();
+            if let Some(metrics) = r.record.get("metrics") {
+                flatten_scalars("", metrics, &mut m);
+            }
+            m
+        })
+        .collect();
+    let metric_cols: BTreeSet<&String> = flat.iter().flat_map(|m| m.keys()).collect();
+    let mut header: Vec<String> = [
+        "point", "workload", "name", "rep", "seed", "default", "status",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    header.extend(axes.iter().cloned());
+    header.extend(metric_cols.iter().map(|c| format!("metrics.{c}")));
+    header.extend(["error".to_string(), "elapsed_s".to_string()]);
+    writeln!(
+        out,
+        "{}",
+        header
+            .iter()
+            .map(|h| csv_field(h))
+            .collect::<Vec<_>>()
+            .join(",")
+    )?;
+    for (r, m) in rows.iter().zip(&flat) {
+        let mut cells = vec![
+            r.point.clone(),
+            r.workload.clone(),
+            r.name.clone(),
+            r.rep.to_string(),
+            r.seed.to_string(),
+            r.default.to_string(),
+            if r.status == Status::Ok {
+                "ok".into()
+            } else {
+                "failed".into()
+            },
+        ];
+        for a in &axes {
+            cells.push(
+                r.labels
+                    .iter()
+                    .find(|(n, _)| n == a)
+                    .map(|(_, l)| l.clone())
+                    .unwrap_or_default(),
+            );
+        }
+        for c in &metric_cols {
+            cells.push(m.get(*c).cloned().unwrap_or_default());
+        }
+        cells.push(r.error.clone().unwrap_or_default());
+        cells.push(format!("{:.3}", r.elapsed_s));
+        writeln!(
+            out,
+            "{}",
+            cells
+                .iter()
+                .map(|c| csv_field(c))
+                .collect::<Vec<_>>()
+                .join(",")
+        )?;
+    }
+    Ok(())
+}
+
+/// Rewrites `csv_path` from the lines of `jsonl_path`.
+pub fn write_csv_file(jsonl_path: &Path, csv_path: &Path) -> Result<(), SweepError> {
+    let existing = read_results(jsonl_path)?;
+    let tmp = csv_path.with_extension("csv.tmp");
+    let io = |source| SweepError::Io {
+        path: csv_path.into(),
+        source,
+    };
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(io)?);
+    write_csv(&existing.lines, &mut f).map_err(io)?;
+    f.flush().map_err(io)?;
+    drop(f);
+    std::fs::rename(&tmp, csv_path).map_err(io)
+}

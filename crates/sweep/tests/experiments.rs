@@ -1,0 +1,92 @@
+//! The shipped experiments (experiments/*/sweep.toml) parse, expand to the documented sizes,
+//! sweep only keys the base config has (typos fail here, not after an hour of running), and
+//! shrink under their CI profile.
+
+use std::path::PathBuf;
+use tiercache_sweep::SweepSpec;
+
+fn experiments() -> Vec<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("sweep.toml"))
+        .filter(|p| p.exists())
+        .collect();
+    v.sort();
+    v
+}
+
+fn lookup<'a>(v: &'a toml::Value, key: &str) -> Option<&'a toml::Value> {
+    key.split('.').try_fold(v, |v, p| v.get(p))
+}
+
+#[test]
+fn shipped_experiments_expand_and_shrink_for_ci() {
+    let specs = experiments();
+    let names: Vec<String> = specs
+        .iter()
+        .map(|p| {
+            p.parent()
+                .unwrap()
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "flushing-write-bursts",
+            "lookup-scalability",
+            "many-choice",
+            "promotion-line-size"
+        ]
+    );
+    let expected_full = [2 * 6 * 2, 2 * 12 * 2, 3 * 144, 3 * 18 * 2];
+    for (path, full) in specs.iter().zip(expected_full) {
+        let mut spec = SweepSpec::load(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(
+            path.parent().unwrap().join("README.md").exists(),
+            "{} has no README",
+            path.display()
+        );
+        let points = spec.expand().unwrap();
+        assert_eq!(points.len(), full, "{}", path.display());
+        for axis in &spec.axes {
+            for k in &axis.keys {
+                assert!(
+                    lookup(&spec.base.value, &k.key).is_some(),
+                    "{}: axis key {} is not in the base",
+                    path.display(),
+                    k.key
+                );
+            }
+        }
+        for w in &spec.workloads {
+            assert!(
+                points.iter().any(|p| p.workload == w.name && p.is_default),
+                "{}: no default design",
+                w.name
+            );
+        }
+        spec.apply_ci().unwrap();
+        let ci = spec.expand().unwrap();
+        assert!(
+            ci.len() <= 24 && ci.len() < full,
+            "{}: CI run has {} points",
+            path.display(),
+            ci.len()
+        );
+        for p in &ci {
+            let req = lookup(&p.doc.value, "run.requests")
+                .and_then(|v| v.as_integer())
+                .unwrap();
+            assert!(
+                req <= 20_000,
+                "{}: CI points run {req} requests",
+                path.display()
+            );
+        }
+    }
+}
