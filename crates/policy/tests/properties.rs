@@ -349,3 +349,28 @@ proptest! {
         cache.audit();
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    /// Hit-ratio-only mode (no plan, with its fast path) and planned mode make the same
+    /// decisions and keep the same counters on the same stream.
+    #[test]
+    fn planned_and_unplanned_runs_agree(cfg in config_strategy(), steps in proptest::collection::vec(step_strategy(), 1..200)) {
+        let mut planned = Cache::new(&cfg).unwrap();
+        let mut untimed = Cache::new(&cfg).unwrap();
+        let mut plan = Plan::new();
+        for step in steps {
+            if let Step::Req(req) = step {
+                let a = planned.access(&req, Some(&mut plan)).unwrap();
+                let b = untimed.access(&req, None).unwrap();
+                prop_assert_eq!(a, b);
+            } else if let Step::Mode(m) = step {
+                planned.set_write_policy(None, m);
+                untimed.set_write_policy(None, m);
+            }
+        }
+        prop_assert_eq!(planned.stats(), untimed.stats());
+        untimed.audit();
+    }
+}

@@ -33,7 +33,10 @@ impl SlotIndex {
     pub fn with_capacity(capacity: usize) -> Self {
         let buckets = (capacity + capacity / 3 + 2).max(8);
         assert!(buckets < u32::MAX as usize, "slot index too large");
-        Self { buckets: vec![EMPTY; buckets], len: 0 }
+        Self {
+            buckets: vec![EMPTY; buckets],
+            len: 0,
+        }
     }
 
     /// Keys held.
@@ -98,7 +101,9 @@ impl SlotIndex {
 
     /// Removes `key` (which must be present).
     pub fn remove(&mut self, key: LineKey, key_of: impl Fn(Slot) -> LineKey) {
-        let i = self.find(key, key_of).expect("removing a key that is not indexed");
+        let i = self
+            .find(key, key_of)
+            .expect("removing a key that is not indexed");
         // Backward-shift deletion: pull later members of the probe run into the hole.
         let mut hole = i;
         let mut j = i;
@@ -110,7 +115,11 @@ impl SlotIndex {
             }
             let home = self.home((e >> 32) as u32);
             // Move e into the hole unless its home lies cyclically in (hole, j].
-            let in_range = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
+            let in_range = if hole <= j {
+                hole < home && home <= j
+            } else {
+                hole < home || home <= j
+            };
             if !in_range {
                 self.buckets[hole] = e;
                 hole = j;
