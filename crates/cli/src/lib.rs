@@ -6,3 +6,4 @@
 
 pub mod experiment;
 pub mod sim_cmd;
+pub mod sweep_cmd;

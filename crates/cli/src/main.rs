@@ -2,7 +2,7 @@
 //! and calls into the library crates; this file only parses arguments and maps errors to exit
 //! codes (2 for bad input: configs, arguments, traces; 1 for anything else).
 
-use tiercache::sim_cmd;
+use tiercache::{sim_cmd, sweep_cmd};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -22,6 +22,10 @@ struct Cli {
 enum Command {
     /// Simulate a cache architecture on a workload or trace (virtual time or hit-ratio only).
     Sim(sim_cmd::SimArgs),
+    /// Run a design-space sweep (axes × workloads × repetitions) in parallel, resumably.
+    Sweep(tiercache_sweep::cli::SweepArgs),
+    /// Turn sweep results into one self-contained HTML report with SVG plots.
+    Report(tiercache_report::cli::ReportArgs),
     /// Read, summarise and convert block I/O traces.
     Trace(tiercache_trace::cli::TraceArgs),
 }
@@ -30,6 +34,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(args) => sim_cmd::run(args),
+        Command::Sweep(args) => sweep_cmd::run(args),
+        Command::Report(args) => tiercache_report::cli::run(&args).map(|path| {
+            eprintln!("report: {}", path.display());
+        }),
         Command::Trace(args) => tiercache_trace::cli::run(args),
     };
     match result {
@@ -41,6 +49,11 @@ fn main() -> ExitCode {
                     || c.is::<tiercache_trace::TraceError>()
                     || c.is::<tiercache_policy::PolicyError>()
                     || c.is::<tiercache_sim::SimError>()
+                    || c.downcast_ref::<tiercache_sweep::SweepError>()
+                        .is_some_and(|e| {
+                            !matches!(e, tiercache_sweep::SweepError::PointsFailed { .. })
+                        })
+                    || c.is::<tiercache_report::ReportError>()
             });
             ExitCode::from(if input_error { 2 } else { 1 })
         }

@@ -235,9 +235,80 @@ fn every_example_config_runs() {
         }
         n += 1;
         let p = path.to_str().unwrap();
-        let out = tiercache(&["sim", p, "--set", "run.requests=3000", "--set", "run.warmup_requests=500"]);
-        assert!(out.status.success(), "{p}: {}", String::from_utf8_lossy(&out.stderr));
-        assert!(String::from_utf8_lossy(&out.stdout).lines().count() >= 2, "{p} printed a table");
+        let out = tiercache(&[
+            "sim",
+            p,
+            "--set",
+            "run.requests=3000",
+            "--set",
+            "run.warmup_requests=500",
+        ]);
+        assert!(
+            out.status.success(),
+            "{p}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).lines().count() >= 2,
+            "{p} printed a table"
+        );
     }
     assert!(n >= 4, "examples found: {n}");
+}
+
+/// A shipped experiment runs end to end at its reduced (CI) size through the simulator, resumes
+/// without rerunning finished points, and turns into a report with every plot present.
+#[test]
+fn shipped_experiment_sweeps_and_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let spec = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../experiments/lookup-scalability/sweep.toml"
+    );
+    let o = out.to_str().unwrap();
+    let first = tiercache(&["sweep", spec, "--ci", "-o", o, "--no-progress"]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let lines = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
+    let records: Vec<serde_json::Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(records.len() >= 4);
+    for r in &records {
+        assert_eq!(r["status"], "ok", "{r}");
+        assert!(r["record"]["metrics"]["iops"].as_f64().unwrap() > 0.0);
+    }
+    let again = tiercache(&["sweep", spec, "--ci", "-o", o, "--no-progress"]);
+    assert!(again.status.success());
+    let after = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
+    assert_eq!(
+        after.lines().count(),
+        records.len(),
+        "a rerun skips finished points"
+    );
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains(&format!("{} already done", records.len()))
+    );
+
+    let html = dir.path().join("report.html");
+    let rep = tiercache(&["report", o, "-o", html.to_str().unwrap()]);
+    assert!(
+        rep.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rep.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.matches("<svg").count() >= 8, "plots inline");
+    // Self-contained: no resource is fetched (the SVG namespace URI is an identifier, not a fetch).
+    for attr in ["src=\"http", "href=\"http", "url(http", "@import"] {
+        assert!(
+            !page.contains(attr),
+            "external resource `{attr}` in the report"
+        );
+    }
 }

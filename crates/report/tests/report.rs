@@ -97,9 +97,15 @@ fn summary_matches_a_brute_force_reference() {
     assert_eq!(iops.best.0, "line_size=4KiB,promotion=nhit-4,lookup=ht-fg");
     assert!(report.html.contains(&iops.best.0));
     // Bars name designs by the labels of the varying axes only.
-    let bars = report.plots.iter().find(|p| p.id.contains("read-heavy-iops-bars")).unwrap();
+    let bars = report
+        .plots
+        .iter()
+        .find(|p| p.id.contains("read-heavy-iops-bars"))
+        .unwrap();
     assert!(bars.svg.contains(">4KiB · nhit-4 · ht-fg<"), "{}", bars.svg);
-    assert!(report.html.contains("named by their <b>line_size · promotion · lookup</b>"));
+    assert!(report
+        .html
+        .contains("named by their <b>line_size · promotion · lookup</b>"));
 }
 
 #[test]
@@ -291,4 +297,44 @@ fn bare_run_records_and_large_sweeps_are_reported() {
     assert_eq!((hit.ties, iops.ties), (59, 0));
     assert!(report.html.contains("(+59 within 0.1%)"));
     assert!(!report.plots.iter().any(|p| p.id.contains("heat")));
+}
+
+#[test]
+fn a_sweep_whose_runs_all_failed_still_gets_a_page_and_no_input_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let pts =
+        tiercache_sweep::SweepSpec::parse(common::SPEC, "f.toml", std::path::Path::new("."), "f")
+            .unwrap()
+            .expand()
+            .unwrap();
+    let opts = tiercache_sweep::RunOptions {
+        progress: false,
+        ..tiercache_sweep::RunOptions::new(dir.path())
+    };
+    let s = tiercache_sweep::run_points(
+        &pts,
+        &|_: &tiercache_sweep::PointSpec| Err("no device".to_string()),
+        &opts,
+    )
+    .unwrap();
+    let set = ResultSet::load(&[&s.results_jsonl]).unwrap();
+    let report = build_report(&set, &ReportOptions::default());
+    assert!(report.plots.is_empty() && report.summary.is_empty());
+    assert!(report.html.contains("Failed runs (72)") && report.html.contains("no device"));
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let args = cli::ReportArgs {
+        results: vec![empty],
+        out: None,
+        svg_dir: None,
+        title: None,
+        metrics: vec![],
+        heat: None,
+        max_bars: 40,
+        max_series: 8,
+    };
+    assert!(cli::run(&args)
+        .unwrap_err()
+        .to_string()
+        .contains("no results"));
 }

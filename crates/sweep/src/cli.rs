@@ -9,10 +9,10 @@ use std::path::PathBuf;
 /// `tiercache sweep SPEC`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SweepArgs {
-    /// Sweep spec (TOML): base config, [[axis]], [[workload]], repetitions.
+    /// Sweep spec (TOML): base config, `[[axis]]`, `[[workload]]`, repetitions.
     pub spec: PathBuf,
-    /// Output directory for results.jsonl and results.csv (default: results/<sweep name>, or
-    /// results/<sweep name>-ci with --ci).
+    /// Output directory for results.jsonl and results.csv (default: results/NAME, or
+    /// results/NAME-ci with --ci, NAME being the sweep's name).
     #[arg(short, long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Points run in parallel (default: one per core).
@@ -21,7 +21,7 @@ pub struct SweepArgs {
     /// Do not rerun points that failed in an earlier run.
     #[arg(long)]
     pub no_retry_failed: bool,
-    /// Apply the spec's [ci] profile (smaller runs, fewer repetitions and designs).
+    /// Apply the spec's `[ci]` profile (smaller runs, fewer repetitions and designs).
     #[arg(long)]
     pub ci: bool,
     /// Override a key of the base configuration (repeatable), e.g. `--set run.requests=50000`.

@@ -33,6 +33,29 @@
 //! points = 8
 //! ```
 
+//!
+//! Running a sweep with a backend (the binary plugs in the simulator):
+//!
+//! ```
+//! use tiercache_sweep::{run_points, PointSpec, RunOptions, SweepSpec};
+//! let spec = SweepSpec::parse(
+//!     "[base.cache]\nline_size = '4KiB'\n[[axis]]\nkey = 'cache.line_size'\nvalues = ['4KiB', '32KiB']\n",
+//!     "inline.toml",
+//!     std::path::Path::new("."),
+//!     "demo",
+//! )?;
+//! let points = spec.expand()?;
+//! assert_eq!(points[1].name, "line_size=32KiB");
+//! let backend = |p: &PointSpec| -> Result<serde_json::Value, String> {
+//!     Ok(serde_json::json!({ "metrics": { "iops": p.rep as f64 } }))
+//! };
+//! let dir = std::env::temp_dir().join(format!("tiercache-sweep-doc-{}", std::process::id()));
+//! let summary = run_points(&points, &backend, &RunOptions { progress: false, ..RunOptions::new(&dir) })?;
+//! assert_eq!((summary.ok, summary.failed), (2, 0));
+//! # std::fs::remove_dir_all(&dir).ok();
+//! # Ok::<(), tiercache_sweep::SweepError>(())
+//! ```
+
 #![warn(missing_docs)]
 
 mod canonical;

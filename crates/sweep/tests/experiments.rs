@@ -23,28 +23,32 @@ fn lookup<'a>(v: &'a toml::Value, key: &str) -> Option<&'a toml::Value> {
 #[test]
 fn shipped_experiments_expand_and_shrink_for_ci() {
     let specs = experiments();
-    let names: Vec<String> = specs
-        .iter()
-        .map(|p| {
-            p.parent()
-                .unwrap()
-                .file_name()
-                .unwrap()
-                .to_string_lossy()
-                .into_owned()
-        })
-        .collect();
-    assert_eq!(
-        names,
-        [
-            "flushing-write-bursts",
-            "lookup-scalability",
-            "many-choice",
-            "promotion-line-size"
-        ]
-    );
-    let expected_full = [2 * 6 * 2, 2 * 12 * 2, 3 * 144, 3 * 18 * 2];
-    for (path, full) in specs.iter().zip(expected_full) {
+    // The four shipped with the sweep framework, with their sizes; others may be added.
+    let expected = [
+        ("flushing-write-bursts", 2 * 6 * 2),
+        ("lookup-scalability", 2 * 12 * 2),
+        ("many-choice", 3 * 144),
+        ("promotion-line-size", 3 * 18 * 2),
+    ];
+    let name_of = |p: &PathBuf| {
+        p.parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    };
+    for (name, _) in expected {
+        assert!(
+            specs.iter().any(|p| name_of(p) == name),
+            "experiments/{name} is missing"
+        );
+    }
+    for path in &specs {
+        let full = expected
+            .iter()
+            .find(|(n, _)| *n == name_of(path))
+            .map(|(_, c)| *c);
         let mut spec = SweepSpec::load(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert!(
             path.parent().unwrap().join("README.md").exists(),
@@ -52,7 +56,9 @@ fn shipped_experiments_expand_and_shrink_for_ci() {
             path.display()
         );
         let points = spec.expand().unwrap();
-        assert_eq!(points.len(), full, "{}", path.display());
+        if let Some(full) = full {
+            assert_eq!(points.len(), full, "{}", path.display());
+        }
         for axis in &spec.axes {
             for k in &axis.keys {
                 assert!(
@@ -73,7 +79,7 @@ fn shipped_experiments_expand_and_shrink_for_ci() {
         spec.apply_ci().unwrap();
         let ci = spec.expand().unwrap();
         assert!(
-            ci.len() <= 24 && ci.len() < full,
+            ci.len() <= 24 && ci.len() < points.len(),
             "{}: CI run has {} points",
             path.display(),
             ci.len()
