@@ -117,6 +117,10 @@ impl RecordDecoder for VscsiDecoder {
 /// next_access_vtime`. Object ids are read as tiercache line keys.
 pub(crate) struct OracleDecoder {
     line_size: u64,
+    /// The last volume number and its decimal key: formatting it anew for every record cost a
+    /// fifth of a hit-ratio-only replay.
+    last_volume: Option<u32>,
+    last_key: Vec<u8>,
 }
 
 impl OracleDecoder {
@@ -126,7 +130,7 @@ impl OracleDecoder {
                 "{path}: oracleGeneral line size must be positive"
             )));
         }
-        Ok(Self { line_size })
+        Ok(Self { line_size, last_volume: None, last_key: Vec::new() })
     }
 }
 
@@ -150,7 +154,13 @@ impl RecordDecoder for OracleDecoder {
         let offset = obj.index().checked_mul(self.line_size).ok_or_else(|| {
             FieldError::new("obj_id", format!("{}: line index out of range", obj.0))
         })?;
-        let _ = write!(key, "{}", obj.volume().0);
+        let volume = obj.volume().0;
+        if self.last_volume != Some(volume) {
+            self.last_key.clear();
+            let _ = write!(self.last_key, "{volume}");
+            self.last_volume = Some(volume);
+        }
+        key.extend_from_slice(&self.last_key);
         Ok(Parsed::Record {
             time: clock * 1_000_000_000,
             op: Op::Read,
