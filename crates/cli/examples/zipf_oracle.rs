@@ -11,7 +11,9 @@ use tiercache_trace::{OutputFormat, VolumeMap};
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let out = args.first().ok_or_else(|| anyhow::anyhow!("usage: zipf_oracle OUT [records] [blocks] [theta]"))?;
+    let out = args
+        .first()
+        .ok_or_else(|| anyhow::anyhow!("usage: zipf_oracle OUT [records] [blocks] [theta]"))?;
     let records: u64 = args.get(1).map_or(Ok(20_000_000), |s| s.parse())?;
     let blocks: u64 = args.get(2).map_or(Ok(2_000_000), |s| s.parse())?;
     let theta: f64 = args.get(3).map_or(Ok(0.99), |s| s.parse())?;

@@ -283,6 +283,15 @@ fn shipped_experiment_sweeps_and_reports() {
         assert_eq!(r["status"], "ok", "{r}");
         assert!(r["record"]["metrics"]["iops"].as_f64().unwrap() > 0.0);
     }
+    let parquet = std::fs::read(out.join("results.parquet")).unwrap();
+    assert_eq!(&parquet[..4], b"PAR1", "a Parquet file");
+    assert!(
+        std::fs::read_to_string(out.join("results.csv"))
+            .unwrap()
+            .lines()
+            .count()
+            == records.len() + 1
+    );
     let again = tiercache(&["sweep", spec, "--ci", "-o", o, "--no-progress"]);
     assert!(again.status.success());
     let after = std::fs::read_to_string(out.join("results.jsonl")).unwrap();

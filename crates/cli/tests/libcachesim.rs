@@ -18,22 +18,39 @@ use tiercache_core::Request;
 use tiercache_trace::{OutputFormat, ReadOptions, VolumeMap};
 
 const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces");
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/compare_libcachesim.py");
+const SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../scripts/compare_libcachesim.py"
+);
 const POLICIES: [&str; 6] = ["lru", "fifo", "clock", "arc", "s3-fifo", "sieve"];
 
 /// Runs libCacheSim; `None` (test skipped) when the package is missing outside CI.
 fn libcachesim(trace: &Path, sizes: &[u64]) -> Option<serde_json::Value> {
     let sizes: Vec<String> = sizes.iter().map(u64::to_string).collect();
     let out = Command::new("python3")
-        .args([SCRIPT, trace.to_str().unwrap(), "--sizes", &sizes.join(","), "--policies", &POLICIES.join(",")])
+        .args([
+            SCRIPT,
+            trace.to_str().unwrap(),
+            "--sizes",
+            &sizes.join(","),
+            "--policies",
+            &POLICIES.join(","),
+        ])
         .output()
         .expect("python3");
     if out.status.code() == Some(3) {
-        assert!(std::env::var_os("CI").is_none(), "libcachesim missing in CI: scripts/setup.sh installs it");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "libcachesim missing in CI: scripts/setup.sh installs it"
+        );
         eprintln!("skipped: python package libcachesim not installed (bash scripts/setup.sh)");
         return None;
     }
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Some(serde_json::from_slice(&out.stdout).unwrap())
 }
 
@@ -51,12 +68,20 @@ fn tiercache_miss_ratio(trace: &Path, policy: &str, lines: u64) -> f64 {
 }
 
 fn compare(trace: &Path, sizes: &[u64]) {
-    let Some(reference) = libcachesim(trace, sizes) else { return };
+    let Some(reference) = libcachesim(trace, sizes) else {
+        return;
+    };
     for policy in POLICIES {
         for &lines in sizes {
-            let theirs = reference["policies"][policy][lines.to_string()]["miss_ratio"].as_f64().unwrap();
+            let theirs = reference["policies"][policy][lines.to_string()]["miss_ratio"]
+                .as_f64()
+                .unwrap();
             let ours = tiercache_miss_ratio(trace, policy, lines);
-            let tolerance = if matches!(policy, "lru" | "fifo") { 1e-12 } else { 1e-3 };
+            let tolerance = if matches!(policy, "lru" | "fifo") {
+                1e-12
+            } else {
+                1e-3
+            };
             assert!(
                 (ours - theirs).abs() <= tolerance,
                 "{} {policy} {lines} lines: tiercache {ours} vs libCacheSim {theirs}",
@@ -97,13 +122,20 @@ fn fixtures_agree_with_libcachesim() {
 fn synthetic_zipf_agrees_with_libcachesim() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("zipf.oracleGeneral");
-    let mut w = tiercache_trace::create_writer(path.to_str().unwrap(), OutputFormat::OracleGeneral, 4096).unwrap();
+    let mut w =
+        tiercache_trace::create_writer(path.to_str().unwrap(), OutputFormat::OracleGeneral, 4096)
+            .unwrap();
     let volumes = VolumeMap::default();
     let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(5);
     let zipf = Zipf::new(50_000, 0.9).unwrap();
     for i in 0..200_000u64 {
-        let block = (zipf.sample(&mut rng) as u64 - 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) % 1_000_000;
-        w.write(&Request::read(block * 4096, 4096).at(i * 1_000_000), &volumes).unwrap();
+        let block =
+            (zipf.sample(&mut rng) as u64 - 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) % 1_000_000;
+        w.write(
+            &Request::read(block * 4096, 4096).at(i * 1_000_000),
+            &volumes,
+        )
+        .unwrap();
     }
     w.finish(&volumes, None).unwrap();
     compare(&path, &[100, 1000, 10000]);

@@ -60,14 +60,15 @@
 
 mod canonical;
 pub mod cli;
+mod parquet_out;
 mod results;
 mod runner;
 mod spec;
 
 pub use canonical::{fnv1a64, value_label};
 pub use results::{
-    flatten_scalars, latest_per_point, read_results, write_csv, write_csv_file, ExistingResults,
-    ResultLine, Status,
+    flatten_scalars, latest_per_point, read_results, tidy_table, write_csv, write_csv_file,
+    ExistingResults, ResultLine, Status,
 };
 pub use runner::{
     default_out_dir, run_points, Backend, RunOptions, RunSummary, RESULTS_CSV, RESULTS_JSONL,

@@ -185,10 +185,11 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-/// Writes a tidy CSV: one row per point (latest outcome), columns `point, workload, name, rep,
-/// seed, default, status`, one column per axis (its value label), every scalar under the
-/// record's `metrics` (dotted paths, union over all rows, sorted), then `error` and `elapsed_s`.
-pub fn write_csv(lines: &[ResultLine], out: &mut dyn Write) -> std::io::Result<()> {
+/// The tidy table of a sweep: one row per point (its latest result), columns `point`,
+/// `workload`, `name`, `rep`, `seed`, `default`, `status`, one per axis (its label), one per
+/// scalar metric (`metrics.<dotted path>`), then `error` and `elapsed_s`. Missing cells are
+/// `None`. Shared by the CSV and Parquet writers so both hold the same table.
+pub fn tidy_table(lines: &[ResultLine]) -> (Vec<String>, Vec<Vec<Option<String>>>) {
     let rows = latest_per_point(lines);
     let mut axes: Vec<String> = Vec::new();
     for r in &rows {
@@ -218,51 +219,54 @@ pub fn write_csv(lines: &[ResultLine], out: &mut dyn Write) -> std::io::Result<(
     header.extend(axes.iter().cloned());
     header.extend(metric_cols.iter().map(|c| format!("metrics.{c}")));
     header.extend(["error".to_string(), "elapsed_s".to_string()]);
-    writeln!(
-        out,
-        "{}",
-        header
-            .iter()
-            .map(|h| csv_field(h))
-            .collect::<Vec<_>>()
-            .join(",")
-    )?;
+    let mut table = Vec::with_capacity(rows.len());
     for (r, m) in rows.iter().zip(&flat) {
+        let status = if r.status == Status::Ok {
+            "ok"
+        } else {
+            "failed"
+        };
         let mut cells = vec![
-            r.point.clone(),
-            r.workload.clone(),
-            r.name.clone(),
-            r.rep.to_string(),
-            r.seed.to_string(),
-            r.default.to_string(),
-            if r.status == Status::Ok {
-                "ok".into()
-            } else {
-                "failed".into()
-            },
+            Some(r.point.clone()),
+            Some(r.workload.clone()),
+            Some(r.name.clone()),
+            Some(r.rep.to_string()),
+            Some(r.seed.to_string()),
+            Some(r.default.to_string()),
+            Some(status.to_string()),
         ];
         for a in &axes {
             cells.push(
                 r.labels
                     .iter()
                     .find(|(n, _)| n == a)
-                    .map(|(_, l)| l.clone())
-                    .unwrap_or_default(),
+                    .map(|(_, l)| l.clone()),
             );
         }
         for c in &metric_cols {
-            cells.push(m.get(*c).cloned().unwrap_or_default());
+            cells.push(m.get(*c).cloned());
         }
-        cells.push(r.error.clone().unwrap_or_default());
-        cells.push(format!("{:.3}", r.elapsed_s));
+        cells.push(r.error.clone());
+        cells.push(Some(format!("{:.3}", r.elapsed_s)));
+        table.push(cells);
+    }
+    (header, table)
+}
+
+/// Writes a tidy CSV: one row per point (latest outcome), columns `point, workload, name, rep,
+/// seed, default, status`, one column per axis (its value label), every scalar under the
+/// record's `metrics` (dotted paths, union over all rows, sorted), then `error` and `elapsed_s`.
+pub fn write_csv(lines: &[ResultLine], out: &mut dyn Write) -> std::io::Result<()> {
+    let (header, rows) = tidy_table(lines);
+    let join = |cells: &mut dyn Iterator<Item = String>| {
+        cells.map(|c| csv_field(&c)).collect::<Vec<_>>().join(",")
+    };
+    writeln!(out, "{}", join(&mut header.iter().cloned()))?;
+    for row in rows {
         writeln!(
             out,
             "{}",
-            cells
-                .iter()
-                .map(|c| csv_field(c))
-                .collect::<Vec<_>>()
-                .join(",")
+            join(&mut row.into_iter().map(Option::unwrap_or_default))
         )?;
     }
     Ok(())

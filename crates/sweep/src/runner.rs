@@ -73,6 +73,8 @@ pub struct RunSummary {
     pub results_jsonl: PathBuf,
     /// The CSV rewritten from them.
     pub results_csv: PathBuf,
+    /// The same table in Parquet.
+    pub results_parquet: PathBuf,
 }
 
 /// File name of the JSON-lines results inside the output directory.
@@ -182,6 +184,8 @@ pub fn run_points(
     }
     drop(w.file);
     write_csv_file(&jsonl, &csv)?;
+    let parquet = jsonl.with_file_name("results.parquet");
+    crate::parquet_out::write_parquet(&read_results(&jsonl)?.lines, &parquet)?;
     let (ok, failed) = counts.into_inner().unwrap_or_else(|e| e.into_inner());
     Ok(RunSummary {
         total: points.len(),
@@ -191,6 +195,7 @@ pub fn run_points(
         malformed_lines: existing.malformed.len(),
         results_jsonl: jsonl,
         results_csv: csv,
+        results_parquet: parquet,
     })
 }
 
