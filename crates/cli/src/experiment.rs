@@ -66,6 +66,10 @@ pub struct TraceWorkload {
     /// Skip and count malformed records instead of failing.
     #[serde(default)]
     pub skip_bad: bool,
+    /// Replay only these volumes, by their name in the trace (e.g. the VolumeID for Tencent,
+    /// host and disk for MSR) or by dense id written `"#3"`. Empty: every volume.
+    #[serde(default)]
+    pub volumes: Vec<String>,
 }
 
 fn one() -> f64 {
@@ -266,9 +270,55 @@ impl Experiment {
                         iodepth: t.iodepth,
                     },
                 };
-                Ok(Box::new(tiercache_trace::ReplaySource::new(
-                    reader, arrival, t.speed,
-                )))
+                let replay = tiercache_trace::ReplaySource::new(reader, arrival, t.speed);
+                if t.volumes.is_empty() {
+                    Ok(Box::new(replay))
+                } else {
+                    Ok(Box::new(VolumeFilter {
+                        inner: replay,
+                        wanted: t.volumes.clone(),
+                        keep: Vec::new(),
+                    }))
+                }
+            }
+        }
+    }
+}
+
+/// Replays only the requests of chosen volumes. Volume ids are assigned as the reader meets
+/// them, so each id's verdict is decided the first time it is seen.
+struct VolumeFilter {
+    inner: tiercache_trace::ReplaySource,
+    wanted: Vec<String>,
+    /// Verdict per dense volume id: `None` not decided yet.
+    keep: Vec<Option<bool>>,
+}
+
+impl VolumeFilter {
+    fn wanted(&mut self, v: tiercache_core::VolumeId) -> bool {
+        let i = v.0 as usize;
+        if self.keep.len() <= i {
+            self.keep.resize(i + 1, None);
+        }
+        *self.keep[i].get_or_insert_with(|| {
+            let name = self.inner.reader().volumes().name(v).unwrap_or("");
+            self.wanted
+                .iter()
+                .any(|w| w == name || *w == v.0.to_string())
+        })
+    }
+}
+
+impl RequestSource for VolumeFilter {
+    fn arrival(&self) -> Arrival {
+        self.inner.arrival()
+    }
+
+    fn next_request(&mut self, job: u32) -> Option<tiercache_core::Request> {
+        loop {
+            let r = self.inner.next_request(job)?;
+            if self.wanted(r.volume) {
+                return Some(r);
             }
         }
     }
