@@ -302,9 +302,8 @@ impl VolumeFilter {
         }
         *self.keep[i].get_or_insert_with(|| {
             let name = self.inner.reader().volumes().name(v).unwrap_or("");
-            self.wanted
-                .iter()
-                .any(|w| w == name || *w == v.0.to_string())
+            let id = format!("#{}", v.0);
+            self.wanted.iter().any(|w| w == name || *w == id)
         })
     }
 }
