@@ -625,16 +625,7 @@ impl Cache {
                 self.stats.bypass(r);
                 out.line_bypasses += 1;
             }
-            self.emit(op(
-                Device::Backend,
-                IoKind::Read,
-                vol,
-                line_base + s.start,
-                s.end - s.start,
-                0,
-                true,
-                OpCause::ReadMiss,
-            ));
+            self.read_slice_from_backend(vol, line_base, s);
             return;
         };
         let m = *self.table.meta(slot);
@@ -644,16 +635,7 @@ impl Cache {
             self.stats.bypass(BypassReason::Mode);
             out.line_misses += 1;
             out.line_bypasses += 1;
-            self.emit(op(
-                Device::Backend,
-                IoKind::Read,
-                vol,
-                line_base + s.start,
-                s.end - s.start,
-                0,
-                true,
-                OpCause::ReadMiss,
-            ));
+            self.read_slice_from_backend(vol, line_base, s);
             return;
         }
         let p = m.partition as usize;
@@ -721,6 +703,21 @@ impl Cache {
             ));
         }
         self.table.add_valid(slot, missing);
+    }
+
+    /// Serves a read's slice of one line from the backend (a miss or a bypass).
+    fn read_slice_from_backend(&mut self, vol: VolumeId, line_base: u64, s: LineSlice) {
+        let (offset, len) = (line_base + s.start, s.end - s.start);
+        self.emit(op(
+            Device::Backend,
+            IoKind::Read,
+            vol,
+            offset,
+            len,
+            0,
+            true,
+            OpCause::ReadMiss,
+        ));
     }
 
     fn write_line(
