@@ -1,1 +1,0 @@
-//! tiercache-analyze (under construction).

@@ -1,1 +1,0 @@
-//! tiercache-engine (under construction).

@@ -1,1 +1,0 @@
-//! tiercache-nbd (under construction).
