@@ -1,15 +1,11 @@
 #!/usr/bin/env bash
-# Installs what tiercache's tests and benchmarks use beyond Rust: real NBD clients and servers,
-# fio, a headless browser for the HTML reports, and libCacheSim (the reference simulator the hit
-# ratios are checked against).
+# Installs what tiercache's tests use beyond Rust: a headless browser for the HTML reports and
+# libCacheSim (the reference simulator the hit ratios are checked against). The real engine's
+# tests will add fio, libnbd-bin, nbdkit and qemu-utils here.
 # Idempotent: installs only what is missing. Needs root (or sudo) for apt-get.
 set -euo pipefail
 
 need_apt=()
-command -v fio >/dev/null || need_apt+=(fio)
-command -v nbdsh >/dev/null || need_apt+=(libnbd-bin)
-command -v nbdkit >/dev/null || need_apt+=(nbdkit)
-command -v qemu-io >/dev/null || need_apt+=(qemu-utils)
 command -v chromium >/dev/null || need_apt+=(chromium)   # renders the HTML reports in tests
 if [ "${#need_apt[@]}" -gt 0 ]; then
   SUDO=""
