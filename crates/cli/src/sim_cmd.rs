@@ -91,7 +91,7 @@ pub fn run(args: SimArgs) -> Result<()> {
         }
     }
     if !args.json {
-        print!("{}", tiercache_metrics::render_table(&rows));
+        write!(stdout.lock(), "{}", tiercache_metrics::render_table(&rows))?;
     }
     Ok(())
 }
