@@ -28,6 +28,8 @@ enum Command {
     Report(tiercache_report::cli::ReportArgs),
     /// Read, summarise and convert block I/O traces.
     Trace(tiercache_trace::cli::TraceArgs),
+    /// Analyse a trace: exact and SHARDS miss-ratio curves, reuse distances, sizing advice.
+    Analyze(tiercache_analyze::cli::AnalyzeArgs),
 }
 
 fn main() -> ExitCode {
@@ -39,6 +41,7 @@ fn main() -> ExitCode {
             eprintln!("report: {}", path.display());
         }),
         Command::Trace(args) => tiercache_trace::cli::run(args),
+        Command::Analyze(args) => tiercache_analyze::cli::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
                             !matches!(e, tiercache_sweep::SweepError::PointsFailed { .. })
                         })
                     || c.is::<tiercache_report::ReportError>()
+                    || c.is::<tiercache_analyze::cli::BadArgument>()
             });
             ExitCode::from(if input_error { 2 } else { 1 })
         }

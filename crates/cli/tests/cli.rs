@@ -364,3 +364,39 @@ fn trace_replay_filters_volumes() {
         count(a) + count(b)
     );
 }
+
+/// `tiercache analyze` on a real trace: a curve that only falls, advice per volume, JSON.
+#[test]
+fn analyze_a_fixture() {
+    let trace = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/traces/msr-hm0-sample.csv"
+    );
+    let out = tiercache(&["analyze", trace, "--json", "--shards-rate", "0.5"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let a: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(a["requests"], 1000);
+    let curve: Vec<f64> = a["curve"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["miss_ratio"].as_f64().unwrap())
+        .collect();
+    assert!(
+        curve.len() >= 5 && curve.windows(2).all(|w| w[1] <= w[0]),
+        "{curve:?}"
+    );
+    let v = &a["volumes"][0]["advice"];
+    assert!(v["urd_demand_lines"].as_u64().unwrap() <= v["trd_demand_lines"].as_u64().unwrap());
+    let text = tiercache(&["analyze", trace]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("URD-dem"));
+    fails_naming(&["analyze", trace, "--line-size", "1000"], "line-size");
+    fails_naming(
+        &["analyze", "/nonexistent/trace.csv"],
+        "/nonexistent/trace.csv",
+    );
+}

@@ -1,0 +1,320 @@
+//! Workload analysis (SPEC §4.10, §7): what a cache would see before choosing one.
+//!
+//! - exact LRU miss-ratio curves in one pass ([`stack`], O(log M) per line access), for all,
+//!   read and write accesses, overall and per volume;
+//! - SHARDS approximate curves, fixed-rate and fixed-size ([`shards`]);
+//! - traditional and useful reuse distances, reuse types, ECI-style sizing and write-policy
+//!   advice per volume ([`reuse`]);
+//! - a little characterisation: mix and sequentiality.
+//!
+//! Line accesses follow the policy core: a request covers lines ⌊off/L⌋ ..= ⌊(off+len−1)/L⌋,
+//! and the exact curve equals the hit-ratio-only simulator's LRU with always-promotion, an
+//! access counting as a hit when its line is resident (the core's full plus partial hits).
+
+#![warn(missing_docs)]
+
+pub mod cli;
+pub mod reuse;
+pub mod shards;
+pub mod stack;
+
+use reuse::{Advice, ReuseAnalyzer};
+use serde::Serialize;
+use shards::Shards;
+use std::collections::BTreeMap;
+use tiercache_core::{LineGeometry, LineKey, Op, Request, VolumeId};
+
+/// What to compute.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Line size in bytes.
+    pub line_size: u64,
+    /// Cache sizes (lines) at which to report the curves; empty: a power-of-two grid up to the
+    /// footprint.
+    pub sizes: Vec<u64>,
+    /// SHARDS sampling rate (fixed-rate), if wanted.
+    pub shards_rate: Option<f64>,
+    /// SHARDS bound on tracked lines (fixed-size), if wanted.
+    pub shards_max_entries: Option<usize>,
+    /// WAR+WAW share above which the advice disables cache writes.
+    pub write_reuse_threshold: f64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            line_size: 4096,
+            sizes: Vec::new(),
+            shards_rate: None,
+            shards_max_entries: None,
+            write_reuse_threshold: 0.5,
+        }
+    }
+}
+
+/// One point of a miss-ratio curve.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CurvePoint {
+    /// Cache size in lines.
+    pub lines: u64,
+    /// Cache size in bytes.
+    pub bytes: u64,
+    /// Exact LRU miss ratio over all line accesses.
+    pub miss_ratio: f64,
+    /// ... over read accesses.
+    pub read_miss_ratio: f64,
+    /// ... over write accesses.
+    pub write_miss_ratio: f64,
+    /// SHARDS estimate, when sampling was asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shards_miss_ratio: Option<f64>,
+}
+
+/// Per-volume summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct VolumeAnalysis {
+    /// Volume name in the trace.
+    pub name: String,
+    /// Line accesses.
+    pub line_accesses: u64,
+    /// Distinct lines (footprint).
+    pub footprint_lines: u64,
+    /// Reuse counts: RAR, RAW, WAR, WAW.
+    pub reuse_types: [u64; 4],
+    /// Sizing and write-policy advice.
+    pub advice: Advice,
+    /// Exact LRU miss-ratio curve of this volume alone.
+    pub curve: Vec<CurvePoint>,
+}
+
+/// The result of an analysis.
+#[derive(Debug, Clone, Serialize)]
+pub struct Analysis {
+    /// Line size used.
+    pub line_size: u64,
+    /// Requests read.
+    pub requests: u64,
+    /// Read and write requests.
+    pub read_requests: u64,
+    /// Write requests.
+    pub write_requests: u64,
+    /// Line accesses (reads and writes).
+    pub line_accesses: u64,
+    /// Distinct lines.
+    pub footprint_lines: u64,
+    /// Fraction of requests starting where the previous request of their volume ended.
+    pub sequential_fraction: f64,
+    /// Exact LRU miss-ratio curve over all volumes sharing one cache.
+    pub curve: Vec<CurvePoint>,
+    /// SHARDS sampling rate at the end and the most lines it tracked at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shards: Option<(f64, usize)>,
+    /// Per-volume analysis.
+    pub volumes: Vec<VolumeAnalysis>,
+    /// Sum of the volumes' URD demands and TRD demands, in lines.
+    pub total_urd_demand_lines: u64,
+    /// TRD-based total demand.
+    pub total_trd_demand_lines: u64,
+}
+
+/// Streaming analyzer: feed requests, then [`Analyzer::finish`].
+pub struct Analyzer {
+    opts: Options,
+    geo: LineGeometry,
+    global: ReuseAnalyzer,
+    per_volume: BTreeMap<VolumeId, ReuseAnalyzer>,
+    shards: Option<Shards>,
+    last_end: BTreeMap<VolumeId, u64>,
+    requests: u64,
+    reads: u64,
+    writes: u64,
+    sequential: u64,
+}
+
+impl Analyzer {
+    /// An analyzer; errors on an invalid line size.
+    pub fn new(opts: Options) -> Result<Self, tiercache_core::GeometryError> {
+        let geo = LineGeometry::new(opts.line_size)?;
+        let shards = match (opts.shards_max_entries, opts.shards_rate) {
+            (Some(n), _) => Some(Shards::fixed_size(n)),
+            (None, Some(r)) => Some(Shards::fixed_rate(r)),
+            _ => None,
+        };
+        Ok(Self {
+            opts,
+            geo,
+            global: ReuseAnalyzer::default(),
+            per_volume: BTreeMap::new(),
+            shards,
+            last_end: BTreeMap::new(),
+            requests: 0,
+            reads: 0,
+            writes: 0,
+            sequential: 0,
+        })
+    }
+
+    /// Feeds one request (trims and flushes are counted as requests but touch no line).
+    pub fn add(&mut self, r: &Request) {
+        self.requests += 1;
+        let is_write = match r.op {
+            Op::Read => false,
+            Op::Write => true,
+            Op::Trim | Op::Flush => return,
+        };
+        if is_write {
+            self.writes += 1;
+        } else {
+            self.reads += 1;
+        }
+        if self.last_end.insert(r.volume, r.end()) == Some(r.offset) {
+            self.sequential += 1;
+        }
+        let vol = self.per_volume.entry(r.volume).or_default();
+        for s in self.geo.split(r.offset, r.len) {
+            let key = LineKey::new(r.volume, s.index).0;
+            self.global.access(key, is_write);
+            vol.access(key, is_write);
+            if let Some(sh) = &mut self.shards {
+                sh.access(key);
+            }
+        }
+    }
+
+    fn grid(&self, footprint: u64) -> Vec<u64> {
+        if !self.opts.sizes.is_empty() {
+            return self.opts.sizes.clone();
+        }
+        let mut v = Vec::new();
+        let mut s = 1u64;
+        while s < footprint {
+            v.push(s);
+            s *= 2;
+        }
+        v.push(footprint.max(1));
+        v
+    }
+
+    fn curve(&self, a: &ReuseAnalyzer, with_shards: bool) -> Vec<CurvePoint> {
+        self.grid(a.distinct())
+            .into_iter()
+            .map(|lines| CurvePoint {
+                lines,
+                bytes: lines * self.opts.line_size,
+                miss_ratio: a.all.miss_ratio(lines),
+                read_miss_ratio: a.reads.miss_ratio(lines),
+                write_miss_ratio: a.writes.miss_ratio(lines),
+                shards_miss_ratio: if with_shards {
+                    self.shards.as_ref().map(|s| s.miss_ratio(lines))
+                } else {
+                    None
+                },
+            })
+            .collect()
+    }
+
+    /// The analysis; `names` maps volume ids to names (e.g. a trace's volume map).
+    pub fn finish(&self, names: &dyn Fn(VolumeId) -> String) -> Analysis {
+        let volumes: Vec<VolumeAnalysis> = self
+            .per_volume
+            .iter()
+            .map(|(&v, a)| VolumeAnalysis {
+                name: names(v),
+                line_accesses: a.all.total,
+                footprint_lines: a.distinct(),
+                reuse_types: a.types,
+                advice: a.advice(self.opts.write_reuse_threshold),
+                curve: self.curve(a, false),
+            })
+            .collect();
+        Analysis {
+            line_size: self.opts.line_size,
+            requests: self.requests,
+            read_requests: self.reads,
+            write_requests: self.writes,
+            line_accesses: self.global.all.total,
+            footprint_lines: self.global.distinct(),
+            sequential_fraction: if self.reads + self.writes == 0 {
+                0.0
+            } else {
+                self.sequential as f64 / (self.reads + self.writes) as f64
+            },
+            curve: self.curve(&self.global, true),
+            shards: self.shards.as_ref().map(|s| (s.rate(), s.peak_entries())),
+            total_urd_demand_lines: volumes.iter().map(|v| v.advice.urd_demand_lines).sum(),
+            total_trd_demand_lines: volumes.iter().map(|v| v.advice.trd_demand_lines).sum(),
+            volumes,
+        }
+    }
+}
+
+impl std::fmt::Display for Analysis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "requests     {} ({} reads, {} writes)",
+            self.requests, self.read_requests, self.write_requests
+        )?;
+        writeln!(
+            f,
+            "lines        {} accesses over {} distinct {}-byte lines",
+            self.line_accesses, self.footprint_lines, self.line_size
+        )?;
+        writeln!(
+            f,
+            "sequential   {:.1}% of requests continue the previous one",
+            self.sequential_fraction * 100.0
+        )?;
+        if let Some((rate, peak)) = self.shards {
+            writeln!(
+                f,
+                "SHARDS       rate {rate:.4}, at most {peak} lines tracked"
+            )?;
+        }
+        writeln!(f, "LRU miss-ratio curve (all volumes share the cache):")?;
+        writeln!(
+            f,
+            "  {:>12} {:>12} {:>8} {:>8} {:>8} {:>8}",
+            "lines", "bytes", "all", "reads", "writes", "shards"
+        )?;
+        for p in &self.curve {
+            let sh = p
+                .shards_miss_ratio
+                .map_or("-".to_string(), |m| format!("{m:.4}"));
+            writeln!(
+                f,
+                "  {:>12} {:>12} {:>8.4} {:>8.4} {:>8.4} {:>8}",
+                p.lines, p.bytes, p.miss_ratio, p.read_miss_ratio, p.write_miss_ratio, sh
+            )?;
+        }
+        writeln!(
+            f,
+            "per volume (URD: useful reuse distance; demands in lines):"
+        )?;
+        writeln!(
+            f,
+            "  {:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}  advice",
+            "volume", "accesses", "footprint", "URD-dem", "URD-knee", "TRD-dem", "WAR+WAW"
+        )?;
+        for v in &self.volumes {
+            let a = &v.advice;
+            writeln!(
+                f,
+                "  {:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7.1}%  {}",
+                v.name,
+                v.line_accesses,
+                v.footprint_lines,
+                a.urd_demand_lines,
+                a.urd_knee_lines,
+                a.trd_demand_lines,
+                a.write_reuse_share * 100.0,
+                a.write_policy
+            )?;
+        }
+        writeln!(
+            f,
+            "total demand: URD {} lines, TRD {} lines",
+            self.total_urd_demand_lines, self.total_trd_demand_lines
+        )
+    }
+}

@@ -1,0 +1,259 @@
+//! Exact LRU miss-ratio curves and reuse distances: traditional (TRD, every reuse) and useful
+//! (URD, reuses whose later access is a read), reuse types, and ECI-style sizing advice
+//! (SPEC §4.10).
+//!
+//! Definitions. The *stack distance* `d` of an access is the number of distinct lines touched
+//! since the previous access to its line, itself included (1 = immediate reuse); an LRU cache of
+//! `C` lines hits it iff `d <= C`. The *reuse distance* of SPEC §4.10 counts the other lines in
+//! between, `d - 1`: in W1 W2 R1 R3 R5 R6 R2 the reuse of 2 has reuse distance 4 (lines 1, 3, 5,
+//! 6), and a cache of `max URD + 1` = 5 lines captures every useful reuse.
+
+use crate::stack::StackDistance;
+use serde::Serialize;
+
+/// Kind of a reuse: the earlier and the later access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ReuseType {
+    /// Read after read.
+    Rar,
+    /// Read after write.
+    Raw,
+    /// Write after read.
+    War,
+    /// Write after write.
+    Waw,
+}
+
+/// Counts of accesses by stack distance (index `d`, 1-based; index 0 unused).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DistanceHistogram {
+    /// Accesses with each stack distance.
+    pub counts: Vec<u64>,
+    /// First accesses (infinite distance).
+    pub cold: u64,
+    /// All accesses counted.
+    pub total: u64,
+}
+
+impl DistanceHistogram {
+    fn add(&mut self, d: Option<u64>) {
+        self.total += 1;
+        match d {
+            None => self.cold += 1,
+            Some(d) => {
+                let d = d as usize;
+                if self.counts.len() <= d {
+                    self.counts.resize(d + 1, 0);
+                }
+                self.counts[d] += 1;
+            }
+        }
+    }
+
+    /// Miss ratio of an LRU cache of `lines` lines over the counted accesses.
+    pub fn miss_ratio(&self, lines: u64) -> f64 {
+        if self.total == 0 {
+            return 0.0;
+        }
+        let hits: u64 = self.counts.iter().take(lines as usize + 1).sum();
+        (self.total - hits) as f64 / self.total as f64
+    }
+
+    /// Largest finite stack distance (0 when there is no reuse).
+    pub fn max_distance(&self) -> u64 {
+        self.counts.iter().rposition(|&c| c > 0).unwrap_or(0) as u64
+    }
+
+    /// Reuses counted (finite distances).
+    pub fn reuses(&self) -> u64 {
+        self.total - self.cold
+    }
+
+    /// Smallest cache (lines) capturing at least `share` of the reuses.
+    pub fn size_for_share(&self, share: f64) -> u64 {
+        let want = (self.reuses() as f64 * share).ceil() as u64;
+        let mut acc = 0;
+        for (d, &c) in self.counts.iter().enumerate() {
+            acc += c;
+            if acc >= want && want > 0 {
+                return d as u64;
+            }
+        }
+        0
+    }
+}
+
+/// Reuse analysis of one stream (a volume, or the whole trace).
+#[derive(Debug, Clone, Default)]
+pub struct ReuseAnalyzer {
+    stack: StackDistance,
+    last_was_write: rustc_hash::FxHashMap<u64, bool>,
+    /// Stack distances of every access (the all-access LRU MRC).
+    pub all: DistanceHistogram,
+    /// Stack distances of read accesses in the same LRU stack (hit ratio of reads).
+    pub reads: DistanceHistogram,
+    /// Stack distances of write accesses in the same LRU stack.
+    pub writes: DistanceHistogram,
+    /// Reuses whose later access is a read (URD = distance − 1).
+    pub useful: DistanceHistogram,
+    /// Reuse counts: RAR, RAW, WAR, WAW.
+    pub types: [u64; 4],
+}
+
+impl ReuseAnalyzer {
+    /// Records one line access.
+    pub fn access(&mut self, key: u64, is_write: bool) {
+        let d = self.stack.access(key);
+        self.all.add(d);
+        if is_write {
+            self.writes.add(d);
+        } else {
+            self.reads.add(d);
+        }
+        let prev = self.last_was_write.insert(key, is_write);
+        if let Some(prev_write) = prev {
+            let t = match (prev_write, is_write) {
+                (false, false) => ReuseType::Rar,
+                (true, false) => ReuseType::Raw,
+                (false, true) => ReuseType::War,
+                (true, true) => ReuseType::Waw,
+            };
+            self.types[t as usize] += 1;
+        }
+        if !is_write {
+            // Useful reuses only; first reads count as cold so `total` is all reads.
+            self.useful.add(d);
+        }
+    }
+
+    /// Distinct lines seen.
+    pub fn distinct(&self) -> u64 {
+        self.stack.distinct()
+    }
+
+    /// Heap bytes (approximate).
+    pub fn memory_bytes(&self) -> usize {
+        self.stack.memory_bytes() + self.last_was_write.capacity() * 9
+    }
+}
+
+/// ECI-style advice for one volume.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Advice {
+    /// Largest useful reuse distance.
+    pub max_urd: u64,
+    /// Largest traditional reuse distance.
+    pub max_trd: u64,
+    /// Lines capturing every useful reuse: max URD + 1.
+    pub urd_demand_lines: u64,
+    /// Lines capturing every reuse: max TRD + 1 (the TRD-based baseline).
+    pub trd_demand_lines: u64,
+    /// Knee of the URD hit curve: smallest cache capturing 95% of useful reuses.
+    pub urd_knee_lines: u64,
+    /// Share of reuses that are WAR or WAW.
+    pub write_reuse_share: f64,
+    /// `write-back`, or `read-only` when write reuses dominate (caching writes earns no hits).
+    pub write_policy: &'static str,
+}
+
+impl ReuseAnalyzer {
+    /// Sizing and write-policy advice; `threshold` is the WAR+WAW share above which cache
+    /// writes are disabled.
+    pub fn advice(&self, threshold: f64) -> Advice {
+        let max_trd = self.all.max_distance().saturating_sub(1);
+        let max_urd = self.useful.max_distance().saturating_sub(1);
+        let reuses: u64 = self.types.iter().sum();
+        let write_reuse_share = if reuses == 0 {
+            0.0
+        } else {
+            (self.types[ReuseType::War as usize] + self.types[ReuseType::Waw as usize]) as f64
+                / reuses as f64
+        };
+        Advice {
+            max_urd,
+            max_trd,
+            urd_demand_lines: if self.useful.reuses() == 0 {
+                0
+            } else {
+                max_urd + 1
+            },
+            trd_demand_lines: if self.all.reuses() == 0 {
+                0
+            } else {
+                max_trd + 1
+            },
+            urd_knee_lines: self.useful.size_for_share(0.95),
+            write_reuse_share,
+            write_policy: if write_reuse_share > threshold {
+                "read-only"
+            } else {
+                "write-back"
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(seq: &[(bool, u64)]) -> ReuseAnalyzer {
+        let mut a = ReuseAnalyzer::default();
+        for &(w, k) in seq {
+            a.access(k, w);
+        }
+        a
+    }
+
+    #[test]
+    fn spec_example_max_urd_is_4() {
+        // W1 W2 R1 R3 R5 R6 R2
+        let a = run(&[
+            (true, 1),
+            (true, 2),
+            (false, 1),
+            (false, 3),
+            (false, 5),
+            (false, 6),
+            (false, 2),
+        ]);
+        let adv = a.advice(0.5);
+        assert_eq!(adv.max_urd, 4);
+        assert_eq!(adv.urd_demand_lines, 5);
+        assert_eq!(a.types, [0, 2, 0, 0], "two reads after writes");
+        // A 5-line LRU cache captures both useful reuses; a 4-line one loses the second.
+        assert_eq!(a.useful.counts.iter().take(6).sum::<u64>(), 2);
+        assert_eq!(a.useful.counts.iter().take(5).sum::<u64>(), 1);
+    }
+
+    #[test]
+    fn each_reuse_type_is_classified() {
+        let a = run(&[
+            (false, 1),
+            (false, 1),
+            (true, 2),
+            (false, 2),
+            (false, 3),
+            (true, 3),
+            (true, 4),
+            (true, 4),
+        ]);
+        assert_eq!(a.types, [1, 1, 1, 1]);
+        assert_eq!(a.advice(0.5).write_reuse_share, 0.5);
+        assert_eq!(a.advice(0.4).write_policy, "read-only");
+        assert_eq!(a.advice(0.5).write_policy, "write-back");
+    }
+
+    #[test]
+    fn write_reuses_inflate_trd_demand_not_urd() {
+        // Line 9 is rewritten after a long gap (WAW), line 1 re-read at once (RAR).
+        let mut seq = vec![(true, 9u64), (false, 1), (false, 1)];
+        seq.extend((100..150).map(|k| (false, k)));
+        seq.push((true, 9));
+        let adv = run(&seq).advice(0.5);
+        assert_eq!(adv.max_urd, 0);
+        assert_eq!(adv.urd_demand_lines, 1);
+        assert_eq!(adv.max_trd, 51);
+        assert_eq!(adv.trd_demand_lines, 52);
+    }
+}

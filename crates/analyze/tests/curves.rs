@@ -1,0 +1,147 @@
+//! The exact curve equals the policy core's hit-ratio-only LRU; SHARDS stays close to it with
+//! bounded memory; useful demand never exceeds traditional demand.
+
+use proptest::prelude::*;
+use rand::SeedableRng;
+use rand_distr::{Distribution, Zipf};
+use tiercache_analyze::shards::Shards;
+use tiercache_analyze::{Analyzer, Options};
+use tiercache_core::{Op, Request, VolumeId};
+use tiercache_policy::{Cache, CacheConfig, CleaningConfig, EvictionKind, PromotionConfig};
+
+const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces");
+
+fn core_lru_miss_ratio(reqs: &[Request], lines: u64) -> f64 {
+    let cfg = CacheConfig {
+        capacity: lines * 4096,
+        line_size: 4096,
+        eviction: EvictionKind::Lru,
+        promotion: PromotionConfig::Always,
+        cleaning: CleaningConfig::None,
+        ..CacheConfig::default()
+    };
+    let mut cache = Cache::new(&cfg).unwrap();
+    for r in reqs {
+        cache.access(r, None).unwrap();
+    }
+    // The curve counts an access as a hit when its line is resident; the core also reports
+    // partial hits (resident line, some sub-blocks not valid yet) apart.
+    let s = cache.stats();
+    1.0 - (s.line_hits + s.line_partial_hits) as f64 / s.line_accesses as f64
+}
+
+fn zipf_requests(n: usize, blocks: u64, seed: u64) -> Vec<Request> {
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+    let zipf = Zipf::new(blocks, 0.9).unwrap();
+    (0..n)
+        .map(|i| {
+            let b = (zipf.sample(&mut rng) as u64 - 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                % (blocks * 4);
+            if i % 4 == 0 {
+                Request::write(b * 4096, 4096)
+            } else {
+                Request::read(b * 4096, 4096)
+            }
+        })
+        .collect()
+}
+
+fn exact_curve(reqs: &[Request], sizes: &[u64]) -> Vec<f64> {
+    let mut a = Analyzer::new(Options {
+        sizes: sizes.to_vec(),
+        ..Options::default()
+    })
+    .unwrap();
+    reqs.iter().for_each(|r| a.add(r));
+    a.finish(&|v| v.0.to_string())
+        .curve
+        .iter()
+        .map(|p| p.miss_ratio)
+        .collect()
+}
+
+#[test]
+fn exact_curve_equals_the_policy_core_on_fixtures_and_zipf() {
+    let mut traces: Vec<Vec<Request>> = Vec::new();
+    for f in [
+        "msr-hm0-sample.csv",
+        "systor17-sample.csv.gz",
+        "tencent-cbs-sample.csv.bz2",
+    ] {
+        let reader =
+            tiercache_trace::open(&format!("{SHARED}/{f}"), None, &Default::default()).unwrap();
+        traces.push(
+            reader
+                .map(|r| r.unwrap())
+                .filter(|r| matches!(r.op, Op::Read | Op::Write))
+                .collect(),
+        );
+    }
+    traces.push(zipf_requests(200_000, 20_000, 1));
+    let sizes = [1u64, 7, 64, 500, 3000, 20_000];
+    for reqs in &traces {
+        let curve = exact_curve(reqs, &sizes);
+        for (&lines, &mine) in sizes.iter().zip(&curve) {
+            let core = core_lru_miss_ratio(reqs, lines);
+            assert!(
+                (mine - core).abs() < 1e-9,
+                "{lines} lines: curve {mine} vs core {core}"
+            );
+        }
+    }
+}
+
+#[test]
+fn shards_one_percent_stays_within_0_01_of_exact() {
+    let reqs = zipf_requests(2_000_000, 200_000, 2);
+    let sizes: Vec<u64> = (0..12).map(|i| 500u64 << i).collect();
+    let exact = exact_curve(&reqs, &sizes);
+    for mut shards in [Shards::fixed_rate(0.01), Shards::fixed_size(4_000)] {
+        for r in &reqs {
+            shards.access(tiercache_core::LineKey::new(VolumeId(0), r.offset / 4096).0);
+        }
+        let mae: f64 = sizes
+            .iter()
+            .zip(&exact)
+            .map(|(&s, &e)| (shards.miss_ratio(s) - e).abs())
+            .sum::<f64>()
+            / sizes.len() as f64;
+        assert!(
+            mae < 0.01,
+            "mean absolute error {mae} (rate {})",
+            shards.rate()
+        );
+    }
+}
+
+#[test]
+fn fixed_size_shards_memory_is_bounded() {
+    let mut s = Shards::fixed_size(1_000);
+    for k in 0..2_000_000u64 {
+        s.access(k.wrapping_mul(2654435761));
+    }
+    assert!(s.peak_entries() <= 1_000, "tracked {}", s.peak_entries());
+    assert!(
+        s.rate() < 0.01,
+        "the rate fell as the sample filled: {}",
+        s.rate()
+    );
+}
+
+proptest! {
+    /// Useful (read) reuses are a subset of all reuses: URD demand never exceeds TRD demand.
+    #[test]
+    fn urd_demand_never_exceeds_trd_demand(seq in proptest::collection::vec((any::<bool>(), 0u64..40), 1..400)) {
+        let mut a = Analyzer::new(Options::default()).unwrap();
+        for (w, k) in seq {
+            let r = if w { Request::write(k * 4096, 4096) } else { Request::read(k * 4096, 4096) };
+            a.add(&r);
+        }
+        let an = a.finish(&|v| v.0.to_string());
+        for v in &an.volumes {
+            prop_assert!(v.advice.urd_demand_lines <= v.advice.trd_demand_lines);
+            prop_assert!(v.advice.max_urd <= v.advice.max_trd);
+            prop_assert!(v.advice.urd_knee_lines <= v.advice.urd_demand_lines);
+        }
+    }
+}
