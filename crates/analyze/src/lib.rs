@@ -121,7 +121,10 @@ pub struct Analysis {
 pub struct Analyzer {
     opts: Options,
     geo: LineGeometry,
-    global: ReuseAnalyzer,
+    /// The shared-cache analysis. While one volume has been seen it *is* that volume's
+    /// analysis, so it is only split off (cloned) when a second volume appears: single-volume
+    /// traces pay for one stack, not two.
+    global: Option<ReuseAnalyzer>,
     per_volume: BTreeMap<VolumeId, ReuseAnalyzer>,
     shards: Option<Shards>,
     last_end: BTreeMap<VolumeId, u64>,
@@ -143,7 +146,7 @@ impl Analyzer {
         Ok(Self {
             opts,
             geo,
-            global: ReuseAnalyzer::default(),
+            global: None,
             per_volume: BTreeMap::new(),
             shards,
             last_end: BTreeMap::new(),
@@ -170,10 +173,18 @@ impl Analyzer {
         if self.last_end.insert(r.volume, r.end()) == Some(r.offset) {
             self.sequential += 1;
         }
+        if self.global.is_none()
+            && self.per_volume.len() == 1
+            && !self.per_volume.contains_key(&r.volume)
+        {
+            self.global = self.per_volume.values().next().cloned();
+        }
         let vol = self.per_volume.entry(r.volume).or_default();
         for s in self.geo.split(r.offset, r.len) {
             let key = LineKey::new(r.volume, s.index).0;
-            self.global.access(key, is_write);
+            if let Some(g) = &mut self.global {
+                g.access(key, is_write);
+            }
             vol.access(key, is_write);
             if let Some(sh) = &mut self.shards {
                 sh.access(key);
@@ -213,8 +224,18 @@ impl Analyzer {
             .collect()
     }
 
+    /// The shared-cache analyzer: the split-off global one, or the only volume's.
+    fn shared(&self) -> std::borrow::Cow<'_, ReuseAnalyzer> {
+        match (&self.global, self.per_volume.values().next()) {
+            (Some(g), _) => std::borrow::Cow::Borrowed(g),
+            (None, Some(v)) => std::borrow::Cow::Borrowed(v),
+            (None, None) => std::borrow::Cow::Owned(ReuseAnalyzer::default()),
+        }
+    }
+
     /// The analysis; `names` maps volume ids to names (e.g. a trace's volume map).
     pub fn finish(&self, names: &dyn Fn(VolumeId) -> String) -> Analysis {
+        let shared = self.shared();
         let volumes: Vec<VolumeAnalysis> = self
             .per_volume
             .iter()
@@ -232,14 +253,14 @@ impl Analyzer {
             requests: self.requests,
             read_requests: self.reads,
             write_requests: self.writes,
-            line_accesses: self.global.all.total,
-            footprint_lines: self.global.distinct(),
+            line_accesses: shared.all.total,
+            footprint_lines: shared.distinct(),
             sequential_fraction: if self.reads + self.writes == 0 {
                 0.0
             } else {
                 self.sequential as f64 / (self.reads + self.writes) as f64
             },
-            curve: self.curve(&self.global, true),
+            curve: self.curve(&shared, true),
             shards: self.shards.as_ref().map(|s| (s.rate(), s.peak_entries())),
             total_urd_demand_lines: volumes.iter().map(|v| v.advice.urd_demand_lines).sum(),
             total_trd_demand_lines: volumes.iter().map(|v| v.advice.trd_demand_lines).sum(),

@@ -145,3 +145,37 @@ proptest! {
         }
     }
 }
+
+/// Several volumes sharing one cache: the shared curve is the core's LRU over all of them, and
+/// each volume's own curve is the core's LRU over that volume alone.
+#[test]
+fn multi_volume_curves_match_the_core() {
+    let mut reqs = zipf_requests(60_000, 5_000, 3);
+    for (i, r) in reqs.iter_mut().enumerate() {
+        // The first 10,000 requests see only volume 0, then three volumes interleave.
+        if i >= 10_000 {
+            r.volume = VolumeId((i % 3) as u32);
+        }
+    }
+    let sizes = [16u64, 256, 4096];
+    let mut a = Analyzer::new(Options {
+        sizes: sizes.to_vec(),
+        ..Options::default()
+    })
+    .unwrap();
+    reqs.iter().for_each(|r| a.add(r));
+    let an = a.finish(&|v| v.0.to_string());
+    for (p, &lines) in an.curve.iter().zip(&sizes) {
+        assert!((p.miss_ratio - core_lru_miss_ratio(&reqs, lines)).abs() < 1e-9);
+    }
+    for v in &an.volumes {
+        let id: u32 = v.name.parse().unwrap();
+        let own: Vec<Request> = reqs.iter().filter(|r| r.volume.0 == id).copied().collect();
+        for (p, &lines) in v.curve.iter().zip(&sizes) {
+            assert!(
+                (p.miss_ratio - core_lru_miss_ratio(&own, lines)).abs() < 1e-9,
+                "volume {id} at {lines}"
+            );
+        }
+    }
+}
