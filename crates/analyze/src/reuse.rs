@@ -87,7 +87,6 @@ impl DistanceHistogram {
 #[derive(Debug, Clone, Default)]
 pub struct ReuseAnalyzer {
     stack: StackDistance,
-    last_was_write: rustc_hash::FxHashMap<u64, bool>,
     /// Stack distances of every access (the all-access LRU MRC).
     pub all: DistanceHistogram,
     /// Stack distances of read accesses in the same LRU stack (hit ratio of reads).
@@ -103,14 +102,13 @@ pub struct ReuseAnalyzer {
 impl ReuseAnalyzer {
     /// Records one line access.
     pub fn access(&mut self, key: u64, is_write: bool) {
-        let d = self.stack.access(key);
+        let (d, prev) = self.stack.access_flagged(key, is_write);
         self.all.add(d);
         if is_write {
             self.writes.add(d);
         } else {
             self.reads.add(d);
         }
-        let prev = self.last_was_write.insert(key, is_write);
         if let Some(prev_write) = prev {
             let t = match (prev_write, is_write) {
                 (false, false) => ReuseType::Rar,
@@ -133,7 +131,7 @@ impl ReuseAnalyzer {
 
     /// Heap bytes (approximate).
     pub fn memory_bytes(&self) -> usize {
-        self.stack.memory_bytes() + self.last_was_write.capacity() * 9
+        self.stack.memory_bytes()
     }
 }
 

@@ -45,7 +45,8 @@ impl Fenwick {
 /// Streaming exact stack-distance computer over `u64` keys.
 #[derive(Debug, Clone)]
 pub struct StackDistance {
-    last: FxHashMap<u64, u32>,
+    /// Per key: time of its latest access and a caller's flag from that access.
+    last: FxHashMap<u64, (u32, bool)>,
     marks: Fenwick,
     now: u32,
     live: u64,
@@ -76,13 +77,19 @@ impl StackDistance {
     /// Records an access to `key`; returns its stack distance (1 = the most recently used key
     /// again), or `None` for a first access.
     pub fn access(&mut self, key: u64) -> Option<u64> {
+        self.access_flagged(key, false).0
+    }
+
+    /// As [`access`](Self::access), also storing `flag` with the key and returning the flag of
+    /// its previous access (one hash lookup serves both, e.g. for read/write reuse types).
+    pub fn access_flagged(&mut self, key: u64, flag: bool) -> (Option<u64>, Option<bool>) {
         if self.now as usize >= self.marks.len() {
             self.compact();
         }
         let t = self.now;
         self.now += 1;
-        let prev = self.last.insert(key, t);
-        let d = prev.map(|p| {
+        let prev = self.last.insert(key, (t, flag));
+        let d = prev.map(|(p, _)| {
             let after = self.live - self.marks.prefix(p as usize);
             self.marks.add(p as usize, -1);
             after + 1
@@ -91,12 +98,12 @@ impl StackDistance {
             self.live += 1;
         }
         self.marks.add(t as usize, 1);
-        d
+        (d, prev.map(|(_, f)| f))
     }
 
     /// Forgets `key` (its next access is a first access again).
     pub fn remove(&mut self, key: u64) {
-        if let Some(p) = self.last.remove(&key) {
+        if let Some((p, _)) = self.last.remove(&key) {
             self.marks.add(p as usize, -1);
             self.live -= 1;
         }
@@ -104,12 +111,13 @@ impl StackDistance {
 
     /// Renumbers live times densely into a tree with room to grow.
     fn compact(&mut self) {
-        let mut order: Vec<(u32, u64)> = self.last.iter().map(|(&k, &t)| (t, k)).collect();
+        let mut order: Vec<(u32, u64, bool)> =
+            self.last.iter().map(|(&k, &(t, f))| (t, k, f)).collect();
         order.sort_unstable();
         let size = (order.len() * 2).max(1 << 16);
         self.marks = Fenwick::new(size);
-        for (i, (_, k)) in order.iter().enumerate() {
-            self.last.insert(*k, i as u32);
+        for (i, &(_, k, f)) in order.iter().enumerate() {
+            self.last.insert(k, (i as u32, f));
             self.marks.add(i, 1);
         }
         self.now = order.len() as u32;
@@ -117,7 +125,7 @@ impl StackDistance {
 
     /// Heap bytes (approximate: map entries and tree).
     pub fn memory_bytes(&self) -> usize {
-        self.last.capacity() * 16 + self.marks.tree.capacity() * 4
+        self.last.capacity() * 24 + self.marks.tree.capacity() * 4
     }
 }
 
