@@ -130,7 +130,11 @@ impl OracleDecoder {
                 "{path}: oracleGeneral line size must be positive"
             )));
         }
-        Ok(Self { line_size, last_volume: None, last_key: Vec::new() })
+        Ok(Self {
+            line_size,
+            last_volume: None,
+            last_key: Vec::new(),
+        })
     }
 }
 
