@@ -765,28 +765,7 @@ impl Cache {
             }
             match action {
                 WriteHit::CacheDirty => {
-                    let stage = self.fill_edges(
-                        vol,
-                        slot,
-                        line_base,
-                        touched & !covered & !m.valid,
-                        s.start,
-                        s.end,
-                        0,
-                    );
-                    let a = self.cache_addr(slot, s.start);
-                    self.emit(op(
-                        Device::Cache,
-                        IoKind::Write,
-                        vol,
-                        a,
-                        len,
-                        stage,
-                        true,
-                        OpCause::Write,
-                    ));
-                    self.mark_dirty(slot, touched);
-                    self.stats.dirtied_bytes += len;
+                    self.write_dirty(vol, slot, line_base, s, touched & !covered & !m.valid, 0);
                 }
                 WriteHit::CacheAndBackend => {
                     let a = self.cache_addr(slot, s.start);
@@ -832,27 +811,7 @@ impl Cache {
         self.stats.write_allocations += 1;
         let a = self.cache_addr(slot, s.start);
         if rules.write_miss == WriteMiss::AllocateDirty {
-            let stage = self.fill_edges(
-                vol,
-                slot,
-                line_base,
-                touched & !covered,
-                s.start,
-                s.end,
-                stage,
-            );
-            self.emit(op(
-                Device::Cache,
-                IoKind::Write,
-                vol,
-                a,
-                len,
-                stage,
-                true,
-                OpCause::Write,
-            ));
-            self.mark_dirty(slot, touched);
-            self.stats.dirtied_bytes += len;
+            self.write_dirty(vol, slot, line_base, s, touched & !covered, stage);
         } else {
             self.emit(op(
                 Device::Cache,
@@ -867,6 +826,34 @@ impl Cache {
             self.emit(backend_write(stage));
             self.table.add_valid(slot, covered);
         }
+    }
+
+    /// Writes a request's slice into a line as dirty data: completes the partly covered,
+    /// not yet valid sub-blocks `edges` from the backend first (see [`Self::fill_edges`]), then
+    /// writes the data at or after `stage` and marks the touched sub-blocks dirty.
+    fn write_dirty(
+        &mut self,
+        vol: VolumeId,
+        slot: Slot,
+        line_base: u64,
+        s: LineSlice,
+        edges: u64,
+        stage: u8,
+    ) {
+        let stage = self.fill_edges(vol, slot, line_base, edges, s.start, s.end, stage);
+        let (a, len) = (self.cache_addr(slot, s.start), s.end - s.start);
+        self.emit(op(
+            Device::Cache,
+            IoKind::Write,
+            vol,
+            a,
+            len,
+            stage,
+            true,
+            OpCause::Write,
+        ));
+        self.mark_dirty(slot, self.geo.touched_mask(s.start, s.end));
+        self.stats.dirtied_bytes += len;
     }
 
     /// Reads the parts of the sub-blocks a dirty write only partly covers (`edges`) that the
