@@ -64,6 +64,10 @@ pub struct DevOp {
     pub volume: VolumeId,
     /// Byte offset on the device (cache address or volume address).
     pub offset: u64,
+    /// Volume byte address (in `volume`) of the data the op carries: equal to `offset` for
+    /// backend ops; for cache ops the volume address of the line bytes at that cache address.
+    /// Executors that move real data route it by this address.
+    pub vaddr: u64,
     /// Length in bytes.
     pub len: u64,
     /// Stage: runs after every op of the previous stage completed.
@@ -106,6 +110,7 @@ impl Plan {
                 && last.cause == op.cause
                 && last.kind != IoKind::Flush
                 && last.offset + last.len == op.offset
+                && last.vaddr + last.len == op.vaddr
             {
                 last.len += op.len;
                 return;
@@ -135,6 +140,7 @@ mod tests {
             kind: IoKind::Read,
             volume: VolumeId(0),
             offset,
+            vaddr: offset,
             len,
             stage,
             critical: true,

@@ -43,6 +43,25 @@ impl FlushJob {
     pub fn lines(&self) -> usize {
         self.slots.len()
     }
+
+    /// Slots written back by this job.
+    pub fn slots(&self) -> &[Slot] {
+        &self.slots
+    }
+}
+
+/// The state of one slot after a change, for a persistent journal (see
+/// [`Cache::set_journal`]). Recovery replays the last update of each slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetaUpdate {
+    /// The slot that changed.
+    pub slot: Slot,
+    /// Line now held (volume, line index), or `None` when the slot became free.
+    pub line: Option<(VolumeId, u64)>,
+    /// Valid sub-blocks.
+    pub valid: u64,
+    /// Dirty sub-blocks.
+    pub dirty: u64,
 }
 
 /// Public view of one resident line.
@@ -142,6 +161,8 @@ pub struct Cache {
     next_job_id: u64,
     /// Ops of the request being planned, before stage ordering.
     scratch: Vec<DevOp>,
+    /// Victim write-backs of the plan being built: (volume, start, end, stage).
+    plan_write_backs: Vec<(VolumeId, u64, u64, u8)>,
     build_plan: bool,
 }
 
@@ -284,6 +305,7 @@ impl Cache {
             jobs_in_flight: 0,
             next_job_id: 0,
             scratch: Vec::with_capacity(64),
+            plan_write_backs: Vec::new(),
             build_plan: false,
         })
     }
@@ -356,6 +378,73 @@ impl Cache {
         })
     }
 
+    /// Turns recording of line-state changes on or off (off by default: the simulator has
+    /// nothing to persist). When on, [`drain_meta_updates`](Self::drain_meta_updates) returns
+    /// every slot changed by `access`, `clean`, `flush_done` or `flush_all`.
+    pub fn set_journal(&mut self, on: bool) {
+        self.table.set_journal(on);
+    }
+
+    /// Appends the state of every slot changed since the last call (each slot once, in slot
+    /// order) to `out`. An executor persists them once the data they describe is durable: a
+    /// request's updates when its plan completes, a flush job's when its backend writes are
+    /// durable.
+    pub fn drain_meta_updates(&mut self, out: &mut Vec<MetaUpdate>) {
+        let mut slots = Vec::new();
+        self.table.take_touched(&mut slots);
+        out.extend(slots.into_iter().map(|slot| {
+            let m = self.table.meta(slot);
+            // A resident line with nothing valid (trimmed while pinned) holds no data.
+            let holds = m.resident && m.valid != 0;
+            MetaUpdate {
+                slot,
+                line: holds.then(|| (m.key.volume(), m.key.index())),
+                valid: if holds { m.valid } else { 0 },
+                dirty: if holds { m.dirty } else { 0 },
+            }
+        }));
+    }
+
+    /// Recovery: puts a line recovered from a journal back into `slot`, before any request.
+    /// Dirty sub-blocks must be valid; the slot must be free; the line's partition must have
+    /// room. Restore in ascending slot order (O(1) a line).
+    pub fn restore_line(
+        &mut self,
+        slot: Slot,
+        volume: VolumeId,
+        index: u64,
+        valid: u64,
+        dirty: u64,
+    ) -> Result<(), PolicyError> {
+        let bad = |reason: String| Err(config_error("restore", reason));
+        if self.stats.requests != 0 {
+            return bad("lines can only be restored before the first request".into());
+        }
+        if slot >= self.table.slots() {
+            return bad(format!("slot {slot} beyond {} slots", self.table.slots()));
+        }
+        if valid == 0 || dirty & !valid != 0 || (valid & !self.geo.full_mask()) != 0 {
+            return bad(format!(
+                "slot {slot}: masks valid {valid:#x} dirty {dirty:#x}"
+            ));
+        }
+        let key = LineKey::new(volume, index);
+        if self.table.meta(slot).resident || self.table.lookup(key).is_some() {
+            return bad(format!("slot {slot}: slot or line restored twice"));
+        }
+        let p = self.partition(volume);
+        if self.parts[p].used >= self.parts[p].capacity {
+            return bad(format!("slot {slot}: partition {p} is full"));
+        }
+        self.table.restore(slot, key, p as u16, valid, dirty);
+        self.parts[p].used += 1;
+        if dirty != 0 {
+            self.parts[p].dirty += 1;
+        }
+        self.parts[p].evict.insert(slot, key);
+        Ok(())
+    }
+
     /// Changes the write policy of one volume, or of all volumes (clearing per-volume ones).
     pub fn set_write_policy(&mut self, volume: Option<VolumeId>, policy: WritePolicy) {
         match volume {
@@ -404,6 +493,7 @@ impl Cache {
         }
         self.build_plan = plan.is_some();
         self.scratch.clear();
+        self.plan_write_backs.clear();
         let mut out = AccessOutcome::default();
         self.stats.requests += 1;
         let mode = self.write_policy(req.volume);
@@ -531,7 +621,26 @@ impl Cache {
 
     /// Counts an op's bytes and, when planning, records it.
     #[inline]
-    fn emit(&mut self, o: DevOp) {
+    /// Records an op of the plan being built and returns the stage it got: a backend read of
+    /// bytes that a victim write-back of this same plan writes is moved after that write (a
+    /// request can evict a dirty line it reads further on).
+    fn emit(&mut self, mut o: DevOp) -> u8 {
+        if self.build_plan && o.device == Device::Backend {
+            let (lo, hi) = (o.offset, o.offset + o.len);
+            match (o.kind, o.cause) {
+                (IoKind::Write, OpCause::EvictFlush) => {
+                    self.plan_write_backs.push((o.volume, lo, hi, o.stage))
+                }
+                (IoKind::Read, _) => {
+                    for &(v, a, b, st) in &self.plan_write_backs {
+                        if v == o.volume && a < hi && lo < b {
+                            o.stage = o.stage.max(st + 1);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
         match (o.device, o.kind) {
             (Device::Cache, IoKind::Read) => self.stats.cache_bytes_read += o.len,
             (Device::Cache, IoKind::Write) => self.stats.cache_bytes_written += o.len,
@@ -547,6 +656,7 @@ impl Cache {
         if self.build_plan {
             self.scratch.push(o);
         }
+        o.stage
     }
 
     fn cache_addr(&self, slot: Slot, within: u64) -> u64 {
@@ -590,7 +700,7 @@ impl Cache {
                             // Promotion fetches the whole line (SPEC §4.2): the request waits for the
                             // backend read; the cache write follows in the background.
                             let l = self.geo.line_size();
-                            self.emit(op(
+                            let fetched = self.emit(op(
                                 Device::Backend,
                                 IoKind::Read,
                                 vol,
@@ -601,13 +711,13 @@ impl Cache {
                                 OpCause::ReadMiss,
                             ));
                             let a = self.cache_addr(slot, 0);
-                            self.emit(op(
-                                Device::Cache,
+                            self.emit(cache_op(
                                 IoKind::Write,
                                 vol,
                                 a,
+                                line_base,
                                 l,
-                                stage.max(1),
+                                stage.max(fetched + 1),
                                 false,
                                 OpCause::Promotion,
                             ));
@@ -648,11 +758,11 @@ impl Cache {
             self.stats.read_line_hits += 1;
             out.line_hits += 1;
             let a = self.cache_addr(slot, s.start);
-            self.emit(op(
-                Device::Cache,
+            self.emit(cache_op(
                 IoKind::Read,
                 vol,
                 a,
+                line_base + s.start,
                 s.end - s.start,
                 0,
                 true,
@@ -666,11 +776,11 @@ impl Cache {
         for (lo, hi) in runs(need & m.valid) {
             let (a, b) = ((lo as u64 * sub).max(s.start), (hi as u64 * sub).min(s.end));
             let addr = self.cache_addr(slot, a);
-            self.emit(op(
-                Device::Cache,
+            self.emit(cache_op(
                 IoKind::Read,
                 vol,
                 addr,
+                line_base + a,
                 b - a,
                 0,
                 true,
@@ -680,7 +790,7 @@ impl Cache {
         let missing = need & !m.valid;
         for (lo, hi) in runs(missing) {
             let (a, b) = (lo as u64 * sub, hi as u64 * sub);
-            self.emit(op(
+            let fetched = self.emit(op(
                 Device::Backend,
                 IoKind::Read,
                 vol,
@@ -691,13 +801,13 @@ impl Cache {
                 OpCause::ReadMiss,
             ));
             let addr = self.cache_addr(slot, a);
-            self.emit(op(
-                Device::Cache,
+            self.emit(cache_op(
                 IoKind::Write,
                 vol,
                 addr,
+                line_base + a,
                 b - a,
-                1,
+                fetched + 1,
                 false,
                 OpCause::Promotion,
             ));
@@ -769,11 +879,11 @@ impl Cache {
                 }
                 WriteHit::CacheAndBackend => {
                     let a = self.cache_addr(slot, s.start);
-                    self.emit(op(
-                        Device::Cache,
+                    self.emit(cache_op(
                         IoKind::Write,
                         vol,
                         a,
+                        line_base + s.start,
                         len,
                         0,
                         true,
@@ -813,11 +923,11 @@ impl Cache {
         if rules.write_miss == WriteMiss::AllocateDirty {
             self.write_dirty(vol, slot, line_base, s, touched & !covered, stage);
         } else {
-            self.emit(op(
-                Device::Cache,
+            self.emit(cache_op(
                 IoKind::Write,
                 vol,
                 a,
+                line_base + s.start,
                 len,
                 stage,
                 true,
@@ -842,11 +952,11 @@ impl Cache {
     ) {
         let stage = self.fill_edges(vol, slot, line_base, edges, s.start, s.end, stage);
         let (a, len) = (self.cache_addr(slot, s.start), s.end - s.start);
-        self.emit(op(
-            Device::Cache,
+        self.emit(cache_op(
             IoKind::Write,
             vol,
             a,
+            line_base + s.start,
             len,
             stage,
             true,
@@ -875,11 +985,12 @@ impl Cache {
             return stage;
         }
         let sub = self.geo.sub_size();
+        let mut after = stage + 1;
         for (lo, hi) in runs(edges) {
             let (a, b) = (lo as u64 * sub, hi as u64 * sub);
             for (x, y) in [(a, b.min(start)), (a.max(end), b)] {
                 if x < y {
-                    self.emit(op(
+                    let fetched = self.emit(op(
                         Device::Backend,
                         IoKind::Read,
                         vol,
@@ -890,21 +1001,22 @@ impl Cache {
                         OpCause::Fill,
                     ));
                     let addr = self.cache_addr(slot, x);
-                    self.emit(op(
-                        Device::Cache,
+                    self.emit(cache_op(
                         IoKind::Write,
                         vol,
                         addr,
+                        line_base + x,
                         y - x,
-                        stage + 1,
+                        fetched + 1,
                         true,
                         OpCause::Fill,
                     ));
+                    after = after.max(fetched + 1);
                 }
             }
         }
         self.table.add_valid(slot, edges);
-        stage + 1
+        after
     }
 
     fn trim_line(&mut self, vol: VolumeId, s: LineSlice) {
@@ -1040,11 +1152,11 @@ impl Cache {
         for (lo, hi) in runs(dirty) {
             let (a, b) = (lo as u64 * sub, hi as u64 * sub);
             let addr = self.cache_addr(slot, a);
-            self.emit(op(
-                Device::Cache,
+            self.emit(cache_op(
                 IoKind::Read,
                 key.volume(),
                 addr,
+                base + a,
                 b - a,
                 stage,
                 critical,
@@ -1103,6 +1215,7 @@ impl Cache {
         }
         self.build_plan = true;
         self.scratch.clear();
+        self.plan_write_backs.clear();
         for &slot in &slots {
             let key = self.table.meta(slot).key;
             let dirty = self.mark_clean(slot);
@@ -1204,10 +1317,39 @@ fn op(
         kind,
         volume,
         offset,
+        vaddr: offset,
         len,
         stage,
         critical,
         cause,
+    }
+}
+
+/// A cache-device op at cache address `addr` carrying the volume bytes at `vaddr`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn cache_op(
+    kind: IoKind,
+    volume: VolumeId,
+    addr: u64,
+    vaddr: u64,
+    len: u64,
+    stage: u8,
+    critical: bool,
+    cause: OpCause,
+) -> DevOp {
+    DevOp {
+        vaddr,
+        ..op(
+            Device::Cache,
+            kind,
+            volume,
+            addr,
+            len,
+            stage,
+            critical,
+            cause,
+        )
     }
 }
 

@@ -23,7 +23,9 @@ pub mod metadata;
 pub mod promotion;
 pub mod stats;
 
-pub use cache::{AccessOutcome, Cache, ExecutorState, FlushJob, LineState, PolicyError};
+pub use cache::{
+    AccessOutcome, Cache, ExecutorState, FlushJob, LineState, MetaUpdate, PolicyError,
+};
 pub use config::{
     CacheConfig, CleaningConfig, DirtyFullPolicy, EvictionKind, PartitionConfig, PromotionConfig,
     WritePolicy,

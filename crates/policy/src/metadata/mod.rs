@@ -52,6 +52,9 @@ pub struct LineTable {
     free: Vec<Slot>,
     dirty: SlotList,
     dirty_count: u64,
+    /// Slots whose line state changed since the last [`take_touched`](Self::take_touched), when
+    /// journaling is on (the real engine persists these; the simulator leaves it off).
+    touched: Option<Vec<Slot>>,
 }
 
 impl LineTable {
@@ -64,6 +67,50 @@ impl LineTable {
             free: Vec::new(),
             dirty: SlotList::new(slots as usize),
             dirty_count: 0,
+            touched: None,
+        }
+    }
+
+    /// Turns recording of changed slots on or off.
+    pub fn set_journal(&mut self, on: bool) {
+        self.touched = on.then(Vec::new);
+    }
+
+    /// Appends the slots changed since the last call (each once, ascending) to `out`.
+    pub fn take_touched(&mut self, out: &mut Vec<Slot>) {
+        if let Some(t) = &mut self.touched {
+            t.sort_unstable();
+            t.dedup();
+            out.append(t);
+        }
+    }
+
+    #[inline]
+    fn touch(&mut self, slot: Slot) {
+        if let Some(t) = &mut self.touched {
+            t.push(slot);
+        }
+    }
+
+    /// Recovery: places `key` with the given masks in `slot`, which must be free and never
+    /// handed out. Restoring in ascending slot order costs O(1) a line.
+    pub fn restore(&mut self, slot: Slot, key: LineKey, partition: u16, valid: u64, dirty: u64) {
+        assert!(slot < self.slots(), "restored slot out of range");
+        if slot >= self.fresh {
+            self.free.extend(self.fresh..slot);
+            self.fresh = slot + 1;
+        } else {
+            let at = self
+                .free
+                .iter()
+                .position(|&s| s == slot)
+                .expect("restoring a slot already in use");
+            self.free.swap_remove(at);
+        }
+        self.install(slot, key, partition);
+        self.add_valid(slot, valid);
+        if dirty != 0 {
+            self.make_dirty(slot, dirty);
         }
     }
 
@@ -106,6 +153,7 @@ impl LineTable {
         };
         let lines = &self.lines;
         self.index.insert(key, slot, |s| lines[s as usize].key);
+        self.touch(slot);
     }
 
     /// Removes a resident, clean, unpinned line; the slot is *not* returned to the free stack
@@ -120,6 +168,7 @@ impl LineTable {
         let lines = &self.lines;
         self.index.remove(m.key, |s| lines[s as usize].key);
         self.lines[slot as usize] = LineMeta::EMPTY;
+        self.touch(slot);
     }
 
     /// Returns a removed slot to the free stack.
@@ -131,6 +180,7 @@ impl LineTable {
     /// Marks sub-blocks valid.
     pub fn add_valid(&mut self, slot: Slot, mask: u64) {
         self.lines[slot as usize].valid |= mask;
+        self.touch(slot);
     }
 
     /// Marks sub-blocks invalid (and not dirty): their cached copy is stale or discarded.
@@ -146,6 +196,7 @@ impl LineTable {
                 self.dirty_count -= 1;
             }
         }
+        self.touch(slot);
         dropped
     }
 
@@ -160,6 +211,7 @@ impl LineTable {
         }
         m.dirty |= mask;
         self.dirty.push_back(slot);
+        self.touch(slot);
     }
 
     /// Marks a line clean (after its dirty data was handed to a write-back). Returns the dirty
@@ -172,6 +224,7 @@ impl LineTable {
             self.dirty.unlink(slot);
             self.dirty_count -= 1;
         }
+        self.touch(slot);
         was
     }
 
