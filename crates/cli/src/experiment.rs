@@ -250,7 +250,7 @@ impl Experiment {
     }
 
     /// Opens the request source.
-    pub fn source(&self) -> Result<Box<dyn RequestSource>> {
+    pub fn source(&self) -> Result<Box<dyn RequestSource + Send>> {
         match &self.workload {
             Workload::Synthetic(spec) => {
                 Ok(Box::new(SyntheticWorkload::new(spec).context("workload")?))

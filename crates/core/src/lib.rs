@@ -6,6 +6,7 @@
 //! [`Nanos`].
 
 pub mod geometry;
+pub mod hint;
 pub mod plan;
 pub mod request;
 pub mod source;

@@ -95,6 +95,20 @@ pub trait Eviction: Send {
     }
     /// Heap bytes used by the policy's own structures (for the metadata-memory figure).
     fn memory_bytes(&self) -> usize;
+
+    /// Hint that `slot` is accessed soon (`neighbours`: also the entries an update of it
+    /// touches). Loads nothing the policy needs for correctness; the default does nothing.
+    #[inline]
+    fn prefetch(&self, slot: Slot, neighbours: bool) {
+        let _ = (slot, neighbours);
+    }
+
+    /// For prefetching: the slot the next eviction would likely pick and the one after it,
+    /// when the policy can tell cheaply (from memory it touches anyway). Default: no hint.
+    #[inline]
+    fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
+        None
+    }
 }
 
 /// Replacement policy selector, as written in configs.

@@ -50,6 +50,17 @@ impl Eviction for Lru {
         Some(victim)
     }
 
+    #[inline]
+    fn prefetch(&self, slot: Slot, neighbours: bool) {
+        self.lists.prefetch(slot, neighbours);
+    }
+
+    #[inline]
+    fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
+        let v = self.lists.back(0)?;
+        Some((v, self.lists.newer(v)))
+    }
+
     fn len(&self) -> usize {
         self.lists.len(0)
     }

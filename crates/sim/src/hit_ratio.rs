@@ -1,5 +1,7 @@
 //! The hit-ratio-only runner: the policy core alone, no devices, no time.
 
+use std::collections::VecDeque;
+use std::sync::mpsc;
 use tiercache_core::{Arrival, Op, Request, RequestSource};
 use tiercache_metrics::RunMetrics;
 use tiercache_policy::Cache;
@@ -14,35 +16,93 @@ use crate::SimError;
 /// warm-up); timing metrics stay zero. No cleaning runs: dirty lines leave only by eviction.
 pub fn hit_ratio_only(
     cache: &mut Cache,
-    source: &mut dyn RequestSource,
+    source: &mut (dyn RequestSource + Send),
     run: &RunLimits,
 ) -> Result<RunMetrics, SimError> {
     let jobs = match source.arrival() {
         Arrival::Closed { jobs, .. } => jobs.max(1),
         Arrival::Open => 1,
     };
-    let mut done = vec![false; jobs as usize];
-    let mut live = jobs;
-    let mut job = 0u32;
-    let iter = std::iter::from_fn(|| {
-        while live > 0 {
-            let j = job;
-            job = (job + 1) % jobs;
-            if done[j as usize] {
-                continue;
-            }
-            match source.next_request(j) {
-                Some(r) => return Some(r),
-                None => {
-                    done[j as usize] = true;
-                    live -= 1;
+    // Producing requests (decoding a trace, generating a workload) and simulating them are
+    // independent: a second thread produces batches while this one simulates.
+    std::thread::scope(|scope| {
+        let (full_tx, full_rx) = mpsc::sync_channel::<Vec<Request>>(BATCHES_IN_FLIGHT);
+        let (empty_tx, empty_rx) = mpsc::channel::<Vec<Request>>();
+        scope.spawn(move || {
+            let mut done = vec![false; jobs as usize];
+            let mut live = jobs;
+            let mut job = 0u32;
+            while live > 0 {
+                let mut batch = empty_rx
+                    .try_recv()
+                    .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+                batch.clear();
+                while live > 0 && batch.len() < BATCH {
+                    // Closed-loop jobs are taken round-robin, one request each in turn.
+                    let j = job;
+                    job = if job + 1 == jobs { 0 } else { job + 1 };
+                    if done[j as usize] {
+                        continue;
+                    }
+                    match source.next_request(j) {
+                        Some(r) => batch.push(r),
+                        None => {
+                            done[j as usize] = true;
+                            live -= 1;
+                        }
+                    }
+                }
+                // The receiver is gone when the run stopped early (a limit, an error).
+                if batch.is_empty() || full_tx.send(batch).is_err() {
+                    break;
                 }
             }
-        }
-        None
-    });
-    hit_ratio_only_iter(cache, iter, run)
+        });
+        let requests = Batches {
+            full: full_rx,
+            empty: empty_tx,
+            current: Vec::new(),
+            at: 0,
+        };
+        hit_ratio_only_iter(cache, requests, run)
+    })
 }
+
+/// Requests a batch carries from the producing thread.
+const BATCH: usize = 4096;
+/// Batches produced ahead of the simulation.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// The simulating side of the producer thread: requests in order, batch buffers sent back.
+struct Batches {
+    full: mpsc::Receiver<Vec<Request>>,
+    empty: mpsc::Sender<Vec<Request>>,
+    current: Vec<Request>,
+    at: usize,
+}
+
+impl Iterator for Batches {
+    type Item = Request;
+
+    #[inline]
+    fn next(&mut self) -> Option<Request> {
+        if self.at == self.current.len() {
+            let next = self.full.recv().ok()?;
+            let used = std::mem::replace(&mut self.current, next);
+            let _ = self.empty.send(used);
+            self.at = 0;
+        }
+        self.at += 1;
+        Some(self.current[self.at - 1])
+    }
+}
+
+/// Requests read ahead of the one being simulated.
+const LOOKAHEAD: usize = 12;
+/// Position in the read-ahead queue of the request whose line entry is hinted.
+const LINE_HINT_AT: usize = 5;
+/// Position of the request whose replacement-list neighbours are hinted.
+const NEIGHBOUR_HINT_AT: usize = 1;
 
 /// As [`hit_ratio_only`] over any request iterator.
 pub fn hit_ratio_only_iter(
@@ -53,8 +113,28 @@ pub fn hit_ratio_only_iter(
     let mut measured = 0u64;
     let mut window: Option<(tiercache_policy::CacheStats, u64)> = None;
     let (mut reads, mut writes, mut bytes, mut dirty_max) = (0u64, 0u64, 0u64, 0u64);
-    for (seen, req) in requests.into_iter().enumerate() {
-        let seen = seen as u64;
+    // Read ahead and hint the core about coming requests (bucket, then line entry and list
+    // links, then list neighbours) so their memory loads overlap with the current request's.
+    let mut source = requests.into_iter();
+    let mut ahead: VecDeque<Request> = VecDeque::with_capacity(LOOKAHEAD + 1);
+    ahead.extend(source.by_ref().take(LOOKAHEAD));
+    for r in &ahead {
+        cache.prefetch(r, 1);
+    }
+    let mut seen = 0u64;
+    while let Some(req) = ahead.pop_front() {
+        if let Some(next) = source.next() {
+            cache.prefetch(&next, 1);
+            ahead.push_back(next);
+        }
+        if let Some(r) = ahead.get(LINE_HINT_AT) {
+            cache.prefetch(r, 2);
+        }
+        if let Some(r) = ahead.get(NEIGHBOUR_HINT_AT) {
+            cache.prefetch(r, 3);
+        }
+        seen += 1;
+        let seen = seen - 1;
         let warm = seen >= run.warmup_requests && req.time_ns >= run.warmup_ns;
         if warm && window.is_none() {
             window = Some((cache.stats().clone(), req.time_ns));

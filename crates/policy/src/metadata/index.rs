@@ -80,6 +80,32 @@ impl SlotIndex {
         }
     }
 
+    /// Hints that `key` is looked up soon: loads its home bucket.
+    #[inline]
+    pub fn prefetch(&self, key: LineKey) {
+        let home = self.home(tag_of(key));
+        tiercache_core::hint::prefetch(self.buckets.as_ptr().wrapping_add(home));
+    }
+
+    /// The slot of the first bucket whose tag matches `key`'s, without confirming the key (a
+    /// guess for prefetching: reads no line entry).
+    #[inline]
+    pub fn guess(&self, key: LineKey) -> Option<Slot> {
+        let tag = tag_of(key);
+        let mut i = self.home(tag);
+        for _ in 0..8 {
+            let e = self.buckets[i];
+            if e == EMPTY {
+                return None;
+            }
+            if (e >> 32) as u32 == tag {
+                return Some(e as u32);
+            }
+            i = self.next(i);
+        }
+        None
+    }
+
     /// Slot of `key`, reading stored keys through `key_of`.
     #[inline]
     pub fn get(&self, key: LineKey, key_of: impl Fn(Slot) -> LineKey) -> Option<Slot> {

@@ -120,6 +120,34 @@ impl LineTable {
         self.index.get(key, |s| self.lines[s as usize].key)
     }
 
+    /// Hints that `key` is accessed soon. Stage 1 loads its index bucket; stage 2 (a few
+    /// requests later, when the bucket has arrived) loads its line entry and returns the slot
+    /// guessed from the tag, for the replacement policy's own hint.
+    #[inline]
+    pub fn prefetch(&self, key: LineKey, stage: u8) -> Option<Slot> {
+        if stage == 1 {
+            self.index.prefetch(key);
+            return None;
+        }
+        let slot = self.index.guess(key)?;
+        tiercache_core::hint::prefetch(self.lines.as_ptr().wrapping_add(slot as usize));
+        Some(slot)
+    }
+
+    /// Hints that `victim` is evicted soon (its entry should be cached already: it was hinted as
+    /// the `then` of an earlier call): loads its index bucket, and the entry of `then`.
+    #[inline]
+    pub fn prefetch_victim(&self, victim: Slot, then: Option<Slot>) {
+        if let Some(m) = self.lines.get(victim as usize) {
+            if m.resident {
+                self.index.prefetch(m.key);
+            }
+        }
+        if let Some(t) = then {
+            tiercache_core::hint::prefetch(self.lines.as_ptr().wrapping_add(t as usize));
+        }
+    }
+
     /// Metadata of a slot.
     #[inline]
     pub fn meta(&self, slot: Slot) -> &LineMeta {
