@@ -96,11 +96,11 @@ pub trait Eviction: Send {
     /// Heap bytes used by the policy's own structures (for the metadata-memory figure).
     fn memory_bytes(&self) -> usize;
 
-    /// Hint that `slot` is accessed soon (`neighbours`: also the entries an update of it
-    /// touches). Loads nothing the policy needs for correctness; the default does nothing.
+    /// Hint that `slot` is accessed soon: a policy may start loading its entry. Changes
+    /// nothing; the default does nothing.
     #[inline]
-    fn prefetch(&self, slot: Slot, neighbours: bool) {
-        let _ = (slot, neighbours);
+    fn prefetch(&self, slot: Slot) {
+        let _ = slot;
     }
 
     /// For prefetching: the slot the next eviction would likely pick and the one after it,

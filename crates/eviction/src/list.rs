@@ -180,20 +180,10 @@ impl<const N: usize> Lists<N> {
         out
     }
 
-    /// Hints that `node` is touched soon: with `neighbours`, its list neighbours too (read
-    /// from its links, so call that a little later than the plain hint).
+    /// Hints that `node`'s links are touched soon.
     #[inline]
-    pub(crate) fn prefetch(&self, node: u32, neighbours: bool) {
-        let Some(l) = self.links.get(node as usize) else {
-            return;
-        };
-        if neighbours {
-            for n in *l {
-                tiercache_core::hint::prefetch(self.links.as_ptr().wrapping_add(n as usize));
-            }
-        } else {
-            tiercache_core::hint::prefetch(l);
-        }
+    pub(crate) fn prefetch(&self, node: u32) {
+        tiercache_core::hint::prefetch(self.links.as_ptr().wrapping_add(node as usize));
     }
 
     /// Heap bytes of the link arrays.

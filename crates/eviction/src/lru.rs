@@ -51,8 +51,8 @@ impl Eviction for Lru {
     }
 
     #[inline]
-    fn prefetch(&self, slot: Slot, neighbours: bool) {
-        self.lists.prefetch(slot, neighbours);
+    fn prefetch(&self, slot: Slot) {
+        self.lists.prefetch(slot);
     }
 
     #[inline]

@@ -378,31 +378,34 @@ impl Cache {
         })
     }
 
-    /// Hint that `req` is processed soon, for loops that read ahead (hit-ratio-only runs): stage
-    /// 1 about a dozen requests ahead, stage 2 about six, stage 3 about two. Changes nothing.
+    /// Hint that `req` is processed soon, for loops that read ahead (hit-ratio-only runs):
+    /// stage 1 about a dozen requests ahead (index bucket), stage 2 about six (line entry and
+    /// replacement-list links), stage 3 the next (the coming victim). Changes nothing.
     #[inline]
     pub fn prefetch(&self, req: &Request, stage: u8) {
+        let [part] = &self.parts[..] else {
+            // With static partitions, finding a line's domain would read the entry being
+            // prefetched: no hints.
+            return;
+        };
+        if stage >= 3 {
+            if part.used == part.capacity {
+                if let Some((victim, then)) = part.evict.victim_hint() {
+                    self.table.prefetch_victim(victim, then);
+                    if let Some(t) = then {
+                        part.evict.prefetch(t);
+                    }
+                }
+            }
+            return;
+        }
         let index = self.geo.line_of(req.offset);
         if req.volume.0 >= tiercache_core::MAX_VOLUMES || index >> 48 != 0 {
             return;
         }
         let key = LineKey::new(req.volume, index);
-        if let Some(slot) = self.table.prefetch(key, stage.min(2)) {
-            // Without static partitions every line is in the one replacement domain; with
-            // them, finding the domain would read the entry being prefetched.
-            if let [part] = &self.parts[..] {
-                part.evict.prefetch(slot, stage >= 3);
-            }
-        }
-        if let ([part], 3) = (&self.parts[..], stage) {
-            if part.used == part.capacity {
-                if let Some((victim, then)) = part.evict.victim_hint() {
-                    self.table.prefetch_victim(victim, then);
-                    if let Some(t) = then {
-                        part.evict.prefetch(t, false);
-                    }
-                }
-            }
+        if let Some(slot) = self.table.prefetch(key, stage) {
+            part.evict.prefetch(slot);
         }
     }
 

@@ -101,8 +101,8 @@ impl Iterator for Batches {
 const LOOKAHEAD: usize = 12;
 /// Position in the read-ahead queue of the request whose line entry is hinted.
 const LINE_HINT_AT: usize = 5;
-/// Position of the request whose replacement-list neighbours are hinted.
-const NEIGHBOUR_HINT_AT: usize = 1;
+/// Position of the request before which the coming victim is hinted.
+const VICTIM_HINT_AT: usize = 1;
 
 /// As [`hit_ratio_only`] over any request iterator.
 pub fn hit_ratio_only_iter(
@@ -114,7 +114,7 @@ pub fn hit_ratio_only_iter(
     let mut window: Option<(tiercache_policy::CacheStats, u64)> = None;
     let (mut reads, mut writes, mut bytes, mut dirty_max) = (0u64, 0u64, 0u64, 0u64);
     // Read ahead and hint the core about coming requests (bucket, then line entry and list
-    // links, then list neighbours) so their memory loads overlap with the current request's.
+    // links, then the coming victim) so their memory loads overlap with the current request's.
     let mut source = requests.into_iter();
     let mut ahead: VecDeque<Request> = VecDeque::with_capacity(LOOKAHEAD + 1);
     ahead.extend(source.by_ref().take(LOOKAHEAD));
@@ -130,7 +130,7 @@ pub fn hit_ratio_only_iter(
         if let Some(r) = ahead.get(LINE_HINT_AT) {
             cache.prefetch(r, 2);
         }
-        if let Some(r) = ahead.get(NEIGHBOUR_HINT_AT) {
+        if let Some(r) = ahead.get(VICTIM_HINT_AT) {
             cache.prefetch(r, 3);
         }
         seen += 1;
