@@ -476,6 +476,25 @@ impl Cache {
         Ok(())
     }
 
+    /// After a failed execution of a plan touching `index`: forgets the line's clean
+    /// sub-blocks (a failed fill may have left them unwritten) and keeps its dirty ones, the
+    /// only copy of acknowledged data. Returns whether anything was dropped.
+    pub fn drop_clean(&mut self, volume: VolumeId, index: u64) -> bool {
+        if volume.0 >= tiercache_core::MAX_VOLUMES || index >> 48 != 0 {
+            return false;
+        }
+        let Some(slot) = self.table.lookup(LineKey::new(volume, index)) else {
+            return false;
+        };
+        let m = *self.table.meta(slot);
+        let clean = m.valid & !m.dirty;
+        if clean == 0 {
+            return false;
+        }
+        self.invalidate(slot, clean);
+        true
+    }
+
     /// Changes the write policy of one volume, or of all volumes (clearing per-volume ones).
     pub fn set_write_policy(&mut self, volume: Option<VolumeId>, policy: WritePolicy) {
         match volume {
@@ -1288,6 +1307,34 @@ impl Cache {
                 self.invalidate(slot, 0);
             }
         }
+    }
+
+    /// The executor could not complete `job` (a device error): its lines, marked clean when
+    /// the job was made, are dirty again (their data is still only in the cache) and unpinned.
+    pub fn flush_failed(&mut self, job: FlushJob) {
+        let line = self.geo.line_size();
+        for o in job
+            .plan
+            .ops
+            .iter()
+            .filter(|o| o.device == Device::Backend && o.len > 0)
+        {
+            for index in o.offset / line..=(o.offset + o.len - 1) / line {
+                let Some(slot) = self.table.lookup(LineKey::new(o.volume, index)) else {
+                    continue;
+                };
+                let base = index * line;
+                let (a, b) = (
+                    o.offset.max(base) - base,
+                    (o.offset + o.len).min(base + line) - base,
+                );
+                let mask = self.geo.touched_mask(a, b) & self.table.meta(slot).valid;
+                if mask != 0 {
+                    self.mark_dirty(slot, mask);
+                }
+            }
+        }
+        self.flush_done(job);
     }
 
     /// Final flush: jobs covering every dirty, unpinned line (128 lines a job).

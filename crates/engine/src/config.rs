@@ -1,0 +1,75 @@
+//! Engine settings: where the devices are and how the cache runs on them. Policy settings
+//! (capacity, line size, modes, promotion, eviction, cleaning) are the simulator's
+//! `[cache]` section, one config language for both executors.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use tiercache_core::units::{de_nanos, de_opt_bytes};
+use tiercache_core::Nanos;
+use tiercache_sim::DeviceConfig;
+
+/// How requests take the policy core's lock (SPEC §4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Lookup {
+    /// Locked table: one lock held for a whole request, its I/O included (requests run one
+    /// at a time).
+    Lt,
+    /// Hash table, coarse-grained: the lock is held only while the core decides; data moves
+    /// concurrently, ordered per location.
+    #[default]
+    HtCg,
+}
+
+/// The `[engine]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EngineConfig {
+    /// Cache device: a file (created when missing) or a block device. Default: a RAM disk
+    /// file in /dev/shm.
+    pub cache_path: PathBuf,
+    /// Backend device: a file (created when missing) or a block device.
+    pub backend_path: PathBuf,
+    /// Size of a backend file created or extended here (default 1 GiB); a block device keeps
+    /// its size.
+    #[serde(
+        deserialize_with = "de_opt_bytes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub backend_size: Option<u64>,
+    /// Make the cache device behave like this model (a preset name or parameters).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_device: Option<DeviceConfig>,
+    /// Make the backend behave like this model, e.g. `{ preset = "sata-ssd-5100" }`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend_device: Option<DeviceConfig>,
+    /// Lookup architecture.
+    pub lookup: Lookup,
+    /// Discard the cache device's contents (metadata and data) at start. Refused while the
+    /// device holds dirty lines unless `force_format`.
+    pub format: bool,
+    /// Allow `format` to drop dirty lines (their data never reached the backend).
+    pub force_format: bool,
+    /// Longest sleep of the background flusher between polls.
+    #[serde(deserialize_with = "de_nanos")]
+    pub flusher_poll_ns: Nanos,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            cache_path: PathBuf::from("/dev/shm/tiercache-cache.img"),
+            backend_path: PathBuf::from("tiercache-backend.img"),
+            backend_size: None,
+            cache_device: None,
+            backend_device: None,
+            lookup: Lookup::HtCg,
+            format: false,
+            force_format: false,
+            flusher_poll_ns: 20_000_000,
+        }
+    }
+}
+
+/// Default size of a backend file created by the engine.
+pub const DEFAULT_BACKEND_SIZE: u64 = 1 << 30;

@@ -1,0 +1,105 @@
+//! A device that takes as long as a modelled one (SPEC §5 presets), for building a
+//! fast-cache/slow-backend system on one machine.
+
+use super::Device;
+use std::io;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tiercache_core::IoKind;
+use tiercache_sim::{DeviceConfig, DeviceModel, SimError};
+
+/// Wraps a device so each op completes no earlier than the simulator's model of `config`
+/// says: the same model (base latency, per-byte cost, channels, queueing, RAID penalties)
+/// fed with real submission times.
+pub struct Emulated<D> {
+    inner: D,
+    model: Mutex<DeviceModel>,
+    epoch: Instant,
+}
+
+impl<D: Device> Emulated<D> {
+    /// Emulates `config` (e.g. `DeviceConfig::preset("sata-ssd-5100")`) over `inner`.
+    pub fn new(inner: D, name: &str, config: &DeviceConfig) -> Result<Self, SimError> {
+        Ok(Self {
+            inner,
+            model: Mutex::new(DeviceModel::new(name, config)?),
+            epoch: Instant::now(),
+        })
+    }
+
+    fn timed<T>(&self, kind: IoKind, offset: u64, len: u64, op: impl FnOnce() -> T) -> T {
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        let done = {
+            let mut m = self.model.lock().unwrap_or_else(|e| e.into_inner());
+            m.run_op(now, kind, offset, len)
+        };
+        let out = op();
+        wait_until(self.epoch + Duration::from_nanos(done));
+        out
+    }
+}
+
+/// Sleeps until `deadline`, spinning the last stretch: thread wake-up is too coarse for
+/// device latencies of tens of microseconds.
+fn wait_until(deadline: Instant) {
+    const SPIN: Duration = Duration::from_micros(60);
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return;
+        }
+        let left = deadline - now;
+        if left > SPIN {
+            std::thread::sleep(left - SPIN);
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+impl<D: Device> Device for Emulated<D> {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let len = buf.len() as u64;
+        self.timed(IoKind::Read, offset, len, || {
+            self.inner.read_at(buf, offset)
+        })
+    }
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        self.timed(IoKind::Write, offset, data.len() as u64, || {
+            self.inner.write_at(data, offset)
+        })
+    }
+    fn sync(&self) -> io::Result<()> {
+        self.timed(IoKind::Flush, 0, 0, || self.inner.sync())
+    }
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.inner.discard(offset, len)
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::MemDevice;
+
+    #[test]
+    fn ops_take_at_least_the_modelled_latency() {
+        let cfg = DeviceConfig::preset("sata-ssd-5100");
+        let d = Emulated::new(MemDevice::new(1 << 20), "ssd", &cfg).unwrap();
+        let model_ns = {
+            let mut m = DeviceModel::new("probe", &cfg).unwrap();
+            m.run_op(0, IoKind::Read, 0, 4096)
+        };
+        assert!(model_ns > 10_000, "an SSD read takes tens of microseconds");
+        let t = Instant::now();
+        let mut b = [0u8; 4096];
+        for i in 0..20 {
+            d.read_at(&mut b, i * 4096).unwrap();
+        }
+        // Serial ops each wait for their own completion: never faster than the model.
+        assert!(t.elapsed().as_nanos() as u64 >= 20 * model_ns);
+    }
+}

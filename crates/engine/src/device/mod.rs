@@ -1,0 +1,108 @@
+//! Devices the engine reads and writes: byte-addressed, thread-safe, synchronous.
+//!
+//! [`FileDevice`] is a file or block device (pread/pwrite, fdatasync); [`MemDevice`] keeps
+//! bytes in memory for tests; [`Emulated`] makes any device take as long as a SPEC §5 preset
+//! would, so a fast-cache/slow-backend system can be built on one machine; [`CrashDevice`]
+//! records every write so tests can rebuild the device as a power loss would leave it.
+
+mod crash;
+mod emulated;
+mod file;
+
+pub use crash::{CrashDevice, CrashLog};
+pub use emulated::Emulated;
+pub use file::FileDevice;
+
+use std::io;
+use std::sync::RwLock;
+
+/// A byte-addressed storage device.
+pub trait Device: Send + Sync {
+    /// Fills `buf` from byte `offset`.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Writes `data` at byte `offset`.
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()>;
+    /// Makes every completed write durable.
+    fn sync(&self) -> io::Result<()>;
+    /// Tells the device a range is no longer needed (a hint; contents become unspecified).
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
+    /// Size in bytes.
+    fn len(&self) -> u64;
+    /// Whether the device has no bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<D: Device + ?Sized> Device for std::sync::Arc<D> {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        (**self).read_at(buf, offset)
+    }
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        (**self).write_at(data, offset)
+    }
+    fn sync(&self) -> io::Result<()> {
+        (**self).sync()
+    }
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        (**self).discard(offset, len)
+    }
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+}
+
+pub(crate) fn check_range(offset: u64, len: usize, size: u64) -> io::Result<()> {
+    match offset.checked_add(len as u64) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("range {offset}+{len} beyond the device's {size} bytes"),
+        )),
+    }
+}
+
+/// Bytes in memory (tests, examples).
+#[derive(Debug)]
+pub struct MemDevice(RwLock<Vec<u8>>);
+
+impl MemDevice {
+    /// A zero-filled device of `size` bytes.
+    pub fn new(size: usize) -> Self {
+        Self(RwLock::new(vec![0; size]))
+    }
+
+    /// A device holding `bytes`.
+    pub fn from_bytes(bytes: Vec<u8>) -> Self {
+        Self(RwLock::new(bytes))
+    }
+
+    /// A copy of the contents.
+    pub fn snapshot(&self) -> Vec<u8> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl Device for MemDevice {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let v = self.0.read().unwrap_or_else(|e| e.into_inner());
+        check_range(offset, buf.len(), v.len() as u64)?;
+        buf.copy_from_slice(&v[offset as usize..offset as usize + buf.len()]);
+        Ok(())
+    }
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        let mut v = self.0.write().unwrap_or_else(|e| e.into_inner());
+        check_range(offset, data.len(), v.len() as u64)?;
+        v[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+    fn sync(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn len(&self) -> u64 {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).len() as u64
+    }
+}

@@ -1,0 +1,731 @@
+//! The engine: the policy core executed with real I/O.
+
+use crate::config::{EngineConfig, Lookup, DEFAULT_BACKEND_SIZE};
+use crate::device::{Device, Emulated, FileDevice};
+use crate::exec::{Client, Scratch};
+use crate::ordering::{backend_line, cache_slot, Location, OrderingTable, Ticket};
+use crate::slot_table::{Layout, RecoveryReport, SlotRecord, SlotTable, SlotTableError};
+use crate::stats::{Counters, EngineStats, Latencies, LatencySummary};
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tiercache_core::{
+    DevOp, Device as Dev, IoKind, LineGeometry, LineKey, Op, OpCause, Plan, Request, VolumeId,
+};
+use tiercache_policy::{Cache, CacheConfig, ExecutorState, FlushJob, MetaUpdate, PolicyError};
+
+/// Why the engine cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A policy setting is invalid.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// A device model is invalid.
+    #[error("engine device model: {0}")]
+    Model(#[from] tiercache_sim::SimError),
+    /// The cache device's metadata is unusable.
+    #[error(transparent)]
+    Metadata(#[from] SlotTableError),
+    /// A device could not be opened.
+    #[error("{what} {path}: {source}")]
+    Open {
+        /// Which device.
+        what: &'static str,
+        /// Path.
+        path: String,
+        /// Cause.
+        source: io::Error,
+    },
+    /// Recovery found lines the configuration cannot hold.
+    #[error("recovering the cache device: {0}")]
+    Recovery(String),
+    /// I/O failed during start-up.
+    #[error("engine start-up I/O: {0}")]
+    Io(#[from] io::Error),
+}
+
+struct Core {
+    cache: Cache,
+    order: OrderingTable,
+    updates: Vec<MetaUpdate>,
+}
+
+struct Inner {
+    core: Mutex<Core>,
+    /// Held across whole requests under [`Lookup::Lt`].
+    serial: Mutex<()>,
+    lookup: Lookup,
+    cache_dev: Arc<dyn Device>,
+    backend: Arc<dyn Device>,
+    table: SlotTable,
+    layout: Layout,
+    geo: LineGeometry,
+    size: u64,
+    counters: Counters,
+    latency: Latencies,
+    recovery: RecoveryReport,
+    epoch: Instant,
+    /// Foreground requests in flight, and when the last one ended (ns since `epoch`).
+    in_flight: AtomicU64,
+    last_foreground_ns: AtomicU64,
+    stop: AtomicBool,
+    wake: (Mutex<bool>, Condvar),
+    poll: Duration,
+}
+
+/// A running cache: serve requests with [`read`](Self::read), [`write`](Self::write),
+/// [`flush`](Self::flush), [`trim`](Self::trim); a background thread writes dirty lines back.
+pub struct Engine {
+    inner: Arc<Inner>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn io_err(e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+impl Engine {
+    /// Opens the devices named by `cfg` (creating files as needed, wrapping them in device
+    /// models when configured) and starts the engine.
+    pub fn open(cache_cfg: &CacheConfig, cfg: &EngineConfig) -> Result<Self, EngineError> {
+        let geo = LineGeometry::new(cache_cfg.line_size).map_err(PolicyError::from)?;
+        let slots = (cache_cfg.capacity / geo.line_size()) as u32;
+        let layout = Layout::new(slots, geo.line_size());
+        let open = |what: &'static str, path: &std::path::Path, min: u64| {
+            FileDevice::open(path, min).map_err(|source| EngineError::Open {
+                what,
+                path: path.display().to_string(),
+                source,
+            })
+        };
+        let cache_file = open("cache device", &cfg.cache_path, layout.device_len())?;
+        let backend_min = if cfg.backend_path.exists() {
+            cfg.backend_size.unwrap_or(0)
+        } else {
+            cfg.backend_size.unwrap_or(DEFAULT_BACKEND_SIZE)
+        };
+        let backend_file = open("backend", &cfg.backend_path, backend_min)?;
+        let cache_dev: Arc<dyn Device> = match &cfg.cache_device {
+            Some(m) => Arc::new(Emulated::new(cache_file, "engine.cache_device", m)?),
+            None => Arc::new(cache_file),
+        };
+        let backend: Arc<dyn Device> = match &cfg.backend_device {
+            Some(m) => Arc::new(Emulated::new(backend_file, "engine.backend_device", m)?),
+            None => Arc::new(backend_file),
+        };
+        Self::with_devices(cache_cfg, cfg, cache_dev, backend)
+    }
+
+    /// Starts the engine on given devices (tests use in-memory ones). The backend's size is
+    /// the exported volume's size.
+    pub fn with_devices(
+        cache_cfg: &CacheConfig,
+        cfg: &EngineConfig,
+        cache_dev: Arc<dyn Device>,
+        backend: Arc<dyn Device>,
+    ) -> Result<Self, EngineError> {
+        let mut cache = Cache::new(cache_cfg)?;
+        cache.set_journal(true);
+        let geo = cache.geometry();
+        let layout = Layout::new(cache.capacity_lines() as u32, geo.line_size());
+        if cfg.format && !cfg.force_format {
+            // Formatting must not silently drop dirty data: look first.
+            if let Ok((_, _, rep)) = SlotTable::open(&*cache_dev, layout, false) {
+                if rep.dirty_lines > 0 {
+                    return Err(EngineError::Recovery(format!(
+                        "engine.format: the cache device holds {} dirty lines; run `tiercache flush` first or set engine.force_format",
+                        rep.dirty_lines
+                    )));
+                }
+            }
+        }
+        let (table, found, recovery) = SlotTable::open(&*cache_dev, layout, cfg.format)?;
+        for (slot, rec) in &found {
+            let (vol, index) = rec.line.expect("recovered slots hold lines");
+            cache
+                .restore_line(*slot, VolumeId(vol), index, rec.valid, rec.dirty)
+                .map_err(|e| EngineError::Recovery(e.to_string()))?;
+        }
+        // Restoring touched every slot: nothing of it needs writing again.
+        let mut discard = Vec::new();
+        cache.drain_meta_updates(&mut discard);
+        let inner = Arc::new(Inner {
+            core: Mutex::new(Core {
+                cache,
+                order: OrderingTable::default(),
+                updates: Vec::new(),
+            }),
+            serial: Mutex::new(()),
+            lookup: cfg.lookup,
+            size: backend.len(),
+            cache_dev,
+            backend,
+            table,
+            layout,
+            geo,
+            counters: Counters::default(),
+            latency: Latencies::new(),
+            recovery,
+            epoch: Instant::now(),
+            in_flight: AtomicU64::new(0),
+            last_foreground_ns: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            wake: (Mutex::new(false), Condvar::new()),
+            poll: Duration::from_nanos(cfg.flusher_poll_ns.max(1_000_000)),
+        });
+        let worker = inner.clone();
+        let flusher = std::thread::Builder::new()
+            .name("tiercache-flusher".into())
+            .spawn(move || worker.flusher_loop())?;
+        Ok(Self {
+            inner,
+            flusher: Mutex::new(Some(flusher)),
+        })
+    }
+
+    /// Size of the exported volume in bytes.
+    pub fn size(&self) -> u64 {
+        self.inner.size
+    }
+
+    /// Reads `buf.len()` bytes at `offset`.
+    pub fn read(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let len = buf.len() as u64;
+        let client = Client::Read {
+            volume: 0,
+            offset,
+            buf,
+        };
+        self.inner.request(Op::Read, offset, len, client, false)
+    }
+
+    /// Writes `data` at `offset`; with `fua` it is durable when this returns.
+    pub fn write(&self, data: &[u8], offset: u64, fua: bool) -> io::Result<()> {
+        let client = Client::Write {
+            volume: 0,
+            offset,
+            data,
+        };
+        self.inner
+            .request(Op::Write, offset, data.len() as u64, client, fua)
+    }
+
+    /// Discards a range: later reads of it return unspecified data until it is written.
+    pub fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.inner
+            .request(Op::Trim, offset, len, Client::None, false)
+    }
+
+    /// Writes zeroes over a range (durable on return with `fua`).
+    pub fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
+        const CHUNK: u64 = 1 << 20;
+        let zeros = vec![0u8; CHUNK.min(len) as usize];
+        let mut at = 0;
+        while at < len {
+            let n = CHUNK.min(len - at);
+            self.write(&zeros[..n as usize], offset + at, fua && at + n == len)?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Makes every completed write durable (NBD FLUSH).
+    pub fn flush(&self) -> io::Result<()> {
+        Counters::add(&self.inner.counters.flushes, 1);
+        self.inner.sync_all()
+    }
+
+    /// Writes every dirty line back and syncs the backend: afterwards the backend alone holds
+    /// the volume (detach).
+    pub fn flush_all(&self) -> io::Result<()> {
+        self.inner.flush_everything()
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> EngineStats {
+        self.inner.stats()
+    }
+
+    /// Stops the flusher and makes everything durable (dirty lines stay in the cache,
+    /// recorded; pass through [`flush_all`](Self::flush_all) first to detach).
+    pub fn shutdown(&self) -> io::Result<()> {
+        self.inner.stop.store(true, Relaxed);
+        self.inner.kick();
+        if let Some(h) = lock(&self.flusher).take() {
+            let _ = h.join();
+        }
+        self.inner.sync_all()
+    }
+
+    /// Checks the policy core's invariants (tests).
+    pub fn audit(&self) {
+        lock(&self.inner.core).cache.audit();
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+impl tiercache_nbd_server::BlockDevice for Engine {
+    fn size(&self) -> u64 {
+        Engine::size(self)
+    }
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
+        self.read(buf, off)
+    }
+    fn write_at(&self, data: &[u8], off: u64, fua: bool) -> io::Result<()> {
+        self.write(data, off, fua)
+    }
+    fn flush(&self) -> io::Result<()> {
+        Engine::flush(self)
+    }
+    fn trim(&self, off: u64, len: u64) -> io::Result<()> {
+        Engine::trim(self, off, len)
+    }
+    fn write_zeroes(&self, off: u64, len: u64, fua: bool) -> io::Result<()> {
+        Engine::write_zeroes(self, off, len, fua)
+    }
+    fn multi_conn(&self) -> bool {
+        // Every connection shares this engine, and FLUSH syncs both devices whole.
+        true
+    }
+}
+
+/// The locations a plan touches, as (reads, writes).
+fn locations(
+    geo: &LineGeometry,
+    plan: &Plan,
+    updates: &[MetaUpdate],
+) -> (Vec<Location>, Vec<Location>) {
+    let (mut reads, mut writes) = (Vec::new(), Vec::new());
+    let line = geo.line_size();
+    for op in &plan.ops {
+        if op.len == 0 {
+            continue;
+        }
+        let target = if op.kind == IoKind::Read {
+            &mut reads
+        } else {
+            &mut writes
+        };
+        let (first, last) = (op.offset / line, (op.offset + op.len - 1) / line);
+        for i in first..=last {
+            target.push(match op.device {
+                Dev::Cache => cache_slot(i as u32),
+                Dev::Backend => backend_line(LineKey::new(op.volume, i)),
+            });
+        }
+    }
+    writes.extend(updates.iter().map(|u| cache_slot(u.slot)));
+    (reads, writes)
+}
+
+fn record_of(u: &MetaUpdate) -> SlotRecord {
+    SlotRecord {
+        line: u.line.map(|(v, i)| (v.0, i)),
+        valid: u.valid,
+        dirty: u.dirty,
+    }
+}
+
+impl Inner {
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    fn kick(&self) {
+        *lock(&self.wake.0) = true;
+        self.wake.1.notify_one();
+    }
+
+    fn request(
+        &self,
+        op: Op,
+        offset: u64,
+        len: u64,
+        client: Client<'_>,
+        fua: bool,
+    ) -> io::Result<()> {
+        if offset.checked_add(len).is_none_or(|end| end > self.size) {
+            Counters::add(&self.counters.errors, 1);
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{offset}+{len} beyond the volume's {} bytes", self.size),
+            ));
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let _serial = (self.lookup == Lookup::Lt).then(|| lock(&self.serial));
+        self.in_flight.fetch_add(1, Relaxed);
+        let req = Request {
+            time_ns: self.now_ns(),
+            volume: VolumeId(0),
+            op,
+            offset,
+            len,
+        };
+        let out = self.run_request(&req, client, fua);
+        self.in_flight.fetch_sub(1, Relaxed);
+        self.last_foreground_ns.store(self.now_ns(), Relaxed);
+        let us = started.elapsed().as_micros() as u64;
+        let c = &self.counters;
+        match op {
+            Op::Read => {
+                Counters::add(&c.reads, 1);
+                Counters::add(&c.read_bytes, len);
+                Latencies::record(&self.latency.read, us);
+            }
+            Op::Write => {
+                Counters::add(&c.writes, 1);
+                Counters::add(&c.write_bytes, len);
+                Counters::add(&c.fua_writes, fua as u64);
+                Latencies::record(&self.latency.write, us);
+                self.kick();
+            }
+            _ => Counters::add(&c.trims, 1),
+        }
+        if out.is_err() {
+            Counters::add(&c.errors, 1);
+        }
+        out
+    }
+
+    fn run_request(&self, req: &Request, client: Client<'_>, fua: bool) -> io::Result<()> {
+        let (plan, updates, mut ticket) = {
+            let mut core = lock(&self.core);
+            let mut plan = Plan::new();
+            core.cache.access(req, Some(&mut plan)).map_err(io_err)?;
+            let mut updates = std::mem::take(&mut core.updates);
+            updates.clear();
+            core.cache.drain_meta_updates(&mut updates);
+            let (r, w) = locations(&self.geo, &plan, &updates);
+            let ticket = core.order.register(r, w);
+            (plan, updates, ticket)
+        };
+        if ticket.wait_turn() > 0 {
+            Counters::add(&self.counters.ordering_waits, 1);
+        }
+        let mut result = self.execute(&plan, &updates, client);
+        if result.is_err() {
+            result = result.and(self.forget_failed(req, &plan));
+        }
+        let mut core = lock(&self.core);
+        core.order.complete(ticket);
+        core.updates = updates;
+        drop(core);
+        result?;
+        if fua {
+            self.sync_all()?;
+        }
+        Ok(())
+    }
+
+    /// After a failed plan: the lines it filled may hold garbage; keep only dirty data.
+    fn forget_failed(&self, req: &Request, plan: &Plan) -> io::Result<()> {
+        let line = self.geo.line_size();
+        let mut core = lock(&self.core);
+        for op in plan
+            .ops
+            .iter()
+            .filter(|o| o.device == Dev::Backend && o.len > 0)
+        {
+            for i in op.offset / line..=(op.offset + op.len - 1) / line {
+                core.cache.drop_clean(op.volume, i);
+            }
+        }
+        for i in req.offset / line..=(req.offset + req.len.max(1) - 1) / line {
+            core.cache.drop_clean(req.volume, i);
+        }
+        let mut ups = Vec::new();
+        core.cache.drain_meta_updates(&mut ups);
+        for u in &ups {
+            self.table.write(&*self.cache_dev, u.slot, &record_of(u))?;
+        }
+        Ok(())
+    }
+
+    fn device_addr(&self, op: &DevOp) -> u64 {
+        match op.device {
+            Dev::Cache => self.layout.data_offset + op.offset,
+            Dev::Backend => op.offset,
+        }
+    }
+
+    /// Runs `plan`'s ops stage by stage and persists its metadata updates.
+    fn execute(&self, plan: &Plan, updates: &[MetaUpdate], client: Client<'_>) -> io::Result<()> {
+        let line = self.geo.line_size();
+        // Slots whose durable record names another line than they will hold: that record must
+        // be durably replaced before new data lands in the slot, or a crash would pair the old
+        // line's name with the new line's bytes.
+        let mut reassigned: Vec<u32> = updates
+            .iter()
+            .filter(|u| {
+                let old = self.table.persisted_line(u.slot);
+                old.is_some() && old != u.line.map(|(v, i)| (v.0, i))
+            })
+            .map(|u| u.slot)
+            .collect();
+        let mut wrote_back = false;
+        let mut scratch = Scratch::new(client);
+        let ops = &plan.ops;
+        let mut i = 0;
+        while i < ops.len() {
+            let stage = ops[i].stage;
+            let end = i + ops[i..].iter().take_while(|o| o.stage == stage).count();
+            if !reassigned.is_empty() {
+                let mut due = Vec::new();
+                for o in &ops[i..end] {
+                    if o.device == Dev::Cache && o.kind == IoKind::Write {
+                        let (a, b) = (o.offset / line, (o.offset + o.len - 1) / line);
+                        reassigned.retain(|&s| {
+                            let hit = (a..=b).contains(&(s as u64));
+                            if hit {
+                                due.push(s);
+                            }
+                            !hit
+                        });
+                    }
+                }
+                if !due.is_empty() {
+                    if wrote_back {
+                        // The evicted line's data must be safe on the backend first.
+                        self.backend.sync()?;
+                    }
+                    for &s in &due {
+                        self.table.write(&*self.cache_dev, s, &SlotRecord::EMPTY)?;
+                    }
+                    self.cache_dev.sync()?;
+                    Counters::add(&self.counters.slot_invalidations, due.len() as u64);
+                }
+            }
+            for o in &ops[i..end] {
+                let dev: &dyn Device = match o.device {
+                    Dev::Cache => {
+                        Counters::add(&self.counters.cache_ops, 1);
+                        &*self.cache_dev
+                    }
+                    Dev::Backend => {
+                        Counters::add(&self.counters.backend_ops, 1);
+                        &*self.backend
+                    }
+                };
+                let addr = self.device_addr(o);
+                match o.kind {
+                    IoKind::Read => scratch.read(dev, o, addr)?,
+                    IoKind::Write => {
+                        dev.write_at(&scratch.data_for(o), addr)?;
+                        wrote_back |= o.device == Dev::Backend && o.cause == OpCause::EvictFlush;
+                    }
+                    IoKind::Trim => dev.discard(addr, o.len)?,
+                    IoKind::Flush => dev.sync()?,
+                }
+            }
+            i = end;
+        }
+        scratch.finish();
+        for u in updates {
+            self.table.write(&*self.cache_dev, u.slot, &record_of(u))?;
+        }
+        Counters::add(&self.counters.records_written, updates.len() as u64);
+        Ok(())
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        self.cache_dev.sync()?;
+        self.backend.sync()
+    }
+
+    fn executor_state(&self) -> ExecutorState {
+        let now = self.now_ns();
+        let busy = self.in_flight.load(Relaxed);
+        ExecutorState {
+            now,
+            cache_idle_ns: if busy > 0 {
+                0
+            } else {
+                now.saturating_sub(self.last_foreground_ns.load(Relaxed))
+            },
+            cache_queue_depth: busy as u32,
+            backend_queue_depth: 0,
+        }
+    }
+
+    /// Registers flush jobs with their share of the metadata updates.
+    fn register_jobs(
+        &self,
+        core: &mut Core,
+        jobs: Vec<FlushJob>,
+    ) -> Vec<(FlushJob, Vec<MetaUpdate>, Ticket)> {
+        let mut ups = Vec::new();
+        core.cache.drain_meta_updates(&mut ups);
+        jobs.into_iter()
+            .map(|job| {
+                let mine: Vec<MetaUpdate> = ups
+                    .iter()
+                    .filter(|u| job.slots().contains(&u.slot))
+                    .copied()
+                    .collect();
+                let (r, w) = locations(&self.geo, &job.plan, &mine);
+                let t = core.order.register(r, w);
+                (job, mine, t)
+            })
+            .collect()
+    }
+
+    /// Runs one flush job: cache reads, backend writes, backend sync, then the lines' clean
+    /// records, then `flush_done`.
+    fn run_job(
+        &self,
+        job: FlushJob,
+        updates: Vec<MetaUpdate>,
+        mut ticket: Ticket,
+    ) -> io::Result<()> {
+        ticket.wait_turn();
+        let lines = job.lines() as u64;
+        let mut result = (|| {
+            let mut scratch = Scratch::new(Client::None);
+            for o in &job.plan.ops {
+                let addr = self.device_addr(o);
+                match (o.device, o.kind) {
+                    (Dev::Cache, IoKind::Read) => scratch.read(&*self.cache_dev, o, addr)?,
+                    (Dev::Backend, IoKind::Write) => {
+                        self.backend.write_at(&scratch.data_for(o), addr)?
+                    }
+                    _ => {}
+                }
+            }
+            self.backend.sync()?;
+            for u in &updates {
+                self.table.write(&*self.cache_dev, u.slot, &record_of(u))?;
+            }
+            io::Result::Ok(())
+        })();
+        let mut core = lock(&self.core);
+        if result.is_err() {
+            // The lines' data is still only in the cache: dirty again (their records on disk
+            // still say dirty unless the clean records were written, and then rewritten below).
+            Counters::add(&self.counters.errors, 1);
+            core.cache.flush_failed(job);
+        } else {
+            core.cache.flush_done(job);
+        }
+        let mut ups = Vec::new();
+        core.cache.drain_meta_updates(&mut ups);
+        for u in &ups {
+            if let Err(e) = self.table.write(&*self.cache_dev, u.slot, &record_of(u)) {
+                result = result.and(Err(e));
+            }
+        }
+        core.order.complete(ticket);
+        Counters::add(&self.counters.flush_jobs, 1);
+        Counters::add(&self.counters.flushed_lines, lines);
+        result
+    }
+
+    fn flusher_loop(&self) {
+        while !self.stop.load(Relaxed) {
+            let (work, next) = {
+                let mut core = lock(&self.core);
+                let state = self.executor_state();
+                let mut jobs = Vec::new();
+                core.cache.clean(&state, &mut jobs);
+                let next = core.cache.next_clean_poll(&state);
+                (self.register_jobs(&mut core, jobs), next)
+            };
+            let busy = !work.is_empty();
+            for (job, ups, t) in work {
+                let _ = self.run_job(job, ups, t);
+            }
+            if busy {
+                continue;
+            }
+            let wait = next
+                .map(|t| Duration::from_nanos(t.saturating_sub(self.now_ns())))
+                .unwrap_or(self.poll)
+                .clamp(Duration::from_micros(200), self.poll);
+            let mut woken = lock(&self.wake.0);
+            if !*woken {
+                woken = self
+                    .wake
+                    .1
+                    .wait_timeout(woken, wait)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            *woken = false;
+        }
+    }
+
+    fn flush_everything(&self) -> io::Result<()> {
+        loop {
+            let work = {
+                let mut core = lock(&self.core);
+                if core.cache.dirty_lines() == 0 {
+                    break;
+                }
+                let mut jobs = Vec::new();
+                core.cache.flush_all(&mut jobs);
+                self.register_jobs(&mut core, jobs)
+            };
+            if work.is_empty() {
+                // Every dirty line is in a job of the flusher's: let it finish.
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            for (job, ups, t) in work {
+                self.run_job(job, ups, t)?;
+            }
+        }
+        self.sync_all()
+    }
+
+    fn stats(&self) -> EngineStats {
+        let (cache, capacity_lines, resident_lines, dirty_lines) = {
+            let core = lock(&self.core);
+            (
+                core.cache.stats().clone(),
+                core.cache.capacity_lines(),
+                core.cache.resident_lines(),
+                core.cache.dirty_lines(),
+            )
+        };
+        let c = &self.counters;
+        let g = |a: &AtomicU64| a.load(Relaxed);
+        EngineStats {
+            cache,
+            capacity_lines,
+            resident_lines,
+            dirty_lines,
+            reads: g(&c.reads),
+            writes: g(&c.writes),
+            read_bytes: g(&c.read_bytes),
+            write_bytes: g(&c.write_bytes),
+            fua_writes: g(&c.fua_writes),
+            flushes: g(&c.flushes),
+            trims: g(&c.trims),
+            errors: g(&c.errors),
+            ordering_waits: g(&c.ordering_waits),
+            records_written: g(&c.records_written),
+            slot_invalidations: g(&c.slot_invalidations),
+            flush_jobs: g(&c.flush_jobs),
+            flushed_lines: g(&c.flushed_lines),
+            cache_ops: g(&c.cache_ops),
+            backend_ops: g(&c.backend_ops),
+            in_flight: self.in_flight.load(Relaxed),
+            recovery: self.recovery.clone(),
+            read_latency: LatencySummary::of(&self.latency.read),
+            write_latency: LatencySummary::of(&self.latency.write),
+        }
+    }
+}

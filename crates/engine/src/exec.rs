@@ -1,0 +1,159 @@
+//! Executing one plan with real bytes: ops stage by stage, data routed by volume address.
+//!
+//! Every read op deposits its bytes at its volume address (`DevOp::vaddr`); every write op
+//! takes its bytes from there, a write request's own data winning over bytes read. A read
+//! request gets the bytes of its range. Reads that land inside a read request's range go
+//! straight into the client's buffer.
+
+use crate::device::Device;
+use std::borrow::Cow;
+use std::io;
+use tiercache_core::DevOp;
+
+/// The application side of a plan.
+pub enum Client<'a> {
+    /// A read of `buf.len()` bytes at `offset` of `volume`.
+    Read {
+        /// Volume.
+        volume: u32,
+        /// Byte offset.
+        offset: u64,
+        /// Destination.
+        buf: &'a mut [u8],
+    },
+    /// A write of `data` at `offset` of `volume`.
+    Write {
+        /// Volume.
+        volume: u32,
+        /// Byte offset.
+        offset: u64,
+        /// Source.
+        data: &'a [u8],
+    },
+    /// No application data (flush jobs, trims).
+    None,
+}
+
+/// Bytes read so far by one plan.
+pub struct Scratch<'a> {
+    client: Client<'a>,
+    /// Reads kept here: (volume, vaddr, bytes), in execution order.
+    owned: Vec<(u32, u64, Vec<u8>)>,
+    /// Reads that went straight into the client buffer: (vaddr, len).
+    direct: Vec<(u64, usize)>,
+}
+
+fn overlap(a: u64, alen: usize, b: u64, blen: usize) -> Option<(u64, u64)> {
+    let lo = a.max(b);
+    let hi = (a + alen as u64).min(b + blen as u64);
+    (lo < hi).then_some((lo, hi))
+}
+
+impl<'a> Scratch<'a> {
+    /// Scratch for a plan serving `client`.
+    pub fn new(client: Client<'a>) -> Self {
+        Self {
+            client,
+            owned: Vec::new(),
+            direct: Vec::new(),
+        }
+    }
+
+    /// Executes read `op` from `dev` at device address `addr`.
+    pub fn read(&mut self, dev: &dyn Device, op: &DevOp, addr: u64) -> io::Result<()> {
+        let len = op.len as usize;
+        if let Client::Read {
+            volume,
+            offset,
+            buf,
+        } = &mut self.client
+        {
+            if *volume == op.volume.0
+                && op.vaddr >= *offset
+                && op.vaddr + op.len <= *offset + buf.len() as u64
+            {
+                let at = (op.vaddr - *offset) as usize;
+                dev.read_at(&mut buf[at..at + len], addr)?;
+                self.direct.push((op.vaddr, len));
+                return Ok(());
+            }
+        }
+        let mut v = vec![0u8; len];
+        dev.read_at(&mut v, addr)?;
+        self.owned.push((op.volume.0, op.vaddr, v));
+        Ok(())
+    }
+
+    /// The bytes write `op` carries.
+    pub fn data_for(&self, op: &DevOp) -> Cow<'_, [u8]> {
+        let (vol, vaddr, len) = (op.volume.0, op.vaddr, op.len as usize);
+        if let Client::Write {
+            volume,
+            offset,
+            data,
+        } = &self.client
+        {
+            if *volume == vol
+                && vaddr >= *offset
+                && vaddr + len as u64 <= *offset + data.len() as u64
+            {
+                let at = (vaddr - *offset) as usize;
+                return Cow::Borrowed(&data[at..at + len]);
+            }
+        }
+        let mut out = vec![0u8; len];
+        for (v, a, bytes) in &self.owned {
+            if *v == vol {
+                if let Some((lo, hi)) = overlap(*a, bytes.len(), vaddr, len) {
+                    out[(lo - vaddr) as usize..(hi - vaddr) as usize]
+                        .copy_from_slice(&bytes[(lo - a) as usize..(hi - a) as usize]);
+                }
+            }
+        }
+        match &self.client {
+            Client::Read {
+                volume,
+                offset,
+                buf,
+            } if *volume == vol => {
+                for &(a, l) in &self.direct {
+                    if let Some((lo, hi)) = overlap(a, l, vaddr, len) {
+                        out[(lo - vaddr) as usize..(hi - vaddr) as usize]
+                            .copy_from_slice(&buf[(lo - offset) as usize..(hi - offset) as usize]);
+                    }
+                }
+            }
+            Client::Write {
+                volume,
+                offset,
+                data,
+            } if *volume == vol => {
+                if let Some((lo, hi)) = overlap(*offset, data.len(), vaddr, len) {
+                    out[(lo - vaddr) as usize..(hi - vaddr) as usize]
+                        .copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
+                }
+            }
+            _ => {}
+        }
+        Cow::Owned(out)
+    }
+
+    /// Completes a read request: copies the bytes kept here that fall in its range.
+    pub fn finish(self) {
+        if let Client::Read {
+            volume,
+            offset,
+            buf,
+        } = self.client
+        {
+            for (v, a, bytes) in &self.owned {
+                if *v == volume {
+                    if let Some((lo, hi)) = overlap(*a, bytes.len(), offset, buf.len()) {
+                        buf[(lo - offset) as usize..(hi - offset) as usize]
+                            .copy_from_slice(&bytes[(lo - a) as usize..(hi - a) as usize]);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! Ordering of concurrently executing plans.
+//!
+//! The policy core decides in one order (the order of `access` calls, under its lock) and its
+//! plans are correct when executed one after another in that order. Plans run concurrently
+//! here, so each plan registers, under the same lock, the locations it reads and writes; a
+//! plan starts only after every earlier plan that writes a location it touches, or reads a
+//! location it writes, has completed. Conflicting plans thus take effect in decision order and
+//! the result equals serial execution; waits point only to earlier plans, so they cannot
+//! deadlock.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex};
+
+/// A location: a cache slot, or a backend line (see [`cache_slot`], [`backend_line`]).
+pub type Location = u64;
+
+/// The location of a cache slot.
+pub fn cache_slot(slot: u32) -> Location {
+    (1 << 63) | slot as u64
+}
+
+/// The location of a backend line (a packed `LineKey`, whose top bit is always clear).
+pub fn backend_line(key: tiercache_core::LineKey) -> Location {
+    key.0
+}
+
+/// Completion of one registered plan.
+#[derive(Debug, Default)]
+pub struct Done {
+    done: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Done {
+    /// Blocks until the plan completed.
+    pub fn wait(&self) {
+        let mut d = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        while !*d {
+            d = self.cv.wait(d).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn set(&self) {
+        *self.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.cv.notify_all();
+    }
+}
+
+#[derive(Debug, Default)]
+struct LocationState {
+    writer: Option<Arc<Done>>,
+    readers: Vec<Arc<Done>>,
+}
+
+/// A registered plan: what it touches and whom it waits for.
+#[derive(Debug)]
+pub struct Ticket {
+    done: Arc<Done>,
+    reads: Vec<Location>,
+    writes: Vec<Location>,
+    waits: Vec<Arc<Done>>,
+}
+
+impl Ticket {
+    /// Blocks until every earlier conflicting plan completed. Returns how many it waited for.
+    pub fn wait_turn(&mut self) -> usize {
+        let n = self.waits.len();
+        for w in self.waits.drain(..) {
+            w.wait();
+        }
+        n
+    }
+}
+
+/// The table of in-flight plans by location. Use under the policy core's lock.
+#[derive(Debug, Default)]
+pub struct OrderingTable {
+    locations: HashMap<Location, LocationState>,
+}
+
+impl OrderingTable {
+    /// Registers a plan reading `reads` and writing `writes` (duplicates allowed).
+    pub fn register(&mut self, mut reads: Vec<Location>, mut writes: Vec<Location>) -> Ticket {
+        writes.sort_unstable();
+        writes.dedup();
+        reads.sort_unstable();
+        reads.dedup();
+        reads.retain(|r| writes.binary_search(r).is_err());
+        let done = Arc::new(Done::default());
+        let mut waits: Vec<Arc<Done>> = Vec::new();
+        for &r in &reads {
+            let st = self.locations.entry(r).or_default();
+            if let Some(w) = &st.writer {
+                waits.push(w.clone());
+            }
+            st.readers.push(done.clone());
+        }
+        for &w in &writes {
+            let st = self.locations.entry(w).or_default();
+            if let Some(prev) = st.writer.replace(done.clone()) {
+                waits.push(prev);
+            }
+            waits.append(&mut st.readers);
+        }
+        waits.sort_unstable_by_key(|d| Arc::as_ptr(d) as usize);
+        waits.dedup_by(|a, b| Arc::ptr_eq(a, b));
+        Ticket {
+            done,
+            reads,
+            writes,
+            waits,
+        }
+    }
+
+    /// The plan of `ticket` completed: wakes its waiters and forgets it.
+    pub fn complete(&mut self, ticket: Ticket) {
+        for r in &ticket.reads {
+            if let Some(st) = self.locations.get_mut(r) {
+                st.readers.retain(|d| !Arc::ptr_eq(d, &ticket.done));
+                if st.writer.is_none() && st.readers.is_empty() {
+                    self.locations.remove(r);
+                }
+            }
+        }
+        for w in &ticket.writes {
+            if let Some(st) = self.locations.get_mut(w) {
+                if st
+                    .writer
+                    .as_ref()
+                    .is_some_and(|d| Arc::ptr_eq(d, &ticket.done))
+                {
+                    st.writer = None;
+                }
+                if st.writer.is_none() && st.readers.is_empty() {
+                    self.locations.remove(w);
+                }
+            }
+        }
+        ticket.done.set();
+    }
+
+    /// Locations with plans in flight.
+    pub fn len(&self) -> usize {
+        self.locations.len()
+    }
+
+    /// Whether no plan is in flight.
+    pub fn is_empty(&self) -> bool {
+        self.locations.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::sync::Mutex as StdMutex;
+
+    #[test]
+    fn readers_share_writers_wait() {
+        let mut t = OrderingTable::default();
+        let mut a = t.register(vec![1], vec![]);
+        let mut b = t.register(vec![1], vec![]);
+        assert_eq!(
+            a.wait_turn() + b.wait_turn(),
+            0,
+            "readers do not wait for readers"
+        );
+        let c = t.register(vec![], vec![1]);
+        assert_eq!(c.waits.len(), 2, "a writer waits for both readers");
+        let d = t.register(vec![1], vec![]);
+        assert_eq!(d.waits.len(), 1, "a reader waits for the writer");
+        t.complete(a);
+        t.complete(b);
+        t.complete(c);
+        t.complete(d);
+        assert!(t.is_empty());
+    }
+
+    proptest! {
+        /// Random plans (each adds its id to some cells after reading others) run by threads
+        /// with random delays end in the same state as running them one by one.
+        #[test]
+        fn concurrent_execution_equals_serial(plans in proptest::collection::vec(
+            (proptest::collection::vec(0u64..6, 0..3), proptest::collection::vec(0u64..6, 0..3), 0u64..300), 1..24)) {
+            let run_serial = || {
+                let mut cells = [0u64; 6];
+                for (i, (reads, writes, _)) in plans.iter().enumerate() {
+                    let seen: u64 = reads.iter().map(|&r| cells[r as usize]).sum();
+                    for &w in writes {
+                        cells[w as usize] = cells[w as usize].wrapping_mul(31).wrapping_add(i as u64 + seen);
+                    }
+                }
+                cells
+            };
+            let table = StdMutex::new(OrderingTable::default());
+            let cells = StdMutex::new([0u64; 6]);
+            std::thread::scope(|s| {
+                let mut handles = Vec::new();
+                for (i, (reads, writes, delay)) in plans.iter().enumerate() {
+                    // Registration happens in plan order, as under the core's lock.
+                    let mut ticket = table.lock().unwrap().register(reads.clone(), writes.clone());
+                    let (table, cells) = (&table, &cells);
+                    handles.push(s.spawn(move || {
+                        ticket.wait_turn();
+                        std::thread::sleep(std::time::Duration::from_micros(*delay));
+                        let seen: u64 = reads.iter().map(|&r| cells.lock().unwrap()[r as usize]).sum();
+                        std::thread::sleep(std::time::Duration::from_micros(*delay / 2));
+                        {
+                            let mut c = cells.lock().unwrap();
+                            let mut ws = writes.clone();
+                            ws.sort_unstable();
+                            ws.dedup();
+                            // Repeated writes in one plan apply once per listed write, as serially.
+                            for &w in writes {
+                                c[w as usize] = c[w as usize].wrapping_mul(31).wrapping_add(i as u64 + seen);
+                            }
+                        }
+                        table.lock().unwrap().complete(ticket);
+                    }));
+                }
+                for h in handles { h.join().unwrap(); }
+            });
+            prop_assert_eq!(*cells.lock().unwrap(), run_serial());
+            prop_assert!(table.lock().unwrap().is_empty());
+        }
+    }
+}

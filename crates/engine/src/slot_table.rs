@@ -1,0 +1,382 @@
+//! Persistent cache metadata: which line each slot holds, which sub-blocks are valid and
+//! dirty — kept on the cache device so a write-back cache survives kill -9 and power loss.
+//!
+//! Layout of the cache device:
+//!
+//! | bytes | contents |
+//! | --- | --- |
+//! | 0 .. 4096 | superblock: magic `TIERCSLT`, version, line size, slot count, data offset, CRC-32 |
+//! | 4096 .. data offset | slot table: per slot two 64-byte records, A and B |
+//! | data offset .. | slot data, slot × line size |
+//!
+//! A record is `seq u64, volume u32, flags u32, index u64, valid u64, dirty u64, crc u32`
+//! (little endian, zero padded to 64 bytes; bit 0 of flags: the slot holds a line). An update
+//! of a slot writes the copy *not* holding its newest record, with the next sequence number:
+//! a write torn by power loss damages only that copy, whose CRC then fails, and recovery keeps
+//! the other — the previous state. A record whose CRC fails is counted and never trusted; an
+//! all-zero record is a slot never written.
+
+use crate::device::Device;
+use std::io;
+use std::sync::Mutex;
+
+const MAGIC: &[u8; 8] = b"TIERCSLT";
+const VERSION: u32 = 1;
+/// Bytes reserved for the superblock.
+pub const SUPERBLOCK_BYTES: u64 = 4096;
+const RECORD_BYTES: u64 = 64;
+const SLOT_BYTES: u64 = 2 * RECORD_BYTES;
+
+/// Where things are on the cache device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Slots (cache lines).
+    pub slots: u32,
+    /// Line size in bytes.
+    pub line_size: u64,
+    /// Byte offset of slot 0's data.
+    pub data_offset: u64,
+}
+
+impl Layout {
+    /// The layout for `slots` lines of `line_size` bytes.
+    pub fn new(slots: u32, line_size: u64) -> Self {
+        let table_end = SUPERBLOCK_BYTES + slots as u64 * SLOT_BYTES;
+        Self {
+            slots,
+            line_size,
+            data_offset: table_end.div_ceil(4096) * 4096,
+        }
+    }
+
+    /// Bytes the cache device needs.
+    pub fn device_len(&self) -> u64 {
+        self.data_offset + self.slots as u64 * self.line_size
+    }
+}
+
+/// What a slot holds, as persisted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotRecord {
+    /// (volume, line index), or `None` for an empty slot.
+    pub line: Option<(u32, u64)>,
+    /// Valid sub-blocks.
+    pub valid: u64,
+    /// Dirty sub-blocks.
+    pub dirty: u64,
+}
+
+impl SlotRecord {
+    /// An empty slot.
+    pub const EMPTY: SlotRecord = SlotRecord {
+        line: None,
+        valid: 0,
+        dirty: 0,
+    };
+}
+
+/// Problems with the persisted metadata.
+#[derive(Debug, thiserror::Error)]
+pub enum SlotTableError {
+    /// The device is too small for the configured layout.
+    #[error("cache device holds {have} bytes but {need} are needed for {slots} lines")]
+    TooSmall {
+        /// Bytes present.
+        have: u64,
+        /// Bytes needed.
+        need: u64,
+        /// Configured lines.
+        slots: u32,
+    },
+    /// The superblock belongs to another layout.
+    #[error("cache device superblock: {field} is {on_disk} on disk but {configured} configured (format the cache device to change it, after flushing it)")]
+    Mismatch {
+        /// Field name.
+        field: &'static str,
+        /// Value on disk.
+        on_disk: u64,
+        /// Value configured.
+        configured: u64,
+    },
+    /// The superblock is damaged.
+    #[error("cache device superblock at offset 0: {0}")]
+    CorruptSuperblock(String),
+    /// Device I/O failed.
+    #[error("cache device metadata I/O: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// What recovery found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RecoveryReport {
+    /// The device had no superblock: formatted now.
+    pub formatted: bool,
+    /// Slots found holding a line.
+    pub lines: u64,
+    /// Of those, lines with dirty data.
+    pub dirty_lines: u64,
+    /// Records whose checksum failed (torn or corrupt), ignored.
+    pub corrupt_records: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SlotState {
+    seq: u64,
+    /// Copy (0 = A, 1 = B) holding `seq`.
+    copy: u8,
+    line: Option<(u32, u64)>,
+}
+
+/// An opened table, the recovered non-empty slots (ascending) and the recovery report.
+pub type Opened = (SlotTable, Vec<(u32, SlotRecord)>, RecoveryReport);
+
+/// The persisted slot table of one cache device.
+#[derive(Debug)]
+pub struct SlotTable {
+    layout: Layout,
+    slots: Mutex<Vec<SlotState>>,
+}
+
+fn encode(seq: u64, r: &SlotRecord) -> [u8; RECORD_BYTES as usize] {
+    let mut b = [0u8; RECORD_BYTES as usize];
+    let (vol, index) = r.line.unwrap_or((0, 0));
+    b[0..8].copy_from_slice(&seq.to_le_bytes());
+    b[8..12].copy_from_slice(&vol.to_le_bytes());
+    b[12..16].copy_from_slice(&(r.line.is_some() as u32).to_le_bytes());
+    b[16..24].copy_from_slice(&index.to_le_bytes());
+    b[24..32].copy_from_slice(&r.valid.to_le_bytes());
+    b[32..40].copy_from_slice(&r.dirty.to_le_bytes());
+    let crc = crc32fast::hash(&b[0..40]);
+    b[40..44].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// `Ok(None)`: never written. `Err(())`: checksum failed.
+#[allow(clippy::result_unit_err)]
+fn decode(b: &[u8]) -> Result<Option<(u64, SlotRecord)>, ()> {
+    if b.iter().all(|&x| x == 0) {
+        return Ok(None);
+    }
+    let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+    let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+    if crc32fast::hash(&b[0..40]) != u32_at(40) {
+        return Err(());
+    }
+    let present = u32_at(12) & 1 == 1;
+    Ok(Some((
+        u64_at(0),
+        SlotRecord {
+            line: present.then(|| (u32_at(8), u64_at(16))),
+            valid: if present { u64_at(24) } else { 0 },
+            dirty: if present { u64_at(32) } else { 0 },
+        },
+    )))
+}
+
+fn superblock(layout: &Layout) -> Vec<u8> {
+    let mut b = vec![0u8; 64];
+    b[0..8].copy_from_slice(MAGIC);
+    b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    b[12..20].copy_from_slice(&layout.line_size.to_le_bytes());
+    b[20..28].copy_from_slice(&(layout.slots as u64).to_le_bytes());
+    b[28..36].copy_from_slice(&layout.data_offset.to_le_bytes());
+    let crc = crc32fast::hash(&b[0..36]);
+    b[36..40].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+impl SlotTable {
+    /// Opens the table on `dev`: formats a device without a superblock (or any device when
+    /// `format`), else checks the superblock against `layout` and recovers every slot.
+    /// Returns the table, the recovered records of non-empty slots (ascending slot order) and
+    /// a report.
+    pub fn open(dev: &dyn Device, layout: Layout, format: bool) -> Result<Opened, SlotTableError> {
+        if dev.len() < layout.device_len() {
+            return Err(SlotTableError::TooSmall {
+                have: dev.len(),
+                need: layout.device_len(),
+                slots: layout.slots,
+            });
+        }
+        let mut sb = vec![0u8; 64];
+        dev.read_at(&mut sb, 0)?;
+        let mut report = RecoveryReport::default();
+        let fresh = State {
+            seq: 0,
+            copy: 1,
+            line: None,
+        };
+        type State = SlotState;
+        if format || sb.iter().all(|&b| b == 0) {
+            // Zero the table, then write the superblock: a crash in between leaves a device
+            // that is formatted again next time.
+            let zeros = vec![0u8; 1 << 20];
+            let mut at = SUPERBLOCK_BYTES;
+            while at < layout.data_offset {
+                let n = (layout.data_offset - at).min(zeros.len() as u64) as usize;
+                dev.write_at(&zeros[..n], at)?;
+                at += n as u64;
+            }
+            dev.sync()?;
+            dev.write_at(&superblock(&layout), 0)?;
+            dev.sync()?;
+            report.formatted = true;
+            let table = Self {
+                layout,
+                slots: Mutex::new(vec![fresh; layout.slots as usize]),
+            };
+            return Ok((table, Vec::new(), report));
+        }
+        if &sb[0..8] != MAGIC {
+            return Err(SlotTableError::CorruptSuperblock(
+                "no tiercache magic: not a tiercache cache device (format it to use it)".into(),
+            ));
+        }
+        let stored_crc = u32::from_le_bytes(sb[36..40].try_into().unwrap());
+        if crc32fast::hash(&sb[0..36]) != stored_crc {
+            return Err(SlotTableError::CorruptSuperblock(
+                "checksum mismatch".into(),
+            ));
+        }
+        let field = |i: usize| u64::from_le_bytes(sb[i..i + 8].try_into().unwrap());
+        let version = u32::from_le_bytes(sb[8..12].try_into().unwrap()) as u64;
+        for (name, on_disk, configured) in [
+            ("version", version, VERSION as u64),
+            ("line_size", field(12), layout.line_size),
+            ("lines", field(20), layout.slots as u64),
+            ("data_offset", field(28), layout.data_offset),
+        ] {
+            if on_disk != configured {
+                return Err(SlotTableError::Mismatch {
+                    field: name,
+                    on_disk,
+                    configured,
+                });
+            }
+        }
+        let mut states = vec![fresh; layout.slots as usize];
+        let mut found = Vec::new();
+        let per_chunk = 8192u64;
+        let mut buf = vec![0u8; (per_chunk * SLOT_BYTES) as usize];
+        let mut slot = 0u64;
+        while slot < layout.slots as u64 {
+            let n = per_chunk.min(layout.slots as u64 - slot);
+            let bytes = &mut buf[..(n * SLOT_BYTES) as usize];
+            dev.read_at(bytes, SUPERBLOCK_BYTES + slot * SLOT_BYTES)?;
+            for i in 0..n {
+                let base = (i * SLOT_BYTES) as usize;
+                let mut best: Option<(u64, u8, SlotRecord)> = None;
+                for copy in 0..2u8 {
+                    let at = base + copy as usize * RECORD_BYTES as usize;
+                    match decode(&bytes[at..at + RECORD_BYTES as usize]) {
+                        Ok(Some((seq, rec))) => {
+                            if best.is_none_or(|b| seq > b.0) {
+                                best = Some((seq, copy, rec));
+                            }
+                        }
+                        Ok(None) => {}
+                        Err(()) => report.corrupt_records += 1,
+                    }
+                }
+                let s = (slot + i) as usize;
+                if let Some((seq, copy, rec)) = best {
+                    states[s] = SlotState {
+                        seq,
+                        copy,
+                        line: rec.line,
+                    };
+                    if rec.line.is_some() && rec.valid != 0 {
+                        report.lines += 1;
+                        report.dirty_lines += (rec.dirty != 0) as u64;
+                        found.push((s as u32, rec));
+                    }
+                }
+            }
+            slot += n;
+        }
+        let table = Self {
+            layout,
+            slots: Mutex::new(states),
+        };
+        Ok((table, found, report))
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The line the newest record of `slot` names.
+    pub fn persisted_line(&self, slot: u32) -> Option<(u32, u64)> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())[slot as usize].line
+    }
+
+    /// Writes `rec` as the newest record of `slot` (durable at the device's next sync).
+    pub fn write(&self, dev: &dyn Device, slot: u32, rec: &SlotRecord) -> io::Result<()> {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let st = &mut slots[slot as usize];
+        let copy = 1 - st.copy;
+        let seq = st.seq + 1;
+        let at = SUPERBLOCK_BYTES + slot as u64 * SLOT_BYTES + copy as u64 * RECORD_BYTES;
+        dev.write_at(&encode(seq, rec), at)?;
+        *st = SlotState {
+            seq,
+            copy,
+            line: rec.line,
+        };
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::MemDevice;
+
+    fn rec(v: u32, i: u64, valid: u64, dirty: u64) -> SlotRecord {
+        SlotRecord {
+            line: Some((v, i)),
+            valid,
+            dirty,
+        }
+    }
+
+    #[test]
+    fn round_trip_and_torn_records_fall_back() {
+        let layout = Layout::new(10, 4096);
+        let dev = MemDevice::new(layout.device_len() as usize);
+        let (t, found, rep) = SlotTable::open(&dev, layout, false).unwrap();
+        assert!(rep.formatted && found.is_empty());
+        t.write(&dev, 3, &rec(0, 77, 0xff, 0x0f)).unwrap();
+        t.write(&dev, 3, &rec(0, 77, 0xff, 0)).unwrap();
+        t.write(&dev, 5, &rec(1, 9, 1, 1)).unwrap();
+        t.write(&dev, 6, &rec(1, 10, 1, 1)).unwrap();
+        t.write(&dev, 6, &SlotRecord::EMPTY).unwrap();
+        let (_, found, rep) = SlotTable::open(&dev, layout, false).unwrap();
+        assert_eq!(found, vec![(3, rec(0, 77, 0xff, 0)), (5, rec(1, 9, 1, 1))]);
+        assert_eq!((rep.lines, rep.dirty_lines, rep.corrupt_records), (2, 1, 0));
+        // Tear slot 3's newest record (copy B, seq 2): recovery falls back to seq 1.
+        let at = SUPERBLOCK_BYTES + 3 * SLOT_BYTES + RECORD_BYTES + 20;
+        dev.write_at(&[0xAA; 8], at).unwrap();
+        let (_, found, rep) = SlotTable::open(&dev, layout, false).unwrap();
+        assert_eq!(found[0], (3, rec(0, 77, 0xff, 0x0f)));
+        assert_eq!(rep.corrupt_records, 1);
+    }
+
+    #[test]
+    fn superblock_mismatch_and_corruption_are_named() {
+        let layout = Layout::new(10, 4096);
+        let dev = MemDevice::new(Layout::new(20, 4096).device_len() as usize);
+        SlotTable::open(&dev, layout, false).unwrap();
+        let e = SlotTable::open(&dev, Layout::new(20, 4096), false).unwrap_err();
+        assert!(e.to_string().contains("lines is 10 on disk but 20"), "{e}");
+        dev.write_at(&[1], 13).unwrap();
+        let e = SlotTable::open(&dev, layout, false).unwrap_err();
+        assert!(e.to_string().contains("checksum"), "{e}");
+        let small = MemDevice::new(4096);
+        assert!(matches!(
+            SlotTable::open(&small, layout, false),
+            Err(SlotTableError::TooSmall { .. })
+        ));
+    }
+}

@@ -1,0 +1,140 @@
+//! Live counters of the engine, readable while it serves.
+
+use crate::slot_table::RecoveryReport;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+use tiercache_policy::CacheStats;
+
+/// Counters updated lock-free on the I/O path.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub reads: AtomicU64,
+    pub writes: AtomicU64,
+    pub read_bytes: AtomicU64,
+    pub write_bytes: AtomicU64,
+    pub fua_writes: AtomicU64,
+    pub flushes: AtomicU64,
+    pub trims: AtomicU64,
+    pub errors: AtomicU64,
+    pub ordering_waits: AtomicU64,
+    pub records_written: AtomicU64,
+    pub slot_invalidations: AtomicU64,
+    pub flush_jobs: AtomicU64,
+    pub flushed_lines: AtomicU64,
+    pub cache_ops: AtomicU64,
+    pub backend_ops: AtomicU64,
+}
+
+impl Counters {
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Relaxed);
+    }
+}
+
+/// Read and write latency histograms (microseconds).
+pub(crate) struct Latencies {
+    pub read: Mutex<Histogram<u64>>,
+    pub write: Mutex<Histogram<u64>>,
+}
+
+impl Latencies {
+    pub fn new() -> Self {
+        let h = || Mutex::new(Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid bounds"));
+        Self {
+            read: h(),
+            write: h(),
+        }
+    }
+
+    pub fn record(h: &Mutex<Histogram<u64>>, us: u64) {
+        let mut h = h.lock().unwrap_or_else(|e| e.into_inner());
+        h.saturating_record(us.max(1));
+    }
+}
+
+/// A latency distribution.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LatencySummary {
+    /// Requests measured.
+    pub count: u64,
+    /// Mean, µs.
+    pub mean_us: f64,
+    /// Median, µs.
+    pub p50_us: u64,
+    /// 99th percentile, µs.
+    pub p99_us: u64,
+    /// 99.9th percentile, µs.
+    pub p999_us: u64,
+    /// Largest, µs.
+    pub max_us: u64,
+}
+
+impl LatencySummary {
+    pub(crate) fn of(h: &Mutex<Histogram<u64>>) -> Self {
+        let h = h.lock().unwrap_or_else(|e| e.into_inner());
+        if h.is_empty() {
+            return Self::default();
+        }
+        Self {
+            count: h.len(),
+            mean_us: h.mean(),
+            p50_us: h.value_at_quantile(0.5),
+            p99_us: h.value_at_quantile(0.99),
+            p999_us: h.value_at_quantile(0.999),
+            max_us: h.max(),
+        }
+    }
+}
+
+/// A snapshot of the engine's counters.
+#[derive(Debug, Clone, Serialize)]
+pub struct EngineStats {
+    /// The policy core's counters (hits, misses, promotions, evictions, bypasses by reason...).
+    pub cache: CacheStats,
+    /// Lines the cache holds.
+    pub capacity_lines: u64,
+    /// Lines holding data now.
+    pub resident_lines: u64,
+    /// Lines holding dirty data now.
+    pub dirty_lines: u64,
+    /// Application reads served.
+    pub reads: u64,
+    /// Application writes served.
+    pub writes: u64,
+    /// Bytes read by the application.
+    pub read_bytes: u64,
+    /// Bytes written by the application.
+    pub write_bytes: u64,
+    /// Writes with FUA.
+    pub fua_writes: u64,
+    /// FLUSH requests.
+    pub flushes: u64,
+    /// TRIM / WRITE_ZEROES requests.
+    pub trims: u64,
+    /// Requests answered with an error.
+    pub errors: u64,
+    /// Plans that waited for an earlier conflicting plan.
+    pub ordering_waits: u64,
+    /// Metadata records written to the cache device.
+    pub records_written: u64,
+    /// Slots whose old record was made durably empty before reuse.
+    pub slot_invalidations: u64,
+    /// Background flush jobs run.
+    pub flush_jobs: u64,
+    /// Lines written back by them.
+    pub flushed_lines: u64,
+    /// Ops issued to the cache device.
+    pub cache_ops: u64,
+    /// Ops issued to the backend.
+    pub backend_ops: u64,
+    /// Requests in flight now.
+    pub in_flight: u64,
+    /// What start-up recovery found.
+    pub recovery: RecoveryReport,
+    /// Read latency.
+    pub read_latency: LatencySummary,
+    /// Write latency.
+    pub write_latency: LatencySummary,
+}
