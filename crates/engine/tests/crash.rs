@@ -131,9 +131,7 @@ fn every_crash_point_recovers_durable_data() {
                 match e.kind {
                     Kind::Flush if completed => {
                         for (id, first, n) in pending.drain(..) {
-                            for s in first..first + n {
-                                stable[s] = id;
-                            }
+                            stable[first..first + n].fill(id);
                         }
                         maybe.iter_mut().for_each(|m| m.clear());
                     }
@@ -152,8 +150,8 @@ fn every_crash_point_recovers_durable_data() {
                             pending.retain(|p| p.1 >= first + sectors || p.1 + p.2 <= first);
                         } else {
                             pending.push((id, first, sectors));
-                            for s in first..first + sectors {
-                                maybe[s].insert(id);
+                            for m in &mut maybe[first..first + sectors] {
+                                m.insert(id);
                             }
                         }
                     }
