@@ -1,0 +1,124 @@
+//! The devices a server exports.
+
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::RwLock;
+
+/// A byte-addressed block device served over NBD.
+pub trait BlockDevice: Send + Sync {
+    /// Export size in bytes.
+    fn size(&self) -> u64;
+    /// Fill `buf` from offset `off`.
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()>;
+    /// Write `data` at `off`; `fua` asks for durability before return.
+    fn write_at(&self, data: &[u8], off: u64, fua: bool) -> io::Result<()>;
+    /// Make all completed writes durable.
+    fn flush(&self) -> io::Result<()>;
+    /// Discard a range (contents become zero here).
+    fn trim(&self, off: u64, len: u64) -> io::Result<()>;
+    /// Zero a range.
+    fn write_zeroes(&self, off: u64, len: u64, fua: bool) -> io::Result<()>;
+    /// Whether several connections may safely share the export.
+    fn multi_conn(&self) -> bool {
+        false
+    }
+}
+
+/// In-memory device for tests.
+pub struct MemDevice(RwLock<Vec<u8>>);
+impl MemDevice {
+    /// A zero-filled device of `size` bytes.
+    pub fn new(size: usize) -> Self {
+        MemDevice(RwLock::new(vec![0; size]))
+    }
+}
+fn range(off: u64, len: u64, size: u64) -> io::Result<(usize, usize)> {
+    match off.checked_add(len) {
+        Some(end) if end <= size => Ok((off as usize, end as usize)),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "range beyond device",
+        )),
+    }
+}
+impl BlockDevice for MemDevice {
+    fn size(&self) -> u64 {
+        self.0.read().unwrap().len() as u64
+    }
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
+        let v = self.0.read().unwrap();
+        let (a, b) = range(off, buf.len() as u64, v.len() as u64)?;
+        buf.copy_from_slice(&v[a..b]);
+        Ok(())
+    }
+    fn write_at(&self, data: &[u8], off: u64, _fua: bool) -> io::Result<()> {
+        let mut v = self.0.write().unwrap();
+        let (a, b) = range(off, data.len() as u64, v.len() as u64)?;
+        v[a..b].copy_from_slice(data);
+        Ok(())
+    }
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn trim(&self, off: u64, len: u64) -> io::Result<()> {
+        self.write_zeroes(off, len, false)
+    }
+    fn write_zeroes(&self, off: u64, len: u64, _fua: bool) -> io::Result<()> {
+        let mut v = self.0.write().unwrap();
+        let (a, b) = range(off, len, v.len() as u64)?;
+        v[a..b].fill(0);
+        Ok(())
+    }
+    fn multi_conn(&self) -> bool {
+        true
+    }
+}
+
+/// File-backed device (pread/pwrite; fdatasync for flush and FUA).
+pub struct FileDevice {
+    file: std::fs::File,
+    size: u64,
+}
+impl FileDevice {
+    /// Wrap an open read-write file; its current length is the export size.
+    pub fn new(file: std::fs::File) -> io::Result<Self> {
+        let size = file.metadata()?.len();
+        Ok(FileDevice { file, size })
+    }
+}
+impl BlockDevice for FileDevice {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
+        self.file.read_exact_at(buf, off)
+    }
+    fn write_at(&self, data: &[u8], off: u64, fua: bool) -> io::Result<()> {
+        self.file.write_all_at(data, off)?;
+        if fua {
+            self.file.sync_data()?;
+        }
+        Ok(())
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+    fn trim(&self, off: u64, len: u64) -> io::Result<()> {
+        // No hole punching yet: zeroing keeps trim semantics (reads return zeroes).
+        self.write_zeroes(off, len, false)
+    }
+    fn write_zeroes(&self, off: u64, len: u64, fua: bool) -> io::Result<()> {
+        range(off, len, self.size)?;
+        let zeros = vec![0u8; 1 << 20];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(zeros.len() as u64);
+            self.file.write_all_at(&zeros[..n as usize], off + done)?;
+            done += n;
+        }
+        if fua {
+            self.file.sync_data()?;
+        }
+        Ok(())
+    }
+}

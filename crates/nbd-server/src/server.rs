@@ -1,0 +1,548 @@
+//! Handshake and transmission phases.
+
+use crate::device::BlockDevice;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+/// Server counters, readable while serving.
+#[derive(Default, Debug, serde::Serialize)]
+pub struct ServerStats {
+    /// Connections accepted.
+    pub connections: AtomicU64,
+    /// Connections that reached the transmission phase.
+    pub sessions: AtomicU64,
+    /// Requests handled (all commands).
+    pub requests: AtomicU64,
+    /// Connections closed for protocol violations (bad magic, oversized write, bad option).
+    pub protocol_errors: AtomicU64,
+    /// Connections that ended mid-request (the client vanished).
+    pub broken_connections: AtomicU64,
+    /// EINVAL replies sent (unknown command, out-of-range request).
+    pub einval: AtomicU64,
+    /// EIO replies sent (the device failed).
+    pub eio: AtomicU64,
+    /// Bytes read by clients.
+    pub bytes_read: AtomicU64,
+    /// Bytes written by clients.
+    pub bytes_written: AtomicU64,
+}
+
+/// Server limits and settings.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Largest READ/WRITE payload accepted. A larger READ gets EINVAL; a larger WRITE ends the
+    /// connection (its payload cannot be skipped safely).
+    pub max_payload: u32,
+    /// Requests run concurrently per connection (0: one at a time, in the reader).
+    pub workers: usize,
+    /// Export name reported to clients that list exports.
+    pub export_name: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            max_payload: 32 << 20,
+            workers: 8,
+            export_name: String::new(),
+        }
+    }
+}
+
+/// A handle that stops a running `serve_*` loop.
+#[derive(Clone, Debug, Default)]
+pub struct Shutdown(Arc<AtomicBool>);
+
+impl Shutdown {
+    /// A new handle, not triggered.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Stops accepting connections; open connections end at their next request boundary.
+    pub fn trigger(&self) {
+        self.0.store(true, Relaxed);
+    }
+    /// Whether [`trigger`](Self::trigger) was called.
+    pub fn is_triggered(&self) -> bool {
+        self.0.load(Relaxed)
+    }
+}
+
+const NBDMAGIC: &[u8; 8] = b"NBDMAGIC";
+const IHAVEOPT: u64 = 0x4948_4156_454F_5054;
+const REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
+const REQ_MAGIC: u32 = 0x2560_9513;
+const SIMPLE_MAGIC: u32 = 0x6744_6698;
+
+const OPT_EXPORT_NAME: u32 = 1;
+const OPT_ABORT: u32 = 2;
+const OPT_LIST: u32 = 3;
+const OPT_INFO: u32 = 6;
+const OPT_GO: u32 = 7;
+const REP_ACK: u32 = 1;
+const REP_SERVER: u32 = 2;
+const REP_INFO: u32 = 3;
+const REP_ERR_UNSUP: u32 = (1 << 31) + 1;
+const REP_ERR_INVALID: u32 = (1 << 31) + 3;
+const INFO_EXPORT: u16 = 0;
+const INFO_BLOCK_SIZE: u16 = 3;
+
+const FLAG_HAS_FLAGS: u16 = 1;
+const FLAG_SEND_FLUSH: u16 = 1 << 2;
+const FLAG_SEND_FUA: u16 = 1 << 3;
+const FLAG_SEND_TRIM: u16 = 1 << 5;
+const FLAG_SEND_WRITE_ZEROES: u16 = 1 << 6;
+const FLAG_CAN_MULTI_CONN: u16 = 1 << 8;
+const CMD_FLAG_FUA: u16 = 1;
+
+const CMD_READ: u16 = 0;
+const CMD_WRITE: u16 = 1;
+const CMD_DISC: u16 = 2;
+const CMD_FLUSH: u16 = 3;
+const CMD_TRIM: u16 = 4;
+const CMD_WRITE_ZEROES: u16 = 6;
+
+const EIO: u32 = 5;
+const EINVAL: u32 = 22;
+const MAX_OPTION_LEN: u32 = 64 << 10;
+
+/// A byte stream a connection runs over.
+pub trait Stream: Read + Write + Send + Sized + 'static {
+    /// A second handle to the same connection (for the writer).
+    fn try_clone(&self) -> io::Result<Self>;
+    /// Ends both directions.
+    fn shutdown(&self);
+}
+
+impl Stream for UnixStream {
+    fn try_clone(&self) -> io::Result<Self> {
+        UnixStream::try_clone(self)
+    }
+    fn shutdown(&self) {
+        let _ = UnixStream::shutdown(self, std::net::Shutdown::Both);
+    }
+}
+
+impl Stream for TcpStream {
+    fn try_clone(&self) -> io::Result<Self> {
+        TcpStream::try_clone(self)
+    }
+    fn shutdown(&self) {
+        let _ = TcpStream::shutdown(self, std::net::Shutdown::Both);
+    }
+}
+
+fn rd<const N: usize>(s: &mut impl Read) -> io::Result<[u8; N]> {
+    let mut b = [0u8; N];
+    s.read_exact(&mut b)?;
+    Ok(b)
+}
+
+fn opt_reply(s: &mut impl Write, opt: u32, typ: u32, data: &[u8]) -> io::Result<()> {
+    let mut v = Vec::with_capacity(20 + data.len());
+    v.extend_from_slice(&REPLY_MAGIC.to_be_bytes());
+    v.extend_from_slice(&opt.to_be_bytes());
+    v.extend_from_slice(&typ.to_be_bytes());
+    v.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    v.extend_from_slice(data);
+    s.write_all(&v)
+}
+
+/// Runs the handshake; `Ok(true)` when the client entered transmission.
+fn handshake<S: Read + Write>(
+    s: &mut S,
+    dev: &dyn BlockDevice,
+    cfg: &ServerConfig,
+    stats: &ServerStats,
+) -> io::Result<bool> {
+    let mut flags =
+        FLAG_HAS_FLAGS | FLAG_SEND_FLUSH | FLAG_SEND_FUA | FLAG_SEND_TRIM | FLAG_SEND_WRITE_ZEROES;
+    if dev.multi_conn() {
+        flags |= FLAG_CAN_MULTI_CONN;
+    }
+    let mut hello = Vec::new();
+    hello.extend_from_slice(NBDMAGIC);
+    hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
+    // Fixed newstyle, no zeroes.
+    hello.extend_from_slice(&3u16.to_be_bytes());
+    s.write_all(&hello)?;
+    s.flush()?;
+    let client_flags = u32::from_be_bytes(rd(s)?);
+    let no_zeroes = client_flags & 2 != 0;
+    let mut export = Vec::new();
+    export.extend_from_slice(&dev.size().to_be_bytes());
+    export.extend_from_slice(&flags.to_be_bytes());
+    loop {
+        if u64::from_be_bytes(rd(s)?) != IHAVEOPT {
+            stats.protocol_errors.fetch_add(1, Relaxed);
+            return Ok(false);
+        }
+        let opt = u32::from_be_bytes(rd(s)?);
+        let len = u32::from_be_bytes(rd(s)?);
+        if len > MAX_OPTION_LEN {
+            stats.protocol_errors.fetch_add(1, Relaxed);
+            return Ok(false);
+        }
+        let mut data = vec![0u8; len as usize];
+        s.read_exact(&mut data)?;
+        match opt {
+            OPT_EXPORT_NAME => {
+                let mut out = export.clone();
+                if !no_zeroes {
+                    out.extend_from_slice(&[0u8; 124]);
+                }
+                s.write_all(&out)?;
+                s.flush()?;
+                return Ok(true);
+            }
+            OPT_ABORT => {
+                let _ = opt_reply(s, opt, REP_ACK, &[]);
+                return Ok(false);
+            }
+            OPT_LIST => {
+                if len != 0 {
+                    opt_reply(s, opt, REP_ERR_INVALID, &[])?;
+                } else {
+                    let name = cfg.export_name.as_bytes();
+                    let mut d = (name.len() as u32).to_be_bytes().to_vec();
+                    d.extend_from_slice(name);
+                    opt_reply(s, opt, REP_SERVER, &d)?;
+                    opt_reply(s, opt, REP_ACK, &[])?;
+                }
+            }
+            OPT_INFO | OPT_GO => {
+                // Payload: name length, name, number of info requests, requests.
+                let ok = len >= 6 && {
+                    let nlen = u32::from_be_bytes(data[0..4].try_into().unwrap()) as usize;
+                    nlen + 6 <= data.len()
+                };
+                if !ok {
+                    opt_reply(s, opt, REP_ERR_INVALID, &[])?;
+                    continue;
+                }
+                let mut info = INFO_EXPORT.to_be_bytes().to_vec();
+                info.extend_from_slice(&export);
+                opt_reply(s, opt, REP_INFO, &info)?;
+                let mut bs = INFO_BLOCK_SIZE.to_be_bytes().to_vec();
+                for v in [1u32, 4096, cfg.max_payload] {
+                    bs.extend_from_slice(&v.to_be_bytes());
+                }
+                opt_reply(s, opt, REP_INFO, &bs)?;
+                opt_reply(s, opt, REP_ACK, &[])?;
+                if opt == OPT_GO {
+                    s.flush()?;
+                    return Ok(true);
+                }
+            }
+            _ => opt_reply(s, opt, REP_ERR_UNSUP, &[])?,
+        }
+        s.flush()?;
+    }
+}
+
+/// One request, validated and with its payload read.
+struct Job {
+    typ: u16,
+    flags: u16,
+    handle: [u8; 8],
+    offset: u64,
+    len: u32,
+    payload: Vec<u8>,
+}
+
+/// Runs `job` on `dev`; returns the NBD error (0 = ok) and the read data.
+fn run(job: &mut Job, dev: &dyn BlockDevice, stats: &ServerStats) -> u32 {
+    let fua = job.flags & CMD_FLAG_FUA != 0;
+    let len = job.len as u64;
+    let res = match job.typ {
+        CMD_READ => {
+            job.payload.resize(job.len as usize, 0);
+            dev.read_at(&mut job.payload, job.offset).map(|_| {
+                stats.bytes_read.fetch_add(len, Relaxed);
+            })
+        }
+        CMD_WRITE => dev.write_at(&job.payload, job.offset, fua).map(|_| {
+            stats.bytes_written.fetch_add(len, Relaxed);
+        }),
+        CMD_FLUSH => dev.flush(),
+        CMD_TRIM => dev.trim(job.offset, len),
+        CMD_WRITE_ZEROES => dev.write_zeroes(job.offset, len, fua),
+        _ => unreachable!("validated before dispatch"),
+    };
+    match res {
+        Ok(()) => 0,
+        Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+            stats.einval.fetch_add(1, Relaxed);
+            EINVAL
+        }
+        Err(_) => {
+            stats.eio.fetch_add(1, Relaxed);
+            EIO
+        }
+    }
+}
+
+fn reply<W: Write>(
+    w: &Mutex<BufWriter<W>>,
+    handle: &[u8; 8],
+    err: u32,
+    data: &[u8],
+    more: bool,
+) -> io::Result<()> {
+    let mut w = w.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = [0u8; 16];
+    h[0..4].copy_from_slice(&SIMPLE_MAGIC.to_be_bytes());
+    h[4..8].copy_from_slice(&err.to_be_bytes());
+    h[8..16].copy_from_slice(handle);
+    w.write_all(&h)?;
+    if err == 0 {
+        w.write_all(data)?;
+    }
+    // Replies batch while the reader still has requests buffered.
+    if !more {
+        w.flush()?;
+    }
+    Ok(())
+}
+
+/// Serves one connection until the client disconnects, breaks the protocol, or `shutdown`
+/// triggers. Requests run on `cfg.workers` threads.
+pub fn serve_connection<S: Stream>(
+    s: S,
+    dev: Arc<dyn BlockDevice>,
+    cfg: &ServerConfig,
+    stats: &ServerStats,
+    shutdown: &Shutdown,
+) -> io::Result<()> {
+    stats.connections.fetch_add(1, Relaxed);
+    let writer = Mutex::new(BufWriter::with_capacity(256 << 10, s.try_clone()?));
+    let mut reader = BufReader::with_capacity(256 << 10, s);
+    {
+        let mut hs = HandshakeIo {
+            r: &mut reader,
+            w: &writer,
+        };
+        if !handshake(&mut hs, &*dev, cfg, stats)? {
+            return Ok(());
+        }
+    }
+    stats.sessions.fetch_add(1, Relaxed);
+    let (tx, rx) = mpsc::sync_channel::<Job>(cfg.workers.max(1) * 4);
+    let rx = Mutex::new(rx);
+    let result = std::thread::scope(|scope| {
+        let (dev_ref, writer_ref, rx_ref) = (&*dev, &writer, &rx);
+        let mut handles = Vec::new();
+        for _ in 0..cfg.workers {
+            handles.push(scope.spawn(move || loop {
+                let job = rx_ref.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                let Ok(mut job) = job else { return };
+                let err = run(&mut job, dev_ref, stats);
+                let data = if job.typ == CMD_READ {
+                    &job.payload[..]
+                } else {
+                    &[][..]
+                };
+                if reply(writer_ref, &job.handle, err, data, false).is_err() {
+                    return;
+                }
+            }));
+        }
+        let out = transmission(
+            &mut reader,
+            &*dev,
+            cfg,
+            stats,
+            shutdown,
+            &writer,
+            (cfg.workers > 0).then_some(&tx),
+        );
+        drop(tx);
+        for h in handles {
+            let _ = h.join();
+        }
+        out
+    });
+    let _ = writer.lock().unwrap_or_else(|e| e.into_inner()).flush();
+    reader.get_ref().shutdown();
+    match result {
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::UnexpectedEof
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::BrokenPipe
+            ) =>
+        {
+            stats.broken_connections.fetch_add(1, Relaxed);
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+/// The handshake reads through the buffered reader and writes through the shared writer.
+struct HandshakeIo<'a, R, W: Write> {
+    r: &'a mut R,
+    w: &'a Mutex<BufWriter<W>>,
+}
+
+impl<R: Read, W: Write> Read for HandshakeIo<'_, R, W> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.r.read(buf)
+    }
+}
+
+impl<R, W: Write> Write for HandshakeIo<'_, R, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.w.lock().unwrap_or_else(|e| e.into_inner()).write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.w.lock().unwrap_or_else(|e| e.into_inner()).flush()
+    }
+}
+
+fn transmission<S: Read, W: Write>(
+    reader: &mut BufReader<S>,
+    dev: &dyn BlockDevice,
+    cfg: &ServerConfig,
+    stats: &ServerStats,
+    shutdown: &Shutdown,
+    writer: &Mutex<BufWriter<W>>,
+    pool: Option<&mpsc::SyncSender<Job>>,
+) -> io::Result<()> {
+    loop {
+        if shutdown.is_triggered() {
+            return Ok(());
+        }
+        let h: [u8; 28] = rd(reader)?;
+        if u32::from_be_bytes(h[0..4].try_into().unwrap()) != REQ_MAGIC {
+            stats.protocol_errors.fetch_add(1, Relaxed);
+            return Ok(());
+        }
+        stats.requests.fetch_add(1, Relaxed);
+        let flags = u16::from_be_bytes([h[4], h[5]]);
+        let typ = u16::from_be_bytes([h[6], h[7]]);
+        let handle: [u8; 8] = h[8..16].try_into().unwrap();
+        let offset = u64::from_be_bytes(h[16..24].try_into().unwrap());
+        let len = u32::from_be_bytes(h[24..28].try_into().unwrap());
+        let in_range = offset
+            .checked_add(len as u64)
+            .is_some_and(|e| e <= dev.size());
+        let mut payload = Vec::new();
+        if typ == CMD_WRITE {
+            if len > cfg.max_payload {
+                stats.protocol_errors.fetch_add(1, Relaxed);
+                return Ok(());
+            }
+            payload.resize(len as usize, 0);
+            reader.read_exact(&mut payload)?;
+        }
+        let invalid = match typ {
+            CMD_DISC => return Ok(()),
+            CMD_READ => !in_range || len > cfg.max_payload,
+            CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES => !in_range,
+            CMD_FLUSH => false,
+            _ => true,
+        };
+        let more = !reader.buffer().is_empty();
+        if invalid {
+            stats.einval.fetch_add(1, Relaxed);
+            reply(writer, &handle, EINVAL, &[], more)?;
+            continue;
+        }
+        let mut job = Job {
+            typ,
+            flags,
+            handle,
+            offset,
+            len,
+            payload,
+        };
+        match pool {
+            Some(tx) => {
+                if tx.send(job).is_err() {
+                    return Ok(());
+                }
+            }
+            None => {
+                let err = run(&mut job, dev, stats);
+                let data = if typ == CMD_READ {
+                    &job.payload[..]
+                } else {
+                    &[][..]
+                };
+                reply(writer, &handle, err, data, more)?;
+            }
+        }
+    }
+}
+
+fn accept_loop<L, S: Stream>(
+    accept: impl Fn(&L) -> io::Result<S>,
+    listener: &L,
+    dev: Arc<dyn BlockDevice>,
+    cfg: ServerConfig,
+    stats: Arc<ServerStats>,
+    shutdown: Shutdown,
+) -> io::Result<()> {
+    std::thread::scope(|scope| {
+        while !shutdown.is_triggered() {
+            match accept(listener) {
+                Ok(conn) => {
+                    let (dev, cfg, stats, shutdown) =
+                        (dev.clone(), cfg.clone(), stats.clone(), shutdown.clone());
+                    scope.spawn(move || {
+                        // A client that vanishes only ends its own connection.
+                        let _ = serve_connection(conn, dev, &cfg, &stats, &shutdown);
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Accepts Unix-socket connections until `shutdown` triggers (then waits for open
+/// connections to end), one thread per connection.
+pub fn serve_unix(
+    listener: UnixListener,
+    dev: Arc<dyn BlockDevice>,
+    cfg: ServerConfig,
+    stats: Arc<ServerStats>,
+    shutdown: Shutdown,
+) -> io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let accept = |l: &UnixListener| {
+        let (c, _) = l.accept()?;
+        c.set_nonblocking(false)?;
+        Ok(c)
+    };
+    accept_loop(accept, &listener, dev, cfg, stats, shutdown)
+}
+
+/// As [`serve_unix`] over TCP.
+pub fn serve_tcp(
+    listener: TcpListener,
+    dev: Arc<dyn BlockDevice>,
+    cfg: ServerConfig,
+    stats: Arc<ServerStats>,
+    shutdown: Shutdown,
+) -> io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let accept = |l: &TcpListener| {
+        let (c, _) = l.accept()?;
+        c.set_nonblocking(false)?;
+        c.set_nodelay(true)?;
+        Ok(c)
+    };
+    accept_loop(accept, &listener, dev, cfg, stats, shutdown)
+}

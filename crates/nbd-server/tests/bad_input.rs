@@ -1,0 +1,144 @@
+//! Malformed traffic: each case gets an error reply or ends only its own connection; the
+//! server keeps serving its other clients and no data is harmed.
+mod common;
+
+use common::serve;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+use tiercache_nbd_server::*;
+
+/// Connects and completes the handshake with NBD_OPT_GO.
+fn connect(sock: &Path) -> UnixStream {
+    let mut s = UnixStream::connect(sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut hello = [0u8; 18];
+    s.read_exact(&mut hello).unwrap();
+    assert_eq!(&hello[0..8], b"NBDMAGIC");
+    s.write_all(&3u32.to_be_bytes()).unwrap();
+    let mut opt = Vec::new();
+    opt.extend_from_slice(&0x4948_4156_454F_5054u64.to_be_bytes());
+    opt.extend_from_slice(&7u32.to_be_bytes());
+    opt.extend_from_slice(&6u32.to_be_bytes());
+    opt.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+    s.write_all(&opt).unwrap();
+    // Replies until ACK (type 1).
+    loop {
+        let mut h = [0u8; 20];
+        s.read_exact(&mut h).unwrap();
+        let typ = u32::from_be_bytes(h[12..16].try_into().unwrap());
+        let len = u32::from_be_bytes(h[16..20].try_into().unwrap());
+        let mut d = vec![0u8; len as usize];
+        s.read_exact(&mut d).unwrap();
+        if typ == 1 {
+            return s;
+        }
+    }
+}
+
+fn request(s: &mut UnixStream, typ: u16, handle: u64, offset: u64, len: u32, payload: &[u8]) {
+    let mut r = Vec::new();
+    r.extend_from_slice(&0x2560_9513u32.to_be_bytes());
+    r.extend_from_slice(&0u16.to_be_bytes());
+    r.extend_from_slice(&typ.to_be_bytes());
+    r.extend_from_slice(&handle.to_be_bytes());
+    r.extend_from_slice(&offset.to_be_bytes());
+    r.extend_from_slice(&len.to_be_bytes());
+    r.extend_from_slice(payload);
+    s.write_all(&r).unwrap();
+}
+
+/// Reads one simple reply: (error, handle).
+fn reply(s: &mut UnixStream, data_len: usize) -> (u32, u64, Vec<u8>) {
+    let mut h = [0u8; 16];
+    s.read_exact(&mut h).unwrap();
+    assert_eq!(u32::from_be_bytes(h[0..4].try_into().unwrap()), 0x6744_6698);
+    let err = u32::from_be_bytes(h[4..8].try_into().unwrap());
+    let mut d = vec![0u8; if err == 0 { data_len } else { 0 }];
+    s.read_exact(&mut d).unwrap();
+    (err, u64::from_be_bytes(h[8..16].try_into().unwrap()), d)
+}
+
+fn closed(s: &mut UnixStream) -> bool {
+    let mut b = [0u8; 1];
+    matches!(s.read(&mut b), Ok(0) | Err(_))
+}
+
+#[test]
+fn malformed_requests_are_answered_or_end_only_their_connection() {
+    let dev = Arc::new(MemDevice::new(1 << 20));
+    let cfg = ServerConfig {
+        max_payload: 1 << 20,
+        ..ServerConfig::default()
+    };
+    let (sock, stats, stop, _d) = serve(dev.clone(), cfg);
+    let mut good = connect(&sock);
+    request(&mut good, 1, 1, 0, 4096, &[0x11; 4096]);
+    assert_eq!(reply(&mut good, 0).0, 0);
+
+    // Unknown command: EINVAL, the connection goes on.
+    let mut c = connect(&sock);
+    request(&mut c, 99, 2, 0, 0, &[]);
+    assert_eq!(reply(&mut c, 0), (22, 2, vec![]));
+    // Out of range read and write (payload consumed): EINVAL, the connection goes on.
+    request(&mut c, 0, 3, (1 << 20) - 10, 4096, &[]);
+    assert_eq!(reply(&mut c, 0).0, 22);
+    request(&mut c, 1, 4, u64::MAX - 5, 8, &[0xEE; 8]);
+    assert_eq!(reply(&mut c, 0).0, 22);
+    // Oversized read: EINVAL.
+    request(&mut c, 0, 5, 0, 2 << 20, &[]);
+    assert_eq!(reply(&mut c, 0).0, 22);
+    request(&mut c, 0, 6, 0, 4096, &[]);
+    let (e, h, d) = reply(&mut c, 4096);
+    assert_eq!((e, h), (0, 6));
+    assert_eq!(d, vec![0x11; 4096]);
+    // Oversized write: the payload cannot be skipped, the connection closes.
+    request(&mut c, 1, 7, 0, 64 << 20, &[]);
+    assert!(closed(&mut c));
+
+    // Bad request magic: closed.
+    let mut c = connect(&sock);
+    c.write_all(&[0xde; 28]).unwrap();
+    assert!(closed(&mut c));
+
+    // A client vanishing mid-payload: its partial write is never applied.
+    let mut c = connect(&sock);
+    request(&mut c, 1, 8, 0, 4096, &[0x99; 1000]);
+    drop(c);
+
+    // Bad option magic in the handshake: closed.
+    let mut c = UnixStream::connect(&sock).unwrap();
+    let mut hello = [0u8; 18];
+    c.read_exact(&mut hello).unwrap();
+    c.write_all(&3u32.to_be_bytes()).unwrap();
+    c.write_all(&[0x42; 16]).unwrap();
+    assert!(closed(&mut c));
+
+    // An oversized option: closed.
+    let mut c = UnixStream::connect(&sock).unwrap();
+    c.read_exact(&mut hello).unwrap();
+    c.write_all(&3u32.to_be_bytes()).unwrap();
+    let mut opt = 0x4948_4156_454F_5054u64.to_be_bytes().to_vec();
+    opt.extend_from_slice(&7u32.to_be_bytes());
+    opt.extend_from_slice(&u32::MAX.to_be_bytes());
+    c.write_all(&opt).unwrap();
+    assert!(closed(&mut c));
+
+    // The first client is still served and its data intact.
+    std::thread::sleep(Duration::from_millis(50));
+    request(&mut good, 0, 9, 0, 4096, &[]);
+    let (e, _, d) = reply(&mut good, 4096);
+    assert_eq!(e, 0);
+    assert_eq!(d, vec![0x11; 4096], "no malformed request changed the data");
+    request(&mut good, 3, 10, 0, 0, &[]);
+    assert_eq!(reply(&mut good, 0).0, 0, "flush");
+    request(&mut good, 2, 11, 0, 0, &[]);
+    assert!(closed(&mut good), "DISC closes");
+    assert!(stats.protocol_errors.load(Relaxed) >= 4);
+    assert!(stats.einval.load(Relaxed) >= 4);
+    assert!(stats.broken_connections.load(Relaxed) >= 1);
+    stop.trigger();
+}
