@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Installs what tiercache's tests use beyond Rust: a headless browser for the HTML reports and
-# libCacheSim (the reference simulator the hit ratios are checked against). The real engine's
-# tests will add fio, libnbd-bin, nbdkit and qemu-utils here.
+# Installs what tiercache's tests use beyond Rust: a headless browser for the HTML reports,
+# libCacheSim (the reference simulator the hit ratios are checked against), and the real NBD
+# clients and servers the engine is tested and benchmarked with: fio (nbd engine), qemu-io and
+# qemu-nbd (qemu-utils), nbdcopy and nbdsh (libnbd-bin, python3-libnbd), nbdkit.
 # Idempotent: installs only what is missing. Needs root (or sudo) for apt-get.
 set -euo pipefail
 
 need_apt=()
 command -v chromium >/dev/null || need_apt+=(chromium)   # renders the HTML reports in tests
+command -v fio >/dev/null || need_apt+=(fio)
+command -v qemu-io >/dev/null || need_apt+=(qemu-utils)
+command -v nbdcopy >/dev/null || need_apt+=(libnbd-bin)
+command -v nbdsh >/dev/null || need_apt+=(python3-libnbd)
+command -v nbdkit >/dev/null || need_apt+=(nbdkit)
 if [ "${#need_apt[@]}" -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"

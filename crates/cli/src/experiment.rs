@@ -141,7 +141,9 @@ pub struct Experiment {
     pub config_json: serde_json::Value,
 }
 
-const TOP_KEYS: [&str; 6] = ["name", "run", "workload", "cache", "devices", "host"];
+const TOP_KEYS: [&str; 8] = [
+    "name", "run", "workload", "cache", "devices", "host", "engine", "serve",
+];
 
 impl Experiment {
     /// Resolves a document (one variant) into an experiment. `base_dir` resolves relative

@@ -5,5 +5,6 @@
 #![warn(missing_docs)]
 
 pub mod experiment;
+pub mod serve_cmd;
 pub mod sim_cmd;
 pub mod sweep_cmd;

@@ -2,7 +2,7 @@
 //! and calls into the library crates; this file only parses arguments and maps errors to exit
 //! codes (2 for bad input: configs, arguments, traces; 1 for anything else).
 
-use tiercache::{sim_cmd, sweep_cmd};
+use tiercache::{serve_cmd, sim_cmd, sweep_cmd};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -30,6 +30,10 @@ enum Command {
     Trace(tiercache_trace::cli::TraceArgs),
     /// Analyse a trace: exact and SHARDS miss-ratio curves, reuse distances, sizing advice.
     Analyze(tiercache_analyze::cli::AnalyzeArgs),
+    /// Run the cache for real and serve it over NBD (Unix socket or TCP).
+    Serve(serve_cmd::ServeArgs),
+    /// Write every dirty line of a (stopped) cache back: afterwards the backend alone is complete.
+    Flush(serve_cmd::FlushArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +46,8 @@ fn main() -> ExitCode {
         }),
         Command::Trace(args) => tiercache_trace::cli::run(args),
         Command::Analyze(args) => tiercache_analyze::cli::run(args),
+        Command::Serve(args) => serve_cmd::run(args),
+        Command::Flush(args) => serve_cmd::flush(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -67,6 +73,8 @@ fn main() -> ExitCode {
                         })
                     || c.is::<tiercache_report::ReportError>()
                     || c.is::<tiercache_analyze::cli::BadArgument>()
+                    || c.downcast_ref::<tiercache_engine::EngineError>()
+                        .is_some_and(|e| !matches!(e, tiercache_engine::EngineError::Io(_)))
             });
             ExitCode::from(if input_error { 2 } else { 1 })
         }

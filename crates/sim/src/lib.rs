@@ -54,7 +54,7 @@ pub use device::{DeviceConfig, DeviceModel, LinkConfig, RaidLevel, PRESETS};
 pub use exec::{simulate, simulate_with, SimObserver, SimOutput};
 pub use hit_ratio::{hit_ratio_only, hit_ratio_only_iter};
 pub use host::{HostConfig, LookupArch};
-pub use stats::stats_diff;
+pub use stats::{fill_policy_metrics, stats_diff};
 pub use tiercache_metrics::{RunMetrics, TimelineRow};
 
 /// Errors of the simulator.

@@ -46,7 +46,7 @@ pub fn stats_diff(earlier: &CacheStats, later: &CacheStats) -> CacheStats {
 }
 
 /// Fills the policy-derived fields of `m` from a window's counters.
-pub(crate) fn fill_policy_metrics(m: &mut RunMetrics, d: &CacheStats) {
+pub fn fill_policy_metrics(m: &mut RunMetrics, d: &CacheStats) {
     m.hit_ratio = ratio(d.line_hits, d.line_accesses);
     m.read_hit_ratio = ratio(d.read_line_hits, d.read_line_accesses);
     m.write_hit_ratio = ratio(d.write_line_hits, d.write_line_accesses);

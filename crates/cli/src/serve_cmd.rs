@@ -1,0 +1,317 @@
+//! `tiercache serve`: the real cache over NBD; `tiercache flush`: detach (write every dirty
+//! line back so the backend alone is complete).
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tiercache_config::Document;
+use tiercache_core::units::{de_bytes, de_nanos, de_opt_nanos};
+use tiercache_engine::{Engine, EngineConfig};
+use tiercache_nbd_server::{
+    serve_tcp, serve_unix, BlockDevice, ServerConfig, ServerStats, Shutdown,
+};
+use tiercache_policy::CacheConfig;
+
+/// The embedded `tiercache serve` config (examples/serve.toml).
+pub const DEFAULT_SERVE_CONFIG: &str = include_str!("../../../examples/serve.toml");
+
+/// The `[serve]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeConfig {
+    /// Unix socket to listen on (used unless `listen` is set).
+    pub socket: PathBuf,
+    /// TCP address to listen on instead, e.g. `127.0.0.1:10809`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    /// Requests run concurrently per connection.
+    pub workers: usize,
+    /// Largest read or write accepted.
+    #[serde(deserialize_with = "de_bytes")]
+    pub max_payload: u64,
+    /// Export name shown to clients that list exports.
+    pub export_name: String,
+    /// File rewritten with the live counters (JSON) while serving, and with the final ones
+    /// at exit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stats_file: Option<PathBuf>,
+    /// How often the stats file is rewritten.
+    #[serde(deserialize_with = "de_nanos")]
+    pub stats_interval_ns: u64,
+    /// Stop after this long (benchmarks, tests); default: until SIGINT or SIGTERM.
+    #[serde(
+        deserialize_with = "de_opt_nanos",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub duration_ns: Option<u64>,
+    /// Write every dirty line back before exiting (detach).
+    pub flush_on_exit: bool,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        Self {
+            socket: PathBuf::from("/tmp/tiercache.sock"),
+            listen: None,
+            workers: 8,
+            max_payload: 32 << 20,
+            export_name: String::new(),
+            stats_file: None,
+            stats_interval_ns: 1_000_000_000,
+            duration_ns: None,
+            flush_on_exit: false,
+        }
+    }
+}
+
+/// Arguments of `tiercache serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Config (TOML) with `[cache]` (as for `sim`), `[engine]` and `[serve]`. Without it, the
+    /// embedded examples/serve.toml.
+    pub config: Option<PathBuf>,
+    /// Override a config key: `--set engine.backend_path=/dev/sdb` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+}
+
+/// Arguments of `tiercache flush`.
+#[derive(Debug, Args)]
+pub struct FlushArgs {
+    /// The config the cache was served with.
+    pub config: Option<PathBuf>,
+    /// Override a config key (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+}
+
+/// A resolved serve config.
+pub struct ServeSetup {
+    /// Policy settings.
+    pub cache: CacheConfig,
+    /// Devices.
+    pub engine: EngineConfig,
+    /// Sockets and reporting.
+    pub serve: ServeConfig,
+    /// The whole document, for result records.
+    pub config_json: serde_json::Value,
+}
+
+/// Loads a serve config (or the embedded default) and applies overrides. Relative device
+/// paths are relative to the config file.
+pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<ServeSetup> {
+    let (mut doc, base) = match path {
+        Some(p) => (
+            Document::load(p)?,
+            p.parent().map(Path::to_path_buf).unwrap_or_default(),
+        ),
+        None => (
+            Document::parse(DEFAULT_SERVE_CONFIG, "<embedded examples/serve.toml>")?,
+            PathBuf::from("."),
+        ),
+    };
+    doc.apply_overrides(overrides)?;
+    let table = doc.value.as_table().context("the config must be a table")?;
+    let has = |k: &str| table.contains_key(k);
+    let cache: CacheConfig = if has("cache") {
+        doc.typed(Some("cache"))?
+    } else {
+        CacheConfig::default()
+    };
+    let mut engine: EngineConfig = if has("engine") {
+        doc.typed(Some("engine"))?
+    } else {
+        EngineConfig::default()
+    };
+    let mut serve: ServeConfig = if has("serve") {
+        doc.typed(Some("serve"))?
+    } else {
+        ServeConfig::default()
+    };
+    for p in [&mut engine.cache_path, &mut engine.backend_path] {
+        if p.is_relative() && path.is_some() {
+            *p = base.join(&*p);
+        }
+    }
+    if serve.workers > 1024 {
+        bail!(tiercache_config::ConfigError::Invalid {
+            context: doc.context(),
+            message: format!("serve.workers = {}: at most 1024", serve.workers),
+        });
+    }
+    if serve.socket.is_relative() && path.is_some() {
+        serve.socket = base.join(&serve.socket);
+    }
+    if let Some(f) = &mut serve.stats_file {
+        if f.is_relative() && path.is_some() {
+            *f = base.join(&*f);
+        }
+    }
+    Ok(ServeSetup {
+        cache,
+        engine,
+        serve,
+        config_json: doc.to_json(),
+    })
+}
+
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    SIGNALLED.store(true, Relaxed);
+}
+
+/// Routes SIGINT and SIGTERM to a flag (a clean shutdown instead of dying mid-write).
+fn catch_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: `on_signal` is an `extern "C" fn(c_int)` that only stores to an atomic,
+        // which is async-signal-safe; installing a handler has no other precondition.
+        unsafe {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+}
+
+/// The counters written to the stats file.
+#[derive(Serialize)]
+struct Live<'a> {
+    elapsed_s: f64,
+    engine: tiercache_engine::EngineStats,
+    server: &'a ServerStats,
+}
+
+fn write_stats(path: &Path, engine: &Engine, server: &ServerStats, started: Instant) -> Result<()> {
+    let live = Live {
+        elapsed_s: started.elapsed().as_secs_f64(),
+        engine: engine.stats(),
+        server,
+    };
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(&live)?)?;
+    std::fs::rename(&tmp, path).with_context(|| format!("stats file {}", path.display()))?;
+    Ok(())
+}
+
+/// Serves until SIGINT/SIGTERM or the configured duration; then stops accepting, lets open
+/// requests finish, makes everything durable (or detaches) and writes the final counters.
+pub fn run(args: ServeArgs) -> Result<()> {
+    let setup = load(args.config.as_deref(), &args.overrides)?;
+    serve(&setup, None)
+}
+
+/// Serves `setup`; `ready` (if given) is called with the address once listening.
+pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
+    let engine =
+        Arc::new(Engine::open(&setup.cache, &setup.engine).context("starting the engine")?);
+    let rec = engine.stats().recovery;
+    eprintln!(
+        "tiercache serve: {} over {} ({} MiB), {:?} cache ({} lines; recovered {} lines, {} dirty{})",
+        setup.engine.cache_path.display(),
+        setup.engine.backend_path.display(),
+        engine.size() >> 20,
+        setup.cache.write_policy,
+        engine.stats().capacity_lines,
+        rec.lines,
+        rec.dirty_lines,
+        if rec.corrupt_records > 0 { format!(", {} corrupt records ignored", rec.corrupt_records) } else { String::new() },
+    );
+    let s = &setup.serve;
+    let cfg = ServerConfig {
+        max_payload: s.max_payload.min(u32::MAX as u64) as u32,
+        workers: s.workers,
+        export_name: s.export_name.clone(),
+    };
+    let stats = Arc::new(ServerStats::default());
+    let stop = Shutdown::new();
+    catch_signals();
+    let dev: Arc<dyn BlockDevice> = engine.clone();
+    let started = Instant::now();
+    let server = {
+        let (stats, stop) = (stats.clone(), stop.clone());
+        match &s.listen {
+            Some(addr) => {
+                let l = std::net::TcpListener::bind(addr)
+                    .with_context(|| format!("serve.listen {addr}"))?;
+                let shown = format!("nbd://{}", l.local_addr()?);
+                eprintln!("tiercache serve: listening on {shown}");
+                if let Some(f) = ready {
+                    f(&shown);
+                }
+                std::thread::spawn(move || serve_tcp(l, dev, cfg, stats, stop))
+            }
+            None => {
+                let _ = std::fs::remove_file(&s.socket);
+                let l = std::os::unix::net::UnixListener::bind(&s.socket)
+                    .with_context(|| format!("serve.socket {}", s.socket.display()))?;
+                let shown = format!("nbd+unix:///?socket={}", s.socket.display());
+                eprintln!("tiercache serve: listening on {shown}");
+                if let Some(f) = ready {
+                    f(&shown);
+                }
+                std::thread::spawn(move || serve_unix(l, dev, cfg, stats, stop))
+            }
+        }
+    };
+    let deadline = s.duration_ns.map(|d| started + Duration::from_nanos(d));
+    let mut next_stats = started;
+    while !SIGNALLED.load(Relaxed)
+        && deadline.is_none_or(|d| Instant::now() < d)
+        && !server.is_finished()
+    {
+        if let Some(f) = &s.stats_file {
+            if Instant::now() >= next_stats {
+                write_stats(f, &engine, &stats, started)?;
+                next_stats += Duration::from_nanos(s.stats_interval_ns.max(1_000_000));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.trigger();
+    match server.join() {
+        Ok(r) => r.context("serving")?,
+        Err(_) => bail!("the server thread panicked"),
+    }
+    if s.flush_on_exit {
+        engine.flush_all().context("flushing dirty lines on exit")?;
+    }
+    engine
+        .shutdown()
+        .context("making everything durable on exit")?;
+    if let Some(f) = &s.stats_file {
+        write_stats(f, &engine, &stats, started)?;
+    }
+    let st = engine.stats();
+    eprintln!(
+        "tiercache serve: stopped: {} reads, {} writes, hit ratio {:.3}, {} dirty lines kept (durable)",
+        st.reads,
+        st.writes,
+        if st.cache.line_accesses > 0 { st.cache.line_hits as f64 / st.cache.line_accesses as f64 } else { 0.0 },
+        st.dirty_lines,
+    );
+    if s.listen.is_none() {
+        let _ = std::fs::remove_file(&s.socket);
+    }
+    Ok(())
+}
+
+/// `tiercache flush`: opens the cache (recovering it), writes every dirty line back and
+/// syncs the backend.
+pub fn flush(args: FlushArgs) -> Result<()> {
+    let setup = load(args.config.as_deref(), &args.overrides)?;
+    let engine = Engine::open(&setup.cache, &setup.engine).context("opening the cache")?;
+    let before = engine.stats().dirty_lines;
+    engine.flush_all().context("writing dirty lines back")?;
+    engine.shutdown()?;
+    let st = engine.stats();
+    println!(
+        "flushed {} dirty lines ({} written back); the backend {} is complete",
+        before,
+        st.flushed_lines,
+        setup.engine.backend_path.display()
+    );
+    Ok(())
+}

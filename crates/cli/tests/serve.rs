@@ -1,0 +1,286 @@
+//! `tiercache serve` end to end with real clients: fio verify through a write-back cache,
+//! kill -9 during a write burst and a warm restart, detach with `tiercache flush`, bad configs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_tiercache")
+}
+
+fn have(tool: &str) -> bool {
+    let ok = Command::new(tool).arg("--version").output().is_ok();
+    if !ok {
+        assert!(
+            std::env::var("CI").is_err(),
+            "{tool} missing on CI (scripts/setup.sh installs it)"
+        );
+        eprintln!("skipping: {tool} not installed");
+    }
+    ok
+}
+
+fn config(dir: &Path, extra: &str) -> PathBuf {
+    let p = dir.join("serve.toml");
+    std::fs::write(
+        &p,
+        format!(
+            r#"
+[cache]
+capacity = "8MiB"
+line_size = "4KiB"
+write_policy = "write-back"
+cleaning = {{ policy = "lazy", idle_ns = "50ms", batch = 64 }}
+[engine]
+cache_path = "cache.img"
+backend_path = "backend.img"
+backend_size = "64MiB"
+[serve]
+socket = "nbd.sock"
+stats_file = "stats.json"
+stats_interval_ns = "100ms"
+{extra}
+"#
+        ),
+    )
+    .unwrap();
+    p
+}
+
+/// A server process, killed if a test fails before stopping it.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `tiercache serve` and waits for its socket.
+fn start(dir: &Path, cfg: &Path) -> Server {
+    let _ = std::fs::remove_file(dir.join("nbd.sock"));
+    let child = Command::new(bin())
+        .args(["serve", cfg.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Server(child);
+    let t = Instant::now();
+    while !dir.join("nbd.sock").exists() {
+        assert!(t.elapsed() < Duration::from_secs(20), "serve did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server
+}
+
+fn uri(dir: &Path) -> String {
+    format!("nbd+unix:///?socket={}", dir.join("nbd.sock").display())
+}
+
+/// Runs fio (nbd engine) over `target`; `args` add job options.
+fn fio(target: &str, args: &[&str]) -> std::process::Output {
+    let mut c = Command::new("fio");
+    c.args([
+        "--name=t",
+        "--bs=4k",
+        "--iodepth=16",
+        "--randseed=42",
+        "--output-format=terse",
+    ]);
+    if target.starts_with("nbd") {
+        c.args(["--ioengine=nbd", &format!("--uri={target}")]);
+    } else {
+        c.args(["--ioengine=psync", &format!("--filename={target}")]);
+    }
+    c.args(args).output().unwrap()
+}
+
+fn ok(o: &std::process::Output, what: &str) {
+    assert!(
+        o.status.success(),
+        "{what}: {}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn sigterm(server: &mut Server) -> std::process::ExitStatus {
+    let o = Command::new("kill")
+        .args(["-TERM", &server.0.id().to_string()])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    server.0.wait().unwrap()
+}
+
+#[test]
+fn fio_verify_through_write_back_then_detach() {
+    if !have("fio") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "");
+    let mut server = start(dir.path(), &cfg);
+    // 24 MiB of random writes through an 8 MiB write-back cache: evictions of dirty lines,
+    // write-backs, slot reuse; then every block verified through the cache.
+    let o = fio(
+        &uri(dir.path()),
+        &[
+            "--rw=randwrite",
+            "--size=24m",
+            "--verify=crc32c",
+            "--do_verify=1",
+            "--end_fsync=1",
+        ],
+    );
+    ok(&o, "fio randwrite+verify");
+    let o = fio(
+        &uri(dir.path()),
+        &[
+            "--rw=randrw",
+            "--rwmixread=70",
+            "--size=24m",
+            "--offset=32m",
+            "--verify=crc32c",
+            "--do_verify=1",
+        ],
+    );
+    ok(&o, "fio randrw+verify");
+    let status = sigterm(&mut server);
+    assert!(
+        status.success(),
+        "serve exits cleanly on SIGTERM: {status:?}"
+    );
+    let stats: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("stats.json")).unwrap())
+            .unwrap();
+    let e = &stats["engine"];
+    assert!(e["writes"].as_u64().unwrap() >= 6144, "{e}");
+    assert!(
+        e["cache"]["dirty_evictions"].as_u64().unwrap() + e["flushed_lines"].as_u64().unwrap() > 0,
+        "{e}"
+    );
+    assert_eq!(e["errors"], 0);
+    assert_eq!(stats["server"]["eio"], 0);
+    // Detach: the backend file alone then holds every block fio wrote.
+    let out = Command::new(bin())
+        .args(["flush", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    ok(&out, "tiercache flush");
+    let backend = dir.path().join("backend.img");
+    let o = fio(
+        backend.to_str().unwrap(),
+        &[
+            "--rw=randwrite",
+            "--size=24m",
+            "--verify=crc32c",
+            "--verify_only=1",
+        ],
+    );
+    ok(&o, "verify the backend file alone after detach");
+}
+
+#[test]
+fn kill_minus_9_during_a_write_burst_loses_no_flushed_write() {
+    if !have("fio") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "");
+    let mut server = start(dir.path(), &cfg);
+    // Phase A: written and flushed (fio ends with a FLUSH): must survive anything.
+    let o = fio(
+        &uri(dir.path()),
+        &[
+            "--rw=randwrite",
+            "--size=16m",
+            "--verify=crc32c",
+            "--do_verify=0",
+            "--end_fsync=1",
+        ],
+    );
+    ok(&o, "phase A");
+    // Phase B: a burst elsewhere, killed mid-way with SIGKILL.
+    let mut burst = Command::new("fio")
+        .args([
+            "--name=b",
+            "--ioengine=nbd",
+            &format!("--uri={}", uri(dir.path())),
+            "--rw=randwrite",
+            "--bs=4k",
+            "--iodepth=16",
+            "--size=32m",
+            "--offset=24m",
+            "--time_based",
+            "--runtime=30",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    server.0.kill().unwrap();
+    server.0.wait().unwrap();
+    let _ = burst.wait();
+    // Warm restart: recovery finds the dirty lines; phase A reads back intact through it.
+    let mut server = start(dir.path(), &cfg);
+    let o = fio(
+        &uri(dir.path()),
+        &[
+            "--rw=randwrite",
+            "--size=16m",
+            "--verify=crc32c",
+            "--verify_only=1",
+        ],
+    );
+    ok(&o, "phase A after kill -9 and restart");
+    assert!(sigterm(&mut server).success());
+    let stats: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("stats.json")).unwrap())
+            .unwrap();
+    let rec = &stats["engine"]["recovery"];
+    assert!(
+        rec["lines"].as_u64().unwrap() > 0,
+        "a warm restart keeps lines: {rec}"
+    );
+    assert_eq!(rec["formatted"], false);
+}
+
+#[test]
+fn bad_serve_configs_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "");
+    for (set, needle) in [
+        ("serve.workers=\"many\"", "serve.workers"),
+        ("engine.lookup=\"fast\"", "engine.lookup"),
+        ("serve.colour=1", "serve.colour"),
+        ("cache.line_size=3000", "line"),
+    ] {
+        let o = Command::new(bin())
+            .args(["serve", cfg.to_str().unwrap(), "--set", set])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{set}: {err}");
+        assert!(err.contains(needle), "{set}: {err}");
+    }
+    // A cache device formatted for another geometry is refused, naming the field.
+    let mut server = start(dir.path(), &cfg);
+    assert!(sigterm(&mut server).success());
+    let o = Command::new(bin())
+        .args([
+            "serve",
+            cfg.to_str().unwrap(),
+            "--set",
+            "cache.capacity=\"4MiB\"",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("lines is 2048 on disk but 1024"), "{err}");
+}
