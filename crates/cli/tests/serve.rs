@@ -88,6 +88,7 @@ fn fio(target: &str, args: &[&str]) -> std::process::Output {
         "--bs=4k",
         "--iodepth=16",
         "--randseed=42",
+        "--verify_state_save=0",
         "--output-format=terse",
     ]);
     if target.starts_with("nbd") {

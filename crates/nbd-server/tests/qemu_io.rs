@@ -83,6 +83,7 @@ fn fio_verify_random_and_sequential_two_connections() {
                 "--numjobs=2",
                 "--offset_increment=24m",
                 "--verify=crc32c",
+                "--verify_state_save=0",
                 "--do_verify=1",
                 "--output-format=json",
                 &format!("--output={}", out.display()),
