@@ -58,6 +58,8 @@ struct Inner {
     serial: Mutex<()>,
     lookup: Lookup,
     cache_dev: Arc<dyn Device>,
+    /// The cache device is an emulated (slow) one: hits are not cheap.
+    cache_is_slow: bool,
     backend: Arc<dyn Device>,
     table: SlotTable,
     layout: Layout,
@@ -164,6 +166,7 @@ impl Engine {
             serial: Mutex::new(()),
             lookup: cfg.lookup,
             size: backend.len(),
+            cache_is_slow: cfg.cache_device.is_some(),
             cache_dev,
             backend,
             table,
@@ -294,6 +297,13 @@ impl tiercache_nbd_server::BlockDevice for Engine {
     fn write_zeroes(&self, off: u64, len: u64, fua: bool) -> io::Result<()> {
         Engine::write_zeroes(self, off, len, fua)
     }
+    fn read_fast(&self, buf: &mut [u8], off: u64) -> Option<io::Result<()>> {
+        // Hits on a fast cache device are cheap; on an emulated slow one they are not.
+        if self.inner.cache_is_slow || !self.inner.would_hit(off, buf.len() as u64) {
+            return None;
+        }
+        Some(self.read(buf, off))
+    }
     fn multi_conn(&self) -> bool {
         // Every connection shares this engine, and FLUSH syncs both devices whole.
         true
@@ -338,6 +348,20 @@ fn record_of(u: &MetaUpdate) -> SlotRecord {
 }
 
 impl Inner {
+    fn would_hit(&self, offset: u64, len: u64) -> bool {
+        if self.lookup == Lookup::Lt || offset.checked_add(len).is_none_or(|e| e > self.size) {
+            return false;
+        }
+        let req = Request {
+            time_ns: 0,
+            volume: VolumeId(0),
+            op: Op::Read,
+            offset,
+            len,
+        };
+        lock(&self.core).cache.would_hit(&req)
+    }
+
     fn now_ns(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
     }

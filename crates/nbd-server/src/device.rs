@@ -18,6 +18,13 @@ pub trait BlockDevice: Send + Sync {
     fn trim(&self, off: u64, len: u64) -> io::Result<()>;
     /// Zero a range.
     fn write_zeroes(&self, off: u64, len: u64, fua: bool) -> io::Result<()>;
+    /// Serves a read at once if that is cheap (e.g. a cache hit): `None` means "not cheap,
+    /// run it on a worker". Servers call it from the connection's reader to skip a thread
+    /// hand-off; the default never claims a read.
+    fn read_fast(&self, buf: &mut [u8], off: u64) -> Option<io::Result<()>> {
+        let _ = (buf, off);
+        None
+    }
     /// Whether several connections may safely share the export.
     fn multi_conn(&self) -> bool {
         false

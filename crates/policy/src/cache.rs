@@ -495,6 +495,28 @@ impl Cache {
         true
     }
 
+    /// Whether reading `req` now would be served by the cache alone (every line resident
+    /// with the needed sub-blocks valid, in a mode that reads from the cache). Changes
+    /// nothing: executors use it to run cheap requests inline.
+    pub fn would_hit(&self, req: &Request) -> bool {
+        if req.op != Op::Read
+            || req.len == 0
+            || self
+                .geo
+                .check_request(req.volume, req.offset, req.len)
+                .is_err()
+            || self.write_policy(req.volume).rules().reads_bypass_cache
+        {
+            return false;
+        }
+        self.geo.split(req.offset, req.len).all(|s| {
+            let need = self.geo.touched_mask(s.start, s.end);
+            self.table
+                .lookup(LineKey::new(req.volume, s.index))
+                .is_some_and(|slot| self.table.meta(slot).valid & need == need)
+        })
+    }
+
     /// Changes the write policy of one volume, or of all volumes (clearing per-volume ones).
     pub fn set_write_policy(&mut self, volume: Option<VolumeId>, policy: WritePolicy) {
         match volume {
