@@ -141,8 +141,8 @@ pub struct Experiment {
     pub config_json: serde_json::Value,
 }
 
-const TOP_KEYS: [&str; 8] = [
-    "name", "run", "workload", "cache", "devices", "host", "engine", "serve",
+const TOP_KEYS: [&str; 9] = [
+    "name", "run", "workload", "cache", "devices", "host", "engine", "serve", "bench",
 ];
 
 impl Experiment {

@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bench_cmd;
 pub mod experiment;
 pub mod serve_cmd;
 pub mod sim_cmd;

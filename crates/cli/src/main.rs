@@ -2,7 +2,7 @@
 //! and calls into the library crates; this file only parses arguments and maps errors to exit
 //! codes (2 for bad input: configs, arguments, traces; 1 for anything else).
 
-use tiercache::{serve_cmd, sim_cmd, sweep_cmd};
+use tiercache::{bench_cmd, serve_cmd, sim_cmd, sweep_cmd};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -34,6 +34,9 @@ enum Command {
     Serve(serve_cmd::ServeArgs),
     /// Write every dirty line of a (stopped) cache back: afterwards the backend alone is complete.
     Flush(serve_cmd::FlushArgs),
+    /// Run the engine for real under fio (nbd engine) from the config's workload; print the
+    /// same result record as `sim`.
+    Bench(bench_cmd::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         Command::Analyze(args) => tiercache_analyze::cli::run(args),
         Command::Serve(args) => serve_cmd::run(args),
         Command::Flush(args) => serve_cmd::flush(args),
+        Command::Bench(args) => bench_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -285,3 +285,75 @@ fn bad_serve_configs_are_named() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("lines is 2048 on disk but 1024"), "{err}");
 }
+
+#[test]
+fn bench_writes_the_same_record_as_sim() {
+    if !have("fio") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("bench.toml");
+    std::fs::write(
+        &cfg,
+        r#"
+name = "wb-zipf"
+[cache]
+capacity = "8MiB"
+line_size = "4KiB"
+write_policy = "write-back"
+[engine]
+cache_path = "cache.img"
+backend_path = "backend.img"
+backend_size = "64MiB"
+[workload]
+jobs = 1
+iodepth = 8
+read_fraction = 0.7
+footprint = "32MiB"
+distribution = { type = "zipf", theta = 1.1 }
+[bench]
+runtime_ns = "1s"
+"#,
+    )
+    .unwrap();
+    let o = Command::new(bin())
+        .args(["bench", cfg.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    ok(&o, "tiercache bench");
+    let bench: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(bench["kind"], "bench");
+    let m = &bench["metrics"];
+    let (req, rd, wr) = (
+        m["requests"].as_u64().unwrap(),
+        m["read_requests"].as_u64().unwrap(),
+        m["write_requests"].as_u64().unwrap(),
+    );
+    assert!(req > 1000 && rd + wr == req, "{m}");
+    let wf = wr as f64 / req as f64;
+    assert!(
+        (0.2..0.4).contains(&wf),
+        "the 70/30 mix reached the engine: {wf}"
+    );
+    let hit = m["hit_ratio"].as_f64().unwrap();
+    assert!(hit > 0.0 && hit < 1.0, "{m}");
+    assert!(
+        m["iops"].as_f64().unwrap() > 0.0 && m["latency_us"]["read"]["p99"].as_f64().unwrap() > 0.0
+    );
+    // The simulator's record of the same file has the same fields.
+    let o = Command::new(bin())
+        .args([
+            "sim",
+            cfg.to_str().unwrap(),
+            "--json",
+            "--set",
+            "workload.requests=20000",
+        ])
+        .output()
+        .unwrap();
+    ok(&o, "tiercache sim on the bench config");
+    let sim: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&sim["metrics"]), keys(&bench["metrics"]));
+    assert_eq!(sim["kind"], "sim");
+}

@@ -1,0 +1,390 @@
+//! `tiercache bench`: runs the engine for real, drives it with fio (nbd engine) from the
+//! config's `[workload]`, and writes the same result record as `tiercache sim`, so a simulated
+//! and a measured run of one design compare field by field.
+
+use crate::serve_cmd::{self, ServeSetup};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::Deserialize;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use tiercache_config::{ConfigError, Document};
+use tiercache_core::units::de_nanos;
+use tiercache_engine::Engine;
+use tiercache_metrics::{LatencySummary, RunKind, RunMetrics, RunRecord};
+use tiercache_nbd_server::{serve_unix, BlockDevice, ServerConfig, ServerStats, Shutdown};
+use tiercache_workload::{AddressDist, WorkloadSpec};
+
+/// Arguments of `tiercache bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Config with `[cache]`, `[engine]`, `[workload]` (synthetic) and optionally `[bench]`.
+    pub config: PathBuf,
+    /// Override a config key (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+    /// Print the result record as JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Keep fio's own JSON output in this file.
+    #[arg(long, value_name = "FILE")]
+    pub fio_output: Option<PathBuf>,
+}
+
+/// The `[bench]` section.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct BenchConfig {
+    /// Measured time.
+    #[serde(deserialize_with = "de_nanos")]
+    runtime_ns: u64,
+    /// Time run before measuring (fio's ramp_time).
+    #[serde(deserialize_with = "de_nanos")]
+    ramp_ns: u64,
+    /// Read the whole footprint once before the run (a warm cache).
+    prewarm: bool,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        Self {
+            runtime_ns: 10_000_000_000,
+            ramp_ns: 0,
+            prewarm: false,
+        }
+    }
+}
+
+fn invalid(doc: &Document, message: String) -> anyhow::Error {
+    ConfigError::Invalid {
+        context: doc.context(),
+        message,
+    }
+    .into()
+}
+
+/// fio job options equivalent to a synthetic workload, or an error naming what fio cannot
+/// express.
+pub fn fio_options(w: &WorkloadSpec, volume_bytes: u64) -> Result<Vec<String>, String> {
+    let mut o = Vec::new();
+    if w.volumes != 1 {
+        return Err("workload.volumes: fio drives one volume".into());
+    }
+    if w.trim_fraction > 0.0 {
+        return Err("workload.trim_fraction: fio's read/write mix has no trims".into());
+    }
+    if w.bursts.is_some() {
+        return Err("workload.bursts: not expressible in fio".into());
+    }
+    if w.footprint == 0 || w.footprint > volume_bytes {
+        return Err(format!(
+            "workload.footprint: {} bytes, the volume has {volume_bytes}",
+            w.footprint
+        ));
+    }
+    let sequential = matches!(w.distribution, AddressDist::Sequential);
+    let rw = match (w.read_fraction, sequential) {
+        (r, false) if r >= 1.0 => "randread",
+        (r, false) if r <= 0.0 => "randwrite",
+        (_, false) => "randrw",
+        (r, true) if r >= 1.0 => "read",
+        (r, true) if r <= 0.0 => "write",
+        (_, true) => "rw",
+    };
+    o.push(format!("--rw={rw}"));
+    o.push(format!(
+        "--rwmixread={}",
+        (w.read_fraction * 100.0).round() as u32
+    ));
+    match &w.distribution {
+        AddressDist::Uniform | AddressDist::Sequential => {}
+        AddressDist::Zipf { theta, .. } => o.push(format!("--random_distribution=zipf:{theta}")),
+        other => return Err(format!(
+            "workload.distribution: {other:?} has no fio equivalent (uniform, zipf, sequential do)"
+        )),
+    }
+    if w.write_distribution.is_some() {
+        return Err("workload.write_distribution: fio uses one distribution".into());
+    }
+    match &w.block_sizes[..] {
+        [one] => o.push(format!("--bs={}", one.size)),
+        many => {
+            let total: f64 = many.iter().map(|b| b.weight).sum();
+            let mut left = 100u32;
+            let parts: Vec<String> = many
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    let pct = if i + 1 == many.len() {
+                        left
+                    } else {
+                        ((b.weight / total * 100.0).round() as u32).min(left)
+                    };
+                    left -= pct;
+                    format!("{}/{pct}", b.size)
+                })
+                .collect();
+            o.push(format!("--bssplit={}", parts.join(":")));
+        }
+    }
+    o.push(format!("--size={}", w.footprint));
+    o.push(format!("--numjobs={}", w.jobs.max(1)));
+    o.push(format!("--iodepth={}", w.iodepth.unwrap_or(1)));
+    if let Some(r) = w.rate_iops {
+        o.push(format!(
+            "--rate_iops={}",
+            (r / w.jobs.max(1) as f64).ceil() as u64
+        ));
+    }
+    o.push(format!("--randseed={}", w.seed));
+    Ok(o)
+}
+
+fn summary(side: &serde_json::Value) -> LatencySummary {
+    let clat = &side["clat_ns"];
+    let p = |q: &str| clat["percentile"][q].as_f64().unwrap_or(0.0) / 1000.0;
+    LatencySummary {
+        count: side["total_ios"].as_u64().unwrap_or(0),
+        mean: clat["mean"].as_f64().unwrap_or(0.0) / 1000.0,
+        p50: p("50.000000"),
+        p90: p("90.000000"),
+        p99: p("99.000000"),
+        p999: p("99.900000"),
+        p9999: p("99.990000"),
+        max: clat["max"].as_f64().unwrap_or(0.0) / 1000.0,
+    }
+}
+
+/// Entry point of `tiercache bench`.
+pub fn run(args: BenchArgs) -> Result<()> {
+    let setup: ServeSetup = serve_cmd::load(Some(&args.config), &args.overrides)?;
+    let mut doc = Document::load(&args.config)?;
+    doc.apply_overrides(&args.overrides)?;
+    let table = doc.value.as_table().context("the config must be a table")?;
+    if !table.contains_key("workload") {
+        return Err(invalid(&doc, "bench needs a [workload] section".into()));
+    }
+    let workload: WorkloadSpec = doc.typed(Some("workload"))?;
+    let bench: BenchConfig = if table.contains_key("bench") {
+        doc.typed(Some("bench"))?
+    } else {
+        BenchConfig::default()
+    };
+    if Command::new("fio").arg("--version").output().is_err() {
+        bail!("fio is not installed (scripts/setup.sh installs it)");
+    }
+    let engine =
+        Arc::new(Engine::open(&setup.cache, &setup.engine).context("starting the engine")?);
+    let fio_opts = fio_options(&workload, engine.size()).map_err(|m| invalid(&doc, m))?;
+    let dir = tempfile_dir()?;
+    let sock = dir.join("bench.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock)?;
+    let stats = Arc::new(ServerStats::default());
+    let stop = Shutdown::new();
+    let dev: Arc<dyn BlockDevice> = engine.clone();
+    let server = {
+        let cfg = ServerConfig {
+            workers: setup.serve.workers,
+            ..ServerConfig::default()
+        };
+        let (stats, stop) = (stats.clone(), stop.clone());
+        std::thread::spawn(move || serve_unix(listener, dev, cfg, stats, stop))
+    };
+    let uri = format!("nbd+unix:///?socket={}", sock.display());
+    if bench.prewarm {
+        let o = Command::new("fio")
+            .args([
+                "--name=prewarm",
+                "--ioengine=nbd",
+                &format!("--uri={uri}"),
+                "--rw=read",
+                "--bs=1m",
+                "--iodepth=4",
+            ])
+            .arg(format!("--size={}", workload.footprint))
+            .output()?;
+        if !o.status.success() {
+            bail!("fio prewarm: {}", String::from_utf8_lossy(&o.stderr));
+        }
+    }
+    let before = engine.stats();
+    let out_json = args
+        .fio_output
+        .clone()
+        .unwrap_or_else(|| dir.join("fio.json"));
+    let o = Command::new("fio")
+        .args([
+            "--name=bench",
+            "--ioengine=nbd",
+            &format!("--uri={uri}"),
+            "--group_reporting",
+            "--time_based",
+            "--output-format=json",
+        ])
+        .arg(format!(
+            "--runtime={}ms",
+            (bench.runtime_ns / 1_000_000).max(1)
+        ))
+        .arg(format!("--ramp_time={}ms", bench.ramp_ns / 1_000_000))
+        .arg(format!("--output={}", out_json.display()))
+        .args(&fio_opts)
+        .output()?;
+    let after = engine.stats();
+    stop.trigger();
+    let _ = server.join();
+    engine.shutdown()?;
+    if !o.status.success() {
+        bail!("fio failed: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    let fio: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out_json)?).context("fio's JSON output")?;
+    let job = &fio["jobs"][0];
+    let (r, w) = (&job["read"], &job["write"]);
+    let reads = r["total_ios"].as_u64().unwrap_or(0);
+    let writes = w["total_ios"].as_u64().unwrap_or(0);
+    let secs = bench.runtime_ns as f64 / 1e9;
+    let (rl, wl) = (summary(r), summary(w));
+    let all = LatencySummary {
+        count: reads + writes,
+        mean: if reads + writes > 0 {
+            (rl.mean * reads as f64 + wl.mean * writes as f64) / (reads + writes) as f64
+        } else {
+            0.0
+        },
+        // fio reports reads and writes apart: the larger of the two bounds the mix.
+        p50: rl.p50.max(wl.p50),
+        p90: rl.p90.max(wl.p90),
+        p99: rl.p99.max(wl.p99),
+        p999: rl.p999.max(wl.p999),
+        p9999: rl.p9999.max(wl.p9999),
+        max: rl.max.max(wl.max),
+    };
+    let mut m = RunMetrics {
+        requests: reads + writes,
+        read_requests: reads,
+        write_requests: writes,
+        bytes: r["io_bytes"].as_u64().unwrap_or(0) + w["io_bytes"].as_u64().unwrap_or(0),
+        iops: r["iops"].as_f64().unwrap_or(0.0) + w["iops"].as_f64().unwrap_or(0.0),
+        bandwidth_bytes_per_s: r["bw_bytes"].as_f64().unwrap_or(0.0)
+            + w["bw_bytes"].as_f64().unwrap_or(0.0),
+        dirty_lines_end: after.dirty_lines,
+        resident_lines_end: after.resident_lines,
+        duration_ns: (secs * 1e9) as u64,
+        ..Default::default()
+    };
+    m.latency_us.all = all;
+    m.latency_us.read = rl;
+    m.latency_us.write = wl;
+    tiercache_sim::fill_policy_metrics(
+        &mut m,
+        &tiercache_sim::stats_diff(&before.cache, &after.cache),
+    );
+    let name = doc
+        .value
+        .get("name")
+        .and_then(|v| v.as_str())
+        .unwrap_or("bench")
+        .to_string();
+    let record = RunRecord::new(
+        RunKind::Bench,
+        name.clone(),
+        workload.seed,
+        setup.config_json.clone(),
+        m,
+    );
+    let stdout = std::io::stdout();
+    if args.json {
+        writeln!(stdout.lock(), "{}", record.to_json_line()?)?;
+    } else {
+        write!(
+            stdout.lock(),
+            "{}",
+            tiercache_metrics::render_table(&[(name, record.metrics)])
+        )?;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+fn tempfile_dir() -> Result<PathBuf> {
+    let d = std::env::temp_dir().join(format!("tiercache-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&d)?;
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tiercache_workload::BlockSize;
+
+    #[test]
+    fn workloads_map_to_fio_options_or_name_what_cannot() {
+        let w = WorkloadSpec {
+            jobs: 2,
+            iodepth: Some(16),
+            read_fraction: 0.7,
+            footprint: 1 << 30,
+            distribution: AddressDist::Zipf {
+                theta: 1.1,
+                scramble: true,
+            },
+            block_sizes: vec![
+                BlockSize {
+                    size: 4096,
+                    weight: 3.0,
+                },
+                BlockSize {
+                    size: 65536,
+                    weight: 1.0,
+                },
+            ],
+            ..WorkloadSpec::default()
+        };
+        let o = fio_options(&w, 1 << 30).unwrap();
+        for want in [
+            "--rw=randrw",
+            "--rwmixread=70",
+            "--random_distribution=zipf:1.1",
+            "--bssplit=4096/75:65536/25",
+            "--numjobs=2",
+            "--iodepth=16",
+            "--size=1073741824",
+        ] {
+            assert!(o.iter().any(|x| x == want), "{want} missing from {o:?}");
+        }
+        let seq = WorkloadSpec {
+            distribution: AddressDist::Sequential,
+            read_fraction: 1.0,
+            ..WorkloadSpec::default()
+        };
+        assert!(fio_options(&seq, 1 << 40)
+            .unwrap()
+            .contains(&"--rw=read".to_string()));
+        let too_big = WorkloadSpec {
+            footprint: 2 << 30,
+            ..w.clone()
+        };
+        assert!(fio_options(&too_big, 1 << 30)
+            .unwrap_err()
+            .contains("workload.footprint"));
+        let trims = WorkloadSpec {
+            trim_fraction: 0.1,
+            ..w.clone()
+        };
+        assert!(fio_options(&trims, 1 << 30)
+            .unwrap_err()
+            .contains("workload.trim_fraction"));
+        let normal = WorkloadSpec {
+            distribution: AddressDist::Normal {
+                mean_fraction: 0.5,
+                stddev_fraction: 0.1,
+            },
+            ..w
+        };
+        assert!(fio_options(&normal, 1 << 30)
+            .unwrap_err()
+            .contains("workload.distribution"));
+    }
+}
