@@ -33,6 +33,15 @@ pub struct AnalyzeArgs {
     /// Print the analysis as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Interval of trace time for the IOPS and working-set timelines (e.g. `1s`, `100ms`).
+    #[arg(long, default_value = "1s")]
+    pub interval: String,
+    /// An interval is in a burst when its IOPS exceed this factor × the median interval's.
+    #[arg(long, default_value_t = 2.0)]
+    pub burst_factor: f64,
+    /// Write SVG plots (mrc.svg, reuse_cdf.svg, iops.svg, working_set.svg) into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<std::path::PathBuf>,
 }
 
 /// A bad command-line value (exit code 2 at the edge).
@@ -58,6 +67,22 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         skip_bad: args.skip_bad,
         ..Default::default()
     };
+    let interval_ns = tiercache_core::units::parse_nanos(&args.interval)
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| {
+            BadArgument(format!(
+                "--interval {}: a positive duration such as 1s or 100ms",
+                args.interval
+            ))
+        })?;
+    if !(args.burst_factor > 0.0 && args.burst_factor.is_finite()) {
+        return Err(BadArgument(format!(
+            "--burst-factor {}: must be positive",
+            args.burst_factor
+        ))
+        .into());
+    }
     let mut reader = tiercache_trace::open(&args.file, args.format, &opts)?;
     let mut analyzer = Analyzer::new(Options {
         line_size: args.line_size,
@@ -65,6 +90,8 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         shards_rate: args.shards_rate,
         shards_max_entries: args.shards_max_entries,
         write_reuse_threshold: args.write_reuse_threshold,
+        interval_ns,
+        burst_factor: args.burst_factor,
     })
     .map_err(|e| BadArgument(format!("--line-size: {e}")))?;
     for r in reader.by_ref() {
@@ -72,6 +99,13 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
     }
     let volumes = reader.volumes();
     let analysis = analyzer.finish(&|v| volumes.name(v).unwrap_or("?").to_string());
+    if let Some(dir) = &args.plots {
+        for p in crate::plots::write(&analysis, dir)
+            .with_context(|| format!("--plots {}", dir.display()))?
+        {
+            eprintln!("plot: {}", p.display());
+        }
+    }
     if args.json {
         println!(
             "{}",

@@ -13,7 +13,9 @@
 
 #![warn(missing_docs)]
 
+pub mod characterise;
 pub mod cli;
+pub mod plots;
 pub mod reuse;
 pub mod shards;
 pub mod stack;
@@ -38,6 +40,10 @@ pub struct Options {
     pub shards_max_entries: Option<usize>,
     /// WAR+WAW share above which the advice disables cache writes.
     pub write_reuse_threshold: f64,
+    /// Interval of trace time for the IOPS and working-set timelines.
+    pub interval_ns: u64,
+    /// An interval is in a burst when its IOPS exceed this factor × the median.
+    pub burst_factor: f64,
 }
 
 impl Default for Options {
@@ -48,6 +54,8 @@ impl Default for Options {
             shards_rate: None,
             shards_max_entries: None,
             write_reuse_threshold: 0.5,
+            interval_ns: 1_000_000_000,
+            burst_factor: 2.0,
         }
     }
 }
@@ -115,6 +123,11 @@ pub struct Analysis {
     pub total_urd_demand_lines: u64,
     /// TRD-based total demand.
     pub total_trd_demand_lines: u64,
+    /// Cumulative distributions of traditional and useful reuse distances (shared cache):
+    /// `(distance in lines, share of reuses with TRD ≤ it, share of read reuses with URD ≤ it)`.
+    pub reuse_cdf: Vec<(u64, f64, f64)>,
+    /// Sizes, mix in bytes, IOPS and working set per interval, bursts, inter-arrival times.
+    pub characterisation: characterise::Characterisation,
 }
 
 /// Streaming analyzer: feed requests, then [`Analyzer::finish`].
@@ -132,6 +145,7 @@ pub struct Analyzer {
     reads: u64,
     writes: u64,
     sequential: u64,
+    characteriser: Option<characterise::Characteriser>,
 }
 
 impl Analyzer {
@@ -143,6 +157,8 @@ impl Analyzer {
             (None, Some(r)) => Some(Shards::fixed_rate(r)),
             _ => None,
         };
+        let characteriser =
+            characterise::Characteriser::new(geo, opts.interval_ns, opts.burst_factor);
         Ok(Self {
             opts,
             geo,
@@ -154,12 +170,16 @@ impl Analyzer {
             reads: 0,
             writes: 0,
             sequential: 0,
+            characteriser: Some(characteriser),
         })
     }
 
     /// Feeds one request (trims and flushes are counted as requests but touch no line).
     pub fn add(&mut self, r: &Request) {
         self.requests += 1;
+        if let Some(c) = &mut self.characteriser {
+            c.add(r);
+        }
         let is_write = match r.op {
             Op::Read => false,
             Op::Write => true,
@@ -234,8 +254,33 @@ impl Analyzer {
     }
 
     /// The analysis; `names` maps volume ids to names (e.g. a trace's volume map).
-    pub fn finish(&self, names: &dyn Fn(VolumeId) -> String) -> Analysis {
+    pub fn finish(&mut self, names: &dyn Fn(VolumeId) -> String) -> Analysis {
+        let characterisation = self
+            .characteriser
+            .take()
+            .map(|c| c.finish())
+            .unwrap_or_default();
         let shared = self.shared();
+        let reuse_cdf = {
+            let (all, useful) = (&shared.all, &shared.useful);
+            let (ta, tu) = (all.reuses().max(1) as f64, useful.reuses().max(1) as f64);
+            let max = all.max_distance().max(useful.max_distance()).max(1);
+            let (mut ca, mut cu, mut d, mut out) = (0u64, 0u64, 0usize, Vec::new());
+            let mut next = 1u64;
+            loop {
+                while d as u64 <= next.min(max) {
+                    ca += all.counts.get(d).copied().unwrap_or(0);
+                    cu += useful.counts.get(d).copied().unwrap_or(0);
+                    d += 1;
+                }
+                out.push((next.min(max), ca as f64 / ta, cu as f64 / tu));
+                if next >= max {
+                    break;
+                }
+                next *= 2;
+            }
+            out
+        };
         let volumes: Vec<VolumeAnalysis> = self
             .per_volume
             .iter()
@@ -265,6 +310,8 @@ impl Analyzer {
             total_urd_demand_lines: volumes.iter().map(|v| v.advice.urd_demand_lines).sum(),
             total_trd_demand_lines: volumes.iter().map(|v| v.advice.trd_demand_lines).sum(),
             volumes,
+            reuse_cdf,
+            characterisation,
         }
     }
 }
@@ -336,6 +383,36 @@ impl std::fmt::Display for Analysis {
             f,
             "total demand: URD {} lines, TRD {} lines",
             self.total_urd_demand_lines, self.total_trd_demand_lines
+        )?;
+        let c = &self.characterisation;
+        writeln!(
+            f,
+            "bytes        {} read, {} written, {} trims; request sizes p50 {} B, p99 {} B",
+            c.read_bytes, c.write_bytes, c.trims, c.request_sizes.p50, c.request_sizes.p99
+        )?;
+        writeln!(
+            f,
+            "arrivals     inter-arrival p50 {} ns, p90 {} ns, p99 {} ns (log2 buckets)",
+            c.inter_arrival_ns.p50, c.inter_arrival_ns.p90, c.inter_arrival_ns.p99
+        )?;
+        let peak_ws = c
+            .intervals
+            .iter()
+            .map(|r| r.working_set_lines)
+            .max()
+            .unwrap_or(0);
+        writeln!(
+            f,
+            "intervals    {} of {} ms; median {:.0} IOPS, peak {:.0}; {} bursts (> {}x median) over {} intervals, longest {}; peak working set {} lines",
+            c.intervals.len(),
+            c.interval_ns / 1_000_000,
+            c.bursts.median_iops,
+            c.bursts.peak_iops,
+            c.bursts.bursts,
+            c.bursts.factor,
+            c.bursts.burst_intervals,
+            c.bursts.longest_burst_intervals,
+            peak_ws
         )
     }
 }

@@ -179,3 +179,65 @@ fn multi_volume_curves_match_the_core() {
         }
     }
 }
+
+/// The plots are well-formed SVG with one drawn line per curve, and the reuse CDFs end at 1.
+#[test]
+fn plots_are_svg_with_a_line_per_curve() {
+    let mut a = Analyzer::new(Options {
+        shards_rate: Some(0.5),
+        interval_ns: 1_000_000,
+        ..Options::default()
+    })
+    .unwrap();
+    for i in 0..20_000u64 {
+        let line = (i * 7919) % 500 + if i % 3 == 0 { 0 } else { 1000 };
+        let op = if i % 4 == 0 {
+            tiercache_core::Op::Write
+        } else {
+            tiercache_core::Op::Read
+        };
+        a.add(&tiercache_core::Request {
+            time_ns: i * 1000,
+            volume: tiercache_core::VolumeId(0),
+            op,
+            offset: line * 4096,
+            len: 4096,
+        });
+    }
+    let an = a.finish(&|v| v.0.to_string());
+    let last = an.reuse_cdf.last().unwrap();
+    assert!(
+        (last.1 - 1.0).abs() < 1e-12 && (last.2 - 1.0).abs() < 1e-12,
+        "{last:?}"
+    );
+    assert!(an
+        .reuse_cdf
+        .windows(2)
+        .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1 && w[0].2 <= w[1].2));
+    assert_eq!(an.characterisation.intervals.len(), 20);
+    assert!(an
+        .characterisation
+        .intervals
+        .iter()
+        .all(|r| r.requests == 1000));
+    let plots = tiercache_analyze::plots::render(&an);
+    let lines = |svg: &str| svg.matches("<path d=\"M").count();
+    let names: Vec<_> = plots.iter().map(|p| p.0).collect();
+    assert_eq!(
+        names,
+        ["mrc.svg", "reuse_cdf.svg", "iops.svg", "working_set.svg"]
+    );
+    assert_eq!(lines(&plots[0].1), 4, "exact all/reads/writes and SHARDS");
+    for (name, svg) in &plots {
+        assert!(
+            svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+            "{name}"
+        );
+        assert_eq!(
+            svg.matches("<svg").count(),
+            svg.matches("</svg>").count(),
+            "{name}"
+        );
+        assert!(lines(svg) >= 2, "{name}");
+    }
+}

@@ -101,9 +101,11 @@ pub fn fio_options(w: &WorkloadSpec, volume_bytes: u64) -> Result<Vec<String>, S
     match &w.distribution {
         AddressDist::Uniform | AddressDist::Sequential => {}
         AddressDist::Zipf { theta, .. } => o.push(format!("--random_distribution=zipf:{theta}")),
-        other => return Err(format!(
+        other => {
+            return Err(format!(
             "workload.distribution: {other:?} has no fio equivalent (uniform, zipf, sequential do)"
-        )),
+        ))
+        }
     }
     if w.write_distribution.is_some() {
         return Err("workload.write_distribution: fio uses one distribution".into());

@@ -1,0 +1,315 @@
+//! Workload characterisation (SPEC §7): request sizes, read/write bytes, IOPS per interval
+//! with burst detection, inter-arrival times, working set over time.
+
+use rustc_hash::FxHashSet;
+use serde::Serialize;
+use tiercache_core::{LineGeometry, LineKey, Op, Request};
+
+/// One interval of trace time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct IntervalRow {
+    /// Start of the interval (trace time, ns from the first request).
+    pub start_ns: u64,
+    /// Requests (all kinds).
+    pub requests: u64,
+    /// Reads.
+    pub reads: u64,
+    /// Writes.
+    pub writes: u64,
+    /// Bytes read and written.
+    pub bytes: u64,
+    /// Requests per second over the interval.
+    pub iops: f64,
+    /// Distinct lines touched in the interval (its working set).
+    pub working_set_lines: u64,
+    /// Distinct lines touched since the start (the footprint so far).
+    pub footprint_lines: u64,
+    /// Whether the interval is part of a burst.
+    pub burst: bool,
+}
+
+/// Burst detection: intervals whose IOPS exceed `factor` × the median interval's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Bursts {
+    /// The factor applied to the median.
+    pub factor: f64,
+    /// Median IOPS over intervals.
+    pub median_iops: f64,
+    /// IOPS above which an interval is a burst.
+    pub threshold_iops: f64,
+    /// Intervals in bursts.
+    pub burst_intervals: u64,
+    /// Separate bursts (runs of burst intervals).
+    pub bursts: u64,
+    /// Longest run of burst intervals.
+    pub longest_burst_intervals: u64,
+    /// Highest interval IOPS.
+    pub peak_iops: f64,
+}
+
+/// A log₂-bucketed distribution: `(bucket lower bound, count)`; bucket 0 holds zero.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Log2Histogram {
+    /// Non-empty buckets in ascending order.
+    pub buckets: Vec<(u64, u64)>,
+    /// Values counted.
+    pub count: u64,
+    /// Median (a bucket's lower bound).
+    pub p50: u64,
+    /// 90th percentile (bucket lower bound).
+    pub p90: u64,
+    /// 99th percentile (bucket lower bound).
+    pub p99: u64,
+}
+
+fn bucket(v: u64) -> usize {
+    if v == 0 {
+        0
+    } else {
+        64 - v.leading_zeros() as usize
+    }
+}
+
+fn lower_bound(b: usize) -> u64 {
+    if b == 0 {
+        0
+    } else {
+        1u64 << (b - 1)
+    }
+}
+
+impl Log2Histogram {
+    fn of(counts: &[u64; 65]) -> Self {
+        let count: u64 = counts.iter().sum();
+        let q = |p: f64| {
+            let target = ((count as f64) * p).ceil().max(1.0) as u64;
+            let mut acc = 0;
+            for (b, &c) in counts.iter().enumerate() {
+                acc += c;
+                if acc >= target {
+                    return lower_bound(b);
+                }
+            }
+            0
+        };
+        Self {
+            buckets: counts
+                .iter()
+                .enumerate()
+                .filter(|(_, &c)| c > 0)
+                .map(|(b, &c)| (lower_bound(b), c))
+                .collect(),
+            count,
+            p50: if count > 0 { q(0.5) } else { 0 },
+            p90: if count > 0 { q(0.9) } else { 0 },
+            p99: if count > 0 { q(0.99) } else { 0 },
+        }
+    }
+}
+
+/// The characterisation of a trace.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Characterisation {
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Trims.
+    pub trims: u64,
+    /// Request sizes in bytes (reads and writes).
+    pub request_sizes: Log2Histogram,
+    /// Times between consecutive requests, ns.
+    pub inter_arrival_ns: Log2Histogram,
+    /// Interval length, ns.
+    pub interval_ns: u64,
+    /// Per-interval rows.
+    pub intervals: Vec<IntervalRow>,
+    /// Bursts among the intervals.
+    pub bursts: Bursts,
+}
+
+/// Streaming characteriser.
+#[derive(Debug)]
+pub struct Characteriser {
+    geo: LineGeometry,
+    interval_ns: u64,
+    burst_factor: f64,
+    out: Characterisation,
+    sizes: [u64; 65],
+    gaps: [u64; 65],
+    first: Option<u64>,
+    last: u64,
+    current: IntervalRow,
+    in_interval: FxHashSet<u64>,
+    seen: FxHashSet<u64>,
+}
+
+impl Characteriser {
+    /// Intervals of `interval_ns` (> 0) of trace time; bursts above `burst_factor` × median.
+    pub fn new(geo: LineGeometry, interval_ns: u64, burst_factor: f64) -> Self {
+        Self {
+            geo,
+            interval_ns: interval_ns.max(1),
+            burst_factor,
+            out: Characterisation::default(),
+            sizes: [0; 65],
+            gaps: [0; 65],
+            first: None,
+            last: 0,
+            current: IntervalRow::default(),
+            in_interval: FxHashSet::default(),
+            seen: FxHashSet::default(),
+        }
+    }
+
+    fn close_interval(&mut self) {
+        let mut row = std::mem::take(&mut self.current);
+        row.iops = row.requests as f64 * 1e9 / self.interval_ns as f64;
+        row.working_set_lines = self.in_interval.len() as u64;
+        row.footprint_lines = self.seen.len() as u64;
+        self.in_interval.clear();
+        self.current.start_ns = row.start_ns + self.interval_ns;
+        self.out.intervals.push(row);
+    }
+
+    /// Feeds one request.
+    pub fn add(&mut self, r: &Request) {
+        let first = *self.first.get_or_insert(r.time_ns);
+        // Trace times that go backwards count at the latest time seen.
+        let t = r.time_ns.max(self.last).saturating_sub(first);
+        if self.out.intervals.is_empty() && self.current.requests == 0 && self.last == 0 {
+            self.current.start_ns = 0;
+        } else {
+            self.gaps[bucket(r.time_ns.max(self.last) - self.last)] += 1;
+        }
+        self.last = r.time_ns.max(self.last);
+        while t >= self.current.start_ns + self.interval_ns {
+            self.close_interval();
+        }
+        self.current.requests += 1;
+        match r.op {
+            Op::Read => {
+                self.current.reads += 1;
+                self.out.read_bytes += r.len;
+            }
+            Op::Write => {
+                self.current.writes += 1;
+                self.out.write_bytes += r.len;
+            }
+            Op::Trim => self.out.trims += 1,
+            Op::Flush => {}
+        }
+        if matches!(r.op, Op::Read | Op::Write) {
+            self.current.bytes += r.len;
+            self.sizes[bucket(r.len)] += 1;
+            for s in self.geo.split(r.offset, r.len) {
+                let key = LineKey::new(r.volume, s.index).0;
+                self.in_interval.insert(key);
+                self.seen.insert(key);
+            }
+        }
+    }
+
+    /// The characterisation so far.
+    pub fn finish(mut self) -> Characterisation {
+        if self.current.requests > 0 {
+            self.close_interval();
+        }
+        let mut out = self.out;
+        out.interval_ns = self.interval_ns;
+        out.request_sizes = Log2Histogram::of(&self.sizes);
+        out.inter_arrival_ns = Log2Histogram::of(&self.gaps);
+        let mut iops: Vec<f64> = out.intervals.iter().map(|r| r.iops).collect();
+        iops.sort_by(f64::total_cmp);
+        let median = iops.get(iops.len() / 2).copied().unwrap_or(0.0);
+        let threshold = median * self.burst_factor;
+        let mut b = Bursts {
+            factor: self.burst_factor,
+            median_iops: median,
+            threshold_iops: threshold,
+            peak_iops: iops.last().copied().unwrap_or(0.0),
+            ..Bursts::default()
+        };
+        let mut run = 0u64;
+        for row in &mut out.intervals {
+            row.burst = median > 0.0 && row.iops > threshold;
+            if row.burst {
+                b.burst_intervals += 1;
+                if run == 0 {
+                    b.bursts += 1;
+                }
+                run += 1;
+                b.longest_burst_intervals = b.longest_burst_intervals.max(run);
+            } else {
+                run = 0;
+            }
+        }
+        out.bursts = b;
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tiercache_core::VolumeId;
+
+    fn req(t_ms: u64, op: Op, offset: u64, len: u64) -> Request {
+        Request {
+            time_ns: t_ms * 1_000_000,
+            volume: VolumeId(0),
+            op,
+            offset,
+            len,
+        }
+    }
+
+    #[test]
+    fn intervals_bursts_sizes_and_working_sets() {
+        let geo = LineGeometry::new(4096).unwrap();
+        let mut c = Characteriser::new(geo, 1_000_000_000, 2.0);
+        // 10 quiet seconds of 10 requests each over 4 lines, then 2 seconds of 100 over new lines.
+        for s in 0..10u64 {
+            for i in 0..10u64 {
+                c.add(&req(s * 1000 + i * 100, Op::Read, (i % 4) * 4096, 4096));
+            }
+        }
+        for s in 10..12u64 {
+            for i in 0..100u64 {
+                c.add(&req(s * 1000 + i * 10, Op::Write, (100 + i) * 4096, 8192));
+            }
+        }
+        let out = c.finish();
+        assert_eq!(out.intervals.len(), 12);
+        assert_eq!(out.intervals[0].requests, 10);
+        assert_eq!(out.intervals[0].working_set_lines, 4);
+        assert_eq!(out.intervals[9].footprint_lines, 4);
+        assert_eq!(
+            out.intervals[10].working_set_lines, 101,
+            "100 two-line writes overlapping by one"
+        );
+        assert_eq!(out.intervals[11].footprint_lines, 4 + 101);
+        assert_eq!(out.bursts.median_iops, 10.0);
+        assert_eq!(
+            (
+                out.bursts.burst_intervals,
+                out.bursts.bursts,
+                out.bursts.longest_burst_intervals
+            ),
+            (2, 1, 2)
+        );
+        assert_eq!(out.bursts.peak_iops, 100.0);
+        assert!(out.intervals[10].burst && !out.intervals[9].burst);
+        assert_eq!(out.read_bytes, 100 * 4096);
+        assert_eq!(out.write_bytes, 200 * 8192);
+        assert_eq!(out.request_sizes.buckets, vec![(4096, 100), (8192, 200)]);
+        assert_eq!(out.request_sizes.p50, 8192);
+        // Gaps: 100 ms inside quiet seconds, 10 ms in bursts.
+        assert_eq!(out.inter_arrival_ns.count, 299);
+        assert!(
+            out.inter_arrival_ns.p50 >= 1 << 23 && out.inter_arrival_ns.p50 < 1 << 24,
+            "{:?}",
+            out.inter_arrival_ns
+        );
+    }
+}

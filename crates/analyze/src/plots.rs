@@ -1,0 +1,139 @@
+//! SVG plots of an analysis, files a person opens in a browser: the miss-ratio curves, TRD
+//! against URD, IOPS per interval with bursts, and the working set over time.
+
+use crate::Analysis;
+use std::io;
+use std::path::{Path, PathBuf};
+use tiercache_report::svg::{line_chart, Scale, Series};
+
+fn series(name: &str, points: impl IntoIterator<Item = (f64, f64)>) -> Series {
+    Series {
+        name: name.to_string(),
+        points: points.into_iter().collect(),
+    }
+}
+
+/// The plots of `a` as (file name, SVG text).
+pub fn render(a: &Analysis) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    let mib = |lines: u64| (lines * a.line_size) as f64 / (1 << 20) as f64;
+    let mut mrc = vec![
+        series(
+            "LRU exact, all",
+            a.curve.iter().map(|p| (mib(p.lines), p.miss_ratio)),
+        ),
+        series(
+            "LRU exact, reads",
+            a.curve.iter().map(|p| (mib(p.lines), p.read_miss_ratio)),
+        ),
+        series(
+            "LRU exact, writes",
+            a.curve.iter().map(|p| (mib(p.lines), p.write_miss_ratio)),
+        ),
+    ];
+    if a.curve.iter().any(|p| p.shards_miss_ratio.is_some()) {
+        mrc.push(series(
+            "LRU SHARDS",
+            a.curve
+                .iter()
+                .filter_map(|p| p.shards_miss_ratio.map(|m| (mib(p.lines), m))),
+        ));
+    }
+    out.push((
+        "mrc.svg",
+        line_chart(
+            "mrc",
+            "Miss-ratio curves",
+            "cache size (MiB)",
+            "miss ratio",
+            &mrc,
+            Scale::Log,
+            Scale::Linear,
+        ),
+    ));
+    let reuse = [
+        series(
+            "TRD (all reuses)",
+            a.reuse_cdf.iter().map(|&(d, t, _)| (d as f64, t)),
+        ),
+        series(
+            "URD (reuses read later)",
+            a.reuse_cdf.iter().map(|&(d, _, u)| (d as f64, u)),
+        ),
+    ];
+    out.push((
+        "reuse_cdf.svg",
+        line_chart(
+            "reuse",
+            "Reuse distances: traditional vs useful",
+            "reuse distance (lines)",
+            "share of reuses ≤ distance",
+            &reuse,
+            Scale::Log,
+            Scale::Linear,
+        ),
+    ));
+    let c = &a.characterisation;
+    let secs = |r: &crate::characterise::IntervalRow| r.start_ns as f64 / 1e9;
+    let iops = [
+        series("IOPS", c.intervals.iter().map(|r| (secs(r), r.iops))),
+        series(
+            &format!("burst threshold ({}× median)", c.bursts.factor),
+            c.intervals
+                .iter()
+                .map(|r| (secs(r), c.bursts.threshold_iops)),
+        ),
+    ];
+    out.push((
+        "iops.svg",
+        line_chart(
+            "iops",
+            "IOPS per interval",
+            "trace time (s)",
+            "requests per second",
+            &iops,
+            Scale::Linear,
+            Scale::Linear,
+        ),
+    ));
+    let ws = [
+        series(
+            "working set of the interval",
+            c.intervals
+                .iter()
+                .map(|r| (secs(r), mib(r.working_set_lines))),
+        ),
+        series(
+            "footprint so far",
+            c.intervals
+                .iter()
+                .map(|r| (secs(r), mib(r.footprint_lines))),
+        ),
+    ];
+    out.push((
+        "working_set.svg",
+        line_chart(
+            "ws",
+            "Working set over time",
+            "trace time (s)",
+            "MiB",
+            &ws,
+            Scale::Linear,
+            Scale::Linear,
+        ),
+    ));
+    out
+}
+
+/// Writes the plots into `dir` (created if needed); returns the files.
+pub fn write(a: &Analysis, dir: &Path) -> io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    render(a)
+        .into_iter()
+        .map(|(name, svg)| {
+            let p = dir.join(name);
+            std::fs::write(&p, svg)?;
+            Ok(p)
+        })
+        .collect()
+}
