@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 use tiercache_config::Document;
 use tiercache_core::units::{de_bytes, de_nanos, de_opt_nanos};
 use tiercache_engine::{Engine, EngineConfig};
-use tiercache_nbd_server::{
-    serve_tcp, serve_unix, BlockDevice, ServerConfig, ServerStats, Shutdown,
-};
+use tiercache_nbd::{serve_tcp, serve_unix, BlockDevice, ServerConfig, ServerStats, Shutdown};
 use tiercache_policy::CacheConfig;
 
 /// The embedded `tiercache serve` config (examples/serve.toml).
@@ -219,6 +217,9 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
         rec.dirty_lines,
         if rec.corrupt_records > 0 { format!(", {} corrupt records ignored", rec.corrupt_records) } else { String::new() },
     );
+    for note in engine.notes() {
+        eprintln!("tiercache serve: note: {note}");
+    }
     let s = &setup.serve;
     let cfg = ServerConfig {
         max_payload: s.max_payload.min(u32::MAX as u64) as u32,

@@ -28,8 +28,12 @@ pub struct EngineConfig {
     /// Cache device: a file (created when missing) or a block device. Default: a RAM disk
     /// file in /dev/shm.
     pub cache_path: PathBuf,
-    /// Backend device: a file (created when missing) or a block device.
+    /// Backend device: a file (created when missing), a block device, or a remote NBD export
+    /// given as a URI (`nbd://host[:port]/export`, `nbd+unix:///export?socket=PATH`).
+    #[serde(alias = "backend")]
     pub backend_path: PathBuf,
+    /// How a remote (NBD) backend is reached: connections, timeouts, retries.
+    pub remote: RemoteBackendConfig,
     /// Size of a backend file created or extended here (default 1 GiB); a block device keeps
     /// its size.
     #[serde(
@@ -55,11 +59,59 @@ pub struct EngineConfig {
     pub flusher_poll_ns: Nanos,
 }
 
+/// The `[engine.remote]` section: the NBD client pool of a remote backend.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RemoteBackendConfig {
+    /// Connections to keep open (when the server offers multi-conn; else one).
+    pub connections: usize,
+    /// A request unanswered this long marks its connection stalled; it is then retried.
+    #[serde(deserialize_with = "de_nanos")]
+    pub timeout_ns: Nanos,
+    /// Retries after a failed attempt before the client gets an error (EIO).
+    pub retries: u32,
+    /// Wait before the first retry, doubling each time (at most 2 s).
+    #[serde(deserialize_with = "de_nanos")]
+    pub backoff_ns: Nanos,
+    /// Longest wait to connect and complete the handshake.
+    #[serde(deserialize_with = "de_nanos")]
+    pub connect_timeout_ns: Nanos,
+}
+
+impl Default for RemoteBackendConfig {
+    fn default() -> Self {
+        let d = tiercache_nbd::RemoteConfig::default();
+        Self {
+            connections: d.connections,
+            timeout_ns: d.timeout.as_nanos() as Nanos,
+            retries: d.retries,
+            backoff_ns: d.backoff.as_nanos() as Nanos,
+            connect_timeout_ns: d.connect_timeout.as_nanos() as Nanos,
+        }
+    }
+}
+
+impl RemoteBackendConfig {
+    /// The client's settings.
+    pub fn client(&self) -> tiercache_nbd::RemoteConfig {
+        use std::time::Duration;
+        tiercache_nbd::RemoteConfig {
+            connections: self.connections.max(1),
+            timeout: Duration::from_nanos(self.timeout_ns.max(1_000_000)),
+            retries: self.retries,
+            backoff: Duration::from_nanos(self.backoff_ns),
+            connect_timeout: Duration::from_nanos(self.connect_timeout_ns.max(1_000_000)),
+            ..tiercache_nbd::RemoteConfig::default()
+        }
+    }
+}
+
 impl Default for EngineConfig {
     fn default() -> Self {
         Self {
             cache_path: PathBuf::from("/dev/shm/tiercache-cache.img"),
             backend_path: PathBuf::from("tiercache-backend.img"),
+            remote: RemoteBackendConfig::default(),
             backend_size: None,
             cache_device: None,
             backend_device: None,

@@ -1,7 +1,7 @@
 //! The engine: the policy core executed with real I/O.
 
 use crate::config::{EngineConfig, Lookup, DEFAULT_BACKEND_SIZE};
-use crate::device::{Device, Emulated, FileDevice};
+use crate::device::{Device, Emulated, FileDevice, NbdBackend};
 use crate::exec::{Client, Scratch};
 use crate::ordering::{backend_line, cache_slot, Location, OrderingTable, Ticket};
 use crate::slot_table::{Layout, RecoveryReport, SlotRecord, SlotTable, SlotTableError};
@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use tiercache_core::{
     DevOp, Device as Dev, IoKind, LineGeometry, LineKey, Op, OpCause, Plan, Request, VolumeId,
 };
-use tiercache_policy::{Cache, CacheConfig, ExecutorState, FlushJob, MetaUpdate, PolicyError};
+use tiercache_policy::{
+    Cache, CacheConfig, DirtyFullPolicy, ExecutorState, FlushJob, MetaUpdate, PolicyError,
+};
 
 /// Why the engine cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +46,22 @@ pub enum EngineError {
     /// I/O failed during start-up.
     #[error("engine start-up I/O: {0}")]
     Io(#[from] io::Error),
+    /// The remote backend could not be reached or refused the export.
+    #[error("engine.backend_path {uri}: {source}")]
+    Remote {
+        /// The URI.
+        uri: String,
+        /// Cause.
+        source: tiercache_nbd::ClientError,
+    },
+    /// A setting is invalid in this combination.
+    #[error("{field}: {reason}")]
+    Setting {
+        /// The setting (`section.key`).
+        field: &'static str,
+        /// Why.
+        reason: String,
+    },
 }
 
 struct Core {
@@ -75,6 +93,10 @@ struct Inner {
     stop: AtomicBool,
     wake: (Mutex<bool>, Condvar),
     poll: Duration,
+    /// The backend epoch before the earliest backend write a client was told is done that no
+    /// backend sync has covered yet (`u64::MAX`: none). A client FLUSH syncs the backend only
+    /// then, and only succeeds if no write since that epoch may have been lost.
+    backend_unsynced: AtomicU64,
 }
 
 /// A running cache: serve requests with [`read`](Self::read), [`write`](Self::write),
@@ -82,6 +104,7 @@ struct Inner {
 pub struct Engine {
     inner: Arc<Inner>,
     flusher: Mutex<Option<JoinHandle<()>>>,
+    notes: Vec<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -107,21 +130,80 @@ impl Engine {
             })
         };
         let cache_file = open("cache device", &cfg.cache_path, layout.device_len())?;
-        let backend_min = if cfg.backend_path.exists() {
-            cfg.backend_size.unwrap_or(0)
-        } else {
-            cfg.backend_size.unwrap_or(DEFAULT_BACKEND_SIZE)
-        };
-        let backend_file = open("backend", &cfg.backend_path, backend_min)?;
         let cache_dev: Arc<dyn Device> = match &cfg.cache_device {
             Some(m) => Arc::new(Emulated::new(cache_file, "engine.cache_device", m)?),
             None => Arc::new(cache_file),
         };
-        let backend: Arc<dyn Device> = match &cfg.backend_device {
-            Some(m) => Arc::new(Emulated::new(backend_file, "engine.backend_device", m)?),
-            None => Arc::new(backend_file),
+        let mut notes = Vec::new();
+        let remote_uri = cfg
+            .backend_path
+            .to_str()
+            .filter(|s| tiercache_nbd::NbdUri::is_uri(s));
+        let (backend, cache_cfg) = if let Some(uri) = remote_uri {
+            if cfg.backend_size.is_some() {
+                return Err(EngineError::Setting {
+                    field: "engine.backend_size",
+                    reason: "a remote backend has the export's size; remove backend_size".into(),
+                });
+            }
+            let parsed: tiercache_nbd::NbdUri =
+                uri.parse()
+                    .map_err(|e: tiercache_nbd::client::UriError| EngineError::Setting {
+                        field: "engine.backend_path",
+                        reason: e.to_string(),
+                    })?;
+            let remote =
+                tiercache_nbd::Remote::connect(parsed, cfg.remote.client()).map_err(|source| {
+                    EngineError::Remote {
+                        uri: uri.to_string(),
+                        source,
+                    }
+                })?;
+            if remote.info().read_only() {
+                return Err(EngineError::Setting {
+                    field: "engine.backend_path",
+                    reason: format!("{uri} is a read-only export"),
+                });
+            }
+            let dev = NbdBackend(remote);
+            let backend: Arc<dyn Device> = match &cfg.backend_device {
+                Some(m) => Arc::new(Emulated::new(dev, "engine.backend_device", m)?),
+                None => Arc::new(dev),
+            };
+            let mut c = cache_cfg.clone();
+            if c.dirty_full == DirtyFullPolicy::EvictThenWrite {
+                // A request that evicts a dirty line writes it back inline; if the remote
+                // fails then, the request fails with the line already out of the core's
+                // tables. Only flush jobs (which can be put back) write dirty data remotely.
+                c.dirty_full = DirtyFullPolicy::Bypass;
+                notes.push(
+                    "remote backend: cache.dirty_full = bypass (dirty lines are written back \
+                     only by the flusher, which keeps them dirty while the remote fails)"
+                        .to_string(),
+                );
+            }
+            (backend, c)
+        } else {
+            let backend_min = if cfg.backend_path.exists() {
+                cfg.backend_size.unwrap_or(0)
+            } else {
+                cfg.backend_size.unwrap_or(DEFAULT_BACKEND_SIZE)
+            };
+            let backend_file = open("backend", &cfg.backend_path, backend_min)?;
+            let backend: Arc<dyn Device> = match &cfg.backend_device {
+                Some(m) => Arc::new(Emulated::new(backend_file, "engine.backend_device", m)?),
+                None => Arc::new(backend_file),
+            };
+            (backend, cache_cfg.clone())
         };
-        Self::with_devices(cache_cfg, cfg, cache_dev, backend)
+        let mut engine = Self::with_devices(&cache_cfg, cfg, cache_dev, backend)?;
+        engine.notes = notes;
+        Ok(engine)
+    }
+
+    /// Settings the engine chose differently from the configuration, and why.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// Starts the engine on given devices (tests use in-memory ones). The backend's size is
@@ -181,6 +263,7 @@ impl Engine {
             stop: AtomicBool::new(false),
             wake: (Mutex::new(false), Condvar::new()),
             poll: Duration::from_nanos(cfg.flusher_poll_ns.max(1_000_000)),
+            backend_unsynced: AtomicU64::new(u64::MAX),
         });
         let worker = inner.clone();
         let flusher = std::thread::Builder::new()
@@ -189,6 +272,7 @@ impl Engine {
         Ok(Self {
             inner,
             flusher: Mutex::new(Some(flusher)),
+            notes: Vec::new(),
         })
     }
 
@@ -278,7 +362,7 @@ impl Drop for Engine {
     }
 }
 
-impl tiercache_nbd_server::BlockDevice for Engine {
+impl tiercache_nbd::BlockDevice for Engine {
     fn size(&self) -> u64 {
         Engine::size(self)
     }
@@ -501,6 +585,7 @@ impl Inner {
             .map(|u| u.slot)
             .collect();
         let mut wrote_back = false;
+        let backend_epoch = self.backend.epoch();
         let mut scratch = Scratch::new(client);
         let ops = &plan.ops;
         let mut i = 0;
@@ -524,7 +609,7 @@ impl Inner {
                 if !due.is_empty() {
                     if wrote_back {
                         // The evicted line's data must be safe on the backend first.
-                        self.backend.sync()?;
+                        self.backend.sync_since(backend_epoch)?;
                     }
                     for &s in &due {
                         self.table.write(&*self.cache_dev, s, &SlotRecord::EMPTY)?;
@@ -549,7 +634,10 @@ impl Inner {
                     IoKind::Read => scratch.read(dev, o, addr)?,
                     IoKind::Write => {
                         dev.write_at(&scratch.data_for(o), addr)?;
-                        wrote_back |= o.device == Dev::Backend && o.cause == OpCause::EvictFlush;
+                        if o.device == Dev::Backend {
+                            wrote_back |= o.cause == OpCause::EvictFlush;
+                            self.backend_unsynced.fetch_min(backend_epoch, Relaxed);
+                        }
                     }
                     IoKind::Trim => dev.discard(addr, o.len)?,
                     IoKind::Flush => dev.sync()?,
@@ -565,9 +653,22 @@ impl Inner {
         Ok(())
     }
 
+    /// Makes every completed request durable: the cache device, and the backend if
+    /// requests wrote to it since its last sync.
     fn sync_all(&self) -> io::Result<()> {
         self.cache_dev.sync()?;
-        self.backend.sync()
+        let since = self.backend_unsynced.swap(u64::MAX, Relaxed);
+        if since != u64::MAX {
+            if let Err(e) = self.backend.sync_since(since) {
+                // Writes that may have been lost with a connection are reported once, to
+                // this flush (no later flush can cover them); other failures are retried.
+                if self.backend.epoch() == since {
+                    self.backend_unsynced.fetch_min(since, Relaxed);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     fn executor_state(&self) -> ExecutorState {
@@ -617,6 +718,7 @@ impl Inner {
     ) -> io::Result<()> {
         ticket.wait_turn();
         let lines = job.lines() as u64;
+        let epoch = self.backend.epoch();
         let mut result = (|| {
             let mut scratch = Scratch::new(Client::None);
             for o in &job.plan.ops {
@@ -629,7 +731,8 @@ impl Inner {
                     _ => {}
                 }
             }
-            self.backend.sync()?;
+            // Clean only once the backend acknowledged a flush covering these writes.
+            self.backend.sync_since(epoch)?;
             for u in &updates {
                 self.table.write(&*self.cache_dev, u.slot, &record_of(u))?;
             }
@@ -639,7 +742,7 @@ impl Inner {
         if result.is_err() {
             // The lines' data is still only in the cache: dirty again (their records on disk
             // still say dirty unless the clean records were written, and then rewritten below).
-            Counters::add(&self.counters.errors, 1);
+            Counters::add(&self.counters.flush_job_failures, 1);
             core.cache.flush_failed(job);
         } else {
             core.cache.flush_done(job);
@@ -658,6 +761,8 @@ impl Inner {
     }
 
     fn flusher_loop(&self) {
+        // After a failed job (the backend is away), wait longer each time before trying again.
+        let mut backoff = Duration::ZERO;
         while !self.stop.load(Relaxed) {
             let (work, next) = {
                 let mut core = lock(&self.core);
@@ -668,16 +773,23 @@ impl Inner {
                 (self.register_jobs(&mut core, jobs), next)
             };
             let busy = !work.is_empty();
+            let mut failed = false;
             for (job, ups, t) in work {
-                let _ = self.run_job(job, ups, t);
+                failed |= self.run_job(job, ups, t).is_err();
             }
-            if busy {
+            if failed {
+                backoff = (backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+            } else if busy {
+                backoff = Duration::ZERO;
                 continue;
             }
-            let wait = next
-                .map(|t| Duration::from_nanos(t.saturating_sub(self.now_ns())))
-                .unwrap_or(self.poll)
-                .clamp(Duration::from_micros(200), self.poll);
+            let wait = if failed {
+                backoff
+            } else {
+                next.map(|t| Duration::from_nanos(t.saturating_sub(self.now_ns())))
+                    .unwrap_or(self.poll)
+                    .clamp(Duration::from_micros(200), self.poll)
+            };
             let mut woken = lock(&self.wake.0);
             if !*woken {
                 woken = self
@@ -707,9 +819,13 @@ impl Inner {
                 std::thread::sleep(Duration::from_millis(1));
                 continue;
             }
+            // Every registered job must run (or fail back to dirty): a job dropped unrun would
+            // leave its lines pinned, marked clean, and its ordering ticket open.
+            let mut result = Ok(());
             for (job, ups, t) in work {
-                self.run_job(job, ups, t)?;
+                result = result.and(self.run_job(job, ups, t));
             }
+            result?;
         }
         self.sync_all()
     }
@@ -743,11 +859,13 @@ impl Inner {
             records_written: g(&c.records_written),
             slot_invalidations: g(&c.slot_invalidations),
             flush_jobs: g(&c.flush_jobs),
+            flush_job_failures: g(&c.flush_job_failures),
             flushed_lines: g(&c.flushed_lines),
             cache_ops: g(&c.cache_ops),
             backend_ops: g(&c.backend_ops),
             in_flight: self.in_flight.load(Relaxed),
             recovery: self.recovery.clone(),
+            backend_link: self.backend.link_stats(),
             read_latency: LatencySummary::of(&self.latency.read),
             write_latency: LatencySummary::of(&self.latency.write),
         }

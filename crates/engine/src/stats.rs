@@ -22,6 +22,7 @@ pub(crate) struct Counters {
     pub records_written: AtomicU64,
     pub slot_invalidations: AtomicU64,
     pub flush_jobs: AtomicU64,
+    pub flush_job_failures: AtomicU64,
     pub flushed_lines: AtomicU64,
     pub cache_ops: AtomicU64,
     pub backend_ops: AtomicU64,
@@ -123,6 +124,8 @@ pub struct EngineStats {
     pub slot_invalidations: u64,
     /// Background flush jobs run.
     pub flush_jobs: u64,
+    /// Flush jobs that failed (the backend failed); their lines stayed dirty, to be retried.
+    pub flush_job_failures: u64,
     /// Lines written back by them.
     pub flushed_lines: u64,
     /// Ops issued to the cache device.
@@ -133,6 +136,9 @@ pub struct EngineStats {
     pub in_flight: u64,
     /// What start-up recovery found.
     pub recovery: RecoveryReport,
+    /// A remote backend's connection, fault and retry counters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend_link: Option<tiercache_nbd::RemoteStats>,
     /// Read latency.
     pub read_latency: LatencySummary,
     /// Write latency.

@@ -159,6 +159,10 @@ pub struct Cache {
     stats: CacheStats,
     jobs_in_flight: u32,
     next_job_id: u64,
+    /// Clean sub-blocks to drop from lines that were under write-back when a failed plan
+    /// asked for them to be dropped: the job's own sub-blocks (marked clean when it was made)
+    /// are the only copy of their data until it completes, so the drop waits for it.
+    deferred_drops: std::collections::HashMap<Slot, u64>,
     /// Ops of the request being planned, before stage ordering.
     scratch: Vec<DevOp>,
     /// Victim write-backs of the plan being built: (volume, start, end, stage).
@@ -304,6 +308,7 @@ impl Cache {
             stats: CacheStats::default(),
             jobs_in_flight: 0,
             next_job_id: 0,
+            deferred_drops: std::collections::HashMap::new(),
             scratch: Vec::with_capacity(64),
             plan_write_backs: Vec::new(),
             build_plan: false,
@@ -490,6 +495,10 @@ impl Cache {
         let clean = m.valid & !m.dirty;
         if clean == 0 {
             return false;
+        }
+        if m.pinned {
+            *self.deferred_drops.entry(slot).or_default() |= clean;
+            return true;
         }
         self.invalidate(slot, clean);
         true
@@ -1327,6 +1336,12 @@ impl Cache {
             if m.valid == 0 {
                 // Trimmed while under write-back: drop it now.
                 self.invalidate(slot, 0);
+            } else if let Some(mask) = self.deferred_drops.remove(&slot) {
+                // Sub-blocks made dirty again (a failed job, a newer write) stay.
+                let drop = mask & m.valid & !self.table.meta(slot).dirty;
+                if drop != 0 {
+                    self.invalidate(slot, drop);
+                }
             }
         }
     }

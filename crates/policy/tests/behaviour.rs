@@ -379,3 +379,41 @@ fn bad_requests_are_errors_not_panics() {
         .is_err());
     assert_eq!(c.stats().requests, 0);
 }
+
+/// A failed plan asks to drop the clean copy of a line whose write-back is in flight: the
+/// job's sub-blocks are the only copy of their data, so the drop waits for the job; if the
+/// job fails the line is dirty again and still resident; once a job succeeds the drop happens.
+#[test]
+fn dropping_a_line_under_write_back_waits_for_its_job() {
+    let mut c = Cache::new(&cfg(4, 4096, WritePolicy::WriteBack)).unwrap();
+    run(&mut c, Request::write(4096, 4096));
+    let mut jobs = Vec::new();
+    c.flush_all(&mut jobs);
+    assert_eq!(
+        (jobs.len(), c.dirty_lines()),
+        (1, 0),
+        "marked clean while in flight"
+    );
+    assert!(c.drop_clean(VolumeId(0), 1));
+    assert!(
+        c.line_state(VolumeId(0), 1).is_some(),
+        "kept while the job runs"
+    );
+    c.flush_failed(jobs.pop().unwrap());
+    c.audit();
+    assert_eq!(
+        c.dirty_lines(),
+        1,
+        "the failed job's data is dirty again, not dropped"
+    );
+    assert!(c.line_state(VolumeId(0), 1).is_some());
+    c.flush_all(&mut jobs);
+    assert!(c.drop_clean(VolumeId(0), 1));
+    c.flush_done(jobs.pop().unwrap());
+    c.audit();
+    assert!(
+        c.line_state(VolumeId(0), 1).is_none(),
+        "dropped once written back"
+    );
+    assert_eq!(c.dirty_lines(), 0);
+}

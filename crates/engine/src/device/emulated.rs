@@ -72,6 +72,15 @@ impl<D: Device> Device for Emulated<D> {
     fn sync(&self) -> io::Result<()> {
         self.timed(IoKind::Flush, 0, 0, || self.inner.sync())
     }
+    fn epoch(&self) -> u64 {
+        self.inner.epoch()
+    }
+    fn sync_since(&self, epoch: u64) -> io::Result<()> {
+        self.timed(IoKind::Flush, 0, 0, || self.inner.sync_since(epoch))
+    }
+    fn link_stats(&self) -> Option<tiercache_nbd::RemoteStats> {
+        self.inner.link_stats()
+    }
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
         self.inner.discard(offset, len)
     }

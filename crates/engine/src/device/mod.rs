@@ -3,15 +3,18 @@
 //! [`FileDevice`] is a file or block device (pread/pwrite, fdatasync); [`MemDevice`] keeps
 //! bytes in memory for tests; [`Emulated`] makes any device take as long as a SPEC §5 preset
 //! would, so a fast-cache/slow-backend system can be built on one machine; [`CrashDevice`]
-//! records every write so tests can rebuild the device as a power loss would leave it.
+//! records every write so tests can rebuild the device as a power loss would leave it;
+//! [`NbdBackend`] is a remote NBD export.
 
 mod crash;
 mod emulated;
 mod file;
+mod remote;
 
 pub use crash::{CrashDevice, CrashLog};
 pub use emulated::Emulated;
 pub use file::FileDevice;
+pub use remote::NbdBackend;
 
 use std::io;
 use std::sync::RwLock;
@@ -24,6 +27,22 @@ pub trait Device: Send + Sync {
     fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()>;
     /// Makes every completed write durable.
     fn sync(&self) -> io::Result<()>;
+    /// A counter of events that may have lost completed writes (a remote's connection
+    /// losses); local devices have none. Read it before writing, pass it to
+    /// [`sync_since`](Self::sync_since).
+    fn epoch(&self) -> u64 {
+        0
+    }
+    /// As [`sync`](Self::sync), but fails if writes completed since `epoch` may have been lost
+    /// (they must be written again).
+    fn sync_since(&self, epoch: u64) -> io::Result<()> {
+        let _ = epoch;
+        self.sync()
+    }
+    /// Fault and retry counters of a remote device.
+    fn link_stats(&self) -> Option<tiercache_nbd::RemoteStats> {
+        None
+    }
     /// Tells the device a range is no longer needed (a hint; contents become unspecified).
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
         let _ = (offset, len);
@@ -46,6 +65,15 @@ impl<D: Device + ?Sized> Device for std::sync::Arc<D> {
     }
     fn sync(&self) -> io::Result<()> {
         (**self).sync()
+    }
+    fn epoch(&self) -> u64 {
+        (**self).epoch()
+    }
+    fn sync_since(&self, epoch: u64) -> io::Result<()> {
+        (**self).sync_since(epoch)
+    }
+    fn link_stats(&self) -> Option<tiercache_nbd::RemoteStats> {
+        (**self).link_stats()
     }
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
         (**self).discard(offset, len)

@@ -1,4 +1,6 @@
-//! An NBD server (fixed newstyle handshake, simple replies) over any [`BlockDevice`].
+//! NBD, both sides: a server (fixed newstyle handshake, simple replies) over any
+//! [`BlockDevice`], and a client ([`Connection`], pooled with retries and reconnection as
+//! [`Remote`]) so a remote export can be a cache's backend.
 //!
 //! Each connection has a reader (this crate parses and validates every request), a pool of
 //! workers that run requests concurrently, and one writer: replies go out as requests
@@ -8,8 +10,13 @@
 //! its own connection, counted in [`ServerStats`].
 #![warn(missing_docs)]
 
+pub mod client;
 mod device;
+mod proto;
+mod remote;
 mod server;
 
+pub use client::{ClientError, Connection, ExportInfo, NbdUri, Target};
 pub use device::{BlockDevice, FileDevice, MemDevice};
+pub use remote::{Remote, RemoteConfig, RemoteStats};
 pub use server::{serve_connection, serve_tcp, serve_unix, ServerConfig, ServerStats, Shutdown};

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
-use tiercache_nbd_server::*;
+use tiercache_nbd::*;
 
 /// Whether `tool` runs; on CI a missing tool fails the test instead of skipping it.
 pub fn have(tool: &str) -> bool {

@@ -1,6 +1,7 @@
 //! Handshake and transmission phases.
 
 use crate::device::BlockDevice;
+use crate::proto::*;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -72,44 +73,6 @@ impl Shutdown {
     }
 }
 
-const NBDMAGIC: &[u8; 8] = b"NBDMAGIC";
-const IHAVEOPT: u64 = 0x4948_4156_454F_5054;
-const REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
-const REQ_MAGIC: u32 = 0x2560_9513;
-const SIMPLE_MAGIC: u32 = 0x6744_6698;
-
-const OPT_EXPORT_NAME: u32 = 1;
-const OPT_ABORT: u32 = 2;
-const OPT_LIST: u32 = 3;
-const OPT_INFO: u32 = 6;
-const OPT_GO: u32 = 7;
-const REP_ACK: u32 = 1;
-const REP_SERVER: u32 = 2;
-const REP_INFO: u32 = 3;
-const REP_ERR_UNSUP: u32 = (1 << 31) + 1;
-const REP_ERR_INVALID: u32 = (1 << 31) + 3;
-const INFO_EXPORT: u16 = 0;
-const INFO_BLOCK_SIZE: u16 = 3;
-
-const FLAG_HAS_FLAGS: u16 = 1;
-const FLAG_SEND_FLUSH: u16 = 1 << 2;
-const FLAG_SEND_FUA: u16 = 1 << 3;
-const FLAG_SEND_TRIM: u16 = 1 << 5;
-const FLAG_SEND_WRITE_ZEROES: u16 = 1 << 6;
-const FLAG_CAN_MULTI_CONN: u16 = 1 << 8;
-const CMD_FLAG_FUA: u16 = 1;
-
-const CMD_READ: u16 = 0;
-const CMD_WRITE: u16 = 1;
-const CMD_DISC: u16 = 2;
-const CMD_FLUSH: u16 = 3;
-const CMD_TRIM: u16 = 4;
-const CMD_WRITE_ZEROES: u16 = 6;
-
-const EIO: u32 = 5;
-const EINVAL: u32 = 22;
-const MAX_OPTION_LEN: u32 = 64 << 10;
-
 /// A byte stream a connection runs over.
 pub trait Stream: Read + Write + Send + Sized + 'static {
     /// A second handle to the same connection (for the writer).
@@ -134,12 +97,6 @@ impl Stream for TcpStream {
     fn shutdown(&self) {
         let _ = TcpStream::shutdown(self, std::net::Shutdown::Both);
     }
-}
-
-fn rd<const N: usize>(s: &mut impl Read) -> io::Result<[u8; N]> {
-    let mut b = [0u8; N];
-    s.read_exact(&mut b)?;
-    Ok(b)
 }
 
 fn opt_reply(s: &mut impl Write, opt: u32, typ: u32, data: &[u8]) -> io::Result<()> {
@@ -168,7 +125,7 @@ fn handshake<S: Read + Write>(
     hello.extend_from_slice(NBDMAGIC);
     hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
     // Fixed newstyle, no zeroes.
-    hello.extend_from_slice(&3u16.to_be_bytes());
+    hello.extend_from_slice(&(HANDSHAKE_FIXED_NEWSTYLE | HANDSHAKE_NO_ZEROES).to_be_bytes());
     s.write_all(&hello)?;
     s.flush()?;
     let client_flags = u32::from_be_bytes(rd(s)?);

@@ -5,7 +5,7 @@ use common::{have, serve};
 use std::process::Command;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use tiercache_nbd_server::*;
+use tiercache_nbd::*;
 
 fn qemu_io(uri: &str, cmd: &str) {
     let o = Command::new("qemu-io")

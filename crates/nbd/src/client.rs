@@ -1,0 +1,681 @@
+//! An NBD client: fixed newstyle handshake (NBD_OPT_GO, falling back to EXPORT_NAME), simple
+//! replies, requests pipelined on each connection.
+//!
+//! A [`Connection`] has one reader thread that matches replies to requests by handle, so any
+//! number of threads may have requests in flight on it at once. A connection that errors,
+//! closes or stalls past the caller's timeout is dead for good: every request still waiting on
+//! it fails, and the caller (see [`crate::Remote`]) opens a new one.
+
+use crate::proto::*;
+use std::collections::HashMap;
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Default NBD TCP port.
+pub const DEFAULT_PORT: u16 = 10809;
+
+/// Where an NBD server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// `host:port` over TCP.
+    Tcp {
+        /// Host name or address.
+        host: String,
+        /// Port.
+        port: u16,
+    },
+    /// A Unix socket.
+    Unix(PathBuf),
+}
+
+/// An NBD URI (the subset of the NBD URI spec a backend needs): `nbd://host[:port]/[export]`
+/// or `nbd+unix:///[export]?socket=PATH`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NbdUri {
+    /// Server address.
+    pub target: Target,
+    /// Export name (empty: the server's default export).
+    pub export: String,
+}
+
+/// Why a string is not an NBD URI.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("NBD URI `{uri}`: {reason}")]
+pub struct UriError {
+    /// The string given.
+    pub uri: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl NbdUri {
+    /// Whether `s` looks like an NBD URI (as opposed to a file path).
+    pub fn is_uri(s: &str) -> bool {
+        s.starts_with("nbd://") || s.starts_with("nbd+unix://") || s.starts_with("nbds")
+    }
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+impl FromStr for NbdUri {
+    type Err = UriError;
+    fn from_str(s: &str) -> Result<Self, UriError> {
+        let err = |reason: &str| UriError {
+            uri: s.to_string(),
+            reason: reason.to_string(),
+        };
+        let (scheme, rest) = s.split_once("://").ok_or_else(|| {
+            err("expected nbd://host[:port]/export or nbd+unix:///export?socket=PATH")
+        })?;
+        let (rest, query) = match rest.split_once('?') {
+            Some((r, q)) => (r, Some(q)),
+            None => (rest, None),
+        };
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => (rest, ""),
+        };
+        let export =
+            percent_decode(path).ok_or_else(|| err("bad percent-encoding in the export name"))?;
+        let mut socket = None;
+        for kv in query
+            .into_iter()
+            .flat_map(|q| q.split('&'))
+            .filter(|kv| !kv.is_empty())
+        {
+            match kv.split_once('=') {
+                Some(("socket", v)) => {
+                    socket = Some(
+                        percent_decode(v).ok_or_else(|| err("bad percent-encoding in socket="))?,
+                    )
+                }
+                Some((k, _)) if k.starts_with("tls") => return Err(err("TLS is not supported")),
+                _ => return Err(err(&format!("unknown query parameter `{kv}`"))),
+            }
+        }
+        let target = match scheme {
+            "nbd" => {
+                if socket.is_some() {
+                    return Err(err("socket= belongs to nbd+unix://"));
+                }
+                let (host, port) = match authority.rsplit_once(':') {
+                    Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => (
+                        h,
+                        p.parse::<u16>()
+                            .map_err(|_| err(&format!("bad port `{p}`")))?,
+                    ),
+                    _ => (authority, DEFAULT_PORT),
+                };
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                if host.is_empty() {
+                    return Err(err("missing host"));
+                }
+                Target::Tcp {
+                    host: host.to_string(),
+                    port,
+                }
+            }
+            "nbd+unix" => {
+                if !authority.is_empty() {
+                    return Err(err(
+                        "nbd+unix:// takes no host (write nbd+unix:///export?socket=PATH)",
+                    ));
+                }
+                Target::Unix(PathBuf::from(
+                    socket.ok_or_else(|| err("nbd+unix:// needs ?socket=PATH"))?,
+                ))
+            }
+            "nbds" | "nbds+unix" => return Err(err("TLS is not supported")),
+            other => return Err(err(&format!("unknown scheme `{other}`"))),
+        };
+        Ok(NbdUri { target, export })
+    }
+}
+
+impl fmt::Display for NbdUri {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.target {
+            Target::Tcp { host, port } if host.contains(':') => {
+                write!(f, "nbd://[{host}]:{port}/{}", self.export)
+            }
+            Target::Tcp { host, port } => write!(f, "nbd://{host}:{port}/{}", self.export),
+            Target::Unix(p) => write!(f, "nbd+unix:///{}?socket={}", self.export, p.display()),
+        }
+    }
+}
+
+/// What the server said about the export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExportInfo {
+    /// Size in bytes.
+    pub size: u64,
+    /// Transmission flags (`NBD_FLAG_*`).
+    pub flags: u16,
+}
+
+impl ExportInfo {
+    /// The server accepts FLUSH.
+    pub fn can_flush(&self) -> bool {
+        self.flags & FLAG_SEND_FLUSH != 0
+    }
+    /// The server accepts the FUA flag.
+    pub fn can_fua(&self) -> bool {
+        self.flags & FLAG_SEND_FUA != 0
+    }
+    /// The server accepts TRIM.
+    pub fn can_trim(&self) -> bool {
+        self.flags & FLAG_SEND_TRIM != 0
+    }
+    /// The server accepts WRITE_ZEROES.
+    pub fn can_write_zeroes(&self) -> bool {
+        self.flags & FLAG_SEND_WRITE_ZEROES != 0
+    }
+    /// Several connections see one consistent export and a FLUSH on one covers all.
+    pub fn multi_conn(&self) -> bool {
+        self.flags & FLAG_CAN_MULTI_CONN != 0
+    }
+    /// The export refuses writes.
+    pub fn read_only(&self) -> bool {
+        self.flags & FLAG_READ_ONLY != 0
+    }
+}
+
+/// A failed client operation.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Connecting or talking to the server failed; the connection is dead.
+    #[error("NBD connection: {0}")]
+    Transport(#[from] io::Error),
+    /// The server broke the protocol; the connection is dead.
+    #[error("NBD protocol: {0}")]
+    Protocol(String),
+    /// The handshake was refused (no such export, unsupported option).
+    #[error("NBD handshake: {0}")]
+    Handshake(String),
+    /// No reply within the timeout: the server is stalled; the connection is dead.
+    #[error("NBD request timed out after {0:?}")]
+    TimedOut(Duration),
+    /// The connection closed with the request in flight.
+    #[error("NBD connection closed")]
+    Closed,
+    /// The server answered with an error (`errno`); the connection is fine.
+    #[error("NBD server error reply: errno {0}")]
+    Reply(u32),
+    /// Connections died since the writes a flush was to cover (see [`crate::Remote`]).
+    #[error(
+        "{0} NBD connection loss(es) since the writes this flush covers: they may not have \
+         reached stable storage"
+    )]
+    WritesMayBeLost(u64),
+    /// The request cannot be sent to this export (out of range, unsupported command).
+    #[error("NBD request refused locally: {0}")]
+    Invalid(String),
+}
+
+impl ClientError {
+    /// Whether the connection the request ran on is dead (as opposed to one failed request).
+    pub fn connection_lost(&self) -> bool {
+        matches!(
+            self,
+            Self::Transport(_) | Self::Protocol(_) | Self::TimedOut(_) | Self::Closed
+        )
+    }
+}
+
+impl From<ClientError> for io::Error {
+    fn from(e: ClientError) -> Self {
+        let kind = match &e {
+            ClientError::TimedOut(_) => io::ErrorKind::TimedOut,
+            ClientError::Closed | ClientError::Transport(_) => io::ErrorKind::ConnectionAborted,
+            ClientError::Invalid(_) => io::ErrorKind::InvalidInput,
+            _ => io::ErrorKind::Other,
+        };
+        io::Error::new(kind, e.to_string())
+    }
+}
+
+/// One transmission command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// READ `len` bytes.
+    Read,
+    /// WRITE the payload.
+    Write,
+    /// FLUSH every completed write.
+    Flush,
+    /// TRIM a range.
+    Trim,
+    /// WRITE_ZEROES over a range.
+    WriteZeroes,
+}
+
+impl Command {
+    fn code(self) -> u16 {
+        match self {
+            Command::Read => CMD_READ,
+            Command::Write => CMD_WRITE,
+            Command::Flush => CMD_FLUSH,
+            Command::Trim => CMD_TRIM,
+            Command::WriteZeroes => CMD_WRITE_ZEROES,
+        }
+    }
+}
+
+trait Socket: Read + Write + Send + Sync + 'static {
+    fn clone_socket(&self) -> io::Result<Box<dyn Socket>>;
+    fn close(&self);
+}
+
+impl Socket for UnixStream {
+    fn clone_socket(&self) -> io::Result<Box<dyn Socket>> {
+        Ok(Box::new(self.try_clone()?))
+    }
+    fn close(&self) {
+        let _ = self.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+impl Socket for TcpStream {
+    fn clone_socket(&self) -> io::Result<Box<dyn Socket>> {
+        Ok(Box::new(self.try_clone()?))
+    }
+    fn close(&self) {
+        let _ = self.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+type Reply = Result<Vec<u8>, ClientError>;
+
+struct Waiting {
+    /// Bytes of data that follow a successful reply (READ).
+    data_len: usize,
+    tx: mpsc::SyncSender<Reply>,
+}
+
+struct Shared {
+    pending: Mutex<HashMap<u64, Waiting>>,
+    alive: AtomicBool,
+    /// Counts this connection's death (once).
+    losses: Arc<AtomicU64>,
+}
+
+impl Shared {
+    /// Ends the connection: every waiting request fails with `Closed`.
+    fn kill(&self) {
+        if self.alive.swap(false, Relaxed) {
+            self.losses.fetch_add(1, Relaxed);
+        }
+        let drained: Vec<Waiting> = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .map(|(_, w)| w)
+            .collect();
+        for w in drained {
+            let _ = w.tx.try_send(Err(ClientError::Closed));
+        }
+    }
+}
+
+/// One connection in the transmission phase.
+pub struct Connection {
+    info: ExportInfo,
+    writer: Mutex<Box<dyn Socket>>,
+    closer: Box<dyn Socket>,
+    shared: Arc<Shared>,
+    next_handle: AtomicU64,
+    reader: Mutex<Option<JoinHandle<()>>>,
+}
+
+fn open_socket(target: &Target, timeout: Duration) -> io::Result<Box<dyn Socket>> {
+    match target {
+        Target::Unix(p) => {
+            let s = UnixStream::connect(p)?;
+            s.set_read_timeout(Some(timeout))?;
+            s.set_write_timeout(Some(timeout))?;
+            Ok(Box::new(s))
+        }
+        Target::Tcp { host, port } => {
+            let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{host}: no address"));
+            for addr in (host.as_str(), *port).to_socket_addrs()? {
+                match TcpStream::connect_timeout(&addr, timeout) {
+                    Ok(s) => {
+                        s.set_nodelay(true)?;
+                        s.set_read_timeout(Some(timeout))?;
+                        s.set_write_timeout(Some(timeout))?;
+                        return Ok(Box::new(s));
+                    }
+                    Err(e) => last = e,
+                }
+            }
+            Err(last)
+        }
+    }
+}
+
+fn send_option(s: &mut dyn Socket, opt: u32, data: &[u8]) -> io::Result<()> {
+    let mut v = Vec::with_capacity(16 + data.len());
+    v.extend_from_slice(&IHAVEOPT.to_be_bytes());
+    v.extend_from_slice(&opt.to_be_bytes());
+    v.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    v.extend_from_slice(data);
+    s.write_all(&v)?;
+    s.flush()
+}
+
+fn handshake(s: &mut dyn Socket, export: &str) -> Result<ExportInfo, ClientError> {
+    let proto = |m: String| ClientError::Protocol(m);
+    let magic: [u8; 8] = rd(s)?;
+    if &magic != NBDMAGIC {
+        return Err(proto(format!("bad server magic {magic:02x?}")));
+    }
+    let opt_magic = u64::from_be_bytes(rd(s)?);
+    if opt_magic != IHAVEOPT {
+        return Err(proto(format!(
+            "server speaks oldstyle or unknown negotiation (magic {opt_magic:#x})"
+        )));
+    }
+    let hflags = u16::from_be_bytes(rd(s)?);
+    if hflags & HANDSHAKE_FIXED_NEWSTYLE == 0 {
+        return Err(proto("server lacks fixed newstyle negotiation".into()));
+    }
+    let no_zeroes = hflags & HANDSHAKE_NO_ZEROES != 0;
+    let client_flags = HANDSHAKE_FIXED_NEWSTYLE as u32 | if no_zeroes { 2 } else { 0 };
+    s.write_all(&client_flags.to_be_bytes())?;
+    if export.len() > 4096 {
+        return Err(ClientError::Invalid("export name over 4096 bytes".into()));
+    }
+    let mut go = Vec::new();
+    go.extend_from_slice(&(export.len() as u32).to_be_bytes());
+    go.extend_from_slice(export.as_bytes());
+    go.extend_from_slice(&0u16.to_be_bytes());
+    send_option(s, OPT_GO, &go)?;
+    let mut info = None;
+    loop {
+        if u64::from_be_bytes(rd(s)?) != REPLY_MAGIC {
+            return Err(proto("bad option reply magic".into()));
+        }
+        let opt = u32::from_be_bytes(rd(s)?);
+        let typ = u32::from_be_bytes(rd(s)?);
+        let len = u32::from_be_bytes(rd(s)?);
+        if opt != OPT_GO {
+            return Err(proto(format!("reply to option {opt}, asked {OPT_GO}")));
+        }
+        if len > MAX_OPTION_LEN {
+            return Err(proto(format!("option reply of {len} bytes")));
+        }
+        let mut data = vec![0u8; len as usize];
+        s.read_exact(&mut data)?;
+        match typ {
+            REP_INFO
+                if data.len() >= 12 && u16::from_be_bytes([data[0], data[1]]) == INFO_EXPORT =>
+            {
+                let size = u64::from_be_bytes(data[2..10].try_into().expect("8 bytes"));
+                let flags = u16::from_be_bytes([data[10], data[11]]);
+                info = Some(ExportInfo { size, flags });
+            }
+            REP_ACK => {
+                return info
+                    .ok_or_else(|| proto("NBD_OPT_GO acknowledged without export info".into()))
+            }
+            REP_ERR_UNSUP => break,
+            t if t & (1 << 31) != 0 => {
+                let msg = String::from_utf8_lossy(&data).into_owned();
+                return Err(ClientError::Handshake(format!(
+                    "export `{export}` refused (error {:#x}){}{msg}",
+                    t,
+                    if msg.is_empty() { "" } else { ": " }
+                )));
+            }
+            _ => {} // Unknown reply types are skipped, as the protocol asks.
+        }
+    }
+    // Old servers: NBD_OPT_EXPORT_NAME, which has no error reply (a refusal closes).
+    send_option(s, OPT_EXPORT_NAME, export.as_bytes())?;
+    let size = u64::from_be_bytes(rd(s)?);
+    let flags = u16::from_be_bytes(rd(s)?);
+    if !no_zeroes {
+        let _: [u8; 124] = rd(s)?;
+    }
+    Ok(ExportInfo { size, flags })
+}
+
+impl Connection {
+    /// Connects to `uri` and enters transmission. `timeout` bounds the connect and each
+    /// handshake read.
+    pub fn open(uri: &NbdUri, timeout: Duration) -> Result<Self, ClientError> {
+        Self::open_counted(uri, timeout, Arc::new(AtomicU64::new(0)))
+    }
+
+    /// As [`open`](Self::open); the connection's death (however it comes) increments
+    /// `losses`.
+    pub fn open_counted(
+        uri: &NbdUri,
+        timeout: Duration,
+        losses: Arc<AtomicU64>,
+    ) -> Result<Self, ClientError> {
+        let mut s = open_socket(&uri.target, timeout)?;
+        let info = handshake(&mut *s, &uri.export)?;
+        // The reader's socket keeps the connect-time read timeout; it treats a timeout as "no
+        // reply yet" (see `read_full`). Stalls are the callers' timeouts to detect.
+        let reader_sock = s.clone_socket()?;
+        let closer = s.clone_socket()?;
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(HashMap::new()),
+            alive: AtomicBool::new(true),
+            losses,
+        });
+        let sh = shared.clone();
+        let reader = std::thread::Builder::new()
+            .name("nbd-client-reader".into())
+            .spawn(move || reader_loop(reader_sock, &sh))
+            .map_err(ClientError::Transport)?;
+        Ok(Connection {
+            info,
+            writer: Mutex::new(s),
+            closer,
+            shared,
+            next_handle: AtomicU64::new(1),
+            reader: Mutex::new(Some(reader)),
+        })
+    }
+
+    /// The export as the server described it.
+    pub fn info(&self) -> ExportInfo {
+        self.info
+    }
+
+    /// Whether the connection still works.
+    pub fn is_alive(&self) -> bool {
+        self.shared.alive.load(Relaxed)
+    }
+
+    /// Ends the connection now; requests in flight fail with [`ClientError::Closed`].
+    pub fn kill(&self) {
+        self.shared.kill();
+        self.closer.close();
+    }
+
+    /// Sends one request and waits up to `timeout` for its reply. READ returns the data;
+    /// other commands an empty vector. A timeout kills the connection (a stalled server
+    /// cannot be trusted with the requests behind it).
+    pub fn call(
+        &self,
+        cmd: Command,
+        fua: bool,
+        offset: u64,
+        len: u32,
+        payload: &[u8],
+        timeout: Duration,
+    ) -> Result<Vec<u8>, ClientError> {
+        if !self.is_alive() {
+            return Err(ClientError::Closed);
+        }
+        if cmd == Command::Write && payload.len() != len as usize {
+            return Err(ClientError::Invalid(
+                "payload length differs from the request's".into(),
+            ));
+        }
+        if offset
+            .checked_add(len as u64)
+            .is_none_or(|e| e > self.info.size)
+        {
+            return Err(ClientError::Invalid(format!(
+                "{offset}+{len} beyond the export's {} bytes",
+                self.info.size
+            )));
+        }
+        let handle = self.next_handle.fetch_add(1, Relaxed);
+        let (tx, rx) = mpsc::sync_channel(1);
+        let data_len = if cmd == Command::Read {
+            len as usize
+        } else {
+            0
+        };
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(handle, Waiting { data_len, tx });
+        let mut hdr = [0u8; 28];
+        hdr[0..4].copy_from_slice(&REQ_MAGIC.to_be_bytes());
+        let flags = if fua { CMD_FLAG_FUA } else { 0 };
+        hdr[4..6].copy_from_slice(&flags.to_be_bytes());
+        hdr[6..8].copy_from_slice(&cmd.code().to_be_bytes());
+        hdr[8..16].copy_from_slice(&handle.to_be_bytes());
+        hdr[16..24].copy_from_slice(&offset.to_be_bytes());
+        hdr[24..28].copy_from_slice(&len.to_be_bytes());
+        let sent = {
+            let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            w.write_all(&hdr)
+                .and_then(|_| {
+                    if cmd == Command::Write {
+                        w.write_all(payload)
+                    } else {
+                        Ok(())
+                    }
+                })
+                .and_then(|_| w.flush())
+        };
+        if let Err(e) = sent {
+            self.kill();
+            return Err(ClientError::Transport(e));
+        }
+        match rx.recv_timeout(timeout) {
+            Ok(r) => r,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                self.kill();
+                Err(ClientError::TimedOut(timeout))
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(ClientError::Closed),
+        }
+    }
+}
+
+fn reader_loop(mut s: Box<dyn Socket>, shared: &Shared) {
+    loop {
+        let mut hdr = [0u8; 16];
+        match read_full(&mut *s, &mut hdr, shared) {
+            Ok(()) => {}
+            Err(_) => break,
+        }
+        let magic = u32::from_be_bytes(hdr[0..4].try_into().expect("4 bytes"));
+        if magic != SIMPLE_MAGIC {
+            // Structured replies (STRUCTURED_MAGIC) were never negotiated; anything else is
+            // garbage too.
+            break;
+        }
+        let errno = u32::from_be_bytes(hdr[4..8].try_into().expect("4 bytes"));
+        let handle = u64::from_be_bytes(hdr[8..16].try_into().expect("8 bytes"));
+        let Some(w) = shared
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&handle)
+        else {
+            // A reply to nothing we asked (or to a request already given up on): the stream
+            // can no longer be trusted.
+            break;
+        };
+        let reply = if errno != 0 {
+            Err(ClientError::Reply(errno))
+        } else {
+            let mut data = vec![0u8; w.data_len];
+            if read_full(&mut *s, &mut data, shared).is_err() {
+                let _ = w.tx.try_send(Err(ClientError::Closed));
+                break;
+            }
+            Ok(data)
+        };
+        let _ = w.tx.try_send(reply);
+    }
+    shared.kill();
+    s.close();
+}
+
+/// `read_exact` that rides out socket read timeouts while the connection is alive and idle.
+fn read_full(s: &mut dyn Socket, buf: &mut [u8], shared: &Shared) -> io::Result<()> {
+    let mut at = 0;
+    while at < buf.len() {
+        match s.read(&mut buf[at..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => at += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                if !shared.alive.load(Relaxed) {
+                    return Err(e);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if self.is_alive() {
+            // NBD_CMD_DISC: a polite goodbye; no reply comes.
+            let mut hdr = [0u8; 28];
+            hdr[0..4].copy_from_slice(&REQ_MAGIC.to_be_bytes());
+            hdr[6..8].copy_from_slice(&CMD_DISC.to_be_bytes());
+            if let Ok(mut w) = self.writer.lock() {
+                let _ = w.write_all(&hdr).and_then(|_| w.flush());
+            }
+        }
+        self.kill();
+        if let Some(h) = self.reader.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = h.join();
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! Protocol constants shared by the server and the client (NBD `doc/proto.md`).
+
+pub(crate) const NBDMAGIC: &[u8; 8] = b"NBDMAGIC";
+pub(crate) const IHAVEOPT: u64 = 0x4948_4156_454F_5054;
+pub(crate) const REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
+pub(crate) const REQ_MAGIC: u32 = 0x2560_9513;
+pub(crate) const SIMPLE_MAGIC: u32 = 0x6744_6698;
+
+pub(crate) const OPT_EXPORT_NAME: u32 = 1;
+pub(crate) const OPT_ABORT: u32 = 2;
+pub(crate) const OPT_LIST: u32 = 3;
+pub(crate) const OPT_INFO: u32 = 6;
+pub(crate) const OPT_GO: u32 = 7;
+pub(crate) const REP_ACK: u32 = 1;
+pub(crate) const REP_SERVER: u32 = 2;
+pub(crate) const REP_INFO: u32 = 3;
+pub(crate) const REP_ERR_UNSUP: u32 = (1 << 31) + 1;
+pub(crate) const REP_ERR_INVALID: u32 = (1 << 31) + 3;
+pub(crate) const INFO_EXPORT: u16 = 0;
+pub(crate) const INFO_BLOCK_SIZE: u16 = 3;
+
+pub(crate) const FLAG_HAS_FLAGS: u16 = 1;
+pub(crate) const FLAG_SEND_FLUSH: u16 = 1 << 2;
+pub(crate) const FLAG_SEND_FUA: u16 = 1 << 3;
+pub(crate) const FLAG_SEND_TRIM: u16 = 1 << 5;
+pub(crate) const FLAG_SEND_WRITE_ZEROES: u16 = 1 << 6;
+pub(crate) const FLAG_CAN_MULTI_CONN: u16 = 1 << 8;
+pub(crate) const CMD_FLAG_FUA: u16 = 1;
+
+pub(crate) const CMD_READ: u16 = 0;
+pub(crate) const CMD_WRITE: u16 = 1;
+pub(crate) const CMD_DISC: u16 = 2;
+pub(crate) const CMD_FLUSH: u16 = 3;
+pub(crate) const CMD_TRIM: u16 = 4;
+pub(crate) const CMD_WRITE_ZEROES: u16 = 6;
+
+pub(crate) const EIO: u32 = 5;
+pub(crate) const EINVAL: u32 = 22;
+pub(crate) const MAX_OPTION_LEN: u32 = 64 << 10;
+pub(crate) const HANDSHAKE_FIXED_NEWSTYLE: u16 = 1;
+pub(crate) const HANDSHAKE_NO_ZEROES: u16 = 2;
+pub(crate) const FLAG_READ_ONLY: u16 = 1 << 1;
+
+/// Reads exactly `N` bytes.
+pub(crate) fn rd<const N: usize, R: std::io::Read + ?Sized>(s: &mut R) -> std::io::Result<[u8; N]> {
+    let mut b = [0u8; N];
+    s.read_exact(&mut b)?;
+    Ok(b)
+}

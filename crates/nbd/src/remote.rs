@@ -1,0 +1,292 @@
+//! A remote export used as a device: a pool of [`Connection`]s with bounded retries, backoff,
+//! stall timeouts, automatic reconnection and fault counters.
+//!
+//! Durability across faults: a write acknowledged on a connection that later dies may be lost
+//! with the server's memory, and a FLUSH on another connection does not cover it. The pool
+//! counts connection deaths (its *epoch*); [`Remote::flush_since`] succeeds only if no
+//! connection died since the caller's epoch, so "flushed" always means "the remote
+//! acknowledged a FLUSH covering these writes".
+
+use crate::client::{ClientError, Command, Connection, ExportInfo, NbdUri};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Pool and fault-handling settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteConfig {
+    /// Connections kept open (used only when the server offers multi-conn; else one).
+    pub connections: usize,
+    /// Longest wait for one reply; a request still unanswered then marks its connection
+    /// stalled (dead) and is retried.
+    pub timeout: Duration,
+    /// Retries after the first attempt before an error is returned.
+    pub retries: u32,
+    /// Wait before the first retry; doubles each retry (capped at 2 s).
+    pub backoff: Duration,
+    /// Longest wait to connect and complete the handshake.
+    pub connect_timeout: Duration,
+    /// Largest payload sent in one request; larger transfers are split.
+    pub max_request: u32,
+}
+
+impl Default for RemoteConfig {
+    fn default() -> Self {
+        RemoteConfig {
+            connections: 4,
+            timeout: Duration::from_secs(5),
+            retries: 3,
+            backoff: Duration::from_millis(100),
+            connect_timeout: Duration::from_secs(2),
+            max_request: 4 << 20,
+        }
+    }
+}
+
+/// Counters of a [`Remote`], readable at any time.
+#[derive(Debug, Default)]
+pub struct RemoteCounters {
+    requests: AtomicU64,
+    retries: AtomicU64,
+    error_replies: AtomicU64,
+    timeouts: AtomicU64,
+    reconnects: AtomicU64,
+    failed_connects: AtomicU64,
+    failed_requests: AtomicU64,
+    flushes: AtomicU64,
+    flushes_refused: AtomicU64,
+}
+
+/// A snapshot of a [`Remote`]'s counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RemoteStats {
+    /// The remote, as a URI.
+    pub uri: String,
+    /// Connections in the pool.
+    pub connections: usize,
+    /// Requests asked of the pool (before retries).
+    pub requests: u64,
+    /// Attempts repeated after a failure.
+    pub retries: u64,
+    /// Error replies from the server (the connection stayed up).
+    pub error_replies: u64,
+    /// Requests unanswered within the timeout (the connection was declared stalled).
+    pub timeouts: u64,
+    /// Connections that died (closed, reset, stalled, or broke the protocol).
+    pub connection_losses: u64,
+    /// Connections opened again after a loss.
+    pub reconnects: u64,
+    /// Connection attempts that failed.
+    pub failed_connects: u64,
+    /// Requests that failed after every retry (the caller got an error).
+    pub failed_requests: u64,
+    /// FLUSHes acknowledged by the remote.
+    pub flushes: u64,
+    /// FLUSHes acknowledged but refused here because a connection died since the writes
+    /// they were to cover.
+    pub flushes_refused: u64,
+}
+
+/// A remote NBD export with retries and reconnection.
+pub struct Remote {
+    uri: NbdUri,
+    cfg: RemoteConfig,
+    info: ExportInfo,
+    slots: Vec<Mutex<Arc<Connection>>>,
+    next: AtomicUsize,
+    counters: RemoteCounters,
+    losses: Arc<AtomicU64>,
+}
+
+impl Remote {
+    /// Connects every connection of the pool (all at once, so that a later new connection
+    /// always follows a counted loss).
+    pub fn connect(uri: NbdUri, cfg: RemoteConfig) -> Result<Self, ClientError> {
+        let losses = Arc::new(AtomicU64::new(0));
+        let first = Connection::open_counted(&uri, cfg.connect_timeout, losses.clone())?;
+        let info = first.info();
+        let n = if info.multi_conn() {
+            cfg.connections.max(1)
+        } else {
+            1
+        };
+        let mut slots = vec![Mutex::new(Arc::new(first))];
+        for _ in 1..n {
+            let c = Connection::open_counted(&uri, cfg.connect_timeout, losses.clone())?;
+            slots.push(Mutex::new(Arc::new(c)));
+        }
+        Ok(Remote {
+            uri,
+            cfg,
+            info,
+            slots,
+            next: AtomicUsize::new(0),
+            counters: RemoteCounters::default(),
+            losses,
+        })
+    }
+
+    /// The export as first connected.
+    pub fn info(&self) -> ExportInfo {
+        self.info
+    }
+
+    /// Size of the export in bytes.
+    pub fn size(&self) -> u64 {
+        self.info.size
+    }
+
+    /// Connection losses so far: pass it to [`flush_since`](Self::flush_since) after writing.
+    pub fn epoch(&self) -> u64 {
+        self.losses.load(Relaxed)
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> RemoteStats {
+        let c = &self.counters;
+        let g = |a: &AtomicU64| a.load(Relaxed);
+        RemoteStats {
+            uri: self.uri.to_string(),
+            connections: self.slots.len(),
+            requests: g(&c.requests),
+            retries: g(&c.retries),
+            error_replies: g(&c.error_replies),
+            timeouts: g(&c.timeouts),
+            connection_losses: g(&self.losses),
+            reconnects: g(&c.reconnects),
+            failed_connects: g(&c.failed_connects),
+            failed_requests: g(&c.failed_requests),
+            flushes: g(&c.flushes),
+            flushes_refused: g(&c.flushes_refused),
+        }
+    }
+
+    /// A live connection of slot `i`, reconnecting if it died.
+    fn conn(&self, i: usize) -> Result<Arc<Connection>, ClientError> {
+        let mut slot = self.slots[i].lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_alive() {
+            return Ok(slot.clone());
+        }
+        let c = Connection::open_counted(&self.uri, self.cfg.connect_timeout, self.losses.clone())
+            .inspect_err(|_| {
+                self.counters.failed_connects.fetch_add(1, Relaxed);
+            })?;
+        if c.info().size != self.info.size {
+            c.kill();
+            return Err(ClientError::Protocol(format!(
+                "export size changed from {} to {} bytes across a reconnect",
+                self.info.size,
+                c.info().size
+            )));
+        }
+        self.counters.reconnects.fetch_add(1, Relaxed);
+        *slot = Arc::new(c);
+        Ok(slot.clone())
+    }
+
+    /// One request with retries: error replies and connection faults are retried with
+    /// backoff; requests the export cannot take are not.
+    fn run(
+        &self,
+        cmd: Command,
+        fua: bool,
+        offset: u64,
+        len: u32,
+        payload: &[u8],
+    ) -> Result<Vec<u8>, ClientError> {
+        let c = &self.counters;
+        c.requests.fetch_add(1, Relaxed);
+        let mut wait = self.cfg.backoff;
+        let mut attempt = 0;
+        loop {
+            let i = self.next.fetch_add(1, Relaxed) % self.slots.len();
+            let out = self
+                .conn(i)
+                .and_then(|conn| conn.call(cmd, fua, offset, len, payload, self.cfg.timeout));
+            let e = match out {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            match &e {
+                ClientError::Invalid(_) | ClientError::Handshake(_) => {
+                    c.failed_requests.fetch_add(1, Relaxed);
+                    return Err(e);
+                }
+                ClientError::Reply(_) => {
+                    c.error_replies.fetch_add(1, Relaxed);
+                }
+                ClientError::TimedOut(_) => {
+                    c.timeouts.fetch_add(1, Relaxed);
+                }
+                _ => {}
+            }
+            if attempt >= self.cfg.retries {
+                c.failed_requests.fetch_add(1, Relaxed);
+                return Err(e);
+            }
+            attempt += 1;
+            c.retries.fetch_add(1, Relaxed);
+            std::thread::sleep(wait);
+            wait = (wait * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    fn chunks(&self, offset: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize)> {
+        let max = self.cfg.max_request.max(4096) as usize;
+        (0..len)
+            .step_by(max)
+            .map(move |at| (offset + at as u64, at, max.min(len - at)))
+    }
+
+    /// Reads `buf.len()` bytes at `offset`.
+    pub fn read(&self, buf: &mut [u8], offset: u64) -> Result<(), ClientError> {
+        for (off, at, n) in self.chunks(offset, buf.len()).collect::<Vec<_>>() {
+            let data = self.run(Command::Read, false, off, n as u32, &[])?;
+            buf[at..at + n].copy_from_slice(&data);
+        }
+        Ok(())
+    }
+
+    /// Writes `data` at `offset` (with FUA: durable on the remote when this returns).
+    pub fn write(&self, data: &[u8], offset: u64, fua: bool) -> Result<(), ClientError> {
+        if self.info.read_only() {
+            return Err(ClientError::Invalid("the export is read-only".into()));
+        }
+        let fua = fua && self.info.can_fua();
+        for (off, at, n) in self.chunks(offset, data.len()) {
+            self.run(Command::Write, fua, off, n as u32, &data[at..at + n])?;
+        }
+        Ok(())
+    }
+
+    /// Discards a range, if the export supports TRIM (a hint: otherwise nothing happens).
+    pub fn trim(&self, offset: u64, len: u64) -> Result<(), ClientError> {
+        if !self.info.can_trim() || self.info.read_only() {
+            return Ok(());
+        }
+        let max = self.cfg.max_request as u64;
+        let mut at = 0;
+        while at < len {
+            let n = max.min(len - at);
+            self.run(Command::Trim, false, offset + at, n as u32, &[])?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Makes writes acknowledged since `epoch` (from [`epoch`](Self::epoch), read before
+    /// they were sent) durable: a FLUSH, refused if any connection died since `epoch` (the
+    /// writes it carried may be lost; write them again).
+    pub fn flush_since(&self, epoch: u64) -> Result<(), ClientError> {
+        if self.info.can_flush() {
+            self.run(Command::Flush, false, 0, 0, &[])?;
+            self.counters.flushes.fetch_add(1, Relaxed);
+        }
+        let now = self.epoch();
+        if now != epoch {
+            self.counters.flushes_refused.fetch_add(1, Relaxed);
+            return Err(ClientError::WritesMayBeLost(now - epoch));
+        }
+        Ok(())
+    }
+}
