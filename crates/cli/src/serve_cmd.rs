@@ -131,7 +131,8 @@ pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<ServeSetup> {
         ServeConfig::default()
     };
     for p in [&mut engine.cache_path, &mut engine.backend_path] {
-        if p.is_relative() && path.is_some() {
+        let remote = p.to_str().is_some_and(tiercache_nbd::NbdUri::is_uri);
+        if p.is_relative() && path.is_some() && !remote {
             *p = base.join(&*p);
         }
     }

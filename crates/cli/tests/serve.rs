@@ -357,3 +357,190 @@ runtime_ns = "1s"
     assert_eq!(keys(&sim["metrics"]), keys(&bench["metrics"]));
     assert_eq!(sim["kind"], "sim");
 }
+
+/// A backend NBD server process (nbdkit or qemu-nbd) on `sock`, killed when dropped.
+struct Backend(Child);
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_backend(kind: &str, sock: &Path, file: &Path) -> Backend {
+    let _ = std::fs::remove_file(sock);
+    let mut c = match kind {
+        "nbdkit" => {
+            let mut c = Command::new("nbdkit");
+            c.args(["-f", "--exit-with-parent", "-U"])
+                .arg(sock)
+                .arg("file")
+                .arg(format!("file={}", file.display()));
+            c
+        }
+        _ => {
+            let mut c = Command::new("qemu-nbd");
+            c.args(["-f", "raw", "-t", "-e", "4", "-k"])
+                .arg(sock)
+                .arg(file);
+            c
+        }
+    };
+    let child = c
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let b = Backend(child);
+    let t = Instant::now();
+    while std::os::unix::net::UnixStream::connect(sock).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{kind} did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    b
+}
+
+/// fio verify through tiercache in front of a remote export served by nbdkit and by
+/// qemu-nbd; after `tiercache flush` the remote export alone verifies.
+#[test]
+fn fio_verify_through_tiercache_in_front_of_nbdkit_and_qemu_nbd() {
+    if !have("fio") || !have("nbdkit") || !have("qemu-nbd") {
+        return;
+    }
+    for kind in ["nbdkit", "qemu-nbd"] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("remote.img");
+        std::fs::File::create(&file)
+            .unwrap()
+            .set_len(64 << 20)
+            .unwrap();
+        let bsock = dir.path().join("remote.sock");
+        let _backend = start_backend(kind, &bsock, &file);
+        let remote_uri = format!("nbd+unix:///?socket={}", bsock.display());
+        let cfg = dir.path().join("serve.toml");
+        std::fs::write(
+            &cfg,
+            format!(
+                r#"
+[cache]
+capacity = "8MiB"
+line_size = "4KiB"
+write_policy = "write-back"
+cleaning = {{ policy = "lazy", idle_ns = "20ms", batch = 64 }}
+[engine]
+cache_path = "cache.img"
+backend_path = "{remote_uri}"
+[engine.remote]
+connections = 2
+timeout_ns = "10s"
+[serve]
+socket = "nbd.sock"
+stats_file = "stats.json"
+"#
+            ),
+        )
+        .unwrap();
+        let mut server = start(dir.path(), &cfg);
+        let o = fio(
+            &uri(dir.path()),
+            &[
+                "--rw=randwrite",
+                "--size=24m",
+                "--verify=crc32c",
+                "--do_verify=1",
+                "--end_fsync=1",
+            ],
+        );
+        ok(&o, &format!("{kind}: fio randwrite+verify"));
+        let o = fio(
+            &uri(dir.path()),
+            &[
+                "--rw=randrw",
+                "--rwmixread=70",
+                "--size=16m",
+                "--offset=32m",
+                "--verify=crc32c",
+                "--do_verify=1",
+            ],
+        );
+        ok(&o, &format!("{kind}: fio randrw+verify"));
+        assert!(
+            sigterm(&mut server).success(),
+            "{kind}: serve exits cleanly"
+        );
+        let stats: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("stats.json")).unwrap())
+                .unwrap();
+        let link = &stats["engine"]["backend_link"];
+        assert!(link["requests"].as_u64().unwrap() > 0, "{kind}: {link}");
+        assert_eq!(link["failed_requests"], 0, "{kind}: {link}");
+        assert_eq!(stats["engine"]["errors"], 0, "{kind}");
+        let out = Command::new(bin())
+            .args(["flush", cfg.to_str().unwrap()])
+            .output()
+            .unwrap();
+        ok(&out, &format!("{kind}: tiercache flush"));
+        // The remote export alone now holds every block fio wrote.
+        for (rw, size, offset) in [("randwrite", "24m", "0"), ("randrw", "16m", "32m")] {
+            let o = fio(
+                &remote_uri,
+                &[
+                    &format!("--rw={rw}"),
+                    "--rwmixread=70",
+                    &format!("--size={size}"),
+                    &format!("--offset={offset}"),
+                    "--verify=crc32c",
+                    "--verify_only=1",
+                ],
+            );
+            ok(
+                &o,
+                &format!("{kind}: verify the remote alone after detach ({rw})"),
+            );
+        }
+    }
+}
+
+/// An unreachable remote backend and bad remote settings are named.
+#[test]
+fn bad_remote_backends_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("remote.toml");
+    let gone = format!(
+        "nbd+unix:///?socket={}",
+        dir.path().join("none.sock").display()
+    );
+    std::fs::write(
+        &cfg,
+        format!("[cache]\ncapacity = \"4MiB\"\n[engine]\ncache_path = \"c.img\"\nbackend_path = \"{gone}\"\n[serve]\nsocket = \"s.sock\"\n"),
+    )
+    .unwrap();
+    for (set, needle) in [
+        (None, "none.sock"),
+        (Some("engine.backend_size=\"1GiB\""), "engine.backend_size"),
+        (
+            Some("engine.backend_path=\"nbd+unix:///x\""),
+            "needs ?socket=PATH",
+        ),
+        (Some("engine.backend_path=\"nbd://h:http/x\""), "bad port"),
+        (
+            Some("engine.remote.retries=\"often\""),
+            "engine.remote.retries",
+        ),
+        (Some("engine.remote.speed=1"), "speed"),
+    ] {
+        let mut c = Command::new(bin());
+        c.args(["serve", cfg.to_str().unwrap()]);
+        if let Some(s) = set {
+            c.args(["--set", s]);
+        }
+        let o = c.output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{set:?}: {err}");
+        assert!(err.contains(needle), "{set:?}: {err}");
+    }
+}

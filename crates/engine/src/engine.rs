@@ -388,6 +388,12 @@ impl tiercache_nbd::BlockDevice for Engine {
         }
         Some(self.read(buf, off))
     }
+    fn write_fast(&self, data: &[u8], off: u64) -> Option<io::Result<()>> {
+        if self.inner.cache_is_slow || !self.inner.would_absorb(off, data.len() as u64) {
+            return None;
+        }
+        Some(self.write(data, off, false))
+    }
     fn multi_conn(&self) -> bool {
         // Every connection shares this engine, and FLUSH syncs both devices whole.
         true
@@ -444,6 +450,20 @@ impl Inner {
             len,
         };
         lock(&self.core).cache.would_hit(&req)
+    }
+
+    fn would_absorb(&self, offset: u64, len: u64) -> bool {
+        if self.lookup == Lookup::Lt || offset.checked_add(len).is_none_or(|e| e > self.size) {
+            return false;
+        }
+        let req = Request {
+            time_ns: 0,
+            volume: VolumeId(0),
+            op: Op::Write,
+            offset,
+            len,
+        };
+        lock(&self.core).cache.would_absorb(&req)
     }
 
     fn now_ns(&self) -> u64 {

@@ -25,6 +25,12 @@ pub trait BlockDevice: Send + Sync {
         let _ = (buf, off);
         None
     }
+    /// As [`read_fast`](Self::read_fast) for a write (e.g. a write-back cache hit); FUA
+    /// writes are never offered. The default never claims a write.
+    fn write_fast(&self, data: &[u8], off: u64) -> Option<io::Result<()>> {
+        let _ = (data, off);
+        None
+    }
     /// Whether several connections may safely share the export.
     fn multi_conn(&self) -> bool {
         false

@@ -362,6 +362,20 @@ impl<R, W: Write> Write for HandshakeIo<'_, R, W> {
     }
 }
 
+/// The reply error of a request run inline, counting its bytes or its EIO.
+fn errno_of(res: io::Result<()>, stats: &ServerStats, bytes: &AtomicU64, len: u32) -> u32 {
+    match res {
+        Ok(()) => {
+            bytes.fetch_add(len as u64, Relaxed);
+            0
+        }
+        Err(_) => {
+            stats.eio.fetch_add(1, Relaxed);
+            EIO
+        }
+    }
+}
+
 fn transmission<S: Read, W: Write>(
     reader: &mut BufReader<S>,
     dev: &dyn BlockDevice,
@@ -417,21 +431,20 @@ fn transmission<S: Read, W: Write>(
             let mut buf = std::mem::take(&mut read_buf);
             buf.resize(len as usize, 0);
             if let Some(res) = dev.read_fast(&mut buf, offset) {
-                let err = match res {
-                    Ok(()) => {
-                        stats.bytes_read.fetch_add(len as u64, Relaxed);
-                        0
-                    }
-                    Err(_) => {
-                        stats.eio.fetch_add(1, Relaxed);
-                        EIO
-                    }
-                };
+                let err = errno_of(res, stats, &stats.bytes_read, len);
                 reply(writer, &handle, err, &buf, more)?;
                 read_buf = buf;
                 continue;
             }
             read_buf = buf;
+        }
+        if typ == CMD_WRITE && pool.is_some() && flags & CMD_FLAG_FUA == 0 {
+            // Cheap writes (write-back hits) likewise; FUA writes always go to a worker.
+            if let Some(res) = dev.write_fast(&payload, offset) {
+                let err = errno_of(res, stats, &stats.bytes_written, len);
+                reply(writer, &handle, err, &[], more)?;
+                continue;
+            }
         }
         let mut job = Job {
             typ,

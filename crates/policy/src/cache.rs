@@ -526,6 +526,29 @@ impl Cache {
         })
     }
 
+    /// Whether writing `req` now would touch the cache device alone: a write hit on resident
+    /// lines whose touched sub-blocks are valid (no fill) in a mode that keeps write hits in
+    /// the cache (dirty). Changes nothing: executors use it to run cheap writes inline.
+    pub fn would_absorb(&self, req: &Request) -> bool {
+        if req.op != Op::Write
+            || req.len == 0
+            || self
+                .geo
+                .check_request(req.volume, req.offset, req.len)
+                .is_err()
+            || self.write_policy(req.volume).rules().write_hit
+                != crate::engine::WriteHit::CacheDirty
+        {
+            return false;
+        }
+        self.geo.split(req.offset, req.len).all(|s| {
+            let need = self.geo.touched_mask(s.start, s.end);
+            self.table
+                .lookup(LineKey::new(req.volume, s.index))
+                .is_some_and(|slot| self.table.meta(slot).valid & need == need)
+        })
+    }
+
     /// Changes the write policy of one volume, or of all volumes (clearing per-volume ones).
     pub fn set_write_policy(&mut self, volume: Option<VolumeId>, policy: WritePolicy) {
         match volume {
