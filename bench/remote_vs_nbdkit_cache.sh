@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Host-side caching of a network volume (issue: NBD client backend), side by side in one run:
 #
-#   bench/remote_vs_nbdkit_cache.sh [SECONDS] [WARMUP_SECONDS]
+#   bench/remote_vs_nbdkit_cache.sh [SECONDS] [WARMUP_SECONDS] [disk|sata-ssd]
 #
-# The volume: 1 GiB served by `nbdkit file ... cache=none` from a file on a real disk
-# (/var/tmp). The workload: fio's nbd engine, 70/30 random read/write, 4 KiB, zipf(1.1),
+# The volume: 1 GiB from a file on a real disk (/var/tmp), served by `nbdkit file ...
+# cache=none` (disk, the default) or by a cache-less `tiercache serve` that makes the file
+# behave like the SPEC §5 SATA SSD preset (sata-ssd: an emulated slow backend both caches
+# sit in front of). The workload: fio's nbd engine, 70/30 random read/write, 4 KiB, zipf(1.1),
 # QD 16, over the whole volume. Three ways to reach the volume:
 #   1. uncached: fio straight at the remote export;
 #   2. tiercache serve: a 256 MiB write-back cache file in /dev/shm (S3-FIFO, threshold
@@ -16,6 +18,7 @@
 set -euo pipefail
 SECS=${1:-20}
 WARM=${2:-10}
+BACKEND=${3:-disk}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cargo build --release -q --manifest-path "$ROOT/Cargo.toml" -p tiercache
 BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/tiercache
@@ -25,7 +28,24 @@ trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$D" "$S"' EXIT
 head -c 1G /dev/urandom > "$D/volume.img"
 sync
 
-nbdkit -U "$D/remote.sock" --foreground file "$D/volume.img" cache=none &
+case $BACKEND in
+  disk) nbdkit -U "$D/remote.sock" --foreground file "$D/volume.img" cache=none & ;;
+  sata-ssd)
+    # Pass-through mode with a token cache: every request goes to the emulated device.
+    cat > "$D/ssd.toml" <<TOML
+[cache]
+capacity = "64KiB"
+write_policy = "pass-through"
+[engine]
+cache_path = "$D/ssd-cache.img"
+backend_path = "$D/volume.img"
+backend_device = { preset = "sata-ssd-5100" }
+[serve]
+socket = "$D/remote.sock"
+TOML
+    "$BIN" serve "$D/ssd.toml" 2>"$D/ssd.log" & ;;
+  *) echo "backend: disk or sata-ssd" >&2; exit 2 ;;
+esac
 for _ in $(seq 100); do [ -S "$D/remote.sock" ] && break; sleep 0.1; done
 REMOTE="nbd+unix:///?socket=$D/remote.sock"
 

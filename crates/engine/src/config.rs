@@ -15,10 +15,15 @@ pub enum Lookup {
     /// Locked table: one lock held for a whole request, its I/O included (requests run one
     /// at a time).
     Lt,
-    /// Hash table, coarse-grained: the lock is held only while the core decides; data moves
+    /// Hash table, coarse-grained: one lock, held only while the core decides; data moves
     /// concurrently, ordered per location.
-    #[default]
     HtCg,
+    /// Hash table, fine-grained: `engine.shards` locks, each over its own policy core and
+    /// slots, owning the lines whose 64 KiB chunk hashes to it (replacement is per shard, as
+    /// in sharded production caches). Requests on different shards never wait for each other.
+    /// With per-volume partitions the engine uses one shard.
+    #[default]
+    HtFg,
 }
 
 /// The `[engine]` section.
@@ -49,6 +54,9 @@ pub struct EngineConfig {
     pub backend_device: Option<DeviceConfig>,
     /// Lookup architecture.
     pub lookup: Lookup,
+    /// Lock shards under `ht-fg`. Part of the cache device's layout: change it only after a
+    /// `tiercache flush` (or restart with `lookup = "ht-cg"`, which recovers any layout).
+    pub shards: u32,
     /// Discard the cache device's contents (metadata and data) at start. Refused while the
     /// device holds dirty lines unless `force_format`.
     pub format: bool,
@@ -115,13 +123,18 @@ impl Default for EngineConfig {
             backend_size: None,
             cache_device: None,
             backend_device: None,
-            lookup: Lookup::HtCg,
+            lookup: Lookup::HtFg,
+            shards: DEFAULT_SHARDS,
             format: false,
             force_format: false,
             flusher_poll_ns: 20_000_000,
         }
     }
 }
+
+/// Default lock shards: several per core on common machines, few enough that per-shard
+/// replacement stays close to global.
+pub const DEFAULT_SHARDS: u32 = 16;
 
 /// Default size of a backend file created by the engine.
 pub const DEFAULT_BACKEND_SIZE: u64 = 1 << 30;

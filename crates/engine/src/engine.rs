@@ -64,14 +64,31 @@ pub enum EngineError {
     },
 }
 
+/// A registered flush job of one shard, ready to run.
+struct Job {
+    shard: usize,
+    job: FlushJob,
+    updates: Vec<MetaUpdate>,
+    ticket: Ticket,
+}
+
 struct Core {
     cache: Cache,
     order: OrderingTable,
     updates: Vec<MetaUpdate>,
 }
 
-struct Inner {
+/// One lock's share of the cache: a policy core over slots `base..base + capacity`, owning
+/// the lines whose 64 KiB chunk hashes to it (HT+FG); one shard holds everything otherwise.
+struct Shard {
     core: Mutex<Core>,
+    base: u32,
+}
+
+struct Inner {
+    shards: Vec<Shard>,
+    /// Lines per sharding chunk (64 KiB of lines, at least one).
+    chunk_lines: u64,
     /// Held across whole requests under [`Lookup::Lt`].
     serial: Mutex<()>,
     lookup: Lookup,
@@ -214,10 +231,29 @@ impl Engine {
         cache_dev: Arc<dyn Device>,
         backend: Arc<dyn Device>,
     ) -> Result<Self, EngineError> {
-        let mut cache = Cache::new(cache_cfg)?;
-        cache.set_journal(true);
-        let geo = cache.geometry();
-        let layout = Layout::new(cache.capacity_lines() as u32, geo.line_size());
+        let geo = LineGeometry::new(cache_cfg.line_size).map_err(PolicyError::from)?;
+        let total = (cache_cfg.capacity / geo.line_size()).min(u32::MAX as u64);
+        let wanted = match cfg.lookup {
+            Lookup::HtFg if cache_cfg.partitions.is_empty() => cfg.shards.max(1) as u64,
+            _ => 1,
+        };
+        let n = wanted.min(total.max(1));
+        let mut caches = Vec::new();
+        let mut bases = Vec::new();
+        let mut base = 0u64;
+        for k in 0..n {
+            let lines = total / n + u64::from(k < total % n);
+            let mut c = Cache::new(&CacheConfig {
+                capacity: lines * geo.line_size(),
+                ..cache_cfg.clone()
+            })?;
+            c.set_journal(true);
+            bases.push(base as u32);
+            base += c.capacity_lines();
+            caches.push(c);
+        }
+        let layout = Layout::new(base as u32, geo.line_size());
+        let chunk_lines = (65536 / geo.line_size()).max(1);
         if cfg.format && !cfg.force_format {
             // Formatting must not silently drop dirty data: look first.
             if let Ok((_, _, rep)) = SlotTable::open(&*cache_dev, layout, false) {
@@ -232,19 +268,40 @@ impl Engine {
         let (table, found, recovery) = SlotTable::open(&*cache_dev, layout, cfg.format)?;
         for (slot, rec) in &found {
             let (vol, index) = rec.line.expect("recovered slots hold lines");
-            cache
-                .restore_line(*slot, VolumeId(vol), index, rec.valid, rec.dirty)
+            let k = bases.partition_point(|&b| b <= *slot) - 1;
+            let owner = shard_of(index, chunk_lines, n as usize);
+            if owner != k {
+                return Err(EngineError::Recovery(format!(
+                    "slot {slot} holds line {index}, which {n} lock shards place in shard {owner}, \
+                     not {k}: engine.lookup or engine.shards changed since the cache was written; \
+                     start with the old setting (or engine.lookup = \"ht-cg\", which reads any \
+                     layout) and run `tiercache flush` before changing it"
+                )));
+            }
+            caches[k]
+                .restore_line(*slot - bases[k], VolumeId(vol), index, rec.valid, rec.dirty)
                 .map_err(|e| EngineError::Recovery(e.to_string()))?;
         }
         // Restoring touched every slot: nothing of it needs writing again.
         let mut discard = Vec::new();
-        cache.drain_meta_updates(&mut discard);
+        for c in &mut caches {
+            c.drain_meta_updates(&mut discard);
+        }
+        let shards = caches
+            .into_iter()
+            .zip(bases)
+            .map(|(cache, base)| Shard {
+                core: Mutex::new(Core {
+                    cache,
+                    order: OrderingTable::default(),
+                    updates: Vec::new(),
+                }),
+                base,
+            })
+            .collect();
         let inner = Arc::new(Inner {
-            core: Mutex::new(Core {
-                cache,
-                order: OrderingTable::default(),
-                updates: Vec::new(),
-            }),
+            shards,
+            chunk_lines,
             serial: Mutex::new(()),
             lookup: cfg.lookup,
             size: backend.len(),
@@ -352,7 +409,9 @@ impl Engine {
 
     /// Checks the policy core's invariants (tests).
     pub fn audit(&self) {
-        lock(&self.inner.core).cache.audit();
+        for sh in &self.inner.shards {
+            lock(&sh.core).cache.audit();
+        }
     }
 }
 
@@ -429,6 +488,47 @@ fn locations(
     (reads, writes)
 }
 
+/// The shard owning line `index`: chunks of `chunk_lines` lines spread by a multiplicative
+/// hash, so a sequential run stays in one shard for a chunk.
+fn shard_of(index: u64, chunk_lines: u64, shards: usize) -> usize {
+    if shards == 1 {
+        return 0;
+    }
+    let h = (index / chunk_lines).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    ((h >> 32) % shards as u64) as usize
+}
+
+/// The part of `client`'s data for `len` bytes at `off` (inside the client's range).
+fn sub_client<'b>(client: &'b mut Client<'_>, off: u64, len: u64) -> Client<'b> {
+    match client {
+        Client::Read {
+            volume,
+            offset,
+            buf,
+        } => {
+            let at = (off - *offset) as usize;
+            Client::Read {
+                volume: *volume,
+                offset: off,
+                buf: &mut buf[at..at + len as usize],
+            }
+        }
+        Client::Write {
+            volume,
+            offset,
+            data,
+        } => {
+            let at = (off - *offset) as usize;
+            Client::Write {
+                volume: *volume,
+                offset: off,
+                data: &data[at..at + len as usize],
+            }
+        }
+        Client::None => Client::None,
+    }
+}
+
 fn record_of(u: &MetaUpdate) -> SlotRecord {
     SlotRecord {
         line: u.line.map(|(v, i)| (v.0, i)),
@@ -442,28 +542,56 @@ impl Inner {
         if self.lookup == Lookup::Lt || offset.checked_add(len).is_none_or(|e| e > self.size) {
             return false;
         }
-        let req = Request {
-            time_ns: 0,
-            volume: VolumeId(0),
-            op: Op::Read,
-            offset,
-            len,
-        };
-        lock(&self.core).cache.would_hit(&req)
+        self.pieces(offset, len).all(|(k, off, n)| {
+            let req = Request {
+                time_ns: 0,
+                volume: VolumeId(0),
+                op: Op::Read,
+                offset: off,
+                len: n,
+            };
+            lock(&self.shards[k].core).cache.would_hit(&req)
+        })
     }
 
     fn would_absorb(&self, offset: u64, len: u64) -> bool {
         if self.lookup == Lookup::Lt || offset.checked_add(len).is_none_or(|e| e > self.size) {
             return false;
         }
-        let req = Request {
-            time_ns: 0,
-            volume: VolumeId(0),
-            op: Op::Write,
-            offset,
-            len,
-        };
-        lock(&self.core).cache.would_absorb(&req)
+        self.pieces(offset, len).all(|(k, off, n)| {
+            let req = Request {
+                time_ns: 0,
+                volume: VolumeId(0),
+                op: Op::Write,
+                offset: off,
+                len: n,
+            };
+            lock(&self.shards[k].core).cache.would_absorb(&req)
+        })
+    }
+
+    /// `len` bytes at `offset` cut where the owning shard changes: (shard, offset, len).
+    fn pieces(&self, offset: u64, len: u64) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
+        let n = self.shards.len();
+        let chunk = self.chunk_lines * self.geo.line_size();
+        let end = offset + len;
+        let mut at = offset;
+        std::iter::from_fn(move || {
+            if at >= end {
+                return None;
+            }
+            let k = shard_of(at / self.geo.line_size(), self.chunk_lines, n);
+            let start = at;
+            if n == 1 {
+                at = end;
+            } else {
+                while at < end && shard_of(at / self.geo.line_size(), self.chunk_lines, n) == k {
+                    at = ((at / chunk) + 1) * chunk;
+                }
+                at = at.min(end);
+            }
+            Some((k, start, at - start))
+        })
     }
 
     fn now_ns(&self) -> u64 {
@@ -496,14 +624,24 @@ impl Inner {
         let started = Instant::now();
         let _serial = (self.lookup == Lookup::Lt).then(|| lock(&self.serial));
         self.in_flight.fetch_add(1, Relaxed);
-        let req = Request {
-            time_ns: self.now_ns(),
-            volume: VolumeId(0),
-            op,
-            offset,
-            len,
-        };
-        let out = self.run_request(&req, client, fua);
+        let mut client = client;
+        let mut out = Ok(());
+        for (k, off, n) in self.pieces(offset, len).collect::<Vec<_>>() {
+            let req = Request {
+                time_ns: self.now_ns(),
+                volume: VolumeId(0),
+                op,
+                offset: off,
+                len: n,
+            };
+            out = self.run_request(&self.shards[k], &req, sub_client(&mut client, off, n));
+            if out.is_err() {
+                break;
+            }
+        }
+        if out.is_ok() && fua {
+            out = self.sync_all();
+        }
         self.in_flight.fetch_sub(1, Relaxed);
         self.last_foreground_ns.store(self.now_ns(), Relaxed);
         let us = started.elapsed().as_micros() as u64;
@@ -529,9 +667,9 @@ impl Inner {
         out
     }
 
-    fn run_request(&self, req: &Request, client: Client<'_>, fua: bool) -> io::Result<()> {
+    fn run_request(&self, shard: &Shard, req: &Request, client: Client<'_>) -> io::Result<()> {
         let (plan, updates, mut ticket) = {
-            let mut core = lock(&self.core);
+            let mut core = lock(&shard.core);
             let mut plan = Plan::new();
             core.cache.access(req, Some(&mut plan)).map_err(io_err)?;
             let mut updates = std::mem::take(&mut core.updates);
@@ -544,25 +682,21 @@ impl Inner {
         if ticket.wait_turn() > 0 {
             Counters::add(&self.counters.ordering_waits, 1);
         }
-        let mut result = self.execute(&plan, &updates, client);
+        let mut result = self.execute(shard, &plan, &updates, client);
         if result.is_err() {
-            result = result.and(self.forget_failed(req, &plan));
+            result = result.and(self.forget_failed(shard, req, &plan));
         }
-        let mut core = lock(&self.core);
+        let mut core = lock(&shard.core);
         core.order.complete(ticket);
         core.updates = updates;
         drop(core);
-        result?;
-        if fua {
-            self.sync_all()?;
-        }
-        Ok(())
+        result
     }
 
     /// After a failed plan: the lines it filled may hold garbage; keep only dirty data.
-    fn forget_failed(&self, req: &Request, plan: &Plan) -> io::Result<()> {
+    fn forget_failed(&self, shard: &Shard, req: &Request, plan: &Plan) -> io::Result<()> {
         let line = self.geo.line_size();
-        let mut core = lock(&self.core);
+        let mut core = lock(&shard.core);
         for op in plan
             .ops
             .iter()
@@ -578,28 +712,37 @@ impl Inner {
         let mut ups = Vec::new();
         core.cache.drain_meta_updates(&mut ups);
         for u in &ups {
-            self.table.write(&*self.cache_dev, u.slot, &record_of(u))?;
+            self.table
+                .write(&*self.cache_dev, shard.base + u.slot, &record_of(u))?;
         }
         Ok(())
     }
 
-    fn device_addr(&self, op: &DevOp) -> u64 {
+    /// Where `op` of a plan of the shard starting at slot `base` lands on its device.
+    fn device_addr(&self, base: u32, op: &DevOp) -> u64 {
         match op.device {
-            Dev::Cache => self.layout.data_offset + op.offset,
+            Dev::Cache => self.layout.data_offset + base as u64 * self.geo.line_size() + op.offset,
             Dev::Backend => op.offset,
         }
     }
 
     /// Runs `plan`'s ops stage by stage and persists its metadata updates.
-    fn execute(&self, plan: &Plan, updates: &[MetaUpdate], client: Client<'_>) -> io::Result<()> {
+    fn execute(
+        &self,
+        shard: &Shard,
+        plan: &Plan,
+        updates: &[MetaUpdate],
+        client: Client<'_>,
+    ) -> io::Result<()> {
         let line = self.geo.line_size();
+        let base = shard.base;
         // Slots whose durable record names another line than they will hold: that record must
         // be durably replaced before new data lands in the slot, or a crash would pair the old
         // line's name with the new line's bytes.
         let mut reassigned: Vec<u32> = updates
             .iter()
             .filter(|u| {
-                let old = self.table.persisted_line(u.slot);
+                let old = self.table.persisted_line(base + u.slot);
                 old.is_some() && old != u.line.map(|(v, i)| (v.0, i))
             })
             .map(|u| u.slot)
@@ -632,7 +775,8 @@ impl Inner {
                         self.backend.sync_since(backend_epoch)?;
                     }
                     for &s in &due {
-                        self.table.write(&*self.cache_dev, s, &SlotRecord::EMPTY)?;
+                        self.table
+                            .write(&*self.cache_dev, base + s, &SlotRecord::EMPTY)?;
                     }
                     self.cache_dev.sync()?;
                     Counters::add(&self.counters.slot_invalidations, due.len() as u64);
@@ -649,7 +793,7 @@ impl Inner {
                         &*self.backend
                     }
                 };
-                let addr = self.device_addr(o);
+                let addr = self.device_addr(base, o);
                 match o.kind {
                     IoKind::Read => scratch.read(dev, o, addr)?,
                     IoKind::Write => {
@@ -667,7 +811,8 @@ impl Inner {
         }
         scratch.finish();
         for u in updates {
-            self.table.write(&*self.cache_dev, u.slot, &record_of(u))?;
+            self.table
+                .write(&*self.cache_dev, base + u.slot, &record_of(u))?;
         }
         Counters::add(&self.counters.records_written, updates.len() as u64);
         Ok(())
@@ -707,11 +852,7 @@ impl Inner {
     }
 
     /// Registers flush jobs with their share of the metadata updates.
-    fn register_jobs(
-        &self,
-        core: &mut Core,
-        jobs: Vec<FlushJob>,
-    ) -> Vec<(FlushJob, Vec<MetaUpdate>, Ticket)> {
+    fn register_jobs(&self, k: usize, core: &mut Core, jobs: Vec<FlushJob>) -> Vec<Job> {
         let mut ups = Vec::new();
         core.cache.drain_meta_updates(&mut ups);
         jobs.into_iter()
@@ -723,26 +864,34 @@ impl Inner {
                     .collect();
                 let (r, w) = locations(&self.geo, &job.plan, &mine);
                 let t = core.order.register(r, w);
-                (job, mine, t)
+                Job {
+                    shard: k,
+                    job,
+                    updates: mine,
+                    ticket: t,
+                }
             })
             .collect()
     }
 
     /// Runs one flush job: cache reads, backend writes, backend sync, then the lines' clean
     /// records, then `flush_done`.
-    fn run_job(
-        &self,
-        job: FlushJob,
-        updates: Vec<MetaUpdate>,
-        mut ticket: Ticket,
-    ) -> io::Result<()> {
+    fn run_job(&self, work: Job) -> io::Result<()> {
+        let Job {
+            shard,
+            job,
+            updates,
+            mut ticket,
+        } = work;
+        let shard = &self.shards[shard];
+        let base = shard.base;
         ticket.wait_turn();
         let lines = job.lines() as u64;
         let epoch = self.backend.epoch();
         let mut result = (|| {
             let mut scratch = Scratch::new(Client::None);
             for o in &job.plan.ops {
-                let addr = self.device_addr(o);
+                let addr = self.device_addr(base, o);
                 match (o.device, o.kind) {
                     (Dev::Cache, IoKind::Read) => scratch.read(&*self.cache_dev, o, addr)?,
                     (Dev::Backend, IoKind::Write) => {
@@ -754,11 +903,12 @@ impl Inner {
             // Clean only once the backend acknowledged a flush covering these writes.
             self.backend.sync_since(epoch)?;
             for u in &updates {
-                self.table.write(&*self.cache_dev, u.slot, &record_of(u))?;
+                self.table
+                    .write(&*self.cache_dev, base + u.slot, &record_of(u))?;
             }
             io::Result::Ok(())
         })();
-        let mut core = lock(&self.core);
+        let mut core = lock(&shard.core);
         if result.is_err() {
             // The lines' data is still only in the cache: dirty again (their records on disk
             // still say dirty unless the clean records were written, and then rewritten below).
@@ -770,7 +920,10 @@ impl Inner {
         let mut ups = Vec::new();
         core.cache.drain_meta_updates(&mut ups);
         for u in &ups {
-            if let Err(e) = self.table.write(&*self.cache_dev, u.slot, &record_of(u)) {
+            if let Err(e) = self
+                .table
+                .write(&*self.cache_dev, base + u.slot, &record_of(u))
+            {
                 result = result.and(Err(e));
             }
         }
@@ -784,18 +937,22 @@ impl Inner {
         // After a failed job (the backend is away), wait longer each time before trying again.
         let mut backoff = Duration::ZERO;
         while !self.stop.load(Relaxed) {
-            let (work, next) = {
-                let mut core = lock(&self.core);
+            let mut work = Vec::new();
+            let mut next: Option<u64> = None;
+            for (k, sh) in self.shards.iter().enumerate() {
+                let mut core = lock(&sh.core);
                 let state = self.executor_state();
                 let mut jobs = Vec::new();
                 core.cache.clean(&state, &mut jobs);
-                let next = core.cache.next_clean_poll(&state);
-                (self.register_jobs(&mut core, jobs), next)
-            };
+                if let Some(t) = core.cache.next_clean_poll(&state) {
+                    next = Some(next.map_or(t, |n| n.min(t)));
+                }
+                work.extend(self.register_jobs(k, &mut core, jobs));
+            }
             let busy = !work.is_empty();
             let mut failed = false;
-            for (job, ups, t) in work {
-                failed |= self.run_job(job, ups, t).is_err();
+            for w in work {
+                failed |= self.run_job(w).is_err();
             }
             if failed {
                 backoff = (backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
@@ -825,25 +982,30 @@ impl Inner {
 
     fn flush_everything(&self) -> io::Result<()> {
         loop {
-            let work = {
-                let mut core = lock(&self.core);
-                if core.cache.dirty_lines() == 0 {
-                    break;
-                }
+            let mut work = Vec::new();
+            // Lines in the flusher's jobs count as clean but are not on the backend yet.
+            let mut dirty = 0;
+            for (k, sh) in self.shards.iter().enumerate() {
+                let mut core = lock(&sh.core);
+                dirty += core.cache.dirty_lines() + u64::from(core.cache.jobs_in_flight());
                 let mut jobs = Vec::new();
                 core.cache.flush_all(&mut jobs);
-                self.register_jobs(&mut core, jobs)
-            };
+                work.extend(self.register_jobs(k, &mut core, jobs));
+            }
+            if dirty == 0 {
+                break;
+            }
             if work.is_empty() {
-                // Every dirty line is in a job of the flusher's: let it finish.
+                // Every dirty line is in a job of the flusher's: let it finish (or fail back to
+                // dirty, to be taken up here).
                 std::thread::sleep(Duration::from_millis(1));
                 continue;
             }
             // Every registered job must run (or fail back to dirty): a job dropped unrun would
             // leave its lines pinned, marked clean, and its ordering ticket open.
             let mut result = Ok(());
-            for (job, ups, t) in work {
-                result = result.and(self.run_job(job, ups, t));
+            for w in work {
+                result = result.and(self.run_job(w));
             }
             result?;
         }
@@ -851,15 +1013,15 @@ impl Inner {
     }
 
     fn stats(&self) -> EngineStats {
-        let (cache, capacity_lines, resident_lines, dirty_lines) = {
-            let core = lock(&self.core);
-            (
-                core.cache.stats().clone(),
-                core.cache.capacity_lines(),
-                core.cache.resident_lines(),
-                core.cache.dirty_lines(),
-            )
-        };
+        let mut cache = tiercache_policy::CacheStats::default();
+        let (mut capacity_lines, mut resident_lines, mut dirty_lines) = (0, 0, 0);
+        for sh in &self.shards {
+            let core = lock(&sh.core);
+            cache.merge(core.cache.stats());
+            capacity_lines += core.cache.capacity_lines();
+            resident_lines += core.cache.resident_lines();
+            dirty_lines += core.cache.dirty_lines();
+        }
         let c = &self.counters;
         let g = |a: &AtomicU64| a.load(Relaxed);
         EngineStats {

@@ -128,6 +128,16 @@ fn write_back_concurrent() {
 }
 
 #[test]
+fn write_back_sharded_locks() {
+    run(WritePolicy::WriteBack, Lookup::HtFg, 4096, 5);
+}
+
+#[test]
+fn write_through_sharded_locks_large_lines() {
+    run(WritePolicy::WriteThrough, Lookup::HtFg, 16384, 6);
+}
+
+#[test]
 fn write_back_large_lines_locked_table() {
     run(WritePolicy::WriteBack, Lookup::Lt, 16384, 2);
 }
@@ -279,4 +289,60 @@ fn failed_detach_keeps_every_dirty_line_for_the_next() {
     let mut b = vec![0u8; 4096];
     engine.read(&mut b, 399 * 4096).unwrap();
     assert_eq!(b[0], (399 % 251) as u8 + 1);
+}
+
+/// The lock-shard layout is part of the cache device: a cache written under one shard count
+/// recovers under ht-cg (one shard reads any layout) and is refused, naming the setting, under
+/// a sharding that would put its lines in the wrong shards.
+#[test]
+fn shard_layout_changes_are_recovered_or_named() {
+    let cfg = cache_config(WritePolicy::WriteBack, 4096);
+    let with = |lookup, shards| EngineConfig {
+        lookup,
+        shards,
+        ..EngineConfig::default()
+    };
+    let cache_dev = Arc::new(MemDevice::new(4 << 20));
+    let backend = Arc::new(MemDevice::new(VOLUME));
+    {
+        let e = Engine::with_devices(
+            &cfg,
+            &with(Lookup::HtFg, 8),
+            cache_dev.clone(),
+            backend.clone(),
+        )
+        .unwrap();
+        for i in 0..64u64 {
+            e.write(&[i as u8 + 1; 4096], i * 65536, false).unwrap();
+        }
+        e.flush().unwrap();
+        e.shutdown().unwrap();
+    }
+    let reopen = |cfg_e: &EngineConfig| {
+        Engine::with_devices(
+            &cfg,
+            cfg_e,
+            Arc::new(MemDevice::from_bytes(cache_dev.snapshot())),
+            backend.clone(),
+        )
+    };
+    let err = reopen(&with(Lookup::HtFg, 4)).err().expect("refused");
+    assert!(
+        err.to_string().contains("engine.lookup or engine.shards"),
+        "{err}"
+    );
+    for ok in [
+        with(Lookup::HtFg, 8),
+        with(Lookup::HtCg, 8),
+        with(Lookup::Lt, 8),
+    ] {
+        let e = reopen(&ok).unwrap();
+        assert_eq!(e.stats().dirty_lines, 64, "{:?}", ok.lookup);
+        let mut b = vec![0u8; 4096];
+        for i in 0..64u64 {
+            e.read(&mut b, i * 65536).unwrap();
+            assert_eq!(b[0], i as u8 + 1);
+        }
+        e.audit();
+    }
 }

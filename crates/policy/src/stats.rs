@@ -105,6 +105,41 @@ pub struct CacheStats {
 }
 
 impl CacheStats {
+    /// Adds `o`'s counts to these (the stats of several cores, e.g. the shards of one cache).
+    pub fn merge(&mut self, o: &CacheStats) {
+        self.requests += o.requests;
+        self.read_requests += o.read_requests;
+        self.write_requests += o.write_requests;
+        self.full_hit_requests += o.full_hit_requests;
+        self.read_hit_requests += o.read_hit_requests;
+        self.write_hit_requests += o.write_hit_requests;
+        self.line_accesses += o.line_accesses;
+        self.line_hits += o.line_hits;
+        self.line_partial_hits += o.line_partial_hits;
+        self.line_misses += o.line_misses;
+        self.read_line_accesses += o.read_line_accesses;
+        self.read_line_hits += o.read_line_hits;
+        self.write_line_accesses += o.write_line_accesses;
+        self.write_line_hits += o.write_line_hits;
+        self.promotions += o.promotions;
+        self.write_allocations += o.write_allocations;
+        self.evictions += o.evictions;
+        self.dirty_evictions += o.dirty_evictions;
+        self.invalidations += o.invalidations;
+        self.cleaned_lines += o.cleaned_lines;
+        self.clean_jobs += o.clean_jobs;
+        self.written_back_bytes += o.written_back_bytes;
+        self.cache_bytes_written += o.cache_bytes_written;
+        self.cache_bytes_read += o.cache_bytes_read;
+        self.backend_bytes_read += o.backend_bytes_read;
+        self.backend_bytes_written += o.backend_bytes_written;
+        self.dirtied_bytes += o.dirtied_bytes;
+        self.trimmed_dirty_bytes += o.trimmed_dirty_bytes;
+        for (a, b) in self.bypasses.iter_mut().zip(o.bypasses) {
+            *a += b;
+        }
+    }
+
     /// Adds one bypass.
     pub fn bypass(&mut self, reason: BypassReason) {
         self.bypasses[reason as usize] += 1;
