@@ -52,6 +52,11 @@ pub struct EngineConfig {
     /// Make the backend behave like this model, e.g. `{ preset = "sata-ssd-5100" }`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backend_device: Option<DeviceConfig>,
+    /// Open the cache device with O_DIRECT (aligned data transfers bypass the page cache;
+    /// not on tmpfs such as /dev/shm).
+    pub cache_direct: bool,
+    /// Open a backend file or block device with O_DIRECT.
+    pub backend_direct: bool,
     /// Lookup architecture.
     pub lookup: Lookup,
     /// Lock shards under `ht-fg`. Part of the cache device's layout: change it only after a
@@ -123,6 +128,8 @@ impl Default for EngineConfig {
             backend_size: None,
             cache_device: None,
             backend_device: None,
+            cache_direct: false,
+            backend_direct: false,
             lookup: Lookup::HtFg,
             shards: DEFAULT_SHARDS,
             format: false,

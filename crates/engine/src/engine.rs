@@ -139,14 +139,24 @@ impl Engine {
         let geo = LineGeometry::new(cache_cfg.line_size).map_err(PolicyError::from)?;
         let slots = (cache_cfg.capacity / geo.line_size()) as u32;
         let layout = Layout::new(slots, geo.line_size());
-        let open = |what: &'static str, path: &std::path::Path, min: u64| {
-            FileDevice::open(path, min).map_err(|source| EngineError::Open {
+        let open = |what: &'static str, path: &std::path::Path, min: u64, direct: bool| {
+            let dev = if direct {
+                FileDevice::open_direct(path, min)
+            } else {
+                FileDevice::open(path, min)
+            };
+            dev.map_err(|source| EngineError::Open {
                 what,
                 path: path.display().to_string(),
                 source,
             })
         };
-        let cache_file = open("cache device", &cfg.cache_path, layout.device_len())?;
+        let cache_file = open(
+            "cache device",
+            &cfg.cache_path,
+            layout.device_len(),
+            cfg.cache_direct,
+        )?;
         let cache_dev: Arc<dyn Device> = match &cfg.cache_device {
             Some(m) => Arc::new(Emulated::new(cache_file, "engine.cache_device", m)?),
             None => Arc::new(cache_file),
@@ -206,7 +216,12 @@ impl Engine {
             } else {
                 cfg.backend_size.unwrap_or(DEFAULT_BACKEND_SIZE)
             };
-            let backend_file = open("backend", &cfg.backend_path, backend_min)?;
+            let backend_file = open(
+                "backend",
+                &cfg.backend_path,
+                backend_min,
+                cfg.backend_direct,
+            )?;
             let backend: Arc<dyn Device> = match &cfg.backend_device {
                 Some(m) => Arc::new(Emulated::new(backend_file, "engine.backend_device", m)?),
                 None => Arc::new(backend_file),
