@@ -98,7 +98,9 @@ impl FileDevice {
 
     /// The O_DIRECT descriptor, if this transfer can use it.
     fn direct_for(&self, offset: u64, len: usize) -> Option<&File> {
-        let aligned = offset % DIRECT_ALIGN as u64 == 0 && len % DIRECT_ALIGN == 0 && len > 0;
+        let aligned = offset.is_multiple_of(DIRECT_ALIGN as u64)
+            && len.is_multiple_of(DIRECT_ALIGN)
+            && len > 0;
         self.direct.as_ref().filter(|_| aligned)
     }
 }
