@@ -106,6 +106,8 @@ struct Inner {
     epoch: Instant,
     /// Foreground requests in flight, and when the last one ended (ns since `epoch`).
     in_flight: AtomicU64,
+    /// Backend operations in flight now (the backend's queue depth).
+    backend_in_flight: AtomicU64,
     last_foreground_ns: AtomicU64,
     stop: AtomicBool,
     wake: (Mutex<bool>, Condvar),
@@ -122,6 +124,22 @@ pub struct Engine {
     inner: Arc<Inner>,
     flusher: Mutex<Option<JoinHandle<()>>>,
     notes: Vec<String>,
+}
+
+/// Counts an operation in flight for as long as it lives.
+struct InFlight<'a>(&'a AtomicU64);
+
+impl<'a> InFlight<'a> {
+    fn enter(c: &'a AtomicU64) -> Self {
+        c.fetch_add(1, Relaxed);
+        Self(c)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -331,6 +349,7 @@ impl Engine {
             recovery,
             epoch: Instant::now(),
             in_flight: AtomicU64::new(0),
+            backend_in_flight: AtomicU64::new(0),
             last_foreground_ns: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             wake: (Mutex::new(false), Condvar::new()),
@@ -809,6 +828,8 @@ impl Inner {
                     }
                 };
                 let addr = self.device_addr(base, o);
+                let _busy =
+                    (o.device == Dev::Backend).then(|| InFlight::enter(&self.backend_in_flight));
                 match o.kind {
                     IoKind::Read => scratch.read(dev, o, addr)?,
                     IoKind::Write => {
@@ -862,7 +883,7 @@ impl Inner {
                 now.saturating_sub(self.last_foreground_ns.load(Relaxed))
             },
             cache_queue_depth: busy as u32,
-            backend_queue_depth: 0,
+            backend_queue_depth: self.backend_in_flight.load(Relaxed) as u32,
         }
     }
 
@@ -910,6 +931,7 @@ impl Inner {
                 match (o.device, o.kind) {
                     (Dev::Cache, IoKind::Read) => scratch.read(&*self.cache_dev, o, addr)?,
                     (Dev::Backend, IoKind::Write) => {
+                        let _busy = InFlight::enter(&self.backend_in_flight);
                         self.backend.write_at(&scratch.data_for(o), addr)?
                     }
                     _ => {}
@@ -1061,6 +1083,7 @@ impl Inner {
             cache_ops: g(&c.cache_ops),
             backend_ops: g(&c.backend_ops),
             in_flight: self.in_flight.load(Relaxed),
+            backend_in_flight: self.backend_in_flight.load(Relaxed),
             recovery: self.recovery.clone(),
             backend_link: self.backend.link_stats(),
             read_latency: LatencySummary::of(&self.latency.read),

@@ -134,6 +134,8 @@ pub struct EngineStats {
     pub backend_ops: u64,
     /// Requests in flight now.
     pub in_flight: u64,
+    /// Backend operations in flight now (the backend's queue depth, as the cleaner sees it).
+    pub backend_in_flight: u64,
     /// What start-up recovery found.
     pub recovery: RecoveryReport,
     /// A remote backend's connection, fault and retry counters.

@@ -346,7 +346,18 @@ fn stalled_backend_fails_misses_in_bounded_time_and_keeps_serving_hits() {
     engine.read(&mut b, 0).unwrap();
     assert!(b == hot, "a hit is served with the backend stalled");
     let t = Instant::now();
-    let e = engine.read(&mut [0u8; 4096], 4 << 20).unwrap_err();
+    let (e, depth) = std::thread::scope(|sc| {
+        let miss = sc.spawn(|| engine.read(&mut [0u8; 4096], 4 << 20).unwrap_err());
+        // The stalled miss shows as the backend's queue depth while it waits.
+        let mut depth = 0;
+        while !miss.is_finished() && depth == 0 {
+            depth = engine.stats().backend_in_flight;
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        (miss.join().unwrap(), depth)
+    });
+    assert_eq!(depth, 1, "one backend read outstanding");
+    assert_eq!(engine.stats().backend_in_flight, 0);
     let waited = t.elapsed();
     // Two attempts of 300 ms and a 10 ms backoff; the bound only rules out a hang.
     assert!(waited < Duration::from_secs(20), "{waited:?}: {e}");
