@@ -26,7 +26,9 @@ pub struct ServeConfig {
     /// TCP address to listen on instead, e.g. `127.0.0.1:10809`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<String>,
-    /// Requests run concurrently per connection.
+    /// Requests run concurrently per connection (cache hits run at once in the connection's
+    /// reader). Default: matched to the cores, two per core, so one can wait on the backend
+    /// while the other computes (at least 8).
     pub workers: usize,
     /// Largest read or write accepted.
     #[serde(deserialize_with = "de_bytes")]
@@ -55,7 +57,7 @@ impl Default for ServeConfig {
         Self {
             socket: PathBuf::from("/tmp/tiercache.sock"),
             listen: None,
-            workers: 8,
+            workers: default_workers(),
             max_payload: 32 << 20,
             export_name: String::new(),
             stats_file: None,
@@ -64,6 +66,11 @@ impl Default for ServeConfig {
             flush_on_exit: false,
         }
     }
+}
+
+fn default_workers() -> usize {
+    let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
+    (2 * cores).max(8)
 }
 
 /// Arguments of `tiercache serve`.
