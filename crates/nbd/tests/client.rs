@@ -265,3 +265,63 @@ fn unreachable_servers_fail_and_named_exports_connect() {
     Remote::connect(named, RemoteConfig::default()).unwrap();
     stop.trigger();
 }
+
+/// Against qemu-nbd (a real, independent server): a named export is found and refused by
+/// name, and data written through the pool is in the image file.
+#[test]
+fn qemu_nbd_exports_are_found_refused_and_written() {
+    if !common::have("qemu-nbd") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("disk.img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(4 << 20)
+        .unwrap();
+    let sock = dir.path().join("q.sock");
+    let mut child = std::process::Command::new("qemu-nbd")
+        .args(["-f", "raw", "-t", "-e", "4", "-x", "vol", "-k"])
+        .arg(&sock)
+        .arg(&img)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "qemu-nbd did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let at = |name: &str| -> NbdUri {
+        format!("nbd+unix:///{name}?socket={}", sock.display())
+            .parse()
+            .unwrap()
+    };
+    let e = Remote::connect(at("nope"), RemoteConfig::default())
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&e, ClientError::Handshake(m) if m.contains("`nope`")),
+        "{e}"
+    );
+    let remote = Remote::connect(at("vol"), RemoteConfig::default()).unwrap();
+    assert_eq!(remote.size(), 4 << 20);
+    let data: Vec<u8> = (0..65536u32).map(|i| (i % 253) as u8).collect();
+    remote.write(&data, 1 << 20, true).unwrap();
+    let e = remote.epoch();
+    remote.flush_since(e).unwrap();
+    let mut back = vec![0u8; 65536];
+    remote.read(&mut back, 1 << 20).unwrap();
+    assert!(back == data);
+    drop(remote);
+    let _ = child.kill();
+    let _ = child.wait();
+    let file = std::fs::read(&img).unwrap();
+    assert!(
+        file[1 << 20..(1 << 20) + 65536] == data[..],
+        "the data is in the image"
+    );
+}
