@@ -1,6 +1,6 @@
 //! The engine: the policy core executed with real I/O.
 
-use crate::config::{EngineConfig, Lookup, DEFAULT_BACKEND_SIZE};
+use crate::config::{EngineConfig, IoEngine, Lookup, DEFAULT_BACKEND_SIZE};
 use crate::device::{Device, Emulated, FileDevice, NbdBackend};
 use crate::exec::{Client, Scratch};
 use crate::ordering::{backend_line, cache_slot, Location, OrderingTable, Ticket};
@@ -163,11 +163,12 @@ impl Engine {
             } else {
                 FileDevice::open(path, min)
             };
-            dev.map_err(|source| EngineError::Open {
-                what,
-                path: path.display().to_string(),
-                source,
-            })
+            dev.map(|d| d.with_io_uring(cfg.io == IoEngine::IoUring))
+                .map_err(|source| EngineError::Open {
+                    what,
+                    path: path.display().to_string(),
+                    source,
+                })
         };
         let cache_file = open(
             "cache device",

@@ -351,6 +351,16 @@ fn shard_layout_changes_are_recovered_or_named() {
 /// unaligned I/O reads back, survives a restart, and detaches onto the backend file.
 #[test]
 fn direct_io_devices_read_back_restart_and_detach() {
+    direct_io_round_trip(tiercache_engine::IoEngine::Psync);
+}
+
+/// The same through io_uring (where the kernel has it; else its pread/pwrite fallback).
+#[test]
+fn io_uring_devices_read_back_restart_and_detach() {
+    direct_io_round_trip(tiercache_engine::IoEngine::IoUring);
+}
+
+fn direct_io_round_trip(io: tiercache_engine::IoEngine) {
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let ecfg = EngineConfig {
         cache_path: dir.path().join("cache.img"),
@@ -358,6 +368,7 @@ fn direct_io_devices_read_back_restart_and_detach() {
         backend_size: Some(VOLUME as u64),
         cache_direct: true,
         backend_direct: true,
+        io,
         ..EngineConfig::default()
     };
     let cfg = cache_config(WritePolicy::WriteBack, 4096);

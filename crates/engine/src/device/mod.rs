@@ -10,6 +10,7 @@ mod crash;
 mod emulated;
 mod file;
 mod remote;
+pub mod uring;
 
 pub use crash::{CrashDevice, CrashLog};
 pub use emulated::Emulated;
