@@ -8,7 +8,7 @@ use crate::slot_table::{Layout, RecoveryReport, SlotRecord, SlotTable, SlotTable
 use crate::stats::{Counters, EngineStats, Latencies, LatencySummary};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tiercache_core::{
@@ -64,6 +64,33 @@ pub enum EngineError {
     },
 }
 
+/// Where a plan's execution stands: the next op, the bytes read so far, the slots whose old
+/// records are still to be invalidated.
+struct Progress<'a> {
+    next: usize,
+    scratch: Scratch<'a>,
+    reassigned: Vec<u32>,
+    wrote_back: bool,
+    backend_epoch: u64,
+}
+
+/// How far `execute` went.
+enum Executed {
+    Done,
+    /// The request's part is done; the rest of the plan is left to a background thread.
+    Deferred(Progress<'static>),
+}
+
+/// The rest of an answered request's plan, for the background threads.
+struct Deferred {
+    shard: usize,
+    req: Request,
+    plan: Plan,
+    updates: Vec<MetaUpdate>,
+    ticket: Ticket,
+    progress: Progress<'static>,
+}
+
 /// A registered flush job of one shard, ready to run.
 struct Job {
     shard: usize,
@@ -106,6 +133,11 @@ struct Inner {
     epoch: Instant,
     /// Foreground requests in flight, and when the last one ended (ns since `epoch`).
     in_flight: AtomicU64,
+    /// Answered reads whose plans are not finished yet (a detach waits for them: they may
+    /// write an evicted dirty line back).
+    deferred_pending: AtomicU64,
+    /// Where answered reads leave the rest of their plans (`None` once shutting down).
+    deferred_tx: Mutex<Option<mpsc::Sender<Box<Deferred>>>>,
     /// Backend operations in flight now (the backend's queue depth).
     backend_in_flight: AtomicU64,
     last_foreground_ns: AtomicU64,
@@ -123,6 +155,8 @@ struct Inner {
 pub struct Engine {
     inner: Arc<Inner>,
     flusher: Mutex<Option<JoinHandle<()>>>,
+    /// Threads finishing the plans of reads already answered.
+    finishers: Mutex<Vec<JoinHandle<()>>>,
     notes: Vec<String>,
 }
 
@@ -333,6 +367,7 @@ impl Engine {
                 base,
             })
             .collect();
+        let (deferred_tx, deferred_rx) = mpsc::channel::<Box<Deferred>>();
         let inner = Arc::new(Inner {
             shards,
             chunk_lines,
@@ -351,6 +386,8 @@ impl Engine {
             epoch: Instant::now(),
             in_flight: AtomicU64::new(0),
             backend_in_flight: AtomicU64::new(0),
+            deferred_tx: Mutex::new(Some(deferred_tx)),
+            deferred_pending: AtomicU64::new(0),
             last_foreground_ns: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             wake: (Mutex::new(false), Condvar::new()),
@@ -361,9 +398,28 @@ impl Engine {
         let flusher = std::thread::Builder::new()
             .name("tiercache-flusher".into())
             .spawn(move || worker.flusher_loop())?;
+        let rx = Arc::new(Mutex::new(deferred_rx));
+        let mut finishers = Vec::new();
+        for _ in 0..2 {
+            let (inner, rx) = (inner.clone(), rx.clone());
+            finishers.push(
+                std::thread::Builder::new()
+                    .name("tiercache-finisher".into())
+                    .spawn(move || loop {
+                        let task = lock(&rx).recv();
+                        match task {
+                            Ok(t) => {
+                                let _ = inner.finish_deferred(t);
+                            }
+                            Err(_) => return,
+                        }
+                    })?,
+            );
+        }
         Ok(Self {
             inner,
             flusher: Mutex::new(Some(flusher)),
+            finishers: Mutex::new(finishers),
             notes: Vec::new(),
         })
     }
@@ -434,6 +490,11 @@ impl Engine {
     /// Stops the flusher and makes everything durable (dirty lines stay in the cache,
     /// recorded; pass through [`flush_all`](Self::flush_all) first to detach).
     pub fn shutdown(&self) -> io::Result<()> {
+        // Deferred work first: it may hold tickets the flusher's jobs wait for.
+        lock(&self.inner.deferred_tx).take();
+        for h in lock(&self.finishers).drain(..) {
+            let _ = h.join();
+        }
         self.inner.stop.store(true, Relaxed);
         self.inner.kick();
         if let Some(h) = lock(&self.flusher).take() {
@@ -669,7 +730,7 @@ impl Inner {
                 offset: off,
                 len: n,
             };
-            out = self.run_request(&self.shards[k], &req, sub_client(&mut client, off, n));
+            out = self.run_request(k, &req, sub_client(&mut client, off, n));
             if out.is_err() {
                 break;
             }
@@ -702,7 +763,8 @@ impl Inner {
         out
     }
 
-    fn run_request(&self, shard: &Shard, req: &Request, client: Client<'_>) -> io::Result<()> {
+    fn run_request(&self, k: usize, req: &Request, client: Client<'_>) -> io::Result<()> {
+        let shard = &self.shards[k];
         let (plan, updates, mut ticket) = {
             let mut core = lock(&shard.core);
             let mut plan = Plan::new();
@@ -717,14 +779,64 @@ impl Inner {
         if ticket.wait_turn() > 0 {
             Counters::add(&self.counters.ordering_waits, 1);
         }
-        let mut result = self.execute(shard, &plan, &updates, client);
-        if result.is_err() {
-            result = result.and(self.forget_failed(shard, req, &plan));
-        }
+        // A read is answered once its critical ops are done; the rest (filling the cache with
+        // what was read) finishes in the background, still holding the plan's ordering ticket.
+        let may_defer = req.op == Op::Read && self.lookup != Lookup::Lt;
+        let result = match self.execute(shard, &plan, &updates, client, may_defer) {
+            Ok(Executed::Deferred(progress)) => {
+                let task = Box::new(Deferred {
+                    shard: k,
+                    req: *req,
+                    plan,
+                    updates,
+                    ticket,
+                    progress,
+                });
+                self.deferred_pending.fetch_add(1, Relaxed);
+                match lock(&self.deferred_tx).as_ref().map(|tx| tx.send(task)) {
+                    Some(Ok(())) => {
+                        Counters::add(&self.counters.deferred_plans, 1);
+                        return Ok(());
+                    }
+                    // Shutting down: finish it here.
+                    Some(Err(mpsc::SendError(task))) => return self.finish_deferred(task),
+                    None => unreachable!("the sender lives until shutdown"),
+                }
+            }
+            Ok(Executed::Done) => Ok(()),
+            Err(e) => {
+                // The request's error is the one to report; forgetting is best effort.
+                let _ = self.forget_failed(shard, req, &plan);
+                Err(e)
+            }
+        };
         let mut core = lock(&shard.core);
         core.order.complete(ticket);
         core.updates = updates;
         drop(core);
+        result
+    }
+
+    /// Runs the rest of a plan whose request was already answered.
+    fn finish_deferred(&self, task: Box<Deferred>) -> io::Result<()> {
+        let Deferred {
+            shard: k,
+            req,
+            plan,
+            updates,
+            ticket,
+            progress,
+        } = *task;
+        let shard = &self.shards[k];
+        let mut result = self
+            .resume(shard, &plan, &updates, progress, false)
+            .map(|_| ());
+        if result.is_err() {
+            Counters::add(&self.counters.errors, 1);
+            result = result.and(self.forget_failed(shard, &req, &plan));
+        }
+        lock(&shard.core).order.complete(ticket);
+        self.deferred_pending.fetch_sub(1, Relaxed);
         result
     }
 
@@ -768,13 +880,13 @@ impl Inner {
         plan: &Plan,
         updates: &[MetaUpdate],
         client: Client<'_>,
-    ) -> io::Result<()> {
-        let line = self.geo.line_size();
+        may_defer: bool,
+    ) -> io::Result<Executed> {
         let base = shard.base;
         // Slots whose durable record names another line than they will hold: that record must
         // be durably replaced before new data lands in the slot, or a crash would pair the old
         // line's name with the new line's bytes.
-        let mut reassigned: Vec<u32> = updates
+        let reassigned: Vec<u32> = updates
             .iter()
             .filter(|u| {
                 let old = self.table.persisted_line(base + u.slot);
@@ -782,12 +894,46 @@ impl Inner {
             })
             .map(|u| u.slot)
             .collect();
-        let mut wrote_back = false;
-        let backend_epoch = self.backend.epoch();
-        let mut scratch = Scratch::new(client);
+        let progress = Progress {
+            next: 0,
+            scratch: Scratch::new(client),
+            reassigned,
+            wrote_back: false,
+            backend_epoch: self.backend.epoch(),
+        };
+        self.resume(shard, plan, updates, progress, may_defer)
+    }
+
+    /// Runs `plan` from where `p` stands to the end, or (with `may_defer`) until only ops the
+    /// client need not wait for are left.
+    fn resume(
+        &self,
+        shard: &Shard,
+        plan: &Plan,
+        updates: &[MetaUpdate],
+        p: Progress<'_>,
+        may_defer: bool,
+    ) -> io::Result<Executed> {
+        let line = self.geo.line_size();
+        let base = shard.base;
+        let Progress {
+            next: mut i,
+            mut scratch,
+            mut reassigned,
+            mut wrote_back,
+            backend_epoch,
+        } = p;
         let ops = &plan.ops;
-        let mut i = 0;
         while i < ops.len() {
+            if may_defer && ops[i..].iter().all(|o| !o.critical) {
+                return Ok(Executed::Deferred(Progress {
+                    next: i,
+                    scratch: scratch.detach(),
+                    reassigned,
+                    wrote_back,
+                    backend_epoch,
+                }));
+            }
             let stage = ops[i].stage;
             let end = i + ops[i..].iter().take_while(|o| o.stage == stage).count();
             if !reassigned.is_empty() {
@@ -852,7 +998,7 @@ impl Inner {
                 .write(&*self.cache_dev, base + u.slot, &record_of(u))?;
         }
         Counters::add(&self.counters.records_written, updates.len() as u64);
-        Ok(())
+        Ok(Executed::Done)
     }
 
     /// Makes every completed request durable: the cache device, and the backend if
@@ -1021,8 +1167,9 @@ impl Inner {
     fn flush_everything(&self) -> io::Result<()> {
         loop {
             let mut work = Vec::new();
-            // Lines in the flusher's jobs count as clean but are not on the backend yet.
-            let mut dirty = 0;
+            // Lines in the flusher's jobs count as clean but are not on the backend yet, nor are
+            // dirty lines evicted by reads whose plans finish in the background.
+            let mut dirty = self.deferred_pending.load(Relaxed);
             for (k, sh) in self.shards.iter().enumerate() {
                 let mut core = lock(&sh.core);
                 dirty += core.cache.dirty_lines() + u64::from(core.cache.jobs_in_flight());
@@ -1080,6 +1227,7 @@ impl Inner {
             slot_invalidations: g(&c.slot_invalidations),
             flush_jobs: g(&c.flush_jobs),
             flush_job_failures: g(&c.flush_job_failures),
+            deferred_plans: g(&c.deferred_plans),
             flushed_lines: g(&c.flushed_lines),
             cache_ops: g(&c.cache_ops),
             backend_ops: g(&c.backend_ops),

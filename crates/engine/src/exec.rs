@@ -138,6 +138,37 @@ impl<'a> Scratch<'a> {
         Cow::Owned(out)
     }
 
+    /// Completes the client's part now and keeps what later ops of the plan still need: the
+    /// read request's buffer gets its bytes (as [`finish`](Self::finish)), and the bytes read
+    /// straight into it are copied here, so the plan can go on without the client.
+    pub fn detach(mut self) -> Scratch<'static> {
+        let client = std::mem::replace(&mut self.client, Client::None);
+        if let Client::Read {
+            volume,
+            offset,
+            buf,
+        } = client
+        {
+            for (v, a, bytes) in &self.owned {
+                if *v == volume {
+                    if let Some((lo, hi)) = overlap(*a, bytes.len(), offset, buf.len()) {
+                        buf[(lo - offset) as usize..(hi - offset) as usize]
+                            .copy_from_slice(&bytes[(lo - a) as usize..(hi - a) as usize]);
+                    }
+                }
+            }
+            for &(a, l) in &self.direct {
+                let at = (a - offset) as usize;
+                self.owned.push((volume, a, buf[at..at + l].to_vec()));
+            }
+        }
+        Scratch {
+            client: Client::None,
+            owned: self.owned,
+            direct: Vec::new(),
+        }
+    }
+
     /// Completes a read request: copies the bytes kept here that fall in its range.
     pub fn finish(self) {
         if let Client::Read {

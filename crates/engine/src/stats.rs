@@ -23,6 +23,7 @@ pub(crate) struct Counters {
     pub slot_invalidations: AtomicU64,
     pub flush_jobs: AtomicU64,
     pub flush_job_failures: AtomicU64,
+    pub deferred_plans: AtomicU64,
     pub flushed_lines: AtomicU64,
     pub cache_ops: AtomicU64,
     pub backend_ops: AtomicU64,
@@ -126,6 +127,8 @@ pub struct EngineStats {
     pub flush_jobs: u64,
     /// Flush jobs that failed (the backend failed); their lines stayed dirty, to be retried.
     pub flush_job_failures: u64,
+    /// Reads answered before their plan finished (cache fills completed in the background).
+    pub deferred_plans: u64,
     /// Lines written back by them.
     pub flushed_lines: u64,
     /// Ops issued to the cache device.

@@ -104,6 +104,12 @@ fn run(policy: WritePolicy, lookup: Lookup, line: u64, seed: u64) {
         st.cache.line_accesses
     );
     assert!(st.cache.line_hits > 0 && st.cache.evictions > 0, "{st:?}");
+    // Read misses were answered before their cache fills (except under the serial LT lookup).
+    if lookup == Lookup::Lt {
+        assert_eq!(st.deferred_plans, 0);
+    } else {
+        assert!(st.deferred_plans > 0, "{st:?}");
+    }
     engine.flush_all().unwrap();
     assert_eq!(engine.stats().dirty_lines, 0);
     let img = backend.snapshot();
