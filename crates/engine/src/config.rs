@@ -72,6 +72,10 @@ pub struct EngineConfig {
     pub backend_direct: bool,
     /// How the devices move data.
     pub io: IoEngine,
+    /// Answer a read once its data is in hand, finishing the cache fill (and any eviction
+    /// it caused) in the background, as the simulator's critical path does; off: every read
+    /// waits for its whole plan.
+    pub answer_reads_early: bool,
     /// Lookup architecture.
     pub lookup: Lookup,
     /// Lock shards under `ht-fg`. Part of the cache device's layout: change it only after a
@@ -146,6 +150,7 @@ impl Default for EngineConfig {
             cache_direct: false,
             backend_direct: false,
             io: IoEngine::Psync,
+            answer_reads_early: true,
             lookup: Lookup::HtFg,
             shards: DEFAULT_SHARDS,
             format: false,

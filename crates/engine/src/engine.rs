@@ -119,6 +119,7 @@ struct Inner {
     /// Held across whole requests under [`Lookup::Lt`].
     serial: Mutex<()>,
     lookup: Lookup,
+    answer_reads_early: bool,
     cache_dev: Arc<dyn Device>,
     /// The cache device is an emulated (slow) one: hits are not cheap.
     cache_is_slow: bool,
@@ -373,6 +374,7 @@ impl Engine {
             chunk_lines,
             serial: Mutex::new(()),
             lookup: cfg.lookup,
+            answer_reads_early: cfg.answer_reads_early,
             size: backend.len(),
             cache_is_slow: cfg.cache_device.is_some(),
             cache_dev,
@@ -781,7 +783,7 @@ impl Inner {
         }
         // A read is answered once its critical ops are done; the rest (filling the cache with
         // what was read) finishes in the background, still holding the plan's ordering ticket.
-        let may_defer = req.op == Op::Read && self.lookup != Lookup::Lt;
+        let may_defer = req.op == Op::Read && self.lookup != Lookup::Lt && self.answer_reads_early;
         let result = match self.execute(shard, &plan, &updates, client, may_defer) {
             Ok(Executed::Deferred(progress)) => {
                 let task = Box::new(Deferred {
