@@ -540,13 +540,21 @@ impl tiercache_nbd::BlockDevice for Engine {
     }
     fn read_fast(&self, buf: &mut [u8], off: u64) -> Option<io::Result<()>> {
         // Hits on a fast cache device are cheap; on an emulated slow one they are not.
-        if self.inner.cache_is_slow || !self.inner.would_hit(off, buf.len() as u64) {
+        if self.inner.cache_is_slow
+            || !self
+                .inner
+                .runs_on_cache_alone(Op::Read, off, buf.len() as u64)
+        {
             return None;
         }
         Some(self.read(buf, off))
     }
     fn write_fast(&self, data: &[u8], off: u64) -> Option<io::Result<()>> {
-        if self.inner.cache_is_slow || !self.inner.would_absorb(off, data.len() as u64) {
+        if self.inner.cache_is_slow
+            || !self
+                .inner
+                .runs_on_cache_alone(Op::Write, off, data.len() as u64)
+        {
             return None;
         }
         Some(self.write(data, off, false))
@@ -636,7 +644,9 @@ fn record_of(u: &MetaUpdate) -> SlotRecord {
 }
 
 impl Inner {
-    fn would_hit(&self, offset: u64, len: u64) -> bool {
+    /// Whether every shard `op` of `len` bytes at `offset` touches would run it on the cache
+    /// alone ([`Cache::would_hit`] for reads, [`Cache::would_absorb`] for writes).
+    fn runs_on_cache_alone(&self, op: Op, offset: u64, len: u64) -> bool {
         if self.lookup == Lookup::Lt || offset.checked_add(len).is_none_or(|e| e > self.size) {
             return false;
         }
@@ -644,27 +654,15 @@ impl Inner {
             let req = Request {
                 time_ns: 0,
                 volume: VolumeId(0),
-                op: Op::Read,
+                op,
                 offset: off,
                 len: n,
             };
-            lock(&self.shards[k].core).cache.would_hit(&req)
-        })
-    }
-
-    fn would_absorb(&self, offset: u64, len: u64) -> bool {
-        if self.lookup == Lookup::Lt || offset.checked_add(len).is_none_or(|e| e > self.size) {
-            return false;
-        }
-        self.pieces(offset, len).all(|(k, off, n)| {
-            let req = Request {
-                time_ns: 0,
-                volume: VolumeId(0),
-                op: Op::Write,
-                offset: off,
-                len: n,
-            };
-            lock(&self.shards[k].core).cache.would_absorb(&req)
+            let core = lock(&self.shards[k].core);
+            match op {
+                Op::Read => core.cache.would_hit(&req),
+                _ => core.cache.would_absorb(&req),
+            }
         })
     }
 

@@ -508,45 +508,34 @@ impl Cache {
     /// with the needed sub-blocks valid, in a mode that reads from the cache). Changes
     /// nothing: executors use it to run cheap requests inline.
     pub fn would_hit(&self, req: &Request) -> bool {
-        if req.op != Op::Read
-            || req.len == 0
-            || self
-                .geo
-                .check_request(req.volume, req.offset, req.len)
-                .is_err()
-            || self.write_policy(req.volume).rules().reads_bypass_cache
-        {
-            return false;
-        }
-        self.geo.split(req.offset, req.len).all(|s| {
-            let need = self.geo.touched_mask(s.start, s.end);
-            self.table
-                .lookup(LineKey::new(req.volume, s.index))
-                .is_some_and(|slot| self.table.meta(slot).valid & need == need)
-        })
+        req.op == Op::Read
+            && !self.write_policy(req.volume).rules().reads_bypass_cache
+            && self.all_valid(req)
     }
 
     /// Whether writing `req` now would touch the cache device alone: a write hit on resident
     /// lines whose touched sub-blocks are valid (no fill) in a mode that keeps write hits in
     /// the cache (dirty). Changes nothing: executors use it to run cheap writes inline.
     pub fn would_absorb(&self, req: &Request) -> bool {
-        if req.op != Op::Write
-            || req.len == 0
-            || self
+        req.op == Op::Write
+            && self.write_policy(req.volume).rules().write_hit
+                == crate::engine::WriteHit::CacheDirty
+            && self.all_valid(req)
+    }
+
+    /// Every line `req` touches is resident with the touched sub-blocks valid.
+    fn all_valid(&self, req: &Request) -> bool {
+        req.len != 0
+            && self
                 .geo
                 .check_request(req.volume, req.offset, req.len)
-                .is_err()
-            || self.write_policy(req.volume).rules().write_hit
-                != crate::engine::WriteHit::CacheDirty
-        {
-            return false;
-        }
-        self.geo.split(req.offset, req.len).all(|s| {
-            let need = self.geo.touched_mask(s.start, s.end);
-            self.table
-                .lookup(LineKey::new(req.volume, s.index))
-                .is_some_and(|slot| self.table.meta(slot).valid & need == need)
-        })
+                .is_ok()
+            && self.geo.split(req.offset, req.len).all(|s| {
+                let need = self.geo.touched_mask(s.start, s.end);
+                self.table
+                    .lookup(LineKey::new(req.volume, s.index))
+                    .is_some_and(|slot| self.table.meta(slot).valid & need == need)
+            })
     }
 
     /// Changes the write policy of one volume, or of all volumes (clearing per-volume ones).
