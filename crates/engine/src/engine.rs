@@ -540,24 +540,29 @@ impl tiercache_nbd::BlockDevice for Engine {
     }
     fn read_fast(&self, buf: &mut [u8], off: u64) -> Option<io::Result<()>> {
         // Hits on a fast cache device are cheap; on an emulated slow one they are not.
-        if self.inner.cache_is_slow
-            || !self
-                .inner
-                .runs_on_cache_alone(Op::Read, off, buf.len() as u64)
-        {
+        if self.inner.cache_is_slow {
             return None;
         }
-        Some(self.read(buf, off))
+        let len = buf.len() as u64;
+        let client = Client::Read {
+            volume: 0,
+            offset: off,
+            buf,
+        };
+        self.inner
+            .request_on_cache_alone(Op::Read, off, len, client)
     }
     fn write_fast(&self, data: &[u8], off: u64) -> Option<io::Result<()>> {
-        if self.inner.cache_is_slow
-            || !self
-                .inner
-                .runs_on_cache_alone(Op::Write, off, data.len() as u64)
-        {
+        if self.inner.cache_is_slow {
             return None;
         }
-        Some(self.write(data, off, false))
+        let client = Client::Write {
+            volume: 0,
+            offset: off,
+            data,
+        };
+        self.inner
+            .request_on_cache_alone(Op::Write, off, data.len() as u64, client)
     }
     fn multi_conn(&self) -> bool {
         // Every connection shares this engine, and FLUSH syncs both devices whole.
@@ -722,7 +727,7 @@ impl Inner {
         self.in_flight.fetch_add(1, Relaxed);
         let mut client = client;
         let mut out = Ok(());
-        for (k, off, n) in self.pieces(offset, len).collect::<Vec<_>>() {
+        for (k, off, n) in self.pieces(offset, len) {
             let req = Request {
                 time_ns: self.now_ns(),
                 volume: VolumeId(0),
@@ -730,7 +735,9 @@ impl Inner {
                 offset: off,
                 len: n,
             };
-            out = self.run_request(k, &req, sub_client(&mut client, off, n));
+            out = self
+                .run_request(k, &req, sub_client(&mut client, off, n), false)
+                .expect("unconditional requests always run");
             if out.is_err() {
                 break;
             }
@@ -738,6 +745,54 @@ impl Inner {
         if out.is_ok() && fua {
             out = self.sync_all();
         }
+        self.account(op, len, fua, started, &out);
+        out
+    }
+
+    /// Runs a read or write only if the cache alone serves it (a hit, or a write-back write
+    /// hit): checked and planned under one lock. `None`: not such a request; nothing was done.
+    fn request_on_cache_alone(
+        &self,
+        op: Op,
+        offset: u64,
+        len: u64,
+        client: Client<'_>,
+    ) -> Option<io::Result<()>> {
+        if self.lookup == Lookup::Lt
+            || len == 0
+            || offset.checked_add(len).is_none_or(|e| e > self.size)
+        {
+            return None;
+        }
+        let mut pieces = self.pieces(offset, len);
+        let (k, _, _) = pieces.next()?;
+        if pieces.next().is_some() {
+            // Across shards: look first, then run it as any request.
+            return self
+                .runs_on_cache_alone(op, offset, len)
+                .then(|| self.request(op, offset, len, client, false));
+        }
+        let started = Instant::now();
+        self.in_flight.fetch_add(1, Relaxed);
+        let req = Request {
+            time_ns: self.now_ns(),
+            volume: VolumeId(0),
+            op,
+            offset,
+            len,
+        };
+        let out = self.run_request(k, &req, client, true);
+        match &out {
+            Some(o) => self.account(op, len, false, started, o),
+            None => {
+                self.in_flight.fetch_sub(1, Relaxed);
+            }
+        }
+        out
+    }
+
+    /// Counts a finished request and its latency.
+    fn account(&self, op: Op, len: u64, fua: bool, started: Instant, out: &io::Result<()>) {
         self.in_flight.fetch_sub(1, Relaxed);
         self.last_foreground_ns.store(self.now_ns(), Relaxed);
         let us = started.elapsed().as_micros() as u64;
@@ -760,15 +815,33 @@ impl Inner {
         if out.is_err() {
             Counters::add(&c.errors, 1);
         }
-        out
     }
 
-    fn run_request(&self, k: usize, req: &Request, client: Client<'_>) -> io::Result<()> {
+    /// Plans `req` on shard `k` and executes it; with `only_on_cache`, only if the cache alone
+    /// serves it (else `None`, nothing done).
+    fn run_request(
+        &self,
+        k: usize,
+        req: &Request,
+        client: Client<'_>,
+        only_on_cache: bool,
+    ) -> Option<io::Result<()>> {
         let shard = &self.shards[k];
         let (plan, updates, mut ticket) = {
             let mut core = lock(&shard.core);
+            if only_on_cache {
+                let alone = match req.op {
+                    Op::Read => core.cache.would_hit(req),
+                    _ => core.cache.would_absorb(req),
+                };
+                if !alone {
+                    return None;
+                }
+            }
             let mut plan = Plan::new();
-            core.cache.access(req, Some(&mut plan)).map_err(io_err)?;
+            if let Err(e) = core.cache.access(req, Some(&mut plan)) {
+                return Some(Err(io_err(e)));
+            }
             let mut updates = std::mem::take(&mut core.updates);
             updates.clear();
             core.cache.drain_meta_updates(&mut updates);
@@ -796,10 +869,10 @@ impl Inner {
                 match lock(&self.deferred_tx).as_ref().map(|tx| tx.send(task)) {
                     Some(Ok(())) => {
                         Counters::add(&self.counters.deferred_plans, 1);
-                        return Ok(());
+                        return Some(Ok(()));
                     }
                     // Shutting down: finish it here.
-                    Some(Err(mpsc::SendError(task))) => return self.finish_deferred(task),
+                    Some(Err(mpsc::SendError(task))) => return Some(self.finish_deferred(task)),
                     None => unreachable!("the sender lives until shutdown"),
                 }
             }
@@ -814,7 +887,7 @@ impl Inner {
         core.order.complete(ticket);
         core.updates = updates;
         drop(core);
-        result
+        Some(result)
     }
 
     /// Runs the rest of a plan whose request was already answered.

@@ -427,3 +427,50 @@ fn direct_io_round_trip(io: tiercache_engine::IoEngine) {
     let on_disk = std::fs::read(dir.path().join("backend.img")).unwrap();
     assert!(on_disk == shadow, "the backend file alone after detach");
 }
+
+/// The server's inline path: reads and writes the cache alone serves run at once; anything
+/// else is declined untouched (no counters move) and runs on a worker.
+#[test]
+fn inline_requests_run_only_on_the_cache_alone() {
+    use tiercache_nbd::BlockDevice;
+    let cfg = cache_config(WritePolicy::WriteBack, 4096);
+    for lookup in [Lookup::HtFg, Lookup::HtCg] {
+        let engine = Engine::with_devices(
+            &cfg,
+            &EngineConfig {
+                lookup,
+                ..EngineConfig::default()
+            },
+            Arc::new(MemDevice::new(4 << 20)),
+            Arc::new(MemDevice::from_bytes(vec![7u8; VOLUME])),
+        )
+        .unwrap();
+        let mut b = vec![0u8; 8192];
+        assert!(engine.read_fast(&mut b, 0).is_none(), "a miss is declined");
+        assert!(
+            engine.write_fast(&[1u8; 4096], 0).is_none(),
+            "a write miss too"
+        );
+        assert_eq!(
+            engine.stats().reads + engine.stats().writes,
+            0,
+            "nothing ran"
+        );
+        engine.read(&mut b, 0).unwrap();
+        assert!(engine.read_fast(&mut b, 0).unwrap().is_ok());
+        assert_eq!(b, vec![7u8; 8192]);
+        engine.write_fast(&[3u8; 4096], 4096).unwrap().unwrap();
+        engine.read_fast(&mut b, 0).unwrap().unwrap();
+        assert!(b[..4096] == [7u8; 4096] && b[4096..] == [3u8; 4096]);
+        // Across a 64 KiB chunk boundary (two shards under ht-fg): both lines resident.
+        engine.read(&mut b, 65536 - 4096).unwrap();
+        assert!(engine.read_fast(&mut b, 65536 - 4096).unwrap().is_ok());
+        let st = engine.stats();
+        assert_eq!(
+            (st.reads, st.writes, st.dirty_lines),
+            (4, 1, 1),
+            "{lookup:?}"
+        );
+        engine.audit();
+    }
+}
