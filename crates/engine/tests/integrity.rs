@@ -468,7 +468,7 @@ fn inline_requests_run_only_on_the_cache_alone() {
         let st = engine.stats();
         assert_eq!(
             (st.reads, st.writes, st.dirty_lines),
-            (4, 1, 1),
+            (5, 1, 1),
             "{lookup:?}"
         );
         engine.audit();
