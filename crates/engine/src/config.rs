@@ -68,6 +68,9 @@ pub struct EngineConfig {
     /// Open the cache device with O_DIRECT (aligned data transfers bypass the page cache;
     /// not on tmpfs such as /dev/shm).
     pub cache_direct: bool,
+    /// Serve cache-device reads from a memory mapping (one copy, no system call; ignored
+    /// with `cache_direct`).
+    pub cache_mapped_reads: bool,
     /// Open a backend file or block device with O_DIRECT.
     pub backend_direct: bool,
     /// How the devices move data.
@@ -148,6 +151,7 @@ impl Default for EngineConfig {
             cache_device: None,
             backend_device: None,
             cache_direct: false,
+            cache_mapped_reads: true,
             backend_direct: false,
             io: IoEngine::Psync,
             answer_reads_early: true,

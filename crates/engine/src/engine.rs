@@ -211,6 +211,17 @@ impl Engine {
             layout.device_len(),
             cfg.cache_direct,
         )?;
+        let cache_file = if cfg.cache_mapped_reads && !cfg.cache_direct {
+            cache_file
+                .with_mapped_reads()
+                .map_err(|source| EngineError::Open {
+                    what: "cache device (mapping)",
+                    path: cfg.cache_path.display().to_string(),
+                    source,
+                })?
+        } else {
+            cache_file
+        };
         let cache_dev: Arc<dyn Device> = match &cfg.cache_device {
             Some(m) => Arc::new(Emulated::new(cache_file, "engine.cache_device", m)?),
             None => Arc::new(cache_file),

@@ -24,6 +24,8 @@ pub struct FileDevice {
     /// Transfer through io_uring (per-thread rings), falling back to pread/pwrite where the
     /// kernel has none.
     uring: bool,
+    /// Reads copy from a shared mapping of the file instead of calling pread.
+    map: Option<memmap2::MmapRaw>,
     direct_ops: AtomicU64,
     len: u64,
 }
@@ -71,6 +73,7 @@ impl FileDevice {
             file,
             direct: None,
             uring: false,
+            map: None,
             direct_ops: AtomicU64::new(0),
             len,
         })
@@ -99,6 +102,21 @@ impl FileDevice {
     pub fn with_io_uring(mut self, on: bool) -> Self {
         self.uring = on;
         self
+    }
+
+    /// Serves reads from a shared memory mapping of the file (one copy, no system call: for a
+    /// cache file in RAM such as /dev/shm). Writes still use pwrite; the page cache keeps the
+    /// mapping coherent with them. The file must not shrink while open (a mapping past its end
+    /// faults).
+    pub fn with_mapped_reads(mut self) -> io::Result<Self> {
+        if self.len > 0 {
+            self.map = Some(
+                memmap2::MmapOptions::new()
+                    .len(self.len as usize)
+                    .map_raw(&self.file)?,
+            );
+        }
+        Ok(self)
     }
 
     /// Transfers done with O_DIRECT so far.
@@ -138,6 +156,22 @@ impl FileDevice {
 impl Device for FileDevice {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         check_range(offset, buf.len(), self.len)?;
+        if let Some(map) = &self.map {
+            // SAFETY: `check_range` keeps `offset..offset + buf.len()` inside the mapping,
+            // which spans the file's `len` bytes and lives as long as `self`; `buf` is a
+            // distinct, writable allocation of exactly `buf.len()` bytes. The engine's ordering
+            // table never lets a write to these bytes run while they are read, so the copy
+            // sees no concurrent modification; a raw copy (no reference into the mapping) is
+            // used because other processes could still change the file.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    map.as_ptr().add(offset as usize),
+                    buf.as_mut_ptr(),
+                    buf.len(),
+                );
+            }
+            return Ok(());
+        }
         match self.direct_for(offset, buf.len()) {
             Some(f) => {
                 self.direct_ops.fetch_add(1, Relaxed);
@@ -220,6 +254,34 @@ mod tests {
         // Reopening keeps size and data.
         let d2 = FileDevice::open(&p, 4096).unwrap();
         assert_eq!(d2.len(), 1 << 20);
+    }
+
+    /// Mapped reads see pwrite's data at once, and the reverse, at any offset and length.
+    #[test]
+    fn mapped_reads_see_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("dev");
+        let d = FileDevice::open(&p, 1 << 20)
+            .unwrap()
+            .with_mapped_reads()
+            .unwrap();
+        let pattern: Vec<u8> = (0..70_000u32).map(|i| (i * 31 % 253) as u8).collect();
+        d.write_at(&pattern, 12_345).unwrap();
+        let mut b = vec![0u8; pattern.len()];
+        d.read_at(&mut b, 12_345).unwrap();
+        assert!(b == pattern);
+        let other = FileDevice::open(&p, 0).unwrap();
+        other.write_at(&[0xEE; 3], (1 << 20) - 3).unwrap();
+        let mut tail = [0u8; 3];
+        d.read_at(&mut tail, (1 << 20) - 3).unwrap();
+        assert_eq!(
+            tail, [0xEE; 3],
+            "another descriptor's write, read through the mapping"
+        );
+        assert!(
+            d.read_at(&mut tail, (1 << 20) - 2).is_err(),
+            "no read past the end"
+        );
     }
 
     /// Aligned transfers go through O_DIRECT, unaligned ones through the page cache, and both
