@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Host-side caching of a network volume (issue: NBD client backend), side by side in one run:
 #
-#   bench/remote_vs_nbdkit_cache.sh [SECONDS] [WARMUP_SECONDS] [disk|sata-ssd]
+#   bench/remote_vs_nbdkit_cache.sh [SECONDS] [WARMUP_SECONDS] [disk|sata-ssd] [ROUNDS]
 #
 # The volume: 1 GiB from a file on a real disk (/var/tmp), served by `nbdkit file ...
 # cache=none` (disk, the default) or by a cache-less `tiercache serve` that makes the file
@@ -19,6 +19,7 @@ set -euo pipefail
 SECS=${1:-20}
 WARM=${2:-10}
 BACKEND=${3:-disk}
+ROUNDS=${4:-2}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cargo build --release -q --manifest-path "$ROOT/Cargo.toml" -p tiercache
 BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/tiercache
@@ -86,25 +87,28 @@ print(json.dumps({"name": sys.argv[1], "iops": round(r["iops"] + w["iops"]),
                   "read_p99_us": p99(r), "write_p99_us": p99(w)}))
 PY
 }
-for round in 1 2; do
+for round in $(seq "$ROUNDS"); do
   run "uncached-r$round" "$REMOTE"
   run "tiercache-r$round" "nbd+unix:///?socket=$S/tc.sock"
   run "nbdkit-cache-r$round" "nbd+unix:///?socket=$S/nkcache.sock"
 done
 kill -TERM $TC; wait $TC || true
 grep -E "note|listening" "$S/serve.log" || true
-python3 - "$S" <<'PY'
-import json, sys
-s = sys.argv[1]
+python3 - "$S" "$ROUNDS" <<'PY'
+import json, statistics, sys
+s, rounds = sys.argv[1], int(sys.argv[2])
 def load(n):
     j = json.load(open(f"{s}/{n}.json"))["jobs"][0]
     p99 = max(j["read"]["clat_ns"]["percentile"]["99.000000"], j["write"]["clat_ns"]["percentile"]["99.000000"])
     return j["read"]["iops"] + j["write"]["iops"], p99
-for r in (1, 2):
+rows = []
+for r in range(1, rounds + 1):
     t, u, n = load(f"tiercache-r{r}"), load(f"uncached-r{r}"), load(f"nbdkit-cache-r{r}")
-    print(json.dumps({"round": r,
+    rows.append({"round": r,
         "iops_tiercache_over_uncached": round(t[0] / u[0], 2),
         "iops_tiercache_over_nbdkit_cache": round(t[0] / n[0], 2),
         "p99_tiercache_over_uncached": round(t[1] / u[1], 2),
-        "p99_tiercache_over_nbdkit_cache": round(t[1] / n[1], 2)}))
+        "p99_tiercache_over_nbdkit_cache": round(t[1] / n[1], 2)})
+    print(json.dumps(rows[-1]))
+print(json.dumps({"median_" + k: statistics.median(row[k] for row in rows) for k in rows[0] if k != "round"}))
 PY
