@@ -210,6 +210,11 @@ impl Characteriser {
         }
     }
 
+    /// Heap bytes (approximate: the line sets).
+    pub fn memory_bytes(&self) -> usize {
+        (self.in_interval.capacity() + self.seen.capacity()) * 9
+    }
+
     /// The characterisation so far.
     pub fn finish(mut self) -> Characterisation {
         if self.current.requests > 0 {

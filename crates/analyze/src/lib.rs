@@ -212,6 +212,18 @@ impl Analyzer {
         }
     }
 
+    /// Heap bytes held by the analysis state (approximate: stacks, histograms, sets).
+    pub fn memory_bytes(&self) -> usize {
+        self.global.as_ref().map_or(0, |g| g.memory_bytes())
+            + self
+                .per_volume
+                .values()
+                .map(|a| a.memory_bytes())
+                .sum::<usize>()
+            + self.shards.as_ref().map_or(0, |s| s.memory_bytes())
+            + self.characteriser.as_ref().map_or(0, |c| c.memory_bytes())
+    }
+
     fn grid(&self, footprint: u64) -> Vec<u64> {
         if !self.opts.sizes.is_empty() {
             return self.opts.sizes.clone();

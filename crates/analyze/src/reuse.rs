@@ -132,6 +132,10 @@ impl ReuseAnalyzer {
     /// Heap bytes (approximate).
     pub fn memory_bytes(&self) -> usize {
         self.stack.memory_bytes()
+            + 8 * [&self.all, &self.reads, &self.writes, &self.useful]
+                .iter()
+                .map(|h| h.counts.capacity())
+                .sum::<usize>()
     }
 }
 
