@@ -157,8 +157,9 @@ impl Analyzer {
             (None, Some(r)) => Some(Shards::fixed_rate(r)),
             _ => None,
         };
+        // Working sets and footprints come from the shared stack: no line sets of its own.
         let characteriser =
-            characterise::Characteriser::new(geo, opts.interval_ns, opts.burst_factor);
+            characterise::Characteriser::without_lines(geo, opts.interval_ns, opts.burst_factor);
         Ok(Self {
             opts,
             geo,
@@ -178,7 +179,8 @@ impl Analyzer {
     pub fn add(&mut self, r: &Request) {
         self.requests += 1;
         if let Some(c) = &mut self.characteriser {
-            c.add(r);
+            let (global, per_volume) = (&mut self.global, &mut self.per_volume);
+            c.add_with(r, &mut || close_interval(global, per_volume));
         }
         let is_write = match r.op {
             Op::Read => false,
@@ -239,14 +241,15 @@ impl Analyzer {
     }
 
     fn curve(&self, a: &ReuseAnalyzer, with_shards: bool) -> Vec<CurvePoint> {
+        let (all, reads, writes) = (a.all(), a.reads(), a.writes());
         self.grid(a.distinct())
             .into_iter()
             .map(|lines| CurvePoint {
                 lines,
                 bytes: lines * self.opts.line_size,
-                miss_ratio: a.all.miss_ratio(lines),
-                read_miss_ratio: a.reads.miss_ratio(lines),
-                write_miss_ratio: a.writes.miss_ratio(lines),
+                miss_ratio: all.miss_ratio(lines),
+                read_miss_ratio: reads.miss_ratio(lines),
+                write_miss_ratio: writes.miss_ratio(lines),
                 shards_miss_ratio: if with_shards {
                     self.shards.as_ref().map(|s| s.miss_ratio(lines))
                 } else {
@@ -267,14 +270,16 @@ impl Analyzer {
 
     /// The analysis; `names` maps volume ids to names (e.g. a trace's volume map).
     pub fn finish(&mut self, names: &dyn Fn(VolumeId) -> String) -> Analysis {
-        let characterisation = self
-            .characteriser
-            .take()
-            .map(|c| c.finish())
-            .unwrap_or_default();
+        let characterisation = match self.characteriser.take() {
+            Some(c) => {
+                let (global, per_volume) = (&mut self.global, &mut self.per_volume);
+                c.finish_with(&mut || close_interval(global, per_volume))
+            }
+            None => Default::default(),
+        };
         let shared = self.shared();
         let reuse_cdf = {
-            let (all, useful) = (&shared.all, &shared.useful);
+            let (all, useful) = (&shared.all(), &shared.useful());
             let (ta, tu) = (all.reuses().max(1) as f64, useful.reuses().max(1) as f64);
             let max = all.max_distance().max(useful.max_distance()).max(1);
             let (mut ca, mut cu, mut d, mut out) = (0u64, 0u64, 0usize, Vec::new());
@@ -298,7 +303,7 @@ impl Analyzer {
             .iter()
             .map(|(&v, a)| VolumeAnalysis {
                 name: names(v),
-                line_accesses: a.all.total,
+                line_accesses: a.accesses(),
                 footprint_lines: a.distinct(),
                 reuse_types: a.types,
                 advice: a.advice(self.opts.write_reuse_threshold),
@@ -310,7 +315,7 @@ impl Analyzer {
             requests: self.requests,
             read_requests: self.reads,
             write_requests: self.writes,
-            line_accesses: shared.all.total,
+            line_accesses: shared.accesses(),
             footprint_lines: shared.distinct(),
             sequential_fraction: if self.reads + self.writes == 0 {
                 0.0
@@ -325,6 +330,25 @@ impl Analyzer {
             reuse_cdf,
             characterisation,
         }
+    }
+}
+
+/// Closes an interval of the shared-cache analyzer (the split-off global one, or the only
+/// volume's): its reuses, working set and the footprint so far.
+fn close_interval(
+    global: &mut Option<ReuseAnalyzer>,
+    per_volume: &mut BTreeMap<VolumeId, ReuseAnalyzer>,
+) -> characterise::IntervalLines {
+    match global.as_mut().or(per_volume.values_mut().next()) {
+        Some(a) => {
+            let (reuse, working_set_lines) = a.take_interval();
+            characterise::IntervalLines {
+                working_set_lines,
+                footprint_lines: a.distinct(),
+                reuse,
+            }
+        }
+        None => Default::default(),
     }
 }
 
