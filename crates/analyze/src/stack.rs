@@ -1,15 +1,18 @@
 //! Exact LRU stack distances in O(log M) per access (M = distinct lines live in the window).
 //!
-//! Each line remembers the time of its latest access; a bitmap over times marks which times
-//! are some line's latest access. The stack distance of an access is one plus the number of
-//! marks after the line's previous access: the distinct lines touched since, itself included.
+//! Each line remembers the time of its latest access; marks over times ([`Marks`]) say which
+//! times are some line's latest access. The stack distance of an access is one plus the number
+//! of marks after the line's previous access: the distinct lines touched since, itself
+//! included.
 //!
 //! Layout, chosen so that everything but the per-line map stays in the CPU caches:
 //! - one bit per time, 64 times to a word (a million live lines need 256 KiB of bitmap);
-//! - a Fenwick tree of `u32` counts over *words*, 64 times smaller than a tree over times;
-//! - the words from the current one back to the last [`OPEN_WORDS`] boundary are "open": not
-//!   yet added to the tree, so setting the newest mark costs one `or`, and distances that end
-//!   there (the hot lines' reuses) are counted with a few popcounts, without the tree.
+//! - a count of marks per word, and a Fenwick tree of them (`u32`), 64 times smaller than a
+//!   tree over times;
+//! - the words from the current one back to [`OPEN_WORDS`] before it are "open": not yet
+//!   added to the tree, so setting the newest mark costs an `or` and an increment, and
+//!   distances that start there (the hot lines' reuses) are counted by summing a few word
+//!   counts, without the tree.
 //!
 //! When times run past the bitmap, live marks are renumbered densely by rank (compaction, in
 //! place over the map, no sort), into a bitmap twice the live lines, so memory stays
@@ -17,53 +20,10 @@
 
 use rustc_hash::FxHashMap;
 
-/// Words appended after the committed prefix before they are added to the tree in one go.
-const OPEN_WORDS: usize = 8;
+/// Words appended after the committed prefix before they are added to the tree.
+const OPEN_WORDS: usize = if cfg!(test) { 2 } else { 32 };
 /// Smallest bitmap, in words (tiny in unit tests, so that they compact often).
 const MIN_WORDS: usize = if cfg!(test) { 4 } else { 1 << 10 };
-
-/// Fenwick (binary indexed) tree of `u32` counts.
-#[derive(Debug, Clone)]
-struct Fenwick {
-    tree: Vec<u32>,
-}
-
-impl Fenwick {
-    /// A tree over `counts`, built in O(n).
-    fn from_counts(counts: impl Iterator<Item = u32>, n: usize) -> Self {
-        let mut tree = vec![0u32; n + 1];
-        for (i, c) in counts.enumerate().take(n) {
-            tree[i + 1] = c;
-        }
-        for i in 1..=n {
-            let j = i + (i & i.wrapping_neg());
-            if j <= n {
-                tree[j] = tree[j].wrapping_add(tree[i]);
-            }
-        }
-        Self { tree }
-    }
-
-    #[inline]
-    fn add(&mut self, i: usize, delta: u32) {
-        let mut i = i + 1;
-        while i < self.tree.len() {
-            self.tree[i] = self.tree[i].wrapping_add(delta);
-            i += i & i.wrapping_neg();
-        }
-    }
-
-    /// Sum of counts at positions `0..i`.
-    #[inline]
-    fn prefix(&self, mut i: usize) -> u64 {
-        let mut s = 0u64;
-        while i > 0 {
-            s += self.tree[i] as u64;
-            i &= i - 1;
-        }
-        s
-    }
-}
 
 /// Bits of a word strictly above bit `b`.
 #[inline]
@@ -72,19 +32,292 @@ fn above(b: usize) -> u64 {
     !((2u64 << b).wrapping_sub(1))
 }
 
+/// Marks on a time axis, in `C` planes: plane 0 holds every mark, plane `k > 0` a subset (a
+/// class of marks). Times are `u32`, appended in order.
+#[derive(Debug, Clone)]
+pub(crate) struct Marks<const C: usize> {
+    bits: Vec<[u64; C]>,
+    /// Marks per word.
+    counts: Vec<[u32; C]>,
+    /// Fenwick tree (1-based) of per-word counts, for words `< committed`.
+    tree: Vec<[u32; C]>,
+    /// Words below this are counted in `tree`; the rest are open.
+    committed: usize,
+    /// Marks in the committed words.
+    committed_marks: [u64; C],
+    now: u32,
+    live: [u64; C],
+}
+
+impl<const C: usize> Marks<C> {
+    pub(crate) fn new() -> Self {
+        Self {
+            bits: vec![[0; C]; MIN_WORDS],
+            counts: vec![[0; C]; MIN_WORDS],
+            tree: vec![[0; C]; MIN_WORDS + 1],
+            committed: 0,
+            committed_marks: [0; C],
+            now: 0,
+            live: [0; C],
+        }
+    }
+
+    /// The time the next mark gets.
+    #[inline]
+    pub(crate) fn now(&self) -> u32 {
+        self.now
+    }
+
+    /// Whether times ran past the bitmap: [`compact`](Self::compact) before the next push.
+    #[inline]
+    pub(crate) fn full(&self) -> bool {
+        self.now as usize >= self.bits.len() * 64
+    }
+
+    /// Live marks per plane.
+    #[inline]
+    pub(crate) fn live(&self) -> [u64; C] {
+        self.live
+    }
+
+    #[inline(always)]
+    fn tree_add(&mut self, w: usize, delta: [u32; C]) {
+        let mut i = w + 1;
+        while i < self.tree.len() {
+            for (t, d) in self.tree[i].iter_mut().zip(delta) {
+                *t = t.wrapping_add(d);
+            }
+            i += i & i.wrapping_neg();
+        }
+    }
+
+    /// Counts of words `0..i`.
+    #[inline(always)]
+    fn tree_prefix(&self, mut i: usize) -> [u64; C] {
+        let mut s = [0u64; C];
+        while i > 0 {
+            for (s, &t) in s.iter_mut().zip(&self.tree[i]) {
+                *s += t as u64;
+            }
+            i &= i - 1;
+        }
+        s
+    }
+
+    /// Changes the counts of the mark's word `w` by `delta` (per plane, wrapping).
+    #[inline(always)]
+    fn count(&mut self, w: usize, delta: [u32; C]) {
+        for (c, d) in self.counts[w].iter_mut().zip(delta) {
+            *c = c.wrapping_add(d);
+        }
+        if w < self.committed {
+            for (m, d) in self.committed_marks.iter_mut().zip(delta) {
+                *m = m.wrapping_add(d as i32 as i64 as u64);
+            }
+            self.tree_add(w, delta);
+        }
+    }
+
+    /// Appends a mark in plane 0 and in each plane `k` with bit `k` of `planes` set; returns
+    /// its time.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, planes: u32) -> u32 {
+        debug_assert!(!self.full());
+        let t = self.now as usize;
+        let w = t / 64;
+        if t & 63 == 0 {
+            // A new word: add the open words more than OPEN_WORDS behind it to the tree.
+            while self.committed + OPEN_WORDS < w {
+                let c = self.counts[self.committed];
+                self.tree_add(self.committed, c);
+                for (m, c) in self.committed_marks.iter_mut().zip(c) {
+                    *m += c as u64;
+                }
+                self.committed += 1;
+            }
+        }
+        let mut delta = [0u32; C];
+        for (k, ((x, live), d)) in self.bits[w]
+            .iter_mut()
+            .zip(&mut self.live)
+            .zip(&mut delta)
+            .enumerate()
+        {
+            if k == 0 || planes & (1 << k) != 0 {
+                *x |= 1 << (t % 64);
+                *live += 1;
+                *d = 1;
+            }
+        }
+        self.count(w, delta);
+        self.now += 1;
+        t as u32
+    }
+
+    /// Removes the mark at `p` from every plane.
+    #[inline(always)]
+    pub(crate) fn clear(&mut self, p: u32) {
+        let (w, bit) = (p as usize / 64, 1u64 << (p % 64));
+        let mut delta = [0u32; C];
+        for ((x, d), live) in self.bits[w].iter_mut().zip(&mut delta).zip(&mut self.live) {
+            if *x & bit != 0 {
+                *x &= !bit;
+                *d = u32::MAX; // −1
+                *live -= 1;
+            }
+        }
+        self.count(w, delta);
+    }
+
+    /// Adds the existing mark at `p` to plane `k`.
+    pub(crate) fn set_plane(&mut self, p: u32, k: usize) {
+        let (w, bit) = (p as usize / 64, 1u64 << (p % 64));
+        debug_assert!(self.bits[w][0] & bit != 0);
+        if self.bits[w][k] & bit == 0 {
+            self.bits[w][k] |= bit;
+            self.live[k] += 1;
+            let mut delta = [0u32; C];
+            delta[k] = 1;
+            self.count(w, delta);
+        }
+    }
+
+    /// Marks per plane at times `0..=p` (`p` below `now`).
+    #[inline(always)]
+    pub(crate) fn through(&self, p: u32) -> [u64; C] {
+        let (w, b) = (p as usize / 64, p as usize % 64);
+        let mut s = if w < self.committed {
+            self.tree_prefix(w)
+        } else {
+            // The committed marks, then the open words before `w` by their counts.
+            let mut s = self.committed_marks;
+            for c in &self.counts[self.committed..w] {
+                for (s, &c) in s.iter_mut().zip(c) {
+                    *s += c as u64;
+                }
+            }
+            s
+        };
+        for (s, &x) in s.iter_mut().zip(&self.bits[w]) {
+            *s += (x & !above(b)).count_ones() as u64;
+        }
+        s
+    }
+
+    /// Marks per plane at times after `p` (`p` below `now`).
+    #[inline(always)]
+    pub(crate) fn after(&self, p: u32) -> [u64; C] {
+        let (w, last) = (p as usize / 64, self.now as usize / 64);
+        if w >= self.committed && last - w <= w - self.committed {
+            // Near the newest mark: the rest of `p`'s word and the counts of the words after.
+            let mut n = [0u64; C];
+            for (n, &x) in n.iter_mut().zip(&self.bits[w]) {
+                *n = (x & above(p as usize % 64)).count_ones() as u64;
+            }
+            for c in self.counts.get(w + 1..=last).unwrap_or_default() {
+                for (n, &c) in n.iter_mut().zip(c) {
+                    *n += c as u64;
+                }
+            }
+            return n;
+        }
+        let through = self.through(p);
+        let mut n = self.live;
+        for (n, t) in n.iter_mut().zip(through) {
+            *n -= t;
+        }
+        n
+    }
+
+    /// Renumbers live marks densely by rank into a bitmap `growth` times their number (at
+    /// least the minimum). `renumber_owners` is handed the old-to-new time map (a time without
+    /// a mark maps to the next mark's new time) to apply to the times kept outside.
+    pub(crate) fn compact(
+        &mut self,
+        growth: usize,
+        renumber_owners: impl FnOnce(&dyn Fn(u32) -> u32),
+    ) {
+        // rank[w]: marks before word w.
+        let mut rank = Vec::with_capacity(self.bits.len());
+        let mut acc = 0u32;
+        for c in &self.counts {
+            rank.push(acc);
+            acc += c[0];
+        }
+        debug_assert_eq!(acc as u64, self.live[0]);
+        let bits = &self.bits;
+        renumber_owners(&|t: u32| -> u32 {
+            let (w, b) = (t as usize / 64, t as usize % 64);
+            match bits.get(w) {
+                Some(x) => rank[w] + (x[0] & ((1u64 << b) - 1)).count_ones(),
+                None => acc,
+            }
+        });
+        let live = acc as usize;
+        let n_words = (growth * live).div_ceil(64).max(MIN_WORDS);
+        let mut next = vec![[0u64; C]; n_words];
+        for (w, x) in next.iter_mut().enumerate().take(live.div_ceil(64)) {
+            let n = (live - w * 64).min(64);
+            x[0] = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        }
+        if C > 1 {
+            // Carry the other planes' bits, mark by mark in order.
+            let mut pos = 0usize;
+            for word in &self.bits {
+                let mut x = word[0];
+                while x != 0 {
+                    let b = x.trailing_zeros();
+                    for k in 1..C {
+                        if (word[k] >> b) & 1 != 0 {
+                            next[pos / 64][k] |= 1 << (pos % 64);
+                        }
+                    }
+                    pos += 1;
+                    x &= x - 1;
+                }
+            }
+        }
+        self.bits = next;
+        self.counts = self
+            .bits
+            .iter()
+            .map(|x| x.map(|x| x.count_ones()))
+            .collect();
+        // Commit every full word; the last partial one stays open.
+        self.committed = live / 64;
+        self.committed_marks = [0; C];
+        let mut tree = vec![[0u32; C]; n_words + 1];
+        for (w, c) in self.counts[..self.committed].iter().enumerate() {
+            tree[w + 1] = *c;
+            for (m, &c) in self.committed_marks.iter_mut().zip(c) {
+                *m += c as u64;
+            }
+        }
+        for i in 1..=n_words {
+            let j = i + (i & i.wrapping_neg());
+            if j <= n_words {
+                let c = tree[i];
+                for (t, c) in tree[j].iter_mut().zip(c) {
+                    *t = t.wrapping_add(c);
+                }
+            }
+        }
+        self.tree = tree;
+        self.now = live as u32;
+    }
+
+    /// Heap bytes.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        (self.bits.capacity() * 8 + (self.counts.capacity() + self.tree.capacity()) * 4) * C
+    }
+}
+
 /// Streaming exact stack-distance computer over `u64` keys.
 #[derive(Debug, Clone)]
 pub struct StackDistance {
     /// Per key: time of its latest access and a caller's flag from that access.
     last: FxHashMap<u64, (u32, bool)>,
-    /// One bit per time: set when it is some key's latest access.
-    bits: Vec<u64>,
-    /// Counts of set bits per word, for words `< committed`.
-    words: Fenwick,
-    /// Words below this are counted in `words`; the rest are open.
-    committed: usize,
-    now: u32,
-    live: u64,
+    marks: Marks<1>,
     /// Start of the current epoch (see [`StackDistance::take_epoch`]).
     epoch: u32,
 }
@@ -100,18 +333,14 @@ impl StackDistance {
     pub fn new() -> Self {
         Self {
             last: FxHashMap::default(),
-            bits: vec![0; MIN_WORDS],
-            words: Fenwick::from_counts(std::iter::empty(), MIN_WORDS),
-            committed: 0,
-            now: 0,
-            live: 0,
+            marks: Marks::new(),
             epoch: 0,
         }
     }
 
     /// Distinct keys seen (and not removed).
     pub fn distinct(&self) -> u64 {
-        self.live
+        self.marks.live()[0]
     }
 
     /// Records an access to `key`; returns its stack distance (1 = the most recently used key
@@ -121,147 +350,56 @@ impl StackDistance {
         self.access_flagged(key, false).0
     }
 
-    /// Marks at times `0..=p` (`p` below `now`).
-    #[inline]
-    fn marks_through(&self, p: usize) -> u64 {
-        let w = p / 64;
-        let in_word = (self.bits[w] & !above(p % 64)).count_ones() as u64;
-        if w <= self.committed {
-            self.words.prefix(w) + in_word
-        } else {
-            // The committed words plus the open ones before `w`.
-            let open: u64 = self.bits[self.committed..w]
-                .iter()
-                .map(|x| x.count_ones() as u64)
-                .sum();
-            self.words.prefix(self.committed) + open + in_word
-        }
-    }
-
-    /// Marks at times after `p` (`p` below `now`).
-    #[inline]
-    fn marks_after(&self, p: usize) -> u64 {
-        let (w, last) = (p / 64, self.now as usize / 64);
-        if last - w <= OPEN_WORDS {
-            // A short reuse: count the words up to the newest directly.
-            let mut n = (self.bits[w] & above(p % 64)).count_ones() as u64;
-            for x in &self.bits[w + 1..=last.min(self.bits.len() - 1)] {
-                n += x.count_ones() as u64;
-            }
-            n
-        } else {
-            self.live - self.marks_through(p)
-        }
-    }
-
-    #[inline]
-    fn clear(&mut self, p: usize) {
-        let w = p / 64;
-        self.bits[w] &= !(1u64 << (p % 64));
-        if w < self.committed {
-            self.words.add(w, u32::MAX); // −1
-        }
-    }
-
     /// As [`access`](Self::access), also storing `flag` with the key and returning the flag of
     /// its previous access (one hash lookup serves both, e.g. for read/write reuse types).
     #[inline]
     pub fn access_flagged(&mut self, key: u64, flag: bool) -> (Option<u64>, Option<bool>) {
-        if self.now as usize >= self.bits.len() * 64 {
+        if self.marks.full() {
             self.compact();
         }
-        let t = self.now as usize;
-        if t & 63 == 0 {
-            self.commit(t / 64);
-        }
-        let prev = self.last.insert(key, (t as u32, flag));
-        let d = match prev {
-            Some((p, _)) => {
-                let after = self.marks_after(p as usize);
-                self.clear(p as usize);
-                Some(after + 1)
-            }
-            None => {
-                self.live += 1;
-                None
-            }
-        };
-        self.bits[t / 64] |= 1 << (t % 64);
-        self.now += 1;
+        let prev = self.last.insert(key, (self.marks.now(), flag));
+        let d = prev.map(|(p, _)| {
+            let after = self.marks.after(p)[0];
+            self.marks.clear(p);
+            after + 1
+        });
+        self.marks.push(0);
         (d, prev.map(|(_, f)| f))
-    }
-
-    /// Adds the open words more than [`OPEN_WORDS`] behind word `current` to the tree.
-    #[inline]
-    fn commit(&mut self, current: usize) {
-        while self.committed + OPEN_WORDS < current {
-            let c = self.bits[self.committed].count_ones();
-            self.words.add(self.committed, c);
-            self.committed += 1;
-        }
     }
 
     /// Forgets `key` (its next access is a first access again).
     pub fn remove(&mut self, key: u64) {
         if let Some((p, _)) = self.last.remove(&key) {
-            self.clear(p as usize);
-            self.live -= 1;
+            self.marks.clear(p);
         }
     }
 
     /// Distinct keys accessed since the previous call (or the start), and starts a new epoch:
     /// e.g. the working set of an interval of trace time.
     pub fn take_epoch(&mut self) -> u64 {
+        let live = self.marks.live()[0];
         let n = if self.epoch == 0 {
-            self.live
+            live
         } else {
-            self.live - self.marks_through(self.epoch as usize - 1)
+            live - self.marks.through(self.epoch - 1)[0]
         };
-        self.epoch = self.now;
+        self.epoch = self.marks.now();
         n
     }
 
-    /// Renumbers live times densely (by rank) into a bitmap twice the live keys.
     fn compact(&mut self) {
-        // rank[w]: marks before word w.
-        let mut rank = Vec::with_capacity(self.bits.len() + 1);
-        let mut acc = 0u32;
-        for &x in &self.bits {
-            rank.push(acc);
-            acc += x.count_ones();
-        }
-        rank.push(acc);
-        debug_assert_eq!(acc as u64, self.live);
-        let renumber = |t: u32| -> u32 {
-            let (w, b) = (t as usize / 64, t as usize % 64);
-            match self.bits.get(w) {
-                Some(&x) => rank[w] + (x & ((1u64 << b) - 1)).count_ones(),
-                None => acc,
+        let (last, epoch) = (&mut self.last, &mut self.epoch);
+        self.marks.compact(2, |renumber| {
+            *epoch = renumber(*epoch);
+            for v in last.values_mut() {
+                v.0 = renumber(v.0);
             }
-        };
-        self.epoch = renumber(self.epoch);
-        for v in self.last.values_mut() {
-            v.0 = renumber(v.0);
-        }
-        let live = self.live as usize;
-        let n_words = (2 * live).div_ceil(64).max(MIN_WORDS);
-        self.bits = vec![0; n_words];
-        for (w, x) in self.bits.iter_mut().enumerate().take(live.div_ceil(64)) {
-            let n = (live - w * 64).min(64);
-            *x = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
-        }
-        // Commit every full word; the last partial one stays open.
-        self.committed = live / 64;
-        self.words = Fenwick::from_counts(
-            self.bits[..self.committed].iter().map(|x| x.count_ones()),
-            n_words,
-        );
-        self.now = live as u32;
+        });
     }
 
     /// Heap bytes (approximate: map entries and control bytes, bitmap, tree).
     pub fn memory_bytes(&self) -> usize {
-        self.last.capacity() * 17 + self.bits.capacity() * 8 + self.words.tree.capacity() * 4
+        self.last.capacity() * 17 + self.marks.memory_bytes()
     }
 }
 
