@@ -147,9 +147,10 @@ fn main() {
             memory: shards.memory_bytes(),
             mae: Some(mae(&shards, &exact)),
             note: format!(
-                "final rate {:.5}, peak {} lines",
+                "final rate {:.5}, peak {} lines ({} hot)",
                 shards.rate(),
-                shards.peak_entries()
+                shards.peak_entries(),
+                shards.hot_lines()
             ),
         });
         curves.push(shards);

@@ -91,26 +91,50 @@ fn exact_curve_equals_the_policy_core_on_fixtures_and_zipf() {
     }
 }
 
+/// SHARDS at 1% and fixed-size SHARDS against the exact curve at every power of two from one
+/// line to the footprint, on skewed Zipf traces (hot lines and cold tails both matter).
 #[test]
-fn shards_one_percent_stays_within_0_01_of_exact() {
-    let reqs = zipf_requests(2_000_000, 200_000, 2);
-    let sizes: Vec<u64> = (0..12).map(|i| 500u64 << i).collect();
-    let exact = exact_curve(&reqs, &sizes);
-    for mut shards in [Shards::fixed_rate(0.01), Shards::fixed_size(4_000)] {
-        for r in &reqs {
-            shards.access(tiercache_core::LineKey::new(VolumeId(0), r.offset / 4096).0);
+fn shards_stays_within_0_01_of_exact_at_every_power_of_two() {
+    for (exponent, blocks, seed) in [(0.9, 200_000, 2), (1.0, 1_000_000, 5)] {
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+        let zipf = Zipf::new(blocks, exponent).unwrap();
+        let reqs: Vec<Request> = (0..1_500_000)
+            .map(|_| {
+                let b = (zipf.sample(&mut rng) as u64 - 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    % (blocks * 4);
+                Request::read(b * 4096, 4096)
+            })
+            .collect();
+        let mut a = Analyzer::new(Options::default()).unwrap();
+        reqs.iter().for_each(|r| a.add(r));
+        let exact = a.finish(&|v| v.0.to_string()).curve;
+        assert!(exact.len() > 15, "powers of two up to the footprint");
+        let max_entries = 4_000;
+        for (mut shards, bound) in [
+            (Shards::fixed_rate(0.01), None),
+            (Shards::fixed_size(max_entries), Some(max_entries)),
+        ] {
+            for r in &reqs {
+                shards.access(tiercache_core::LineKey::new(VolumeId(0), r.offset / 4096).0);
+            }
+            let mae: f64 = exact
+                .iter()
+                .map(|p| (shards.miss_ratio(p.lines) - p.miss_ratio).abs())
+                .sum::<f64>()
+                / exact.len() as f64;
+            assert!(
+                mae < 0.01,
+                "Zipf({exponent}): mean absolute error {mae} (rate {})",
+                shards.rate()
+            );
+            if let Some(max) = bound {
+                assert!(
+                    shards.peak_entries() <= max,
+                    "tracked {} lines, bound {max}",
+                    shards.peak_entries()
+                );
+            }
         }
-        let mae: f64 = sizes
-            .iter()
-            .zip(&exact)
-            .map(|(&s, &e)| (shards.miss_ratio(s) - e).abs())
-            .sum::<f64>()
-            / sizes.len() as f64;
-        assert!(
-            mae < 0.01,
-            "mean absolute error {mae} (rate {})",
-            shards.rate()
-        );
     }
 }
 
