@@ -3,6 +3,8 @@
 //! - exact LRU miss-ratio curves in one pass ([`stack`], O(log M) per line access), for all,
 //!   read and write accesses, overall and per volume;
 //! - SHARDS approximate curves, fixed-rate and fixed-size ([`shards`]);
+//! - curves of other replacement policies (FIFO, CLOCK, ARC, S3-FIFO, SIEVE, ...) by sampled
+//!   miniature simulation ([`minisim`]);
 //! - traditional and useful reuse distances, reuse types, ECI-style sizing and write-policy
 //!   advice per volume ([`reuse`]);
 //! - a little characterisation: mix and sequentiality.
@@ -15,16 +17,19 @@
 
 pub mod characterise;
 pub mod cli;
+pub mod minisim;
 pub mod plots;
 pub mod reuse;
 pub mod shards;
 pub mod stack;
 
+use minisim::{MiniSim, PolicyCurve};
 use reuse::{Advice, ReuseAnalyzer};
 use serde::Serialize;
 use shards::Shards;
 use std::collections::BTreeMap;
 use tiercache_core::{LineGeometry, LineKey, Op, Request, VolumeId};
+pub use tiercache_eviction::EvictionKind;
 
 /// What to compute.
 #[derive(Debug, Clone)]
@@ -44,6 +49,10 @@ pub struct Options {
     pub interval_ns: u64,
     /// An interval is in a burst when its IOPS exceed this factor × the median.
     pub burst_factor: f64,
+    /// Replacement policies whose curves to estimate by miniature simulation.
+    pub policies: Vec<EvictionKind>,
+    /// Sampling rate of the miniature simulations (0 < rate ≤ 1).
+    pub minisim_rate: f64,
 }
 
 impl Default for Options {
@@ -56,6 +65,8 @@ impl Default for Options {
             write_reuse_threshold: 0.5,
             interval_ns: 1_000_000_000,
             burst_factor: 2.0,
+            policies: Vec::new(),
+            minisim_rate: 0.01,
         }
     }
 }
@@ -128,6 +139,22 @@ pub struct Analysis {
     pub reuse_cdf: Vec<(u64, f64, f64)>,
     /// Sizes, mix in bytes, IOPS and working set per interval, bursts, inter-arrival times.
     pub characterisation: characterise::Characterisation,
+    /// Other policies' curves by miniature simulation, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub minisim: Option<MiniSimCurves>,
+}
+
+/// Miss-ratio curves of replacement policies by miniature simulation.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MiniSimCurves {
+    /// Sampling rate.
+    pub rate: f64,
+    /// Line accesses simulated (to sampled and hot lines).
+    pub simulated_accesses: u64,
+    /// Hot lines simulated exactly.
+    pub hot_lines: usize,
+    /// One curve per policy, at the sizes of [`Analysis::curve`].
+    pub curves: Vec<PolicyCurve>,
 }
 
 /// Streaming analyzer: feed requests, then [`Analyzer::finish`].
@@ -140,6 +167,7 @@ pub struct Analyzer {
     global: Option<ReuseAnalyzer>,
     per_volume: BTreeMap<VolumeId, ReuseAnalyzer>,
     shards: Option<Shards>,
+    minisim: Option<MiniSim>,
     last_end: BTreeMap<VolumeId, u64>,
     requests: u64,
     reads: u64,
@@ -160,7 +188,10 @@ impl Analyzer {
         // Working sets and footprints come from the shared stack: no line sets of its own.
         let characteriser =
             characterise::Characteriser::without_lines(geo, opts.interval_ns, opts.burst_factor);
+        let minisim = (!opts.policies.is_empty())
+            .then(|| MiniSim::new(&opts.policies, opts.minisim_rate, &opts.sizes));
         Ok(Self {
+            minisim,
             opts,
             geo,
             global: None,
@@ -211,6 +242,9 @@ impl Analyzer {
             if let Some(sh) = &mut self.shards {
                 sh.access(key);
             }
+            if let Some(m) = &mut self.minisim {
+                m.access(key);
+            }
         }
     }
 
@@ -224,6 +258,7 @@ impl Analyzer {
                 .sum::<usize>()
             + self.shards.as_ref().map_or(0, |s| s.memory_bytes())
             + self.characteriser.as_ref().map_or(0, |c| c.memory_bytes())
+            + self.minisim.as_ref().map_or(0, |m| m.memory_bytes())
     }
 
     fn grid(&self, footprint: u64) -> Vec<u64> {
@@ -310,6 +345,16 @@ impl Analyzer {
                 curve: self.curve(a, false),
             })
             .collect();
+        let curve = self.curve(&shared, true);
+        let minisim = self.minisim.as_ref().map(|m| {
+            let sizes: Vec<u64> = curve.iter().map(|p| p.lines).collect();
+            MiniSimCurves {
+                rate: m.rate(),
+                simulated_accesses: m.simulated_accesses(),
+                hot_lines: m.hot_lines(),
+                curves: m.curves(&sizes),
+            }
+        });
         Analysis {
             line_size: self.opts.line_size,
             requests: self.requests,
@@ -322,13 +367,14 @@ impl Analyzer {
             } else {
                 self.sequential as f64 / (self.reads + self.writes) as f64
             },
-            curve: self.curve(&shared, true),
+            curve,
             shards: self.shards.as_ref().map(|s| (s.rate(), s.peak_entries())),
             total_urd_demand_lines: volumes.iter().map(|v| v.advice.urd_demand_lines).sum(),
             total_trd_demand_lines: volumes.iter().map(|v| v.advice.trd_demand_lines).sum(),
             volumes,
             reuse_cdf,
             characterisation,
+            minisim,
         }
     }
 }
@@ -390,6 +436,27 @@ impl std::fmt::Display for Analysis {
                 "  {:>12} {:>12} {:>8.4} {:>8.4} {:>8.4} {:>8}",
                 p.lines, p.bytes, p.miss_ratio, p.read_miss_ratio, p.write_miss_ratio, sh
             )?;
+        }
+        if let Some(m) = &self.minisim {
+            writeln!(
+                f,
+                "other policies by mini-simulation ({:.2}% of lines sampled plus {} hot lines, {} accesses simulated):",
+                m.rate * 100.0,
+                m.hot_lines,
+                m.simulated_accesses
+            )?;
+            write!(f, "  {:>12}", "lines")?;
+            for c in &m.curves {
+                write!(f, " {:>8}", c.policy)?;
+            }
+            writeln!(f)?;
+            for (i, p) in self.curve.iter().enumerate() {
+                write!(f, "  {:>12}", p.lines)?;
+                for c in &m.curves {
+                    write!(f, " {:>8.4}", c.points[i].1)?;
+                }
+                writeln!(f)?;
+            }
         }
         writeln!(
             f,

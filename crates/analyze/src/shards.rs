@@ -45,11 +45,24 @@ pub const HOT_LINES: usize = 1024;
 /// Frequency-table entries in fixed-rate mode (fixed-size mode: the bound, at least 64).
 const TABLE_ENTRIES: usize = 1 << 13;
 
-fn mix(key: u64) -> u64 {
+pub(crate) fn mix(key: u64) -> u64 {
     let mut z = key.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+/// Whether a line with [`mix`] `h` is sampled at threshold `threshold` (see
+/// [`sample_threshold`]).
+#[inline]
+pub(crate) fn sampled(h: u64, threshold: u64) -> bool {
+    h % MODULUS < threshold
+}
+
+/// The threshold of sampling rate `rate` (clamped to `(0, 1]`).
+pub(crate) fn sample_threshold(rate: f64) -> u64 {
+    let rate = rate.clamp(1.0 / MODULUS as f64, 1.0);
+    ((rate * MODULUS as f64).round() as u64).max(1)
 }
 
 /// Four lines and their counts: one cache line.
@@ -66,7 +79,7 @@ const HOT: u32 = 1 << 31;
 
 /// HeavyKeeper-style table finding the most frequent lines.
 #[derive(Debug, Clone)]
-struct HotFinder {
+pub(crate) struct HotFinder {
     buckets: Vec<Bucket>,
     /// `decay[c]`: probability `1.08^-c` of decaying a count `c`, scaled to `u64`.
     decay: Vec<u64>,
@@ -76,7 +89,7 @@ struct HotFinder {
 }
 
 /// What the table says of an access.
-enum Heat {
+pub(crate) enum Heat {
     /// A hot line, with its index.
     Hot(u32),
     /// Just promoted, with its new index.
@@ -85,7 +98,8 @@ enum Heat {
 }
 
 impl HotFinder {
-    fn new(entries: usize, capacity: usize) -> Self {
+    /// A table of about `entries` lines promoting at most `capacity` of them.
+    pub(crate) fn new(entries: usize, capacity: usize) -> Self {
         let n = (entries / 4).max(16).next_power_of_two();
         Self {
             buckets: vec![Bucket::default(); n],
@@ -98,8 +112,9 @@ impl HotFinder {
         }
     }
 
+    /// Counts an access to `key` (`h`: its [`mix`]).
     #[inline]
-    fn offer(&mut self, key: u64, h: u64) -> Heat {
+    pub(crate) fn offer(&mut self, key: u64, h: u64) -> Heat {
         let mask = self.buckets.len() - 1;
         let b = &mut self.buckets[(h >> 32) as usize & mask];
         let mut weakest = 0;
@@ -143,7 +158,7 @@ impl HotFinder {
         Heat::Cold
     }
 
-    fn memory_bytes(&self) -> usize {
+    pub(crate) fn memory_bytes(&self) -> usize {
         self.buckets.capacity() * std::mem::size_of::<Bucket>() + self.decay.capacity() * 8
     }
 }
@@ -437,7 +452,7 @@ impl Shards {
             hot_lines: 0,
             peak_entries: 0,
         };
-        s.set_threshold(((rate * MODULUS as f64).round() as u64).max(1));
+        s.set_threshold(sample_threshold(rate));
         s
     }
 
@@ -472,7 +487,7 @@ impl Shards {
     pub fn access(&mut self, key: u64) {
         self.accesses += 1;
         let h = mix(key);
-        let sampled = h % MODULUS < self.threshold;
+        let sampled = sampled(h, self.threshold);
         let counts = self.counts;
         match self.finder.offer(key, h) {
             Heat::Hot(idx) => {

@@ -5,9 +5,9 @@ use proptest::prelude::*;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Zipf};
 use tiercache_analyze::shards::Shards;
-use tiercache_analyze::{Analyzer, Options};
+use tiercache_analyze::{Analyzer, EvictionKind, Options};
 use tiercache_core::{Op, Request, VolumeId};
-use tiercache_policy::{Cache, CacheConfig, CleaningConfig, EvictionKind, PromotionConfig};
+use tiercache_policy::{Cache, CacheConfig, CleaningConfig, PromotionConfig};
 
 const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces");
 
@@ -210,6 +210,8 @@ fn plots_are_svg_with_a_line_per_curve() {
     let mut a = Analyzer::new(Options {
         shards_rate: Some(0.5),
         interval_ns: 1_000_000,
+        policies: vec![EvictionKind::Fifo, EvictionKind::Sieve],
+        minisim_rate: 0.5,
         ..Options::default()
     })
     .unwrap();
@@ -251,7 +253,21 @@ fn plots_are_svg_with_a_line_per_curve() {
         names,
         ["mrc.svg", "reuse_cdf.svg", "iops.svg", "working_set.svg"]
     );
-    assert_eq!(lines(&plots[0].1), 4, "exact all/reads/writes and SHARDS");
+    assert_eq!(
+        lines(&plots[0].1),
+        6,
+        "exact all/reads/writes, SHARDS, FIFO and SIEVE"
+    );
+    let json = serde_json::to_value(&an).unwrap();
+    let curves = &json["minisim"]["curves"];
+    assert_eq!(curves[0]["policy"], "fifo");
+    assert_eq!(curves[1]["policy"], "sieve");
+    assert_eq!(
+        curves[1]["points"].as_array().unwrap().len(),
+        an.curve.len()
+    );
+    let text = an.to_string();
+    assert!(text.contains("other policies by mini-simulation"), "{text}");
     for (name, svg) in &plots {
         assert!(
             svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
@@ -264,4 +280,155 @@ fn plots_are_svg_with_a_line_per_curve() {
         );
         assert!(lines(svg) >= 2, "{name}");
     }
+}
+
+fn analyse(reqs: &[Request], opts: Options) -> tiercache_analyze::Analysis {
+    let mut a = Analyzer::new(opts).unwrap();
+    reqs.iter().for_each(|r| a.add(r));
+    a.finish(&|v| v.0.to_string())
+}
+
+fn policy_curve(an: &tiercache_analyze::Analysis, policy: &str) -> Vec<(u64, f64)> {
+    let m = an.minisim.as_ref().expect("mini-simulation asked for");
+    m.curves
+        .iter()
+        .find(|c| c.policy == policy)
+        .unwrap_or_else(|| panic!("no {policy} curve"))
+        .points
+        .clone()
+}
+
+/// At rate 1 the mini-simulated LRU is the exact curve, on the default grid (sizes started as
+/// the footprint grows) and on sizes given.
+#[test]
+fn minisim_lru_at_rate_one_is_the_exact_curve() {
+    let reqs = zipf_requests(100_000, 20_000, 7);
+    for sizes in [vec![], vec![3, 50, 700, 4096, 12_345, 1 << 20]] {
+        let an = analyse(
+            &reqs,
+            Options {
+                sizes,
+                policies: vec![EvictionKind::Lru, EvictionKind::Fifo],
+                minisim_rate: 1.0,
+                ..Options::default()
+            },
+        );
+        let lru = policy_curve(&an, "lru");
+        assert_eq!(lru.len(), an.curve.len());
+        for (p, &(lines, m)) in an.curve.iter().zip(&lru) {
+            assert_eq!(lines, p.lines);
+            assert_eq!(m, p.miss_ratio, "{lines} lines");
+        }
+    }
+}
+
+/// FIFO by hand: a queue of resident lines, oldest evicted first; hits change nothing.
+fn fifo_reference(keys: &[u64], capacity: usize) -> f64 {
+    let mut queue = std::collections::VecDeque::new();
+    let mut resident = std::collections::HashSet::new();
+    let mut misses = 0;
+    for &k in keys {
+        if resident.contains(&k) {
+            continue;
+        }
+        misses += 1;
+        if queue.len() == capacity {
+            resident.remove(&queue.pop_front().unwrap());
+        }
+        queue.push_back(k);
+        resident.insert(k);
+    }
+    misses as f64 / keys.len() as f64
+}
+
+#[test]
+fn minisim_fifo_at_rate_one_equals_a_hand_written_fifo() {
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(11);
+    let reqs: Vec<Request> = (0..50_000)
+        .map(|_| {
+            let line = if rand::Rng::gen_bool(&mut rng, 0.3) {
+                rand::Rng::gen_range(&mut rng, 0..50u64)
+            } else {
+                rand::Rng::gen_range(&mut rng, 0..5_000u64)
+            };
+            Request::read(line * 4096, 4096)
+        })
+        .collect();
+    let sizes = vec![1u64, 10, 49, 200, 1000, 4000, 4999, 6000];
+    let an = analyse(
+        &reqs,
+        Options {
+            sizes: sizes.clone(),
+            policies: vec![EvictionKind::Fifo],
+            minisim_rate: 1.0,
+            ..Options::default()
+        },
+    );
+    let keys: Vec<u64> = reqs.iter().map(|r| r.offset / 4096).collect();
+    for (&lines, &(l, m)) in sizes.iter().zip(&policy_curve(&an, "fifo")) {
+        assert_eq!(l, lines);
+        assert_eq!(m, fifo_reference(&keys, lines as usize), "{lines} lines");
+    }
+}
+
+#[test]
+fn minisim_lru_at_ten_percent_stays_within_0_02_of_exact() {
+    let reqs = zipf_requests(1_000_000, 200_000, 8);
+    let an = analyse(
+        &reqs,
+        Options {
+            policies: vec![EvictionKind::Lru, EvictionKind::S3Fifo],
+            minisim_rate: 0.1,
+            ..Options::default()
+        },
+    );
+    let lru = policy_curve(&an, "lru");
+    let mae = an
+        .curve
+        .iter()
+        .zip(&lru)
+        .map(|(p, &(_, m))| (m - p.miss_ratio).abs())
+        .sum::<f64>()
+        / lru.len() as f64;
+    assert!(mae < 0.02, "mean absolute error {mae}");
+    let m = an.minisim.as_ref().unwrap();
+    assert!((m.rate - 0.1).abs() < 1e-6);
+    assert!(m.simulated_accesses > 100_000 && m.hot_lines > 0);
+    // Every curve falls with the cache size (sampled simulations of growing caches).
+    for c in &m.curves {
+        assert!(
+            c.points.windows(2).all(|w| w[1].1 <= w[0].1 + 0.02),
+            "{}: {:?}",
+            c.policy,
+            c.points
+        );
+    }
+}
+
+/// `tiercache analyze` end to end on a fixture with mini-simulations and plots.
+#[test]
+fn analyze_command_runs_with_policies_and_plots() {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: tiercache_analyze::cli::AnalyzeArgs,
+    }
+    let dir = std::env::temp_dir().join(format!("analyze-plots-{}", std::process::id()));
+    let file = format!("{SHARED}/msr-hm0-sample.csv");
+    let cli = Cli::try_parse_from([
+        "analyze",
+        file.as_str(),
+        "--policies",
+        "lru,fifo,s3fifo",
+        "--minisim-rate",
+        "0.5",
+        "--plots",
+        dir.to_str().unwrap(),
+    ])
+    .unwrap();
+    tiercache_analyze::cli::run(cli.args).unwrap();
+    let mrc = std::fs::read_to_string(dir.join("mrc.svg")).unwrap();
+    assert!(mrc.contains("s3-fifo (mini-sim, 50.00%)"), "{mrc}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
