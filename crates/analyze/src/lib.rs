@@ -7,7 +7,9 @@
 //!   miniature simulation ([`minisim`]);
 //! - traditional and useful reuse distances, reuse types, ECI-style sizing and write-policy
 //!   advice per volume ([`reuse`]);
-//! - a little characterisation: mix and sequentiality.
+//! - characterisation ([`characterise`]): mix, sequentiality, request sizes, inter-arrival
+//!   times, and per interval of trace time the IOPS (bursts), the working set, and the reuses
+//!   ending in it with their URD and TRD demands (max URD + 1, max TRD + 1).
 //!
 //! Line accesses follow the policy core: a request covers lines ⌊off/L⌋ ..= ⌊(off+len−1)/L⌋,
 //! and the exact curve equals the hit-ratio-only simulator's LRU with always-promotion, an
@@ -498,6 +500,19 @@ impl std::fmt::Display for Analysis {
             "arrivals     inter-arrival p50 {} ns, p90 {} ns, p99 {} ns (log2 buckets)",
             c.inter_arrival_ns.p50, c.inter_arrival_ns.p90, c.inter_arrival_ns.p99
         )?;
+        let median = |mut v: Vec<u64>| {
+            v.sort_unstable();
+            v.get(v.len() / 2).copied().unwrap_or(0)
+        };
+        let of = |g: fn(&characterise::IntervalRow) -> u64| -> (u64, u64) {
+            let v: Vec<u64> = c.intervals.iter().map(g).collect();
+            (median(v.clone()), v.into_iter().max().unwrap_or(0))
+        };
+        let (reuses, urd, trd) = (
+            of(|r| r.reuse.reuses),
+            of(|r| r.reuse.urd_demand_lines),
+            of(|r| r.reuse.trd_demand_lines),
+        );
         let peak_ws = c
             .intervals
             .iter()
@@ -516,6 +531,11 @@ impl std::fmt::Display for Analysis {
             c.bursts.burst_intervals,
             c.bursts.longest_burst_intervals,
             peak_ws
+        )?;
+        writeln!(
+            f,
+            "reuse        per interval: reuses median {}, max {}; URD demand median {}, max {} lines; TRD demand median {}, max {} lines",
+            reuses.0, reuses.1, urd.0, urd.1, trd.0, trd.1
         )
     }
 }

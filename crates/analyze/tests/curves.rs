@@ -432,3 +432,115 @@ fn analyze_command_runs_with_policies_and_plots() {
     assert!(mrc.contains("s3-fifo (mini-sim, 50.00%)"), "{mrc}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Per-interval reuse on a hand-built trace: SPEC's W1 W2 R1 R3 R5 R6 R2 in the first second,
+/// nothing in the second, then W5 R7 R1 W9 W9 W3 in the third.
+#[test]
+fn reuse_per_interval_counts_the_reuses_ending_in_each_interval() {
+    let second = 1_000_000_000u64;
+    let seq: [(u64, bool, u64); 13] = [
+        (0, true, 1),
+        (1, true, 2),
+        (2, false, 1),
+        (3, false, 3),
+        (4, false, 5),
+        (5, false, 6),
+        (6, false, 2),
+        (2 * second, true, 5),
+        (2 * second + 1, false, 7),
+        (2 * second + 2, false, 1),
+        (2 * second + 3, true, 9),
+        (2 * second + 4, true, 9),
+        (2 * second + 5, true, 3),
+    ];
+    let mut a = Analyzer::new(Options::default()).unwrap();
+    for (t, write, line) in seq {
+        a.add(&Request {
+            time_ns: t,
+            volume: VolumeId(0),
+            op: if write { Op::Write } else { Op::Read },
+            offset: line * 4096,
+            len: 4096,
+        });
+    }
+    let an = a.finish(&|v| v.0.to_string());
+    let rows = &an.characterisation.intervals;
+    assert_eq!(rows.len(), 3);
+    let reuse = |i: usize| {
+        let r = &rows[i].reuse;
+        (
+            r.reuses,
+            r.useful_reuses,
+            r.urd_demand_lines,
+            r.trd_demand_lines,
+        )
+    };
+    // R1 at distance 2, R2 at 5 (max URD 4, SPEC §4.10).
+    assert_eq!(reuse(0), (2, 2, 5, 5));
+    assert_eq!(reuse(1), (0, 0, 0, 0));
+    // W5 at 3, R1 at 6 (3 5 6 2 7 since), W9 at 1, W3 at 7 (5 6 2 7 1 9 since): the URD
+    // demand is R1's, the TRD demand W3's.
+    assert_eq!(reuse(2), (4, 1, 6, 7));
+    let ws: Vec<(u64, u64)> = rows
+        .iter()
+        .map(|r| (r.working_set_lines, r.footprint_lines))
+        .collect();
+    assert_eq!(ws, [(5, 5), (0, 5), (5, 7)]);
+    let json = serde_json::to_value(&an).unwrap();
+    assert_eq!(
+        json["characterisation"]["intervals"][2]["trd_demand_lines"],
+        7
+    );
+    assert_eq!(
+        json["characterisation"]["intervals"][2]["urd_demand_lines"],
+        6
+    );
+    assert_eq!(json["characterisation"]["intervals"][0]["useful_reuses"], 2);
+    let text = an.to_string();
+    assert!(
+        text.contains("reuse        per interval: reuses median 2, max 4; URD demand median 5, max 6 lines; TRD demand median 5, max 7 lines"),
+        "{text}"
+    );
+}
+
+/// The Analyzer's intervals (working sets from the shared stack) agree with a characteriser
+/// keeping its own line sets, over several volumes joining at different times.
+#[test]
+fn interval_working_sets_match_a_characteriser_with_its_own_sets() {
+    let mut reqs = zipf_requests(60_000, 5_000, 12);
+    for (i, r) in reqs.iter_mut().enumerate() {
+        r.time_ns = i as u64 * 7_919;
+        if i >= 20_000 {
+            r.volume = VolumeId((i % 3) as u32);
+        }
+    }
+    let interval_ns = 10_000_000;
+    let mut own = tiercache_analyze::characterise::Characteriser::new(
+        tiercache_core::LineGeometry::new(4096).unwrap(),
+        interval_ns,
+        2.0,
+    );
+    reqs.iter().for_each(|r| own.add(r));
+    let own = own.finish();
+    let an = analyse(
+        &reqs,
+        Options {
+            interval_ns,
+            ..Options::default()
+        },
+    );
+    let rows = &an.characterisation.intervals;
+    assert_eq!(rows.len(), own.intervals.len());
+    for (mine, theirs) in rows.iter().zip(&own.intervals) {
+        assert_eq!(
+            (mine.working_set_lines, mine.footprint_lines, mine.requests),
+            (
+                theirs.working_set_lines,
+                theirs.footprint_lines,
+                theirs.requests
+            )
+        );
+    }
+    let reuses: u64 = rows.iter().map(|r| r.reuse.reuses).sum();
+    assert_eq!(reuses, an.line_accesses - an.footprint_lines);
+}
