@@ -1,6 +1,6 @@
 //! Exact LRU stack distances in O(log M) per access (M = distinct lines live in the window).
 //!
-//! Each line remembers the time of its latest access; marks over times ([`Marks`]) say which
+//! Each line remembers the time of its latest access; marks over times (`Marks`) say which
 //! times are some line's latest access. The stack distance of an access is one plus the number
 //! of marks after the line's previous access: the distinct lines touched since, itself
 //! included.
@@ -9,7 +9,7 @@
 //! - one bit per time, 64 times to a word (a million live lines need 256 KiB of bitmap);
 //! - a count of marks per word, and a Fenwick tree of them (`u32`), 64 times smaller than a
 //!   tree over times;
-//! - the words from the current one back to [`OPEN_WORDS`] before it are "open": not yet
+//! - the words from the current one back to `OPEN_WORDS` (32) before it are "open": not yet
 //!   added to the tree, so setting the newest mark costs an `or` and an increment, and
 //!   distances that start there (the hot lines' reuses) are counted by summing a few word
 //!   counts, without the tree.
