@@ -1,6 +1,7 @@
 //! Workload characterisation (SPEC §7): request sizes, read/write bytes, IOPS per interval
 //! with burst detection, inter-arrival times, working set over time.
 
+use crate::reuse::IntervalReuse;
 use rustc_hash::FxHashSet;
 use serde::Serialize;
 use tiercache_core::{LineGeometry, LineKey, Op, Request};
@@ -26,6 +27,28 @@ pub struct IntervalRow {
     pub footprint_lines: u64,
     /// Whether the interval is part of a burst.
     pub burst: bool,
+    /// Reuses whose later access falls in the interval, with their URD and TRD demands (the
+    /// shared cache; zero when the lines are not supplied by an analyzer).
+    #[serde(flatten)]
+    pub reuse: IntervalReuse,
+}
+
+/// What an interval's lines looked like, supplied when it closes by whoever tracks lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct IntervalLines {
+    /// Distinct lines touched in the interval.
+    pub working_set_lines: u64,
+    /// Distinct lines touched since the start.
+    pub footprint_lines: u64,
+    /// Reuses in the interval.
+    pub reuse: IntervalReuse,
+}
+
+/// Sets of lines, for a characteriser that tracks them itself.
+#[derive(Debug, Default)]
+struct OwnLines {
+    in_interval: FxHashSet<u64>,
+    seen: FxHashSet<u64>,
 }
 
 /// Burst detection: intervals whose IOPS exceed `factor` × the median interval's.
@@ -140,14 +163,25 @@ pub struct Characteriser {
     first: Option<u64>,
     last: u64,
     current: IntervalRow,
-    in_interval: FxHashSet<u64>,
-    seen: FxHashSet<u64>,
+    /// `None` when the caller supplies [`IntervalLines`] (see [`Characteriser::add_with`]).
+    lines: Option<OwnLines>,
 }
 
 impl Characteriser {
     /// Intervals of `interval_ns` (> 0) of trace time; bursts above `burst_factor` × median.
+    /// Tracks the lines of requests itself (two hash sets) for working sets and footprints.
     pub fn new(geo: LineGeometry, interval_ns: u64, burst_factor: f64) -> Self {
         Self {
+            lines: Some(OwnLines::default()),
+            ..Self::without_lines(geo, interval_ns, burst_factor)
+        }
+    }
+
+    /// As [`new`](Self::new), but the caller supplies each interval's [`IntervalLines`] as it
+    /// closes (e.g. from a stack that already knows every line): no sets are kept here.
+    pub fn without_lines(geo: LineGeometry, interval_ns: u64, burst_factor: f64) -> Self {
+        Self {
+            lines: None,
             geo,
             interval_ns: interval_ns.max(1),
             burst_factor,
@@ -157,23 +191,40 @@ impl Characteriser {
             first: None,
             last: 0,
             current: IntervalRow::default(),
-            in_interval: FxHashSet::default(),
-            seen: FxHashSet::default(),
         }
     }
 
-    fn close_interval(&mut self) {
+    fn close_interval(&mut self, supply: &mut dyn FnMut() -> IntervalLines) {
         let mut row = std::mem::take(&mut self.current);
         row.iops = row.requests as f64 * 1e9 / self.interval_ns as f64;
-        row.working_set_lines = self.in_interval.len() as u64;
-        row.footprint_lines = self.seen.len() as u64;
-        self.in_interval.clear();
+        let lines = match &mut self.lines {
+            Some(own) => {
+                let l = IntervalLines {
+                    working_set_lines: own.in_interval.len() as u64,
+                    footprint_lines: own.seen.len() as u64,
+                    reuse: IntervalReuse::default(),
+                };
+                own.in_interval.clear();
+                l
+            }
+            None => supply(),
+        };
+        row.working_set_lines = lines.working_set_lines;
+        row.footprint_lines = lines.footprint_lines;
+        row.reuse = lines.reuse;
         self.current.start_ns = row.start_ns + self.interval_ns;
         self.out.intervals.push(row);
     }
 
     /// Feeds one request.
     pub fn add(&mut self, r: &Request) {
+        self.add_with(r, &mut IntervalLines::default);
+    }
+
+    /// Feeds one request; `supply` is called once for each interval that closes before it (in
+    /// order, before any line of `r` is accessed) and returns that interval's lines, unless
+    /// this characteriser tracks lines itself.
+    pub fn add_with(&mut self, r: &Request, supply: &mut dyn FnMut() -> IntervalLines) {
         let first = *self.first.get_or_insert(r.time_ns);
         // Trace times that go backwards count at the latest time seen.
         let t = r.time_ns.max(self.last).saturating_sub(first);
@@ -184,7 +235,7 @@ impl Characteriser {
         }
         self.last = r.time_ns.max(self.last);
         while t >= self.current.start_ns + self.interval_ns {
-            self.close_interval();
+            self.close_interval(supply);
         }
         self.current.requests += 1;
         match r.op {
@@ -202,18 +253,33 @@ impl Characteriser {
         if matches!(r.op, Op::Read | Op::Write) {
             self.current.bytes += r.len;
             self.sizes[bucket(r.len)] += 1;
-            for s in self.geo.split(r.offset, r.len) {
-                let key = LineKey::new(r.volume, s.index).0;
-                self.in_interval.insert(key);
-                self.seen.insert(key);
+            if let Some(own) = &mut self.lines {
+                for s in self.geo.split(r.offset, r.len) {
+                    let key = LineKey::new(r.volume, s.index).0;
+                    own.in_interval.insert(key);
+                    own.seen.insert(key);
+                }
             }
         }
     }
 
+    /// Heap bytes (approximate: the line sets, if kept).
+    pub fn memory_bytes(&self) -> usize {
+        self.lines
+            .as_ref()
+            .map_or(0, |l| (l.in_interval.capacity() + l.seen.capacity()) * 9)
+    }
+
     /// The characterisation so far.
-    pub fn finish(mut self) -> Characterisation {
+    pub fn finish(self) -> Characterisation {
+        self.finish_with(&mut IntervalLines::default)
+    }
+
+    /// As [`finish`](Self::finish), with `supply` as in [`add_with`](Self::add_with) for the
+    /// last interval.
+    pub fn finish_with(mut self, supply: &mut dyn FnMut() -> IntervalLines) -> Characterisation {
         if self.current.requests > 0 {
-            self.close_interval();
+            self.close_interval(supply);
         }
         let mut out = self.out;
         out.interval_ns = self.interval_ns;

@@ -27,6 +27,13 @@ pub struct AnalyzeArgs {
     /// Also estimate the curve with fixed-size SHARDS tracking at most this many lines.
     #[arg(long)]
     pub shards_max_entries: Option<usize>,
+    /// Also estimate the curves of these replacement policies by sampled mini-simulation,
+    /// comma separated (lru, mru, fifo, clock, arc, s3fifo, sieve).
+    #[arg(long, value_delimiter = ',')]
+    pub policies: Vec<crate::EvictionKind>,
+    /// Sampling rate of the mini-simulations.
+    #[arg(long, default_value_t = 0.01)]
+    pub minisim_rate: f64,
     /// WAR+WAW share of reuses above which the advice disables cache writes.
     #[arg(long, default_value_t = 0.5)]
     pub write_reuse_threshold: f64,
@@ -63,6 +70,13 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
             return Err(BadArgument(format!("--shards-rate {r}: must be in (0, 1]")).into());
         }
     }
+    if !(args.minisim_rate > 0.0 && args.minisim_rate <= 1.0) {
+        return Err(BadArgument(format!(
+            "--minisim-rate {}: must be in (0, 1]",
+            args.minisim_rate
+        ))
+        .into());
+    }
     let opts = tiercache_trace::ReadOptions {
         skip_bad: args.skip_bad,
         ..Default::default()
@@ -92,6 +106,8 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         write_reuse_threshold: args.write_reuse_threshold,
         interval_ns,
         burst_factor: args.burst_factor,
+        policies: args.policies,
+        minisim_rate: args.minisim_rate,
     })
     .map_err(|e| BadArgument(format!("--line-size: {e}")))?;
     for r in reader.by_ref() {
@@ -115,4 +131,45 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         print!("{analysis}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: AnalyzeArgs,
+    }
+
+    #[test]
+    fn policies_and_minisim_rate_parse() {
+        let cli = Cli::try_parse_from([
+            "analyze",
+            "trace.csv",
+            "--policies",
+            "fifo,clock,arc,s3fifo,sieve",
+            "--minisim-rate",
+            "0.05",
+        ])
+        .unwrap();
+        use crate::EvictionKind::*;
+        assert_eq!(cli.args.policies, [Fifo, Clock, Arc, S3Fifo, Sieve]);
+        assert_eq!(cli.args.minisim_rate, 0.05);
+        let default = Cli::try_parse_from(["analyze", "trace.csv"]).unwrap();
+        assert!(default.args.policies.is_empty());
+        assert_eq!(default.args.minisim_rate, 0.01);
+        let err = Cli::try_parse_from(["analyze", "t.csv", "--policies", "lfu"]).unwrap_err();
+        assert!(err.to_string().contains("lfu"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_minisim_rate_is_a_bad_argument() {
+        let mut cli = Cli::try_parse_from(["analyze", "trace.csv"]).unwrap();
+        cli.args.minisim_rate = 1.5;
+        let err = run(cli.args).unwrap_err();
+        assert!(err.is::<BadArgument>(), "{err}");
+    }
 }

@@ -3,9 +3,13 @@
 //! - exact LRU miss-ratio curves in one pass ([`stack`], O(log M) per line access), for all,
 //!   read and write accesses, overall and per volume;
 //! - SHARDS approximate curves, fixed-rate and fixed-size ([`shards`]);
+//! - curves of other replacement policies (FIFO, CLOCK, ARC, S3-FIFO, SIEVE, ...) by sampled
+//!   miniature simulation ([`minisim`]);
 //! - traditional and useful reuse distances, reuse types, ECI-style sizing and write-policy
 //!   advice per volume ([`reuse`]);
-//! - a little characterisation: mix and sequentiality.
+//! - characterisation ([`characterise`]): mix, sequentiality, request sizes, inter-arrival
+//!   times, and per interval of trace time the IOPS (bursts), the working set, and the reuses
+//!   ending in it with their URD and TRD demands (max URD + 1, max TRD + 1).
 //!
 //! Line accesses follow the policy core: a request covers lines ⌊off/L⌋ ..= ⌊(off+len−1)/L⌋,
 //! and the exact curve equals the hit-ratio-only simulator's LRU with always-promotion, an
@@ -15,16 +19,19 @@
 
 pub mod characterise;
 pub mod cli;
+pub mod minisim;
 pub mod plots;
 pub mod reuse;
 pub mod shards;
 pub mod stack;
 
+use minisim::{MiniSim, PolicyCurve};
 use reuse::{Advice, ReuseAnalyzer};
 use serde::Serialize;
 use shards::Shards;
 use std::collections::BTreeMap;
 use tiercache_core::{LineGeometry, LineKey, Op, Request, VolumeId};
+pub use tiercache_eviction::EvictionKind;
 
 /// What to compute.
 #[derive(Debug, Clone)]
@@ -44,6 +51,10 @@ pub struct Options {
     pub interval_ns: u64,
     /// An interval is in a burst when its IOPS exceed this factor × the median.
     pub burst_factor: f64,
+    /// Replacement policies whose curves to estimate by miniature simulation.
+    pub policies: Vec<EvictionKind>,
+    /// Sampling rate of the miniature simulations (0 < rate ≤ 1).
+    pub minisim_rate: f64,
 }
 
 impl Default for Options {
@@ -56,6 +67,8 @@ impl Default for Options {
             write_reuse_threshold: 0.5,
             interval_ns: 1_000_000_000,
             burst_factor: 2.0,
+            policies: Vec::new(),
+            minisim_rate: 0.01,
         }
     }
 }
@@ -128,6 +141,22 @@ pub struct Analysis {
     pub reuse_cdf: Vec<(u64, f64, f64)>,
     /// Sizes, mix in bytes, IOPS and working set per interval, bursts, inter-arrival times.
     pub characterisation: characterise::Characterisation,
+    /// Other policies' curves by miniature simulation, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub minisim: Option<MiniSimCurves>,
+}
+
+/// Miss-ratio curves of replacement policies by miniature simulation.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MiniSimCurves {
+    /// Sampling rate.
+    pub rate: f64,
+    /// Line accesses simulated (to sampled and hot lines).
+    pub simulated_accesses: u64,
+    /// Hot lines simulated exactly.
+    pub hot_lines: usize,
+    /// One curve per policy, at the sizes of [`Analysis::curve`].
+    pub curves: Vec<PolicyCurve>,
 }
 
 /// Streaming analyzer: feed requests, then [`Analyzer::finish`].
@@ -140,6 +169,7 @@ pub struct Analyzer {
     global: Option<ReuseAnalyzer>,
     per_volume: BTreeMap<VolumeId, ReuseAnalyzer>,
     shards: Option<Shards>,
+    minisim: Option<MiniSim>,
     last_end: BTreeMap<VolumeId, u64>,
     requests: u64,
     reads: u64,
@@ -157,9 +187,13 @@ impl Analyzer {
             (None, Some(r)) => Some(Shards::fixed_rate(r)),
             _ => None,
         };
+        // Working sets and footprints come from the shared stack: no line sets of its own.
         let characteriser =
-            characterise::Characteriser::new(geo, opts.interval_ns, opts.burst_factor);
+            characterise::Characteriser::without_lines(geo, opts.interval_ns, opts.burst_factor);
+        let minisim = (!opts.policies.is_empty())
+            .then(|| MiniSim::new(&opts.policies, opts.minisim_rate, &opts.sizes));
         Ok(Self {
+            minisim,
             opts,
             geo,
             global: None,
@@ -178,7 +212,8 @@ impl Analyzer {
     pub fn add(&mut self, r: &Request) {
         self.requests += 1;
         if let Some(c) = &mut self.characteriser {
-            c.add(r);
+            let (global, per_volume) = (&mut self.global, &mut self.per_volume);
+            c.add_with(r, &mut || close_interval(global, per_volume));
         }
         let is_write = match r.op {
             Op::Read => false,
@@ -209,7 +244,23 @@ impl Analyzer {
             if let Some(sh) = &mut self.shards {
                 sh.access(key);
             }
+            if let Some(m) = &mut self.minisim {
+                m.access(key);
+            }
         }
+    }
+
+    /// Heap bytes held by the analysis state (approximate: stacks, histograms, sets).
+    pub fn memory_bytes(&self) -> usize {
+        self.global.as_ref().map_or(0, |g| g.memory_bytes())
+            + self
+                .per_volume
+                .values()
+                .map(|a| a.memory_bytes())
+                .sum::<usize>()
+            + self.shards.as_ref().map_or(0, |s| s.memory_bytes())
+            + self.characteriser.as_ref().map_or(0, |c| c.memory_bytes())
+            + self.minisim.as_ref().map_or(0, |m| m.memory_bytes())
     }
 
     fn grid(&self, footprint: u64) -> Vec<u64> {
@@ -227,14 +278,15 @@ impl Analyzer {
     }
 
     fn curve(&self, a: &ReuseAnalyzer, with_shards: bool) -> Vec<CurvePoint> {
+        let (all, reads, writes) = (a.all(), a.reads(), a.writes());
         self.grid(a.distinct())
             .into_iter()
             .map(|lines| CurvePoint {
                 lines,
                 bytes: lines * self.opts.line_size,
-                miss_ratio: a.all.miss_ratio(lines),
-                read_miss_ratio: a.reads.miss_ratio(lines),
-                write_miss_ratio: a.writes.miss_ratio(lines),
+                miss_ratio: all.miss_ratio(lines),
+                read_miss_ratio: reads.miss_ratio(lines),
+                write_miss_ratio: writes.miss_ratio(lines),
                 shards_miss_ratio: if with_shards {
                     self.shards.as_ref().map(|s| s.miss_ratio(lines))
                 } else {
@@ -255,14 +307,16 @@ impl Analyzer {
 
     /// The analysis; `names` maps volume ids to names (e.g. a trace's volume map).
     pub fn finish(&mut self, names: &dyn Fn(VolumeId) -> String) -> Analysis {
-        let characterisation = self
-            .characteriser
-            .take()
-            .map(|c| c.finish())
-            .unwrap_or_default();
+        let characterisation = match self.characteriser.take() {
+            Some(c) => {
+                let (global, per_volume) = (&mut self.global, &mut self.per_volume);
+                c.finish_with(&mut || close_interval(global, per_volume))
+            }
+            None => Default::default(),
+        };
         let shared = self.shared();
         let reuse_cdf = {
-            let (all, useful) = (&shared.all, &shared.useful);
+            let (all, useful) = (&shared.all(), &shared.useful());
             let (ta, tu) = (all.reuses().max(1) as f64, useful.reuses().max(1) as f64);
             let max = all.max_distance().max(useful.max_distance()).max(1);
             let (mut ca, mut cu, mut d, mut out) = (0u64, 0u64, 0usize, Vec::new());
@@ -286,33 +340,63 @@ impl Analyzer {
             .iter()
             .map(|(&v, a)| VolumeAnalysis {
                 name: names(v),
-                line_accesses: a.all.total,
+                line_accesses: a.accesses(),
                 footprint_lines: a.distinct(),
                 reuse_types: a.types,
                 advice: a.advice(self.opts.write_reuse_threshold),
                 curve: self.curve(a, false),
             })
             .collect();
+        let curve = self.curve(&shared, true);
+        let minisim = self.minisim.as_ref().map(|m| {
+            let sizes: Vec<u64> = curve.iter().map(|p| p.lines).collect();
+            MiniSimCurves {
+                rate: m.rate(),
+                simulated_accesses: m.simulated_accesses(),
+                hot_lines: m.hot_lines(),
+                curves: m.curves(&sizes),
+            }
+        });
         Analysis {
             line_size: self.opts.line_size,
             requests: self.requests,
             read_requests: self.reads,
             write_requests: self.writes,
-            line_accesses: shared.all.total,
+            line_accesses: shared.accesses(),
             footprint_lines: shared.distinct(),
             sequential_fraction: if self.reads + self.writes == 0 {
                 0.0
             } else {
                 self.sequential as f64 / (self.reads + self.writes) as f64
             },
-            curve: self.curve(&shared, true),
+            curve,
             shards: self.shards.as_ref().map(|s| (s.rate(), s.peak_entries())),
             total_urd_demand_lines: volumes.iter().map(|v| v.advice.urd_demand_lines).sum(),
             total_trd_demand_lines: volumes.iter().map(|v| v.advice.trd_demand_lines).sum(),
             volumes,
             reuse_cdf,
             characterisation,
+            minisim,
         }
+    }
+}
+
+/// Closes an interval of the shared-cache analyzer (the split-off global one, or the only
+/// volume's): its reuses, working set and the footprint so far.
+fn close_interval(
+    global: &mut Option<ReuseAnalyzer>,
+    per_volume: &mut BTreeMap<VolumeId, ReuseAnalyzer>,
+) -> characterise::IntervalLines {
+    match global.as_mut().or(per_volume.values_mut().next()) {
+        Some(a) => {
+            let (reuse, working_set_lines) = a.take_interval();
+            characterise::IntervalLines {
+                working_set_lines,
+                footprint_lines: a.distinct(),
+                reuse,
+            }
+        }
+        None => Default::default(),
     }
 }
 
@@ -355,6 +439,27 @@ impl std::fmt::Display for Analysis {
                 p.lines, p.bytes, p.miss_ratio, p.read_miss_ratio, p.write_miss_ratio, sh
             )?;
         }
+        if let Some(m) = &self.minisim {
+            writeln!(
+                f,
+                "other policies by mini-simulation ({:.2}% of lines sampled plus {} hot lines, {} accesses simulated):",
+                m.rate * 100.0,
+                m.hot_lines,
+                m.simulated_accesses
+            )?;
+            write!(f, "  {:>12}", "lines")?;
+            for c in &m.curves {
+                write!(f, " {:>8}", c.policy)?;
+            }
+            writeln!(f)?;
+            for (i, p) in self.curve.iter().enumerate() {
+                write!(f, "  {:>12}", p.lines)?;
+                for c in &m.curves {
+                    write!(f, " {:>8.4}", c.points[i].1)?;
+                }
+                writeln!(f)?;
+            }
+        }
         writeln!(
             f,
             "per volume (URD: useful reuse distance; demands in lines):"
@@ -395,6 +500,19 @@ impl std::fmt::Display for Analysis {
             "arrivals     inter-arrival p50 {} ns, p90 {} ns, p99 {} ns (log2 buckets)",
             c.inter_arrival_ns.p50, c.inter_arrival_ns.p90, c.inter_arrival_ns.p99
         )?;
+        let median = |mut v: Vec<u64>| {
+            v.sort_unstable();
+            v.get(v.len() / 2).copied().unwrap_or(0)
+        };
+        let of = |g: fn(&characterise::IntervalRow) -> u64| -> (u64, u64) {
+            let v: Vec<u64> = c.intervals.iter().map(g).collect();
+            (median(v.clone()), v.into_iter().max().unwrap_or(0))
+        };
+        let (reuses, urd, trd) = (
+            of(|r| r.reuse.reuses),
+            of(|r| r.reuse.urd_demand_lines),
+            of(|r| r.reuse.trd_demand_lines),
+        );
         let peak_ws = c
             .intervals
             .iter()
@@ -413,6 +531,11 @@ impl std::fmt::Display for Analysis {
             c.bursts.burst_intervals,
             c.bursts.longest_burst_intervals,
             peak_ws
+        )?;
+        writeln!(
+            f,
+            "reuse        per interval: reuses median {}, max {}; URD demand median {}, max {} lines; TRD demand median {}, max {} lines",
+            reuses.0, reuses.1, urd.0, urd.1, trd.0, trd.1
         )
     }
 }

@@ -39,6 +39,14 @@ pub fn render(a: &Analysis) -> Vec<(&'static str, String)> {
                 .filter_map(|p| p.shards_miss_ratio.map(|m| (mib(p.lines), m))),
         ));
     }
+    if let Some(m) = &a.minisim {
+        for c in &m.curves {
+            mrc.push(series(
+                &format!("{} (mini-sim, {:.2}%)", c.policy, m.rate * 100.0),
+                c.points.iter().map(|&(l, r)| (mib(l), r)),
+            ));
+        }
+    }
     out.push((
         "mrc.svg",
         line_chart(

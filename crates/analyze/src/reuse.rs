@@ -36,20 +36,6 @@ pub struct DistanceHistogram {
 }
 
 impl DistanceHistogram {
-    fn add(&mut self, d: Option<u64>) {
-        self.total += 1;
-        match d {
-            None => self.cold += 1,
-            Some(d) => {
-                let d = d as usize;
-                if self.counts.len() <= d {
-                    self.counts.resize(d + 1, 0);
-                }
-                self.counts[d] += 1;
-            }
-        }
-    }
-
     /// Miss ratio of an LRU cache of `lines` lines over the counted accesses.
     pub fn miss_ratio(&self, lines: u64) -> f64 {
         if self.total == 0 {
@@ -83,31 +69,60 @@ impl DistanceHistogram {
     }
 }
 
+/// Reuses whose later access falls in one interval of trace time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct IntervalReuse {
+    /// Reuses (accesses to a line seen before).
+    pub reuses: u64,
+    /// Useful reuses: those whose later access is a read.
+    pub useful_reuses: u64,
+    /// Max URD + 1 over the useful reuses: the lines capturing all of them (0 without any).
+    pub urd_demand_lines: u64,
+    /// Max TRD + 1 over all reuses (0 without any).
+    pub trd_demand_lines: u64,
+}
+
 /// Reuse analysis of one stream (a volume, or the whole trace).
+///
+/// One LRU stack serves every figure: per access, one hash lookup gives the stack distance and
+/// the previous access's kind, and one histogram slot counts it by kind. The all-access,
+/// read, write and useful histograms are derived from that when asked for (the useful
+/// histogram *is* the read one: a useful reuse is a reuse whose later access is a read).
 #[derive(Debug, Clone, Default)]
 pub struct ReuseAnalyzer {
     stack: StackDistance,
-    /// Stack distances of every access (the all-access LRU MRC).
-    pub all: DistanceHistogram,
-    /// Stack distances of read accesses in the same LRU stack (hit ratio of reads).
-    pub reads: DistanceHistogram,
-    /// Stack distances of write accesses in the same LRU stack.
-    pub writes: DistanceHistogram,
-    /// Reuses whose later access is a read (URD = distance − 1).
-    pub useful: DistanceHistogram,
+    /// Accesses by stack distance `d` (index; 0 unused): `[reads, writes]`.
+    counts: Vec<[u64; 2]>,
+    /// First accesses: `[reads, writes]`.
+    cold: [u64; 2],
     /// Reuse counts: RAR, RAW, WAR, WAW.
     pub types: [u64; 4],
+    /// Reuses of the current interval.
+    interval: IntervalReuse,
 }
 
 impl ReuseAnalyzer {
     /// Records one line access.
+    #[inline]
     pub fn access(&mut self, key: u64, is_write: bool) {
         let (d, prev) = self.stack.access_flagged(key, is_write);
-        self.all.add(d);
-        if is_write {
-            self.writes.add(d);
-        } else {
-            self.reads.add(d);
+        let kind = is_write as usize;
+        match d {
+            None => self.cold[kind] += 1,
+            Some(d) => {
+                let i = d as usize;
+                if self.counts.len() <= i {
+                    self.counts.resize(i + 1, [0; 2]);
+                }
+                self.counts[i][kind] += 1;
+                let iv = &mut self.interval;
+                iv.reuses += 1;
+                iv.trd_demand_lines = iv.trd_demand_lines.max(d);
+                if !is_write {
+                    iv.useful_reuses += 1;
+                    iv.urd_demand_lines = iv.urd_demand_lines.max(d);
+                }
+            }
         }
         if let Some(prev_write) = prev {
             let t = match (prev_write, is_write) {
@@ -118,10 +133,48 @@ impl ReuseAnalyzer {
             };
             self.types[t as usize] += 1;
         }
-        if !is_write {
-            // Useful reuses only; first reads count as cold so `total` is all reads.
-            self.useful.add(d);
+    }
+
+    fn histogram(&self, kinds: &[usize]) -> DistanceHistogram {
+        let mut counts: Vec<u64> = self
+            .counts
+            .iter()
+            .map(|c| kinds.iter().map(|&k| c[k]).sum())
+            .collect();
+        let last = counts.iter().rposition(|&c| c > 0).map_or(0, |i| i + 1);
+        counts.truncate(last);
+        let cold: u64 = kinds.iter().map(|&k| self.cold[k]).sum();
+        DistanceHistogram {
+            total: cold + counts.iter().sum::<u64>(),
+            counts,
+            cold,
         }
+    }
+
+    /// Stack distances of every access (the all-access LRU MRC).
+    pub fn all(&self) -> DistanceHistogram {
+        self.histogram(&[0, 1])
+    }
+
+    /// Stack distances of read accesses in the shared LRU stack (hit ratio of reads).
+    pub fn reads(&self) -> DistanceHistogram {
+        self.histogram(&[0])
+    }
+
+    /// Stack distances of write accesses in the same LRU stack.
+    pub fn writes(&self) -> DistanceHistogram {
+        self.histogram(&[1])
+    }
+
+    /// Useful reuses, those whose later access is a read (URD = distance − 1); first reads
+    /// count as cold so `total` is all reads. The same counts as [`reads`](Self::reads).
+    pub fn useful(&self) -> DistanceHistogram {
+        self.reads()
+    }
+
+    /// Accesses recorded.
+    pub fn accesses(&self) -> u64 {
+        self.cold[0] + self.cold[1] + self.counts.iter().map(|c| c[0] + c[1]).sum::<u64>()
     }
 
     /// Distinct lines seen.
@@ -129,9 +182,14 @@ impl ReuseAnalyzer {
         self.stack.distinct()
     }
 
+    /// Ends the current interval: its reuses, and the distinct lines accessed in it.
+    pub fn take_interval(&mut self) -> (IntervalReuse, u64) {
+        (std::mem::take(&mut self.interval), self.stack.take_epoch())
+    }
+
     /// Heap bytes (approximate).
     pub fn memory_bytes(&self) -> usize {
-        self.stack.memory_bytes()
+        self.stack.memory_bytes() + self.counts.capacity() * 16
     }
 }
 
@@ -158,8 +216,9 @@ impl ReuseAnalyzer {
     /// Sizing and write-policy advice; `threshold` is the WAR+WAW share above which cache
     /// writes are disabled.
     pub fn advice(&self, threshold: f64) -> Advice {
-        let max_trd = self.all.max_distance().saturating_sub(1);
-        let max_urd = self.useful.max_distance().saturating_sub(1);
+        let (all, useful) = (self.all(), self.useful());
+        let max_trd = all.max_distance().saturating_sub(1);
+        let max_urd = useful.max_distance().saturating_sub(1);
         let reuses: u64 = self.types.iter().sum();
         let write_reuse_share = if reuses == 0 {
             0.0
@@ -170,17 +229,9 @@ impl ReuseAnalyzer {
         Advice {
             max_urd,
             max_trd,
-            urd_demand_lines: if self.useful.reuses() == 0 {
-                0
-            } else {
-                max_urd + 1
-            },
-            trd_demand_lines: if self.all.reuses() == 0 {
-                0
-            } else {
-                max_trd + 1
-            },
-            urd_knee_lines: self.useful.size_for_share(0.95),
+            urd_demand_lines: if useful.reuses() == 0 { 0 } else { max_urd + 1 },
+            trd_demand_lines: if all.reuses() == 0 { 0 } else { max_trd + 1 },
+            urd_knee_lines: useful.size_for_share(0.95),
             write_reuse_share,
             write_policy: if write_reuse_share > threshold {
                 "read-only"
@@ -220,8 +271,8 @@ mod tests {
         assert_eq!(adv.urd_demand_lines, 5);
         assert_eq!(a.types, [0, 2, 0, 0], "two reads after writes");
         // A 5-line LRU cache captures both useful reuses; a 4-line one loses the second.
-        assert_eq!(a.useful.counts.iter().take(6).sum::<u64>(), 2);
-        assert_eq!(a.useful.counts.iter().take(5).sum::<u64>(), 1);
+        assert_eq!(a.useful().counts.iter().take(6).sum::<u64>(), 2);
+        assert_eq!(a.useful().counts.iter().take(5).sum::<u64>(), 1);
     }
 
     #[test]

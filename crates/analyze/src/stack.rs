@@ -1,44 +1,314 @@
 //! Exact LRU stack distances in O(log M) per access (M = distinct lines live in the window).
 //!
-//! Each line remembers the time of its latest access; a Fenwick tree over times marks which
+//! Each line remembers the time of its latest access; marks over times (`Marks`) say which
 //! times are some line's latest access. The stack distance of an access is one plus the number
 //! of marks after the line's previous access: the distinct lines touched since, itself
-//! included. When times run past the tree, live marks are renumbered densely (compaction),
-//! so memory stays proportional to the distinct lines, not the trace length.
+//! included.
+//!
+//! Layout, chosen so that everything but the per-line map stays in the CPU caches:
+//! - one bit per time, 64 times to a word (a million live lines need 256 KiB of bitmap);
+//! - a count of marks per word, and a Fenwick tree of them (`u32`), 64 times smaller than a
+//!   tree over times;
+//! - the words from the current one back to `OPEN_WORDS` (32) before it are "open": not yet
+//!   added to the tree, so setting the newest mark costs an `or` and an increment, and
+//!   distances that start there (the hot lines' reuses) are counted by summing a few word
+//!   counts, without the tree.
+//!
+//! When times run past the bitmap, live marks are renumbered densely by rank (compaction, in
+//! place over the map, no sort), into a bitmap twice the live lines, so memory stays
+//! proportional to the distinct lines, not the trace length.
 
 use rustc_hash::FxHashMap;
 
-/// Fenwick (binary indexed) tree of 0/1 marks.
-#[derive(Debug, Clone)]
-struct Fenwick {
-    tree: Vec<u32>,
+/// Words appended after the committed prefix before they are added to the tree.
+const OPEN_WORDS: usize = if cfg!(test) { 2 } else { 32 };
+/// Smallest bitmap, in words (tiny in unit tests, so that they compact often).
+const MIN_WORDS: usize = if cfg!(test) { 4 } else { 1 << 10 };
+
+/// Bits of a word strictly above bit `b`.
+#[inline]
+fn above(b: usize) -> u64 {
+    // `2 << 63` is 0: nothing above the top bit.
+    !((2u64 << b).wrapping_sub(1))
 }
 
-impl Fenwick {
-    fn new(n: usize) -> Self {
+/// Marks on a time axis, in `C` planes: plane 0 holds every mark, plane `k > 0` a subset (a
+/// class of marks). Times are `u32`, appended in order.
+#[derive(Debug, Clone)]
+pub(crate) struct Marks<const C: usize> {
+    bits: Vec<[u64; C]>,
+    /// Marks per word.
+    counts: Vec<[u32; C]>,
+    /// Fenwick tree (1-based) of per-word counts, for words `< committed`.
+    tree: Vec<[u32; C]>,
+    /// Words below this are counted in `tree`; the rest are open.
+    committed: usize,
+    /// Marks in the committed words.
+    committed_marks: [u64; C],
+    now: u32,
+    live: [u64; C],
+}
+
+impl<const C: usize> Marks<C> {
+    pub(crate) fn new() -> Self {
         Self {
-            tree: vec![0; n + 1],
+            bits: vec![[0; C]; MIN_WORDS],
+            counts: vec![[0; C]; MIN_WORDS],
+            tree: vec![[0; C]; MIN_WORDS + 1],
+            committed: 0,
+            committed_marks: [0; C],
+            now: 0,
+            live: [0; C],
         }
     }
-    fn len(&self) -> usize {
-        self.tree.len() - 1
+
+    /// The time the next mark gets.
+    #[inline]
+    pub(crate) fn now(&self) -> u32 {
+        self.now
     }
-    fn add(&mut self, i: usize, delta: i32) {
-        let mut i = i + 1;
+
+    /// Whether times ran past the bitmap: [`compact`](Self::compact) before the next push.
+    #[inline]
+    pub(crate) fn full(&self) -> bool {
+        self.now as usize >= self.bits.len() * 64
+    }
+
+    /// Live marks per plane.
+    #[inline]
+    pub(crate) fn live(&self) -> [u64; C] {
+        self.live
+    }
+
+    #[inline(always)]
+    fn tree_add(&mut self, w: usize, delta: [u32; C]) {
+        let mut i = w + 1;
         while i < self.tree.len() {
-            self.tree[i] = (self.tree[i] as i32 + delta) as u32;
+            for (t, d) in self.tree[i].iter_mut().zip(delta) {
+                *t = t.wrapping_add(d);
+            }
             i += i & i.wrapping_neg();
         }
     }
-    /// Marks at positions `0..=i`.
-    fn prefix(&self, i: usize) -> u64 {
-        let mut i = i + 1;
-        let mut s = 0u64;
+
+    /// Counts of words `0..i`.
+    #[inline(always)]
+    fn tree_prefix(&self, mut i: usize) -> [u64; C] {
+        let mut s = [0u64; C];
         while i > 0 {
-            s += self.tree[i] as u64;
-            i -= i & i.wrapping_neg();
+            for (s, &t) in s.iter_mut().zip(&self.tree[i]) {
+                *s += t as u64;
+            }
+            i &= i - 1;
         }
         s
+    }
+
+    /// Changes the counts of the mark's word `w` by `delta` (per plane, wrapping).
+    #[inline(always)]
+    fn count(&mut self, w: usize, delta: [u32; C]) {
+        for (c, d) in self.counts[w].iter_mut().zip(delta) {
+            *c = c.wrapping_add(d);
+        }
+        if w < self.committed {
+            for (m, d) in self.committed_marks.iter_mut().zip(delta) {
+                *m = m.wrapping_add(d as i32 as i64 as u64);
+            }
+            self.tree_add(w, delta);
+        }
+    }
+
+    /// Appends a mark in plane 0 and in each plane `k` with bit `k` of `planes` set; returns
+    /// its time.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, planes: u32) -> u32 {
+        debug_assert!(!self.full());
+        let t = self.now as usize;
+        let w = t / 64;
+        if t & 63 == 0 {
+            // A new word: add the open words more than OPEN_WORDS behind it to the tree.
+            while self.committed + OPEN_WORDS < w {
+                let c = self.counts[self.committed];
+                self.tree_add(self.committed, c);
+                for (m, c) in self.committed_marks.iter_mut().zip(c) {
+                    *m += c as u64;
+                }
+                self.committed += 1;
+            }
+        }
+        let mut delta = [0u32; C];
+        for (k, ((x, live), d)) in self.bits[w]
+            .iter_mut()
+            .zip(&mut self.live)
+            .zip(&mut delta)
+            .enumerate()
+        {
+            if k == 0 || planes & (1 << k) != 0 {
+                *x |= 1 << (t % 64);
+                *live += 1;
+                *d = 1;
+            }
+        }
+        self.count(w, delta);
+        self.now += 1;
+        t as u32
+    }
+
+    /// Removes the mark at `p` from every plane.
+    #[inline(always)]
+    pub(crate) fn clear(&mut self, p: u32) {
+        let (w, bit) = (p as usize / 64, 1u64 << (p % 64));
+        let mut delta = [0u32; C];
+        for ((x, d), live) in self.bits[w].iter_mut().zip(&mut delta).zip(&mut self.live) {
+            if *x & bit != 0 {
+                *x &= !bit;
+                *d = u32::MAX; // −1
+                *live -= 1;
+            }
+        }
+        self.count(w, delta);
+    }
+
+    /// Adds the existing mark at `p` to plane `k`.
+    pub(crate) fn set_plane(&mut self, p: u32, k: usize) {
+        let (w, bit) = (p as usize / 64, 1u64 << (p % 64));
+        debug_assert!(self.bits[w][0] & bit != 0);
+        if self.bits[w][k] & bit == 0 {
+            self.bits[w][k] |= bit;
+            self.live[k] += 1;
+            let mut delta = [0u32; C];
+            delta[k] = 1;
+            self.count(w, delta);
+        }
+    }
+
+    /// Marks per plane at times `0..=p` (`p` below `now`).
+    #[inline(always)]
+    pub(crate) fn through(&self, p: u32) -> [u64; C] {
+        let (w, b) = (p as usize / 64, p as usize % 64);
+        let mut s = if w < self.committed {
+            self.tree_prefix(w)
+        } else {
+            // The committed marks, then the open words before `w` by their counts.
+            let mut s = self.committed_marks;
+            for c in &self.counts[self.committed..w] {
+                for (s, &c) in s.iter_mut().zip(c) {
+                    *s += c as u64;
+                }
+            }
+            s
+        };
+        for (s, &x) in s.iter_mut().zip(&self.bits[w]) {
+            *s += (x & !above(b)).count_ones() as u64;
+        }
+        s
+    }
+
+    /// Marks per plane at times after `p` (`p` below `now`).
+    #[inline(always)]
+    pub(crate) fn after(&self, p: u32) -> [u64; C] {
+        let (w, last) = (p as usize / 64, self.now as usize / 64);
+        if w >= self.committed && last - w <= w - self.committed {
+            // Near the newest mark: the rest of `p`'s word and the counts of the words after.
+            let mut n = [0u64; C];
+            for (n, &x) in n.iter_mut().zip(&self.bits[w]) {
+                *n = (x & above(p as usize % 64)).count_ones() as u64;
+            }
+            for c in self.counts.get(w + 1..=last).unwrap_or_default() {
+                for (n, &c) in n.iter_mut().zip(c) {
+                    *n += c as u64;
+                }
+            }
+            return n;
+        }
+        let through = self.through(p);
+        let mut n = self.live;
+        for (n, t) in n.iter_mut().zip(through) {
+            *n -= t;
+        }
+        n
+    }
+
+    /// Renumbers live marks densely by rank into a bitmap `growth` times their number (at
+    /// least the minimum). `renumber_owners` is handed the old-to-new time map (a time without
+    /// a mark maps to the next mark's new time) to apply to the times kept outside.
+    pub(crate) fn compact(
+        &mut self,
+        growth: usize,
+        renumber_owners: impl FnOnce(&dyn Fn(u32) -> u32),
+    ) {
+        // rank[w]: marks before word w.
+        let mut rank = Vec::with_capacity(self.bits.len());
+        let mut acc = 0u32;
+        for c in &self.counts {
+            rank.push(acc);
+            acc += c[0];
+        }
+        debug_assert_eq!(acc as u64, self.live[0]);
+        let bits = &self.bits;
+        renumber_owners(&|t: u32| -> u32 {
+            let (w, b) = (t as usize / 64, t as usize % 64);
+            match bits.get(w) {
+                Some(x) => rank[w] + (x[0] & ((1u64 << b) - 1)).count_ones(),
+                None => acc,
+            }
+        });
+        let live = acc as usize;
+        let n_words = (growth * live).div_ceil(64).max(MIN_WORDS);
+        let mut next = vec![[0u64; C]; n_words];
+        for (w, x) in next.iter_mut().enumerate().take(live.div_ceil(64)) {
+            let n = (live - w * 64).min(64);
+            x[0] = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        }
+        if C > 1 {
+            // Carry the other planes' bits, mark by mark in order.
+            let mut pos = 0usize;
+            for word in &self.bits {
+                let mut x = word[0];
+                while x != 0 {
+                    let b = x.trailing_zeros();
+                    for k in 1..C {
+                        if (word[k] >> b) & 1 != 0 {
+                            next[pos / 64][k] |= 1 << (pos % 64);
+                        }
+                    }
+                    pos += 1;
+                    x &= x - 1;
+                }
+            }
+        }
+        self.bits = next;
+        self.counts = self
+            .bits
+            .iter()
+            .map(|x| x.map(|x| x.count_ones()))
+            .collect();
+        // Commit every full word; the last partial one stays open.
+        self.committed = live / 64;
+        self.committed_marks = [0; C];
+        let mut tree = vec![[0u32; C]; n_words + 1];
+        for (w, c) in self.counts[..self.committed].iter().enumerate() {
+            tree[w + 1] = *c;
+            for (m, &c) in self.committed_marks.iter_mut().zip(c) {
+                *m += c as u64;
+            }
+        }
+        for i in 1..=n_words {
+            let j = i + (i & i.wrapping_neg());
+            if j <= n_words {
+                let c = tree[i];
+                for (t, c) in tree[j].iter_mut().zip(c) {
+                    *t = t.wrapping_add(c);
+                }
+            }
+        }
+        self.tree = tree;
+        self.now = live as u32;
+    }
+
+    /// Heap bytes.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        (self.bits.capacity() * 8 + (self.counts.capacity() + self.tree.capacity()) * 4) * C
     }
 }
 
@@ -47,9 +317,9 @@ impl Fenwick {
 pub struct StackDistance {
     /// Per key: time of its latest access and a caller's flag from that access.
     last: FxHashMap<u64, (u32, bool)>,
-    marks: Fenwick,
-    now: u32,
-    live: u64,
+    marks: Marks<1>,
+    /// Start of the current epoch (see [`StackDistance::take_epoch`]).
+    epoch: u32,
 }
 
 impl Default for StackDistance {
@@ -63,69 +333,73 @@ impl StackDistance {
     pub fn new() -> Self {
         Self {
             last: FxHashMap::default(),
-            marks: Fenwick::new(1 << 16),
-            now: 0,
-            live: 0,
+            marks: Marks::new(),
+            epoch: 0,
         }
     }
 
-    /// Distinct keys seen.
+    /// Distinct keys seen (and not removed).
     pub fn distinct(&self) -> u64 {
-        self.live
+        self.marks.live()[0]
     }
 
     /// Records an access to `key`; returns its stack distance (1 = the most recently used key
     /// again), or `None` for a first access.
+    #[inline]
     pub fn access(&mut self, key: u64) -> Option<u64> {
         self.access_flagged(key, false).0
     }
 
     /// As [`access`](Self::access), also storing `flag` with the key and returning the flag of
     /// its previous access (one hash lookup serves both, e.g. for read/write reuse types).
+    #[inline]
     pub fn access_flagged(&mut self, key: u64, flag: bool) -> (Option<u64>, Option<bool>) {
-        if self.now as usize >= self.marks.len() {
+        if self.marks.full() {
             self.compact();
         }
-        let t = self.now;
-        self.now += 1;
-        let prev = self.last.insert(key, (t, flag));
+        let prev = self.last.insert(key, (self.marks.now(), flag));
         let d = prev.map(|(p, _)| {
-            let after = self.live - self.marks.prefix(p as usize);
-            self.marks.add(p as usize, -1);
+            let after = self.marks.after(p)[0];
+            self.marks.clear(p);
             after + 1
         });
-        if prev.is_none() {
-            self.live += 1;
-        }
-        self.marks.add(t as usize, 1);
+        self.marks.push(0);
         (d, prev.map(|(_, f)| f))
     }
 
     /// Forgets `key` (its next access is a first access again).
     pub fn remove(&mut self, key: u64) {
         if let Some((p, _)) = self.last.remove(&key) {
-            self.marks.add(p as usize, -1);
-            self.live -= 1;
+            self.marks.clear(p);
         }
     }
 
-    /// Renumbers live times densely into a tree with room to grow.
+    /// Distinct keys accessed since the previous call (or the start), and starts a new epoch:
+    /// e.g. the working set of an interval of trace time.
+    pub fn take_epoch(&mut self) -> u64 {
+        let live = self.marks.live()[0];
+        let n = if self.epoch == 0 {
+            live
+        } else {
+            live - self.marks.through(self.epoch - 1)[0]
+        };
+        self.epoch = self.marks.now();
+        n
+    }
+
     fn compact(&mut self) {
-        let mut order: Vec<(u32, u64, bool)> =
-            self.last.iter().map(|(&k, &(t, f))| (t, k, f)).collect();
-        order.sort_unstable();
-        let size = (order.len() * 2).max(1 << 16);
-        self.marks = Fenwick::new(size);
-        for (i, &(_, k, f)) in order.iter().enumerate() {
-            self.last.insert(k, (i as u32, f));
-            self.marks.add(i, 1);
-        }
-        self.now = order.len() as u32;
+        let (last, epoch) = (&mut self.last, &mut self.epoch);
+        self.marks.compact(2, |renumber| {
+            *epoch = renumber(*epoch);
+            for v in last.values_mut() {
+                v.0 = renumber(v.0);
+            }
+        });
     }
 
-    /// Heap bytes (approximate: map entries and tree).
+    /// Heap bytes (approximate: map entries and control bytes, bitmap, tree).
     pub fn memory_bytes(&self) -> usize {
-        self.last.capacity() * 24 + self.marks.tree.capacity() * 4
+        self.last.capacity() * 17 + self.marks.memory_bytes()
     }
 }
 
@@ -160,6 +434,23 @@ mod tests {
         }
     }
 
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// Hot and cold keys mixed: reuses both within the open words and through the tree,
+        /// across many compactions.
+        #[test]
+        fn matches_a_naive_stack_with_long_distances(
+            keys in proptest::collection::vec(
+                prop_oneof![0u64..8, 0u64..1500],
+                5_000..20_000,
+            ),
+        ) {
+            let mut s = StackDistance::new();
+            let got: Vec<_> = keys.iter().map(|&k| s.access(k)).collect();
+            prop_assert_eq!(got, naive(&keys));
+        }
+    }
+
     #[test]
     fn survives_compaction() {
         let keys: Vec<u64> = (0..200_000u64).map(|i| (i * 7919) % 1000).collect();
@@ -169,5 +460,32 @@ mod tests {
         assert!(got[1000..].iter().all(|&d| d == Some(1000)));
         assert_eq!(s.distinct(), 1000);
         assert!(s.memory_bytes() < 4 << 20);
+    }
+
+    #[test]
+    fn removed_keys_restart_cold_and_leave_the_distances() {
+        let mut s = StackDistance::new();
+        for k in 0..10 {
+            s.access(k);
+        }
+        s.remove(5);
+        assert_eq!(s.distinct(), 9);
+        assert_eq!(s.access(0), Some(9), "1..=9 without 5, and 0 itself");
+        assert_eq!(s.access(5), None);
+    }
+
+    #[test]
+    fn epochs_count_distinct_keys_across_compactions() {
+        let mut s = StackDistance::new();
+        assert_eq!(s.take_epoch(), 0);
+        for round in 0..50u64 {
+            // 3000 accesses over 1000 keys, 200 of them new each round.
+            for i in 0..3000u64 {
+                s.access(round * 200 + i % 1000);
+            }
+            assert_eq!(s.take_epoch(), 1000, "round {round}");
+        }
+        assert_eq!(s.take_epoch(), 0);
+        assert_eq!(s.distinct(), 49 * 200 + 1000);
     }
 }

@@ -5,9 +5,9 @@ use proptest::prelude::*;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Zipf};
 use tiercache_analyze::shards::Shards;
-use tiercache_analyze::{Analyzer, Options};
+use tiercache_analyze::{Analyzer, EvictionKind, Options};
 use tiercache_core::{Op, Request, VolumeId};
-use tiercache_policy::{Cache, CacheConfig, CleaningConfig, EvictionKind, PromotionConfig};
+use tiercache_policy::{Cache, CacheConfig, CleaningConfig, PromotionConfig};
 
 const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces");
 
@@ -91,26 +91,50 @@ fn exact_curve_equals_the_policy_core_on_fixtures_and_zipf() {
     }
 }
 
+/// SHARDS at 1% and fixed-size SHARDS against the exact curve at every power of two from one
+/// line to the footprint, on skewed Zipf traces (hot lines and cold tails both matter).
 #[test]
-fn shards_one_percent_stays_within_0_01_of_exact() {
-    let reqs = zipf_requests(2_000_000, 200_000, 2);
-    let sizes: Vec<u64> = (0..12).map(|i| 500u64 << i).collect();
-    let exact = exact_curve(&reqs, &sizes);
-    for mut shards in [Shards::fixed_rate(0.01), Shards::fixed_size(4_000)] {
-        for r in &reqs {
-            shards.access(tiercache_core::LineKey::new(VolumeId(0), r.offset / 4096).0);
+fn shards_stays_within_0_01_of_exact_at_every_power_of_two() {
+    for (exponent, blocks, seed) in [(0.9, 200_000, 2), (1.0, 1_000_000, 5)] {
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+        let zipf = Zipf::new(blocks, exponent).unwrap();
+        let reqs: Vec<Request> = (0..1_500_000)
+            .map(|_| {
+                let b = (zipf.sample(&mut rng) as u64 - 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    % (blocks * 4);
+                Request::read(b * 4096, 4096)
+            })
+            .collect();
+        let mut a = Analyzer::new(Options::default()).unwrap();
+        reqs.iter().for_each(|r| a.add(r));
+        let exact = a.finish(&|v| v.0.to_string()).curve;
+        assert!(exact.len() > 15, "powers of two up to the footprint");
+        let max_entries = 4_000;
+        for (mut shards, bound) in [
+            (Shards::fixed_rate(0.01), None),
+            (Shards::fixed_size(max_entries), Some(max_entries)),
+        ] {
+            for r in &reqs {
+                shards.access(tiercache_core::LineKey::new(VolumeId(0), r.offset / 4096).0);
+            }
+            let mae: f64 = exact
+                .iter()
+                .map(|p| (shards.miss_ratio(p.lines) - p.miss_ratio).abs())
+                .sum::<f64>()
+                / exact.len() as f64;
+            assert!(
+                mae < 0.01,
+                "Zipf({exponent}): mean absolute error {mae} (rate {})",
+                shards.rate()
+            );
+            if let Some(max) = bound {
+                assert!(
+                    shards.peak_entries() <= max,
+                    "tracked {} lines, bound {max}",
+                    shards.peak_entries()
+                );
+            }
         }
-        let mae: f64 = sizes
-            .iter()
-            .zip(&exact)
-            .map(|(&s, &e)| (shards.miss_ratio(s) - e).abs())
-            .sum::<f64>()
-            / sizes.len() as f64;
-        assert!(
-            mae < 0.01,
-            "mean absolute error {mae} (rate {})",
-            shards.rate()
-        );
     }
 }
 
@@ -186,6 +210,8 @@ fn plots_are_svg_with_a_line_per_curve() {
     let mut a = Analyzer::new(Options {
         shards_rate: Some(0.5),
         interval_ns: 1_000_000,
+        policies: vec![EvictionKind::Fifo, EvictionKind::Sieve],
+        minisim_rate: 0.5,
         ..Options::default()
     })
     .unwrap();
@@ -227,7 +253,21 @@ fn plots_are_svg_with_a_line_per_curve() {
         names,
         ["mrc.svg", "reuse_cdf.svg", "iops.svg", "working_set.svg"]
     );
-    assert_eq!(lines(&plots[0].1), 4, "exact all/reads/writes and SHARDS");
+    assert_eq!(
+        lines(&plots[0].1),
+        6,
+        "exact all/reads/writes, SHARDS, FIFO and SIEVE"
+    );
+    let json = serde_json::to_value(&an).unwrap();
+    let curves = &json["minisim"]["curves"];
+    assert_eq!(curves[0]["policy"], "fifo");
+    assert_eq!(curves[1]["policy"], "sieve");
+    assert_eq!(
+        curves[1]["points"].as_array().unwrap().len(),
+        an.curve.len()
+    );
+    let text = an.to_string();
+    assert!(text.contains("other policies by mini-simulation"), "{text}");
     for (name, svg) in &plots {
         assert!(
             svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
@@ -240,4 +280,267 @@ fn plots_are_svg_with_a_line_per_curve() {
         );
         assert!(lines(svg) >= 2, "{name}");
     }
+}
+
+fn analyse(reqs: &[Request], opts: Options) -> tiercache_analyze::Analysis {
+    let mut a = Analyzer::new(opts).unwrap();
+    reqs.iter().for_each(|r| a.add(r));
+    a.finish(&|v| v.0.to_string())
+}
+
+fn policy_curve(an: &tiercache_analyze::Analysis, policy: &str) -> Vec<(u64, f64)> {
+    let m = an.minisim.as_ref().expect("mini-simulation asked for");
+    m.curves
+        .iter()
+        .find(|c| c.policy == policy)
+        .unwrap_or_else(|| panic!("no {policy} curve"))
+        .points
+        .clone()
+}
+
+/// At rate 1 the mini-simulated LRU is the exact curve, on the default grid (sizes started as
+/// the footprint grows) and on sizes given.
+#[test]
+fn minisim_lru_at_rate_one_is_the_exact_curve() {
+    let reqs = zipf_requests(100_000, 20_000, 7);
+    for sizes in [vec![], vec![3, 50, 700, 4096, 12_345, 1 << 20]] {
+        let an = analyse(
+            &reqs,
+            Options {
+                sizes,
+                policies: vec![EvictionKind::Lru, EvictionKind::Fifo],
+                minisim_rate: 1.0,
+                ..Options::default()
+            },
+        );
+        let lru = policy_curve(&an, "lru");
+        assert_eq!(lru.len(), an.curve.len());
+        for (p, &(lines, m)) in an.curve.iter().zip(&lru) {
+            assert_eq!(lines, p.lines);
+            assert_eq!(m, p.miss_ratio, "{lines} lines");
+        }
+    }
+}
+
+/// FIFO by hand: a queue of resident lines, oldest evicted first; hits change nothing.
+fn fifo_reference(keys: &[u64], capacity: usize) -> f64 {
+    let mut queue = std::collections::VecDeque::new();
+    let mut resident = std::collections::HashSet::new();
+    let mut misses = 0;
+    for &k in keys {
+        if resident.contains(&k) {
+            continue;
+        }
+        misses += 1;
+        if queue.len() == capacity {
+            resident.remove(&queue.pop_front().unwrap());
+        }
+        queue.push_back(k);
+        resident.insert(k);
+    }
+    misses as f64 / keys.len() as f64
+}
+
+#[test]
+fn minisim_fifo_at_rate_one_equals_a_hand_written_fifo() {
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(11);
+    let reqs: Vec<Request> = (0..50_000)
+        .map(|_| {
+            let line = if rand::Rng::gen_bool(&mut rng, 0.3) {
+                rand::Rng::gen_range(&mut rng, 0..50u64)
+            } else {
+                rand::Rng::gen_range(&mut rng, 0..5_000u64)
+            };
+            Request::read(line * 4096, 4096)
+        })
+        .collect();
+    let sizes = vec![1u64, 10, 49, 200, 1000, 4000, 4999, 6000];
+    let an = analyse(
+        &reqs,
+        Options {
+            sizes: sizes.clone(),
+            policies: vec![EvictionKind::Fifo],
+            minisim_rate: 1.0,
+            ..Options::default()
+        },
+    );
+    let keys: Vec<u64> = reqs.iter().map(|r| r.offset / 4096).collect();
+    for (&lines, &(l, m)) in sizes.iter().zip(&policy_curve(&an, "fifo")) {
+        assert_eq!(l, lines);
+        assert_eq!(m, fifo_reference(&keys, lines as usize), "{lines} lines");
+    }
+}
+
+#[test]
+fn minisim_lru_at_ten_percent_stays_within_0_02_of_exact() {
+    let reqs = zipf_requests(1_000_000, 200_000, 8);
+    let an = analyse(
+        &reqs,
+        Options {
+            policies: vec![EvictionKind::Lru, EvictionKind::S3Fifo],
+            minisim_rate: 0.1,
+            ..Options::default()
+        },
+    );
+    let lru = policy_curve(&an, "lru");
+    let mae = an
+        .curve
+        .iter()
+        .zip(&lru)
+        .map(|(p, &(_, m))| (m - p.miss_ratio).abs())
+        .sum::<f64>()
+        / lru.len() as f64;
+    assert!(mae < 0.02, "mean absolute error {mae}");
+    let m = an.minisim.as_ref().unwrap();
+    assert!((m.rate - 0.1).abs() < 1e-6);
+    assert!(m.simulated_accesses > 100_000 && m.hot_lines > 0);
+    // Every curve falls with the cache size (sampled simulations of growing caches).
+    for c in &m.curves {
+        assert!(
+            c.points.windows(2).all(|w| w[1].1 <= w[0].1 + 0.02),
+            "{}: {:?}",
+            c.policy,
+            c.points
+        );
+    }
+}
+
+/// `tiercache analyze` end to end on a fixture with mini-simulations and plots.
+#[test]
+fn analyze_command_runs_with_policies_and_plots() {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: tiercache_analyze::cli::AnalyzeArgs,
+    }
+    let dir = std::env::temp_dir().join(format!("analyze-plots-{}", std::process::id()));
+    let file = format!("{SHARED}/msr-hm0-sample.csv");
+    let cli = Cli::try_parse_from([
+        "analyze",
+        file.as_str(),
+        "--policies",
+        "lru,fifo,s3fifo",
+        "--minisim-rate",
+        "0.5",
+        "--plots",
+        dir.to_str().unwrap(),
+    ])
+    .unwrap();
+    tiercache_analyze::cli::run(cli.args).unwrap();
+    let mrc = std::fs::read_to_string(dir.join("mrc.svg")).unwrap();
+    assert!(mrc.contains("s3-fifo (mini-sim, 50.00%)"), "{mrc}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Per-interval reuse on a hand-built trace: SPEC's W1 W2 R1 R3 R5 R6 R2 in the first second,
+/// nothing in the second, then W5 R7 R1 W9 W9 W3 in the third.
+#[test]
+fn reuse_per_interval_counts_the_reuses_ending_in_each_interval() {
+    let second = 1_000_000_000u64;
+    let seq: [(u64, bool, u64); 13] = [
+        (0, true, 1),
+        (1, true, 2),
+        (2, false, 1),
+        (3, false, 3),
+        (4, false, 5),
+        (5, false, 6),
+        (6, false, 2),
+        (2 * second, true, 5),
+        (2 * second + 1, false, 7),
+        (2 * second + 2, false, 1),
+        (2 * second + 3, true, 9),
+        (2 * second + 4, true, 9),
+        (2 * second + 5, true, 3),
+    ];
+    let mut a = Analyzer::new(Options::default()).unwrap();
+    for (t, write, line) in seq {
+        a.add(&Request {
+            time_ns: t,
+            volume: VolumeId(0),
+            op: if write { Op::Write } else { Op::Read },
+            offset: line * 4096,
+            len: 4096,
+        });
+    }
+    let an = a.finish(&|v| v.0.to_string());
+    let rows = &an.characterisation.intervals;
+    assert_eq!(rows.len(), 3);
+    let reuse = |i: usize| {
+        let r = &rows[i].reuse;
+        (
+            r.reuses,
+            r.useful_reuses,
+            r.urd_demand_lines,
+            r.trd_demand_lines,
+        )
+    };
+    // R1 at distance 2, R2 at 5 (max URD 4, SPEC §4.10).
+    assert_eq!(reuse(0), (2, 2, 5, 5));
+    assert_eq!(reuse(1), (0, 0, 0, 0));
+    // W5 at 3, R1 at 6 (3 5 6 2 7 since), W9 at 1, W3 at 7 (5 6 2 7 1 9 since): the URD
+    // demand is R1's, the TRD demand W3's.
+    assert_eq!(reuse(2), (4, 1, 6, 7));
+    let ws: Vec<(u64, u64)> = rows
+        .iter()
+        .map(|r| (r.working_set_lines, r.footprint_lines))
+        .collect();
+    assert_eq!(ws, [(5, 5), (0, 5), (5, 7)]);
+    let json = serde_json::to_value(&an).unwrap();
+    assert_eq!(
+        json["characterisation"]["intervals"][2]["trd_demand_lines"],
+        7
+    );
+    assert_eq!(
+        json["characterisation"]["intervals"][2]["urd_demand_lines"],
+        6
+    );
+    assert_eq!(json["characterisation"]["intervals"][0]["useful_reuses"], 2);
+    let text = an.to_string();
+    assert!(
+        text.contains("reuse        per interval: reuses median 2, max 4; URD demand median 5, max 6 lines; TRD demand median 5, max 7 lines"),
+        "{text}"
+    );
+}
+
+/// The Analyzer's intervals (working sets from the shared stack) agree with a characteriser
+/// keeping its own line sets, over several volumes joining at different times.
+#[test]
+fn interval_working_sets_match_a_characteriser_with_its_own_sets() {
+    let mut reqs = zipf_requests(60_000, 5_000, 12);
+    for (i, r) in reqs.iter_mut().enumerate() {
+        r.time_ns = i as u64 * 7_919;
+        if i >= 20_000 {
+            r.volume = VolumeId((i % 3) as u32);
+        }
+    }
+    let interval_ns = 10_000_000;
+    let mut own = tiercache_analyze::characterise::Characteriser::new(
+        tiercache_core::LineGeometry::new(4096).unwrap(),
+        interval_ns,
+        2.0,
+    );
+    reqs.iter().for_each(|r| own.add(r));
+    let own = own.finish();
+    let an = analyse(
+        &reqs,
+        Options {
+            interval_ns,
+            ..Options::default()
+        },
+    );
+    let rows = &an.characterisation.intervals;
+    assert_eq!(rows.len(), own.intervals.len());
+    for (mine, theirs) in rows.iter().zip(&own.intervals) {
+        assert_eq!(
+            (mine.working_set_lines, mine.footprint_lines, mine.requests),
+            (
+                theirs.working_set_lines,
+                theirs.footprint_lines,
+                theirs.requests
+            )
+        );
+    }
+    let reuses: u64 = rows.iter().map(|r| r.reuse.reuses).sum();
+    assert_eq!(reuses, an.line_accesses - an.footprint_lines);
 }
