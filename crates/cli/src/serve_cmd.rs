@@ -270,6 +270,7 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
     while !SIGNALLED.load(Relaxed)
         && deadline.is_none_or(|d| Instant::now() < d)
         && !server.is_finished()
+        && engine.halted().is_none()
     {
         if let Some(f) = &s.stats_file {
             if Instant::now() >= next_stats {
@@ -283,6 +284,15 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
     match server.join() {
         Ok(r) => r.context("serving")?,
         Err(_) => bail!("the server thread panicked"),
+    }
+    if let Some(why) = engine.halted() {
+        // Fail-stop: exit non-zero so a supervisor restarts the cache, whose recovery takes
+        // the line back from its durable record.
+        let _ = engine.shutdown();
+        if let Some(f) = &s.stats_file {
+            write_stats(f, &engine, &stats, started)?;
+        }
+        bail!("the cache engine halted: {why}");
     }
     if s.flush_on_exit {
         engine.flush_all().context("flushing dirty lines on exit")?;

@@ -8,7 +8,7 @@ use crate::slot_table::{Layout, RecoveryReport, SlotRecord, SlotTable, SlotTable
 use crate::stats::{Counters, EngineStats, Latencies, LatencySummary};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tiercache_core::{
@@ -149,6 +149,12 @@ struct Inner {
     /// backend sync has covered yet (`u64::MAX`: none). A client FLUSH syncs the backend only
     /// then, and only succeeds if no write since that epoch may have been lost.
     backend_unsynced: AtomicU64,
+    /// Set (once) when a plan that evicts a dirty line fails: the line is out of the core's
+    /// tables while its data is only on the cache device, under its durable record. From then
+    /// on nothing is served (a miss would read the backend's stale copy) and nothing more is
+    /// written to the cache device (reusing the slot would lose the data); a restart recovers
+    /// the line from its record. Fail-stop, as the simplest state that loses nothing.
+    halted: OnceLock<String>,
 }
 
 /// A running cache: serve requests with [`read`](Self::read), [`write`](Self::write),
@@ -406,6 +412,7 @@ impl Engine {
             wake: (Mutex::new(false), Condvar::new()),
             poll: Duration::from_nanos(cfg.flusher_poll_ns.max(1_000_000)),
             backend_unsynced: AtomicU64::new(u64::MAX),
+            halted: OnceLock::new(),
         });
         let worker = inner.clone();
         let flusher = std::thread::Builder::new()
@@ -514,6 +521,11 @@ impl Engine {
             let _ = h.join();
         }
         self.inner.sync_all()
+    }
+
+    /// Why the engine stopped serving, if it halted (see [`EngineStats::halted`]).
+    pub fn halted(&self) -> Option<&str> {
+        self.inner.halted.get().map(String::as_str)
     }
 
     /// Checks the policy core's invariants (tests).
@@ -837,6 +849,9 @@ impl Inner {
         client: Client<'_>,
         only_on_cache: bool,
     ) -> Option<io::Result<()>> {
+        if let Err(e) = self.check_halted() {
+            return Some(Err(e));
+        }
         let shard = &self.shards[k];
         let (plan, updates, mut ticket) = {
             let mut core = lock(&shard.core);
@@ -889,6 +904,7 @@ impl Inner {
             }
             Ok(Executed::Done) => Ok(()),
             Err(e) => {
+                self.halt_if_evicting(&plan, &e);
                 // The request's error is the one to report; forgetting is best effort.
                 let _ = self.forget_failed(shard, req, &plan);
                 Err(e)
@@ -915,8 +931,9 @@ impl Inner {
         let mut result = self
             .resume(shard, &plan, &updates, progress, false)
             .map(|_| ());
-        if result.is_err() {
+        if let Err(e) = &result {
             Counters::add(&self.counters.errors, 1);
+            self.halt_if_evicting(&plan, e);
             result = result.and(self.forget_failed(shard, &req, &plan));
         }
         lock(&shard.core).order.complete(ticket);
@@ -926,6 +943,10 @@ impl Inner {
 
     /// After a failed plan: the lines it filled may hold garbage; keep only dirty data.
     fn forget_failed(&self, shard: &Shard, req: &Request, plan: &Plan) -> io::Result<()> {
+        if self.halted.get().is_some() {
+            // Records written now could replace the one naming an evicted dirty line.
+            return Ok(());
+        }
         let line = self.geo.line_size();
         let mut core = lock(&shard.core);
         for op in plan
@@ -1018,6 +1039,8 @@ impl Inner {
                     backend_epoch,
                 }));
             }
+            // Plans under way when the engine halts stop at their next stage.
+            self.check_halted()?;
             let stage = ops[i].stage;
             let end = i + ops[i..].iter().take_while(|o| o.stage == stage).count();
             if !reassigned.is_empty() {
@@ -1077,6 +1100,7 @@ impl Inner {
             i = end;
         }
         scratch.finish();
+        self.check_halted()?;
         for u in updates {
             self.table
                 .write(&*self.cache_dev, base + u.slot, &record_of(u))?;
@@ -1101,6 +1125,28 @@ impl Inner {
             }
         }
         Ok(())
+    }
+
+    /// An error if the engine has halted.
+    fn check_halted(&self) -> io::Result<()> {
+        match self.halted.get() {
+            Some(why) => Err(io::Error::other(format!("cache engine halted: {why}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// Halts the engine if the failed `plan` evicted a dirty line: the core has forgotten the
+    /// line, whose data may not have reached the backend (see [`Inner::halted`]).
+    fn halt_if_evicting(&self, plan: &Plan, e: &io::Error) {
+        if plan.ops.iter().any(|o| o.cause == OpCause::EvictFlush) {
+            let why = format!(
+                "writing back an evicted dirty line failed ({e}); its data is kept on the \
+                 cache device and a restart recovers it"
+            );
+            if self.halted.set(why).is_ok() {
+                self.kick();
+            }
+        }
     }
 
     fn executor_state(&self) -> ExecutorState {
@@ -1204,7 +1250,7 @@ impl Inner {
     fn flusher_loop(&self) {
         // After a failed job (the backend is away), wait longer each time before trying again.
         let mut backoff = Duration::ZERO;
-        while !self.stop.load(Relaxed) {
+        while !self.stop.load(Relaxed) && self.halted.get().is_none() {
             let mut work = Vec::new();
             let mut next: Option<u64> = None;
             for (k, sh) in self.shards.iter().enumerate() {
@@ -1250,6 +1296,7 @@ impl Inner {
 
     fn flush_everything(&self) -> io::Result<()> {
         loop {
+            self.check_halted()?;
             let mut work = Vec::new();
             // Lines in the flusher's jobs count as clean but are not on the backend yet, nor are
             // dirty lines evicted by reads whose plans finish in the background.
@@ -1318,6 +1365,7 @@ impl Inner {
             in_flight: self.in_flight.load(Relaxed),
             backend_in_flight: self.backend_in_flight.load(Relaxed),
             recovery: self.recovery.clone(),
+            halted: self.halted.get().cloned(),
             backend_link: self.backend.link_stats(),
             read_latency: LatencySummary::of(&self.latency.read),
             write_latency: LatencySummary::of(&self.latency.write),

@@ -141,6 +141,10 @@ pub struct EngineStats {
     pub backend_in_flight: u64,
     /// What start-up recovery found.
     pub recovery: RecoveryReport,
+    /// Why the engine stopped serving, if it did: a dirty line it had to evict could not be
+    /// written back, so the only copy of acknowledged data is on the cache device (a restart
+    /// recovers it). Every request since was answered with an error.
+    pub halted: Option<String>,
     /// A remote backend's connection, fault and retry counters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backend_link: Option<tiercache_nbd::RemoteStats>,

@@ -474,3 +474,109 @@ fn inline_requests_run_only_on_the_cache_alone() {
         engine.audit();
     }
 }
+
+/// Writing back a dirty victim inline (`dirty_full = evict-then-write`) to a backend that
+/// fails (a local disk's EIO or ENOSPC): the victim is already out of the core's tables, so
+/// the engine halts (every request after gets EIO, nothing more is written to the cache
+/// device) rather than serve the backend's stale copy or reuse the slot. The victim stays on
+/// the cache device under its durable record, and a restart on a healthy backend reads every
+/// acknowledged write back.
+#[test]
+fn failed_inline_write_back_halts_and_a_restart_keeps_the_victim() {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    struct WriteFails {
+        inner: MemDevice,
+        fail: AtomicBool,
+    }
+    impl Device for WriteFails {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+            self.inner.read_at(buf, offset)
+        }
+        fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+            if self.fail.load(SeqCst) {
+                return Err(std::io::Error::other("injected: no space left"));
+            }
+            self.inner.write_at(data, offset)
+        }
+        fn sync(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn len(&self) -> u64 {
+            self.inner.len()
+        }
+    }
+    let pattern = |i: u64| (i % 251) as u8 + 1;
+    for lookup in [Lookup::HtFg, Lookup::HtCg, Lookup::Lt] {
+        let backend = Arc::new(WriteFails {
+            inner: MemDevice::new(4 << 20),
+            fail: false.into(),
+        });
+        let mut cfg = cache_config(WritePolicy::WriteBack, 4096);
+        cfg.capacity = 64 << 10; // 16 lines
+        cfg.cleaning = CleaningConfig::None;
+        let ecfg = EngineConfig {
+            lookup,
+            ..EngineConfig::default()
+        };
+        let cache_dev = Arc::new(MemDevice::new(4 << 20));
+        let engine = Engine::with_devices(&cfg, &ecfg, cache_dev.clone(), backend.clone()).unwrap();
+        // Every line dirty: the next write miss must write a victim back inline.
+        let mut acked = Vec::new();
+        // One line a 64 KiB chunk, so that every lock shard fills.
+        for i in (0..64u64).map(|c| c * 16) {
+            let s = engine.stats();
+            if s.dirty_lines == s.capacity_lines {
+                break;
+            }
+            engine.write(&[pattern(i); 4096], i * 4096, false).unwrap();
+            acked.push(i);
+        }
+        let s = engine.stats();
+        assert_eq!(s.dirty_lines, s.capacity_lines, "{lookup:?}");
+        engine.flush().unwrap();
+        backend.fail.store(true, SeqCst);
+        let fresh = 1001u64;
+        assert!(
+            engine.write(&[7u8; 4096], fresh * 4096, false).is_err(),
+            "{lookup:?}: the write-back of its victim failed"
+        );
+        assert!(engine.stats().halted.is_some(), "{lookup:?}");
+        // Halted: nothing is served, so no stale backend copy of the victim is either.
+        let mut b = vec![0u8; 4096];
+        for &i in &acked {
+            if let Ok(()) = engine.read(&mut b, i * 4096) {
+                assert!(
+                    b.iter().all(|&x| x == pattern(i)),
+                    "{lookup:?}: line {i} while halted"
+                );
+            }
+        }
+        assert!(engine.read(&mut b, acked[0] * 4096).is_err());
+        assert!(
+            engine.flush_all().is_err(),
+            "{lookup:?}: no detach once halted"
+        );
+        drop(engine);
+        // Restart on the same cache device, the backend healthy again.
+        backend.fail.store(false, SeqCst);
+        let engine = Engine::with_devices(&cfg, &ecfg, cache_dev, backend.clone()).unwrap();
+        assert!(engine.stats().halted.is_none());
+        for &i in &acked {
+            engine.read(&mut b, i * 4096).unwrap();
+            assert!(
+                b.iter().all(|&x| x == pattern(i)),
+                "{lookup:?}: line {i} after restart"
+            );
+        }
+        engine.flush_all().unwrap();
+        let img = backend.inner.snapshot();
+        for &i in &acked {
+            let at = i as usize * 4096;
+            assert!(
+                img[at..at + 4096].iter().all(|&x| x == pattern(i)),
+                "{lookup:?}: line {i} on the backend after detach"
+            );
+        }
+        engine.audit();
+    }
+}
