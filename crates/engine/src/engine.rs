@@ -881,7 +881,15 @@ impl Inner {
         // A read is answered once its critical ops are done; the rest (filling the cache with
         // what was read) finishes in the background, still holding the plan's ordering ticket.
         let may_defer = req.op == Op::Read && self.lookup != Lookup::Lt && self.answer_reads_early;
-        let result = match self.execute(shard, &plan, &updates, client, may_defer) {
+        let executed = if ticket.predecessor_failed() {
+            // Decided on what that plan was to leave (a fill, say) that is not there.
+            Err(io::Error::other(
+                "an earlier request on the same cache lines failed",
+            ))
+        } else {
+            self.execute(shard, &plan, &updates, client, may_defer)
+        };
+        let result = match executed {
             Ok(Executed::Deferred(progress)) => {
                 let task = Box::new(Deferred {
                     shard: k,
@@ -911,7 +919,11 @@ impl Inner {
             }
         };
         let mut core = lock(&shard.core);
-        core.order.complete(ticket);
+        if result.is_ok() {
+            core.order.complete(ticket);
+        } else {
+            core.order.fail(ticket);
+        }
         core.updates = updates;
         drop(core);
         Some(result)
@@ -936,7 +948,13 @@ impl Inner {
             self.halt_if_evicting(&plan, e);
             result = result.and(self.forget_failed(shard, &req, &plan));
         }
-        lock(&shard.core).order.complete(ticket);
+        let mut core = lock(&shard.core);
+        if result.is_ok() {
+            core.order.complete(ticket);
+        } else {
+            core.order.fail(ticket);
+        }
+        drop(core);
         self.deferred_pending.fetch_sub(1, Relaxed);
         result
     }
@@ -1198,6 +1216,9 @@ impl Inner {
         } = work;
         let shard = &self.shards[shard];
         let base = shard.base;
+        // A job runs even after a failed predecessor: it writes back dirty sub-blocks, which
+        // no fill writes, and a failed job puts its lines back dirty as they were, so it
+        // completes its ticket without passing a failure on.
         ticket.wait_turn();
         let lines = job.lines() as u64;
         let epoch = self.backend.epoch();

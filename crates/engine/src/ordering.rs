@@ -24,24 +24,36 @@ pub fn backend_line(key: tiercache_core::LineKey) -> Location {
     key.0
 }
 
+/// How a registered plan ended.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    #[default]
+    Running,
+    Completed,
+    /// It failed part-way: what it was to leave in its locations (a cache fill, say) may not
+    /// be there, so later plans that counted on it must not run.
+    Failed,
+}
+
 /// Completion of one registered plan.
 #[derive(Debug, Default)]
 pub struct Done {
-    done: Mutex<bool>,
+    outcome: Mutex<Outcome>,
     cv: Condvar,
 }
 
 impl Done {
-    /// Blocks until the plan completed.
-    pub fn wait(&self) {
-        let mut d = self.done.lock().unwrap_or_else(|e| e.into_inner());
-        while !*d {
+    /// Blocks until the plan ended; whether it completed (rather than failed).
+    pub fn wait(&self) -> bool {
+        let mut d = self.outcome.lock().unwrap_or_else(|e| e.into_inner());
+        while *d == Outcome::Running {
             d = self.cv.wait(d).unwrap_or_else(|e| e.into_inner());
         }
+        *d == Outcome::Completed
     }
 
-    fn set(&self) {
-        *self.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
+    fn set(&self, outcome: Outcome) {
+        *self.outcome.lock().unwrap_or_else(|e| e.into_inner()) = outcome;
         self.cv.notify_all();
     }
 }
@@ -59,16 +71,23 @@ pub struct Ticket {
     reads: Vec<Location>,
     writes: Vec<Location>,
     waits: Vec<Arc<Done>>,
+    predecessor_failed: bool,
 }
 
 impl Ticket {
-    /// Blocks until every earlier conflicting plan completed. Returns how many it waited for.
+    /// Blocks until every earlier conflicting plan ended. Returns how many it waited for.
     pub fn wait_turn(&mut self) -> usize {
         let n = self.waits.len();
         for w in self.waits.drain(..) {
-            w.wait();
+            self.predecessor_failed |= !w.wait();
         }
         n
+    }
+
+    /// Whether an earlier conflicting plan it waited for failed: this plan was decided on
+    /// the state that one was to leave, so it must not run (and should end failed too).
+    pub fn predecessor_failed(&self) -> bool {
+        self.predecessor_failed
     }
 }
 
@@ -109,11 +128,22 @@ impl OrderingTable {
             reads,
             writes,
             waits,
+            predecessor_failed: false,
         }
     }
 
     /// The plan of `ticket` completed: wakes its waiters and forgets it.
     pub fn complete(&mut self, ticket: Ticket) {
+        self.end(ticket, Outcome::Completed)
+    }
+
+    /// The plan of `ticket` failed: as [`complete`](Self::complete), but its waiters learn
+    /// it failed ([`Ticket::predecessor_failed`]).
+    pub fn fail(&mut self, ticket: Ticket) {
+        self.end(ticket, Outcome::Failed)
+    }
+
+    fn end(&mut self, ticket: Ticket, outcome: Outcome) {
         for r in &ticket.reads {
             if let Some(st) = self.locations.get_mut(r) {
                 st.readers.retain(|d| !Arc::ptr_eq(d, &ticket.done));
@@ -136,7 +166,7 @@ impl OrderingTable {
                 }
             }
         }
-        ticket.done.set();
+        ticket.done.set(outcome);
     }
 
     /// Locations with plans in flight.
@@ -174,6 +204,34 @@ mod tests {
         t.complete(b);
         t.complete(c);
         t.complete(d);
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn a_failure_reaches_the_plans_that_waited_for_it_and_no_others() {
+        let mut t = OrderingTable::default();
+        let fill = t.register(vec![], vec![1]);
+        let mut hit = t.register(vec![1], vec![]);
+        let mut other = t.register(vec![2], vec![3]);
+        t.fail(fill);
+        assert_eq!(hit.wait_turn(), 1);
+        assert!(hit.predecessor_failed());
+        assert_eq!(other.wait_turn(), 0);
+        assert!(!other.predecessor_failed());
+        // Passed on: a plan waiting for one that ended failed learns it too.
+        let mut next = t.register(vec![], vec![1]);
+        t.fail(hit);
+        next.wait_turn();
+        assert!(next.predecessor_failed());
+        let mut after = t.register(vec![1], vec![]);
+        t.complete(next);
+        after.wait_turn();
+        assert!(
+            !after.predecessor_failed(),
+            "completed plans pass on nothing"
+        );
+        t.complete(other);
+        t.complete(after);
         assert!(t.is_empty());
     }
 

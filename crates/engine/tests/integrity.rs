@@ -580,3 +580,97 @@ fn failed_inline_write_back_halts_and_a_restart_keeps_the_victim() {
         engine.audit();
     }
 }
+
+/// A read planned as a hit on a line whose fill is still running, when that fill fails (the
+/// backend read errs): the read must fail too, not return whatever the slot held before.
+#[test]
+fn a_hit_on_a_failing_fill_fails_rather_than_reading_the_slot() {
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
+    use std::sync::{Condvar, Mutex};
+    /// The first read blocks until released, then fails; later reads work.
+    struct SlowFailingRead {
+        inner: MemDevice,
+        released: (Mutex<bool>, Condvar),
+        reads: AtomicU32,
+        failed: AtomicBool,
+    }
+    impl Device for SlowFailingRead {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+            if self.reads.fetch_add(1, SeqCst) == 0 {
+                let (m, cv) = &self.released;
+                let mut r = m.lock().unwrap();
+                while !*r {
+                    r = cv.wait(r).unwrap();
+                }
+                self.failed.store(true, SeqCst);
+                return Err(std::io::Error::other("injected"));
+            }
+            self.inner.read_at(buf, offset)
+        }
+        fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+            self.inner.write_at(data, offset)
+        }
+        fn sync(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn len(&self) -> u64 {
+            self.inner.len()
+        }
+    }
+    for lookup in [Lookup::HtFg, Lookup::HtCg] {
+        let backend = Arc::new(SlowFailingRead {
+            inner: MemDevice::from_bytes(vec![0x5a; 1 << 20]),
+            released: Default::default(),
+            reads: 0.into(),
+            failed: false.into(),
+        });
+        let cfg = cache_config(WritePolicy::WriteBack, 4096);
+        let ecfg = EngineConfig {
+            lookup,
+            ..EngineConfig::default()
+        };
+        let engine = Engine::with_devices(
+            &cfg,
+            &ecfg,
+            Arc::new(MemDevice::new(4 << 20)),
+            backend.clone(),
+        )
+        .unwrap();
+        std::thread::scope(|s| {
+            let miss = s.spawn(|| {
+                let mut b = vec![0u8; 4096];
+                engine.read(&mut b, 8192).map(|()| b)
+            });
+            while backend.reads.load(SeqCst) == 0 {
+                std::thread::yield_now();
+            }
+            // The miss is planned and blocked in its backend read: this read is planned as a
+            // hit on the line being filled, and waits for the fill.
+            let hit = s.spawn(|| {
+                let mut b = vec![0u8; 4096];
+                engine.read(&mut b, 8192).map(|()| b)
+            });
+            while engine.stats().in_flight < 2 {
+                std::thread::yield_now();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            *backend.released.0.lock().unwrap() = true;
+            backend.released.1.notify_all();
+            assert!(miss.join().unwrap().is_err(), "{lookup:?}: the miss failed");
+            match hit.join().unwrap() {
+                Ok(b) => assert!(
+                    b.iter().all(|&x| x == 0x5a),
+                    "{lookup:?}: the read after a failed fill returned the slot's old bytes"
+                ),
+                Err(e) => assert!(e.to_string().contains("earlier request"), "{e}"),
+            }
+        });
+        assert!(backend.failed.load(SeqCst));
+        // Nothing stuck: the line reads right now.
+        let mut b = vec![0u8; 4096];
+        engine.read(&mut b, 8192).unwrap();
+        assert!(b.iter().all(|&x| x == 0x5a), "{lookup:?}");
+        assert!(engine.stats().halted.is_none());
+        engine.audit();
+    }
+}
