@@ -142,6 +142,8 @@ struct Inner {
     /// Backend operations in flight now (the backend's queue depth).
     backend_in_flight: AtomicU64,
     last_foreground_ns: AtomicU64,
+    /// When a write last woke the flusher (ns since `epoch`).
+    last_write_kick_ns: AtomicU64,
     stop: AtomicBool,
     wake: (Mutex<bool>, Condvar),
     poll: Duration,
@@ -166,6 +168,10 @@ pub struct Engine {
     finishers: Mutex<Vec<JoinHandle<()>>>,
     notes: Vec<String>,
 }
+
+/// Writes wake the flusher at most this often (1 ms): cleaning starts that much after the
+/// dirty data calls for it, at worst.
+const WRITE_KICK_INTERVAL_NS: u64 = 1_000_000;
 
 /// Counts an operation in flight for as long as it lives.
 struct InFlight<'a>(&'a AtomicU64);
@@ -408,6 +414,7 @@ impl Engine {
             deferred_tx: Mutex::new(Some(deferred_tx)),
             deferred_pending: AtomicU64::new(0),
             last_foreground_ns: AtomicU64::new(0),
+            last_write_kick_ns: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             wake: (Mutex::new(false), Condvar::new()),
             poll: Duration::from_nanos(cfg.flusher_poll_ns.max(1_000_000)),
@@ -722,6 +729,22 @@ impl Inner {
         self.epoch.elapsed().as_nanos() as u64
     }
 
+    /// Wakes the flusher after a write (new dirty data may cross a cleaning threshold), at
+    /// most once per [`WRITE_KICK_INTERVAL_NS`]: a wake per write would have the flusher poll
+    /// every shard tens of thousands of times a second, stealing the cores from the requests.
+    fn kick_after_write(&self) {
+        let now = self.now_ns();
+        let last = self.last_write_kick_ns.load(Relaxed);
+        if now.saturating_sub(last) >= WRITE_KICK_INTERVAL_NS
+            && self
+                .last_write_kick_ns
+                .compare_exchange(last, now, Relaxed, Relaxed)
+                .is_ok()
+        {
+            self.kick();
+        }
+    }
+
     fn kick(&self) {
         *lock(&self.wake.0) = true;
         self.wake.1.notify_one();
@@ -831,7 +854,7 @@ impl Inner {
                 Counters::add(&c.write_bytes, len);
                 Counters::add(&c.fua_writes, fua as u64);
                 Latencies::record(&self.latency.write, us);
-                self.kick();
+                self.kick_after_write();
             }
             _ => Counters::add(&c.trims, 1),
         }
@@ -861,6 +884,19 @@ impl Inner {
                     _ => core.cache.would_absorb(req),
                 };
                 if !alone {
+                    return None;
+                }
+                // Run inline only what starts at once: a plan in flight on these lines' slots
+                // (a flush job reading them, a fill) may take long, and the caller (a
+                // connection's reader) would hold up every request behind it meanwhile.
+                let line = self.geo.line_size();
+                let writing = req.op != Op::Read;
+                let busy = (req.offset / line..=(req.offset + req.len - 1) / line).any(|i| {
+                    core.cache
+                        .line_state(req.volume, i)
+                        .is_some_and(|l| core.order.would_wait(cache_slot(l.slot), writing))
+                });
+                if busy {
                     return None;
                 }
             }

@@ -169,6 +169,14 @@ impl OrderingTable {
         ticket.done.set(outcome);
     }
 
+    /// Whether a plan registered now to read (or, with `writing`, write) `loc` would wait
+    /// for one in flight.
+    pub fn would_wait(&self, loc: Location, writing: bool) -> bool {
+        self.locations
+            .get(&loc)
+            .is_some_and(|st| st.writer.is_some() || (writing && !st.readers.is_empty()))
+    }
+
     /// Locations with plans in flight.
     pub fn len(&self) -> usize {
         self.locations.len()
@@ -219,6 +227,9 @@ mod tests {
         assert_eq!(other.wait_turn(), 0);
         assert!(!other.predecessor_failed());
         // Passed on: a plan waiting for one that ended failed learns it too.
+        assert!(!t.would_wait(1, false), "readers do not hold readers up");
+        assert!(t.would_wait(1, true) && t.would_wait(2, true) && t.would_wait(3, false));
+        assert!(!t.would_wait(4, true));
         let mut next = t.register(vec![], vec![1]);
         t.fail(hit);
         next.wait_turn();

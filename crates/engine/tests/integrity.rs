@@ -456,15 +456,23 @@ fn inline_requests_run_only_on_the_cache_alone() {
             0,
             "nothing ran"
         );
+        // A read answered before its fill finished: hits on those lines are declined (they
+        // would wait for the fill) until the fill is done.
+        let fast_read = |b: &mut [u8], off: u64| loop {
+            match engine.read_fast(b, off) {
+                Some(r) => break r,
+                None => std::thread::yield_now(),
+            }
+        };
         engine.read(&mut b, 0).unwrap();
-        assert!(engine.read_fast(&mut b, 0).unwrap().is_ok());
+        assert!(fast_read(&mut b, 0).is_ok());
         assert_eq!(b, vec![7u8; 8192]);
         engine.write_fast(&[3u8; 4096], 4096).unwrap().unwrap();
-        engine.read_fast(&mut b, 0).unwrap().unwrap();
+        fast_read(&mut b, 0).unwrap();
         assert!(b[..4096] == [7u8; 4096] && b[4096..] == [3u8; 4096]);
         // Across a 64 KiB chunk boundary (two shards under ht-fg): both lines resident.
         engine.read(&mut b, 65536 - 4096).unwrap();
-        assert!(engine.read_fast(&mut b, 65536 - 4096).unwrap().is_ok());
+        assert!(fast_read(&mut b, 65536 - 4096).is_ok());
         let st = engine.stats();
         assert_eq!(
             (st.reads, st.writes, st.dirty_lines),
@@ -673,4 +681,80 @@ fn a_hit_on_a_failing_fill_fails_rather_than_reading_the_slot() {
         assert!(engine.stats().halted.is_none());
         engine.audit();
     }
+}
+
+/// The server's inline path never blocks a connection's reader: a hit on a line whose fill
+/// is still in flight is declined (to run on a worker) instead of waiting for the fill.
+#[test]
+fn inline_hits_decline_lines_with_a_fill_in_flight() {
+    use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+    use std::sync::{Condvar, Mutex};
+    use tiercache_nbd::BlockDevice;
+    /// Reads block until released.
+    struct Gate {
+        inner: MemDevice,
+        open: (Mutex<bool>, Condvar),
+        reads: AtomicU32,
+    }
+    impl Device for Gate {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+            self.reads.fetch_add(1, SeqCst);
+            let (m, cv) = &self.open;
+            let mut o = m.lock().unwrap();
+            while !*o {
+                o = cv.wait(o).unwrap();
+            }
+            self.inner.read_at(buf, offset)
+        }
+        fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+            self.inner.write_at(data, offset)
+        }
+        fn sync(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn len(&self) -> u64 {
+            self.inner.len()
+        }
+    }
+    let backend = Arc::new(Gate {
+        inner: MemDevice::from_bytes(vec![9u8; 1 << 20]),
+        open: Default::default(),
+        reads: 0.into(),
+    });
+    let engine = Engine::with_devices(
+        &cache_config(WritePolicy::WriteBack, 4096),
+        &EngineConfig::default(),
+        Arc::new(MemDevice::new(4 << 20)),
+        backend.clone(),
+    )
+    .unwrap();
+    std::thread::scope(|s| {
+        let miss = s.spawn(|| {
+            let mut b = vec![0u8; 4096];
+            engine.read(&mut b, 4096).map(|()| b)
+        });
+        while backend.reads.load(SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        // The line is resident (its fill planned) but the fill waits on the backend.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let e = &engine;
+        s.spawn(move || {
+            let mut b = vec![0u8; 4096];
+            let declined = e.read_fast(&mut b, 4096).is_none();
+            let write_declined = e.write_fast(&[1u8; 4096], 4096).is_none();
+            let _ = tx.send((declined, write_declined));
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(30));
+        *backend.open.0.lock().unwrap() = true;
+        backend.open.1.notify_all();
+        assert_eq!(
+            got,
+            Ok((true, true)),
+            "inline requests on a line being filled are declined at once"
+        );
+        assert_eq!(miss.join().unwrap().unwrap(), vec![9u8; 4096]);
+    });
+    assert_eq!(engine.stats().reads, 1, "declined requests ran nothing");
+    engine.audit();
 }
