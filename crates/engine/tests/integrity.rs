@@ -11,6 +11,72 @@ use tiercache_policy::{CacheConfig, CleaningConfig, PromotionConfig, WritePolicy
 const VOLUME: usize = 8 << 20;
 const THREADS: usize = 4;
 
+/// Fault injection: the bytes of a [`MemDevice`] behind hooks that see the test's `state` and
+/// may fail or hold up each read (`before_read`) and write (`before_write`).
+struct Faulty<S> {
+    inner: MemDevice,
+    state: S,
+    before_read: fn(&S) -> std::io::Result<()>,
+    before_write: fn(&S) -> std::io::Result<()>,
+}
+
+/// A hook that lets everything through.
+fn pass<S>(_: &S) -> std::io::Result<()> {
+    Ok(())
+}
+
+impl<S: Send + Sync> Device for Faulty<S> {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        (self.before_read)(&self.state)?;
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+        (self.before_write)(&self.state)?;
+        self.inner.write_at(data, offset)
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+}
+
+/// A gate hooks wait at until a test opens it.
+#[derive(Default)]
+struct Gate(std::sync::Mutex<bool>, std::sync::Condvar);
+
+impl Gate {
+    fn wait(&self) {
+        let mut open = self.0.lock().unwrap();
+        while !*open {
+            open = self.1.wait(open).unwrap();
+        }
+    }
+    fn open(&self) {
+        *self.0.lock().unwrap() = true;
+        self.1.notify_all();
+    }
+}
+
+/// Starts a 4 KiB read at `offset` on a thread of `s` and returns once the backend has seen a
+/// read (`reads` counts them): the read is planned and its miss is under way.
+fn start_miss<'s, 'e>(
+    s: &'s std::thread::Scope<'s, 'e>,
+    engine: &'e Engine,
+    offset: u64,
+    reads: &std::sync::atomic::AtomicU32,
+) -> std::thread::ScopedJoinHandle<'s, std::io::Result<Vec<u8>>> {
+    let miss = s.spawn(move || {
+        let mut b = vec![0u8; 4096];
+        engine.read(&mut b, offset).map(|()| b)
+    });
+    while reads.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        std::thread::yield_now();
+    }
+    miss
+}
+
 fn cache_config(policy: WritePolicy, line: u64) -> CacheConfig {
     CacheConfig {
         capacity: 512 << 10,
@@ -160,30 +226,14 @@ fn write_around_concurrent() {
 
 #[test]
 fn backend_read_errors_fail_that_request_only() {
-    struct Flaky {
-        inner: MemDevice,
-        fail: std::sync::atomic::AtomicBool,
-    }
-    impl Device for Flaky {
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-            if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
-                return Err(std::io::Error::other("injected"));
-            }
-            self.inner.read_at(buf, offset)
-        }
-        fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
-            self.inner.write_at(data, offset)
-        }
-        fn sync(&self) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn len(&self) -> u64 {
-            self.inner.len()
-        }
-    }
-    let backend = Arc::new(Flaky {
+    let backend = Arc::new(Faulty {
         inner: MemDevice::from_bytes((0..1 << 20).map(|i| (i / 4096) as u8).collect()),
-        fail: false.into(),
+        state: std::sync::atomic::AtomicBool::new(false),
+        before_read: |fail| match fail.load(std::sync::atomic::Ordering::SeqCst) {
+            true => Err(std::io::Error::other("injected")),
+            false => Ok(()),
+        },
+        before_write: pass,
     });
     let cfg = cache_config(WritePolicy::WriteBack, 4096);
     let engine = Engine::with_devices(
@@ -197,14 +247,14 @@ fn backend_read_errors_fail_that_request_only() {
     engine.read(&mut b, 4096).unwrap();
     engine.write(&[9u8; 100], 8192 + 50, false).unwrap();
     backend
-        .fail
+        .state
         .store(true, std::sync::atomic::Ordering::SeqCst);
     // A miss fails; a hit is still served; a partial line write's fill fails.
     assert!(engine.read(&mut b, 40960).is_err());
     engine.read(&mut b, 4096).unwrap();
     assert_eq!(b, vec![1u8; 4096]);
     backend
-        .fail
+        .state
         .store(false, std::sync::atomic::Ordering::SeqCst);
     // The failed miss left nothing behind: the line reads right now.
     engine.read(&mut b, 40960).unwrap();
@@ -220,36 +270,25 @@ fn backend_read_errors_fail_that_request_only() {
 /// every line dirty (none dropped half-done, none left pinned), and a later detach completes.
 #[test]
 fn failed_detach_keeps_every_dirty_line_for_the_next() {
-    struct WriteFails {
-        inner: MemDevice,
+    struct State {
         fail: std::sync::atomic::AtomicBool,
         writes: std::sync::atomic::AtomicU64,
     }
-    impl Device for WriteFails {
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-            self.inner.read_at(buf, offset)
-        }
-        fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
-            // Every third write fails: jobs fail part-way, after some of their writes landed.
-            let n = self
-                .writes
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            if self.fail.load(std::sync::atomic::Ordering::SeqCst) && n % 3 == 2 {
+    let backend = Arc::new(Faulty {
+        inner: MemDevice::new(4 << 20),
+        state: State {
+            fail: true.into(),
+            writes: 0.into(),
+        },
+        before_read: pass,
+        // Every third write fails: jobs fail part-way, after some of their writes landed.
+        before_write: |st| {
+            let n = st.writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if st.fail.load(std::sync::atomic::Ordering::SeqCst) && n % 3 == 2 {
                 return Err(std::io::Error::other("injected"));
             }
-            self.inner.write_at(data, offset)
-        }
-        fn sync(&self) -> std::io::Result<()> {
             Ok(())
-        }
-        fn len(&self) -> u64 {
-            self.inner.len()
-        }
-    }
-    let backend = Arc::new(WriteFails {
-        inner: MemDevice::new(4 << 20),
-        fail: true.into(),
-        writes: 0.into(),
+        },
     });
     let mut cfg = cache_config(WritePolicy::WriteBack, 4096);
     cfg.capacity = 2 << 20;
@@ -277,6 +316,7 @@ fn failed_detach_keeps_every_dirty_line_for_the_next() {
         "failed jobs' lines are dirty again"
     );
     backend
+        .state
         .fail
         .store(false, std::sync::atomic::Ordering::SeqCst);
     engine.flush_all().unwrap();
@@ -492,32 +532,16 @@ fn inline_requests_run_only_on_the_cache_alone() {
 #[test]
 fn failed_inline_write_back_halts_and_a_restart_keeps_the_victim() {
     use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-    struct WriteFails {
-        inner: MemDevice,
-        fail: AtomicBool,
-    }
-    impl Device for WriteFails {
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-            self.inner.read_at(buf, offset)
-        }
-        fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
-            if self.fail.load(SeqCst) {
-                return Err(std::io::Error::other("injected: no space left"));
-            }
-            self.inner.write_at(data, offset)
-        }
-        fn sync(&self) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn len(&self) -> u64 {
-            self.inner.len()
-        }
-    }
     let pattern = |i: u64| (i % 251) as u8 + 1;
     for lookup in [Lookup::HtFg, Lookup::HtCg, Lookup::Lt] {
-        let backend = Arc::new(WriteFails {
+        let backend = Arc::new(Faulty {
             inner: MemDevice::new(4 << 20),
-            fail: false.into(),
+            state: AtomicBool::new(false),
+            before_read: pass,
+            before_write: |fail| match fail.load(SeqCst) {
+                true => Err(std::io::Error::other("injected: no space left")),
+                false => Ok(()),
+            },
         });
         let mut cfg = cache_config(WritePolicy::WriteBack, 4096);
         cfg.capacity = 64 << 10; // 16 lines
@@ -542,7 +566,7 @@ fn failed_inline_write_back_halts_and_a_restart_keeps_the_victim() {
         let s = engine.stats();
         assert_eq!(s.dirty_lines, s.capacity_lines, "{lookup:?}");
         engine.flush().unwrap();
-        backend.fail.store(true, SeqCst);
+        backend.state.store(true, SeqCst);
         let fresh = 1001u64;
         assert!(
             engine.write(&[7u8; 4096], fresh * 4096, false).is_err(),
@@ -566,7 +590,7 @@ fn failed_inline_write_back_halts_and_a_restart_keeps_the_victim() {
         );
         drop(engine);
         // Restart on the same cache device, the backend healthy again.
-        backend.fail.store(false, SeqCst);
+        backend.state.store(false, SeqCst);
         let engine = Engine::with_devices(&cfg, &ecfg, cache_dev, backend.clone()).unwrap();
         assert!(engine.stats().halted.is_none());
         for &i in &acked {
@@ -594,43 +618,29 @@ fn failed_inline_write_back_halts_and_a_restart_keeps_the_victim() {
 #[test]
 fn a_hit_on_a_failing_fill_fails_rather_than_reading_the_slot() {
     use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
-    use std::sync::{Condvar, Mutex};
-    /// The first read blocks until released, then fails; later reads work.
-    struct SlowFailingRead {
-        inner: MemDevice,
-        released: (Mutex<bool>, Condvar),
+    struct State {
+        released: Gate,
         reads: AtomicU32,
         failed: AtomicBool,
     }
-    impl Device for SlowFailingRead {
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-            if self.reads.fetch_add(1, SeqCst) == 0 {
-                let (m, cv) = &self.released;
-                let mut r = m.lock().unwrap();
-                while !*r {
-                    r = cv.wait(r).unwrap();
-                }
-                self.failed.store(true, SeqCst);
-                return Err(std::io::Error::other("injected"));
-            }
-            self.inner.read_at(buf, offset)
-        }
-        fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
-            self.inner.write_at(data, offset)
-        }
-        fn sync(&self) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn len(&self) -> u64 {
-            self.inner.len()
-        }
-    }
     for lookup in [Lookup::HtFg, Lookup::HtCg] {
-        let backend = Arc::new(SlowFailingRead {
+        // The first read blocks until released, then fails; later reads work.
+        let backend = Arc::new(Faulty {
             inner: MemDevice::from_bytes(vec![0x5a; 1 << 20]),
-            released: Default::default(),
-            reads: 0.into(),
-            failed: false.into(),
+            state: State {
+                released: Gate::default(),
+                reads: 0.into(),
+                failed: false.into(),
+            },
+            before_read: |st| {
+                if st.reads.fetch_add(1, SeqCst) == 0 {
+                    st.released.wait();
+                    st.failed.store(true, SeqCst);
+                    return Err(std::io::Error::other("injected"));
+                }
+                Ok(())
+            },
+            before_write: pass,
         });
         let cfg = cache_config(WritePolicy::WriteBack, 4096);
         let ecfg = EngineConfig {
@@ -645,13 +655,7 @@ fn a_hit_on_a_failing_fill_fails_rather_than_reading_the_slot() {
         )
         .unwrap();
         std::thread::scope(|s| {
-            let miss = s.spawn(|| {
-                let mut b = vec![0u8; 4096];
-                engine.read(&mut b, 8192).map(|()| b)
-            });
-            while backend.reads.load(SeqCst) == 0 {
-                std::thread::yield_now();
-            }
+            let miss = start_miss(s, &engine, 8192, &backend.state.reads);
             // The miss is planned and blocked in its backend read: this read is planned as a
             // hit on the line being filled, and waits for the fill.
             let hit = s.spawn(|| {
@@ -662,8 +666,7 @@ fn a_hit_on_a_failing_fill_fails_rather_than_reading_the_slot() {
                 std::thread::yield_now();
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
-            *backend.released.0.lock().unwrap() = true;
-            backend.released.1.notify_all();
+            backend.state.released.open();
             assert!(miss.join().unwrap().is_err(), "{lookup:?}: the miss failed");
             match hit.join().unwrap() {
                 Ok(b) => assert!(
@@ -673,7 +676,7 @@ fn a_hit_on_a_failing_fill_fails_rather_than_reading_the_slot() {
                 Err(e) => assert!(e.to_string().contains("earlier request"), "{e}"),
             }
         });
-        assert!(backend.failed.load(SeqCst));
+        assert!(backend.state.failed.load(SeqCst));
         // Nothing stuck: the line reads right now.
         let mut b = vec![0u8; 4096];
         engine.read(&mut b, 8192).unwrap();
@@ -688,38 +691,24 @@ fn a_hit_on_a_failing_fill_fails_rather_than_reading_the_slot() {
 #[test]
 fn inline_hits_decline_lines_with_a_fill_in_flight() {
     use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
-    use std::sync::{Condvar, Mutex};
     use tiercache_nbd::BlockDevice;
-    /// Reads block until released.
-    struct Gate {
-        inner: MemDevice,
-        open: (Mutex<bool>, Condvar),
+    struct State {
+        open: Gate,
         reads: AtomicU32,
     }
-    impl Device for Gate {
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-            self.reads.fetch_add(1, SeqCst);
-            let (m, cv) = &self.open;
-            let mut o = m.lock().unwrap();
-            while !*o {
-                o = cv.wait(o).unwrap();
-            }
-            self.inner.read_at(buf, offset)
-        }
-        fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
-            self.inner.write_at(data, offset)
-        }
-        fn sync(&self) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn len(&self) -> u64 {
-            self.inner.len()
-        }
-    }
-    let backend = Arc::new(Gate {
+    // Reads block until the gate opens.
+    let backend = Arc::new(Faulty {
         inner: MemDevice::from_bytes(vec![9u8; 1 << 20]),
-        open: Default::default(),
-        reads: 0.into(),
+        state: State {
+            open: Gate::default(),
+            reads: 0.into(),
+        },
+        before_read: |st| {
+            st.reads.fetch_add(1, SeqCst);
+            st.open.wait();
+            Ok(())
+        },
+        before_write: pass,
     });
     let engine = Engine::with_devices(
         &cache_config(WritePolicy::WriteBack, 4096),
@@ -729,13 +718,7 @@ fn inline_hits_decline_lines_with_a_fill_in_flight() {
     )
     .unwrap();
     std::thread::scope(|s| {
-        let miss = s.spawn(|| {
-            let mut b = vec![0u8; 4096];
-            engine.read(&mut b, 4096).map(|()| b)
-        });
-        while backend.reads.load(SeqCst) == 0 {
-            std::thread::yield_now();
-        }
+        let miss = start_miss(s, &engine, 4096, &backend.state.reads);
         // The line is resident (its fill planned) but the fill waits on the backend.
         let (tx, rx) = std::sync::mpsc::channel();
         let e = &engine;
@@ -746,8 +729,7 @@ fn inline_hits_decline_lines_with_a_fill_in_flight() {
             let _ = tx.send((declined, write_declined));
         });
         let got = rx.recv_timeout(std::time::Duration::from_secs(30));
-        *backend.open.0.lock().unwrap() = true;
-        backend.open.1.notify_all();
+        backend.state.open.open();
         assert_eq!(
             got,
             Ok((true, true)),
