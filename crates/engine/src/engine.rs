@@ -891,11 +891,12 @@ impl Inner {
                 // connection's reader) would hold up every request behind it meanwhile.
                 let line = self.geo.line_size();
                 let writing = req.op != Op::Read;
-                let busy = (req.offset / line..=(req.offset + req.len - 1) / line).any(|i| {
-                    core.cache
-                        .line_state(req.volume, i)
-                        .is_some_and(|l| core.order.would_wait(cache_slot(l.slot), writing))
-                });
+                let busy = !core.order.is_empty()
+                    && (req.offset / line..=(req.offset + req.len - 1) / line).any(|i| {
+                        core.cache
+                            .line_state(req.volume, i)
+                            .is_some_and(|l| core.order.would_wait(cache_slot(l.slot), writing))
+                    });
                 if busy {
                     return None;
                 }
@@ -948,18 +949,13 @@ impl Inner {
             }
             Ok(Executed::Done) => Ok(()),
             Err(e) => {
-                self.halt_if_evicting(&plan, &e);
                 // The request's error is the one to report; forgetting is best effort.
-                let _ = self.forget_failed(shard, req, &plan);
+                let _ = self.forget_failed(shard, req, &plan, &e);
                 Err(e)
             }
         };
         let mut core = lock(&shard.core);
-        if result.is_ok() {
-            core.order.complete(ticket);
-        } else {
-            core.order.fail(ticket);
-        }
+        core.order.end(ticket, result.is_ok());
         core.updates = updates;
         drop(core);
         Some(result)
@@ -976,27 +972,29 @@ impl Inner {
             progress,
         } = *task;
         let shard = &self.shards[k];
-        let mut result = self
+        let result = self
             .resume(shard, &plan, &updates, progress, false)
             .map(|_| ());
         if let Err(e) = &result {
             Counters::add(&self.counters.errors, 1);
-            self.halt_if_evicting(&plan, e);
-            result = result.and(self.forget_failed(shard, &req, &plan));
+            // The plan's error is the one to report; forgetting is best effort.
+            let _ = self.forget_failed(shard, &req, &plan, e);
         }
-        let mut core = lock(&shard.core);
-        if result.is_ok() {
-            core.order.complete(ticket);
-        } else {
-            core.order.fail(ticket);
-        }
-        drop(core);
+        lock(&shard.core).order.end(ticket, result.is_ok());
         self.deferred_pending.fetch_sub(1, Relaxed);
         result
     }
 
-    /// After a failed plan: the lines it filled may hold garbage; keep only dirty data.
-    fn forget_failed(&self, shard: &Shard, req: &Request, plan: &Plan) -> io::Result<()> {
+    /// After a failed plan: the lines it filled may hold garbage; keep only dirty data. A
+    /// plan that evicted a dirty line halts the engine instead (see [`Inner::halted`]).
+    fn forget_failed(
+        &self,
+        shard: &Shard,
+        req: &Request,
+        plan: &Plan,
+        failure: &io::Error,
+    ) -> io::Result<()> {
+        self.halt_if_evicting(plan, failure);
         if self.halted.get().is_some() {
             // Records written now could replace the one naming an evicted dirty line.
             return Ok(());

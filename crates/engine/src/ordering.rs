@@ -134,16 +134,22 @@ impl OrderingTable {
 
     /// The plan of `ticket` completed: wakes its waiters and forgets it.
     pub fn complete(&mut self, ticket: Ticket) {
-        self.end(ticket, Outcome::Completed)
+        self.end(ticket, true)
     }
 
     /// The plan of `ticket` failed: as [`complete`](Self::complete), but its waiters learn
     /// it failed ([`Ticket::predecessor_failed`]).
     pub fn fail(&mut self, ticket: Ticket) {
-        self.end(ticket, Outcome::Failed)
+        self.end(ticket, false)
     }
 
-    fn end(&mut self, ticket: Ticket, outcome: Outcome) {
+    /// The plan of `ticket` ended, `completed` or failed.
+    pub fn end(&mut self, ticket: Ticket, completed: bool) {
+        let outcome = if completed {
+            Outcome::Completed
+        } else {
+            Outcome::Failed
+        };
         for r in &ticket.reads {
             if let Some(st) = self.locations.get_mut(r) {
                 st.readers.retain(|d| !Arc::ptr_eq(d, &ticket.done));
@@ -226,10 +232,10 @@ mod tests {
         assert!(hit.predecessor_failed());
         assert_eq!(other.wait_turn(), 0);
         assert!(!other.predecessor_failed());
-        // Passed on: a plan waiting for one that ended failed learns it too.
         assert!(!t.would_wait(1, false), "readers do not hold readers up");
         assert!(t.would_wait(1, true) && t.would_wait(2, true) && t.would_wait(3, false));
         assert!(!t.would_wait(4, true));
+        // Passed on: a plan waiting for one that ended failed learns it too.
         let mut next = t.register(vec![], vec![1]);
         t.fail(hit);
         next.wait_turn();
