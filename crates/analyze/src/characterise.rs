@@ -44,6 +44,30 @@ pub struct IntervalLines {
     pub reuse: IntervalReuse,
 }
 
+/// Most interval rows a characterisation keeps. Past this the interval width doubles and
+/// neighbouring rows merge (as `trace stats` does), so memory is bounded by this and not by
+/// the trace's time span: a three-request trace spanning a century makes at most this many rows.
+pub const MAX_INTERVALS: usize = 4096;
+
+impl IntervalRow {
+    /// Folds the row that follows this one into it (the two become one interval). Counts add
+    /// up; the footprint is the later one's; demands are the larger; the working set is the
+    /// larger of the two (a lower bound of the merged interval's: lines they share are not
+    /// known any more).
+    fn absorb(&mut self, next: &IntervalRow) {
+        self.requests += next.requests;
+        self.reads += next.reads;
+        self.writes += next.writes;
+        self.bytes += next.bytes;
+        self.working_set_lines = self.working_set_lines.max(next.working_set_lines);
+        self.footprint_lines = self.footprint_lines.max(next.footprint_lines);
+        self.reuse.reuses += next.reuse.reuses;
+        self.reuse.useful_reuses += next.reuse.useful_reuses;
+        self.reuse.urd_demand_lines = self.reuse.urd_demand_lines.max(next.reuse.urd_demand_lines);
+        self.reuse.trd_demand_lines = self.reuse.trd_demand_lines.max(next.reuse.trd_demand_lines);
+    }
+}
+
 /// Sets of lines, for a characteriser that tracks them itself.
 #[derive(Debug, Default)]
 struct OwnLines {
@@ -143,8 +167,12 @@ pub struct Characterisation {
     pub request_sizes: Log2Histogram,
     /// Times between consecutive requests, ns.
     pub inter_arrival_ns: Log2Histogram,
-    /// Interval length, ns.
+    /// Interval length, ns (the requested one, doubled as often as needed to keep at most
+    /// [`MAX_INTERVALS`] rows).
     pub interval_ns: u64,
+    /// Whether intervals were widened: then each row's `working_set_lines` is the largest
+    /// working set of the narrower intervals it merges (a lower bound).
+    pub intervals_widened: bool,
     /// Per-interval rows.
     pub intervals: Vec<IntervalRow>,
     /// Bursts among the intervals.
@@ -163,6 +191,8 @@ pub struct Characteriser {
     first: Option<u64>,
     last: u64,
     current: IntervalRow,
+    /// A closed row folded into `current` by a widening (merged in when `current` closes).
+    carry: Option<IntervalRow>,
     /// `None` when the caller supplies [`IntervalLines`] (see [`Characteriser::add_with`]).
     lines: Option<OwnLines>,
 }
@@ -191,7 +221,39 @@ impl Characteriser {
             first: None,
             last: 0,
             current: IntervalRow::default(),
+            carry: None,
         }
+    }
+
+    /// Doubles the interval width: neighbouring closed rows merge pairwise, and a closed row
+    /// left without a partner joins the open one.
+    fn widen(&mut self) {
+        let rows = std::mem::take(&mut self.out.intervals);
+        let width = self.interval_ns.saturating_mul(2);
+        let mut merged = Vec::with_capacity(rows.len() / 2 + 1);
+        let mut it = rows.into_iter();
+        while let Some(mut a) = it.next() {
+            match it.next() {
+                Some(b) => {
+                    a.absorb(&b);
+                    merged.push(a);
+                }
+                None => {
+                    // `a` and the open row form one interval of the new width.
+                    if let Some(c) = self.carry.take() {
+                        a.absorb(&c);
+                    }
+                    self.current.start_ns = a.start_ns;
+                    self.carry = Some(a);
+                }
+            }
+        }
+        for row in &mut merged {
+            row.iops = row.requests as f64 * 1e9 / width as f64;
+        }
+        self.out.intervals = merged;
+        self.interval_ns = width;
+        self.out.intervals_widened = true;
     }
 
     fn close_interval(&mut self, supply: &mut dyn FnMut() -> IntervalLines) {
@@ -212,6 +274,11 @@ impl Characteriser {
         row.working_set_lines = lines.working_set_lines;
         row.footprint_lines = lines.footprint_lines;
         row.reuse = lines.reuse;
+        if let Some(mut earlier) = self.carry.take() {
+            earlier.absorb(&row);
+            row = earlier;
+            row.iops = row.requests as f64 * 1e9 / self.interval_ns as f64;
+        }
         self.current.start_ns = row.start_ns + self.interval_ns;
         self.out.intervals.push(row);
     }
@@ -234,6 +301,13 @@ impl Characteriser {
             self.gaps[bucket(r.time_ns.max(self.last) - self.last)] += 1;
         }
         self.last = r.time_ns.max(self.last);
+        // Widen first, so that the intervals this request closes fit under the bound.
+        while t >= self.current.start_ns
+            && (t - self.current.start_ns) / self.interval_ns
+                >= (MAX_INTERVALS - self.out.intervals.len()) as u64
+        {
+            self.widen();
+        }
         while t >= self.current.start_ns + self.interval_ns {
             self.close_interval(supply);
         }
@@ -278,7 +352,7 @@ impl Characteriser {
     /// As [`finish`](Self::finish), with `supply` as in [`add_with`](Self::add_with) for the
     /// last interval.
     pub fn finish_with(mut self, supply: &mut dyn FnMut() -> IntervalLines) -> Characterisation {
-        if self.current.requests > 0 {
+        if self.current.requests > 0 || self.carry.is_some() {
             self.close_interval(supply);
         }
         let mut out = self.out;
@@ -319,6 +393,83 @@ impl Characteriser {
 mod tests {
     use super::*;
     use tiercache_core::VolumeId;
+
+    #[test]
+    fn a_century_long_trace_keeps_bounded_rows() {
+        // Three requests spanning 95 years at 1 s intervals: one row per second would be
+        // 3e9 rows (7 GB), and closing them one by one would take hours.
+        let geo = LineGeometry::new(4096).unwrap();
+        let mut c = Characteriser::new(geo, 1_000_000_000, 2.0);
+        let year_ns = 365 * 24 * 3600 * 1_000_000_000u64;
+        for (i, t) in [0, 40 * year_ns, 95 * year_ns].into_iter().enumerate() {
+            c.add(&Request {
+                time_ns: t,
+                volume: VolumeId(0),
+                op: Op::Read,
+                offset: i as u64 * 4096,
+                len: 4096,
+            });
+        }
+        let out = c.finish();
+        assert!(
+            out.intervals.len() <= MAX_INTERVALS,
+            "{}",
+            out.intervals.len()
+        );
+        assert!(out.intervals_widened);
+        assert_eq!(out.intervals.iter().map(|r| r.requests).sum::<u64>(), 3);
+        assert!(out.interval_ns as u128 * MAX_INTERVALS as u128 > 95 * year_ns as u128);
+        for w in out.intervals.windows(2) {
+            assert_eq!(w[1].start_ns, w[0].start_ns + out.interval_ns);
+        }
+    }
+
+    #[test]
+    fn widened_rows_equal_rows_of_the_wider_interval() {
+        use rand::{Rng, SeedableRng};
+        let geo = LineGeometry::new(4096).unwrap();
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
+        let mut t = 0u64;
+        let reqs: Vec<Request> = (0..30_000)
+            .map(|_| {
+                t += rng.gen_range(0..700_000_000u64);
+                Request {
+                    time_ns: t,
+                    volume: VolumeId(0),
+                    op: if rng.gen_bool(0.3) {
+                        Op::Write
+                    } else {
+                        Op::Read
+                    },
+                    offset: rng.gen_range(0..500u64) * 4096,
+                    len: 4096,
+                }
+            })
+            .collect();
+        let mut narrow = Characteriser::new(geo, 1_000_000_000, 2.0);
+        for r in &reqs {
+            narrow.add(r);
+        }
+        let narrow = narrow.finish();
+        assert!(narrow.intervals_widened);
+        let mut wide = Characteriser::new(geo, narrow.interval_ns, 2.0);
+        for r in &reqs {
+            wide.add(r);
+        }
+        let wide = wide.finish();
+        assert!(!wide.intervals_widened);
+        assert_eq!(narrow.intervals.len(), wide.intervals.len());
+        for (a, b) in narrow.intervals.iter().zip(&wide.intervals) {
+            assert_eq!(a.start_ns, b.start_ns);
+            assert_eq!(
+                (a.requests, a.reads, a.writes, a.bytes),
+                (b.requests, b.reads, b.writes, b.bytes)
+            );
+            assert_eq!(a.footprint_lines, b.footprint_lines);
+            assert!(a.working_set_lines <= b.working_set_lines);
+            assert_eq!(a.iops, b.iops);
+        }
+    }
 
     fn req(t_ms: u64, op: Op, offset: u64, len: u64) -> Request {
         Request {

@@ -532,6 +532,14 @@ impl std::fmt::Display for Analysis {
             c.bursts.longest_burst_intervals,
             peak_ws
         )?;
+        if c.intervals_widened {
+            writeln!(
+                f,
+                "             (intervals widened to {} ms to keep at most {} rows; working sets of widened intervals are lower bounds)",
+                c.interval_ns / 1_000_000,
+                characterise::MAX_INTERVALS
+            )?;
+        }
         writeln!(
             f,
             "reuse        per interval: reuses median {}, max {}; URD demand median {}, max {} lines; TRD demand median {}, max {} lines",

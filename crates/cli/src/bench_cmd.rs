@@ -2,6 +2,7 @@
 //! config's `[workload]`, and writes the same result record as `tiercache sim`, so a simulated
 //! and a measured run of one design compare field by field.
 
+use crate::experiment::TraceWorkload;
 use crate::serve_cmd::{self, ServeSetup};
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -28,9 +29,13 @@ pub struct BenchArgs {
     /// Print the result record as JSON instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Keep fio's own JSON output in this file.
+    /// Keep fio's own JSON output in this file (the variant's name is added to the file name
+    /// when the config has several).
     #[arg(long, value_name = "FILE")]
     pub fio_output: Option<PathBuf>,
+    /// Run only the variants whose name contains this text.
+    #[arg(long)]
+    pub only: Option<String>,
 }
 
 /// The `[bench]` section.
@@ -69,8 +74,11 @@ fn invalid(doc: &Document, message: String) -> anyhow::Error {
 /// express.
 pub fn fio_options(w: &WorkloadSpec, volume_bytes: u64) -> Result<Vec<String>, String> {
     let mut o = Vec::new();
-    if w.volumes != 1 {
-        return Err("workload.volumes: fio drives one volume".into());
+    if w.volumes > 1 && w.volume_weights.is_some() {
+        return Err(
+            "workload.volume_weights: fio drives one export; volumes are laid out on it one after another, one per job (job j on volume j mod volumes), and cannot be weighted"
+                .into(),
+        );
     }
     if w.trim_fraction > 0.0 {
         return Err("workload.trim_fraction: fio's read/write mix has no trims".into());
@@ -78,9 +86,10 @@ pub fn fio_options(w: &WorkloadSpec, volume_bytes: u64) -> Result<Vec<String>, S
     if w.bursts.is_some() {
         return Err("workload.bursts: not expressible in fio".into());
     }
-    if w.footprint == 0 || w.footprint > volume_bytes {
+    let volumes = u64::from(w.volumes.max(1));
+    if w.footprint == 0 || w.footprint.saturating_mul(volumes) > volume_bytes {
         return Err(format!(
-            "workload.footprint: {} bytes, the volume has {volume_bytes}",
+            "workload.footprint: {} bytes × {volumes} volume(s), the export has {volume_bytes}",
             w.footprint
         ));
     }
@@ -132,7 +141,6 @@ pub fn fio_options(w: &WorkloadSpec, volume_bytes: u64) -> Result<Vec<String>, S
         }
     }
     o.push(format!("--size={}", w.footprint));
-    o.push(format!("--numjobs={}", w.jobs.max(1)));
     o.push(format!("--iodepth={}", w.iodepth.unwrap_or(1)));
     if let Some(r) = w.rate_iops {
         o.push(format!(
@@ -140,8 +148,46 @@ pub fn fio_options(w: &WorkloadSpec, volume_bytes: u64) -> Result<Vec<String>, S
             (r / w.jobs.max(1) as f64).ceil() as u64
         ));
     }
-    o.push(format!("--randseed={}", w.seed));
     Ok(o)
+}
+
+/// fio job sections, one per workload job, each with its own random seed derived from the
+/// workload's: fio's `--numjobs` clones share one `--randseed`, so every clone would issue the
+/// same offsets and hit what the others just brought in (a 77% hit ratio where the workload
+/// gives 1.5%). Volumes lie one after another on the export, and job `j` works on volume
+/// `j mod volumes`, as the simulator's generator assigns them. Goes after the global options.
+pub fn fio_jobs(w: &WorkloadSpec) -> Vec<String> {
+    let volumes = u64::from(w.volumes.max(1));
+    (0..u64::from(w.jobs.max(1)))
+        .flat_map(|i| {
+            [
+                format!("--name=job{i}"),
+                format!(
+                    "--randseed={}",
+                    w.seed.wrapping_mul(1_000_003).wrapping_add(i)
+                ),
+                format!("--offset={}", (i % volumes) * w.footprint),
+            ]
+        })
+        .collect()
+}
+
+/// What fio drives the engine with.
+enum Load {
+    /// A synthetic workload, as fio job options.
+    Synthetic(Box<WorkloadSpec>),
+    /// A trace, as a fio iolog.
+    Trace(crate::bench_trace::IologReplay),
+}
+
+impl Load {
+    /// One past the highest byte the load touches.
+    fn end(&self) -> u64 {
+        match self {
+            Load::Synthetic(w) => w.footprint.saturating_mul(u64::from(w.volumes.max(1))),
+            Load::Trace(t) => t.end,
+        }
+    }
 }
 
 fn summary(side: &serde_json::Value) -> LatencySummary {
@@ -159,29 +205,144 @@ fn summary(side: &serde_json::Value) -> LatencySummary {
     }
 }
 
-/// Entry point of `tiercache bench`.
+/// Entry point of `tiercache bench`: every variant of the config (as `sim` runs them), one
+/// after another, each on a fresh engine.
 pub fn run(args: BenchArgs) -> Result<()> {
-    let setup: ServeSetup = serve_cmd::load(Some(&args.config), &args.overrides)?;
-    let mut doc = Document::load(&args.config)?;
-    doc.apply_overrides(&args.overrides)?;
+    let (doc, base) = serve_cmd::load_doc(Some(&args.config), &args.overrides)?;
+    let mut variants = doc.variants()?;
+    if let Some(only) = &args.only {
+        variants.retain(|(name, _)| name.contains(only.as_str()));
+        if variants.is_empty() {
+            bail!("--only {only}: no variant's name contains it");
+        }
+    }
+    if Command::new("fio").arg("--version").output().is_err() {
+        bail!("fio is not installed (scripts/setup.sh installs it)");
+    }
+    let several = variants.len() > 1;
+    let mut rows = Vec::new();
+    let stdout = std::io::stdout();
+    for (name, vdoc) in &variants {
+        let fio_output = args.fio_output.as_ref().map(|p| {
+            if several {
+                crate::sim_cmd::with_suffix(p, name)
+            } else {
+                p.clone()
+            }
+        });
+        let record =
+            bench_one(name, vdoc, &base, fio_output).with_context(|| format!("bench `{name}`"))?;
+        if args.json {
+            writeln!(stdout.lock(), "{}", record.to_json_line()?)?;
+        } else {
+            rows.push((record.name.clone(), record.metrics));
+        }
+    }
+    if !args.json {
+        write!(stdout.lock(), "{}", tiercache_metrics::render_table(&rows))?;
+    }
+    Ok(())
+}
+
+/// Benchmarks one design (a config or one of its variants).
+fn bench_one(
+    name: &str,
+    doc: &Document,
+    base: &std::path::Path,
+    fio_output: Option<PathBuf>,
+) -> Result<RunRecord> {
+    let mut setup: ServeSetup = serve_cmd::setup_of(doc, Some(base))?;
     let table = doc.value.as_table().context("the config must be a table")?;
     if !table.contains_key("workload") {
-        return Err(invalid(&doc, "bench needs a [workload] section".into()));
+        return Err(invalid(doc, "bench needs a [workload] section".into()));
     }
-    let workload: WorkloadSpec = doc.typed(Some("workload"))?;
+    // Files the config does not name are the bench's own, made fresh and removed at the end:
+    // the defaults belong to `serve`, and a running cache may be using them.
+    let dir = tempfile::Builder::new()
+        .prefix("tiercache-bench-")
+        .tempdir()
+        .context("making the bench's private directory")?;
+    let shm_dir = if std::path::Path::new("/dev/shm").is_dir() {
+        Some(
+            tempfile::Builder::new()
+                .prefix("tiercache-bench-")
+                .tempdir_in("/dev/shm")
+                .context("making the bench's private directory in /dev/shm")?,
+        )
+    } else {
+        None
+    };
+    let seed = crate::experiment::run_seed(doc)?;
+    let is_trace = doc
+        .value
+        .get("workload")
+        .and_then(|w| w.get("trace"))
+        .is_some();
+    let load = if is_trace {
+        let mut t: TraceWorkload = doc.typed(Some("workload"))?;
+        if t.trace.is_relative() {
+            t.trace = base.join(&t.trace);
+        }
+        Load::Trace(crate::bench_trace::prepare(
+            &t,
+            &crate::bench_trace::iolog_path(dir.path()),
+        )?)
+    } else {
+        let mut w: WorkloadSpec = doc.typed(Some("workload"))?;
+        w.seed = seed;
+        Load::Synthetic(Box::new(w))
+    };
+    let engine_key = |k: &str| doc.value.get("engine").and_then(|e| e.get(k)).is_some();
+    if !engine_key("cache_path") {
+        setup.engine.cache_path = shm_dir
+            .as_ref()
+            .map_or(dir.path(), |d| d.path())
+            .join("cache.img");
+    }
+    if !engine_key("backend_path") {
+        setup.engine.backend_path = dir.path().join("backend.img");
+        if !engine_key("backend_size") {
+            // Room for every byte the load touches (a sparse file), at least the serve default.
+            setup.engine.backend_size = Some(
+                load.end()
+                    .next_multiple_of(1 << 20)
+                    .max(tiercache_engine::DEFAULT_BACKEND_SIZE),
+            );
+        }
+    }
     let bench: BenchConfig = if table.contains_key("bench") {
         doc.typed(Some("bench"))?
     } else {
         BenchConfig::default()
     };
-    if Command::new("fio").arg("--version").output().is_err() {
-        bail!("fio is not installed (scripts/setup.sh installs it)");
-    }
     let engine =
         Arc::new(Engine::open(&setup.cache, &setup.engine).context("starting the engine")?);
-    let fio_opts = fio_options(&workload, engine.size()).map_err(|m| invalid(&doc, m))?;
-    let dir = tempfile_dir()?;
-    let sock = dir.join("bench.sock");
+    let fio_opts = match &load {
+        Load::Synthetic(w) => {
+            let mut o = fio_options(w, engine.size()).map_err(|m| invalid(doc, m))?;
+            o.extend([
+                "--time_based".to_string(),
+                format!("--runtime={}ms", (bench.runtime_ns / 1_000_000).max(1)),
+                format!("--ramp_time={}ms", bench.ramp_ns / 1_000_000),
+            ]);
+            o.extend(fio_jobs(w));
+            o
+        }
+        Load::Trace(t) => {
+            if t.end > engine.size() {
+                return Err(invalid(
+                    doc,
+                    format!(
+                        "workload.trace: the trace reaches byte {} but the backend has {} (engine.backend_size)",
+                        t.end,
+                        engine.size()
+                    ),
+                ));
+            }
+            t.fio_args.clone()
+        }
+    };
+    let sock = dir.path().join("bench.sock");
     let listener = std::os::unix::net::UnixListener::bind(&sock)?;
     let stats = Arc::new(ServerStats::default());
     let stop = Shutdown::new();
@@ -195,7 +356,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         std::thread::spawn(move || serve_unix(listener, dev, cfg, stats, stop))
     };
     let uri = format!("nbd+unix:///?socket={}", sock.display());
-    if bench.prewarm {
+    if let (true, Load::Synthetic(workload)) = (bench.prewarm, &load) {
         let o = Command::new("fio")
             .args([
                 "--name=prewarm",
@@ -212,24 +373,14 @@ pub fn run(args: BenchArgs) -> Result<()> {
         }
     }
     let before = engine.stats();
-    let out_json = args
-        .fio_output
-        .clone()
-        .unwrap_or_else(|| dir.join("fio.json"));
+    let out_json = fio_output.unwrap_or_else(|| dir.path().join("fio.json"));
     let o = Command::new("fio")
         .args([
-            "--name=bench",
             "--ioengine=nbd",
             &format!("--uri={uri}"),
             "--group_reporting",
-            "--time_based",
             "--output-format=json",
         ])
-        .arg(format!(
-            "--runtime={}ms",
-            (bench.runtime_ns / 1_000_000).max(1)
-        ))
-        .arg(format!("--ramp_time={}ms", bench.ramp_ns / 1_000_000))
         .arg(format!("--output={}", out_json.display()))
         .args(&fio_opts)
         .output()?;
@@ -246,7 +397,20 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let (r, w) = (&job["read"], &job["write"]);
     let reads = r["total_ios"].as_u64().unwrap_or(0);
     let writes = w["total_ios"].as_u64().unwrap_or(0);
-    let secs = bench.runtime_ns as f64 / 1e9;
+    let secs = match &load {
+        Load::Synthetic(_) => bench.runtime_ns as f64 / 1e9,
+        // A replay ends with the trace: fio's own run time.
+        Load::Trace(t) => {
+            if reads + writes != t.requests {
+                bail!(
+                    "fio replayed {} of the trace's {} requests",
+                    reads + writes,
+                    t.requests
+                );
+            }
+            job["job_runtime"].as_f64().unwrap_or(0.0) / 1e3
+        }
+    };
     let (rl, wl) = (summary(r), summary(w));
     let all = LatencySummary {
         count: reads + writes,
@@ -283,37 +447,13 @@ pub fn run(args: BenchArgs) -> Result<()> {
         &mut m,
         &tiercache_sim::stats_diff(&before.cache, &after.cache),
     );
-    let name = doc
-        .value
-        .get("name")
-        .and_then(|v| v.as_str())
-        .unwrap_or("bench")
-        .to_string();
-    let record = RunRecord::new(
+    Ok(RunRecord::new(
         RunKind::Bench,
-        name.clone(),
-        workload.seed,
+        name,
+        seed,
         setup.config_json.clone(),
         m,
-    );
-    let stdout = std::io::stdout();
-    if args.json {
-        writeln!(stdout.lock(), "{}", record.to_json_line()?)?;
-    } else {
-        write!(
-            stdout.lock(),
-            "{}",
-            tiercache_metrics::render_table(&[(name, record.metrics)])
-        )?;
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(())
-}
-
-fn tempfile_dir() -> Result<PathBuf> {
-    let d = std::env::temp_dir().join(format!("tiercache-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&d)?;
-    Ok(d)
+    ))
 }
 
 #[cfg(test)]
@@ -350,12 +490,20 @@ mod tests {
             "--rwmixread=70",
             "--random_distribution=zipf:1.1",
             "--bssplit=4096/75:65536/25",
-            "--numjobs=2",
             "--iodepth=16",
             "--size=1073741824",
         ] {
             assert!(o.iter().any(|x| x == want), "{want} missing from {o:?}");
         }
+        // Each job its own seed: clones sharing one would issue the same offsets.
+        let jobs = fio_jobs(&w);
+        assert_eq!(jobs.iter().filter(|a| a.starts_with("--name=")).count(), 2);
+        let seeds: Vec<_> = jobs
+            .iter()
+            .filter(|a| a.starts_with("--randseed="))
+            .collect();
+        assert_eq!(seeds.len(), 2);
+        assert_ne!(seeds[0], seeds[1]);
         let seq = WorkloadSpec {
             distribution: AddressDist::Sequential,
             read_fraction: 1.0,

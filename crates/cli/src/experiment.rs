@@ -33,6 +33,18 @@ struct RunHead {
     seed: u64,
 }
 
+/// `run.seed` of a document (1 when absent), the seed `sim` gives the synthetic workload; `bench`
+/// gives fio the same one.
+pub fn run_seed(doc: &Document) -> Result<u64, ConfigError> {
+    let has_run = doc.value.as_table().is_some_and(|t| t.contains_key("run"));
+    let head: RunHead = if has_run {
+        doc.typed(Some("run"))?
+    } else {
+        RunHead::default()
+    };
+    Ok(head.seed)
+}
+
 impl Default for RunHead {
     fn default() -> Self {
         Self {
@@ -139,7 +151,15 @@ pub struct Experiment {
     pub workload: Workload,
     /// The whole document as JSON, recorded with the result.
     pub config_json: serde_json::Value,
+    /// What the run does that its config did not say (a default it had to choose), printed
+    /// before it runs.
+    pub notes: Vec<String>,
 }
+
+/// Requests measured by a synthetic run that nothing else bounds (no `run.requests`,
+/// `run.duration_ns`, `workload.requests` or `workload.duration_ns`): without a bound it would
+/// run forever.
+pub const DEFAULT_RUN_REQUESTS: u64 = 1_000_000;
 
 const TOP_KEYS: [&str; 9] = [
     "name", "run", "workload", "cache", "devices", "host", "engine", "serve", "bench",
@@ -233,6 +253,55 @@ impl Experiment {
         };
         // Check the cache now so a bad value is reported before anything runs.
         tiercache_policy::Cache::new(&cache).map_err(|e| invalid(e.to_string()))?;
+        let mut notes = Vec::new();
+        let mut limits = limits;
+        let mut config_json = doc.to_json();
+        if let Workload::Synthetic(spec) = &workload {
+            let unbounded = limits.requests.is_none()
+                && limits.duration_ns.is_none()
+                && spec.requests.is_none()
+                && spec.duration_ns.is_none();
+            if unbounded {
+                limits.requests = Some(DEFAULT_RUN_REQUESTS);
+                // The record describes the run that was made.
+                if let Some(t) = config_json.as_object_mut() {
+                    let run = t.entry("run").or_insert_with(|| serde_json::json!({}));
+                    if let Some(run) = run.as_object_mut() {
+                        run.insert("requests".into(), DEFAULT_RUN_REQUESTS.into());
+                    }
+                }
+                notes.push(format!(
+                    "nothing bounds the run (run.requests, run.duration_ns, workload.requests, workload.duration_ns): measuring {DEFAULT_RUN_REQUESTS} requests"
+                ));
+            }
+            let data = spec
+                .footprint
+                .saturating_mul(u64::from(spec.volumes.max(1)));
+            if cache.capacity > data {
+                notes.push(format!(
+                    "cache.capacity ({} bytes) is larger than the data it caches (workload footprint {} bytes × {} volume(s)): every line fits",
+                    cache.capacity, spec.footprint, spec.volumes.max(1)
+                ));
+            }
+        }
+        if let Some(size) = doc
+            .value
+            .get("engine")
+            .and_then(|e| e.get("backend_size"))
+            .and_then(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .or_else(|| v.as_integer().map(|i| i.to_string()))
+            })
+            .and_then(|v| tiercache_core::units::parse_bytes(&v).ok())
+        {
+            if cache.capacity > size {
+                notes.push(format!(
+                    "cache.capacity ({} bytes) is larger than engine.backend_size ({size} bytes): `serve` refuses this",
+                    cache.capacity
+                ));
+            }
+        }
         let sim = SimConfig {
             cache_device: devices.cache,
             backend: devices.backend,
@@ -247,7 +316,8 @@ impl Experiment {
             cache,
             sim,
             workload,
-            config_json: doc.to_json(),
+            config_json,
+            notes,
         })
     }
 
@@ -322,6 +392,14 @@ impl RequestSource for VolumeFilter {
                 return Some(r);
             }
         }
+    }
+
+    fn take_error(&mut self) -> Option<tiercache_core::SourceError> {
+        self.inner.take_error()
+    }
+
+    fn skipped(&self) -> Option<tiercache_core::SkippedRecords> {
+        self.inner.skipped()
     }
 }
 

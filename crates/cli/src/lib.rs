@@ -5,6 +5,8 @@
 #![warn(missing_docs)]
 
 pub mod bench_cmd;
+pub mod bench_trace;
+pub mod errors;
 pub mod experiment;
 pub mod serve_cmd;
 pub mod sim_cmd;

@@ -65,7 +65,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("tiercache: error: {e:#}");
+            eprintln!("tiercache: error: {}", tiercache::errors::render(&e));
             let input_error = e.chain().any(|c| {
                 c.is::<tiercache_config::ConfigError>()
                     || c.is::<tiercache_trace::TraceError>()

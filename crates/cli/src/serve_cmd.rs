@@ -107,8 +107,26 @@ pub struct ServeSetup {
 }
 
 /// Loads a serve config (or the embedded default) and applies overrides. Relative device
-/// paths are relative to the config file.
+/// paths are relative to the config file. `serve` and `flush` run one cache: a config with
+/// `[[variant]]`s is refused (`bench` runs each variant, see [`setup_of`]).
 pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<ServeSetup> {
+    let (doc, base) = load_doc(path, overrides)?;
+    let variants = doc.variants()?;
+    if variants.len() > 1 {
+        bail!(tiercache_config::ConfigError::Invalid {
+            context: doc.context(),
+            message: format!(
+                "the config has {} [[variant]]s but a served cache is one design: keep one (or run them with `tiercache bench`)",
+                variants.len()
+            ),
+        });
+    }
+    setup_of(&doc, path.map(|_| base.as_path()))
+}
+
+/// The config document (or the embedded default) with overrides applied, and the directory
+/// relative paths start from.
+pub fn load_doc(path: Option<&Path>, overrides: &[String]) -> Result<(Document, PathBuf)> {
     let (mut doc, base) = match path {
         Some(p) => (
             Document::load(p)?,
@@ -120,6 +138,12 @@ pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<ServeSetup> {
         ),
     };
     doc.apply_overrides(overrides)?;
+    Ok((doc, base))
+}
+
+/// The setup one document (a config, or one of its variants) describes. Relative paths start
+/// from `base` when given (a config file's directory).
+pub fn setup_of(doc: &Document, base: Option<&Path>) -> Result<ServeSetup> {
     let table = doc.value.as_table().context("the config must be a table")?;
     let has = |k: &str| table.contains_key(k);
     let cache: CacheConfig = if has("cache") {
@@ -137,10 +161,20 @@ pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<ServeSetup> {
     } else {
         ServeConfig::default()
     };
-    for p in [&mut engine.cache_path, &mut engine.backend_path] {
-        let remote = p.to_str().is_some_and(tiercache_nbd::NbdUri::is_uri);
-        if p.is_relative() && path.is_some() && !remote {
-            *p = base.join(&*p);
+    if let Some(base) = base {
+        for p in [&mut engine.cache_path, &mut engine.backend_path] {
+            let remote = p.to_str().is_some_and(tiercache_nbd::NbdUri::is_uri);
+            if p.is_relative() && !remote {
+                *p = base.join(&*p);
+            }
+        }
+        if serve.socket.is_relative() {
+            serve.socket = base.join(&serve.socket);
+        }
+        if let Some(f) = &mut serve.stats_file {
+            if f.is_relative() {
+                *f = base.join(&*f);
+            }
         }
     }
     if serve.workers > 1024 {
@@ -148,14 +182,6 @@ pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<ServeSetup> {
             context: doc.context(),
             message: format!("serve.workers = {}: at most 1024", serve.workers),
         });
-    }
-    if serve.socket.is_relative() && path.is_some() {
-        serve.socket = base.join(&serve.socket);
-    }
-    if let Some(f) = &mut serve.stats_file {
-        if f.is_relative() && path.is_some() {
-            *f = base.join(&*f);
-        }
     }
     Ok(ServeSetup {
         cache,
@@ -321,6 +347,20 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
 /// syncs the backend.
 pub fn flush(args: FlushArgs) -> Result<()> {
     let setup = load(args.config.as_deref(), &args.overrides)?;
+    // Flushing creates nothing: a missing file means the wrong config, not an empty cache.
+    if !setup.engine.cache_path.exists() {
+        bail!(
+            "engine.cache_path {}: no such cache device: nothing to flush (is this the config the cache was served with?)",
+            setup.engine.cache_path.display()
+        );
+    }
+    let backend = setup.engine.backend_path.to_str().unwrap_or("");
+    if !tiercache_nbd::NbdUri::is_uri(backend) && !setup.engine.backend_path.exists() {
+        bail!(
+            "engine.backend_path {}: no such backend: flush writes dirty lines back to an existing backend",
+            setup.engine.backend_path.display()
+        );
+    }
     let engine = Engine::open(&setup.cache, &setup.engine).context("opening the cache")?;
     let before = engine.stats().dirty_lines;
     engine.flush_all().context("writing dirty lines back")?;

@@ -26,6 +26,10 @@ pub struct SimArgs {
     /// Run only the variants whose name contains this text.
     #[arg(long)]
     pub only: Option<String>,
+    /// Trace workloads: skip and count malformed records instead of stopping at the first
+    /// (the same as `workload.skip_bad = true`).
+    #[arg(long)]
+    pub skip_bad: bool,
 }
 
 /// Result of one experiment.
@@ -52,6 +56,17 @@ pub fn run_experiment(e: &Experiment) -> Result<Outcome> {
             (out, Vec::new())
         }
     };
+    // A trace that could not be read to its end fails the run: its figures would describe
+    // only part of the input.
+    if let Some(err) = source.take_error() {
+        return Err(anyhow::anyhow!(err)).with_context(|| format!("run `{}`", e.name));
+    }
+    if let Some(skipped) = source.skipped() {
+        eprintln!(
+            "tiercache: note: run `{}` skipped {} malformed trace record(s) (workload.skip_bad); first: {}",
+            e.name, skipped.count, skipped.first
+        );
+    }
     let record = RunRecord::new(
         RunKind::Sim,
         e.name.clone(),
@@ -67,11 +82,32 @@ pub fn run(args: SimArgs) -> Result<()> {
     let mut runs = experiment::load(args.config.as_deref(), &args.overrides)?;
     if let Some(only) = &args.only {
         runs.retain(|e| e.name.contains(only.as_str()));
+        if runs.is_empty() {
+            anyhow::bail!("--only {only}: no run's name contains it");
+        }
+    }
+    if args.skip_bad {
+        for e in &mut runs {
+            match &mut e.workload {
+                crate::experiment::Workload::Trace(t) => t.skip_bad = true,
+                crate::experiment::Workload::Synthetic(_) => anyhow::bail!(
+                    "--skip-bad: run `{}` has a synthetic workload, not a trace",
+                    e.name
+                ),
+            }
+        }
     }
     let several = runs.len() > 1;
     let mut rows = Vec::new();
     let stdout = std::io::stdout();
+    if let Some(path) = &args.timeline {
+        // Check the path before running, so a long run's results are not lost at the end.
+        std::fs::File::create(path).with_context(|| format!("--timeline {}", path.display()))?;
+    }
     for e in &runs {
+        for n in &e.notes {
+            eprintln!("tiercache: note: run `{}`: {n}", e.name);
+        }
         let out = run_experiment(e)?;
         if let Some(path) = &args.timeline {
             let path = if several {
@@ -96,7 +132,8 @@ pub fn run(args: SimArgs) -> Result<()> {
     Ok(())
 }
 
-fn with_suffix(path: &std::path::Path, name: &str) -> PathBuf {
+/// `path` with `-NAME` added to its file stem (NAME made file-name safe).
+pub fn with_suffix(path: &std::path::Path, name: &str) -> PathBuf {
     let stem = path
         .file_stem()
         .and_then(|s| s.to_str())

@@ -33,6 +33,32 @@ pub trait RequestSource {
         let _ = now_ns;
         self.next_request(job)
     }
+
+    /// Why the stream ended before its data did, if it did (a trace record that could not be
+    /// read). Executors stop at the end of the stream either way; whoever runs one must take
+    /// this afterwards and fail the run, so that no result is computed silently from part of
+    /// the input. The default source never fails.
+    fn take_error(&mut self) -> Option<SourceError> {
+        None
+    }
+
+    /// Records the source skipped as malformed (under a skip-bad option) and a sample message,
+    /// so a run can say it did not see all of its input. The default source skips nothing.
+    fn skipped(&self) -> Option<SkippedRecords> {
+        None
+    }
+}
+
+/// The error that ended a request stream early.
+pub type SourceError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Malformed records a source skipped instead of failing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedRecords {
+    /// How many were skipped.
+    pub count: u64,
+    /// The first one's error message.
+    pub first: String,
 }
 
 impl<S: RequestSource + ?Sized> RequestSource for Box<S> {
@@ -44,5 +70,11 @@ impl<S: RequestSource + ?Sized> RequestSource for Box<S> {
     }
     fn next_request_at(&mut self, job: u32, now_ns: crate::Nanos) -> Option<Request> {
         (**self).next_request_at(job, now_ns)
+    }
+    fn take_error(&mut self) -> Option<SourceError> {
+        (**self).take_error()
+    }
+    fn skipped(&self) -> Option<SkippedRecords> {
+        (**self).skipped()
     }
 }

@@ -30,6 +30,14 @@ pub enum EngineError {
     /// The cache device's metadata is unusable.
     #[error(transparent)]
     Metadata(#[from] SlotTableError),
+    /// The metadata of the cache device at `path` is unusable.
+    #[error("cache device {path}: {source}")]
+    CacheMetadata {
+        /// The cache device's path.
+        path: String,
+        /// Cause.
+        source: SlotTableError,
+    },
     /// A device could not be opened.
     #[error("{what} {path}: {source}")]
     Open {
@@ -167,6 +175,9 @@ pub struct Engine {
     /// Threads finishing the plans of reads already answered.
     finishers: Mutex<Vec<JoinHandle<()>>>,
     notes: Vec<String>,
+    /// The exclusive lock on the cache device's file, held while the engine lives (None for
+    /// devices given directly).
+    cache_lock: Option<std::fs::File>,
 }
 
 /// Writes wake the flusher at most this often (1 ms): cleaning starts that much after the
@@ -217,6 +228,14 @@ impl Engine {
                     source,
                 })
         };
+        let cache_lock =
+            crate::device::file::lock_exclusive(&cfg.cache_path).map_err(|source| {
+                EngineError::Open {
+                    what: "cache device",
+                    path: cfg.cache_path.display().to_string(),
+                    source,
+                }
+            })?;
         let cache_file = open(
             "cache device",
             &cfg.cache_path,
@@ -305,8 +324,27 @@ impl Engine {
             };
             (backend, cache_cfg.clone())
         };
-        let mut engine = Self::with_devices(&cache_cfg, cfg, cache_dev, backend)?;
+        if cache_cfg.capacity > backend.len() {
+            return Err(EngineError::Setting {
+                field: "cache.capacity",
+                reason: format!(
+                    "{} bytes is larger than the backend {} ({} bytes): a cache larger than what it caches",
+                    cache_cfg.capacity,
+                    cfg.backend_path.display(),
+                    backend.len()
+                ),
+            });
+        }
+        let mut engine =
+            Self::with_devices(&cache_cfg, cfg, cache_dev, backend).map_err(|e| match e {
+                EngineError::Metadata(source) => EngineError::CacheMetadata {
+                    path: cfg.cache_path.display().to_string(),
+                    source,
+                },
+                e => e,
+            })?;
         engine.notes = notes;
+        engine.cache_lock = Some(cache_lock);
         Ok(engine)
     }
 
@@ -448,6 +486,7 @@ impl Engine {
             flusher: Mutex::new(Some(flusher)),
             finishers: Mutex::new(finishers),
             notes: Vec::new(),
+            cache_lock: None,
         })
     }
 

@@ -17,6 +17,6 @@ pub mod ordering;
 pub mod slot_table;
 mod stats;
 
-pub use config::{EngineConfig, IoEngine, Lookup};
+pub use config::{EngineConfig, IoEngine, Lookup, DEFAULT_BACKEND_SIZE};
 pub use engine::{Engine, EngineError};
 pub use stats::{EngineStats, LatencySummary};

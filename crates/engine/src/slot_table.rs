@@ -89,7 +89,7 @@ pub enum SlotTableError {
         slots: u32,
     },
     /// The superblock belongs to another layout.
-    #[error("cache device superblock: {field} is {on_disk} on disk but {configured} configured (format the cache device to change it, after flushing it)")]
+    #[error("cache device superblock: {field} is {on_disk} on disk but {configured} configured (the device holds another configuration's cache: write its dirty lines back with `tiercache flush` under that configuration, then delete the file or give engine.cache_path another one)")]
     Mismatch {
         /// Field name.
         field: &'static str,

@@ -49,6 +49,22 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
         )
         .into());
     }
+    if results.runs.iter().all(|r| !r.ok) {
+        return Err(crate::ReportError::AllFailed {
+            runs: results.runs.len(),
+            inputs: args
+                .results
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            first: results.runs[0]
+                .error
+                .clone()
+                .unwrap_or_else(|| "(no error recorded)".into()),
+        }
+        .into());
+    }
     let mut opts = ReportOptions::default();
     if !args.metrics.is_empty() {
         opts.metrics = args

@@ -42,6 +42,18 @@ pub enum ReportError {
     /// No runs were found in the inputs.
     #[error("no results in {0}")]
     Empty(String),
+    /// Every run in the inputs failed: there is nothing to plot.
+    #[error(
+        "all {runs} runs in {inputs} failed, so there is nothing to plot; the first error: {first}"
+    )]
+    AllFailed {
+        /// Runs found.
+        runs: usize,
+        /// The inputs.
+        inputs: String,
+        /// The first failed run's error.
+        first: String,
+    },
 }
 
 /// Whether larger or smaller values of a metric are better.

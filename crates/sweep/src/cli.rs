@@ -117,6 +117,9 @@ pub fn run(args: &SweepArgs, backend: &dyn Backend) -> anyhow::Result<Option<Run
         },
         summary.results_jsonl.display()
     );
+    for (point, error) in &summary.first_errors {
+        eprintln!("  point {point} failed: {error}");
+    }
     if summary.failed > 0 {
         return Err(SweepError::PointsFailed {
             failed: summary.failed,

@@ -7,7 +7,7 @@ use crate::SweepError;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -69,6 +69,9 @@ pub struct RunSummary {
     pub failed: usize,
     /// Malformed lines found in the existing results (ignored).
     pub malformed_lines: usize,
+    /// The first few distinct errors of points that failed now, with a point that had each
+    /// (so a sweep whose points all fail says why on the terminal, not only in the results).
+    pub first_errors: Vec<(String, String)>,
     /// The JSON-lines results.
     pub results_jsonl: PathBuf,
     /// The CSV rewritten from them.
@@ -140,11 +143,21 @@ pub fn run_points(
         .progress_chars("=> "),
     );
     let counts = Mutex::new((0usize, 0usize));
+    let errors: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+    // Off a terminal the bar draws nothing: say how far the sweep is in plain lines instead,
+    // about ten over the run.
+    let plain_every =
+        (opts.progress && !std::io::stderr().is_terminal()).then(|| (pending.len() / 10).max(1));
 
     let work = || {
         pending.par_iter().for_each(|p| {
             let line = run_one(p, backend, &opts.sweep_name);
             let failed = line.status == Status::Failed;
+            if let (Some(e), Ok(mut seen)) = (&line.error, errors.lock()) {
+                if seen.len() < MAX_ERRORS_SHOWN && !seen.iter().any(|(_, m)| m == e) {
+                    seen.push((line.point.clone(), e.clone()));
+                }
+            }
             if let Ok(mut w) = writer.lock() {
                 w.append(&line);
             }
@@ -156,6 +169,15 @@ pub fn run_points(
                 }
                 if c.1 > 0 {
                     bar.set_message(format!("({} failed)", c.1));
+                }
+                let done = c.0 + c.1;
+                if plain_every.is_some_and(|n| done % n == 0 || done == pending.len()) {
+                    eprintln!(
+                        "sweep {}: {done}/{} points run ({} failed)",
+                        opts.sweep_name,
+                        pending.len(),
+                        c.1
+                    );
                 }
             }
             bar.inc(1);
@@ -193,6 +215,7 @@ pub fn run_points(
         ok,
         failed,
         malformed_lines: existing.malformed.len(),
+        first_errors: errors.into_inner().unwrap_or_else(|e| e.into_inner()),
         results_jsonl: jsonl,
         results_csv: csv,
         results_parquet: parquet,
@@ -227,6 +250,9 @@ impl Writer {
         }
     }
 }
+
+/// Distinct point errors kept for the terminal summary.
+const MAX_ERRORS_SHOWN: usize = 3;
 
 /// Runs one point, turning an error or a panic into a failed line.
 fn run_one(p: &PointSpec, backend: &dyn Backend, sweep: &str) -> ResultLine {

@@ -2,14 +2,16 @@
 
 use crate::error::TraceError;
 use crate::reader::TraceReader;
-use tiercache_core::{Arrival, Request, RequestSource};
+use tiercache_core::{Arrival, Request, RequestSource, SkippedRecords, SourceError};
 
 /// Feeds a trace to an executor.
 ///
 /// Open loop: requests arrive at their (optionally scaled) trace times; a request earlier than
 /// its predecessor is delayed to the predecessor's time, since open-loop sources must be
-/// non-decreasing (counted in [`ReplaySource::reordered`]). Closed loop: submitters share the
-/// one stream in file order, each taking the next request when it is ready.
+/// non-decreasing (counted in [`ReplaySource::reordered`]). Closed loop (fast replay):
+/// submitters share the one stream in file order, each taking the next request as soon as it
+/// has a free slot; the trace's times are dropped (a closed-loop executor would otherwise wait
+/// for each request's time, and "fast" would follow the trace's clock).
 ///
 /// A read error ends the stream; [`ReplaySource::error`] then holds it.
 pub struct ReplaySource {
@@ -45,11 +47,6 @@ impl ReplaySource {
         self.error.as_ref()
     }
 
-    /// Takes the read error that ended the stream, if any.
-    pub fn take_error(&mut self) -> Option<TraceError> {
-        self.error.take()
-    }
-
     /// Open loop: requests delayed to keep arrival times non-decreasing.
     pub fn reordered(&self) -> u64 {
         self.reordered
@@ -72,14 +69,19 @@ impl RequestSource for ReplaySource {
         }
         match self.reader.next()? {
             Ok(mut r) => {
-                if self.speed != 1.0 {
-                    r.time_ns = (r.time_ns as f64 / self.speed) as u64;
+                match self.arrival {
+                    Arrival::Closed { .. } => r.time_ns = 0,
+                    Arrival::Open => {
+                        if self.speed != 1.0 {
+                            r.time_ns = (r.time_ns as f64 / self.speed) as u64;
+                        }
+                        if r.time_ns < self.last_time {
+                            self.reordered += 1;
+                            r.time_ns = self.last_time;
+                        }
+                        self.last_time = r.time_ns;
+                    }
                 }
-                if matches!(self.arrival, Arrival::Open) && r.time_ns < self.last_time {
-                    self.reordered += 1;
-                    r.time_ns = self.last_time;
-                }
-                self.last_time = self.last_time.max(r.time_ns);
                 Some(r)
             }
             Err(e) => {
@@ -87,6 +89,18 @@ impl RequestSource for ReplaySource {
                 None
             }
         }
+    }
+
+    fn take_error(&mut self) -> Option<SourceError> {
+        self.error.take().map(|e| Box::new(e) as SourceError)
+    }
+
+    fn skipped(&self) -> Option<SkippedRecords> {
+        let c = self.reader.counters();
+        (c.skipped_bad > 0).then(|| SkippedRecords {
+            count: c.skipped_bad,
+            first: c.bad_samples.first().cloned().unwrap_or_default(),
+        })
     }
 }
 

@@ -8,7 +8,7 @@
 
 mod crash;
 mod emulated;
-mod file;
+pub(crate) mod file;
 mod remote;
 pub mod uring;
 

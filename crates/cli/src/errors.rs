@@ -1,0 +1,65 @@
+//! How an error reaches the user: its chain of causes, each said once.
+
+/// The error's messages from the outermost context to the root cause, joined by `": "`, each
+/// said once. Many error types print their cause inside their own message *and* return it as
+/// their `source()` (thiserror does both for a field named `source` shown in the format), so
+/// printing the chain naively repeats the root cause
+/// (`x: No such file or directory (os error 2): No such file or directory (os error 2)`). A
+/// cause whose text the message so far already ends with adds nothing and is left out; the
+/// fix is here, once, rather than in every error type.
+pub fn render(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.ends_with(&text) {
+            continue;
+        }
+        // A message may also end with the cause followed by more detail; `contains` would then
+        // drop a real cause, so only a cause already said in full is skipped.
+        if !out.is_empty() {
+            if out.contains(&format!(": {text}")) {
+                continue;
+            }
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyhow::Context;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("opening {path}: {source}")]
+    struct Open {
+        path: String,
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn a_cause_printed_by_its_parent_is_said_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let said = io.to_string();
+        let e = anyhow::Error::from(Open {
+            path: "/nonexist.toml".into(),
+            source: io,
+        })
+        .context("loading the config");
+        let text = render(&e);
+        assert_eq!(text.matches(&said).count(), 1, "{text}");
+        assert!(text.starts_with("loading the config: opening /nonexist.toml: "));
+        // The naive rendering repeats it: this is what the function exists to avoid.
+        assert_eq!(format!("{e:#}").matches(&said).count(), 2);
+    }
+
+    #[test]
+    fn distinct_causes_are_all_kept() {
+        let e = anyhow::anyhow!("root cause")
+            .context("middle")
+            .context("outer");
+        assert_eq!(render(&e), "outer: middle: root cause");
+    }
+}
