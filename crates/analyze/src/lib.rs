@@ -283,7 +283,7 @@ impl Analyzer {
             .into_iter()
             .map(|lines| CurvePoint {
                 lines,
-                bytes: lines * self.opts.line_size,
+                bytes: lines.saturating_mul(self.opts.line_size),
                 miss_ratio: all.miss_ratio(lines),
                 read_miss_ratio: reads.miss_ratio(lines),
                 write_miss_ratio: writes.miss_ratio(lines),
@@ -381,6 +381,9 @@ impl Analyzer {
     }
 }
 
+/// Volumes listed one per row in the terminal summary; the rest are summed in one row.
+pub const MAX_VOLUME_ROWS: usize = 20;
+
 /// Closes an interval of the shared-cache analyzer (the split-off global one, or the only
 /// volume's): its reuses, working set and the footprint so far.
 fn close_interval(
@@ -469,7 +472,18 @@ impl std::fmt::Display for Analysis {
             "  {:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}  advice",
             "volume", "accesses", "footprint", "URD-dem", "URD-knee", "TRD-dem", "WAR+WAW"
         )?;
-        for v in &self.volumes {
+        // Many volumes (a cloud trace has thousands): the largest demands, the rest summed.
+        let mut order: Vec<&VolumeAnalysis> = self.volumes.iter().collect();
+        let shown = if order.len() > MAX_VOLUME_ROWS {
+            order.sort_by(|a, b| {
+                (b.advice.urd_demand_lines, b.line_accesses)
+                    .cmp(&(a.advice.urd_demand_lines, a.line_accesses))
+            });
+            MAX_VOLUME_ROWS
+        } else {
+            order.len()
+        };
+        for v in &order[..shown] {
             let a = &v.advice;
             writeln!(
                 f,
@@ -484,6 +498,25 @@ impl std::fmt::Display for Analysis {
                 a.write_policy
             )?;
         }
+        let rest = &order[shown..];
+        if !rest.is_empty() {
+            let sum = |f: fn(&VolumeAnalysis) -> u64| rest.iter().map(|v| f(v)).sum::<u64>();
+            let count = |p: &str| rest.iter().filter(|v| v.advice.write_policy == p).count();
+            writeln!(
+                f,
+                "  {:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}  {} write-back, {} read-only, {} no-cache (sums; --json lists every volume)",
+                format!("+{} more", rest.len()),
+                sum(|v| v.line_accesses),
+                sum(|v| v.footprint_lines),
+                sum(|v| v.advice.urd_demand_lines),
+                sum(|v| v.advice.urd_knee_lines),
+                sum(|v| v.advice.trd_demand_lines),
+                "",
+                count("write-back"),
+                count("read-only"),
+                count("no-cache"),
+            )?;
+        }
         writeln!(
             f,
             "total demand: URD {} lines, TRD {} lines",
@@ -492,7 +525,7 @@ impl std::fmt::Display for Analysis {
         let c = &self.characterisation;
         writeln!(
             f,
-            "bytes        {} read, {} written, {} trims; request sizes p50 {} B, p99 {} B",
+            "bytes        {} read, {} written, {} trims; request sizes p50 {} B, p99 {} B (log2 buckets: powers of two at or below)",
             c.read_bytes, c.write_bytes, c.trims, c.request_sizes.p50, c.request_sizes.p99
         )?;
         writeln!(

@@ -41,7 +41,11 @@ impl DistanceHistogram {
         if self.total == 0 {
             return 0.0;
         }
-        let hits: u64 = self.counts.iter().take(lines as usize + 1).sum();
+        // Saturating: a size beyond every distance (up to u64::MAX) holds every reuse.
+        let take = usize::try_from(lines)
+            .unwrap_or(usize::MAX)
+            .saturating_add(1);
+        let hits: u64 = self.counts.iter().take(take).sum();
         (self.total - hits) as f64 / self.total as f64
     }
 
@@ -208,7 +212,8 @@ pub struct Advice {
     pub urd_knee_lines: u64,
     /// Share of reuses that are WAR or WAW.
     pub write_reuse_share: f64,
-    /// `write-back`, or `read-only` when write reuses dominate (caching writes earns no hits).
+    /// `write-back`; `read-only` when write reuses dominate (caching writes earns no hits);
+    /// `no-cache` when no access is a useful reuse (caching the volume earns no hits at all).
     pub write_policy: &'static str,
 }
 
@@ -233,7 +238,9 @@ impl ReuseAnalyzer {
             trd_demand_lines: if all.reuses() == 0 { 0 } else { max_trd + 1 },
             urd_knee_lines: useful.size_for_share(0.95),
             write_reuse_share,
-            write_policy: if write_reuse_share > threshold {
+            write_policy: if useful.reuses() == 0 {
+                "no-cache"
+            } else if write_reuse_share > threshold {
                 "read-only"
             } else {
                 "write-back"
@@ -252,6 +259,20 @@ mod tests {
             a.access(k, w);
         }
         a
+    }
+
+    #[test]
+    fn a_cache_of_any_size_up_to_u64_max_holds_every_reuse() {
+        let h = DistanceHistogram {
+            counts: vec![0, 3, 1],
+            cold: 2,
+            total: 6,
+        };
+        let cold_only = 2.0 / 6.0;
+        for lines in [2, 1 << 40, u64::MAX - 1, u64::MAX] {
+            assert_eq!(h.miss_ratio(lines), cold_only, "{lines} lines");
+        }
+        assert_eq!(h.miss_ratio(1), 3.0 / 6.0);
     }
 
     #[test]

@@ -423,7 +423,24 @@ pub fn load_str(text: &str, source: &str, overrides: &[String]) -> Result<Vec<Ex
     resolve(Document::parse(text, source)?, Path::new("."), overrides)
 }
 
+/// `[workload]` keys a trace replay takes (see [`TraceWorkload`]).
+const TRACE_WORKLOAD_KEYS: [&str; 8] = [
+    "trace", "format", "replay", "speed", "jobs", "iodepth", "skip_bad", "volumes",
+];
+
 fn resolve(mut doc: Document, base_dir: &Path, overrides: &[String]) -> Result<Vec<Experiment>> {
+    // Choosing a trace from the command line replaces the config's synthetic workload: its
+    // generator keys (block sizes, distributions, …) mean nothing for a replay.
+    let picks_trace = overrides.iter().any(|o| {
+        o.split('=')
+            .next()
+            .is_some_and(|k| k.trim() == "workload.trace")
+    });
+    if picks_trace {
+        if let Some(w) = doc.value.get_mut("workload").and_then(|w| w.as_table_mut()) {
+            w.retain(|k, _| TRACE_WORKLOAD_KEYS.contains(&k));
+        }
+    }
     doc.apply_overrides(overrides)?;
     let variants = doc.variants()?;
     if variants.is_empty() {

@@ -44,18 +44,23 @@ pub struct Outcome {
 pub fn run_experiment(e: &Experiment) -> Result<Outcome> {
     let mut cache = Cache::new(&e.cache).context("cache")?;
     let mut source = e.source()?;
-    let (metrics, timeline): (RunMetrics, _) = match e.mode {
-        RunMode::Timed => {
-            let out = tiercache_sim::simulate(&mut cache, source.as_mut(), &e.sim)
-                .with_context(|| format!("run `{}`", e.name))?;
-            (out.metrics, out.timeline)
-        }
-        RunMode::HitRatio => {
-            let out = tiercache_sim::hit_ratio_only(&mut cache, source.as_mut(), &e.sim.run)
-                .with_context(|| format!("run `{}`", e.name))?;
-            (out, Vec::new())
-        }
-    };
+    let limits = &e.sim.run;
+    let expected = limits.requests.map(|n| n + limits.warmup_requests);
+    let (metrics, timeline): (RunMetrics, _) =
+        crate::progress::with_progress(&e.name, expected, source.as_mut(), |source| {
+            anyhow::Ok(match e.mode {
+                RunMode::Timed => {
+                    let out = tiercache_sim::simulate(&mut cache, source, &e.sim)
+                        .with_context(|| format!("run `{}`", e.name))?;
+                    (out.metrics, out.timeline)
+                }
+                RunMode::HitRatio => {
+                    let out = tiercache_sim::hit_ratio_only(&mut cache, source, &e.sim.run)
+                        .with_context(|| format!("run `{}`", e.name))?;
+                    (out, Vec::new())
+                }
+            })
+        })?;
     // A trace that could not be read to its end fails the run: its figures would describe
     // only part of the input.
     if let Some(err) = source.take_error() {
@@ -65,6 +70,14 @@ pub fn run_experiment(e: &Experiment) -> Result<Outcome> {
         eprintln!(
             "tiercache: note: run `{}` skipped {} malformed trace record(s) (workload.skip_bad); first: {}",
             e.name, skipped.count, skipped.first
+        );
+    }
+    if metrics.requests == 0 {
+        anyhow::bail!(
+            "run `{}` measured no request: the workload ended during the warm-up (run.warmup_requests = {}, run.warmup_ns = {})",
+            e.name,
+            limits.warmup_requests,
+            limits.warmup_ns
         );
     }
     let record = RunRecord::new(

@@ -309,3 +309,39 @@ fn a_sweep_whose_points_all_fail_says_why_and_report_refuses_it() {
     assert!(!r.status.success(), "report on all-failed results exited 0");
     assert!(stderr(&r).contains("failed"), "{}", stderr(&r));
 }
+
+#[test]
+fn choosing_a_trace_on_the_command_line_replaces_the_synthetic_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    msr_trace(&trace, 300, 10, None);
+    // The embedded default has a synthetic workload (block_sizes, distribution, …): before, its
+    // keys made the trace workload fail with `unknown field block_sizes`.
+    let o = tiercache(&[
+        "sim",
+        "--only",
+        "always-4k",
+        "--json",
+        "--set",
+        &format!("workload.trace='{}'", trace.display()),
+        "--set",
+        "run.warmup_requests=0",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rec["metrics"]["requests"], 300);
+}
+
+#[test]
+fn a_run_whose_warm_up_eats_the_whole_trace_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    msr_trace(&trace, 300, 10, None);
+    let cfg = trace_config(dir.path(), &trace, "msr", "[run]\nwarmup_requests = 1000\n");
+    // `[run]` after `[workload]` is its own table: the mode line is in the first `[run]`.
+    let text = std::fs::read_to_string(&cfg).unwrap().replacen("[run]\nmode = \"hit-ratio\"\n", "", 1);
+    std::fs::write(&cfg, text).unwrap();
+    let o = tiercache(&["sim", cfg.to_str().unwrap()]);
+    assert!(!o.status.success(), "a run that measured nothing exited 0");
+    assert!(stderr(&o).contains("measured no request"), "{}", stderr(&o));
+}

@@ -193,7 +193,7 @@ impl Document {
             ConfigError::Value {
                 context: self.context(),
                 path,
-                message: e.into_inner().to_string(),
+                message: plain_types(without_key_suffix(&e.into_inner().to_string())),
             }
         })
     }
@@ -207,6 +207,47 @@ impl Document {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(&self.value).unwrap_or(serde_json::Value::Null)
     }
+}
+
+/// The TOML deserialiser ends its messages with the key again (`\nin `requests``): the path
+/// already names it.
+fn without_key_suffix(message: &str) -> &str {
+    match message.find("\nin `") {
+        Some(i) => message[..i].trim_end(),
+        None => message.trim_end(),
+    }
+}
+
+/// serde's messages name Rust types (`expected u64`); a config's reader wants what to write.
+fn plain_types(message: &str) -> String {
+    const NAMES: [(&str, &str); 10] = [
+        ("expected u64", "expected a whole number ≥ 0"),
+        ("expected u32", "expected a whole number ≥ 0 (below 2^32)"),
+        ("expected u16", "expected a whole number ≥ 0 (below 65536)"),
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected usize", "expected a whole number ≥ 0"),
+        ("expected i64", "expected a whole number"),
+        ("expected f64", "expected a number"),
+        ("expected f32", "expected a number"),
+        ("expected a boolean", "expected true or false"),
+        ("expected a string", "expected a string (in quotes)"),
+    ];
+    let mut out = message.to_string();
+    for (rust, plain) in NAMES {
+        // Whole words only: `expected u64` must not rewrite `expected u640…`.
+        let mut from = 0;
+        while let Some(i) = out[from..].find(rust) {
+            let at = from + i;
+            let end = at + rust.len();
+            if out[end..].starts_with(|c: char| c.is_ascii_alphanumeric()) {
+                from = end;
+                continue;
+            }
+            out.replace_range(at..end, plain);
+            from = at + plain.len();
+        }
+    }
+    out
 }
 
 /// Sets `a.b.c=value` in a TOML tree, creating tables on the way.
@@ -262,6 +303,17 @@ mod tests {
         #[serde(default)]
         name: String,
         inner: Inner,
+    }
+
+    #[test]
+    fn type_errors_say_what_to_write_not_the_rust_type() {
+        let doc = Document::parse("[inner]\nn = \"many\"\n", "t.toml").unwrap();
+        let err = doc.typed::<Outer>(None).unwrap_err().to_string();
+        assert!(err.contains("inner.n"), "{err}");
+        assert!(err.contains("a whole number ≥ 0"), "{err}");
+        assert!(!err.contains("u32"), "{err}");
+        assert_eq!(plain_types("expected u640"), "expected u640");
+        assert!(!err.contains("\nin `"), "{err}");
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub enum Format {
     OracleGeneral,
     /// tiercache's native binary format (memory mapped).
     Native,
-    /// Generic CSV with a column/unit mapping ([`crate::CsvSpec`]).
+    /// Generic CSV with a column and unit mapping (`--csv-map`, or `csv` in a config).
     Csv,
 }
 
