@@ -30,7 +30,6 @@ pub fn render(err: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use anyhow::Context;
 
     #[derive(Debug, thiserror::Error)]
     #[error("opening {path}: {source}")]

@@ -107,13 +107,13 @@ fn bench_hit_ratio_matches_sim_on_uniform_random_jobs() {
 [run]
 seed = 5
 [cache]
-capacity = "8MiB"
+capacity = "32MiB"
 line_size = "4KiB"
 [workload]
 jobs = 4
-iodepth = 4
+iodepth = 2
 read_fraction = 1.0
-footprint = "128MiB"
+footprint = "512MiB"
 distribution = "uniform"
 [bench]
 runtime_ns = "2s"
@@ -130,9 +130,12 @@ runtime_ns = "2s"
     let hs = sim["metrics"]["hit_ratio"].as_f64().unwrap();
     // 1/16 in steady state; the cold start lowers both alike. 0.02 absolute covers the noise
     // of a few thousand Bernoulli trials and the engine's 16 shards (each 1/16 of the cache).
+    // Few requests in flight against 512-line shards: lines pinned by fills in flight (which
+    // the engine cannot evict, and so bypasses) stay rare even on a loaded machine.
     assert!(
         (hb - hs).abs() < 0.02,
-        "bench hit ratio {hb:.4}, sim {hs:.4} over {n} requests"
+        "bench hit ratio {hb:.4}, sim {hs:.4} over {n} requests; bench bypasses {}",
+        bench["metrics"]["bypasses"]
     );
     assert!(hs > 0.03 && hs < 0.08, "sim {hs}");
 }

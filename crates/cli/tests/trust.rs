@@ -307,7 +307,15 @@ fn a_sweep_whose_points_all_fail_says_why_and_report_refuses_it() {
     );
     let r = tiercache(&["report", out.to_str().unwrap()]);
     assert!(!r.status.success(), "report on all-failed results exited 0");
-    assert!(stderr(&r).contains("failed"), "{}", stderr(&r));
+    assert!(stderr(&r).contains("nothing to plot"), "{}", stderr(&r));
+    // The page still lists the failures, under the sweep's name (not the folder's).
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        page.contains("<title>tiercache report: broken</title>"),
+        "{}",
+        &page[..400]
+    );
+    assert!(page.contains("/nonexistent/trace.csv"));
 }
 
 #[test]
@@ -339,7 +347,10 @@ fn a_run_whose_warm_up_eats_the_whole_trace_is_an_error() {
     msr_trace(&trace, 300, 10, None);
     let cfg = trace_config(dir.path(), &trace, "msr", "[run]\nwarmup_requests = 1000\n");
     // `[run]` after `[workload]` is its own table: the mode line is in the first `[run]`.
-    let text = std::fs::read_to_string(&cfg).unwrap().replacen("[run]\nmode = \"hit-ratio\"\n", "", 1);
+    let text =
+        std::fs::read_to_string(&cfg)
+            .unwrap()
+            .replacen("[run]\nmode = \"hit-ratio\"\n", "", 1);
     std::fs::write(&cfg, text).unwrap();
     let o = tiercache(&["sim", cfg.to_str().unwrap()]);
     assert!(!o.status.success(), "a run that measured nothing exited 0");

@@ -49,22 +49,6 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
         )
         .into());
     }
-    if results.runs.iter().all(|r| !r.ok) {
-        return Err(crate::ReportError::AllFailed {
-            runs: results.runs.len(),
-            inputs: args
-                .results
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-            first: results.runs[0]
-                .error
-                .clone()
-                .unwrap_or_else(|| "(no error recorded)".into()),
-        }
-        .into());
-    }
     let mut opts = ReportOptions::default();
     if !args.metrics.is_empty() {
         opts.metrics = args
@@ -82,17 +66,40 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
     opts.max_bars = args.max_bars.max(2);
     opts.max_series = args.max_series.max(1);
     let first = &args.results[0];
-    opts.title = args.title.clone().unwrap_or_else(|| {
-        let stem = if first.is_dir() {
-            first.clone()
-        } else {
-            first.parent().map(PathBuf::from).unwrap_or_default()
-        };
-        match stem.file_name() {
-            Some(n) => format!("tiercache report: {}", n.to_string_lossy()),
-            None => "tiercache report".into(),
-        }
-    });
+    // A sweep's output directory names the sweep and says what it is about.
+    let about_dir = if first.is_dir() {
+        first.clone()
+    } else {
+        first.parent().map(PathBuf::from).unwrap_or_default()
+    };
+    let about: Option<serde_json::Value> =
+        std::fs::read_to_string(about_dir.join(tiercache_sweep::SWEEP_JSON))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
+    let sweep_name = about
+        .as_ref()
+        .and_then(|a| a["name"].as_str())
+        .filter(|n| !n.is_empty())
+        .map(str::to_string);
+    opts.description = about
+        .as_ref()
+        .and_then(|a| a["description"].as_str())
+        .map(str::to_string);
+    opts.title = args
+        .title
+        .clone()
+        .or(sweep_name.map(|n| format!("tiercache report: {n}")))
+        .unwrap_or_else(|| {
+            let stem = if first.is_dir() {
+                first.clone()
+            } else {
+                first.parent().map(PathBuf::from).unwrap_or_default()
+            };
+            match stem.file_name() {
+                Some(n) => format!("tiercache report: {}", n.to_string_lossy()),
+                None => "tiercache report".into(),
+            }
+        });
     let out = args.out.clone().unwrap_or_else(|| {
         let dir = if first.is_dir() {
             first.clone()
@@ -125,6 +132,25 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
             r.best.0,
             crate::svg::fmt_num(r.best.1)
         );
+    }
+    // The page lists the failures with their errors; the command still fails, saying why
+    // there is nothing to plot.
+    if results.runs.iter().all(|r| !r.ok) {
+        return Err(crate::ReportError::AllFailed {
+            runs: results.runs.len(),
+            inputs: args
+                .results
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            page: out.display().to_string(),
+            first: results.runs[0]
+                .error
+                .clone()
+                .unwrap_or_else(|| "(no error recorded)".into()),
+        }
+        .into());
     }
     Ok(out)
 }

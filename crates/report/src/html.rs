@@ -360,12 +360,63 @@ const CSS: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,He
 h1{font-size:24px}h2{font-size:20px;margin-top:40px;border-bottom:2px solid #4e79a7;padding-bottom:4px}h3{font-size:16px;margin-top:24px}\
 table{border-collapse:collapse;margin:8px 0 16px;font-size:13px;background:#fff}th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}th{background:#f0f3f7}\
 td.num{text-align:right;font-variant-numeric:tabular-nums}.good{color:#2e7d32;font-weight:600}.muted{color:#777}\
-figure{margin:12px 0 20px;background:#fff;border:1px solid #e2e2e2;padding:8px;overflow-x:auto}figcaption{font-size:12px;color:#555;margin-top:4px}\
+figure{margin:12px 0 20px;background:#fff;border:1px solid #e2e2e2;padding:8px;overflow-x:auto}svg.plot{width:100%;height:auto;max-height:80vh}figcaption{font-size:12px;color:#555;margin-top:4px}\
 nav ul{columns:3;font-size:13px}code{background:#eef;padding:0 3px}#plot-check{display:none;color:#b00020;font-weight:600}";
 
-/// Flags every plot that a browser renders empty (no size, or almost no marks): a console error
-/// and a banner, and a count on `<body>` that headless tests read from the DOM.
-const CHECK_JS: &str = "(function(){var n=0,bad=[];document.querySelectorAll('svg.plot').forEach(function(s){n++;var b=s.getBBox();var marks=s.querySelectorAll('rect,path,circle,line,polyline').length;if(!(b.width>0&&b.height>0)||marks<3){bad.push(s.id);}});document.body.setAttribute('data-plots',String(n));document.body.setAttribute('data-empty-plots',String(bad.length));if(bad.length){console.error('empty plots: '+bad.join(', '));var e=document.getElementById('plot-check');e.textContent='Empty plots: '+bad.join(', ');e.style.display='block';}})();";
+/// Flags every plot that a browser renders empty (no size, or almost no marks), and every text
+/// of a plot that reaches outside its plot's box (a cut-off title, label or legend entry): a
+/// console error and a banner, and counts on `<body>` that headless tests read from the DOM.
+const CHECK_JS: &str = "(function(){var n=0,bad=[],over=[];document.querySelectorAll('svg.plot').forEach(function(s){n++;var b=s.getBBox();var marks=s.querySelectorAll('rect,path,circle,line,polyline').length;if(!(b.width>0&&b.height>0)||marks<3){bad.push(s.id);}var box=s.getBoundingClientRect();s.querySelectorAll('text').forEach(function(t){var r=t.getBoundingClientRect();if(r.width>0&&(r.left<box.left-1||r.right>box.right+1||r.top<box.top-1||r.bottom>box.bottom+1)){over.push(s.id+': '+t.textContent);}});});document.body.setAttribute('data-plots',String(n));document.body.setAttribute('data-empty-plots',String(bad.length));document.body.setAttribute('data-overflowing-text',String(over.length));var msg=[];if(bad.length){msg.push('Empty plots: '+bad.join(', '));}if(over.length){msg.push('Text outside its plot: '+over.join(' | '));}if(msg.length){console.error(msg.join('; '));var e=document.getElementById('plot-check');e.textContent=msg.join('; ');e.style.display='block';}})();";
+
+/// The setup every design starts from: the default design's (else the first successful run's)
+/// cache, devices, host, workload and run settings, as the record's configuration gives them.
+fn base_setup(results: &ResultSet) -> String {
+    let Some(run) = results
+        .runs
+        .iter()
+        .filter(|r| r.ok)
+        .find(|r| r.default)
+        .or_else(|| results.runs.iter().find(|r| r.ok))
+    else {
+        return String::new();
+    };
+    let config = &run.record["config"];
+    let mut rows = String::new();
+    for section in ["cache", "devices", "host", "engine", "workload", "run"] {
+        let mut flat = Vec::new();
+        flatten(config.get(section), section, &mut flat);
+        for (k, v) in flat {
+            let _ = write!(
+                rows,
+                "<tr><td><code>{}</code></td><td>{}</td></tr>",
+                esc(&k),
+                esc(&v)
+            );
+        }
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<h2 id=\"base-setup\">Base setup</h2><p>The configuration of <b>{}</b>{}; every other design changes only its axes.</p><table>{rows}</table>",
+        esc(&run.name),
+        if run.default { " (the default design)" } else { "" }
+    )
+}
+
+/// `key.sub = value` pairs of a JSON value.
+fn flatten(v: Option<&serde_json::Value>, prefix: &str, out: &mut Vec<(String, String)>) {
+    match v {
+        None | Some(serde_json::Value::Null) => {}
+        Some(serde_json::Value::Object(m)) => {
+            for (k, v) in m {
+                flatten(Some(v), &format!("{prefix}.{k}"), out);
+            }
+        }
+        Some(serde_json::Value::String(s)) => out.push((prefix.to_string(), s.clone())),
+        Some(other) => out.push((prefix.to_string(), other.to_string())),
+    }
+}
 
 /// Builds the report: summary tables, bars, CDFs, heat maps and timelines per workload.
 pub fn build_report(results: &ResultSet, opts: &ReportOptions) -> Report {
@@ -592,9 +643,14 @@ pub fn build_report(results: &ResultSet, opts: &ReportOptions) -> Report {
     let mut html = String::new();
     let _ = write!(
         html,
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>{}</title><style>{CSS}</style></head><body><h1>{}</h1><p id=\"plot-check\"></p><p>{} runs ({ok} ok, {} failed) over {} workload(s), {} plots. Sources: {}.{}</p><nav><ul>{toc}</ul></nav>{body}<p class=\"muted\">Generated by tiercache report. Every plot is also written as an SVG file.</p><script>{CHECK_JS}</script></body></html>",
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>{}</title><style>{CSS}</style></head><body><h1>{}</h1>{}<p id=\"plot-check\"></p><p>{} runs ({ok} ok, {} failed) over {} workload(s), {} plots. Sources: {}.{}</p><nav><ul>{toc}</ul></nav>{}{body}<p class=\"muted\">Generated by tiercache report. Every plot is also written as an SVG file.</p><script>{CHECK_JS}</script></body></html>",
         esc(&opts.title),
         esc(&opts.title),
+        opts.description
+            .as_deref()
+            .filter(|d| !d.is_empty())
+            .map(|d| format!("<p>{}</p>", esc(d)))
+            .unwrap_or_default(),
         results.runs.len(),
         results.runs.len() - ok,
         workloads.len(),
@@ -604,7 +660,8 @@ pub fn build_report(results: &ResultSet, opts: &ReportOptions) -> Report {
             String::new()
         } else {
             format!(" {} unreadable line(s) skipped.", results.malformed.len())
-        }
+        },
+        base_setup(results)
     );
     html.push('\n');
     Report {

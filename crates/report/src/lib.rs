@@ -44,13 +44,15 @@ pub enum ReportError {
     Empty(String),
     /// Every run in the inputs failed: there is nothing to plot.
     #[error(
-        "all {runs} runs in {inputs} failed, so there is nothing to plot; the first error: {first}"
+        "all {runs} runs in {inputs} failed, so there is nothing to plot (the failures are listed in {page}); the first error: {first}"
     )]
     AllFailed {
         /// Runs found.
         runs: usize,
         /// The inputs.
         inputs: String,
+        /// The page written, listing the failures.
+        page: String,
         /// The first failed run's error.
         first: String,
     },
@@ -141,6 +143,8 @@ impl std::str::FromStr for MetricSpec {
 pub struct ReportOptions {
     /// Page title.
     pub title: String,
+    /// A paragraph under the title (the sweep's description).
+    pub description: Option<String>,
     /// Metrics compared (bars, heat maps, summary); those no run has (or that are all zero)
     /// are left out.
     pub metrics: Vec<MetricSpec>,
@@ -159,6 +163,7 @@ impl Default for ReportOptions {
     fn default() -> Self {
         Self {
             title: "tiercache report".into(),
+            description: None,
             metrics: MetricSpec::defaults(),
             heat_axes: None,
             max_bars: 40,

@@ -154,10 +154,13 @@ fn open(out: &mut String, w: f64, h: f64, id: &str, title: &str) {
         esc(id),
         esc(title)
     );
+    // The visible title fits the plot (about 8.4 px per 14 px character); the whole title is
+    // the tooltip above.
+    let fits = ((w - 24.0) / 8.4).max(8.0) as usize;
     let _ = write!(
         out,
         "<text x=\"12\" y=\"20\" font-size=\"14\" font-weight=\"600\" fill=\"#222\">{}</text>",
-        esc(title)
+        esc(&clip(title, fits))
     );
 }
 
@@ -390,12 +393,22 @@ pub fn line_chart(
     x_scale: Scale,
     y_scale: Scale,
 ) -> String {
-    let legend_chars = series
+    // A series drawn exactly over an earlier one would hide it: it is dashed, and its legend
+    // entry names the one it coincides with.
+    let same_as: Vec<Option<usize>> = series
         .iter()
-        .map(|s| s.name.chars().count())
-        .max()
-        .unwrap_or(0)
-        .min(48);
+        .enumerate()
+        .map(|(i, a)| series[..i].iter().position(|b| b.points == a.points))
+        .collect();
+    let legend: Vec<String> = series
+        .iter()
+        .zip(&same_as)
+        .map(|(ser, same)| match same {
+            Some(j) => clip(&format!("{} (= {})", ser.name, series[*j].name), 48),
+            None => clip(&ser.name, 48),
+        })
+        .collect();
+    let legend_chars = legend.iter().map(|l| l.chars().count()).max().unwrap_or(0);
     let (left, top, plot_w, plot_h) = (70.0, 34.0, 560.0, 300.0);
     let w = left + plot_w + 30.0 + legend_chars as f64 * CHAR_W + 24.0;
     let h = top + plot_h + 50.0;
@@ -467,9 +480,14 @@ pub fn line_chart(
                 .enumerate()
                 .map(|(k, (x, y))| format!("{}{x:.1},{y:.1}", if k == 0 { "M" } else { "L" }))
                 .collect();
+            let dash = if same_as[i].is_some() {
+                " stroke-dasharray=\"6 4\""
+            } else {
+                ""
+            };
             let _ = write!(
                 s,
-                "<path d=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"1.8\"/>",
+                "<path d=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"1.8\"{dash}/>",
                 d.join(" ")
             );
         }
@@ -489,7 +507,7 @@ pub fn line_chart(
             ly - 1.5,
             lx + 16.0,
             ly + 4.0,
-            esc(&clip(&ser.name, 48))
+            esc(&legend[i])
         );
     }
     s.push_str("</svg>");
@@ -548,7 +566,8 @@ pub fn heat_map(
     let left = 30.0 + ylab_chars as f64 * CHAR_W;
     let top = 56.0;
     let w = (left + cell_w * x_labels.len() as f64 + 130.0).max(360.0);
-    let h = top + cell_h * y_labels.len() as f64 + 44.0;
+    // Tall enough for the colour key (100 px) and the "no result" swatch below it.
+    let h = (top + cell_h * y_labels.len() as f64 + 44.0).max(top + 150.0);
     let vals: Vec<f64> = cells
         .iter()
         .flatten()
@@ -649,6 +668,25 @@ pub fn heat_map(
         top + 110.0 - 2.0,
         fmt_num(worst)
     );
+    let missing = y_labels.iter().enumerate().any(|(j, _)| {
+        (0..x_labels.len()).any(|i| {
+            cells
+                .get(j)
+                .and_then(|r| r.get(i))
+                .copied()
+                .flatten()
+                .is_none()
+        })
+    });
+    if missing {
+        let _ = write!(
+            s,
+            "<rect x=\"{kx:.1}\" y=\"{:.1}\" width=\"14\" height=\"10\" fill=\"#eee\" stroke=\"#bbb\"/><text x=\"{:.1}\" y=\"{:.1}\" fill=\"#333\">no result</text>",
+            top + 124.0,
+            kx + 18.0,
+            top + 133.0
+        );
+    }
     s.push_str("</svg>");
     s
 }

@@ -118,6 +118,14 @@ fn the_report_renders_in_headless_chromium() {
         "some plot rendered empty: {}",
         &dom[..dom.len().min(2000)]
     );
+    // No title, label or legend entry is cut off: every text lies inside its plot.
+    assert!(
+        dom.contains("data-overflowing-text=\"0\""),
+        "text outside its plot: {}",
+        dom.split("id=\"plot-check\"")
+            .nth(1)
+            .map_or("", |t| &t[..t.len().min(3000)])
+    );
     let errors = console_errors(&stderr);
     assert!(errors.is_empty(), "console errors: {errors:#?}");
 
@@ -128,6 +136,12 @@ fn the_report_renders_in_headless_chromium() {
         report
             .html
             .replacen("<svg ", "<svg style=\"display:none\" ", 1)
+            // A label drawn past the left edge of every plot.
+            .replacen(
+                "</svg>",
+                "<text x=\"-400\" y=\"20\">cut off</text></svg>",
+                report.plots.len(),
+            )
             .replace("</body>", "<script>undefinedCall();</script></body>"),
     )
     .unwrap();
@@ -141,9 +155,13 @@ fn the_report_renders_in_headless_chromium() {
         bad_dom.contains("data-empty-plots=\"1\""),
         "a hidden plot must count as empty"
     );
+    assert!(
+        !bad_dom.contains("data-overflowing-text=\"0\""),
+        "text drawn outside its plot was not caught"
+    );
     let errors = console_errors(&bad_err);
     assert!(
-        errors.iter().any(|e| e.contains("empty plots")),
+        errors.iter().any(|e| e.contains("Empty plots")),
         "console.error not seen: {bad_err}"
     );
     assert!(

@@ -98,6 +98,7 @@ pub fn run(args: &SweepArgs, backend: &dyn Backend) -> anyhow::Result<Option<Run
         retry_failed: !args.no_retry_failed,
         progress: !args.no_progress,
         sweep_name: spec.name.clone(),
+        sweep_description: spec.description.clone(),
     };
     let summary = run_points(&points, backend, &opts)?;
     eprintln!(

@@ -72,6 +72,7 @@ pub use results::{
 };
 pub use runner::{
     default_out_dir, run_points, Backend, RunOptions, RunSummary, RESULTS_CSV, RESULTS_JSONL,
+    SWEEP_JSON,
 };
 pub use spec::{Axis, AxisKey, AxisSetting, CiProfile, PointSpec, SweepSpec, WorkloadSpec};
 

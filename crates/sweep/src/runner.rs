@@ -41,6 +41,9 @@ pub struct RunOptions {
     pub progress: bool,
     /// Sweep name written into each line.
     pub sweep_name: String,
+    /// The sweep's description, kept with its name in `sweep.json` beside the results (a
+    /// report's title and introduction).
+    pub sweep_description: String,
 }
 
 impl RunOptions {
@@ -52,6 +55,7 @@ impl RunOptions {
             retry_failed: true,
             progress: true,
             sweep_name: String::new(),
+            sweep_description: String::new(),
         }
     }
 }
@@ -80,6 +84,9 @@ pub struct RunSummary {
     pub results_parquet: PathBuf,
 }
 
+/// File name of the sweep's name and description inside the output directory.
+pub const SWEEP_JSON: &str = "sweep.json";
+
 /// File name of the JSON-lines results inside the output directory.
 pub const RESULTS_JSONL: &str = "results.jsonl";
 /// File name of the CSV results inside the output directory.
@@ -101,6 +108,16 @@ pub fn run_points(
     })?;
     let jsonl = dir.join(RESULTS_JSONL);
     let csv = dir.join(RESULTS_CSV);
+    let about = dir.join(SWEEP_JSON);
+    let text = serde_json::json!({
+        "name": opts.sweep_name,
+        "description": opts.sweep_description,
+    })
+    .to_string();
+    std::fs::write(&about, text).map_err(|source| SweepError::Io {
+        path: about.clone(),
+        source,
+    })?;
     let existing = read_results(&jsonl)?;
     let done = if opts.retry_failed {
         existing.ok_ids()
