@@ -233,6 +233,28 @@ impl Device for FileDevice {
     }
 }
 
+/// Opens (creating it empty if missing) and takes an exclusive advisory lock (flock) on the
+/// file at `path`, failing at once when another process, or another open of the file in this
+/// one, holds it: two caches sharing one cache device would destroy each other's data. Taken
+/// before anything else touches the device, and held as long as the returned handle lives; the
+/// lock goes with the descriptor, so a killed process leaves none behind.
+pub fn lock_exclusive(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            "in use by another tiercache (serve, flush or bench): stop it first, or choose another engine.cache_path",
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,27 +384,5 @@ mod tests {
             .unwrap();
         d.read_at(&mut b[..4096], 65536).unwrap();
         assert_eq!(&b[..4096], &[3u8; 4096][..]);
-    }
-}
-
-/// Opens (creating it empty if missing) and takes an exclusive advisory lock (flock) on the
-/// file at `path`, failing at once when another process, or another open of the file in this
-/// one, holds it: two caches sharing one cache device would destroy each other's data. Taken
-/// before anything else touches the device, and held as long as the returned handle lives; the
-/// lock goes with the descriptor, so a killed process leaves none behind.
-pub fn lock_exclusive(path: &Path) -> io::Result<File> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(
-            io::ErrorKind::WouldBlock,
-            "in use by another tiercache (serve, flush or bench): stop it first, or choose another engine.cache_path",
-        )),
-        Err(std::fs::TryLockError::Error(e)) => Err(e),
     }
 }
