@@ -18,6 +18,9 @@ const INDEX_BITS: u32 = 48;
 pub struct LineKey(pub u64);
 
 impl LineKey {
+    /// Line indices are below this (48 bits).
+    pub const MAX_INDEX: u64 = 1 << INDEX_BITS;
+
     /// Packs a volume and a line index. Panics (a programming error) if either is out of range;
     /// [`LineGeometry::check_request`] rejects such requests before they get here.
     pub fn new(volume: VolumeId, index: u64) -> Self {

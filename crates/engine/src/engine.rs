@@ -398,6 +398,20 @@ impl Engine {
         let (table, found, recovery) = SlotTable::open(&*cache_dev, layout, cfg.format)?;
         for (slot, rec) in &found {
             let (vol, index) = rec.line.expect("recovered slots hold lines");
+            // A record can pass its checksum and still name a line this backend cannot hold
+            // (another backend's cache device, or a corrupt record): say so before anything
+            // uses it, rather than panic or write back past the backend's end.
+            let end = index
+                .checked_add(1)
+                .and_then(|n| n.checked_mul(geo.line_size()));
+            if vol != 0 || end.is_none_or(|e| e > backend.len()) {
+                return Err(EngineError::Recovery(format!(
+                    "slot {slot}: its record names line {index} of volume {vol}, outside the \
+                     backend ({} bytes, volume 0): the cache device belongs to another backend \
+                     or its metadata is corrupt; nothing was changed",
+                    backend.len()
+                )));
+            }
             let k = bases.partition_point(|&b| b <= *slot) - 1;
             let owner = shard_of(index, chunk_lines, n as usize);
             if owner != k {
@@ -574,6 +588,18 @@ impl Engine {
         self.inner.halted.get().map(String::as_str)
     }
 
+    /// Poisons shard `k`'s policy-core lock, as a thread panicking while it held the lock
+    /// would (fault injection for tests of the fail-stop halt).
+    #[doc(hidden)]
+    pub fn poison_core_for_test(&self, k: usize) {
+        let inner = self.inner.clone();
+        let _ = std::thread::spawn(move || {
+            let _held = inner.shards[k].core.lock();
+            panic!("poisoning shard {k}'s core lock (fault injection)");
+        })
+        .join();
+    }
+
     /// Checks the policy core's invariants (tests).
     pub fn audit(&self) {
         for sh in &self.inner.shards {
@@ -732,7 +758,7 @@ impl Inner {
                 offset: off,
                 len: n,
             };
-            let core = lock(&self.shards[k].core);
+            let core = self.core(&self.shards[k]);
             match op {
                 Op::Read => core.cache.would_hit(&req),
                 _ => core.cache.would_absorb(&req),
@@ -916,7 +942,11 @@ impl Inner {
         }
         let shard = &self.shards[k];
         let (plan, updates, mut ticket) = {
-            let mut core = lock(&shard.core);
+            let mut core = self.core(shard);
+            if let Err(e) = self.check_halted() {
+                // The lock was poisoned: nothing is decided from this core any more.
+                return Some(Err(e));
+            }
             if only_on_cache {
                 let alone = match req.op {
                     Op::Read => core.cache.would_hit(req),
@@ -993,7 +1023,7 @@ impl Inner {
                 Err(e)
             }
         };
-        let mut core = lock(&shard.core);
+        let mut core = self.core(shard);
         core.order.end(ticket, result.is_ok());
         core.updates = updates;
         drop(core);
@@ -1019,7 +1049,7 @@ impl Inner {
             // The plan's error is the one to report; forgetting is best effort.
             let _ = self.forget_failed(shard, &req, &plan, e);
         }
-        lock(&shard.core).order.end(ticket, result.is_ok());
+        self.core(shard).order.end(ticket, result.is_ok());
         self.deferred_pending.fetch_sub(1, Relaxed);
         result
     }
@@ -1039,7 +1069,7 @@ impl Inner {
             return Ok(());
         }
         let line = self.geo.line_size();
-        let mut core = lock(&shard.core);
+        let mut core = self.core(shard);
         for op in plan
             .ops
             .iter()
@@ -1219,6 +1249,22 @@ impl Inner {
     }
 
     /// An error if the engine has halted.
+    /// A shard's policy core. A thread that panicked holding it may have left it half updated
+    /// (a line in the index but not the lists, a dirty bit without its record …): serving from
+    /// it could return wrong data, so the engine halts (fail-stop) as it does when a dirty
+    /// line's write-back fails, and every request from now on gets EIO. A restart recovers
+    /// from the cache device's durable records, which the core never wrote half.
+    fn core<'a>(&self, shard: &'a Shard) -> MutexGuard<'a, Core> {
+        shard.core.lock().unwrap_or_else(|poisoned| {
+            let _ = self.halted.set(
+                "a thread panicked while holding a policy core's lock, whose state may be \
+                 broken; restart to recover from the cache device's records"
+                    .into(),
+            );
+            poisoned.into_inner()
+        })
+    }
+
     fn check_halted(&self) -> io::Result<()> {
         match self.halted.get() {
             Some(why) => Err(io::Error::other(format!("cache engine halted: {why}"))),
@@ -1316,7 +1362,7 @@ impl Inner {
             }
             io::Result::Ok(())
         })();
-        let mut core = lock(&shard.core);
+        let mut core = self.core(shard);
         if result.is_err() {
             // The lines' data is still only in the cache: dirty again (their records on disk
             // still say dirty unless the clean records were written, and then rewritten below).
@@ -1348,7 +1394,10 @@ impl Inner {
             let mut work = Vec::new();
             let mut next: Option<u64> = None;
             for (k, sh) in self.shards.iter().enumerate() {
-                let mut core = lock(&sh.core);
+                let mut core = self.core(sh);
+                if self.halted.get().is_some() {
+                    break;
+                }
                 let state = self.executor_state();
                 let mut jobs = Vec::new();
                 core.cache.clean(&state, &mut jobs);
@@ -1396,7 +1445,8 @@ impl Inner {
             // dirty lines evicted by reads whose plans finish in the background.
             let mut dirty = self.deferred_pending.load(Relaxed);
             for (k, sh) in self.shards.iter().enumerate() {
-                let mut core = lock(&sh.core);
+                let mut core = self.core(sh);
+                self.check_halted()?;
                 dirty += core.cache.dirty_lines() + u64::from(core.cache.jobs_in_flight());
                 let mut jobs = Vec::new();
                 core.cache.flush_all(&mut jobs);

@@ -393,6 +393,89 @@ fn shard_layout_changes_are_recovered_or_named() {
     }
 }
 
+/// A thread that panics while holding a policy core's lock may leave the core half updated:
+/// the next request to take that lock halts the engine (fail-stop), and every request after it
+/// fails, on any shard, instead of being served from a possibly broken core.
+#[test]
+fn a_poisoned_core_lock_halts_the_engine() {
+    let cfg = cache_config(WritePolicy::WriteBack, 4096);
+    let e = Engine::with_devices(
+        &cfg,
+        &EngineConfig::default(),
+        Arc::new(MemDevice::new(4 << 20)),
+        Arc::new(MemDevice::new(VOLUME)),
+    )
+    .unwrap();
+    e.write(&[1; 4096], 0, false).unwrap();
+    let mut b = vec![0u8; 4096];
+    e.read(&mut b, 0).unwrap();
+    assert!(e.halted().is_none());
+    e.poison_core_for_test(0);
+    let err = e.read(&mut b, 0).unwrap_err();
+    assert!(err.to_string().contains("halted"), "{err}");
+    assert!(e.halted().is_some_and(|w| w.contains("panicked")));
+    assert!(
+        e.read(&mut b, 1 << 20).is_err(),
+        "another shard still served"
+    );
+    assert!(e.write(&[2; 4096], 3 << 16, false).is_err());
+    assert!(e.flush_all().is_err());
+}
+
+/// A slot record that passes its checksum but names a line the backend cannot hold (a cache
+/// device reopened over a smaller backend, or a record naming an index or volume out of any
+/// range) is a named recovery error, not a panic, and the devices are left as they were.
+#[test]
+fn recovered_records_outside_the_backend_are_named() {
+    use tiercache_engine::slot_table::{Layout, SlotRecord, SlotTable};
+    let cfg = cache_config(WritePolicy::WriteBack, 4096);
+    let cache_dev = Arc::new(MemDevice::new(4 << 20));
+    let backend = Arc::new(MemDevice::new(VOLUME));
+    {
+        let e = Engine::with_devices(&cfg, &EngineConfig::default(), cache_dev.clone(), backend)
+            .unwrap();
+        e.write(&[7; 4096], VOLUME as u64 - 4096, false).unwrap();
+        e.flush().unwrap();
+        e.shutdown().unwrap();
+    }
+    let reopen = |cache: Vec<u8>, backend_len: usize| {
+        Engine::with_devices(
+            &cfg,
+            &EngineConfig::default(),
+            Arc::new(MemDevice::from_bytes(cache)),
+            Arc::new(MemDevice::new(backend_len)),
+        )
+        .err()
+        .expect("refused")
+        .to_string()
+    };
+    let err = reopen(cache_dev.snapshot(), VOLUME / 2);
+    assert!(err.contains("outside the backend"), "{err}");
+
+    // Records naming an index past 2^48 and a volume the engine does not serve.
+    let layout = Layout::new((cfg.capacity / 4096) as u32, 4096);
+    for line in [(0u32, 1u64 << 50), (0, u64::MAX), (7, 0), (u32::MAX, 3)] {
+        let dev = MemDevice::from_bytes(cache_dev.snapshot());
+        let (table, _, _) = SlotTable::open(&dev, layout, false).unwrap();
+        table
+            .write(
+                &dev,
+                1,
+                &SlotRecord {
+                    line: Some(line),
+                    valid: 1,
+                    dirty: 1,
+                },
+            )
+            .unwrap();
+        let err = reopen(dev.snapshot(), VOLUME);
+        assert!(
+            err.contains("slot 1") && err.contains("outside the backend"),
+            "{line:?}: {err}"
+        );
+    }
+}
+
 /// Both devices opened with O_DIRECT (where the file system has it): random aligned and
 /// unaligned I/O reads back, survives a restart, and detaches onto the backend file.
 #[test]

@@ -459,6 +459,12 @@ impl Cache {
         if slot >= self.table.slots() {
             return bad(format!("slot {slot} beyond {} slots", self.table.slots()));
         }
+        if volume.0 >= tiercache_core::MAX_VOLUMES || index >= LineKey::MAX_INDEX {
+            return bad(format!(
+                "slot {slot}: line {index} of volume {} is out of range",
+                volume.0
+            ));
+        }
         if valid == 0 || dirty & !valid != 0 || (valid & !self.geo.full_mask()) != 0 {
             return bad(format!(
                 "slot {slot}: masks valid {valid:#x} dirty {dirty:#x}"
