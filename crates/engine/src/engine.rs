@@ -1351,7 +1351,17 @@ impl Inner {
                         let _busy = InFlight::enter(&self.backend_in_flight);
                         self.backend.write_at(&scratch.data_for(o), addr)?
                     }
-                    _ => {}
+                    // A flush job reads the cache and writes the backend. Any other op would be
+                    // a policy this executor does not know how to run: fail the job (its lines
+                    // stay dirty) rather than skip the op and call the lines clean.
+                    (device, kind) => {
+                        debug_assert!(false, "flush job op {kind:?} on {device:?}");
+                        return Err(io::Error::other(format!(
+                            "flush job {} has a {kind:?} op on the {device:?} device, which the \
+                             engine does not run in flush jobs",
+                            job.id
+                        )));
+                    }
                 }
             }
             // Clean only once the backend acknowledged a flush covering these writes.

@@ -36,6 +36,7 @@ pub mod cli;
 pub mod compress;
 pub mod csv;
 pub mod error;
+mod footprint;
 pub mod format;
 mod lines;
 pub mod native;

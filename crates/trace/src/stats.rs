@@ -2,9 +2,9 @@
 
 use crate::compress::Compression;
 use crate::error::TraceError;
+use crate::footprint::LineBits;
 use crate::format::Format;
 use crate::reader::{open, ReadCounters, ReadOptions, TraceReader};
-use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use tiercache_core::{LineGeometry, LineKey, Op};
@@ -186,8 +186,7 @@ pub fn stats_of(r: &mut dyn TraceReader, opts: &StatsOptions) -> Result<TraceSta
     let mut vols: Vec<VolumeStats> = Vec::new();
     let mut ops = OpMix::default();
     let mut hist = [0u64; 66];
-    // Bit 0: line read, bit 1: line written.
-    let mut lines: FxHashMap<u64, u8> = FxHashMap::default();
+    let mut lines = LineBits::default();
     let (mut records, mut regressions) = (0u64, 0u64);
     let (mut first, mut min_t, mut max_t, mut prev) = (None, u64::MAX, 0u64, 0u64);
     while let Some(req) = r.next() {
@@ -235,16 +234,13 @@ pub fn stats_of(r: &mut dyn TraceReader, opts: &StatsOptions) -> Result<TraceSta
                         records - 1
                     ))
                 })?;
-            let bit = if req.op == Op::Read { 1 } else { 2 };
-            for index in geo.line_of(req.offset)..=geo.line_of(req.offset + req.len - 1) {
-                *lines.entry(LineKey::new(req.volume, index).0).or_insert(0) |= bit;
-            }
+            let first = LineKey::new(req.volume, geo.line_of(req.offset)).0;
+            let last = LineKey::new(req.volume, geo.line_of(req.offset + req.len - 1)).0;
+            lines.mark_range(first, last, req.op == Op::Write);
         }
     }
-    let (mut read_lines, mut write_lines) = (0, 0);
-    for (&k, &bits) in &lines {
-        read_lines += (bits & 1) as u64;
-        write_lines += (bits >> 1) as u64;
+    let (footprint_lines, read_lines, write_lines) = lines.counts();
+    for (k, _, _) in lines.lines() {
         if let Some(v) = vols.get_mut(LineKey(k).volume().0 as usize) {
             v.footprint_lines += 1;
         }
@@ -282,8 +278,8 @@ pub fn stats_of(r: &mut dyn TraceReader, opts: &StatsOptions) -> Result<TraceSta
         ops,
         size_histogram,
         line_size: geo.line_size(),
-        footprint_lines: lines.len() as u64,
-        footprint_bytes: lines.len() as u64 * geo.line_size(),
+        footprint_lines,
+        footprint_bytes: footprint_lines * geo.line_size(),
         read_footprint_lines: read_lines,
         write_footprint_lines: write_lines,
         first_time_ns: first.unwrap_or(0),
