@@ -39,9 +39,9 @@ pub struct RunLimits {
     /// After the measured window, write every dirty line back and run that to completion
     /// (reported as `final_flush_ns`).
     pub final_flush: bool,
-    /// Timeline interval (None: no timeline). Rows cover every interval from time 0 to the end
-    /// of the measured window, empty ones included (a trace with long idle gaps and a short
-    /// interval yields many rows).
+    /// Timeline interval (None: no timeline). Rows cover the time from 0 to the end of the
+    /// measured window without gaps, one per interval, except that a run of intervals in which
+    /// no event happened is one row spanning them (so an idle gap of a trace costs one row).
     #[serde(
         deserialize_with = "de_opt_nanos",
         skip_serializing_if = "Option::is_none"

@@ -818,13 +818,24 @@ impl Sim<'_> {
         }
     }
 
+    /// Emits the rows of the intervals that end at or before `time`, the time of the next
+    /// event. The first holds what happened since the last row; no event happened in the ones
+    /// after it (events are handled in time order, and this runs before the one at `time`), so
+    /// they become one row spanning them all: rows grow with the activity, not with the clock
+    /// (a trace idle for a year at a 1 ms interval makes one row, not 3e10).
     fn ticks_until(&mut self, time: Nanos) {
+        let mut idle = false;
         while let Some(tl) = &self.timeline {
             if tl.next_tick > time {
                 break;
             }
-            let end = tl.next_tick;
+            let end = if idle {
+                tl.next_tick + (time - tl.next_tick) / tl.interval * tl.interval
+            } else {
+                tl.next_tick
+            };
             self.emit_row(end);
+            idle = true;
         }
     }
 

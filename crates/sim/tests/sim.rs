@@ -648,3 +648,57 @@ fn an_observer_can_balance_load_between_cache_and_backend() {
     assert!(b.iops > p.iops, "{} vs {}", b.iops, p.iops);
     assert!(b.bypasses["mode"] > 0);
 }
+
+/// Requests at fixed times, open loop.
+struct AtTimes(std::vec::IntoIter<Request>);
+
+impl RequestSource for AtTimes {
+    fn arrival(&self) -> Arrival {
+        Arrival::Open
+    }
+    fn next_request(&mut self, _job: u32) -> Option<Request> {
+        self.0.next()
+    }
+}
+
+/// A trace idle for 1,000 s at a 1 ms timeline interval: the idle stretch is one row (before,
+/// a million empty rows), rows still tile the time without gaps, and every request is counted.
+#[test]
+fn an_idle_gap_is_one_timeline_row() {
+    let at = |t: u64, off: u64| Request {
+        time_ns: t,
+        volume: tiercache_core::VolumeId(0),
+        op: Op::Read,
+        offset: off,
+        len: 4096,
+    };
+    let s = 1_000_000_000u64;
+    let reqs = vec![
+        at(0, 0),
+        at(s / 2000, 4096),
+        at(1000 * s, 0),
+        at(1000 * s + 5, 8192),
+    ];
+    let mut c = cache(1 << 20, CacheConfig::default().cleaning);
+    let cfg = SimConfig {
+        run: RunLimits {
+            timeline_interval_ns: Some(1_000_000),
+            ..Default::default()
+        },
+        ..two_ssd_config()
+    };
+    let out = simulate(&mut c, &mut AtTimes(reqs.into_iter()), &cfg).unwrap();
+    let tl = &out.timeline;
+    assert!(tl.len() <= 6, "{} rows", tl.len());
+    assert_eq!(tl[0].start_ns, 0);
+    for w in tl.windows(2) {
+        assert_eq!(w[0].end_ns, w[1].start_ns);
+    }
+    assert!(tl.last().unwrap().end_ns >= 1000 * s);
+    assert_eq!(tl.iter().map(|r| r.requests).sum::<u64>(), 4);
+    // The idle row spans whole intervals and reports no traffic.
+    let idle = tl.iter().max_by_key(|r| r.end_ns - r.start_ns).unwrap();
+    assert!(idle.end_ns - idle.start_ns > 900 * s);
+    assert_eq!((idle.requests, idle.iops), (0, 0.0));
+    assert_eq!((idle.end_ns - idle.start_ns) % 1_000_000, 0);
+}
