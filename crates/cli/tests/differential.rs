@@ -23,9 +23,9 @@ use tiercache_policy::{
 const VOLUME: u64 = 16 << 20;
 
 /// A fixed list of requests for one submitter with one request in flight.
-struct Replay(std::vec::IntoIter<Request>);
+struct Replay<I>(I);
 
-impl RequestSource for Replay {
+impl<I: Iterator<Item = Request>> RequestSource for Replay<I> {
     fn arrival(&self) -> Arrival {
         Arrival::Closed {
             jobs: 1,
@@ -83,7 +83,7 @@ fn simulated(cfg: &CacheConfig, reqs: &[Request]) -> CacheStats {
     let mut cache = Cache::new(cfg).unwrap();
     let out = tiercache_sim::simulate(
         &mut cache,
-        &mut Replay(reqs.to_vec().into_iter()),
+        &mut Replay(reqs.iter().copied()),
         &tiercache_sim::SimConfig::default(),
     )
     .unwrap();
