@@ -2,7 +2,6 @@
 //! config's `[workload]`, and writes the same result record as `tiercache sim`, so a simulated
 //! and a measured run of one design compare field by field.
 
-use crate::experiment::TraceWorkload;
 use crate::serve_cmd::{self, ServeSetup};
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -262,27 +261,10 @@ fn bench_one(
         .prefix("tiercache-bench-")
         .tempdir()
         .context("making the bench's private directory")?;
-    let shm_dir = if std::path::Path::new("/dev/shm").is_dir() {
-        Some(
-            tempfile::Builder::new()
-                .prefix("tiercache-bench-")
-                .tempdir_in("/dev/shm")
-                .context("making the bench's private directory in /dev/shm")?,
-        )
-    } else {
-        None
-    };
+    // The private cache file goes to RAM (as `serve`'s default does) where there is /dev/shm.
+    let mut shm_dir = None;
     let seed = crate::experiment::run_seed(doc)?;
-    let is_trace = doc
-        .value
-        .get("workload")
-        .and_then(|w| w.get("trace"))
-        .is_some();
-    let load = if is_trace {
-        let mut t: TraceWorkload = doc.typed(Some("workload"))?;
-        if t.trace.is_relative() {
-            t.trace = base.join(&t.trace);
-        }
+    let load = if let Some(t) = crate::experiment::trace_workload(doc, base)? {
         Load::Trace(crate::bench_trace::prepare(
             &t,
             &crate::bench_trace::iolog_path(dir.path()),
@@ -294,6 +276,14 @@ fn bench_one(
     };
     let engine_key = |k: &str| doc.value.get("engine").and_then(|e| e.get(k)).is_some();
     if !engine_key("cache_path") {
+        if std::path::Path::new("/dev/shm").is_dir() {
+            shm_dir = Some(
+                tempfile::Builder::new()
+                    .prefix("tiercache-bench-")
+                    .tempdir_in("/dev/shm")
+                    .context("making the bench's private directory in /dev/shm")?,
+            );
+        }
         setup.engine.cache_path = shm_dir
             .as_ref()
             .map_or(dir.path(), |d| d.path())

@@ -33,6 +33,33 @@ struct RunHead {
     seed: u64,
 }
 
+/// The document's `[workload]` when it replays a trace (it has a `trace` key), with a relative
+/// trace path resolved against `base_dir`; `None` for a synthetic workload.
+pub fn trace_workload(
+    doc: &Document,
+    base_dir: &Path,
+) -> Result<Option<TraceWorkload>, ConfigError> {
+    let is_trace = doc
+        .value
+        .get("workload")
+        .and_then(|w| w.get("trace"))
+        .is_some();
+    if !is_trace {
+        return Ok(None);
+    }
+    let mut t: TraceWorkload = doc.typed(Some("workload"))?;
+    if t.trace.is_relative() {
+        t.trace = base_dir.join(&t.trace);
+    }
+    if t.jobs == 0 || t.iodepth == 0 {
+        return Err(ConfigError::Invalid {
+            context: doc.context(),
+            message: "workload.jobs and workload.iodepth must be at least 1".into(),
+        });
+    }
+    Ok(Some(t))
+}
+
 /// `run.seed` of a document (1 when absent), the seed `sim` gives the synthetic workload; `bench`
 /// gives fio the same one.
 pub fn run_seed(doc: &Document) -> Result<u64, ConfigError> {
@@ -221,21 +248,7 @@ impl Experiment {
         } else {
             None
         };
-        let is_trace = doc
-            .value
-            .get("workload")
-            .and_then(|w| w.get("trace"))
-            .is_some();
-        let workload = if is_trace {
-            let mut t: TraceWorkload = doc.typed(Some("workload"))?;
-            if t.trace.is_relative() {
-                t.trace = base_dir.join(&t.trace);
-            }
-            if t.jobs == 0 || t.iodepth == 0 {
-                return Err(invalid(
-                    "workload.jobs and workload.iodepth must be at least 1".into(),
-                ));
-            }
+        let workload = if let Some(t) = trace_workload(doc, base_dir)? {
             Workload::Trace(t)
         } else {
             let mut spec: WorkloadSpec = if table.contains_key("workload") {

@@ -51,12 +51,7 @@ impl FileDevice {
     /// Opens `path` read-write. A regular file is created when missing and extended (sparse)
     /// to `min_len` bytes when shorter; a block device keeps its size.
     pub fn open(path: &Path, min_len: u64) -> io::Result<Self> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
+        let file = open_rw(path)?;
         let meta = file.metadata()?;
         let mut len = if meta.file_type().is_file() {
             meta.len()
@@ -233,18 +228,23 @@ impl Device for FileDevice {
     }
 }
 
+/// Opens `path` read-write, creating it empty when missing (never truncating).
+fn open_rw(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+}
+
 /// Opens (creating it empty if missing) and takes an exclusive advisory lock (flock) on the
 /// file at `path`, failing at once when another process, or another open of the file in this
 /// one, holds it: two caches sharing one cache device would destroy each other's data. Taken
 /// before anything else touches the device, and held as long as the returned handle lives; the
 /// lock goes with the descriptor, so a killed process leaves none behind.
 pub fn lock_exclusive(path: &Path) -> io::Result<File> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)?;
+    let file = open_rw(path)?;
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(
