@@ -17,6 +17,10 @@ fn examples() -> Vec<PathBuf> {
     v
 }
 
+/// Benches run one at a time: two real engines and their fio clients sharing two cores would
+/// measure each other.
+static ONE_BENCH_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn has_workload(p: &PathBuf) -> bool {
     let doc: toml::Value = toml::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
     doc.get("workload").is_some()
@@ -62,6 +66,9 @@ fn every_example_with_a_workload_runs_under_bench() {
     if Command::new("fio").arg("--version").output().is_err() {
         panic!("fio is not installed: run scripts/setup.sh");
     }
+    let _one = ONE_BENCH_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     for ex in examples().into_iter().filter(has_workload) {
         let p = ex.to_str().unwrap();
         let sims = records(&["sim", p, "--json"]);
@@ -121,7 +128,13 @@ runtime_ns = "2s"
     )
     .unwrap();
     let p = cfg.to_str().unwrap();
-    let bench = &records(&["bench", p, "--json"])[0];
+    let bench = {
+        let _one = ONE_BENCH_AT_A_TIME
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        records(&["bench", p, "--json"]).remove(0)
+    };
+    let bench = &bench;
     let n = bench["metrics"]["requests"].as_u64().unwrap();
     assert!(n > 5_000, "bench ran only {n} requests");
     // The simulator over as many requests, from a cold cache like the bench's.
