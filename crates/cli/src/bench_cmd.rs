@@ -171,6 +171,23 @@ pub fn fio_jobs(w: &WorkloadSpec) -> Vec<String> {
         .collect()
 }
 
+/// Sets `a.b.c` in a JSON object tree, creating objects on the way.
+fn set_json_path(root: &mut serde_json::Value, path: &str, value: serde_json::Value) {
+    let mut v = root;
+    let mut parts = path.split('.').peekable();
+    while let Some(part) = parts.next() {
+        if !v.is_object() {
+            *v = serde_json::json!({});
+        }
+        let map = v.as_object_mut().expect("made an object above");
+        if parts.peek().is_none() {
+            map.insert(part.to_string(), value);
+            return;
+        }
+        v = map.entry(part).or_insert_with(|| serde_json::json!({}));
+    }
+}
+
 /// What fio drives the engine with.
 enum Load {
     /// A synthetic workload, as fio job options.
@@ -437,19 +454,33 @@ fn bench_one(
         &mut m,
         &tiercache_sim::stats_diff(&before.cache, &after.cache),
     );
-    Ok(RunRecord::new(
-        RunKind::Bench,
-        name,
-        seed,
-        setup.config_json.clone(),
-        m,
-    ))
+    // The record describes the run that was made: settings the engine had to change are
+    // recorded as run, and said.
+    let mut config = setup.config_json.clone();
+    for (key, value) in engine.overrides() {
+        eprintln!("tiercache bench: note: `{name}` ran with {key} = {value}");
+        set_json_path(&mut config, key, serde_json::Value::String(value.clone()));
+    }
+    for note in engine.notes() {
+        eprintln!("tiercache bench: note: {note}");
+    }
+    Ok(RunRecord::new(RunKind::Bench, name, seed, config, m))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use tiercache_workload::BlockSize;
+
+    #[test]
+    fn settings_the_engine_changed_are_recorded_as_run() {
+        let mut c = serde_json::json!({"cache": {"dirty_full": "evict-then-write", "capacity": 1}});
+        set_json_path(&mut c, "cache.dirty_full", "bypass".into());
+        set_json_path(&mut c, "engine.remote.x", 3.into());
+        assert_eq!(c["cache"]["dirty_full"], "bypass");
+        assert_eq!(c["cache"]["capacity"], 1);
+        assert_eq!(c["engine"]["remote"]["x"], 3);
+    }
 
     #[test]
     fn workloads_map_to_fio_options_or_name_what_cannot() {

@@ -175,6 +175,8 @@ pub struct Engine {
     /// Threads finishing the plans of reads already answered.
     finishers: Mutex<Vec<JoinHandle<()>>>,
     notes: Vec<String>,
+    /// Config keys the engine runs with another value than configured, with that value.
+    overrides: Vec<(&'static str, String)>,
     /// The exclusive lock on the cache device's file, held while the engine lives (None for
     /// devices given directly).
     cache_lock: Option<std::fs::File>,
@@ -258,6 +260,7 @@ impl Engine {
             None => Arc::new(cache_file),
         };
         let mut notes = Vec::new();
+        let mut overrides = Vec::new();
         let remote_uri = cfg
             .backend_path
             .to_str()
@@ -299,6 +302,7 @@ impl Engine {
                 // fails then, the request fails with the line already out of the core's
                 // tables. Only flush jobs (which can be put back) write dirty data remotely.
                 c.dirty_full = DirtyFullPolicy::Bypass;
+                overrides.push(("cache.dirty_full", "bypass".to_string()));
                 notes.push(
                     "remote backend: cache.dirty_full = bypass (dirty lines are written back \
                      only by the flusher, which keeps them dirty while the remote fails)"
@@ -344,6 +348,7 @@ impl Engine {
                 e => e,
             })?;
         engine.notes = notes;
+        engine.overrides = overrides;
         engine.cache_lock = Some(cache_lock);
         Ok(engine)
     }
@@ -351,6 +356,12 @@ impl Engine {
     /// Settings the engine chose differently from the configuration, and why.
     pub fn notes(&self) -> &[String] {
         &self.notes
+    }
+
+    /// The same settings as `(config key, value the engine runs with)`, so that a result
+    /// record can describe the run that was made (see [`Engine::notes`] for why).
+    pub fn overrides(&self) -> &[(&'static str, String)] {
+        &self.overrides
     }
 
     /// Starts the engine on given devices (tests use in-memory ones). The backend's size is
@@ -500,6 +511,7 @@ impl Engine {
             flusher: Mutex::new(Some(flusher)),
             finishers: Mutex::new(finishers),
             notes: Vec::new(),
+            overrides: Vec::new(),
             cache_lock: None,
         })
     }
