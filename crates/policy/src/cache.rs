@@ -1,6 +1,6 @@
 //! The policy core: one request in, metadata updated and a plan of device operations out.
 
-use crate::cleaning::{Cleaner, DirtyState};
+use crate::cleaning::{CleaningPolicy, DirtyState};
 use crate::config::{CacheConfig, CleaningConfig, DirtyFullPolicy, PromotionConfig, WritePolicy};
 use crate::engine::{ReadMiss, WriteHit, WriteMiss};
 use crate::metadata::LineTable;
@@ -153,7 +153,7 @@ pub struct Cache {
     part_of_volume: Vec<u16>,
     promotion: Box<dyn Promotion>,
     promotion_learns: bool,
-    cleaner: Cleaner,
+    cleaner: Box<dyn CleaningPolicy>,
     default_mode: WritePolicy,
     volume_modes: Vec<Option<WritePolicy>>,
     stats: CacheStats,
@@ -302,7 +302,7 @@ impl Cache {
             part_of_volume,
             promotion: promotion::build(&cfg.promotion, lines),
             promotion_learns: matches!(cfg.promotion, PromotionConfig::Smq { .. }),
-            cleaner: Cleaner::new(&cfg.cleaning),
+            cleaner: crate::cleaning::build(&cfg.cleaning),
             default_mode: cfg.write_policy,
             volume_modes: Vec::new(),
             stats: CacheStats::default(),

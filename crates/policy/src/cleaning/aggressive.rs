@@ -1,0 +1,58 @@
+//! Aggressive (periodic) cleaning: every period, a batch of the oldest dirty lines, whatever
+//! the load (SPEC §4.6).
+
+use super::{CleaningPolicy, DirtyState};
+use crate::cache::ExecutorState;
+use tiercache_core::Nanos;
+
+/// Flushes `batch` lines every `period_ns`, on a fixed grid of periods.
+#[derive(Debug, Clone)]
+pub struct Aggressive {
+    period_ns: Nanos,
+    batch: u32,
+    next_due: Nanos,
+}
+
+impl Aggressive {
+    /// A batch of `batch` lines every `period_ns` (at least 1 ns), the first at time 0.
+    pub fn new(period_ns: Nanos, batch: u32) -> Self {
+        Self {
+            period_ns: period_ns.max(1),
+            batch,
+            next_due: 0,
+        }
+    }
+}
+
+impl CleaningPolicy for Aggressive {
+    fn poll(&mut self, exec: &ExecutorState, d: DirtyState) -> u32 {
+        if d.dirty_lines == 0 || exec.now < self.next_due {
+            return 0;
+        }
+        // Next batch one period after this one, on the period grid.
+        let periods = (exec.now - self.next_due) / self.period_ns + 1;
+        self.next_due += periods * self.period_ns;
+        self.batch
+    }
+
+    fn next_poll(&self, exec: &ExecutorState, d: DirtyState) -> Option<Nanos> {
+        (d.dirty_lines > 0).then(|| self.next_due.max(exec.now + 1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cleaning::tests::{dirty, exec};
+
+    #[test]
+    fn aggressive_runs_on_its_period_whatever_the_load() {
+        let mut c = Aggressive::new(100, 4);
+        assert_eq!(c.poll(&exec(0, 0, 50), dirty(5)), 4);
+        assert_eq!(c.poll(&exec(50, 0, 50), dirty(5)), 0);
+        assert_eq!(c.next_poll(&exec(50, 0, 50), dirty(5)), Some(100));
+        assert_eq!(c.poll(&exec(100, 0, 50), dirty(5)), 4);
+        assert_eq!(c.poll(&exec(450, 0, 50), dirty(5)), 4);
+        assert_eq!(c.next_poll(&exec(450, 0, 0), dirty(5)), Some(500));
+    }
+}
