@@ -294,14 +294,17 @@ impl Cache {
                 pinned: 0,
             })
             .collect();
+        let promotion = promotion::build(&cfg.promotion, lines);
         Ok(Self {
             cfg: cfg.clone(),
             geo,
             table: LineTable::new(lines as u32),
             parts,
             part_of_volume,
-            promotion: promotion::build(&cfg.promotion, lines),
-            promotion_learns: matches!(cfg.promotion, PromotionConfig::Smq { .. }),
+            // Asked once through the trait and kept, so the hit path skips the call for
+            // policies that ignore hits.
+            promotion_learns: promotion.learns_from_hits(),
+            promotion,
             cleaner: crate::cleaning::build(&cfg.cleaning),
             default_mode: cfg.write_policy,
             volume_modes: Vec::new(),
