@@ -113,6 +113,13 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
     for r in reader.by_ref() {
         analyzer.add(&r?);
     }
+    // What was left out of the analysis is said, as every command says it.
+    for note in tiercache_trace::CounterNotes(reader.counters())
+        .to_string()
+        .lines()
+    {
+        eprintln!("tiercache: note: {note}");
+    }
     let volumes = reader.volumes();
     let analysis = analyzer.finish(&|v| volumes.name(v).unwrap_or("?").to_string());
     if let Some(dir) = &args.plots {

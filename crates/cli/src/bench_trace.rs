@@ -82,11 +82,11 @@ pub fn prepare(t: &TraceWorkload, iolog: &Path) -> Result<IologReplay> {
             t.trace.display()
         );
     }
-    let skipped = reader.counters().skipped_bad;
-    if skipped > 0 {
-        eprintln!(
-            "tiercache: note: bench skipped {skipped} malformed trace record(s) (workload.skip_bad)"
-        );
+    for note in tiercache_trace::CounterNotes(reader.counters())
+        .to_string()
+        .lines()
+    {
+        eprintln!("tiercache: note: bench: {note}");
     }
     let mut fio_args = vec![format!("--read_iolog={}", iolog.display())];
     match t.replay {

@@ -411,8 +411,8 @@ impl RequestSource for VolumeFilter {
         self.inner.take_error()
     }
 
-    fn skipped(&self) -> Option<tiercache_core::SkippedRecords> {
-        self.inner.skipped()
+    fn input_notes(&self) -> Vec<String> {
+        self.inner.input_notes()
     }
 }
 

@@ -5,7 +5,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use tiercache_core::{Arrival, Nanos, Request, RequestSource, SkippedRecords, SourceError};
+use tiercache_core::{Arrival, Nanos, Request, RequestSource, SourceError};
 
 /// A request source that counts what it hands out.
 pub struct Counted<'a> {
@@ -34,8 +34,8 @@ impl RequestSource for Counted<'_> {
     fn take_error(&mut self) -> Option<SourceError> {
         self.inner.take_error()
     }
-    fn skipped(&self) -> Option<SkippedRecords> {
-        self.inner.skipped()
+    fn input_notes(&self) -> Vec<String> {
+        self.inner.input_notes()
     }
 }
 

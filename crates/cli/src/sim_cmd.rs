@@ -66,11 +66,8 @@ pub fn run_experiment(e: &Experiment) -> Result<Outcome> {
     if let Some(err) = source.take_error() {
         return Err(anyhow::anyhow!(err)).with_context(|| format!("run `{}`", e.name));
     }
-    if let Some(skipped) = source.skipped() {
-        eprintln!(
-            "tiercache: note: run `{}` skipped {} malformed trace record(s) (workload.skip_bad); first: {}",
-            e.name, skipped.count, skipped.first
-        );
+    for note in source.input_notes() {
+        eprintln!("tiercache: note: run `{}`: {note}", e.name);
     }
     if metrics.requests == 0 {
         anyhow::bail!(

@@ -69,6 +69,11 @@ fn sim_stops_on_a_malformed_trace_line_or_skips_and_counts_it() {
     let rec: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(rec["metrics"]["requests"], 599);
     assert!(stderr(&o).contains("skipped 1 malformed"), "{}", stderr(&o));
+    // analyze says it too.
+    let o = tiercache(&["analyze", trace.to_str().unwrap(), "--skip-bad"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("skipped 1 malformed"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("malformed.csv:501"), "{}", stderr(&o));
 }
 
 #[test]

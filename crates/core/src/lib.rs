@@ -15,4 +15,4 @@ pub mod units;
 pub use geometry::{GeometryError, LineGeometry, LineKey, MAX_VOLUMES};
 pub use plan::{DevOp, Device, IoKind, OpCause, Plan};
 pub use request::{Nanos, Op, Request, VolumeId};
-pub use source::{Arrival, RequestSource, SkippedRecords, SourceError};
+pub use source::{Arrival, RequestSource, SourceError};

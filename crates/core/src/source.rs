@@ -42,24 +42,17 @@ pub trait RequestSource {
         None
     }
 
-    /// Records the source skipped as malformed (under a skip-bad option) and a sample message,
-    /// so a run can say it did not see all of its input. The default source skips nothing.
-    fn skipped(&self) -> Option<SkippedRecords> {
-        None
+    /// What the source left out or changed while reading its input (malformed records skipped
+    /// under a skip-bad option, records with unknown opcodes, times clamped), one message each,
+    /// so a run can say it did not use all of its input as it was. The default source changes
+    /// nothing.
+    fn input_notes(&self) -> Vec<String> {
+        Vec::new()
     }
 }
 
 /// The error that ended a request stream early.
 pub type SourceError = Box<dyn std::error::Error + Send + Sync + 'static>;
-
-/// Malformed records a source skipped instead of failing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SkippedRecords {
-    /// How many were skipped.
-    pub count: u64,
-    /// The first one's error message.
-    pub first: String,
-}
 
 impl<S: RequestSource + ?Sized> RequestSource for Box<S> {
     fn arrival(&self) -> Arrival {
@@ -74,7 +67,7 @@ impl<S: RequestSource + ?Sized> RequestSource for Box<S> {
     fn take_error(&mut self) -> Option<SourceError> {
         (**self).take_error()
     }
-    fn skipped(&self) -> Option<SkippedRecords> {
-        (**self).skipped()
+    fn input_notes(&self) -> Vec<String> {
+        (**self).input_notes()
     }
 }

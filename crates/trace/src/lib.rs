@@ -56,7 +56,7 @@ pub use format::{detect, Format};
 pub use native::{NativeReader, NativeTrace, NativeWriter};
 pub use reader::{open, read_all, ReadCounters, ReadOptions, TraceMeta, TraceReader};
 pub use replay::ReplaySource;
-pub use stats::{stats, stats_of, StatsOptions, TraceStats};
+pub use stats::{stats, stats_of, CounterNotes, StatsOptions, TraceStats};
 pub use text::BlkAction;
 pub use volume::VolumeMap;
 pub use writer::{convert, create_writer, ConvertSummary, OutputFormat, TraceWriter, WriteSummary};

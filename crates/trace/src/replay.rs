@@ -2,7 +2,7 @@
 
 use crate::error::TraceError;
 use crate::reader::TraceReader;
-use tiercache_core::{Arrival, Request, RequestSource, SkippedRecords, SourceError};
+use tiercache_core::{Arrival, Request, RequestSource, SourceError};
 
 /// Feeds a trace to an executor.
 ///
@@ -95,12 +95,12 @@ impl RequestSource for ReplaySource {
         self.error.take().map(|e| Box::new(e) as SourceError)
     }
 
-    fn skipped(&self) -> Option<SkippedRecords> {
-        let c = self.reader.counters();
-        (c.skipped_bad > 0).then(|| SkippedRecords {
-            count: c.skipped_bad,
-            first: c.bad_samples.first().cloned().unwrap_or_default(),
-        })
+    fn input_notes(&self) -> Vec<String> {
+        crate::stats::CounterNotes(self.reader.counters())
+            .to_string()
+            .lines()
+            .map(str::to_string)
+            .collect()
     }
 }
 

@@ -318,6 +318,17 @@ fn bytes(b: u64) -> String {
 }
 
 /// Notes about skipped, bad, unknown and clamped records, shared by stats and convert output.
+/// A reader's counters as the notes every command prints after reading a trace: malformed
+/// records skipped (with the first messages), unknown opcodes, clamped times; empty when the
+/// trace was read as it is.
+pub struct CounterNotes<'a>(pub &'a ReadCounters);
+
+impl fmt::Display for CounterNotes<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_counter_notes(f, self.0)
+    }
+}
+
 pub(crate) fn write_counter_notes(f: &mut fmt::Formatter<'_>, c: &ReadCounters) -> fmt::Result {
     if c.skipped_bad > 0 {
         writeln!(
