@@ -37,7 +37,7 @@ impl<I: Iterator<Item = Request>> RequestSource for Replay<I> {
     }
 }
 
-/// Reads and writes of 1–12 sectors at sector-aligned offsets, two thirds of them in a hot
+/// Reads, writes and a few trims of 1–12 sectors, and a few flushes at sector-aligned offsets, two thirds of them in a hot
 /// quarter of the volume, some crossing line boundaries.
 fn requests(seed: u64, n: usize) -> Vec<Request> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
@@ -53,10 +53,11 @@ fn requests(seed: u64, n: usize) -> Vec<Request> {
             Request {
                 time_ns: 0,
                 volume: VolumeId(0),
-                op: if rng.gen_bool(0.6) {
-                    Op::Read
-                } else {
-                    Op::Write
+                op: match rng.gen_range(0..100) {
+                    0..60 => Op::Read,
+                    60..97 => Op::Write,
+                    97..99 => Op::Trim,
+                    _ => Op::Flush,
                 },
                 offset,
                 len,
@@ -106,10 +107,12 @@ fn executed(cfg: &CacheConfig, lookup: Lookup, reqs: &[Request]) -> CacheStats {
         let b = &mut buf[..r.len as usize];
         match r.op {
             Op::Read => engine.read(b, r.offset).unwrap(),
-            _ => {
+            Op::Write => {
                 b.fill(i as u8);
                 engine.write(b, r.offset, false).unwrap()
             }
+            Op::Trim => engine.trim(r.offset, r.len).unwrap(),
+            Op::Flush => engine.flush().unwrap(),
         }
     }
     engine.shutdown().unwrap();

@@ -564,7 +564,21 @@ impl Engine {
 
     /// Makes every completed write durable (NBD FLUSH).
     pub fn flush(&self) -> io::Result<()> {
+        self.inner.check_halted()?;
         Counters::add(&self.inner.counters.flushes, 1);
+        // The policy core counts the flush as the simulator's does (a request that syncs both
+        // devices); the devices are synced here, whatever the plan (it names no line).
+        {
+            let mut core = self.inner.core(&self.inner.shards[0]);
+            let req = Request {
+                time_ns: self.inner.now_ns(),
+                volume: VolumeId(0),
+                op: Op::Flush,
+                offset: 0,
+                len: 0,
+            };
+            core.cache.access(&req, None).map_err(io::Error::other)?;
+        }
         self.inner.sync_all()
     }
 
