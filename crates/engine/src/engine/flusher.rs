@@ -1,0 +1,246 @@
+//! Background cleaning: the executor state the cleaners see, flush jobs run in decision
+//! order, the flusher thread, a full flush (detach), and the counters.
+
+use super::*;
+
+impl Inner {
+    pub(super) fn executor_state(&self) -> ExecutorState {
+        let now = self.now_ns();
+        let busy = self.in_flight.load(Relaxed);
+        ExecutorState {
+            now,
+            cache_idle_ns: if busy > 0 {
+                0
+            } else {
+                now.saturating_sub(self.last_foreground_ns.load(Relaxed))
+            },
+            cache_queue_depth: busy as u32,
+            backend_queue_depth: self.backend_in_flight.load(Relaxed) as u32,
+        }
+    }
+
+    /// Registers flush jobs with their share of the metadata updates.
+    pub(super) fn register_jobs(&self, k: usize, core: &mut Core, jobs: Vec<FlushJob>) -> Vec<Job> {
+        let mut ups = Vec::new();
+        core.cache.drain_meta_updates(&mut ups);
+        jobs.into_iter()
+            .map(|job| {
+                let mine: Vec<MetaUpdate> = ups
+                    .iter()
+                    .filter(|u| job.slots().contains(&u.slot))
+                    .copied()
+                    .collect();
+                let (r, w) = locations(&self.geo, &job.plan, &mine);
+                let t = core.order.register(r, w);
+                Job {
+                    shard: k,
+                    job,
+                    updates: mine,
+                    ticket: t,
+                }
+            })
+            .collect()
+    }
+
+    /// Runs one flush job: cache reads, backend writes, backend sync, then the lines' clean
+    /// records, then `flush_done`.
+    pub(super) fn run_job(&self, work: Job) -> io::Result<()> {
+        let Job {
+            shard,
+            job,
+            updates,
+            mut ticket,
+        } = work;
+        let shard = &self.shards[shard];
+        let base = shard.base;
+        // A job runs even after a failed predecessor: it writes back dirty sub-blocks, which
+        // no fill writes, and a failed job puts its lines back dirty as they were, so it
+        // completes its ticket without passing a failure on.
+        ticket.wait_turn();
+        let lines = job.lines() as u64;
+        let epoch = self.backend.epoch();
+        let mut result = (|| {
+            let mut scratch = Scratch::new(Client::None);
+            for o in &job.plan.ops {
+                let addr = self.device_addr(base, o);
+                match (o.device, o.kind) {
+                    (Dev::Cache, IoKind::Read) => scratch.read(&*self.cache_dev, o, addr)?,
+                    (Dev::Backend, IoKind::Write) => {
+                        let _busy = InFlight::enter(&self.backend_in_flight);
+                        self.backend.write_at(&scratch.data_for(o), addr)?
+                    }
+                    // A flush job reads the cache and writes the backend. Any other op would be
+                    // a policy this executor does not know how to run: fail the job (its lines
+                    // stay dirty) rather than skip the op and call the lines clean.
+                    (device, kind) => {
+                        debug_assert!(false, "flush job op {kind:?} on {device:?}");
+                        return Err(io::Error::other(format!(
+                            "flush job {} has a {kind:?} op on the {device:?} device, which the \
+                             engine does not run in flush jobs",
+                            job.id
+                        )));
+                    }
+                }
+            }
+            // Clean only once the backend acknowledged a flush covering these writes.
+            self.backend.sync_since(epoch)?;
+            for u in &updates {
+                self.table
+                    .write(&*self.cache_dev, base + u.slot, &record_of(u))?;
+            }
+            io::Result::Ok(())
+        })();
+        let mut core = self.core(shard);
+        if result.is_err() {
+            // The lines' data is still only in the cache: dirty again (their records on disk
+            // still say dirty unless the clean records were written, and then rewritten below).
+            Counters::add(&self.counters.flush_job_failures, 1);
+            core.cache.flush_failed(job);
+        } else {
+            core.cache.flush_done(job);
+        }
+        let mut ups = Vec::new();
+        core.cache.drain_meta_updates(&mut ups);
+        for u in &ups {
+            if let Err(e) = self
+                .table
+                .write(&*self.cache_dev, base + u.slot, &record_of(u))
+            {
+                result = result.and(Err(e));
+            }
+        }
+        core.order.complete(ticket);
+        Counters::add(&self.counters.flush_jobs, 1);
+        Counters::add(&self.counters.flushed_lines, lines);
+        result
+    }
+
+    pub(super) fn flusher_loop(&self) {
+        // After a failed job (the backend is away), wait longer each time before trying again.
+        let mut backoff = Duration::ZERO;
+        while !self.stop.load(Relaxed) && self.halted.get().is_none() {
+            let mut work = Vec::new();
+            let mut next: Option<u64> = None;
+            for (k, sh) in self.shards.iter().enumerate() {
+                let mut core = self.core(sh);
+                if self.halted.get().is_some() {
+                    break;
+                }
+                let state = self.executor_state();
+                let mut jobs = Vec::new();
+                core.cache.clean(&state, &mut jobs);
+                if let Some(t) = core.cache.next_clean_poll(&state) {
+                    next = Some(next.map_or(t, |n| n.min(t)));
+                }
+                work.extend(self.register_jobs(k, &mut core, jobs));
+            }
+            let busy = !work.is_empty();
+            let mut failed = false;
+            for w in work {
+                failed |= self.run_job(w).is_err();
+            }
+            if failed {
+                backoff = (backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+            } else if busy {
+                backoff = Duration::ZERO;
+                continue;
+            }
+            let wait = if failed {
+                backoff
+            } else {
+                next.map(|t| Duration::from_nanos(t.saturating_sub(self.now_ns())))
+                    .unwrap_or(self.poll)
+                    .clamp(Duration::from_micros(200), self.poll)
+            };
+            let mut woken = lock(&self.wake.0);
+            if !*woken {
+                woken = self
+                    .wake
+                    .1
+                    .wait_timeout(woken, wait)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            *woken = false;
+        }
+    }
+
+    pub(super) fn flush_everything(&self) -> io::Result<()> {
+        loop {
+            self.check_halted()?;
+            let mut work = Vec::new();
+            // Lines in the flusher's jobs count as clean but are not on the backend yet, nor are
+            // dirty lines evicted by reads whose plans finish in the background.
+            let mut dirty = self.deferred_pending.load(Relaxed);
+            for (k, sh) in self.shards.iter().enumerate() {
+                let mut core = self.core(sh);
+                self.check_halted()?;
+                dirty += core.cache.dirty_lines() + u64::from(core.cache.jobs_in_flight());
+                let mut jobs = Vec::new();
+                core.cache.flush_all(&mut jobs);
+                work.extend(self.register_jobs(k, &mut core, jobs));
+            }
+            if dirty == 0 {
+                break;
+            }
+            if work.is_empty() {
+                // Every dirty line is in a job of the flusher's: let it finish (or fail back to
+                // dirty, to be taken up here).
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            // Every registered job must run (or fail back to dirty): a job dropped unrun would
+            // leave its lines pinned, marked clean, and its ordering ticket open.
+            let mut result = Ok(());
+            for w in work {
+                result = result.and(self.run_job(w));
+            }
+            result?;
+        }
+        self.sync_all()
+    }
+
+    pub(super) fn stats(&self) -> EngineStats {
+        let mut cache = tiercache_policy::CacheStats::default();
+        let (mut capacity_lines, mut resident_lines, mut dirty_lines) = (0, 0, 0);
+        for sh in &self.shards {
+            let core = lock(&sh.core);
+            cache.merge(core.cache.stats());
+            capacity_lines += core.cache.capacity_lines();
+            resident_lines += core.cache.resident_lines();
+            dirty_lines += core.cache.dirty_lines();
+        }
+        let c = &self.counters;
+        let g = |a: &AtomicU64| a.load(Relaxed);
+        EngineStats {
+            cache,
+            capacity_lines,
+            resident_lines,
+            dirty_lines,
+            reads: g(&c.reads),
+            writes: g(&c.writes),
+            read_bytes: g(&c.read_bytes),
+            write_bytes: g(&c.write_bytes),
+            fua_writes: g(&c.fua_writes),
+            flushes: g(&c.flushes),
+            trims: g(&c.trims),
+            errors: g(&c.errors),
+            ordering_waits: g(&c.ordering_waits),
+            records_written: g(&c.records_written),
+            slot_invalidations: g(&c.slot_invalidations),
+            flush_jobs: g(&c.flush_jobs),
+            flush_job_failures: g(&c.flush_job_failures),
+            deferred_plans: g(&c.deferred_plans),
+            flushed_lines: g(&c.flushed_lines),
+            cache_ops: g(&c.cache_ops),
+            backend_ops: g(&c.backend_ops),
+            in_flight: self.in_flight.load(Relaxed),
+            backend_in_flight: self.backend_in_flight.load(Relaxed),
+            recovery: self.recovery.clone(),
+            halted: self.halted.get().cloned(),
+            backend_link: self.backend.link_stats(),
+            read_latency: LatencySummary::of(&self.latency.read),
+            write_latency: LatencySummary::of(&self.latency.write),
+        }
+    }
+}

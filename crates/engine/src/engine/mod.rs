@@ -1,0 +1,475 @@
+//! The engine: the policy core executed with real I/O.
+//!
+//! This file holds the types and the public API (requests, flush, stats, shutdown, the NBD
+//! block-device face); the rest is split by concern: [`open`] (devices and recovery),
+//! [`request`] (the request path), [`flusher`] (background cleaning and detach) and
+//! [`failure`] (the fail-stop halt).
+
+use crate::config::{EngineConfig, IoEngine, Lookup, DEFAULT_BACKEND_SIZE};
+use crate::device::{Device, Emulated, FileDevice, NbdBackend};
+use crate::exec::{Client, Scratch};
+use crate::ordering::{backend_line, cache_slot, Location, OrderingTable, Ticket};
+use crate::slot_table::{Layout, RecoveryReport, SlotRecord, SlotTable, SlotTableError};
+use crate::stats::{Counters, EngineStats, Latencies, LatencySummary};
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tiercache_core::{
+    DevOp, Device as Dev, IoKind, LineGeometry, LineKey, Op, OpCause, Plan, Request, VolumeId,
+};
+use tiercache_policy::{
+    Cache, CacheConfig, DirtyFullPolicy, ExecutorState, FlushJob, MetaUpdate, PolicyError,
+};
+
+mod failure;
+mod flusher;
+mod open;
+mod request;
+
+/// Why the engine cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A policy setting is invalid.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// A device model is invalid.
+    #[error("engine device model: {0}")]
+    Model(#[from] tiercache_sim::SimError),
+    /// The cache device's metadata is unusable.
+    #[error(transparent)]
+    Metadata(#[from] SlotTableError),
+    /// The metadata of the cache device at `path` is unusable.
+    #[error("cache device {path}: {source}")]
+    CacheMetadata {
+        /// The cache device's path.
+        path: String,
+        /// Cause.
+        source: SlotTableError,
+    },
+    /// A device could not be opened.
+    #[error("{what} {path}: {source}")]
+    Open {
+        /// Which device.
+        what: &'static str,
+        /// Path.
+        path: String,
+        /// Cause.
+        source: io::Error,
+    },
+    /// Recovery found lines the configuration cannot hold.
+    #[error("recovering the cache device: {0}")]
+    Recovery(String),
+    /// I/O failed during start-up.
+    #[error("engine start-up I/O: {0}")]
+    Io(#[from] io::Error),
+    /// The remote backend could not be reached or refused the export.
+    #[error("engine.backend_path {uri}: {source}")]
+    Remote {
+        /// The URI.
+        uri: String,
+        /// Cause.
+        source: tiercache_nbd::ClientError,
+    },
+    /// A setting is invalid in this combination.
+    #[error("{field}: {reason}")]
+    Setting {
+        /// The setting (`section.key`).
+        field: &'static str,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Where a plan's execution stands: the next op, the bytes read so far, the slots whose old
+/// records are still to be invalidated.
+struct Progress<'a> {
+    next: usize,
+    scratch: Scratch<'a>,
+    reassigned: Vec<u32>,
+    wrote_back: bool,
+    backend_epoch: u64,
+}
+
+/// How far `execute` went.
+enum Executed {
+    Done,
+    /// The request's part is done; the rest of the plan is left to a background thread.
+    Deferred(Progress<'static>),
+}
+
+/// The rest of an answered request's plan, for the background threads.
+struct Deferred {
+    shard: usize,
+    req: Request,
+    plan: Plan,
+    updates: Vec<MetaUpdate>,
+    ticket: Ticket,
+    progress: Progress<'static>,
+}
+
+/// A registered flush job of one shard, ready to run.
+struct Job {
+    shard: usize,
+    job: FlushJob,
+    updates: Vec<MetaUpdate>,
+    ticket: Ticket,
+}
+
+struct Core {
+    cache: Cache,
+    order: OrderingTable,
+    updates: Vec<MetaUpdate>,
+}
+
+/// One lock's share of the cache: a policy core over slots `base..base + capacity`, owning
+/// the lines whose 64 KiB chunk hashes to it (HT+FG); one shard holds everything otherwise.
+struct Shard {
+    core: Mutex<Core>,
+    base: u32,
+}
+
+struct Inner {
+    shards: Vec<Shard>,
+    /// Lines per sharding chunk (64 KiB of lines, at least one).
+    chunk_lines: u64,
+    /// Held across whole requests under [`Lookup::Lt`].
+    serial: Mutex<()>,
+    lookup: Lookup,
+    answer_reads_early: bool,
+    cache_dev: Arc<dyn Device>,
+    /// The cache device is an emulated (slow) one: hits are not cheap.
+    cache_is_slow: bool,
+    backend: Arc<dyn Device>,
+    table: SlotTable,
+    layout: Layout,
+    geo: LineGeometry,
+    size: u64,
+    counters: Counters,
+    latency: Latencies,
+    recovery: RecoveryReport,
+    epoch: Instant,
+    /// Foreground requests in flight, and when the last one ended (ns since `epoch`).
+    in_flight: AtomicU64,
+    /// Answered reads whose plans are not finished yet (a detach waits for them: they may
+    /// write an evicted dirty line back).
+    deferred_pending: AtomicU64,
+    /// Where answered reads leave the rest of their plans (`None` once shutting down).
+    deferred_tx: Mutex<Option<mpsc::Sender<Box<Deferred>>>>,
+    /// Backend operations in flight now (the backend's queue depth).
+    backend_in_flight: AtomicU64,
+    last_foreground_ns: AtomicU64,
+    /// When a write last woke the flusher (ns since `epoch`).
+    last_write_kick_ns: AtomicU64,
+    stop: AtomicBool,
+    wake: (Mutex<bool>, Condvar),
+    poll: Duration,
+    /// The backend epoch before the earliest backend write a client was told is done that no
+    /// backend sync has covered yet (`u64::MAX`: none). A client FLUSH syncs the backend only
+    /// then, and only succeeds if no write since that epoch may have been lost.
+    backend_unsynced: AtomicU64,
+    /// Set (once) when a plan that evicts a dirty line fails: the line is out of the core's
+    /// tables while its data is only on the cache device, under its durable record. From then
+    /// on nothing is served (a miss would read the backend's stale copy) and nothing more is
+    /// written to the cache device (reusing the slot would lose the data); a restart recovers
+    /// the line from its record. Fail-stop, as the simplest state that loses nothing.
+    halted: OnceLock<String>,
+}
+
+/// A running cache: serve requests with [`read`](Self::read), [`write`](Self::write),
+/// [`flush`](Self::flush), [`trim`](Self::trim); a background thread writes dirty lines back.
+pub struct Engine {
+    inner: Arc<Inner>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+    /// Threads finishing the plans of reads already answered.
+    finishers: Mutex<Vec<JoinHandle<()>>>,
+    notes: Vec<String>,
+    /// Config keys the engine runs with another value than configured, with that value.
+    overrides: Vec<(&'static str, String)>,
+    /// The exclusive lock on the cache device's file, held while the engine lives (None for
+    /// devices given directly).
+    cache_lock: Option<std::fs::File>,
+}
+
+/// Writes wake the flusher at most this often (1 ms): cleaning starts that much after the
+/// dirty data calls for it, at worst.
+const WRITE_KICK_INTERVAL_NS: u64 = 1_000_000;
+
+/// Counts an operation in flight for as long as it lives.
+struct InFlight<'a>(&'a AtomicU64);
+
+impl<'a> InFlight<'a> {
+    fn enter(c: &'a AtomicU64) -> Self {
+        c.fetch_add(1, Relaxed);
+        Self(c)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn io_err(e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+impl Engine {
+    /// Size of the exported volume in bytes.
+    pub fn size(&self) -> u64 {
+        self.inner.size
+    }
+
+    /// Reads `buf.len()` bytes at `offset`.
+    pub fn read(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let len = buf.len() as u64;
+        let client = Client::Read {
+            volume: 0,
+            offset,
+            buf,
+        };
+        self.inner.request(Op::Read, offset, len, client, false)
+    }
+
+    /// Writes `data` at `offset`; with `fua` it is durable when this returns.
+    pub fn write(&self, data: &[u8], offset: u64, fua: bool) -> io::Result<()> {
+        let client = Client::Write {
+            volume: 0,
+            offset,
+            data,
+        };
+        self.inner
+            .request(Op::Write, offset, data.len() as u64, client, fua)
+    }
+
+    /// Discards a range: later reads of it return unspecified data until it is written.
+    pub fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.inner
+            .request(Op::Trim, offset, len, Client::None, false)
+    }
+
+    /// Writes zeroes over a range (durable on return with `fua`).
+    pub fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
+        const CHUNK: u64 = 1 << 20;
+        let zeros = vec![0u8; CHUNK.min(len) as usize];
+        let mut at = 0;
+        while at < len {
+            let n = CHUNK.min(len - at);
+            self.write(&zeros[..n as usize], offset + at, fua && at + n == len)?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Makes every completed write durable (NBD FLUSH).
+    pub fn flush(&self) -> io::Result<()> {
+        self.inner.check_halted()?;
+        Counters::add(&self.inner.counters.flushes, 1);
+        // The policy core counts the flush as the simulator's does (a request that syncs both
+        // devices); the devices are synced here, whatever the plan (it names no line).
+        {
+            let mut core = self.inner.core(&self.inner.shards[0]);
+            let req = Request {
+                time_ns: self.inner.now_ns(),
+                volume: VolumeId(0),
+                op: Op::Flush,
+                offset: 0,
+                len: 0,
+            };
+            core.cache.access(&req, None).map_err(io::Error::other)?;
+        }
+        self.inner.sync_all()
+    }
+
+    /// Writes every dirty line back and syncs the backend: afterwards the backend alone holds
+    /// the volume (detach).
+    pub fn flush_all(&self) -> io::Result<()> {
+        self.inner.flush_everything()
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> EngineStats {
+        self.inner.stats()
+    }
+
+    /// Stops the flusher and makes everything durable (dirty lines stay in the cache,
+    /// recorded; pass through [`flush_all`](Self::flush_all) first to detach).
+    pub fn shutdown(&self) -> io::Result<()> {
+        // Deferred work first: it may hold tickets the flusher's jobs wait for.
+        lock(&self.inner.deferred_tx).take();
+        for h in lock(&self.finishers).drain(..) {
+            let _ = h.join();
+        }
+        self.inner.stop.store(true, Relaxed);
+        self.inner.kick();
+        if let Some(h) = lock(&self.flusher).take() {
+            let _ = h.join();
+        }
+        self.inner.sync_all()
+    }
+
+    /// Why the engine stopped serving, if it halted (see [`EngineStats::halted`]).
+    pub fn halted(&self) -> Option<&str> {
+        self.inner.halted.get().map(String::as_str)
+    }
+
+    /// Poisons shard `k`'s policy-core lock, as a thread panicking while it held the lock
+    /// would (fault injection for tests of the fail-stop halt).
+    #[doc(hidden)]
+    pub fn poison_core_for_test(&self, k: usize) {
+        let inner = self.inner.clone();
+        let _ = std::thread::spawn(move || {
+            let _held = inner.shards[k].core.lock();
+            panic!("poisoning shard {k}'s core lock (fault injection)");
+        })
+        .join();
+    }
+
+    /// Checks the policy core's invariants (tests).
+    pub fn audit(&self) {
+        for sh in &self.inner.shards {
+            lock(&sh.core).cache.audit();
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+impl tiercache_nbd::BlockDevice for Engine {
+    fn size(&self) -> u64 {
+        Engine::size(self)
+    }
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
+        self.read(buf, off)
+    }
+    fn write_at(&self, data: &[u8], off: u64, fua: bool) -> io::Result<()> {
+        self.write(data, off, fua)
+    }
+    fn flush(&self) -> io::Result<()> {
+        Engine::flush(self)
+    }
+    fn trim(&self, off: u64, len: u64) -> io::Result<()> {
+        Engine::trim(self, off, len)
+    }
+    fn write_zeroes(&self, off: u64, len: u64, fua: bool) -> io::Result<()> {
+        Engine::write_zeroes(self, off, len, fua)
+    }
+    fn read_fast(&self, buf: &mut [u8], off: u64) -> Option<io::Result<()>> {
+        // Hits on a fast cache device are cheap; on an emulated slow one they are not.
+        if self.inner.cache_is_slow {
+            return None;
+        }
+        let len = buf.len() as u64;
+        let client = Client::Read {
+            volume: 0,
+            offset: off,
+            buf,
+        };
+        self.inner
+            .request_on_cache_alone(Op::Read, off, len, client)
+    }
+    fn write_fast(&self, data: &[u8], off: u64) -> Option<io::Result<()>> {
+        if self.inner.cache_is_slow {
+            return None;
+        }
+        let client = Client::Write {
+            volume: 0,
+            offset: off,
+            data,
+        };
+        self.inner
+            .request_on_cache_alone(Op::Write, off, data.len() as u64, client)
+    }
+    fn multi_conn(&self) -> bool {
+        // Every connection shares this engine, and FLUSH syncs both devices whole.
+        true
+    }
+}
+
+/// The locations a plan touches, as (reads, writes).
+fn locations(
+    geo: &LineGeometry,
+    plan: &Plan,
+    updates: &[MetaUpdate],
+) -> (Vec<Location>, Vec<Location>) {
+    let (mut reads, mut writes) = (Vec::new(), Vec::new());
+    let line = geo.line_size();
+    for op in &plan.ops {
+        if op.len == 0 {
+            continue;
+        }
+        let target = if op.kind == IoKind::Read {
+            &mut reads
+        } else {
+            &mut writes
+        };
+        let (first, last) = (op.offset / line, (op.offset + op.len - 1) / line);
+        for i in first..=last {
+            target.push(match op.device {
+                Dev::Cache => cache_slot(i as u32),
+                Dev::Backend => backend_line(LineKey::new(op.volume, i)),
+            });
+        }
+    }
+    writes.extend(updates.iter().map(|u| cache_slot(u.slot)));
+    (reads, writes)
+}
+
+/// The shard owning line `index`: chunks of `chunk_lines` lines spread by a multiplicative
+/// hash, so a sequential run stays in one shard for a chunk.
+fn shard_of(index: u64, chunk_lines: u64, shards: usize) -> usize {
+    if shards == 1 {
+        return 0;
+    }
+    let h = (index / chunk_lines).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    ((h >> 32) % shards as u64) as usize
+}
+
+/// The part of `client`'s data for `len` bytes at `off` (inside the client's range).
+fn sub_client<'b>(client: &'b mut Client<'_>, off: u64, len: u64) -> Client<'b> {
+    match client {
+        Client::Read {
+            volume,
+            offset,
+            buf,
+        } => {
+            let at = (off - *offset) as usize;
+            Client::Read {
+                volume: *volume,
+                offset: off,
+                buf: &mut buf[at..at + len as usize],
+            }
+        }
+        Client::Write {
+            volume,
+            offset,
+            data,
+        } => {
+            let at = (off - *offset) as usize;
+            Client::Write {
+                volume: *volume,
+                offset: off,
+                data: &data[at..at + len as usize],
+            }
+        }
+        Client::None => Client::None,
+    }
+}
+
+fn record_of(u: &MetaUpdate) -> SlotRecord {
+    SlotRecord {
+        line: u.line.map(|(v, i)| (v.0, i)),
+        valid: u.valid,
+        dirty: u.dirty,
+    }
+}

@@ -1,0 +1,312 @@
+//! Starting the engine: opening the cache and backend devices (files, block devices,
+//! emulated models, a remote export) and recovering the policy cores from the cache device's
+//! slot table.
+
+use super::*;
+
+impl Engine {
+    /// Opens the devices named by `cfg` (creating files as needed, wrapping them in device
+    /// models when configured) and starts the engine.
+    pub fn open(cache_cfg: &CacheConfig, cfg: &EngineConfig) -> Result<Self, EngineError> {
+        let geo = LineGeometry::new(cache_cfg.line_size).map_err(PolicyError::from)?;
+        let slots = (cache_cfg.capacity / geo.line_size()) as u32;
+        let layout = Layout::new(slots, geo.line_size());
+        let open = |what: &'static str, path: &std::path::Path, min: u64, direct: bool| {
+            let dev = if direct {
+                FileDevice::open_direct(path, min)
+            } else {
+                FileDevice::open(path, min)
+            };
+            dev.map(|d| d.with_io_uring(cfg.io == IoEngine::IoUring))
+                .map_err(|source| EngineError::Open {
+                    what,
+                    path: path.display().to_string(),
+                    source,
+                })
+        };
+        let cache_lock =
+            crate::device::file::lock_exclusive(&cfg.cache_path).map_err(|source| {
+                EngineError::Open {
+                    what: "cache device",
+                    path: cfg.cache_path.display().to_string(),
+                    source,
+                }
+            })?;
+        let cache_file = open(
+            "cache device",
+            &cfg.cache_path,
+            layout.device_len(),
+            cfg.cache_direct,
+        )?;
+        let cache_file = if cfg.cache_mapped_reads && !cfg.cache_direct {
+            cache_file
+                .with_mapped_reads()
+                .map_err(|source| EngineError::Open {
+                    what: "cache device (mapping)",
+                    path: cfg.cache_path.display().to_string(),
+                    source,
+                })?
+        } else {
+            cache_file
+        };
+        let cache_dev: Arc<dyn Device> = match &cfg.cache_device {
+            Some(m) => Arc::new(Emulated::new(cache_file, "engine.cache_device", m)?),
+            None => Arc::new(cache_file),
+        };
+        let mut notes = Vec::new();
+        let mut overrides = Vec::new();
+        let remote_uri = cfg
+            .backend_path
+            .to_str()
+            .filter(|s| tiercache_nbd::NbdUri::is_uri(s));
+        let (backend, cache_cfg) = if let Some(uri) = remote_uri {
+            if cfg.backend_size.is_some() {
+                return Err(EngineError::Setting {
+                    field: "engine.backend_size",
+                    reason: "a remote backend has the export's size; remove backend_size".into(),
+                });
+            }
+            let parsed: tiercache_nbd::NbdUri =
+                uri.parse()
+                    .map_err(|e: tiercache_nbd::client::UriError| EngineError::Setting {
+                        field: "engine.backend_path",
+                        reason: e.to_string(),
+                    })?;
+            let remote =
+                tiercache_nbd::Remote::connect(parsed, cfg.remote.client()).map_err(|source| {
+                    EngineError::Remote {
+                        uri: uri.to_string(),
+                        source,
+                    }
+                })?;
+            if remote.info().read_only() {
+                return Err(EngineError::Setting {
+                    field: "engine.backend_path",
+                    reason: format!("{uri} is a read-only export"),
+                });
+            }
+            let dev = NbdBackend(remote);
+            let backend: Arc<dyn Device> = match &cfg.backend_device {
+                Some(m) => Arc::new(Emulated::new(dev, "engine.backend_device", m)?),
+                None => Arc::new(dev),
+            };
+            let mut c = cache_cfg.clone();
+            if c.dirty_full == DirtyFullPolicy::EvictThenWrite {
+                // A request that evicts a dirty line writes it back inline; if the remote
+                // fails then, the request fails with the line already out of the core's
+                // tables. Only flush jobs (which can be put back) write dirty data remotely.
+                c.dirty_full = DirtyFullPolicy::Bypass;
+                overrides.push(("cache.dirty_full", "bypass".to_string()));
+                notes.push(
+                    "remote backend: cache.dirty_full = bypass (dirty lines are written back \
+                     only by the flusher, which keeps them dirty while the remote fails)"
+                        .to_string(),
+                );
+            }
+            (backend, c)
+        } else {
+            let backend_min = if cfg.backend_path.exists() {
+                cfg.backend_size.unwrap_or(0)
+            } else {
+                cfg.backend_size.unwrap_or(DEFAULT_BACKEND_SIZE)
+            };
+            let backend_file = open(
+                "backend",
+                &cfg.backend_path,
+                backend_min,
+                cfg.backend_direct,
+            )?;
+            let backend: Arc<dyn Device> = match &cfg.backend_device {
+                Some(m) => Arc::new(Emulated::new(backend_file, "engine.backend_device", m)?),
+                None => Arc::new(backend_file),
+            };
+            (backend, cache_cfg.clone())
+        };
+        if cache_cfg.capacity > backend.len() {
+            return Err(EngineError::Setting {
+                field: "cache.capacity",
+                reason: format!(
+                    "{} bytes is larger than the backend {} ({} bytes): a cache larger than what it caches",
+                    cache_cfg.capacity,
+                    cfg.backend_path.display(),
+                    backend.len()
+                ),
+            });
+        }
+        let mut engine =
+            Self::with_devices(&cache_cfg, cfg, cache_dev, backend).map_err(|e| match e {
+                EngineError::Metadata(source) => EngineError::CacheMetadata {
+                    path: cfg.cache_path.display().to_string(),
+                    source,
+                },
+                e => e,
+            })?;
+        engine.notes = notes;
+        engine.overrides = overrides;
+        engine.cache_lock = Some(cache_lock);
+        Ok(engine)
+    }
+
+    /// Settings the engine chose differently from the configuration, and why.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// The same settings as `(config key, value the engine runs with)`, so that a result
+    /// record can describe the run that was made (see [`Engine::notes`] for why).
+    pub fn overrides(&self) -> &[(&'static str, String)] {
+        &self.overrides
+    }
+
+    /// Starts the engine on given devices (tests use in-memory ones). The backend's size is
+    /// the exported volume's size.
+    pub fn with_devices(
+        cache_cfg: &CacheConfig,
+        cfg: &EngineConfig,
+        cache_dev: Arc<dyn Device>,
+        backend: Arc<dyn Device>,
+    ) -> Result<Self, EngineError> {
+        let geo = LineGeometry::new(cache_cfg.line_size).map_err(PolicyError::from)?;
+        let total = (cache_cfg.capacity / geo.line_size()).min(u32::MAX as u64);
+        let wanted = match cfg.lookup {
+            Lookup::HtFg if cache_cfg.partitions.is_empty() => cfg.shards.max(1) as u64,
+            _ => 1,
+        };
+        let n = wanted.min(total.max(1));
+        let mut caches = Vec::new();
+        let mut bases = Vec::new();
+        let mut base = 0u64;
+        for k in 0..n {
+            let lines = total / n + u64::from(k < total % n);
+            let mut c = Cache::new(&CacheConfig {
+                capacity: lines * geo.line_size(),
+                ..cache_cfg.clone()
+            })?;
+            c.set_journal(true);
+            bases.push(base as u32);
+            base += c.capacity_lines();
+            caches.push(c);
+        }
+        let layout = Layout::new(base as u32, geo.line_size());
+        let chunk_lines = (65536 / geo.line_size()).max(1);
+        if cfg.format && !cfg.force_format {
+            // Formatting must not silently drop dirty data: look first.
+            if let Ok((_, _, rep)) = SlotTable::open(&*cache_dev, layout, false) {
+                if rep.dirty_lines > 0 {
+                    return Err(EngineError::Recovery(format!(
+                        "engine.format: the cache device holds {} dirty lines; run `tiercache flush` first or set engine.force_format",
+                        rep.dirty_lines
+                    )));
+                }
+            }
+        }
+        let (table, found, recovery) = SlotTable::open(&*cache_dev, layout, cfg.format)?;
+        for (slot, rec) in &found {
+            let (vol, index) = rec.line.expect("recovered slots hold lines");
+            // A record can pass its checksum and still name a line this backend cannot hold
+            // (another backend's cache device, or a corrupt record): say so before anything
+            // uses it, rather than panic or write back past the backend's end.
+            let end = index
+                .checked_add(1)
+                .and_then(|n| n.checked_mul(geo.line_size()));
+            if vol != 0 || end.is_none_or(|e| e > backend.len()) {
+                return Err(EngineError::Recovery(format!(
+                    "slot {slot}: its record names line {index} of volume {vol}, outside the \
+                     backend ({} bytes, volume 0): the cache device belongs to another backend \
+                     or its metadata is corrupt; nothing was changed",
+                    backend.len()
+                )));
+            }
+            let k = bases.partition_point(|&b| b <= *slot) - 1;
+            let owner = shard_of(index, chunk_lines, n as usize);
+            if owner != k {
+                return Err(EngineError::Recovery(format!(
+                    "slot {slot} holds line {index}, which {n} lock shards place in shard {owner}, \
+                     not {k}: engine.lookup or engine.shards changed since the cache was written; \
+                     start with the old setting (or engine.lookup = \"ht-cg\", which reads any \
+                     layout) and run `tiercache flush` before changing it"
+                )));
+            }
+            caches[k]
+                .restore_line(*slot - bases[k], VolumeId(vol), index, rec.valid, rec.dirty)
+                .map_err(|e| EngineError::Recovery(e.to_string()))?;
+        }
+        // Restoring touched every slot: nothing of it needs writing again.
+        let mut discard = Vec::new();
+        for c in &mut caches {
+            c.drain_meta_updates(&mut discard);
+        }
+        let shards = caches
+            .into_iter()
+            .zip(bases)
+            .map(|(cache, base)| Shard {
+                core: Mutex::new(Core {
+                    cache,
+                    order: OrderingTable::default(),
+                    updates: Vec::new(),
+                }),
+                base,
+            })
+            .collect();
+        let (deferred_tx, deferred_rx) = mpsc::channel::<Box<Deferred>>();
+        let inner = Arc::new(Inner {
+            shards,
+            chunk_lines,
+            serial: Mutex::new(()),
+            lookup: cfg.lookup,
+            answer_reads_early: cfg.answer_reads_early,
+            size: backend.len(),
+            cache_is_slow: cfg.cache_device.is_some(),
+            cache_dev,
+            backend,
+            table,
+            layout,
+            geo,
+            counters: Counters::default(),
+            latency: Latencies::new(),
+            recovery,
+            epoch: Instant::now(),
+            in_flight: AtomicU64::new(0),
+            backend_in_flight: AtomicU64::new(0),
+            deferred_tx: Mutex::new(Some(deferred_tx)),
+            deferred_pending: AtomicU64::new(0),
+            last_foreground_ns: AtomicU64::new(0),
+            last_write_kick_ns: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            wake: (Mutex::new(false), Condvar::new()),
+            poll: Duration::from_nanos(cfg.flusher_poll_ns.max(1_000_000)),
+            backend_unsynced: AtomicU64::new(u64::MAX),
+            halted: OnceLock::new(),
+        });
+        let worker = inner.clone();
+        let flusher = std::thread::Builder::new()
+            .name("tiercache-flusher".into())
+            .spawn(move || worker.flusher_loop())?;
+        let rx = Arc::new(Mutex::new(deferred_rx));
+        let mut finishers = Vec::new();
+        for _ in 0..2 {
+            let (inner, rx) = (inner.clone(), rx.clone());
+            finishers.push(
+                std::thread::Builder::new()
+                    .name("tiercache-finisher".into())
+                    .spawn(move || loop {
+                        let task = lock(&rx).recv();
+                        match task {
+                            Ok(t) => {
+                                let _ = inner.finish_deferred(t);
+                            }
+                            Err(_) => return,
+                        }
+                    })?,
+            );
+        }
+        Ok(Self {
+            inner,
+            flusher: Mutex::new(Some(flusher)),
+            finishers: Mutex::new(finishers),
+            notes: Vec::new(),
+            overrides: Vec::new(),
+            cache_lock: None,
+        })
+    }
+}

@@ -1,0 +1,521 @@
+//! The request path: a request cut into pieces by shard, planned by its shard's policy core,
+//! executed stage by stage in decision order, answered, and finished in the background.
+
+use super::*;
+
+impl Inner {
+    /// Whether every shard `op` of `len` bytes at `offset` touches would run it on the cache
+    /// alone ([`Cache::would_hit`] for reads, [`Cache::would_absorb`] for writes).
+    pub(super) fn runs_on_cache_alone(&self, op: Op, offset: u64, len: u64) -> bool {
+        if self.lookup == Lookup::Lt || offset.checked_add(len).is_none_or(|e| e > self.size) {
+            return false;
+        }
+        self.pieces(offset, len).all(|(k, off, n)| {
+            let req = Request {
+                time_ns: 0,
+                volume: VolumeId(0),
+                op,
+                offset: off,
+                len: n,
+            };
+            let core = self.core(&self.shards[k]);
+            match op {
+                Op::Read => core.cache.would_hit(&req),
+                _ => core.cache.would_absorb(&req),
+            }
+        })
+    }
+
+    /// `len` bytes at `offset` cut where the owning shard changes: (shard, offset, len).
+    pub(super) fn pieces(
+        &self,
+        offset: u64,
+        len: u64,
+    ) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
+        let n = self.shards.len();
+        let chunk = self.chunk_lines * self.geo.line_size();
+        let end = offset + len;
+        let mut at = offset;
+        std::iter::from_fn(move || {
+            if at >= end {
+                return None;
+            }
+            let k = shard_of(at / self.geo.line_size(), self.chunk_lines, n);
+            let start = at;
+            if n == 1 {
+                at = end;
+            } else {
+                while at < end && shard_of(at / self.geo.line_size(), self.chunk_lines, n) == k {
+                    at = ((at / chunk) + 1) * chunk;
+                }
+                at = at.min(end);
+            }
+            Some((k, start, at - start))
+        })
+    }
+
+    pub(super) fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Wakes the flusher after a write (new dirty data may cross a cleaning threshold), at
+    /// most once per [`WRITE_KICK_INTERVAL_NS`]: a wake per write would have the flusher poll
+    /// every shard tens of thousands of times a second, stealing the cores from the requests.
+    pub(super) fn kick_after_write(&self) {
+        let now = self.now_ns();
+        let last = self.last_write_kick_ns.load(Relaxed);
+        if now.saturating_sub(last) >= WRITE_KICK_INTERVAL_NS
+            && self
+                .last_write_kick_ns
+                .compare_exchange(last, now, Relaxed, Relaxed)
+                .is_ok()
+        {
+            self.kick();
+        }
+    }
+
+    pub(super) fn kick(&self) {
+        *lock(&self.wake.0) = true;
+        self.wake.1.notify_one();
+    }
+
+    pub(super) fn request(
+        &self,
+        op: Op,
+        offset: u64,
+        len: u64,
+        client: Client<'_>,
+        fua: bool,
+    ) -> io::Result<()> {
+        if offset.checked_add(len).is_none_or(|end| end > self.size) {
+            Counters::add(&self.counters.errors, 1);
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{offset}+{len} beyond the volume's {} bytes", self.size),
+            ));
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let _serial = (self.lookup == Lookup::Lt).then(|| lock(&self.serial));
+        self.in_flight.fetch_add(1, Relaxed);
+        let mut client = client;
+        let mut out = Ok(());
+        for (k, off, n) in self.pieces(offset, len) {
+            let req = Request {
+                time_ns: self.now_ns(),
+                volume: VolumeId(0),
+                op,
+                offset: off,
+                len: n,
+            };
+            out = self
+                .run_request(k, &req, sub_client(&mut client, off, n), false)
+                .expect("unconditional requests always run");
+            if out.is_err() {
+                break;
+            }
+        }
+        if out.is_ok() && fua {
+            out = self.sync_all();
+        }
+        self.account(op, len, fua, started, &out);
+        out
+    }
+
+    /// Runs a read or write only if the cache alone serves it (a hit, or a write-back write
+    /// hit): checked and planned under one lock. `None`: not such a request; nothing was done.
+    pub(super) fn request_on_cache_alone(
+        &self,
+        op: Op,
+        offset: u64,
+        len: u64,
+        client: Client<'_>,
+    ) -> Option<io::Result<()>> {
+        if self.lookup == Lookup::Lt
+            || len == 0
+            || offset.checked_add(len).is_none_or(|e| e > self.size)
+        {
+            return None;
+        }
+        let mut pieces = self.pieces(offset, len);
+        let (k, _, _) = pieces.next()?;
+        if pieces.next().is_some() {
+            // Across shards: look first, then run it as any request.
+            return self
+                .runs_on_cache_alone(op, offset, len)
+                .then(|| self.request(op, offset, len, client, false));
+        }
+        let started = Instant::now();
+        self.in_flight.fetch_add(1, Relaxed);
+        let req = Request {
+            time_ns: self.now_ns(),
+            volume: VolumeId(0),
+            op,
+            offset,
+            len,
+        };
+        let out = self.run_request(k, &req, client, true);
+        match &out {
+            Some(o) => self.account(op, len, false, started, o),
+            None => {
+                self.in_flight.fetch_sub(1, Relaxed);
+            }
+        }
+        out
+    }
+
+    /// Counts a finished request and its latency.
+    pub(super) fn account(
+        &self,
+        op: Op,
+        len: u64,
+        fua: bool,
+        started: Instant,
+        out: &io::Result<()>,
+    ) {
+        self.in_flight.fetch_sub(1, Relaxed);
+        self.last_foreground_ns.store(self.now_ns(), Relaxed);
+        let us = started.elapsed().as_micros() as u64;
+        let c = &self.counters;
+        match op {
+            Op::Read => {
+                Counters::add(&c.reads, 1);
+                Counters::add(&c.read_bytes, len);
+                Latencies::record(&self.latency.read, us);
+            }
+            Op::Write => {
+                Counters::add(&c.writes, 1);
+                Counters::add(&c.write_bytes, len);
+                Counters::add(&c.fua_writes, fua as u64);
+                Latencies::record(&self.latency.write, us);
+                self.kick_after_write();
+            }
+            _ => Counters::add(&c.trims, 1),
+        }
+        if out.is_err() {
+            Counters::add(&c.errors, 1);
+        }
+    }
+
+    /// Plans `req` on shard `k` and executes it; with `only_on_cache`, only if the cache alone
+    /// serves it (else `None`, nothing done).
+    pub(super) fn run_request(
+        &self,
+        k: usize,
+        req: &Request,
+        client: Client<'_>,
+        only_on_cache: bool,
+    ) -> Option<io::Result<()>> {
+        if let Err(e) = self.check_halted() {
+            return Some(Err(e));
+        }
+        let shard = &self.shards[k];
+        let (plan, updates, mut ticket) = {
+            let mut core = self.core(shard);
+            if let Err(e) = self.check_halted() {
+                // The lock was poisoned: nothing is decided from this core any more.
+                return Some(Err(e));
+            }
+            if only_on_cache {
+                let alone = match req.op {
+                    Op::Read => core.cache.would_hit(req),
+                    _ => core.cache.would_absorb(req),
+                };
+                if !alone {
+                    return None;
+                }
+                // Run inline only what starts at once: a plan in flight on these lines' slots
+                // (a flush job reading them, a fill) may take long, and the caller (a
+                // connection's reader) would hold up every request behind it meanwhile.
+                let line = self.geo.line_size();
+                let writing = req.op != Op::Read;
+                let busy = !core.order.is_empty()
+                    && (req.offset / line..=(req.offset + req.len - 1) / line).any(|i| {
+                        core.cache
+                            .line_state(req.volume, i)
+                            .is_some_and(|l| core.order.would_wait(cache_slot(l.slot), writing))
+                    });
+                if busy {
+                    return None;
+                }
+            }
+            let mut plan = Plan::new();
+            if let Err(e) = core.cache.access(req, Some(&mut plan)) {
+                return Some(Err(io_err(e)));
+            }
+            let mut updates = std::mem::take(&mut core.updates);
+            updates.clear();
+            core.cache.drain_meta_updates(&mut updates);
+            let (r, w) = locations(&self.geo, &plan, &updates);
+            let ticket = core.order.register(r, w);
+            (plan, updates, ticket)
+        };
+        if ticket.wait_turn() > 0 {
+            Counters::add(&self.counters.ordering_waits, 1);
+        }
+        // A read is answered once its critical ops are done; the rest (filling the cache with
+        // what was read) finishes in the background, still holding the plan's ordering ticket.
+        let may_defer = req.op == Op::Read && self.lookup != Lookup::Lt && self.answer_reads_early;
+        let executed = if ticket.predecessor_failed() {
+            // Decided on what that plan was to leave (a fill, say) that is not there.
+            Err(io::Error::other(
+                "an earlier request on the same cache lines failed",
+            ))
+        } else {
+            self.execute(shard, &plan, &updates, client, may_defer)
+        };
+        let result = match executed {
+            Ok(Executed::Deferred(progress)) => {
+                let task = Box::new(Deferred {
+                    shard: k,
+                    req: *req,
+                    plan,
+                    updates,
+                    ticket,
+                    progress,
+                });
+                self.deferred_pending.fetch_add(1, Relaxed);
+                match lock(&self.deferred_tx).as_ref().map(|tx| tx.send(task)) {
+                    Some(Ok(())) => {
+                        Counters::add(&self.counters.deferred_plans, 1);
+                        return Some(Ok(()));
+                    }
+                    // Shutting down: finish it here.
+                    Some(Err(mpsc::SendError(task))) => return Some(self.finish_deferred(task)),
+                    None => unreachable!("the sender lives until shutdown"),
+                }
+            }
+            Ok(Executed::Done) => Ok(()),
+            Err(e) => {
+                // The request's error is the one to report; forgetting is best effort.
+                let _ = self.forget_failed(shard, req, &plan, &e);
+                Err(e)
+            }
+        };
+        let mut core = self.core(shard);
+        core.order.end(ticket, result.is_ok());
+        core.updates = updates;
+        drop(core);
+        Some(result)
+    }
+
+    /// Runs the rest of a plan whose request was already answered.
+    pub(super) fn finish_deferred(&self, task: Box<Deferred>) -> io::Result<()> {
+        let Deferred {
+            shard: k,
+            req,
+            plan,
+            updates,
+            ticket,
+            progress,
+        } = *task;
+        let shard = &self.shards[k];
+        let result = self
+            .resume(shard, &plan, &updates, progress, false)
+            .map(|_| ());
+        if let Err(e) = &result {
+            Counters::add(&self.counters.errors, 1);
+            // The plan's error is the one to report; forgetting is best effort.
+            let _ = self.forget_failed(shard, &req, &plan, e);
+        }
+        self.core(shard).order.end(ticket, result.is_ok());
+        self.deferred_pending.fetch_sub(1, Relaxed);
+        result
+    }
+
+    /// After a failed plan: the lines it filled may hold garbage; keep only dirty data. A
+    /// plan that evicted a dirty line halts the engine instead (see [`Inner::halted`]).
+    pub(super) fn forget_failed(
+        &self,
+        shard: &Shard,
+        req: &Request,
+        plan: &Plan,
+        failure: &io::Error,
+    ) -> io::Result<()> {
+        self.halt_if_evicting(plan, failure);
+        if self.halted.get().is_some() {
+            // Records written now could replace the one naming an evicted dirty line.
+            return Ok(());
+        }
+        let line = self.geo.line_size();
+        let mut core = self.core(shard);
+        for op in plan
+            .ops
+            .iter()
+            .filter(|o| o.device == Dev::Backend && o.len > 0)
+        {
+            for i in op.offset / line..=(op.offset + op.len - 1) / line {
+                core.cache.drop_clean(op.volume, i);
+            }
+        }
+        for i in req.offset / line..=(req.offset + req.len.max(1) - 1) / line {
+            core.cache.drop_clean(req.volume, i);
+        }
+        let mut ups = Vec::new();
+        core.cache.drain_meta_updates(&mut ups);
+        for u in &ups {
+            self.table
+                .write(&*self.cache_dev, shard.base + u.slot, &record_of(u))?;
+        }
+        Ok(())
+    }
+
+    /// Where `op` of a plan of the shard starting at slot `base` lands on its device.
+    pub(super) fn device_addr(&self, base: u32, op: &DevOp) -> u64 {
+        match op.device {
+            Dev::Cache => self.layout.data_offset + base as u64 * self.geo.line_size() + op.offset,
+            Dev::Backend => op.offset,
+        }
+    }
+
+    /// Runs `plan`'s ops stage by stage and persists its metadata updates.
+    pub(super) fn execute(
+        &self,
+        shard: &Shard,
+        plan: &Plan,
+        updates: &[MetaUpdate],
+        client: Client<'_>,
+        may_defer: bool,
+    ) -> io::Result<Executed> {
+        let base = shard.base;
+        // Slots whose durable record names another line than they will hold: that record must
+        // be durably replaced before new data lands in the slot, or a crash would pair the old
+        // line's name with the new line's bytes.
+        let reassigned: Vec<u32> = updates
+            .iter()
+            .filter(|u| {
+                let old = self.table.persisted_line(base + u.slot);
+                old.is_some() && old != u.line.map(|(v, i)| (v.0, i))
+            })
+            .map(|u| u.slot)
+            .collect();
+        let progress = Progress {
+            next: 0,
+            scratch: Scratch::new(client),
+            reassigned,
+            wrote_back: false,
+            backend_epoch: self.backend.epoch(),
+        };
+        self.resume(shard, plan, updates, progress, may_defer)
+    }
+
+    /// Runs `plan` from where `p` stands to the end, or (with `may_defer`) until only ops the
+    /// client need not wait for are left.
+    pub(super) fn resume(
+        &self,
+        shard: &Shard,
+        plan: &Plan,
+        updates: &[MetaUpdate],
+        p: Progress<'_>,
+        may_defer: bool,
+    ) -> io::Result<Executed> {
+        let line = self.geo.line_size();
+        let base = shard.base;
+        let Progress {
+            next: mut i,
+            mut scratch,
+            mut reassigned,
+            mut wrote_back,
+            backend_epoch,
+        } = p;
+        let ops = &plan.ops;
+        while i < ops.len() {
+            if may_defer && ops[i..].iter().all(|o| !o.critical) {
+                return Ok(Executed::Deferred(Progress {
+                    next: i,
+                    scratch: scratch.detach(),
+                    reassigned,
+                    wrote_back,
+                    backend_epoch,
+                }));
+            }
+            // Plans under way when the engine halts stop at their next stage.
+            self.check_halted()?;
+            let stage = ops[i].stage;
+            let end = i + ops[i..].iter().take_while(|o| o.stage == stage).count();
+            if !reassigned.is_empty() {
+                let mut due = Vec::new();
+                for o in &ops[i..end] {
+                    if o.device == Dev::Cache && o.kind == IoKind::Write {
+                        let (a, b) = (o.offset / line, (o.offset + o.len - 1) / line);
+                        reassigned.retain(|&s| {
+                            let hit = (a..=b).contains(&(s as u64));
+                            if hit {
+                                due.push(s);
+                            }
+                            !hit
+                        });
+                    }
+                }
+                if !due.is_empty() {
+                    if wrote_back {
+                        // The evicted line's data must be safe on the backend first.
+                        self.backend.sync_since(backend_epoch)?;
+                    }
+                    for &s in &due {
+                        self.table
+                            .write(&*self.cache_dev, base + s, &SlotRecord::EMPTY)?;
+                    }
+                    self.cache_dev.sync()?;
+                    Counters::add(&self.counters.slot_invalidations, due.len() as u64);
+                }
+            }
+            for o in &ops[i..end] {
+                let dev: &dyn Device = match o.device {
+                    Dev::Cache => {
+                        Counters::add(&self.counters.cache_ops, 1);
+                        &*self.cache_dev
+                    }
+                    Dev::Backend => {
+                        Counters::add(&self.counters.backend_ops, 1);
+                        &*self.backend
+                    }
+                };
+                let addr = self.device_addr(base, o);
+                let _busy =
+                    (o.device == Dev::Backend).then(|| InFlight::enter(&self.backend_in_flight));
+                match o.kind {
+                    IoKind::Read => scratch.read(dev, o, addr)?,
+                    IoKind::Write => {
+                        dev.write_at(&scratch.data_for(o), addr)?;
+                        if o.device == Dev::Backend {
+                            wrote_back |= o.cause == OpCause::EvictFlush;
+                            self.backend_unsynced.fetch_min(backend_epoch, Relaxed);
+                        }
+                    }
+                    IoKind::Trim => dev.discard(addr, o.len)?,
+                    IoKind::Flush => dev.sync()?,
+                }
+            }
+            i = end;
+        }
+        scratch.finish();
+        self.check_halted()?;
+        for u in updates {
+            self.table
+                .write(&*self.cache_dev, base + u.slot, &record_of(u))?;
+        }
+        Counters::add(&self.counters.records_written, updates.len() as u64);
+        Ok(Executed::Done)
+    }
+
+    /// Makes every completed request durable: the cache device, and the backend if
+    /// requests wrote to it since its last sync.
+    pub(super) fn sync_all(&self) -> io::Result<()> {
+        self.cache_dev.sync()?;
+        let since = self.backend_unsynced.swap(u64::MAX, Relaxed);
+        if since != u64::MAX {
+            if let Err(e) = self.backend.sync_since(since) {
+                // Writes that may have been lost with a connection are reported once, to
+                // this flush (no later flush can cover them); other failures are retried.
+                if self.backend.epoch() == since {
+                    self.backend_unsynced.fetch_min(since, Relaxed);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+}
