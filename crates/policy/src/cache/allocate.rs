@@ -1,0 +1,116 @@
+//! Allocation: a free slot or a victim (clean first under `dirty_full = bypass`), and the
+//! write-back of a dirty victim.
+
+use super::*;
+
+impl Cache {
+    /// Finds a slot for `key` in partition `p`, evicting (and, if dirty, writing back) a victim
+    /// when the partition is full. Returns the slot and the first stage at which it may be
+    /// written. Victim write-back ops are critical for writes (the write waits for them).
+    pub(super) fn allocate(
+        &mut self,
+        p: usize,
+        key: LineKey,
+        for_write: bool,
+    ) -> Result<(Slot, u8), BypassReason> {
+        let part = &self.parts[p];
+        if part.capacity == 0 {
+            return Err(BypassReason::NoSpace);
+        }
+        let mut stage = 0;
+        let slot = if part.used < part.capacity {
+            let slot = self
+                .table
+                .take_free()
+                .expect("partition capacities sum to the slot count");
+            self.parts[p].used += 1;
+            slot
+        } else {
+            let table = &self.table;
+            let victim = match self.cfg.dirty_full {
+                DirtyFullPolicy::Bypass => {
+                    // The cache is "full of dirty data" when no clean, unpinned line is left:
+                    // then the request goes around the cache instead of waiting for a flush.
+                    if part.dirty + part.pinned >= part.used {
+                        return Err(BypassReason::DirtyFull);
+                    }
+                    let v = self.parts[p].evict.evict(key, &|s| {
+                        let m = table.meta(s);
+                        m.pinned || m.dirty != 0
+                    });
+                    v.ok_or(BypassReason::DirtyFull)?
+                }
+                DirtyFullPolicy::EvictThenWrite => {
+                    let v = self.parts[p].evict.evict(key, &|s| table.meta(s).pinned);
+                    v.ok_or(BypassReason::AllPinned)?
+                }
+            };
+            let m = *self.table.meta(victim);
+            debug_assert!(m.resident && !m.pinned && m.partition as usize == p);
+            // A request may evict a line it touched itself (a long request over a small cache):
+            // its ops on the victim's slot must finish before the slot is written back or reused.
+            let (lo, hi) = (self.cache_addr(victim, 0), self.cache_addr(victim + 1, 0));
+            stage = self
+                .scratch
+                .iter()
+                .filter(|o| o.device == Device::Cache && o.offset < hi && o.offset + o.len > lo)
+                .map(|o| o.stage + 1)
+                .max()
+                .unwrap_or(0);
+            if m.dirty != 0 {
+                let dirty = self.mark_clean(victim);
+                self.write_back_ops(victim, m.key, dirty, stage, for_write, OpCause::EvictFlush);
+                self.stats.dirty_evictions += 1;
+                stage += 2;
+            }
+            self.stats.evictions += 1;
+            self.table.remove(victim);
+            victim
+        };
+        self.table.install(slot, key, p as u16);
+        self.parts[p].evict.insert(slot, key);
+        Ok((slot, stage))
+    }
+
+    /// Emits the ops that write a line's dirty sub-blocks back: cache reads at `stage`, backend
+    /// writes at `stage + 1`.
+    pub(super) fn write_back_ops(
+        &mut self,
+        slot: Slot,
+        key: LineKey,
+        dirty: u64,
+        stage: u8,
+        critical: bool,
+        cause: OpCause,
+    ) {
+        let sub = self.geo.sub_size();
+        let base = self.geo.line_start(key.index());
+        for (lo, hi) in runs(dirty) {
+            let (a, b) = (lo as u64 * sub, hi as u64 * sub);
+            let addr = self.cache_addr(slot, a);
+            self.emit(cache_op(
+                IoKind::Read,
+                key.volume(),
+                addr,
+                base + a,
+                b - a,
+                stage,
+                critical,
+                cause,
+            ));
+        }
+        for (lo, hi) in runs(dirty) {
+            let (a, b) = (lo as u64 * sub, hi as u64 * sub);
+            self.emit(op(
+                Device::Backend,
+                IoKind::Write,
+                key.volume(),
+                base + a,
+                b - a,
+                stage + 1,
+                critical,
+                cause,
+            ));
+        }
+    }
+}

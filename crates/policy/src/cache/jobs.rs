@@ -1,0 +1,128 @@
+//! Flush jobs: the cleaner's decisions turned into batches of dirty lines, and their
+//! completion or failure.
+
+use super::*;
+
+impl Cache {
+    /// Asks the cleaner for work given the executor's state; appends flush jobs to `jobs`.
+    pub fn clean(&mut self, state: &ExecutorState, jobs: &mut Vec<FlushJob>) {
+        let d = self.dirty_state();
+        let n = self.cleaner.poll(state, d);
+        if n > 0 {
+            if let Some(job) = self.make_job(n as usize) {
+                jobs.push(job);
+            }
+        }
+    }
+
+    /// When the cleaner wants to be polled again if nothing else happens.
+    pub fn next_clean_poll(&self, state: &ExecutorState) -> Option<Nanos> {
+        self.cleaner.next_poll(state, self.dirty_state())
+    }
+
+    pub(super) fn dirty_state(&self) -> DirtyState {
+        DirtyState {
+            dirty_lines: self.table.dirty_count(),
+            capacity_lines: self.capacity_lines(),
+            jobs_in_flight: self.jobs_in_flight,
+        }
+    }
+
+    /// Builds a flush job of up to `n` dirty, unpinned lines, least recently written first.
+    pub(super) fn make_job(&mut self, n: usize) -> Option<FlushJob> {
+        let slots: Vec<Slot> = self
+            .table
+            .dirty_iter()
+            .filter(|&s| !self.table.meta(s).pinned)
+            .take(n)
+            .collect();
+        if slots.is_empty() {
+            return None;
+        }
+        self.build_plan = true;
+        self.scratch.clear();
+        self.plan_write_backs.clear();
+        for &slot in &slots {
+            let key = self.table.meta(slot).key;
+            let dirty = self.mark_clean(slot);
+            self.write_back_ops(slot, key, dirty, 0, true, OpCause::Clean);
+            self.table.set_pinned(slot, true);
+            self.parts[self.table.meta(slot).partition as usize].pinned += 1;
+        }
+        let mut plan = Plan::new();
+        self.scratch.sort_by_key(|o| o.stage);
+        for o in self.scratch.drain(..) {
+            plan.push(o);
+        }
+        self.stats.cleaned_lines += slots.len() as u64;
+        self.stats.clean_jobs += 1;
+        self.jobs_in_flight += 1;
+        self.next_job_id += 1;
+        Some(FlushJob {
+            id: self.next_job_id,
+            plan,
+            slots,
+        })
+    }
+
+    /// The executor completed every op of `job`: its lines may be evicted again.
+    pub fn flush_done(&mut self, job: FlushJob) {
+        assert!(
+            self.jobs_in_flight > 0,
+            "flush_done without a job in flight"
+        );
+        self.jobs_in_flight -= 1;
+        for slot in job.slots {
+            let m = *self.table.meta(slot);
+            debug_assert!(m.pinned && m.resident);
+            self.table.set_pinned(slot, false);
+            let p = m.partition as usize;
+            self.parts[p].pinned -= 1;
+            if m.valid == 0 {
+                // Trimmed while under write-back: drop it now.
+                self.invalidate(slot, 0);
+            } else if let Some(mask) = self.deferred_drops.remove(&slot) {
+                // Sub-blocks made dirty again (a failed job, a newer write) stay.
+                let drop = mask & m.valid & !self.table.meta(slot).dirty;
+                if drop != 0 {
+                    self.invalidate(slot, drop);
+                }
+            }
+        }
+    }
+
+    /// The executor could not complete `job` (a device error): its lines, marked clean when
+    /// the job was made, are dirty again (their data is still only in the cache) and unpinned.
+    pub fn flush_failed(&mut self, job: FlushJob) {
+        let line = self.geo.line_size();
+        for o in job
+            .plan
+            .ops
+            .iter()
+            .filter(|o| o.device == Device::Backend && o.len > 0)
+        {
+            for index in o.offset / line..=(o.offset + o.len - 1) / line {
+                let Some(slot) = self.table.lookup(LineKey::new(o.volume, index)) else {
+                    continue;
+                };
+                let base = index * line;
+                let (a, b) = (
+                    o.offset.max(base) - base,
+                    (o.offset + o.len).min(base + line) - base,
+                );
+                let mask = self.geo.touched_mask(a, b) & self.table.meta(slot).valid;
+                if mask != 0 {
+                    self.mark_dirty(slot, mask);
+                }
+            }
+        }
+        self.flush_done(job);
+    }
+
+    /// Final flush: jobs covering every dirty, unpinned line (128 lines a job).
+    pub fn flush_all(&mut self, jobs: &mut Vec<FlushJob>) {
+        while let Some(job) = self.make_job(128) {
+            jobs.push(job);
+        }
+    }
+}

@@ -1,0 +1,746 @@
+//! The policy core: one request in, metadata updated and a plan of device operations out.
+//!
+//! This file holds the types, the cache's state and its entry point ([`Cache::access`]); the
+//! rest is split by concern: `read` (the read path), `write` (the write path), `allocate`
+//! (slots and victims), `jobs` (flush jobs) and `journal` (metadata updates and recovery).
+
+use crate::cleaning::{CleaningPolicy, DirtyState};
+use crate::config::{CacheConfig, CleaningConfig, DirtyFullPolicy, PromotionConfig, WritePolicy};
+use crate::engine::{ReadMiss, WriteHit, WriteMiss};
+use crate::metadata::LineTable;
+use crate::promotion::{self, Promotion};
+use crate::stats::{BypassReason, CacheStats};
+use tiercache_core::geometry::LineSlice;
+use tiercache_core::{
+    DevOp, Device, GeometryError, IoKind, LineGeometry, LineKey, Nanos, Op, OpCause, Plan, Request,
+    VolumeId,
+};
+use tiercache_eviction::{Eviction, Slot};
+
+mod allocate;
+mod jobs;
+mod journal;
+mod read;
+mod write;
+/// The executor's view of the devices: the one narrow interface through which run-time state
+/// reaches the policies (SPEC §3).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExecutorState {
+    /// Current time (virtual or real) in ns.
+    pub now: Nanos,
+    /// Time since the cache device last had foreground I/O in flight; 0 while it has some.
+    pub cache_idle_ns: Nanos,
+    /// Ops queued or in service at the cache device.
+    pub cache_queue_depth: u32,
+    /// Ops queued or in service at the backend.
+    pub backend_queue_depth: u32,
+}
+
+/// A batch of dirty lines to write back. Stage 0 of `plan` reads them from the cache, stage 1
+/// writes them to the backend. Its lines stay pinned until [`Cache::flush_done`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlushJob {
+    /// Job number, unique within a cache.
+    pub id: u64,
+    /// Device operations of the job.
+    pub plan: Plan,
+    slots: Vec<Slot>,
+}
+
+impl FlushJob {
+    /// Lines written back by this job.
+    pub fn lines(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Slots written back by this job.
+    pub fn slots(&self) -> &[Slot] {
+        &self.slots
+    }
+}
+
+/// The state of one slot after a change, for a persistent journal (see
+/// [`Cache::set_journal`]). Recovery replays the last update of each slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetaUpdate {
+    /// The slot that changed.
+    pub slot: Slot,
+    /// Line now held (volume, line index), or `None` when the slot became free.
+    pub line: Option<(VolumeId, u64)>,
+    /// Valid sub-blocks.
+    pub valid: u64,
+    /// Dirty sub-blocks.
+    pub dirty: u64,
+}
+
+/// Public view of one resident line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineState {
+    /// Slot (cache-device address = slot × line size).
+    pub slot: Slot,
+    /// Valid sub-blocks.
+    pub valid: u64,
+    /// Dirty sub-blocks.
+    pub dirty: u64,
+    /// Under write-back.
+    pub pinned: bool,
+}
+
+/// What one request found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AccessOutcome {
+    /// Lines found with all needed data.
+    pub line_hits: u32,
+    /// Lines found with part of the needed data.
+    pub line_partial_hits: u32,
+    /// Lines not found.
+    pub line_misses: u32,
+    /// Lines served around the cache (not promoted or not allocated).
+    pub line_bypasses: u32,
+    /// Every line was a full hit (reads: served by the cache alone).
+    pub full_hit: bool,
+}
+
+/// Errors of the policy core.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PolicyError {
+    /// A configuration value is invalid.
+    #[error("cache.{field}: {reason}")]
+    Config {
+        /// Field name, relative to the cache section.
+        field: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A request cannot be addressed.
+    #[error("request: {0}")]
+    Request(#[from] GeometryError),
+}
+
+fn config_error(field: &'static str, reason: impl Into<String>) -> PolicyError {
+    PolicyError::Config {
+        field,
+        reason: reason.into(),
+    }
+}
+
+/// One replacement domain: a static partition, or the shared rest of the cache.
+struct Partition {
+    evict: Box<dyn Eviction>,
+    capacity: u32,
+    used: u32,
+    dirty: u32,
+    pinned: u32,
+}
+
+/// Contiguous runs of set bits of a mask, as (first, one past last) bit numbers.
+fn runs(mut mask: u64) -> impl Iterator<Item = (u32, u32)> {
+    std::iter::from_fn(move || {
+        if mask == 0 {
+            return None;
+        }
+        let lo = mask.trailing_zeros();
+        let shifted = mask >> lo;
+        let len = if shifted == u64::MAX {
+            64
+        } else {
+            (!shifted).trailing_zeros()
+        };
+        let hi = lo + len;
+        mask &= if hi >= 64 { 0 } else { u64::MAX << hi };
+        Some((lo, hi))
+    })
+}
+
+/// The deterministic policy core of one cache.
+pub struct Cache {
+    cfg: CacheConfig,
+    geo: LineGeometry,
+    table: LineTable,
+    parts: Vec<Partition>,
+    /// Partition of each volume with a static partition; others use the last partition.
+    part_of_volume: Vec<u16>,
+    promotion: Box<dyn Promotion>,
+    promotion_learns: bool,
+    cleaner: Box<dyn CleaningPolicy>,
+    default_mode: WritePolicy,
+    volume_modes: Vec<Option<WritePolicy>>,
+    stats: CacheStats,
+    jobs_in_flight: u32,
+    next_job_id: u64,
+    /// Clean sub-blocks to drop from lines that were under write-back when a failed plan
+    /// asked for them to be dropped: the job's own sub-blocks (marked clean when it was made)
+    /// are the only copy of their data until it completes, so the drop waits for it.
+    deferred_drops: std::collections::HashMap<Slot, u64>,
+    /// Ops of the request being planned, before stage ordering.
+    scratch: Vec<DevOp>,
+    /// Victim write-backs of the plan being built: (volume, start, end, stage).
+    plan_write_backs: Vec<(VolumeId, u64, u64, u8)>,
+    build_plan: bool,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("config", &self.cfg)
+            .field("resident", &self.table.resident_count())
+            .field("dirty", &self.table.dirty_count())
+            .finish_non_exhaustive()
+    }
+}
+
+const DEFAULT_PARTITION: u16 = u16::MAX;
+
+impl Cache {
+    /// Builds a cache; every invalid field is named in the error.
+    pub fn new(cfg: &CacheConfig) -> Result<Self, PolicyError> {
+        let geo = LineGeometry::new(cfg.line_size)
+            .map_err(|e| config_error("line_size", e.to_string()))?;
+        let lines = cfg.capacity / cfg.line_size;
+        if lines == 0 {
+            return Err(config_error(
+                "capacity",
+                format!("{} bytes hold no {}-byte line", cfg.capacity, cfg.line_size),
+            ));
+        }
+        if lines >= u32::MAX as u64 / 2 {
+            return Err(config_error(
+                "capacity",
+                format!("{lines} lines exceed the limit of {}", u32::MAX / 2),
+            ));
+        }
+        match cfg.promotion {
+            PromotionConfig::Nhit {
+                n,
+                table_ratio,
+                occupancy_threshold,
+            } => {
+                if n == 0 {
+                    return Err(config_error("promotion.n", "must be at least 1"));
+                }
+                if !(table_ratio > 0.0 && table_ratio <= 64.0) {
+                    return Err(config_error("promotion.table_ratio", "must be in (0, 64]"));
+                }
+                if !(0.0..=1.0).contains(&occupancy_threshold) {
+                    return Err(config_error(
+                        "promotion.occupancy_threshold",
+                        "must be in [0, 1]",
+                    ));
+                }
+            }
+            PromotionConfig::Smq { hotspot_lines: 0 } => {
+                return Err(config_error(
+                    "promotion.hotspot_lines",
+                    "must be at least 1",
+                ));
+            }
+            _ => {}
+        }
+        match cfg.cleaning {
+            CleaningConfig::Aggressive { period_ns, batch } => {
+                if period_ns == 0 {
+                    return Err(config_error("cleaning.period_ns", "must be positive"));
+                }
+                if batch == 0 {
+                    return Err(config_error("cleaning.batch", "must be positive"));
+                }
+            }
+            CleaningConfig::Lazy { batch: 0, .. } => {
+                return Err(config_error("cleaning.batch", "must be positive"));
+            }
+            CleaningConfig::Threshold { high, low, batch } => {
+                if !(0.0..=1.0).contains(&high) || !(0.0..=1.0).contains(&low) || low > high {
+                    return Err(config_error(
+                        "cleaning",
+                        format!("watermarks need 0 <= low <= high <= 1, got low {low} high {high}"),
+                    ));
+                }
+                if batch == 0 {
+                    return Err(config_error("cleaning.batch", "must be positive"));
+                }
+            }
+            _ => {}
+        }
+        let mut part_of_volume = Vec::new();
+        let mut parts = Vec::new();
+        let mut reserved = 0u64;
+        for (i, p) in cfg.partitions.iter().enumerate() {
+            let plines = p.bytes / cfg.line_size;
+            if plines == 0 {
+                return Err(config_error(
+                    "partitions",
+                    format!("partition {i} (volume {}) holds no line", p.volume),
+                ));
+            }
+            let v = p.volume as usize;
+            if part_of_volume.len() <= v {
+                part_of_volume.resize(v + 1, DEFAULT_PARTITION);
+            }
+            if part_of_volume[v] != DEFAULT_PARTITION {
+                return Err(config_error(
+                    "partitions",
+                    format!("volume {} has two partitions", p.volume),
+                ));
+            }
+            part_of_volume[v] = i as u16;
+            reserved += plines;
+            parts.push(plines as u32);
+        }
+        if reserved > lines {
+            return Err(config_error(
+                "partitions",
+                format!("partitions need {reserved} lines, the cache has {lines}"),
+            ));
+        }
+        parts.push((lines - reserved) as u32);
+        let parts = parts
+            .into_iter()
+            .map(|capacity| Partition {
+                evict: tiercache_eviction::build(cfg.eviction, capacity as usize, lines as usize),
+                capacity,
+                used: 0,
+                dirty: 0,
+                pinned: 0,
+            })
+            .collect();
+        let promotion = promotion::build(&cfg.promotion, lines);
+        Ok(Self {
+            cfg: cfg.clone(),
+            geo,
+            table: LineTable::new(lines as u32),
+            parts,
+            part_of_volume,
+            // Asked once through the trait and kept, so the hit path skips the call for
+            // policies that ignore hits.
+            promotion_learns: promotion.learns_from_hits(),
+            promotion,
+            cleaner: crate::cleaning::build(&cfg.cleaning),
+            default_mode: cfg.write_policy,
+            volume_modes: Vec::new(),
+            stats: CacheStats::default(),
+            jobs_in_flight: 0,
+            next_job_id: 0,
+            deferred_drops: std::collections::HashMap::new(),
+            scratch: Vec::with_capacity(64),
+            plan_write_backs: Vec::new(),
+            build_plan: false,
+        })
+    }
+
+    /// The configuration this cache was built from.
+    pub fn config(&self) -> &CacheConfig {
+        &self.cfg
+    }
+
+    /// Line geometry.
+    pub fn geometry(&self) -> LineGeometry {
+        self.geo
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &CacheStats {
+        &self.stats
+    }
+
+    /// Lines the cache can hold.
+    pub fn capacity_lines(&self) -> u64 {
+        self.table.slots() as u64
+    }
+
+    /// Lines resident now.
+    pub fn resident_lines(&self) -> u64 {
+        self.table.resident_count()
+    }
+
+    /// Dirty lines now.
+    pub fn dirty_lines(&self) -> u64 {
+        self.table.dirty_count()
+    }
+
+    /// Flush jobs issued and not yet reported done.
+    pub fn jobs_in_flight(&self) -> u32 {
+        self.jobs_in_flight
+    }
+
+    /// Bytes of metadata: line table, index, dirty list, replacement and promotion structures.
+    pub fn metadata_bytes(&self) -> usize {
+        self.table.memory_bytes()
+            + self
+                .parts
+                .iter()
+                .map(|p| p.evict.memory_bytes())
+                .sum::<usize>()
+            + self.promotion.memory_bytes()
+    }
+
+    /// Bytes of metadata excluding the promotion table (the per-line budget of 64 bytes).
+    pub fn line_metadata_bytes(&self) -> usize {
+        self.table.memory_bytes()
+            + self
+                .parts
+                .iter()
+                .map(|p| p.evict.memory_bytes())
+                .sum::<usize>()
+    }
+
+    /// State of the line `index` of `volume`, if resident.
+    pub fn line_state(&self, volume: VolumeId, index: u64) -> Option<LineState> {
+        let slot = self.table.lookup(LineKey::new(volume, index))?;
+        let m = self.table.meta(slot);
+        Some(LineState {
+            slot,
+            valid: m.valid,
+            dirty: m.dirty,
+            pinned: m.pinned,
+        })
+    }
+
+    /// Hint that `req` is processed soon, for loops that read ahead (hit-ratio-only runs):
+    /// stage 1 about a dozen requests ahead (index bucket), stage 2 about six (line entry and
+    /// replacement-list links), stage 3 the next (the coming victim). Changes nothing.
+    #[inline]
+    pub fn prefetch(&self, req: &Request, stage: u8) {
+        let [part] = &self.parts[..] else {
+            // With static partitions, finding a line's domain would read the entry being
+            // prefetched: no hints.
+            return;
+        };
+        if stage >= 3 {
+            if part.used == part.capacity {
+                if let Some((victim, then)) = part.evict.victim_hint() {
+                    self.table.prefetch_victim(victim, then);
+                    if let Some(t) = then {
+                        part.evict.prefetch(t);
+                    }
+                }
+            }
+            return;
+        }
+        let index = self.geo.line_of(req.offset);
+        if req.volume.0 >= tiercache_core::MAX_VOLUMES || index >> 48 != 0 {
+            return;
+        }
+        let key = LineKey::new(req.volume, index);
+        if let Some(slot) = self.table.prefetch(key, stage) {
+            part.evict.prefetch(slot);
+        }
+    }
+
+    /// Whether reading `req` now would be served by the cache alone (every line resident
+    /// with the needed sub-blocks valid, in a mode that reads from the cache). Changes
+    /// nothing: executors use it to run cheap requests inline.
+    pub fn would_hit(&self, req: &Request) -> bool {
+        req.op == Op::Read
+            && !self.write_policy(req.volume).rules().reads_bypass_cache
+            && self.all_valid(req)
+    }
+
+    /// Whether writing `req` now would touch the cache device alone: a write hit on resident
+    /// lines whose touched sub-blocks are valid (no fill) in a mode that keeps write hits in
+    /// the cache (dirty). Changes nothing: executors use it to run cheap writes inline.
+    pub fn would_absorb(&self, req: &Request) -> bool {
+        req.op == Op::Write
+            && self.write_policy(req.volume).rules().write_hit
+                == crate::engine::WriteHit::CacheDirty
+            && self.all_valid(req)
+    }
+
+    /// Every line `req` touches is resident with the touched sub-blocks valid.
+    fn all_valid(&self, req: &Request) -> bool {
+        req.len != 0
+            && self
+                .geo
+                .check_request(req.volume, req.offset, req.len)
+                .is_ok()
+            && self.geo.split(req.offset, req.len).all(|s| {
+                let need = self.geo.touched_mask(s.start, s.end);
+                self.table
+                    .lookup(LineKey::new(req.volume, s.index))
+                    .is_some_and(|slot| self.table.meta(slot).valid & need == need)
+            })
+    }
+
+    /// Changes the write policy of one volume, or of all volumes (clearing per-volume ones).
+    pub fn set_write_policy(&mut self, volume: Option<VolumeId>, policy: WritePolicy) {
+        match volume {
+            None => {
+                self.default_mode = policy;
+                self.volume_modes.clear();
+            }
+            Some(v) => {
+                let v = v.0 as usize;
+                if self.volume_modes.len() <= v {
+                    self.volume_modes.resize(v + 1, None);
+                }
+                self.volume_modes[v] = Some(policy);
+            }
+        }
+    }
+
+    /// Write policy in force for a volume.
+    pub fn write_policy(&self, volume: VolumeId) -> WritePolicy {
+        self.volume_modes
+            .get(volume.0 as usize)
+            .copied()
+            .flatten()
+            .unwrap_or(self.default_mode)
+    }
+
+    fn partition(&self, volume: VolumeId) -> usize {
+        match self.part_of_volume.get(volume.0 as usize) {
+            Some(&p) if p != DEFAULT_PARTITION => p as usize,
+            _ => self.parts.len() - 1,
+        }
+    }
+
+    /// Processes one request. Metadata changes at once; unless `plan` is `None` (hit-ratio-only
+    /// mode) the plan is cleared and filled with the device operations the request needs.
+    pub fn access(
+        &mut self,
+        req: &Request,
+        plan: Option<&mut Plan>,
+    ) -> Result<AccessOutcome, PolicyError> {
+        self.geo.check_request(req.volume, req.offset, req.len)?;
+        if plan.is_none() {
+            if let Some(out) = self.untimed_read_hit(req) {
+                return Ok(out);
+            }
+        }
+        self.build_plan = plan.is_some();
+        self.scratch.clear();
+        self.plan_write_backs.clear();
+        let mut out = AccessOutcome::default();
+        self.stats.requests += 1;
+        let mode = self.write_policy(req.volume);
+        match req.op {
+            Op::Read => {
+                self.stats.read_requests += 1;
+                let mut lines = 0;
+                for s in self.geo.split(req.offset, req.len) {
+                    self.read_line(req.volume, s, mode, &mut out);
+                    lines += 1;
+                }
+                if out.line_hits == lines {
+                    self.stats.read_hit_requests += 1;
+                }
+            }
+            Op::Write => {
+                self.stats.write_requests += 1;
+                for s in self.geo.split(req.offset, req.len) {
+                    self.write_line(req.volume, s, mode, &mut out);
+                }
+                if out.line_misses == 0 && out.line_partial_hits == 0 {
+                    self.stats.write_hit_requests += 1;
+                }
+            }
+            Op::Trim => {
+                for s in self.geo.split(req.offset, req.len) {
+                    self.trim_line(req.volume, s);
+                }
+                if req.len > 0 {
+                    self.emit(op(
+                        Device::Backend,
+                        IoKind::Trim,
+                        req.volume,
+                        req.offset,
+                        req.len,
+                        0,
+                        true,
+                        OpCause::Trim,
+                    ));
+                }
+            }
+            Op::Flush => {
+                self.emit(op(
+                    Device::Cache,
+                    IoKind::Flush,
+                    req.volume,
+                    0,
+                    0,
+                    0,
+                    true,
+                    OpCause::Flush,
+                ));
+                self.emit(op(
+                    Device::Backend,
+                    IoKind::Flush,
+                    req.volume,
+                    0,
+                    0,
+                    0,
+                    true,
+                    OpCause::Flush,
+                ));
+            }
+        }
+        out.full_hit = out.line_partial_hits == 0 && out.line_misses == 0 && out.line_bypasses == 0;
+        if out.full_hit && matches!(req.op, Op::Read | Op::Write) {
+            self.stats.full_hit_requests += 1;
+        }
+        if let Some(plan) = plan {
+            plan.clear();
+            // Lines were planned one after another; order all ops by stage (stable, so ops of
+            // one stage keep address order and contiguous ones merge).
+            self.scratch.sort_by_key(|o| o.stage);
+            for o in self.scratch.drain(..) {
+                plan.push(o);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Counts an op's bytes and, when planning, records it.
+    #[inline]
+    /// Records an op of the plan being built and returns the stage it got: a backend read of
+    /// bytes that a victim write-back of this same plan writes is moved after that write (a
+    /// request can evict a dirty line it reads further on).
+    fn emit(&mut self, mut o: DevOp) -> u8 {
+        if self.build_plan && o.device == Device::Backend {
+            let (lo, hi) = (o.offset, o.offset + o.len);
+            match (o.kind, o.cause) {
+                (IoKind::Write, OpCause::EvictFlush) => {
+                    self.plan_write_backs.push((o.volume, lo, hi, o.stage))
+                }
+                (IoKind::Read, _) => {
+                    for &(v, a, b, st) in &self.plan_write_backs {
+                        if v == o.volume && a < hi && lo < b {
+                            o.stage = o.stage.max(st + 1);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        match (o.device, o.kind) {
+            (Device::Cache, IoKind::Read) => self.stats.cache_bytes_read += o.len,
+            (Device::Cache, IoKind::Write) => self.stats.cache_bytes_written += o.len,
+            (Device::Backend, IoKind::Read) => self.stats.backend_bytes_read += o.len,
+            (Device::Backend, IoKind::Write) => {
+                self.stats.backend_bytes_written += o.len;
+                if matches!(o.cause, OpCause::Clean | OpCause::EvictFlush) {
+                    self.stats.written_back_bytes += o.len;
+                }
+            }
+            _ => {}
+        }
+        if self.build_plan {
+            self.scratch.push(o);
+        }
+        o.stage
+    }
+
+    fn cache_addr(&self, slot: Slot, within: u64) -> u64 {
+        slot as u64 * self.geo.line_size() + within
+    }
+
+    fn occupancy(&self, p: usize) -> f64 {
+        let part = &self.parts[p];
+        if part.capacity == 0 {
+            1.0
+        } else {
+            part.used as f64 / part.capacity as f64
+        }
+    }
+
+    /// Checks every invariant of the metadata; panics with a description on violation.
+    /// Meant for tests and debug runs (O(lines)).
+    pub fn audit(&self) {
+        self.table.audit();
+        let mut used = vec![0u32; self.parts.len()];
+        let mut dirty = vec![0u32; self.parts.len()];
+        let mut pinned = vec![0u32; self.parts.len()];
+        for s in self.table.resident_slots() {
+            let m = self.table.meta(s);
+            let p = m.partition as usize;
+            used[p] += 1;
+            dirty[p] += (m.dirty != 0) as u32;
+            pinned[p] += m.pinned as u32;
+        }
+        for (i, part) in self.parts.iter().enumerate() {
+            assert_eq!(part.used, used[i], "partition {i}: used");
+            assert_eq!(part.dirty, dirty[i], "partition {i}: dirty");
+            assert_eq!(part.pinned, pinned[i], "partition {i}: pinned");
+            assert!(part.used <= part.capacity, "partition {i}: over capacity");
+            assert_eq!(
+                part.evict.len(),
+                part.used as usize,
+                "partition {i}: eviction policy size"
+            );
+        }
+        let s = &self.stats;
+        assert_eq!(
+            s.line_hits + s.line_partial_hits + s.line_misses,
+            s.line_accesses,
+            "hits + misses = accesses"
+        );
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn op(
+    device: Device,
+    kind: IoKind,
+    volume: VolumeId,
+    offset: u64,
+    len: u64,
+    stage: u8,
+    critical: bool,
+    cause: OpCause,
+) -> DevOp {
+    DevOp {
+        device,
+        kind,
+        volume,
+        offset,
+        vaddr: offset,
+        len,
+        stage,
+        critical,
+        cause,
+    }
+}
+
+/// A cache-device op at cache address `addr` carrying the volume bytes at `vaddr`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn cache_op(
+    kind: IoKind,
+    volume: VolumeId,
+    addr: u64,
+    vaddr: u64,
+    len: u64,
+    stage: u8,
+    critical: bool,
+    cause: OpCause,
+) -> DevOp {
+    DevOp {
+        vaddr,
+        ..op(
+            Device::Cache,
+            kind,
+            volume,
+            addr,
+            len,
+            stage,
+            critical,
+            cause,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs;
+
+    #[test]
+    fn runs_of_bits() {
+        assert_eq!(runs(0).collect::<Vec<_>>(), vec![]);
+        assert_eq!(
+            runs(0b1011_0110).collect::<Vec<_>>(),
+            vec![(1, 3), (4, 6), (7, 8)]
+        );
+        assert_eq!(runs(u64::MAX).collect::<Vec<_>>(), vec![(0, 64)]);
+        assert_eq!(runs(1 << 63).collect::<Vec<_>>(), vec![(63, 64)]);
+    }
+}

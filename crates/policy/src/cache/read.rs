@@ -1,0 +1,209 @@
+//! The read path: hits, partial hits and misses of one line, promotion decisions, and the
+//! fast untimed hit.
+
+use super::*;
+
+impl Cache {
+    /// Hit-ratio-only fast path for the commonest request: a read inside one line that finds
+    /// all its data. Same state changes and counters as the general path (the simulator's
+    /// tests compare hit-ratio-only counters with a timed run's); `None` means take the
+    /// general path.
+    #[inline]
+    pub(super) fn untimed_read_hit(&mut self, req: &Request) -> Option<AccessOutcome> {
+        if req.op != Op::Read || req.len == 0 {
+            return None;
+        }
+        let index = self.geo.line_of(req.offset);
+        if self.geo.line_of(req.end() - 1) != index
+            || self.write_policy(req.volume).rules().reads_bypass_cache
+        {
+            return None;
+        }
+        let key = LineKey::new(req.volume, index);
+        let slot = self.table.lookup(key)?;
+        let start = req.offset - self.geo.line_start(index);
+        let need = self.geo.touched_mask(start, start + req.len);
+        let m = self.table.meta(slot);
+        if m.valid & need != need {
+            return None;
+        }
+        let p = m.partition as usize;
+        self.parts[p].evict.hit(slot);
+        if self.promotion_learns {
+            self.promotion.on_hit(key);
+        }
+        let s = &mut self.stats;
+        s.requests += 1;
+        s.read_requests += 1;
+        s.read_hit_requests += 1;
+        s.full_hit_requests += 1;
+        s.line_accesses += 1;
+        s.read_line_accesses += 1;
+        s.line_hits += 1;
+        s.read_line_hits += 1;
+        s.cache_bytes_read += req.len;
+        Some(AccessOutcome {
+            line_hits: 1,
+            full_hit: true,
+            ..AccessOutcome::default()
+        })
+    }
+
+    pub(super) fn read_line(
+        &mut self,
+        vol: VolumeId,
+        s: LineSlice,
+        mode: WritePolicy,
+        out: &mut AccessOutcome,
+    ) {
+        let key = LineKey::new(vol, s.index);
+        let need = self.geo.touched_mask(s.start, s.end);
+        let line_base = self.geo.line_start(s.index);
+        let rules = mode.rules();
+        let sub = self.geo.sub_size();
+        self.stats.line_accesses += 1;
+        self.stats.read_line_accesses += 1;
+        let Some(slot) = self.table.lookup(key) else {
+            self.stats.line_misses += 1;
+            out.line_misses += 1;
+            let reason = if rules.read_miss == ReadMiss::BackendOnly {
+                Some(BypassReason::Mode)
+            } else {
+                let p = self.partition(vol);
+                let occ = self.occupancy(p);
+                if self.promotion.should_promote(key, occ) {
+                    match self.allocate(p, key, false) {
+                        Ok((slot, stage)) => {
+                            // Promotion fetches the whole line (SPEC §4.2): the request waits for the
+                            // backend read; the cache write follows in the background.
+                            let l = self.geo.line_size();
+                            let fetched = self.emit(op(
+                                Device::Backend,
+                                IoKind::Read,
+                                vol,
+                                line_base,
+                                l,
+                                0,
+                                true,
+                                OpCause::ReadMiss,
+                            ));
+                            let a = self.cache_addr(slot, 0);
+                            self.emit(cache_op(
+                                IoKind::Write,
+                                vol,
+                                a,
+                                line_base,
+                                l,
+                                stage.max(fetched + 1),
+                                false,
+                                OpCause::Promotion,
+                            ));
+                            self.table.add_valid(slot, self.geo.full_mask());
+                            self.stats.promotions += 1;
+                            return;
+                        }
+                        Err(r) => Some(r),
+                    }
+                } else {
+                    Some(BypassReason::NotHotYet)
+                }
+            };
+            if let Some(r) = reason {
+                self.stats.bypass(r);
+                out.line_bypasses += 1;
+            }
+            self.read_slice_from_backend(vol, line_base, s);
+            return;
+        };
+        let m = *self.table.meta(slot);
+        if rules.reads_bypass_cache && m.dirty & need == 0 {
+            // Pass-through: the backend has current data for every needed sub-block.
+            self.stats.line_misses += 1;
+            self.stats.bypass(BypassReason::Mode);
+            out.line_misses += 1;
+            out.line_bypasses += 1;
+            self.read_slice_from_backend(vol, line_base, s);
+            return;
+        }
+        let p = m.partition as usize;
+        self.parts[p].evict.hit(slot);
+        if self.promotion_learns {
+            self.promotion.on_hit(key);
+        }
+        if m.valid & need == need {
+            self.stats.line_hits += 1;
+            self.stats.read_line_hits += 1;
+            out.line_hits += 1;
+            let a = self.cache_addr(slot, s.start);
+            self.emit(cache_op(
+                IoKind::Read,
+                vol,
+                a,
+                line_base + s.start,
+                s.end - s.start,
+                0,
+                true,
+                OpCause::ReadHit,
+            ));
+            return;
+        }
+        // Partial hit: valid sub-blocks from the cache, the rest from the backend, then filled in.
+        self.stats.line_partial_hits += 1;
+        out.line_partial_hits += 1;
+        for (lo, hi) in runs(need & m.valid) {
+            let (a, b) = ((lo as u64 * sub).max(s.start), (hi as u64 * sub).min(s.end));
+            let addr = self.cache_addr(slot, a);
+            self.emit(cache_op(
+                IoKind::Read,
+                vol,
+                addr,
+                line_base + a,
+                b - a,
+                0,
+                true,
+                OpCause::ReadHit,
+            ));
+        }
+        let missing = need & !m.valid;
+        for (lo, hi) in runs(missing) {
+            let (a, b) = (lo as u64 * sub, hi as u64 * sub);
+            let fetched = self.emit(op(
+                Device::Backend,
+                IoKind::Read,
+                vol,
+                line_base + a,
+                b - a,
+                0,
+                true,
+                OpCause::ReadMiss,
+            ));
+            let addr = self.cache_addr(slot, a);
+            self.emit(cache_op(
+                IoKind::Write,
+                vol,
+                addr,
+                line_base + a,
+                b - a,
+                fetched + 1,
+                false,
+                OpCause::Promotion,
+            ));
+        }
+        self.table.add_valid(slot, missing);
+    }
+
+    /// Serves a read's slice of one line from the backend (a miss or a bypass).
+    pub(super) fn read_slice_from_backend(&mut self, vol: VolumeId, line_base: u64, s: LineSlice) {
+        let (offset, len) = (line_base + s.start, s.end - s.start);
+        self.emit(op(
+            Device::Backend,
+            IoKind::Read,
+            vol,
+            offset,
+            len,
+            0,
+            true,
+            OpCause::ReadMiss,
+        ));
+    }
+}

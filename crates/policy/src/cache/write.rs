@@ -1,0 +1,244 @@
+//! The write path: write hits and misses per write policy, dirty sub-blocks, partial-line
+//! fills, trims and invalidation.
+
+use super::*;
+
+impl Cache {
+    pub(super) fn write_line(
+        &mut self,
+        vol: VolumeId,
+        s: LineSlice,
+        mode: WritePolicy,
+        out: &mut AccessOutcome,
+    ) {
+        let key = LineKey::new(vol, s.index);
+        let touched = self.geo.touched_mask(s.start, s.end);
+        let covered = self.geo.covered_mask(s.start, s.end);
+        let line_base = self.geo.line_start(s.index);
+        let len = s.end - s.start;
+        let rules = mode.rules();
+        self.stats.line_accesses += 1;
+        self.stats.write_line_accesses += 1;
+        let backend_write = |stage| {
+            op(
+                Device::Backend,
+                IoKind::Write,
+                vol,
+                line_base + s.start,
+                len,
+                stage,
+                true,
+                OpCause::Write,
+            )
+        };
+        if let Some(slot) = self.table.lookup(key) {
+            let m = *self.table.meta(slot);
+            self.stats.line_hits += 1;
+            self.stats.write_line_hits += 1;
+            out.line_hits += 1;
+            let p = m.partition as usize;
+            self.parts[p].evict.hit(slot);
+            if self.promotion_learns {
+                self.promotion.on_hit(key);
+            }
+            let mut action = rules.write_hit;
+            if action == WriteHit::InvalidateToBackend && m.dirty & touched & !covered != 0 {
+                // The write lands inside dirty sub-blocks without covering them: only the cache
+                // holds the rest of those sub-blocks, so merge there instead of invalidating.
+                action = WriteHit::CacheDirty;
+            }
+            match action {
+                WriteHit::CacheDirty => {
+                    self.write_dirty(vol, slot, line_base, s, touched & !covered & !m.valid, 0);
+                }
+                WriteHit::CacheAndBackend => {
+                    let a = self.cache_addr(slot, s.start);
+                    self.emit(cache_op(
+                        IoKind::Write,
+                        vol,
+                        a,
+                        line_base + s.start,
+                        len,
+                        0,
+                        true,
+                        OpCause::Write,
+                    ));
+                    self.emit(backend_write(0));
+                    self.table.add_valid(slot, covered);
+                }
+                WriteHit::InvalidateToBackend => {
+                    self.emit(backend_write(0));
+                    self.invalidate(slot, touched);
+                }
+            }
+            return;
+        }
+        self.stats.line_misses += 1;
+        out.line_misses += 1;
+        let alloc = match rules.write_miss {
+            WriteMiss::BackendOnly => Err(BypassReason::Mode),
+            WriteMiss::AllocateDirty | WriteMiss::AllocateThrough => {
+                let p = self.partition(vol);
+                self.allocate(p, key, true)
+            }
+        };
+        let (slot, stage) = match alloc {
+            Ok(x) => x,
+            Err(r) => {
+                self.stats.bypass(r);
+                out.line_bypasses += 1;
+                self.emit(backend_write(0));
+                return;
+            }
+        };
+        self.stats.promotions += 1;
+        self.stats.write_allocations += 1;
+        let a = self.cache_addr(slot, s.start);
+        if rules.write_miss == WriteMiss::AllocateDirty {
+            self.write_dirty(vol, slot, line_base, s, touched & !covered, stage);
+        } else {
+            self.emit(cache_op(
+                IoKind::Write,
+                vol,
+                a,
+                line_base + s.start,
+                len,
+                stage,
+                true,
+                OpCause::Write,
+            ));
+            self.emit(backend_write(stage));
+            self.table.add_valid(slot, covered);
+        }
+    }
+
+    /// Writes a request's slice into a line as dirty data: completes the partly covered,
+    /// not yet valid sub-blocks `edges` from the backend first (see [`Self::fill_edges`]), then
+    /// writes the data at or after `stage` and marks the touched sub-blocks dirty.
+    pub(super) fn write_dirty(
+        &mut self,
+        vol: VolumeId,
+        slot: Slot,
+        line_base: u64,
+        s: LineSlice,
+        edges: u64,
+        stage: u8,
+    ) {
+        let stage = self.fill_edges(vol, slot, line_base, edges, s.start, s.end, stage);
+        let (a, len) = (self.cache_addr(slot, s.start), s.end - s.start);
+        self.emit(cache_op(
+            IoKind::Write,
+            vol,
+            a,
+            line_base + s.start,
+            len,
+            stage,
+            true,
+            OpCause::Write,
+        ));
+        self.mark_dirty(slot, self.geo.touched_mask(s.start, s.end));
+        self.stats.dirtied_bytes += len;
+    }
+
+    /// Reads the parts of the sub-blocks a dirty write only partly covers (`edges`) that the
+    /// write leaves untouched from the backend into the line, so each whole sub-block is valid
+    /// before it becomes dirty. The fill writes and the application write `[start, end)` do not
+    /// overlap, so they share a stage. Returns the stage the application write may use.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn fill_edges(
+        &mut self,
+        vol: VolumeId,
+        slot: Slot,
+        line_base: u64,
+        edges: u64,
+        start: u64,
+        end: u64,
+        stage: u8,
+    ) -> u8 {
+        if edges == 0 {
+            return stage;
+        }
+        let sub = self.geo.sub_size();
+        let mut after = stage + 1;
+        for (lo, hi) in runs(edges) {
+            let (a, b) = (lo as u64 * sub, hi as u64 * sub);
+            for (x, y) in [(a, b.min(start)), (a.max(end), b)] {
+                if x < y {
+                    let fetched = self.emit(op(
+                        Device::Backend,
+                        IoKind::Read,
+                        vol,
+                        line_base + x,
+                        y - x,
+                        stage,
+                        true,
+                        OpCause::Fill,
+                    ));
+                    let addr = self.cache_addr(slot, x);
+                    self.emit(cache_op(
+                        IoKind::Write,
+                        vol,
+                        addr,
+                        line_base + x,
+                        y - x,
+                        fetched + 1,
+                        true,
+                        OpCause::Fill,
+                    ));
+                    after = after.max(fetched + 1);
+                }
+            }
+        }
+        self.table.add_valid(slot, edges);
+        after
+    }
+
+    pub(super) fn trim_line(&mut self, vol: VolumeId, s: LineSlice) {
+        let key = LineKey::new(vol, s.index);
+        let Some(slot) = self.table.lookup(key) else {
+            return;
+        };
+        let covered = self.geo.covered_mask(s.start, s.end);
+        if covered & self.table.meta(slot).valid == 0 {
+            return;
+        }
+        let dropped = self.invalidate(slot, covered);
+        self.stats.trimmed_dirty_bytes += dropped.count_ones() as u64 * self.geo.sub_size();
+    }
+
+    /// Invalidates sub-blocks of a line and drops the line once nothing in it is valid.
+    /// Returns the dirty sub-blocks discarded.
+    pub(super) fn invalidate(&mut self, slot: Slot, mask: u64) -> u64 {
+        let m = *self.table.meta(slot);
+        let p = m.partition as usize;
+        let dropped = self.table.invalidate(slot, mask);
+        if m.dirty != 0 && self.table.meta(slot).dirty == 0 {
+            self.parts[p].dirty -= 1;
+        }
+        if self.table.meta(slot).valid == 0 && !m.pinned {
+            self.stats.invalidations += 1;
+            self.parts[p].evict.remove(slot);
+            self.table.remove(slot);
+            self.table.release(slot);
+            self.parts[p].used -= 1;
+        }
+        dropped
+    }
+
+    pub(super) fn mark_dirty(&mut self, slot: Slot, mask: u64) {
+        let m = self.table.meta(slot);
+        if m.dirty == 0 {
+            self.parts[m.partition as usize].dirty += 1;
+        }
+        self.table.make_dirty(slot, mask);
+    }
+
+    pub(super) fn mark_clean(&mut self, slot: Slot) -> u64 {
+        let p = self.table.meta(slot).partition as usize;
+        let was = self.table.make_clean(slot);
+        if was != 0 {
+            self.parts[p].dirty -= 1;
+        }
+        was
+    }
+}
