@@ -22,6 +22,7 @@ mod jobs;
 mod journal;
 mod read;
 mod write;
+
 /// The executor's view of the devices: the one narrow interface through which run-time state
 /// reaches the policies (SPEC §3).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
