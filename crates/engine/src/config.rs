@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use tiercache_core::units::{de_nanos, de_opt_bytes};
 use tiercache_core::Nanos;
-use tiercache_sim::DeviceConfig;
+use tiercache_devices::DeviceConfig;
 
 /// How requests take the policy core's lock (SPEC §4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

@@ -42,7 +42,10 @@
 #![warn(missing_docs)]
 
 pub mod config;
-pub mod device;
+/// Device models, from their own crate (the engine's emulation uses the same ones).
+pub mod device {
+    pub use tiercache_devices::*;
+}
 mod exec;
 mod hit_ratio;
 pub mod host;
@@ -68,6 +71,9 @@ pub enum SimError {
         /// What is wrong.
         reason: String,
     },
+    /// A device configuration is invalid.
+    #[error(transparent)]
+    Device(#[from] tiercache_devices::DeviceError),
     /// The policy core rejected a request.
     #[error("request #{index} ({request:?}): {source}")]
     Request {

@@ -6,7 +6,7 @@ use std::io;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tiercache_core::IoKind;
-use tiercache_sim::{DeviceConfig, DeviceModel, SimError};
+use tiercache_devices::{DeviceConfig, DeviceError, DeviceModel};
 
 /// Wraps a device so each op completes no earlier than the simulator's model of `config`
 /// says: the same model (base latency, per-byte cost, channels, queueing, RAID penalties)
@@ -19,7 +19,7 @@ pub struct Emulated<D> {
 
 impl<D: Device> Emulated<D> {
     /// Emulates `config` (e.g. `DeviceConfig::preset("sata-ssd-5100")`) over `inner`.
-    pub fn new(inner: D, name: &str, config: &DeviceConfig) -> Result<Self, SimError> {
+    pub fn new(inner: D, name: &str, config: &DeviceConfig) -> Result<Self, DeviceError> {
         Ok(Self {
             inner,
             model: Mutex::new(DeviceModel::new(name, config)?),

@@ -36,7 +36,7 @@ pub enum EngineError {
     Policy(#[from] PolicyError),
     /// A device model is invalid.
     #[error("engine device model: {0}")]
-    Model(#[from] tiercache_sim::SimError),
+    Model(#[from] tiercache_devices::DeviceError),
     /// The cache device's metadata is unusable.
     #[error(transparent)]
     Metadata(#[from] SlotTableError),

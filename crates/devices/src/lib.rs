@@ -15,6 +15,8 @@
 //! path) is a FIFO serialiser at its bandwidth plus a fixed propagation latency; it wraps a
 //! device (writes cross it before the device, reads after).
 
+#![warn(missing_docs)]
+
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::cmp::Reverse;
@@ -22,7 +24,18 @@ use std::collections::BinaryHeap;
 use tiercache_core::units::{de_opt_bytes, de_opt_nanos};
 use tiercache_core::{IoKind, Nanos, OpCause};
 
-use crate::SimError;
+/// A device configuration that cannot be modelled.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DeviceError {
+    /// A configuration value is invalid; `field` is its dotted path (e.g. `backend.member.channels`).
+    #[error("{field}: {reason}")]
+    Config {
+        /// Dotted path of the field.
+        field: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
 
 /// RAID level of an array.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -240,8 +253,8 @@ impl DeviceConfig {
 
     /// Validates the configuration and resolves presets into the parameters of a model.
     /// `path` names the config section in errors (e.g. `"backend"`).
-    pub fn resolve(&self, path: &str) -> Result<ResolvedDevice, SimError> {
-        let err = |field: &str, reason: String| SimError::Config {
+    pub fn resolve(&self, path: &str) -> Result<ResolvedDevice, DeviceError> {
+        let err = |field: &str, reason: String| DeviceError::Config {
             field: format!("{path}.{field}"),
             reason,
         };
@@ -408,8 +421,8 @@ impl LinkConfig {
         }
     }
 
-    fn resolve(&self, path: &str) -> Result<LinkParams, SimError> {
-        let err = |field: &str, reason: String| SimError::Config {
+    fn resolve(&self, path: &str) -> Result<LinkParams, DeviceError> {
+        let err = |field: &str, reason: String| DeviceError::Config {
             field: format!("{path}.{field}"),
             reason,
         };
@@ -1115,7 +1128,7 @@ pub struct DeviceModel {
 
 impl DeviceModel {
     /// Builds the model of a configuration (validating it).
-    pub fn new(name: &str, cfg: &DeviceConfig) -> Result<Self, SimError> {
+    pub fn new(name: &str, cfg: &DeviceConfig) -> Result<Self, DeviceError> {
         Ok(Self::from_resolved(name, &cfg.resolve(name)?))
     }
 
