@@ -4,7 +4,7 @@
 use crate::Analysis;
 use std::io;
 use std::path::{Path, PathBuf};
-use tiercache_report::svg::{line_chart, Scale, Series};
+use tiercache_plot::{line_chart, Scale, Series};
 
 fn series(name: &str, points: impl IntoIterator<Item = (f64, f64)>) -> Series {
     Series {

@@ -13,7 +13,10 @@
 pub mod cli;
 mod data;
 mod html;
-pub mod svg;
+/// The SVG charts, from their own crate (the workload analysis draws with them too).
+pub mod svg {
+    pub use tiercache_plot::*;
+}
 
 pub use data::{lookup, lookup_f64, Design, ResultSet, Run, Stat};
 pub use html::build_report;

@@ -2,6 +2,7 @@
 //! maps. Each chart is one standalone `<svg>` element (it carries its own `xmlns`), so the same
 //! text is inlined into the HTML page and written as an `.svg` file.
 
+#![warn(missing_docs)]
 use std::fmt::Write;
 
 /// Categorical palette (Tableau 10): distinguishable, print-safe.
