@@ -1,0 +1,531 @@
+//! Device configuration: what a config file says about a device, an array or a link, and
+//! its resolution into model parameters.
+
+use crate::*;
+
+/// RAID level of an array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RaidLevel {
+    /// Striping without redundancy.
+    Raid0,
+    /// Striping with one rotating parity unit per stripe.
+    Raid5,
+}
+
+/// Configuration of a network link: a preset name or a table; fields override the preset.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
+pub struct LinkConfig {
+    /// Preset: `net-10g`, `net-1g`, `net-100m`, `net-10m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// Bandwidth in bytes per second (accepts `"1.25GB"`).
+    #[serde(
+        default,
+        deserialize_with = "de_opt_bytes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub bandwidth: Option<u64>,
+    /// One-way latency added to every op crossing the link.
+    #[serde(
+        default,
+        deserialize_with = "de_opt_nanos",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub latency_ns: Option<Nanos>,
+}
+
+/// Configuration of a device, an array or a link-only path.
+///
+/// Accepted forms (TOML): a preset name `"sata-ssd-5100"`; a table
+/// `{ preset = "sata-ssd-5100", read_base_ns = 100000 }` whose fields override the preset; a table
+/// of every field for a custom device (`read_base_ns` and `write_base_ns` required); an array
+/// `{ raid = "raid5", members = 8, member = { preset = "sata-ssd-850pro" }, stripe_unit = 65536 }`;
+/// any of these with `link = "net-10g"` (or a link table) to put the device behind a network link.
+/// Unknown keys are errors naming the key.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
+pub struct DeviceConfig {
+    /// Preset name (see [`PRESETS`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// Fixed part of a read's service time.
+    #[serde(
+        default,
+        deserialize_with = "de_opt_nanos",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub read_base_ns: Option<Nanos>,
+    /// Fixed part of a write's service time.
+    #[serde(
+        default,
+        deserialize_with = "de_opt_nanos",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub write_base_ns: Option<Nanos>,
+    /// Fixed part of an op that starts where the previous op on the device ended (HDD: no seek,
+    /// no rotational wait); unset means the same as random.
+    #[serde(
+        default,
+        deserialize_with = "de_opt_nanos",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub seq_base_ns: Option<Nanos>,
+    /// Transfer time per byte read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_ns_per_byte: Option<f64>,
+    /// Transfer time per byte written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_ns_per_byte: Option<f64>,
+    /// Ops in service at once (internal parallelism).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channels: Option<u32>,
+    /// Read IOPS ceiling (0 = none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_iops: Option<f64>,
+    /// Write IOPS ceiling (0 = none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_iops: Option<f64>,
+    /// Read bandwidth ceiling in bytes/s (0 = none).
+    #[serde(
+        default,
+        deserialize_with = "de_opt_bytes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub read_bandwidth: Option<u64>,
+    /// Write bandwidth ceiling in bytes/s (0 = none).
+    #[serde(
+        default,
+        deserialize_with = "de_opt_bytes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub write_bandwidth: Option<u64>,
+    /// Service time of a trim (discard) op.
+    #[serde(
+        default,
+        deserialize_with = "de_opt_nanos",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub trim_ns: Option<Nanos>,
+    /// Service time of a flush (cache barrier) op.
+    #[serde(
+        default,
+        deserialize_with = "de_opt_nanos",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub flush_ns: Option<Nanos>,
+    /// Price in $ per TB (for performance-per-cost reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_per_tb: Option<f64>,
+    /// Makes this an array of `members` copies of `member`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raid: Option<RaidLevel>,
+    /// Member devices of an array.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<u32>,
+    /// Member device of an array (a single device, not an array).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<Box<DeviceConfig>>,
+    /// Stripe unit of an array in bytes (default 64 KiB).
+    #[serde(
+        default,
+        deserialize_with = "de_opt_bytes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub stripe_unit: Option<u64>,
+    /// Network link in front of the device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<LinkConfig>,
+}
+
+macro_rules! string_or_table {
+    ($ty:ident, $what:literal) => {
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> Visitor<'de> for V {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                        f.write_str(concat!(
+                            "a ",
+                            $what,
+                            " preset name or a table of ",
+                            $what,
+                            " fields"
+                        ))
+                    }
+                    fn visit_str<E: de::Error>(self, v: &str) -> Result<$ty, E> {
+                        Ok($ty {
+                            preset: Some(v.to_string()),
+                            ..Default::default()
+                        })
+                    }
+                    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<$ty, A::Error> {
+                        $ty::deserialize(de::value::MapAccessDeserializer::new(map))
+                    }
+                }
+                d.deserialize_any(V)
+            }
+        }
+        impl Serialize for $ty {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                $ty::serialize(self, s)
+            }
+        }
+    };
+}
+string_or_table!(DeviceConfig, "device");
+string_or_table!(LinkConfig, "link");
+
+impl DeviceConfig {
+    /// A preset by name (checked when the model is built).
+    pub fn preset(name: &str) -> Self {
+        Self {
+            preset: Some(name.to_string()),
+            ..Default::default()
+        }
+    }
+
+    /// A RAID array of `members` copies of `member`.
+    pub fn array(level: RaidLevel, members: u32, member: DeviceConfig, stripe_unit: u64) -> Self {
+        Self {
+            raid: Some(level),
+            members: Some(members),
+            member: Some(Box::new(member)),
+            stripe_unit: Some(stripe_unit),
+            ..Default::default()
+        }
+    }
+
+    pub(crate) fn has_disk_fields(&self) -> Option<&'static str> {
+        let fields: [(&'static str, bool); 13] = [
+            ("read_base_ns", self.read_base_ns.is_some()),
+            ("write_base_ns", self.write_base_ns.is_some()),
+            ("seq_base_ns", self.seq_base_ns.is_some()),
+            ("read_ns_per_byte", self.read_ns_per_byte.is_some()),
+            ("write_ns_per_byte", self.write_ns_per_byte.is_some()),
+            ("channels", self.channels.is_some()),
+            ("read_iops", self.read_iops.is_some()),
+            ("write_iops", self.write_iops.is_some()),
+            ("read_bandwidth", self.read_bandwidth.is_some()),
+            ("write_bandwidth", self.write_bandwidth.is_some()),
+            ("trim_ns", self.trim_ns.is_some()),
+            ("flush_ns", self.flush_ns.is_some()),
+            ("preset", self.preset.is_some()),
+        ];
+        fields.iter().find(|f| f.1).map(|f| f.0)
+    }
+
+    /// Validates the configuration and resolves presets into the parameters of a model.
+    /// `path` names the config section in errors (e.g. `"backend"`).
+    pub fn resolve(&self, path: &str) -> Result<ResolvedDevice, DeviceError> {
+        let err = |field: &str, reason: String| DeviceError::Config {
+            field: format!("{path}.{field}"),
+            reason,
+        };
+        let link = match &self.link {
+            Some(l) => Some(l.resolve(&format!("{path}.link"))?),
+            None => None,
+        };
+        if let Some(level) = self.raid {
+            if let Some(f) = self.has_disk_fields() {
+                return Err(err(f, "not allowed on an array: set it on `member`".into()));
+            }
+            let members = self
+                .members
+                .ok_or_else(|| err("members", "an array needs `members`".into()))?;
+            let min = match level {
+                RaidLevel::Raid0 => 1,
+                RaidLevel::Raid5 => 3,
+            };
+            if members < min || members > 1024 {
+                return Err(err(
+                    "members",
+                    format!("{members} members: {level:?} needs {min}..=1024"),
+                ));
+            }
+            let member = self
+                .member
+                .as_ref()
+                .ok_or_else(|| err("member", "an array needs `member`".into()))?;
+            if member.raid.is_some() || member.link.is_some() {
+                return Err(err(
+                    "member",
+                    "a member must be a single device (no nested raid or link)".into(),
+                ));
+            }
+            let ResolvedDevice {
+                kind: ResolvedKind::Disk(m),
+                ..
+            } = member.resolve(&format!("{path}.member"))?
+            else {
+                return Err(err("member", "a member must be a single device".into()));
+            };
+            let stripe_unit = self.stripe_unit.unwrap_or(64 * 1024);
+            if stripe_unit < 512 || !stripe_unit.is_power_of_two() {
+                return Err(err(
+                    "stripe_unit",
+                    format!("{stripe_unit} must be a power of two >= 512"),
+                ));
+            }
+            return Ok(ResolvedDevice {
+                kind: ResolvedKind::Array {
+                    level,
+                    members,
+                    member: m,
+                    stripe_unit,
+                },
+                link,
+            });
+        }
+        for (f, set) in [
+            ("members", self.members.is_some()),
+            ("member", self.member.is_some()),
+            ("stripe_unit", self.stripe_unit.is_some()),
+        ] {
+            if set {
+                return Err(err(f, "only allowed on an array (set `raid`)".into()));
+            }
+        }
+        let base = match self.preset.as_deref() {
+            Some(name) => match preset(name) {
+                Some(Preset::Disk(p)) => Some(p),
+                Some(Preset::Link(l)) => {
+                    if let Some(f) = self.has_disk_fields().filter(|f| *f != "preset") {
+                        return Err(err(
+                            f,
+                            format!("`{name}` is a link preset; it has no `{f}`"),
+                        ));
+                    }
+                    if self.link.is_some() {
+                        return Err(err("link", format!("`{name}` is already a link")));
+                    }
+                    return Ok(ResolvedDevice {
+                        kind: ResolvedKind::None,
+                        link: Some(l),
+                    });
+                }
+                None => {
+                    return Err(err(
+                        "preset",
+                        format!("unknown preset `{name}`; known: {}", PRESETS.join(", ")),
+                    ))
+                }
+            },
+            None => None,
+        };
+        if base.is_none() && self.has_disk_fields().is_none() {
+            if link.is_some() {
+                return Ok(ResolvedDevice {
+                    kind: ResolvedKind::None,
+                    link,
+                });
+            }
+            return Err(err("preset", "give a preset or the device's fields".into()));
+        }
+        let mut p = base.unwrap_or_default();
+        if base.is_none() {
+            p.read_base_ns = self
+                .read_base_ns
+                .ok_or_else(|| err("read_base_ns", "required without a preset".into()))?;
+            p.write_base_ns = self
+                .write_base_ns
+                .ok_or_else(|| err("write_base_ns", "required without a preset".into()))?;
+        }
+        macro_rules! over {
+            ($f:ident) => {
+                if let Some(v) = self.$f {
+                    p.$f = v;
+                }
+            };
+        }
+        over!(read_base_ns);
+        over!(write_base_ns);
+        over!(read_ns_per_byte);
+        over!(write_ns_per_byte);
+        over!(channels);
+        over!(read_iops);
+        over!(write_iops);
+        over!(read_bandwidth);
+        over!(write_bandwidth);
+        over!(trim_ns);
+        over!(flush_ns);
+        over!(price_per_tb);
+        if self.seq_base_ns.is_some() {
+            p.seq_base_ns = self.seq_base_ns;
+        }
+        for (f, v) in [
+            ("read_ns_per_byte", p.read_ns_per_byte),
+            ("write_ns_per_byte", p.write_ns_per_byte),
+            ("read_iops", p.read_iops),
+            ("write_iops", p.write_iops),
+        ] {
+            if !v.is_finite() || v < 0.0 {
+                return Err(err(f, format!("{v} must be a finite number >= 0")));
+            }
+        }
+        if p.channels == 0 || p.channels > 65_536 {
+            return Err(err(
+                "channels",
+                format!("{} must be in 1..=65536", p.channels),
+            ));
+        }
+        Ok(ResolvedDevice {
+            kind: ResolvedKind::Disk(p),
+            link,
+        })
+    }
+}
+
+impl LinkConfig {
+    /// A link preset by name.
+    pub fn preset(name: &str) -> Self {
+        Self {
+            preset: Some(name.to_string()),
+            ..Default::default()
+        }
+    }
+
+    pub(crate) fn resolve(&self, path: &str) -> Result<LinkParams, DeviceError> {
+        let err = |field: &str, reason: String| DeviceError::Config {
+            field: format!("{path}.{field}"),
+            reason,
+        };
+        let mut p = match self.preset.as_deref() {
+            Some(name) => match preset(name) {
+                Some(Preset::Link(l)) => l,
+                _ => {
+                    let links: Vec<&str> = PRESETS
+                        .iter()
+                        .copied()
+                        .filter(|n| n.starts_with("net-"))
+                        .collect();
+                    return Err(err(
+                        "preset",
+                        format!("unknown link preset `{name}`; known: {}", links.join(", ")),
+                    ));
+                }
+            },
+            None => LinkParams {
+                bandwidth: self
+                    .bandwidth
+                    .ok_or_else(|| err("bandwidth", "required without a preset".into()))?,
+                latency_ns: self
+                    .latency_ns
+                    .ok_or_else(|| err("latency_ns", "required without a preset".into()))?,
+            },
+        };
+        if let Some(b) = self.bandwidth {
+            p.bandwidth = b;
+        }
+        if let Some(l) = self.latency_ns {
+            p.latency_ns = l;
+        }
+        if p.bandwidth == 0 {
+            return Err(err("bandwidth", "must be > 0".into()));
+        }
+        Ok(p)
+    }
+}
+
+/// Parameters of one single device, every field resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct DiskParams {
+    /// Read base time.
+    pub read_base_ns: Nanos,
+    /// Write base time.
+    pub write_base_ns: Nanos,
+    /// Base time of an op continuing the previous one (None: as random).
+    pub seq_base_ns: Option<Nanos>,
+    /// Read transfer time per byte.
+    pub read_ns_per_byte: f64,
+    /// Write transfer time per byte.
+    pub write_ns_per_byte: f64,
+    /// Internal parallelism.
+    pub channels: u32,
+    /// Read IOPS ceiling (0 = none).
+    pub read_iops: f64,
+    /// Write IOPS ceiling (0 = none).
+    pub write_iops: f64,
+    /// Read bandwidth ceiling, bytes/s (0 = none).
+    pub read_bandwidth: u64,
+    /// Write bandwidth ceiling, bytes/s (0 = none).
+    pub write_bandwidth: u64,
+    /// Trim service time.
+    pub trim_ns: Nanos,
+    /// Flush service time.
+    pub flush_ns: Nanos,
+    /// $ per TB.
+    pub price_per_tb: f64,
+}
+
+impl Default for DiskParams {
+    fn default() -> Self {
+        Self {
+            read_base_ns: 0,
+            write_base_ns: 0,
+            seq_base_ns: None,
+            read_ns_per_byte: 0.0,
+            write_ns_per_byte: 0.0,
+            channels: 1,
+            read_iops: 0.0,
+            write_iops: 0.0,
+            read_bandwidth: 0,
+            write_bandwidth: 0,
+            trim_ns: 0,
+            flush_ns: 0,
+            price_per_tb: 0.0,
+        }
+    }
+}
+
+/// Parameters of a network link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LinkParams {
+    /// Bytes per second.
+    pub bandwidth: u64,
+    /// One-way latency.
+    pub latency_ns: Nanos,
+}
+
+/// A validated device configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResolvedDevice {
+    /// What sits behind the (optional) link.
+    pub kind: ResolvedKind,
+    /// Network link in front of it.
+    pub link: Option<LinkParams>,
+}
+
+impl ResolvedDevice {
+    /// Price in $ per TB of raw capacity (an array's members' price; 0 for a link-only path),
+    /// for performance-per-cost reports.
+    pub fn price_per_tb(&self) -> f64 {
+        match &self.kind {
+            ResolvedKind::None => 0.0,
+            ResolvedKind::Disk(p) => p.price_per_tb,
+            ResolvedKind::Array { member, .. } => member.price_per_tb,
+        }
+    }
+}
+
+/// The storage part of a [`ResolvedDevice`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum ResolvedKind {
+    /// Nothing: a link-only path to an infinitely fast target.
+    None,
+    /// One device.
+    Disk(DiskParams),
+    /// An array of identical members.
+    Array {
+        /// RAID level.
+        level: RaidLevel,
+        /// Member count.
+        members: u32,
+        /// Member parameters.
+        member: DiskParams,
+        /// Stripe unit in bytes.
+        stripe_unit: u64,
+    },
+}

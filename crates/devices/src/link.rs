@@ -1,0 +1,31 @@
+//! A network link: a FIFO serialiser at its bandwidth plus a fixed propagation latency.
+
+use crate::*;
+
+/// Runtime state of a network link.
+#[derive(Debug, Clone)]
+pub(crate) struct Link {
+    pub(crate) p: LinkParams,
+    pub(crate) ps_per_byte: u128,
+    pub(crate) free_ps: u128,
+    pub(crate) cost_ps: u128,
+}
+
+impl Link {
+    pub(crate) fn new(p: LinkParams) -> Self {
+        Self {
+            ps_per_byte: bw_ps(p.bandwidth),
+            p,
+            free_ps: 0,
+            cost_ps: 0,
+        }
+    }
+
+    pub(crate) fn submit(&mut self, now: Nanos, len: u64) -> Nanos {
+        let start = (now as u128 * PS_PER_NS).max(self.free_ps);
+        let xfer = len as u128 * self.ps_per_byte;
+        self.free_ps = start + xfer;
+        self.cost_ps += xfer;
+        ((start + xfer).div_ceil(PS_PER_NS) as Nanos) + self.p.latency_ns
+    }
+}

@@ -1,0 +1,286 @@
+//! The device model executors use: ops submitted with their cause, completion times, and
+//! counters for load and wear.
+
+use crate::*;
+
+/// Counters of one device, cumulative since the start of the run; the difference of two
+/// snapshots describes a window.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DeviceCounters {
+    /// Time of the snapshot.
+    pub at: Nanos,
+    /// ∫ ops in flight dt, op·ns.
+    pub depth_area: u128,
+    /// Capacity consumed, ps (largest over link and storage; arrays: mean over members).
+    pub cost_ps: u128,
+    /// Ops completed.
+    pub ops: u64,
+    /// Bytes read by completed ops.
+    pub bytes_read: u64,
+    /// Bytes written by completed ops.
+    pub bytes_written: u64,
+    /// Sum of op latencies (submission to completion), ns.
+    pub latency_ns: u128,
+    /// Completed ops by cause (indexed by [`cause_index`]).
+    pub by_cause: [u64; 9],
+    /// Bytes written by completed ops, by cause.
+    pub written_by_cause: [u64; 9],
+}
+
+/// Index of a cause in [`DeviceCounters::by_cause`].
+pub fn cause_index(c: OpCause) -> usize {
+    match c {
+        OpCause::ReadHit => 0,
+        OpCause::ReadMiss => 1,
+        OpCause::Write => 2,
+        OpCause::Promotion => 3,
+        OpCause::Fill => 4,
+        OpCause::Clean => 5,
+        OpCause::EvictFlush => 6,
+        OpCause::Trim => 7,
+        OpCause::Flush => 8,
+    }
+}
+
+/// Cause names in [`cause_index`] order, as reported.
+pub const CAUSE_NAMES: [&str; 9] = [
+    "read-hit",
+    "read-miss",
+    "write",
+    "promotion",
+    "fill",
+    "clean",
+    "evict-flush",
+    "trim",
+    "flush",
+];
+
+/// A device as the executor sees it: storage, optional link, and load accounting.
+#[derive(Debug, Clone)]
+pub struct DeviceModel {
+    pub(crate) name: String,
+    pub(crate) store: Store,
+    pub(crate) link: Option<Link>,
+    pub(crate) inflight: u32,
+    pub(crate) inflight_by_cause: [u32; 9],
+    pub(crate) max_inflight: u32,
+    pub(crate) last_change: Nanos,
+    pub(crate) c: DeviceCounters,
+}
+
+impl DeviceModel {
+    /// Builds the model of a configuration (validating it).
+    pub fn new(name: &str, cfg: &DeviceConfig) -> Result<Self, DeviceError> {
+        Ok(Self::from_resolved(name, &cfg.resolve(name)?))
+    }
+
+    /// Builds the model of resolved parameters.
+    pub fn from_resolved(name: &str, r: &ResolvedDevice) -> Self {
+        let store = match &r.kind {
+            ResolvedKind::None => Store::None,
+            ResolvedKind::Disk(p) => Store::Disk(Disk::new(*p)),
+            ResolvedKind::Array {
+                level,
+                members,
+                member,
+                stripe_unit,
+            } => Store::Array(Array {
+                level: *level,
+                members: (0..*members).map(|_| Disk::new(*member)).collect(),
+                unit: *stripe_unit,
+            }),
+        };
+        Self {
+            name: name.to_string(),
+            store,
+            link: r.link.map(Link::new),
+            inflight: 0,
+            inflight_by_cause: [0; 9],
+            max_inflight: 0,
+            last_change: 0,
+            c: DeviceCounters::default(),
+        }
+    }
+
+    /// Name used in reports.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Ops queued or in service.
+    pub fn inflight(&self) -> u32 {
+        self.inflight
+    }
+
+    /// Most ops in flight at once so far.
+    pub fn max_inflight(&self) -> u32 {
+        self.max_inflight
+    }
+
+    /// Member ops submitted so far (reads, writes) over every member (or the device itself).
+    pub fn member_ops(&self) -> (u64, u64) {
+        match &self.store {
+            Store::None => (0, 0),
+            Store::Disk(d) => (d.reads, d.writes),
+            Store::Array(a) => a
+                .members
+                .iter()
+                .fold((0, 0), |(r, w), m| (r + m.reads, w + m.writes)),
+        }
+    }
+
+    /// Phases a logical op goes through (link crossings and array read/write phases).
+    #[inline]
+    pub fn phases(&self, kind: IoKind, offset: u64, len: u64) -> u8 {
+        let store = match &self.store {
+            Store::Array(a) => a.phases(kind, offset, len),
+            Store::None => 0,
+            Store::Disk(_) => 1,
+        };
+        store + self.link.is_some() as u8
+    }
+
+    /// Submits phase `phase` of an op at `now`; returns when the phase completes. Calls must come
+    /// in non-decreasing `now` (the executor's event order).
+    #[inline]
+    pub fn submit_phase(
+        &mut self,
+        now: Nanos,
+        kind: IoKind,
+        offset: u64,
+        len: u64,
+        phase: u8,
+    ) -> Nanos {
+        let store_phase = match &self.link {
+            None => phase,
+            Some(_) => {
+                // Data crosses the link before a write and after a read.
+                let link_phase = if kind == IoKind::Read {
+                    self.phases(kind, offset, len) - 1
+                } else {
+                    0
+                };
+                if phase == link_phase {
+                    let l = self.link.as_mut().expect("checked");
+                    let bytes = if matches!(kind, IoKind::Read | IoKind::Write) {
+                        len
+                    } else {
+                        0
+                    };
+                    return l.submit(now, bytes);
+                }
+                if kind == IoKind::Read {
+                    phase
+                } else {
+                    phase - 1
+                }
+            }
+        };
+        match &mut self.store {
+            Store::None => now,
+            Store::Disk(d) => d.submit(now, kind, offset, len),
+            Store::Array(a) => a.submit_phase(now, kind, offset, len, store_phase),
+        }
+    }
+
+    /// Runs every phase of an op back to back, each starting when the previous one completes,
+    /// and returns the completion time; no load accounting. Meant for wrapping a real file with
+    /// a model (the engine's emulated slow backend): exact for single-phase devices (a device
+    /// without link or RAID-5 read phase); for multi-phase ops later phases are booked ahead,
+    /// which is a close approximation under FIFO. Calls should come in non-decreasing `now`.
+    pub fn run_op(&mut self, now: Nanos, kind: IoKind, offset: u64, len: u64) -> Nanos {
+        let mut t = now;
+        for phase in 0..self.phases(kind, offset, len) {
+            t = self.submit_phase(t, kind, offset, len, phase);
+        }
+        t
+    }
+
+    pub(crate) fn advance(&mut self, now: Nanos) {
+        debug_assert!(now >= self.last_change);
+        self.c.depth_area += self.inflight as u128 * (now - self.last_change) as u128;
+        self.last_change = now;
+    }
+
+    /// Ops queued or in service by cause (indexed by [`cause_index`]).
+    pub fn inflight_by_cause(&self) -> &[u32; 9] {
+        &self.inflight_by_cause
+    }
+
+    /// An op entered the device (before its first phase).
+    #[inline]
+    pub fn op_started(&mut self, now: Nanos, cause: OpCause) {
+        self.advance(now);
+        self.inflight += 1;
+        self.inflight_by_cause[cause_index(cause)] += 1;
+        self.max_inflight = self.max_inflight.max(self.inflight);
+    }
+
+    /// An op left the device (after its last phase); `started` is when it entered.
+    #[inline]
+    pub fn op_finished(
+        &mut self,
+        now: Nanos,
+        started: Nanos,
+        kind: IoKind,
+        len: u64,
+        cause: OpCause,
+    ) {
+        self.advance(now);
+        self.inflight -= 1;
+        self.inflight_by_cause[cause_index(cause)] -= 1;
+        self.c.ops += 1;
+        self.c.latency_ns += (now - started) as u128;
+        let ci = cause_index(cause);
+        self.c.by_cause[ci] += 1;
+        match kind {
+            IoKind::Read => self.c.bytes_read += len,
+            IoKind::Write => {
+                self.c.bytes_written += len;
+                self.c.written_by_cause[ci] += len;
+            }
+            _ => {}
+        }
+    }
+
+    /// Snapshot of the counters at `now` (not before the last change).
+    pub fn counters(&self, now: Nanos) -> DeviceCounters {
+        let mut c = self.c;
+        let now = now.max(self.last_change);
+        c.at = now;
+        c.depth_area += self.inflight as u128 * (now - self.last_change) as u128;
+        let store_cost = match &self.store {
+            Store::None => 0,
+            Store::Disk(d) => d.cost_ps,
+            Store::Array(a) => {
+                a.members.iter().map(|m| m.cost_ps).sum::<u128>() / a.members.len() as u128
+            }
+        };
+        c.cost_ps = store_cost.max(self.link.as_ref().map_or(0, |l| l.cost_ps));
+        c
+    }
+}
+
+/// Load of a device over the window between two snapshots.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct WindowLoad {
+    /// Capacity share used, clamped to 0..=1.
+    pub utilisation: f64,
+    /// Time-weighted mean ops in flight.
+    pub mean_queue_depth: f64,
+}
+
+impl DeviceCounters {
+    /// Load between `earlier` and `self`.
+    pub fn load_since(&self, earlier: &DeviceCounters) -> WindowLoad {
+        let dt = self.at.saturating_sub(earlier.at);
+        if dt == 0 {
+            return WindowLoad::default();
+        }
+        let util = (self.cost_ps - earlier.cost_ps.min(self.cost_ps)) as f64 / (dt as f64 * 1000.0);
+        WindowLoad {
+            utilisation: util.clamp(0.0, 1.0),
+            mean_queue_depth: (self.depth_area - earlier.depth_area) as f64 / dt as f64,
+        }
+    }
+}
