@@ -78,6 +78,56 @@ pub struct DevOp {
     pub cause: OpCause,
 }
 
+impl DevOp {
+    /// An op on the backend over `volume`'s bytes `offset..offset + len`, issued for `cause`:
+    /// stage 0 and critical unless said otherwise ([`DevOp::at_stage`], [`DevOp::critical`]).
+    #[inline]
+    pub fn backend(kind: IoKind, volume: VolumeId, offset: u64, len: u64, cause: OpCause) -> Self {
+        Self {
+            device: Device::Backend,
+            kind,
+            volume,
+            offset,
+            vaddr: offset,
+            len,
+            stage: 0,
+            critical: true,
+            cause,
+        }
+    }
+
+    /// An op on the cache device at cache address `addr`, carrying the `len` bytes of `volume`
+    /// at volume address `vaddr`, issued for `cause`: stage 0 and critical unless said otherwise.
+    #[inline]
+    pub fn cache(
+        kind: IoKind,
+        volume: VolumeId,
+        addr: u64,
+        vaddr: u64,
+        len: u64,
+        cause: OpCause,
+    ) -> Self {
+        Self {
+            device: Device::Cache,
+            offset: addr,
+            vaddr,
+            ..Self::backend(kind, volume, addr, len, cause)
+        }
+    }
+
+    /// The same op in `stage` (it runs after every op of the stages before).
+    #[inline]
+    pub fn at_stage(self, stage: u8) -> Self {
+        Self { stage, ..self }
+    }
+
+    /// The same op, which the request waits for (`true`) or not before it is acknowledged.
+    #[inline]
+    pub fn critical(self, critical: bool) -> Self {
+        Self { critical, ..self }
+    }
+}
+
 /// The ops one request (or one flush job) needs, in stages.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
@@ -133,6 +183,24 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn op_builder_defaults_and_setters() {
+        let b = DevOp::backend(IoKind::Write, VolumeId(2), 8192, 4096, OpCause::Clean);
+        assert_eq!(
+            (b.device, b.offset, b.vaddr, b.len),
+            (Device::Backend, 8192, 8192, 4096)
+        );
+        assert_eq!((b.stage, b.critical, b.volume), (0, true, VolumeId(2)));
+        let c = DevOp::cache(IoKind::Read, VolumeId(2), 65536, 8192, 512, OpCause::Clean)
+            .at_stage(3)
+            .critical(false);
+        assert_eq!(
+            (c.device, c.offset, c.vaddr, c.len),
+            (Device::Cache, 65536, 8192, 512)
+        );
+        assert_eq!((c.stage, c.critical, c.kind), (3, false, IoKind::Read));
+    }
 
     fn op(offset: u64, len: u64, stage: u8) -> DevOp {
         DevOp {

@@ -88,29 +88,19 @@ impl Cache {
         for (lo, hi) in runs(dirty) {
             let (a, b) = (lo as u64 * sub, hi as u64 * sub);
             let addr = self.cache_addr(slot, a);
-            self.emit(cache_op(
-                IoKind::Read,
-                key.volume(),
-                addr,
-                base + a,
-                b - a,
-                stage,
-                critical,
-                cause,
-            ));
+            self.emit(
+                DevOp::cache(IoKind::Read, key.volume(), addr, base + a, b - a, cause)
+                    .at_stage(stage)
+                    .critical(critical),
+            );
         }
         for (lo, hi) in runs(dirty) {
             let (a, b) = (lo as u64 * sub, hi as u64 * sub);
-            self.emit(op(
-                Device::Backend,
-                IoKind::Write,
-                key.volume(),
-                base + a,
-                b - a,
-                stage + 1,
-                critical,
-                cause,
-            ));
+            self.emit(
+                DevOp::backend(IoKind::Write, key.volume(), base + a, b - a, cause)
+                    .at_stage(stage + 1)
+                    .critical(critical),
+            );
         }
     }
 }

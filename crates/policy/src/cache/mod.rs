@@ -539,37 +539,29 @@ impl Cache {
                     self.trim_line(req.volume, s);
                 }
                 if req.len > 0 {
-                    self.emit(op(
-                        Device::Backend,
+                    self.emit(DevOp::backend(
                         IoKind::Trim,
                         req.volume,
                         req.offset,
                         req.len,
-                        0,
-                        true,
                         OpCause::Trim,
                     ));
                 }
             }
             Op::Flush => {
-                self.emit(op(
-                    Device::Cache,
+                self.emit(DevOp::cache(
                     IoKind::Flush,
                     req.volume,
                     0,
                     0,
                     0,
-                    true,
                     OpCause::Flush,
                 ));
-                self.emit(op(
-                    Device::Backend,
+                self.emit(DevOp::backend(
                     IoKind::Flush,
                     req.volume,
                     0,
                     0,
-                    0,
-                    true,
                     OpCause::Flush,
                 ));
             }
@@ -674,59 +666,6 @@ impl Cache {
             s.line_accesses,
             "hits + misses = accesses"
         );
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-#[inline]
-fn op(
-    device: Device,
-    kind: IoKind,
-    volume: VolumeId,
-    offset: u64,
-    len: u64,
-    stage: u8,
-    critical: bool,
-    cause: OpCause,
-) -> DevOp {
-    DevOp {
-        device,
-        kind,
-        volume,
-        offset,
-        vaddr: offset,
-        len,
-        stage,
-        critical,
-        cause,
-    }
-}
-
-/// A cache-device op at cache address `addr` carrying the volume bytes at `vaddr`.
-#[allow(clippy::too_many_arguments)]
-#[inline]
-fn cache_op(
-    kind: IoKind,
-    volume: VolumeId,
-    addr: u64,
-    vaddr: u64,
-    len: u64,
-    stage: u8,
-    critical: bool,
-    cause: OpCause,
-) -> DevOp {
-    DevOp {
-        vaddr,
-        ..op(
-            Device::Cache,
-            kind,
-            volume,
-            addr,
-            len,
-            stage,
-            critical,
-            cause,
-        )
     }
 }
 

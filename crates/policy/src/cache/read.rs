@@ -77,27 +77,26 @@ impl Cache {
                             // Promotion fetches the whole line (SPEC §4.2): the request waits for the
                             // backend read; the cache write follows in the background.
                             let l = self.geo.line_size();
-                            let fetched = self.emit(op(
-                                Device::Backend,
+                            let fetched = self.emit(DevOp::backend(
                                 IoKind::Read,
                                 vol,
                                 line_base,
                                 l,
-                                0,
-                                true,
                                 OpCause::ReadMiss,
                             ));
                             let a = self.cache_addr(slot, 0);
-                            self.emit(cache_op(
-                                IoKind::Write,
-                                vol,
-                                a,
-                                line_base,
-                                l,
-                                stage.max(fetched + 1),
-                                false,
-                                OpCause::Promotion,
-                            ));
+                            self.emit(
+                                DevOp::cache(
+                                    IoKind::Write,
+                                    vol,
+                                    a,
+                                    line_base,
+                                    l,
+                                    OpCause::Promotion,
+                                )
+                                .at_stage(stage.max(fetched + 1))
+                                .critical(false),
+                            );
                             self.table.add_valid(slot, self.geo.full_mask());
                             self.stats.promotions += 1;
                             return;
@@ -135,14 +134,12 @@ impl Cache {
             self.stats.read_line_hits += 1;
             out.line_hits += 1;
             let a = self.cache_addr(slot, s.start);
-            self.emit(cache_op(
+            self.emit(DevOp::cache(
                 IoKind::Read,
                 vol,
                 a,
                 line_base + s.start,
                 s.end - s.start,
-                0,
-                true,
                 OpCause::ReadHit,
             ));
             return;
@@ -153,41 +150,38 @@ impl Cache {
         for (lo, hi) in runs(need & m.valid) {
             let (a, b) = ((lo as u64 * sub).max(s.start), (hi as u64 * sub).min(s.end));
             let addr = self.cache_addr(slot, a);
-            self.emit(cache_op(
+            self.emit(DevOp::cache(
                 IoKind::Read,
                 vol,
                 addr,
                 line_base + a,
                 b - a,
-                0,
-                true,
                 OpCause::ReadHit,
             ));
         }
         let missing = need & !m.valid;
         for (lo, hi) in runs(missing) {
             let (a, b) = (lo as u64 * sub, hi as u64 * sub);
-            let fetched = self.emit(op(
-                Device::Backend,
+            let fetched = self.emit(DevOp::backend(
                 IoKind::Read,
                 vol,
                 line_base + a,
                 b - a,
-                0,
-                true,
                 OpCause::ReadMiss,
             ));
             let addr = self.cache_addr(slot, a);
-            self.emit(cache_op(
-                IoKind::Write,
-                vol,
-                addr,
-                line_base + a,
-                b - a,
-                fetched + 1,
-                false,
-                OpCause::Promotion,
-            ));
+            self.emit(
+                DevOp::cache(
+                    IoKind::Write,
+                    vol,
+                    addr,
+                    line_base + a,
+                    b - a,
+                    OpCause::Promotion,
+                )
+                .at_stage(fetched + 1)
+                .critical(false),
+            );
         }
         self.table.add_valid(slot, missing);
     }
@@ -195,14 +189,11 @@ impl Cache {
     /// Serves a read's slice of one line from the backend (a miss or a bypass).
     pub(super) fn read_slice_from_backend(&mut self, vol: VolumeId, line_base: u64, s: LineSlice) {
         let (offset, len) = (line_base + s.start, s.end - s.start);
-        self.emit(op(
-            Device::Backend,
+        self.emit(DevOp::backend(
             IoKind::Read,
             vol,
             offset,
             len,
-            0,
-            true,
             OpCause::ReadMiss,
         ));
     }

@@ -20,16 +20,8 @@ impl Cache {
         self.stats.line_accesses += 1;
         self.stats.write_line_accesses += 1;
         let backend_write = |stage| {
-            op(
-                Device::Backend,
-                IoKind::Write,
-                vol,
-                line_base + s.start,
-                len,
-                stage,
-                true,
-                OpCause::Write,
-            )
+            DevOp::backend(IoKind::Write, vol, line_base + s.start, len, OpCause::Write)
+                .at_stage(stage)
         };
         if let Some(slot) = self.table.lookup(key) {
             let m = *self.table.meta(slot);
@@ -53,14 +45,12 @@ impl Cache {
                 }
                 WriteHit::CacheAndBackend => {
                     let a = self.cache_addr(slot, s.start);
-                    self.emit(cache_op(
+                    self.emit(DevOp::cache(
                         IoKind::Write,
                         vol,
                         a,
                         line_base + s.start,
                         len,
-                        0,
-                        true,
                         OpCause::Write,
                     ));
                     self.emit(backend_write(0));
@@ -97,16 +87,17 @@ impl Cache {
         if rules.write_miss == WriteMiss::AllocateDirty {
             self.write_dirty(vol, slot, line_base, s, touched & !covered, stage);
         } else {
-            self.emit(cache_op(
-                IoKind::Write,
-                vol,
-                a,
-                line_base + s.start,
-                len,
-                stage,
-                true,
-                OpCause::Write,
-            ));
+            self.emit(
+                DevOp::cache(
+                    IoKind::Write,
+                    vol,
+                    a,
+                    line_base + s.start,
+                    len,
+                    OpCause::Write,
+                )
+                .at_stage(stage),
+            );
             self.emit(backend_write(stage));
             self.table.add_valid(slot, covered);
         }
@@ -126,16 +117,17 @@ impl Cache {
     ) {
         let stage = self.fill_edges(vol, slot, line_base, edges, s.start, s.end, stage);
         let (a, len) = (self.cache_addr(slot, s.start), s.end - s.start);
-        self.emit(cache_op(
-            IoKind::Write,
-            vol,
-            a,
-            line_base + s.start,
-            len,
-            stage,
-            true,
-            OpCause::Write,
-        ));
+        self.emit(
+            DevOp::cache(
+                IoKind::Write,
+                vol,
+                a,
+                line_base + s.start,
+                len,
+                OpCause::Write,
+            )
+            .at_stage(stage),
+        );
         self.mark_dirty(slot, self.geo.touched_mask(s.start, s.end));
         self.stats.dirtied_bytes += len;
     }
@@ -164,27 +156,22 @@ impl Cache {
             let (a, b) = (lo as u64 * sub, hi as u64 * sub);
             for (x, y) in [(a, b.min(start)), (a.max(end), b)] {
                 if x < y {
-                    let fetched = self.emit(op(
-                        Device::Backend,
-                        IoKind::Read,
-                        vol,
-                        line_base + x,
-                        y - x,
-                        stage,
-                        true,
-                        OpCause::Fill,
-                    ));
+                    let fetched = self.emit(
+                        DevOp::backend(IoKind::Read, vol, line_base + x, y - x, OpCause::Fill)
+                            .at_stage(stage),
+                    );
                     let addr = self.cache_addr(slot, x);
-                    self.emit(cache_op(
-                        IoKind::Write,
-                        vol,
-                        addr,
-                        line_base + x,
-                        y - x,
-                        fetched + 1,
-                        true,
-                        OpCause::Fill,
-                    ));
+                    self.emit(
+                        DevOp::cache(
+                            IoKind::Write,
+                            vol,
+                            addr,
+                            line_base + x,
+                            y - x,
+                            OpCause::Fill,
+                        )
+                        .at_stage(fetched + 1),
+                    );
                     after = after.max(fetched + 1);
                 }
             }
