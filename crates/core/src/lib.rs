@@ -7,12 +7,14 @@
 
 pub mod geometry;
 pub mod hint;
+pub mod lookup;
 pub mod plan;
 pub mod request;
 pub mod source;
 pub mod units;
 
 pub use geometry::{GeometryError, LineGeometry, LineKey, MAX_VOLUMES};
+pub use lookup::Lookup;
 pub use plan::{DevOp, Device, IoKind, OpCause, Plan};
 pub use request::{Nanos, Op, Request, VolumeId};
 pub use source::{Arrival, RequestSource, SourceError};

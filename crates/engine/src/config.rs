@@ -8,23 +8,7 @@ use tiercache_core::units::{de_nanos, de_opt_bytes};
 use tiercache_core::Nanos;
 use tiercache_devices::DeviceConfig;
 
-/// How requests take the policy core's lock (SPEC §4.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum Lookup {
-    /// Locked table: one lock held for a whole request, its I/O included (requests run one
-    /// at a time).
-    Lt,
-    /// Hash table, coarse-grained: one lock, held only while the core decides; data moves
-    /// concurrently, ordered per location.
-    HtCg,
-    /// Hash table, fine-grained: `engine.shards` locks, each over its own policy core and
-    /// slots, owning the lines whose 64 KiB chunk hashes to it (replacement is per shard, as
-    /// in sharded production caches). Requests on different shards never wait for each other.
-    /// With per-volume partitions the engine uses one shard.
-    #[default]
-    HtFg,
-}
+pub use tiercache_core::Lookup;
 
 /// How file and block devices move data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

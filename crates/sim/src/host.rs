@@ -24,17 +24,8 @@ use tiercache_core::Nanos;
 
 use crate::SimError;
 
-/// Lookup architecture (threads and lock granularity).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LookupArch {
-    /// Low multi-threaded: a few fixed workers.
-    Lt,
-    /// Highly multi-threaded, one coarse-grained lock.
-    HtCg,
-    /// Highly multi-threaded, fine-grained (sharded) locks.
-    HtFg,
-}
+/// Lookup architecture (threads and lock granularity): the one enum both executors use.
+pub type LookupArch = tiercache_core::Lookup;
 
 /// Host CPU configuration. Every field has a default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,0 +1,24 @@
+//! The lookup architecture (SPEC §4.1): how requests take the policy core's lock. One enum for
+//! both executors: the engine runs it (threads and locks), the simulator models it (host cores
+//! as servers, locks as resources with hold times).
+
+use serde::{Deserialize, Serialize};
+
+/// How requests take the policy core's lock (SPEC §4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Lookup {
+    /// Low multi-threaded, locked table: one lock held for a whole request, its I/O included
+    /// (requests run one at a time; the simulator models a few fixed workers).
+    Lt,
+    /// Highly multi-threaded, coarse-grained: one lock, held only while the core decides; data
+    /// moves concurrently, ordered per location.
+    HtCg,
+    /// Highly multi-threaded, fine-grained: many locks. The engine runs `engine.shards` of
+    /// them, each over its own policy core and slots, owning the lines whose 64 KiB chunk
+    /// hashes to it (replacement is per shard, as in sharded production caches); with
+    /// per-volume partitions it uses one shard. The simulator models the locks, not the
+    /// shards' separate cores.
+    #[default]
+    HtFg,
+}
