@@ -102,6 +102,12 @@ pub fn fio_options(w: &WorkloadSpec, volume_bytes: u64) -> Result<Vec<String>, S
         (_, true) => "rw",
     };
     o.push(format!("--rw={rw}"));
+    if !sequential {
+        // The workload draws every offset independently, with replacement; fio's default
+        // random map would visit each block of a job once before any repeats, and remove the
+        // reuse within a job that the simulator sees.
+        o.push("--norandommap".into());
+    }
     o.push(format!(
         "--rwmixread={}",
         (w.read_fraction * 100.0).round() as u32

@@ -103,7 +103,8 @@ fn every_example_with_a_workload_runs_under_bench() {
 
 /// `bench` runs the workload its config describes: several jobs over a uniform footprint
 /// sixteen times the cache hit about 1/16 of the time in the simulator and for real. (Before,
-/// fio's cloned jobs shared one seed and issued the same offsets: 77% hits for real.)
+/// fio's cloned jobs shared one seed and issued the same offsets, and each job's random map
+/// kept it from repeating an offset.)
 #[test]
 fn bench_hit_ratio_matches_sim_on_uniform_random_jobs() {
     let dir = tempfile::tempdir().unwrap();
@@ -141,12 +142,15 @@ runtime_ns = "2s"
     let sim = &records(&["sim", p, "--json", "--set", &format!("run.requests={n}")])[0];
     let hb = bench["metrics"]["hit_ratio"].as_f64().unwrap();
     let hs = sim["metrics"]["hit_ratio"].as_f64().unwrap();
-    // 1/16 in steady state; the cold start lowers both alike. 0.02 absolute covers the noise
-    // of a few thousand Bernoulli trials and the engine's 16 shards (each 1/16 of the cache).
+    println!("bench hit ratio {hb:.4}, sim {hs:.4} over {n} requests");
+    // 1/16 in steady state; the cold start lowers both alike. 0.01 absolute covers the noise
+    // of tens of thousands of Bernoulli trials (σ ≈ 0.0012) and the engine's 16 shards (each
+    // 1/16 of the cache). fio must draw offsets with replacement as the simulator does
+    // (`--norandommap`): with its default random map the bench gave 0.032 against 0.056.
     // Few requests in flight against 512-line shards: lines pinned by fills in flight (which
     // the engine cannot evict, and so bypasses) stay rare even on a loaded machine.
     assert!(
-        (hb - hs).abs() < 0.02,
+        (hb - hs).abs() < 0.01,
         "bench hit ratio {hb:.4}, sim {hs:.4} over {n} requests; bench bypasses {}",
         bench["metrics"]["bypasses"]
     );
