@@ -2,7 +2,7 @@
 //! iolog in the bench's private directory, replayed by fio against the engine, as fast as
 //! `jobs × iodepth` allow (`replay = "fast"`) or at the trace's times divided by `speed`.
 
-use crate::experiment::{ReplayMode, TraceWorkload};
+use crate::experiment::{ReplayMode, TraceWorkload, VolumeChoice};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use tiercache_core::VolumeId;
@@ -42,6 +42,7 @@ pub fn prepare(t: &TraceWorkload, iolog: &Path) -> Result<IologReplay> {
     // Every kept request goes to the one export, under one fio file name.
     let mut export = VolumeMap::new();
     let export_id = export.intern(b"export").context("volume map")?;
+    let mut choice = VolumeChoice::new(t.volumes.clone());
     let mut kept: Option<VolumeId> = None;
     let (mut requests, mut end) = (0u64, 0u64);
     let speed = if t.speed.is_finite() && t.speed > 0.0 {
@@ -51,12 +52,8 @@ pub fn prepare(t: &TraceWorkload, iolog: &Path) -> Result<IologReplay> {
     };
     while let Some(r) = reader.next() {
         let mut r = r?;
-        if !t.volumes.is_empty() {
-            let name = reader.volumes().name(r.volume).unwrap_or("");
-            let id = format!("#{}", r.volume.0);
-            if !t.volumes.iter().any(|w| w == name || *w == id) {
-                continue;
-            }
+        if !choice.wanted(r.volume, reader.volumes().name(r.volume).unwrap_or("")) {
+            continue;
         }
         match kept {
             None => kept = Some(r.volume),

@@ -5,21 +5,17 @@
 /// their `source()` (thiserror does both for a field named `source` shown in the format), so
 /// printing the chain naively repeats the root cause
 /// (`x: No such file or directory (os error 2): No such file or directory (os error 2)`). A
-/// cause whose text the message so far already ends with adds nothing and is left out; the
-/// fix is here, once, rather than in every error type.
+/// cause already said as a whole segment of the message so far (after a `": "`, possibly with
+/// more detail after it) adds nothing and is left out; the fix is here, once, rather than in
+/// every error type.
 pub fn render(err: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in err.chain() {
         let text = cause.to_string();
-        if text.is_empty() || out.ends_with(&text) {
+        if text.is_empty() || out == text || out.contains(&format!(": {text}")) {
             continue;
         }
-        // A message may also end with the cause followed by more detail; `contains` would then
-        // drop a real cause, so only a cause already said in full is skipped.
         if !out.is_empty() {
-            if out.contains(&format!(": {text}")) {
-                continue;
-            }
             out.push_str(": ");
         }
         out.push_str(&text);

@@ -361,8 +361,7 @@ impl Experiment {
                 } else {
                     Ok(Box::new(VolumeFilter {
                         inner: replay,
-                        wanted: t.volumes.clone(),
-                        keep: Vec::new(),
+                        choice: VolumeChoice::new(t.volumes.clone()),
                     }))
                 }
             }
@@ -370,27 +369,45 @@ impl Experiment {
     }
 }
 
-/// Replays only the requests of chosen volumes. Volume ids are assigned as the reader meets
-/// them, so each id's verdict is decided the first time it is seen.
-struct VolumeFilter {
-    inner: tiercache_trace::ReplaySource,
+/// The volumes `workload.volumes` chooses, by name in the trace or by dense id written `"#3"`
+/// (every volume when it is empty). Volume ids are assigned as a reader meets them, so each
+/// id's verdict is decided the first time it is seen, and kept.
+pub struct VolumeChoice {
     wanted: Vec<String>,
     /// Verdict per dense volume id: `None` not decided yet.
     keep: Vec<Option<bool>>,
 }
 
-impl VolumeFilter {
-    fn wanted(&mut self, v: tiercache_core::VolumeId) -> bool {
+impl VolumeChoice {
+    /// The choice `wanted` names.
+    pub fn new(wanted: Vec<String>) -> Self {
+        Self {
+            wanted,
+            keep: Vec::new(),
+        }
+    }
+
+    /// Whether volume `v`, named `name` in the trace, is chosen.
+    pub fn wanted(&mut self, v: tiercache_core::VolumeId, name: &str) -> bool {
+        if self.wanted.is_empty() {
+            return true;
+        }
         let i = v.0 as usize;
         if self.keep.len() <= i {
             self.keep.resize(i + 1, None);
         }
+        let wanted = &self.wanted;
         *self.keep[i].get_or_insert_with(|| {
-            let name = self.inner.reader().volumes().name(v).unwrap_or("");
             let id = format!("#{}", v.0);
-            self.wanted.iter().any(|w| w == name || *w == id)
+            wanted.iter().any(|w| w == name || *w == id)
         })
     }
+}
+
+/// Replays only the requests of chosen volumes.
+struct VolumeFilter {
+    inner: tiercache_trace::ReplaySource,
+    choice: VolumeChoice,
 }
 
 impl RequestSource for VolumeFilter {
@@ -401,7 +418,8 @@ impl RequestSource for VolumeFilter {
     fn next_request(&mut self, job: u32) -> Option<tiercache_core::Request> {
         loop {
             let r = self.inner.next_request(job)?;
-            if self.wanted(r.volume) {
+            let name = self.inner.reader().volumes().name(r.volume).unwrap_or("");
+            if self.choice.wanted(r.volume, name) {
                 return Some(r);
             }
         }

@@ -110,23 +110,28 @@ pub fn run(args: SimArgs) -> Result<()> {
     let several = runs.len() > 1;
     let mut rows = Vec::new();
     let stdout = std::io::stdout();
+    // Every timeline file is created before anything runs, so a bad path fails at once instead
+    // of losing a long run's results at the end.
+    let mut timelines = Vec::new();
     if let Some(path) = &args.timeline {
-        // Check the path before running, so a long run's results are not lost at the end.
-        std::fs::File::create(path).with_context(|| format!("--timeline {}", path.display()))?;
-    }
-    for e in &runs {
-        for n in &e.notes {
-            eprintln!("tiercache: note: run `{}`: {n}", e.name);
-        }
-        let out = run_experiment(e)?;
-        if let Some(path) = &args.timeline {
+        for e in &runs {
             let path = if several {
                 with_suffix(path, &e.name)
             } else {
                 path.clone()
             };
-            let mut f = std::fs::File::create(&path)
+            let f = std::fs::File::create(&path)
                 .with_context(|| format!("--timeline {}", path.display()))?;
+            timelines.push(f);
+        }
+    }
+    let mut timelines = timelines.into_iter();
+    for e in &runs {
+        for n in &e.notes {
+            eprintln!("tiercache: note: run `{}`: {n}", e.name);
+        }
+        let out = run_experiment(e)?;
+        if let Some(mut f) = timelines.next() {
             tiercache_metrics::write_timeline_csv(&out.timeline, &mut f)?;
         }
         if args.json {

@@ -45,38 +45,37 @@ fn records(args: &[&str]) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Each example runs under `sim` as shipped; those with a workload then run under `bench`
+/// too, and their records are checked against the simulator's (one `sim` run serves both).
 #[test]
-fn every_example_runs_under_sim() {
+fn every_example_runs_under_sim_and_under_bench_where_it_has_a_workload() {
+    if Command::new("fio").arg("--version").output().is_err() {
+        panic!("fio is not installed: run scripts/setup.sh");
+    }
     for ex in examples() {
         let p = ex.to_str().unwrap();
-        let runs = records(&["sim", p, "--json"]);
-        assert!(!runs.is_empty(), "{p}: no runs");
-        for r in &runs {
+        let sims = records(&["sim", p, "--json"]);
+        assert!(!sims.is_empty(), "{p}: no runs");
+        for r in &sims {
             assert!(
                 r["metrics"]["requests"].as_u64().unwrap() > 0,
                 "{p}: run {} measured nothing",
                 r["name"]
             );
         }
-    }
-}
-
-#[test]
-fn every_example_with_a_workload_runs_under_bench() {
-    if Command::new("fio").arg("--version").output().is_err() {
-        panic!("fio is not installed: run scripts/setup.sh");
-    }
-    let _one = ONE_BENCH_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    for ex in examples().into_iter().filter(has_workload) {
-        let p = ex.to_str().unwrap();
-        let sims = records(&["sim", p, "--json"]);
+        if !has_workload(&ex) {
+            continue;
+        }
         let mut args = vec!["bench", p, "--json", "--set", "bench.runtime_ns=1s"];
         if p.ends_with("trace-replay.toml") {
             args.extend(["--set", "workload.replay='fast'"]);
         }
-        let benches = records(&args);
+        let benches = {
+            let _one = ONE_BENCH_AT_A_TIME
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            records(&args)
+        };
         // bench runs every variant sim runs, under the same names.
         let names = |v: &[serde_json::Value]| -> Vec<String> {
             v.iter()

@@ -350,14 +350,13 @@ fn a_run_whose_warm_up_eats_the_whole_trace_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.csv");
     msr_trace(&trace, 300, 10, None);
-    let cfg = trace_config(dir.path(), &trace, "msr", "[run]\nwarmup_requests = 1000\n");
-    // `[run]` after `[workload]` is its own table: the mode line is in the first `[run]`.
-    let text =
-        std::fs::read_to_string(&cfg)
-            .unwrap()
-            .replacen("[run]\nmode = \"hit-ratio\"\n", "", 1);
-    std::fs::write(&cfg, text).unwrap();
-    let o = tiercache(&["sim", cfg.to_str().unwrap()]);
+    let cfg = trace_config(dir.path(), &trace, "msr", "");
+    let o = tiercache(&[
+        "sim",
+        cfg.to_str().unwrap(),
+        "--set",
+        "run.warmup_requests=1000",
+    ]);
     assert!(!o.status.success(), "a run that measured nothing exited 0");
     assert!(stderr(&o).contains("measured no request"), "{}", stderr(&o));
 }

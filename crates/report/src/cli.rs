@@ -66,14 +66,15 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
     opts.max_bars = args.max_bars.max(2);
     opts.max_series = args.max_series.max(1);
     let first = &args.results[0];
-    // A sweep's output directory names the sweep and says what it is about.
-    let about_dir = if first.is_dir() {
+    // The first input's directory: a sweep's output directory names the sweep and says what
+    // it is about, and the page goes there by default.
+    let dir = if first.is_dir() {
         first.clone()
     } else {
         first.parent().map(PathBuf::from).unwrap_or_default()
     };
     let about: Option<serde_json::Value> =
-        std::fs::read_to_string(about_dir.join(tiercache_sweep::SWEEP_JSON))
+        std::fs::read_to_string(dir.join(tiercache_sweep::SWEEP_JSON))
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok());
     let sweep_name = about
@@ -89,25 +90,11 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
         .title
         .clone()
         .or(sweep_name.map(|n| format!("tiercache report: {n}")))
-        .unwrap_or_else(|| {
-            let stem = if first.is_dir() {
-                first.clone()
-            } else {
-                first.parent().map(PathBuf::from).unwrap_or_default()
-            };
-            match stem.file_name() {
-                Some(n) => format!("tiercache report: {}", n.to_string_lossy()),
-                None => "tiercache report".into(),
-            }
+        .unwrap_or_else(|| match dir.file_name() {
+            Some(n) => format!("tiercache report: {}", n.to_string_lossy()),
+            None => "tiercache report".into(),
         });
-    let out = args.out.clone().unwrap_or_else(|| {
-        let dir = if first.is_dir() {
-            first.clone()
-        } else {
-            first.parent().map(PathBuf::from).unwrap_or_default()
-        };
-        dir.join("report.html")
-    });
+    let out = args.out.clone().unwrap_or_else(|| dir.join("report.html"));
     let svg_dir = args.svg_dir.clone().unwrap_or_else(|| {
         let stem = out
             .file_stem()

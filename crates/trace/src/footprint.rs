@@ -42,8 +42,17 @@ impl LineBits {
         }
     }
 
+    /// Lines touched per chunk: `(first key of the chunk, lines touched in it)`, no order. A
+    /// chunk never spans two volumes (a volume's keys start at a multiple of 2^48).
+    pub fn chunk_counts(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.chunks
+            .iter()
+            .map(|(&chunk, &(r, w))| (chunk * CHUNK, u64::from((r | w).count_ones())))
+    }
+
     /// Every line touched with its `(read, written)` flags, chunk by chunk (no order).
-    pub fn lines(&self) -> impl Iterator<Item = (u64, bool, bool)> + '_ {
+    #[cfg(test)]
+    fn lines(&self) -> impl Iterator<Item = (u64, bool, bool)> + '_ {
         self.chunks.iter().flat_map(|(&chunk, &(r, w))| {
             let mut any = r | w;
             std::iter::from_fn(move || {
@@ -104,6 +113,11 @@ mod tests {
             prop_assert_eq!(&got, &want);
             let (all, rd, wr) = bits.counts();
             prop_assert_eq!(all, want.len() as u64);
+            // Per chunk, the lines of the model that fall in it.
+            for (first, n) in bits.chunk_counts() {
+                let inside = want.iter().filter(|x| x.0 / CHUNK == first / CHUNK).count();
+                prop_assert_eq!(n, inside as u64);
+            }
             prop_assert_eq!(rd, want.iter().filter(|x| x.1).count() as u64);
             prop_assert_eq!(wr, want.iter().filter(|x| x.2).count() as u64);
         }

@@ -240,9 +240,9 @@ pub fn stats_of(r: &mut dyn TraceReader, opts: &StatsOptions) -> Result<TraceSta
         }
     }
     let (footprint_lines, read_lines, write_lines) = lines.counts();
-    for (k, _, _) in lines.lines() {
-        if let Some(v) = vols.get_mut(LineKey(k).volume().0 as usize) {
-            v.footprint_lines += 1;
+    for (first, n) in lines.chunk_counts() {
+        if let Some(v) = vols.get_mut(LineKey(first).volume().0 as usize) {
+            v.footprint_lines += n;
         }
     }
     for (i, v) in vols.iter_mut().enumerate() {
