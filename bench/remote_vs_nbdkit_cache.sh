@@ -35,6 +35,7 @@ case $BACKEND in
     # Pass-through mode with a token cache: every request goes to the emulated device.
     cat > "$D/ssd.toml" <<TOML
 [cache]
+shards = 16
 capacity = "64KiB"
 write_policy = "pass-through"
 [engine]
@@ -52,6 +53,7 @@ REMOTE="nbd+unix:///?socket=$D/remote.sock"
 
 cat > "$S/serve.toml" <<TOML
 [cache]
+shards = 16
 capacity = "256MiB"
 line_size = "4KiB"
 eviction = "s3-fifo"

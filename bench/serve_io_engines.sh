@@ -19,6 +19,7 @@ head -c 256M /dev/urandom > "$W/backend.img"
 for io in psync io-uring; do
   cat > "$W/$io.toml" <<TOML
 [cache]
+shards = 16
 capacity = "512MiB"
 line_size = "4KiB"
 write_policy = "write-back"

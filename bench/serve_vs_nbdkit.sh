@@ -39,6 +39,7 @@ PY
 
 cat > "$W/serve.toml" <<TOML
 [cache]
+shards = 16
 capacity = "512MiB"
 line_size = "4KiB"
 write_policy = "write-back"

@@ -265,7 +265,7 @@ impl Experiment {
             Workload::Synthetic(Box::new(spec))
         };
         // Check the cache now so a bad value is reported before anything runs.
-        tiercache_policy::Cache::new(&cache).map_err(|e| invalid(e.to_string()))?;
+        tiercache_policy::ShardedCache::new(&cache).map_err(|e| invalid(e.to_string()))?;
         let mut notes = Vec::new();
         let mut limits = limits;
         let mut config_json = doc.to_json();

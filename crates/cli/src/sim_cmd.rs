@@ -6,7 +6,7 @@ use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
 use tiercache_metrics::{RunKind, RunMetrics, RunRecord};
-use tiercache_policy::Cache;
+use tiercache_policy::{Cache, PolicyCore, ShardedCache};
 
 /// Arguments of `tiercache sim`.
 #[derive(Debug, Args)]
@@ -42,7 +42,17 @@ pub struct Outcome {
 
 /// Runs one resolved experiment.
 pub fn run_experiment(e: &Experiment) -> Result<Outcome> {
-    let mut cache = Cache::new(&e.cache).context("cache")?;
+    // One core, or the shards of `cache.shards`, as the engine runs them. Each is its own
+    // type on the hit-ratio path, which is monomorphised for speed.
+    enum Core {
+        One(Cache),
+        Sharded(ShardedCache),
+    }
+    let mut cache = if e.cache.shards > 1 {
+        Core::Sharded(ShardedCache::new(&e.cache).context("cache")?)
+    } else {
+        Core::One(Cache::new(&e.cache).context("cache")?)
+    };
     let mut source = e.source()?;
     let limits = &e.sim.run;
     let expected = limits.requests.map(|n| n + limits.warmup_requests);
@@ -50,13 +60,20 @@ pub fn run_experiment(e: &Experiment) -> Result<Outcome> {
         crate::progress::with_progress(&e.name, expected, source.as_mut(), |source| {
             anyhow::Ok(match e.mode {
                 RunMode::Timed => {
-                    let out = tiercache_sim::simulate(&mut cache, source, &e.sim)
+                    let core: &mut dyn PolicyCore = match &mut cache {
+                        Core::One(c) => c,
+                        Core::Sharded(c) => c,
+                    };
+                    let out = tiercache_sim::simulate(core, source, &e.sim)
                         .with_context(|| format!("run `{}`", e.name))?;
                     (out.metrics, out.timeline)
                 }
                 RunMode::HitRatio => {
-                    let out = tiercache_sim::hit_ratio_only(&mut cache, source, &e.sim.run)
-                        .with_context(|| format!("run `{}`", e.name))?;
+                    let out = match &mut cache {
+                        Core::One(c) => tiercache_sim::hit_ratio_only(c, source, &e.sim.run),
+                        Core::Sharded(c) => tiercache_sim::hit_ratio_only(c, source, &e.sim.run),
+                    }
+                    .with_context(|| format!("run `{}`", e.name))?;
                     (out, Vec::new())
                 }
             })

@@ -3,9 +3,9 @@
 //! at a time, gives the same policy decisions — every hit, promotion, eviction, write-back and
 //! byte moved per device, as the policy core counts them.
 //!
-//! Run with one policy core in the engine (`lookup = "ht-cg"`, one lock over one core, and
-//! `"lt"`), as the simulator has. Under the default `ht-fg` the engine shards the core 16 ways, which the
-//! simulator does not model yet (see README). Cleaning is lazy with an idle time no run reaches,
+//! Run with one policy core and with 16 policy shards (`cache.shards`, which both executors
+//! run), under every lookup (`ht-fg`, a lock per shard; `ht-cg`, one lock; `lt`, serial): the
+//! lookup changes the engine's locking, never its decisions. Cleaning is lazy with an idle time no run reaches,
 //! so dirty lines leave only by eviction, inside the requests' own plans: background cleaning
 //! is timed by each executor's own clock, virtual or real, and would make the comparison
 //! depend on the machine.
@@ -17,7 +17,7 @@ use tiercache_core::{Arrival, Op, Request, RequestSource, VolumeId};
 use tiercache_engine::device::MemDevice;
 use tiercache_engine::{Engine, EngineConfig, Lookup};
 use tiercache_policy::{
-    Cache, CacheConfig, CacheStats, CleaningConfig, PromotionConfig, WritePolicy,
+    CacheConfig, CacheStats, CleaningConfig, PolicyCore, PromotionConfig, ShardedCache, WritePolicy,
 };
 
 const VOLUME: u64 = 16 << 20;
@@ -66,8 +66,9 @@ fn requests(seed: u64, n: usize) -> Vec<Request> {
         .collect()
 }
 
-fn config(policy: WritePolicy, line: u64, promotion: PromotionConfig) -> CacheConfig {
+fn config(policy: WritePolicy, line: u64, promotion: PromotionConfig, shards: u32) -> CacheConfig {
     CacheConfig {
+        shards,
         capacity: 1 << 20,
         line_size: line,
         write_policy: policy,
@@ -81,7 +82,7 @@ fn config(policy: WritePolicy, line: u64, promotion: PromotionConfig) -> CacheCo
 }
 
 fn simulated(cfg: &CacheConfig, reqs: &[Request]) -> CacheStats {
-    let mut cache = Cache::new(cfg).unwrap();
+    let mut cache = ShardedCache::new(cfg).unwrap();
     let out = tiercache_sim::simulate(
         &mut cache,
         &mut Replay(reqs.iter().copied()),
@@ -91,7 +92,15 @@ fn simulated(cfg: &CacheConfig, reqs: &[Request]) -> CacheStats {
     out.final_stats
 }
 
-fn executed(cfg: &CacheConfig, lookup: Lookup, reqs: &[Request]) -> CacheStats {
+/// Runs `reqs` through the engine one at a time. With `step`, the policy core the simulator
+/// runs is stepped beside it, and after every request the engine's counters must equal the
+/// core's: the same decision for each request, not only in total.
+fn executed(
+    cfg: &CacheConfig,
+    lookup: Lookup,
+    reqs: &[Request],
+    mut step: Option<&mut ShardedCache>,
+) -> CacheStats {
     let engine = Engine::with_devices(
         cfg,
         &EngineConfig {
@@ -114,6 +123,15 @@ fn executed(cfg: &CacheConfig, lookup: Lookup, reqs: &[Request]) -> CacheStats {
             Op::Trim => engine.trim(r.offset, r.len).unwrap(),
             Op::Flush => engine.flush().unwrap(),
         }
+        if let Some(core) = step.as_deref_mut() {
+            core.access(r, Some(&mut tiercache_core::Plan::new()))
+                .unwrap();
+            assert_eq!(
+                core.stats_snapshot(),
+                engine.stats().cache,
+                "request {i} ({r:?}) decided differently ({lookup:?})"
+            );
+        }
     }
     engine.shutdown().unwrap();
     let stats = engine.stats().cache;
@@ -123,6 +141,7 @@ fn executed(cfg: &CacheConfig, lookup: Lookup, reqs: &[Request]) -> CacheStats {
 
 #[test]
 fn one_request_at_a_time_both_executors_make_the_same_decisions() {
+    let mut crossing = 0;
     for (policy, line, promotion) in [
         (WritePolicy::WriteBack, 4096, PromotionConfig::Always),
         (
@@ -138,16 +157,28 @@ fn one_request_at_a_time_both_executors_make_the_same_decisions() {
         (WritePolicy::WriteAround, 8192, PromotionConfig::Always),
         (WritePolicy::ReadOnly, 4096, PromotionConfig::Always),
     ] {
-        let cfg = config(policy, line, promotion.clone());
-        let reqs = requests(line ^ 0x5eed, 6000);
-        let sim = simulated(&cfg, &reqs);
-        assert!(sim.evictions > 100, "{policy:?}: the cache never filled");
-        for lookup in [Lookup::HtCg, Lookup::Lt] {
-            let eng = executed(&cfg, lookup, &reqs);
-            assert_eq!(
-                sim, eng,
-                "{policy:?} {line} {promotion:?}: simulator vs engine ({lookup:?})"
-            );
+        for shards in [1, 16] {
+            let cfg = config(policy, line, promotion.clone(), shards);
+            let reqs = requests(line ^ 0x5eed, 6000);
+            let layout = tiercache_policy::ShardLayout::new(&cfg).unwrap();
+            crossing += reqs
+                .iter()
+                .filter(|r| layout.pieces(r.volume, r.offset, r.len).count() > 1)
+                .count();
+            let sim = simulated(&cfg, &reqs);
+            assert!(sim.evictions > 100, "{policy:?}: the cache never filled");
+            for lookup in [Lookup::HtFg, Lookup::HtCg, Lookup::Lt] {
+                // Request by request under the lookup that locks per shard; in total otherwise.
+                let mut core = ShardedCache::new(&cfg).unwrap();
+                let step = (lookup == Lookup::HtFg).then_some(&mut core);
+                let eng = executed(&cfg, lookup, &reqs, step);
+                assert_eq!(
+                    sim, eng,
+                    "{policy:?} {line} {promotion:?} {shards} shards: simulator vs engine ({lookup:?})"
+                );
+            }
         }
     }
+    // Requests cut into pieces on two shards were part of the streams, counted once each.
+    assert!(crossing > 100, "only {crossing} requests crossed shards");
 }

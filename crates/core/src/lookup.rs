@@ -14,11 +14,10 @@ pub enum Lookup {
     /// Highly multi-threaded, coarse-grained: one lock, held only while the core decides; data
     /// moves concurrently, ordered per location.
     HtCg,
-    /// Highly multi-threaded, fine-grained: many locks. The engine runs `engine.shards` of
-    /// them, each over its own policy core and slots, owning the lines whose 64 KiB chunk
-    /// hashes to it (replacement is per shard, as in sharded production caches); with
-    /// per-volume partitions it uses one shard. The simulator models the locks, not the
-    /// shards' separate cores.
+    /// Highly multi-threaded, fine-grained: many locks. The engine puts one on each of the
+    /// policy's shards (`cache.shards`: independent policy cores, each over its own slots,
+    /// owning the lines whose 64 KiB chunk hashes to it), which the simulator runs too; the
+    /// simulator's host model adds the locks' contention.
     #[default]
     HtFg,
 }

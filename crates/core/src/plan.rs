@@ -53,6 +53,69 @@ pub enum OpCause {
     Flush,
 }
 
+/// Where a device op's work comes from, as load balancing classifies the work queued at a
+/// device (SPEC §4.8: R, W, P, E).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Origin {
+    /// An application read (R): served from the cache, or from the backend on a miss.
+    Read,
+    /// An application write (W), with the reads that fill around a partial one.
+    Write,
+    /// A promotion (P): missed data written into the cache after a read miss.
+    Promotion,
+    /// An eviction or flush (E): dirty data read from the cache and written back.
+    Eviction,
+}
+
+impl Origin {
+    /// Every origin, in index order.
+    pub const ALL: [Origin; 4] = [
+        Origin::Read,
+        Origin::Write,
+        Origin::Promotion,
+        Origin::Eviction,
+    ];
+
+    /// Index in arrays kept per origin.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// One-letter name (R, W, P, E).
+    pub fn letter(self) -> char {
+        ['R', 'W', 'P', 'E'][self as usize]
+    }
+}
+
+/// Weight of a new sample in the executors' service-time moving averages: 1/2^4, about the
+/// last few dozen ops.
+pub const SERVICE_EWMA_SHIFT: u32 = 4;
+
+/// One step of a service-time moving average: `avg` moved 1/16 of the way to `sample` (the
+/// first sample, when `avg` is 0, is taken as it is). Both executors estimate a device's time
+/// per op with it.
+pub fn service_ewma(avg: u64, sample: u64) -> u64 {
+    if avg == 0 {
+        sample.max(1)
+    } else {
+        let a = avg as i128 + ((sample as i128 - avg as i128) >> SERVICE_EWMA_SHIFT);
+        a.max(1) as u64
+    }
+}
+
+impl OpCause {
+    /// The origin of an op of this cause; `None` for trims and flushes, which carry no data.
+    pub fn origin(self) -> Option<Origin> {
+        match self {
+            OpCause::ReadHit | OpCause::ReadMiss => Some(Origin::Read),
+            OpCause::Write | OpCause::Fill => Some(Origin::Write),
+            OpCause::Promotion => Some(Origin::Promotion),
+            OpCause::Clean | OpCause::EvictFlush => Some(Origin::Eviction),
+            OpCause::Trim | OpCause::Flush => None,
+        }
+    }
+}
+
 /// One device operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DevOp {

@@ -22,7 +22,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use tiercache_core::units::{de_opt_bytes, de_opt_nanos};
-use tiercache_core::{IoKind, Nanos, OpCause};
+use tiercache_core::{service_ewma, IoKind, Nanos, OpCause};
 
 mod config;
 mod disk;

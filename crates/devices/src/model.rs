@@ -42,6 +42,19 @@ pub fn cause_index(c: OpCause) -> usize {
     }
 }
 
+/// Every cause in [`cause_index`] order.
+pub const CAUSES: [OpCause; 9] = [
+    OpCause::ReadHit,
+    OpCause::ReadMiss,
+    OpCause::Write,
+    OpCause::Promotion,
+    OpCause::Fill,
+    OpCause::Clean,
+    OpCause::EvictFlush,
+    OpCause::Trim,
+    OpCause::Flush,
+];
+
 /// Cause names in [`cause_index`] order, as reported.
 pub const CAUSE_NAMES: [&str; 9] = [
     "read-hit",
@@ -66,6 +79,10 @@ pub struct DeviceModel {
     pub(crate) max_inflight: u32,
     pub(crate) last_change: Nanos,
     pub(crate) c: DeviceCounters,
+    /// Moving average of device time per completed op, ns (see [`DeviceModel::service_ns`]).
+    service_ns: Nanos,
+    /// Device time consumed when the last op completed, ps.
+    cost_at_last_finish: u128,
 }
 
 impl DeviceModel {
@@ -99,6 +116,8 @@ impl DeviceModel {
             max_inflight: 0,
             last_change: 0,
             c: DeviceCounters::default(),
+            service_ns: 0,
+            cost_at_last_finish: 0,
         }
     }
 
@@ -202,6 +221,23 @@ impl DeviceModel {
         self.last_change = now;
     }
 
+    /// Estimated device time per op, ns: a moving average (1/16 per op) of the device time
+    /// consumed between op completions; 0 before any op completed.
+    pub fn service_ns(&self) -> Nanos {
+        self.service_ns
+    }
+
+    /// Ops queued or in service by origin (R, W, P, E, indexed by [`tiercache_core::Origin::index`]).
+    pub fn inflight_by_origin(&self) -> [u32; 4] {
+        let mut out = [0; 4];
+        for (i, &c) in CAUSES.iter().enumerate() {
+            if let Some(o) = c.origin() {
+                out[o.index()] += self.inflight_by_cause[i];
+            }
+        }
+        out
+    }
+
     /// Ops queued or in service by cause (indexed by [`cause_index`]).
     pub fn inflight_by_cause(&self) -> &[u32; 9] {
         &self.inflight_by_cause
@@ -231,6 +267,10 @@ impl DeviceModel {
         self.inflight_by_cause[cause_index(cause)] -= 1;
         self.c.ops += 1;
         self.c.latency_ns += (now - started) as u128;
+        let cost = self.store_cost_ps();
+        let sample = cost.saturating_sub(self.cost_at_last_finish) / 1000;
+        self.cost_at_last_finish = cost;
+        self.service_ns = service_ewma(self.service_ns, sample.min(u64::MAX as u128) as u64);
         let ci = cause_index(cause);
         self.c.by_cause[ci] += 1;
         match kind {
@@ -249,6 +289,12 @@ impl DeviceModel {
         let now = now.max(self.last_change);
         c.at = now;
         c.depth_area += self.inflight as u128 * (now - self.last_change) as u128;
+        c.cost_ps = self.store_cost_ps();
+        c
+    }
+
+    /// Device time consumed so far, ps: the busiest of the store (members averaged) and link.
+    fn store_cost_ps(&self) -> u128 {
         let store_cost = match &self.store {
             Store::None => 0,
             Store::Disk(d) => d.cost_ps,
@@ -256,8 +302,7 @@ impl DeviceModel {
                 a.members.iter().map(|m| m.cost_ps).sum::<u128>() / a.members.len() as u128
             }
         };
-        c.cost_ps = store_cost.max(self.link.as_ref().map_or(0, |l| l.cost_ps));
-        c
+        store_cost.max(self.link.as_ref().map_or(0, |l| l.cost_ps))
     }
 }
 

@@ -65,9 +65,10 @@ pub struct EngineConfig {
     pub answer_reads_early: bool,
     /// Lookup architecture.
     pub lookup: Lookup,
-    /// Lock shards under `ht-fg`. Part of the cache device's layout: change it only after a
-    /// `tiercache flush` (or restart with `lookup = "ht-cg"`, which recovers any layout).
-    pub shards: u32,
+    /// Moved to `cache.shards` (the shards are the policy's, and the simulator runs them
+    /// too): naming it here is an error that says so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shards: Option<u32>,
     /// Discard the cache device's contents (metadata and data) at start. Refused while the
     /// device holds dirty lines unless `force_format`.
     pub format: bool,
@@ -140,7 +141,7 @@ impl Default for EngineConfig {
             io: IoEngine::Psync,
             answer_reads_early: true,
             lookup: Lookup::HtFg,
-            shards: DEFAULT_SHARDS,
+            shards: None,
             format: false,
             force_format: false,
             flusher_poll_ns: 20_000_000,
@@ -148,9 +149,9 @@ impl Default for EngineConfig {
     }
 }
 
-/// Default lock shards: several per core on common machines, few enough that per-shard
-/// replacement stays close to global.
-pub const DEFAULT_SHARDS: u32 = 16;
+/// Policy shards the shipped engine configs use (`cache.shards`): several per core on common
+/// machines, few enough that per-shard replacement stays close to global.
+pub const SUGGESTED_SHARDS: u32 = 16;
 
 /// Default size of a backend file created by the engine.
 pub const DEFAULT_BACKEND_SIZE: u64 = 1 << 30;

@@ -13,6 +13,7 @@ pub mod config;
 pub mod device;
 mod engine;
 pub mod exec;
+mod load;
 pub mod ordering;
 pub mod slot_table;
 mod stats;

@@ -24,6 +24,7 @@ fn config() -> CacheConfig {
         write_policy: WritePolicy::WriteBack,
         promotion: PromotionConfig::Always,
         cleaning: CleaningConfig::None,
+        shards: 16,
         ..CacheConfig::default()
     }
 }

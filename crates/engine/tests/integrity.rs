@@ -87,6 +87,8 @@ fn cache_config(policy: WritePolicy, line: u64) -> CacheConfig {
             idle_ns: 1_000_000,
             batch: 16,
         },
+        // Several policy shards, as the shipped serve configs run (a lock each under ht-fg).
+        shards: 16,
         ..CacheConfig::default()
     }
 }
@@ -337,53 +339,53 @@ fn failed_detach_keeps_every_dirty_line_for_the_next() {
     assert_eq!(b[0], (399 % 251) as u8 + 1);
 }
 
-/// The lock-shard layout is part of the cache device: a cache written under one shard count
-/// recovers under ht-cg (one shard reads any layout) and is refused, naming the setting, under
-/// a sharding that would put its lines in the wrong shards.
+/// The shard layout (`cache.shards`) is part of the cache device: a cache written under one
+/// shard count recovers under one shard (which reads any layout) whatever the lookup, and is
+/// refused, naming the setting, under a sharding that would put its lines in the wrong shards.
 #[test]
 fn shard_layout_changes_are_recovered_or_named() {
-    let cfg = cache_config(WritePolicy::WriteBack, 4096);
-    let with = |lookup, shards| EngineConfig {
-        lookup,
-        shards,
-        ..EngineConfig::default()
+    let with = |lookup, shards| {
+        (
+            CacheConfig {
+                shards,
+                ..cache_config(WritePolicy::WriteBack, 4096)
+            },
+            EngineConfig {
+                lookup,
+                ..EngineConfig::default()
+            },
+        )
     };
     let cache_dev = Arc::new(MemDevice::new(4 << 20));
     let backend = Arc::new(MemDevice::new(VOLUME));
     {
-        let e = Engine::with_devices(
-            &cfg,
-            &with(Lookup::HtFg, 8),
-            cache_dev.clone(),
-            backend.clone(),
-        )
-        .unwrap();
+        let (c, e) = with(Lookup::HtFg, 8);
+        let e = Engine::with_devices(&c, &e, cache_dev.clone(), backend.clone()).unwrap();
         for i in 0..64u64 {
             e.write(&[i as u8 + 1; 4096], i * 65536, false).unwrap();
         }
         e.flush().unwrap();
         e.shutdown().unwrap();
     }
-    let reopen = |cfg_e: &EngineConfig| {
+    let reopen = |(c, e): &(CacheConfig, EngineConfig)| {
         Engine::with_devices(
-            &cfg,
-            cfg_e,
+            c,
+            e,
             Arc::new(MemDevice::from_bytes(cache_dev.snapshot())),
             backend.clone(),
         )
     };
     let err = reopen(&with(Lookup::HtFg, 4)).err().expect("refused");
-    assert!(
-        err.to_string().contains("engine.lookup or engine.shards"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("cache.shards changed"), "{err}");
     for ok in [
         with(Lookup::HtFg, 8),
         with(Lookup::HtCg, 8),
         with(Lookup::Lt, 8),
+        with(Lookup::HtCg, 1),
+        with(Lookup::HtFg, 1),
     ] {
         let e = reopen(&ok).unwrap();
-        assert_eq!(e.stats().dirty_lines, 64, "{:?}", ok.lookup);
+        assert_eq!(e.stats().dirty_lines, 64, "{:?}", ok.1.lookup);
         let mut b = vec![0u8; 4096];
         for i in 0..64u64 {
             e.read(&mut b, i * 65536).unwrap();
@@ -391,6 +393,24 @@ fn shard_layout_changes_are_recovered_or_named() {
         }
         e.audit();
     }
+}
+
+/// `engine.shards` moved to `cache.shards`; naming it says so.
+#[test]
+fn engine_shards_is_refused_naming_its_new_place() {
+    let e = EngineConfig {
+        shards: Some(16),
+        ..EngineConfig::default()
+    };
+    let err = Engine::with_devices(
+        &cache_config(WritePolicy::WriteBack, 4096),
+        &e,
+        Arc::new(MemDevice::new(4 << 20)),
+        Arc::new(MemDevice::new(VOLUME)),
+    )
+    .err()
+    .expect("refused");
+    assert!(err.to_string().contains("moved to cache.shards"), "{err}");
 }
 
 /// A thread that panics while holding a policy core's lock may leave the core half updated:

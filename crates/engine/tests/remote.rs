@@ -119,6 +119,7 @@ fn cache_config(policy: WritePolicy, capacity: u64) -> CacheConfig {
             idle_ns: 1_000_000,
             batch: 16,
         },
+        shards: 16,
         ..CacheConfig::default()
     }
 }

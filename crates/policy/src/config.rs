@@ -143,6 +143,12 @@ pub struct CacheConfig {
     /// Static partitions; volumes without one share the rest of the cache.
     #[serde(default)]
     pub partitions: Vec<PartitionConfig>,
+    /// Policy shards: independent policy cores (replacement, promotion and cleaning domains),
+    /// each with its share of the lines and owning the lines whose 64 KiB chunk hashes to it
+    /// (see [`crate::shards`]). Both executors run the same shards: the engine puts a lock on
+    /// each (its fine-grained lookup, `ht-fg`, locks per shard), the simulator runs them in
+    /// virtual time. 1 is one global policy. Part of the cache device's layout.
+    pub shards: u32,
 }
 
 impl Default for CacheConfig {
@@ -159,6 +165,7 @@ impl Default for CacheConfig {
             },
             dirty_full: DirtyFullPolicy::EvictThenWrite,
             partitions: Vec::new(),
+            shards: 1,
         }
     }
 }

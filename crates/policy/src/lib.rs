@@ -11,6 +11,8 @@
 //! - `engine/`: the write policies (cache modes) as one table;
 //! - `promotion/`: admission policies (always, nhit, SMQ, never);
 //! - `cleaning/`: when to flush (lazy, aggressive, threshold);
+//! - `shards`: one cache's lines split among independent policy cores (`cache.shards`), the
+//!   same in both executors;
 //! - replacement policies live in the `tiercache-eviction` crate.
 
 #![warn(missing_docs)]
@@ -19,8 +21,10 @@ pub mod cache;
 pub mod cleaning;
 pub mod config;
 pub mod engine;
+pub mod executor;
 pub mod metadata;
 pub mod promotion;
+pub mod shards;
 pub mod stats;
 
 pub use cache::{
@@ -30,5 +34,7 @@ pub use config::{
     CacheConfig, CleaningConfig, DirtyFullPolicy, EvictionKind, PartitionConfig, PromotionConfig,
     WritePolicy,
 };
+pub use executor::DeviceLoad;
+pub use shards::{PolicyCore, ShardLayout, ShardedCache};
 pub use stats::{BypassReason, CacheStats};
 pub use tiercache_core::Plan;

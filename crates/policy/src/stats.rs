@@ -105,6 +105,33 @@ pub struct CacheStats {
 }
 
 impl CacheStats {
+    /// Counts one whole request (the request-level counters) from its outcome over `lines`
+    /// lines; line-level counters were counted as its lines were processed.
+    pub fn count_request(
+        &mut self,
+        op: tiercache_core::Op,
+        out: &crate::AccessOutcome,
+        lines: u32,
+    ) {
+        use tiercache_core::Op;
+        self.requests += 1;
+        match op {
+            Op::Read => {
+                self.read_requests += 1;
+                self.read_hit_requests += u64::from(out.line_hits == lines);
+            }
+            Op::Write => {
+                self.write_requests += 1;
+                self.write_hit_requests +=
+                    u64::from(out.line_misses == 0 && out.line_partial_hits == 0);
+            }
+            Op::Trim | Op::Flush => {}
+        }
+        if out.full_hit && matches!(op, Op::Read | Op::Write) {
+            self.full_hit_requests += 1;
+        }
+    }
+
     /// Adds `o`'s counts to these (the stats of several cores, e.g. the shards of one cache).
     pub fn merge(&mut self, o: &CacheStats) {
         self.requests += o.requests;

@@ -17,6 +17,7 @@ fn cfg(lines: u64, line: u64, mode: WritePolicy) -> CacheConfig {
         cleaning: CleaningConfig::None,
         dirty_full: DirtyFullPolicy::EvictThenWrite,
         partitions: Vec::new(),
+        shards: 1,
     }
 }
 
@@ -300,8 +301,7 @@ fn cleaning_writes_back_oldest_dirty_first_and_pins() {
     let busy = ExecutorState {
         now: 10,
         cache_idle_ns: 10,
-        cache_queue_depth: 0,
-        backend_queue_depth: 0,
+        ..ExecutorState::default()
     };
     c.clean(&busy, &mut jobs);
     assert!(jobs.is_empty(), "not idle long enough");
@@ -309,8 +309,7 @@ fn cleaning_writes_back_oldest_dirty_first_and_pins() {
     let idle = ExecutorState {
         now: 2000,
         cache_idle_ns: 2000,
-        cache_queue_depth: 0,
-        backend_queue_depth: 0,
+        ..ExecutorState::default()
     };
     c.clean(&idle, &mut jobs);
     assert_eq!(jobs.len(), 1);

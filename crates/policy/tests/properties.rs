@@ -117,6 +117,7 @@ fn config_strategy() -> impl Strategy<Value = CacheConfig> {
                     } else {
                         Vec::new()
                     },
+                    shards: 1,
                 }
             },
         )
@@ -244,8 +245,7 @@ fn idle() -> ExecutorState {
     ExecutorState {
         now: 0,
         cache_idle_ns: u64::MAX / 2,
-        cache_queue_depth: 0,
-        backend_queue_depth: 0,
+        ..ExecutorState::default()
     }
 }
 
@@ -328,6 +328,7 @@ proptest! {
             cleaning: CleaningConfig::None,
             dirty_full: DirtyFullPolicy::EvictThenWrite,
             partitions: Vec::new(),
+            shards: 1,
         };
         let mut cache = Cache::new(&cfg).unwrap();
         let mut model: VecDeque<u64> = VecDeque::new();

@@ -9,7 +9,7 @@ use tiercache_core::{
 use tiercache_metrics::{
     DeviceMetrics, LatencyBreakdown, LatencyRecorder, RunMetrics, TimelineRow,
 };
-use tiercache_policy::{Cache, CacheStats, ExecutorState, FlushJob};
+use tiercache_policy::{CacheStats, DeviceLoad, ExecutorState, FlushJob, PolicyCore};
 
 use crate::config::SimConfig;
 use crate::device::{DeviceCounters, DeviceModel, CAUSE_NAMES};
@@ -151,7 +151,7 @@ enum Phase {
 }
 
 struct Sim<'a> {
-    cache: &'a mut Cache,
+    cache: &'a mut dyn PolicyCore,
     source: &'a mut dyn RequestSource,
     cfg: &'a SimConfig,
     geo: LineGeometry,
@@ -208,7 +208,7 @@ struct Sim<'a> {
 /// jobs) still running then completes before the optional final flush; the cleaner is not polled
 /// any more. An endless source needs `run.requests` or `run.duration_ns`.
 pub fn simulate(
-    cache: &mut Cache,
+    cache: &mut dyn PolicyCore,
     source: &mut dyn RequestSource,
     cfg: &SimConfig,
 ) -> Result<SimOutput, SimError> {
@@ -220,13 +220,13 @@ pub trait SimObserver {
     /// Called at the end of every timeline interval (so only with `run.timeline_interval_ns`),
     /// after its row is recorded and before later events run. It may act on the cache — e.g. a
     /// load balancer (SPEC §4.8) switching write policies with
-    /// [`Cache::set_write_policy`] when the row shows the cache device is the bottleneck.
-    fn on_interval(&mut self, row: &TimelineRow, cache: &mut Cache);
+    /// [`PolicyCore::set_write_policy`] when the row shows the cache device is the bottleneck.
+    fn on_interval(&mut self, row: &TimelineRow, cache: &mut dyn PolicyCore);
 }
 
 /// As [`simulate`], calling `observer` at every timeline interval.
 pub fn simulate_with(
-    cache: &mut Cache,
+    cache: &mut dyn PolicyCore,
     source: &mut dyn RequestSource,
     cfg: &SimConfig,
     observer: &mut dyn SimObserver,
@@ -235,7 +235,7 @@ pub fn simulate_with(
 }
 
 fn simulate_inner<'a>(
-    cache: &'a mut Cache,
+    cache: &'a mut dyn PolicyCore,
     source: &'a mut dyn RequestSource,
     cfg: &'a SimConfig,
     observer: Option<&'a mut dyn SimObserver>,
@@ -264,7 +264,7 @@ fn simulate_inner<'a>(
     let timeline = cfg.run.timeline_interval_ns.map(|interval| TimelineState {
         interval,
         next_tick: interval,
-        prev_stats: cache.stats().clone(),
+        prev_stats: cache.stats_snapshot(),
         prev_devs: devs.iter().map(|d| d.counters(0)).collect(),
         done: 0,
         bytes: 0,
@@ -392,7 +392,7 @@ impl Sim<'_> {
             latency: std::mem::take(&mut self.lat_all),
             read_latency: std::mem::take(&mut self.lat_read),
             write_latency: std::mem::take(&mut self.lat_write),
-            final_stats: self.cache.stats().clone(),
+            final_stats: self.cache.stats_snapshot(),
             backend_written_back_bytes,
             end_ns: self.now,
         })
@@ -480,7 +480,7 @@ impl Sim<'_> {
         let now = self.now;
         self.window = Some(Window {
             at: now,
-            stats: self.cache.stats().clone(),
+            stats: self.cache.stats_snapshot(),
             devs: self.devs.iter().map(|d| d.counters(now)).collect(),
             host_busy: self.host.as_ref().map_or(0, |h| h.busy_ns()),
         });
@@ -729,6 +729,29 @@ impl Sim<'_> {
     }
 
     fn exec_state(&self) -> ExecutorState {
+        let load = |d: &DeviceModel| DeviceLoad {
+            queued: d.inflight(),
+            by_origin: d.inflight_by_origin(),
+            service_ns: d.service_ns(),
+        };
+        let mut backend = DeviceLoad::default();
+        let mut weighted = 0u128;
+        for d in &self.devs[1..] {
+            let l = load(d);
+            backend.queued += l.queued;
+            for (a, b) in backend.by_origin.iter_mut().zip(l.by_origin) {
+                *a += b;
+            }
+            weighted += u128::from(l.service_ns) * u128::from(l.queued.max(1));
+        }
+        // Several backend devices (one per volume): their service times weighted by what is
+        // queued on each, so the drain-time estimate is the sum of theirs.
+        let weights: u128 = self.devs[1..]
+            .iter()
+            .map(|d| u128::from(d.inflight().max(1)))
+            .sum();
+        backend.service_ns = (weighted / weights.max(1)) as u64;
+        debug_assert_eq!(self.backend_inflight, backend.queued);
         ExecutorState {
             now: self.now,
             cache_idle_ns: if self.cache_fg_inflight > 0 {
@@ -736,8 +759,8 @@ impl Sim<'_> {
             } else {
                 self.now - self.cache_last_fg
             },
-            cache_queue_depth: self.devs[0].inflight(),
-            backend_queue_depth: self.backend_inflight,
+            cache: load(&self.devs[0]),
+            backend,
         }
     }
 
@@ -808,7 +831,7 @@ impl Sim<'_> {
             }
             self.window_end = Some(self.now.max(self.last_ack));
             self.end_stats = Some((
-                self.cache.stats().clone(),
+                self.cache.stats_snapshot(),
                 self.devs.iter().map(|d| d.counters(self.now)).collect(),
             ));
             self.dirty_max = self.dirty_max.max(self.cache.dirty_lines());
@@ -841,7 +864,7 @@ impl Sim<'_> {
 
     /// Emits the row of the interval ending at `end` (normally the next tick).
     fn emit_row(&mut self, end: Nanos) {
-        let stats = self.cache.stats().clone();
+        let stats = self.cache.stats_snapshot();
         let devs: Vec<DeviceCounters> = self.devs.iter().map(|d| d.counters(end)).collect();
         let dirty = self.cache.dirty_lines();
         let resident = self.cache.resident_lines();
@@ -922,7 +945,7 @@ impl Sim<'_> {
         tl.next_tick = end + tl.interval;
         let row = *tl.rows.last().expect("just pushed");
         if let Some(obs) = self.observer.as_deref_mut() {
-            obs.on_interval(&row, self.cache);
+            obs.on_interval(&row, &mut *self.cache);
         }
     }
 

@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::sync::mpsc;
 use tiercache_core::{Arrival, Op, Request, RequestSource};
 use tiercache_metrics::RunMetrics;
-use tiercache_policy::Cache;
+use tiercache_policy::PolicyCore;
 
 use crate::config::RunLimits;
 use crate::stats::{fill_policy_metrics, stats_diff};
@@ -14,8 +14,8 @@ use crate::SimError;
 /// round-robin, one request each in turn) as fast as possible. Honours `warmup_requests`,
 /// `warmup_ns` (by request time), `requests` and `duration_ns` (by request time after the
 /// warm-up); timing metrics stay zero. No cleaning runs: dirty lines leave only by eviction.
-pub fn hit_ratio_only(
-    cache: &mut Cache,
+pub fn hit_ratio_only<C: PolicyCore + ?Sized>(
+    cache: &mut C,
     source: &mut (dyn RequestSource + Send),
     run: &RunLimits,
 ) -> Result<RunMetrics, SimError> {
@@ -105,8 +105,8 @@ const LINE_HINT_AT: usize = 5;
 const VICTIM_HINT_AT: usize = 1;
 
 /// As [`hit_ratio_only`] over any request iterator.
-pub fn hit_ratio_only_iter(
-    cache: &mut Cache,
+pub fn hit_ratio_only_iter<C: PolicyCore + ?Sized>(
+    cache: &mut C,
     requests: impl IntoIterator<Item = Request>,
     run: &RunLimits,
 ) -> Result<RunMetrics, SimError> {
@@ -137,7 +137,7 @@ pub fn hit_ratio_only_iter(
         let seen = seen - 1;
         let warm = seen >= run.warmup_requests && req.time_ns >= run.warmup_ns;
         if warm && window.is_none() {
-            window = Some((cache.stats().clone(), req.time_ns));
+            window = Some((cache.stats_snapshot(), req.time_ns));
         }
         if warm {
             if run.requests.is_some_and(|l| measured >= l) {
@@ -169,7 +169,9 @@ pub fn hit_ratio_only_iter(
             dirty_max = dirty_max.max(cache.dirty_lines());
         }
     }
-    let start = window.map(|w| w.0).unwrap_or_else(|| cache.stats().clone());
+    let start = window
+        .map(|w| w.0)
+        .unwrap_or_else(|| cache.stats_snapshot());
     let mut m = RunMetrics {
         requests: measured,
         read_requests: reads,
@@ -181,6 +183,6 @@ pub fn hit_ratio_only_iter(
         metadata_bytes: cache.metadata_bytes() as u64,
         ..Default::default()
     };
-    fill_policy_metrics(&mut m, &stats_diff(&start, cache.stats()));
+    fill_policy_metrics(&mut m, &stats_diff(&start, &cache.stats_snapshot()));
     Ok(m)
 }

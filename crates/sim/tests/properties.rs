@@ -91,6 +91,7 @@ proptest! {
             cleaning: clean,
             dirty_full: if bypass { DirtyFullPolicy::Bypass } else { DirtyFullPolicy::EvictThenWrite },
             partitions: Vec::new(),
+            shards: 1,
         };
         let mut cache = Cache::new(&cfg).unwrap();
         let per_job = 1200 / (jobs * depth) as u64 + 1;

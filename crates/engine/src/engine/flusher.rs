@@ -14,9 +14,14 @@ impl Inner {
             } else {
                 now.saturating_sub(self.last_foreground_ns.load(Relaxed))
             },
-            cache_queue_depth: busy as u32,
-            backend_queue_depth: self.backend_in_flight.load(Relaxed) as u32,
+            cache: self.cache_load.load(),
+            backend: self.backend_load.load(),
         }
+    }
+
+    /// Counts one whole request from its pieces' combined outcome over `lines` lines.
+    pub(super) fn tally(&self, op: Op, out: &AccessOutcome, lines: u32) {
+        lock(&self.request_tally).count_request(op, out, lines);
     }
 
     /// Registers flush jobs with their share of the metadata updates.
@@ -64,9 +69,12 @@ impl Inner {
             for o in &job.plan.ops {
                 let addr = self.device_addr(base, o);
                 match (o.device, o.kind) {
-                    (Dev::Cache, IoKind::Read) => scratch.read(&*self.cache_dev, o, addr)?,
+                    (Dev::Cache, IoKind::Read) => {
+                        let _busy = self.cache_load.enter(o.cause);
+                        scratch.read(&*self.cache_dev, o, addr)?
+                    }
                     (Dev::Backend, IoKind::Write) => {
-                        let _busy = InFlight::enter(&self.backend_in_flight);
+                        let _busy = self.backend_load.enter(o.cause);
                         self.backend.write_at(&scratch.data_for(o), addr)?
                     }
                     // A flush job reads the cache and writes the backend. Any other op would be
@@ -210,6 +218,15 @@ impl Inner {
             resident_lines += core.cache.resident_lines();
             dirty_lines += core.cache.dirty_lines();
         }
+        // The cores counted lines; whole requests are counted once, here.
+        let t = lock(&self.request_tally);
+        cache.requests = t.requests;
+        cache.read_requests = t.read_requests;
+        cache.write_requests = t.write_requests;
+        cache.full_hit_requests = t.full_hit_requests;
+        cache.read_hit_requests = t.read_hit_requests;
+        cache.write_hit_requests = t.write_hit_requests;
+        drop(t);
         let c = &self.counters;
         let g = |a: &AtomicU64| a.load(Relaxed);
         EngineStats {
@@ -235,7 +252,7 @@ impl Inner {
             cache_ops: g(&c.cache_ops),
             backend_ops: g(&c.backend_ops),
             in_flight: self.in_flight.load(Relaxed),
-            backend_in_flight: self.backend_in_flight.load(Relaxed),
+            backend_in_flight: u64::from(self.backend_load.queued()),
             recovery: self.recovery.clone(),
             halted: self.halted.get().cloned(),
             backend_link: self.backend.link_stats(),

@@ -8,6 +8,7 @@
 use crate::config::{EngineConfig, IoEngine, Lookup, DEFAULT_BACKEND_SIZE};
 use crate::device::{Device, Emulated, FileDevice, NbdBackend};
 use crate::exec::{Client, Scratch};
+use crate::load::LoadMeter;
 use crate::ordering::{backend_line, cache_slot, Location, OrderingTable, Ticket};
 use crate::slot_table::{Layout, RecoveryReport, SlotRecord, SlotTable, SlotTableError};
 use crate::stats::{Counters, EngineStats, Latencies, LatencySummary};
@@ -20,7 +21,8 @@ use tiercache_core::{
     DevOp, Device as Dev, IoKind, LineGeometry, LineKey, Op, OpCause, Plan, Request, VolumeId,
 };
 use tiercache_policy::{
-    Cache, CacheConfig, DirtyFullPolicy, ExecutorState, FlushJob, MetaUpdate, PolicyError,
+    AccessOutcome, Cache, CacheConfig, CacheStats, DirtyFullPolicy, ExecutorState, FlushJob,
+    MetaUpdate, PolicyError, ShardLayout,
 };
 
 mod failure;
@@ -132,8 +134,10 @@ struct Shard {
 
 struct Inner {
     shards: Vec<Shard>,
-    /// Lines per sharding chunk (64 KiB of lines, at least one).
-    chunk_lines: u64,
+    /// How lines map to shards (`cache.shards`, as the simulator runs them).
+    shard_layout: ShardLayout,
+    /// Held while a core decides under [`Lookup::HtCg`]: one lock over every shard.
+    decide: Mutex<()>,
     /// Held across whole requests under [`Lookup::Lt`].
     serial: Mutex<()>,
     lookup: Lookup,
@@ -157,8 +161,12 @@ struct Inner {
     deferred_pending: AtomicU64,
     /// Where answered reads leave the rest of their plans (`None` once shutting down).
     deferred_tx: Mutex<Option<mpsc::Sender<Box<Deferred>>>>,
-    /// Backend operations in flight now (the backend's queue depth).
-    backend_in_flight: AtomicU64,
+    /// Ops in flight on the cache device and the backend, by origin, with service times.
+    cache_load: LoadMeter,
+    backend_load: LoadMeter,
+    /// Request-level counters (`requests`, `read_hit_requests`, …): a request may be cut
+    /// into pieces on several shards, whose cores count lines only.
+    request_tally: Mutex<CacheStats>,
     last_foreground_ns: AtomicU64,
     /// When a write last woke the flusher (ns since `epoch`).
     last_write_kick_ns: AtomicU64,
@@ -195,22 +203,6 @@ pub struct Engine {
 /// Writes wake the flusher at most this often (1 ms): cleaning starts that much after the
 /// dirty data calls for it, at worst.
 const WRITE_KICK_INTERVAL_NS: u64 = 1_000_000;
-
-/// Counts an operation in flight for as long as it lives.
-struct InFlight<'a>(&'a AtomicU64);
-
-impl<'a> InFlight<'a> {
-    fn enter(c: &'a AtomicU64) -> Self {
-        c.fetch_add(1, Relaxed);
-        Self(c)
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Relaxed);
-    }
-}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -282,7 +274,12 @@ impl Engine {
                 offset: 0,
                 len: 0,
             };
-            core.cache.access(&req, None).map_err(io::Error::other)?;
+            let out = core
+                .cache
+                .access_piece(&req, None)
+                .map_err(io::Error::other)?;
+            drop(core);
+            self.inner.tally(Op::Flush, &out, 0);
         }
         self.inner.sync_all()
     }
@@ -423,16 +420,6 @@ fn locations(
     }
     writes.extend(updates.iter().map(|u| cache_slot(u.slot)));
     (reads, writes)
-}
-
-/// The shard owning line `index`: chunks of `chunk_lines` lines spread by a multiplicative
-/// hash, so a sequential run stays in one shard for a chunk.
-fn shard_of(index: u64, chunk_lines: u64, shards: usize) -> usize {
-    if shards == 1 {
-        return 0;
-    }
-    let h = (index / chunk_lines).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    ((h >> 32) % shards as u64) as usize
 }
 
 /// The part of `client`'s data for `len` bytes at `off` (inside the client's range).

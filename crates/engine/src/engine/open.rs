@@ -122,6 +122,13 @@ impl Engine {
             };
             (backend, cache_cfg.clone())
         };
+        if cfg.lookup == Lookup::HtFg && cache_cfg.shards <= 1 {
+            notes.push(
+                "engine.lookup = ht-fg with cache.shards = 1: one policy core behind one lock; \
+                 set cache.shards (the shipped serve configs use 16) for a lock per shard"
+                    .to_string(),
+            );
+        }
         if cache_cfg.capacity > backend.len() {
             return Err(EngineError::Setting {
                 field: "cache.capacity",
@@ -167,28 +174,29 @@ impl Engine {
         backend: Arc<dyn Device>,
     ) -> Result<Self, EngineError> {
         let geo = LineGeometry::new(cache_cfg.line_size).map_err(PolicyError::from)?;
-        let total = (cache_cfg.capacity / geo.line_size()).min(u32::MAX as u64);
-        let wanted = match cfg.lookup {
-            Lookup::HtFg if cache_cfg.partitions.is_empty() => cfg.shards.max(1) as u64,
-            _ => 1,
-        };
-        let n = wanted.min(total.max(1));
+        if let Some(n) = cfg.shards {
+            return Err(EngineError::Setting {
+                field: "engine.shards",
+                reason: format!(
+                    "moved to cache.shards (= {n}): the shards are the policy's, and the \
+                     simulator runs them too"
+                ),
+            });
+        }
+        // The policy's shards (`cache.shards`), laid out as the simulator lays them out; the
+        // engine puts a lock on each.
+        let shard_layout = ShardLayout::new(cache_cfg)?;
         let mut caches = Vec::new();
         let mut bases = Vec::new();
-        let mut base = 0u64;
-        for k in 0..n {
-            let lines = total / n + u64::from(k < total % n);
-            let mut c = Cache::new(&CacheConfig {
-                capacity: lines * geo.line_size(),
-                ..cache_cfg.clone()
-            })?;
+        for k in 0..shard_layout.shards() {
+            let mut c = Cache::new(&shard_layout.shard_config(cache_cfg, k))?;
             c.set_journal(true);
-            bases.push(base as u32);
-            base += c.capacity_lines();
+            bases.push(shard_layout.base(k));
             caches.push(c);
         }
-        let layout = Layout::new(base as u32, geo.line_size());
-        let chunk_lines = (65536 / geo.line_size()).max(1);
+        let base = shard_layout.total_lines();
+        let n = shard_layout.shards();
+        let layout = Layout::new(base, geo.line_size());
         if cfg.format && !cfg.force_format {
             // Formatting must not silently drop dirty data: look first.
             if let Ok((_, _, rep)) = SlotTable::open(&*cache_dev, layout, false) {
@@ -218,13 +226,12 @@ impl Engine {
                 )));
             }
             let k = bases.partition_point(|&b| b <= *slot) - 1;
-            let owner = shard_of(index, chunk_lines, n as usize);
+            let owner = shard_layout.shard_of(VolumeId(vol), index);
             if owner != k {
                 return Err(EngineError::Recovery(format!(
                     "slot {slot} holds line {index}, which {n} lock shards place in shard {owner}, \
-                     not {k}: engine.lookup or engine.shards changed since the cache was written; \
-                     start with the old setting (or engine.lookup = \"ht-cg\", which reads any \
-                     layout) and run `tiercache flush` before changing it"
+                     not {k}: cache.shards changed since the cache was written; start with the \
+                     old setting and run `tiercache flush` before changing it"
                 )));
             }
             caches[k]
@@ -251,7 +258,8 @@ impl Engine {
         let (deferred_tx, deferred_rx) = mpsc::channel::<Box<Deferred>>();
         let inner = Arc::new(Inner {
             shards,
-            chunk_lines,
+            shard_layout,
+            decide: Mutex::new(()),
             serial: Mutex::new(()),
             lookup: cfg.lookup,
             answer_reads_early: cfg.answer_reads_early,
@@ -267,7 +275,9 @@ impl Engine {
             recovery,
             epoch: Instant::now(),
             in_flight: AtomicU64::new(0),
-            backend_in_flight: AtomicU64::new(0),
+            cache_load: LoadMeter::default(),
+            backend_load: LoadMeter::default(),
+            request_tally: Mutex::new(CacheStats::default()),
             deferred_tx: Mutex::new(Some(deferred_tx)),
             deferred_pending: AtomicU64::new(0),
             last_foreground_ns: AtomicU64::new(0),

@@ -32,26 +32,7 @@ impl Inner {
         offset: u64,
         len: u64,
     ) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
-        let n = self.shards.len();
-        let chunk = self.chunk_lines * self.geo.line_size();
-        let end = offset + len;
-        let mut at = offset;
-        std::iter::from_fn(move || {
-            if at >= end {
-                return None;
-            }
-            let k = shard_of(at / self.geo.line_size(), self.chunk_lines, n);
-            let start = at;
-            if n == 1 {
-                at = end;
-            } else {
-                while at < end && shard_of(at / self.geo.line_size(), self.chunk_lines, n) == k {
-                    at = ((at / chunk) + 1) * chunk;
-                }
-                at = at.min(end);
-            }
-            Some((k, start, at - start))
-        })
+        self.shard_layout.pieces(VolumeId(0), offset, len)
     }
 
     pub(super) fn now_ns(&self) -> u64 {
@@ -102,6 +83,7 @@ impl Inner {
         self.in_flight.fetch_add(1, Relaxed);
         let mut client = client;
         let mut out = Ok(());
+        let mut outcome: Option<AccessOutcome> = None;
         for (k, off, n) in self.pieces(offset, len) {
             let req = Request {
                 time_ns: self.now_ns(),
@@ -111,11 +93,20 @@ impl Inner {
                 len: n,
             };
             out = self
-                .run_request(k, &req, sub_client(&mut client, off, n), false)
+                .run_request(
+                    k,
+                    &req,
+                    sub_client(&mut client, off, n),
+                    false,
+                    &mut outcome,
+                )
                 .expect("unconditional requests always run");
             if out.is_err() {
                 break;
             }
+        }
+        if let Some(o) = outcome {
+            self.tally(op, &o, self.geo.split(offset, len).count() as u32);
         }
         if out.is_ok() && fua {
             out = self.sync_all();
@@ -156,7 +147,11 @@ impl Inner {
             offset,
             len,
         };
-        let out = self.run_request(k, &req, client, true);
+        let mut outcome = None;
+        let out = self.run_request(k, &req, client, true, &mut outcome);
+        if let Some(o) = outcome {
+            self.tally(op, &o, self.geo.split(offset, len).count() as u32);
+        }
         match &out {
             Some(o) => self.account(op, len, false, started, o),
             None => {
@@ -199,20 +194,25 @@ impl Inner {
         }
     }
 
-    /// Plans `req` on shard `k` and executes it; with `only_on_cache`, only if the cache alone
-    /// serves it (else `None`, nothing done).
+    /// Plans `req` (a piece of a request, on shard `k`) and executes it; with
+    /// `only_on_cache`, only if the cache alone serves it (else `None`, nothing done). The
+    /// piece's outcome is combined into `outcome` once planned.
     pub(super) fn run_request(
         &self,
         k: usize,
         req: &Request,
         client: Client<'_>,
         only_on_cache: bool,
+        outcome: &mut Option<AccessOutcome>,
     ) -> Option<io::Result<()>> {
         if let Err(e) = self.check_halted() {
             return Some(Err(e));
         }
         let shard = &self.shards[k];
         let (plan, updates, mut ticket) = {
+            // HT+CG: one lock over every shard while a core decides.
+            let _decide =
+                (self.lookup == Lookup::HtCg && self.shards.len() > 1).then(|| lock(&self.decide));
             let mut core = self.core(shard);
             if let Err(e) = self.check_halted() {
                 // The lock was poisoned: nothing is decided from this core any more.
@@ -242,8 +242,9 @@ impl Inner {
                 }
             }
             let mut plan = Plan::new();
-            if let Err(e) = core.cache.access(req, Some(&mut plan)) {
-                return Some(Err(io_err(e)));
+            match core.cache.access_piece(req, Some(&mut plan)) {
+                Ok(o) => *outcome = Some(outcome.map_or(o, |a| a.combine(&o))),
+                Err(e) => return Some(Err(io_err(e))),
             }
             let mut updates = std::mem::take(&mut core.updates);
             updates.clear();
@@ -474,8 +475,10 @@ impl Inner {
                     }
                 };
                 let addr = self.device_addr(base, o);
-                let _busy =
-                    (o.device == Dev::Backend).then(|| InFlight::enter(&self.backend_in_flight));
+                let _busy = match o.device {
+                    Dev::Cache => self.cache_load.enter(o.cause),
+                    Dev::Backend => self.backend_load.enter(o.cause),
+                };
                 match o.kind {
                     IoKind::Read => scratch.read(dev, o, addr)?,
                     IoKind::Write => {

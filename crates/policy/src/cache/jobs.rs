@@ -62,6 +62,7 @@ impl Cache {
             id: self.next_job_id,
             plan,
             slots,
+            shard: 0,
         })
     }
 

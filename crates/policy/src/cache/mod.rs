@@ -23,19 +23,7 @@ mod journal;
 mod read;
 mod write;
 
-/// The executor's view of the devices: the one narrow interface through which run-time state
-/// reaches the policies (SPEC §3).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ExecutorState {
-    /// Current time (virtual or real) in ns.
-    pub now: Nanos,
-    /// Time since the cache device last had foreground I/O in flight; 0 while it has some.
-    pub cache_idle_ns: Nanos,
-    /// Ops queued or in service at the cache device.
-    pub cache_queue_depth: u32,
-    /// Ops queued or in service at the backend.
-    pub backend_queue_depth: u32,
-}
+pub use crate::executor::ExecutorState;
 
 /// A batch of dirty lines to write back. Stage 0 of `plan` reads them from the cache, stage 1
 /// writes them to the backend. Its lines stay pinned until [`Cache::flush_done`].
@@ -46,6 +34,9 @@ pub struct FlushJob {
     /// Device operations of the job.
     pub plan: Plan,
     slots: Vec<Slot>,
+    /// Policy shard that made the job (0 for an unsharded cache), set by
+    /// [`crate::shards::ShardedCache`] so that completion returns to that shard.
+    pub(crate) shard: u32,
 }
 
 impl FlushJob {
@@ -57,6 +48,11 @@ impl FlushJob {
     /// Slots written back by this job.
     pub fn slots(&self) -> &[Slot] {
         &self.slots
+    }
+
+    /// Policy shard that made the job (0 for an unsharded cache).
+    pub fn shard(&self) -> usize {
+        self.shard as usize
     }
 }
 
@@ -100,6 +96,19 @@ pub struct AccessOutcome {
     pub line_bypasses: u32,
     /// Every line was a full hit (reads: served by the cache alone).
     pub full_hit: bool,
+}
+
+impl AccessOutcome {
+    /// The outcome of a request made of pieces (one per policy shard) from theirs.
+    pub fn combine(&self, o: &AccessOutcome) -> AccessOutcome {
+        AccessOutcome {
+            line_hits: self.line_hits + o.line_hits,
+            line_partial_hits: self.line_partial_hits + o.line_partial_hits,
+            line_misses: self.line_misses + o.line_misses,
+            line_bypasses: self.line_bypasses + o.line_bypasses,
+            full_hit: self.full_hit && o.full_hit,
+        }
+    }
 }
 
 /// Errors of the policy core.
@@ -507,31 +516,44 @@ impl Cache {
                 return Ok(out);
             }
         }
+        let out = self.access_lines(req, plan)?;
+        let lines = self.geo.split(req.offset, req.len).count() as u32;
+        self.stats.count_request(req.op, &out, lines);
+        Ok(out)
+    }
+
+    /// As [`Cache::access`] for one piece of a request that other pieces (on other policy
+    /// shards) share: every line-level counter moves, the request-level ones (`requests`,
+    /// `read_hit_requests`, …) do not; the caller counts the whole request once with
+    /// [`CacheStats::count_request`] on the pieces' [`AccessOutcome::combine`]d outcome.
+    pub fn access_piece(
+        &mut self,
+        req: &Request,
+        plan: Option<&mut Plan>,
+    ) -> Result<AccessOutcome, PolicyError> {
+        self.geo.check_request(req.volume, req.offset, req.len)?;
+        self.access_lines(req, plan)
+    }
+
+    fn access_lines(
+        &mut self,
+        req: &Request,
+        plan: Option<&mut Plan>,
+    ) -> Result<AccessOutcome, PolicyError> {
         self.build_plan = plan.is_some();
         self.scratch.clear();
         self.plan_write_backs.clear();
         let mut out = AccessOutcome::default();
-        self.stats.requests += 1;
         let mode = self.write_policy(req.volume);
         match req.op {
             Op::Read => {
-                self.stats.read_requests += 1;
-                let mut lines = 0;
                 for s in self.geo.split(req.offset, req.len) {
                     self.read_line(req.volume, s, mode, &mut out);
-                    lines += 1;
-                }
-                if out.line_hits == lines {
-                    self.stats.read_hit_requests += 1;
                 }
             }
             Op::Write => {
-                self.stats.write_requests += 1;
                 for s in self.geo.split(req.offset, req.len) {
                     self.write_line(req.volume, s, mode, &mut out);
-                }
-                if out.line_misses == 0 && out.line_partial_hits == 0 {
-                    self.stats.write_hit_requests += 1;
                 }
             }
             Op::Trim => {
@@ -567,9 +589,6 @@ impl Cache {
             }
         }
         out.full_hit = out.line_partial_hits == 0 && out.line_misses == 0 && out.line_bypasses == 0;
-        if out.full_hit && matches!(req.op, Op::Read | Op::Write) {
-            self.stats.full_hit_requests += 1;
-        }
         if let Some(plan) = plan {
             plan.clear();
             // Lines were planned one after another; order all ops by stage (stable, so ops of

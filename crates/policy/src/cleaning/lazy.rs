@@ -17,7 +17,7 @@ pub struct Lazy {
 
 impl CleaningPolicy for Lazy {
     fn poll(&mut self, exec: &ExecutorState, d: DirtyState) -> u32 {
-        let idle = exec.cache_idle_ns >= self.idle_ns && exec.cache_queue_depth == 0;
+        let idle = exec.cache_idle_ns >= self.idle_ns && exec.cache.queued == 0;
         if d.dirty_lines > 0 && idle && d.jobs_in_flight == 0 {
             self.batch
         } else {

@@ -63,8 +63,11 @@ pub(crate) mod tests {
         ExecutorState {
             now,
             cache_idle_ns: idle,
-            cache_queue_depth: qd,
-            backend_queue_depth: 0,
+            cache: crate::DeviceLoad {
+                queued: qd,
+                ..Default::default()
+            },
+            ..Default::default()
         }
     }
 
