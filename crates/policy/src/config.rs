@@ -149,6 +149,8 @@ pub struct CacheConfig {
     /// each (its fine-grained lookup, `ht-fg`, locks per shard), the simulator runs them in
     /// virtual time. 1 is one global policy. Part of the cache device's layout.
     pub shards: u32,
+    /// Load balancing between the cache device and the backend (SPEC §4.8).
+    pub balancing: crate::balancing::BalancingConfig,
 }
 
 impl Default for CacheConfig {
@@ -166,6 +168,7 @@ impl Default for CacheConfig {
             dirty_full: DirtyFullPolicy::EvictThenWrite,
             partitions: Vec::new(),
             shards: 1,
+            balancing: crate::balancing::BalancingConfig::None,
         }
     }
 }

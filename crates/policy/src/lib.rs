@@ -11,12 +11,15 @@
 //! - `engine/`: the write policies (cache modes) as one table;
 //! - `promotion/`: admission policies (always, nhit, SMQ, never);
 //! - `cleaning/`: when to flush (lazy, aggressive, threshold);
+//! - `balancing/`: load balancing between cache and backend, polled per interval by both
+//!   executors (none so far);
 //! - `shards`: one cache's lines split among independent policy cores (`cache.shards`), the
 //!   same in both executors;
 //! - replacement policies live in the `tiercache-eviction` crate.
 
 #![warn(missing_docs)]
 
+pub mod balancing;
 pub mod cache;
 pub mod cleaning;
 pub mod config;
@@ -27,6 +30,7 @@ pub mod promotion;
 pub mod shards;
 pub mod stats;
 
+pub use balancing::{Balancer, BalancingConfig};
 pub use cache::{
     AccessOutcome, Cache, ExecutorState, FlushJob, LineState, MetaUpdate, PolicyError,
 };

@@ -187,6 +187,9 @@ pub trait PolicyCore {
     fn set_write_policy(&mut self, volume: Option<VolumeId>, policy: WritePolicy);
     /// Write policy in force for a volume.
     fn write_policy(&self, volume: VolumeId) -> WritePolicy;
+    /// Polls the load balancer if an interval ended (see [`Cache::balance`]); returns when
+    /// to call again (`None`: never).
+    fn balance(&mut self, state: &ExecutorState) -> Option<Nanos>;
     /// Hint that `req` is processed soon (see [`Cache::prefetch`]); changes nothing. Default:
     /// no hint.
     #[inline]
@@ -239,6 +242,9 @@ impl PolicyCore for Cache {
     fn write_policy(&self, volume: VolumeId) -> WritePolicy {
         Cache::write_policy(self, volume)
     }
+    fn balance(&mut self, state: &ExecutorState) -> Option<Nanos> {
+        Cache::balance(self, state)
+    }
     #[inline]
     fn prefetch(&self, req: &Request, stage: u8) {
         Cache::prefetch(self, req, stage)
@@ -289,6 +295,11 @@ impl ShardedCache {
     /// The shards' policy cores.
     pub fn shards(&self) -> &[Cache] {
         &self.shards
+    }
+
+    /// Replaces the cache's load balancer: shard 0's, which every shard follows.
+    pub fn set_balancer(&mut self, b: Box<dyn crate::balancing::Balancer>) {
+        self.shards[0].set_balancer(b);
     }
 
     /// Checks every shard's invariants (see [`Cache::audit`]).
@@ -443,6 +454,17 @@ impl PolicyCore for ShardedCache {
 
     fn write_policy(&self, volume: VolumeId) -> WritePolicy {
         self.shards[0].write_policy(volume)
+    }
+
+    fn balance(&mut self, state: &ExecutorState) -> Option<Nanos> {
+        // One balancer for the cache: shard 0's, which every shard follows (as the engine
+        // runs it).
+        let next = self.shards[0].balance(state);
+        let mode = self.shards[0].balanced_write_policy();
+        for c in &mut self.shards[1..] {
+            c.follow_balancing(mode);
+        }
+        next
     }
 }
 

@@ -102,6 +102,8 @@ pub struct CacheStats {
     pub trimmed_dirty_bytes: u64,
     /// Line-level bypasses by reason (indexed as [`BypassReason::ALL`]).
     pub bypasses: [u64; 5],
+    /// Times the load balancer was polled (once per interval it ran).
+    pub balancer_polls: u64,
 }
 
 impl CacheStats {
@@ -162,6 +164,7 @@ impl CacheStats {
         self.backend_bytes_written += o.backend_bytes_written;
         self.dirtied_bytes += o.dirtied_bytes;
         self.trimmed_dirty_bytes += o.trimmed_dirty_bytes;
+        self.balancer_polls += o.balancer_polls;
         for (a, b) in self.bypasses.iter_mut().zip(o.bypasses) {
             *a += b;
         }

@@ -52,6 +52,8 @@ enum What {
     Ack(u32),
     /// The cleaner asked to be polled.
     Poll,
+    /// A load-balancing interval ended.
+    Balance,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -339,6 +341,7 @@ impl Sim<'_> {
             }
         }
         self.poll_cleaner();
+        self.poll_balancer();
         self.check_window_end();
         let mut metrics = None;
         let mut flush_start = None;
@@ -473,6 +476,7 @@ impl Sim<'_> {
                     self.poll_cleaner();
                 }
             }
+            What::Balance => self.poll_balancer(),
         }
     }
 
@@ -783,6 +787,18 @@ impl Sim<'_> {
                 self.poll_at = Some(t);
                 self.schedule(t, What::Poll);
             }
+        }
+    }
+
+    /// Polls the load balancer at the end of each of its intervals while requests run (as
+    /// the engine's flusher thread does in real time).
+    fn poll_balancer(&mut self) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        let st = self.exec_state();
+        if let Some(t) = self.cache.balance(&st) {
+            self.schedule(t.max(self.now + 1), What::Balance);
         }
     }
 

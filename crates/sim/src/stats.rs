@@ -41,7 +41,8 @@ pub fn stats_diff(earlier: &CacheStats, later: &CacheStats) -> CacheStats {
         backend_bytes_read,
         backend_bytes_written,
         dirtied_bytes,
-        trimmed_dirty_bytes
+        trimmed_dirty_bytes,
+        balancer_polls
     )
 }
 

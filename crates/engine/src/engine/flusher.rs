@@ -19,6 +19,21 @@ impl Inner {
         }
     }
 
+    /// Polls the cache's load balancer (shard 0's, which every shard follows, as the
+    /// simulator runs it) if an interval ended; returns when to poll next.
+    pub(super) fn balance(&self) -> Option<u64> {
+        let state = self.executor_state();
+        let (next, mode) = {
+            let mut core = self.core(&self.shards[0]);
+            let next = core.cache.balance(&state);
+            (next, core.cache.balanced_write_policy())
+        };
+        for sh in &self.shards[1..] {
+            self.core(sh).cache.follow_balancing(mode);
+        }
+        next
+    }
+
     /// Counts one whole request from its pieces' combined outcome over `lines` lines.
     pub(super) fn tally(&self, op: Op, out: &AccessOutcome, lines: u32) {
         lock(&self.request_tally).count_request(op, out, lines);
@@ -128,7 +143,7 @@ impl Inner {
         let mut backoff = Duration::ZERO;
         while !self.stop.load(Relaxed) && self.halted.get().is_none() {
             let mut work = Vec::new();
-            let mut next: Option<u64> = None;
+            let mut next: Option<u64> = self.balance();
             for (k, sh) in self.shards.iter().enumerate() {
                 let mut core = self.core(sh);
                 if self.halted.get().is_some() {

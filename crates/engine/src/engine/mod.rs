@@ -328,6 +328,13 @@ impl Engine {
         .join();
     }
 
+    /// Replaces the cache's load balancer (the configured one is built with the cores). A
+    /// cache of several shards has one balancer, shard 0's, whose answer every shard follows.
+    pub fn set_balancer(&self, b: Box<dyn tiercache_policy::Balancer>) {
+        self.inner.core(&self.inner.shards[0]).cache.set_balancer(b);
+        self.inner.kick();
+    }
+
     /// Checks the policy core's invariants (tests).
     pub fn audit(&self) {
         for sh in &self.inner.shards {

@@ -173,6 +173,11 @@ pub struct Cache {
     promotion: Box<dyn Promotion>,
     promotion_learns: bool,
     cleaner: Box<dyn CleaningPolicy>,
+    balancer: Box<dyn crate::balancing::Balancer>,
+    /// When the balancer is polled next (`None`: never).
+    next_balance: Option<Nanos>,
+    /// The write policy the balancer put in force for every volume (`None`: the configured).
+    balanced_mode: Option<WritePolicy>,
     default_mode: WritePolicy,
     volume_modes: Vec<Option<WritePolicy>>,
     stats: CacheStats,
@@ -325,6 +330,9 @@ impl Cache {
             promotion_learns: promotion.learns_from_hits(),
             promotion,
             cleaner: crate::cleaning::build(&cfg.cleaning),
+            next_balance: None,
+            balancer: crate::balancing::build(&cfg.balancing),
+            balanced_mode: None,
             default_mode: cfg.write_policy,
             volume_modes: Vec::new(),
             stats: CacheStats::default(),
@@ -487,13 +495,51 @@ impl Cache {
         }
     }
 
-    /// Write policy in force for a volume.
+    /// Write policy in force for a volume: its own override, else the balancer's choice,
+    /// else the configured one.
     pub fn write_policy(&self, volume: VolumeId) -> WritePolicy {
         self.volume_modes
             .get(volume.0 as usize)
             .copied()
             .flatten()
+            .or(self.balanced_mode)
             .unwrap_or(self.default_mode)
+    }
+
+    /// Replaces the load balancer (the configured one is built with the cache); executors and
+    /// tests may supply their own.
+    pub fn set_balancer(&mut self, b: Box<dyn crate::balancing::Balancer>) {
+        self.balancer = b;
+        self.next_balance = None;
+    }
+
+    /// Polls the balancer if an interval ended by `state.now` and applies its answer; returns
+    /// when it wants the next poll (`None`: never). Executors call it at that time (the
+    /// first call, at any time, starts the schedule).
+    pub fn balance(&mut self, state: &ExecutorState) -> Option<Nanos> {
+        let interval = self.balancer.interval_ns()?.max(1);
+        match self.next_balance {
+            None => self.next_balance = Some(state.now + interval),
+            Some(at) if state.now >= at => {
+                self.balanced_mode = self.balancer.poll(state, self.default_mode);
+                self.stats.balancer_polls += 1;
+                // Intervals with no poll in them (an idle executor) are skipped, not replayed.
+                self.next_balance = Some(at + (state.now - at) / interval * interval + interval);
+            }
+            Some(_) => {}
+        }
+        self.next_balance
+    }
+
+    /// The write policy the balancer has in force (`None`: the configured one).
+    pub fn balanced_write_policy(&self) -> Option<WritePolicy> {
+        self.balanced_mode
+    }
+
+    /// Puts another core's balancing decision in force here: a cache of several shards has
+    /// one balancer, shard 0's, whose answer every shard follows.
+    pub fn follow_balancing(&mut self, mode: Option<WritePolicy>) {
+        self.balanced_mode = mode;
     }
 
     fn partition(&self, volume: VolumeId) -> usize {

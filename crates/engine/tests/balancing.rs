@@ -1,0 +1,115 @@
+//! The load-balancing seam in the engine: the flusher thread polls the cache's balancer (shard
+//! 0's, which every shard follows) once per interval of real time with the engine's measured
+//! device state, and the write policy it answers is in force until the next poll.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tiercache_core::{Nanos, Origin};
+use tiercache_engine::device::MemDevice;
+use tiercache_engine::{Engine, EngineConfig};
+use tiercache_policy::{Balancer, CacheConfig, CleaningConfig, ExecutorState, WritePolicy};
+
+#[derive(Debug)]
+struct Recorder {
+    polls: Arc<Mutex<Vec<ExecutorState>>>,
+    answer: Arc<Mutex<Option<WritePolicy>>>,
+}
+
+impl Balancer for Recorder {
+    fn name(&self) -> &'static str {
+        "recorder"
+    }
+    fn interval_ns(&self) -> Option<Nanos> {
+        Some(2_000_000)
+    }
+    fn poll(&mut self, state: &ExecutorState, _configured: WritePolicy) -> Option<WritePolicy> {
+        self.polls.lock().unwrap().push(*state);
+        *self.answer.lock().unwrap()
+    }
+}
+
+fn wait_for_polls(polls: &Mutex<Vec<ExecutorState>>, n: usize) {
+    let start = Instant::now();
+    let have = polls.lock().unwrap().len();
+    while polls.lock().unwrap().len() < have + n {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the balancer is not polled"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn the_flusher_polls_the_balancer_and_every_shard_follows_its_answer() {
+    let cfg = CacheConfig {
+        capacity: 4 << 20,
+        line_size: 4096,
+        cleaning: CleaningConfig::None,
+        shards: 4,
+        ..CacheConfig::default()
+    };
+    let engine = Engine::with_devices(
+        &cfg,
+        &EngineConfig::default(),
+        Arc::new(MemDevice::new(8 << 20)),
+        Arc::new(MemDevice::new(64 << 20)),
+    )
+    .unwrap();
+    let polls = Arc::new(Mutex::new(Vec::new()));
+    let answer = Arc::new(Mutex::new(None));
+    engine.set_balancer(Box::new(Recorder {
+        polls: polls.clone(),
+        answer: answer.clone(),
+    }));
+    // Write-back in force: write misses allocate.
+    wait_for_polls(&polls, 2);
+    for i in 0..64u64 {
+        engine.write(&[1; 4096], i * 65536, false).unwrap();
+    }
+    let allocated = engine.stats().cache.write_allocations;
+    assert_eq!(allocated, 64);
+    // Write-around from the next poll: write misses (on every shard) go to the backend only.
+    *answer.lock().unwrap() = Some(WritePolicy::WriteAround);
+    wait_for_polls(&polls, 2);
+    for i in 64..128u64 {
+        engine.write(&[2; 4096], i * 65536, false).unwrap();
+    }
+    assert_eq!(engine.stats().cache.write_allocations, allocated);
+    // Back to the configured policy.
+    *answer.lock().unwrap() = None;
+    wait_for_polls(&polls, 2);
+    for i in 128..192u64 {
+        engine.write(&[3; 4096], i * 65536, false).unwrap();
+    }
+    assert_eq!(engine.stats().cache.write_allocations, allocated + 64);
+    let polls = polls.lock().unwrap().clone();
+    assert_eq!(engine.stats().cache.balancer_polls, polls.len() as u64);
+    for (j, p) in polls.iter().enumerate() {
+        // Once per interval of a fixed grid at most: the j-th poll after the first comes at
+        // least j - 1 whole intervals after it (the flusher may wake late, never early).
+        let since = p.now - polls[0].now;
+        assert!(
+            since >= (j as u64).saturating_sub(1) * 2_000_000,
+            "poll {j} {since} ns after the first"
+        );
+    }
+    // The engine measured its devices: ops it ran have a service time.
+    let last = polls.last().unwrap();
+    assert!(
+        last.cache.service_ns > 0 && last.backend.service_ns > 0,
+        "{last:?}"
+    );
+    assert_eq!(
+        last.cache.of(Origin::Write),
+        0,
+        "nothing in flight between requests"
+    );
+    let mut b = vec![0u8; 4096];
+    for (i, want) in [(0u64, 1u8), (100, 2), (150, 3)] {
+        engine.read(&mut b, i * 65536).unwrap();
+        assert_eq!(b[0], want);
+    }
+    engine.shutdown().unwrap();
+    engine.audit();
+}
