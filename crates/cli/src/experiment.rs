@@ -266,6 +266,12 @@ impl Experiment {
         };
         // Check the cache now so a bad value is reported before anything runs.
         tiercache_policy::ShardedCache::new(&cache).map_err(|e| invalid(e.to_string()))?;
+        if cache.victim == tiercache_policy::VictimConfig::Demote {
+            // The policy demotes; no executor has a cache level below one to take it yet.
+            return Err(invalid(
+                "cache.victim: \"demote\" needs a cache level below this one, and runs have one level over the backend".into(),
+            ));
+        }
         let mut notes = Vec::new();
         let mut limits = limits;
         let mut config_json = doc.to_json();

@@ -167,6 +167,12 @@ fn bad_configs_are_named_with_exit_2() {
     fails_naming(&["sim", "--set", "host.lookup=fast"], "host.lookup");
     fails_naming(&["sim", "--set", "devices.cache=floppy"], "floppy");
     fails_naming(&["sim", "--set", "nonsense"], "nonsense");
+    fails_naming(&["sim", "--set", "cache.shards=0"], "cache.shards");
+    fails_naming(&["sim", "--set", "cache.victim='demote'"], "cache.victim");
+    fails_naming(
+        &["sim", "--set", "cache.balancing={policy='magic'}"],
+        "balancing",
+    );
     fails_naming(
         &["sim", "--set", "cache.promotion={policy='nhit', n=0}"],
         "promotion.n",

@@ -51,6 +51,9 @@ pub enum OpCause {
     Trim,
     /// Application flush passed on.
     Flush,
+    /// A clean victim handed to the level below (DEMOTE, SPEC §4.7): its data is already
+    /// there or further down, so the level below may refuse it.
+    Demote,
 }
 
 /// Where a device op's work comes from, as load balancing classifies the work queued at a
@@ -110,7 +113,7 @@ impl OpCause {
             OpCause::ReadHit | OpCause::ReadMiss => Some(Origin::Read),
             OpCause::Write | OpCause::Fill => Some(Origin::Write),
             OpCause::Promotion => Some(Origin::Promotion),
-            OpCause::Clean | OpCause::EvictFlush => Some(Origin::Eviction),
+            OpCause::Clean | OpCause::EvictFlush | OpCause::Demote => Some(Origin::Eviction),
             OpCause::Trim | OpCause::Flush => None,
         }
     }

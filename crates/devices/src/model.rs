@@ -22,9 +22,9 @@ pub struct DeviceCounters {
     /// Sum of op latencies (submission to completion), ns.
     pub latency_ns: u128,
     /// Completed ops by cause (indexed by [`cause_index`]).
-    pub by_cause: [u64; 9],
+    pub by_cause: [u64; 10],
     /// Bytes written by completed ops, by cause.
-    pub written_by_cause: [u64; 9],
+    pub written_by_cause: [u64; 10],
 }
 
 /// Index of a cause in [`DeviceCounters::by_cause`].
@@ -39,11 +39,12 @@ pub fn cause_index(c: OpCause) -> usize {
         OpCause::EvictFlush => 6,
         OpCause::Trim => 7,
         OpCause::Flush => 8,
+        OpCause::Demote => 9,
     }
 }
 
 /// Every cause in [`cause_index`] order.
-pub const CAUSES: [OpCause; 9] = [
+pub const CAUSES: [OpCause; 10] = [
     OpCause::ReadHit,
     OpCause::ReadMiss,
     OpCause::Write,
@@ -53,10 +54,11 @@ pub const CAUSES: [OpCause; 9] = [
     OpCause::EvictFlush,
     OpCause::Trim,
     OpCause::Flush,
+    OpCause::Demote,
 ];
 
 /// Cause names in [`cause_index`] order, as reported.
-pub const CAUSE_NAMES: [&str; 9] = [
+pub const CAUSE_NAMES: [&str; 10] = [
     "read-hit",
     "read-miss",
     "write",
@@ -66,6 +68,7 @@ pub const CAUSE_NAMES: [&str; 9] = [
     "evict-flush",
     "trim",
     "flush",
+    "demote",
 ];
 
 /// A device as the executor sees it: storage, optional link, and load accounting.
@@ -75,7 +78,7 @@ pub struct DeviceModel {
     pub(crate) store: Store,
     pub(crate) link: Option<Link>,
     pub(crate) inflight: u32,
-    pub(crate) inflight_by_cause: [u32; 9],
+    pub(crate) inflight_by_cause: [u32; 10],
     pub(crate) max_inflight: u32,
     pub(crate) last_change: Nanos,
     pub(crate) c: DeviceCounters,
@@ -112,7 +115,7 @@ impl DeviceModel {
             store,
             link: r.link.map(Link::new),
             inflight: 0,
-            inflight_by_cause: [0; 9],
+            inflight_by_cause: [0; 10],
             max_inflight: 0,
             last_change: 0,
             c: DeviceCounters::default(),
@@ -239,7 +242,7 @@ impl DeviceModel {
     }
 
     /// Ops queued or in service by cause (indexed by [`cause_index`]).
-    pub fn inflight_by_cause(&self) -> &[u32; 9] {
+    pub fn inflight_by_cause(&self) -> &[u32; 10] {
         &self.inflight_by_cause
     }
 

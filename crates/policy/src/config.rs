@@ -151,6 +151,8 @@ pub struct CacheConfig {
     pub shards: u32,
     /// Load balancing between the cache device and the backend (SPEC §4.8).
     pub balancing: crate::balancing::BalancingConfig,
+    /// What happens to clean victims: dropped, or demoted to the level below (SPEC §4.7).
+    pub victim: crate::victim::VictimConfig,
 }
 
 impl Default for CacheConfig {
@@ -169,6 +171,7 @@ impl Default for CacheConfig {
             partitions: Vec::new(),
             shards: 1,
             balancing: crate::balancing::BalancingConfig::None,
+            victim: crate::victim::VictimConfig::Drop,
         }
     }
 }

@@ -11,6 +11,7 @@
 //! - `engine/`: the write policies (cache modes) as one table;
 //! - `promotion/`: admission policies (always, nhit, SMQ, never);
 //! - `cleaning/`: when to flush (lazy, aggressive, threshold);
+//! - `victim/`: what happens to clean victims (drop, or demote to the level below);
 //! - `balancing/`: load balancing between cache and backend, polled per interval by both
 //!   executors (none so far);
 //! - `shards`: one cache's lines split among independent policy cores (`cache.shards`), the
@@ -29,6 +30,7 @@ pub mod metadata;
 pub mod promotion;
 pub mod shards;
 pub mod stats;
+pub mod victim;
 
 pub use balancing::{Balancer, BalancingConfig};
 pub use cache::{
@@ -42,3 +44,4 @@ pub use executor::DeviceLoad;
 pub use shards::{PolicyCore, ShardLayout, ShardedCache};
 pub use stats::{BypassReason, CacheStats};
 pub use tiercache_core::Plan;
+pub use victim::{VictimConfig, VictimPolicy};

@@ -104,6 +104,10 @@ pub struct CacheStats {
     pub bypasses: [u64; 5],
     /// Times the load balancer was polled (once per interval it ran).
     pub balancer_polls: u64,
+    /// Clean victims demoted to the level below (`cache.victim = "demote"`).
+    pub demotions: u64,
+    /// Bytes of clean victims sent to the level below (not counted as backend writes).
+    pub demoted_bytes: u64,
 }
 
 impl CacheStats {
@@ -165,6 +169,8 @@ impl CacheStats {
         self.dirtied_bytes += o.dirtied_bytes;
         self.trimmed_dirty_bytes += o.trimmed_dirty_bytes;
         self.balancer_polls += o.balancer_polls;
+        self.demotions += o.demotions;
+        self.demoted_bytes += o.demoted_bytes;
         for (a, b) in self.bypasses.iter_mut().zip(o.bypasses) {
             *a += b;
         }

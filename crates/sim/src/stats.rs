@@ -42,7 +42,9 @@ pub fn stats_diff(earlier: &CacheStats, later: &CacheStats) -> CacheStats {
         backend_bytes_written,
         dirtied_bytes,
         trimmed_dirty_bytes,
-        balancer_polls
+        balancer_polls,
+        demotions,
+        demoted_bytes
     )
 }
 

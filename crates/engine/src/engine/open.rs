@@ -183,6 +183,14 @@ impl Engine {
                 ),
             });
         }
+        if cache_cfg.victim == tiercache_policy::VictimConfig::Demote {
+            return Err(EngineError::Setting {
+                field: "cache.victim",
+                reason: "\"demote\" hands clean victims to a cache level below, and the engine \
+                         runs one level over its backend"
+                    .into(),
+            });
+        }
         // The policy's shards (`cache.shards`), laid out as the simulator lays them out; the
         // engine puts a lock on each.
         let shard_layout = ShardLayout::new(cache_cfg)?;

@@ -62,6 +62,14 @@ impl Cache {
                 self.write_back_ops(victim, m.key, dirty, stage, for_write, OpCause::EvictFlush);
                 self.stats.dirty_evictions += 1;
                 stage += 2;
+            } else if self.victims.on_clean_victim(m.key, m.valid)
+                == crate::victim::VictimAction::Demote
+            {
+                // Read the line before its slot is reused; the request does not wait for the
+                // level below to take it.
+                self.demote_ops(victim, m.key, m.valid, stage);
+                self.stats.demotions += 1;
+                stage += 1;
             }
             self.stats.evictions += 1;
             self.table.remove(victim);
@@ -70,6 +78,43 @@ impl Cache {
         self.table.install(slot, key, p as u16);
         self.parts[p].evict.insert(slot, key);
         Ok((slot, stage))
+    }
+
+    /// Emits the ops that demote a clean line: cache reads of its valid sub-blocks at
+    /// `stage`, their transfer to the level below at `stage + 1`; neither critical.
+    pub(super) fn demote_ops(&mut self, slot: Slot, key: LineKey, valid: u64, stage: u8) {
+        let sub = self.geo.sub_size();
+        let base = self.geo.line_start(key.index());
+        for (lo, hi) in runs(valid) {
+            let (a, b) = (lo as u64 * sub, hi as u64 * sub);
+            let addr = self.cache_addr(slot, a);
+            self.emit(
+                DevOp::cache(
+                    IoKind::Read,
+                    key.volume(),
+                    addr,
+                    base + a,
+                    b - a,
+                    OpCause::Demote,
+                )
+                .at_stage(stage)
+                .critical(false),
+            );
+        }
+        for (lo, hi) in runs(valid) {
+            let (a, b) = (lo as u64 * sub, hi as u64 * sub);
+            self.emit(
+                DevOp::backend(
+                    IoKind::Write,
+                    key.volume(),
+                    base + a,
+                    b - a,
+                    OpCause::Demote,
+                )
+                .at_stage(stage + 1)
+                .critical(false),
+            );
+        }
     }
 
     /// Emits the ops that write a line's dirty sub-blocks back: cache reads at `stage`, backend

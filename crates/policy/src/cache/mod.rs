@@ -173,6 +173,7 @@ pub struct Cache {
     promotion: Box<dyn Promotion>,
     promotion_learns: bool,
     cleaner: Box<dyn CleaningPolicy>,
+    victims: Box<dyn crate::victim::VictimPolicy>,
     balancer: Box<dyn crate::balancing::Balancer>,
     /// When the balancer is polled next (`None`: never).
     next_balance: Option<Nanos>,
@@ -330,6 +331,7 @@ impl Cache {
             promotion_learns: promotion.learns_from_hits(),
             promotion,
             cleaner: crate::cleaning::build(&cfg.cleaning),
+            victims: crate::victim::build(cfg.victim),
             next_balance: None,
             balancer: crate::balancing::build(&cfg.balancing),
             balanced_mode: None,
@@ -673,6 +675,10 @@ impl Cache {
             (Device::Cache, IoKind::Read) => self.stats.cache_bytes_read += o.len,
             (Device::Cache, IoKind::Write) => self.stats.cache_bytes_written += o.len,
             (Device::Backend, IoKind::Read) => self.stats.backend_bytes_read += o.len,
+            (Device::Backend, IoKind::Write) if o.cause == OpCause::Demote => {
+                // Clean data handed down, not written to the backend.
+                self.stats.demoted_bytes += o.len;
+            }
             (Device::Backend, IoKind::Write) => {
                 self.stats.backend_bytes_written += o.len;
                 if matches!(o.cause, OpCause::Clean | OpCause::EvictFlush) {
