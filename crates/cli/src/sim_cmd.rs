@@ -45,13 +45,13 @@ pub fn run_experiment(e: &Experiment) -> Result<Outcome> {
     // One core, or the shards of `cache.shards`, as the engine runs them. Each is its own
     // type on the hit-ratio path, which is monomorphised for speed.
     enum Core {
-        One(Cache),
-        Sharded(ShardedCache),
+        One(Box<Cache>),
+        Sharded(Box<ShardedCache>),
     }
     let mut cache = if e.cache.shards > 1 {
-        Core::Sharded(ShardedCache::new(&e.cache).context("cache")?)
+        Core::Sharded(Box::new(ShardedCache::new(&e.cache).context("cache")?))
     } else {
-        Core::One(Cache::new(&e.cache).context("cache")?)
+        Core::One(Box::new(Cache::new(&e.cache).context("cache")?))
     };
     let mut source = e.source()?;
     let limits = &e.sim.run;
@@ -61,8 +61,8 @@ pub fn run_experiment(e: &Experiment) -> Result<Outcome> {
             anyhow::Ok(match e.mode {
                 RunMode::Timed => {
                     let core: &mut dyn PolicyCore = match &mut cache {
-                        Core::One(c) => c,
-                        Core::Sharded(c) => c,
+                        Core::One(c) => c.as_mut(),
+                        Core::Sharded(c) => c.as_mut(),
                     };
                     let out = tiercache_sim::simulate(core, source, &e.sim)
                         .with_context(|| format!("run `{}`", e.name))?;
@@ -70,8 +70,12 @@ pub fn run_experiment(e: &Experiment) -> Result<Outcome> {
                 }
                 RunMode::HitRatio => {
                     let out = match &mut cache {
-                        Core::One(c) => tiercache_sim::hit_ratio_only(c, source, &e.sim.run),
-                        Core::Sharded(c) => tiercache_sim::hit_ratio_only(c, source, &e.sim.run),
+                        Core::One(c) => {
+                            tiercache_sim::hit_ratio_only(c.as_mut(), source, &e.sim.run)
+                        }
+                        Core::Sharded(c) => {
+                            tiercache_sim::hit_ratio_only(c.as_mut(), source, &e.sim.run)
+                        }
                     }
                     .with_context(|| format!("run `{}`", e.name))?;
                     (out, Vec::new())

@@ -18,6 +18,7 @@ fn cfg(lines: u64, line: u64, mode: WritePolicy) -> CacheConfig {
         dirty_full: DirtyFullPolicy::EvictThenWrite,
         partitions: Vec::new(),
         shards: 1,
+        ..CacheConfig::default()
     }
 }
 

@@ -118,6 +118,7 @@ fn config_strategy() -> impl Strategy<Value = CacheConfig> {
                         Vec::new()
                     },
                     shards: 1,
+                    ..CacheConfig::default()
                 }
             },
         )
@@ -329,6 +330,7 @@ proptest! {
             dirty_full: DirtyFullPolicy::EvictThenWrite,
             partitions: Vec::new(),
             shards: 1,
+            ..CacheConfig::default()
         };
         let mut cache = Cache::new(&cfg).unwrap();
         let mut model: VecDeque<u64> = VecDeque::new();

@@ -3,7 +3,8 @@
 
 use proptest::prelude::*;
 use tiercache_policy::{
-    Cache, CacheConfig, CleaningConfig, DirtyFullPolicy, EvictionKind, PromotionConfig, WritePolicy,
+    CacheConfig, CleaningConfig, DirtyFullPolicy, EvictionKind, PolicyCore, PromotionConfig,
+    ShardedCache, WritePolicy,
 };
 use tiercache_sim::testing::UniformSource;
 use tiercache_sim::{
@@ -80,6 +81,7 @@ proptest! {
         read_fraction in 0.0f64..1.0,
         block_sectors in prop::sample::select(vec![1u64, 8, 24, 64]),
         warmup in 0u64..300,
+        shards in prop::sample::select(vec![1u32, 3]),
     ) {
         let line = 1u64 << line_shift;
         let cfg = CacheConfig {
@@ -91,9 +93,11 @@ proptest! {
             cleaning: clean,
             dirty_full: if bypass { DirtyFullPolicy::Bypass } else { DirtyFullPolicy::EvictThenWrite },
             partitions: Vec::new(),
-            shards: 1,
+            shards,
+            ..CacheConfig::default()
         };
-        let mut cache = Cache::new(&cfg).unwrap();
+        // One core, or the shards the engine would run: the same conservation laws.
+        let mut cache = ShardedCache::new(&cfg).unwrap();
         let per_job = 1200 / (jobs * depth) as u64 + 1;
         let span = lines * line * 4;
         let block = block_sectors * 512;
@@ -118,7 +122,7 @@ proptest! {
         prop_assert_eq!(out.metrics.latency_us.all.count, out.metrics.requests);
         prop_assert_eq!(s.line_hits + s.line_partial_hits + s.line_misses, s.line_accesses);
         prop_assert_eq!(out.backend_written_back_bytes, s.written_back_bytes);
-        prop_assert_eq!(cache.dirty_lines(), 0);
+        prop_assert_eq!(PolicyCore::dirty_lines(&cache), 0);
         cache.audit();
         let tl_requests: u64 = out.timeline.iter().map(|r| r.requests).sum();
         prop_assert_eq!(tl_requests, total);

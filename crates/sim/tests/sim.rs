@@ -579,7 +579,11 @@ struct Balancer {
 }
 
 impl tiercache_sim::SimObserver for Balancer {
-    fn on_interval(&mut self, row: &tiercache_metrics::TimelineRow, cache: &mut Cache) {
+    fn on_interval(
+        &mut self,
+        row: &tiercache_metrics::TimelineRow,
+        cache: &mut dyn tiercache_policy::PolicyCore,
+    ) {
         self.calls += 1;
         let want = row.cache_bottleneck;
         if want != self.read_only {

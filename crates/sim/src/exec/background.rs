@@ -1,0 +1,104 @@
+//! What runs beside the requests: the executor state the policies see, cleaning, load
+//! balancing, and flush jobs.
+
+use super::*;
+
+impl Sim<'_> {
+    pub(super) fn exec_state(&self) -> ExecutorState {
+        let load = |d: &DeviceModel| DeviceLoad {
+            queued: d.inflight(),
+            by_origin: d.inflight_by_origin(),
+            service_ns: d.service_ns(),
+        };
+        let mut backend = DeviceLoad::default();
+        let mut weighted = 0u128;
+        for d in &self.devs[1..] {
+            let l = load(d);
+            backend.queued += l.queued;
+            for (a, b) in backend.by_origin.iter_mut().zip(l.by_origin) {
+                *a += b;
+            }
+            weighted += u128::from(l.service_ns) * u128::from(l.queued.max(1));
+        }
+        // Several backend devices (one per volume): their service times weighted by what is
+        // queued on each, so the drain-time estimate is the sum of theirs.
+        let weights: u128 = self.devs[1..]
+            .iter()
+            .map(|d| u128::from(d.inflight().max(1)))
+            .sum();
+        backend.service_ns = (weighted / weights.max(1)) as u64;
+        debug_assert_eq!(self.backend_inflight, backend.queued);
+        ExecutorState {
+            now: self.now,
+            cache_idle_ns: if self.cache_fg_inflight > 0 {
+                0
+            } else {
+                self.now - self.cache_last_fg
+            },
+            cache: load(&self.devs[0]),
+            backend,
+        }
+    }
+
+    pub(super) fn poll_cleaner(&mut self) {
+        if !self.cleaning {
+            return;
+        }
+        let st = self.exec_state();
+        let mut jobs = std::mem::take(&mut self.job_buf);
+        self.cache.clean(&st, &mut jobs);
+        for job in jobs.drain(..) {
+            self.start_flush(job);
+        }
+        self.job_buf = jobs;
+        let st = self.exec_state();
+        if let Some(t) = self.cache.next_clean_poll(&st) {
+            // A poll time in the past means "as soon as possible": the next nanosecond.
+            let t = t.max(self.now + 1);
+            if self.poll_at.is_none_or(|p| t < p) {
+                self.poll_at = Some(t);
+                self.schedule(t, What::Poll);
+            }
+        }
+    }
+
+    /// Polls the load balancer at the end of each of its intervals while requests run (as
+    /// the engine's flusher thread does in real time).
+    pub(super) fn poll_balancer(&mut self) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        let st = self.exec_state();
+        if let Some(t) = self.cache.balance(&st) {
+            self.schedule(t.max(self.now + 1), What::Balance);
+        }
+    }
+
+    pub(super) fn start_flush(&mut self, mut job: FlushJob) {
+        let idx = self.alloc_task();
+        let t = &mut self.tasks[idx as usize];
+        std::mem::swap(&mut t.plan, &mut job.plan);
+        t.kind = TaskKind::Flush;
+        t.next_op = 0;
+        t.stage_pending = 0;
+        t.ops_left = t.plan.ops.len() as u32;
+        t.crit_left = t.plan.ops.iter().filter(|o| o.critical).count() as u32;
+        t.measured = false;
+        t.flush = Some(job);
+        if t.ops_left == 0 {
+            self.finish_flush(idx);
+        } else {
+            self.issue_stage(idx);
+        }
+    }
+
+    pub(super) fn finish_flush(&mut self, idx: u32) {
+        let t = &mut self.tasks[idx as usize];
+        let mut job = t.flush.take().expect("flush task holds its job");
+        // Give the job its plan back and keep the spare buffer in the slot.
+        std::mem::swap(&mut t.plan, &mut job.plan);
+        self.free_task(idx);
+        self.cache.flush_done(job);
+        self.poll_cleaner();
+    }
+}

@@ -1,0 +1,295 @@
+//! A request's life: fetched from its source, planned by the policy core on arrival, its
+//! stages issued to the devices, acknowledged when its critical ops are done.
+
+use super::*;
+
+impl Sim<'_> {
+    pub(super) fn alloc_task(&mut self) -> u32 {
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.tasks.push(Task::empty());
+                (self.tasks.len() - 1) as u32
+            }
+        };
+        self.tasks[idx as usize].live = true;
+        idx
+    }
+
+    pub(super) fn free_task(&mut self, idx: u32) {
+        let t = &mut self.tasks[idx as usize];
+        assert!(t.live, "task slot {idx} released twice");
+        t.live = false;
+        t.flush = None;
+        self.free.push(idx);
+    }
+
+    /// Fetches the next request of `job` and schedules its arrival, unless limits forbid.
+    pub(super) fn fetch(&mut self, job: u32) {
+        if self.jobs_done[job as usize] || self.phase != Phase::Running {
+            return;
+        }
+        if let (Some(limit), Some(_)) = (self.cfg.run.requests, &self.window) {
+            if self.measured_arrived + self.pending_arrivals >= limit {
+                self.jobs_done[job as usize] = true;
+                return;
+            }
+        }
+        let Some(req) = self.source.next_request_at(job, self.now) else {
+            self.jobs_done[job as usize] = true;
+            return;
+        };
+        if self.stop_at.is_some_and(|s| req.time_ns > s) {
+            self.jobs_done[job as usize] = true;
+            return;
+        }
+        let idx = self.alloc_task();
+        let t = &mut self.tasks[idx as usize];
+        t.req = req;
+        t.job = job;
+        self.pending_arrivals += 1;
+        let at = req.time_ns.max(self.now);
+        self.schedule(at, What::Arrive(idx));
+    }
+
+    pub(super) fn arrive(&mut self, idx: u32) {
+        self.pending_arrivals -= 1;
+        let (req, job) = {
+            let t = &self.tasks[idx as usize];
+            (t.req, t.job)
+        };
+        let warm =
+            self.arrived >= self.cfg.run.warmup_requests && self.now >= self.cfg.run.warmup_ns;
+        if warm && self.window.is_none() {
+            self.take_window_snapshot();
+        }
+        let over_time = self.stop_at.is_some_and(|s| self.now > s);
+        let over_count = warm
+            && self
+                .cfg
+                .run
+                .requests
+                .is_some_and(|l| self.measured_arrived >= l);
+        if over_time || over_count {
+            self.jobs_done[job as usize] = true;
+            self.free_task(idx);
+            return;
+        }
+        let index = self.arrived;
+        self.arrived += 1;
+        if warm {
+            self.measured_arrived += 1;
+        }
+        let t = &mut self.tasks[idx as usize];
+        if let Err(source) = self.cache.access(&req, Some(&mut t.plan)) {
+            self.error = Some(SimError::Request {
+                index,
+                request: req,
+                source,
+            });
+            return;
+        }
+        let mut crit = 0;
+        let mut promos = 0;
+        for o in &t.plan.ops {
+            crit += o.critical as u32;
+            promos += (o.cause == OpCause::Promotion) as u32;
+        }
+        t.kind = TaskKind::Request;
+        t.arrival = self.now;
+        t.next_op = 0;
+        t.stage_pending = 0;
+        t.crit_left = crit;
+        t.ops_left = t.plan.ops.len() as u32;
+        t.measured = warm;
+        t.ack_started = false;
+        t.acked = false;
+        self.inflight_requests += 1;
+        self.dirty_max = self.dirty_max.max(self.cache.dirty_lines());
+        match &mut self.host {
+            Some(h) => {
+                let key = ((req.volume.0 as u64) << 48) ^ self.geo.line_of(req.offset);
+                let at = h.submit(self.now, key, promos);
+                self.schedule(at, What::Issue(idx));
+            }
+            None => self.issue_first(idx),
+        }
+        if !self.closed {
+            self.fetch(0);
+        }
+        self.poll_cleaner();
+    }
+
+    pub(super) fn issue_first(&mut self, idx: u32) {
+        self.issue_stage(idx);
+        let t = &self.tasks[idx as usize];
+        if t.crit_left == 0 && !t.ack_started {
+            self.start_ack(idx);
+        }
+        let t = &self.tasks[idx as usize];
+        if t.ops_left == 0 && t.acked {
+            self.free_task(idx);
+        }
+    }
+
+    #[inline]
+    pub(super) fn dev_of(&self, op: &DevOp) -> usize {
+        match op.device {
+            Device::Cache => 0,
+            Device::Backend => self
+                .vol_dev
+                .get(op.volume.0 as usize)
+                .map_or(1, |&d| d as usize),
+        }
+    }
+
+    /// Issues every op of the next stage of a task.
+    pub(super) fn issue_stage(&mut self, idx: u32) {
+        let now = self.now;
+        let n = self.tasks[idx as usize].plan.ops.len();
+        let first = self.tasks[idx as usize].next_op as usize;
+        if first >= n {
+            return;
+        }
+        let fg = self.tasks[idx as usize].kind == TaskKind::Request;
+        let stage = self.tasks[idx as usize].plan.ops[first].stage;
+        let mut j = first;
+        while j < n {
+            let op = self.tasks[idx as usize].plan.ops[j];
+            if op.stage != stage {
+                break;
+            }
+            let d = self.dev_of(&op);
+            let dev = &mut self.devs[d];
+            dev.op_started(now, op.cause);
+            let phases = dev.phases(op.kind, op.offset, op.len);
+            let done = if phases == 0 {
+                now
+            } else {
+                dev.submit_phase(now, op.kind, op.offset, op.len, 0)
+            };
+            if d == 0 {
+                self.cache_fg_inflight += fg as u32;
+            } else {
+                self.backend_inflight += 1;
+            }
+            self.schedule(
+                done,
+                What::Phase {
+                    task: idx,
+                    op: j as u32,
+                    phase: 0,
+                },
+            );
+            j += 1;
+        }
+        let t = &mut self.tasks[idx as usize];
+        t.stage_start = now;
+        t.stage_pending = (j - first) as u32;
+        t.next_op = j as u32;
+    }
+
+    pub(super) fn phase_done(&mut self, idx: u32, j: u32, phase: u8) {
+        let now = self.now;
+        let op = self.tasks[idx as usize].plan.ops[j as usize];
+        let d = self.dev_of(&op);
+        let dev = &mut self.devs[d];
+        if phase + 1 < dev.phases(op.kind, op.offset, op.len) {
+            let done = dev.submit_phase(now, op.kind, op.offset, op.len, phase + 1);
+            self.schedule(
+                done,
+                What::Phase {
+                    task: idx,
+                    op: j,
+                    phase: phase + 1,
+                },
+            );
+            return;
+        }
+        let t = &mut self.tasks[idx as usize];
+        dev.op_finished(now, t.stage_start, op.kind, op.len, op.cause);
+        if d == 0 {
+            if t.kind == TaskKind::Request {
+                self.cache_fg_inflight -= 1;
+                if self.cache_fg_inflight == 0 {
+                    self.cache_last_fg = now;
+                }
+            }
+        } else {
+            self.backend_inflight -= 1;
+        }
+        t.ops_left -= 1;
+        t.crit_left -= op.critical as u32;
+        t.stage_pending -= 1;
+        let start_ack = t.kind == TaskKind::Request && t.crit_left == 0 && !t.ack_started;
+        if t.stage_pending == 0 {
+            self.issue_stage(idx);
+        }
+        if start_ack {
+            self.start_ack(idx);
+        }
+        let t = &self.tasks[idx as usize];
+        if t.ops_left == 0 {
+            match t.kind {
+                TaskKind::Request => {
+                    if t.acked {
+                        self.free_task(idx);
+                    }
+                }
+                TaskKind::Flush => self.finish_flush(idx),
+            }
+        }
+    }
+
+    pub(super) fn start_ack(&mut self, idx: u32) {
+        self.tasks[idx as usize].ack_started = true;
+        match &mut self.host {
+            Some(h) => {
+                let at = h.complete(self.now);
+                self.schedule(at, What::Ack(idx));
+            }
+            None => self.ack(idx),
+        }
+    }
+
+    /// Acknowledges a request (its slot is released by the caller once its ops are done too).
+    pub(super) fn ack(&mut self, idx: u32) {
+        let now = self.now;
+        let t = &mut self.tasks[idx as usize];
+        t.acked = true;
+        let lat = now - t.arrival;
+        let (req, job, measured) = (t.req, t.job, t.measured);
+        let bytes = if matches!(req.op, Op::Read | Op::Write) {
+            req.len
+        } else {
+            0
+        };
+        self.inflight_requests -= 1;
+        if measured {
+            self.lat_all.record(lat);
+            match req.op {
+                Op::Read => {
+                    self.lat_read.record(lat);
+                    self.measured_reads += 1;
+                }
+                Op::Write => {
+                    self.lat_write.record(lat);
+                    self.measured_writes += 1;
+                }
+                _ => {}
+            }
+            self.measured_done += 1;
+            self.measured_bytes += bytes;
+            self.last_ack = now;
+        }
+        if let Some(tl) = &mut self.timeline {
+            tl.done += 1;
+            tl.bytes += bytes;
+            tl.latency_sum += lat as u128;
+        }
+        if self.closed {
+            self.fetch(job);
+        }
+        self.poll_cleaner();
+    }
+}

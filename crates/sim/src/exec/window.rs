@@ -1,0 +1,253 @@
+//! The measured window, the timeline rows and the final metrics.
+
+use super::*;
+
+/// State at the start of the measured window.
+pub(super) struct Window {
+    pub(super) at: Nanos,
+    pub(super) stats: CacheStats,
+    pub(super) devs: Vec<DeviceCounters>,
+    pub(super) host_busy: u128,
+}
+
+pub(super) struct TimelineState {
+    pub(super) interval: Nanos,
+    pub(super) next_tick: Nanos,
+    pub(super) prev_stats: CacheStats,
+    pub(super) prev_devs: Vec<DeviceCounters>,
+    pub(super) done: u64,
+    pub(super) bytes: u64,
+    pub(super) latency_sum: u128,
+    pub(super) rows: Vec<TimelineRow>,
+}
+
+impl Sim<'_> {
+    pub(super) fn take_window_snapshot(&mut self) {
+        let now = self.now;
+        self.window = Some(Window {
+            at: now,
+            stats: self.cache.stats_snapshot(),
+            devs: self.devs.iter().map(|d| d.counters(now)).collect(),
+            host_busy: self.host.as_ref().map_or(0, |h| h.busy_ns()),
+        });
+        self.stop_at = self.cfg.run.duration_ns.map(|d| now.saturating_add(d));
+    }
+
+    /// Closes the measured window once no request can arrive any more and none is in flight.
+    pub(super) fn check_window_end(&mut self) {
+        if self.inflight_requests == 0 && self.pending_arrivals == 0 {
+            if let Some(tl) = &self.timeline {
+                // Emit the partial last interval.
+                if self.now > tl.next_tick - tl.interval {
+                    let end = self.now;
+                    self.emit_row(end);
+                }
+            }
+            self.phase = Phase::Draining;
+            self.cleaning = false;
+            if self.window.is_none() {
+                self.take_window_snapshot();
+            }
+            self.window_end = Some(self.now.max(self.last_ack));
+            self.end_stats = Some((
+                self.cache.stats_snapshot(),
+                self.devs.iter().map(|d| d.counters(self.now)).collect(),
+            ));
+            self.dirty_max = self.dirty_max.max(self.cache.dirty_lines());
+            self.dirty_end = self.cache.dirty_lines();
+            self.resident_end = self.cache.resident_lines();
+            self.host_busy_end = self.host.as_ref().map_or(0, |h| h.busy_ns());
+        }
+    }
+
+    /// Emits the rows of the intervals that end at or before `time`, the time of the next
+    /// event. The first holds what happened since the last row; no event happened in the ones
+    /// after it (events are handled in time order, and this runs before the one at `time`), so
+    /// they become one row spanning them all: rows grow with the activity, not with the clock
+    /// (a trace idle for a year at a 1 ms interval makes one row, not 3e10).
+    pub(super) fn ticks_until(&mut self, time: Nanos) {
+        let mut idle = false;
+        while let Some(tl) = &self.timeline {
+            if tl.next_tick > time {
+                break;
+            }
+            let end = if idle {
+                tl.next_tick + (time - tl.next_tick) / tl.interval * tl.interval
+            } else {
+                tl.next_tick
+            };
+            self.emit_row(end);
+            idle = true;
+        }
+    }
+
+    /// Emits the row of the interval ending at `end` (normally the next tick).
+    pub(super) fn emit_row(&mut self, end: Nanos) {
+        let stats = self.cache.stats_snapshot();
+        let devs: Vec<DeviceCounters> = self.devs.iter().map(|d| d.counters(end)).collect();
+        let dirty = self.cache.dirty_lines();
+        let resident = self.cache.resident_lines();
+        self.dirty_max = self.dirty_max.max(dirty);
+        let warm_at = self.window.as_ref().map(|w| w.at);
+        let Some(tl) = &mut self.timeline else { return };
+        let start = tl.next_tick - tl.interval;
+        let secs = (end - start) as f64 / 1e9;
+        let d = stats_diff(&tl.prev_stats, &stats);
+        let loads: Vec<_> = devs
+            .iter()
+            .zip(&tl.prev_devs)
+            .map(|(a, b)| a.load_since(b))
+            .collect();
+        let backends = &loads[1..];
+        // Drain-time estimate per device: ops in flight now × device time per op in the window.
+        let qtime_us = |i: usize| {
+            let (a, b) = (&tl.prev_devs[i], &devs[i]);
+            let ops = b.ops - a.ops;
+            let per_op_ps = if ops == 0 {
+                0.0
+            } else {
+                (b.cost_ps - a.cost_ps.min(b.cost_ps)) as f64 / ops as f64
+            };
+            self.devs[i].inflight() as f64 * per_op_ps / 1e6
+        };
+        let cache_qtime_us = qtime_us(0);
+        let backend_qtime_us: f64 = (1..devs.len()).map(qtime_us).sum();
+        let by = |c: OpCause| {
+            let i = crate::device::cause_index(c);
+            devs[0].by_cause[i] - tl.prev_devs[0].by_cause[i]
+        };
+        let queued = self.devs[0].inflight_by_cause();
+        let q = |c: OpCause| queued[crate::device::cause_index(c)] as u64;
+        tl.rows.push(TimelineRow {
+            start_ns: start,
+            end_ns: end,
+            warmup: warm_at.is_none_or(|w| w > start),
+            requests: tl.done,
+            iops: tl.done as f64 / secs,
+            bandwidth_bytes_per_s: tl.bytes as f64 / secs,
+            hit_ratio: tiercache_metrics::ratio(d.line_hits, d.line_accesses),
+            read_hit_ratio: tiercache_metrics::ratio(d.read_line_hits, d.read_line_accesses),
+            mean_latency_us: if tl.done == 0 {
+                0.0
+            } else {
+                tl.latency_sum as f64 / tl.done as f64 / 1e3
+            },
+            dirty_lines: dirty,
+            resident_lines: resident,
+            cache_queue_depth: loads[0].mean_queue_depth,
+            backend_queue_depth: backends.iter().map(|l| l.mean_queue_depth).sum(),
+            cache_utilisation: loads[0].utilisation,
+            backend_utilisation: backends.iter().map(|l| l.utilisation).sum::<f64>()
+                / backends.len() as f64,
+            promotions: d.promotions,
+            evictions: d.evictions,
+            flushes: d.cleaned_lines,
+            bypasses: d.total_bypasses(),
+            cache_qtime_us,
+            backend_qtime_us,
+            cache_bottleneck: cache_qtime_us > backend_qtime_us,
+            cache_ops_r: by(OpCause::ReadHit),
+            cache_ops_w: by(OpCause::Write) + by(OpCause::Fill),
+            cache_ops_p: by(OpCause::Promotion),
+            cache_ops_e: by(OpCause::Clean) + by(OpCause::EvictFlush),
+            cache_queued_r: q(OpCause::ReadHit),
+            cache_queued_w: q(OpCause::Write) + q(OpCause::Fill),
+            cache_queued_p: q(OpCause::Promotion),
+            cache_queued_e: q(OpCause::Clean) + q(OpCause::EvictFlush),
+        });
+
+        tl.prev_stats = stats;
+        tl.prev_devs = devs;
+        tl.done = 0;
+        tl.bytes = 0;
+        tl.latency_sum = 0;
+        tl.next_tick = end + tl.interval;
+        let row = *tl.rows.last().expect("just pushed");
+        if let Some(obs) = self.observer.as_deref_mut() {
+            obs.on_interval(&row, &mut *self.cache);
+        }
+    }
+
+    pub(super) fn build_metrics(&mut self) -> RunMetrics {
+        let w = self
+            .window
+            .as_ref()
+            .expect("window opened before it closed");
+        let (end_stats, end_devs) = self.end_stats.take().expect("window closed");
+        let end = self.window_end.expect("window closed");
+        let duration = end - w.at;
+        let secs = duration as f64 / 1e9;
+        let mut m = RunMetrics {
+            requests: self.measured_done,
+            read_requests: self.measured_reads,
+            write_requests: self.measured_writes,
+            bytes: self.measured_bytes,
+            duration_ns: duration,
+            iops: if duration == 0 {
+                0.0
+            } else {
+                self.measured_done as f64 / secs
+            },
+            bandwidth_bytes_per_s: if duration == 0 {
+                0.0
+            } else {
+                self.measured_bytes as f64 / secs
+            },
+            latency_us: LatencyBreakdown {
+                all: self.lat_all.summary(),
+                read: self.lat_read.summary(),
+                write: self.lat_write.summary(),
+            },
+            dirty_lines_end: self.dirty_end,
+            dirty_lines_max: self.dirty_max,
+            resident_lines_end: self.resident_end,
+            metadata_bytes: self.cache.metadata_bytes() as u64,
+            ..Default::default()
+        };
+        fill_policy_metrics(&mut m, &stats_diff(&w.stats, &end_stats));
+        let mut devices = BTreeMap::new();
+        for ((dev, a), b) in self.devs.iter().zip(&w.devs).zip(&end_devs) {
+            let load = b.load_since(a);
+            let ops = b.ops - a.ops;
+            devices.insert(
+                dev.name().to_string(),
+                DeviceMetrics {
+                    utilisation: load.utilisation,
+                    mean_queue_depth: load.mean_queue_depth,
+                    max_queue_depth: dev.max_inflight() as u64,
+                    ops,
+                    bytes_read: b.bytes_read - a.bytes_read,
+                    bytes_written: b.bytes_written - a.bytes_written,
+                    mean_op_latency_us: if ops == 0 {
+                        0.0
+                    } else {
+                        (b.latency_ns - a.latency_ns) as f64 / ops as f64 / 1e3
+                    },
+                    ops_by_cause: CAUSE_NAMES
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| b.by_cause[*i] > a.by_cause[*i])
+                        .map(|(i, n)| (n.to_string(), b.by_cause[i] - a.by_cause[i]))
+                        .collect(),
+                },
+            );
+        }
+        if let Some(h) = &self.host {
+            let busy = self.host_busy_end - w.host_busy;
+            let util = if duration == 0 {
+                0.0
+            } else {
+                busy as f64 / (duration as f64 * h.servers() as f64)
+            };
+            devices.insert(
+                "host-cpu".to_string(),
+                DeviceMetrics {
+                    utilisation: util.clamp(0.0, 1.0),
+                    ..Default::default()
+                },
+            );
+        }
+        m.devices = devices;
+        m
+    }
+}
