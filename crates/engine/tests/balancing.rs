@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use tiercache_core::{Nanos, Origin};
 use tiercache_engine::device::MemDevice;
 use tiercache_engine::{Engine, EngineConfig};
-use tiercache_policy::{Balancer, CacheConfig, CleaningConfig, ExecutorState, WritePolicy};
+use tiercache_policy::{
+    BalanceDecision, Balancer, CacheConfig, CleaningConfig, ExecutorState, WritePolicy,
+};
 
 #[derive(Debug)]
 struct Recorder {
@@ -22,9 +24,12 @@ impl Balancer for Recorder {
     fn interval_ns(&self) -> Option<Nanos> {
         Some(2_000_000)
     }
-    fn poll(&mut self, state: &ExecutorState, _configured: WritePolicy) -> Option<WritePolicy> {
+    fn poll(&mut self, state: &ExecutorState, _configured: WritePolicy) -> BalanceDecision {
         self.polls.lock().unwrap().push(*state);
-        *self.answer.lock().unwrap()
+        BalanceDecision {
+            write_policy: *self.answer.lock().unwrap(),
+            ..BalanceDecision::KEEP
+        }
     }
 }
 
@@ -112,4 +117,93 @@ fn the_flusher_polls_the_balancer_and_every_shard_follows_its_answer() {
     }
     engine.shutdown().unwrap();
     engine.audit();
+}
+
+/// Sends fixed shares of reads and writes past the cache from its first poll on.
+#[derive(Debug)]
+struct Forced(BalanceDecision);
+
+impl Balancer for Forced {
+    fn name(&self) -> &'static str {
+        "forced"
+    }
+    fn interval_ns(&self) -> Option<Nanos> {
+        Some(100_000)
+    }
+    fn poll(&mut self, _state: &ExecutorState, _configured: WritePolicy) -> BalanceDecision {
+        self.0
+    }
+}
+
+mod stale {
+    use super::*;
+    use proptest::prelude::*;
+
+    const VOLUME: u64 = 4 << 20;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(16))]
+
+        /// Whatever share of requests the balancer sends past a write-back cache (reads as
+        /// pass-through, writes around or read-only), every read returns the bytes last
+        /// written: dirty data is never read from the backend's stale copy, and a write sent
+        /// past the cache never leaves an older cached copy to be read.
+        #[test]
+        fn no_bypass_ever_returns_stale_data(
+            reads in 0.0f64..=1.0,
+            writes in 0.0f64..=1.0,
+            read_only in any::<bool>(),
+            ops in proptest::collection::vec((0u8..10, 0u64..(VOLUME / 512 - 16), 1u64..=16), 1..300),
+        ) {
+            let cfg = CacheConfig {
+                capacity: 256 << 10,
+                line_size: 4096,
+                cleaning: CleaningConfig::None,
+                shards: 4,
+                ..CacheConfig::default()
+            };
+            let engine = Engine::with_devices(
+                &cfg,
+                &EngineConfig::default(),
+                Arc::new(MemDevice::new(1 << 20)),
+                Arc::new(MemDevice::new(VOLUME as usize)),
+            )
+            .unwrap();
+            engine.set_balancer(Box::new(Forced(BalanceDecision {
+                write_policy: None,
+                bypass_reads: reads,
+                bypass_writes: writes,
+                bypass_writes_as: if read_only { WritePolicy::ReadOnly } else { WritePolicy::WriteAround },
+            })));
+            let start = Instant::now();
+            while engine.stats().cache.balancer_polls == 0 {
+                prop_assert!(start.elapsed() < Duration::from_secs(30), "never polled");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let mut model = vec![0u8; VOLUME as usize];
+            for (i, (kind, sector, sectors)) in ops.into_iter().enumerate() {
+                let (off, len) = (sector * 512, sectors * 512);
+                let r = off as usize..(off + len) as usize;
+                match kind {
+                    0..=4 => {
+                        let mut b = vec![0u8; len as usize];
+                        engine.read(&mut b, off).unwrap();
+                        prop_assert!(b == model[r.clone()], "op {}: stale read at {}+{}", i, off, len);
+                    }
+                    5..=8 => {
+                        let b: Vec<u8> = (0..len).map(|j| (i as u64 * 7 + j / 512) as u8 | 1).collect();
+                        engine.write(&b, off, false).unwrap();
+                        model[r].copy_from_slice(&b);
+                    }
+                    _ => engine.flush().unwrap(),
+                }
+            }
+            let s = engine.stats().cache;
+            if reads + writes > 0.2 {
+                prop_assert!(s.balancer_bypassed > 0, "nothing was sent past the cache");
+            }
+            engine.shutdown().unwrap();
+            engine.audit();
+        }
+    }
 }

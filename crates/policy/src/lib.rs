@@ -13,7 +13,7 @@
 //! - `cleaning/`: when to flush (lazy, aggressive, threshold);
 //! - `victim/`: what happens to clean victims (drop, or demote to the level below);
 //! - `balancing/`: load balancing between cache and backend, polled per interval by both
-//!   executors (none so far);
+//!   executors (none, LBICA, SIB);
 //! - `shards`: one cache's lines split among independent policy cores (`cache.shards`), the
 //!   same in both executors;
 //! - replacement policies live in the `tiercache-eviction` crate.
@@ -32,7 +32,7 @@ pub mod shards;
 pub mod stats;
 pub mod victim;
 
-pub use balancing::{Balancer, BalancingConfig};
+pub use balancing::{BalanceDecision, BalanceReport, Balancer, BalancingConfig};
 pub use cache::{
     AccessOutcome, Cache, ExecutorState, FlushJob, LineState, MetaUpdate, PolicyError,
 };

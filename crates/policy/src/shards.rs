@@ -460,9 +460,9 @@ impl PolicyCore for ShardedCache {
         // One balancer for the cache: shard 0's, which every shard follows (as the engine
         // runs it).
         let next = self.shards[0].balance(state);
-        let mode = self.shards[0].balanced_write_policy();
+        let d = self.shards[0].balance_decision();
         for c in &mut self.shards[1..] {
-            c.follow_balancing(mode);
+            c.follow_balancing(d);
         }
         next
     }

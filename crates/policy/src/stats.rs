@@ -104,6 +104,8 @@ pub struct CacheStats {
     pub bypasses: [u64; 5],
     /// Times the load balancer was polled (once per interval it ran).
     pub balancer_polls: u64,
+    /// Requests (pieces, on a sharded cache) the load balancer sent past the cache.
+    pub balancer_bypassed: u64,
     /// Clean victims demoted to the level below (`cache.victim = "demote"`).
     pub demotions: u64,
     /// Bytes of clean victims sent to the level below (not counted as backend writes).
@@ -170,6 +172,7 @@ impl CacheStats {
         self.trimmed_dirty_bytes += o.trimmed_dirty_bytes;
         self.balancer_polls += o.balancer_polls;
         self.demotions += o.demotions;
+        self.balancer_bypassed += o.balancer_bypassed;
         self.demoted_bytes += o.demoted_bytes;
         for (a, b) in self.bypasses.iter_mut().zip(o.bypasses) {
             *a += b;

@@ -44,6 +44,7 @@ pub fn stats_diff(earlier: &CacheStats, later: &CacheStats) -> CacheStats {
         trimmed_dirty_bytes,
         balancer_polls,
         demotions,
+        balancer_bypassed,
         demoted_bytes
     )
 }

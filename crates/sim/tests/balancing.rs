@@ -5,8 +5,8 @@
 use std::sync::{Arc, Mutex};
 use tiercache_core::Nanos;
 use tiercache_policy::{
-    Balancer, Cache, CacheConfig, CleaningConfig, ExecutorState, PolicyCore, ShardedCache,
-    WritePolicy,
+    BalanceDecision, Balancer, Cache, CacheConfig, CleaningConfig, ExecutorState, PolicyCore,
+    ShardedCache, WritePolicy,
 };
 use tiercache_sim::testing::UniformSource;
 use tiercache_sim::{simulate, DeviceConfig, RunLimits, SimConfig};
@@ -28,14 +28,18 @@ impl Balancer for Recorder {
     fn interval_ns(&self) -> Option<Nanos> {
         Some(self.interval)
     }
-    fn poll(&mut self, state: &ExecutorState, configured: WritePolicy) -> Option<WritePolicy> {
+    fn poll(&mut self, state: &ExecutorState, configured: WritePolicy) -> BalanceDecision {
         assert_eq!(configured, WritePolicy::WriteBack);
         let mut p = self.polls.lock().unwrap();
         p.push(*state);
-        self.during
-            .contains(&p.len())
-            .then_some(self.answer)
-            .flatten()
+        BalanceDecision {
+            write_policy: self
+                .during
+                .contains(&p.len())
+                .then_some(self.answer)
+                .flatten(),
+            ..BalanceDecision::KEEP
+        }
     }
 }
 

@@ -23,13 +23,13 @@ impl Inner {
     /// simulator runs it) if an interval ended; returns when to poll next.
     pub(super) fn balance(&self) -> Option<u64> {
         let state = self.executor_state();
-        let (next, mode) = {
+        let (next, d) = {
             let mut core = self.core(&self.shards[0]);
             let next = core.cache.balance(&state);
-            (next, core.cache.balanced_write_policy())
+            (next, core.cache.balance_decision())
         };
         for sh in &self.shards[1..] {
-            self.core(sh).cache.follow_balancing(mode);
+            self.core(sh).cache.follow_balancing(d);
         }
         next
     }

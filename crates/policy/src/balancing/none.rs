@@ -1,6 +1,6 @@
 //! No balancing: the configured write policy whatever the load.
 
-use super::Balancer;
+use super::{BalanceDecision, Balancer};
 use crate::config::WritePolicy;
 use crate::executor::ExecutorState;
 use tiercache_core::Nanos;
@@ -18,8 +18,8 @@ impl Balancer for NoBalancing {
         None
     }
 
-    fn poll(&mut self, _state: &ExecutorState, _configured: WritePolicy) -> Option<WritePolicy> {
-        None
+    fn poll(&mut self, _state: &ExecutorState, _configured: WritePolicy) -> BalanceDecision {
+        BalanceDecision::KEEP
     }
 }
 
@@ -33,7 +33,7 @@ mod tests {
         assert_eq!(b.interval_ns(), None);
         assert_eq!(
             b.poll(&ExecutorState::default(), WritePolicy::WriteBack),
-            None
+            BalanceDecision::KEEP
         );
     }
 }

@@ -179,6 +179,10 @@ pub struct Cache {
     next_balance: Option<Nanos>,
     /// The write policy the balancer put in force for every volume (`None`: the configured).
     balanced_mode: Option<WritePolicy>,
+    /// The balancer's decision in force, and the running sums that pick the reads and
+    /// writes it sends past the cache (see [`crate::balancing`]).
+    balance: crate::balancing::BalanceDecision,
+    bypass_sums: [f64; 2],
     default_mode: WritePolicy,
     volume_modes: Vec<Option<WritePolicy>>,
     stats: CacheStats,
@@ -251,6 +255,9 @@ impl Cache {
                 ));
             }
             _ => {}
+        }
+        if let Err((field, reason)) = cfg.balancing.validate() {
+            return Err(config_error(field, reason));
         }
         match cfg.cleaning {
             CleaningConfig::Aggressive { period_ns, batch } => {
@@ -335,6 +342,8 @@ impl Cache {
             next_balance: None,
             balancer: crate::balancing::build(&cfg.balancing),
             balanced_mode: None,
+            balance: crate::balancing::BalanceDecision::KEEP,
+            bypass_sums: [0.0; 2],
             default_mode: cfg.write_policy,
             volume_modes: Vec::new(),
             stats: CacheStats::default(),
@@ -523,7 +532,8 @@ impl Cache {
         match self.next_balance {
             None => self.next_balance = Some(state.now + interval),
             Some(at) if state.now >= at => {
-                self.balanced_mode = self.balancer.poll(state, self.default_mode);
+                let d = self.balancer.poll(state, self.default_mode);
+                self.follow_balancing(d);
                 self.stats.balancer_polls += 1;
                 // Intervals with no poll in them (an idle executor) are skipped, not replayed.
                 self.next_balance = Some(at + (state.now - at) / interval * interval + interval);
@@ -538,10 +548,48 @@ impl Cache {
         self.balanced_mode
     }
 
-    /// Puts another core's balancing decision in force here: a cache of several shards has
-    /// one balancer, shard 0's, whose answer every shard follows.
-    pub fn follow_balancing(&mut self, mode: Option<WritePolicy>) {
-        self.balanced_mode = mode;
+    /// The balancer's decision in force.
+    pub fn balance_decision(&self) -> crate::balancing::BalanceDecision {
+        self.balance
+    }
+
+    /// What the balancer saw and decided at its last poll.
+    pub fn balance_report(&self) -> Option<crate::balancing::BalanceReport> {
+        self.balancer.report()
+    }
+
+    /// Puts a balancing decision in force here: the cache's own balancer's, or, for a cache
+    /// of several shards, shard 0's, which every shard follows.
+    pub fn follow_balancing(&mut self, d: crate::balancing::BalanceDecision) {
+        debug_assert!(
+            (0.0..=1.0).contains(&d.bypass_reads) && (0.0..=1.0).contains(&d.bypass_writes)
+        );
+        self.balanced_mode = d.write_policy;
+        self.balance = d;
+    }
+
+    /// The write policy for `req`: the volume's, unless the balancer sends this request past
+    /// the cache (its share of reads or writes, picked by a running sum so the choice is
+    /// deterministic).
+    fn mode_for(&mut self, req: &Request) -> WritePolicy {
+        let mode = self.write_policy(req.volume);
+        let d = self.balance;
+        let (i, share, past) = match req.op {
+            Op::Read => (0, d.bypass_reads, WritePolicy::PassThrough),
+            Op::Write => (1, d.bypass_writes, d.bypass_writes_as),
+            _ => return mode,
+        };
+        if share <= 0.0 {
+            return mode;
+        }
+        self.bypass_sums[i] += share;
+        if self.bypass_sums[i] >= 1.0 {
+            self.bypass_sums[i] -= 1.0;
+            self.stats.balancer_bypassed += 1;
+            past
+        } else {
+            mode
+        }
     }
 
     fn partition(&self, volume: VolumeId) -> usize {
@@ -592,7 +640,7 @@ impl Cache {
         self.scratch.clear();
         self.plan_write_backs.clear();
         let mut out = AccessOutcome::default();
-        let mode = self.write_policy(req.volume);
+        let mode = self.mode_for(req);
         match req.op {
             Op::Read => {
                 for s in self.geo.split(req.offset, req.len) {

@@ -1,0 +1,198 @@
+//! LBICA (SPEC §4.8): when the cache device is the bottleneck, characterise what is queued at
+//! it and change how the cache is used by the group the queue falls in.
+//!
+//! | group | queue mostly | policy |
+//! | --- | --- | --- |
+//! | 1 | R + P (random reads) | WO: stop promoting read misses |
+//! | 2 | R + W (mixed) | RO: writes go to the backend |
+//! | 3 | W + E (writes) | WB, the tail of the queue to the backend |
+//! | 4 | P alone (sequential reads) | WB |
+//!
+//! The tail of group 3 is the part of the cache queue that would wait longer than draining
+//! the backend's queue takes: a share `1 − backend_qtime / cache_qtime` of the writes goes
+//! around the cache (write-around: a cached copy is kept up to date). When the burst ends
+//! the configured policy returns.
+
+use super::{observe, BalanceDecision, BalanceReport, Balancer};
+use crate::config::WritePolicy;
+use crate::executor::ExecutorState;
+use tiercache_core::Nanos;
+
+/// LBICA's characterisation of a burst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LbicaGroup {
+    /// Mostly application reads and promotions: random reads.
+    RandomRead = 1,
+    /// Mostly application reads and writes.
+    Mixed = 2,
+    /// Mostly writes and evictions.
+    WriteIntensive = 3,
+    /// Mostly promotions: sequential reads.
+    SequentialRead = 4,
+}
+
+impl LbicaGroup {
+    /// The group of a queue with R, W, P, E shares `s`: promotions alone past `sequential`
+    /// make group 4; otherwise the pair of classes with the largest share, if it reaches
+    /// `dominance` (ties go to the lower group); `None` when no pair dominates.
+    pub fn classify(s: [f64; 4], dominance: f64, sequential: f64) -> Option<LbicaGroup> {
+        let [r, w, p, e] = s;
+        if p >= sequential {
+            return Some(LbicaGroup::SequentialRead);
+        }
+        let pairs = [
+            (r + p, LbicaGroup::RandomRead),
+            (r + w, LbicaGroup::Mixed),
+            (w + e, LbicaGroup::WriteIntensive),
+        ];
+        let mut best = pairs[0];
+        for c in &pairs[1..] {
+            if c.0 > best.0 + 1e-12 {
+                best = *c;
+            }
+        }
+        (best.0 >= dominance).then_some(best.1)
+    }
+}
+
+/// The LBICA balancer.
+#[derive(Debug, Clone)]
+pub struct Lbica {
+    interval_ns: Nanos,
+    dominance: f64,
+    sequential: f64,
+    last: Option<BalanceReport>,
+}
+
+impl Lbica {
+    /// LBICA polled every `interval_ns`, with the group thresholds.
+    pub fn new(interval_ns: Nanos, dominance: f64, sequential: f64) -> Self {
+        Self {
+            interval_ns,
+            dominance,
+            sequential,
+            last: None,
+        }
+    }
+}
+
+impl Balancer for Lbica {
+    fn name(&self) -> &'static str {
+        "lbica"
+    }
+
+    fn interval_ns(&self) -> Option<Nanos> {
+        Some(self.interval_ns)
+    }
+
+    fn poll(&mut self, state: &ExecutorState, _configured: WritePolicy) -> BalanceDecision {
+        let (c, b, shares) = observe(state);
+        let burst = c > b;
+        let group = if burst {
+            LbicaGroup::classify(shares, self.dominance, self.sequential)
+        } else {
+            None
+        };
+        let decision = match group {
+            None | Some(LbicaGroup::SequentialRead) => BalanceDecision::KEEP,
+            Some(LbicaGroup::RandomRead) => BalanceDecision::policy(WritePolicy::WriteOnly),
+            Some(LbicaGroup::Mixed) => BalanceDecision::policy(WritePolicy::ReadOnly),
+            Some(LbicaGroup::WriteIntensive) => BalanceDecision {
+                write_policy: Some(WritePolicy::WriteBack),
+                bypass_writes: 1.0 - b as f64 / c as f64,
+                bypass_writes_as: WritePolicy::WriteAround,
+                ..BalanceDecision::KEEP
+            },
+        };
+        self.last = Some(BalanceReport {
+            burst,
+            cache_qtime_ns: c,
+            backend_qtime_ns: b,
+            shares,
+            group: group.map_or(0, |g| g as u8),
+            bypass_reads: decision.bypass_reads,
+            bypass_writes: decision.bypass_writes,
+        });
+        decision
+    }
+
+    fn report(&self) -> Option<BalanceReport> {
+        self.last
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::DeviceLoad;
+
+    /// A state whose cache queue holds `r, w, p, e` ops of 100 µs each and whose backend
+    /// queue drains in `backend_ns`.
+    pub(crate) fn state(r: u32, w: u32, p: u32, e: u32, backend_ns: Nanos) -> ExecutorState {
+        ExecutorState {
+            cache: DeviceLoad {
+                queued: r + w + p + e,
+                by_origin: [r, w, p, e],
+                service_ns: 100_000,
+            },
+            backend: DeviceLoad {
+                queued: 1,
+                by_origin: [1, 0, 0, 0],
+                service_ns: backend_ns,
+            },
+            ..ExecutorState::default()
+        }
+    }
+
+    #[test]
+    fn each_group_is_recognised_from_a_mix_built_for_it_and_gets_its_policy() {
+        let mut l = Lbica::new(1_000_000, 0.6, 0.6);
+        let wb = WritePolicy::WriteBack;
+        // A long cache queue (2 ms to drain) against a 100 µs backend queue: a burst.
+        for (mix, group, policy) in [
+            ([10, 0, 8, 2], 1, Some(WritePolicy::WriteOnly)),
+            ([9, 9, 1, 1], 2, Some(WritePolicy::ReadOnly)),
+            ([1, 11, 0, 8], 3, Some(WritePolicy::WriteBack)),
+            ([2, 1, 15, 2], 4, None),
+        ] {
+            let d = l.poll(&state(mix[0], mix[1], mix[2], mix[3], 100_000), wb);
+            let rep = l.report().unwrap();
+            assert!(rep.burst);
+            assert_eq!(rep.group, group, "{mix:?}");
+            assert_eq!(d.write_policy, policy, "{mix:?}");
+            if group == 3 {
+                // The tail beyond the backend's drain time: 1 − 0.1 ms / 2 ms of the writes.
+                assert!((d.bypass_writes - 0.95).abs() < 1e-9, "{}", d.bypass_writes);
+                assert_eq!(d.bypass_writes_as, WritePolicy::WriteAround);
+            } else {
+                assert_eq!(d.bypass_writes, 0.0);
+            }
+            assert_eq!(d.bypass_reads, 0.0);
+        }
+    }
+
+    #[test]
+    fn without_a_burst_the_configured_policy_returns() {
+        let mut l = Lbica::new(1_000_000, 0.6, 0.6);
+        let wb = WritePolicy::WriteBack;
+        assert_eq!(
+            l.poll(&state(10, 0, 8, 2, 100_000), wb).write_policy,
+            Some(WritePolicy::WriteOnly)
+        );
+        // The backend's queue now takes longer to drain than the cache's (2 ms): no burst.
+        let d = l.poll(&state(10, 0, 8, 2, 3_000_000), wb);
+        assert_eq!(d, BalanceDecision::KEEP);
+        assert!(!l.report().unwrap().burst);
+        assert_eq!(l.report().unwrap().group, 0);
+    }
+
+    #[test]
+    fn no_dominant_pair_keeps_the_configured_policy() {
+        assert_eq!(LbicaGroup::classify([0.3, 0.2, 0.2, 0.3], 0.6, 0.6), None);
+        assert_eq!(
+            LbicaGroup::classify([0.25, 0.25, 0.25, 0.25], 0.5, 0.6),
+            Some(LbicaGroup::RandomRead),
+            "ties go to the lower group"
+        );
+    }
+}
