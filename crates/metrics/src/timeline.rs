@@ -70,10 +70,19 @@ pub struct TimelineRow {
     pub cache_queued_p: u64,
     /// Queued at the interval's end, class E.
     pub cache_queued_e: u64,
+    /// The load balancer saw a burst at the end of this interval (its last poll in it).
+    pub balancer_burst: bool,
+    /// LBICA's group at that poll (1 to 4), 0 outside a burst or for other balancers.
+    pub balancer_group: u8,
+    /// Write policy in force at the end of the interval, as its short name index
+    /// (0 the configured one, else 1 WB, 2 WT, 3 WA, 4 WO, 5 RO, 6 PT).
+    pub balancer_policy: u8,
+    /// Requests the balancer sent past the cache in the interval.
+    pub balancer_bypassed: u64,
 }
 
 /// CSV header of [`write_timeline_csv`], in column order.
-pub const TIMELINE_COLUMNS: [&str; 30] = [
+pub const TIMELINE_COLUMNS: [&str; 34] = [
     "start_ns",
     "end_ns",
     "warmup",
@@ -104,6 +113,10 @@ pub const TIMELINE_COLUMNS: [&str; 30] = [
     "cache_queued_w",
     "cache_queued_p",
     "cache_queued_e",
+    "balancer_burst",
+    "balancer_group",
+    "balancer_policy",
+    "balancer_bypassed",
 ];
 
 /// Writes rows as CSV with a header line ([`TIMELINE_COLUMNS`]).
@@ -116,7 +129,7 @@ pub fn write_timeline_csv(rows: &[TimelineRow], out: &mut dyn Write) -> Result<(
     for r in rows {
         writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.start_ns,
             r.end_ns,
             r.warmup as u8,
@@ -146,7 +159,11 @@ pub fn write_timeline_csv(rows: &[TimelineRow], out: &mut dyn Write) -> Result<(
             r.cache_queued_r,
             r.cache_queued_w,
             r.cache_queued_p,
-            r.cache_queued_e
+            r.cache_queued_e,
+            r.balancer_burst as u8,
+            r.balancer_group,
+            r.balancer_policy,
+            r.balancer_bypassed
         )
         .map_err(io)?;
     }

@@ -190,6 +190,10 @@ pub trait PolicyCore {
     /// Polls the load balancer if an interval ended (see [`Cache::balance`]); returns when
     /// to call again (`None`: never).
     fn balance(&mut self, state: &ExecutorState) -> Option<Nanos>;
+    /// What the balancer saw and decided at its last poll.
+    fn balance_report(&self) -> Option<crate::balancing::BalanceReport>;
+    /// The write policy the balancer has in force (`None`: the configured one).
+    fn balanced_write_policy(&self) -> Option<WritePolicy>;
     /// Hint that `req` is processed soon (see [`Cache::prefetch`]); changes nothing. Default:
     /// no hint.
     #[inline]
@@ -244,6 +248,12 @@ impl PolicyCore for Cache {
     }
     fn balance(&mut self, state: &ExecutorState) -> Option<Nanos> {
         Cache::balance(self, state)
+    }
+    fn balance_report(&self) -> Option<crate::balancing::BalanceReport> {
+        Cache::balance_report(self)
+    }
+    fn balanced_write_policy(&self) -> Option<WritePolicy> {
+        Cache::balanced_write_policy(self)
     }
     #[inline]
     fn prefetch(&self, req: &Request, stage: u8) {
@@ -465,6 +475,14 @@ impl PolicyCore for ShardedCache {
             c.follow_balancing(d);
         }
         next
+    }
+
+    fn balance_report(&self) -> Option<crate::balancing::BalanceReport> {
+        self.shards[0].balance_report()
+    }
+
+    fn balanced_write_policy(&self) -> Option<WritePolicy> {
+        self.shards[0].balanced_write_policy()
     }
 }
 

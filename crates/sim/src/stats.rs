@@ -65,6 +65,12 @@ pub fn fill_policy_metrics(m: &mut RunMetrics, d: &CacheStats) {
         .iter()
         .map(|r| (r.name().to_string(), d.bypasses_for(*r)))
         .collect();
+    if d.balancer_bypassed > 0 {
+        // Requests the load balancer sent past the cache (their lines also count under
+        // "mode": the mode in force for them sent them to the backend).
+        m.bypasses
+            .insert("balancer-requests".to_string(), d.balancer_bypassed);
+    }
     m.cache_bytes_written = d.cache_bytes_written;
     m.cache_bytes_read = d.cache_bytes_read;
     m.backend_bytes_read = d.backend_bytes_read;

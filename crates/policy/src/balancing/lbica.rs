@@ -10,10 +10,11 @@
 //!
 //! The tail of group 3 is the part of the cache queue that would wait longer than draining
 //! the backend's queue takes: a share `1 − backend_qtime / cache_qtime` of the writes goes
-//! around the cache (write-around: a cached copy is kept up to date). When the burst ends
-//! the configured policy returns.
+//! around the cache (write-around: a cached copy is kept up to date), at most the backend's
+//! share of the two devices' service rates (the decision holds for an interval). When the
+//! burst ends the configured policy returns.
 
-use super::{observe, BalanceDecision, BalanceReport, Balancer};
+use super::{capacity_share, observe, BalanceDecision, BalanceReport, Balancer};
 use crate::config::WritePolicy;
 use crate::executor::ExecutorState;
 use tiercache_core::Nanos;
@@ -99,7 +100,7 @@ impl Balancer for Lbica {
             Some(LbicaGroup::Mixed) => BalanceDecision::policy(WritePolicy::ReadOnly),
             Some(LbicaGroup::WriteIntensive) => BalanceDecision {
                 write_policy: Some(WritePolicy::WriteBack),
-                bypass_writes: 1.0 - b as f64 / c as f64,
+                bypass_writes: (1.0 - b as f64 / c as f64).min(capacity_share(state)),
                 bypass_writes_as: WritePolicy::WriteAround,
                 ..BalanceDecision::KEEP
             },
@@ -161,8 +162,9 @@ mod tests {
             assert_eq!(rep.group, group, "{mix:?}");
             assert_eq!(d.write_policy, policy, "{mix:?}");
             if group == 3 {
-                // The tail beyond the backend's drain time: 1 − 0.1 ms / 2 ms of the writes.
-                assert!((d.bypass_writes - 0.95).abs() < 1e-9, "{}", d.bypass_writes);
+                // The tail beyond the backend's drain time, 1 − 0.1 ms / 2 ms of the writes,
+                // capped at the backend's share of the service rates, 100 / (100 + 100).
+                assert!((d.bypass_writes - 0.5).abs() < 1e-9, "{}", d.bypass_writes);
                 assert_eq!(d.bypass_writes_as, WritePolicy::WriteAround);
             } else {
                 assert_eq!(d.bypass_writes, 0.0);

@@ -12,7 +12,10 @@
 //! sent past), so a simulated run stays reproducible. A read sent past is served as under
 //! pass-through (dirty data still comes from the cache: a bypass never serves stale data); a
 //! write sent past as under [`BalanceDecision::bypass_writes_as`] (write-around keeps a
-//! cached copy up to date, read-only drops it). Adding a policy is a file here, a
+//! cached copy up to date, read-only drops it). Because a share holds for a whole interval,
+//! the balancers cap it at the backend's share of the two devices' service rates (see
+//! `capacity_share`): the literal per-request rules, applied for 10 ms at once, would send
+//! the whole burst to a backend whose queue merely looked empty at the poll. Adding a policy is a file here, a
 //! [`BalancingConfig`] variant and a line in [`build`].
 
 mod lbica;
@@ -182,6 +185,23 @@ pub fn build(cfg: &BalancingConfig) -> Box<dyn Balancer> {
             sequential,
         } => Box::new(Lbica::new(interval_ns, dominance, sequential)),
         BalancingConfig::Sib { interval_ns } => Box::new(Sib::new(interval_ns)),
+    }
+}
+
+/// The most a decision held for a whole interval may send past the cache: the backend's
+/// share of the two devices' combined service rate, `s_cache / (s_cache + s_backend)` (the
+/// split at which both would be equally busy). A share computed from the queues at one
+/// instant and applied for an interval would otherwise overshoot: a queue seen empty at the
+/// backend says nothing of how much more it can take.
+pub(crate) fn capacity_share(state: &ExecutorState) -> f64 {
+    let (c, b) = (
+        state.cache.service_ns as f64,
+        state.backend.service_ns as f64,
+    );
+    if c + b <= 0.0 {
+        0.0
+    } else {
+        c / (c + b)
     }
 }
 

@@ -5,11 +5,12 @@
 //! The k-th op queued at the cache completes after about `k × cache_service`; one sent to the
 //! backend now completes after `backend_qtime + backend_service`. Ops beyond position
 //! `x = (backend_qtime + backend_service) / cache_service` finish sooner at the backend, so a
-//! share `(queued − x) / queued` of the requests goes there: reads served from the backend,
+//! share `(queued − x) / queued` of the requests goes there (at most the backend's share of the
+//! two devices' service rates, as the decision holds for an interval): reads served from the backend,
 //! writes written to the backend with any cached copy dropped (nothing is dirty in a
 //! write-through cache, so nothing is lost).
 
-use super::{observe, BalanceDecision, BalanceReport, Balancer};
+use super::{capacity_share, observe, BalanceDecision, BalanceReport, Balancer};
 use crate::config::WritePolicy;
 use crate::executor::ExecutorState;
 use tiercache_core::Nanos;
@@ -46,7 +47,8 @@ impl Balancer for Sib {
         let share = if burst && state.cache.queued > 0 {
             let at_backend = b.saturating_add(state.backend.service_ns);
             let x = (at_backend / state.cache.service_ns.max(1)).min(u64::from(state.cache.queued));
-            (u64::from(state.cache.queued) - x) as f64 / f64::from(state.cache.queued)
+            let tail = (u64::from(state.cache.queued) - x) as f64 / f64::from(state.cache.queued);
+            tail.min(capacity_share(state))
         } else {
             0.0
         };
@@ -102,9 +104,17 @@ mod tests {
     fn the_tail_that_finishes_sooner_at_the_backend_goes_there() {
         let mut s = Sib::new(1_000_000);
         // 20 ops of 100 µs at the cache; the backend drains in 400 µs and serves one in
-        // 400 µs more: positions past 8 finish sooner there, 12 of 20.
+        // 400 µs more: positions past 8 finish sooner there, 12 of 20; but a backend 4 times
+        // slower per op takes at most 100 / (100 + 400) of the load.
         let d = s.poll(&state(20, 400_000), WritePolicy::WriteThrough);
-        assert!((d.bypass_reads - 0.6).abs() < 1e-9, "{}", d.bypass_reads);
+        assert!((d.bypass_reads - 0.2).abs() < 1e-9, "{}", d.bypass_reads);
+        // A backend as fast per op: the tail decides.
+        let mut st = state(20, 400_000);
+        st.backend.service_ns = 100_000;
+        st.backend.queued = 4;
+        let d = s.poll(&st, WritePolicy::WriteThrough);
+        // Backend drains in 400 µs + 100 µs: positions past 5 go, 15 of 20, capped at 0.5.
+        assert!((d.bypass_reads - 0.5).abs() < 1e-9, "{}", d.bypass_reads);
         assert_eq!(d.bypass_writes, d.bypass_reads);
         assert_eq!(d.bypass_writes_as, WritePolicy::ReadOnly);
         assert_eq!(d.write_policy, None);

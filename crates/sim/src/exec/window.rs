@@ -89,6 +89,11 @@ impl Sim<'_> {
         let resident = self.cache.resident_lines();
         self.dirty_max = self.dirty_max.max(dirty);
         let warm_at = self.window.as_ref().map(|w| w.at);
+        let report = self.cache.balance_report();
+        let policy_index = self
+            .cache
+            .balanced_write_policy()
+            .map_or(0, |p| p as u8 + 1);
         let Some(tl) = &mut self.timeline else { return };
         let start = tl.next_tick - tl.interval;
         let secs = (end - start) as f64 / 1e9;
@@ -153,7 +158,11 @@ impl Sim<'_> {
             cache_queued_r: q(OpCause::ReadHit),
             cache_queued_w: q(OpCause::Write) + q(OpCause::Fill),
             cache_queued_p: q(OpCause::Promotion),
-            cache_queued_e: q(OpCause::Clean) + q(OpCause::EvictFlush),
+            cache_queued_e: q(OpCause::Clean) + q(OpCause::EvictFlush) + q(OpCause::Demote),
+            balancer_burst: report.is_some_and(|r| r.burst),
+            balancer_group: report.map_or(0, |r| r.group),
+            balancer_policy: policy_index,
+            balancer_bypassed: d.balancer_bypassed,
         });
 
         tl.prev_stats = stats;
