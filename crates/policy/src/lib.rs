@@ -11,6 +11,7 @@
 //! - `engine/`: the write policies (cache modes) as one table;
 //! - `promotion/`: admission policies (always, nhit, SMQ, never);
 //! - `cleaning/`: when to flush (lazy, aggressive, threshold);
+//! - `partition/`: the replacement domains (per-volume partitions, resizable at run time);
 //! - replacement policies live in the `tiercache-eviction` crate.
 
 #![warn(missing_docs)]
@@ -20,6 +21,7 @@ pub mod cleaning;
 pub mod config;
 pub mod engine;
 pub mod metadata;
+pub mod partition;
 pub mod promotion;
 pub mod stats;
 
@@ -30,5 +32,6 @@ pub use config::{
     CacheConfig, CleaningConfig, DirtyFullPolicy, EvictionKind, PartitionConfig, PromotionConfig,
     WritePolicy,
 };
-pub use stats::{BypassReason, CacheStats};
+pub use partition::{PartitionId, PartitionInfo};
+pub use stats::{BypassReason, CacheStats, PartitionStats};
 pub use tiercache_core::Plan;

@@ -27,11 +27,15 @@ impl Cache {
         if m.valid & need != need {
             return None;
         }
-        let p = m.partition as usize;
-        self.parts[p].evict.hit(slot);
+        let (p, pinned) = (m.partition as usize, m.pinned);
+        self.policy_hit(p, slot, pinned);
         if self.promotion_learns {
             self.promotion.on_hit(key);
         }
+        let ps = &mut self.parts[p].stats;
+        ps.line_hits += 1;
+        ps.read_line_accesses += 1;
+        ps.read_line_hits += 1;
         let s = &mut self.stats;
         s.requests += 1;
         s.read_requests += 1;
@@ -66,10 +70,13 @@ impl Cache {
         let Some(slot) = self.table.lookup(key) else {
             self.stats.line_misses += 1;
             out.line_misses += 1;
+            let p = self.partition(vol);
+            let ps = &mut self.parts[p].stats;
+            ps.line_misses += 1;
+            ps.read_line_accesses += 1;
             let reason = if rules.read_miss == ReadMiss::BackendOnly {
                 Some(BypassReason::Mode)
             } else {
-                let p = self.partition(vol);
                 let occ = self.occupancy(p);
                 if self.promotion.should_promote(key, occ) {
                     match self.allocate(p, key, false) {
@@ -99,6 +106,7 @@ impl Cache {
                             );
                             self.table.add_valid(slot, self.geo.full_mask());
                             self.stats.promotions += 1;
+                            self.parts[p].stats.promotions += 1;
                             return;
                         }
                         Err(r) => Some(r),
@@ -115,21 +123,26 @@ impl Cache {
             return;
         };
         let m = *self.table.meta(slot);
+        let p = m.partition as usize;
         if rules.reads_bypass_cache && m.dirty & need == 0 {
             // Pass-through: the backend has current data for every needed sub-block.
             self.stats.line_misses += 1;
+            self.parts[p].stats.line_misses += 1;
+            self.parts[p].stats.read_line_accesses += 1;
             self.stats.bypass(BypassReason::Mode);
             out.line_misses += 1;
             out.line_bypasses += 1;
             self.read_slice_from_backend(vol, line_base, s);
             return;
         }
-        let p = m.partition as usize;
-        self.parts[p].evict.hit(slot);
+        self.policy_hit(p, slot, m.pinned);
         if self.promotion_learns {
             self.promotion.on_hit(key);
         }
+        self.parts[p].stats.read_line_accesses += 1;
         if m.valid & need == need {
+            self.parts[p].stats.line_hits += 1;
+            self.parts[p].stats.read_line_hits += 1;
             self.stats.line_hits += 1;
             self.stats.read_line_hits += 1;
             out.line_hits += 1;
@@ -146,6 +159,7 @@ impl Cache {
         }
         // Partial hit: valid sub-blocks from the cache, the rest from the backend, then filled in.
         self.stats.line_partial_hits += 1;
+        self.parts[p].stats.line_partial_hits += 1;
         out.line_partial_hits += 1;
         for (lo, hi) in runs(need & m.valid) {
             let (a, b) = ((lo as u64 * sub).max(s.start), (hi as u64 * sub).min(s.end));

@@ -29,7 +29,8 @@ impl Cache {
             self.stats.write_line_hits += 1;
             out.line_hits += 1;
             let p = m.partition as usize;
-            self.parts[p].evict.hit(slot);
+            self.parts[p].stats.line_hits += 1;
+            self.policy_hit(p, slot, m.pinned);
             if self.promotion_learns {
                 self.promotion.on_hit(key);
             }
@@ -65,12 +66,11 @@ impl Cache {
         }
         self.stats.line_misses += 1;
         out.line_misses += 1;
+        let p = self.partition(vol);
+        self.parts[p].stats.line_misses += 1;
         let alloc = match rules.write_miss {
             WriteMiss::BackendOnly => Err(BypassReason::Mode),
-            WriteMiss::AllocateDirty | WriteMiss::AllocateThrough => {
-                let p = self.partition(vol);
-                self.allocate(p, key, true)
-            }
+            WriteMiss::AllocateDirty | WriteMiss::AllocateThrough => self.allocate(p, key, true),
         };
         let (slot, stage) = match alloc {
             Ok(x) => x,
@@ -83,6 +83,7 @@ impl Cache {
         };
         self.stats.promotions += 1;
         self.stats.write_allocations += 1;
+        self.parts[p].stats.promotions += 1;
         let a = self.cache_addr(slot, s.start);
         if rules.write_miss == WriteMiss::AllocateDirty {
             self.write_dirty(vol, slot, line_base, s, touched & !covered, stage);
