@@ -177,16 +177,16 @@ impl CacheStats {
 /// or, on a miss, in the partition of the volume asking for it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionStats {
-    /// Line accesses finding the line resident with every needed sub-block valid.
-    pub line_hits: u64,
-    /// Line accesses finding the line resident but some needed sub-blocks invalid.
-    pub line_partial_hits: u64,
-    /// Line accesses not finding the line.
-    pub line_misses: u64,
-    /// Read line accesses.
-    pub read_line_accesses: u64,
-    /// Read line accesses that were full hits.
+    /// Read line accesses finding the line resident with every needed sub-block valid.
     pub read_line_hits: u64,
+    /// Read line accesses finding the line resident but some needed sub-blocks invalid.
+    pub read_line_partial_hits: u64,
+    /// Read line accesses not finding the line (or passing it by, in pass-through modes).
+    pub read_line_misses: u64,
+    /// Write line accesses finding the line resident.
+    pub write_line_hits: u64,
+    /// Write line accesses not finding the line.
+    pub write_line_misses: u64,
     /// Lines inserted (read promotions and write allocations).
     pub promotions: u64,
     /// Lines evicted (to make room or because the partition shrank).
@@ -200,29 +200,51 @@ pub struct PartitionStats {
     pub written_back_bytes: u64,
 }
 
+// Kept per kind of access so that a hit costs one increment (the hot path of hit-ratio runs);
+// the sums are methods.
 impl PartitionStats {
+    /// Line hits (reads and writes; as [`CacheStats::line_hits`]).
+    pub fn line_hits(&self) -> u64 {
+        self.read_line_hits + self.write_line_hits
+    }
+
+    /// Line partial hits (reads only).
+    pub fn line_partial_hits(&self) -> u64 {
+        self.read_line_partial_hits
+    }
+
+    /// Line misses (reads and writes).
+    pub fn line_misses(&self) -> u64 {
+        self.read_line_misses + self.write_line_misses
+    }
+
+    /// Read line accesses.
+    pub fn read_line_accesses(&self) -> u64 {
+        self.read_line_hits + self.read_line_partial_hits + self.read_line_misses
+    }
+
     /// Line accesses (hits, partial hits and misses).
     pub fn line_accesses(&self) -> u64 {
-        self.line_hits + self.line_partial_hits + self.line_misses
+        self.line_hits() + self.line_partial_hits() + self.line_misses()
     }
 
     /// Full line hits / line accesses (0 when no access).
     pub fn hit_ratio(&self) -> f64 {
-        ratio(self.line_hits, self.line_accesses())
+        ratio(self.line_hits(), self.line_accesses())
     }
 
     /// Read line hit ratio.
     pub fn read_hit_ratio(&self) -> f64 {
-        ratio(self.read_line_hits, self.read_line_accesses)
+        ratio(self.read_line_hits, self.read_line_accesses())
     }
 
     /// Adds `o`'s counts to these.
     pub fn merge(&mut self, o: &PartitionStats) {
-        self.line_hits += o.line_hits;
-        self.line_partial_hits += o.line_partial_hits;
-        self.line_misses += o.line_misses;
-        self.read_line_accesses += o.read_line_accesses;
         self.read_line_hits += o.read_line_hits;
+        self.read_line_partial_hits += o.read_line_partial_hits;
+        self.read_line_misses += o.read_line_misses;
+        self.write_line_hits += o.write_line_hits;
+        self.write_line_misses += o.write_line_misses;
         self.promotions += o.promotions;
         self.evictions += o.evictions;
         self.dirty_evictions += o.dirty_evictions;

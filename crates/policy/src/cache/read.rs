@@ -28,14 +28,14 @@ impl Cache {
             return None;
         }
         let (p, pinned) = (m.partition as usize, m.pinned);
-        self.policy_hit(p, slot, pinned);
+        let part = &mut self.parts[p];
+        part.stats.read_line_hits += 1;
+        if !pinned || !self.leaving.contains(&slot) {
+            part.evict.hit(slot);
+        }
         if self.promotion_learns {
             self.promotion.on_hit(key);
         }
-        let ps = &mut self.parts[p].stats;
-        ps.line_hits += 1;
-        ps.read_line_accesses += 1;
-        ps.read_line_hits += 1;
         let s = &mut self.stats;
         s.requests += 1;
         s.read_requests += 1;
@@ -71,9 +71,7 @@ impl Cache {
             self.stats.line_misses += 1;
             out.line_misses += 1;
             let p = self.partition(vol);
-            let ps = &mut self.parts[p].stats;
-            ps.line_misses += 1;
-            ps.read_line_accesses += 1;
+            self.parts[p].stats.read_line_misses += 1;
             let reason = if rules.read_miss == ReadMiss::BackendOnly {
                 Some(BypassReason::Mode)
             } else {
@@ -127,8 +125,7 @@ impl Cache {
         if rules.reads_bypass_cache && m.dirty & need == 0 {
             // Pass-through: the backend has current data for every needed sub-block.
             self.stats.line_misses += 1;
-            self.parts[p].stats.line_misses += 1;
-            self.parts[p].stats.read_line_accesses += 1;
+            self.parts[p].stats.read_line_misses += 1;
             self.stats.bypass(BypassReason::Mode);
             out.line_misses += 1;
             out.line_bypasses += 1;
@@ -139,9 +136,7 @@ impl Cache {
         if self.promotion_learns {
             self.promotion.on_hit(key);
         }
-        self.parts[p].stats.read_line_accesses += 1;
         if m.valid & need == need {
-            self.parts[p].stats.line_hits += 1;
             self.parts[p].stats.read_line_hits += 1;
             self.stats.line_hits += 1;
             self.stats.read_line_hits += 1;
@@ -159,7 +154,7 @@ impl Cache {
         }
         // Partial hit: valid sub-blocks from the cache, the rest from the backend, then filled in.
         self.stats.line_partial_hits += 1;
-        self.parts[p].stats.line_partial_hits += 1;
+        self.parts[p].stats.read_line_partial_hits += 1;
         out.line_partial_hits += 1;
         for (lo, hi) in runs(need & m.valid) {
             let (a, b) = ((lo as u64 * sub).max(s.start), (hi as u64 * sub).min(s.end));

@@ -29,7 +29,7 @@ impl Cache {
             self.stats.write_line_hits += 1;
             out.line_hits += 1;
             let p = m.partition as usize;
-            self.parts[p].stats.line_hits += 1;
+            self.parts[p].stats.write_line_hits += 1;
             self.policy_hit(p, slot, m.pinned);
             if self.promotion_learns {
                 self.promotion.on_hit(key);
@@ -67,7 +67,7 @@ impl Cache {
         self.stats.line_misses += 1;
         out.line_misses += 1;
         let p = self.partition(vol);
-        self.parts[p].stats.line_misses += 1;
+        self.parts[p].stats.write_line_misses += 1;
         let alloc = match rules.write_miss {
             WriteMiss::BackendOnly => Err(BypassReason::Mode),
             WriteMiss::AllocateDirty | WriteMiss::AllocateThrough => self.allocate(p, key, true),
