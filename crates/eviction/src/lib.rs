@@ -16,6 +16,11 @@
 //! `hit`, `insert`, `evict` and `remove` are O(1) (eviction scans only past pinned slots or, for
 //! the CLOCK-like policies, past referenced ones) and never allocate.
 //!
+//! A policy's capacity can change at run time ([`Eviction::set_capacity`], for partitions
+//! resized by a multi-tenant cache): ARC and S3-FIFO re-derive their targets and ghost sizes
+//! from it, and the caller evicts any excess. [`Eviction::insert_cold`] places a line where
+//! it is evicted next (for the lower level of a cache hierarchy, SPEC §4.7).
+//!
 //! Semantics follow libCacheSim's implementations with all objects of size 1 (`capacity` is
 //! its cache size in objects); `tests/libcachesim_golden.rs` checks every policy but MRU
 //! request by request against hits recorded from libCacheSim itself. Pinned slots (lines under
@@ -84,7 +89,8 @@ pub const NO_INCOMING: LineKey = LineKey(u64::MAX);
 /// - [`Eviction::set_capacity`] changes the capacity the policy adapts to (a partition resized
 ///   at run time). A policy never evicts by itself: after shrinking below [`Eviction::len`] the
 ///   caller calls `evict` (with [`NO_INCOMING`] when no line is waiting for the room) until the
-///   policy fits, and calls it again on a miss while `len() >= capacity`.
+///   policy fits (or every candidate is pinned), as it calls `evict` on a miss when
+///   `len() >= capacity`.
 pub trait Eviction: Send {
     /// Policy name as written in configs.
     fn name(&self) -> &'static str;

@@ -650,3 +650,43 @@ fn bad_resizes_name_the_field_and_change_nothing() {
     let d = cache.partition_dirty_state(PartitionId(0)).unwrap();
     assert_eq!((d.dirty_lines, d.capacity_lines), (0, 1));
 }
+
+/// A per-partition cleaner sees each partition's dirty lines and flushes one partition only.
+#[test]
+fn cleaning_one_partition_leaves_the_others_dirty() {
+    let mut cache = Cache::new(&config(16, EvictionKind::S3Fifo)).unwrap();
+    let mut jobs = Vec::new();
+    let p2 = cache.set_partition(VolumeId(2), 8, &mut jobs).unwrap();
+    let shared = cache.partition_of(VolumeId(0));
+    let mut plan = Plan::new();
+    for line in 0..5 {
+        let req = Request::write(line * 4096, 4096);
+        cache.access(&req, Some(&mut plan)).unwrap();
+        cache
+            .access(&req.on_volume(VolumeId(2)), Some(&mut plan))
+            .unwrap();
+    }
+    let dirty = |c: &Cache, id| c.partition_dirty_state(id).unwrap().dirty_lines;
+    assert_eq!((dirty(&cache, p2), dirty(&cache, shared)), (5, 5));
+    assert_eq!(cache.partition_dirty_state(p2).unwrap().capacity_lines, 8);
+    assert!(cache.flush_partition(p2, 3, &mut jobs));
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].lines(), 3);
+    assert!(jobs[0]
+        .plan
+        .ops
+        .iter()
+        .all(|o| o.volume == VolumeId(2) && o.cause == OpCause::Clean));
+    assert_eq!((dirty(&cache, p2), dirty(&cache, shared)), (2, 5));
+    assert!(!cache.flush_partition(PartitionId(9), 3, &mut jobs));
+    for job in jobs.drain(..) {
+        cache.flush_done(job);
+    }
+    assert!(cache.flush_partition(p2, 10, &mut jobs));
+    assert_eq!(jobs[0].lines(), 2);
+    assert!(
+        !cache.flush_partition(p2, 10, &mut jobs),
+        "the rest is pinned"
+    );
+    cache.audit();
+}

@@ -360,7 +360,7 @@ impl Cache {
             return;
         };
         if stage >= 3 {
-            if part.used == part.capacity {
+            if part.used >= part.capacity {
                 if let Some((victim, then)) = part.evict.victim_hint() {
                     self.table.prefetch_victim(victim, then);
                     if let Some(t) = then {

@@ -119,6 +119,9 @@ impl Cache {
     /// not kept). Lines come from the capacity no partition holds first, then from the
     /// shared partition; lines given up return to the shared partition. Shrinks append flush
     /// jobs to `jobs` as [`Cache::resize_partitions`] does. On error nothing changes.
+    ///
+    /// Run-time partitions are not journaled: an executor rebuilding a cache from its
+    /// journal re-applies them before [`Cache::restore_line`].
     pub fn set_partition(
         &mut self,
         volume: VolumeId,
