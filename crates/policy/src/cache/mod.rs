@@ -4,7 +4,7 @@
 //! rest is split by concern: `read` (the read path), `write` (the write path), `allocate`
 //! (slots and victims), `jobs` (flush jobs), `journal` (metadata updates and recovery) and
 //! `resize` (partitions resized or created at run time; the domains themselves are
-//! [`crate::partition::Partitions`]).
+//! `partition::Partitions`).
 
 use crate::cleaning::{CleaningPolicy, DirtyState};
 use crate::config::{CacheConfig, CleaningConfig, DirtyFullPolicy, PromotionConfig, WritePolicy};
