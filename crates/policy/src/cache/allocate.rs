@@ -30,7 +30,7 @@ impl Cache {
             self.parts[p].used += 1;
             slot
         } else {
-            if part.evict.is_empty() {
+            if part.linked() == 0 {
                 return Err(BypassReason::NoSpace);
             }
             let table = &self.table;

@@ -445,6 +445,13 @@ impl Cache {
         self.parts.of_volume(volume)
     }
 
+    /// Counts `len` bytes written to the cache device for a line of partition `p` (the
+    /// cache's own total is counted by `emit`).
+    #[inline]
+    fn count_cache_write(&mut self, p: usize, len: u64) {
+        self.parts[p].stats.cache_bytes_written += len;
+    }
+
     /// Tells partition `p`'s policy that resident `slot` was hit, unless the line is leaving
     /// its partition (a shrink's victim under write-back, out of the policy already). Only
     /// pinned lines can be leaving, so the common case costs one test of a loaded flag.
@@ -567,13 +574,9 @@ impl Cache {
         }
         match (o.device, o.kind) {
             (Device::Cache, IoKind::Read) => self.stats.cache_bytes_read += o.len,
-            (Device::Cache, IoKind::Write) => {
-                self.stats.cache_bytes_written += o.len;
-                // Cache writes only go to installed lines: the slot tells the partition.
-                let slot = self.geo.line_of(o.offset) as Slot;
-                let p = self.table.meta(slot).partition as usize;
-                self.parts[p].stats.cache_bytes_written += o.len;
-            }
+            // Each partition's share is counted where the write is planned
+            // (`count_cache_write`), where the partition is at hand.
+            (Device::Cache, IoKind::Write) => self.stats.cache_bytes_written += o.len,
             (Device::Backend, IoKind::Read) => self.stats.backend_bytes_read += o.len,
             (Device::Backend, IoKind::Write) => {
                 self.stats.backend_bytes_written += o.len;

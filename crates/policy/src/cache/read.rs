@@ -90,6 +90,7 @@ impl Cache {
                                 OpCause::ReadMiss,
                             ));
                             let a = self.cache_addr(slot, 0);
+                            self.count_cache_write(p, l);
                             self.emit(
                                 DevOp::cache(
                                     IoKind::Write,
@@ -179,6 +180,7 @@ impl Cache {
                 OpCause::ReadMiss,
             ));
             let addr = self.cache_addr(slot, a);
+            self.count_cache_write(p, b - a);
             self.emit(
                 DevOp::cache(
                     IoKind::Write,

@@ -46,6 +46,7 @@ impl Cache {
                 }
                 WriteHit::CacheAndBackend => {
                     let a = self.cache_addr(slot, s.start);
+                    self.count_cache_write(p, len);
                     self.emit(DevOp::cache(
                         IoKind::Write,
                         vol,
@@ -88,6 +89,7 @@ impl Cache {
         if rules.write_miss == WriteMiss::AllocateDirty {
             self.write_dirty(vol, slot, line_base, s, touched & !covered, stage);
         } else {
+            self.count_cache_write(p, len);
             self.emit(
                 DevOp::cache(
                     IoKind::Write,
@@ -118,6 +120,7 @@ impl Cache {
     ) {
         let stage = self.fill_edges(vol, slot, line_base, edges, s.start, s.end, stage);
         let (a, len) = (self.cache_addr(slot, s.start), s.end - s.start);
+        self.count_cache_write(self.table.meta(slot).partition as usize, len);
         self.emit(
             DevOp::cache(
                 IoKind::Write,
@@ -162,6 +165,7 @@ impl Cache {
                             .at_stage(stage),
                     );
                     let addr = self.cache_addr(slot, x);
+                    self.count_cache_write(self.table.meta(slot).partition as usize, y - x);
                     self.emit(
                         DevOp::cache(
                             IoKind::Write,
