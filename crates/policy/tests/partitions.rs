@@ -118,11 +118,15 @@ enum Step {
         weights: Vec<u8>,
         fill: u8,
         overflow: bool,
+        /// Complete the jobs at once and check that every partition fits.
+        settle: bool,
     },
     /// Give a volume its own partition of `eighths`/8 of a quarter of the cache.
     SetPartition {
         volume: u32,
         eighths: u8,
+        /// As for `Resize`.
+        settle: bool,
     },
     /// Complete every job and settle: each partition must then fit its capacity.
     Settle,
@@ -151,9 +155,10 @@ fn step_strategy() -> impl Strategy<Value = Step> {
         30 => req.prop_map(Step::Req),
         2 => Just(Step::Clean),
         3 => Just(Step::Complete),
-        3 => (proptest::collection::vec(0u8..8, 1..6), 0u8..=8, proptest::bool::weighted(0.15))
-            .prop_map(|(weights, fill, overflow)| Step::Resize { weights, fill, overflow }),
-        2 => (0..VOLUMES, 0u8..=8).prop_map(|(volume, eighths)| Step::SetPartition { volume, eighths }),
+        3 => (proptest::collection::vec(0u8..8, 1..6), 0u8..=8, proptest::bool::weighted(0.15), any::<bool>())
+            .prop_map(|(weights, fill, overflow, settle)| Step::Resize { weights, fill, overflow, settle }),
+        2 => (0..VOLUMES, 0u8..=8, any::<bool>())
+            .prop_map(|(volume, eighths, settle)| Step::SetPartition { volume, eighths, settle }),
         1 => Just(Step::Settle),
     ]
 }
@@ -331,7 +336,7 @@ proptest! {
                 Step::Complete => {
                     rig.complete_oldest();
                 }
-                Step::Resize { weights, fill, overflow } => {
+                Step::Resize { weights, fill, overflow, settle } => {
                     let count = rig.cache.partition_count();
                     let w: Vec<u64> = (0..count).map(|i| weights[i % weights.len()] as u64).collect();
                     let sum: u64 = w.iter().sum::<u64>().max(1);
@@ -362,8 +367,11 @@ proptest! {
                         }
                     }
                     rig.take_jobs(a, b)?;
+                    if settle {
+                        rig.settle()?;
+                    }
                 }
-                Step::SetPartition { volume, eighths } => {
+                Step::SetPartition { volume, eighths, settle } => {
                     let want = lines / 4 * eighths as u64 / 8;
                     let before = rig.cache.partition_stats();
                     let (mut a, mut b) = (Vec::new(), Vec::new());
@@ -383,6 +391,9 @@ proptest! {
                         }
                     }
                     rig.take_jobs(a, b)?;
+                    if settle {
+                        rig.settle()?;
+                    }
                 }
                 Step::Settle => rig.settle()?,
             }

@@ -639,14 +639,9 @@ impl Cache {
             assert_eq!(part.dirty, dirty[i], "partition {i}: dirty");
             assert_eq!(part.pinned, pinned[i], "partition {i}: pinned");
             assert_eq!(part.leaving, leaving[i], "partition {i}: leaving");
-            // Beyond its capacity only while a shrink waits for write-backs or for lines
-            // that were dirty or pinned when it ran.
-            assert!(
-                !part.over_capacity() || part.dirty + part.pinned > 0,
-                "partition {i}: {} lines over a capacity of {} with nothing blocking",
-                part.linked(),
-                part.capacity
-            );
+            // A partition may hold more lines than its capacity after a shrink (lines pinned
+            // or written again while leaving) until `settle_partitions` (run by `clean`);
+            // it never grows meanwhile, and the tests check it fits once settled.
             assert_eq!(
                 part.evict.len(),
                 part.linked() as usize,
