@@ -304,6 +304,37 @@ mod tests {
     }
 
     #[test]
+    fn shrinking_clamps_the_target_and_the_ghosts() {
+        let mut p = ArcPolicy::new(4, 8);
+        fill(&mut p, 0..4);
+        // As in the test above: key 2 goes to B1 and comes back, p grows to 1.
+        assert_eq!(p.evict(LineKey(10), &|_| false), Some(0));
+        p.insert(0, LineKey(10));
+        p.hit(1);
+        assert_eq!(p.evict(LineKey(11), &|_| false), Some(2));
+        p.insert(2, LineKey(11));
+        let v = p.evict(LineKey(2), &|_| false).unwrap();
+        p.insert(v, LineKey(2));
+        assert_eq!(p.target_t1(), 1.0);
+        p.set_capacity(0);
+        assert_eq!((p.capacity(), p.target_t1()), (0, 0.0));
+        assert_eq!(
+            p.list_sizes()[2] + p.list_sizes()[3],
+            0,
+            "no ghost beyond c"
+        );
+        // The caller evicts the excess; every slot can still leave.
+        let mut left = 0;
+        while p.evict(crate::NO_INCOMING, &|_| false).is_some() {
+            left += 1;
+        }
+        assert_eq!((left, p.len()), (4, 0));
+        // Growing back past the slot limit is clamped to it.
+        p.set_capacity(100);
+        assert_eq!(p.capacity(), 8);
+    }
+
+    #[test]
     fn directory_stays_within_two_c() {
         let c = 16;
         let mut p = ArcPolicy::new(c, c);

@@ -275,6 +275,28 @@ mod tests {
         assert_eq!(p.ghost.capacity(), 94);
     }
 
+    #[test]
+    fn set_capacity_resplits_the_queues_and_trims_the_ghost() {
+        let mut p = S3Fifo::new(20, 40);
+        for s in 0..20 {
+            p.insert(s, LineKey(s as u64));
+        }
+        for k in 0..18 {
+            let v = p.evict(LineKey(100 + k), &|_| false).unwrap();
+            p.insert(v, LineKey(100 + k));
+        }
+        assert!(p.queue_sizes()[2] > 5);
+        p.set_capacity(5);
+        assert_eq!((p.small_capacity, p.main_capacity), (0, 5));
+        assert!(p.queue_sizes()[2] <= 4, "ghost holds at most 0.9 c keys");
+        p.set_capacity(40);
+        assert_eq!(
+            (p.small_capacity, p.main_capacity, p.ghost.capacity()),
+            (4, 36, 36)
+        );
+        assert_eq!(p.len(), 20, "nothing evicted by a capacity change");
+    }
+
     /// 20 lines: small holds 2, main 18.
     fn warm() -> S3Fifo {
         let mut p = S3Fifo::with_config(
