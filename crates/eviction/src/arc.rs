@@ -17,12 +17,19 @@
 //!
 //! The incoming key given to [`Eviction::evict`] is looked up in the ghosts before the victim
 //! is chosen, exactly as libCacheSim's lookup precedes its eviction; further evictions for the
-//! same incoming key and the following [`Eviction::insert`] reuse that answer. Pinned slots are passed over: the victim is the least recent unpinned
-//! slot of the chosen list, or of the other list when all of the chosen one are pinned.
+//! same incoming key and the following [`Eviction::insert`] reuse that answer. Pinned slots are
+//! passed over: the victim is the least recent unpinned slot of the chosen list, or of the
+//! other list when all of the chosen one are pinned.
+//!
+//! The ghosts hold at most `c` keys together; remembering a key when they are full drops the
+//! oldest key of the longer ghost list (B1 on a tie). With the core's protocol that never
+//! happens unless the capacity shrank ([`Eviction::set_capacity`]) or pinned lines forced an
+//! eviction from T2 where ARC would evict from T1. [`Eviction::insert_cold`] is `insert`: ARC
+//! places a line by its ghost history.
 
 use crate::ghost::Ghosts;
 use crate::list::Lists;
-use crate::{Eviction, Slot};
+use crate::{Eviction, Slot, NO_INCOMING};
 use tiercache_core::LineKey;
 
 const T1: usize = 0;
@@ -165,12 +172,18 @@ impl Eviction for ArcPolicy {
 
     fn evict(&mut self, incoming: LineKey, pinned: &dyn Fn(Slot) -> bool) -> Option<Slot> {
         // Several evictions for one incoming line (the core freeing more room) share the
-        // first lookup, as libCacheSim's eviction loop shares its lookup flags.
-        let ghost_hit = match self.pending {
-            Some((k, found)) if k == incoming.0 => found,
-            _ => self.ghost_lookup(incoming),
+        // first lookup, as libCacheSim's eviction loop shares its lookup flags. Evictions for
+        // no line (a shrink) look nothing up and leave a pending lookup alone.
+        let ghost_hit = if incoming == NO_INCOMING {
+            None
+        } else {
+            let found = match self.pending {
+                Some((k, found)) if k == incoming.0 => found,
+                _ => self.ghost_lookup(incoming),
+            };
+            self.pending = Some((incoming.0, found));
+            found
         };
-        self.pending = Some((incoming.0, ghost_hit));
         if let Some(ghost) = ghost_hit {
             let (list, slot) = self.pick(self.replace_list(ghost == B2), pinned)?;
             self.evict_slot(list, slot, true);
@@ -203,6 +216,19 @@ impl Eviction for ArcPolicy {
 
     fn len(&self) -> usize {
         self.lists.len(T1) + self.lists.len(T2)
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// `c` becomes `lines` (at most the slot limit); the target `p` is clamped to it and the
+    /// ghosts B1 + B2 are bounded by it (dropping the oldest keys of the longer list). T1 and
+    /// T2 shrink through the caller's evictions.
+    fn set_capacity(&mut self, lines: usize) {
+        self.capacity = lines.min(self.in_t2.len());
+        self.p = self.p.min(self.capacity as f64);
+        self.ghosts.set_limit(self.capacity);
     }
 
     fn memory_bytes(&self) -> usize {
@@ -275,6 +301,37 @@ mod tests {
         assert_eq!(p.target_t1(), 0.0);
         p.insert(v, LineKey(0));
         assert_eq!(p.list_sizes()[1], 2);
+    }
+
+    #[test]
+    fn shrinking_clamps_the_target_and_the_ghosts() {
+        let mut p = ArcPolicy::new(4, 8);
+        fill(&mut p, 0..4);
+        // As in the test above: key 2 goes to B1 and comes back, p grows to 1.
+        assert_eq!(p.evict(LineKey(10), &|_| false), Some(0));
+        p.insert(0, LineKey(10));
+        p.hit(1);
+        assert_eq!(p.evict(LineKey(11), &|_| false), Some(2));
+        p.insert(2, LineKey(11));
+        let v = p.evict(LineKey(2), &|_| false).unwrap();
+        p.insert(v, LineKey(2));
+        assert_eq!(p.target_t1(), 1.0);
+        p.set_capacity(0);
+        assert_eq!((p.capacity(), p.target_t1()), (0, 0.0));
+        assert_eq!(
+            p.list_sizes()[2] + p.list_sizes()[3],
+            0,
+            "no ghost beyond c"
+        );
+        // The caller evicts the excess; every slot can still leave.
+        let mut left = 0;
+        while p.evict(crate::NO_INCOMING, &|_| false).is_some() {
+            left += 1;
+        }
+        assert_eq!((left, p.len()), (4, 0));
+        // Growing back past the slot limit is clamped to it.
+        p.set_capacity(100);
+        assert_eq!(p.capacity(), 8);
     }
 
     #[test]

@@ -16,6 +16,8 @@ pub struct Clock {
     lists: Lists<1>,
     counter: Vec<u8>,
     max_counter: u8,
+    /// Capacity the owner set (the order does not depend on it).
+    capacity: usize,
 }
 
 impl Clock {
@@ -31,6 +33,7 @@ impl Clock {
             lists: Lists::new(slot_limit),
             counter: vec![0; slot_limit],
             max_counter: ((1u32 << bits) - 1) as u8,
+            capacity: slot_limit,
         }
     }
 }
@@ -80,6 +83,22 @@ impl Eviction for Clock {
 
     fn len(&self) -> usize {
         self.lists.len(0)
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn set_capacity(&mut self, lines: usize) {
+        self.capacity = lines.min(self.lists.slot_limit());
+    }
+
+    /// Inserts at the back with counter 0, where the hand looks first: the line is the next
+    /// victim unless it is hit before the next eviction.
+    #[inline]
+    fn insert_cold(&mut self, slot: Slot, _key: LineKey) {
+        self.counter[slot as usize] = 0;
+        self.lists.push_back(0, slot);
     }
 
     fn memory_bytes(&self) -> usize {

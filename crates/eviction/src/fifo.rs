@@ -10,6 +10,8 @@ use tiercache_core::LineKey;
 #[derive(Debug, Clone)]
 pub struct Fifo {
     lists: Lists<1>,
+    /// Capacity the owner set (the order does not depend on it).
+    capacity: usize,
 }
 
 impl Fifo {
@@ -17,6 +19,7 @@ impl Fifo {
     pub fn new(slot_limit: usize) -> Self {
         Fifo {
             lists: Lists::new(slot_limit),
+            capacity: slot_limit,
         }
     }
 }
@@ -49,6 +52,20 @@ impl Eviction for Fifo {
 
     fn len(&self) -> usize {
         self.lists.len(0)
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn set_capacity(&mut self, lines: usize) {
+        self.capacity = lines.min(self.lists.slot_limit());
+    }
+
+    /// Inserts at the back: the line is the next victim (hits change nothing in FIFO).
+    #[inline]
+    fn insert_cold(&mut self, slot: Slot, _key: LineKey) {
+        self.lists.push_back(0, slot);
     }
 
     fn memory_bytes(&self) -> usize {

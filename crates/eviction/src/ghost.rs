@@ -35,6 +35,8 @@ pub(crate) struct Ghosts<const N: usize> {
     shift: u32,
     /// Entries in use.
     used: usize,
+    /// Most entries held at once (at most the pool size, `keys.len()`).
+    limit: usize,
 }
 
 impl<const N: usize> Ghosts<N> {
@@ -55,13 +57,50 @@ impl<const N: usize> Ghosts<N> {
             table: vec![EMPTY; buckets],
             shift: 64 - buckets.trailing_zeros(),
             used: 0,
+            limit: capacity,
         }
     }
 
     /// Most keys held at once.
     #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
-        self.keys.len()
+        self.limit
+    }
+
+    /// Changes the most keys held at once. Shrinking drops the oldest keys of the longest
+    /// list (the first on a tie) until the set fits, as [`Ghosts::push_front`] would; growing
+    /// past the pool allocated so far rebuilds it (the only allocation after construction),
+    /// keeping every key and its order.
+    pub(crate) fn set_limit(&mut self, limit: usize) {
+        if limit > self.keys.len() {
+            let mut grown = Ghosts::<N>::new(limit);
+            for list in 0..N {
+                // Oldest first, so pushing at the front rebuilds the same order.
+                let mut cur = self.lists.back(list);
+                while let Some(node) = cur {
+                    grown.push_front(list, LineKey(self.keys[node as usize]));
+                    cur = self.lists.newer(node);
+                }
+            }
+            *self = grown;
+        }
+        self.limit = limit;
+        while self.used > self.limit {
+            let longest = self.longest();
+            self.pop_back(longest);
+        }
+    }
+
+    /// The first of the longest lists.
+    #[inline]
+    fn longest(&self) -> usize {
+        (1..N).fold(0, |best, l| {
+            if self.lists.len(l) > self.lists.len(best) {
+                l
+            } else {
+                best
+            }
+        })
     }
 
     /// Keys in `list`.
@@ -157,25 +196,15 @@ impl<const N: usize> Ghosts<N> {
         Some(LineKey(key))
     }
 
-    /// Adds `key` (not present) at the front of `list`. When the pool is full the oldest key
+    /// Adds `key` (not present) at the front of `list`. When the set is full the oldest key
     /// of the longest list (the first on a tie) is dropped first, so the set never exceeds its capacity; a set of
     /// capacity zero ignores the call.
     #[inline]
     pub(crate) fn push_front(&mut self, list: usize, key: LineKey) {
         debug_assert!(list < N);
         debug_assert!(self.find(key.0).is_none(), "ghost key {key:?} added twice");
-        if self.lists.len(FREE) == 0 {
-            // The first of the longest lists.
-            let longest = (1..N).fold(0, |best, l| {
-                if self.lists.len(l) > self.lists.len(best) {
-                    l
-                } else {
-                    best
-                }
-            });
-            if self.pop_back(longest).is_none() {
-                return;
-            }
+        if self.used >= self.limit && self.pop_back(self.longest()).is_none() {
+            return; // a set of limit zero
         }
         let Some(node) = self.lists.pop_back(FREE) else {
             return;
@@ -253,6 +282,7 @@ mod tests {
         Push(usize, u64),
         Remove(u64),
         PopBack(usize),
+        SetLimit(usize),
     }
 
     proptest! {
@@ -266,9 +296,11 @@ mod tests {
                 (0..2usize, 0..24u64).prop_map(|(l, k)| Op::Push(l, k)),
                 (0..24u64).prop_map(Op::Remove),
                 (0..2usize).prop_map(Op::PopBack),
+                (0..12usize).prop_map(Op::SetLimit),
             ], 0..300),
         ) {
             let mut g = Ghosts::<2>::new(capacity);
+            let mut capacity = capacity;
             let mut model: [VecDeque<u64>; 2] = [VecDeque::new(), VecDeque::new()];
             for op in ops {
                 match op {
@@ -297,11 +329,20 @@ mod tests {
                     Op::PopBack(l) => {
                         prop_assert_eq!(g.pop_back(l), model[l].pop_back().map(LineKey));
                     }
+                    Op::SetLimit(n) => {
+                        g.set_limit(n);
+                        capacity = n;
+                        while model[0].len() + model[1].len() > n {
+                            let longest = if model[1].len() > model[0].len() { 1 } else { 0 };
+                            model[longest].pop_back();
+                        }
+                    }
                 }
                 for (l, q) in model.iter().enumerate() {
                     prop_assert_eq!(g.keys_of(l), q.iter().map(|&k| LineKey(k)).collect::<Vec<_>>());
                 }
                 prop_assert_eq!(g.total_len(), model[0].len() + model[1].len());
+                prop_assert!(g.total_len() <= g.capacity());
             }
         }
     }

@@ -16,6 +16,11 @@
 //! `hit`, `insert`, `evict` and `remove` are O(1) (eviction scans only past pinned slots or, for
 //! the CLOCK-like policies, past referenced ones) and never allocate.
 //!
+//! A policy's capacity can change at run time ([`Eviction::set_capacity`], for partitions
+//! resized by a multi-tenant cache): ARC and S3-FIFO re-derive their targets and ghost sizes
+//! from it, and the caller evicts any excess. [`Eviction::insert_cold`] places a line where
+//! it is evicted next (for the lower level of a cache hierarchy, SPEC §4.7).
+//!
 //! Semantics follow libCacheSim's implementations with all objects of size 1 (`capacity` is
 //! its cache size in objects); `tests/libcachesim_golden.rs` checks every policy but MRU
 //! request by request against hits recorded from libCacheSim itself. Pinned slots (lines under
@@ -66,6 +71,11 @@ use tiercache_core::LineKey;
 /// Index of a line frame in the cache (cache-device address = slot × line size).
 pub type Slot = u32;
 
+/// The `incoming` key of an eviction that makes room for no particular line (a partition
+/// shrinking). ARC and S3-FIFO skip their ghost lookup for it. (It is also the key of the last
+/// line of volume 65535; such a line simply gets no ghost hit from a shrink's evictions.)
+pub const NO_INCOMING: LineKey = LineKey(u64::MAX);
+
 /// One replacement policy instance managing up to `capacity` slots.
 ///
 /// Protocol the core follows (and the property tests check against reference models):
@@ -75,7 +85,12 @@ pub type Slot = u32;
 /// - [`Eviction::hit`] on every access to a resident line;
 /// - [`Eviction::remove`] when a resident line leaves other than as a victim (trim, invalidation);
 /// - [`Eviction::evict`] removes and returns the policy's victim, passing over slots for which
-///   `pinned` answers true (lines under write-back); `None` when every resident slot is pinned.
+///   `pinned` answers true (lines under write-back); `None` when every resident slot is pinned;
+/// - [`Eviction::set_capacity`] changes the capacity the policy adapts to (a partition resized
+///   at run time). A policy never evicts by itself: after shrinking below [`Eviction::len`] the
+///   caller calls `evict` (with [`NO_INCOMING`] when no line is waiting for the room) until the
+///   policy fits (or every candidate is pinned), as it calls `evict` on a miss when
+///   `len() >= capacity`.
 pub trait Eviction: Send {
     /// Policy name as written in configs.
     fn name(&self) -> &'static str;
@@ -85,10 +100,27 @@ pub trait Eviction: Send {
     fn hit(&mut self, slot: Slot);
     /// The resident line in `slot` left the cache (not as a victim).
     fn remove(&mut self, slot: Slot);
-    /// Chooses, unlinks and returns a victim to make room for `incoming`.
+    /// Chooses, unlinks and returns a victim to make room for `incoming` ([`NO_INCOMING`]
+    /// when the room is for no line in particular, e.g. a shrink: ghost lists are then not
+    /// consulted).
     fn evict(&mut self, incoming: LineKey, pinned: &dyn Fn(Slot) -> bool) -> Option<Slot>;
     /// Resident slots tracked.
     fn len(&self) -> usize;
+    /// Capacity in lines the policy adapts to (its cache size `c`).
+    fn capacity(&self) -> usize;
+    /// Sets the capacity the policy adapts to, at most the slot limit given to [`build`]
+    /// (larger values are clamped to it). ARC bounds its target `p` and its ghosts by the new
+    /// `c`; S3-FIFO gives its small queue `floor(0.1 c)` lines and its ghost `floor(0.9 c)`
+    /// keys (its configured ratios); the recency policies only record it. Nothing is evicted
+    /// here (see the protocol above). Growing ARC's or S3-FIFO's ghost pool beyond what it
+    /// ever held allocates; nothing else does.
+    fn set_capacity(&mut self, lines: usize);
+    /// Inserts a line at the "evict next" end instead of where [`Eviction::insert`] puts it
+    /// (the lower level of a cache hierarchy inserts blocks the level above now holds there,
+    /// SPEC §4.7). The default is `insert`; each policy documents what it does.
+    fn insert_cold(&mut self, slot: Slot, key: LineKey) {
+        self.insert(slot, key);
+    }
     /// Whether no slot is tracked.
     fn is_empty(&self) -> bool {
         self.len() == 0
@@ -193,15 +225,17 @@ impl FromStr for EvictionKind {
 /// # Panics
 /// If `slot_limit` does not fit in `u32` link space (more than about 4 billion slots).
 pub fn build(kind: EvictionKind, capacity: usize, slot_limit: usize) -> Box<dyn Eviction> {
-    match kind {
+    let mut policy: Box<dyn Eviction> = match kind {
         EvictionKind::Lru => Box::new(Lru::new(slot_limit)),
         EvictionKind::Mru => Box::new(Mru::new(slot_limit)),
         EvictionKind::Fifo => Box::new(Fifo::new(slot_limit)),
         EvictionKind::Clock => Box::new(Clock::new(slot_limit)),
-        EvictionKind::Arc => Box::new(ArcPolicy::new(capacity, slot_limit)),
-        EvictionKind::S3Fifo => Box::new(S3Fifo::new(capacity, slot_limit)),
+        EvictionKind::Arc => return Box::new(ArcPolicy::new(capacity, slot_limit)),
+        EvictionKind::S3Fifo => return Box::new(S3Fifo::new(capacity, slot_limit)),
         EvictionKind::Sieve => Box::new(Sieve::new(slot_limit)),
-    }
+    };
+    policy.set_capacity(capacity);
+    policy
 }
 
 #[cfg(test)]

@@ -52,6 +52,12 @@ impl<const N: usize> Lists<N> {
         self.n_nodes + list as u32
     }
 
+    /// Number of real nodes (the slot limit).
+    #[inline]
+    pub(crate) fn slot_limit(&self) -> usize {
+        self.n_nodes as usize
+    }
+
     /// Whether `idx` is a sentinel (the end of a walk) rather than a real node.
     #[inline]
     pub(crate) fn is_end(&self, idx: u32) -> bool {
@@ -137,6 +143,34 @@ impl<const N: usize> Lists<N> {
         self.lens[list] += 1;
     }
 
+    /// Links an unlinked `node` into `list` just older than `newer` (a node of `list`, or its
+    /// sentinel for the front).
+    #[inline]
+    fn link_older_than(&mut self, list: usize, newer: u32, node: u32) {
+        debug_assert!(!self.is_linked(node), "node {node} linked twice");
+        let older = self.links[newer as usize][1];
+        self.links[node as usize] = [newer, older];
+        self.links[older as usize][0] = node;
+        self.links[newer as usize][1] = node;
+        self.lens[list] += 1;
+    }
+
+    /// Links an unlinked `node` at the back (oldest end) of `list`.
+    #[inline]
+    pub(crate) fn push_back(&mut self, list: usize, node: u32) {
+        let s = self.sentinel(list);
+        // The node newer than the new back: the old back, or the sentinel of an empty list.
+        let newer = self.links[s as usize][0];
+        self.link_older_than(list, newer, node);
+    }
+
+    /// Links an unlinked `node` into `list` just older than `anchor`, a node of `list`.
+    #[inline]
+    pub(crate) fn insert_older(&mut self, list: usize, anchor: u32, node: u32) {
+        debug_assert!(self.is_linked(anchor) && !self.is_end(anchor));
+        self.link_older_than(list, anchor, node);
+    }
+
     /// Unlinks `node` from `list` (which must hold it).
     #[inline]
     pub(crate) fn unlink(&mut self, list: usize, node: u32) {
@@ -201,6 +235,8 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Op {
         PushFront(usize, u32),
+        PushBack(usize, u32),
+        InsertOlder(u32, u32),
         Unlink(u32),
         MoveToFront(u32, usize),
     }
@@ -208,6 +244,8 @@ mod tests {
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             (0..2usize, 0..12u32).prop_map(|(l, n)| Op::PushFront(l, n)),
+            (0..2usize, 0..12u32).prop_map(|(l, n)| Op::PushBack(l, n)),
+            (0..12u32, 0..12u32).prop_map(|(a, n)| Op::InsertOlder(a, n)),
             (0..12u32).prop_map(Op::Unlink),
             (0..12u32, 0..2usize).prop_map(|(n, l)| Op::MoveToFront(n, l)),
         ]
@@ -226,6 +264,19 @@ mod tests {
                         if where_is(&model, n).is_none() {
                             lists.push_front(l, n);
                             model[l].push_front(n);
+                        }
+                    }
+                    Op::PushBack(l, n) => {
+                        if where_is(&model, n).is_none() {
+                            lists.push_back(l, n);
+                            model[l].push_back(n);
+                        }
+                    }
+                    Op::InsertOlder(a, n) => {
+                        if let (Some(l), None) = (where_is(&model, a), where_is(&model, n)) {
+                            lists.insert_older(l, a, n);
+                            let i = model[l].iter().position(|&x| x == a).unwrap();
+                            model[l].insert(i + 1, n);
                         }
                     }
                     Op::Unlink(n) => {

@@ -11,6 +11,8 @@ use tiercache_core::LineKey;
 #[derive(Debug, Clone)]
 pub struct Lru {
     lists: Lists<1>,
+    /// Capacity the owner set (the order does not depend on it).
+    capacity: usize,
 }
 
 impl Lru {
@@ -18,6 +20,7 @@ impl Lru {
     pub fn new(slot_limit: usize) -> Self {
         Lru {
             lists: Lists::new(slot_limit),
+            capacity: slot_limit,
         }
     }
 }
@@ -63,6 +66,20 @@ impl Eviction for Lru {
 
     fn len(&self) -> usize {
         self.lists.len(0)
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn set_capacity(&mut self, lines: usize) {
+        self.capacity = lines.min(self.lists.slot_limit());
+    }
+
+    /// Inserts at the back: the line is the next victim unless it is hit first.
+    #[inline]
+    fn insert_cold(&mut self, slot: Slot, _key: LineKey) {
+        self.lists.push_back(0, slot);
     }
 
     fn memory_bytes(&self) -> usize {

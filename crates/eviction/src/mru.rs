@@ -12,6 +12,8 @@ use tiercache_core::LineKey;
 #[derive(Debug, Clone)]
 pub struct Mru {
     lists: Lists<1>,
+    /// Capacity the owner set (the order does not depend on it).
+    capacity: usize,
 }
 
 impl Mru {
@@ -19,6 +21,7 @@ impl Mru {
     pub fn new(slot_limit: usize) -> Self {
         Mru {
             lists: Lists::new(slot_limit),
+            capacity: slot_limit,
         }
     }
 }
@@ -53,6 +56,22 @@ impl Eviction for Mru {
 
     fn len(&self) -> usize {
         self.lists.len(0)
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn set_capacity(&mut self, lines: usize) {
+        self.capacity = lines.min(self.lists.slot_limit());
+    }
+
+    /// Same as `insert`: MRU's victim end is the front, where every line enters. (The "MRU
+    /// array" of SPEC §4.7, which inserts disk-read blocks at its evict-next end and demoted
+    /// ones at its evict-last end, is an [`crate::Lru`] with `insert_cold` for disk reads.)
+    #[inline]
+    fn insert_cold(&mut self, slot: Slot, _key: LineKey) {
+        self.lists.push_front(0, slot);
     }
 
     fn memory_bytes(&self) -> usize {

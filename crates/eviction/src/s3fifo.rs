@@ -25,10 +25,13 @@
 //!
 //! Pinned slots are passed over: in small a pinned line that would be evicted is moved to
 //! small's front; in main it is moved to main's front with its counter unchanged.
+//!
+//! [`Eviction::insert_cold`] is `insert`: which queue evicts next depends on the queues'
+//! sizes, and a ghost hit sends a line to main whatever the caller's intent.
 
 use crate::ghost::Ghosts;
 use crate::list::Lists;
-use crate::{Eviction, Slot};
+use crate::{Eviction, Slot, NO_INCOMING};
 use tiercache_core::LineKey;
 
 const SMALL: usize = 0;
@@ -91,9 +94,7 @@ impl S3Fifo {
 
     /// S3-FIFO with explicit parameters (ratios are clamped to `0..=1`).
     pub fn with_config(capacity: usize, slot_limit: usize, config: S3FifoConfig) -> Self {
-        // Same arithmetic as libCacheSim (truncation of a double product), so sizes agree.
-        let small_capacity = (capacity as f64 * config.small_ratio.clamp(0.0, 1.0)) as usize;
-        let ghost_capacity = (capacity as f64 * config.ghost_ratio.clamp(0.0, 1.0)) as usize;
+        let (small_capacity, main_capacity, ghost_capacity) = Self::split(capacity, &config);
         let config = S3FifoConfig {
             move_to_main_threshold: config.move_to_main_threshold.min(MAX_COUNTER),
             ..config
@@ -104,11 +105,19 @@ impl S3Fifo {
             keys: vec![0; slot_limit],
             ghost: Ghosts::new(ghost_capacity),
             small_capacity,
-            main_capacity: capacity - small_capacity,
+            main_capacity,
             config,
             has_evicted: false,
             pending: None,
         }
+    }
+
+    /// Small-queue lines, main-queue lines and ghost keys for a capacity of `capacity` lines.
+    fn split(capacity: usize, config: &S3FifoConfig) -> (usize, usize, usize) {
+        // Same arithmetic as libCacheSim (truncation of a double product), so sizes agree.
+        let small = (capacity as f64 * config.small_ratio.clamp(0.0, 1.0)) as usize;
+        let ghost = (capacity as f64 * config.ghost_ratio.clamp(0.0, 1.0)) as usize;
+        (small, capacity - small, ghost)
     }
 
     /// Lines in the small and the main queue, and keys in the ghost.
@@ -211,12 +220,15 @@ impl Eviction for S3Fifo {
     }
 
     fn evict(&mut self, incoming: LineKey, pinned: &dyn Fn(Slot) -> bool) -> Option<Slot> {
-        // Several evictions for one incoming line share the first lookup.
-        let ghost_hit = match self.pending {
-            Some((k, found)) if k == incoming.0 => found,
-            _ => self.ghost.remove(incoming).is_some(),
-        };
-        self.pending = Some((incoming.0, ghost_hit));
+        // Several evictions for one incoming line share the first lookup; evictions for no
+        // line (a shrink) look nothing up.
+        if incoming != NO_INCOMING {
+            let ghost_hit = match self.pending {
+                Some((k, found)) if k == incoming.0 => found,
+                _ => self.ghost.remove(incoming).is_some(),
+            };
+            self.pending = Some((incoming.0, ghost_hit));
+        }
         self.has_evicted = true;
         if self.lists.len(MAIN) > self.main_capacity || self.lists.len(SMALL) == 0 {
             self.evict_main(pinned).or_else(|| self.evict_small(pinned))
@@ -227,6 +239,21 @@ impl Eviction for S3Fifo {
 
     fn len(&self) -> usize {
         self.lists.len(SMALL) + self.lists.len(MAIN)
+    }
+
+    fn capacity(&self) -> usize {
+        self.small_capacity + self.main_capacity
+    }
+
+    /// Re-splits `lines` (at most the slot limit) with the configured ratios, as at build:
+    /// small gets `floor(small_ratio c)`, main the rest, the ghost `floor(ghost_ratio c)` keys
+    /// (its oldest keys dropped if it holds more). Lines stay in their queues; evictions
+    /// (main's when it holds more than its share) bring the queues back to their sizes.
+    fn set_capacity(&mut self, lines: usize) {
+        let (small, main, ghost) = Self::split(lines.min(self.meta.len()), &self.config);
+        self.small_capacity = small;
+        self.main_capacity = main;
+        self.ghost.set_limit(ghost);
     }
 
     fn memory_bytes(&self) -> usize {
@@ -246,6 +273,28 @@ mod tests {
         let p = S3Fifo::new(105, 105);
         assert_eq!((p.small_capacity, p.main_capacity), (10, 95));
         assert_eq!(p.ghost.capacity(), 94);
+    }
+
+    #[test]
+    fn set_capacity_resplits_the_queues_and_trims_the_ghost() {
+        let mut p = S3Fifo::new(20, 40);
+        for s in 0..20 {
+            p.insert(s, LineKey(s as u64));
+        }
+        for k in 0..18 {
+            let v = p.evict(LineKey(100 + k), &|_| false).unwrap();
+            p.insert(v, LineKey(100 + k));
+        }
+        assert!(p.queue_sizes()[2] > 5);
+        p.set_capacity(5);
+        assert_eq!((p.small_capacity, p.main_capacity), (0, 5));
+        assert!(p.queue_sizes()[2] <= 4, "ghost holds at most 0.9 c keys");
+        p.set_capacity(40);
+        assert_eq!(
+            (p.small_capacity, p.main_capacity, p.ghost.capacity()),
+            (4, 36, 36)
+        );
+        assert_eq!(p.len(), 20, "nothing evicted by a capacity change");
     }
 
     /// 20 lines: small holds 2, main 18.

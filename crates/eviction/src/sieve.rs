@@ -17,6 +17,8 @@ pub struct Sieve {
     visited: Vec<bool>,
     /// Next slot the hand examines; [`NIL`] means "start from the back".
     hand: u32,
+    /// Capacity the owner set (the order does not depend on it).
+    capacity: usize,
 }
 
 impl Sieve {
@@ -26,6 +28,7 @@ impl Sieve {
             lists: Lists::new(slot_limit),
             visited: vec![false; slot_limit],
             hand: NIL,
+            capacity: slot_limit,
         }
     }
 
@@ -85,6 +88,28 @@ impl Eviction for Sieve {
 
     fn len(&self) -> usize {
         self.lists.len(0)
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn set_capacity(&mut self, lines: usize) {
+        self.capacity = lines.min(self.lists.slot_limit());
+    }
+
+    /// Inserts unvisited where the hand looks next: just older than the hand's slot, and the
+    /// hand moves onto it (at the back when the hand starts from there). The line is the next
+    /// victim unless it is hit first; survivors keep their order.
+    #[inline]
+    fn insert_cold(&mut self, slot: Slot, _key: LineKey) {
+        self.visited[slot as usize] = false;
+        if self.hand == NIL {
+            self.lists.push_back(0, slot);
+        } else {
+            self.lists.insert_older(0, self.hand, slot);
+            self.hand = slot;
+        }
     }
 
     fn memory_bytes(&self) -> usize {

@@ -122,3 +122,76 @@ proptest! {
         }
     }
 }
+
+#[derive(Debug, Clone)]
+enum ResizeOp {
+    Access(u64),
+    AccessCold(u64),
+    Remove(u64),
+    Pin(u64),
+    Unpin(u64),
+    SetCapacity(usize),
+}
+
+fn resize_ops(keys: u64, max_capacity: usize) -> impl Strategy<Value = Vec<ResizeOp>> {
+    proptest::collection::vec(
+        prop_oneof![
+            30 => (0..keys).prop_map(ResizeOp::Access),
+            8 => (0..keys).prop_map(ResizeOp::AccessCold),
+            2 => (0..keys).prop_map(ResizeOp::Remove),
+            1 => (0..keys).prop_map(ResizeOp::Pin),
+            2 => (0..keys).prop_map(ResizeOp::Unpin),
+            2 => (0..=max_capacity).prop_map(ResizeOp::SetCapacity),
+        ],
+        0..400,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(600))]
+
+    /// Capacity changes (with the caller evicting the excess) and cold inserts: every policy
+    /// still equals its model step by step: same hits, victims, shrink victims and sizes; the
+    /// policy reports the capacity it was given.
+    #[test]
+    fn policies_match_models_with_resizes_and_cold_inserts(
+        kind in kinds(),
+        max_capacity in 1usize..40,
+        start in 0usize..40,
+        ops in resize_ops(90, 40),
+    ) {
+        let capacity = start.min(max_capacity);
+        let mut real = Harness::with_slot_limit(kind, capacity, max_capacity);
+        let mut model = ModelHarness::new(kind, capacity);
+        let keys = 2 * max_capacity as u64 + 3;
+        let mut pinned = HashSet::new();
+        for (i, op) in ops.into_iter().enumerate() {
+            match op {
+                ResizeOp::Access(k) => {
+                    let k = k % keys;
+                    prop_assert_eq!(real.access(k, &pinned), model.access(k, &pinned), "step {} access {}", i, k);
+                }
+                ResizeOp::AccessCold(k) => {
+                    let k = k % keys;
+                    prop_assert_eq!(real.access_cold(k, &pinned), model.access_cold(k, &pinned), "step {} cold access {}", i, k);
+                }
+                ResizeOp::Remove(k) => prop_assert_eq!(real.remove(k % keys), model.remove(k % keys)),
+                ResizeOp::Pin(k) => { pinned.insert(k % keys); }
+                ResizeOp::Unpin(k) => { pinned.remove(&(k % keys)); }
+                ResizeOp::SetCapacity(c) => {
+                    let cap = c.min(max_capacity);
+                    let got = real.set_capacity(cap, &pinned);
+                    let want = model.set_capacity(cap, &pinned);
+                    prop_assert_eq!(&got, &want, "step {} capacity {}", i, cap);
+                    prop_assert_eq!(real.policy.capacity(), cap);
+                    // The shrink stops early only when every resident line is pinned.
+                    if real.resident_count() > cap {
+                        prop_assert!(real.resident_count() <= cap + pinned.len());
+                    }
+                }
+            }
+            prop_assert_eq!(real.policy.len(), real.resident_count());
+            prop_assert_eq!(model.model.len(), real.resident_count());
+        }
+    }
+}

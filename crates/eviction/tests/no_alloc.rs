@@ -1,10 +1,11 @@
 //! After construction the policies do not allocate: hits, inserts, evictions and removals
-//! (including ARC's and S3-FIFO's ghost bookkeeping) run on preallocated arrays.
+//! (including ARC's and S3-FIFO's ghost bookkeeping) run on preallocated arrays, and so do
+//! capacity changes within the capacity given at build and cold inserts.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tiercache_core::LineKey;
-use tiercache_eviction::{build, EvictionKind, Slot};
+use tiercache_eviction::{build, EvictionKind, Slot, NO_INCOMING};
 
 /// Counts every allocation of this test binary (it has a single test, so no other thread
 /// allocates while it measures).
@@ -55,9 +56,25 @@ fn steady_state_operations_do_not_allocate() {
                 x % KEYS
             };
             let pinned = |s: Slot| (s as u64 + i).is_multiple_of(97);
+            if i % 20_000 == 10_000 {
+                // Shrink to half (the caller evicts the excess), later grow back.
+                let capacity = if policy.capacity() == CAPACITY {
+                    CAPACITY / 2
+                } else {
+                    CAPACITY
+                };
+                policy.set_capacity(capacity);
+                while policy.len() > capacity {
+                    let Some(v) = policy.evict(NO_INCOMING, &pinned) else {
+                        break;
+                    };
+                    slot_of[key_of[v as usize] as usize] = u32::MAX;
+                    free.push(v);
+                }
+            }
             match slot_of[key as usize] {
                 u32::MAX => {
-                    if free.is_empty() {
+                    if policy.len() >= policy.capacity() {
                         let Some(v) = policy.evict(LineKey(key), &pinned) else {
                             continue;
                         };
@@ -67,7 +84,11 @@ fn steady_state_operations_do_not_allocate() {
                     let s = free.pop().unwrap();
                     key_of[s as usize] = key;
                     slot_of[key as usize] = s;
-                    policy.insert(s, LineKey(key));
+                    if i.is_multiple_of(7) {
+                        policy.insert_cold(s, LineKey(key));
+                    } else {
+                        policy.insert(s, LineKey(key));
+                    }
                 }
                 s if i.is_multiple_of(50) => {
                     policy.remove(s);

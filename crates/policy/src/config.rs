@@ -140,7 +140,9 @@ pub struct CacheConfig {
     pub cleaning: CleaningConfig,
     /// Answer to a needed victim being dirty.
     pub dirty_full: DirtyFullPolicy,
-    /// Static partitions; volumes without one share the rest of the cache.
+    /// Static partitions; volumes without one share the rest of the cache. Partitions can be
+    /// resized and added at run time (`Cache::resize_partitions`, `Cache::set_partition`);
+    /// this list stays the one the cache was built from.
     #[serde(default)]
     pub partitions: Vec<PartitionConfig>,
     /// Policy shards: independent policy cores (replacement, promotion and cleaning domains),

@@ -16,6 +16,7 @@
 //!   executors (none, LBICA, SIB);
 //! - `shards`: one cache's lines split among independent policy cores (`cache.shards`), the
 //!   same in both executors;
+//! - `partition/`: the replacement domains (per-volume partitions, resizable at run time);
 //! - replacement policies live in the `tiercache-eviction` crate.
 
 #![warn(missing_docs)]
@@ -27,6 +28,7 @@ pub mod config;
 pub mod engine;
 pub mod executor;
 pub mod metadata;
+pub mod partition;
 pub mod promotion;
 pub mod shards;
 pub mod stats;
@@ -41,7 +43,8 @@ pub use config::{
     WritePolicy,
 };
 pub use executor::DeviceLoad;
+pub use partition::{PartitionId, PartitionInfo};
 pub use shards::{PolicyCore, ShardLayout, ShardedCache};
-pub use stats::{BypassReason, CacheStats};
+pub use stats::{BypassReason, CacheStats, PartitionStats};
 pub use tiercache_core::Plan;
 pub use victim::{VictimConfig, VictimPolicy};

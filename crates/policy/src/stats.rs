@@ -15,7 +15,8 @@ pub enum BypassReason {
     DirtyFull,
     /// Every candidate victim was pinned (under write-back).
     AllPinned,
-    /// The volume's partition has no lines at all.
+    /// The volume's partition has no lines at all, or has room but no free line yet (another
+    /// partition's shrink is still writing its lines back) and none of its own to evict.
     NoSpace,
 }
 
@@ -76,7 +77,7 @@ pub struct CacheStats {
     pub promotions: u64,
     /// Lines inserted by write allocation (subset of `promotions`).
     pub write_allocations: u64,
-    /// Lines evicted to make room.
+    /// Lines evicted to make room or because their partition shrank.
     pub evictions: u64,
     /// Evicted lines that were dirty and written back first.
     pub dirty_evictions: u64,
@@ -207,6 +208,87 @@ impl CacheStats {
     /// Write line hit ratio.
     pub fn write_hit_ratio(&self) -> f64 {
         ratio(self.write_line_hits, self.write_line_accesses)
+    }
+}
+
+/// Cumulative counters of one partition (see [`crate::Cache::partition_stats`]): what a
+/// per-tenant sizer or cleaner needs. A line access counts in the partition holding the line,
+/// or, on a miss, in the partition of the volume asking for it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionStats {
+    /// Read line accesses finding the line resident with every needed sub-block valid.
+    pub read_line_hits: u64,
+    /// Read line accesses finding the line resident but some needed sub-blocks invalid.
+    pub read_line_partial_hits: u64,
+    /// Read line accesses not finding the line (or passing it by, in pass-through modes).
+    pub read_line_misses: u64,
+    /// Write line accesses finding the line resident.
+    pub write_line_hits: u64,
+    /// Write line accesses not finding the line.
+    pub write_line_misses: u64,
+    /// Lines inserted (read promotions and write allocations).
+    pub promotions: u64,
+    /// Lines evicted (to make room or because the partition shrank).
+    pub evictions: u64,
+    /// Evicted lines that were dirty and written back first.
+    pub dirty_evictions: u64,
+    /// Bytes written to the cache device for this partition's lines (promotions, fills and
+    /// application writes): the partition's share of the device's wear.
+    pub cache_bytes_written: u64,
+    /// Bytes written back from this partition's lines (cleaning, dirty evictions, shrinks).
+    pub written_back_bytes: u64,
+}
+
+// Kept per kind of access so that a hit costs one increment (the hot path of hit-ratio runs);
+// the sums are methods.
+impl PartitionStats {
+    /// Line hits (reads and writes; as [`CacheStats::line_hits`]).
+    pub fn line_hits(&self) -> u64 {
+        self.read_line_hits + self.write_line_hits
+    }
+
+    /// Line partial hits (reads only).
+    pub fn line_partial_hits(&self) -> u64 {
+        self.read_line_partial_hits
+    }
+
+    /// Line misses (reads and writes).
+    pub fn line_misses(&self) -> u64 {
+        self.read_line_misses + self.write_line_misses
+    }
+
+    /// Read line accesses.
+    pub fn read_line_accesses(&self) -> u64 {
+        self.read_line_hits + self.read_line_partial_hits + self.read_line_misses
+    }
+
+    /// Line accesses (hits, partial hits and misses).
+    pub fn line_accesses(&self) -> u64 {
+        self.line_hits() + self.line_partial_hits() + self.line_misses()
+    }
+
+    /// Full line hits / line accesses (0 when no access).
+    pub fn hit_ratio(&self) -> f64 {
+        ratio(self.line_hits(), self.line_accesses())
+    }
+
+    /// Read line hit ratio.
+    pub fn read_hit_ratio(&self) -> f64 {
+        ratio(self.read_line_hits, self.read_line_accesses())
+    }
+
+    /// Adds `o`'s counts to these.
+    pub fn merge(&mut self, o: &PartitionStats) {
+        self.read_line_hits += o.read_line_hits;
+        self.read_line_partial_hits += o.read_line_partial_hits;
+        self.read_line_misses += o.read_line_misses;
+        self.write_line_hits += o.write_line_hits;
+        self.write_line_misses += o.write_line_misses;
+        self.promotions += o.promotions;
+        self.evictions += o.evictions;
+        self.dirty_evictions += o.dirty_evictions;
+        self.cache_bytes_written += o.cache_bytes_written;
+        self.written_back_bytes += o.written_back_bytes;
     }
 }
 

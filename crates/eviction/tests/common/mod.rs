@@ -5,7 +5,7 @@ pub mod models;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use tiercache_core::LineKey;
-use tiercache_eviction::{build, Eviction, EvictionKind, Slot};
+use tiercache_eviction::{build, Eviction, EvictionKind, Slot, NO_INCOMING};
 
 /// What one access did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +36,11 @@ impl Harness {
         Self::with_policy(build(kind, capacity, slot_limit), capacity, slot_limit)
     }
 
+    /// A harness over `capacity` lines whose capacity may later grow up to `slot_limit`.
+    pub fn with_slot_limit(kind: EvictionKind, capacity: usize, slot_limit: usize) -> Self {
+        Self::with_policy(build(kind, capacity, slot_limit), capacity, slot_limit)
+    }
+
     /// A harness around an already built policy.
     pub fn with_policy(policy: Box<dyn Eviction>, capacity: usize, slot_limit: usize) -> Self {
         Harness {
@@ -61,6 +66,38 @@ impl Harness {
 
     /// One access to `key`; `pinned` keys may not be evicted.
     pub fn access(&mut self, key: u64, pinned: &HashSet<u64>) -> Outcome {
+        self.access_as(key, pinned, false)
+    }
+
+    /// An access whose miss inserts with `insert_cold`.
+    pub fn access_cold(&mut self, key: u64, pinned: &HashSet<u64>) -> Outcome {
+        self.access_as(key, pinned, true)
+    }
+
+    /// Changes the capacity (`set_capacity`), then evicts with [`NO_INCOMING`] until the
+    /// cache fits or every resident line is pinned; returns the victims in order.
+    pub fn set_capacity(&mut self, capacity: usize, pinned: &HashSet<u64>) -> Vec<u64> {
+        self.capacity = capacity;
+        self.policy.set_capacity(capacity);
+        let mut victims = Vec::new();
+        while self.slot_of.len() > capacity {
+            let key_of = &self.key_of;
+            let is_pinned = |s: Slot| key_of[s as usize].is_some_and(|k| pinned.contains(&k));
+            let Some(slot) = self.policy.evict(NO_INCOMING, &is_pinned) else {
+                break;
+            };
+            let old = self.key_of[slot as usize]
+                .take()
+                .expect("victim slot holds a line");
+            assert!(!pinned.contains(&old), "evicted pinned key {old}");
+            self.slot_of.remove(&old);
+            self.free.push_back(slot);
+            victims.push(old);
+        }
+        victims
+    }
+
+    fn access_as(&mut self, key: u64, pinned: &HashSet<u64>, cold: bool) -> Outcome {
         if let Some(&slot) = self.slot_of.get(&key) {
             self.policy.hit(slot);
             return Outcome::Hit;
@@ -83,7 +120,11 @@ impl Harness {
         let slot = self.free.pop_front().expect("a free slot");
         self.slot_of.insert(key, slot);
         self.key_of[slot as usize] = Some(key);
-        self.policy.insert(slot, LineKey(key));
+        if cold {
+            self.policy.insert_cold(slot, LineKey(key));
+        } else {
+            self.policy.insert(slot, LineKey(key));
+        }
         Outcome::Miss { victim }
     }
 

@@ -12,6 +12,12 @@ pub trait Model {
     fn evict(&mut self, incoming: u64, pinned: &dyn Fn(u64) -> bool) -> Option<u64>;
     fn remove(&mut self, key: u64);
     fn len(&self) -> usize;
+    /// Inserts at the "evict next" end (default: as `insert`).
+    fn insert_cold(&mut self, key: u64) {
+        self.insert(key);
+    }
+    /// The capacity the policy adapts to changed (default: nothing depends on it).
+    fn set_capacity(&mut self, _capacity: usize) {}
 }
 
 /// The reference model of `kind` for a cache of `capacity` lines.
@@ -66,6 +72,31 @@ impl ModelHarness {
     }
 
     pub fn access(&mut self, key: u64, pinned: &HashSet<u64>) -> Outcome {
+        self.access_as(key, pinned, false)
+    }
+
+    /// An access whose miss inserts at the "evict next" end.
+    pub fn access_cold(&mut self, key: u64, pinned: &HashSet<u64>) -> Outcome {
+        self.access_as(key, pinned, true)
+    }
+
+    /// Changes the capacity, then evicts (for no incoming key) until the cache fits or every
+    /// resident line is pinned; returns the victims in order.
+    pub fn set_capacity(&mut self, capacity: usize, pinned: &HashSet<u64>) -> Vec<u64> {
+        self.capacity = capacity;
+        self.model.set_capacity(capacity);
+        let mut victims = Vec::new();
+        while self.resident.len() > capacity {
+            let Some(v) = self.model.evict(NO_KEY, &|k| pinned.contains(&k)) else {
+                break;
+            };
+            assert!(self.resident.remove(&v), "model evicted non-resident {v}");
+            victims.push(v);
+        }
+        victims
+    }
+
+    fn access_as(&mut self, key: u64, pinned: &HashSet<u64>, cold: bool) -> Outcome {
         if self.resident.contains(&key) {
             self.model.hit(key);
             return Outcome::Hit;
@@ -79,7 +110,11 @@ impl ModelHarness {
             victim = Some(v);
         }
         self.resident.insert(key);
-        self.model.insert(key);
+        if cold {
+            self.model.insert_cold(key);
+        } else {
+            self.model.insert(key);
+        }
         Outcome::Miss { victim }
     }
 
@@ -92,6 +127,9 @@ impl ModelHarness {
         }
     }
 }
+
+/// The models' stand-in for `NO_INCOMING`: no ghost lookup.
+pub const NO_KEY: u64 = u64::MAX;
 
 fn position<T: PartialEq>(q: &VecDeque<T>, x: &T) -> Option<usize> {
     q.iter().position(|y| y == x)
@@ -128,6 +166,14 @@ impl Model for Recency {
     }
     fn len(&self) -> usize {
         self.q.len()
+    }
+    fn insert_cold(&mut self, key: u64) {
+        // The evict-next end: the back for LRU and FIFO, the front for MRU.
+        if self.evict_newest {
+            self.q.push_front(key);
+        } else {
+            self.q.push_back(key);
+        }
     }
 }
 
@@ -178,6 +224,10 @@ impl Model for ClockRing {
     fn len(&self) -> usize {
         self.ring.len()
     }
+    fn insert_cold(&mut self, key: u64) {
+        // Under the hand: examined first.
+        self.ring.insert(self.hand, (key, false));
+    }
 }
 
 /// SIEVE over a vector ordered oldest (index 0) to newest, with the hand as an index.
@@ -224,6 +274,11 @@ impl Model for SieveVec {
     }
     fn len(&self) -> usize {
         self.q.len()
+    }
+    fn insert_cold(&mut self, key: u64) {
+        // Where the hand looks next (the oldest line when it starts from there); the hand
+        // stays on that position, now the new line.
+        self.q.insert(self.hand.unwrap_or(0), (key, false));
     }
 }
 
@@ -287,7 +342,23 @@ impl ArcModel {
         None
     }
 
+    /// Drops the oldest ghost of the longer list (B1 on a tie).
+    fn drop_oldest_ghost(&mut self) {
+        if self.b2.len() > self.b1.len() {
+            self.b2.pop_back();
+        } else {
+            self.b1.pop_back();
+        }
+    }
+
     fn remember(&mut self, key: u64, from_t1: bool) {
+        // The ghosts hold at most c keys together.
+        if self.c == 0 {
+            return;
+        }
+        if self.b1.len() + self.b2.len() >= self.c {
+            self.drop_oldest_ghost();
+        }
         if from_t1 {
             self.b1.push_front(key);
         } else {
@@ -318,11 +389,16 @@ impl Model for ArcModel {
         }
     }
     fn evict(&mut self, incoming: u64, pinned: &dyn Fn(u64) -> bool) -> Option<u64> {
-        let g = match self.pending {
-            Some((k, g)) if k == incoming => g,
-            _ => self.ghost_hit(incoming),
+        let g = if incoming == NO_KEY {
+            None
+        } else {
+            let g = match self.pending {
+                Some((k, g)) if k == incoming => g,
+                _ => self.ghost_hit(incoming),
+            };
+            self.pending = Some((incoming, g));
+            g
         };
-        self.pending = Some((incoming, g));
         if let Some(which) = g {
             let (k, t1) = self.take(self.replace_from_t1(which == 2), pinned)?;
             self.remember(k, t1);
@@ -338,7 +414,7 @@ impl Model for ArcModel {
             } else {
                 let (k, from_t1) = self.take(true, pinned)?;
                 if !from_t1 {
-                    self.b2.push_front(k);
+                    self.remember(k, false);
                 }
                 Some(k)
             }
@@ -358,6 +434,13 @@ impl Model for ArcModel {
     fn len(&self) -> usize {
         self.t1.len() + self.t2.len()
     }
+    fn set_capacity(&mut self, capacity: usize) {
+        self.c = capacity;
+        self.p = self.p.min(capacity as f64);
+        while self.b1.len() + self.b2.len() > capacity {
+            self.drop_oldest_ghost();
+        }
+    }
 }
 
 /// S3-FIFO with deques for small, main and ghost.
@@ -375,18 +458,19 @@ pub struct S3FifoModel {
 
 impl S3FifoModel {
     pub fn new(c: usize, fill_main_first: bool) -> Self {
-        let small_cap = (c as f64 * 0.1) as usize;
-        S3FifoModel {
+        let mut m = S3FifoModel {
             small: VecDeque::new(),
             main: VecDeque::new(),
             ghost: VecDeque::new(),
-            small_cap,
-            main_cap: c - small_cap,
-            ghost_cap: (c as f64 * 0.9) as usize,
+            small_cap: 0,
+            main_cap: 0,
+            ghost_cap: 0,
             fill_main_first,
             has_evicted: false,
             pending: None,
-        }
+        };
+        m.set_capacity(c);
+        m
     }
 
     fn ghost_take(&mut self, key: u64) -> bool {
@@ -413,7 +497,7 @@ impl S3FifoModel {
                 self.small.push_front((key, freq));
             } else {
                 if self.ghost_cap > 0 {
-                    if self.ghost.len() == self.ghost_cap {
+                    if self.ghost.len() >= self.ghost_cap {
                         self.ghost.pop_back();
                     }
                     self.ghost.push_front(key);
@@ -463,11 +547,13 @@ impl Model for S3FifoModel {
         }
     }
     fn evict(&mut self, incoming: u64, pinned: &dyn Fn(u64) -> bool) -> Option<u64> {
-        let g = match self.pending {
-            Some((k, g)) if k == incoming => g,
-            _ => self.ghost_take(incoming),
-        };
-        self.pending = Some((incoming, g));
+        if incoming != NO_KEY {
+            let g = match self.pending {
+                Some((k, g)) if k == incoming => g,
+                _ => self.ghost_take(incoming),
+            };
+            self.pending = Some((incoming, g));
+        }
         self.has_evicted = true;
         if self.main.len() > self.main_cap || self.small.is_empty() {
             self.evict_main(pinned).or_else(|| self.evict_small(pinned))
@@ -481,5 +567,11 @@ impl Model for S3FifoModel {
     }
     fn len(&self) -> usize {
         self.small.len() + self.main.len()
+    }
+    fn set_capacity(&mut self, c: usize) {
+        self.small_cap = (c as f64 * 0.1) as usize;
+        self.main_cap = c - self.small_cap;
+        self.ghost_cap = (c as f64 * 0.9) as usize;
+        self.ghost.truncate(self.ghost_cap);
     }
 }

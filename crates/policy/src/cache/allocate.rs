@@ -18,14 +18,21 @@ impl Cache {
             return Err(BypassReason::NoSpace);
         }
         let mut stage = 0;
-        let slot = if part.used < part.capacity {
-            let slot = self
-                .table
-                .take_free()
-                .expect("partition capacities sum to the slot count");
+        // Capacities sum to at most the slot count, so a partition below its capacity finds a
+        // free slot unless another partition's shrink still holds lines it is writing back:
+        // then this one makes room among its own lines, or goes around the cache.
+        let free = if part.used < part.capacity {
+            self.table.take_free()
+        } else {
+            None
+        };
+        let slot = if let Some(slot) = free {
             self.parts[p].used += 1;
             slot
         } else {
+            if part.linked() == 0 {
+                return Err(BypassReason::NoSpace);
+            }
             let table = &self.table;
             let victim = match self.cfg.dirty_full {
                 DirtyFullPolicy::Bypass => {
@@ -61,6 +68,7 @@ impl Cache {
                 let dirty = self.mark_clean(victim);
                 self.write_back_ops(victim, m.key, dirty, stage, for_write, OpCause::EvictFlush);
                 self.stats.dirty_evictions += 1;
+                self.parts[p].stats.dirty_evictions += 1;
                 stage += 2;
             } else if self.victims.on_clean_victim(m.key, m.valid)
                 == crate::victim::VictimAction::Demote
@@ -72,6 +80,7 @@ impl Cache {
                 stage += 1;
             }
             self.stats.evictions += 1;
+            self.parts[p].stats.evictions += 1;
             self.table.remove(victim);
             victim
         };
@@ -130,6 +139,8 @@ impl Cache {
     ) {
         let sub = self.geo.sub_size();
         let base = self.geo.line_start(key.index());
+        let p = self.table.meta(slot).partition as usize;
+        self.parts[p].stats.written_back_bytes += dirty.count_ones() as u64 * sub;
         for (lo, hi) in runs(dirty) {
             let (a, b) = (lo as u64 * sub, hi as u64 * sub);
             let addr = self.cache_addr(slot, a);

@@ -5,11 +5,14 @@ use super::*;
 
 impl Cache {
     /// Asks the cleaner for work given the executor's state; appends flush jobs to `jobs`.
+    /// First finishes any partition shrink that could not complete before (see
+    /// [`Cache::settle_partitions`]).
     pub fn clean(&mut self, state: &ExecutorState, jobs: &mut Vec<FlushJob>) {
+        self.settle_partitions(jobs);
         let d = self.dirty_state();
         let n = self.cleaner.poll(state, d);
         if n > 0 {
-            if let Some(job) = self.make_job(n as usize) {
+            if let Some(job) = self.make_job(n as usize, None) {
                 jobs.push(job);
             }
         }
@@ -28,24 +31,36 @@ impl Cache {
         }
     }
 
-    /// Builds a flush job of up to `n` dirty, unpinned lines, least recently written first.
-    pub(super) fn make_job(&mut self, n: usize) -> Option<FlushJob> {
+    /// Builds a flush job of up to `n` dirty, unpinned lines (of partition `only`, or of any),
+    /// least recently written first.
+    pub(super) fn make_job(&mut self, n: usize, only: Option<usize>) -> Option<FlushJob> {
         let slots: Vec<Slot> = self
             .table
             .dirty_iter()
-            .filter(|&s| !self.table.meta(s).pinned)
+            .filter(|&s| {
+                let m = self.table.meta(s);
+                !m.pinned && only.is_none_or(|p| m.partition as usize == p)
+            })
             .take(n)
             .collect();
         if slots.is_empty() {
             return None;
         }
+        self.stats.cleaned_lines += slots.len() as u64;
+        self.stats.clean_jobs += 1;
+        Some(self.write_back_job(slots, OpCause::Clean))
+    }
+
+    /// Builds the job writing back `slots` (dirty, unpinned lines): marks them clean and
+    /// pins them until the job is done.
+    pub(super) fn write_back_job(&mut self, slots: Vec<Slot>, cause: OpCause) -> FlushJob {
         self.build_plan = true;
         self.scratch.clear();
         self.plan_write_backs.clear();
         for &slot in &slots {
             let key = self.table.meta(slot).key;
             let dirty = self.mark_clean(slot);
-            self.write_back_ops(slot, key, dirty, 0, true, OpCause::Clean);
+            self.write_back_ops(slot, key, dirty, 0, true, cause);
             self.table.set_pinned(slot, true);
             self.parts[self.table.meta(slot).partition as usize].pinned += 1;
         }
@@ -54,19 +69,20 @@ impl Cache {
         for o in self.scratch.drain(..) {
             plan.push(o);
         }
-        self.stats.cleaned_lines += slots.len() as u64;
-        self.stats.clean_jobs += 1;
         self.jobs_in_flight += 1;
         self.next_job_id += 1;
-        Some(FlushJob {
+        FlushJob {
             id: self.next_job_id,
             plan,
             slots,
             shard: 0,
-        })
+        }
     }
 
-    /// The executor completed every op of `job`: its lines may be evicted again.
+    /// The executor completed every op of `job`: its lines may be evicted again, and the
+    /// lines a shrink evicted (see [`Cache::resize_partitions`]) leave the cache, unless they
+    /// were written again meanwhile (then they return to their partition's policy as recent
+    /// lines). A partition still over its capacity then drops clean lines to fit.
     pub fn flush_done(&mut self, job: FlushJob) {
         assert!(
             self.jobs_in_flight > 0,
@@ -79,6 +95,10 @@ impl Cache {
             self.table.set_pinned(slot, false);
             let p = m.partition as usize;
             self.parts[p].pinned -= 1;
+            if !self.leaving.is_empty() && self.leaving.remove(&slot) {
+                self.leave(p, slot);
+                continue;
+            }
             if m.valid == 0 {
                 // Trimmed while under write-back: drop it now.
                 self.invalidate(slot, 0);
@@ -90,6 +110,7 @@ impl Cache {
                 }
             }
         }
+        self.settle_clean();
     }
 
     /// The executor could not complete `job` (a device error): its lines, marked clean when
@@ -122,8 +143,30 @@ impl Cache {
 
     /// Final flush: jobs covering every dirty, unpinned line (128 lines a job).
     pub fn flush_all(&mut self, jobs: &mut Vec<FlushJob>) {
-        while let Some(job) = self.make_job(128) {
+        while let Some(job) = self.make_job(128, None) {
             jobs.push(job);
+        }
+    }
+
+    /// A flush job of up to `lines` dirty, unpinned lines of one partition, least recently
+    /// written first, appended to `jobs` (for a cleaner working per tenant; nothing if the
+    /// partition has no such line). Returns whether a job was made.
+    pub fn flush_partition(
+        &mut self,
+        id: crate::partition::PartitionId,
+        lines: usize,
+        jobs: &mut Vec<FlushJob>,
+    ) -> bool {
+        let p = id.0 as usize;
+        if p >= self.parts.len() || lines == 0 {
+            return false;
+        }
+        match self.make_job(lines, Some(p)) {
+            Some(job) => {
+                jobs.push(job);
+                true
+            }
+            None => false,
         }
     }
 }

@@ -2,12 +2,15 @@
 //!
 //! This file holds the types, the cache's state and its entry point ([`Cache::access`]); the
 //! rest is split by concern: `read` (the read path), `write` (the write path), `allocate`
-//! (slots and victims), `jobs` (flush jobs) and `journal` (metadata updates and recovery).
+//! (slots and victims), `jobs` (flush jobs), `journal` (metadata updates and recovery) and
+//! `resize` (partitions resized or created at run time; the domains themselves are
+//! `partition::Partitions`).
 
 use crate::cleaning::{CleaningPolicy, DirtyState};
 use crate::config::{CacheConfig, CleaningConfig, DirtyFullPolicy, PromotionConfig, WritePolicy};
 use crate::engine::{ReadMiss, WriteHit, WriteMiss};
 use crate::metadata::LineTable;
+use crate::partition::Partitions;
 use crate::promotion::{self, Promotion};
 use crate::stats::{BypassReason, CacheStats};
 use tiercache_core::geometry::LineSlice;
@@ -15,12 +18,13 @@ use tiercache_core::{
     DevOp, Device, GeometryError, IoKind, LineGeometry, LineKey, Nanos, Op, OpCause, Plan, Request,
     VolumeId,
 };
-use tiercache_eviction::{Eviction, Slot};
+use tiercache_eviction::Slot;
 
 mod allocate;
 mod jobs;
 mod journal;
 mod read;
+mod resize;
 mod write;
 
 pub use crate::executor::ExecutorState;
@@ -134,15 +138,6 @@ fn config_error(field: &'static str, reason: impl Into<String>) -> PolicyError {
     }
 }
 
-/// One replacement domain: a static partition, or the shared rest of the cache.
-struct Partition {
-    evict: Box<dyn Eviction>,
-    capacity: u32,
-    used: u32,
-    dirty: u32,
-    pinned: u32,
-}
-
 /// Contiguous runs of set bits of a mask, as (first, one past last) bit numbers.
 fn runs(mut mask: u64) -> impl Iterator<Item = (u32, u32)> {
     std::iter::from_fn(move || {
@@ -167,9 +162,10 @@ pub struct Cache {
     cfg: CacheConfig,
     geo: LineGeometry,
     table: LineTable,
-    parts: Vec<Partition>,
-    /// Partition of each volume with a static partition; others use the last partition.
-    part_of_volume: Vec<u16>,
+    parts: Partitions,
+    /// Slots evicted by a shrink whose write-back job is in flight: resident and pinned but
+    /// no longer in their partition's replacement policy (hits must not touch it).
+    leaving: rustc_hash::FxHashSet<Slot>,
     promotion: Box<dyn Promotion>,
     promotion_learns: bool,
     cleaner: Box<dyn CleaningPolicy>,
@@ -208,8 +204,6 @@ impl std::fmt::Debug for Cache {
             .finish_non_exhaustive()
     }
 }
-
-const DEFAULT_PARTITION: u16 = u16::MAX;
 
 impl Cache {
     /// Builds a cache; every invalid field is named in the error.
@@ -284,55 +278,14 @@ impl Cache {
             }
             _ => {}
         }
-        let mut part_of_volume = Vec::new();
-        let mut parts = Vec::new();
-        let mut reserved = 0u64;
-        for (i, p) in cfg.partitions.iter().enumerate() {
-            let plines = p.bytes / cfg.line_size;
-            if plines == 0 {
-                return Err(config_error(
-                    "partitions",
-                    format!("partition {i} (volume {}) holds no line", p.volume),
-                ));
-            }
-            let v = p.volume as usize;
-            if part_of_volume.len() <= v {
-                part_of_volume.resize(v + 1, DEFAULT_PARTITION);
-            }
-            if part_of_volume[v] != DEFAULT_PARTITION {
-                return Err(config_error(
-                    "partitions",
-                    format!("volume {} has two partitions", p.volume),
-                ));
-            }
-            part_of_volume[v] = i as u16;
-            reserved += plines;
-            parts.push(plines as u32);
-        }
-        if reserved > lines {
-            return Err(config_error(
-                "partitions",
-                format!("partitions need {reserved} lines, the cache has {lines}"),
-            ));
-        }
-        parts.push((lines - reserved) as u32);
-        let parts = parts
-            .into_iter()
-            .map(|capacity| Partition {
-                evict: tiercache_eviction::build(cfg.eviction, capacity as usize, lines as usize),
-                capacity,
-                used: 0,
-                dirty: 0,
-                pinned: 0,
-            })
-            .collect();
+        let parts = Partitions::new(cfg, lines as u32)?;
         let promotion = promotion::build(&cfg.promotion, lines);
         Ok(Self {
             cfg: cfg.clone(),
             geo,
             table: LineTable::new(lines as u32),
             parts,
-            part_of_volume,
+            leaving: Default::default(),
             // Asked once through the trait and kept, so the hit path skips the call for
             // policies that ignore hits.
             promotion_learns: promotion.learns_from_hits(),
@@ -429,13 +382,13 @@ impl Cache {
     /// replacement-list links), stage 3 the next (the coming victim). Changes nothing.
     #[inline]
     pub fn prefetch(&self, req: &Request, stage: u8) {
-        let [part] = &self.parts[..] else {
+        let Some(part) = self.parts.single() else {
             // With static partitions, finding a line's domain would read the entry being
             // prefetched: no hints.
             return;
         };
         if stage >= 3 {
-            if part.used == part.capacity {
+            if part.used >= part.capacity {
                 if let Some((victim, then)) = part.evict.victim_hint() {
                     self.table.prefetch_victim(victim, then);
                     if let Some(t) = then {
@@ -592,10 +545,25 @@ impl Cache {
         }
     }
 
+    #[inline]
     fn partition(&self, volume: VolumeId) -> usize {
-        match self.part_of_volume.get(volume.0 as usize) {
-            Some(&p) if p != DEFAULT_PARTITION => p as usize,
-            _ => self.parts.len() - 1,
+        self.parts.of_volume(volume)
+    }
+
+    /// Counts `len` bytes written to the cache device for a line of partition `p` (the
+    /// cache's own total is counted by `emit`).
+    #[inline]
+    fn count_cache_write(&mut self, p: usize, len: u64) {
+        self.parts[p].stats.cache_bytes_written += len;
+    }
+
+    /// Tells partition `p`'s policy that resident `slot` was hit, unless the line is leaving
+    /// its partition (a shrink's victim under write-back, out of the policy already). Only
+    /// pinned lines can be leaving, so the common case costs one test of a loaded flag.
+    #[inline]
+    fn policy_hit(&mut self, p: usize, slot: Slot, pinned: bool) {
+        if !(pinned && self.leaving.contains(&slot)) {
+            self.parts[p].evict.hit(slot);
         }
     }
 
@@ -721,6 +689,8 @@ impl Cache {
         }
         match (o.device, o.kind) {
             (Device::Cache, IoKind::Read) => self.stats.cache_bytes_read += o.len,
+            // Each partition's share is counted where the write is planned
+            // (`count_cache_write`), where the partition is at hand.
             (Device::Cache, IoKind::Write) => self.stats.cache_bytes_written += o.len,
             (Device::Backend, IoKind::Read) => self.stats.backend_bytes_read += o.len,
             (Device::Backend, IoKind::Write) if o.cause == OpCause::Demote => {
@@ -745,6 +715,7 @@ impl Cache {
         slot as u64 * self.geo.line_size() + within
     }
 
+    #[inline]
     fn occupancy(&self, p: usize) -> f64 {
         let part = &self.parts[p];
         if part.capacity == 0 {
@@ -761,22 +732,44 @@ impl Cache {
         let mut used = vec![0u32; self.parts.len()];
         let mut dirty = vec![0u32; self.parts.len()];
         let mut pinned = vec![0u32; self.parts.len()];
+        let mut leaving = vec![0u32; self.parts.len()];
         for s in self.table.resident_slots() {
             let m = self.table.meta(s);
             let p = m.partition as usize;
             used[p] += 1;
             dirty[p] += (m.dirty != 0) as u32;
             pinned[p] += m.pinned as u32;
+            if self.leaving.contains(&s) {
+                assert!(m.pinned, "slot {s}: leaving but not under write-back");
+                leaving[p] += 1;
+            }
         }
+        assert_eq!(
+            leaving.iter().map(|&n| n as usize).sum::<usize>(),
+            self.leaving.len(),
+            "leaving slots are resident"
+        );
+        assert!(
+            self.parts.total_capacity() <= self.table.slots() as u64,
+            "partition capacities exceed the cache"
+        );
         for (i, part) in self.parts.iter().enumerate() {
             assert_eq!(part.used, used[i], "partition {i}: used");
             assert_eq!(part.dirty, dirty[i], "partition {i}: dirty");
             assert_eq!(part.pinned, pinned[i], "partition {i}: pinned");
-            assert!(part.used <= part.capacity, "partition {i}: over capacity");
+            assert_eq!(part.leaving, leaving[i], "partition {i}: leaving");
+            // A partition may hold more lines than its capacity after a shrink (lines pinned
+            // or written again while leaving) until `settle_partitions` (run by `clean`);
+            // it never grows meanwhile, and the tests check it fits once settled.
             assert_eq!(
                 part.evict.len(),
-                part.used as usize,
+                part.linked() as usize,
                 "partition {i}: eviction policy size"
+            );
+            assert_eq!(
+                part.evict.capacity(),
+                part.capacity as usize,
+                "partition {i}: eviction policy capacity"
             );
         }
         let s = &self.stats;

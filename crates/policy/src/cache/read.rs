@@ -27,8 +27,12 @@ impl Cache {
         if m.valid & need != need {
             return None;
         }
-        let p = m.partition as usize;
-        self.parts[p].evict.hit(slot);
+        let (p, pinned) = (m.partition as usize, m.pinned);
+        let part = &mut self.parts[p];
+        part.stats.read_line_hits += 1;
+        if !pinned || !self.leaving.contains(&slot) {
+            part.evict.hit(slot);
+        }
         if self.promotion_learns {
             self.promotion.on_hit(key);
         }
@@ -66,10 +70,11 @@ impl Cache {
         let Some(slot) = self.table.lookup(key) else {
             self.stats.line_misses += 1;
             out.line_misses += 1;
+            let p = self.partition(vol);
+            self.parts[p].stats.read_line_misses += 1;
             let reason = if rules.read_miss == ReadMiss::BackendOnly {
                 Some(BypassReason::Mode)
             } else {
-                let p = self.partition(vol);
                 let occ = self.occupancy(p);
                 if self.promotion.should_promote(key, occ) {
                     match self.allocate(p, key, false) {
@@ -85,6 +90,7 @@ impl Cache {
                                 OpCause::ReadMiss,
                             ));
                             let a = self.cache_addr(slot, 0);
+                            self.count_cache_write(p, l);
                             self.emit(
                                 DevOp::cache(
                                     IoKind::Write,
@@ -99,6 +105,7 @@ impl Cache {
                             );
                             self.table.add_valid(slot, self.geo.full_mask());
                             self.stats.promotions += 1;
+                            self.parts[p].stats.promotions += 1;
                             return;
                         }
                         Err(r) => Some(r),
@@ -115,21 +122,23 @@ impl Cache {
             return;
         };
         let m = *self.table.meta(slot);
+        let p = m.partition as usize;
         if rules.reads_bypass_cache && m.dirty & need == 0 {
             // Pass-through: the backend has current data for every needed sub-block.
             self.stats.line_misses += 1;
+            self.parts[p].stats.read_line_misses += 1;
             self.stats.bypass(BypassReason::Mode);
             out.line_misses += 1;
             out.line_bypasses += 1;
             self.read_slice_from_backend(vol, line_base, s);
             return;
         }
-        let p = m.partition as usize;
-        self.parts[p].evict.hit(slot);
+        self.policy_hit(p, slot, m.pinned);
         if self.promotion_learns {
             self.promotion.on_hit(key);
         }
         if m.valid & need == need {
+            self.parts[p].stats.read_line_hits += 1;
             self.stats.line_hits += 1;
             self.stats.read_line_hits += 1;
             out.line_hits += 1;
@@ -146,6 +155,7 @@ impl Cache {
         }
         // Partial hit: valid sub-blocks from the cache, the rest from the backend, then filled in.
         self.stats.line_partial_hits += 1;
+        self.parts[p].stats.read_line_partial_hits += 1;
         out.line_partial_hits += 1;
         for (lo, hi) in runs(need & m.valid) {
             let (a, b) = ((lo as u64 * sub).max(s.start), (hi as u64 * sub).min(s.end));
@@ -170,6 +180,7 @@ impl Cache {
                 OpCause::ReadMiss,
             ));
             let addr = self.cache_addr(slot, a);
+            self.count_cache_write(p, b - a);
             self.emit(
                 DevOp::cache(
                     IoKind::Write,

@@ -29,7 +29,8 @@ impl Cache {
             self.stats.write_line_hits += 1;
             out.line_hits += 1;
             let p = m.partition as usize;
-            self.parts[p].evict.hit(slot);
+            self.parts[p].stats.write_line_hits += 1;
+            self.policy_hit(p, slot, m.pinned);
             if self.promotion_learns {
                 self.promotion.on_hit(key);
             }
@@ -45,6 +46,7 @@ impl Cache {
                 }
                 WriteHit::CacheAndBackend => {
                     let a = self.cache_addr(slot, s.start);
+                    self.count_cache_write(p, len);
                     self.emit(DevOp::cache(
                         IoKind::Write,
                         vol,
@@ -65,12 +67,11 @@ impl Cache {
         }
         self.stats.line_misses += 1;
         out.line_misses += 1;
+        let p = self.partition(vol);
+        self.parts[p].stats.write_line_misses += 1;
         let alloc = match rules.write_miss {
             WriteMiss::BackendOnly => Err(BypassReason::Mode),
-            WriteMiss::AllocateDirty | WriteMiss::AllocateThrough => {
-                let p = self.partition(vol);
-                self.allocate(p, key, true)
-            }
+            WriteMiss::AllocateDirty | WriteMiss::AllocateThrough => self.allocate(p, key, true),
         };
         let (slot, stage) = match alloc {
             Ok(x) => x,
@@ -83,10 +84,12 @@ impl Cache {
         };
         self.stats.promotions += 1;
         self.stats.write_allocations += 1;
+        self.parts[p].stats.promotions += 1;
         let a = self.cache_addr(slot, s.start);
         if rules.write_miss == WriteMiss::AllocateDirty {
             self.write_dirty(vol, slot, line_base, s, touched & !covered, stage);
         } else {
+            self.count_cache_write(p, len);
             self.emit(
                 DevOp::cache(
                     IoKind::Write,
@@ -117,6 +120,7 @@ impl Cache {
     ) {
         let stage = self.fill_edges(vol, slot, line_base, edges, s.start, s.end, stage);
         let (a, len) = (self.cache_addr(slot, s.start), s.end - s.start);
+        self.count_cache_write(self.table.meta(slot).partition as usize, len);
         self.emit(
             DevOp::cache(
                 IoKind::Write,
@@ -161,6 +165,7 @@ impl Cache {
                             .at_stage(stage),
                     );
                     let addr = self.cache_addr(slot, x);
+                    self.count_cache_write(self.table.meta(slot).partition as usize, y - x);
                     self.emit(
                         DevOp::cache(
                             IoKind::Write,

@@ -256,6 +256,12 @@ impl LineTable {
         was
     }
 
+    /// Moves a resident line to another partition (the caller moves it between policies).
+    pub fn set_partition(&mut self, slot: Slot, partition: u16) {
+        debug_assert!(self.lines[slot as usize].resident);
+        self.lines[slot as usize].partition = partition;
+    }
+
     /// Pins or unpins a line.
     pub fn set_pinned(&mut self, slot: Slot, pinned: bool) {
         self.lines[slot as usize].pinned = pinned;
