@@ -1,6 +1,7 @@
 //! The request path: a request cut into pieces by shard, planned by its shard's policy core,
 //! executed stage by stage in decision order, answered, and finished in the background.
 
+use super::failure::undefined_after_failure;
 use super::*;
 
 impl Inner {
@@ -212,7 +213,7 @@ impl Inner {
             return Some(Err(e));
         }
         let shard = &self.shards[k];
-        let (plan, updates, mut ticket) = {
+        let (plan, updates, mut ticket, valid_before) = {
             let mut core = self.core(shard);
             if let Err(e) = self.check_halted() {
                 // The lock was poisoned: nothing is decided from this core any more.
@@ -241,6 +242,20 @@ impl Inner {
                     return None;
                 }
             }
+            // A write's sub-blocks valid before it: should it fail, the ones it made valid
+            // hold nothing defined (see [`undefined_after_failure`]).
+            let valid_before: Vec<u64> = if req.op == Op::Write {
+                self.geo
+                    .split(req.offset, req.len)
+                    .map(|s| {
+                        core.cache
+                            .line_state(req.volume, s.index)
+                            .map_or(0, |l| l.valid)
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let mut plan = Plan::new();
             if let Err(e) = core.cache.access(req, Some(&mut plan)) {
                 return Some(Err(io_err(e)));
@@ -250,7 +265,7 @@ impl Inner {
             core.cache.drain_meta_updates(&mut updates);
             let (r, w) = locations(&self.geo, &plan, &updates);
             let ticket = core.order.register(r, w);
-            (plan, updates, ticket)
+            (plan, updates, ticket, valid_before)
         };
         if ticket.wait_turn() > 0 {
             Counters::add(&self.counters.ordering_waits, 1);
@@ -290,7 +305,7 @@ impl Inner {
             Ok(Executed::Done) => Ok(()),
             Err(e) => {
                 // The request's error is the one to report; forgetting is best effort.
-                let _ = self.forget_failed(shard, req, &plan, &e);
+                let _ = self.forget_failed(shard, req, &plan, &valid_before, &e);
                 Err(e)
             }
         };
@@ -318,20 +333,24 @@ impl Inner {
         if let Err(e) = &result {
             Counters::add(&self.counters.errors, 1);
             // The plan's error is the one to report; forgetting is best effort.
-            let _ = self.forget_failed(shard, &req, &plan, e);
+            let _ = self.forget_failed(shard, &req, &plan, &[], e);
         }
         self.core(shard).order.end(ticket, result.is_ok());
         self.deferred_pending.fetch_sub(1, Relaxed);
         result
     }
 
-    /// After a failed plan: the lines it filled may hold garbage; keep only dirty data. A
-    /// plan that evicted a dirty line halts the engine instead (see [`Inner::halted`]).
+    /// After a failed plan: the sub-blocks it was to fill, and those a failed write made
+    /// valid, hold nothing defined and go, dirty or not (see [`undefined_after_failure`]); of
+    /// the other lines it touched only dirty data is kept. A plan that evicted a dirty line
+    /// halts the engine instead (see [`Inner::halted`]). `valid_before`: for a write, the
+    /// valid sub-blocks of each of its lines before it was planned.
     pub(super) fn forget_failed(
         &self,
         shard: &Shard,
         req: &Request,
         plan: &Plan,
+        valid_before: &[u64],
         failure: &io::Error,
     ) -> io::Result<()> {
         self.halt_if_evicting(plan, failure);
@@ -340,7 +359,11 @@ impl Inner {
             return Ok(());
         }
         let line = self.geo.line_size();
+        let undefined = undefined_after_failure(&self.geo, req.offset / line, plan, valid_before);
         let mut core = self.core(shard);
+        for u in &undefined {
+            self.invalidate_undefined(&mut core, u);
+        }
         for op in plan
             .ops
             .iter()
