@@ -312,12 +312,41 @@ impl SlotTable {
     }
 
     /// Writes `rec` as the newest record of `slot` (durable at the device's next sync).
+    ///
+    /// Panics on a record that would corrupt the table: a slot out of range, dirty sub-blocks
+    /// not valid, masks on an empty slot, or a line replacing another's record directly (the
+    /// old record must be cleared, and that made durable, before the new line's data lands).
     pub fn write(&self, dev: &dyn Device, slot: u32, rec: &SlotRecord) -> io::Result<()> {
+        // The engine addresses slots of its own layout: another would land in the data area.
+        assert!(
+            slot < self.layout.slots,
+            "slot {slot} beyond the table's {} slots",
+            self.layout.slots
+        );
+        // Recovery restores only dirty data that is valid, and masks of a held line.
+        assert!(
+            rec.dirty & !rec.valid == 0 && (rec.line.is_some() || rec.valid == 0),
+            "slot {slot}: record {rec:?} is inconsistent"
+        );
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut slots[slot as usize];
+        // A slot changes lines through an empty record: the engine clears the old line's
+        // record (durably) before the new line's bytes land, so a crash never pairs them.
+        assert!(
+            rec.line.is_none() || st.line.is_none() || st.line == rec.line,
+            "slot {slot}: record of line {:?} written over line {:?}'s",
+            rec.line,
+            st.line
+        );
         let copy = 1 - st.copy;
-        let seq = st.seq + 1;
+        // Recovery keeps the copy with the larger sequence number: it must grow.
+        let seq = st
+            .seq
+            .checked_add(1)
+            .expect("slot record sequence overflow");
         let at = SUPERBLOCK_BYTES + slot as u64 * SLOT_BYTES + copy as u64 * RECORD_BYTES;
+        // Records stay inside the table, never over the slot data.
+        debug_assert!(at + RECORD_BYTES <= self.layout.data_offset);
         dev.write_at(&encode(seq, rec), at)?;
         *st = SlotState {
             seq,

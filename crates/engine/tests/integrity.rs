@@ -342,7 +342,9 @@ fn failed_detach_keeps_every_dirty_line_for_the_next() {
 /// a sharding that would put its lines in the wrong shards.
 #[test]
 fn shard_layout_changes_are_recovered_or_named() {
-    let cfg = cache_config(WritePolicy::WriteBack, 4096);
+    let mut cfg = cache_config(WritePolicy::WriteBack, 4096);
+    // The lines must still be dirty at the restart: no cleaning after an idle millisecond.
+    cfg.cleaning = CleaningConfig::None;
     let with = |lookup, shards| EngineConfig {
         lookup,
         shards,

@@ -373,16 +373,111 @@ impl Inner {
                 core.cache.drop_clean(op.volume, i);
             }
         }
-        for i in req.offset / line..=(req.offset + req.len.max(1) - 1) / line {
+        let (line_size, last_req_line) = (line, (req.offset + req.len.max(1) - 1) / line);
+        for i in req.offset / line..=last_req_line {
             core.cache.drop_clean(req.volume, i);
         }
         let mut ups = Vec::new();
         core.cache.drain_meta_updates(&mut ups);
-        for u in &ups {
-            self.table
-                .write(&*self.cache_dev, shard.base + u.slot, &record_of(u))?;
+        // The durable records stay as the last completed plans wrote them: they describe data
+        // that landed. The core's state of a slot now may include what plans decided after
+        // this one (waiting for it, bound to fail) made of it, which never landed, so only a
+        // slot this forgetting emptied is written: empty, when its record names a line
+        // forgotten here (else that line could be recovered twice, from two slots, once it is
+        // read into another). A record naming another line is left alone: a later plan may be
+        // evicting that line, dirty, with its data only in the slot.
+        let forgotten = |line: (u32, u64)| {
+            let (v, i) = (VolumeId(line.0), line.1);
+            undefined.iter().any(|u| (u.volume, u.index) == (v, i))
+                || (v == req.volume && (req.offset / line_size..=last_req_line).contains(&i))
+                || plan.ops.iter().any(|o| {
+                    o.device == Dev::Backend
+                        && o.len > 0
+                        && o.volume == v
+                        && (o.offset / line_size..=(o.offset + o.len - 1) / line_size).contains(&i)
+                })
+        };
+        for u in ups.iter().filter(|u| u.line.is_none()) {
+            let slot = shard.base + u.slot;
+            if self.table.persisted_line(slot).is_some_and(forgotten) {
+                self.table
+                    .write(&*self.cache_dev, slot, &SlotRecord::EMPTY)?;
+            }
         }
         Ok(())
+    }
+
+    /// The first slot past `shard`'s: the next shard's first, or the device's end.
+    pub(super) fn shard_slot_end(&self, shard: &Shard) -> u32 {
+        self.shards
+            .iter()
+            .map(|s| s.base)
+            .filter(|&b| b > shard.base)
+            .min()
+            .unwrap_or(self.layout.slots)
+    }
+
+    /// The invariants of one op about to run at device address `addr`, for the shard whose
+    /// slots are `base..slot_end`.
+    fn check_op(&self, base: u32, slot_end: u32, o: &DevOp, addr: u64) {
+        let line = self.geo.line_size();
+        match o.device {
+            Dev::Cache if o.kind == IoKind::Flush => {}
+            Dev::Cache => {
+                // The core addresses its own slots only: a cache op outside the data area
+                // would overwrite the slot table or run off the device.
+                assert!(
+                    addr >= self.layout.data_offset
+                        && addr + o.len <= self.layout.device_len()
+                        && o.len > 0,
+                    "cache op {o:?} at {addr} outside the slot data"
+                );
+                // Nor another shard's slots (lines of other chunks, under another lock).
+                debug_assert!(
+                    base as u64 + (o.offset + o.len - 1) / line < slot_end as u64,
+                    "cache op {o:?} past shard slots {base}..{slot_end}"
+                );
+                // A cache op moves bytes of the lines at its volume address; both addresses
+                // are equal modulo the line size (see `DevOp::vaddr`).
+                assert_eq!(
+                    o.offset % line,
+                    o.vaddr % line,
+                    "cache op {o:?} off its line"
+                );
+                let check_record = match (o.kind, o.cause) {
+                    // New data lands in a slot only once the slot's record names that line or
+                    // none (the old line's record is cleared first, see `execute`): a crash
+                    // must not pair another line's name with these bytes.
+                    (IoKind::Write, _) => true,
+                    // A write-back reads its line's bytes from a slot holding that line (or,
+                    // in a plan that filled the line itself, a slot whose record it cleared).
+                    (IoKind::Read, OpCause::EvictFlush | OpCause::Clean) => true,
+                    _ => false,
+                };
+                if check_record {
+                    let mut at = o.offset;
+                    while at < o.offset + o.len {
+                        let slot = base + (at / line) as u32;
+                        let want = (o.volume.0, (o.vaddr + (at - o.offset)) / line);
+                        let named = self.table.persisted_line(slot);
+                        assert!(
+                            named.is_none_or(|l| l == want),
+                            "slot {slot}'s record names line {named:?}, not {want:?},                              under {o:?}"
+                        );
+                        at = (at / line + 1) * line;
+                    }
+                }
+            }
+            Dev::Backend if o.kind == IoKind::Flush => {}
+            Dev::Backend => {
+                // Backend ops stay inside the volume the engine exports.
+                assert!(
+                    o.offset.checked_add(o.len).is_some_and(|e| e <= self.size),
+                    "backend op {o:?} past the volume's {} bytes",
+                    self.size
+                );
+            }
+        }
     }
 
     /// Where `op` of a plan of the shard starting at slot `base` lands on its device.
@@ -403,10 +498,14 @@ impl Inner {
         may_defer: bool,
     ) -> io::Result<Executed> {
         let base = shard.base;
-        // Slots whose durable record names another line than they will hold: that record must
-        // be durably replaced before new data lands in the slot, or a crash would pair the old
-        // line's name with the new line's bytes.
-        let reassigned: Vec<u32> = updates
+        // Slots whose durable record names another line than one this plan writes into them
+        // (or leaves in them): that record must be durably replaced before the other line's
+        // data lands in the slot, or a crash would pair the old line's name with the new
+        // line's bytes. The final state is not enough: a long request over a small cache may
+        // evict a slot's line, fill the slot with another, and read the first line back into
+        // it, all in one plan.
+        let line = self.geo.line_size();
+        let mut reassigned: Vec<u32> = updates
             .iter()
             .filter(|u| {
                 let old = self.table.persisted_line(base + u.slot);
@@ -414,6 +513,18 @@ impl Inner {
             })
             .map(|u| u.slot)
             .collect();
+        for o in plan
+            .ops
+            .iter()
+            .filter(|o| o.device == Dev::Cache && o.kind == IoKind::Write && o.len > 0)
+        {
+            for (slot, want) in slot_lines(o, line) {
+                let old = self.table.persisted_line(base + slot);
+                if old.is_some_and(|l| l != want) && !reassigned.contains(&slot) {
+                    reassigned.push(slot);
+                }
+            }
+        }
         let progress = Progress {
             next: 0,
             scratch: Scratch::new(client),
@@ -444,6 +555,12 @@ impl Inner {
             backend_epoch,
         } = p;
         let ops = &plan.ops;
+        // The shard's slots: its cache ops stay inside them (O(shards): checked in debug).
+        let slot_end = if cfg!(debug_assertions) {
+            self.shard_slot_end(shard)
+        } else {
+            self.layout.slots
+        };
         while i < ops.len() {
             if may_defer && ops[i..].iter().all(|o| !o.critical) {
                 return Ok(Executed::Deferred(Progress {
@@ -457,21 +574,34 @@ impl Inner {
             // Plans under way when the engine halts stop at their next stage.
             self.check_halted()?;
             let stage = ops[i].stage;
+            // Stages never decrease along a plan (the core sorts them): a smaller one after a
+            // larger would run an op before those it depends on.
+            assert!(
+                i == 0 || ops[i - 1].stage < stage,
+                "plan stages decrease at op {i}"
+            );
             let end = i + ops[i..].iter().take_while(|o| o.stage == stage).count();
             if !reassigned.is_empty() {
+                // Due now: slots this stage writes another line's bytes into than their record
+                // names (a write of the named line itself leaves the record: it may be dirty,
+                // its write-back still to come).
                 let mut due = Vec::new();
                 for o in &ops[i..end] {
-                    if o.device == Dev::Cache && o.kind == IoKind::Write {
-                        let (a, b) = (o.offset / line, (o.offset + o.len - 1) / line);
-                        reassigned.retain(|&s| {
-                            let hit = (a..=b).contains(&(s as u64));
-                            if hit {
-                                due.push(s);
+                    if o.device == Dev::Cache && o.kind == IoKind::Write && o.len > 0 {
+                        for (slot, want) in slot_lines(o, line) {
+                            if reassigned.contains(&slot)
+                                && !due.contains(&slot)
+                                && self
+                                    .table
+                                    .persisted_line(base + slot)
+                                    .is_some_and(|l| l != want)
+                            {
+                                due.push(slot);
                             }
-                            !hit
-                        });
+                        }
                     }
                 }
+                reassigned.retain(|s| !due.contains(s));
                 if !due.is_empty() {
                     if wrote_back {
                         // The evicted line's data must be safe on the backend first.
@@ -497,6 +627,7 @@ impl Inner {
                     }
                 };
                 let addr = self.device_addr(base, o);
+                self.check_op(base, slot_end, o, addr);
                 let _busy =
                     (o.device == Dev::Backend).then(|| InFlight::enter(&self.backend_in_flight));
                 match o.kind {
@@ -514,6 +645,8 @@ impl Inner {
             }
             i = end;
         }
+        // Records describe data that landed: written only once every op ran.
+        assert_eq!(i, ops.len(), "records written before the plan's last op");
         scratch.finish();
         self.check_halted()?;
         for u in updates {
@@ -541,4 +674,16 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+/// The (slot of the shard, line) pairs a cache op spans: ops of adjacent slots holding
+/// adjacent lines merge, and a cache address and its volume address are equal modulo the line
+/// size.
+fn slot_lines(o: &DevOp, line: u64) -> impl Iterator<Item = (u32, (u32, u64))> + '_ {
+    let first = o.offset / line;
+    let last = (o.offset + o.len - 1) / line;
+    (first..=last).map(move |slot| {
+        let index = (o.vaddr + (slot * line).max(o.offset) - o.offset) / line;
+        (slot as u32, (o.volume.0, index))
+    })
 }
