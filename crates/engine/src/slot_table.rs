@@ -392,6 +392,38 @@ mod tests {
         assert_eq!(rep.corrupt_records, 1);
     }
 
+    /// A slot changes lines only through an empty record.
+    #[test]
+    #[should_panic(expected = "written over line")]
+    fn a_line_replacing_another_without_a_clear_is_refused() {
+        let layout = Layout::new(4, 4096);
+        let dev = MemDevice::new(layout.device_len() as usize);
+        let (t, _, _) = SlotTable::open(&dev, layout, false).unwrap();
+        t.write(&dev, 2, &rec(0, 7, 1, 1)).unwrap();
+        t.write(&dev, 2, &rec(0, 7, 3, 0)).unwrap();
+        t.write(&dev, 2, &SlotRecord::EMPTY).unwrap();
+        t.write(&dev, 2, &rec(0, 8, 1, 0)).unwrap();
+        t.write(&dev, 2, &rec(0, 9, 1, 0)).unwrap();
+    }
+
+    #[test]
+    #[should_panic(expected = "inconsistent")]
+    fn dirty_data_that_is_not_valid_is_refused() {
+        let layout = Layout::new(4, 4096);
+        let dev = MemDevice::new(layout.device_len() as usize);
+        let (t, _, _) = SlotTable::open(&dev, layout, false).unwrap();
+        t.write(&dev, 0, &rec(0, 1, 0b01, 0b10)).unwrap();
+    }
+
+    #[test]
+    #[should_panic(expected = "beyond the table")]
+    fn a_slot_out_of_range_is_refused() {
+        let layout = Layout::new(4, 4096);
+        let dev = MemDevice::new(layout.device_len() as usize);
+        let (t, _, _) = SlotTable::open(&dev, layout, false).unwrap();
+        t.write(&dev, 4, &SlotRecord::EMPTY).unwrap();
+    }
+
     #[test]
     fn superblock_mismatch_and_corruption_are_named() {
         let layout = Layout::new(10, 4096);
