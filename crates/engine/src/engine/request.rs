@@ -462,7 +462,7 @@ impl Inner {
                         let named = self.table.persisted_line(slot);
                         assert!(
                             named.is_none_or(|l| l == want),
-                            "slot {slot}'s record names line {named:?}, not {want:?},                              under {o:?}"
+                            "slot {slot}'s record names line {named:?}, not {want:?}, under {o:?}"
                         );
                         at = (at / line + 1) * line;
                     }
