@@ -302,3 +302,95 @@ fn a_write_into_the_slot_of_a_failing_fill_leaves_no_foreign_bytes() {
     check_line_after(&engine, &backend, b, b, LINE);
     check_line_after(&engine, &backend, a, a, 0);
 }
+
+/// A cache device whose first write of slot data (not of the slot table) waits at a gate and
+/// then fails.
+struct CacheDevice {
+    bytes: MemDevice,
+    data_offset: u64,
+    data_writes: AtomicU32,
+    gate: Gate,
+}
+
+impl Device for CacheDevice {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.bytes.read_at(buf, offset)
+    }
+    fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+        if offset >= self.data_offset && self.data_writes.fetch_add(1, SeqCst) == 0 {
+            self.gate.wait();
+            return Err(std::io::Error::other(
+                "injected: the fill's cache write fails",
+            ));
+        }
+        self.bytes.write_at(data, offset)
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn len(&self) -> u64 {
+        self.bytes.len()
+    }
+}
+
+/// A read miss is answered as soon as the backend's bytes are in (its fill of the cache goes
+/// on in the background); a 100-byte write to the line, planned as a hit on that fill, waits
+/// for it; the fill's cache write fails. The read's answer stands; the write fails, and
+/// nothing of the line is left valid over bytes the fill never wrote.
+#[test]
+fn a_sub_block_write_behind_a_failing_background_fill_leaves_no_undefined_bytes() {
+    for lookup in [Lookup::HtFg, Lookup::HtCg] {
+        let capacity = 512 << 10;
+        let layout = tiercache_engine::slot_table::Layout::new((capacity / LINE) as u32, LINE);
+        let cache_dev = Arc::new(CacheDevice {
+            bytes: MemDevice::new(4 << 20),
+            data_offset: layout.data_offset,
+            data_writes: 0.into(),
+            gate: Gate::default(),
+        });
+        let backend = Backend::new(false);
+        let cfg = CacheConfig {
+            capacity,
+            line_size: LINE,
+            write_policy: WritePolicy::WriteBack,
+            promotion: PromotionConfig::Always,
+            cleaning: CleaningConfig::None,
+            ..CacheConfig::default()
+        };
+        let ecfg = EngineConfig {
+            lookup,
+            ..EngineConfig::default()
+        };
+        let engine = Engine::with_devices(&cfg, &ecfg, cache_dev.clone(), backend.clone()).unwrap();
+        let (line, w, wlen) = (6 * LINE, 6 * LINE + 50, 100);
+        std::thread::scope(|s| {
+            let mut b = vec![0u8; LINE as usize];
+            engine.read(&mut b, line).unwrap();
+            assert!(b.iter().all(|&x| x == OLD), "{lookup:?}: the answered read");
+            wait_for("the background fill", || {
+                cache_dev.data_writes.load(SeqCst) > 0
+            });
+            let write = s.spawn(|| engine.write(&[NEW; 100], w, false));
+            wait_for("the write's plan", || engine.stats().dirty_lines == 1);
+            cache_dev.gate.open();
+            let e = write.join().unwrap().unwrap_err();
+            assert!(e.to_string().contains("earlier request"), "{lookup:?}: {e}");
+        });
+        wait_for("the background fill's end", || {
+            engine.stats().errors == 2 && engine.stats().in_flight == 0
+        });
+        let mut b = vec![0u8; LINE as usize];
+        engine.read(&mut b, line).unwrap();
+        check_bytes("read back", &b, line, w, wlen);
+        engine.flush_all().unwrap();
+        let img = backend.bytes.snapshot();
+        check_bytes(
+            "on the backend after a detach",
+            &img[line as usize..(line + LINE) as usize],
+            line,
+            w,
+            wlen,
+        );
+        engine.audit();
+    }
+}

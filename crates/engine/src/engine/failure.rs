@@ -179,7 +179,72 @@ impl Inner {
 
 #[cfg(test)]
 mod tests {
-    use super::bit_runs;
+    use super::{bit_runs, undefined_after_failure, Undefined};
+    use tiercache_core::{DevOp, IoKind, LineGeometry, OpCause, Plan, VolumeId};
+
+    /// A fill's sub-blocks all go; a write's only where nothing was valid before it; ops that
+    /// merged across slots are cut line by line; reads and write-backs leave nothing.
+    #[test]
+    fn undefined_sub_blocks_of_failed_plans() {
+        let geo = LineGeometry::new(4096).unwrap();
+        let v = VolumeId(0);
+        let mut plan = Plan::new();
+        // A promotion into slots 3 and 4 holding lines 10 and 11 (merged into one op).
+        plan.push(DevOp::cache(
+            IoKind::Write,
+            v,
+            3 * 4096,
+            10 * 4096,
+            8192,
+            OpCause::Promotion,
+        ));
+        // A write's edge fill of sub-block 1 of line 12 (slot 7), then its data over
+        // sub-blocks 1..=2 of it.
+        plan.push(
+            DevOp::cache(
+                IoKind::Write,
+                v,
+                7 * 4096 + 512,
+                12 * 4096 + 512,
+                100,
+                OpCause::Fill,
+            )
+            .at_stage(1),
+        );
+        plan.push(
+            DevOp::cache(
+                IoKind::Write,
+                v,
+                7 * 4096 + 612,
+                12 * 4096 + 612,
+                900,
+                OpCause::Write,
+            )
+            .at_stage(1),
+        );
+        // Reads and write-backs write nothing into the cache.
+        plan.push(DevOp::cache(IoKind::Read, v, 0, 0, 4096, OpCause::EvictFlush).at_stage(2));
+        let at = |index, slot, mask| Undefined {
+            volume: v,
+            index,
+            slot,
+            mask,
+        };
+        // The write request covered lines 12..: sub-block 2 of line 12 was valid before it.
+        let got = undefined_after_failure(&geo, 12, &plan, &[0b100]);
+        assert_eq!(
+            got,
+            vec![
+                at(10, 3, u64::MAX >> 56),
+                at(11, 4, u64::MAX >> 56),
+                at(12, 7, 0b10),
+                at(12, 7, 0b10),
+            ]
+        );
+        // Without the write's view (a read request), its own data ops are not counted.
+        let got = undefined_after_failure(&geo, 12, &plan, &[]);
+        assert_eq!(got.len(), 3);
+    }
 
     #[test]
     fn runs_of_set_bits() {
