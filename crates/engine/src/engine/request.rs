@@ -444,27 +444,27 @@ impl Inner {
                     o.vaddr % line,
                     "cache op {o:?} off its line"
                 );
-                let check_record = match (o.kind, o.cause) {
-                    // New data lands in a slot only once the slot's record names that line or
-                    // none (the old line's record is cleared first, see `execute`): a crash
-                    // must not pair another line's name with these bytes.
-                    (IoKind::Write, _) => true,
-                    // A write-back reads its line's bytes from a slot holding that line (or,
-                    // in a plan that filled the line itself, a slot whose record it cleared).
-                    (IoKind::Read, OpCause::EvictFlush | OpCause::Clean) => true,
-                    _ => false,
-                };
-                if check_record {
-                    let mut at = o.offset;
-                    while at < o.offset + o.len {
-                        let slot = base + (at / line) as u32;
-                        let want = (o.volume.0, (o.vaddr + (at - o.offset)) / line);
-                        let named = self.table.persisted_line(slot);
-                        assert!(
-                            named.is_none_or(|l| l == want),
-                            "slot {slot}'s record names line {named:?}, not {want:?}, under {o:?}"
-                        );
-                        at = (at / line + 1) * line;
+                for (slot, want) in slot_lines(o, line) {
+                    let slot = base + slot;
+                    match (o.kind, o.cause) {
+                        // New data lands in a slot only once no crash can recover a record
+                        // naming another line there (the old line's record is durably cleared
+                        // first, see `execute`): a crash must not pair another line's name
+                        // with these bytes.
+                        (IoKind::Write, _) => assert!(
+                            !self.table.may_recover_other(slot, want),
+                            "slot {slot} may recover another line than {want:?} under {o:?}"
+                        ),
+                        // A write-back reads its line's bytes from a slot holding that line
+                        // (or, in a plan that filled the line itself, one it cleared).
+                        (IoKind::Read, OpCause::EvictFlush | OpCause::Clean) => {
+                            let named = self.table.persisted_line(slot);
+                            assert!(
+                                named.is_none_or(|l| l == want),
+                                "slot {slot}'s record names {named:?}, not {want:?}, under {o:?}"
+                            );
+                        }
+                        _ => {}
                     }
                 }
             }
@@ -519,8 +519,7 @@ impl Inner {
             .filter(|o| o.device == Dev::Cache && o.kind == IoKind::Write && o.len > 0)
         {
             for (slot, want) in slot_lines(o, line) {
-                let old = self.table.persisted_line(base + slot);
-                if old.is_some_and(|l| l != want) && !reassigned.contains(&slot) {
+                if !reassigned.contains(&slot) && self.table.may_recover_other(base + slot, want) {
                     reassigned.push(slot);
                 }
             }
@@ -582,37 +581,41 @@ impl Inner {
             );
             let end = i + ops[i..].iter().take_while(|o| o.stage == stage).count();
             if !reassigned.is_empty() {
-                // Due now: slots this stage writes another line's bytes into than their record
-                // names (a write of the named line itself leaves the record: it may be dirty,
-                // its write-back still to come).
-                let mut due = Vec::new();
+                // Due now: slots this stage writes a line's bytes into while a crash could
+                // still recover a record naming another line there. Their newest record names
+                // another: it is cleared (a record of the line written itself stays: it may be
+                // dirty, its write-back still to come). Either way a sync makes it durable.
+                let (mut due, mut to_clear) = (Vec::new(), Vec::new());
                 for o in &ops[i..end] {
                     if o.device == Dev::Cache && o.kind == IoKind::Write && o.len > 0 {
                         for (slot, want) in slot_lines(o, line) {
                             if reassigned.contains(&slot)
                                 && !due.contains(&slot)
-                                && self
+                                && self.table.may_recover_other(base + slot, want)
+                            {
+                                due.push(slot);
+                                if self
                                     .table
                                     .persisted_line(base + slot)
                                     .is_some_and(|l| l != want)
-                            {
-                                due.push(slot);
+                                {
+                                    to_clear.push(slot);
+                                }
                             }
                         }
                     }
                 }
                 reassigned.retain(|s| !due.contains(s));
                 if !due.is_empty() {
-                    if wrote_back {
+                    if wrote_back && !to_clear.is_empty() {
                         // The evicted line's data must be safe on the backend first.
                         self.backend.sync_since(backend_epoch)?;
                     }
-                    for &s in &due {
-                        self.table
-                            .write(&*self.cache_dev, base + s, &SlotRecord::EMPTY)?;
+                    for &s in &to_clear {
+                        self.table.clear(&*self.cache_dev, base + s)?;
                     }
-                    self.cache_dev.sync()?;
-                    Counters::add(&self.counters.slot_invalidations, due.len() as u64);
+                    self.table.sync(&*self.cache_dev)?;
+                    Counters::add(&self.counters.slot_invalidations, to_clear.len() as u64);
                 }
             }
             for o in &ops[i..end] {
@@ -640,6 +643,8 @@ impl Inner {
                         }
                     }
                     IoKind::Trim => dev.discard(addr, o.len)?,
+                    // The cache device syncs through its table, which learns what is durable.
+                    IoKind::Flush if o.device == Dev::Cache => self.table.sync(dev)?,
                     IoKind::Flush => dev.sync()?,
                 }
             }
@@ -660,7 +665,7 @@ impl Inner {
     /// Makes every completed request durable: the cache device, and the backend if
     /// requests wrote to it since its last sync.
     pub(super) fn sync_all(&self) -> io::Result<()> {
-        self.cache_dev.sync()?;
+        self.table.sync(&*self.cache_dev)?;
         let since = self.backend_unsynced.swap(u64::MAX, Relaxed);
         if since != u64::MAX {
             if let Err(e) = self.backend.sync_since(since) {
