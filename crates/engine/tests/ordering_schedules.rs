@@ -16,6 +16,7 @@
 //! A control run with a completion that does not wait shows the check can fail.
 //!
 //! Seeds and iteration counts are fixed: every run explores the same schedules (a few seconds).
+//! `TIERCACHE_SHUTTLE_SCALE=N` multiplies the iterations for a deeper search.
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -67,8 +68,14 @@ impl Completion for NoWait {
     fn set(&self, _: bool) {}
 }
 
-/// Runs `f` under `iterations` seeded random schedules, then as many PCT ones (depth 3).
+/// Runs `f` under `iterations` seeded random schedules, then as many PCT ones (depth 3)
+/// (times `TIERCACHE_SHUTTLE_SCALE`, 1 unless set).
 fn explore(seed: u64, iterations: usize, f: impl Fn() + Send + Sync + 'static) {
+    let scale: usize = std::env::var("TIERCACHE_SHUTTLE_SCALE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let iterations = iterations * scale.max(1);
     let f = Arc::new(f);
     let g = f.clone();
     Runner::new(
