@@ -163,9 +163,15 @@ fn after_a_failed_partial_write_a_restart_recovers_no_undefined_bytes() {
         let backend = Backend::new(false);
         let cache_dev = Arc::new(MemDevice::new(4 << 20));
         let e = engine_on(cache_dev.clone(), backend.clone(), lookup, 512 << 10);
-        // An acknowledged write elsewhere in the line first: the line is resident, and dirty.
-        let (line, w, wlen) = (4 * LINE, 4 * LINE + 3 * SUB + 7, 100);
+        // An acknowledged write of sub-block 0 makes the line resident (only that sub-block
+        // valid, and dirty); a read of sub-blocks 1..=3 fills them, clean.
+        let (line, w, wlen) = (4 * LINE, 4 * LINE + 6 * SUB + 7, 100);
         e.write(&[NEW; 512], line, false).unwrap();
+        e.read(&mut vec![0u8; 3 * SUB as usize], line + SUB)
+            .unwrap();
+        // A write into sub-block 6 needs its edges from the backend, whose reads fail now.
+        // What the core forgets after it (the clean sub-blocks) must not be written as a
+        // record that still names sub-block 6 (valid and dirty in the core for a moment).
         backend.failing.store(true, SeqCst);
         assert!(e.write(&[NEW; 100], w, false).is_err());
         backend.failing.store(false, SeqCst);
