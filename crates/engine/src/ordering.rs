@@ -7,6 +7,13 @@
 //! location it writes, has completed. Conflicting plans thus take effect in decision order and
 //! the result equals serial execution; waits point only to earlier plans, so they cannot
 //! deadlock.
+//!
+//! A plan that fails ends failed, and the plans waiting for it (registered while it was in
+//! flight, on locations it touched) learn it and fail unrun, and so on down their own
+//! waiters: they were decided on what it was to leave. A plan registered after it ended was
+//! decided on the state its failure left (the engine forgets what it was to fill first) and
+//! runs. `tests/ordering_schedules.rs` checks both under adversarial thread schedules
+//! (shuttle, through [`Completion`]) against one-by-one execution in decision order.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
