@@ -49,6 +49,19 @@ fn overlap(a: u64, alen: usize, b: u64, blen: usize) -> Option<(u64, u64)> {
     (lo < hi).then_some((lo, hi))
 }
 
+/// Whether the ranges `[lo, hi)` of `pieces` together cover `[from, to)` (sorts `pieces`).
+fn covers(pieces: &mut [(u64, u64)], from: u64, to: u64) -> bool {
+    pieces.sort_unstable();
+    let mut reached = from;
+    for &(lo, hi) in pieces.iter() {
+        if lo > reached {
+            break;
+        }
+        reached = reached.max(hi);
+    }
+    reached >= to
+}
+
 impl<'a> Scratch<'a> {
     /// Scratch for a plan serving `client`.
     pub fn new(client: Client<'a>) -> Self {
@@ -102,11 +115,17 @@ impl<'a> Scratch<'a> {
             }
         }
         let mut out = vec![0u8; len];
+        // Where the bytes came from (debug builds): every byte a write carries was read by
+        // this plan or given by the client; a gap would be written as zeroes.
+        let mut sources: Vec<(u64, u64)> = Vec::new();
         for (v, a, bytes) in &self.owned {
             if *v == vol {
                 if let Some((lo, hi)) = overlap(*a, bytes.len(), vaddr, len) {
                     out[(lo - vaddr) as usize..(hi - vaddr) as usize]
                         .copy_from_slice(&bytes[(lo - a) as usize..(hi - a) as usize]);
+                    if cfg!(debug_assertions) {
+                        sources.push((lo, hi));
+                    }
                 }
             }
         }
@@ -120,6 +139,9 @@ impl<'a> Scratch<'a> {
                     if let Some((lo, hi)) = overlap(a, l, vaddr, len) {
                         out[(lo - vaddr) as usize..(hi - vaddr) as usize]
                             .copy_from_slice(&buf[(lo - offset) as usize..(hi - offset) as usize]);
+                        if cfg!(debug_assertions) {
+                            sources.push((lo, hi));
+                        }
                     }
                 }
             }
@@ -131,10 +153,17 @@ impl<'a> Scratch<'a> {
                 if let Some((lo, hi)) = overlap(*offset, data.len(), vaddr, len) {
                     out[(lo - vaddr) as usize..(hi - vaddr) as usize]
                         .copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
+                    if cfg!(debug_assertions) {
+                        sources.push((lo, hi));
+                    }
                 }
             }
             _ => {}
         }
+        debug_assert!(
+            covers(&mut sources, vaddr, vaddr + len as u64),
+            "write {op:?} carries bytes no read of its plan or client gave"
+        );
         Cow::Owned(out)
     }
 
@@ -186,5 +215,56 @@ impl<'a> Scratch<'a> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::MemDevice;
+    use tiercache_core::{IoKind, OpCause, VolumeId};
+
+    #[test]
+    fn coverage_of_ranges() {
+        assert!(covers(&mut [(0, 4), (4, 8)], 0, 8));
+        assert!(covers(&mut [(4, 9), (0, 5)], 1, 8));
+        assert!(!covers(&mut [(0, 3), (4, 8)], 0, 8));
+        assert!(!covers(&mut [], 0, 1));
+        assert!(covers(&mut [], 5, 5));
+    }
+
+    /// A write's bytes come from the plan's reads and the client's data, the client winning.
+    #[test]
+    fn writes_carry_bytes_read_and_given() {
+        let dev = MemDevice::from_bytes((0..64u8).collect());
+        let data = [200u8; 8];
+        let mut s = Scratch::new(Client::Write {
+            volume: 0,
+            offset: 1004,
+            data: &data,
+        });
+        let v = VolumeId(0);
+        s.read(
+            &dev,
+            &DevOp::backend(IoKind::Read, v, 1000, 16, OpCause::Fill),
+            0,
+        )
+        .unwrap();
+        let w = DevOp::cache(IoKind::Write, v, 0, 1000, 16, OpCause::Fill);
+        let got = s.data_for(&w).into_owned();
+        let want: Vec<u8> = (0..16u8)
+            .map(|i| if (4..12).contains(&i) { 200 } else { i })
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    /// Debug builds refuse to write bytes nobody read or gave (they would go out as zeroes).
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "carries bytes no read")]
+    fn a_write_of_bytes_never_read_is_caught() {
+        let s = Scratch::new(Client::None);
+        let w = DevOp::backend(IoKind::Write, VolumeId(0), 0, 512, OpCause::Clean);
+        let _ = s.data_for(&w);
     }
 }

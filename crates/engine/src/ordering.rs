@@ -7,6 +7,13 @@
 //! location it writes, has completed. Conflicting plans thus take effect in decision order and
 //! the result equals serial execution; waits point only to earlier plans, so they cannot
 //! deadlock.
+//!
+//! A plan that fails ends failed, and the plans waiting for it (registered while it was in
+//! flight, on locations it touched) learn it and fail unrun, and so on down their own
+//! waiters: they were decided on what it was to leave. A plan registered after it ended was
+//! decided on the state its failure left (the engine forgets what it was to fill first) and
+//! runs. `tests/ordering_schedules.rs` checks both under adversarial thread schedules
+//! (shuttle, through [`Completion`]) against one-by-one execution in decision order.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
@@ -35,6 +42,18 @@ enum Outcome {
     Failed,
 }
 
+/// How a plan waits for the plans before it: set once by the thread that ran the plan,
+/// waited for by the plans after it. [`Done`] (std's mutex and condition variable) is the
+/// engine's; a test may put a model checker's primitives here instead (the randomized-schedule
+/// tests in `tests/ordering_schedules.rs` use shuttle's), without touching production builds.
+pub trait Completion: Default + Send + Sync + std::fmt::Debug + 'static {
+    /// Blocks until [`set`](Self::set) was called; returns what it was given: whether the
+    /// plan completed (rather than failed).
+    fn wait(&self) -> bool;
+    /// Ends the plan, `completed` or failed, and wakes its waiters. Called once per plan.
+    fn set(&self, completed: bool);
+}
+
 /// Completion of one registered plan.
 #[derive(Debug, Default)]
 pub struct Done {
@@ -51,30 +70,53 @@ impl Done {
         }
         *d == Outcome::Completed
     }
+}
 
-    fn set(&self, outcome: Outcome) {
-        *self.outcome.lock().unwrap_or_else(|e| e.into_inner()) = outcome;
+impl Completion for Done {
+    fn wait(&self) -> bool {
+        Done::wait(self)
+    }
+
+    fn set(&self, completed: bool) {
+        let mut d = self.outcome.lock().unwrap_or_else(|e| e.into_inner());
+        // A ticket is consumed by the one `end` of its plan: a second outcome would be a plan
+        // ended twice, its waiters possibly told the wrong one.
+        assert_eq!(*d, Outcome::Running, "a plan ended twice");
+        *d = if completed {
+            Outcome::Completed
+        } else {
+            Outcome::Failed
+        };
         self.cv.notify_all();
     }
 }
 
-#[derive(Debug, Default)]
-struct LocationState {
-    writer: Option<Arc<Done>>,
-    readers: Vec<Arc<Done>>,
+#[derive(Debug)]
+struct LocationState<D> {
+    writer: Option<Arc<D>>,
+    readers: Vec<Arc<D>>,
+}
+
+impl<D> Default for LocationState<D> {
+    fn default() -> Self {
+        Self {
+            writer: None,
+            readers: Vec::new(),
+        }
+    }
 }
 
 /// A registered plan: what it touches and whom it waits for.
 #[derive(Debug)]
-pub struct Ticket {
-    done: Arc<Done>,
+pub struct Ticket<D: Completion = Done> {
+    done: Arc<D>,
     reads: Vec<Location>,
     writes: Vec<Location>,
-    waits: Vec<Arc<Done>>,
+    waits: Vec<Arc<D>>,
     predecessor_failed: bool,
 }
 
-impl Ticket {
+impl<D: Completion> Ticket<D> {
     /// Blocks until every earlier conflicting plan ended. Returns how many it waited for.
     pub fn wait_turn(&mut self) -> usize {
         let n = self.waits.len();
@@ -92,21 +134,32 @@ impl Ticket {
 }
 
 /// The table of in-flight plans by location. Use under the policy core's lock.
-#[derive(Debug, Default)]
-pub struct OrderingTable {
-    locations: HashMap<Location, LocationState>,
+#[derive(Debug)]
+pub struct OrderingTable<D: Completion = Done> {
+    locations: HashMap<Location, LocationState<D>>,
+    /// Plans registered and not ended yet.
+    in_flight: usize,
 }
 
-impl OrderingTable {
+impl<D: Completion> Default for OrderingTable<D> {
+    fn default() -> Self {
+        Self {
+            locations: HashMap::new(),
+            in_flight: 0,
+        }
+    }
+}
+
+impl<D: Completion> OrderingTable<D> {
     /// Registers a plan reading `reads` and writing `writes` (duplicates allowed).
-    pub fn register(&mut self, mut reads: Vec<Location>, mut writes: Vec<Location>) -> Ticket {
+    pub fn register(&mut self, mut reads: Vec<Location>, mut writes: Vec<Location>) -> Ticket<D> {
         writes.sort_unstable();
         writes.dedup();
         reads.sort_unstable();
         reads.dedup();
         reads.retain(|r| writes.binary_search(r).is_err());
-        let done = Arc::new(Done::default());
-        let mut waits: Vec<Arc<Done>> = Vec::new();
+        let done = Arc::new(D::default());
+        let mut waits: Vec<Arc<D>> = Vec::new();
         for &r in &reads {
             let st = self.locations.entry(r).or_default();
             if let Some(w) = &st.writer {
@@ -123,6 +176,7 @@ impl OrderingTable {
         }
         waits.sort_unstable_by_key(|d| Arc::as_ptr(d) as usize);
         waits.dedup_by(|a, b| Arc::ptr_eq(a, b));
+        self.in_flight += 1;
         Ticket {
             done,
             reads,
@@ -133,23 +187,28 @@ impl OrderingTable {
     }
 
     /// The plan of `ticket` completed: wakes its waiters and forgets it.
-    pub fn complete(&mut self, ticket: Ticket) {
+    pub fn complete(&mut self, ticket: Ticket<D>) {
         self.end(ticket, true)
     }
 
     /// The plan of `ticket` failed: as [`complete`](Self::complete), but its waiters learn
     /// it failed ([`Ticket::predecessor_failed`]).
-    pub fn fail(&mut self, ticket: Ticket) {
+    pub fn fail(&mut self, ticket: Ticket<D>) {
         self.end(ticket, false)
     }
 
     /// The plan of `ticket` ended, `completed` or failed.
-    pub fn end(&mut self, ticket: Ticket, completed: bool) {
-        let outcome = if completed {
-            Outcome::Completed
-        } else {
-            Outcome::Failed
-        };
+    pub fn end(&mut self, ticket: Ticket<D>, completed: bool) {
+        // Registration counted it: ending more plans than were registered means a ticket of
+        // another table, whose locations this table never held.
+        assert!(self.in_flight > 0, "a plan ended that was never in flight");
+        // A plan ends after its turn: ending one that never waited would wake its successors
+        // while the plans it conflicts with may still run, out of decision order.
+        assert!(
+            ticket.waits.is_empty(),
+            "a plan ended before waiting its turn"
+        );
+        self.in_flight -= 1;
         for r in &ticket.reads {
             if let Some(st) = self.locations.get_mut(r) {
                 st.readers.retain(|d| !Arc::ptr_eq(d, &ticket.done));
@@ -159,20 +218,26 @@ impl OrderingTable {
             }
         }
         for w in &ticket.writes {
-            if let Some(st) = self.locations.get_mut(w) {
-                if st
-                    .writer
-                    .as_ref()
-                    .is_some_and(|d| Arc::ptr_eq(d, &ticket.done))
-                {
-                    st.writer = None;
-                }
-                if st.writer.is_none() && st.readers.is_empty() {
-                    self.locations.remove(w);
-                }
+            // A location written stays registered until its writer ends: a later writer of it
+            // waits for this plan, so it cannot have ended and removed the entry first.
+            let st = self
+                .locations
+                .get_mut(w)
+                .expect("a written location left the table before its writer ended");
+            if st
+                .writer
+                .as_ref()
+                .is_some_and(|d| Arc::ptr_eq(d, &ticket.done))
+            {
+                st.writer = None;
+            }
+            if st.writer.is_none() && st.readers.is_empty() {
+                self.locations.remove(w);
             }
         }
-        ticket.done.set(outcome);
+        // Every location is held by some plan in flight.
+        debug_assert!(self.in_flight > 0 || self.locations.is_empty());
+        ticket.done.set(completed);
     }
 
     /// Whether a plan registered now to read (or, with `writing`, write) `loc` would wait
@@ -202,7 +267,7 @@ mod tests {
 
     #[test]
     fn readers_share_writers_wait() {
-        let mut t = OrderingTable::default();
+        let mut t: OrderingTable = OrderingTable::default();
         let mut a = t.register(vec![1], vec![]);
         let mut b = t.register(vec![1], vec![]);
         assert_eq!(
@@ -210,20 +275,22 @@ mod tests {
             0,
             "readers do not wait for readers"
         );
-        let c = t.register(vec![], vec![1]);
+        let mut c = t.register(vec![], vec![1]);
         assert_eq!(c.waits.len(), 2, "a writer waits for both readers");
-        let d = t.register(vec![1], vec![]);
+        let mut d = t.register(vec![1], vec![]);
         assert_eq!(d.waits.len(), 1, "a reader waits for the writer");
         t.complete(a);
         t.complete(b);
+        assert_eq!(c.wait_turn(), 2);
         t.complete(c);
+        assert_eq!(d.wait_turn(), 1);
         t.complete(d);
         assert!(t.is_empty());
     }
 
     #[test]
     fn a_failure_reaches_the_plans_that_waited_for_it_and_no_others() {
-        let mut t = OrderingTable::default();
+        let mut t: OrderingTable = OrderingTable::default();
         let fill = t.register(vec![], vec![1]);
         let mut hit = t.register(vec![1], vec![]);
         let mut other = t.register(vec![2], vec![3]);
@@ -268,7 +335,7 @@ mod tests {
                 }
                 cells
             };
-            let table = StdMutex::new(OrderingTable::default());
+            let table = StdMutex::new(OrderingTable::<Done>::default());
             let cells = StdMutex::new([0u64; 6]);
             std::thread::scope(|s| {
                 let mut handles = Vec::new();

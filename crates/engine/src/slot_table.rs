@@ -18,6 +18,7 @@
 
 use crate::device::Device;
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Mutex;
 
 const MAGIC: &[u8; 8] = b"TIERCSLT";
@@ -125,16 +126,77 @@ struct SlotState {
     /// Copy (0 = A, 1 = B) holding `seq`.
     copy: u8,
     line: Option<(u32, u64)>,
+    /// What a crash may leave in each copy (see [`SlotTable::may_recover_other`]).
+    copies: [CopyState; 2],
+}
+
+/// What one copy of a slot's record may hold after a crash: its newest record (if that
+/// write landed), the durable one it replaced, one written in between (`mixed`), or a torn
+/// one, which recovery ignores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CopyState {
+    /// The line of the newest record written to this copy, as a [`line_key`], and its
+    /// sequence number.
+    newest: u64,
+    newest_seq: u64,
+    /// The sync epoch it was written in (see [`SlotTable::sync`]).
+    epoch: u64,
+    /// The line and sequence number of the newest record of this copy known durable when a
+    /// later one was written.
+    durable: u64,
+    durable_seq: u64,
+    /// A record written to this copy after `durable`, and replaced without a sync since,
+    /// named a line other than `durable` and `newest`.
+    mixed: bool,
+}
+
+/// No line (an empty slot, or a copy never written).
+const NO_LINE: u64 = u64::MAX;
+/// A line that does not fit a key (recovery refuses those): never equal to a served line.
+const ODD_LINE: u64 = u64::MAX - 1;
+
+/// A line as one `u64` for the crash bookkeeping.
+fn line_key(line: Option<(u32, u64)>) -> u64 {
+    match line {
+        None => NO_LINE,
+        Some((v, i)) if v < 1 << 15 && i < 1 << 48 => (v as u64) << 48 | i,
+        Some(_) => ODD_LINE,
+    }
+}
+
+impl CopyState {
+    /// A copy holding record `seq` of `line`, durable (`seq` 0: no record).
+    fn durable(line: Option<(u32, u64)>, seq: u64) -> Self {
+        let k = line_key(line);
+        Self {
+            newest: k,
+            newest_seq: seq,
+            epoch: 0,
+            durable: k,
+            durable_seq: seq,
+            mixed: false,
+        }
+    }
 }
 
 /// An opened table, the recovered non-empty slots (ascending) and the recovery report.
 pub type Opened = (SlotTable, Vec<(u32, SlotRecord)>, RecoveryReport);
 
 /// The persisted slot table of one cache device.
+///
+/// It knows which records are durable: records written before a [`sync`](Self::sync) began
+/// are, once it returns. Until then a crash may leave either copy of a slot with an older
+/// record (a lost write leaves the copy as it was, a torn one fails its checksum and recovery
+/// takes the other copy), and [`may_recover_other`](Self::may_recover_other) says whether one
+/// of those might name another line.
 #[derive(Debug)]
 pub struct SlotTable {
     layout: Layout,
     slots: Mutex<Vec<SlotState>>,
+    /// The current sync epoch: records written now carry it.
+    epoch: AtomicU64,
+    /// Records of epochs up to this one are durable.
+    durable: AtomicU64,
 }
 
 fn encode(seq: u64, r: &SlotRecord) -> [u8; RECORD_BYTES as usize] {
@@ -201,10 +263,12 @@ impl SlotTable {
         let mut sb = vec![0u8; 64];
         dev.read_at(&mut sb, 0)?;
         let mut report = RecoveryReport::default();
+        // Epoch 0: what the device holds at open, durable.
         let fresh = State {
             seq: 0,
             copy: 1,
             line: None,
+            copies: [CopyState::durable(None, 0); 2],
         };
         type State = SlotState;
         if format || sb.iter().all(|&b| b == 0) {
@@ -221,10 +285,7 @@ impl SlotTable {
             dev.write_at(&superblock(&layout), 0)?;
             dev.sync()?;
             report.formatted = true;
-            let table = Self {
-                layout,
-                slots: Mutex::new(vec![fresh; layout.slots as usize]),
-            };
+            let table = Self::with_states(layout, vec![fresh; layout.slots as usize]);
             return Ok((table, Vec::new(), report));
         }
         if &sb[0..8] != MAGIC {
@@ -266,24 +327,29 @@ impl SlotTable {
             for i in 0..n {
                 let base = (i * SLOT_BYTES) as usize;
                 let mut best: Option<(u64, u8, SlotRecord)> = None;
+                let mut copies = [CopyState::durable(None, 0); 2];
                 for copy in 0..2u8 {
                     let at = base + copy as usize * RECORD_BYTES as usize;
                     match decode(&bytes[at..at + RECORD_BYTES as usize]) {
                         Ok(Some((seq, rec))) => {
+                            copies[copy as usize] = CopyState::durable(rec.line, seq);
                             if best.is_none_or(|b| seq > b.0) {
                                 best = Some((seq, copy, rec));
                             }
                         }
                         Ok(None) => {}
+                        // Recovery ignores it, as a copy never written.
                         Err(()) => report.corrupt_records += 1,
                     }
                 }
                 let s = (slot + i) as usize;
+                states[s].copies = copies;
                 if let Some((seq, copy, rec)) = best {
                     states[s] = SlotState {
                         seq,
                         copy,
                         line: rec.line,
+                        copies,
                     };
                     if rec.line.is_some() && rec.valid != 0 {
                         report.lines += 1;
@@ -294,11 +360,68 @@ impl SlotTable {
             }
             slot += n;
         }
-        let table = Self {
+        let table = Self::with_states(layout, states);
+        Ok((table, found, report))
+    }
+
+    fn with_states(layout: Layout, states: Vec<SlotState>) -> Self {
+        Self {
             layout,
             slots: Mutex::new(states),
+            epoch: AtomicU64::new(1),
+            durable: AtomicU64::new(0),
+        }
+    }
+
+    /// Syncs `dev` (the cache device): every record written before this call is durable
+    /// when it returns.
+    pub fn sync(&self, dev: &dyn Device) -> io::Result<()> {
+        // Under the lock writes hold while they write: every record of an epoch up to `e`
+        // was handed to the device before the sync below starts.
+        let e = {
+            let _writes = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            self.epoch.fetch_add(1, SeqCst)
         };
-        Ok((table, found, report))
+        dev.sync()?;
+        self.durable.fetch_max(e, SeqCst);
+        Ok(())
+    }
+
+    /// Whether a crash now could recover a record of `slot` naming a line other than `line`
+    /// (no line is always fine). Recovery takes the copy with the newer valid record. A copy
+    /// written since the last sync may be left as it was, or with any record written to it
+    /// since, or torn (ignored); one not written since holds its durable record, which then
+    /// wins only over an older or possibly torn other copy.
+    pub fn may_recover_other(&self, slot: u32, line: (u32, u64)) -> bool {
+        let want = line_key(Some(line));
+        let other = |k: u64| k != NO_LINE && (k != want || k == ODD_LINE);
+        let durable = self.durable.load(SeqCst);
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let copies = &slots[slot as usize].copies;
+        (0..2).any(|c| {
+            let (me, them) = (&copies[c], &copies[1 - c]);
+            let (me_synced, them_synced) = (me.epoch <= durable, them.epoch <= durable);
+            let (d, d_seq) = if me_synced {
+                (me.newest, me.newest_seq)
+            } else {
+                (me.durable, me.durable_seq)
+            };
+            let them_seq = if them_synced {
+                them.newest_seq
+            } else {
+                them.durable_seq
+            };
+            let durable_wins = !them_synced || d_seq > them_seq;
+            (durable_wins && other(d)) || (!me_synced && (other(me.newest) || me.mixed))
+        })
+    }
+
+    /// Clears `slot`: an empty record in both copies, so that once synced no crash recovers
+    /// any line from it (writing one copy would leave the other's older record to a crash
+    /// that loses or tears the next write).
+    pub fn clear(&self, dev: &dyn Device, slot: u32) -> io::Result<()> {
+        self.write(dev, slot, &SlotRecord::EMPTY)?;
+        self.write(dev, slot, &SlotRecord::EMPTY)
     }
 
     /// The layout.
@@ -312,18 +435,60 @@ impl SlotTable {
     }
 
     /// Writes `rec` as the newest record of `slot` (durable at the device's next sync).
+    ///
+    /// Panics on a record that would corrupt the table: a slot out of range, dirty sub-blocks
+    /// not valid, masks on an empty slot, or a line replacing another's record directly (the
+    /// old record must be cleared, and that made durable, before the new line's data lands).
     pub fn write(&self, dev: &dyn Device, slot: u32, rec: &SlotRecord) -> io::Result<()> {
+        // The engine addresses slots of its own layout: another would land in the data area.
+        assert!(
+            slot < self.layout.slots,
+            "slot {slot} beyond the table's {} slots",
+            self.layout.slots
+        );
+        // Recovery restores only dirty data that is valid, and masks of a held line.
+        assert!(
+            rec.dirty & !rec.valid == 0 && (rec.line.is_some() || rec.valid == 0),
+            "slot {slot}: record {rec:?} is inconsistent"
+        );
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut slots[slot as usize];
+        // A slot changes lines through an empty record: the engine clears the old line's
+        // record (durably) before the new line's bytes land, so a crash never pairs them.
+        assert!(
+            rec.line.is_none() || st.line.is_none() || st.line == rec.line,
+            "slot {slot}: record of line {:?} written over line {:?}'s",
+            rec.line,
+            st.line
+        );
         let copy = 1 - st.copy;
-        let seq = st.seq + 1;
+        // Recovery keeps the copy with the larger sequence number: it must grow.
+        let seq = st
+            .seq
+            .checked_add(1)
+            .expect("slot record sequence overflow");
         let at = SUPERBLOCK_BYTES + slot as u64 * SLOT_BYTES + copy as u64 * RECORD_BYTES;
+        // Records stay inside the table, never over the slot data.
+        debug_assert!(at + RECORD_BYTES <= self.layout.data_offset);
+        let c = &mut st.copies[copy as usize];
+        let key = line_key(rec.line);
+        if c.epoch <= self.durable.load(SeqCst) {
+            // The record replaced in this copy was durable: a crash leaves it or this one.
+            c.durable = c.newest;
+            c.durable_seq = c.newest_seq;
+            c.mixed = false;
+        } else if c.newest != c.durable && c.newest != key {
+            // An unsynced record naming a third line may stay until the next sync.
+            c.mixed = true;
+        }
+        c.newest = key;
+        c.newest_seq = seq;
+        c.epoch = self.epoch.load(SeqCst);
+        // Bookkeeping first: a failed write may still have reached the device.
         dev.write_at(&encode(seq, rec), at)?;
-        *st = SlotState {
-            seq,
-            copy,
-            line: rec.line,
-        };
+        st.seq = seq;
+        st.copy = copy;
+        st.line = rec.line;
         Ok(())
     }
 }
@@ -361,6 +526,99 @@ mod tests {
         let (_, found, rep) = SlotTable::open(&dev, layout, false).unwrap();
         assert_eq!(found[0], (3, rec(0, 77, 0xff, 0x0f)));
         assert_eq!(rep.corrupt_records, 1);
+    }
+
+    /// What a crash may recover, against what recovery does with the writes lost or torn.
+    #[test]
+    fn records_a_crash_may_recover_are_known() {
+        let layout = Layout::new(4, 4096);
+        let dev = MemDevice::new(layout.device_len() as usize);
+        let (t, _, _) = SlotTable::open(&dev, layout, false).unwrap();
+        let (old, new) = ((0, 5), (0, 6));
+        t.write(&dev, 1, &rec(0, 5, 1, 1)).unwrap();
+        assert!(!t.may_recover_other(1, old) && t.may_recover_other(1, new));
+        t.sync(&dev).unwrap();
+        let synced = dev.snapshot();
+        // Freed without a sync: the empty record may be lost, and `old` recovered.
+        t.write(&dev, 1, &SlotRecord::EMPTY).unwrap();
+        assert!(
+            t.may_recover_other(1, new),
+            "the empty record is not durable"
+        );
+        let lost = MemDevice::from_bytes(synced);
+        let (_, found, _) = SlotTable::open(&lost, layout, false).unwrap();
+        assert_eq!(
+            found,
+            vec![(1, rec(0, 5, 1, 1))],
+            "what that crash recovers"
+        );
+        t.sync(&dev).unwrap();
+        assert!(!t.may_recover_other(1, new), "durably freed");
+        // One record of `new` after it: at worst the empty one is recovered.
+        t.write(&dev, 1, &rec(0, 6, 1, 1)).unwrap();
+        assert!(!t.may_recover_other(1, new));
+        // A second one goes over the empty copy: losing the first and tearing the second
+        // leaves the copy the first was to replace, naming `old`.
+        t.write(&dev, 1, &rec(0, 6, 3, 1)).unwrap();
+        assert!(t.may_recover_other(1, new));
+        t.sync(&dev).unwrap();
+        assert!(!t.may_recover_other(1, new));
+        // `old` back, synced; a clear writes both copies.
+        t.write(&dev, 1, &SlotRecord::EMPTY).unwrap();
+        t.write(&dev, 1, &rec(0, 5, 1, 0)).unwrap();
+        t.sync(&dev).unwrap();
+        let before = dev.snapshot();
+        t.clear(&dev, 1).unwrap();
+        assert!(t.may_recover_other(1, new));
+        t.sync(&dev).unwrap();
+        assert!(!t.may_recover_other(1, new), "durably cleared, both copies");
+        // The same with one empty record instead, synced: the other copy still names `old`.
+        let d2 = MemDevice::from_bytes(before);
+        let (t2, _, _) = SlotTable::open(&d2, layout, false).unwrap();
+        t2.write(&d2, 1, &SlotRecord::EMPTY).unwrap();
+        t2.sync(&d2).unwrap();
+        t2.write(&d2, 1, &rec(0, 6, 1, 1)).unwrap();
+        assert!(
+            !t2.may_recover_other(1, new),
+            "the other copy is older and durable"
+        );
+        t2.write(&d2, 1, &rec(0, 6, 3, 1)).unwrap();
+        assert!(
+            t2.may_recover_other(1, new),
+            "both copies unsynced: the older one may win"
+        );
+    }
+
+    /// A slot changes lines only through an empty record.
+    #[test]
+    #[should_panic(expected = "written over line")]
+    fn a_line_replacing_another_without_a_clear_is_refused() {
+        let layout = Layout::new(4, 4096);
+        let dev = MemDevice::new(layout.device_len() as usize);
+        let (t, _, _) = SlotTable::open(&dev, layout, false).unwrap();
+        t.write(&dev, 2, &rec(0, 7, 1, 1)).unwrap();
+        t.write(&dev, 2, &rec(0, 7, 3, 0)).unwrap();
+        t.write(&dev, 2, &SlotRecord::EMPTY).unwrap();
+        t.write(&dev, 2, &rec(0, 8, 1, 0)).unwrap();
+        t.write(&dev, 2, &rec(0, 9, 1, 0)).unwrap();
+    }
+
+    #[test]
+    #[should_panic(expected = "inconsistent")]
+    fn dirty_data_that_is_not_valid_is_refused() {
+        let layout = Layout::new(4, 4096);
+        let dev = MemDevice::new(layout.device_len() as usize);
+        let (t, _, _) = SlotTable::open(&dev, layout, false).unwrap();
+        t.write(&dev, 0, &rec(0, 1, 0b01, 0b10)).unwrap();
+    }
+
+    #[test]
+    #[should_panic(expected = "beyond the table")]
+    fn a_slot_out_of_range_is_refused() {
+        let layout = Layout::new(4, 4096);
+        let dev = MemDevice::new(layout.device_len() as usize);
+        let (t, _, _) = SlotTable::open(&dev, layout, false).unwrap();
+        t.write(&dev, 4, &SlotRecord::EMPTY).unwrap();
     }
 
     #[test]

@@ -109,6 +109,11 @@ fn every_crash_point_recovers_durable_data() {
                 },
             });
         }
+        // One read of the whole volume over the 12-line cache: one plan that evicts dirty
+        // lines, fills their slots with other lines, evicts those and reads lines back into
+        // slots they held before, with crash points all along it (it changes no sector).
+        let mut vol = vec![0u8; VOLUME];
+        engine.read(&mut vol, 0).unwrap();
         // The engine is dropped without a clean shutdown's flush mattering: crashes below
         // all happen before this point.
         std::mem::forget(engine);

@@ -348,6 +348,9 @@ fn shard_layout_changes_are_recovered_or_named() {
         (
             CacheConfig {
                 shards,
+                // The lines must still be dirty at the restart: no cleaning after an idle
+                // millisecond.
+                cleaning: CleaningConfig::None,
                 ..cache_config(WritePolicy::WriteBack, 4096)
             },
             EngineConfig {

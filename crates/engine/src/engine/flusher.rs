@@ -73,13 +73,20 @@ impl Inner {
         } = work;
         let shard = &self.shards[shard];
         let base = shard.base;
-        // A job runs even after a failed predecessor: it writes back dirty sub-blocks, which
-        // no fill writes, and a failed job puts its lines back dirty as they were, so it
-        // completes its ticket without passing a failure on.
+        // A job after a failed predecessor fails unrun: a sub-block it writes back may have
+        // been dirtied by a write smaller than it, planned on a fill that never arrived (that
+        // predecessor's failure invalidated it; see `undefined_after_failure`). A failed job
+        // puts its lines back dirty as they were, so it completes its ticket without passing a
+        // failure on.
         ticket.wait_turn();
         let lines = job.lines() as u64;
         let epoch = self.backend.epoch();
         let mut result = (|| {
+            if ticket.predecessor_failed() {
+                return Err(io::Error::other(
+                    "an earlier request on the same cache lines failed",
+                ));
+            }
             let mut scratch = Scratch::new(Client::None);
             for o in &job.plan.ops {
                 let addr = self.device_addr(base, o);

@@ -1,6 +1,7 @@
 //! The request path: a request cut into pieces by shard, planned by its shard's policy core,
 //! executed stage by stage in decision order, answered, and finished in the background.
 
+use super::failure::undefined_after_failure;
 use super::*;
 
 impl Inner {
@@ -209,7 +210,7 @@ impl Inner {
             return Some(Err(e));
         }
         let shard = &self.shards[k];
-        let (plan, updates, mut ticket) = {
+        let (plan, updates, mut ticket, valid_before) = {
             // HT+CG: one lock over every shard while a core decides.
             let _decide =
                 (self.lookup == Lookup::HtCg && self.shards.len() > 1).then(|| lock(&self.decide));
@@ -241,6 +242,20 @@ impl Inner {
                     return None;
                 }
             }
+            // A write's sub-blocks valid before it: should it fail, the ones it made valid
+            // hold nothing defined (see [`undefined_after_failure`]).
+            let valid_before: Vec<u64> = if req.op == Op::Write {
+                self.geo
+                    .split(req.offset, req.len)
+                    .map(|s| {
+                        core.cache
+                            .line_state(req.volume, s.index)
+                            .map_or(0, |l| l.valid)
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let mut plan = Plan::new();
             match core.cache.access_piece(req, Some(&mut plan)) {
                 Ok(o) => *outcome = Some(outcome.map_or(o, |a| a.combine(&o))),
@@ -251,7 +266,7 @@ impl Inner {
             core.cache.drain_meta_updates(&mut updates);
             let (r, w) = locations(&self.geo, &plan, &updates);
             let ticket = core.order.register(r, w);
-            (plan, updates, ticket)
+            (plan, updates, ticket, valid_before)
         };
         if ticket.wait_turn() > 0 {
             Counters::add(&self.counters.ordering_waits, 1);
@@ -291,7 +306,7 @@ impl Inner {
             Ok(Executed::Done) => Ok(()),
             Err(e) => {
                 // The request's error is the one to report; forgetting is best effort.
-                let _ = self.forget_failed(shard, req, &plan, &e);
+                let _ = self.forget_failed(shard, req, &plan, &valid_before, &e);
                 Err(e)
             }
         };
@@ -319,20 +334,24 @@ impl Inner {
         if let Err(e) = &result {
             Counters::add(&self.counters.errors, 1);
             // The plan's error is the one to report; forgetting is best effort.
-            let _ = self.forget_failed(shard, &req, &plan, e);
+            let _ = self.forget_failed(shard, &req, &plan, &[], e);
         }
         self.core(shard).order.end(ticket, result.is_ok());
         self.deferred_pending.fetch_sub(1, Relaxed);
         result
     }
 
-    /// After a failed plan: the lines it filled may hold garbage; keep only dirty data. A
-    /// plan that evicted a dirty line halts the engine instead (see [`Inner::halted`]).
+    /// After a failed plan: the sub-blocks it was to fill, and those a failed write made
+    /// valid, hold nothing defined and go, dirty or not (see [`undefined_after_failure`]); of
+    /// the other lines it touched only dirty data is kept. A plan that evicted a dirty line
+    /// halts the engine instead (see [`Inner::halted`]). `valid_before`: for a write, the
+    /// valid sub-blocks of each of its lines before it was planned.
     pub(super) fn forget_failed(
         &self,
         shard: &Shard,
         req: &Request,
         plan: &Plan,
+        valid_before: &[u64],
         failure: &io::Error,
     ) -> io::Result<()> {
         self.halt_if_evicting(plan, failure);
@@ -341,7 +360,11 @@ impl Inner {
             return Ok(());
         }
         let line = self.geo.line_size();
+        let undefined = undefined_after_failure(&self.geo, req.offset / line, plan, valid_before);
         let mut core = self.core(shard);
+        for u in &undefined {
+            self.invalidate_undefined(&mut core, u);
+        }
         for op in plan
             .ops
             .iter()
@@ -351,16 +374,111 @@ impl Inner {
                 core.cache.drop_clean(op.volume, i);
             }
         }
-        for i in req.offset / line..=(req.offset + req.len.max(1) - 1) / line {
+        let (line_size, last_req_line) = (line, (req.offset + req.len.max(1) - 1) / line);
+        for i in req.offset / line..=last_req_line {
             core.cache.drop_clean(req.volume, i);
         }
         let mut ups = Vec::new();
         core.cache.drain_meta_updates(&mut ups);
-        for u in &ups {
-            self.table
-                .write(&*self.cache_dev, shard.base + u.slot, &record_of(u))?;
+        // The durable records stay as the last completed plans wrote them: they describe data
+        // that landed. The core's state of a slot now may include what plans decided after
+        // this one (waiting for it, bound to fail) made of it, which never landed, so only a
+        // slot this forgetting emptied is written: empty, when its record names a line
+        // forgotten here (else that line could be recovered twice, from two slots, once it is
+        // read into another). A record naming another line is left alone: a later plan may be
+        // evicting that line, dirty, with its data only in the slot.
+        let forgotten = |line: (u32, u64)| {
+            let (v, i) = (VolumeId(line.0), line.1);
+            undefined.iter().any(|u| (u.volume, u.index) == (v, i))
+                || (v == req.volume && (req.offset / line_size..=last_req_line).contains(&i))
+                || plan.ops.iter().any(|o| {
+                    o.device == Dev::Backend
+                        && o.len > 0
+                        && o.volume == v
+                        && (o.offset / line_size..=(o.offset + o.len - 1) / line_size).contains(&i)
+                })
+        };
+        for u in ups.iter().filter(|u| u.line.is_none()) {
+            let slot = shard.base + u.slot;
+            if self.table.persisted_line(slot).is_some_and(forgotten) {
+                self.table
+                    .write(&*self.cache_dev, slot, &SlotRecord::EMPTY)?;
+            }
         }
         Ok(())
+    }
+
+    /// The first slot past `shard`'s: the next shard's first, or the device's end.
+    pub(super) fn shard_slot_end(&self, shard: &Shard) -> u32 {
+        self.shards
+            .iter()
+            .map(|s| s.base)
+            .filter(|&b| b > shard.base)
+            .min()
+            .unwrap_or(self.layout.slots)
+    }
+
+    /// The invariants of one op about to run at device address `addr`, for the shard whose
+    /// slots are `base..slot_end`.
+    fn check_op(&self, base: u32, slot_end: u32, o: &DevOp, addr: u64) {
+        let line = self.geo.line_size();
+        match o.device {
+            Dev::Cache if o.kind == IoKind::Flush => {}
+            Dev::Cache => {
+                // The core addresses its own slots only: a cache op outside the data area
+                // would overwrite the slot table or run off the device.
+                assert!(
+                    addr >= self.layout.data_offset
+                        && addr + o.len <= self.layout.device_len()
+                        && o.len > 0,
+                    "cache op {o:?} at {addr} outside the slot data"
+                );
+                // Nor another shard's slots (lines of other chunks, under another lock).
+                debug_assert!(
+                    base as u64 + (o.offset + o.len - 1) / line < slot_end as u64,
+                    "cache op {o:?} past shard slots {base}..{slot_end}"
+                );
+                // A cache op moves bytes of the lines at its volume address; both addresses
+                // are equal modulo the line size (see `DevOp::vaddr`).
+                assert_eq!(
+                    o.offset % line,
+                    o.vaddr % line,
+                    "cache op {o:?} off its line"
+                );
+                for (slot, want) in slot_lines(o, line) {
+                    let slot = base + slot;
+                    match (o.kind, o.cause) {
+                        // New data lands in a slot only once no crash can recover a record
+                        // naming another line there (the old line's record is durably cleared
+                        // first, see `execute`): a crash must not pair another line's name
+                        // with these bytes.
+                        (IoKind::Write, _) => assert!(
+                            !self.table.may_recover_other(slot, want),
+                            "slot {slot} may recover another line than {want:?} under {o:?}"
+                        ),
+                        // A write-back reads its line's bytes from a slot holding that line
+                        // (or, in a plan that filled the line itself, one it cleared).
+                        (IoKind::Read, OpCause::EvictFlush | OpCause::Clean) => {
+                            let named = self.table.persisted_line(slot);
+                            assert!(
+                                named.is_none_or(|l| l == want),
+                                "slot {slot}'s record names {named:?}, not {want:?}, under {o:?}"
+                            );
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Dev::Backend if o.kind == IoKind::Flush => {}
+            Dev::Backend => {
+                // Backend ops stay inside the volume the engine exports.
+                assert!(
+                    o.offset.checked_add(o.len).is_some_and(|e| e <= self.size),
+                    "backend op {o:?} past the volume's {} bytes",
+                    self.size
+                );
+            }
+        }
     }
 
     /// Where `op` of a plan of the shard starting at slot `base` lands on its device.
@@ -381,10 +499,14 @@ impl Inner {
         may_defer: bool,
     ) -> io::Result<Executed> {
         let base = shard.base;
-        // Slots whose durable record names another line than they will hold: that record must
-        // be durably replaced before new data lands in the slot, or a crash would pair the old
-        // line's name with the new line's bytes.
-        let reassigned: Vec<u32> = updates
+        // Slots whose durable record names another line than one this plan writes into them
+        // (or leaves in them): that record must be durably replaced before the other line's
+        // data lands in the slot, or a crash would pair the old line's name with the new
+        // line's bytes. The final state is not enough: a long request over a small cache may
+        // evict a slot's line, fill the slot with another, and read the first line back into
+        // it, all in one plan.
+        let line = self.geo.line_size();
+        let mut reassigned: Vec<u32> = updates
             .iter()
             .filter(|u| {
                 let old = self.table.persisted_line(base + u.slot);
@@ -392,6 +514,17 @@ impl Inner {
             })
             .map(|u| u.slot)
             .collect();
+        for o in plan
+            .ops
+            .iter()
+            .filter(|o| o.device == Dev::Cache && o.kind == IoKind::Write && o.len > 0)
+        {
+            for (slot, want) in slot_lines(o, line) {
+                if !reassigned.contains(&slot) && self.table.may_recover_other(base + slot, want) {
+                    reassigned.push(slot);
+                }
+            }
+        }
         let progress = Progress {
             next: 0,
             scratch: Scratch::new(client),
@@ -422,6 +555,12 @@ impl Inner {
             backend_epoch,
         } = p;
         let ops = &plan.ops;
+        // The shard's slots: its cache ops stay inside them (O(shards): checked in debug).
+        let slot_end = if cfg!(debug_assertions) {
+            self.shard_slot_end(shard)
+        } else {
+            self.layout.slots
+        };
         while i < ops.len() {
             if may_defer && ops[i..].iter().all(|o| !o.critical) {
                 return Ok(Executed::Deferred(Progress {
@@ -435,32 +574,49 @@ impl Inner {
             // Plans under way when the engine halts stop at their next stage.
             self.check_halted()?;
             let stage = ops[i].stage;
+            // Stages never decrease along a plan (the core sorts them): a smaller one after a
+            // larger would run an op before those it depends on.
+            assert!(
+                i == 0 || ops[i - 1].stage < stage,
+                "plan stages decrease at op {i}"
+            );
             let end = i + ops[i..].iter().take_while(|o| o.stage == stage).count();
             if !reassigned.is_empty() {
-                let mut due = Vec::new();
+                // Due now: slots this stage writes a line's bytes into while a crash could
+                // still recover a record naming another line there. Their newest record names
+                // another: it is cleared (a record of the line written itself stays: it may be
+                // dirty, its write-back still to come). Either way a sync makes it durable.
+                let (mut due, mut to_clear) = (Vec::new(), Vec::new());
                 for o in &ops[i..end] {
-                    if o.device == Dev::Cache && o.kind == IoKind::Write {
-                        let (a, b) = (o.offset / line, (o.offset + o.len - 1) / line);
-                        reassigned.retain(|&s| {
-                            let hit = (a..=b).contains(&(s as u64));
-                            if hit {
-                                due.push(s);
+                    if o.device == Dev::Cache && o.kind == IoKind::Write && o.len > 0 {
+                        for (slot, want) in slot_lines(o, line) {
+                            if reassigned.contains(&slot)
+                                && !due.contains(&slot)
+                                && self.table.may_recover_other(base + slot, want)
+                            {
+                                due.push(slot);
+                                if self
+                                    .table
+                                    .persisted_line(base + slot)
+                                    .is_some_and(|l| l != want)
+                                {
+                                    to_clear.push(slot);
+                                }
                             }
-                            !hit
-                        });
+                        }
                     }
                 }
+                reassigned.retain(|s| !due.contains(s));
                 if !due.is_empty() {
-                    if wrote_back {
+                    if wrote_back && !to_clear.is_empty() {
                         // The evicted line's data must be safe on the backend first.
                         self.backend.sync_since(backend_epoch)?;
                     }
-                    for &s in &due {
-                        self.table
-                            .write(&*self.cache_dev, base + s, &SlotRecord::EMPTY)?;
+                    for &s in &to_clear {
+                        self.table.clear(&*self.cache_dev, base + s)?;
                     }
-                    self.cache_dev.sync()?;
-                    Counters::add(&self.counters.slot_invalidations, due.len() as u64);
+                    self.table.sync(&*self.cache_dev)?;
+                    Counters::add(&self.counters.slot_invalidations, to_clear.len() as u64);
                 }
             }
             for o in &ops[i..end] {
@@ -475,6 +631,7 @@ impl Inner {
                     }
                 };
                 let addr = self.device_addr(base, o);
+                self.check_op(base, slot_end, o, addr);
                 let _busy = match o.device {
                     Dev::Cache => self.cache_load.enter(o.cause),
                     Dev::Backend => self.backend_load.enter(o.cause),
@@ -489,11 +646,15 @@ impl Inner {
                         }
                     }
                     IoKind::Trim => dev.discard(addr, o.len)?,
+                    // The cache device syncs through its table, which learns what is durable.
+                    IoKind::Flush if o.device == Dev::Cache => self.table.sync(dev)?,
                     IoKind::Flush => dev.sync()?,
                 }
             }
             i = end;
         }
+        // Records describe data that landed: written only once every op ran.
+        assert_eq!(i, ops.len(), "records written before the plan's last op");
         scratch.finish();
         self.check_halted()?;
         for u in updates {
@@ -507,7 +668,7 @@ impl Inner {
     /// Makes every completed request durable: the cache device, and the backend if
     /// requests wrote to it since its last sync.
     pub(super) fn sync_all(&self) -> io::Result<()> {
-        self.cache_dev.sync()?;
+        self.table.sync(&*self.cache_dev)?;
         let since = self.backend_unsynced.swap(u64::MAX, Relaxed);
         if since != u64::MAX {
             if let Err(e) = self.backend.sync_since(since) {
@@ -521,4 +682,16 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+/// The (slot of the shard, line) pairs a cache op spans: ops of adjacent slots holding
+/// adjacent lines merge, and a cache address and its volume address are equal modulo the line
+/// size.
+fn slot_lines(o: &DevOp, line: u64) -> impl Iterator<Item = (u32, (u32, u64))> + '_ {
+    let first = o.offset / line;
+    let last = (o.offset + o.len - 1) / line;
+    (first..=last).map(move |slot| {
+        let index = (o.vaddr + (slot * line).max(o.offset) - o.offset) / line;
+        (slot as u32, (o.volume.0, index))
+    })
 }
