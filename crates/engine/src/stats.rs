@@ -95,6 +95,12 @@ impl LatencySummary {
 pub struct EngineStats {
     /// The policy core's counters (hits, misses, promotions, evictions, bypasses by reason...).
     pub cache: CacheStats,
+    /// The devices as the policies see them now (ops queued by origin, service times).
+    pub executor: tiercache_policy::ExecutorState,
+    /// What the load balancer saw and decided at its last poll (none without one).
+    pub balancer: Option<tiercache_policy::BalanceReport>,
+    /// The write policy the load balancer has in force (`None`: the configured one).
+    pub balanced_write_policy: Option<tiercache_policy::WritePolicy>,
     /// Lines the cache holds.
     pub capacity_lines: u64,
     /// Lines holding data now.

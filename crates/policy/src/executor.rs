@@ -6,7 +6,7 @@
 use tiercache_core::{Nanos, OpCause, Origin};
 
 /// Load of one device (the cache device, or every backend device together).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct DeviceLoad {
     /// Device ops queued or in service now, whatever their origin (trims and flushes too).
     pub queued: u32,
@@ -52,7 +52,7 @@ impl DeviceLoad {
 pub use tiercache_core::service_ewma;
 
 /// The executor's view of the devices, given to cleaning and balancing policies.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ExecutorState {
     /// Current time (virtual or real) in ns.
     pub now: Nanos,

@@ -107,6 +107,9 @@ pub struct CacheStats {
     pub balancer_polls: u64,
     /// Requests (pieces, on a sharded cache) the load balancer sent past the cache.
     pub balancer_bypassed: u64,
+    /// Polls at which the load balancer changed its decision (a write policy switched, a
+    /// share of requests sent past the cache started, changed or stopped).
+    pub balancer_changes: u64,
     /// Clean victims demoted to the level below (`cache.victim = "demote"`).
     pub demotions: u64,
     /// Bytes of clean victims sent to the level below (not counted as backend writes).
@@ -174,6 +177,7 @@ impl CacheStats {
         self.balancer_polls += o.balancer_polls;
         self.demotions += o.demotions;
         self.balancer_bypassed += o.balancer_bypassed;
+        self.balancer_changes += o.balancer_changes;
         self.demoted_bytes += o.demoted_bytes;
         for (a, b) in self.bypasses.iter_mut().zip(o.bypasses) {
             *a += b;

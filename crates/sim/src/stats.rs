@@ -45,6 +45,7 @@ pub fn stats_diff(earlier: &CacheStats, later: &CacheStats) -> CacheStats {
         balancer_polls,
         demotions,
         balancer_bypassed,
+        balancer_changes,
         demoted_bytes
     )
 }

@@ -240,6 +240,13 @@ impl Inner {
             resident_lines += core.cache.resident_lines();
             dirty_lines += core.cache.dirty_lines();
         }
+        let (balancer, balanced_write_policy) = {
+            let core = lock(&self.shards[0].core);
+            (
+                core.cache.balance_report(),
+                core.cache.balanced_write_policy(),
+            )
+        };
         // The cores counted lines; whole requests are counted once, here.
         let t = lock(&self.request_tally);
         cache.requests = t.requests;
@@ -253,6 +260,9 @@ impl Inner {
         let g = |a: &AtomicU64| a.load(Relaxed);
         EngineStats {
             cache,
+            executor: self.executor_state(),
+            balancer,
+            balanced_write_policy,
             capacity_lines,
             resident_lines,
             dirty_lines,

@@ -486,6 +486,7 @@ impl Cache {
             None => self.next_balance = Some(state.now + interval),
             Some(at) if state.now >= at => {
                 let d = self.balancer.poll(state, self.default_mode);
+                self.stats.balancer_changes += u64::from(d != self.balance);
                 self.follow_balancing(d);
                 self.stats.balancer_polls += 1;
                 // Intervals with no poll in them (an idle executor) are skipped, not replayed.
