@@ -408,6 +408,34 @@ impl FileCache {
         }
     }
 
+    /// One block leaves the cache without write-back (a block cache told by TRIM).
+    pub fn discard(&mut self, key: BlockKey, ops: &mut Vec<DevOp>) {
+        let Some(blocks) = self.files.get_mut(&key.file) else {
+            return;
+        };
+        let Some(slot) = blocks.remove(&key.block) else {
+            return;
+        };
+        if blocks.is_empty() {
+            self.files.remove(&key.file);
+        }
+        let state = self.slots[slot as usize]
+            .take()
+            .expect("indexed slot is occupied");
+        self.lru.remove(slot);
+        self.free.push(slot);
+        self.stats.freed_by_delete += 1;
+        if state.dirty {
+            self.dirty -= 1;
+            self.stats.write_backs_cancelled += 1;
+        }
+        ops.push(DevOp::Discard {
+            slot,
+            key,
+            was_dirty: state.dirty,
+        });
+    }
+
     /// Writes every dirty block of `file` (or of all files) back; they stay cached, clean.
     pub fn flush(&mut self, file: Option<FileId>, ops: &mut Vec<DevOp>) {
         let mut dirty: Vec<(BlockKey, Slot)> = match file {
