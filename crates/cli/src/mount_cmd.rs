@@ -37,6 +37,10 @@ pub struct MountArgs {
     /// Latency added to each metadata operation on the store (default: --store-latency).
     #[arg(long)]
     pub store_meta_latency: Option<String>,
+    /// Bypass the kernel page cache (FOPEN_DIRECT_IO): every read and write reaches the cache,
+    /// and each is atomic against the others.
+    #[arg(long)]
+    pub direct_io: bool,
     /// Write the mount's counters as JSON to this file every second and at exit.
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
@@ -80,10 +84,10 @@ fn bad(field: &'static str, message: impl ToString) -> anyhow::Error {
 
 /// Resolves the arguments into a mount configuration.
 pub fn mount_config(args: &MountArgs) -> Result<MountConfig> {
-    let cache_size = tiercache_core::units::parse_bytes(&args.cache_size)
-        .map_err(|e| bad("cache-size", e))?;
-    let block_size = tiercache_core::units::parse_bytes(&args.block_size)
-        .map_err(|e| bad("block-size", e))?;
+    let cache_size =
+        tiercache_core::units::parse_bytes(&args.cache_size).map_err(|e| bad("cache-size", e))?;
+    let block_size =
+        tiercache_core::units::parse_bytes(&args.block_size).map_err(|e| bad("block-size", e))?;
     if !(512..=(1 << 24)).contains(&block_size) || !block_size.is_power_of_two() {
         return Err(bad(
             "block-size",
@@ -105,7 +109,9 @@ pub fn mount_config(args: &MountArgs) -> Result<MountConfig> {
     };
     let cache_dir = match (&args.cache_dir, capacity) {
         (Some(d), _) => d.clone(),
-        (None, 0) => std::env::temp_dir().join(format!("tiercache-uncached-{}", std::process::id())),
+        (None, 0) => {
+            std::env::temp_dir().join(format!("tiercache-uncached-{}", std::process::id()))
+        }
         (None, _) => return Err(bad("cache-dir", "required unless --cache-size 0")),
     };
     Ok(MountConfig {
@@ -115,6 +121,7 @@ pub fn mount_config(args: &MountArgs) -> Result<MountConfig> {
         block_size: block_size as u32,
         variant,
         latency: StoreLatency { data, meta },
+        direct_io: args.direct_io,
     })
 }
 
@@ -162,16 +169,19 @@ pub fn run(args: MountArgs) -> Result<()> {
         None => None,
     };
     if !args.mountpoint.is_dir() {
-        bail!(
-            "mountpoint {}: not a directory",
-            args.mountpoint.display()
-        );
+        bail!("mountpoint {}: not a directory", args.mountpoint.display());
     }
     let signals = block_stop_signals();
     let variant = cfg.variant;
     let capacity = cfg.capacity_blocks as u64 * cfg.block_size as u64;
-    let (session, state) = tiercache_filecache::spawn_mount(cfg, &args.mountpoint)
-        .with_context(|| format!("mounting {} on {}", args.store.display(), args.mountpoint.display()))?;
+    let (session, state) =
+        tiercache_filecache::spawn_mount(cfg, &args.mountpoint).with_context(|| {
+            format!(
+                "mounting {} on {}",
+                args.store.display(),
+                args.mountpoint.display()
+            )
+        })?;
     {
         let st = state.lock().unwrap_or_else(|p| p.into_inner());
         let recovered = st.stats().recovered_blocks;
@@ -179,7 +189,11 @@ pub fn run(args: MountArgs) -> Result<()> {
             "tiercache mount: {} on {} ({} cache of {} B{}){}",
             args.store.display(),
             args.mountpoint.display(),
-            if capacity == 0 { "no".to_string() } else { variant.to_string() },
+            if capacity == 0 {
+                "no".to_string()
+            } else {
+                variant.to_string()
+            },
             capacity,
             if capacity == 0 { "" } else { ", LRU" },
             if recovered > 0 {
@@ -242,8 +256,16 @@ pub fn flush(args: FlushAnyArgs) -> Result<()> {
     }
     let cache = CacheDir::new(cache_dir);
     let _lock = cache.lock()?;
-    let n = tiercache_filecache::state::recover(store, &cache)
-        .with_context(|| format!("writing back {} into {}", cache_dir.display(), store.display()))?;
-    eprintln!("tiercache flush: wrote back {n} dirty blocks; {} alone is complete", store.display());
+    let n = tiercache_filecache::state::recover(store, &cache).with_context(|| {
+        format!(
+            "writing back {} into {}",
+            cache_dir.display(),
+            store.display()
+        )
+    })?;
+    eprintln!(
+        "tiercache flush: wrote back {n} dirty blocks; {} alone is complete",
+        store.display()
+    );
     Ok(())
 }

@@ -240,7 +240,11 @@ impl FileCache {
             slots: vec![None; capacity as usize],
             free: (0..capacity).rev().collect(),
             files: HashMap::new(),
-            lru: build(EvictionKind::Lru, capacity as usize, capacity.max(1) as usize),
+            lru: build(
+                EvictionKind::Lru,
+                capacity as usize,
+                capacity.max(1) as usize,
+            ),
             dirty: 0,
             stats: CoreStats::default(),
         }
@@ -507,7 +511,10 @@ impl FileCache {
             }
         };
         self.slots[slot as usize] = Some(SlotState { key, dirty: false });
-        self.files.entry(key.file).or_default().insert(key.block, slot);
+        self.files
+            .entry(key.file)
+            .or_default()
+            .insert(key.block, slot);
         self.lru.insert(slot, line_key(key));
         self.stats.admissions += 1;
         Some(slot)
@@ -586,9 +593,13 @@ mod tests {
         ops.clear();
         c.delete_file(7, &mut ops);
         assert_eq!(ops.len(), 3);
-        assert!(ops
-            .iter()
-            .all(|o| matches!(o, DevOp::Discard { was_dirty: true, .. })));
+        assert!(ops.iter().all(|o| matches!(
+            o,
+            DevOp::Discard {
+                was_dirty: true,
+                ..
+            }
+        )));
         assert!(c.is_empty());
         assert_eq!(c.dirty_blocks(), 0);
         ops.clear();

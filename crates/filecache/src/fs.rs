@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
-    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::state::{State, ROOT};
@@ -112,6 +112,14 @@ fn node_metadata(st: &mut State, id: u64) -> io::Result<fs::Metadata> {
     let path = st.store_path(&node.path.clone());
     st.meta_op();
     fs::symlink_metadata(path)
+}
+
+fn open_flags(st: &State) -> FopenFlags {
+    if st.config().direct_io {
+        FopenFlags::FOPEN_DIRECT_IO
+    } else {
+        FopenFlags::empty()
+    }
 }
 
 fn child(st: &State, parent: u64, name: &OsStr) -> io::Result<PathBuf> {
@@ -279,8 +287,9 @@ impl Filesystem for CacheFs {
         };
         let path = st.store_path(&rel);
         st.meta_op();
-        let made = fs::create_dir(&path)
-            .and_then(|_| fs::set_permissions(&path, fs::Permissions::from_mode(mode & !umask & 0o7777)));
+        let made = fs::create_dir(&path).and_then(|_| {
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode & !umask & 0o7777))
+        });
         match made {
             Ok(()) => self.entry(&mut st, rel, reply),
             Err(e) => reply.error(errno(&e)),
@@ -399,7 +408,7 @@ impl Filesystem for CacheFs {
             Ok(())
         })();
         match result {
-            Ok(()) => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Ok(()) => reply.opened(FileHandle(0), open_flags(&st)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -438,7 +447,7 @@ impl Filesystem for CacheFs {
             Ok(attr_of(&st, id, &md))
         })();
         match result {
-            Ok(attr) => reply.created(&TTL, &attr, Generation(0), FileHandle(0), FopenFlags::empty()),
+            Ok(attr) => reply.created(&TTL, &attr, Generation(0), FileHandle(0), open_flags(&st)),
             Err(e) => reply.error(errno(&e)),
         }
     }

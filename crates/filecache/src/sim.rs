@@ -178,7 +178,8 @@ impl Sim {
                     }
                     let lba = self.extents[&file][block as usize];
                     // The file system writes whole pages: no fill at block level.
-                    self.cache.write(BlockKey::new(0, lba), false, &mut self.ops);
+                    self.cache
+                        .write(BlockKey::new(0, lba), false, &mut self.ops);
                 }
             }
             self.account();
@@ -203,7 +204,9 @@ impl Sim {
                 for block in 0..size.div_ceil(bs) {
                     let key = match self.cfg.level {
                         Level::File => BlockKey::new(file as u64, block),
-                        Level::Block { .. } => BlockKey::new(0, self.extents[&file][block as usize]),
+                        Level::Block { .. } => {
+                            BlockKey::new(0, self.extents[&file][block as usize])
+                        }
                     };
                     self.result.block_reads += 1;
                     if self.cache.read(key, &mut self.ops) {
@@ -304,7 +307,11 @@ mod tests {
     #[test]
     fn conservation_every_write_back_is_a_store_write_and_nothing_dirty_is_left() {
         for variant in Variant::ALL {
-            for level in [Level::File, Level::Block { trim: false }, Level::Block { trim: true }] {
+            for level in [
+                Level::File,
+                Level::Block { trim: false },
+                Level::Block { trim: true },
+            ] {
                 let r = simulate(
                     &mail(),
                     SimConfig {

@@ -102,7 +102,12 @@ impl CacheDir {
             .write(true)
             .open(self.lock_path())?;
         // SAFETY: flock on a valid open descriptor owned by `f`; no memory is involved.
-        let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX | libc::LOCK_NB) };
+        let rc = unsafe {
+            libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(&f),
+                libc::LOCK_EX | libc::LOCK_NB,
+            )
+        };
         if rc != 0 {
             return Err(io::Error::new(
                 io::ErrorKind::WouldBlock,

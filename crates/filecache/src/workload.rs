@@ -379,7 +379,10 @@ mod tests {
             seed: 1,
         });
         let s = summarize(&ops);
-        assert_eq!(s.files_created, s.files_deleted, "all files deleted at the end");
+        assert_eq!(
+            s.files_created, s.files_deleted,
+            "all files deleted at the end"
+        );
         assert!(ops.iter().all(|op| match *op {
             FileOp::Create { size, .. } => (4 * KIB..=28 * KIB).contains(&size),
             _ => true,
