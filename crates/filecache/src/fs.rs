@@ -98,6 +98,15 @@ fn attr_of(st: &State, id: u64, md: &fs::Metadata) -> FileAttr {
     }
 }
 
+/// The attributes of `md` for node `id`, remembered for later getattr calls.
+fn cache_attr(st: &mut State, id: u64, md: &fs::Metadata) -> FileAttr {
+    let attr = attr_of(st, id, md);
+    if let Some(node) = st.nodes.get_mut(&id) {
+        node.attr = Some(attr);
+    }
+    attr
+}
+
 /// Metadata of node `id` from the store (its open file when unlinked).
 fn node_metadata(st: &mut State, id: u64) -> io::Result<fs::Metadata> {
     let node = st
@@ -122,6 +131,13 @@ fn open_flags(st: &State) -> FopenFlags {
     }
 }
 
+/// A directory's entries changed: its times and link count must be read again.
+fn forget_attr(st: &mut State, id: u64) {
+    if let Some(node) = st.nodes.get_mut(&id) {
+        node.attr = None;
+    }
+}
+
 fn child(st: &State, parent: u64, name: &OsStr) -> io::Result<PathBuf> {
     let node = st
         .nodes
@@ -137,7 +153,7 @@ impl CacheFs {
         match fs::symlink_metadata(&path) {
             Ok(md) => {
                 let id = st.remember(rel, &md);
-                let attr = attr_of(st, id, &md);
+                let attr = cache_attr(st, id, &md);
                 reply.entry(&TTL, &attr, Generation(0));
             }
             Err(e) => reply.error(errno(&e)),
@@ -163,9 +179,18 @@ impl Filesystem for CacheFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let mut st = self.lock();
+        if let Some(node) = st.nodes.get(&ino.0) {
+            if let Some(mut attr) = node.attr {
+                if node.regular {
+                    attr.size = node.size;
+                    attr.blocks = node.size.div_ceil(512);
+                }
+                return reply.attr(&TTL, &attr);
+            }
+        }
         match node_metadata(&mut st, ino.0) {
             Ok(md) => {
-                let attr = attr_of(&st, ino.0, &md);
+                let attr = cache_attr(&mut st, ino.0, &md);
                 reply.attr(&TTL, &attr)
             }
             Err(e) => reply.error(errno(&e)),
@@ -251,7 +276,7 @@ impl Filesystem for CacheFs {
         })();
         match result {
             Ok(md) => {
-                let attr = attr_of(&st, id, &md);
+                let attr = cache_attr(&mut st, id, &md);
                 reply.attr(&TTL, &attr)
             }
             Err(e) => reply.error(errno(&e)),
@@ -290,6 +315,7 @@ impl Filesystem for CacheFs {
         let made = fs::create_dir(&path).and_then(|_| {
             fs::set_permissions(&path, fs::Permissions::from_mode(mode & !umask & 0o7777))
         });
+        forget_attr(&mut st, parent.0);
         match made {
             Ok(()) => self.entry(&mut st, rel, reply),
             Err(e) => reply.error(errno(&e)),
@@ -311,6 +337,7 @@ impl Filesystem for CacheFs {
         };
         let path = st.store_path(&rel);
         st.meta_op();
+        forget_attr(&mut st, parent.0);
         match std::os::unix::fs::symlink(target, path) {
             Ok(()) => self.entry(&mut st, rel, reply),
             Err(e) => reply.error(errno(&e)),
@@ -325,11 +352,14 @@ impl Filesystem for CacheFs {
             st.meta_op();
             let md = fs::symlink_metadata(&path)?;
             fs::remove_file(&path)?;
+            forget_attr(&mut st, parent.0);
             let id = st.node_id(md.ino());
             if md.is_file() && md.nlink() <= 1 {
                 st.file_deleted(id)?;
             } else if !md.is_file() {
                 st.nodes.remove(&id);
+            } else if let Some(node) = st.nodes.get_mut(&id) {
+                node.attr = None; // another name remains; its link count changed
             }
             Ok(())
         })();
@@ -347,6 +377,7 @@ impl Filesystem for CacheFs {
             st.meta_op();
             let md = fs::symlink_metadata(&path)?;
             fs::remove_dir(&path)?;
+            forget_attr(&mut st, parent.0);
             let id = st.node_id(md.ino());
             st.nodes.remove(&id);
             Ok(())
@@ -379,6 +410,8 @@ impl Filesystem for CacheFs {
             let moved = fs::symlink_metadata(&from_path)?;
             let replaced = fs::symlink_metadata(&to_path).ok();
             fs::rename(&from_path, &to_path)?;
+            forget_attr(&mut st, parent.0);
+            forget_attr(&mut st, newparent.0);
             if let Some(old) = replaced {
                 if old.ino() != moved.ino() {
                     let old_id = st.node_id(old.ino());
@@ -390,6 +423,10 @@ impl Filesystem for CacheFs {
                 }
             }
             st.rename_paths(&from, &to);
+            let moved_id = st.node_id(moved.ino());
+            if let Some(node) = st.nodes.get_mut(&moved_id) {
+                node.attr = None; // its ctime changed
+            }
             Ok(())
         })();
         match result {
@@ -438,7 +475,9 @@ impl Filesystem for CacheFs {
                 .open(&path)?;
             let md = file.metadata()?;
             drop(file);
+            forget_attr(&mut st, parent.0);
             let id = st.remember(rel, &md);
+            cache_attr(&mut st, id, &md);
             if flags & libc::O_TRUNC != 0 && st.nodes.get(&id).is_some_and(|n| n.size > 0) {
                 st.truncate(id, 0)?;
             }

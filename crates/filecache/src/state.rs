@@ -95,6 +95,9 @@ pub struct Node {
     pub handles: u32,
     /// The store file, while open.
     pub file: Option<Arc<File>>,
+    /// Attributes last read from the store (size aside), served to getattr without a store
+    /// round trip: the mount is the store's only writer, and its own changes update them.
+    pub attr: Option<fuser::FileAttr>,
 }
 
 /// Everything a mount holds, behind one lock.
@@ -112,6 +115,15 @@ pub struct State {
     unsynced_store: HashSet<FileId>,
     open_files: usize,
     _lock: File,
+}
+
+/// A write or truncate changed the file: its modification and change times are now.
+fn touch(node: &mut Node) {
+    if let Some(attr) = node.attr.as_mut() {
+        let now = std::time::SystemTime::now();
+        attr.mtime = now;
+        attr.ctime = now;
+    }
 }
 
 fn pread_full(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
@@ -219,6 +231,7 @@ impl State {
                 unlinked: false,
                 handles: 0,
                 file: None,
+                attr: None,
             },
         );
         let stats = MountStats {
@@ -302,6 +315,7 @@ impl State {
                         unlinked: false,
                         handles: 0,
                         file: None,
+                        attr: None,
                     },
                 );
             }
@@ -437,6 +451,7 @@ impl State {
         }
         let node = self.nodes.get_mut(&id).expect("checked");
         node.size = node.size.max(end);
+        touch(node);
         self.maybe_compact()?;
         Ok(())
     }
@@ -763,6 +778,7 @@ impl State {
         }
         if let Some(node) = self.nodes.get_mut(&id) {
             node.size = size;
+            touch(node);
         }
         Ok(())
     }
