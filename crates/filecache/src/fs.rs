@@ -147,16 +147,46 @@ fn child(st: &State, parent: u64, name: &OsStr) -> io::Result<PathBuf> {
 }
 
 impl CacheFs {
-    fn entry(&self, st: &mut State, rel: PathBuf, reply: ReplyEntry) {
+    /// Replies with the entry `name` of directory `parent`: from the names and attributes the
+    /// mount already knows when it can, else from the store.
+    fn entry(&self, st: &mut State, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        let rel = match child(st, parent, name) {
+            Ok(rel) => rel,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        if let Some(names) = st.dir_names(parent) {
+            match names.get(name) {
+                None => return reply.error(Errno::ENOENT),
+                Some(Some(id)) => {
+                    let id = *id;
+                    if let Some(node) = st.nodes.get(&id) {
+                        if let Some(mut attr) = node.attr {
+                            if node.regular {
+                                attr.size = node.size;
+                                attr.blocks = node.size.div_ceil(512);
+                            }
+                            return reply.entry(&TTL, &attr, Generation(0));
+                        }
+                    }
+                }
+                Some(None) => {}
+            }
+        }
         let path = st.store_path(&rel);
         st.meta_op();
         match fs::symlink_metadata(&path) {
             Ok(md) => {
                 let id = st.remember(rel, &md);
+                st.name_added(parent, name, Some(id));
                 let attr = cache_attr(st, id, &md);
                 reply.entry(&TTL, &attr, Generation(0));
             }
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => {
+                if e.kind() == io::ErrorKind::NotFound {
+                    st.name_removed(parent, name);
+                }
+                reply.error(errno(&e))
+            }
         }
     }
 }
@@ -171,10 +201,7 @@ impl Filesystem for CacheFs {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let mut st = self.lock();
-        match child(&st, parent.0, name) {
-            Ok(rel) => self.entry(&mut st, rel, reply),
-            Err(e) => reply.error(errno(&e)),
-        }
+        self.entry(&mut st, parent.0, name, reply)
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -317,7 +344,10 @@ impl Filesystem for CacheFs {
         });
         forget_attr(&mut st, parent.0);
         match made {
-            Ok(()) => self.entry(&mut st, rel, reply),
+            Ok(()) => {
+                st.name_added(parent.0, name, None);
+                self.entry(&mut st, parent.0, name, reply)
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -339,7 +369,10 @@ impl Filesystem for CacheFs {
         st.meta_op();
         forget_attr(&mut st, parent.0);
         match std::os::unix::fs::symlink(target, path) {
-            Ok(()) => self.entry(&mut st, rel, reply),
+            Ok(()) => {
+                st.name_added(parent.0, link_name, None);
+                self.entry(&mut st, parent.0, link_name, reply)
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -349,14 +382,29 @@ impl Filesystem for CacheFs {
         let result = (|| -> io::Result<()> {
             let rel = child(&st, parent.0, name)?;
             let path = st.store_path(&rel);
+            // What the name is (regular file, links): known, or asked of the store.
+            let known = st
+                .dirs
+                .get(&parent.0)
+                .and_then(|names| names.get(name).copied().flatten())
+                .and_then(|id| {
+                    let attr = st.nodes.get(&id)?.attr?;
+                    Some((id, attr.kind == FileType::RegularFile, attr.nlink))
+                });
             st.meta_op();
-            let md = fs::symlink_metadata(&path)?;
+            let (id, regular, nlink) = match known {
+                Some(k) => k,
+                None => {
+                    let md = fs::symlink_metadata(&path)?;
+                    (st.node_id(md.ino()), md.is_file(), md.nlink() as u32)
+                }
+            };
             fs::remove_file(&path)?;
             forget_attr(&mut st, parent.0);
-            let id = st.node_id(md.ino());
-            if md.is_file() && md.nlink() <= 1 {
+            st.name_removed(parent.0, name);
+            if regular && nlink <= 1 {
                 st.file_deleted(id)?;
-            } else if !md.is_file() {
+            } else if !regular {
                 st.nodes.remove(&id);
             } else if let Some(node) = st.nodes.get_mut(&id) {
                 node.attr = None; // another name remains; its link count changed
@@ -378,8 +426,10 @@ impl Filesystem for CacheFs {
             let md = fs::symlink_metadata(&path)?;
             fs::remove_dir(&path)?;
             forget_attr(&mut st, parent.0);
+            st.name_removed(parent.0, name);
             let id = st.node_id(md.ino());
             st.nodes.remove(&id);
+            st.dirs.remove(&id);
             Ok(())
         })();
         match result {
@@ -424,6 +474,8 @@ impl Filesystem for CacheFs {
             }
             st.rename_paths(&from, &to);
             let moved_id = st.node_id(moved.ino());
+            st.name_removed(parent.0, name);
+            st.name_added(newparent.0, newname, Some(moved_id));
             if let Some(node) = st.nodes.get_mut(&moved_id) {
                 node.attr = None; // its ctime changed
             }
@@ -477,6 +529,7 @@ impl Filesystem for CacheFs {
             drop(file);
             forget_attr(&mut st, parent.0);
             let id = st.remember(rel, &md);
+            st.name_added(parent.0, name, Some(id));
             cache_attr(&mut st, id, &md);
             if flags & libc::O_TRUNC != 0 && st.nodes.get(&id).is_some_and(|n| n.size > 0) {
                 st.truncate(id, 0)?;

@@ -108,6 +108,10 @@ pub struct State {
     pub nodes: HashMap<u64, Node>,
     /// The store root's inode number (mapped to [`ROOT`]).
     pub root_ino: u64,
+    /// Names in each directory listed so far (the mount is the store's only writer, and its
+    /// own namespace operations keep these current): lookups of missing names and of known
+    /// files need no store round trip.
+    pub dirs: HashMap<u64, HashMap<std::ffi::OsString, Option<u64>>>,
     blocks: Option<File>,
     journal: Option<Journal>,
     valid: Vec<u32>,
@@ -242,6 +246,7 @@ impl State {
             core: FileCache::new(cfg.capacity_blocks, cfg.variant),
             valid: vec![0; cfg.capacity_blocks as usize],
             root_ino: md.ino(),
+            dirs: HashMap::new(),
             cfg,
             nodes,
             blocks,
@@ -284,6 +289,36 @@ impl State {
             self.cfg.store.clone()
         } else {
             self.cfg.store.join(rel)
+        }
+    }
+
+    /// The names of directory `dir`, listed from the store (one operation) on first use;
+    /// `None` if it cannot be listed.
+    pub fn dir_names(&mut self, dir: u64) -> Option<&mut HashMap<std::ffi::OsString, Option<u64>>> {
+        if !self.dirs.contains_key(&dir) {
+            let rel = self.nodes.get(&dir)?.path.clone();
+            let path = self.store_path(&rel);
+            self.meta_op();
+            let mut names = HashMap::new();
+            for entry in std::fs::read_dir(path).ok()? {
+                names.insert(entry.ok()?.file_name(), None);
+            }
+            self.dirs.insert(dir, names);
+        }
+        self.dirs.get_mut(&dir)
+    }
+
+    /// Records that `name` in `dir` now names `id` (`None`: exists, id not known yet).
+    pub fn name_added(&mut self, dir: u64, name: &std::ffi::OsStr, id: Option<u64>) {
+        if let Some(names) = self.dirs.get_mut(&dir) {
+            names.insert(name.to_os_string(), id);
+        }
+    }
+
+    /// Records that `name` is gone from `dir`.
+    pub fn name_removed(&mut self, dir: u64, name: &std::ffi::OsStr) {
+        if let Some(names) = self.dirs.get_mut(&dir) {
+            names.remove(name);
         }
     }
 
