@@ -23,10 +23,13 @@ use crate::state::{State, ROOT};
 /// How long the kernel may keep entries and attributes: the mount is the store's only writer.
 const TTL: Duration = Duration::from_secs(1);
 
+/// One entry of an open directory's listing: id, kind, name.
+type DirListEntry = (u64, FileType, std::ffi::OsString);
+
 /// The FUSE file system; share its state with [`CacheFs::state`] (stats, flush).
 pub struct CacheFs {
     state: Arc<Mutex<State>>,
-    dirs: Mutex<std::collections::HashMap<u64, Vec<(u64, FileType, std::ffi::OsString)>>>,
+    dirs: Mutex<std::collections::HashMap<u64, Vec<DirListEntry>>>,
     next_dir: std::sync::atomic::AtomicU64,
 }
 
@@ -622,7 +625,7 @@ impl Filesystem for CacheFs {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let mut st = self.lock();
-        let result = (|| -> io::Result<Vec<(u64, FileType, std::ffi::OsString)>> {
+        let result = (|| -> io::Result<Vec<DirListEntry>> {
             let rel = st
                 .nodes
                 .get(&ino.0)

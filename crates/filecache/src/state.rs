@@ -796,7 +796,7 @@ impl State {
         let mut ops = Vec::new();
         self.core.truncate(id, size.div_ceil(bs), &mut ops);
         self.execute(&ops, 0, &mut [], None)?;
-        if size % bs != 0 {
+        if !size.is_multiple_of(bs) {
             let key = BlockKey::new(id, size / bs);
             if let Some((slot, dirty)) = self.core.lookup(key) {
                 let keep = (size % bs) as u32;

@@ -172,8 +172,7 @@ pub fn generate(spec: &WorkloadSpec) -> Vec<FileOp> {
                     g.delete_random();
                 }
             }
-            while !g.live.is_empty() {
-                let file = g.live.pop().expect("non-empty");
+            while let Some(file) = g.live.pop() {
                 g.ops.push(FileOp::Delete { file });
             }
         }
