@@ -12,12 +12,13 @@
 # lookup/create/unlink/rename/getattr...): every contender goes through that same slow mount.
 #
 # Prints one table: Postmark's own transaction time (whole seconds, its resolution), the run's
-# wall time, and each wall time as a ratio to the fast directory and to rclone.
+# wall time, and each wall time as a ratio to the fast directory and to rclone. With REPS=n the
+# contenders run n times, interleaved (shared machines drift), and the table shows medians.
 #
 # Usage: bench/postmark_file_cache.sh [FILES] [TRANSACTIONS]
 # Environment: STORE_LATENCY (1ms), STORE_META_LATENCY (100us), CACHE_SIZE (256MiB),
 #   FAST_DIR (/dev/shm), SLOW_DIR (/var/tmp), TIERCACHE (target/release/tiercache), ONLY (a
-#   space-separated subset of the contender names).
+#   space-separated subset of the contender names), REPS (1).
 set -euo pipefail
 
 FILES=${1:-1000}
@@ -30,6 +31,7 @@ SLOW_DIR=${SLOW_DIR:-/var/tmp}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TIERCACHE=${TIERCACHE:-$ROOT/target/release/tiercache}
 ONLY=${ONLY:-"fast uncached tc-wb tc-wb-around tc-wt tc-wt-around rclone"}
+REPS=${REPS:-1}
 
 for tool in postmark rclone fusermount3; do
   command -v "$tool" >/dev/null || { echo "missing $tool: run scripts/setup.sh" >&2; exit 1; }
@@ -96,7 +98,7 @@ EOF
   echo "$tx $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')"
 }
 
-declare -A TX WALL
+declare -A TX WALL TXS WALLS
 run_one() {
   local name=$1
   case $name in
@@ -127,10 +129,20 @@ run_one() {
   # Postmark deletes what it made; a contender's leftovers must not slow the next one.
   rm -rf "${BACKING:?}"/* "$FAST/dir"/* 2>/dev/null || true
   printf '%-14s done: postmark transactions %s s, wall %.2f s\n' "$name" "${TX[$name]}" "${WALL[$name]}" >&2
+  TXS[$name]+="${TX[$name]} "
+  WALLS[$name]+="${WALL[$name]} "
 }
 
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2)}'; }
+
 echo "Postmark: $FILES files of 4-28 KiB, $TRANSACTIONS transactions; store latency $STORE_LATENCY per data op, $STORE_META_LATENCY per metadata op; cache $CACHE_SIZE on $FAST_DIR" >&2
-for name in $ONLY; do run_one "$name"; done
+for rep in $(seq 1 "$REPS"); do
+  for name in $ONLY; do run_one "$name"; done
+done
+for name in $ONLY; do
+  TX[$name]=$(echo "${TXS[$name]}" | median)
+  WALL[$name]=$(echo "${WALLS[$name]}" | median)
+done
 
 printf '\n%-14s %18s %10s %10s %10s\n' contender "postmark tx (s)" "wall (s)" "/ fast" "/ rclone"
 for name in $ONLY; do

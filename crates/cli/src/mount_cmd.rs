@@ -44,6 +44,10 @@ pub struct MountArgs {
     /// Write the mount's counters as JSON to this file every second and at exit.
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
+    /// At unmount, write every dirty block back (the store alone is then complete); without
+    /// it dirty blocks stay journaled in the cache for the next mount or `tiercache flush`.
+    #[arg(long)]
+    pub flush_on_exit: bool,
     /// Unmount after this long (tests, benchmarks); default: until SIGINT, SIGTERM or unmount.
     #[arg(long)]
     pub duration: Option<String>,
@@ -223,6 +227,14 @@ pub fn run(args: MountArgs) -> Result<()> {
     } else {
         session.umount_and_join()
     };
+    if args.flush_on_exit {
+        let n = state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .flush_all()
+            .context("writing dirty blocks back at unmount")?;
+        eprintln!("tiercache mount: wrote back {n} dirty blocks");
+    }
     let stats = state.lock().unwrap_or_else(|p| p.into_inner()).stats();
     write_stats(args.stats.as_deref(), &stats)?;
     eprintln!(

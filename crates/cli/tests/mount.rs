@@ -34,6 +34,16 @@ struct MountProcess {
 
 impl MountProcess {
     fn start(store: &Path, mnt: &Path, cache: &Path, variant: &str) -> MountProcess {
+        MountProcess::start_with(store, mnt, cache, variant, &[])
+    }
+
+    fn start_with(
+        store: &Path,
+        mnt: &Path,
+        cache: &Path,
+        variant: &str,
+        extra: &[&str],
+    ) -> MountProcess {
         let child = Command::new(env!("CARGO_BIN_EXE_tiercache"))
             .arg("mount")
             .arg(store)
@@ -41,6 +51,7 @@ impl MountProcess {
             .arg("--cache-dir")
             .arg(cache)
             .args(["--cache-size", "1MiB", "--variant", variant])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -276,4 +287,31 @@ fn mount_rejects_a_bad_variant_naming_the_option() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--variant") && err.contains("wx"), "{err}");
+}
+
+#[test]
+fn flush_on_exit_leaves_the_store_complete() {
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse or fusermount3 (scripts/setup.sh installs fuse3)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (store, cache, mnt) = (
+        dir.path().join("store"),
+        dir.path().join("cache"),
+        dir.path().join("mnt"),
+    );
+    for d in [&store, &cache, &mnt] {
+        fs::create_dir(d).unwrap();
+    }
+    let mut m = MountProcess::start_with(&store, &mnt, &cache, "wb", &["--flush-on-exit"]);
+    let data = content(3, 100_000);
+    fs::write(mnt.join("a"), &data).unwrap();
+    assert_ne!(
+        fs::read(store.join("a")).unwrap(),
+        data,
+        "write-back: not in the store yet"
+    );
+    m.stop();
+    assert_eq!(fs::read(store.join("a")).unwrap(), data);
 }

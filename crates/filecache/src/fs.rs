@@ -529,9 +529,9 @@ impl Filesystem for CacheFs {
                 .mode(mode & !umask & 0o7777)
                 .open(&path)?;
             let md = file.metadata()?;
-            drop(file);
             forget_attr(&mut st, parent.0);
             let id = st.remember(rel, &md);
+            st.adopt_file(id, file);
             st.name_added(parent.0, name, Some(id));
             cache_attr(&mut st, id, &md);
             if flags & libc::O_TRUNC != 0 && st.nodes.get(&id).is_some_and(|n| n.size > 0) {

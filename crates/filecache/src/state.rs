@@ -381,6 +381,17 @@ impl State {
         Ok(file)
     }
 
+    /// Keeps `file` (just created in the store) as node `id`'s open store file, so the open
+    /// that follows a create costs the store nothing.
+    pub fn adopt_file(&mut self, id: u64, file: File) {
+        if let Some(node) = self.nodes.get_mut(&id) {
+            if node.file.is_none() {
+                node.file = Some(Arc::new(file));
+                self.open_files += 1;
+            }
+        }
+    }
+
     /// An open of node `id`: keeps its store file open while handles exist.
     pub fn open_handle(&mut self, id: u64) -> io::Result<()> {
         self.store_file(id)?;
