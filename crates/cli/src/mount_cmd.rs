@@ -268,7 +268,7 @@ pub fn flush(args: FlushAnyArgs) -> Result<()> {
     }
     let cache = CacheDir::new(cache_dir);
     let _lock = cache.lock()?;
-    let n = tiercache_filecache::state::recover(store, &cache).with_context(|| {
+    let n = tiercache_filecache::recovery::recover(store, &cache).with_context(|| {
         format!(
             "writing back {} into {}",
             cache_dir.display(),

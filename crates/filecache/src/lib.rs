@@ -19,6 +19,7 @@
 pub mod core;
 pub mod fs;
 pub mod journal;
+pub mod recovery;
 pub mod sim;
 pub mod state;
 pub mod store;

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::core::{BlockKey, DevOp, FileCache, FileId, Variant};
-use crate::journal::{self, Journal};
-use crate::store::{inode_paths, CacheDir, StoreLatency};
+use crate::journal::Journal;
+use crate::recovery::{pread_full, recover};
+use crate::store::{CacheDir, StoreLatency};
 
 /// Root's node id in FUSE.
 pub const ROOT: u64 = 1;
@@ -128,66 +129,6 @@ fn touch(node: &mut Node) {
         attr.mtime = now;
         attr.ctime = now;
     }
-}
-
-fn pread_full(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], offset + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
-}
-
-/// Writes back every dirty block the journal of `cache_dir` records into `store`, then empties
-/// the journal: after it, the store alone is complete. Returns the blocks written back. The
-/// caller holds the cache lock.
-pub fn recover(store: &Path, cache: &CacheDir) -> io::Result<u64> {
-    let records = journal::replay(&cache.journal())?;
-    if records.is_empty() {
-        return Ok(0);
-    }
-    let block_size = cache.read_block_size()?.ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "{} has dirty blocks but no geometry file",
-                cache.dir.display()
-            ),
-        )
-    })? as u64;
-    let blocks = File::open(cache.blocks())?;
-    let wanted: HashSet<u64> = records.iter().map(|r| r.key.file).collect();
-    let paths = inode_paths(store, &wanted)?;
-    let mut files: HashMap<u64, File> = HashMap::new();
-    let mut written = 0;
-    for r in &records {
-        let Some(rel) = paths.get(&r.key.file) else {
-            continue; // the file is gone: nothing to write back to
-        };
-        let mut buf = vec![0u8; r.len as usize];
-        let n = pread_full(&blocks, &mut buf, r.slot as u64 * block_size)?;
-        if n != buf.len() || crc32fast::hash(&buf) != r.crc {
-            continue; // the slot was reused after a clean record that did not persist
-        }
-        let file = match files.entry(r.key.file) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(OpenOptions::new().write(true).open(store.join(rel))?)
-            }
-        };
-        file.write_all_at(&buf, r.key.block * block_size)?;
-        written += 1;
-    }
-    for f in files.values() {
-        f.sync_data()?;
-    }
-    Journal::create(&cache.journal())?;
-    Ok(written)
 }
 
 impl State {
@@ -838,80 +779,6 @@ impl State {
                 } else {
                     to.join(rest)
                 };
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rand::{Rng, SeedableRng};
-
-    /// The data path alone (no FUSE) against a byte vector, all variants, tiny cache.
-    #[test]
-    fn data_path_matches_a_byte_vector_model() {
-        for variant in Variant::ALL {
-            for seed in 0..4u64 {
-                let dir = tempfile::tempdir().unwrap();
-                let store = dir.path().join("store");
-                std::fs::create_dir(&store).unwrap();
-                std::fs::write(store.join("f"), b"").unwrap();
-                let mut st = State::open(MountConfig {
-                    store: store.clone(),
-                    cache_dir: dir.path().join("cache"),
-                    capacity_blocks: 6,
-                    block_size: 512,
-                    variant,
-                    latency: StoreLatency::default(),
-                    direct_io: false,
-                })
-                .unwrap();
-                let md = std::fs::metadata(store.join("f")).unwrap();
-                let id = st.remember(PathBuf::from("f"), &md);
-                let mut model: Vec<u8> = Vec::new();
-                let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
-                for step in 0..400 {
-                    match rng.gen_range(0..6) {
-                        0..=2 => {
-                            let off = rng.gen_range(0..8000usize);
-                            let len = rng.gen_range(1..3000usize);
-                            let b: u8 = rng.gen();
-                            let data: Vec<u8> = (0..len).map(|i| b.wrapping_add(i as u8)).collect();
-                            st.write(id, off as u64, &data).unwrap();
-                            if model.len() < off + len {
-                                model.resize(off + len, 0);
-                            }
-                            model[off..off + len].copy_from_slice(&data);
-                        }
-                        3 => {
-                            let len = rng.gen_range(0..9000usize);
-                            st.truncate(id, len as u64).unwrap();
-                            model.resize(len, 0);
-                        }
-                        _ => {
-                            let off = rng.gen_range(0..9000usize);
-                            let len = rng.gen_range(1..5000u32);
-                            let got = st.read(id, off as u64, len).unwrap();
-                            let end = (off + len as usize).min(model.len());
-                            let want = if off >= model.len() {
-                                &[][..]
-                            } else {
-                                &model[off..end]
-                            };
-                            if got != want {
-                                let first = (0..got.len()).find(|&i| got[i] != want[i]);
-                                let f = first.unwrap();
-                                let stored = std::fs::read(store.join("f")).unwrap();
-                                let at = off + f;
-                                panic!("{variant} seed {seed} step {step}: read {off}+{len}: first diff {first:?} lens {} {}: got {:?} want {:?} store {:?} (store len {})", got.len(), want.len(), &got[f..f+8], &want[f..f+8], stored.get(at..at+8), stored.len());
-                            }
-                        }
-                    }
-                }
-                st.flush_all().unwrap();
-                let stored = std::fs::read(store.join("f")).unwrap();
-                assert!(stored == model, "{variant} seed {seed}: store after flush");
             }
         }
     }
