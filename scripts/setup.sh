@@ -2,7 +2,8 @@
 # Installs what tiercache's tests use beyond Rust: a headless browser for the HTML reports,
 # libCacheSim (the reference simulator the hit ratios are checked against), and the real NBD
 # clients and servers the engine is tested and benchmarked with: fio (nbd engine), qemu-io and
-# qemu-nbd (qemu-utils), nbdcopy and nbdsh (libnbd-bin, python3-libnbd), nbdkit.
+# qemu-nbd (qemu-utils), nbdcopy and nbdsh (libnbd-bin, python3-libnbd), nbdkit; fuse3 for
+# `tiercache mount`, postmark and rclone for its benchmark.
 # Idempotent: installs only what is missing. Needs root (or sudo) for apt-get.
 set -euo pipefail
 
@@ -13,6 +14,9 @@ command -v qemu-io >/dev/null || need_apt+=(qemu-utils)
 command -v nbdcopy >/dev/null || need_apt+=(libnbd-bin)
 command -v nbdsh >/dev/null || need_apt+=(python3-libnbd)
 command -v nbdkit >/dev/null || need_apt+=(nbdkit)
+command -v fusermount3 >/dev/null || need_apt+=(fuse3)       # tiercache mount (FUSE) and its tests
+command -v postmark >/dev/null || need_apt+=(postmark)       # bench/postmark_file_cache.sh
+command -v rclone >/dev/null || need_apt+=(rclone)           # its caching-mount comparator
 if [ "${#need_apt[@]}" -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"

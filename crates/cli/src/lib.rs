@@ -8,6 +8,7 @@ pub mod bench_cmd;
 pub mod bench_trace;
 pub mod errors;
 pub mod experiment;
+pub mod mount_cmd;
 pub mod progress;
 pub mod serve_cmd;
 pub mod sim_cmd;

@@ -2,7 +2,7 @@
 //! and calls into the library crates; this file only parses arguments and maps errors to exit
 //! codes (2 for bad input: configs, arguments, traces; 1 for anything else).
 
-use tiercache::{bench_cmd, serve_cmd, sim_cmd, sweep_cmd};
+use tiercache::{bench_cmd, mount_cmd, serve_cmd, sim_cmd, sweep_cmd};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -33,7 +33,9 @@ enum Command {
     /// Run the cache for real and serve it over NBD (Unix socket or TCP).
     Serve(serve_cmd::ServeArgs),
     /// Write every dirty line of a (stopped) cache back: afterwards the backend alone is complete.
-    Flush(serve_cmd::FlushArgs),
+    Flush(mount_cmd::FlushAnyArgs),
+    /// Mount a slow store directory through a file-level cache on fast storage (FUSE).
+    Mount(mount_cmd::MountArgs),
     /// Run the engine for real under fio (nbd engine) from the config's workload; print the
     /// same result record as `sim`.
     Bench(bench_cmd::BenchArgs),
@@ -50,7 +52,8 @@ fn main() -> ExitCode {
         Command::Trace(args) => tiercache_trace::cli::run(args),
         Command::Analyze(args) => tiercache_analyze::cli::run(args),
         Command::Serve(args) => serve_cmd::run(args),
-        Command::Flush(args) => serve_cmd::flush(args),
+        Command::Flush(args) => mount_cmd::flush(args),
+        Command::Mount(args) => mount_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
     };
     match result {
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
                         })
                     || c.is::<tiercache_report::ReportError>()
                     || c.is::<tiercache_analyze::cli::BadArgument>()
+                    || c.is::<mount_cmd::BadMountArgument>()
                     || c.downcast_ref::<tiercache_engine::EngineError>()
                         .is_some_and(|e| !matches!(e, tiercache_engine::EngineError::Io(_)))
             });

@@ -1,0 +1,283 @@
+//! `tiercache mount`: a FUSE file system presenting a slow store directory with its data
+//! cached in a fast cache directory (SPEC §4.9), and `tiercache flush --file-cache`: write a
+//! stopped mount's dirty blocks back to its store.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use tiercache_filecache::store::{parse_duration, CacheDir, StoreLatency};
+use tiercache_filecache::{MountConfig, Variant};
+
+use crate::serve_cmd;
+
+/// Arguments of `tiercache mount`.
+#[derive(Debug, Args)]
+pub struct MountArgs {
+    /// The slow store: a directory (an NFS mount, a slow disk, or slowed by --store-latency).
+    pub store: PathBuf,
+    /// Where to mount the cached view.
+    pub mountpoint: PathBuf,
+    /// Directory on fast storage for the cache's block file and journal.
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Cache capacity ("256MiB"); 0 mounts the store uncached (every operation goes through).
+    #[arg(long, default_value = "256MiB")]
+    pub cache_size: String,
+    /// Cache block size (a power of two, at least 512 bytes).
+    #[arg(long, default_value = "4KiB")]
+    pub block_size: String,
+    /// Write policy and allocation: wb, wb-around, wt or wt-around.
+    #[arg(long, default_value = "wb")]
+    pub variant: String,
+    /// Latency added to each data operation on the store ("2ms"): emulates a slow store.
+    #[arg(long, default_value = "0")]
+    pub store_latency: String,
+    /// Latency added to each metadata operation on the store (default: --store-latency).
+    #[arg(long)]
+    pub store_meta_latency: Option<String>,
+    /// Bypass the kernel page cache (FOPEN_DIRECT_IO): every read and write reaches the cache,
+    /// and each is atomic against the others.
+    #[arg(long)]
+    pub direct_io: bool,
+    /// Write the mount's counters as JSON to this file every second and at exit.
+    #[arg(long, value_name = "FILE")]
+    pub stats: Option<PathBuf>,
+    /// At unmount, write every dirty block back (the store alone is then complete); without
+    /// it dirty blocks stay journaled in the cache for the next mount or `tiercache flush`.
+    #[arg(long)]
+    pub flush_on_exit: bool,
+    /// Unmount after this long (tests, benchmarks); default: until SIGINT, SIGTERM or unmount.
+    #[arg(long)]
+    pub duration: Option<String>,
+}
+
+/// Arguments of `tiercache flush`: the block cache of `serve`, or a file cache of `mount`.
+#[derive(Debug, Args)]
+pub struct FlushAnyArgs {
+    /// A block cache (as `serve` ran it).
+    #[command(flatten)]
+    pub block: serve_cmd::FlushArgs,
+    /// A file cache directory (as `mount --cache-dir` used it): write its dirty blocks back to
+    /// --store.
+    #[arg(long, value_name = "DIR", requires = "store")]
+    pub file_cache: Option<PathBuf>,
+    /// The store directory of that file cache.
+    #[arg(long, value_name = "DIR", requires = "file_cache")]
+    pub store: Option<PathBuf>,
+}
+
+/// A bad command-line value (exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error("--{field}: {message}")]
+pub struct BadMountArgument {
+    /// The option.
+    pub field: &'static str,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn bad(field: &'static str, message: impl ToString) -> anyhow::Error {
+    BadMountArgument {
+        field,
+        message: message.to_string(),
+    }
+    .into()
+}
+
+/// Resolves the arguments into a mount configuration.
+pub fn mount_config(args: &MountArgs) -> Result<MountConfig> {
+    let cache_size =
+        tiercache_core::units::parse_bytes(&args.cache_size).map_err(|e| bad("cache-size", e))?;
+    let block_size =
+        tiercache_core::units::parse_bytes(&args.block_size).map_err(|e| bad("block-size", e))?;
+    if !(512..=(1 << 24)).contains(&block_size) || !block_size.is_power_of_two() {
+        return Err(bad(
+            "block-size",
+            format!("{block_size} is not a power of two between 512 B and 16 MiB"),
+        ));
+    }
+    let capacity = cache_size / block_size;
+    if capacity > u32::MAX as u64 / 2 {
+        return Err(bad("cache-size", "too many blocks for this block size"));
+    }
+    if cache_size > 0 && capacity == 0 {
+        return Err(bad("cache-size", "smaller than one block"));
+    }
+    let variant: Variant = args.variant.parse().map_err(|e| bad("variant", e))?;
+    let data = parse_duration(&args.store_latency).map_err(|e| bad("store-latency", e))?;
+    let meta = match &args.store_meta_latency {
+        Some(m) => parse_duration(m).map_err(|e| bad("store-meta-latency", e))?,
+        None => data,
+    };
+    let cache_dir = match (&args.cache_dir, capacity) {
+        (Some(d), _) => d.clone(),
+        (None, 0) => {
+            std::env::temp_dir().join(format!("tiercache-uncached-{}", std::process::id()))
+        }
+        (None, _) => return Err(bad("cache-dir", "required unless --cache-size 0")),
+    };
+    Ok(MountConfig {
+        store: args.store.clone(),
+        cache_dir,
+        capacity_blocks: capacity as u32,
+        block_size: block_size as u32,
+        variant,
+        latency: StoreLatency { data, meta },
+        direct_io: args.direct_io,
+    })
+}
+
+fn write_stats(path: Option<&Path>, stats: &tiercache_filecache::MountStats) -> Result<()> {
+    if let Some(path) = path {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(stats)?)
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, path)?;
+    }
+    Ok(())
+}
+
+/// Blocks SIGINT and SIGTERM in this thread (and the threads it starts), so the main loop can
+/// take them with `sigtimedwait` and unmount cleanly.
+fn block_stop_signals() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset initialise the local set we own; pthread_sigmask only
+    // reads it. No other memory is involved.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+fn stop_signal_within(set: &libc::sigset_t, wait: Duration) -> bool {
+    let timeout = libc::timespec {
+        tv_sec: wait.as_secs() as libc::time_t,
+        tv_nsec: wait.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `set` is an initialised signal set and `timeout` a valid timespec, both alive
+    // for the call; a null siginfo pointer is allowed.
+    let rc = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &timeout) };
+    rc > 0
+}
+
+/// Runs `tiercache mount`.
+pub fn run(args: MountArgs) -> Result<()> {
+    let cfg = mount_config(&args)?;
+    let duration = match &args.duration {
+        Some(d) => Some(parse_duration(d).map_err(|e| bad("duration", e))?),
+        None => None,
+    };
+    if !args.mountpoint.is_dir() {
+        bail!("mountpoint {}: not a directory", args.mountpoint.display());
+    }
+    let signals = block_stop_signals();
+    let variant = cfg.variant;
+    let capacity = cfg.capacity_blocks as u64 * cfg.block_size as u64;
+    let (session, state) =
+        tiercache_filecache::spawn_mount(cfg, &args.mountpoint).with_context(|| {
+            format!(
+                "mounting {} on {}",
+                args.store.display(),
+                args.mountpoint.display()
+            )
+        })?;
+    {
+        let st = state.lock().unwrap_or_else(|p| p.into_inner());
+        let recovered = st.stats().recovered_blocks;
+        eprintln!(
+            "tiercache mount: {} on {} ({} cache of {} B{}){}",
+            args.store.display(),
+            args.mountpoint.display(),
+            if capacity == 0 {
+                "no".to_string()
+            } else {
+                variant.to_string()
+            },
+            capacity,
+            if capacity == 0 { "" } else { ", LRU" },
+            if recovered > 0 {
+                format!("; wrote back {recovered} dirty blocks a crash left")
+            } else {
+                String::new()
+            }
+        );
+    }
+    let started = Instant::now();
+    let mut last_stats = Instant::now();
+    loop {
+        if stop_signal_within(&signals, Duration::from_millis(200)) {
+            break;
+        }
+        if session.guard.is_finished() || duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        if last_stats.elapsed() >= Duration::from_secs(1) {
+            let stats = state.lock().unwrap_or_else(|p| p.into_inner()).stats();
+            write_stats(args.stats.as_deref(), &stats)?;
+            last_stats = Instant::now();
+        }
+    }
+    let unmounted = if session.guard.is_finished() {
+        session.join()
+    } else {
+        session.umount_and_join()
+    };
+    if args.flush_on_exit {
+        let n = state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .flush_all()
+            .context("writing dirty blocks back at unmount")?;
+        eprintln!("tiercache mount: wrote back {n} dirty blocks");
+    }
+    let stats = state.lock().unwrap_or_else(|p| p.into_inner()).stats();
+    write_stats(args.stats.as_deref(), &stats)?;
+    eprintln!(
+        "tiercache mount: unmounted; {} reads, {} writes, block hits {} of {} reads, {} write-backs, {} blocks freed by deletes ({} write-backs cancelled), {} dirty blocks left journaled (`tiercache flush --file-cache` writes them back)",
+        stats.reads,
+        stats.writes,
+        stats.core.read_hits,
+        stats.core.read_hits + stats.core.read_misses,
+        stats.core.write_backs,
+        stats.core.freed_by_delete,
+        stats.core.write_backs_cancelled,
+        stats.dirty_blocks
+    );
+    unmounted.context("the FUSE session ended with an error")?;
+    Ok(())
+}
+
+/// Runs `tiercache flush`: a file cache when `--file-cache` is given, else the block cache.
+pub fn flush(args: FlushAnyArgs) -> Result<()> {
+    let (Some(cache_dir), Some(store)) = (&args.file_cache, &args.store) else {
+        return serve_cmd::flush(args.block);
+    };
+    if !cache_dir.join("geometry").exists() {
+        bail!(
+            "--file-cache {}: not a tiercache mount's cache directory (no geometry file)",
+            cache_dir.display()
+        );
+    }
+    if !store.is_dir() {
+        bail!("--store {}: not a directory", store.display());
+    }
+    let cache = CacheDir::new(cache_dir);
+    let _lock = cache.lock()?;
+    let n = tiercache_filecache::recovery::recover(store, &cache).with_context(|| {
+        format!(
+            "writing back {} into {}",
+            cache_dir.display(),
+            store.display()
+        )
+    })?;
+    eprintln!(
+        "tiercache flush: wrote back {n} dirty blocks; {} alone is complete",
+        store.display()
+    );
+    Ok(())
+}

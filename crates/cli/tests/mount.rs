@@ -1,0 +1,317 @@
+//! `tiercache mount` as a process: kill -9 during writes, then remount — every fsync'd byte reads
+//! back and the store's namespace is intact; `tiercache flush --file-cache` completes the store.
+//! Mounts are unmounted and processes killed on drop (also when a test fails); every wait has
+//! a deadline.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+fn fuse_available() -> bool {
+    Path::new("/dev/fuse").exists()
+        && ["/usr/bin/fusermount3", "/bin/fusermount3"]
+            .iter()
+            .any(|p| Path::new(p).exists())
+}
+
+fn is_mounted(mnt: &Path) -> bool {
+    let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let want = mnt.to_string_lossy().to_string();
+    text.lines()
+        .any(|l| l.split(' ').nth(4).is_some_and(|m| m == want))
+}
+
+/// One `tiercache mount` process; killed and lazily unmounted on drop.
+struct MountProcess {
+    child: Option<Child>,
+    mnt: PathBuf,
+}
+
+impl MountProcess {
+    fn start(store: &Path, mnt: &Path, cache: &Path, variant: &str) -> MountProcess {
+        MountProcess::start_with(store, mnt, cache, variant, &[])
+    }
+
+    fn start_with(
+        store: &Path,
+        mnt: &Path,
+        cache: &Path,
+        variant: &str,
+        extra: &[&str],
+    ) -> MountProcess {
+        let child = Command::new(env!("CARGO_BIN_EXE_tiercache"))
+            .arg("mount")
+            .arg(store)
+            .arg(mnt)
+            .arg("--cache-dir")
+            .arg(cache)
+            .args(["--cache-size", "1MiB", "--variant", variant])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut m = MountProcess {
+            child: Some(child),
+            mnt: mnt.to_path_buf(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !is_mounted(mnt) {
+            if let Some(status) = m.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("tiercache mount exited early: {status}");
+            }
+            assert!(Instant::now() < deadline, "mount did not appear in 30 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        m
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill(); // SIGKILL
+            let _ = c.wait();
+        }
+        lazy_unmount(&self.mnt);
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) with a pid we spawned and still own (not yet reaped).
+            unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                if let Some(status) = c.try_wait().unwrap() {
+                    assert!(status.success(), "tiercache mount exit: {status}");
+                    break;
+                }
+                if Instant::now() > deadline {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    panic!("tiercache mount did not stop within 30 s of SIGTERM");
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        if is_mounted(&self.mnt) {
+            lazy_unmount(&self.mnt);
+        }
+    }
+}
+
+fn lazy_unmount(mnt: &Path) {
+    let _ = Command::new("fusermount3")
+        .arg("-u")
+        .arg("-z")
+        .arg(mnt)
+        .stderr(Stdio::null())
+        .status();
+    if is_mounted(mnt) {
+        let _ = Command::new("umount").arg("-l").arg(mnt).status();
+    }
+}
+
+impl Drop for MountProcess {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn content(seed: u64, len: usize) -> Vec<u8> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    (0..len).map(|_| rng.gen()).collect()
+}
+
+#[test]
+fn kill_9_during_writes_loses_no_fsynced_byte_and_keeps_the_namespace() {
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse or fusermount3 (scripts/setup.sh installs fuse3)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (store, cache, mnt) = (
+        dir.path().join("store"),
+        dir.path().join("cache"),
+        dir.path().join("mnt"),
+    );
+    for d in [&store, &cache, &mnt] {
+        fs::create_dir(d).unwrap();
+    }
+    let mut m = MountProcess::start(&store, &mnt, &cache, "wb");
+    fs::create_dir(mnt.join("inbox")).unwrap();
+    // Fsynced files: (name, content) that must survive.
+    let mut durable: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(9);
+    for i in 0..24u64 {
+        let name = format!("inbox/msg{i}");
+        let len = rng.gen_range(1..40_000);
+        let data = content(i, len);
+        let mut f = File::create(mnt.join(&name)).unwrap();
+        f.write_all(&data).unwrap();
+        if i % 2 == 0 {
+            f.sync_all().unwrap();
+            durable.push((name.clone(), data));
+        }
+        if i % 6 == 0 {
+            // Renamed after the fsync: the data is found under the new name.
+            let to = format!("inbox/renamed{i}");
+            fs::rename(mnt.join(&name), mnt.join(&to)).unwrap();
+            if let Some(d) = durable.iter_mut().find(|(n, _)| *n == name) {
+                d.0 = to;
+            }
+        }
+    }
+    // One fsynced file is then overwritten in part and fsynced again: the newer bytes count.
+    {
+        let (name, data) = durable[1].clone();
+        let mut f = OpenOptions::new()
+            .write(true)
+            .open(mnt.join(&name))
+            .unwrap();
+        let patch = vec![0xAB; data.len().min(5000)];
+        f.write_all(&patch).unwrap();
+        f.sync_all().unwrap();
+        let mut newer = data;
+        newer[..patch.len()].copy_from_slice(&patch);
+        durable[1].1 = newer;
+    }
+    // Deleted after being fsynced: must stay deleted, its blocks never written back.
+    fs::remove_file(mnt.join(&durable[2].0)).unwrap();
+    let deleted = durable.remove(2).0;
+    // A writer keeps writing (never fsyncing) while the mount is killed.
+    let writer = {
+        let path = mnt.join("inbox/busy");
+        std::thread::spawn(move || {
+            let Ok(mut f) = File::create(&path) else {
+                return;
+            };
+            // Small enough (≤ 512 KiB) to leave the fsynced files' dirty blocks in the 1 MiB
+            // cache: the remount must take them from the journal.
+            let chunk = vec![0x5A; 8192];
+            for _ in 0..64 {
+                if f.write_all(&chunk).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(3));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    m.kill9();
+    writer.join().unwrap();
+    assert!(!is_mounted(&mnt));
+
+    // The namespace reached the store before each call returned: all there with no remount.
+    for (name, _) in &durable {
+        assert!(store.join(name).is_file(), "{name} missing from the store");
+    }
+    assert!(!store.join(&deleted).exists(), "{deleted} came back");
+    assert!(store.join("inbox/busy").is_file());
+    // Write-back: the store alone lacks the fsynced data (it is in the cache's journal).
+    let incomplete = durable
+        .iter()
+        .filter(|(name, data)| fs::read(store.join(name)).unwrap() != *data)
+        .count();
+    assert!(
+        incomplete > durable.len() / 2,
+        "only {incomplete} files still in the cache"
+    );
+
+    // Remount: the journal's dirty blocks are written back; every fsynced byte reads back.
+    let mut m = MountProcess::start(&store, &mnt, &cache, "wb");
+    for (name, data) in &durable {
+        let back = fs::read(mnt.join(name)).unwrap();
+        assert!(
+            back.len() >= data.len(),
+            "{name}: {} < {}",
+            back.len(),
+            data.len()
+        );
+        assert!(
+            back[..data.len()] == data[..],
+            "{name}: fsynced bytes differ after kill -9"
+        );
+    }
+    assert!(!mnt.join(&deleted).exists());
+    m.stop();
+    // After recovery the store alone holds them (no dirty data was left behind by the
+    // recovered blocks; `flush` writes back anything written since).
+    let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .args(["flush", "--file-cache"])
+        .arg(&cache)
+        .arg("--store")
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (name, data) in &durable {
+        let back = fs::read(store.join(name)).unwrap();
+        assert!(back[..data.len()] == data[..], "{name}: store after flush");
+    }
+}
+
+#[test]
+fn flush_of_a_missing_file_cache_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .args(["flush", "--file-cache"])
+        .arg(dir.path().join("nope"))
+        .arg("--store")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--file-cache"), "{err}");
+}
+
+#[test]
+fn mount_rejects_a_bad_variant_naming_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .arg("mount")
+        .arg(dir.path())
+        .arg(dir.path())
+        .args(["--cache-dir", "/tmp/x", "--variant", "wx"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--variant") && err.contains("wx"), "{err}");
+}
+
+#[test]
+fn flush_on_exit_leaves_the_store_complete() {
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse or fusermount3 (scripts/setup.sh installs fuse3)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (store, cache, mnt) = (
+        dir.path().join("store"),
+        dir.path().join("cache"),
+        dir.path().join("mnt"),
+    );
+    for d in [&store, &cache, &mnt] {
+        fs::create_dir(d).unwrap();
+    }
+    let mut m = MountProcess::start_with(&store, &mnt, &cache, "wb", &["--flush-on-exit"]);
+    let data = content(3, 100_000);
+    fs::write(mnt.join("a"), &data).unwrap();
+    assert_ne!(
+        fs::read(store.join("a")).unwrap(),
+        data,
+        "write-back: not in the store yet"
+    );
+    m.stop();
+    assert_eq!(fs::read(store.join("a")).unwrap(), data);
+}

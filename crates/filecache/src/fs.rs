@@ -1,0 +1,736 @@
+//! FUSE glue: [`CacheFs`] presents the store through the cache. Namespace and attribute
+//! operations (create, mkdir, unlink, rmdir, rename, setattr, symlink) go to the store before
+//! the reply, so the store's namespace never depends on the cache; file data goes through
+//! [`State`]'s data path. One lock serialises requests: simple, and POSIX-consistent for
+//! concurrent readers and writers of one file.
+
+use std::ffi::OsStr;
+use std::fs::{self, OpenOptions};
+use std::io;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+};
+
+use crate::state::{State, ROOT};
+
+/// How long the kernel may keep entries and attributes: the mount is the store's only writer.
+const TTL: Duration = Duration::from_secs(1);
+
+/// One entry of an open directory's listing: id, kind, name.
+type DirListEntry = (u64, FileType, std::ffi::OsString);
+
+/// The FUSE file system; share its state with [`CacheFs::state`] (stats, flush).
+pub struct CacheFs {
+    state: Arc<Mutex<State>>,
+    dirs: Mutex<std::collections::HashMap<u64, Vec<DirListEntry>>>,
+    next_dir: std::sync::atomic::AtomicU64,
+}
+
+fn errno(e: &io::Error) -> Errno {
+    Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+fn kind_of(md: &fs::Metadata) -> FileType {
+    let ft = md.file_type();
+    if ft.is_dir() {
+        FileType::Directory
+    } else if ft.is_symlink() {
+        FileType::Symlink
+    } else {
+        FileType::RegularFile
+    }
+}
+
+fn time(secs: i64, nsecs: i64) -> SystemTime {
+    if secs >= 0 {
+        UNIX_EPOCH + Duration::new(secs as u64, nsecs as u32)
+    } else {
+        UNIX_EPOCH
+    }
+}
+
+impl CacheFs {
+    /// A file system over `state`.
+    pub fn new(state: Arc<Mutex<State>>) -> Self {
+        CacheFs {
+            state,
+            dirs: Mutex::new(std::collections::HashMap::new()),
+            next_dir: std::sync::atomic::AtomicU64::new(1),
+        }
+    }
+
+    /// The shared state.
+    pub fn state(&self) -> Arc<Mutex<State>> {
+        self.state.clone()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic in one request must not wedge every later one; the state stays usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn attr_of(st: &State, id: u64, md: &fs::Metadata) -> FileAttr {
+    let size = match st.nodes.get(&id) {
+        Some(n) if n.regular => n.size,
+        _ => md.len(),
+    };
+    FileAttr {
+        ino: INodeNo(id),
+        size,
+        blocks: size.div_ceil(512),
+        atime: time(md.atime(), md.atime_nsec()),
+        mtime: time(md.mtime(), md.mtime_nsec()),
+        ctime: time(md.ctime(), md.ctime_nsec()),
+        crtime: time(md.ctime(), md.ctime_nsec()),
+        kind: kind_of(md),
+        perm: (md.mode() & 0o7777) as u16,
+        nlink: md.nlink() as u32,
+        uid: md.uid(),
+        gid: md.gid(),
+        rdev: md.rdev() as u32,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
+/// The attributes of `md` for node `id`, remembered for later getattr calls.
+fn cache_attr(st: &mut State, id: u64, md: &fs::Metadata) -> FileAttr {
+    let attr = attr_of(st, id, md);
+    if let Some(node) = st.nodes.get_mut(&id) {
+        node.attr = Some(attr);
+    }
+    attr
+}
+
+/// Metadata of node `id` from the store (its open file when unlinked).
+fn node_metadata(st: &mut State, id: u64) -> io::Result<fs::Metadata> {
+    let node = st
+        .nodes
+        .get(&id)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?;
+    if node.unlinked {
+        if let Some(f) = &node.file {
+            return f.metadata();
+        }
+    }
+    let path = st.store_path(&node.path.clone());
+    st.meta_op();
+    fs::symlink_metadata(path)
+}
+
+fn open_flags(st: &State) -> FopenFlags {
+    if st.config().direct_io {
+        FopenFlags::FOPEN_DIRECT_IO
+    } else {
+        FopenFlags::empty()
+    }
+}
+
+/// A directory's entries changed: its times and link count must be read again.
+fn forget_attr(st: &mut State, id: u64) {
+    if let Some(node) = st.nodes.get_mut(&id) {
+        node.attr = None;
+    }
+}
+
+fn child(st: &State, parent: u64, name: &OsStr) -> io::Result<PathBuf> {
+    let node = st
+        .nodes
+        .get(&parent)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?;
+    Ok(node.path.join(name))
+}
+
+impl CacheFs {
+    /// Replies with the entry `name` of directory `parent`: from the names and attributes the
+    /// mount already knows when it can, else from the store.
+    fn entry(&self, st: &mut State, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        let rel = match child(st, parent, name) {
+            Ok(rel) => rel,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        if let Some(names) = st.dir_names(parent) {
+            match names.get(name) {
+                None => return reply.error(Errno::ENOENT),
+                Some(Some(id)) => {
+                    let id = *id;
+                    if let Some(node) = st.nodes.get(&id) {
+                        if let Some(mut attr) = node.attr {
+                            if node.regular {
+                                attr.size = node.size;
+                                attr.blocks = node.size.div_ceil(512);
+                            }
+                            return reply.entry(&TTL, &attr, Generation(0));
+                        }
+                    }
+                }
+                Some(None) => {}
+            }
+        }
+        let path = st.store_path(&rel);
+        st.meta_op();
+        match fs::symlink_metadata(&path) {
+            Ok(md) => {
+                let id = st.remember(rel, &md);
+                st.name_added(parent, name, Some(id));
+                let attr = cache_attr(st, id, &md);
+                reply.entry(&TTL, &attr, Generation(0));
+            }
+            Err(e) => {
+                if e.kind() == io::ErrorKind::NotFound {
+                    st.name_removed(parent, name);
+                }
+                reply.error(errno(&e))
+            }
+        }
+    }
+}
+
+impl Filesystem for CacheFs {
+    fn destroy(&mut self) {
+        let mut st = self.lock();
+        if let Err(e) = st.sync_journal() {
+            eprintln!("tiercache mount: syncing the journal at unmount failed: {e}");
+        }
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let mut st = self.lock();
+        self.entry(&mut st, parent.0, name, reply)
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let mut st = self.lock();
+        if let Some(node) = st.nodes.get(&ino.0) {
+            if let Some(mut attr) = node.attr {
+                if node.regular {
+                    attr.size = node.size;
+                    attr.blocks = node.size.div_ceil(512);
+                }
+                return reply.attr(&TTL, &attr);
+            }
+        }
+        match node_metadata(&mut st, ino.0) {
+            Ok(md) => {
+                let attr = cache_attr(&mut st, ino.0, &md);
+                reply.attr(&TTL, &attr)
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let mut st = self.lock();
+        let id = ino.0;
+        let result = (|| -> io::Result<fs::Metadata> {
+            let rel = st
+                .nodes
+                .get(&id)
+                .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?
+                .path
+                .clone();
+            let path = st.store_path(&rel);
+            if let Some(size) = size {
+                st.truncate(id, size)?;
+            }
+            if let Some(mode) = mode {
+                st.meta_op();
+                fs::set_permissions(&path, fs::Permissions::from_mode(mode & 0o7777))?;
+            }
+            if uid.is_some() || gid.is_some() {
+                st.meta_op();
+                std::os::unix::fs::lchown(&path, uid, gid)?;
+            }
+            if atime.is_some() || mtime.is_some() {
+                let to_spec = |t: Option<TimeOrNow>| match t {
+                    None => libc::timespec {
+                        tv_sec: 0,
+                        tv_nsec: libc::UTIME_OMIT,
+                    },
+                    Some(TimeOrNow::Now) => libc::timespec {
+                        tv_sec: 0,
+                        tv_nsec: libc::UTIME_NOW,
+                    },
+                    Some(TimeOrNow::SpecificTime(t)) => {
+                        let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+                        libc::timespec {
+                            tv_sec: d.as_secs() as libc::time_t,
+                            tv_nsec: d.subsec_nanos() as libc::c_long,
+                        }
+                    }
+                };
+                let times = [to_spec(atime), to_spec(mtime)];
+                let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+                    .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+                st.meta_op();
+                // SAFETY: `c_path` is a NUL-terminated string and `times` two timespecs, both
+                // alive for the call; utimensat reads them and keeps no pointer.
+                let rc = unsafe {
+                    libc::utimensat(
+                        libc::AT_FDCWD,
+                        c_path.as_ptr(),
+                        times.as_ptr(),
+                        libc::AT_SYMLINK_NOFOLLOW,
+                    )
+                };
+                if rc != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            node_metadata(&mut st, id)
+        })();
+        match result {
+            Ok(md) => {
+                let attr = cache_attr(&mut st, id, &md);
+                reply.attr(&TTL, &attr)
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let mut st = self.lock();
+        let Some(node) = st.nodes.get(&ino.0) else {
+            return reply.error(Errno::ENOENT);
+        };
+        let path = st.store_path(&node.path.clone());
+        st.meta_op();
+        match fs::read_link(path) {
+            Ok(target) => reply.data(target.as_os_str().as_encoded_bytes()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let mut st = self.lock();
+        let rel = match child(&st, parent.0, name) {
+            Ok(rel) => rel,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let path = st.store_path(&rel);
+        st.meta_op();
+        let made = fs::create_dir(&path).and_then(|_| {
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode & !umask & 0o7777))
+        });
+        forget_attr(&mut st, parent.0);
+        match made {
+            Ok(()) => {
+                st.name_added(parent.0, name, None);
+                self.entry(&mut st, parent.0, name, reply)
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn symlink(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let mut st = self.lock();
+        let rel = match child(&st, parent.0, link_name) {
+            Ok(rel) => rel,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let path = st.store_path(&rel);
+        st.meta_op();
+        forget_attr(&mut st, parent.0);
+        match std::os::unix::fs::symlink(target, path) {
+            Ok(()) => {
+                st.name_added(parent.0, link_name, None);
+                self.entry(&mut st, parent.0, link_name, reply)
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let mut st = self.lock();
+        let result = (|| -> io::Result<()> {
+            let rel = child(&st, parent.0, name)?;
+            let path = st.store_path(&rel);
+            // What the name is (regular file, links): known, or asked of the store.
+            let known = st
+                .dirs
+                .get(&parent.0)
+                .and_then(|names| names.get(name).copied().flatten())
+                .and_then(|id| {
+                    let attr = st.nodes.get(&id)?.attr?;
+                    Some((id, attr.kind == FileType::RegularFile, attr.nlink))
+                });
+            st.meta_op();
+            let (id, regular, nlink) = match known {
+                Some(k) => k,
+                None => {
+                    let md = fs::symlink_metadata(&path)?;
+                    (st.node_id(md.ino()), md.is_file(), md.nlink() as u32)
+                }
+            };
+            fs::remove_file(&path)?;
+            forget_attr(&mut st, parent.0);
+            st.name_removed(parent.0, name);
+            if regular && nlink <= 1 {
+                st.file_deleted(id)?;
+            } else if !regular {
+                st.nodes.remove(&id);
+            } else if let Some(node) = st.nodes.get_mut(&id) {
+                node.attr = None; // another name remains; its link count changed
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let mut st = self.lock();
+        let result = (|| -> io::Result<()> {
+            let rel = child(&st, parent.0, name)?;
+            let path = st.store_path(&rel);
+            st.meta_op();
+            let md = fs::symlink_metadata(&path)?;
+            fs::remove_dir(&path)?;
+            forget_attr(&mut st, parent.0);
+            st.name_removed(parent.0, name);
+            let id = st.node_id(md.ino());
+            st.nodes.remove(&id);
+            st.dirs.remove(&id);
+            Ok(())
+        })();
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let mut st = self.lock();
+        let result = (|| -> io::Result<()> {
+            if !flags.is_empty() {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            }
+            let from = child(&st, parent.0, name)?;
+            let to = child(&st, newparent.0, newname)?;
+            let (from_path, to_path) = (st.store_path(&from), st.store_path(&to));
+            st.meta_op();
+            let moved = fs::symlink_metadata(&from_path)?;
+            let replaced = fs::symlink_metadata(&to_path).ok();
+            fs::rename(&from_path, &to_path)?;
+            forget_attr(&mut st, parent.0);
+            forget_attr(&mut st, newparent.0);
+            if let Some(old) = replaced {
+                if old.ino() != moved.ino() {
+                    let old_id = st.node_id(old.ino());
+                    if old.is_file() && old.nlink() <= 1 {
+                        st.file_deleted(old_id)?;
+                    } else {
+                        st.nodes.remove(&old_id);
+                    }
+                }
+            }
+            st.rename_paths(&from, &to);
+            let moved_id = st.node_id(moved.ino());
+            st.name_removed(parent.0, name);
+            st.name_added(newparent.0, newname, Some(moved_id));
+            if let Some(node) = st.nodes.get_mut(&moved_id) {
+                node.attr = None; // its ctime changed
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let mut st = self.lock();
+        let result = (|| -> io::Result<()> {
+            st.open_handle(ino.0)?;
+            if flags.0 & libc::O_TRUNC != 0 {
+                st.truncate(ino.0, 0)?;
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => reply.opened(FileHandle(0), open_flags(&st)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let mut st = self.lock();
+        let result = (|| -> io::Result<FileAttr> {
+            let rel = child(&st, parent.0, name)?;
+            let path = st.store_path(&rel);
+            st.meta_op();
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .create_new(flags & libc::O_EXCL != 0)
+                .truncate(flags & libc::O_TRUNC != 0)
+                .mode(mode & !umask & 0o7777)
+                .open(&path)?;
+            let md = file.metadata()?;
+            forget_attr(&mut st, parent.0);
+            let id = st.remember(rel, &md);
+            st.adopt_file(id, file);
+            st.name_added(parent.0, name, Some(id));
+            cache_attr(&mut st, id, &md);
+            if flags & libc::O_TRUNC != 0 && st.nodes.get(&id).is_some_and(|n| n.size > 0) {
+                st.truncate(id, 0)?;
+            }
+            st.note_created();
+            st.open_handle(id)?;
+            Ok(attr_of(&st, id, &md))
+        })();
+        match result {
+            Ok(attr) => reply.created(&TTL, &attr, Generation(0), FileHandle(0), open_flags(&st)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let mut st = self.lock();
+        match st.read(ino.0, offset, size) {
+            Ok(data) => reply.data(&data),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let mut st = self.lock();
+        match st.write(ino.0, offset, data) {
+            Ok(()) => reply.written(data.len() as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.lock().release_handle(ino.0);
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.lock().fsync(ino.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let mut st = self.lock();
+        let result = (|| -> io::Result<Vec<DirListEntry>> {
+            let rel = st
+                .nodes
+                .get(&ino.0)
+                .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?
+                .path
+                .clone();
+            let path = st.store_path(&rel);
+            st.meta_op();
+            let mut entries = vec![
+                (ino.0, FileType::Directory, ".".into()),
+                (ROOT, FileType::Directory, "..".into()),
+            ];
+            for entry in fs::read_dir(path)? {
+                let entry = entry?;
+                let md = entry.metadata()?;
+                entries.push((st.node_id(md.ino()), kind_of(&md), entry.file_name()));
+            }
+            Ok(entries)
+        })();
+        match result {
+            Ok(entries) => {
+                let fh = self
+                    .next_dir
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.dirs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(fh, entries);
+                reply.opened(FileHandle(fh), FopenFlags::empty())
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let dirs = self.dirs.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(entries) = dirs.get(&fh.0) else {
+            return reply.error(Errno::EBADF);
+        };
+        for (i, (id, kind, name)) in entries.iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(*id), (i + 1) as u64, *kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.dirs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        // Namespace operations already reached the store before their replies.
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let st = self.lock();
+        let path = st.store_path(Path::new(""));
+        drop(st);
+        let c_path = match std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) {
+            Ok(p) => p,
+            Err(_) => return reply.error(Errno::EINVAL),
+        };
+        // SAFETY: statvfs writes into the zeroed struct we pass; `c_path` is NUL-terminated
+        // and outlives the call.
+        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::statvfs(c_path.as_ptr(), &mut s) };
+        if rc != 0 {
+            return reply.error(errno(&io::Error::last_os_error()));
+        }
+        reply.statfs(
+            s.f_blocks,
+            s.f_bfree,
+            s.f_bavail,
+            s.f_files,
+            s.f_ffree,
+            s.f_bsize as u32,
+            s.f_namemax as u32,
+            s.f_frsize as u32,
+        );
+    }
+}

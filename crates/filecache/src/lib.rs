@@ -1,0 +1,55 @@
+//! File-level caching (SPEC §4.9): a host-side cache of a slow file store on fast local
+//! storage that knows files.
+//!
+//! - [`core`]: the policy core, (file, block) → slot with cached and dirty bits, LRU, admission
+//!   on read miss, the four variants (write-back or write-through × write-allocate or
+//!   write-around), deletes and truncates freeing blocks and cancelling their write-back. It
+//!   yields device operations; it does no I/O.
+//! - [`state`], [`fs`], [`journal`], [`store`]: the real executor, a FUSE file system
+//!   (`tiercache mount`) presenting a store directory with its data cached in a cache directory;
+//!   metadata goes through to the store at once; dirty blocks are journaled so an fsync'd write
+//!   survives `kill -9`.
+//! - [`workload`]: file-operation streams shaped like a mail, file and web server, run against a
+//!   real directory or fed to the simulator.
+//! - [`sim`]: the simulator executing those streams on the same core (file level) and on a
+//!   block-level cache behind a simple file allocator, with and without TRIM.
+
+#![warn(missing_docs)]
+
+pub mod core;
+pub mod fs;
+pub mod journal;
+pub mod recovery;
+pub mod sim;
+pub mod state;
+pub mod store;
+pub mod workload;
+
+pub use crate::core::{Allocation, BlockKey, DevOp, FileCache, FileId, Variant, WritePolicy};
+pub use crate::state::{MountConfig, MountStats, State};
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// FUSE session options of a mount: one request thread (the state is behind one lock anyway).
+pub fn fuse_config() -> fuser::Config {
+    let mut config = fuser::Config::default();
+    config.mount_options.extend([
+        fuser::MountOption::FSName("tiercache".to_string()),
+        fuser::MountOption::Subtype("tiercache".to_string()),
+    ]);
+    config.n_threads = Some(1);
+    config
+}
+
+/// Opens the cache over the store (recovering what a crash left) and mounts it at
+/// `mountpoint` in a background thread; dropping the session unmounts.
+pub fn spawn_mount(
+    cfg: MountConfig,
+    mountpoint: &Path,
+) -> std::io::Result<(fuser::BackgroundSession, Arc<Mutex<State>>)> {
+    let state = Arc::new(Mutex::new(State::open(cfg)?));
+    let fs = fs::CacheFs::new(state.clone());
+    let session = fuser::spawn_mount(fs, mountpoint, &fuse_config())?;
+    Ok((session, state))
+}

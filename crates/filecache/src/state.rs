@@ -1,0 +1,785 @@
+//! The mounted cache's state and its data path: executing the core's [`DevOp`] plans on a
+//! real block file (the cache) and real store files, with the journal that makes dirty data
+//! survive a crash. The FUSE glue ([`crate::fs`]) only translates requests into these calls.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::core::{BlockKey, DevOp, FileCache, FileId, Variant};
+use crate::journal::Journal;
+use crate::recovery::{pread_full, recover};
+use crate::store::{CacheDir, StoreLatency};
+
+/// Root's node id in FUSE.
+pub const ROOT: u64 = 1;
+
+/// Store files kept open beyond those with open handles.
+const OPEN_FILES_KEPT: usize = 256;
+
+/// What a mount runs: store, cache, geometry, variant.
+#[derive(Debug, Clone)]
+pub struct MountConfig {
+    /// The slow store directory.
+    pub store: PathBuf,
+    /// The cache directory (on fast storage): block file, journal.
+    pub cache_dir: PathBuf,
+    /// Cache capacity in blocks (0: no cache, every operation goes to the store).
+    pub capacity_blocks: u32,
+    /// Cache block size in bytes.
+    pub block_size: u32,
+    /// Write policy and allocation.
+    pub variant: Variant,
+    /// Latency added to each store operation.
+    pub latency: StoreLatency,
+    /// Open files with FOPEN_DIRECT_IO: every read and write reaches the mount (no kernel page
+    /// cache), so each request up to the FUSE maximum is atomic against the others.
+    pub direct_io: bool,
+}
+
+/// Counters of a mount (also written as JSON to the stats file).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct MountStats {
+    /// Policy decisions, block granularity.
+    pub core: crate::core::CoreStats,
+    /// Read requests served.
+    pub reads: u64,
+    /// Write requests served.
+    pub writes: u64,
+    /// Bytes returned to readers.
+    pub bytes_read: u64,
+    /// Bytes accepted from writers.
+    pub bytes_written: u64,
+    /// Data read calls on the store.
+    pub store_reads: u64,
+    /// Data write calls on the store.
+    pub store_writes: u64,
+    /// Bytes read from the store.
+    pub store_bytes_read: u64,
+    /// Bytes written to the store.
+    pub store_bytes_written: u64,
+    /// Namespace and attribute operations on the store.
+    pub store_meta_ops: u64,
+    /// Bytes read from the cache device.
+    pub cache_bytes_read: u64,
+    /// Bytes written to the cache device.
+    pub cache_bytes_written: u64,
+    /// Files created.
+    pub files_created: u64,
+    /// Files deleted (unlinked, or replaced by a rename).
+    pub files_deleted: u64,
+    /// fsync calls.
+    pub fsyncs: u64,
+    /// Dirty blocks a restart found in the journal and wrote back.
+    pub recovered_blocks: u64,
+    /// Dirty blocks resident now.
+    pub dirty_blocks: u64,
+    /// Blocks resident now.
+    pub cached_blocks: u64,
+}
+
+/// A node the mount knows: its store path (relative) and, for files, the authoritative size.
+#[derive(Debug)]
+pub struct Node {
+    /// Path relative to the store root ("" for the root).
+    pub path: PathBuf,
+    /// Whether it is a regular file (the only kind with cached data).
+    pub regular: bool,
+    /// File size (regular files): the store's size plus data not yet written back.
+    pub size: u64,
+    /// Unlinked while open: served from its open store file, uncached.
+    pub unlinked: bool,
+    /// Open handles.
+    pub handles: u32,
+    /// The store file, while open.
+    pub file: Option<Arc<File>>,
+    /// Attributes last read from the store (size aside), served to getattr without a store
+    /// round trip: the mount is the store's only writer, and its own changes update them.
+    pub attr: Option<fuser::FileAttr>,
+}
+
+/// Everything a mount holds, behind one lock.
+pub struct State {
+    cfg: MountConfig,
+    core: FileCache,
+    /// Known nodes by FUSE id (= store inode number, the root excepted).
+    pub nodes: HashMap<u64, Node>,
+    /// The store root's inode number (mapped to [`ROOT`]).
+    pub root_ino: u64,
+    /// Names in each directory listed so far (the mount is the store's only writer, and its
+    /// own namespace operations keep these current): lookups of missing names and of known
+    /// files need no store round trip.
+    pub dirs: HashMap<u64, HashMap<std::ffi::OsString, Option<u64>>>,
+    blocks: Option<File>,
+    journal: Option<Journal>,
+    valid: Vec<u32>,
+    stats: MountStats,
+    unsynced_store: HashSet<FileId>,
+    open_files: usize,
+    _lock: File,
+}
+
+/// A write or truncate changed the file: its modification and change times are now.
+fn touch(node: &mut Node) {
+    if let Some(attr) = node.attr.as_mut() {
+        let now = std::time::SystemTime::now();
+        attr.mtime = now;
+        attr.ctime = now;
+    }
+}
+
+impl State {
+    /// Opens the cache (recovering dirty blocks a crash left) over the store.
+    pub fn open(cfg: MountConfig) -> io::Result<State> {
+        let md = std::fs::metadata(&cfg.store)?;
+        if !md.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("store {} is not a directory", cfg.store.display()),
+            ));
+        }
+        if cfg.block_size < 512 || !cfg.block_size.is_power_of_two() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "block size {} must be a power of two of at least 512",
+                    cfg.block_size
+                ),
+            ));
+        }
+        let cache = CacheDir::new(&cfg.cache_dir);
+        let lock = cache.lock()?;
+        let recovered = recover(&cfg.store, &cache)?;
+        let (blocks, journal) = if cfg.capacity_blocks > 0 {
+            cache.write_block_size(cfg.block_size)?;
+            let blocks = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .read(true)
+                .write(true)
+                .open(cache.blocks())?;
+            blocks.set_len(cfg.capacity_blocks as u64 * cfg.block_size as u64)?;
+            (Some(blocks), Some(Journal::create(&cache.journal())?))
+        } else {
+            (None, None)
+        };
+        let mut nodes = HashMap::new();
+        nodes.insert(
+            ROOT,
+            Node {
+                path: PathBuf::new(),
+                regular: false,
+                size: 0,
+                unlinked: false,
+                handles: 0,
+                file: None,
+                attr: None,
+            },
+        );
+        let stats = MountStats {
+            recovered_blocks: recovered,
+            ..MountStats::default()
+        };
+        Ok(State {
+            core: FileCache::new(cfg.capacity_blocks, cfg.variant),
+            valid: vec![0; cfg.capacity_blocks as usize],
+            root_ino: md.ino(),
+            dirs: HashMap::new(),
+            cfg,
+            nodes,
+            blocks,
+            journal,
+            stats,
+            unsynced_store: HashSet::new(),
+            open_files: 0,
+            _lock: lock,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &MountConfig {
+        &self.cfg
+    }
+
+    /// Counters now.
+    pub fn stats(&self) -> MountStats {
+        let mut s = self.stats.clone();
+        s.core = self.core.stats();
+        s.dirty_blocks = self.core.dirty_blocks();
+        s.cached_blocks = self.core.len() as u64;
+        s
+    }
+
+    /// Counts one namespace/attribute operation on the store and pays its latency.
+    pub fn meta_op(&mut self) {
+        self.stats.store_meta_ops += 1;
+        self.cfg.latency.meta_op();
+    }
+
+    /// Counts a created file.
+    pub fn note_created(&mut self) {
+        self.stats.files_created += 1;
+    }
+
+    /// The absolute store path of a relative one.
+    pub fn store_path(&self, rel: &Path) -> PathBuf {
+        if rel.as_os_str().is_empty() {
+            self.cfg.store.clone()
+        } else {
+            self.cfg.store.join(rel)
+        }
+    }
+
+    /// The names of directory `dir`, listed from the store (one operation) on first use;
+    /// `None` if it cannot be listed.
+    pub fn dir_names(&mut self, dir: u64) -> Option<&mut HashMap<std::ffi::OsString, Option<u64>>> {
+        if !self.dirs.contains_key(&dir) {
+            let rel = self.nodes.get(&dir)?.path.clone();
+            let path = self.store_path(&rel);
+            self.meta_op();
+            let mut names = HashMap::new();
+            for entry in std::fs::read_dir(path).ok()? {
+                names.insert(entry.ok()?.file_name(), None);
+            }
+            self.dirs.insert(dir, names);
+        }
+        self.dirs.get_mut(&dir)
+    }
+
+    /// Records that `name` in `dir` now names `id` (`None`: exists, id not known yet).
+    pub fn name_added(&mut self, dir: u64, name: &std::ffi::OsStr, id: Option<u64>) {
+        if let Some(names) = self.dirs.get_mut(&dir) {
+            names.insert(name.to_os_string(), id);
+        }
+    }
+
+    /// Records that `name` is gone from `dir`.
+    pub fn name_removed(&mut self, dir: u64, name: &std::ffi::OsStr) {
+        if let Some(names) = self.dirs.get_mut(&dir) {
+            names.remove(name);
+        }
+    }
+
+    /// FUSE id of a store inode number.
+    pub fn node_id(&self, ino: u64) -> u64 {
+        if ino == self.root_ino {
+            ROOT
+        } else {
+            ino
+        }
+    }
+
+    /// Registers (or re-paths) a node seen at `rel` with store metadata `md`; returns its id.
+    pub fn remember(&mut self, rel: PathBuf, md: &std::fs::Metadata) -> u64 {
+        let id = self.node_id(md.ino());
+        match self.nodes.get_mut(&id) {
+            Some(node) => {
+                if id != ROOT {
+                    node.path = rel;
+                }
+            }
+            None => {
+                self.nodes.insert(
+                    id,
+                    Node {
+                        path: rel,
+                        regular: md.is_file(),
+                        size: md.len(),
+                        unlinked: false,
+                        handles: 0,
+                        file: None,
+                        attr: None,
+                    },
+                );
+            }
+        }
+        id
+    }
+
+    /// The store file of node `id`, opened on first use.
+    fn store_file(&mut self, id: u64) -> io::Result<Arc<File>> {
+        if let Some(f) = self.nodes.get(&id).and_then(|n| n.file.clone()) {
+            return Ok(f);
+        }
+        if self.open_files >= OPEN_FILES_KEPT {
+            for node in self.nodes.values_mut() {
+                if node.handles == 0 && !node.unlinked && node.file.take().is_some() {
+                    self.open_files -= 1;
+                }
+            }
+        }
+        let node = self
+            .nodes
+            .get(&id)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?;
+        let path = self.store_path(&node.path);
+        let file = Arc::new(OpenOptions::new().read(true).write(true).open(path)?);
+        self.nodes.get_mut(&id).expect("checked").file = Some(file.clone());
+        self.open_files += 1;
+        Ok(file)
+    }
+
+    /// Keeps `file` (just created in the store) as node `id`'s open store file, so the open
+    /// that follows a create costs the store nothing.
+    pub fn adopt_file(&mut self, id: u64, file: File) {
+        if let Some(node) = self.nodes.get_mut(&id) {
+            if node.file.is_none() {
+                node.file = Some(Arc::new(file));
+                self.open_files += 1;
+            }
+        }
+    }
+
+    /// An open of node `id`: keeps its store file open while handles exist.
+    pub fn open_handle(&mut self, id: u64) -> io::Result<()> {
+        self.store_file(id)?;
+        if let Some(node) = self.nodes.get_mut(&id) {
+            node.handles += 1;
+        }
+        Ok(())
+    }
+
+    /// A release of node `id`.
+    pub fn release_handle(&mut self, id: u64) {
+        let drop_node = match self.nodes.get_mut(&id) {
+            Some(node) => {
+                node.handles = node.handles.saturating_sub(1);
+                node.handles == 0 && node.unlinked
+            }
+            None => false,
+        };
+        if drop_node {
+            if let Some(node) = self.nodes.remove(&id) {
+                if node.file.is_some() {
+                    self.open_files -= 1;
+                }
+            }
+        }
+    }
+
+    fn cached(&self, id: u64) -> bool {
+        self.core.capacity() > 0 && self.nodes.get(&id).is_some_and(|n| !n.unlinked)
+    }
+
+    fn bs(&self) -> u64 {
+        self.cfg.block_size as u64
+    }
+
+    /// Reads up to `size` bytes at `offset` of file `id`.
+    pub fn read(&mut self, id: u64, offset: u64, size: u32) -> io::Result<Vec<u8>> {
+        let file_size = self
+            .nodes
+            .get(&id)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?
+            .size;
+        self.stats.reads += 1;
+        if offset >= file_size || size == 0 {
+            return Ok(Vec::new());
+        }
+        let end = (offset + size as u64).min(file_size);
+        let mut out = vec![0u8; (end - offset) as usize];
+        if !self.cached(id) {
+            let f = self.store_file(id)?;
+            self.cfg.latency.data_op();
+            let n = pread_full(&f, &mut out, offset)?;
+            self.stats.store_reads += 1;
+            self.stats.store_bytes_read += n as u64;
+            // Past the store's end but inside the file: zeros (not yet written back).
+            self.stats.bytes_read += out.len() as u64;
+            return Ok(out);
+        }
+        let bs = self.bs();
+        let mut ops = Vec::new();
+        for block in offset / bs..end.div_ceil(bs) {
+            self.core.read(BlockKey::new(id, block), &mut ops);
+        }
+        self.execute(&ops, offset, &mut out, None)?;
+        self.stats.bytes_read += out.len() as u64;
+        Ok(out)
+    }
+
+    /// Writes `data` at `offset` of file `id`.
+    pub fn write(&mut self, id: u64, offset: u64, data: &[u8]) -> io::Result<()> {
+        let old_size = self
+            .nodes
+            .get(&id)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?
+            .size;
+        self.stats.writes += 1;
+        self.stats.bytes_written += data.len() as u64;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let end = offset + data.len() as u64;
+        if !self.cached(id) {
+            let f = self.store_file(id)?;
+            self.cfg.latency.data_op();
+            f.write_all_at(data, offset)?;
+            self.stats.store_writes += 1;
+            self.stats.store_bytes_written += data.len() as u64;
+        } else {
+            let bs = self.bs();
+            let mut ops = Vec::new();
+            for block in offset / bs..end.div_ceil(bs) {
+                let start = block * bs;
+                let lo = offset.max(start);
+                let hi = end.min(start + bs);
+                // Old bytes of this block the write leaves in place must come from the store.
+                let old_end = old_size.min(start + bs);
+                let needs_fill = start < old_size && (lo > start || hi < old_end);
+                self.core
+                    .write(BlockKey::new(id, block), needs_fill, &mut ops);
+            }
+            let mut scratch = data.to_vec();
+            self.execute(&ops, offset, &mut scratch, Some(data))?;
+        }
+        let node = self.nodes.get_mut(&id).expect("checked");
+        node.size = node.size.max(end);
+        touch(node);
+        self.maybe_compact()?;
+        Ok(())
+    }
+
+    /// Executes a plan for one request covering `offset .. offset + buf.len()`: reads land in
+    /// `buf`; `write` is the data of a write request.
+    fn execute(
+        &mut self,
+        ops: &[DevOp],
+        offset: u64,
+        buf: &mut [u8],
+        write: Option<&[u8]>,
+    ) -> io::Result<()> {
+        let bs = self.bs();
+        let end = offset + buf.len() as u64;
+        // Blocks already read from the store in one call for a run of fills.
+        let mut staged: HashMap<u64, Vec<u8>> = HashMap::new();
+        // Store writes already issued for a run of blocks.
+        let mut stored: HashSet<u64> = HashSet::new();
+        // The content of the slot last filled, to serve the read without re-reading it.
+        let mut last_fill: Option<(u32, Vec<u8>)> = None;
+        for (i, op) in ops.iter().enumerate() {
+            match *op {
+                DevOp::WriteBack { slot, key } => {
+                    let data = self.slot_data(slot)?;
+                    let f = self.store_file(key.file)?;
+                    self.cfg.latency.data_op();
+                    f.write_all_at(&data, key.block * bs)?;
+                    self.stats.store_writes += 1;
+                    self.stats.store_bytes_written += data.len() as u64;
+                    self.unsynced_store.insert(key.file);
+                    self.journal_clean(slot)?;
+                }
+                DevOp::Discard {
+                    slot, was_dirty, ..
+                } => {
+                    self.valid[slot as usize] = 0;
+                    if was_dirty {
+                        self.journal_clean(slot)?;
+                    }
+                }
+                DevOp::Fill { slot, key } => {
+                    let content = match staged.remove(&key.block) {
+                        Some(c) => c,
+                        None => {
+                            // One store read for this block and the fills that follow it.
+                            // A request larger than the cache can evict (and write back)
+                            // blocks of its own file before filling them again: the run
+                            // stops at the first such write-back.
+                            let mut run = 1u64;
+                            for later in &ops[i + 1..] {
+                                match later {
+                                    DevOp::WriteBack { key: k, .. } if k.file == key.file => break,
+                                    DevOp::Fill { key: k, .. }
+                                        if k.file == key.file && k.block == key.block + run =>
+                                    {
+                                        run += 1
+                                    }
+                                    _ => {}
+                                }
+                            }
+                            let mut all = vec![0u8; (run * bs) as usize];
+                            let f = self.store_file(key.file)?;
+                            self.cfg.latency.data_op();
+                            let n = pread_full(&f, &mut all, key.block * bs)?;
+                            self.stats.store_reads += 1;
+                            self.stats.store_bytes_read += n as u64;
+                            for j in (1..run).rev() {
+                                let from = (j * bs) as usize;
+                                let valid = n.saturating_sub(from).min(bs as usize);
+                                staged.insert(key.block + j, all[from..from + valid].to_vec());
+                            }
+                            all.truncate(n.min(bs as usize));
+                            all
+                        }
+                    };
+                    self.write_slot(slot, 0, &content)?;
+                    self.valid[slot as usize] = content.len() as u32;
+                    last_fill = Some((slot, content));
+                }
+                DevOp::CacheRead { slot, key } => {
+                    let start = key.block * bs;
+                    let lo = offset.max(start);
+                    let hi = end.min(start + bs);
+                    let content = match last_fill.take() {
+                        Some((s, c)) if s == slot => c,
+                        _ => self.slot_data(slot)?,
+                    };
+                    let dst = &mut buf[(lo - offset) as usize..(hi - offset) as usize];
+                    let from = (lo - start) as usize;
+                    let avail = content.len().saturating_sub(from).min(dst.len());
+                    if avail > 0 {
+                        dst[..avail].copy_from_slice(&content[from..from + avail]);
+                    }
+                    dst[avail..].fill(0);
+                }
+                DevOp::CacheWrite {
+                    slot,
+                    key,
+                    fresh,
+                    dirty,
+                } => {
+                    let data = write.expect("cache writes belong to write requests");
+                    let start = key.block * bs;
+                    let lo = offset.max(start);
+                    let hi = end.min(start + bs);
+                    let mut content = if fresh {
+                        Vec::new()
+                    } else {
+                        match last_fill.take() {
+                            Some((s, c)) if s == slot => c,
+                            _ => self.slot_data(slot)?,
+                        }
+                    };
+                    let (a, b) = ((lo - start) as usize, (hi - start) as usize);
+                    // Bytes between the slot's valid end and the write are zeros on the
+                    // device too: the slot may hold a previous block's stale bytes there.
+                    let from = a.min(content.len());
+                    if content.len() < b {
+                        content.resize(b, 0);
+                    }
+                    content[a..b]
+                        .copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
+                    if fresh {
+                        self.write_slot(slot, 0, &content)?;
+                    } else {
+                        self.write_slot(slot, from, &content[from..b])?;
+                    }
+                    self.valid[slot as usize] = content.len() as u32;
+                    if dirty {
+                        if let Some(j) = self.journal.as_mut() {
+                            j.map(slot, key, &content)?;
+                        }
+                    }
+                }
+                DevOp::StoreWrite { key } => {
+                    if stored.contains(&key.block) {
+                        continue;
+                    }
+                    let data = write.expect("store writes belong to write requests");
+                    let mut last = key.block;
+                    for later in &ops[i + 1..] {
+                        match later {
+                            DevOp::WriteBack { key: k, .. } if k.file == key.file => break,
+                            DevOp::StoreWrite { key: k }
+                                if k.file == key.file && k.block == last + 1 =>
+                            {
+                                last += 1
+                            }
+                            _ => {}
+                        }
+                    }
+                    let lo = offset.max(key.block * bs);
+                    let hi = end.min((last + 1) * bs);
+                    let f = self.store_file(key.file)?;
+                    self.cfg.latency.data_op();
+                    f.write_all_at(&data[(lo - offset) as usize..(hi - offset) as usize], lo)?;
+                    self.stats.store_writes += 1;
+                    self.stats.store_bytes_written += hi - lo;
+                    stored.extend(key.block..=last);
+                }
+                DevOp::StoreRead { key } => {
+                    let start = key.block * bs;
+                    let lo = offset.max(start);
+                    let hi = end.min(start + bs);
+                    let f = self.store_file(key.file)?;
+                    self.cfg.latency.data_op();
+                    let dst = &mut buf[(lo - offset) as usize..(hi - offset) as usize];
+                    let n = pread_full(&f, dst, lo)?;
+                    dst[n..].fill(0);
+                    self.stats.store_reads += 1;
+                    self.stats.store_bytes_read += n as u64;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn slot_data(&mut self, slot: u32) -> io::Result<Vec<u8>> {
+        let len = self.valid[slot as usize] as usize;
+        let mut data = vec![0u8; len];
+        let blocks = self
+            .blocks
+            .as_ref()
+            .expect("a cache with slots has a block file");
+        let n = pread_full(blocks, &mut data, slot as u64 * self.cfg.block_size as u64)?;
+        data.truncate(n);
+        self.stats.cache_bytes_read += n as u64;
+        Ok(data)
+    }
+
+    fn write_slot(&mut self, slot: u32, at: usize, data: &[u8]) -> io::Result<()> {
+        let blocks = self
+            .blocks
+            .as_ref()
+            .expect("a cache with slots has a block file");
+        blocks.write_all_at(data, slot as u64 * self.cfg.block_size as u64 + at as u64)?;
+        self.stats.cache_bytes_written += data.len() as u64;
+        Ok(())
+    }
+
+    fn journal_clean(&mut self, slot: u32) -> io::Result<()> {
+        match self.journal.as_mut() {
+            Some(j) if self.cfg.variant.is_write_back() => j.clean(slot),
+            _ => Ok(()),
+        }
+    }
+
+    /// Keeps the journal from growing without bound: rewrites it with the live dirty blocks.
+    fn maybe_compact(&mut self) -> io::Result<()> {
+        let limit = 4 * self.cfg.capacity_blocks as u64 + 4096;
+        if self.journal.as_ref().is_none_or(|j| j.records() < limit) {
+            return Ok(());
+        }
+        let mut live = Vec::new();
+        for slot in 0..self.cfg.capacity_blocks {
+            if let Some((key, true)) = self.core.slot_state(slot) {
+                live.push((slot, key, self.slot_data(slot)?));
+            }
+        }
+        // The records name data in the block file: it must be durable first.
+        self.blocks.as_ref().expect("cache").sync_data()?;
+        self.sync_written_back()?;
+        self.journal.as_mut().expect("checked").compact(&live)
+    }
+
+    fn sync_written_back(&mut self) -> io::Result<()> {
+        for file in std::mem::take(&mut self.unsynced_store) {
+            if let Ok(f) = self.store_file(file) {
+                f.sync_data()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// fsync of file `id`: its acknowledged writes survive a crash of the mount (write-back:
+    /// the cache's block file and journal are synced; otherwise the store file).
+    pub fn fsync(&mut self, id: u64) -> io::Result<()> {
+        self.stats.fsyncs += 1;
+        if self.cached(id) && self.cfg.variant.is_write_back() {
+            self.blocks.as_ref().expect("cache").sync_data()?;
+            self.sync_written_back()?;
+            self.journal.as_mut().expect("cache").sync()?;
+        } else {
+            self.store_file(id)?.sync_data()?;
+        }
+        Ok(())
+    }
+
+    /// Writes every dirty block back and syncs the store: afterwards the store alone is
+    /// complete.
+    pub fn flush_all(&mut self) -> io::Result<u64> {
+        let mut ops = Vec::new();
+        self.core.flush(None, &mut ops);
+        let n = ops.len() as u64;
+        self.execute(&ops, 0, &mut [], None)?;
+        self.sync_written_back()?;
+        if let Some(j) = self.journal.as_mut() {
+            j.sync()?;
+        }
+        Ok(n)
+    }
+
+    /// Makes the journal durable (clean unmount): a later mount or `flush` writes back.
+    pub fn sync_journal(&mut self) -> io::Result<()> {
+        if let Some(b) = self.blocks.as_ref() {
+            b.sync_data()?;
+        }
+        self.sync_written_back()?;
+        if let Some(j) = self.journal.as_mut() {
+            j.sync()?;
+        }
+        Ok(())
+    }
+
+    /// File `id` lost its last name: its cached blocks are freed and their write-back cancelled.
+    pub fn file_deleted(&mut self, id: u64) -> io::Result<()> {
+        self.stats.files_deleted += 1;
+        let mut ops = Vec::new();
+        self.core.delete_file(id, &mut ops);
+        self.execute(&ops, 0, &mut [], None)?;
+        let remove = match self.nodes.get_mut(&id) {
+            Some(node) if node.handles > 0 => {
+                node.unlinked = true;
+                false
+            }
+            Some(_) => true,
+            None => false,
+        };
+        if remove {
+            if let Some(node) = self.nodes.remove(&id) {
+                if node.file.is_some() {
+                    self.open_files -= 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Truncates file `id` to `size`, through to the store at once; cached blocks past the end
+    /// are freed (their write-back cancelled) and the partial last block is trimmed.
+    pub fn truncate(&mut self, id: u64, size: u64) -> io::Result<()> {
+        let f = self.store_file(id)?;
+        self.meta_op();
+        f.set_len(size)?;
+        let bs = self.bs();
+        let mut ops = Vec::new();
+        self.core.truncate(id, size.div_ceil(bs), &mut ops);
+        self.execute(&ops, 0, &mut [], None)?;
+        if !size.is_multiple_of(bs) {
+            let key = BlockKey::new(id, size / bs);
+            if let Some((slot, dirty)) = self.core.lookup(key) {
+                let keep = (size % bs) as u32;
+                if self.valid[slot as usize] > keep {
+                    self.valid[slot as usize] = keep;
+                    if dirty {
+                        let data = self.slot_data(slot)?;
+                        if let Some(j) = self.journal.as_mut() {
+                            j.map(slot, key, &data)?;
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(node) = self.nodes.get_mut(&id) {
+            node.size = size;
+            touch(node);
+        }
+        Ok(())
+    }
+
+    /// Re-paths every known node under `from` to lie under `to` (a directory rename).
+    pub fn rename_paths(&mut self, from: &Path, to: &Path) {
+        for node in self.nodes.values_mut() {
+            if let Ok(rest) = node.path.strip_prefix(from) {
+                node.path = if rest.as_os_str().is_empty() {
+                    to.to_path_buf()
+                } else {
+                    to.join(rest)
+                };
+            }
+        }
+    }
+}

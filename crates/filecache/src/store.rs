@@ -1,0 +1,191 @@
+//! The slow store: a directory, optionally slowed by a fixed latency per operation, and the
+//! cache directory's layout (block file, journal, geometry, lock).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Added latency per store operation: how a local directory is made to behave like a networked
+/// file store or a slow disk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreLatency {
+    /// Per data operation (one read or write call, any size).
+    pub data: Duration,
+    /// Per namespace or attribute operation (lookup, create, unlink, rename, mkdir, setattr…).
+    pub meta: Duration,
+}
+
+impl StoreLatency {
+    /// Pays the latency of one data operation.
+    pub fn data_op(&self) {
+        if !self.data.is_zero() {
+            std::thread::sleep(self.data);
+        }
+    }
+
+    /// Pays the latency of one metadata operation.
+    pub fn meta_op(&self) {
+        if !self.meta.is_zero() {
+            std::thread::sleep(self.meta);
+        }
+    }
+}
+
+/// A duration that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad duration {0:?}: expected a number with a unit (ns, us, ms, s), e.g. \"2ms\"")]
+pub struct BadDuration(pub String);
+
+/// Parses `"2ms"`, `"150us"`, `"0"`, `"1s"`.
+pub fn parse_duration(text: &str) -> Result<Duration, BadDuration> {
+    let t = text.trim();
+    if t == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| BadDuration(text.to_string()))?;
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num.parse().map_err(|_| BadDuration(text.to_string()))?;
+    let nanos = match unit {
+        "ns" => value,
+        "us" | "µs" => value * 1e3,
+        "ms" => value * 1e6,
+        "s" => value * 1e9,
+        _ => return Err(BadDuration(text.to_string())),
+    };
+    if !nanos.is_finite() || nanos < 0.0 {
+        return Err(BadDuration(text.to_string()));
+    }
+    Ok(Duration::from_nanos(nanos as u64))
+}
+
+/// The files of a cache directory.
+#[derive(Debug, Clone)]
+pub struct CacheDir {
+    /// The directory.
+    pub dir: PathBuf,
+}
+
+impl CacheDir {
+    /// The layout under `dir`.
+    pub fn new(dir: &Path) -> Self {
+        CacheDir {
+            dir: dir.to_path_buf(),
+        }
+    }
+    /// Cached block data: slot × block size.
+    pub fn blocks(&self) -> PathBuf {
+        self.dir.join("blocks")
+    }
+    /// The dirty-block journal.
+    pub fn journal(&self) -> PathBuf {
+        self.dir.join("journal")
+    }
+    /// The block size the blocks file and journal were written with.
+    pub fn geometry(&self) -> PathBuf {
+        self.dir.join("geometry")
+    }
+    /// Held (flock) by whoever uses the cache.
+    pub fn lock_path(&self) -> PathBuf {
+        self.dir.join("lock")
+    }
+
+    /// Takes the cache's exclusive lock, or says who holds it.
+    pub fn lock(&self) -> io::Result<File> {
+        std::fs::create_dir_all(&self.dir)?;
+        let f = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.lock_path())?;
+        // SAFETY: flock on a valid open descriptor owned by `f`; no memory is involved.
+        let rc = unsafe {
+            libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(&f),
+                libc::LOCK_EX | libc::LOCK_NB,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!(
+                    "cache directory {} is in use by another tiercache mount or flush",
+                    self.dir.display()
+                ),
+            ));
+        }
+        Ok(f)
+    }
+
+    /// The recorded block size, if any.
+    pub fn read_block_size(&self) -> io::Result<Option<u32>> {
+        match std::fs::read_to_string(self.geometry()) {
+            Ok(text) => {
+                let value = text
+                    .trim()
+                    .strip_prefix("block_size=")
+                    .and_then(|v| v.parse().ok())
+                    .ok_or_else(|| {
+                        io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("{}: expected block_size=N", self.geometry().display()),
+                        )
+                    })?;
+                Ok(Some(value))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Records the block size.
+    pub fn write_block_size(&self, block_size: u32) -> io::Result<()> {
+        std::fs::write(self.geometry(), format!("block_size={block_size}\n"))?;
+        File::open(self.geometry())?.sync_all()
+    }
+}
+
+/// Maps store inode numbers to paths (relative to `root`) by walking the tree: how a restart
+/// finds the files its journal names (files are named by inode so renames do not matter).
+pub fn inode_paths(
+    root: &Path,
+    wanted: &std::collections::HashSet<u64>,
+) -> io::Result<std::collections::HashMap<u64, PathBuf>> {
+    let mut found = std::collections::HashMap::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        for entry in std::fs::read_dir(root.join(&rel))? {
+            let entry = entry?;
+            let md = entry.metadata()?;
+            let path = rel.join(entry.file_name());
+            if md.is_dir() {
+                stack.push(path);
+            } else if md.is_file() && wanted.contains(&md.ino()) {
+                found.insert(md.ino(), path);
+            }
+        }
+        if found.len() == wanted.len() {
+            break;
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units_and_reject_garbage() {
+        assert_eq!(parse_duration("2ms").unwrap(), Duration::from_millis(2));
+        assert_eq!(parse_duration("150us").unwrap(), Duration::from_micros(150));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("2").is_err());
+        assert!(parse_duration("ms").is_err());
+        assert!(parse_duration("2 hours").is_err());
+    }
+}
