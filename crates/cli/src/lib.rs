@@ -9,6 +9,8 @@ pub mod bench_trace;
 pub mod errors;
 pub mod experiment;
 pub mod progress;
+pub mod python;
 pub mod serve_cmd;
 pub mod sim_cmd;
 pub mod sweep_cmd;
+pub mod tune_cmd;
