@@ -37,9 +37,8 @@ pub fn run_sweep(mut args: SweepArgs) -> Result<Option<RunSummary>> {
                 "tiercache.ray_driver",
                 &["--address".to_string(), address.clone()],
             );
-            let backend = tiercache_sweep::ray::RayBackend::start(driver).with_context(|| {
-                format!("--ray {address}: {}", crate::python::INSTALL_HINT)
-            })?;
+            let backend = tiercache_sweep::ray::RayBackend::start(driver)
+                .with_context(|| format!("--ray {address}: {}", crate::python::INSTALL_HINT))?;
             args.jobs = Some(args.jobs.unwrap_or(backend.cluster_cpus()));
             tiercache_sweep::cli::run(&args, &backend)
         }

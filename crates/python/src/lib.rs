@@ -236,8 +236,13 @@ impl TraceBatches {
 
     /// The reader's counters (records, skipped lines, malformed records skipped, …) as JSON.
     fn counters_json(&self) -> PyResult<String> {
-        serde_json::to_string(self.reader.lock().unwrap_or_else(|e| e.into_inner()).counters())
-            .map_err(|e| TiercacheError::new_err(e.to_string()))
+        serde_json::to_string(
+            self.reader
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .counters(),
+        )
+        .map_err(|e| TiercacheError::new_err(e.to_string()))
     }
 
     /// File, format, compression and time origin as JSON.
@@ -398,8 +403,8 @@ fn run_sweep(
 #[pyo3(signature = (spec, ci=false, set=Vec::new()))]
 fn sweep_points(spec: PathBuf, ci: bool, set: Vec<String>) -> PyResult<Vec<String>> {
     let args = sweep_args(spec, None, None, ci, set, true, false, None);
-    let (_, points) = tiercache_sweep::cli::load_points(&args)
-        .map_err(|e| to_py(anyhow::Error::from(e)))?;
+    let (_, points) =
+        tiercache_sweep::cli::load_points(&args).map_err(|e| to_py(anyhow::Error::from(e)))?;
     Ok(points
         .iter()
         .map(|p| tiercache_sweep::ray::point_payload(p).to_string())
@@ -413,8 +418,8 @@ fn sweep_points(spec: PathBuf, ci: bool, set: Vec<String>) -> PyResult<Vec<Strin
 fn simulate_point(py: Python<'_>, payload: &str) -> PyResult<String> {
     let v: serde_json::Value =
         serde_json::from_str(payload).map_err(|e| input_err(format!("point payload: {e}")))?;
-    let p = tiercache_sweep::ray::point_from_payload(&v)
-        .map_err(|e| to_py(anyhow::Error::from(e)))?;
+    let p =
+        tiercache_sweep::ray::point_from_payload(&v).map_err(|e| to_py(anyhow::Error::from(e)))?;
     py.allow_threads(|| tiercache::sweep_cmd::simulate_point(&p))
         .map(|v| v.to_string())
         .map_err(TiercacheError::new_err)
@@ -425,11 +430,11 @@ fn simulate_point(py: Python<'_>, payload: &str) -> PyResult<String> {
 /// device price × allocated capacity). `config_json` is a record's `config`.
 #[pyfunction]
 fn cache_cost_dollars(config_json: &str) -> PyResult<f64> {
-    let v: serde_json::Value = serde_json::from_str(config_json)
-        .map_err(|e| input_err(format!("config: {e}")))?;
+    let v: serde_json::Value =
+        serde_json::from_str(config_json).map_err(|e| input_err(format!("config: {e}")))?;
     let text = toml_text(&v)?;
-    let doc = tiercache_config::Document::parse(&text, "<record config>")
-        .map_err(|e| to_py(e.into()))?;
+    let doc =
+        tiercache_config::Document::parse(&text, "<record config>").map_err(|e| to_py(e.into()))?;
     let e = experiment::Experiment::from_document("cost", &doc, Path::new("."))
         .map_err(|e| to_py(e.into()))?;
     let dev = e
@@ -449,6 +454,31 @@ fn results_csv(path: PathBuf) -> PyResult<String> {
     tiercache_sweep::write_csv(&existing.lines, &mut out)
         .map_err(|e| TiercacheError::new_err(format!("{}: {e}", path.display())))?;
     String::from_utf8(out).map_err(|e| TiercacheError::new_err(e.to_string()))
+}
+
+/// Writes a synthetic trace of `records` requests (benchmarks): `native` or `msr` format, the
+/// generator `cargo run -p tiercache-trace --example bench_read` measures.
+#[pyfunction]
+fn write_synthetic_trace(py: Python<'_>, path: &str, records: u64, format: &str) -> PyResult<()> {
+    py.allow_threads(|| match format {
+        "native" => tiercache_trace::synth::write_synthetic_native(path, records),
+        "msr" => tiercache_trace::synth::write_synthetic_msr(path, records),
+        other => Err(tiercache_trace::TraceError::Unsupported(format!(
+            "synthetic format `{other}`: expected native or msr"
+        ))),
+    })
+    .map_err(|e| to_py(anyhow::Error::from(e)))
+}
+
+/// Reads a trace to its end in Rust alone (no Arrow, no Python objects) and returns
+/// `(records, seconds)`: the anchor the Arrow reader is measured against.
+#[pyfunction]
+#[pyo3(signature = (path, format=None))]
+fn bench_read(py: Python<'_>, path: &str, format: Option<&str>) -> PyResult<(u64, f64)> {
+    let format = parse_format(format)?;
+    py.allow_threads(|| tiercache_trace::bench_read(path, format))
+        .map(|t| (t.records, t.seconds))
+        .map_err(|e| to_py(anyhow::Error::from(e)))
 }
 
 /// The version of the tiercache library inside.
@@ -474,5 +504,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(results_csv, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(toml_from_json, m)?)?;
+    m.add_function(wrap_pyfunction!(write_synthetic_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_read, m)?)?;
     Ok(())
 }

@@ -107,4 +107,11 @@ def test_ray_at_an_unreachable_address_fails_with_a_clear_error(cli, data, tmp_p
     pytest.importorskip("ray")
     p = cli("sweep", data / "small-sweep.toml", "-o", tmp_path, "--ray", "127.0.0.1:1", "--no-progress", check=False, timeout=120)
     assert p.returncode != 0
-    assert "--ray 127.0.0.1:1" in p.stderr and "Ray" in p.stderr
+    assert "--ray 127.0.0.1:1" in p.stderr and "nothing accepts connections at 127.0.0.1:1" in p.stderr
+
+
+def test_ray_without_the_python_package_says_how_to_get_it(cli, data, tmp_path):
+    env = dict(cli.env, TIERCACHE_PYTHON=str(tmp_path / "no-python"))
+    p = subprocess.run([cli.path, "sweep", str(data / "small-sweep.toml"), "-o", str(tmp_path), "--ray"], env=env, capture_output=True, text=True)
+    assert p.returncode == 1
+    assert "tiercache Python package" in p.stderr and "no-python" in p.stderr

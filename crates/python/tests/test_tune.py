@@ -33,7 +33,7 @@ def grid(data, tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("objective, budget", [("iops", None), ("iops-per-dollar", None), ("p99", 0.0001)])
+@pytest.mark.parametrize("objective, budget", [("iops", None), ("iops-per-dollar", None), ("p99", 0.06)])
 def test_tune_finds_the_grids_best_in_fewer_trials(data, grid, objective, budget):
     best, scores = grid_best(grid, objective, budget)
     r = tn.tune(data / "small-sweep.toml", objective, budget=budget, trials=9, seed=1, jobs=2)

@@ -127,9 +127,10 @@ impl RayBackend {
             .spawn()
             .map_err(io_err)?;
         let stdin = child.stdin.take();
-        let stdout = child.stdout.take().ok_or_else(|| {
-            io_err(std::io::Error::other("the driver's output is not piped"))
-        })?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| io_err(std::io::Error::other("the driver's output is not piped")))?;
         let mut lines = BufReader::new(stdout);
         let mut hello = String::new();
         lines.read_line(&mut hello).map_err(io_err)?;

@@ -46,6 +46,23 @@ def _run_point(payload: str, fault_dir):
         return ("error", str(e))
 
 
+def _unreachable(address: str):
+    """Why a HOST:PORT address cannot be a Ray cluster (nothing accepts connections there), or
+    None. Checked first because ray.init retries an unreachable address for minutes."""
+    import socket
+
+    if address in ("auto", "local") or "://" in address:
+        return None
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        return None
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as e:
+        return f"nothing accepts connections at {host}:{port} ({e.strerror or e})"
+    return None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiercache.ray_driver", description=__doc__.split("\n\n")[0])
     ap.add_argument("--address", default="auto", help="Ray cluster address for ray.init ('local': start one)")
@@ -66,6 +83,10 @@ def main(argv=None) -> int:
         import ray
     except ImportError as e:
         emit(json.dumps({"error": f"Ray is not installed in {sys.executable} ({e}): pip install 'ray[default]'"}))
+        return 2
+    unreachable = _unreachable(args.address)
+    if unreachable:
+        emit(json.dumps({"error": f"cannot connect to a Ray cluster at `{args.address}`: {unreachable}"}))
         return 2
     try:
         import logging
