@@ -12,7 +12,8 @@ cargo test --workspace "$@"
 # target/release with the workspace's release builds), installed over any older one.
 cargo build -p tiercache
 rm -f target/wheels/tiercache-*.whl
-maturin build --release -m crates/python/Cargo.toml -o target/wheels
+# `--compatibility linux`: a wheel for this machine (a manylinux one would bundle liblzma with patchelf).
+maturin build --release -m crates/python/Cargo.toml -o target/wheels --compatibility linux
 python3 -m pip install -q --force-reinstall --no-deps target/wheels/tiercache-*.whl
 # From outside the source tree, so the installed package (not crates/python/python) is tested.
 (cd crates/python/tests && TIERCACHE_BIN="$PWD/../../../target/debug/tiercache" python3 -m pytest -q -p no:cacheprovider .)

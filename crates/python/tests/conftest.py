@@ -34,16 +34,19 @@ def _cli_path() -> str:
 def cli():
     """Runs the `tiercache` command: cli(*args) -> CompletedProcess (text)."""
     path = _cli_path()
-    env = dict(os.environ, TIERCACHE_PYTHON=sys.executable)
 
-    def run(*args, check=True, **kw):
-        p = subprocess.run([path, *map(str, args)], capture_output=True, text=True, env=env, **kw)
+    def environ():
+        # Built at each call: starting Ray sets variables (RAY_AUTH_MODE) its clients need.
+        return dict(os.environ, TIERCACHE_PYTHON=sys.executable)
+
+    def run(*args, check=True, env=None, **kw):
+        p = subprocess.run([path, *map(str, args)], capture_output=True, text=True, env=env or environ(), **kw)
         if check and p.returncode != 0:
             raise AssertionError(f"tiercache {' '.join(map(str, args))} failed ({p.returncode}):\n{p.stderr}")
         return p
 
     run.path = path
-    run.env = env
+    run.environ = environ
     return run
 
 

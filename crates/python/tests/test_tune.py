@@ -22,8 +22,9 @@ def grid_best(out_dir, objective, budget=None):
         fig = tn.figures_of(records, cost)
         if budget is None or fig["cost"] <= budget:
             scores[name] = tn.score(fig, objective, None)
-    best = max(scores, key=scores.get)
-    return best, scores
+    top = max(scores.values())
+    # Designs may tie (capacities beyond the working set give the same run): any of them is best.
+    return {n for n, v in scores.items() if v == top}, scores
 
 
 @pytest.fixture(scope="module")
@@ -36,11 +37,15 @@ def grid(data, tmp_path_factory):
 @pytest.mark.parametrize("objective, budget", [("iops", None), ("iops-per-dollar", None), ("p99", 0.06)])
 def test_tune_finds_the_grids_best_in_fewer_trials(data, grid, objective, budget):
     best, scores = grid_best(grid, objective, budget)
-    r = tn.tune(data / "small-sweep.toml", objective, budget=budget, trials=9, seed=1, jobs=2)
-    assert r.grid_designs == 12 and r.grid_points == 12
-    assert r.evaluated_designs < r.grid_designs
-    assert r.best["design"] == best, (r.best["design"], best, sorted(scores.items(), key=lambda x: -x[1])[:3])
-    assert r.best["score"] == pytest.approx(scores[best])
+    # Half the grid's designs, the sampler's defaults otherwise (a third of them random).
+    r = tn.tune(data / "small-sweep.toml", objective, budget=budget, trials=18, seed=1, jobs=2)
+    assert r.grid_designs == 36 and r.grid_points == 36
+    assert r.evaluated_designs == 18 < r.grid_designs
+    assert r.evaluated_points == 18
+    assert r.best["design"] in best, (r.best["design"], best, sorted(scores.items(), key=lambda x: -x[1])[:3])
+    assert r.best["score"] == scores[r.best["design"]]
+    # The trials table holds every proposal, the evaluated ones marked new.
+    assert r.trials["new"].sum() == 18
     if budget is not None:
         assert r.best["cost"] <= budget
         assert r.best["feasible"]
@@ -62,7 +67,7 @@ def test_mix_weights_are_log_linear():
 def test_the_tune_command_reports_best_and_counts(cli, data, tmp_path):
     p = cli("tune", data / "small-sweep.toml", "--objective", "iops", "--trials", "4", "--seed", "3", "--json", "-o", tmp_path)
     out = json.loads(p.stdout.strip().splitlines()[-1])
-    assert out["evaluated_designs"] == 4 and out["grid_designs"] == 12
+    assert out["evaluated_designs"] == 4 and out["grid_designs"] == 36
     assert out["best"]["design"]
     assert (tmp_path / "trials.csv").exists()
     bad = cli("tune", data / "small-sweep.toml", "--objective", "mix", check=False)

@@ -241,18 +241,19 @@ def tune(
             records = runner.run(d.points)
             cost = _native.cache_cost_dollars(json.dumps(records[0]["config"]))
             fig = figures_of(records, cost)
-            violations = []
+            # Each constraint as a value that is ≤ 0 when it holds (Optuna's convention).
+            violations = {}
             if budget is not None:
-                violations.append(fig["cost"] - budget)
+                violations["budget"] = fig["cost"] - budget
             if max_p99_us is not None:
-                violations.append(fig["p99"] - max_p99_us)
+                violations["max_p99_us"] = fig["p99"] - max_p99_us
             evaluated[d.name] = {
                 "design": d.name,
                 **{f"axis.{a}": d.labels[a] for a in axes},
                 **fig,
                 "objective": objective,
                 "score": score(fig, objective, weights),
-                "feasible": all(v <= 0 for v in violations),
+                "feasible": all(v <= 0 for v in violations.values()),
                 "violations": violations,
                 "points": len(d.points),
             }
@@ -260,15 +261,16 @@ def tune(
 
     optuna.logging.set_verbosity(optuna.logging.INFO if verbose else optuna.logging.WARNING)
 
-    def constraints(trial):
-        return trial.user_attrs.get("violations", [0.0])
-
+    constrained = budget is not None or max_p99_us is not None
+    sampler_kw = {}
+    if constrained and not hasattr(optuna.trial.Trial, "set_constraint"):
+        # Optuna < 5: constraints reach TPE through a function of the finished trial.
+        sampler_kw["constraints_func"] = lambda t: t.user_attrs.get("violations") or [0.0]
     sampler = optuna.samplers.TPESampler(
         seed=seed,
         n_startup_trials=startup_trials if startup_trials is not None else max(2, budget_designs // 3),
-        constraints_func=constraints if (budget is not None or max_p99_us is not None) else None,
         multivariate=True,
-        group=False,
+        **sampler_kw,
     )
     study = optuna.create_study(direction="maximize", sampler=sampler)
     started = time.monotonic()
@@ -287,7 +289,11 @@ def tune(
                 continue
             new = d.name not in evaluated
             row = evaluate(d)
-            trial.set_user_attr("violations", row["violations"] or [0.0])
+            if constrained and "constraints_func" in sampler_kw:
+                trial.set_user_attr("violations", list(row["violations"].values()))
+            elif constrained:
+                for name, value in row["violations"].items():
+                    trial.set_constraint(name, value)
             study.tell(trial, row["score"])
             rows.append({"trial": trial.number, "new": new, **{k: v for k, v in row.items() if k != "violations"}})
             if verbose and new:
