@@ -55,6 +55,8 @@ fn parse_format(format: Option<&str>) -> PyResult<Option<Format>> {
 /// JSON record per run (what `tiercache sim --json` prints). `path` loads a file (relative
 /// trace paths resolve against its directory); otherwise `text` is the TOML, named `source` in
 /// errors, with relative paths against `base_dir`. The GIL is released while runs execute.
+// The arguments are the Python function's keywords, one per option of `tiercache sim`.
+#[allow(clippy::too_many_arguments)]
 #[pyfunction]
 #[pyo3(signature = (text, source, path=None, base_dir=None, overrides=Vec::new(), only=None, skip_bad=false))]
 fn run_config(
@@ -338,6 +340,7 @@ fn analyze(
     .map_err(to_py)
 }
 
+#[allow(clippy::too_many_arguments)] // one per option of `tiercache sweep`
 fn sweep_args(
     spec: PathBuf,
     out: Option<PathBuf>,
