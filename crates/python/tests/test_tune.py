@@ -72,3 +72,10 @@ def test_the_tune_command_reports_best_and_counts(cli, data, tmp_path):
     assert (tmp_path / "trials.csv").exists()
     bad = cli("tune", data / "small-sweep.toml", "--objective", "mix", check=False)
     assert bad.returncode == 2 and "--weights" in bad.stderr
+
+
+def test_tune_on_ray_makes_the_same_trials_as_locally(data, ray_address):
+    local = tn.tune(data / "small-sweep.toml", "iops-per-dollar", trials=5, seed=4, jobs=2)
+    on_ray = tn.tune(data / "small-sweep.toml", "iops-per-dollar", trials=5, seed=4, ray=ray_address)
+    assert on_ray.trials.equals(local.trials)
+    assert on_ray.best == local.best
