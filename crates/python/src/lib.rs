@@ -125,6 +125,8 @@ struct TraceBatches {
     reader: std::sync::Mutex<Box<dyn TraceReader>>,
     batch: usize,
     done: bool,
+    /// Column buffers reused from batch to batch (fresh ones would fault their pages in anew).
+    cols: Columns,
 }
 
 /// One batch's columns, filled without the GIL.
@@ -172,16 +174,19 @@ impl TraceBatches {
             return Ok(None);
         }
         let batch = self.batch;
-        let reader = self.reader.get_mut().unwrap_or_else(|e| e.into_inner());
-        let (cols, err) = py.allow_threads(|| {
-            let mut c = Columns {
-                time: Vec::with_capacity(batch * 8),
-                volume: Vec::with_capacity(batch * 2),
-                op: Vec::with_capacity(batch),
-                offset: Vec::with_capacity(batch * 8),
-                len: Vec::with_capacity(batch * 8),
-                count: 0,
-            };
+        let TraceBatches { reader, cols, .. } = self;
+        let reader = reader.get_mut().unwrap_or_else(|e| e.into_inner());
+        let err = py.allow_threads(|| {
+            let c = &mut *cols;
+            for v in [&mut c.time, &mut c.volume, &mut c.op, &mut c.offset, &mut c.len] {
+                v.clear();
+            }
+            c.count = 0;
+            c.time.reserve(batch * 8);
+            c.volume.reserve(batch * 2);
+            c.op.reserve(batch);
+            c.offset.reserve(batch * 8);
+            c.len.reserve(batch * 8);
             let mut err = None;
             while c.count < batch {
                 match reader.next() {
@@ -201,8 +206,9 @@ impl TraceBatches {
                     None => break,
                 }
             }
-            (c, err)
+            err
         });
+        let cols = &self.cols;
         if let Some(e) = err {
             self.done = true;
             return Err(to_py(anyhow::Error::from(e)));
@@ -287,6 +293,7 @@ fn open_trace(
         reader: std::sync::Mutex::new(reader),
         batch: batch_size,
         done: false,
+        cols: Columns::default(),
     })
 }
 
