@@ -178,7 +178,13 @@ impl TraceBatches {
         let reader = reader.get_mut().unwrap_or_else(|e| e.into_inner());
         let err = py.allow_threads(|| {
             let c = &mut *cols;
-            for v in [&mut c.time, &mut c.volume, &mut c.op, &mut c.offset, &mut c.len] {
+            for v in [
+                &mut c.time,
+                &mut c.volume,
+                &mut c.op,
+                &mut c.offset,
+                &mut c.len,
+            ] {
                 v.clear();
             }
             c.count = 0;
