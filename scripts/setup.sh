@@ -29,3 +29,16 @@ if ! python3 -c "import libcachesim" 2>/dev/null; then
   echo "setup: installing libcachesim (PyPI)"
   python3 -m pip install -q libcachesim
 fi
+
+# The tiercache Python package (crates/python) and its tests: maturin builds the wheel; the
+# package reads results with pandas/pyarrow; sweeps run on Ray; `tune` drives Optuna; the
+# notebook is executed by nbclient on an ipykernel.
+py_need=()
+for mod in maturin:maturin pytest:pytest pandas:pandas pyarrow:pyarrow ray:ray[default] \
+           optuna:optuna nbclient:nbclient ipykernel:ipykernel matplotlib:matplotlib nbformat:nbformat; do
+  python3 -c "import ${mod%%:*}" 2>/dev/null || py_need+=("${mod#*:}")
+done
+if [ "${#py_need[@]}" -gt 0 ]; then
+  echo "setup: installing ${py_need[*]} (PyPI)"
+  python3 -m pip install -q "${py_need[@]}"
+fi

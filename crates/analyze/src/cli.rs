@@ -65,6 +65,28 @@ impl std::error::Error for BadArgument {}
 
 /// Entry point of `tiercache analyze`.
 pub fn run(args: AnalyzeArgs) -> Result<()> {
+    let analysis = analyze(&args)?;
+    if let Some(dir) = &args.plots {
+        for p in crate::plots::write(&analysis, dir)
+            .with_context(|| format!("--plots {}", dir.display()))?
+        {
+            eprintln!("plot: {}", p.display());
+        }
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&analysis).context("serialising the analysis")?
+        );
+    } else {
+        print!("{analysis}");
+    }
+    Ok(())
+}
+
+/// Checks the arguments, reads the trace and analyses it (the notes on what was left out are
+/// printed on stderr); `run` and the Python package's `analyze` share it.
+pub fn analyze(args: &AnalyzeArgs) -> Result<crate::Analysis> {
     if let Some(r) = args.shards_rate {
         if !(r > 0.0 && r <= 1.0) {
             return Err(BadArgument(format!("--shards-rate {r}: must be in (0, 1]")).into());
@@ -100,13 +122,13 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
     let mut reader = tiercache_trace::open(&args.file, args.format, &opts)?;
     let mut analyzer = Analyzer::new(Options {
         line_size: args.line_size,
-        sizes: args.sizes,
+        sizes: args.sizes.clone(),
         shards_rate: args.shards_rate,
         shards_max_entries: args.shards_max_entries,
         write_reuse_threshold: args.write_reuse_threshold,
         interval_ns,
         burst_factor: args.burst_factor,
-        policies: args.policies,
+        policies: args.policies.clone(),
         minisim_rate: args.minisim_rate,
     })
     .map_err(|e| BadArgument(format!("--line-size: {e}")))?;
@@ -121,23 +143,7 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         eprintln!("tiercache: note: {note}");
     }
     let volumes = reader.volumes();
-    let analysis = analyzer.finish(&|v| volumes.name(v).unwrap_or("?").to_string());
-    if let Some(dir) = &args.plots {
-        for p in crate::plots::write(&analysis, dir)
-            .with_context(|| format!("--plots {}", dir.display()))?
-        {
-            eprintln!("plot: {}", p.display());
-        }
-    }
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&analysis).context("serialising the analysis")?
-        );
-    } else {
-        print!("{analysis}");
-    }
-    Ok(())
+    Ok(analyzer.finish(&|v| volumes.name(v).unwrap_or("?").to_string()))
 }
 
 #[cfg(test)]

@@ -23,6 +23,29 @@ pub fn render(err: &anyhow::Error) -> String {
     out
 }
 
+/// The exit code of a failed command: 2 for bad input (a config, an argument, a trace, a spec:
+/// anything the user can fix in what they gave), 1 for anything else (I/O, failed points).
+pub fn exit_code(err: &anyhow::Error) -> u8 {
+    let input_error = err.chain().any(|c| {
+        c.is::<tiercache_config::ConfigError>()
+            || c.is::<tiercache_trace::TraceError>()
+            || c.is::<tiercache_policy::PolicyError>()
+            || c.is::<tiercache_sim::SimError>()
+            || c.downcast_ref::<tiercache_sweep::SweepError>()
+                .is_some_and(|e| !matches!(e, tiercache_sweep::SweepError::PointsFailed { .. }))
+            || c.is::<tiercache_report::ReportError>()
+            || c.is::<tiercache_analyze::cli::BadArgument>()
+            || c.is::<crate::mount_cmd::BadMountArgument>()
+            || c.downcast_ref::<tiercache_engine::EngineError>()
+                .is_some_and(|e| !matches!(e, tiercache_engine::EngineError::Io(_)))
+    });
+    if input_error {
+        2
+    } else {
+        1
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

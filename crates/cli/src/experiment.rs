@@ -457,7 +457,18 @@ pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Vec<Experiment>
 
 /// Parses config text (named `source` in errors), applies overrides and resolves every variant.
 pub fn load_str(text: &str, source: &str, overrides: &[String]) -> Result<Vec<Experiment>> {
-    resolve(Document::parse(text, source)?, Path::new("."), overrides)
+    load_str_in(text, source, Path::new("."), overrides)
+}
+
+/// [`load_str`] with relative paths (trace files) resolved against `base_dir`, as if the text
+/// were a file there.
+pub fn load_str_in(
+    text: &str,
+    source: &str,
+    base_dir: &Path,
+    overrides: &[String],
+) -> Result<Vec<Experiment>> {
+    resolve(Document::parse(text, source)?, base_dir, overrides)
 }
 
 /// `[workload]` keys a trace replay takes (see [`TraceWorkload`]).

@@ -10,6 +10,8 @@ pub mod errors;
 pub mod experiment;
 pub mod mount_cmd;
 pub mod progress;
+pub mod python;
 pub mod serve_cmd;
 pub mod sim_cmd;
 pub mod sweep_cmd;
+pub mod tune_cmd;

@@ -2,7 +2,7 @@
 //! and calls into the library crates; this file only parses arguments and maps errors to exit
 //! codes (2 for bad input: configs, arguments, traces; 1 for anything else).
 
-use tiercache::{bench_cmd, mount_cmd, serve_cmd, sim_cmd, sweep_cmd};
+use tiercache::{bench_cmd, mount_cmd, serve_cmd, sim_cmd, sweep_cmd, tune_cmd};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -39,6 +39,10 @@ enum Command {
     /// Run the engine for real under fio (nbd engine) from the config's workload; print the
     /// same result record as `sim`.
     Bench(bench_cmd::BenchArgs),
+    /// Search a sweep spec's axes for the design that maximises an objective under constraints
+    /// (Optuna TPE; needs the tiercache Python package). `tiercache tune --help` for options.
+    #[command(disable_help_flag = true)]
+    Tune(tune_cmd::TuneArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +59,7 @@ fn main() -> ExitCode {
         Command::Flush(args) => mount_cmd::flush(args),
         Command::Mount(args) => mount_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
+        Command::Tune(args) => tune_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -69,22 +74,7 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("tiercache: error: {}", tiercache::errors::render(&e));
-            let input_error = e.chain().any(|c| {
-                c.is::<tiercache_config::ConfigError>()
-                    || c.is::<tiercache_trace::TraceError>()
-                    || c.is::<tiercache_policy::PolicyError>()
-                    || c.is::<tiercache_sim::SimError>()
-                    || c.downcast_ref::<tiercache_sweep::SweepError>()
-                        .is_some_and(|e| {
-                            !matches!(e, tiercache_sweep::SweepError::PointsFailed { .. })
-                        })
-                    || c.is::<tiercache_report::ReportError>()
-                    || c.is::<tiercache_analyze::cli::BadArgument>()
-                    || c.is::<mount_cmd::BadMountArgument>()
-                    || c.downcast_ref::<tiercache_engine::EngineError>()
-                        .is_some_and(|e| !matches!(e, tiercache_engine::EngineError::Io(_)))
-            });
-            ExitCode::from(if input_error { 2 } else { 1 })
+            ExitCode::from(tiercache::errors::exit_code(&e))
         }
     }
 }

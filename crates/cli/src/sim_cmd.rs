@@ -108,16 +108,21 @@ pub fn run_experiment(e: &Experiment) -> Result<Outcome> {
     Ok(Outcome { record, timeline })
 }
 
-/// Entry point of `tiercache sim`.
-pub fn run(args: SimArgs) -> Result<()> {
-    let mut runs = experiment::load(args.config.as_deref(), &args.overrides)?;
-    if let Some(only) = &args.only {
-        runs.retain(|e| e.name.contains(only.as_str()));
+/// The runs `tiercache sim` makes of a config: every variant, kept to those whose name contains
+/// `only`, with `skip_bad` set on their trace workloads. The Python package runs configs
+/// through this too, so both say the same about a bad `--only` or `--skip-bad`.
+pub fn select_runs(
+    mut runs: Vec<Experiment>,
+    only: Option<&str>,
+    skip_bad: bool,
+) -> Result<Vec<Experiment>> {
+    if let Some(only) = only {
+        runs.retain(|e| e.name.contains(only));
         if runs.is_empty() {
             anyhow::bail!("--only {only}: no run's name contains it");
         }
     }
-    if args.skip_bad {
+    if skip_bad {
         for e in &mut runs {
             match &mut e.workload {
                 crate::experiment::Workload::Trace(t) => t.skip_bad = true,
@@ -128,6 +133,16 @@ pub fn run(args: SimArgs) -> Result<()> {
             }
         }
     }
+    Ok(runs)
+}
+
+/// Entry point of `tiercache sim`.
+pub fn run(args: SimArgs) -> Result<()> {
+    let runs = select_runs(
+        experiment::load(args.config.as_deref(), &args.overrides)?,
+        args.only.as_deref(),
+        args.skip_bad,
+    )?;
     let several = runs.len() > 1;
     let mut rows = Vec::new();
     let stdout = std::io::stdout();

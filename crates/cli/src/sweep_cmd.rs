@@ -1,11 +1,12 @@
 //! `tiercache sweep`: run every point of a sweep spec through the simulator (the default
-//! backend), in parallel and resumably, into tidy result records.
+//! backend), in parallel and resumably, into tidy result records; locally or, with `--ray`, as
+//! one Ray task per point.
 
 use crate::experiment::Experiment;
 use crate::sim_cmd::run_experiment;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use tiercache_sweep::cli::{BackendKind, SweepArgs};
-use tiercache_sweep::PointSpec;
+use tiercache_sweep::{PointSpec, RunSummary};
 
 /// Runs one sweep point in the simulator and returns its result record, with the timeline
 /// when the point's config asks for one.
@@ -21,9 +22,29 @@ pub fn simulate_point(p: &PointSpec) -> std::result::Result<serde_json::Value, S
 
 /// Entry point of `tiercache sweep`.
 pub fn run(args: SweepArgs) -> Result<()> {
+    run_sweep(args).map(|_| ())
+}
+
+/// Runs `tiercache sweep` and returns what it did (`None` for `--list`); the Python package's
+/// `sweep` calls this too.
+pub fn run_sweep(mut args: SweepArgs) -> Result<Option<RunSummary>> {
     if matches!(args.backend, BackendKind::Bench) {
         bail!("--backend bench needs `tiercache bench` (the real engine), which this build does not have yet");
     }
-    let backend = |p: &PointSpec| simulate_point(p);
-    tiercache_sweep::cli::run(&args, &backend).map(|_| ())
+    match args.ray.clone() {
+        Some(address) if !args.list => {
+            let driver = crate::python::module(
+                "tiercache.ray_driver",
+                &["--address".to_string(), address.clone()],
+            );
+            let backend = tiercache_sweep::ray::RayBackend::start(driver)
+                .with_context(|| format!("--ray {address}: {}", crate::python::INSTALL_HINT))?;
+            args.jobs = Some(args.jobs.unwrap_or(backend.cluster_cpus()));
+            tiercache_sweep::cli::run(&args, &backend)
+        }
+        _ => {
+            let backend = |p: &PointSpec| simulate_point(p);
+            tiercache_sweep::cli::run(&args, &backend)
+        }
+    }
 }

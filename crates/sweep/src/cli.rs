@@ -36,6 +36,12 @@ pub struct SweepArgs {
     /// What runs each point.
     #[arg(long, value_enum, default_value_t = BackendKind::Sim)]
     pub backend: BackendKind,
+    /// Run each point as a task on a Ray cluster (needs the tiercache Python package and Ray):
+    /// ADDRESS as `ray.init` takes it (`auto`, the default: the cluster `ray start` made on this
+    /// machine; `local`: start one for this sweep; `HOST:PORT`; `ray://HOST:10001`). Points in
+    /// flight: --jobs, or the cluster's CPUs.
+    #[arg(long, value_name = "ADDRESS", num_args = 0..=1, default_missing_value = "auto")]
+    pub ray: Option<String>,
 }
 
 /// The executor of sweep points (the binary maps each to a [`Backend`]).

@@ -61,6 +61,7 @@
 mod canonical;
 pub mod cli;
 mod parquet_out;
+pub mod ray;
 mod results;
 mod runner;
 mod spec;

@@ -323,6 +323,7 @@ fn the_cli_reports_failures_after_running_everything() {
         list: false,
         no_progress: true,
         backend: tiercache_sweep::cli::BackendKind::Sim,
+        ray: None,
     };
     let failing = |p: &PointSpec| {
         assert_eq!(
