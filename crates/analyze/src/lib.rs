@@ -530,8 +530,14 @@ impl Analysis {
         writeln!(
             f,
             "total demand: URD {} lines, TRD {} lines",
-            volumes.iter().map(|v| v.advice.urd_demand_lines).sum::<u64>(),
-            volumes.iter().map(|v| v.advice.trd_demand_lines).sum::<u64>()
+            volumes
+                .iter()
+                .map(|v| v.advice.urd_demand_lines)
+                .sum::<u64>(),
+            volumes
+                .iter()
+                .map(|v| v.advice.trd_demand_lines)
+                .sum::<u64>()
         )
     }
 }
@@ -667,9 +673,8 @@ impl std::fmt::Display for Analysis {
             c.inter_arrival_ns.p50, c.inter_arrival_ns.p90, c.inter_arrival_ns.p99
         )?;
         let lines_known = c.intervals.iter().all(|r| r.reuse.is_some());
-        let reuse_of = |g: fn(&reuse::IntervalReuse) -> u64| {
-            of_opt(&c.intervals, |r| r.reuse.as_ref().map(g))
-        };
+        let reuse_of =
+            |g: fn(&reuse::IntervalReuse) -> u64| of_opt(&c.intervals, |r| r.reuse.as_ref().map(g));
         let (reuses, urd, trd) = (
             reuse_of(|r| r.reuses),
             reuse_of(|r| r.urd_demand_lines),

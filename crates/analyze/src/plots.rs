@@ -72,16 +72,16 @@ pub fn render(a: &Analysis) -> Vec<(&'static str, String)> {
             ),
         ];
         out.push((
-        "reuse_cdf.svg",
-        line_chart(
-            "reuse",
-            "Reuse distances: traditional vs useful",
-            "reuse distance (lines)",
-            "share of reuses ≤ distance",
-            &reuse,
-            Scale::Log,
-            Scale::Linear,
-        ),
+            "reuse_cdf.svg",
+            line_chart(
+                "reuse",
+                "Reuse distances: traditional vs useful",
+                "reuse distance (lines)",
+                "share of reuses ≤ distance",
+                &reuse,
+                Scale::Log,
+                Scale::Linear,
+            ),
         ));
     }
     let c = &a.characterisation;

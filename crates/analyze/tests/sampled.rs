@@ -112,7 +112,12 @@ fn outputs_not_computed_say_so() {
     );
     let json = serde_json::to_value(&an).unwrap();
     assert_eq!(json["exact"], false);
-    for key in ["footprint_lines", "volumes", "reuse_cdf", "total_urd_demand_lines"] {
+    for key in [
+        "footprint_lines",
+        "volumes",
+        "reuse_cdf",
+        "total_urd_demand_lines",
+    ] {
         assert!(json.get(key).is_none(), "{key}");
     }
     let point = &json["curve"][0];

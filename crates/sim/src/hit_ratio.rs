@@ -242,8 +242,7 @@ pub fn batched_supports(cfg: &CacheConfig) -> Result<(), &'static str> {
         return Err("a promotion policy other than `always`");
     }
     let rules = cfg.write_policy.rules();
-    if rules.reads_bypass_cache || rules.read_miss != tiercache_policy::engine::ReadMiss::Promote
-    {
+    if rules.reads_bypass_cache || rules.read_miss != tiercache_policy::engine::ReadMiss::Promote {
         return Err("a write policy whose read misses are not promoted");
     }
     Ok(())
@@ -277,8 +276,12 @@ pub fn hit_ratio_batched(
     // The policy is built as the core builds it for its one partition (capacity and slot
     // limit both the cache's line count), then monomorphised into the loop.
     match cfg.eviction {
-        EvictionKind::Lru => run_batched(LineSim::new(Lru::new(lines), cap, geo), source, run, meta),
-        EvictionKind::Mru => run_batched(LineSim::new(Mru::new(lines), cap, geo), source, run, meta),
+        EvictionKind::Lru => {
+            run_batched(LineSim::new(Lru::new(lines), cap, geo), source, run, meta)
+        }
+        EvictionKind::Mru => {
+            run_batched(LineSim::new(Mru::new(lines), cap, geo), source, run, meta)
+        }
         EvictionKind::Fifo => {
             run_batched(LineSim::new(Fifo::new(lines), cap, geo), source, run, meta)
         }

@@ -246,7 +246,8 @@ impl VolumeInterner {
         if let Some(id) = self.last_id {
             // Keys are a few bytes: compared inline (slice equality calls memcmp, which cost
             // a twentieth of a batched oracleGeneral replay).
-            if key.len() == self.last_key.len() && key.iter().zip(&self.last_key).all(|(a, b)| a == b)
+            if key.len() == self.last_key.len()
+                && key.iter().zip(&self.last_key).all(|(a, b)| a == b)
             {
                 return Ok(id);
             }

@@ -169,7 +169,12 @@ mod tests {
         let bad = dir.path().join("bad.csv");
         let mut text = String::new();
         for i in 0..50 {
-            text.push_str(&format!("{},h,{},Read,{},512,1\n", 1000 - i * 7 % 23, i % 3, i * 512));
+            text.push_str(&format!(
+                "{},h,{},Read,{},512,1\n",
+                1000 - i * 7 % 23,
+                i % 3,
+                i * 512
+            ));
         }
         text.push_str("9,h,0,Read,zz,512,1\n");
         std::fs::write(&bad, text).unwrap();

@@ -52,7 +52,12 @@ fn requests() -> impl Strategy<Value = Vec<Request>> {
     // Mostly one-line reads over a few dozen lines of two volumes, some partial, some spanning
     // two or three lines; times increase in small steps.
     proptest::collection::vec(
-        (0u32..2, 0u64..48, 0u64..4096, prop_oneof![4 => Just(0u64), 1 => 1u64..3]),
+        (
+            0u32..2,
+            0u64..48,
+            0u64..4096,
+            prop_oneof![4 => Just(0u64), 1 => 1u64..3],
+        ),
         1..400,
     )
     .prop_map(|v| {
@@ -79,13 +84,15 @@ fn limits() -> impl Strategy<Value = RunLimits> {
         0u64..300,
         prop::option::of(1u64..2000),
     )
-        .prop_map(|(warmup_requests, requests, warmup_ns, duration_ns)| RunLimits {
-            warmup_requests,
-            requests,
-            warmup_ns,
-            duration_ns,
-            ..Default::default()
-        })
+        .prop_map(
+            |(warmup_requests, requests, warmup_ns, duration_ns)| RunLimits {
+                warmup_requests,
+                requests,
+                warmup_ns,
+                duration_ns,
+                ..Default::default()
+            },
+        )
 }
 
 proptest! {
@@ -131,7 +138,10 @@ fn stops_at_the_first_request_it_does_not_model() {
     );
     reqs[7] = read(7, 0, 0, 0);
     let (_, b) = both(&cfg, &reqs, &RunLimits::default());
-    assert!(matches!(b, Ok(BatchedOutcome::Unsupported { index: 7, .. })));
+    assert!(matches!(
+        b,
+        Ok(BatchedOutcome::Unsupported { index: 7, .. })
+    ));
 }
 
 #[test]
@@ -150,8 +160,15 @@ fn caches_it_does_not_model_are_refused() {
     cfg.promotion = PromotionConfig::Never;
     assert!(batched_supports(&cfg).is_err());
     let cache = Cache::new(&cfg).unwrap();
-    let out = hit_ratio_batched(&cache, &mut IterBatches(std::iter::empty()), &RunLimits::default());
-    assert!(matches!(out, Ok(BatchedOutcome::Unsupported { index: 0, .. })));
+    let out = hit_ratio_batched(
+        &cache,
+        &mut IterBatches(std::iter::empty()),
+        &RunLimits::default(),
+    );
+    assert!(matches!(
+        out,
+        Ok(BatchedOutcome::Unsupported { index: 0, .. })
+    ));
     let mut cfg = config(EvictionKind::Lru, 4, 4096);
     cfg.write_policy = WritePolicy::PassThrough;
     assert!(batched_supports(&cfg).is_err());
