@@ -190,7 +190,8 @@ pub struct Analyzer {
     per_volume: BTreeMap<VolumeId, ReuseAnalyzer>,
     shards: Option<Shards>,
     minisim: Option<MiniSim>,
-    last_end: BTreeMap<VolumeId, u64>,
+    /// End of each volume's last request, by dense volume id.
+    last_end: Vec<Option<u64>>,
     requests: u64,
     reads: u64,
     writes: u64,
@@ -228,7 +229,7 @@ impl Analyzer {
             global: None,
             per_volume: BTreeMap::new(),
             shards,
-            last_end: BTreeMap::new(),
+            last_end: Vec::new(),
             requests: 0,
             reads: 0,
             writes: 0,
@@ -256,7 +257,11 @@ impl Analyzer {
         } else {
             self.reads += 1;
         }
-        if self.last_end.insert(r.volume, r.end()) == Some(r.offset) {
+        let v = r.volume.0 as usize;
+        if self.last_end.len() <= v {
+            self.last_end.resize(v + 1, None);
+        }
+        if self.last_end[v].replace(r.end()) == Some(r.offset) {
             self.sequential += 1;
         }
         if !self.exact {

@@ -62,7 +62,7 @@ impl RecordDecoder for VscsiDecoder {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn decode(&mut self, r: &[u8], key: &mut Vec<u8>) -> Result<Parsed, FieldError> {
         // v1: u32 sn, u32 len, u32 nSG, u16 cmd, u16 ver, u64 lbn, u64 ts.
         // v2: u16 cmd, u16 ver, u32 sn, u32 len, u32 nSG, u64 lbn, u64 ts, u64 rt.
@@ -143,7 +143,7 @@ impl RecordDecoder for OracleDecoder {
         24
     }
 
-    #[inline]
+    #[inline(always)]
     fn decode(&mut self, r: &[u8], key: &mut Vec<u8>) -> Result<Parsed, FieldError> {
         let clock = u32_at(r, 0) as u64;
         let obj = LineKey(u64_at(r, 4));

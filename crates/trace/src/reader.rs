@@ -241,7 +241,7 @@ impl VolumeInterner {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn id(&mut self, key: &[u8], path: &str) -> Result<VolumeId, TraceError> {
         if let Some(id) = self.last_id {
             // Keys are a few bytes: compared inline (slice equality calls memcmp, which cost
@@ -252,6 +252,12 @@ impl VolumeInterner {
                 return Ok(id);
             }
         }
+        self.id_slow(key, path)
+    }
+
+    /// A key other than the last one: the map.
+    #[inline(never)]
+    fn id_slow(&mut self, key: &[u8], path: &str) -> Result<VolumeId, TraceError> {
         let id = self
             .map
             .intern(key)
