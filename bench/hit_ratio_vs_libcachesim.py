@@ -93,8 +93,8 @@ def multi_size(args, trace, lcs_script, tmp):
                     with open(os.path.join(out_dir, "results.jsonl")) as f:
                         for line in f:
                             rec = json.loads(line)
-                            lines = rec["config"]["cache"]["capacity"] // 4096
-                            miss.setdefault(lines, {})["sweep"] = 1.0 - rec["metrics"]["hit_ratio"]
+                            lines = rec["record"]["config"]["cache"]["capacity"] // 4096
+                            miss.setdefault(lines, {})["sweep"] = 1.0 - rec["record"]["metrics"]["hit_ratio"]
                 elif name == "tiercache analyze (one pass)":
                     out, wall, cpu = run([args.bin, "analyze", trace, "--format", "oracle-general",
                                           "--sizes", args.sizes, "--json"])
