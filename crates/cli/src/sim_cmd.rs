@@ -59,7 +59,7 @@ fn run_batched(e: &Experiment, cache: &Cache) -> Result<Option<RunMetrics>> {
             for note in batches.input_notes() {
                 eprintln!("tiercache: note: run `{}`: {note}", e.name);
             }
-            Ok(Some(m))
+            Ok(Some(*m))
         }
         tiercache_sim::BatchedOutcome::Unsupported { .. } => Ok(None),
     }

@@ -219,7 +219,7 @@ impl<I: Iterator<Item = Request>> RequestBatches for IterBatches<I> {
 #[derive(Debug, Clone, PartialEq)]
 pub enum BatchedOutcome {
     /// The whole run: the metrics [`hit_ratio_only`] gives for the same cache and requests.
-    Done(RunMetrics),
+    Done(Box<RunMetrics>),
     /// Request `index` (0-based) is one this path does not model (a write, a trim, …): run the
     /// general [`hit_ratio_only`] instead, from the start.
     Unsupported {

@@ -251,5 +251,5 @@ pub(super) fn run_batched<E: Eviction>(
         ..Default::default()
     };
     fill_policy_metrics(&mut m, &stats_diff(&start, &sim.stats));
-    Ok(BatchedOutcome::Done(m))
+    Ok(BatchedOutcome::Done(Box::new(m)))
 }
