@@ -21,16 +21,20 @@ pub struct IntervalRow {
     pub bytes: u64,
     /// Requests per second over the interval.
     pub iops: f64,
-    /// Distinct lines touched in the interval (its working set).
-    pub working_set_lines: u64,
-    /// Distinct lines touched since the start (the footprint so far).
-    pub footprint_lines: u64,
+    /// Distinct lines touched in the interval (its working set); `None` when lines are not
+    /// tracked ([`Characteriser::requests_only`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub working_set_lines: Option<u64>,
+    /// Distinct lines touched since the start (the footprint so far); `None` as above.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub footprint_lines: Option<u64>,
     /// Whether the interval is part of a burst.
     pub burst: bool,
     /// Reuses whose later access falls in the interval, with their URD and TRD demands (the
-    /// shared cache; zero when the lines are not supplied by an analyzer).
+    /// shared cache; zero when the lines are not supplied by an analyzer, `None` when lines
+    /// are not tracked).
     #[serde(flatten)]
-    pub reuse: IntervalReuse,
+    pub reuse: Option<IntervalReuse>,
 }
 
 /// What an interval's lines looked like, supplied when it closes by whoever tracks lines.
@@ -61,10 +65,12 @@ impl IntervalRow {
         self.bytes += next.bytes;
         self.working_set_lines = self.working_set_lines.max(next.working_set_lines);
         self.footprint_lines = self.footprint_lines.max(next.footprint_lines);
-        self.reuse.reuses += next.reuse.reuses;
-        self.reuse.useful_reuses += next.reuse.useful_reuses;
-        self.reuse.urd_demand_lines = self.reuse.urd_demand_lines.max(next.reuse.urd_demand_lines);
-        self.reuse.trd_demand_lines = self.reuse.trd_demand_lines.max(next.reuse.trd_demand_lines);
+        if let (Some(r), Some(n)) = (&mut self.reuse, &next.reuse) {
+            r.reuses += n.reuses;
+            r.useful_reuses += n.useful_reuses;
+            r.urd_demand_lines = r.urd_demand_lines.max(n.urd_demand_lines);
+            r.trd_demand_lines = r.trd_demand_lines.max(n.trd_demand_lines);
+        }
     }
 }
 
@@ -195,6 +201,8 @@ pub struct Characteriser {
     carry: Option<IntervalRow>,
     /// `None` when the caller supplies [`IntervalLines`] (see [`Characteriser::add_with`]).
     lines: Option<OwnLines>,
+    /// Whether interval rows get lines at all (see [`Characteriser::requests_only`]).
+    track_lines: bool,
 }
 
 impl Characteriser {
@@ -212,6 +220,7 @@ impl Characteriser {
     pub fn without_lines(geo: LineGeometry, interval_ns: u64, burst_factor: f64) -> Self {
         Self {
             lines: None,
+            track_lines: true,
             geo,
             interval_ns: interval_ns.max(1),
             burst_factor,
@@ -222,6 +231,16 @@ impl Characteriser {
             last: 0,
             current: IntervalRow::default(),
             carry: None,
+        }
+    }
+
+    /// As [`without_lines`](Self::without_lines), but nobody supplies lines (a sampled
+    /// analysis): rows leave working sets, footprints and reuses out (`None`), and the
+    /// per-request work is counting only.
+    pub fn requests_only(geo: LineGeometry, interval_ns: u64, burst_factor: f64) -> Self {
+        Self {
+            track_lines: false,
+            ..Self::without_lines(geo, interval_ns, burst_factor)
         }
     }
 
@@ -267,13 +286,14 @@ impl Characteriser {
                     reuse: IntervalReuse::default(),
                 };
                 own.in_interval.clear();
-                l
+                Some(l)
             }
-            None => supply(),
+            None if self.track_lines => Some(supply()),
+            None => None,
         };
-        row.working_set_lines = lines.working_set_lines;
-        row.footprint_lines = lines.footprint_lines;
-        row.reuse = lines.reuse;
+        row.working_set_lines = lines.map(|l| l.working_set_lines);
+        row.footprint_lines = lines.map(|l| l.footprint_lines);
+        row.reuse = lines.map(|l| l.reuse);
         if let Some(mut earlier) = self.carry.take() {
             earlier.absorb(&row);
             row = earlier;
@@ -499,13 +519,14 @@ mod tests {
         let out = c.finish();
         assert_eq!(out.intervals.len(), 12);
         assert_eq!(out.intervals[0].requests, 10);
-        assert_eq!(out.intervals[0].working_set_lines, 4);
-        assert_eq!(out.intervals[9].footprint_lines, 4);
+        assert_eq!(out.intervals[0].working_set_lines, Some(4));
+        assert_eq!(out.intervals[9].footprint_lines, Some(4));
         assert_eq!(
-            out.intervals[10].working_set_lines, 101,
+            out.intervals[10].working_set_lines,
+            Some(101),
             "100 two-line writes overlapping by one"
         );
-        assert_eq!(out.intervals[11].footprint_lines, 4 + 101);
+        assert_eq!(out.intervals[11].footprint_lines, Some(4 + 101));
         assert_eq!(out.bursts.median_iops, 10.0);
         assert_eq!(
             (

@@ -21,12 +21,19 @@ pub struct AnalyzeArgs {
     /// Cache sizes (lines) for the curves, comma separated; default: powers of two.
     #[arg(long, value_delimiter = ',')]
     pub sizes: Vec<u64>,
-    /// Also estimate the curve with fixed-rate SHARDS at this sampling rate (e.g. 0.01).
+    /// Estimate the curve with fixed-rate SHARDS at this sampling rate (e.g. 0.01) instead of
+    /// the exact stacks (see --exact).
     #[arg(long)]
     pub shards_rate: Option<f64>,
-    /// Also estimate the curve with fixed-size SHARDS tracking at most this many lines.
+    /// Estimate the curve with fixed-size SHARDS tracking at most this many lines instead of
+    /// the exact stacks (see --exact).
     #[arg(long)]
     pub shards_max_entries: Option<usize>,
+    /// With SHARDS, keep the exact analysis too (exact curves, footprint, per-volume advice,
+    /// reuse distributions, working sets): as slow as without sampling. Without it a sampled
+    /// analysis reports those as not computed.
+    #[arg(long)]
+    pub exact: bool,
     /// Also estimate the curves of these replacement policies by sampled mini-simulation,
     /// comma separated (lru, mru, fifo, clock, arc, s3fifo, sieve).
     #[arg(long, value_delimiter = ',')]
@@ -62,6 +69,9 @@ impl std::fmt::Display for BadArgument {
 }
 
 impl std::error::Error for BadArgument {}
+
+/// Requests read per reader call.
+const READ_BATCH: usize = 4096;
 
 /// Entry point of `tiercache analyze`.
 pub fn run(args: AnalyzeArgs) -> Result<()> {
@@ -130,10 +140,20 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<crate::Analysis> {
         burst_factor: args.burst_factor,
         policies: args.policies.clone(),
         minisim_rate: args.minisim_rate,
+        exact: args.exact || (args.shards_rate.is_none() && args.shards_max_entries.is_none()),
     })
     .map_err(|e| BadArgument(format!("--line-size: {e}")))?;
-    for r in reader.by_ref() {
-        analyzer.add(&r?);
+    // Batches: one reader call per few thousand requests, not one dynamic call per request.
+    let mut batch = Vec::with_capacity(READ_BATCH);
+    loop {
+        batch.clear();
+        let read = reader.next_batch(&mut batch, READ_BATCH);
+        for r in &batch {
+            analyzer.add(r);
+        }
+        if read? == 0 {
+            break;
+        }
     }
     // What was left out of the analysis is said, as every command says it.
     for note in tiercache_trace::CounterNotes(reader.counters())

@@ -55,6 +55,11 @@ pub struct Options {
     pub policies: Vec<EvictionKind>,
     /// Sampling rate of the miniature simulations (0 < rate ≤ 1).
     pub minisim_rate: f64,
+    /// Keep the exact LRU stacks when sampling (SHARDS asked for). Without sampling they are
+    /// always kept. Without them the exact outputs (exact curves, footprint, per-volume
+    /// analysis, reuse distributions, per-interval working sets and reuses) are `None`: a
+    /// sampled analysis then costs the reader, the request counts and the sampler only.
+    pub exact: bool,
 }
 
 impl Default for Options {
@@ -69,6 +74,7 @@ impl Default for Options {
             burst_factor: 2.0,
             policies: Vec::new(),
             minisim_rate: 0.01,
+            exact: true,
         }
     }
 }
@@ -80,12 +86,15 @@ pub struct CurvePoint {
     pub lines: u64,
     /// Cache size in bytes.
     pub bytes: u64,
-    /// Exact LRU miss ratio over all line accesses.
-    pub miss_ratio: f64,
+    /// Exact LRU miss ratio over all line accesses (`None`: not computed, sampled analysis).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub miss_ratio: Option<f64>,
     /// ... over read accesses.
-    pub read_miss_ratio: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_miss_ratio: Option<f64>,
     /// ... over write accesses.
-    pub write_miss_ratio: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_miss_ratio: Option<f64>,
     /// SHARDS estimate, when sampling was asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shards_miss_ratio: Option<f64>,
@@ -121,24 +130,35 @@ pub struct Analysis {
     pub write_requests: u64,
     /// Line accesses (reads and writes).
     pub line_accesses: u64,
+    /// Whether the exact outputs were computed (see [`Options::exact`]); when not, each of
+    /// them is `None` (left out of the JSON).
+    pub exact: bool,
     /// Distinct lines.
-    pub footprint_lines: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub footprint_lines: Option<u64>,
     /// Fraction of requests starting where the previous request of their volume ended.
     pub sequential_fraction: f64,
-    /// Exact LRU miss-ratio curve over all volumes sharing one cache.
+    /// LRU miss-ratio curve over all volumes sharing one cache: exact and, when sampling,
+    /// SHARDS estimates. Without the exact stacks its sizes, unless given, are powers of two up
+    /// to the footprint SHARDS estimates.
     pub curve: Vec<CurvePoint>,
     /// SHARDS sampling rate at the end and the most lines it tracked at once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shards: Option<(f64, usize)>,
-    /// Per-volume analysis.
-    pub volumes: Vec<VolumeAnalysis>,
-    /// Sum of the volumes' URD demands and TRD demands, in lines.
-    pub total_urd_demand_lines: u64,
-    /// TRD-based total demand.
-    pub total_trd_demand_lines: u64,
+    /// Per-volume analysis (exact only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub volumes: Option<Vec<VolumeAnalysis>>,
+    /// Sum of the volumes' URD demands and TRD demands, in lines (exact only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_urd_demand_lines: Option<u64>,
+    /// TRD-based total demand (exact only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_trd_demand_lines: Option<u64>,
     /// Cumulative distributions of traditional and useful reuse distances (shared cache):
-    /// `(distance in lines, share of reuses with TRD ≤ it, share of read reuses with URD ≤ it)`.
-    pub reuse_cdf: Vec<(u64, f64, f64)>,
+    /// `(distance in lines, share of reuses with TRD ≤ it, share of read reuses with URD ≤ it)`
+    /// (exact only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reuse_cdf: Option<Vec<(u64, f64, f64)>>,
     /// Sizes, mix in bytes, IOPS and working set per interval, bursts, inter-arrival times.
     pub characterisation: characterise::Characterisation,
     /// Other policies' curves by miniature simulation, when asked for.
@@ -170,11 +190,16 @@ pub struct Analyzer {
     per_volume: BTreeMap<VolumeId, ReuseAnalyzer>,
     shards: Option<Shards>,
     minisim: Option<MiniSim>,
-    last_end: BTreeMap<VolumeId, u64>,
+    /// End of each volume's last request, by dense volume id.
+    last_end: Vec<Option<u64>>,
     requests: u64,
     reads: u64,
     writes: u64,
     sequential: u64,
+    /// Whether the exact stacks run (see [`Options::exact`]).
+    exact: bool,
+    /// Line accesses, counted here when the stacks (which count them) do not run.
+    line_accesses: u64,
     characteriser: Option<characterise::Characteriser>,
 }
 
@@ -187,9 +212,14 @@ impl Analyzer {
             (None, Some(r)) => Some(Shards::fixed_rate(r)),
             _ => None,
         };
+        let exact = opts.exact || shards.is_none();
         // Working sets and footprints come from the shared stack: no line sets of its own.
-        let characteriser =
-            characterise::Characteriser::without_lines(geo, opts.interval_ns, opts.burst_factor);
+        // Without the stacks, nothing knows them: the rows say so.
+        let characteriser = if exact {
+            characterise::Characteriser::without_lines(geo, opts.interval_ns, opts.burst_factor)
+        } else {
+            characterise::Characteriser::requests_only(geo, opts.interval_ns, opts.burst_factor)
+        };
         let minisim = (!opts.policies.is_empty())
             .then(|| MiniSim::new(&opts.policies, opts.minisim_rate, &opts.sizes));
         Ok(Self {
@@ -199,11 +229,13 @@ impl Analyzer {
             global: None,
             per_volume: BTreeMap::new(),
             shards,
-            last_end: BTreeMap::new(),
+            last_end: Vec::new(),
             requests: 0,
             reads: 0,
             writes: 0,
             sequential: 0,
+            exact,
+            line_accesses: 0,
             characteriser: Some(characteriser),
         })
     }
@@ -225,8 +257,26 @@ impl Analyzer {
         } else {
             self.reads += 1;
         }
-        if self.last_end.insert(r.volume, r.end()) == Some(r.offset) {
+        let v = r.volume.0 as usize;
+        if self.last_end.len() <= v {
+            self.last_end.resize(v + 1, None);
+        }
+        if self.last_end[v].replace(r.end()) == Some(r.offset) {
             self.sequential += 1;
+        }
+        if !self.exact {
+            // Sampled: only the samplers see line accesses.
+            for s in self.geo.split(r.offset, r.len) {
+                let key = LineKey::new(r.volume, s.index).0;
+                self.line_accesses += 1;
+                if let Some(sh) = &mut self.shards {
+                    sh.access(key);
+                }
+                if let Some(m) = &mut self.minisim {
+                    m.access(key);
+                }
+            }
+            return;
         }
         if self.global.is_none()
             && self.per_volume.len() == 1
@@ -277,16 +327,20 @@ impl Analyzer {
         v
     }
 
-    fn curve(&self, a: &ReuseAnalyzer, with_shards: bool) -> Vec<CurvePoint> {
-        let (all, reads, writes) = (a.all(), a.reads(), a.writes());
-        self.grid(a.distinct())
+    /// The curve of `a` (exact), or SHARDS's alone when `a` is `None`.
+    fn curve(&self, a: Option<&ReuseAnalyzer>, with_shards: bool) -> Vec<CurvePoint> {
+        let footprint = match a {
+            Some(a) => a.distinct(),
+            None => self.shards.as_ref().map_or(0, |s| s.footprint_estimate()),
+        };
+        self.grid(footprint)
             .into_iter()
             .map(|lines| CurvePoint {
                 lines,
                 bytes: lines.saturating_mul(self.opts.line_size),
-                miss_ratio: all.miss_ratio(lines),
-                read_miss_ratio: reads.miss_ratio(lines),
-                write_miss_ratio: writes.miss_ratio(lines),
+                miss_ratio: a.map(|a| a.all().miss_ratio(lines)),
+                read_miss_ratio: a.map(|a| a.reads().miss_ratio(lines)),
+                write_miss_ratio: a.map(|a| a.writes().miss_ratio(lines)),
                 shards_miss_ratio: if with_shards {
                     self.shards.as_ref().map(|s| s.miss_ratio(lines))
                 } else {
@@ -314,6 +368,9 @@ impl Analyzer {
             }
             None => Default::default(),
         };
+        if !self.exact {
+            return self.finish_sampled(characterisation);
+        }
         let shared = self.shared();
         let reuse_cdf = {
             let (all, useful) = (&shared.all(), &shared.useful());
@@ -344,26 +401,19 @@ impl Analyzer {
                 footprint_lines: a.distinct(),
                 reuse_types: a.types,
                 advice: a.advice(self.opts.write_reuse_threshold),
-                curve: self.curve(a, false),
+                curve: self.curve(Some(a), false),
             })
             .collect();
-        let curve = self.curve(&shared, true);
-        let minisim = self.minisim.as_ref().map(|m| {
-            let sizes: Vec<u64> = curve.iter().map(|p| p.lines).collect();
-            MiniSimCurves {
-                rate: m.rate(),
-                simulated_accesses: m.simulated_accesses(),
-                hot_lines: m.hot_lines(),
-                curves: m.curves(&sizes),
-            }
-        });
+        let curve = self.curve(Some(&shared), true);
+        let minisim = self.minisim_curves(&curve);
         Analysis {
             line_size: self.opts.line_size,
             requests: self.requests,
             read_requests: self.reads,
             write_requests: self.writes,
             line_accesses: shared.accesses(),
-            footprint_lines: shared.distinct(),
+            exact: true,
+            footprint_lines: Some(shared.distinct()),
             sequential_fraction: if self.reads + self.writes == 0 {
                 0.0
             } else {
@@ -371,98 +421,63 @@ impl Analyzer {
             },
             curve,
             shards: self.shards.as_ref().map(|s| (s.rate(), s.peak_entries())),
-            total_urd_demand_lines: volumes.iter().map(|v| v.advice.urd_demand_lines).sum(),
-            total_trd_demand_lines: volumes.iter().map(|v| v.advice.trd_demand_lines).sum(),
-            volumes,
-            reuse_cdf,
+            total_urd_demand_lines: Some(volumes.iter().map(|v| v.advice.urd_demand_lines).sum()),
+            total_trd_demand_lines: Some(volumes.iter().map(|v| v.advice.trd_demand_lines).sum()),
+            volumes: Some(volumes),
+            reuse_cdf: Some(reuse_cdf),
             characterisation,
             minisim,
         }
     }
-}
 
-/// Volumes listed one per row in the terminal summary; the rest are summed in one row.
-pub const MAX_VOLUME_ROWS: usize = 20;
-
-/// Closes an interval of the shared-cache analyzer (the split-off global one, or the only
-/// volume's): its reuses, working set and the footprint so far.
-fn close_interval(
-    global: &mut Option<ReuseAnalyzer>,
-    per_volume: &mut BTreeMap<VolumeId, ReuseAnalyzer>,
-) -> characterise::IntervalLines {
-    match global.as_mut().or(per_volume.values_mut().next()) {
-        Some(a) => {
-            let (reuse, working_set_lines) = a.take_interval();
-            characterise::IntervalLines {
-                working_set_lines,
-                footprint_lines: a.distinct(),
-                reuse,
-            }
+    /// The analysis of a sampled run (no exact stacks): counts, SHARDS, mini-simulations and
+    /// the request characterisation; every exact output `None`.
+    fn finish_sampled(&self, characterisation: characterise::Characterisation) -> Analysis {
+        let curve = self.curve(None, true);
+        Analysis {
+            line_size: self.opts.line_size,
+            requests: self.requests,
+            read_requests: self.reads,
+            write_requests: self.writes,
+            line_accesses: self.line_accesses,
+            exact: false,
+            footprint_lines: None,
+            sequential_fraction: if self.reads + self.writes == 0 {
+                0.0
+            } else {
+                self.sequential as f64 / (self.reads + self.writes) as f64
+            },
+            minisim: self.minisim_curves(&curve),
+            curve,
+            shards: self.shards.as_ref().map(|s| (s.rate(), s.peak_entries())),
+            volumes: None,
+            total_urd_demand_lines: None,
+            total_trd_demand_lines: None,
+            reuse_cdf: None,
+            characterisation,
         }
-        None => Default::default(),
+    }
+
+    fn minisim_curves(&self, curve: &[CurvePoint]) -> Option<MiniSimCurves> {
+        self.minisim.as_ref().map(|m| {
+            let sizes: Vec<u64> = curve.iter().map(|p| p.lines).collect();
+            MiniSimCurves {
+                rate: m.rate(),
+                simulated_accesses: m.simulated_accesses(),
+                hot_lines: m.hot_lines(),
+                curves: m.curves(&sizes),
+            }
+        })
     }
 }
 
-impl std::fmt::Display for Analysis {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(
-            f,
-            "requests     {} ({} reads, {} writes)",
-            self.requests, self.read_requests, self.write_requests
-        )?;
-        writeln!(
-            f,
-            "lines        {} accesses over {} distinct {}-byte lines",
-            self.line_accesses, self.footprint_lines, self.line_size
-        )?;
-        writeln!(
-            f,
-            "sequential   {:.1}% of requests continue the previous one",
-            self.sequential_fraction * 100.0
-        )?;
-        if let Some((rate, peak)) = self.shards {
-            writeln!(
-                f,
-                "SHARDS       rate {rate:.4}, at most {peak} lines tracked"
-            )?;
-        }
-        writeln!(f, "LRU miss-ratio curve (all volumes share the cache):")?;
-        writeln!(
-            f,
-            "  {:>12} {:>12} {:>8} {:>8} {:>8} {:>8}",
-            "lines", "bytes", "all", "reads", "writes", "shards"
-        )?;
-        for p in &self.curve {
-            let sh = p
-                .shards_miss_ratio
-                .map_or("-".to_string(), |m| format!("{m:.4}"));
-            writeln!(
-                f,
-                "  {:>12} {:>12} {:>8.4} {:>8.4} {:>8.4} {:>8}",
-                p.lines, p.bytes, p.miss_ratio, p.read_miss_ratio, p.write_miss_ratio, sh
-            )?;
-        }
-        if let Some(m) = &self.minisim {
-            writeln!(
-                f,
-                "other policies by mini-simulation ({:.2}% of lines sampled plus {} hot lines, {} accesses simulated):",
-                m.rate * 100.0,
-                m.hot_lines,
-                m.simulated_accesses
-            )?;
-            write!(f, "  {:>12}", "lines")?;
-            for c in &m.curves {
-                write!(f, " {:>8}", c.policy)?;
-            }
-            writeln!(f)?;
-            for (i, p) in self.curve.iter().enumerate() {
-                write!(f, "  {:>12}", p.lines)?;
-                for c in &m.curves {
-                    write!(f, " {:>8.4}", c.points[i].1)?;
-                }
-                writeln!(f)?;
-            }
-        }
+impl Analysis {
+    /// The per-volume rows and total demands of the terminal summary.
+    fn fmt_volumes(
+        &self,
+        f: &mut std::fmt::Formatter<'_>,
+        volumes: &[VolumeAnalysis],
+    ) -> std::fmt::Result {
         writeln!(
             f,
             "per volume (URD: useful reuse distance; demands in lines):"
@@ -473,7 +488,7 @@ impl std::fmt::Display for Analysis {
             "volume", "accesses", "footprint", "URD-dem", "URD-knee", "TRD-dem", "WAR+WAW"
         )?;
         // Many volumes (a cloud trace has thousands): the largest demands, the rest summed.
-        let mut order: Vec<&VolumeAnalysis> = self.volumes.iter().collect();
+        let mut order: Vec<&VolumeAnalysis> = volumes.iter().collect();
         let shown = if order.len() > MAX_VOLUME_ROWS {
             order.sort_by(|a, b| {
                 (b.advice.urd_demand_lines, b.line_accesses)
@@ -520,8 +535,137 @@ impl std::fmt::Display for Analysis {
         writeln!(
             f,
             "total demand: URD {} lines, TRD {} lines",
-            self.total_urd_demand_lines, self.total_trd_demand_lines
+            volumes
+                .iter()
+                .map(|v| v.advice.urd_demand_lines)
+                .sum::<u64>(),
+            volumes
+                .iter()
+                .map(|v| v.advice.trd_demand_lines)
+                .sum::<u64>()
+        )
+    }
+}
+
+/// Median and maximum of a per-interval figure over the rows that have it.
+fn of_opt(
+    rows: &[characterise::IntervalRow],
+    g: impl Fn(&characterise::IntervalRow) -> Option<u64>,
+) -> (u64, u64) {
+    let mut v: Vec<u64> = rows.iter().filter_map(g).collect();
+    v.sort_unstable();
+    (
+        v.get(v.len() / 2).copied().unwrap_or(0),
+        v.last().copied().unwrap_or(0),
+    )
+}
+
+/// Volumes listed one per row in the terminal summary; the rest are summed in one row.
+pub const MAX_VOLUME_ROWS: usize = 20;
+
+/// Closes an interval of the shared-cache analyzer (the split-off global one, or the only
+/// volume's): its reuses, working set and the footprint so far.
+fn close_interval(
+    global: &mut Option<ReuseAnalyzer>,
+    per_volume: &mut BTreeMap<VolumeId, ReuseAnalyzer>,
+) -> characterise::IntervalLines {
+    match global.as_mut().or(per_volume.values_mut().next()) {
+        Some(a) => {
+            let (reuse, working_set_lines) = a.take_interval();
+            characterise::IntervalLines {
+                working_set_lines,
+                footprint_lines: a.distinct(),
+                reuse,
+            }
+        }
+        None => Default::default(),
+    }
+}
+
+impl std::fmt::Display for Analysis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "requests     {} ({} reads, {} writes)",
+            self.requests, self.read_requests, self.write_requests
         )?;
+        match self.footprint_lines {
+            Some(n) => writeln!(
+                f,
+                "lines        {} accesses over {} distinct {}-byte lines",
+                self.line_accesses, n, self.line_size
+            )?,
+            None => writeln!(
+                f,
+                "lines        {} accesses of {}-byte lines (distinct lines: not computed, sampled analysis)",
+                self.line_accesses, self.line_size
+            )?,
+        }
+        writeln!(
+            f,
+            "sequential   {:.1}% of requests continue the previous one",
+            self.sequential_fraction * 100.0
+        )?;
+        if let Some((rate, peak)) = self.shards {
+            writeln!(
+                f,
+                "SHARDS       rate {rate:.4}, at most {peak} lines tracked"
+            )?;
+        }
+        if self.exact {
+            writeln!(f, "LRU miss-ratio curve (all volumes share the cache):")?;
+        } else {
+            writeln!(
+                f,
+                "LRU miss-ratio curve (all volumes share the cache; sampled analysis: exact curves not computed, `-`; sizes up to the estimated footprint):"
+            )?;
+        }
+        writeln!(
+            f,
+            "  {:>12} {:>12} {:>8} {:>8} {:>8} {:>8}",
+            "lines", "bytes", "all", "reads", "writes", "shards"
+        )?;
+        let show = |m: Option<f64>| m.map_or("-".to_string(), |m| format!("{m:.4}"));
+        for p in &self.curve {
+            writeln!(
+                f,
+                "  {:>12} {:>12} {:>8} {:>8} {:>8} {:>8}",
+                p.lines,
+                p.bytes,
+                show(p.miss_ratio),
+                show(p.read_miss_ratio),
+                show(p.write_miss_ratio),
+                show(p.shards_miss_ratio)
+            )?;
+        }
+        if let Some(m) = &self.minisim {
+            writeln!(
+                f,
+                "other policies by mini-simulation ({:.2}% of lines sampled plus {} hot lines, {} accesses simulated):",
+                m.rate * 100.0,
+                m.hot_lines,
+                m.simulated_accesses
+            )?;
+            write!(f, "  {:>12}", "lines")?;
+            for c in &m.curves {
+                write!(f, " {:>8}", c.policy)?;
+            }
+            writeln!(f)?;
+            for (i, p) in self.curve.iter().enumerate() {
+                write!(f, "  {:>12}", p.lines)?;
+                for c in &m.curves {
+                    write!(f, " {:>8.4}", c.points[i].1)?;
+                }
+                writeln!(f)?;
+            }
+        }
+        match &self.volumes {
+            Some(volumes) => self.fmt_volumes(f, volumes)?,
+            None => writeln!(
+                f,
+                "per volume   not computed (sampled analysis: reuse distances, advice and demands need the exact stacks; --exact keeps them)"
+            )?,
+        }
         let c = &self.characterisation;
         writeln!(
             f,
@@ -533,28 +677,18 @@ impl std::fmt::Display for Analysis {
             "arrivals     inter-arrival p50 {} ns, p90 {} ns, p99 {} ns (log2 buckets)",
             c.inter_arrival_ns.p50, c.inter_arrival_ns.p90, c.inter_arrival_ns.p99
         )?;
-        let median = |mut v: Vec<u64>| {
-            v.sort_unstable();
-            v.get(v.len() / 2).copied().unwrap_or(0)
-        };
-        let of = |g: fn(&characterise::IntervalRow) -> u64| -> (u64, u64) {
-            let v: Vec<u64> = c.intervals.iter().map(g).collect();
-            (median(v.clone()), v.into_iter().max().unwrap_or(0))
-        };
+        let lines_known = c.intervals.iter().all(|r| r.reuse.is_some());
+        let reuse_of =
+            |g: fn(&reuse::IntervalReuse) -> u64| of_opt(&c.intervals, |r| r.reuse.as_ref().map(g));
         let (reuses, urd, trd) = (
-            of(|r| r.reuse.reuses),
-            of(|r| r.reuse.urd_demand_lines),
-            of(|r| r.reuse.trd_demand_lines),
+            reuse_of(|r| r.reuses),
+            reuse_of(|r| r.urd_demand_lines),
+            reuse_of(|r| r.trd_demand_lines),
         );
-        let peak_ws = c
-            .intervals
-            .iter()
-            .map(|r| r.working_set_lines)
-            .max()
-            .unwrap_or(0);
+        let peak_ws = c.intervals.iter().filter_map(|r| r.working_set_lines).max();
         writeln!(
             f,
-            "intervals    {} of {} ms; median {:.0} IOPS, peak {:.0}; {} bursts (> {}x median) over {} intervals, longest {}; peak working set {} lines",
+            "intervals    {} of {} ms; median {:.0} IOPS, peak {:.0}; {} bursts (> {}x median) over {} intervals, longest {}; peak working set {}",
             c.intervals.len(),
             c.interval_ns / 1_000_000,
             c.bursts.median_iops,
@@ -563,7 +697,11 @@ impl std::fmt::Display for Analysis {
             c.bursts.factor,
             c.bursts.burst_intervals,
             c.bursts.longest_burst_intervals,
-            peak_ws
+            match (lines_known, peak_ws) {
+                (true, Some(ws)) => format!("{ws} lines"),
+                (true, None) => "0 lines".to_string(),
+                (false, _) => "not computed (sampled analysis)".to_string(),
+            }
         )?;
         if c.intervals_widened {
             writeln!(
@@ -572,6 +710,12 @@ impl std::fmt::Display for Analysis {
                 c.interval_ns / 1_000_000,
                 characterise::MAX_INTERVALS
             )?;
+        }
+        if !lines_known {
+            return writeln!(
+                f,
+                "reuse        per interval: not computed (sampled analysis; --exact computes it)"
+            );
         }
         writeln!(
             f,

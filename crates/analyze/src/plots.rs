@@ -13,24 +13,25 @@ fn series(name: &str, points: impl IntoIterator<Item = (f64, f64)>) -> Series {
     }
 }
 
-/// The plots of `a` as (file name, SVG text).
+/// The plots of `a` as (file name, SVG text). A sampled analysis has no exact curves, reuse
+/// distributions or working sets: their series and plots are left out.
 pub fn render(a: &Analysis) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     let mib = |lines: u64| (lines * a.line_size) as f64 / (1 << 20) as f64;
-    let mut mrc = vec![
+    let exact = |name: &str, g: fn(&crate::CurvePoint) -> Option<f64>| {
         series(
-            "LRU exact, all",
-            a.curve.iter().map(|p| (mib(p.lines), p.miss_ratio)),
-        ),
-        series(
-            "LRU exact, reads",
-            a.curve.iter().map(|p| (mib(p.lines), p.read_miss_ratio)),
-        ),
-        series(
-            "LRU exact, writes",
-            a.curve.iter().map(|p| (mib(p.lines), p.write_miss_ratio)),
-        ),
-    ];
+            name,
+            a.curve
+                .iter()
+                .filter_map(|p| g(p).map(|m| (mib(p.lines), m))),
+        )
+    };
+    let mut mrc = Vec::new();
+    if a.exact {
+        mrc.push(exact("LRU exact, all", |p| p.miss_ratio));
+        mrc.push(exact("LRU exact, reads", |p| p.read_miss_ratio));
+        mrc.push(exact("LRU exact, writes", |p| p.write_miss_ratio));
+    }
     if a.curve.iter().any(|p| p.shards_miss_ratio.is_some()) {
         mrc.push(series(
             "LRU SHARDS",
@@ -59,28 +60,30 @@ pub fn render(a: &Analysis) -> Vec<(&'static str, String)> {
             Scale::Linear,
         ),
     ));
-    let reuse = [
-        series(
-            "TRD (all reuses)",
-            a.reuse_cdf.iter().map(|&(d, t, _)| (d as f64, t)),
-        ),
-        series(
-            "URD (reuses read later)",
-            a.reuse_cdf.iter().map(|&(d, _, u)| (d as f64, u)),
-        ),
-    ];
-    out.push((
-        "reuse_cdf.svg",
-        line_chart(
-            "reuse",
-            "Reuse distances: traditional vs useful",
-            "reuse distance (lines)",
-            "share of reuses ≤ distance",
-            &reuse,
-            Scale::Log,
-            Scale::Linear,
-        ),
-    ));
+    if let Some(cdf) = &a.reuse_cdf {
+        let reuse = [
+            series(
+                "TRD (all reuses)",
+                cdf.iter().map(|&(d, t, _)| (d as f64, t)),
+            ),
+            series(
+                "URD (reuses read later)",
+                cdf.iter().map(|&(d, _, u)| (d as f64, u)),
+            ),
+        ];
+        out.push((
+            "reuse_cdf.svg",
+            line_chart(
+                "reuse",
+                "Reuse distances: traditional vs useful",
+                "reuse distance (lines)",
+                "share of reuses ≤ distance",
+                &reuse,
+                Scale::Log,
+                Scale::Linear,
+            ),
+        ));
+    }
     let c = &a.characterisation;
     let secs = |r: &crate::characterise::IntervalRow| r.start_ns as f64 / 1e9;
     let iops = [
@@ -104,18 +107,21 @@ pub fn render(a: &Analysis) -> Vec<(&'static str, String)> {
             Scale::Linear,
         ),
     ));
+    if c.intervals.iter().any(|r| r.working_set_lines.is_none()) {
+        return out;
+    }
     let ws = [
         series(
             "working set of the interval",
             c.intervals
                 .iter()
-                .map(|r| (secs(r), mib(r.working_set_lines))),
+                .filter_map(|r| Some((secs(r), mib(r.working_set_lines?)))),
         ),
         series(
             "footprint so far",
             c.intervals
                 .iter()
-                .map(|r| (secs(r), mib(r.footprint_lines))),
+                .filter_map(|r| Some((secs(r), mib(r.footprint_lines?)))),
         ),
     ];
     out.push((

@@ -568,6 +568,11 @@ impl Shards {
         ((self.cold + self.hist.beyond(lines as f64)) / self.total).clamp(0.0, 1.0)
     }
 
+    /// Estimated distinct lines: the weighted first accesses (cold misses), as for the curve.
+    pub fn footprint_estimate(&self) -> u64 {
+        self.cold.round().max(0.0) as u64
+    }
+
     /// Heap bytes.
     pub fn memory_bytes(&self) -> usize {
         self.stack.memory_bytes()

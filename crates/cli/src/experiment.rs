@@ -375,6 +375,73 @@ impl Experiment {
     }
 }
 
+impl Experiment {
+    /// The trace replay as batches (the batched hit-ratio path), or `None` for a synthetic
+    /// workload. Same requests, times and volume choice as [`Experiment::source`].
+    pub fn trace_batches(&self) -> Result<Option<TraceBatches>> {
+        let Workload::Trace(t) = &self.workload else {
+            return Ok(None);
+        };
+        let opts = tiercache_trace::ReadOptions {
+            skip_bad: t.skip_bad,
+            ..Default::default()
+        };
+        let path = t.trace.to_str().context("trace path is not UTF-8")?;
+        let reader = tiercache_trace::open(path, t.format, &opts)
+            .with_context(|| format!("workload.trace {}", t.trace.display()))?;
+        let arrival = match t.replay {
+            ReplayMode::Timestamps => Arrival::Open,
+            ReplayMode::Fast => Arrival::Closed {
+                jobs: t.jobs,
+                iodepth: t.iodepth,
+            },
+        };
+        Ok(Some(TraceBatches {
+            replay: tiercache_trace::ReplaySource::new(reader, arrival, t.speed),
+            choice: (!t.volumes.is_empty()).then(|| VolumeChoice::new(t.volumes.clone())),
+        }))
+    }
+}
+
+/// A trace replay handing out batches of requests, of the chosen volumes only.
+pub struct TraceBatches {
+    replay: tiercache_trace::ReplaySource,
+    choice: Option<VolumeChoice>,
+}
+
+impl TraceBatches {
+    /// The read error that ended the replay, if any.
+    pub fn take_error(&mut self) -> Option<tiercache_core::SourceError> {
+        self.replay.take_error()
+    }
+
+    /// What the reader left out, as notes.
+    pub fn input_notes(&self) -> Vec<String> {
+        self.replay.input_notes()
+    }
+}
+
+impl tiercache_sim::RequestBatches for TraceBatches {
+    fn next_batch(&mut self, out: &mut Vec<tiercache_core::Request>) {
+        let max = out.capacity().max(1);
+        loop {
+            self.replay.next_batch(out, max);
+            let Some(choice) = &mut self.choice else {
+                return;
+            };
+            if out.is_empty() {
+                return;
+            }
+            let volumes = self.replay.reader().volumes();
+            out.retain(|r| choice.wanted(r.volume, volumes.name(r.volume).unwrap_or("")));
+            // A batch of other volumes only is not the end of the trace.
+            if !out.is_empty() {
+                return;
+            }
+        }
+    }
+}
+
 /// The volumes `workload.volumes` chooses, by name in the trace or by dense id written `"#3"`
 /// (every volume when it is empty). Volume ids are assigned as a reader meets them, so each
 /// id's verdict is decided the first time it is seen, and kept.

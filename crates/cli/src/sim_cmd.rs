@@ -40,6 +40,31 @@ pub struct Outcome {
     pub timeline: Vec<tiercache_metrics::TimelineRow>,
 }
 
+/// Runs a hit-ratio-only trace replay on the batched path, when the cache and trace allow it:
+/// `None` when they do not (the general runner then runs it from the start).
+fn run_batched(e: &Experiment, cache: &Cache) -> Result<Option<RunMetrics>> {
+    if e.mode != RunMode::HitRatio || tiercache_sim::batched_supports(&e.cache).is_err() {
+        return Ok(None);
+    }
+    let Some(mut batches) = e.trace_batches()? else {
+        return Ok(None);
+    };
+    let out = tiercache_sim::hit_ratio_batched(cache, &mut batches, &e.sim.run)
+        .with_context(|| format!("run `{}`", e.name))?;
+    match out {
+        tiercache_sim::BatchedOutcome::Done(m) => {
+            if let Some(err) = batches.take_error() {
+                return Err(anyhow::anyhow!(err)).with_context(|| format!("run `{}`", e.name));
+            }
+            for note in batches.input_notes() {
+                eprintln!("tiercache: note: run `{}`: {note}", e.name);
+            }
+            Ok(Some(*m))
+        }
+        tiercache_sim::BatchedOutcome::Unsupported { .. } => Ok(None),
+    }
+}
+
 /// Runs one resolved experiment.
 pub fn run_experiment(e: &Experiment) -> Result<Outcome> {
     // One core, or the shards of `cache.shards`, as the engine runs them. Each is its own
@@ -53,6 +78,12 @@ pub fn run_experiment(e: &Experiment) -> Result<Outcome> {
     } else {
         Core::One(Box::new(Cache::new(&e.cache).context("cache")?))
     };
+    // Hit-ratio-only replays of read-only traces take the batched path (same metrics).
+    if let Core::One(c) = &cache {
+        if let Some(metrics) = run_batched(e, c)? {
+            return finish(e, metrics, Vec::new());
+        }
+    }
     let mut source = e.source()?;
     let limits = &e.sim.run;
     let expected = limits.requests.map(|n| n + limits.warmup_requests);
@@ -90,6 +121,16 @@ pub fn run_experiment(e: &Experiment) -> Result<Outcome> {
     for note in source.input_notes() {
         eprintln!("tiercache: note: run `{}`: {note}", e.name);
     }
+    finish(e, metrics, timeline)
+}
+
+/// The outcome of a run that measured `metrics` (an error when it measured nothing).
+fn finish(
+    e: &Experiment,
+    metrics: RunMetrics,
+    timeline: Vec<tiercache_metrics::TimelineRow>,
+) -> Result<Outcome> {
+    let limits = &e.sim.run;
     if metrics.requests == 0 {
         anyhow::bail!(
             "run `{}` measured no request: the workload ended during the warm-up (run.warmup_requests = {}, run.warmup_ns = {})",

@@ -378,7 +378,14 @@ fn analyze_a_fixture() {
         env!("CARGO_MANIFEST_DIR"),
         "/../../../shared/traces/msr-hm0-sample.csv"
     );
-    let out = tiercache(&["analyze", trace, "--json", "--shards-rate", "0.5"]);
+    let out = tiercache(&[
+        "analyze",
+        trace,
+        "--json",
+        "--shards-rate",
+        "0.5",
+        "--exact",
+    ]);
     assert!(
         out.status.success(),
         "{}",

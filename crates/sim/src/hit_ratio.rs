@@ -1,10 +1,21 @@
-//! The hit-ratio-only runner: the policy core alone, no devices, no time.
+//! The hit-ratio-only runners: the policy core alone, no devices, no time
+//! ([`hit_ratio_only`]), and the batched path for read-only line caches
+//! ([`hit_ratio_batched`]), which simulates the replacement policy directly on batches of
+//! requests and gives the same metrics.
 
 use std::collections::VecDeque;
 use std::sync::mpsc;
 use tiercache_core::{Arrival, Op, Request, RequestSource};
+use tiercache_eviction::{ArcPolicy, Clock, EvictionKind, Fifo, Lru, Mru, S3Fifo, Sieve};
 use tiercache_metrics::RunMetrics;
-use tiercache_policy::PolicyCore;
+use tiercache_policy::{Cache, CacheConfig, PolicyCore, PromotionConfig};
+
+mod index;
+mod lines;
+#[cfg(test)]
+mod tests;
+
+use lines::{run_batched, LineSim};
 
 use crate::config::RunLimits;
 use crate::stats::{fill_policy_metrics, stats_diff};
@@ -185,4 +196,117 @@ pub fn hit_ratio_only_iter<C: PolicyCore + ?Sized>(
     };
     fill_policy_metrics(&mut m, &stats_diff(&start, &cache.stats_snapshot()));
     Ok(m)
+}
+
+/// A source of requests handed over in batches (the batched hit-ratio path).
+pub trait RequestBatches {
+    /// Clears `out` and fills it with the next requests in order (as many as is cheap, up to
+    /// its capacity); leaves it empty at the end of the input. A source that fails ends early
+    /// and keeps its error for the caller.
+    fn next_batch(&mut self, out: &mut Vec<Request>);
+}
+
+/// Batches drawn from any request iterator (tests, generated inputs).
+pub struct IterBatches<I>(pub I);
+
+impl<I: Iterator<Item = Request>> RequestBatches for IterBatches<I> {
+    fn next_batch(&mut self, out: &mut Vec<Request>) {
+        out.clear();
+        let room = out.capacity().max(1);
+        out.extend(self.0.by_ref().take(room));
+    }
+}
+
+/// How a batched run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BatchedOutcome {
+    /// The whole run: the metrics [`hit_ratio_only`] gives for the same cache and requests.
+    Done(Box<RunMetrics>),
+    /// Request `index` (0-based) is one this path does not model (a write, a trim, …): run the
+    /// general [`hit_ratio_only`] instead, from the start.
+    Unsupported {
+        /// Index of the request in input order.
+        index: u64,
+        /// What the request was.
+        reason: &'static str,
+    },
+}
+
+/// Whether [`hit_ratio_batched`] can run a cache built from `cfg`, or why not: it models
+/// caches of one partition that promote every read miss (`promotion = always`) under a write
+/// policy whose reads go through the cache (write-back, write-through, write-around,
+/// read-only), with any replacement policy.
+pub fn batched_supports(cfg: &CacheConfig) -> Result<(), &'static str> {
+    if !cfg.partitions.is_empty() {
+        return Err("static partitions");
+    }
+    if cfg.shards != 1 {
+        return Err("policy shards");
+    }
+    if cfg.promotion != PromotionConfig::Always {
+        return Err("a promotion policy other than `always`");
+    }
+    let rules = cfg.write_policy.rules();
+    if rules.reads_bypass_cache || rules.read_miss != tiercache_policy::engine::ReadMiss::Promote {
+        return Err("a write policy whose read misses are not promoted");
+    }
+    Ok(())
+}
+
+/// The hit-ratio-only run of [`hit_ratio_only`] for a cache shaped as `cache` (which stays
+/// untouched: it must be new, and gives the configuration, geometry and metadata size), over
+/// requests in batches, with no dynamic call per request. Same metrics, bit for bit, as
+/// `hit_ratio_only(cache, …)` on the same requests; it stops with
+/// [`BatchedOutcome::Unsupported`] at the first request other than a non-empty read, and needs
+/// [`batched_supports`] (checked here: an unsupported cache is reported at index 0).
+pub fn hit_ratio_batched(
+    cache: &Cache,
+    source: &mut dyn RequestBatches,
+    run: &RunLimits,
+) -> Result<BatchedOutcome, SimError> {
+    let cfg = cache.config();
+    if let Err(reason) = batched_supports(cfg) {
+        return Ok(BatchedOutcome::Unsupported { index: 0, reason });
+    }
+    if cache.resident_lines() != 0 || cache.stats().requests != 0 {
+        return Ok(BatchedOutcome::Unsupported {
+            index: 0,
+            reason: "a cache that has already run",
+        });
+    }
+    let lines = cache.capacity_lines() as usize;
+    let cap = lines as u32;
+    let geo = cache.geometry();
+    let meta = cache.metadata_bytes() as u64;
+    // The policy is built as the core builds it for its one partition (capacity and slot
+    // limit both the cache's line count), then monomorphised into the loop.
+    match cfg.eviction {
+        EvictionKind::Lru => {
+            run_batched(LineSim::new(Lru::new(lines), cap, geo), source, run, meta)
+        }
+        EvictionKind::Mru => {
+            run_batched(LineSim::new(Mru::new(lines), cap, geo), source, run, meta)
+        }
+        EvictionKind::Fifo => {
+            run_batched(LineSim::new(Fifo::new(lines), cap, geo), source, run, meta)
+        }
+        EvictionKind::Clock => {
+            run_batched(LineSim::new(Clock::new(lines), cap, geo), source, run, meta)
+        }
+        EvictionKind::Sieve => {
+            run_batched(LineSim::new(Sieve::new(lines), cap, geo), source, run, meta)
+        }
+        EvictionKind::Arc => run_batched(
+            LineSim::new(ArcPolicy::new(lines, lines), cap, geo),
+            source,
+            run,
+            meta,
+        ),
+        EvictionKind::S3Fifo => run_batched(
+            LineSim::new(S3Fifo::new(lines, lines), cap, geo),
+            source,
+            run,
+            meta,
+        ),
+    }
 }

@@ -55,7 +55,10 @@ pub mod testing;
 pub use config::{RunLimits, SimConfig, VolumeBackend};
 pub use device::{DeviceConfig, DeviceModel, LinkConfig, RaidLevel, PRESETS};
 pub use exec::{simulate, simulate_with, SimObserver, SimOutput};
-pub use hit_ratio::{hit_ratio_only, hit_ratio_only_iter};
+pub use hit_ratio::{
+    batched_supports, hit_ratio_batched, hit_ratio_only, hit_ratio_only_iter, BatchedOutcome,
+    IterBatches, RequestBatches,
+};
 pub use host::{HostConfig, LookupArch};
 pub use stats::{fill_policy_metrics, stats_diff};
 pub use tiercache_metrics::{RunMetrics, TimelineRow};

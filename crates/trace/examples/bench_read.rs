@@ -1,7 +1,8 @@
-//! Reading throughput of the native and MSR CSV readers on generated files.
+//! Reading throughput of the native, oracleGeneral and MSR CSV readers on generated files.
 //!
-//! `cargo run --release -p tiercache-trace --example bench_read -- [RECORDS] [DIR] [native|msr]`
-//! (default 5,000,000 records in /tmp, both formats). The files are generated, measured and
+//! `cargo run --release -p tiercache-trace --example bench_read -- [RECORDS] [DIR] [native|oracle|msr]`
+//! (default 5,000,000 records in /tmp, every format). Reading is batched
+//! (`TraceReader::next_batch`), as the simulator, `analyze` and `trace stats` read. The files are generated, measured and
 //! removed. Prints the best of three wall-clock rates and, because the machine may be shared,
 //! the rate per CPU second of this thread (from /proc, 10 ms resolution).
 
@@ -18,6 +19,20 @@ fn thread_cpu_seconds() -> Option<f64> {
     Some(ticks / 100.0)
 }
 
+/// `n` oracleGeneral records (24 bytes: u32 time, u64 obj_id, u32 obj_size, i64 next access)
+/// over a million scattered 4 KiB objects of volume 0, a thousand per second.
+fn write_oracle(path: &str, n: u64) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for i in 0..n {
+        let obj = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % 1_000_000;
+        std::io::Write::write_all(&mut out, &((i / 1000) as u32).to_le_bytes())?;
+        std::io::Write::write_all(&mut out, &obj.to_le_bytes())?;
+        std::io::Write::write_all(&mut out, &4096u32.to_le_bytes())?;
+        std::io::Write::write_all(&mut out, &(-1i64).to_le_bytes())?;
+    }
+    std::io::Write::flush(&mut out)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let n: u64 = args
@@ -29,10 +44,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let only = args.next();
     let native = format!("{dir}/tiercache-bench-{}.tctrace", std::process::id());
     let csv = format!("{dir}/tiercache-bench-{}.csv", std::process::id());
+    let oracle = format!("{dir}/tiercache-bench-{}.oracleGeneral", std::process::id());
     write_synthetic_native(&native, n)?;
     write_synthetic_msr(&csv, n)?;
+    write_oracle(&oracle, n)?;
     for (name, path, format) in [
         ("native", &native, Format::Native),
+        ("oracle", &oracle, Format::OracleGeneral),
         ("msr", &csv, Format::Msr),
     ] {
         if only.as_deref().is_some_and(|o| o != name) {
@@ -60,6 +78,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     std::fs::remove_file(native)?;
+    std::fs::remove_file(oracle)?;
     std::fs::remove_file(csv)?;
     Ok(())
 }

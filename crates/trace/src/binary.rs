@@ -62,7 +62,7 @@ impl RecordDecoder for VscsiDecoder {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn decode(&mut self, r: &[u8], key: &mut Vec<u8>) -> Result<Parsed, FieldError> {
         // v1: u32 sn, u32 len, u32 nSG, u16 cmd, u16 ver, u64 lbn, u64 ts.
         // v2: u16 cmd, u16 ver, u32 sn, u32 len, u32 nSG, u64 lbn, u64 ts, u64 rt.
@@ -143,7 +143,7 @@ impl RecordDecoder for OracleDecoder {
         24
     }
 
-    #[inline]
+    #[inline(always)]
     fn decode(&mut self, r: &[u8], key: &mut Vec<u8>) -> Result<Parsed, FieldError> {
         let clock = u32_at(r, 0) as u64;
         let obj = LineKey(u64_at(r, 4));
@@ -274,50 +274,69 @@ impl<D: RecordDecoder> Iterator for FixedRecordReader<D> {
             }
             let at = self.pos;
             self.pos += rs;
-            self.key.clear();
-            match check_range(self.dec.decode(&self.buf[at..at + rs], &mut self.key)) {
-                Ok(Parsed::Record {
-                    time,
-                    op,
-                    offset,
-                    len,
-                }) => {
-                    let volume = match self.volumes.id(&self.key, &self.meta.path) {
-                        Ok(v) => v,
-                        Err(e) => {
-                            self.done = true;
-                            return Some(Err(e));
-                        }
-                    };
-                    let time_ns = self.clock.relative(time, &mut self.counters);
-                    self.counters.records += 1;
-                    return Some(Ok(Request {
-                        time_ns,
-                        volume,
-                        op,
-                        offset,
-                        len,
-                    }));
-                }
-                Ok(Parsed::Skip) => self.counters.skipped_lines += 1,
-                Ok(Parsed::UnknownOp) => self.counters.note_unknown(&self.key),
-                Err(fe) => {
-                    let e = TraceError::BadRecord {
-                        path: self.meta.path.clone(),
-                        offset: self.base + at as u64,
-                        field: fe.field,
-                        msg: fe.msg,
-                    };
-                    if self.skip_bad {
-                        self.counters.note_bad(&e);
-                    } else {
-                        self.done = true;
-                        return Some(Err(e));
-                    }
-                }
+            if let Some(r) = self.record_at(at) {
+                return Some(r);
             }
         }
         None
+    }
+}
+
+impl<D: RecordDecoder> FixedRecordReader<D> {
+    /// Decodes the record at `buf[at..]`: a request, a fatal error, or `None` for a record that
+    /// yields nothing (skipped, unknown opcode, or bad under `skip_bad`, each counted).
+    #[inline(always)]
+    fn record_at(&mut self, at: usize) -> Option<Result<Request, TraceError>> {
+        let rs = self.dec.record_size();
+        self.key.clear();
+        match check_range(self.dec.decode(&self.buf[at..at + rs], &mut self.key)) {
+            Ok(Parsed::Record {
+                time,
+                op,
+                offset,
+                len,
+            }) => {
+                let volume = match self.volumes.id(&self.key, &self.meta.path) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        self.done = true;
+                        return Some(Err(e));
+                    }
+                };
+                let time_ns = self.clock.relative(time, &mut self.counters);
+                self.counters.records += 1;
+                Some(Ok(Request {
+                    time_ns,
+                    volume,
+                    op,
+                    offset,
+                    len,
+                }))
+            }
+            Ok(Parsed::Skip) => {
+                self.counters.skipped_lines += 1;
+                None
+            }
+            Ok(Parsed::UnknownOp) => {
+                self.counters.note_unknown(&self.key);
+                None
+            }
+            Err(fe) => {
+                let e = TraceError::BadRecord {
+                    path: self.meta.path.clone(),
+                    offset: self.base + at as u64,
+                    field: fe.field,
+                    msg: fe.msg,
+                };
+                if self.skip_bad {
+                    self.counters.note_bad(&e);
+                    None
+                } else {
+                    self.done = true;
+                    Some(Err(e))
+                }
+            }
+        }
     }
 }
 
@@ -330,5 +349,35 @@ impl<D: RecordDecoder> TraceReader for FixedRecordReader<D> {
     }
     fn counters(&self) -> &ReadCounters {
         &self.counters
+    }
+
+    /// The records in the buffer are decoded in one loop; refilling, the truncated tail and
+    /// read errors go through [`Iterator::next`].
+    fn next_batch(&mut self, out: &mut Vec<Request>, max: usize) -> Result<usize, TraceError> {
+        let start = out.len();
+        let rs = self.dec.record_size();
+        out.reserve(max);
+        while !self.done && out.len() - start < max {
+            let whole = (self.end - self.pos) / rs;
+            if whole == 0 {
+                match self.next() {
+                    Some(Ok(r)) => out.push(r),
+                    Some(Err(e)) => return Err(e),
+                    None => break,
+                }
+                continue;
+            }
+            let take = whole.min(max - (out.len() - start));
+            for _ in 0..take {
+                let at = self.pos;
+                self.pos += rs;
+                match self.record_at(at) {
+                    Some(Ok(r)) => out.push(r),
+                    Some(Err(e)) => return Err(e),
+                    None => {}
+                }
+            }
+        }
+        Ok(out.len() - start)
     }
 }

@@ -29,6 +29,23 @@ pub trait TraceReader: Iterator<Item = Result<Request, TraceError>> + Send {
     fn volumes(&self) -> &VolumeMap;
     /// Counts of records, skipped lines and unknown opcodes so far.
     fn counters(&self) -> &ReadCounters;
+
+    /// Appends up to `max` requests to `out`, the ones [`Iterator::next`] would yield next, and
+    /// returns how many (0 at the end). An error ends the stream as it does for `next`; it is
+    /// returned after the requests read before it were appended to `out`, which are valid: use
+    /// them, then the error. Readers of fixed-size records override this with a loop over their
+    /// buffer, one call per batch instead of one per request.
+    fn next_batch(&mut self, out: &mut Vec<Request>, max: usize) -> Result<usize, TraceError> {
+        let start = out.len();
+        while out.len() - start < max {
+            match self.next() {
+                Some(Ok(r)) => out.push(r),
+                Some(Err(e)) => return Err(e),
+                None => break,
+            }
+        }
+        Ok(out.len() - start)
+    }
 }
 
 /// How to read a trace (serde: every field optional, kebab-case names).
@@ -224,13 +241,23 @@ impl VolumeInterner {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn id(&mut self, key: &[u8], path: &str) -> Result<VolumeId, TraceError> {
         if let Some(id) = self.last_id {
-            if key == self.last_key.as_slice() {
+            // Keys are a few bytes: compared inline (slice equality calls memcmp, which cost
+            // a twentieth of a batched oracleGeneral replay).
+            if key.len() == self.last_key.len()
+                && key.iter().zip(&self.last_key).all(|(a, b)| a == b)
+            {
                 return Ok(id);
             }
         }
+        self.id_slow(key, path)
+    }
+
+    /// A key other than the last one: the map.
+    #[inline(never)]
+    fn id_slow(&mut self, key: &[u8], path: &str) -> Result<VolumeId, TraceError> {
         let id = self
             .map
             .intern(key)

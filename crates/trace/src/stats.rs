@@ -176,6 +176,9 @@ pub fn stats(
     stats_of(r.as_mut(), opts)
 }
 
+/// Requests per reader call in [`stats_of`].
+const STATS_BATCH: usize = 4096;
+
 /// Statistics of the rest of a reader's stream.
 pub fn stats_of(r: &mut dyn TraceReader, opts: &StatsOptions) -> Result<TraceStats, TraceError> {
     let geo = LineGeometry::new(opts.line_size)
@@ -189,54 +192,63 @@ pub fn stats_of(r: &mut dyn TraceReader, opts: &StatsOptions) -> Result<TraceSta
     let mut lines = LineBits::default();
     let (mut records, mut regressions) = (0u64, 0u64);
     let (mut first, mut min_t, mut max_t, mut prev) = (None, u64::MAX, 0u64, 0u64);
-    while let Some(req) = r.next() {
-        let req = req?;
-        records += 1;
-        first.get_or_insert(req.time_ns);
-        if req.time_ns < prev {
-            regressions += 1;
+    // One reader call per batch: a dynamic call per request cost a sixth of the run.
+    let mut batch = Vec::with_capacity(STATS_BATCH);
+    loop {
+        batch.clear();
+        let read = r.next_batch(&mut batch, STATS_BATCH);
+        for &req in &batch {
+            records += 1;
+            first.get_or_insert(req.time_ns);
+            if req.time_ns < prev {
+                regressions += 1;
+            }
+            prev = req.time_ns;
+            min_t = min_t.min(req.time_ns);
+            max_t = max_t.max(req.time_ns);
+            let v = req.volume.0 as usize;
+            if vols.len() <= v {
+                vols.resize(v + 1, VolumeStats::default());
+            }
+            vols[v].records += 1;
+            vols[v].ops.add(req.op, req.len);
+            ops.add(req.op, req.len);
+            if req.op != Op::Flush {
+                let b = if req.len == 0 {
+                    0
+                } else {
+                    64 - (req.len - 1).leading_zeros() as usize + 1
+                };
+                hist[b] += 1;
+            }
+            let mut slot = (req.time_ns / interval) as usize;
+            while slot >= max_points {
+                // Halve the resolution: merge neighbouring intervals.
+                iops = iops.chunks(2).map(|c| c.iter().sum()).collect();
+                interval *= 2;
+                slot = (req.time_ns / interval) as usize;
+            }
+            if iops.len() <= slot {
+                iops.resize(slot + 1, 0);
+            }
+            iops[slot] += 1;
+            if matches!(req.op, Op::Read | Op::Write) && req.len > 0 {
+                geo.check_request(req.volume, req.offset, req.len)
+                    .map_err(|e| {
+                        TraceError::Unsupported(format!(
+                            "{}: request {} cannot be addressed: {e}",
+                            r.meta().path,
+                            records - 1
+                        ))
+                    })?;
+                let first = LineKey::new(req.volume, geo.line_of(req.offset)).0;
+                let last = LineKey::new(req.volume, geo.line_of(req.offset + req.len - 1)).0;
+                lines.mark_range(first, last, req.op == Op::Write);
+            }
         }
-        prev = req.time_ns;
-        min_t = min_t.min(req.time_ns);
-        max_t = max_t.max(req.time_ns);
-        let v = req.volume.0 as usize;
-        if vols.len() <= v {
-            vols.resize(v + 1, VolumeStats::default());
-        }
-        vols[v].records += 1;
-        vols[v].ops.add(req.op, req.len);
-        ops.add(req.op, req.len);
-        if req.op != Op::Flush {
-            let b = if req.len == 0 {
-                0
-            } else {
-                64 - (req.len - 1).leading_zeros() as usize + 1
-            };
-            hist[b] += 1;
-        }
-        let mut slot = (req.time_ns / interval) as usize;
-        while slot >= max_points {
-            // Halve the resolution: merge neighbouring intervals.
-            iops = iops.chunks(2).map(|c| c.iter().sum()).collect();
-            interval *= 2;
-            slot = (req.time_ns / interval) as usize;
-        }
-        if iops.len() <= slot {
-            iops.resize(slot + 1, 0);
-        }
-        iops[slot] += 1;
-        if matches!(req.op, Op::Read | Op::Write) && req.len > 0 {
-            geo.check_request(req.volume, req.offset, req.len)
-                .map_err(|e| {
-                    TraceError::Unsupported(format!(
-                        "{}: request {} cannot be addressed: {e}",
-                        r.meta().path,
-                        records - 1
-                    ))
-                })?;
-            let first = LineKey::new(req.volume, geo.line_of(req.offset)).0;
-            let last = LineKey::new(req.volume, geo.line_of(req.offset + req.len - 1)).0;
-            lines.mark_range(first, last, req.op == Op::Write);
+        // The requests before a read error count (as they did one by one): then the error.
+        if read? == 0 {
+            break;
         }
     }
     let (footprint_lines, read_lines, write_lines) = lines.counts();
