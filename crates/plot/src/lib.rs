@@ -394,6 +394,33 @@ pub fn line_chart(
     x_scale: Scale,
     y_scale: Scale,
 ) -> String {
+    line_chart_with_bands(
+        id,
+        title,
+        x_label,
+        y_label,
+        series,
+        x_scale,
+        y_scale,
+        &[],
+        "",
+    )
+}
+
+/// As [`line_chart`], with spans of x shaded behind the lines (`bands`: `(from, to)` in data
+/// units, e.g. the intervals of a burst) and named `band_label` in the legend.
+#[allow(clippy::too_many_arguments)]
+pub fn line_chart_with_bands(
+    id: &str,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    x_scale: Scale,
+    y_scale: Scale,
+    bands: &[(f64, f64)],
+    band_label: &str,
+) -> String {
     // A series drawn exactly over an earlier one would hide it: it is dashed, and its legend
     // entry names the one it coincides with.
     let same_as: Vec<Option<usize>> = series
@@ -409,7 +436,12 @@ pub fn line_chart(
             None => clip(&ser.name, 48),
         })
         .collect();
-    let legend_chars = legend.iter().map(|l| l.chars().count()).max().unwrap_or(0);
+    let legend_chars = legend
+        .iter()
+        .map(|l| l.chars().count())
+        .chain((!bands.is_empty()).then(|| band_label.chars().count().min(48)))
+        .max()
+        .unwrap_or(0);
     let (left, top, plot_w, plot_h) = (70.0, 34.0, 560.0, 300.0);
     let w = left + plot_w + 30.0 + legend_chars as f64 * CHAR_W + 24.0;
     let h = top + plot_h + 50.0;
@@ -427,7 +459,7 @@ pub fn line_chart(
     open(
         &mut s,
         w,
-        h.max(top + 20.0 * series.len() as f64 + 20.0),
+        h.max(top + 20.0 * (series.len() + usize::from(!bands.is_empty())) as f64 + 20.0),
         id,
         title,
     );
@@ -461,6 +493,29 @@ pub fn line_chart(
         top + plot_h / 2.0,
         esc(y_label)
     );
+    if !bands.is_empty() {
+        let _ = write!(s, "<g class=\"bands\"><title>{}</title>", esc(band_label));
+        for &(a, b) in bands {
+            let (x0, x1) = (px(a).max(left), px(b).min(left + plot_w));
+            if x1 > x0 {
+                let _ = write!(
+                    s,
+                    "<rect x=\"{x0:.1}\" y=\"{top}\" width=\"{:.1}\" height=\"{plot_h}\" fill=\"#f4d3a4\" fill-opacity=\"0.55\"/>",
+                    x1 - x0
+                );
+            }
+        }
+        let ly = top + 8.0 + 16.0 * series.len() as f64;
+        let lx = left + plot_w + 16.0;
+        let _ = write!(
+            s,
+            "<rect x=\"{lx}\" y=\"{:.1}\" width=\"12\" height=\"10\" fill=\"#f4d3a4\"/><text x=\"{:.1}\" y=\"{:.1}\" fill=\"#222\">{}</text></g>",
+            ly - 5.0,
+            lx + 16.0,
+            ly + 4.0,
+            esc(&clip(band_label, 48))
+        );
+    }
     for (i, ser) in series.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         let pts: Vec<(f64, f64)> = ser

@@ -265,8 +265,10 @@ pub fn lookup<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_json
 /// A finite number at a dotted path (numbers, or numeric strings).
 pub fn lookup_f64(v: &serde_json::Value, path: &str) -> Option<f64> {
     let x = lookup(v, path)?;
+    // Flags (a burst, say) read as 1 and 0, so they can be plotted and tested alike.
     let f = x
         .as_f64()
+        .or_else(|| x.as_bool().map(|b| f64::from(u8::from(b))))
         .or_else(|| x.as_str().and_then(|s| s.parse().ok()))?;
     f.is_finite().then_some(f)
 }

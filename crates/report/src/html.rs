@@ -291,6 +291,79 @@ fn timeline_plot(
     Some(Plot { id, title, svg })
 }
 
+/// Load balancing over time for one design whose timeline carries a balancer's records: the
+/// cache and backend queue times with the intervals of a burst shaded, and the write policy
+/// in force (SPEC §4.8). `None` when the design ran no balancer.
+fn balancing_plots(id: &str, workload: &str, d: &Design<'_>) -> Vec<Plot> {
+    let Some(rows) = d.first_ok().and_then(|r| timeline_rows(&r.record)) else {
+        return Vec::new();
+    };
+    let t = |r: &serde_json::Value| lookup_f64(r, "end_ns").map(|ns| ns / 1e9);
+    let balanced = rows.iter().any(|r| {
+        lookup_f64(r, "balancer_policy").is_some_and(|p| p > 0.0)
+            || lookup_f64(r, "balancer_burst").is_some_and(|b| b > 0.0)
+    });
+    if !balanced {
+        return Vec::new();
+    }
+    let series = |key: &str, name: &str| Series {
+        name: name.to_string(),
+        points: rows
+            .iter()
+            .filter_map(|r| Some((t(r)?, lookup_f64(r, key)?)))
+            .collect(),
+    };
+    let bands: Vec<(f64, f64)> = rows
+        .iter()
+        .filter(|r| lookup_f64(r, "balancer_burst").is_some_and(|b| b > 0.0))
+        .filter_map(|r| Some((lookup_f64(r, "start_ns")? / 1e9, t(r)?)))
+        .collect();
+    let qid = format!("{id}-queues");
+    let qtitle = format!("{workload}, {}: queue times, bursts shaded", d.short);
+    let queues = svg::line_chart_with_bands(
+        &qid,
+        &qtitle,
+        "time (s)",
+        "queue time (µs)",
+        &[
+            series("cache_qtime_us", "cache device"),
+            series("backend_qtime_us", "backend"),
+        ],
+        Scale::Linear,
+        Scale::Linear,
+        &bands,
+        "burst decision in force",
+    );
+    let pid = format!("{id}-policy");
+    let ptitle = format!("{workload}, {}: write policy in force", d.short);
+    let policy = svg::line_chart_with_bands(
+        &pid,
+        &ptitle,
+        "time (s)",
+        "0 configured, 1 WB, 2 WT, 3 WA, 4 WO, 5 RO, 6 PT",
+        &[
+            series("balancer_policy", "policy in force"),
+            series("balancer_group", "LBICA group (0: none)"),
+        ],
+        Scale::Linear,
+        Scale::Linear,
+        &bands,
+        "burst",
+    );
+    vec![
+        Plot {
+            id: qid,
+            title: qtitle,
+            svg: queues,
+        },
+        Plot {
+            id: pid,
+            title: ptitle,
+            svg: policy,
+        },
+    ]
+}
+
 #[allow(clippy::too_many_arguments)]
 fn heat_plot(
     id: String,
@@ -609,6 +682,21 @@ pub fn build_report(results: &ResultSet, opts: &ReportOptions) -> Report {
                 let caption = format!(
                     "Per-interval {} of the first repetition.{chosen_note}",
                     esc(label)
+                );
+                figure(&mut body, &mut plots, p, &caption);
+            }
+        }
+        // Load balancing, per design that ran a balancer.
+        let mut first_balancing = true;
+        for d in &chosen {
+            for p in balancing_plots(&next_id(&format!("{w} {} balancing", d.short)), w, d) {
+                if first_balancing {
+                    body.push_str("<h3>Load balancing</h3>");
+                    first_balancing = false;
+                }
+                let caption = format!(
+                    "{}, first repetition, per interval; shaded: intervals run under a burst decision (at the poll that began them, the cache device's queue time was above the backend's).",
+                    esc(&p.title)
                 );
                 figure(&mut body, &mut plots, p, &caption);
             }
