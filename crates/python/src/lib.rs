@@ -305,7 +305,7 @@ fn open_trace(
 
 /// Analyses a trace as `tiercache analyze --json` does and returns that JSON.
 #[pyfunction]
-#[pyo3(signature = (path, format=None, skip_bad=false, line_size=4096, sizes=Vec::new(), shards_rate=None, shards_max_entries=None, policies=Vec::new(), minisim_rate=0.01, write_reuse_threshold=0.5, interval="1s".to_string(), burst_factor=2.0))]
+#[pyo3(signature = (path, format=None, skip_bad=false, line_size=4096, sizes=Vec::new(), shards_rate=None, shards_max_entries=None, exact=false, policies=Vec::new(), minisim_rate=0.01, write_reuse_threshold=0.5, interval="1s".to_string(), burst_factor=2.0))]
 #[allow(clippy::too_many_arguments)]
 fn analyze(
     py: Python<'_>,
@@ -316,6 +316,7 @@ fn analyze(
     sizes: Vec<u64>,
     shards_rate: Option<f64>,
     shards_max_entries: Option<usize>,
+    exact: bool,
     policies: Vec<String>,
     minisim_rate: f64,
     write_reuse_threshold: f64,
@@ -338,6 +339,7 @@ fn analyze(
         sizes,
         shards_rate,
         shards_max_entries,
+        exact,
         policies,
         minisim_rate,
         write_reuse_threshold,

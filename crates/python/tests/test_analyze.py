@@ -10,8 +10,8 @@ import tiercache
 
 def test_analysis_equals_the_clis_json_and_its_frames_hold_it(cli, traces):
     src = traces / "msr-hm0-sample.csv"
-    expected = json.loads(cli("analyze", src, "--json", "--sizes", "1,4,16,64,256", "--shards-rate", "0.5").stdout)
-    a = tiercache.analyze(src, sizes=[1, 4, 16, 64, 256], shards_rate=0.5)
+    expected = json.loads(cli("analyze", src, "--json", "--sizes", "1,4,16,64,256", "--shards-rate", "0.5", "--exact").stdout)
+    a = tiercache.analyze(src, sizes=[1, 4, 16, 64, 256], shards_rate=0.5, exact=True)
     assert a.raw == expected
     assert a.mrc["lines"].tolist() == [1, 4, 16, 64, 256]
     assert a.mrc["miss_ratio"].tolist() == [p["miss_ratio"] for p in expected["curve"]]
@@ -27,6 +27,15 @@ def test_analysis_equals_the_clis_json_and_its_frames_hold_it(cli, traces):
     assert np.all(np.diff(a.reuse["trd_cdf"].to_numpy()) >= 0)
     assert a.reuse["trd_cdf"].iloc[-1] == pytest.approx(1.0)
     assert set(a.volume_mrc["volume"]) == {x["name"] for x in expected["volumes"]}
+
+
+def test_a_sampled_analysis_equals_the_clis_and_leaves_exact_frames_empty(cli, traces):
+    src = traces / "msr-hm0-sample.csv"
+    expected = json.loads(cli("analyze", src, "--json", "--sizes", "4,64", "--shards-rate", "0.5").stdout)
+    a = tiercache.analyze(src, sizes=[4, 64], shards_rate=0.5)
+    assert a.raw == expected
+    assert "volumes" not in expected and a.advice.empty and a.reuse.empty
+    assert "shards_miss_ratio" in a.mrc and "miss_ratio" not in a.mrc
 
 
 def test_policy_curves_by_minisimulation(traces):

@@ -229,6 +229,7 @@ def analyze(
     sizes: Sequence[int] = (),
     shards_rate: Optional[float] = None,
     shards_max_entries: Optional[int] = None,
+    exact: bool = False,
     policies: Sequence[str] = (),
     minisim_rate: float = 0.01,
     write_reuse_threshold: float = 0.5,
@@ -247,6 +248,7 @@ def analyze(
         sizes=list(sizes),
         shards_rate=shards_rate,
         shards_max_entries=shards_max_entries,
+        exact=exact,
         policies=list(policies),
         minisim_rate=minisim_rate,
         write_reuse_threshold=write_reuse_threshold,
@@ -257,7 +259,9 @@ def analyze(
     mrc = pd.DataFrame(raw["curve"])
     vol_rows = []
     advice_rows = []
-    for v in raw["volumes"]:
+    # Under sampling (`shards_rate` or `shards_max_entries` without `exact`) the exact
+    # outputs are not computed and absent: their frames are empty.
+    for v in raw.get("volumes", []):
         for p in v["curve"]:
             vol_rows.append({"volume": v["name"], **p})
         rar, raw_, war, waw = v["reuse_types"]
@@ -273,7 +277,7 @@ def analyze(
                 **v["advice"],
             }
         )
-    reuse = pd.DataFrame(raw["reuse_cdf"], columns=["distance_lines", "trd_cdf", "urd_cdf"])
+    reuse = pd.DataFrame(raw.get("reuse_cdf", []), columns=["distance_lines", "trd_cdf", "urd_cdf"])
     pol_rows = []
     if raw.get("minisim"):
         for c in raw["minisim"]["curves"]:

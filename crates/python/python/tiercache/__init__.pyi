@@ -64,6 +64,7 @@ def analyze(
     sizes: Sequence[int] = ...,
     shards_rate: Optional[float] = None,
     shards_max_entries: Optional[int] = None,
+    exact: bool = False,
     policies: Sequence[str] = ...,
     minisim_rate: float = 0.01,
     write_reuse_threshold: float = 0.5,
