@@ -8,6 +8,12 @@
 //! | 3 | W + E (writes) | WB, the tail of the queue to the backend |
 //! | 4 | P alone (sequential reads) | WB |
 //!
+//! A burst is when the cache device's queue takes longer to drain than a request sent to the
+//! backend now would take: its queue time plus one op's service time. (SPEC §4.8 compares the
+//! two queue times alone; with an idle backend that calls any queue at the cache a burst, and
+//! the first full-size run of `experiments/load-balancing` sent a lightly loaded NVMe cache's
+//! reads to a RAID-5 array, 22× the latency of plain write-back.)
+//!
 //! The tail of group 3 is the part of the cache queue that would wait longer than draining
 //! the backend's queue takes: a share `1 − backend_qtime / cache_qtime` of the writes goes
 //! around the cache (write-around: a cached copy is kept up to date), at most the backend's
@@ -88,7 +94,10 @@ impl Balancer for Lbica {
 
     fn poll(&mut self, state: &ExecutorState, _configured: WritePolicy) -> BalanceDecision {
         let (c, b, shares) = observe(state);
-        let burst = c > b;
+        // The cache is the bottleneck when its queue takes longer to drain than a request sent
+        // to the backend now would take (the backend's queue plus one of its ops): with an
+        // idle backend, any queue at the cache would otherwise count as a burst.
+        let burst = c > b.saturating_add(state.backend.service_ns);
         let group = if burst {
             LbicaGroup::classify(shares, self.dominance, self.sequential)
         } else {
@@ -186,6 +195,13 @@ mod tests {
         assert_eq!(d, BalanceDecision::KEEP);
         assert!(!l.report().unwrap().burst);
         assert_eq!(l.report().unwrap().group, 0);
+        // An idle backend whose one op takes longer than the cache's queue: no burst either.
+        let mut idle = state(10, 0, 8, 2, 3_000_000);
+        idle.backend.queued = 0;
+        assert_eq!(l.poll(&idle, wb), BalanceDecision::KEEP);
+        // The same backend, idle, with ops of 1 ms: the 2 ms cache queue is a burst.
+        idle.backend.service_ns = 1_000_000;
+        assert_eq!(l.poll(&idle, wb).write_policy, Some(WritePolicy::WriteOnly));
     }
 
     #[test]
