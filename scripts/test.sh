@@ -8,13 +8,13 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cargo test --workspace "$@"
 
-# The Python package: the wheel is built with the test profile (optimised, no LTO), reusing
-# what `cargo test` just compiled (a release wheel, as users get it, costs a full LTO build:
-# `maturin build --release`), and installed over any older one. `cargo test` left the
-# `tiercache` binary the tests compare against in target/debug.
+# The Python package: the wheel is built in release, as users get it (the test profile cannot
+# be used: `cargo rustc --profile test` builds a test harness, not a loadable module), and
+# installed over any older one. `cargo test` left the `tiercache` binary the tests compare
+# against in target/debug.
 rm -f target/wheels/tiercache-*.whl
 # `--compatibility linux`: a wheel for this machine (a manylinux one would bundle liblzma with patchelf).
-maturin build --profile test -m crates/python/Cargo.toml -o target/wheels --compatibility linux
+maturin build --release -m crates/python/Cargo.toml -o target/wheels --compatibility linux
 python3 -m pip install -q --force-reinstall --no-deps target/wheels/tiercache-*.whl
 # From outside the source tree, so the installed package (not crates/python/python) is tested.
 (cd crates/python/tests && TIERCACHE_BIN="$PWD/../../../target/debug/tiercache" python3 -m pytest -q -p no:cacheprovider .)
