@@ -3,7 +3,7 @@
 //! the simulator from its device models, the engine from its real in-flight counters and
 //! measured service times.
 
-use tiercache_core::{Nanos, OpCause, Origin};
+use tiercache_core::{Nanos, Origin};
 
 /// Load of one device (the cache device, or every backend device together).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -30,23 +30,6 @@ impl DeviceLoad {
     pub fn of(&self, origin: Origin) -> u32 {
         self.by_origin[origin.index()]
     }
-
-    /// Counts an op of `cause` entering the device.
-    pub fn enter(&mut self, cause: OpCause) {
-        self.queued += 1;
-        if let Some(o) = cause.origin() {
-            self.by_origin[o.index()] += 1;
-        }
-    }
-
-    /// Counts an op of `cause` leaving the device.
-    pub fn leave(&mut self, cause: OpCause) {
-        debug_assert!(self.queued > 0, "an op left a device with nothing queued");
-        self.queued -= 1;
-        if let Some(o) = cause.origin() {
-            self.by_origin[o.index()] -= 1;
-        }
-    }
 }
 
 pub use tiercache_core::service_ewma;
@@ -70,35 +53,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn load_counts_by_origin_and_drains() {
-        let mut l = DeviceLoad::default();
-        for c in [
-            OpCause::ReadHit,
-            OpCause::Promotion,
-            OpCause::Clean,
-            OpCause::Flush,
-        ] {
-            l.enter(c);
-        }
-        assert_eq!(l.queued, 4);
-        assert_eq!(l.by_origin, [1, 0, 1, 1]);
-        l.service_ns = 10;
+    fn queue_time_is_queued_ops_times_service_and_origins_are_read_by_index() {
+        let l = DeviceLoad {
+            queued: 4,
+            by_origin: [1, 0, 2, 1],
+            service_ns: 10,
+        };
         assert_eq!(l.queue_time_ns(), 40);
-        for c in [
-            OpCause::ReadHit,
-            OpCause::Promotion,
-            OpCause::Clean,
-            OpCause::Flush,
-        ] {
-            l.leave(c);
-        }
-        assert_eq!(
-            l,
-            DeviceLoad {
-                service_ns: 10,
-                ..DeviceLoad::default()
-            }
-        );
+        assert_eq!(l.of(Origin::Promotion), 2);
+        assert_eq!(l.of(Origin::Write), 0);
+        let huge = DeviceLoad {
+            queued: u32::MAX,
+            service_ns: u64::MAX,
+            ..l
+        };
+        assert_eq!(huge.queue_time_ns(), u64::MAX, "saturates");
     }
 
     #[test]

@@ -195,11 +195,9 @@ impl Engine {
         // engine puts a lock on each.
         let shard_layout = ShardLayout::new(cache_cfg)?;
         let mut caches = Vec::new();
-        let mut bases = Vec::new();
         for k in 0..shard_layout.shards() {
             let mut c = Cache::new(&shard_layout.shard_config(cache_cfg, k))?;
             c.set_journal(true);
-            bases.push(shard_layout.base(k));
             caches.push(c);
         }
         let base = shard_layout.total_lines();
@@ -233,7 +231,7 @@ impl Engine {
                     backend.len()
                 )));
             }
-            let k = bases.partition_point(|&b| b <= *slot) - 1;
+            let k = shard_layout.shard_of_slot(*slot);
             let owner = shard_layout.shard_of(VolumeId(vol), index);
             if owner != k {
                 return Err(EngineError::Recovery(format!(
@@ -243,7 +241,13 @@ impl Engine {
                 )));
             }
             caches[k]
-                .restore_line(*slot - bases[k], VolumeId(vol), index, rec.valid, rec.dirty)
+                .restore_line(
+                    *slot - shard_layout.base(k),
+                    VolumeId(vol),
+                    index,
+                    rec.valid,
+                    rec.dirty,
+                )
                 .map_err(|e| EngineError::Recovery(e.to_string()))?;
         }
         // Restoring touched every slot: nothing of it needs writing again.
@@ -253,14 +257,14 @@ impl Engine {
         }
         let shards = caches
             .into_iter()
-            .zip(bases)
-            .map(|(cache, base)| Shard {
+            .enumerate()
+            .map(|(k, cache)| Shard {
                 core: Mutex::new(Core {
                     cache,
                     order: OrderingTable::default(),
                     updates: Vec::new(),
                 }),
-                base,
+                base: shard_layout.base(k),
             })
             .collect();
         let (deferred_tx, deferred_rx) = mpsc::channel::<Box<Deferred>>();

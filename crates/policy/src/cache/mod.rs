@@ -173,8 +173,6 @@ pub struct Cache {
     balancer: Box<dyn crate::balancing::Balancer>,
     /// When the balancer is polled next (`None`: never).
     next_balance: Option<Nanos>,
-    /// The write policy the balancer put in force for every volume (`None`: the configured).
-    balanced_mode: Option<WritePolicy>,
     /// The balancer's decision in force, and the running sums that pick the reads and
     /// writes it sends past the cache (see [`crate::balancing`]).
     balance: crate::balancing::BalanceDecision,
@@ -294,7 +292,6 @@ impl Cache {
             victims: crate::victim::build(cfg.victim),
             next_balance: None,
             balancer: crate::balancing::build(&cfg.balancing),
-            balanced_mode: None,
             balance: crate::balancing::BalanceDecision::KEEP,
             bypass_sums: [0.0; 2],
             default_mode: cfg.write_policy,
@@ -466,7 +463,7 @@ impl Cache {
             .get(volume.0 as usize)
             .copied()
             .flatten()
-            .or(self.balanced_mode)
+            .or(self.balance.write_policy)
             .unwrap_or(self.default_mode)
     }
 
@@ -499,7 +496,7 @@ impl Cache {
 
     /// The write policy the balancer has in force (`None`: the configured one).
     pub fn balanced_write_policy(&self) -> Option<WritePolicy> {
-        self.balanced_mode
+        self.balance.write_policy
     }
 
     /// The balancer's decision in force.
@@ -518,7 +515,6 @@ impl Cache {
         debug_assert!(
             (0.0..=1.0).contains(&d.bypass_reads) && (0.0..=1.0).contains(&d.bypass_writes)
         );
-        self.balanced_mode = d.write_policy;
         self.balance = d;
     }
 
