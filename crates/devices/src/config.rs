@@ -137,6 +137,29 @@ pub struct DeviceConfig {
     /// Network link in front of the device.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<LinkConfig>,
+    /// Device model: `queueing` (the default: channels, ceilings, FIFO queue) or `constant`
+    /// (every op takes `latency_ns`, however many are in flight: the analytical setting of
+    /// SPEC §4.7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelKind>,
+    /// Time of every op of a `constant` device (reads, writes, trims and flushes alike).
+    #[serde(
+        default,
+        deserialize_with = "de_opt_nanos",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub latency_ns: Option<Nanos>,
+}
+
+/// Which model a device follows (`model` in a device table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelKind {
+    /// Channels behind a FIFO queue with IOPS and bandwidth ceilings.
+    #[default]
+    Queueing,
+    /// A fixed time per op, no queueing and no capacity limit.
+    Constant,
 }
 
 macro_rules! string_or_table {
@@ -228,6 +251,33 @@ impl DeviceConfig {
             Some(l) => Some(l.resolve(&format!("{path}.link"))?),
             None => None,
         };
+        if self.model == Some(ModelKind::Constant) {
+            if let Some(f) = self.has_disk_fields() {
+                return Err(err(
+                    f,
+                    "not allowed on a constant-latency device (it has `latency_ns` only)".into(),
+                ));
+            }
+            if self.raid.is_some() {
+                return Err(err(
+                    "raid",
+                    "a constant-latency device is not an array".into(),
+                ));
+            }
+            let latency_ns = self
+                .latency_ns
+                .ok_or_else(|| err("latency_ns", "required by `model = \"constant\"`".into()))?;
+            return Ok(ResolvedDevice {
+                kind: ResolvedKind::Constant { latency_ns },
+                link,
+            });
+        }
+        if self.latency_ns.is_some() {
+            return Err(err(
+                "latency_ns",
+                "only for `model = \"constant\"` (a link's latency goes in `link`)".into(),
+            ));
+        }
         if let Some(level) = self.raid {
             if let Some(f) = self.has_disk_fields() {
                 return Err(err(f, "not allowed on an array: set it on `member`".into()));
@@ -506,6 +556,7 @@ impl ResolvedDevice {
             ResolvedKind::None => 0.0,
             ResolvedKind::Disk(p) => p.price_per_tb,
             ResolvedKind::Array { member, .. } => member.price_per_tb,
+            ResolvedKind::Constant { .. } => 0.0,
         }
     }
 }
@@ -517,6 +568,11 @@ pub enum ResolvedKind {
     None,
     /// One device.
     Disk(DiskParams),
+    /// A device whose every op takes the same time, with no queueing.
+    Constant {
+        /// Time of every op.
+        latency_ns: Nanos,
+    },
     /// An array of identical members.
     Array {
         /// RAID level.

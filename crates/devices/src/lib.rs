@@ -391,3 +391,50 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod constant_tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<ResolvedDevice, DeviceError> {
+        let cfg: DeviceConfig = toml::from_str::<toml::Value>(text)
+            .unwrap()
+            .get("d")
+            .unwrap()
+            .clone()
+            .try_into()
+            .unwrap();
+        cfg.resolve("d")
+    }
+
+    #[test]
+    fn constant_device_takes_the_same_time_for_every_op_at_any_depth() {
+        let r = parse("d = { model = \"constant\", latency_ns = \"100us\" }").unwrap();
+        let mut d = DeviceModel::from_resolved("d", &r);
+        for i in 0..100u64 {
+            let kind = if i % 2 == 0 {
+                IoKind::Read
+            } else {
+                IoKind::Write
+            };
+            assert_eq!(d.run_op(5_000, kind, i * 4096, 1 << 20), 105_000);
+        }
+        assert_eq!(d.counters(1_000_000).cost_ps, 0, "never busy");
+    }
+
+    #[test]
+    fn constant_device_errors_name_the_field() {
+        let e = parse("d = { model = \"constant\" }")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("d.latency_ns"), "{e}");
+        let e = parse("d = { model = \"constant\", latency_ns = 5, channels = 2 }")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("d.channels"), "{e}");
+        let e = parse("d = { preset = \"ram-disk\", latency_ns = 5 }")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("d.latency_ns"), "{e}");
+    }
+}

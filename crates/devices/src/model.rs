@@ -99,6 +99,7 @@ impl DeviceModel {
         let store = match &r.kind {
             ResolvedKind::None => Store::None,
             ResolvedKind::Disk(p) => Store::Disk(Disk::new(*p)),
+            ResolvedKind::Constant { latency_ns } => Store::Constant(*latency_ns),
             ResolvedKind::Array {
                 level,
                 members,
@@ -142,7 +143,7 @@ impl DeviceModel {
     /// Member ops submitted so far (reads, writes) over every member (or the device itself).
     pub fn member_ops(&self) -> (u64, u64) {
         match &self.store {
-            Store::None => (0, 0),
+            Store::None | Store::Constant(_) => (0, 0),
             Store::Disk(d) => (d.reads, d.writes),
             Store::Array(a) => a
                 .members
@@ -157,7 +158,7 @@ impl DeviceModel {
         let store = match &self.store {
             Store::Array(a) => a.phases(kind, offset, len),
             Store::None => 0,
-            Store::Disk(_) => 1,
+            Store::Disk(_) | Store::Constant(_) => 1,
         };
         store + self.link.is_some() as u8
     }
@@ -200,6 +201,7 @@ impl DeviceModel {
         };
         match &mut self.store {
             Store::None => now,
+            Store::Constant(ns) => now + *ns,
             Store::Disk(d) => d.submit(now, kind, offset, len),
             Store::Array(a) => a.submit_phase(now, kind, offset, len, store_phase),
         }
@@ -299,7 +301,8 @@ impl DeviceModel {
     /// Device time consumed so far, ps: the busiest of the store (members averaged) and link.
     fn store_cost_ps(&self) -> u128 {
         let store_cost = match &self.store {
-            Store::None => 0,
+            // No capacity limit: a constant device is never busy.
+            Store::None | Store::Constant(_) => 0,
             Store::Disk(d) => d.cost_ps,
             Store::Array(a) => {
                 a.members.iter().map(|m| m.cost_ps).sum::<u128>() / a.members.len() as u128

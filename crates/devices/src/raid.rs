@@ -10,6 +10,8 @@ pub(crate) enum Store {
     None,
     Disk(Disk),
     Array(Array),
+    /// Every op takes this long (ns), however many are in flight.
+    Constant(Nanos),
 }
 
 /// Runtime state of an array.
