@@ -38,11 +38,13 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod archetype;
 pub mod dist;
 pub mod error;
 mod generator;
 pub mod spec;
 
+pub use archetype::Archetype;
 pub use error::WorkloadError;
 pub use generator::{stream, SyntheticWorkload, WorkloadStream};
 pub use spec::{AddressDist, ArrivalProcess, BlockSize, Bursts, WorkloadSpec, Zone};
