@@ -47,6 +47,7 @@ pub mod device {
     pub use tiercache_devices::*;
 }
 mod exec;
+pub mod hierarchy;
 mod hit_ratio;
 pub mod host;
 mod stats;
