@@ -480,7 +480,12 @@ impl HierarchySim {
     }
 
     /// A demote op of level `n`: across the link, then offered to the level below.
-    fn demote(&mut self, n: usize, op: &tiercache_core::DevOp, t: Nanos) -> Result<Nanos, SimError> {
+    fn demote(
+        &mut self,
+        n: usize,
+        op: &tiercache_core::DevOp,
+        t: Nanos,
+    ) -> Result<Nanos, SimError> {
         let Some(b) = self.nodes[n].below else {
             // Validated away: only levels with a cache below demote.
             return Ok(t);

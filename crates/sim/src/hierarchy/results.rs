@@ -225,7 +225,10 @@ impl HierarchyResult {
         for l in &self.levels {
             let (mib, util) = match &l.link {
                 Some(k) => (
-                    format!("{:.1}", (k.bytes_down + k.bytes_up) as f64 / (1 << 20) as f64),
+                    format!(
+                        "{:.1}",
+                        (k.bytes_down + k.bytes_up) as f64 / (1 << 20) as f64
+                    ),
                     format!("{:.2}", k.utilisation),
                 ),
                 None => ("-".into(), "-".into()),
