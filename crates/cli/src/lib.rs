@@ -8,6 +8,7 @@ pub mod bench_cmd;
 pub mod bench_trace;
 pub mod errors;
 pub mod experiment;
+pub mod hierarchy_cmd;
 pub mod mount_cmd;
 pub mod progress;
 pub mod python;

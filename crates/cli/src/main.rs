@@ -2,7 +2,7 @@
 //! and calls into the library crates; this file only parses arguments and maps errors to exit
 //! codes (2 for bad input: configs, arguments, traces; 1 for anything else).
 
-use tiercache::{bench_cmd, mount_cmd, serve_cmd, sim_cmd, sweep_cmd, tune_cmd};
+use tiercache::{bench_cmd, hierarchy_cmd, mount_cmd, serve_cmd, sim_cmd, sweep_cmd, tune_cmd};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -22,6 +22,9 @@ struct Cli {
 enum Command {
     /// Simulate a cache architecture on a workload or trace (virtual time or hit-ratio only).
     Sim(sim_cmd::SimArgs),
+    /// Simulate a cache hierarchy (clients over shared levels over a backend, SPEC §4.7)
+    /// from a config's `[hierarchy]` section: per-level hits, demotes, links and latency.
+    Hierarchy(hierarchy_cmd::HierarchyArgs),
     /// Run a design-space sweep (axes × workloads × repetitions) in parallel, resumably.
     Sweep(tiercache_sweep::cli::SweepArgs),
     /// Turn sweep results into one self-contained HTML report with SVG plots.
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(args) => sim_cmd::run(args),
+        Command::Hierarchy(args) => hierarchy_cmd::run(args),
         Command::Sweep(args) => sweep_cmd::run(args),
         Command::Report(args) => tiercache_report::cli::run(&args).map(|path| {
             eprintln!("report: {}", path.display());
