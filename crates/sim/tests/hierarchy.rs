@@ -127,10 +127,10 @@ proptest! {
         a_lines in 1u64..12,
     ) {
         let one = one_lru_hits(&lines, c_lines + a_lines);
-        let exclusive = run(&parse(&two_levels("lru", "mru", true, c_lines, a_lines)), &[lines.clone()]);
+        let exclusive = run(&parse(&two_levels("lru", "mru", true, c_lines, a_lines)), std::slice::from_ref(&lines));
         check_conservation(&exclusive);
         prop_assert_eq!(cache_hits(&exclusive), one);
-        let inclusive = run(&parse(&two_levels("lru", "lru", false, c_lines, a_lines)), &[lines.clone()]);
+        let inclusive = run(&parse(&two_levels("lru", "lru", false, c_lines, a_lines)), std::slice::from_ref(&lines));
         check_conservation(&inclusive);
         prop_assert!(cache_hits(&inclusive) <= one);
         prop_assert_eq!(inclusive.levels[0].demotes_sent, 0);

@@ -206,7 +206,6 @@ impl HierarchySim {
             }
             tops.push(ids);
         }
-        drop(add);
         for w in shared.windows(2) {
             nodes[w[0]].below = Some(w[1]);
         }
