@@ -11,10 +11,13 @@ use tiercache_workload::SyntheticWorkload;
 
 const LINE: u64 = 4096;
 
-/// Whole-line reads of the given lines, one at a time.
+/// Whole-line reads of the given lines, one at a time; a line given as `WRITE + l` is a
+/// write of line `l`.
 struct Lines {
     lines: std::vec::IntoIter<u64>,
 }
+
+const WRITE: u64 = 1 << 20;
 
 impl RequestSource for Lines {
     fn arrival(&self) -> Arrival {
@@ -24,7 +27,13 @@ impl RequestSource for Lines {
         }
     }
     fn next_request(&mut self, _job: u32) -> Option<Request> {
-        self.lines.next().map(|l| Request::read(l * LINE, LINE))
+        self.lines.next().map(|l| {
+            if l >= WRITE {
+                Request::write((l - WRITE) * LINE, LINE)
+            } else {
+                Request::read(l * LINE, LINE)
+            }
+        })
     }
 }
 
@@ -266,4 +275,27 @@ fn bad_configs_name_the_field() {
     let e = err(&base.replace(", latency_ns = 100 }", " }"));
     assert!(e.contains("latency_ns"), "{e}");
     assert!(toml::from_str::<HierarchyConfig>(&base.replace("exclusive", "exclusiv")).is_err());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Every replacement policy works at either level, with and without demote, with writes
+    /// in the stream (write-back client: dirty victims are written down, not demoted).
+    #[test]
+    fn every_policy_works_at_either_level(
+        lines in proptest::collection::vec((0u64..64, proptest::bool::weighted(0.2)), 1..300),
+        client in 0usize..7,
+        array in 0usize..7,
+        demote in any::<bool>(),
+    ) {
+        const KINDS: [&str; 7] = ["lru", "mru", "fifo", "clock", "arc", "s3-fifo", "sieve"];
+        let text = two_levels(KINDS[client], KINDS[array], demote, 6, 10);
+        let lines: Vec<u64> = lines.into_iter().map(|(l, w)| if w { WRITE + l } else { l }).collect();
+        let r = run(&parse(&text), &[lines]);
+        check_conservation(&r);
+        if !demote {
+            prop_assert_eq!(r.levels[0].demotes_sent, 0);
+        }
+    }
 }
