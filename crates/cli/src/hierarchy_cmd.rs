@@ -5,6 +5,7 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use tiercache_config::Document;
 use tiercache_core::{Arrival, RequestSource};
@@ -42,6 +43,15 @@ pub struct HierarchyRecord {
     pub config: serde_json::Value,
     /// The measurements.
     pub result: HierarchyResult,
+}
+
+/// Whether the config at `path` describes a hierarchy (has a `[hierarchy]` section).
+pub fn has_hierarchy(path: &Path) -> Result<bool> {
+    let doc = Document::load(path)?;
+    Ok(doc
+        .value
+        .as_table()
+        .is_some_and(|t| t.contains_key("hierarchy")))
 }
 
 /// Runs one document (a variant): builds the levels and the clients' sources and runs them.
@@ -94,6 +104,8 @@ pub fn run(args: HierarchyArgs) -> Result<()> {
             anyhow::bail!("--only {only}: no run's name contains it");
         }
     }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
     for (name, d) in runs {
         let result = run_document(&d, &base_dir).with_context(|| format!("run `{name}`"))?;
         if args.json {
@@ -105,11 +117,12 @@ pub fn run(args: HierarchyArgs) -> Result<()> {
                 config: d.to_json(),
                 result,
             };
-            println!("{}", serde_json::to_string(&record)?);
+            writeln!(out, "{}", serde_json::to_string(&record)?)?;
         } else {
-            println!("== {name}: {} requests", result.requests);
-            println!("{}", result.table());
+            writeln!(out, "== {name}: {} requests", result.requests)?;
+            writeln!(out, "{}", result.table())?;
         }
+        out.flush()?;
     }
     Ok(())
 }

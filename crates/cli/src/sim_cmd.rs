@@ -179,6 +179,18 @@ pub fn select_runs(
 
 /// Entry point of `tiercache sim`.
 pub fn run(args: SimArgs) -> Result<()> {
+    // A config with a `[hierarchy]` section describes several levels: it runs as
+    // `tiercache hierarchy` does (per-level table, or one record per run with the levels).
+    if let Some(path) = &args.config {
+        if crate::hierarchy_cmd::has_hierarchy(path)? {
+            return crate::hierarchy_cmd::run(crate::hierarchy_cmd::HierarchyArgs {
+                config: path.clone(),
+                overrides: args.overrides,
+                json: args.json,
+                only: args.only,
+            });
+        }
+    }
     let runs = select_runs(
         experiment::load(args.config.as_deref(), &args.overrides)?,
         args.only.as_deref(),
