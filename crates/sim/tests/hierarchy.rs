@@ -299,3 +299,51 @@ proptest! {
         }
     }
 }
+
+/// Clients of different depths over two shared levels: one with two levels of its own, one
+/// with none (its link leads straight to the shared levels); every level is exclusive.
+#[test]
+fn clients_of_different_depths_share_two_levels() {
+    let cfg = parse(
+        r#"
+        exclusive = true
+        backend = { model = "constant", latency_ns = 1000 }
+        [[levels]]
+        name = "array"
+        cache = { capacity = 32768, eviction = "mru" }
+        device = { model = "constant", latency_ns = 100 }
+        [[levels]]
+        name = "nvme"
+        cache = { capacity = 65536, eviction = "mru" }
+        device = { model = "constant", latency_ns = 300 }
+        [[clients]]
+        name = "deep"
+        workload = { archetype = "random" }
+        [[clients.levels]]
+        name = "l1"
+        cache = { capacity = 8192 }
+        device = { model = "constant", latency_ns = 1 }
+        [[clients.levels]]
+        name = "l2"
+        cache = { capacity = 16384, eviction = "mru" }
+        device = { model = "constant", latency_ns = 10 }
+        [[clients]]
+        name = "bare"
+        workload = { archetype = "random" }
+        link = { bandwidth = "100MB", latency_ns = 500 }
+        "#,
+    );
+    let stream: Vec<u64> = (0..600u64).map(|i| (i * 7919) % 40).collect();
+    let r = run(&cfg, &[stream.clone(), stream]);
+    check_conservation(&r);
+    let names: Vec<&str> = r.levels.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["deep.l1", "deep.l2", "array", "nvme", "backend"]);
+    // Demotes flow down every exclusive hop.
+    for l in &r.levels[..3] {
+        assert!(l.demotes_sent > 0, "{}", l.name);
+    }
+    let bare = r.clients.iter().find(|c| c.name == "bare").unwrap();
+    let link = bare.link.as_ref().expect("the bare client's link");
+    assert!(link.bytes_up > 0);
+    assert!(bare.served_by.iter().all(|(n, _)| !n.starts_with("deep.")));
+}

@@ -55,6 +55,8 @@ pub(crate) struct NodeCounters {
 pub(crate) struct Node {
     pub name: String,
     pub client: Option<usize>,
+    /// Order along a client's path down: a client's own levels count from 0, shared ones
+    /// from [`SHARED_DEPTH`] (below every client's own, however many a client has).
     pub depth: u32,
     pub core: Box<dyn PolicyCore>,
     pub device: DeviceModel,
@@ -66,6 +68,9 @@ pub(crate) struct Node {
     /// The link's busy time when the warm-up ended, ps.
     pub link_cost_at_warmup: u128,
 }
+
+/// Depth of the first shared level (see [`Node::depth`]).
+const SHARED_DEPTH: u32 = 1 << 16;
 
 /// Where a request's data came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,14 +182,13 @@ impl HierarchySim {
             });
             Ok(nodes.len() - 1)
         };
-        let shared_depth = |c: usize| cfg.clients[c].levels.len() as u32;
         let mut shared = Vec::new();
         for (j, l) in cfg.levels.iter().enumerate() {
             let has_below = j + 1 < cfg.levels.len();
             shared.push(add(
                 l.name.clone(),
                 None,
-                0,
+                SHARED_DEPTH + j as u32,
                 l,
                 format!("hierarchy.levels[{j}]"),
                 has_below,
@@ -226,12 +230,6 @@ impl HierarchySim {
                 }
             } else if let Some(lc) = &c.link {
                 client_link = Some(link_model(&format!("{path}.link"), lc)?);
-            }
-            // Shared levels report their depth as seen by the first client.
-            if i == 0 {
-                for (k, &s) in shared.iter().enumerate() {
-                    nodes[s].depth = shared_depth(0) + k as u32;
-                }
             }
             clients.push(ClientState {
                 name: c.name.clone(),
