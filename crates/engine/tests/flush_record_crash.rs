@@ -93,7 +93,9 @@ fn a_failed_flush_job_records_no_undone_write() {
         });
         let engine = Arc::new(Engine::with_devices(&cfg, &ecfg, cache, backend.clone()).unwrap());
         // Z (line 7) in the slot, then written back: its bytes stay in the slot.
-        engine.write(&[0x77; LINE as usize], 7 * LINE, false).unwrap();
+        engine
+            .write(&[0x77; LINE as usize], 7 * LINE, false)
+            .unwrap();
         engine.flush_all().unwrap();
         // X (line 0), sub-blocks 0 and 1: Z, clean, leaves the slot; sub-blocks 2.. keep Z's.
         engine.write(&[0xAA; 2 * SECTOR], 0, false).unwrap();

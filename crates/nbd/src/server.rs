@@ -376,6 +376,94 @@ fn errno_of(res: io::Result<()>, stats: &ServerStats, bytes: &AtomicU64, len: u3
     }
 }
 
+/// Most reads offered to the device at once.
+const READ_BATCH: usize = 32;
+
+/// `first` (handle, offset, length) and the valid READ requests that follow it, whole, in the
+/// reader's buffer (up to [`READ_BATCH`]), consumed from it.
+fn take_waiting_reads<S: Read>(
+    reader: &mut BufReader<S>,
+    dev: &dyn BlockDevice,
+    cfg: &ServerConfig,
+    stats: &ServerStats,
+    first: ([u8; 8], u64, u32),
+) -> Vec<([u8; 8], u64, u32)> {
+    let mut reads = vec![first];
+    while reads.len() < READ_BATCH {
+        let b = reader.buffer();
+        if b.len() < 28
+            || u32::from_be_bytes(b[0..4].try_into().unwrap()) != REQ_MAGIC
+            || u16::from_be_bytes([b[6], b[7]]) != CMD_READ
+        {
+            break;
+        }
+        let handle: [u8; 8] = b[8..16].try_into().unwrap();
+        let offset = u64::from_be_bytes(b[16..24].try_into().unwrap());
+        let len = u32::from_be_bytes(b[24..28].try_into().unwrap());
+        let valid = len <= cfg.max_payload
+            && offset
+                .checked_add(len as u64)
+                .is_some_and(|e| e <= dev.size());
+        if !valid {
+            // Answered on its own by the main loop (EINVAL).
+            break;
+        }
+        io::BufRead::consume(reader, 28);
+        stats.requests.fetch_add(1, Relaxed);
+        reads.push((handle, offset, len));
+    }
+    reads
+}
+
+/// Offers `reads` to the device together; replies to those it serves (in order), and hands
+/// the rest to the workers. `more`: requests still wait in the reader's buffer.
+fn read_fast_batch<W: Write>(
+    reads: Vec<([u8; 8], u64, u32)>,
+    dev: &dyn BlockDevice,
+    stats: &ServerStats,
+    writer: &Mutex<BufWriter<W>>,
+    tx: &mpsc::SyncSender<Job>,
+    more: bool,
+) -> io::Result<()> {
+    let mut bufs: Vec<Vec<u8>> = reads.iter().map(|r| vec![0u8; r.2 as usize]).collect();
+    let answers = {
+        let mut ios: Vec<(u64, &mut [u8])> = reads
+            .iter()
+            .zip(bufs.iter_mut())
+            .map(|(r, b)| (r.1, &mut b[..]))
+            .collect();
+        dev.read_fast_many(&mut ios)
+    };
+    let last = reads.len() - 1;
+    for (i, ((r, buf), answer)) in reads.into_iter().zip(bufs).zip(answers).enumerate() {
+        let (handle, offset, len) = r;
+        match answer {
+            Some(res) => {
+                let err = errno_of(res, stats, &stats.bytes_read, len);
+                reply(writer, &handle, err, &buf, more || i < last)?;
+            }
+            None => {
+                let job = Job {
+                    typ: CMD_READ,
+                    flags: 0,
+                    handle,
+                    offset,
+                    len,
+                    payload: buf,
+                };
+                if tx.send(job).is_err() {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    // Replies held back for a later read a worker took: out now unless more are coming.
+    if !more {
+        writer.lock().unwrap_or_else(|e| e.into_inner()).flush()?;
+    }
+    Ok(())
+}
+
 fn transmission<S: Read, W: Write>(
     reader: &mut BufReader<S>,
     dev: &dyn BlockDevice,
@@ -424,6 +512,14 @@ fn transmission<S: Read, W: Write>(
         if invalid {
             stats.einval.fetch_add(1, Relaxed);
             reply(writer, &handle, EINVAL, &[], more)?;
+            continue;
+        }
+        if typ == CMD_READ && pool.is_some() && more {
+            // Several reads waiting: offered to the device together (their cache hits start
+            // at once); the ones it does not claim go to the workers.
+            let Some(tx) = pool else { unreachable!() };
+            let reads = take_waiting_reads(reader, dev, cfg, stats, (handle, offset, len));
+            read_fast_batch(reads, dev, stats, writer, tx, !reader.buffer().is_empty())?;
             continue;
         }
         if typ == CMD_READ && pool.is_some() {

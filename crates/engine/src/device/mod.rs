@@ -26,6 +26,15 @@ pub trait Device: Send + Sync {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     /// Writes `data` at byte `offset`.
     fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()>;
+    /// Fills each `(offset, buf)` of `reads`, handing the device as many at once as it can
+    /// take (one io_uring submission for a [`FileDevice`] with io_uring on); one result per
+    /// read, in order. Default: one [`read_at`](Self::read_at) after another.
+    fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<io::Result<()>> {
+        reads
+            .iter_mut()
+            .map(|(offset, buf)| self.read_at(buf, *offset))
+            .collect()
+    }
     /// Makes every completed write durable.
     fn sync(&self) -> io::Result<()>;
     /// A counter of events that may have lost completed writes (a remote's connection
@@ -63,6 +72,9 @@ impl<D: Device + ?Sized> Device for std::sync::Arc<D> {
     }
     fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
         (**self).write_at(data, offset)
+    }
+    fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<io::Result<()>> {
+        (**self).read_many(reads)
     }
     fn sync(&self) -> io::Result<()> {
         (**self).sync()

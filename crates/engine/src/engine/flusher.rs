@@ -352,7 +352,10 @@ fn written_back_masks(geo: &LineGeometry, job: &FlushJob, updates: &[MetaUpdate]
                 .filter(|o| o.device == Dev::Backend && o.volume == v && o.len > 0)
                 .filter(|o| o.offset < start + line && o.offset + o.len > start)
                 .map(|o| {
-                    let (a, b) = (o.offset.max(start) - start, (o.offset + o.len).min(start + line) - start);
+                    let (a, b) = (
+                        o.offset.max(start) - start,
+                        (o.offset + o.len).min(start + line) - start,
+                    );
                     geo.touched_mask(a, b)
                 })
                 .fold(0, |m, x| m | x)

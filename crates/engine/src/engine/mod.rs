@@ -5,7 +5,7 @@
 //! [`request`] (the request path), [`flusher`] (background cleaning and detach) and
 //! [`failure`] (the fail-stop halt).
 
-use crate::config::{EngineConfig, IoEngine, Lookup, DEFAULT_BACKEND_SIZE};
+use crate::config::{EngineConfig, Lookup, DEFAULT_BACKEND_SIZE};
 use crate::device::{Device, Emulated, FileDevice, NbdBackend};
 use crate::exec::{Client, Scratch};
 use crate::load::LoadMeter;
@@ -25,6 +25,7 @@ use tiercache_policy::{
     MetaUpdate, PolicyError, ShardLayout,
 };
 
+mod batch;
 mod failure;
 mod flusher;
 mod open;
@@ -229,6 +230,14 @@ impl Engine {
         self.inner.request(Op::Read, offset, len, client, false)
     }
 
+    /// Reads each `(offset, buffer)` of `reads` that the cache alone serves at once (hits),
+    /// their cache reads handed to the cache device together (one io_uring submission with
+    /// `engine.io = "io-uring"`); one answer per read, `None` for a read not served (nothing
+    /// done: run it with [`read`](Self::read)).
+    pub fn read_hits(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<Option<io::Result<()>>> {
+        self.inner.read_hits(reads)
+    }
+
     /// Writes `data` at `offset`; with `fua` it is durable when this returns.
     pub fn write(&self, data: &[u8], offset: u64, fua: bool) -> io::Result<()> {
         let client = Client::Write {
@@ -381,6 +390,12 @@ impl tiercache_nbd::BlockDevice for Engine {
         };
         self.inner
             .request_on_cache_alone(Op::Read, off, len, client)
+    }
+    fn read_fast_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<Option<io::Result<()>>> {
+        if self.inner.cache_is_slow {
+            return reads.iter().map(|_| None).collect();
+        }
+        self.inner.read_hits(reads)
     }
     fn write_fast(&self, data: &[u8], off: u64) -> Option<io::Result<()>> {
         if self.inner.cache_is_slow {

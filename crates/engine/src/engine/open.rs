@@ -17,7 +17,7 @@ impl Engine {
             } else {
                 FileDevice::open(path, min)
             };
-            dev.map(|d| d.with_io_uring(cfg.io == IoEngine::IoUring))
+            dev.map(|d| d.with_io_uring(cfg.io.uses_io_uring(direct)))
                 .map_err(|source| EngineError::Open {
                     what,
                     path: path.display().to_string(),
