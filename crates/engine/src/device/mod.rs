@@ -35,6 +35,14 @@ pub trait Device: Send + Sync {
             .map(|(offset, buf)| self.read_at(buf, *offset))
             .collect()
     }
+    /// Writes each `(offset, data)` of `writes` (which do not overlap), as many at once as
+    /// the device can take (pipelined over a remote's connections); the first error, once
+    /// every write ended. Default: one [`write_at`](Self::write_at) after another.
+    fn write_many(&self, writes: &[(u64, &[u8])]) -> io::Result<()> {
+        writes
+            .iter()
+            .try_for_each(|(offset, data)| self.write_at(data, *offset))
+    }
     /// Makes every completed write durable.
     fn sync(&self) -> io::Result<()>;
     /// A counter of events that may have lost completed writes (a remote's connection
@@ -75,6 +83,9 @@ impl<D: Device + ?Sized> Device for std::sync::Arc<D> {
     }
     fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<io::Result<()>> {
         (**self).read_many(reads)
+    }
+    fn write_many(&self, writes: &[(u64, &[u8])]) -> io::Result<()> {
+        (**self).write_many(writes)
     }
     fn sync(&self) -> io::Result<()> {
         (**self).sync()

@@ -91,17 +91,35 @@ impl Inner {
                 ));
             }
             let mut scratch = Scratch::new(Client::None);
+            // The job's backend writes (distinct lines) go to the backend together, pipelined
+            // over a remote's connections, once the cache reads they need are done.
+            let mut writes: Vec<(u64, &DevOp)> = Vec::new();
+            let send = |scratch: &Scratch<'_>, writes: &mut Vec<(u64, &DevOp)>| {
+                if writes.is_empty() {
+                    return io::Result::Ok(());
+                }
+                let data: Vec<_> = writes.iter().map(|(_, o)| scratch.data_for(o)).collect();
+                let batch: Vec<(u64, &[u8])> = writes
+                    .iter()
+                    .zip(&data)
+                    .map(|((addr, _), d)| (*addr, &d[..]))
+                    .collect();
+                let _busy: Vec<_> = writes
+                    .iter()
+                    .map(|(_, o)| self.backend_load.enter(o.cause))
+                    .collect();
+                writes.clear();
+                self.backend.write_many(&batch)
+            };
             for o in &job.plan.ops {
                 let addr = self.device_addr(base, o);
                 match (o.device, o.kind) {
                     (Dev::Cache, IoKind::Read) => {
+                        send(&scratch, &mut writes)?;
                         let _busy = self.cache_load.enter(o.cause);
                         scratch.read(&*self.cache_dev, o, addr)?
                     }
-                    (Dev::Backend, IoKind::Write) => {
-                        let _busy = self.backend_load.enter(o.cause);
-                        self.backend.write_at(&scratch.data_for(o), addr)?
-                    }
+                    (Dev::Backend, IoKind::Write) => writes.push((addr, o)),
                     // A flush job reads the cache and writes the backend. Any other op would be
                     // a policy this executor does not know how to run: fail the job (its lines
                     // stay dirty) rather than skip the op and call the lines clean.
@@ -115,6 +133,7 @@ impl Inner {
                     }
                 }
             }
+            send(&scratch, &mut writes)?;
             // Clean only once the backend acknowledged a flush covering these writes.
             self.backend.sync_since(epoch)?;
             for u in &updates {
