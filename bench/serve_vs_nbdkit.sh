@@ -12,8 +12,13 @@ set -euo pipefail
 SECS=${1:-10}
 ROUNDS=${2:-3}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cargo build --release -q --manifest-path "$ROOT/Cargo.toml" -p tiercache
-BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/tiercache
+# TIERCACHE_BIN: the binary to measure (e.g. another commit's build); default: built here.
+if [ -n "${TIERCACHE_BIN:-}" ]; then
+  BIN=$TIERCACHE_BIN
+else
+  cargo build --release -q --manifest-path "$ROOT/Cargo.toml" -p tiercache
+  BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/tiercache
+fi
 W=$(mktemp -d /dev/shm/tc-bench.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$W"' EXIT
 VOL=256m
