@@ -21,9 +21,15 @@ use tiercache_policy::{CacheConfig, CleaningConfig, PromotionConfig, WritePolicy
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let lines: u64 = args.next().map_or(2048, |a| a.parse().expect("LINES: a number"));
-    let wdelay_ms: u64 = args.next().map_or(1, |a| a.parse().expect("WDELAY_MS: a number"));
-    let rounds: usize = args.next().map_or(3, |a| a.parse().expect("ROUNDS: a number"));
+    let lines: u64 = args
+        .next()
+        .map_or(2048, |a| a.parse().expect("LINES: a number"));
+    let wdelay_ms: u64 = args
+        .next()
+        .map_or(1, |a| a.parse().expect("WDELAY_MS: a number"));
+    let rounds: usize = args
+        .next()
+        .map_or(3, |a| a.parse().expect("ROUNDS: a number"));
     let dir = tempfile::tempdir().expect("temporary directory");
     let sock = dir.path().join("remote.sock");
     let volume = (lines * 8192).max(16 << 20);

@@ -216,3 +216,73 @@ fn batched_hits_serve_every_hit_and_agree_with_single_reads() {
     let answers = engine.read_hits(&mut reads);
     assert!(answers.iter().all(Option::is_none));
 }
+
+/// Served over NBD with an O_DIRECT cache: a client's pipelined reads (hits started on the
+/// ring and answered as they finish, misses on the workers) and writes interleaved with them
+/// read back what was written, and started reads are answered (every request gets a reply).
+#[test]
+fn served_pipelined_reads_on_a_direct_cache_read_back() {
+    use std::time::Duration;
+    use tiercache_nbd::{Connection, NbdUri, ServerConfig, ServerStats, Shutdown};
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let engine = match open(dir.path(), IoEngine::Auto, true) {
+        Some(e) => Arc::new(e),
+        None => return,
+    };
+    let sock = dir.path().join("nbd.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let stats = Arc::new(ServerStats::default());
+    let stop = Shutdown::new();
+    let server = {
+        let (dev, st, sd) = (engine.clone(), stats.clone(), stop.clone());
+        std::thread::spawn(move || {
+            tiercache_nbd::serve_unix(listener, dev, ServerConfig::default(), st, sd)
+        })
+    };
+    let uri: NbdUri = format!("nbd+unix:///?socket={}", sock.display())
+        .parse()
+        .unwrap();
+    let conn = Connection::open(&uri, Duration::from_secs(10)).unwrap();
+    let mut model = vec![0u8; VOLUME];
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
+    let t = Duration::from_secs(20);
+    for round in 0..40 {
+        // A burst of writes, then a burst of pipelined reads (some the same lines: hits).
+        for _ in 0..8 {
+            let at = rng.gen_range(0..(VOLUME / 4096) as u64) * 4096;
+            let data: Vec<u8> = (0..4096).map(|_| rng.gen()).collect();
+            conn.call(
+                tiercache_nbd::client::Command::Write,
+                false,
+                at,
+                4096,
+                &data,
+                t,
+            )
+            .unwrap();
+            model[at as usize..at as usize + 4096].copy_from_slice(&data);
+        }
+        let offs: Vec<u64> = (0..24)
+            .map(|_| rng.gen_range(0..(VOLUME / 4096) as u64 / 4) * 4096)
+            .collect();
+        let sent: Vec<_> = offs
+            .iter()
+            .map(|&o| {
+                conn.send(tiercache_nbd::client::Command::Read, false, o, 4096, &[])
+                    .unwrap()
+            })
+            .collect();
+        for (o, s) in offs.iter().zip(sent) {
+            let got = s.wait(t).unwrap();
+            assert!(
+                got[..] == model[*o as usize..*o as usize + 4096],
+                "round {round}: read at {o}"
+            );
+        }
+    }
+    let s = engine.stats();
+    assert!(s.cache.read_line_hits > 200, "hits were served: {s:?}");
+    stop.trigger();
+    drop(conn);
+    server.join().unwrap().unwrap();
+}

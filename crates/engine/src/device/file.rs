@@ -264,6 +264,33 @@ impl Device for FileDevice {
             .map(|r| r.expect("every read has a result"))
             .collect()
     }
+    fn start_reads(&self, reads: &[(u64, usize, u64)]) -> Option<Vec<io::Result<()>>> {
+        if self.map.is_some() || !self.ring() {
+            return None;
+        }
+        for &(offset, len, _) in reads {
+            if let Err(e) = check_range(offset, len, self.len) {
+                return Some(
+                    reads
+                        .iter()
+                        .map(|_| Err(io::Error::new(e.kind(), e.to_string())))
+                        .collect(),
+                );
+            }
+        }
+        // Through O_DIRECT when every read is aligned (cache hits are whole lines).
+        let direct = reads
+            .iter()
+            .all(|&(offset, len, _)| self.direct_for(offset, len).is_some());
+        let f = match (&self.direct, direct) {
+            (Some(d), true) => {
+                self.direct_ops.fetch_add(reads.len() as u64, Relaxed);
+                d
+            }
+            _ => &self.file,
+        };
+        uring::start_reads(self.file_ref(f), reads)
+    }
     fn sync(&self) -> io::Result<()> {
         use std::os::fd::AsRawFd;
         if self.uring {

@@ -35,6 +35,14 @@ pub trait Device: Send + Sync {
             .map(|(offset, buf)| self.read_at(buf, *offset))
             .collect()
     }
+    /// Starts reads `(offset, len, tag)` without waiting for them, where the device can (a
+    /// [`FileDevice`] with io_uring on): their bytes come back, tagged, from
+    /// [`uring::reap_started`] on the calling thread. `None`: the device cannot (read them
+    /// with [`read_at`](Self::read_at)); else one result per read (an error: not started).
+    fn start_reads(&self, reads: &[(u64, usize, u64)]) -> Option<Vec<io::Result<()>>> {
+        let _ = reads;
+        None
+    }
     /// Writes each `(offset, data)` of `writes` (which do not overlap), as many at once as
     /// the device can take (pipelined over a remote's connections); the first error, once
     /// every write ended. Default: one [`write_at`](Self::write_at) after another.
@@ -86,6 +94,9 @@ impl<D: Device + ?Sized> Device for std::sync::Arc<D> {
     }
     fn write_many(&self, writes: &[(u64, &[u8])]) -> io::Result<()> {
         (**self).write_many(writes)
+    }
+    fn start_reads(&self, reads: &[(u64, usize, u64)]) -> Option<Vec<io::Result<()>>> {
+        (**self).start_reads(reads)
     }
     fn sync(&self) -> io::Result<()> {
         (**self).sync()

@@ -104,7 +104,24 @@ struct RingState {
     /// Which file each fixed-file slot holds (`None`: no fixed files on this kernel).
     fixed: Option<Vec<Option<u64>>>,
     next_fixed: usize,
+    /// Pool buffers not in use.
+    free_pool: Vec<usize>,
+    /// Started reads ([`start_reads`]) not reaped yet, by user data (bit 63 set).
+    started: std::collections::HashMap<u64, StartedRead>,
+    next_started: u64,
+    /// Completions of started reads reaped while a batch waited for its own.
+    started_done: Vec<(u64, i32)>,
 }
+
+/// A read started and not yet reaped: its tag and where its bytes land.
+struct StartedRead {
+    tag: u64,
+    len: usize,
+    staging: Staging,
+}
+
+/// User data of started reads carry this bit (a batch's own ops never do).
+const STARTED_BIT: u64 = 1 << 63;
 
 impl RingState {
     fn new() -> io::Result<RingState> {
@@ -132,6 +149,10 @@ impl RingState {
             pool_registered,
             fixed,
             next_fixed: 0,
+            free_pool: (0..POOL_BUFFERS).rev().collect(),
+            started: std::collections::HashMap::new(),
+            next_started: 0,
+            started_done: Vec::new(),
         })
     }
 
@@ -155,6 +176,37 @@ impl RingState {
             Err(_) => {
                 table[i] = None;
                 None
+            }
+        }
+    }
+
+    /// Memory for an op of `len` bytes: a free pool buffer, else aligned scratch; recorded in
+    /// `staging`. Returns its address and, for a pool buffer, its index.
+    fn stage(&mut self, len: usize, staging: &mut Vec<Staging>) -> (*mut u8, Option<usize>) {
+        let pooled = if len <= POOL_BUFFER_SIZE {
+            self.free_pool.pop()
+        } else {
+            None
+        };
+        match pooled {
+            Some(b) => {
+                staging.push(Staging::Pool(b));
+                (self.pool_buffer(b), Some(b))
+            }
+            None => {
+                let a = Aligned::new(len);
+                let p = a.ptr;
+                staging.push(Staging::Scratch(a));
+                (p, None)
+            }
+        }
+    }
+
+    /// Gives `staging`'s pool buffers back (their ops completed).
+    fn unstage(&mut self, staging: Vec<Staging>) {
+        for st in staging {
+            if let Staging::Pool(b) = st {
+                self.free_pool.push(b);
             }
         }
     }
@@ -257,7 +309,6 @@ fn run_chunk(
     let fixed = state.fixed_slot(file);
     let mut staging: Vec<Staging> = Vec::with_capacity(ops.len());
     let mut results: Vec<Option<io::Result<usize>>> = (0..ops.len()).map(|_| None).collect();
-    let mut pool_next = 0;
     let mut pushed = 0;
     for (i, (offset, t)) in ops.iter().enumerate() {
         let len = t.len();
@@ -269,16 +320,7 @@ fn run_chunk(
             staging.push(Staging::Scratch(Aligned::new(0)));
             continue;
         }
-        let (ptr, buf_index) = if len <= POOL_BUFFER_SIZE && pool_next < POOL_BUFFERS {
-            pool_next += 1;
-            staging.push(Staging::Pool(pool_next - 1));
-            (state.pool_buffer(pool_next - 1), Some(pool_next - 1))
-        } else {
-            let a = Aligned::new(len);
-            let p = a.ptr;
-            staging.push(Staging::Scratch(a));
-            (p, None)
-        };
+        let (ptr, buf_index) = state.stage(len, &mut staging);
         if let Transfer::Write(data) = t {
             // SAFETY: `ptr` names at least `len` bytes of ring-owned memory no op in flight
             // uses (each op of this chunk has its own buffer; earlier chunks completed), and
@@ -316,6 +358,11 @@ fn run_chunk(
             Err(e) => return Err(e),
         }
         for cqe in state.ring.completion() {
+            if cqe.user_data() & STARTED_BIT != 0 {
+                // A started read's: kept for its reaper.
+                state.started_done.push((cqe.user_data(), cqe.result()));
+                continue;
+            }
             let i = cqe.user_data() as usize;
             let res = cqe.result();
             results[i] = Some(if res < 0 {
@@ -347,6 +394,7 @@ fn run_chunk(
         };
         out.push(r);
     }
+    state.unstage(staging);
     Ok(out)
 }
 
@@ -413,6 +461,139 @@ fn build_entry(
             with_fd!(|f| opcode::Write::new(f, ptr, len).offset(offset).build())
         }
     }
+}
+
+/// Starts reads of `file` on this thread's ring without waiting: `(offset, len, tag)` each,
+/// in one submission. Their bytes come back, with their tags, from [`reap_started`] on this
+/// same thread. One result per read (an error: not started). `None`: io_uring is unavailable.
+pub fn start_reads(file: FileRef, reads: &[(u64, usize, u64)]) -> Option<Vec<io::Result<()>>> {
+    RING.with(|r| {
+        let mut r = r.borrow_mut();
+        init(&mut r);
+        let Ring::Ready(state) = &mut *r else {
+            return None;
+        };
+        let fixed = state.fixed_slot(file);
+        let mut out = Vec::with_capacity(reads.len());
+        for &(offset, len, tag) in reads {
+            if len > MAX_OP || len == 0 {
+                out.push(Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("started read of {len} bytes (1 to {MAX_OP})"),
+                )));
+                continue;
+            }
+            if state.ring.submission().is_full() {
+                // Hand the queued ones to the kernel to make room.
+                if let Err(e) = state.ring.submit() {
+                    out.push(Err(e));
+                    continue;
+                }
+            }
+            let mut staging = Vec::with_capacity(1);
+            let (ptr, buf_index) = state.stage(len, &mut staging);
+            let key = STARTED_BIT | state.next_started;
+            state.next_started = (state.next_started + 1) & !STARTED_BIT;
+            let entry = build_entry(
+                &Transfer::Read(&mut []),
+                ptr,
+                len as u32,
+                offset,
+                file.fd,
+                fixed,
+                buf_index.filter(|_| state.pool_registered),
+            );
+            // SAFETY: the entry names ring-owned memory (`ptr`, recorded in `started` until
+            // its completion is reaped, or leaked with the ring) and a file the caller keeps
+            // open until then.
+            if unsafe { state.ring.submission().push(&entry.user_data(key)) }.is_err() {
+                state.unstage(staging);
+                out.push(Err(io::Error::other("io_uring submission queue full")));
+                continue;
+            }
+            let staging = staging.pop().expect("staged");
+            state.started.insert(key, StartedRead { tag, len, staging });
+            out.push(Ok(()));
+        }
+        if let Err(e) = state.ring.submit() {
+            if !matches!(
+                e.raw_os_error(),
+                Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
+            ) {
+                // The queued entries stay queued: the next submission or wait sends them.
+                return Some(
+                    out.into_iter()
+                        .map(|_| Err(io::Error::new(e.kind(), e.to_string())))
+                        .collect(),
+                );
+            }
+        }
+        Some(out)
+    })
+}
+
+/// Started reads of this thread not reaped yet.
+pub fn started_in_flight() -> usize {
+    RING.with(|r| match &*r.borrow() {
+        Ring::Ready(s) => s.started.len(),
+        _ => 0,
+    })
+}
+
+/// Hands each completed started read of this thread to `f` (its tag, and its bytes or its
+/// error); with `wait`, first waits for one if none completed (and some are in flight).
+/// Returns how many were handed over.
+pub fn reap_started(wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+    RING.with(|r| {
+        let mut r = r.borrow_mut();
+        let Ring::Ready(state) = &mut *r else {
+            return 0;
+        };
+        loop {
+            for cqe in state.ring.completion() {
+                state.started_done.push((cqe.user_data(), cqe.result()));
+            }
+            if !state.started_done.is_empty() || !wait || state.started.is_empty() {
+                break;
+            }
+            match state.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
+                    ) => {}
+                Err(_) => break,
+            }
+        }
+        let done = std::mem::take(&mut state.started_done);
+        let n = done.len();
+        for (key, res) in done {
+            let Some(st) = state.started.remove(&key) else {
+                debug_assert!(false, "a completion of no started read ({key:#x})");
+                continue;
+            };
+            let ptr = match &st.staging {
+                Staging::Pool(b) => state.pool_buffer(*b),
+                Staging::Scratch(a) => a.ptr,
+            };
+            let result = if res < 0 {
+                Err(io::Error::from_raw_os_error(-res))
+            } else if (res as usize) < st.len {
+                Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("started read got {res} of {} bytes", st.len),
+                ))
+            } else {
+                // SAFETY: the read completed, so the kernel no longer writes `ptr`, which
+                // holds `st.len` bytes it read, owned by this ring until unstaged below.
+                Ok(unsafe { std::slice::from_raw_parts(ptr, st.len) })
+            };
+            f(st.tag, result);
+            state.unstage(vec![st.staging]);
+        }
+        n
+    })
 }
 
 /// Fills `buf` from `offset` of `file`; `None` when io_uring is unavailable.

@@ -168,7 +168,7 @@ impl Inner {
     /// [`run_request`](Self::run_request) with `only_on_cache`) and registers its ticket.
     /// `None`: not such a read, nothing done. Counts the request in flight when planned.
     #[allow(clippy::type_complexity)]
-    fn decide_hit(
+    pub(super) fn decide_hit(
         &self,
         k: usize,
         req: &Request,

@@ -30,6 +30,7 @@ mod failure;
 mod flusher;
 mod open;
 mod request;
+mod started;
 
 /// Why the engine cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -146,6 +147,9 @@ struct Inner {
     cache_dev: Arc<dyn Device>,
     /// The cache device is an emulated (slow) one: hits are not cheap.
     cache_is_slow: bool,
+    /// The cache device is opened O_DIRECT: hits wait for it (a server runs them on its
+    /// workers, a few batched at a time, rather than on a connection's reader).
+    cache_hits_wait: bool,
     backend: Arc<dyn Device>,
     table: SlotTable,
     layout: Layout,
@@ -397,8 +401,17 @@ impl tiercache_nbd::BlockDevice for Engine {
         }
         self.inner.read_hits(reads)
     }
+    fn hits_wait_for_device(&self) -> bool {
+        self.inner.cache_hits_wait
+    }
+    fn start_reads(&self, reads: &[(u64, u64, u32)]) -> Vec<Option<io::Result<()>>> {
+        self.inner.start_reads(reads)
+    }
+    fn reap_started(&self, wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+        self.inner.reap_started(wait, f)
+    }
     fn write_fast(&self, data: &[u8], off: u64) -> Option<io::Result<()>> {
-        if self.inner.cache_is_slow {
+        if self.inner.cache_is_slow || self.inner.cache_hits_wait {
             return None;
         }
         let client = Client::Write {

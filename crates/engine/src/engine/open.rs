@@ -277,6 +277,7 @@ impl Engine {
             answer_reads_early: cfg.answer_reads_early,
             size: backend.len(),
             cache_is_slow: cfg.cache_device.is_some(),
+            cache_hits_wait: cfg.cache_direct && cfg.cache_device.is_none(),
             cache_dev,
             backend,
             table,
