@@ -299,7 +299,6 @@ pub fn serve_connection<S: Stream>(
         }
     }
     stats.sessions.fetch_add(1, Relaxed);
-    let fd = reader.get_ref().raw_fd();
     let (tx, rx) = mpsc::sync_channel::<Job>(cfg.workers.max(1) * 4);
     let rx = Mutex::new(rx);
     let result = std::thread::scope(|scope| {
@@ -328,7 +327,6 @@ pub fn serve_connection<S: Stream>(
             shutdown,
             &writer,
             (cfg.workers > 0).then_some(&tx),
-            fd,
         );
         // Started reads still in flight end here (their plans hold ordering tickets).
         while dev_ref.reap_started(true, &mut |_, _| {}) > 0 {}
@@ -535,7 +533,7 @@ fn readable(fd: RawFd) -> bool {
     r != 0
 }
 
-fn transmission<S: Read, W: Write>(
+fn transmission<S: Stream, W: Write>(
     reader: &mut BufReader<S>,
     dev: &dyn BlockDevice,
     cfg: &ServerConfig,
@@ -543,8 +541,8 @@ fn transmission<S: Read, W: Write>(
     shutdown: &Shutdown,
     writer: &Mutex<BufWriter<W>>,
     pool: Option<&mpsc::SyncSender<Job>>,
-    fd: Option<RawFd>,
 ) -> io::Result<()> {
+    let fd = reader.get_ref().raw_fd();
     let mut read_buf = Vec::new();
     // Reads started on the device (see `BlockDevice::start_reads`) not answered yet.
     let mut started_reads = 0usize;

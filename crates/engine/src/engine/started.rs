@@ -23,12 +23,15 @@ struct Started {
     started: Instant,
 }
 
+/// A read finished at once: (engine, tag, bytes or error).
+type Ready = (usize, u64, io::Result<Vec<u8>>);
+
 thread_local! {
     /// This thread's started hits, by ring tag.
     static STARTED: RefCell<HashMap<u64, Started>> = RefCell::new(HashMap::new());
     /// Reads finished at once (not a lone cache read), delivered by the next reap:
     /// (engine, tag, bytes or error).
-    static READY: RefCell<Vec<(usize, u64, io::Result<Vec<u8>>)>> = const { RefCell::new(Vec::new()) };
+    static READY: RefCell<Vec<Ready>> = const { RefCell::new(Vec::new()) };
     static NEXT_RING_TAG: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
