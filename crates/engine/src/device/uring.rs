@@ -747,4 +747,66 @@ mod tests {
         g.read_exact_at(&mut back, 0).unwrap();
         assert_eq!(back, [5u8; 4096]);
     }
+
+    /// Started reads come back with their tags and bytes, also when a batch runs on the same
+    /// ring while they are in flight (its waits reap their completions and keep them).
+    #[test]
+    fn started_reads_come_back_tagged_across_a_batch() {
+        if !available() {
+            eprintln!("skipping: no io_uring here");
+            return;
+        }
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.path().join("f"))
+            .unwrap();
+        let bytes: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 241) as u8).collect();
+        f.write_all_at(&bytes, 0).unwrap();
+        let file = FileRef {
+            fd: f.as_raw_fd(),
+            id: FileRef::new_id(),
+        };
+        // More than the pool holds (scratch for the rest), two sizes.
+        let reads: Vec<(u64, usize, u64)> = (0..80u64)
+            .map(|i| (i * 9000, if i % 3 == 0 { 70_000 } else { 4096 }, 1000 + i))
+            .collect();
+        for r in start_reads(file, &reads).unwrap() {
+            r.unwrap();
+        }
+        assert_eq!(started_in_flight(), 80);
+        // A batch meanwhile.
+        let mut b = vec![0u8; 4096];
+        read_exact_at(file, &mut b, 5000).unwrap().unwrap();
+        assert!(b[..] == bytes[5000..9096]);
+        let mut seen = std::collections::HashMap::new();
+        while started_in_flight() > 0 {
+            reap_started(true, &mut |tag, res| {
+                seen.insert(tag, res.unwrap().to_vec());
+            });
+        }
+        assert_eq!(seen.len(), 80);
+        for (off, len, tag) in reads {
+            assert!(
+                seen[&tag] == bytes[off as usize..off as usize + len],
+                "tag {tag}"
+            );
+        }
+        // Past the end: an error, tagged.
+        start_reads(file, &[((1 << 20) - 10, 4096, 7)]).unwrap()[0]
+            .as_ref()
+            .unwrap();
+        let mut got = None;
+        reap_started(true, &mut |tag, res| got = Some((tag, res.is_err())));
+        assert_eq!(got, Some((7, true)));
+        assert_eq!(
+            reap_started(true, &mut |_, _| {}),
+            0,
+            "nothing in flight: no wait"
+        );
+    }
 }
