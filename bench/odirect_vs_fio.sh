@@ -88,7 +88,8 @@ import json, sys
 w = sys.argv[1]
 fio = json.load(open(f"{w}/fio-median.json"))["fio"]
 last = json.loads(open(f"{w}/inproc.txt").read().strip().splitlines()[-1])
-print(json.dumps({"in_process_io_uring_batched_over_fio": round(last["median_iops_io_uring_batched"] / fio, 3),
+print(json.dumps({"in_process_io_uring_started_over_fio": round(last["median_iops_io_uring_started"] / fio, 3),
+                  "in_process_io_uring_batched_over_fio": round(last["median_iops_io_uring_batched"] / fio, 3),
                   "in_process_pread_16_threads_over_fio": round(last["median_iops_pread_16_threads"] / fio, 3),
                   "in_process_pread_batched_over_fio": round(last["median_iops_pread_batched"] / fio, 3)}))
 PY
