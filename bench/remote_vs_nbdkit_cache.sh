@@ -21,8 +21,13 @@ WARM=${2:-10}
 BACKEND=${3:-disk}
 ROUNDS=${4:-2}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cargo build --release -q --manifest-path "$ROOT/Cargo.toml" -p tiercache
-BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/tiercache
+# TIERCACHE_BIN: the binary to measure (e.g. another commit's build); default: built here.
+if [ -n "${TIERCACHE_BIN:-}" ]; then
+  BIN=$TIERCACHE_BIN
+else
+  cargo build --release -q --manifest-path "$ROOT/Cargo.toml" -p tiercache
+  BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/tiercache
+fi
 D=$(mktemp -d /var/tmp/tc-remote.XXXXXX)    # the remote volume: a real disk
 S=$(mktemp -d /dev/shm/tc-remote.XXXXXX)    # caches: RAM disk
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$D" "$S"' EXIT

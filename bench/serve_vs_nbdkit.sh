@@ -12,13 +12,21 @@ set -euo pipefail
 SECS=${1:-10}
 ROUNDS=${2:-3}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cargo build --release -q --manifest-path "$ROOT/Cargo.toml" -p tiercache
-BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/tiercache
+# TIERCACHE_BIN: the binary to measure (e.g. another commit's build); default: built here.
+if [ -n "${TIERCACHE_BIN:-}" ]; then
+  BIN=$TIERCACHE_BIN
+else
+  cargo build --release -q --manifest-path "$ROOT/Cargo.toml" -p tiercache
+  BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/tiercache
+fi
 W=$(mktemp -d /dev/shm/tc-bench.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$W"' EXIT
 VOL=256m
 head -c 256M /dev/urandom > "$W/nbdkit.img"
 cp "$W/nbdkit.img" "$W/backend.img"
+# The cache may not be larger than its backend: the backend is extended (sparse) past the
+# 256 MiB the workload reads, so a 512 MiB cache (16 shards filled unevenly) holds all of it.
+truncate -s 512M "$W/backend.img"
 
 fio_json() { # URI_OR_FILE ENGINE OUT [extra...]
   local target=$1 engine=$2 out=$3; shift 3

@@ -59,6 +59,9 @@ pub trait Completion: Default + Send + Sync + std::fmt::Debug + 'static {
 pub struct Done {
     outcome: Mutex<Outcome>,
     cv: Condvar,
+    /// Someone waits (or waited) on `cv`: only then does `set` wake it (a wake is a system
+    /// call, and most plans have no waiter). Read and written under `outcome`'s lock.
+    waited: std::sync::atomic::AtomicBool,
 }
 
 impl Done {
@@ -66,6 +69,8 @@ impl Done {
     pub fn wait(&self) -> bool {
         let mut d = self.outcome.lock().unwrap_or_else(|e| e.into_inner());
         while *d == Outcome::Running {
+            self.waited
+                .store(true, std::sync::atomic::Ordering::Relaxed);
             d = self.cv.wait(d).unwrap_or_else(|e| e.into_inner());
         }
         *d == Outcome::Completed
@@ -87,7 +92,11 @@ impl Completion for Done {
         } else {
             Outcome::Failed
         };
-        self.cv.notify_all();
+        // A waiter sets `waited` under the lock before it sleeps, and the lock is held here:
+        // none can be missed.
+        if self.waited.load(std::sync::atomic::Ordering::Relaxed) {
+            self.cv.notify_all();
+        }
     }
 }
 

@@ -532,6 +532,19 @@ impl Connection {
         payload: &[u8],
         timeout: Duration,
     ) -> Result<Vec<u8>, ClientError> {
+        self.send(cmd, fua, offset, len, payload)?.wait(timeout)
+    }
+
+    /// Sends one request without waiting for its reply: several sent before any is waited
+    /// for travel together (pipelined), each answered through its own [`Sent`].
+    pub fn send(
+        &self,
+        cmd: Command,
+        fua: bool,
+        offset: u64,
+        len: u32,
+        payload: &[u8],
+    ) -> Result<Sent<'_>, ClientError> {
         if !self.is_alive() {
             return Err(ClientError::Closed);
         }
@@ -585,10 +598,24 @@ impl Connection {
             self.kill();
             return Err(ClientError::Transport(e));
         }
-        match rx.recv_timeout(timeout) {
+        Ok(Sent { conn: self, rx })
+    }
+}
+
+/// A request sent on a [`Connection`], its reply not yet taken.
+pub struct Sent<'a> {
+    conn: &'a Connection,
+    rx: mpsc::Receiver<Reply>,
+}
+
+impl Sent<'_> {
+    /// Waits up to `timeout` for the reply (READ: the data; else empty). A timeout kills the
+    /// connection.
+    pub fn wait(self, timeout: Duration) -> Result<Vec<u8>, ClientError> {
+        match self.rx.recv_timeout(timeout) {
             Ok(r) => r,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                self.kill();
+                self.conn.kill();
                 Err(ClientError::TimedOut(timeout))
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(ClientError::Closed),

@@ -25,6 +25,36 @@ pub trait BlockDevice: Send + Sync {
         let _ = (buf, off);
         None
     }
+    /// [`read_fast`](Self::read_fast) for several reads a connection has waiting at once
+    /// (`(offset, buffer)` each), so the device can start them together (one io_uring
+    /// submission for the engine's hits); one answer per read, in order, `None` for a read
+    /// not claimed. The default asks `read_fast` one read after another.
+    fn read_fast_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<Option<io::Result<()>>> {
+        reads
+            .iter_mut()
+            .map(|(off, buf)| self.read_fast(buf, *off))
+            .collect()
+    }
+    /// Whether even cache hits wait for a device (an O_DIRECT cache file): the server then
+    /// starts a connection's reads with [`start_reads`](Self::start_reads) and answers them
+    /// as [`reap_started`](Self::reap_started) hands them back, several submissions in
+    /// flight at once, instead of serving hits one batch at a time.
+    fn hits_wait_for_device(&self) -> bool {
+        false
+    }
+    /// Starts reads `(tag, offset, len)` without waiting, where that is cheap (cache hits):
+    /// per read `None` (not started: run it as usual), `Some(Ok)` (started: its bytes come
+    /// from [`reap_started`](Self::reap_started), on this same thread) or `Some(Err)`.
+    /// The default starts none.
+    fn start_reads(&self, reads: &[(u64, u64, u32)]) -> Vec<Option<io::Result<()>>> {
+        reads.iter().map(|_| None).collect()
+    }
+    /// Hands each finished started read of this thread to `f` (tag, bytes or error), first
+    /// waiting for one with `wait` if none finished and some are in flight; returns how many.
+    fn reap_started(&self, wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+        let _ = (wait, f);
+        0
+    }
     /// As [`read_fast`](Self::read_fast) for a write (e.g. a write-back cache hit); FUA
     /// writes are never offered. The default never claims a write.
     fn write_fast(&self, data: &[u8], off: u64) -> Option<io::Result<()>> {

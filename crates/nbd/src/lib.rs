@@ -16,7 +16,7 @@ mod proto;
 mod remote;
 mod server;
 
-pub use client::{ClientError, Connection, ExportInfo, NbdUri, Target};
+pub use client::{ClientError, Connection, ExportInfo, NbdUri, Sent, Target};
 pub use device::{BlockDevice, FileDevice, MemDevice};
 pub use remote::{Remote, RemoteConfig, RemoteStats};
 pub use server::{serve_connection, serve_tcp, serve_unix, ServerConfig, ServerStats, Shutdown};

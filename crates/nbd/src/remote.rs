@@ -28,6 +28,9 @@ pub struct RemoteConfig {
     pub connect_timeout: Duration,
     /// Largest payload sent in one request; larger transfers are split.
     pub max_request: u32,
+    /// Most requests of one [`Remote::write_many`] in flight at once, spread over the pool's
+    /// connections (1: one request per round trip).
+    pub pipeline: usize,
 }
 
 impl Default for RemoteConfig {
@@ -39,6 +42,7 @@ impl Default for RemoteConfig {
             backoff: Duration::from_millis(100),
             connect_timeout: Duration::from_secs(2),
             max_request: 4 << 20,
+            pipeline: 64,
         }
     }
 }
@@ -257,6 +261,73 @@ impl Remote {
             self.run(Command::Write, fua, off, n as u32, &data[at..at + n])?;
         }
         Ok(())
+    }
+
+    /// Writes each `(offset, data)` of `writes`, up to [`RemoteConfig::pipeline`] requests in
+    /// flight at once over the pool's connections instead of one per round trip. A request
+    /// that fails in flight is retried on its own as [`write`](Self::write) would; the first
+    /// error that survives its retries is returned (after every request was answered). The
+    /// writes must not overlap: their order on the remote is not kept.
+    pub fn write_many(&self, writes: &[(u64, &[u8])]) -> Result<(), ClientError> {
+        if self.info.read_only() {
+            return Err(ClientError::Invalid("the export is read-only".into()));
+        }
+        let pieces: Vec<(u64, &[u8])> = writes
+            .iter()
+            .flat_map(|&(offset, data)| {
+                self.chunks(offset, data.len())
+                    .map(move |(off, at, n)| (off, &data[at..at + n]))
+            })
+            .collect();
+        let c = &self.counters;
+        let mut result = Ok(());
+        for window in pieces.chunks(self.cfg.pipeline.max(1)) {
+            // Live connections, each used for its share of the window (at least one: a
+            // dead pool reconnects, or every request goes the retrying way below).
+            let conns: Vec<Arc<Connection>> = (0..self.slots.len())
+                .filter_map(|i| self.conn(i).ok())
+                .collect();
+            let sent: Vec<Option<crate::client::Sent<'_>>> = window
+                .iter()
+                .enumerate()
+                .map(|(j, &(off, data))| {
+                    let conn = conns.get(j % conns.len().max(1))?;
+                    conn.send(Command::Write, false, off, data.len() as u32, data)
+                        .ok()
+                })
+                .collect();
+            for (&(off, data), s) in window.iter().zip(sent) {
+                let answered = s.map(|s| s.wait(self.cfg.timeout));
+                let out = match answered {
+                    Some(Ok(_)) => {
+                        c.requests.fetch_add(1, Relaxed);
+                        Ok(())
+                    }
+                    Some(Err(e @ ClientError::Invalid(_))) => {
+                        c.requests.fetch_add(1, Relaxed);
+                        c.failed_requests.fetch_add(1, Relaxed);
+                        Err(e)
+                    }
+                    failed => {
+                        // Retried the ordinary way (counted there as a request).
+                        if let Some(Err(e)) = &failed {
+                            match e {
+                                ClientError::Reply(_) => c.error_replies.fetch_add(1, Relaxed),
+                                ClientError::TimedOut(_) => c.timeouts.fetch_add(1, Relaxed),
+                                _ => 0,
+                            };
+                            c.retries.fetch_add(1, Relaxed);
+                        }
+                        self.run(Command::Write, false, off, data.len() as u32, data)
+                            .map(|_| ())
+                    }
+                };
+                if result.is_ok() {
+                    result = out;
+                }
+            }
+        }
+        result
     }
 
     /// Discards a range, if the export supports TRIM (a hint: otherwise nothing happens).

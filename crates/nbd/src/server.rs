@@ -4,6 +4,7 @@ use crate::device::BlockDevice;
 use crate::proto::*;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::RawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Mutex};
@@ -79,6 +80,10 @@ pub trait Stream: Read + Write + Send + Sized + 'static {
     fn try_clone(&self) -> io::Result<Self>;
     /// Ends both directions.
     fn shutdown(&self);
+    /// The descriptor to poll for readability, if there is one.
+    fn raw_fd(&self) -> Option<RawFd> {
+        None
+    }
 }
 
 impl Stream for UnixStream {
@@ -88,6 +93,9 @@ impl Stream for UnixStream {
     fn shutdown(&self) {
         let _ = UnixStream::shutdown(self, std::net::Shutdown::Both);
     }
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(std::os::fd::AsRawFd::as_raw_fd(self))
+    }
 }
 
 impl Stream for TcpStream {
@@ -96,6 +104,9 @@ impl Stream for TcpStream {
     }
     fn shutdown(&self) {
         let _ = TcpStream::shutdown(self, std::net::Shutdown::Both);
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(std::os::fd::AsRawFd::as_raw_fd(self))
     }
 }
 
@@ -317,6 +328,8 @@ pub fn serve_connection<S: Stream>(
             &writer,
             (cfg.workers > 0).then_some(&tx),
         );
+        // Started reads still in flight end here (their plans hold ordering tickets).
+        while dev_ref.reap_started(true, &mut |_, _| {}) > 0 {}
         drop(tx);
         for h in handles {
             let _ = h.join();
@@ -376,7 +389,151 @@ fn errno_of(res: io::Result<()>, stats: &ServerStats, bytes: &AtomicU64, len: u3
     }
 }
 
-fn transmission<S: Read, W: Write>(
+/// Most reads offered to the device at once.
+const READ_BATCH: usize = 32;
+
+/// `first` (handle, offset, length) and the valid READ requests that follow it, whole, in the
+/// reader's buffer (up to `max`), consumed from it.
+fn take_waiting_reads<S: Read>(
+    reader: &mut BufReader<S>,
+    dev: &dyn BlockDevice,
+    cfg: &ServerConfig,
+    stats: &ServerStats,
+    first: ([u8; 8], u64, u32),
+    max: usize,
+) -> Vec<([u8; 8], u64, u32)> {
+    let mut reads = vec![first];
+    while reads.len() < max {
+        let b = reader.buffer();
+        if b.len() < 28
+            || u32::from_be_bytes(b[0..4].try_into().unwrap()) != REQ_MAGIC
+            || u16::from_be_bytes([b[6], b[7]]) != CMD_READ
+        {
+            break;
+        }
+        let handle: [u8; 8] = b[8..16].try_into().unwrap();
+        let offset = u64::from_be_bytes(b[16..24].try_into().unwrap());
+        let len = u32::from_be_bytes(b[24..28].try_into().unwrap());
+        let valid = len <= cfg.max_payload
+            && offset
+                .checked_add(len as u64)
+                .is_some_and(|e| e <= dev.size());
+        if !valid {
+            // Answered on its own by the main loop (EINVAL).
+            break;
+        }
+        io::BufRead::consume(reader, 28);
+        stats.requests.fetch_add(1, Relaxed);
+        reads.push((handle, offset, len));
+    }
+    reads
+}
+
+/// Offers `reads` to the device together; replies to those it serves (in order), and hands
+/// the rest to the workers. `more`: requests still wait in the reader's buffer.
+fn read_fast_batch<W: Write>(
+    reads: Vec<([u8; 8], u64, u32)>,
+    dev: &dyn BlockDevice,
+    stats: &ServerStats,
+    writer: &Mutex<BufWriter<W>>,
+    tx: &mpsc::SyncSender<Job>,
+    more: bool,
+) -> io::Result<()> {
+    let mut bufs: Vec<Vec<u8>> = reads.iter().map(|r| vec![0u8; r.2 as usize]).collect();
+    let answers = {
+        let mut ios: Vec<(u64, &mut [u8])> = reads
+            .iter()
+            .zip(bufs.iter_mut())
+            .map(|(r, b)| (r.1, &mut b[..]))
+            .collect();
+        dev.read_fast_many(&mut ios)
+    };
+    let last = reads.len() - 1;
+    for (i, ((r, buf), answer)) in reads.into_iter().zip(bufs).zip(answers).enumerate() {
+        let (handle, offset, len) = r;
+        match answer {
+            Some(res) => {
+                let err = errno_of(res, stats, &stats.bytes_read, len);
+                reply(writer, &handle, err, &buf, more || i < last)?;
+            }
+            None => {
+                let job = Job {
+                    typ: CMD_READ,
+                    flags: 0,
+                    handle,
+                    offset,
+                    len,
+                    payload: buf,
+                };
+                if tx.send(job).is_err() {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    // Replies held back for a later read a worker took: out now unless more are coming.
+    if !more {
+        writer.lock().unwrap_or_else(|e| e.into_inner()).flush()?;
+    }
+    Ok(())
+}
+
+/// Answers the started reads that finished; while some are in flight and no request waits
+/// (in the reader's buffer or on the socket `fd`), waits for the next to finish. Replies go
+/// out at once: the client sends its next requests as it gets them.
+fn answer_started<S: Read, W: Write>(
+    dev: &dyn BlockDevice,
+    stats: &ServerStats,
+    writer: &Mutex<BufWriter<W>>,
+    reader: &BufReader<S>,
+    fd: Option<RawFd>,
+    in_flight: &mut usize,
+) -> io::Result<()> {
+    let mut out = Ok(());
+    let mut wait = false;
+    loop {
+        let n = dev.reap_started(wait, &mut |tag, res| {
+            let handle = tag.to_be_bytes();
+            let (err, data) = match res {
+                Ok(d) => {
+                    stats.bytes_read.fetch_add(d.len() as u64, Relaxed);
+                    (0, d)
+                }
+                Err(_) => {
+                    stats.eio.fetch_add(1, Relaxed);
+                    (EIO, &[][..])
+                }
+            };
+            if out.is_ok() {
+                out = reply(writer, &handle, err, data, true);
+            }
+        });
+        *in_flight = in_flight.saturating_sub(n);
+        if n > 0 {
+            writer.lock().unwrap_or_else(|e| e.into_inner()).flush()?;
+        }
+        out.as_ref()
+            .map_err(|e| io::Error::new(e.kind(), e.to_string()))?;
+        if *in_flight == 0 || !reader.buffer().is_empty() || fd.is_none_or(readable) {
+            return Ok(());
+        }
+        wait = true;
+    }
+}
+
+/// Whether `fd` has bytes to read now (or an error or hang-up to report).
+fn readable(fd: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `p` is one valid pollfd, alive for the call; a zero timeout never blocks.
+    let r = unsafe { libc::poll(&mut p, 1, 0) };
+    r != 0
+}
+
+fn transmission<S: Stream, W: Write>(
     reader: &mut BufReader<S>,
     dev: &dyn BlockDevice,
     cfg: &ServerConfig,
@@ -385,10 +542,16 @@ fn transmission<S: Read, W: Write>(
     writer: &Mutex<BufWriter<W>>,
     pool: Option<&mpsc::SyncSender<Job>>,
 ) -> io::Result<()> {
+    let fd = reader.get_ref().raw_fd();
     let mut read_buf = Vec::new();
+    // Reads started on the device (see `BlockDevice::start_reads`) not answered yet.
+    let mut started_reads = 0usize;
     loop {
         if shutdown.is_triggered() {
             return Ok(());
+        }
+        if started_reads > 0 {
+            answer_started(dev, stats, writer, reader, fd, &mut started_reads)?;
         }
         let h: [u8; 28] = rd(reader)?;
         if u32::from_be_bytes(h[0..4].try_into().unwrap()) != REQ_MAGIC {
@@ -425,6 +588,51 @@ fn transmission<S: Read, W: Write>(
             stats.einval.fetch_add(1, Relaxed);
             reply(writer, &handle, EINVAL, &[], more)?;
             continue;
+        }
+        if let (CMD_READ, Some(tx)) = (typ, pool) {
+            if dev.hits_wait_for_device() {
+                // Hits wait for the device (O_DIRECT): started together, answered as they
+                // finish, while the reader goes on taking requests.
+                let reads =
+                    take_waiting_reads(reader, dev, cfg, stats, (handle, offset, len), READ_BATCH);
+                let tags: Vec<(u64, u64, u32)> = reads
+                    .iter()
+                    .map(|&(h, o, l)| (u64::from_be_bytes(h), o, l))
+                    .collect();
+                let started = dev.start_reads(&tags);
+                for ((h, o, l), st) in reads.into_iter().zip(started) {
+                    match st {
+                        Some(Ok(())) => started_reads += 1,
+                        Some(Err(_)) => {
+                            stats.eio.fetch_add(1, Relaxed);
+                            reply(writer, &h, EIO, &[], true)?;
+                        }
+                        None => {
+                            let job = Job {
+                                typ,
+                                flags: 0,
+                                handle: h,
+                                offset: o,
+                                len: l,
+                                payload: Vec::new(),
+                            };
+                            if tx.send(job).is_err() {
+                                return Ok(());
+                            }
+                        }
+                    }
+                }
+                answer_started(dev, stats, writer, reader, fd, &mut started_reads)?;
+                continue;
+            }
+            if more {
+                // Several reads waiting: offered to the device together (their cache hits
+                // start at once); the ones it does not claim go to the workers.
+                let reads =
+                    take_waiting_reads(reader, dev, cfg, stats, (handle, offset, len), READ_BATCH);
+                read_fast_batch(reads, dev, stats, writer, tx, !reader.buffer().is_empty())?;
+                continue;
+            }
         }
         if typ == CMD_READ && pool.is_some() {
             // Cheap reads (cache hits) run here: no hand-off, replies batched.

@@ -21,6 +21,9 @@ pub const DIRECT_ALIGN: usize = 4096;
 pub struct FileDevice {
     file: File,
     direct: Option<File>,
+    /// Identities of `file` and `direct` for the io_uring rings' registered-file tables.
+    file_id: u64,
+    direct_id: u64,
     /// Transfer through io_uring (per-thread rings), falling back to pread/pwrite where the
     /// kernel has none.
     uring: bool,
@@ -67,6 +70,8 @@ impl FileDevice {
         Ok(Self {
             file,
             direct: None,
+            file_id: uring::FileRef::new_id(),
+            direct_id: uring::FileRef::new_id(),
             uring: false,
             map: None,
             direct_ops: AtomicU64::new(0),
@@ -119,10 +124,18 @@ impl FileDevice {
         self.direct_ops.load(Relaxed)
     }
 
-    fn read_fd(&self, f: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    fn file_ref(&self, f: &File) -> uring::FileRef {
         use std::os::fd::AsRawFd;
+        let direct = self.direct.as_ref().is_some_and(|d| std::ptr::eq(d, f));
+        uring::FileRef {
+            fd: f.as_raw_fd(),
+            id: if direct { self.direct_id } else { self.file_id },
+        }
+    }
+
+    fn read_fd(&self, f: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
         if self.uring {
-            if let Some(r) = uring::read_exact_at(f.as_raw_fd(), buf, offset) {
+            if let Some(r) = uring::read_exact_at(self.file_ref(f), buf, offset) {
                 return r;
             }
         }
@@ -130,13 +143,18 @@ impl FileDevice {
     }
 
     fn write_fd(&self, f: &File, data: &[u8], offset: u64) -> io::Result<()> {
-        use std::os::fd::AsRawFd;
         if self.uring {
-            if let Some(r) = uring::write_all_at(f.as_raw_fd(), data, offset) {
+            if let Some(r) = uring::write_all_at(self.file_ref(f), data, offset) {
                 return r;
             }
         }
         f.write_all_at(data, offset)
+    }
+
+    /// Whether transfers go through this thread's io_uring (which stages them in aligned
+    /// memory of its own, so O_DIRECT needs no bounce buffer here).
+    fn ring(&self) -> bool {
+        self.uring && uring::available()
     }
 
     /// The O_DIRECT descriptor, if this transfer can use it.
@@ -168,6 +186,10 @@ impl Device for FileDevice {
             return Ok(());
         }
         match self.direct_for(offset, buf.len()) {
+            Some(f) if self.ring() => {
+                self.direct_ops.fetch_add(1, Relaxed);
+                self.read_fd(f, buf, offset)
+            }
             Some(f) => {
                 self.direct_ops.fetch_add(1, Relaxed);
                 with_aligned(buf.len(), |b| {
@@ -182,6 +204,10 @@ impl Device for FileDevice {
     fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
         check_range(offset, data.len(), self.len)?;
         match self.direct_for(offset, data.len()) {
+            Some(f) if self.ring() => {
+                self.direct_ops.fetch_add(1, Relaxed);
+                self.write_fd(f, data, offset)
+            }
             Some(f) => {
                 self.direct_ops.fetch_add(1, Relaxed);
                 with_aligned(data.len(), |b| {
@@ -191,6 +217,79 @@ impl Device for FileDevice {
             }
             None => self.write_fd(&self.file, data, offset),
         }
+    }
+    fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<io::Result<()>> {
+        if self.map.is_some() || reads.len() < 2 || !self.ring() {
+            return reads
+                .iter_mut()
+                .map(|(offset, buf)| self.read_at(buf, *offset))
+                .collect();
+        }
+        // One submission per descriptor: O_DIRECT-aligned reads on the direct one, the rest
+        // through the page cache.
+        let mut results: Vec<Option<io::Result<()>>> = (0..reads.len()).map(|_| None).collect();
+        let mut direct: Vec<(usize, (u64, uring::Transfer<'_>))> = Vec::new();
+        let mut buffered: Vec<(usize, (u64, uring::Transfer<'_>))> = Vec::new();
+        for (i, (offset, buf)) in reads.iter_mut().enumerate() {
+            if let Err(e) = check_range(*offset, buf.len(), self.len) {
+                results[i] = Some(Err(e));
+                continue;
+            }
+            let to = if self.direct_for(*offset, buf.len()).is_some() {
+                &mut direct
+            } else {
+                &mut buffered
+            };
+            to.push((i, (*offset, uring::Transfer::Read(&mut buf[..]))));
+        }
+        self.direct_ops.fetch_add(direct.len() as u64, Relaxed);
+        let d = self.direct.as_ref();
+        for (group, f) in [(direct, d), (buffered, Some(&self.file))] {
+            let (Some(f), false) = (f, group.is_empty()) else {
+                continue;
+            };
+            let (idx, mut ops): (Vec<usize>, Vec<_>) = group.into_iter().unzip();
+            let file = self.file_ref(f);
+            let rs = uring::transfer_batch(file, &mut ops).unwrap_or_else(|| {
+                ops.iter()
+                    .map(|_| Err(io::Error::other("io_uring vanished")))
+                    .collect()
+            });
+            for (i, r) in idx.into_iter().zip(rs) {
+                results[i] = Some(r);
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.expect("every read has a result"))
+            .collect()
+    }
+    fn start_reads(&self, reads: &[(u64, usize, u64)]) -> Option<Vec<io::Result<()>>> {
+        if self.map.is_some() || !self.ring() {
+            return None;
+        }
+        for &(offset, len, _) in reads {
+            if let Err(e) = check_range(offset, len, self.len) {
+                return Some(
+                    reads
+                        .iter()
+                        .map(|_| Err(io::Error::new(e.kind(), e.to_string())))
+                        .collect(),
+                );
+            }
+        }
+        // Through O_DIRECT when every read is aligned (cache hits are whole lines).
+        let direct = reads
+            .iter()
+            .all(|&(offset, len, _)| self.direct_for(offset, len).is_some());
+        let f = match (&self.direct, direct) {
+            (Some(d), true) => {
+                self.direct_ops.fetch_add(reads.len() as u64, Relaxed);
+                d
+            }
+            _ => &self.file,
+        };
+        uring::start_reads(self.file_ref(f), reads)
     }
     fn sync(&self) -> io::Result<()> {
         use std::os::fd::AsRawFd;
@@ -340,7 +439,11 @@ mod tests {
         std::fs::write(&short, [1u8; 100]).unwrap();
         let f = File::open(&short).unwrap();
         use std::os::fd::AsRawFd;
-        if let Some(r) = uring::read_exact_at(f.as_raw_fd(), &mut [0u8; 200], 0) {
+        let fref = uring::FileRef {
+            fd: f.as_raw_fd(),
+            id: uring::FileRef::new_id(),
+        };
+        if let Some(r) = uring::read_exact_at(fref, &mut [0u8; 200], 0) {
             assert_eq!(r.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
         }
     }

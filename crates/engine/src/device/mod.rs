@@ -26,6 +26,31 @@ pub trait Device: Send + Sync {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     /// Writes `data` at byte `offset`.
     fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()>;
+    /// Fills each `(offset, buf)` of `reads`, handing the device as many at once as it can
+    /// take (one io_uring submission for a [`FileDevice`] with io_uring on); one result per
+    /// read, in order. Default: one [`read_at`](Self::read_at) after another.
+    fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<io::Result<()>> {
+        reads
+            .iter_mut()
+            .map(|(offset, buf)| self.read_at(buf, *offset))
+            .collect()
+    }
+    /// Starts reads `(offset, len, tag)` without waiting for them, where the device can (a
+    /// [`FileDevice`] with io_uring on): their bytes come back, tagged, from
+    /// [`uring::reap_started`] on the calling thread. `None`: the device cannot (read them
+    /// with [`read_at`](Self::read_at)); else one result per read (an error: not started).
+    fn start_reads(&self, reads: &[(u64, usize, u64)]) -> Option<Vec<io::Result<()>>> {
+        let _ = reads;
+        None
+    }
+    /// Writes each `(offset, data)` of `writes` (which do not overlap), as many at once as
+    /// the device can take (pipelined over a remote's connections); the first error, once
+    /// every write ended. Default: one [`write_at`](Self::write_at) after another.
+    fn write_many(&self, writes: &[(u64, &[u8])]) -> io::Result<()> {
+        writes
+            .iter()
+            .try_for_each(|(offset, data)| self.write_at(data, *offset))
+    }
     /// Makes every completed write durable.
     fn sync(&self) -> io::Result<()>;
     /// A counter of events that may have lost completed writes (a remote's connection
@@ -63,6 +88,15 @@ impl<D: Device + ?Sized> Device for std::sync::Arc<D> {
     }
     fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
         (**self).write_at(data, offset)
+    }
+    fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<io::Result<()>> {
+        (**self).read_many(reads)
+    }
+    fn write_many(&self, writes: &[(u64, &[u8])]) -> io::Result<()> {
+        (**self).write_many(writes)
+    }
+    fn start_reads(&self, reads: &[(u64, usize, u64)]) -> Option<Vec<io::Result<()>>> {
+        (**self).start_reads(reads)
     }
     fn sync(&self) -> io::Result<()> {
         (**self).sync()

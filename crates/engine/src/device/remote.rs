@@ -16,6 +16,9 @@ impl Device for NbdBackend {
     fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
         Ok(self.0.write(data, offset, false)?)
     }
+    fn write_many(&self, writes: &[(u64, &[u8])]) -> io::Result<()> {
+        Ok(self.0.write_many(writes)?)
+    }
     fn sync(&self) -> io::Result<()> {
         Ok(self.0.flush_since(self.0.epoch())?)
     }

@@ -1,18 +1,226 @@
-//! Synchronous transfers through io_uring, one ring per thread, with pread/pwrite as the
-//! portable fallback where the kernel has no io_uring (or a sandbox forbids it).
+//! Transfers through io_uring, one ring per thread, with pread/pwrite as the portable fallback
+//! where the kernel has no io_uring (or a sandbox forbids it).
 //!
-//! Each call submits one operation and waits for its completion before returning, so the
-//! buffer it names is borrowed for exactly as long as the kernel uses it.
+//! A call hands the kernel a whole batch of transfers in one submission and reaps their
+//! completions in batches ([`transfer_batch`]): a connection's concurrent cache hits cost one
+//! system call, not one each. Files are registered with the ring (fixed files: no descriptor
+//! lookup per op) and transfers use buffers registered with it (fixed buffers: no page pinning
+//! per op), aligned for O_DIRECT.
+//!
+//! Soundness: the kernel only ever reads or writes memory the ring itself owns (its registered
+//! pool, or aligned scratch it keeps until the completion is reaped); callers' slices are
+//! copied into or out of it. A call returns only once every op it submitted has completed; if
+//! the ring breaks with ops in flight, the ring and everything the kernel may still touch are
+//! leaked, never freed, and the thread falls back to pread/pwrite.
 
-use io_uring::{opcode, types, IoUring};
+use io_uring::{opcode, squeue, types, IoUring};
+use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::RefCell;
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Submission queue entries per ring: the most ops one submission carries.
+const RING_ENTRIES: u32 = 64;
+/// Registered buffers per ring, and the size of each.
+const POOL_BUFFERS: usize = 64;
+const POOL_BUFFER_SIZE: usize = 64 << 10;
+/// Files registered per ring at once (least recently registered replaced first).
+const FIXED_FILES: u32 = 32;
+/// Alignment of every buffer the kernel sees (O_DIRECT's strictest common need).
+const ALIGN: usize = 4096;
+/// Longest single op: longer transfers are cut into ops of this size.
+pub const MAX_OP: usize = 16 << 20;
+
+/// A file as the rings know it: its descriptor and a process-unique identity, so that a
+/// descriptor number reused by another file is never taken for the registered one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileRef {
+    /// The open descriptor (owned by the caller, open for the duration of each call).
+    pub fd: RawFd,
+    /// From [`FileRef::new_id`].
+    pub id: u64,
+}
+
+impl FileRef {
+    /// A fresh identity for a newly opened file.
+    pub fn new_id() -> u64 {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        NEXT.fetch_add(1, Relaxed)
+    }
+}
+
+/// One transfer of a batch.
+pub enum Transfer<'a> {
+    /// Fill the slice from the file.
+    Read(&'a mut [u8]),
+    /// Write the slice to the file.
+    Write(&'a [u8]),
+}
+
+impl Transfer<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Transfer::Read(b) => b.len(),
+            Transfer::Write(b) => b.len(),
+        }
+    }
+}
+
+/// Aligned memory owned by a ring.
+struct Aligned {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Aligned {
+    fn new(len: usize) -> Aligned {
+        let layout = Layout::from_size_align(len.max(ALIGN), ALIGN).expect("buffer layout");
+        // SAFETY: the layout has a non-zero size (at least ALIGN bytes).
+        let ptr = unsafe { alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Aligned { ptr, len }
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        let layout = Layout::from_size_align(self.len.max(ALIGN), ALIGN).expect("buffer layout");
+        // SAFETY: `ptr` came from `alloc_zeroed` with this same layout and is freed once.
+        unsafe { dealloc(self.ptr, layout) }
+    }
+}
+
+/// A thread's ring and what it registered. Field order matters: the ring is dropped (closed,
+/// which ends the registrations) before the pool it registered is freed.
+struct RingState {
+    ring: IoUring,
+    /// The registered pool: `POOL_BUFFERS` buffers of `POOL_BUFFER_SIZE` bytes, contiguous.
+    pool: Aligned,
+    /// Whether the pool is registered (fixed buffers) or used as plain aligned memory.
+    pool_registered: bool,
+    /// Which file each fixed-file slot holds (`None`: no fixed files on this kernel).
+    fixed: Option<Vec<Option<u64>>>,
+    next_fixed: usize,
+    /// Pool buffers not in use.
+    free_pool: Vec<usize>,
+    /// Started reads ([`start_reads`]) not reaped yet, by user data (bit 63 set).
+    started: std::collections::HashMap<u64, StartedRead>,
+    next_started: u64,
+    /// Completions of started reads reaped while a batch waited for its own.
+    started_done: Vec<(u64, i32)>,
+}
+
+/// A read started and not yet reaped: its tag and where its bytes land.
+struct StartedRead {
+    tag: u64,
+    len: usize,
+    staging: Staging,
+}
+
+/// User data of started reads carry this bit (a batch's own ops never do).
+const STARTED_BIT: u64 = 1 << 63;
+
+impl RingState {
+    fn new() -> io::Result<RingState> {
+        let ring = IoUring::new(RING_ENTRIES)?;
+        let pool = Aligned::new(POOL_BUFFERS * POOL_BUFFER_SIZE);
+        let iovecs: Vec<libc::iovec> = (0..POOL_BUFFERS)
+            .map(|i| libc::iovec {
+                // SAFETY: `i * POOL_BUFFER_SIZE` is inside the pool's allocation.
+                iov_base: unsafe { pool.ptr.add(i * POOL_BUFFER_SIZE) }.cast(),
+                iov_len: POOL_BUFFER_SIZE,
+            })
+            .collect();
+        // SAFETY: the iovecs name the pool, which lives in this struct as long as the ring
+        // (and longer: the ring field is dropped first), so the registration never outlives
+        // the memory.
+        let pool_registered = unsafe { ring.submitter().register_buffers(&iovecs) }.is_ok();
+        let fixed = ring
+            .submitter()
+            .register_files_sparse(FIXED_FILES)
+            .is_ok()
+            .then(|| vec![None; FIXED_FILES as usize]);
+        Ok(RingState {
+            ring,
+            pool,
+            pool_registered,
+            fixed,
+            next_fixed: 0,
+            free_pool: (0..POOL_BUFFERS).rev().collect(),
+            started: std::collections::HashMap::new(),
+            next_started: 0,
+            started_done: Vec::new(),
+        })
+    }
+
+    /// The fixed-file slot of `f`, registering it (replacing the oldest) if needed.
+    fn fixed_slot(&mut self, f: FileRef) -> Option<u32> {
+        let table = self.fixed.as_mut()?;
+        if let Some(i) = table.iter().position(|s| *s == Some(f.id)) {
+            return Some(i as u32);
+        }
+        let i = self.next_fixed;
+        self.next_fixed = (i + 1) % table.len();
+        match self
+            .ring
+            .submitter()
+            .register_files_update(i as u32, &[f.fd])
+        {
+            Ok(_) => {
+                table[i] = Some(f.id);
+                Some(i as u32)
+            }
+            Err(_) => {
+                table[i] = None;
+                None
+            }
+        }
+    }
+
+    /// Memory for an op of `len` bytes: a free pool buffer, else aligned scratch; recorded in
+    /// `staging`. Returns its address and, for a pool buffer, its index.
+    fn stage(&mut self, len: usize, staging: &mut Vec<Staging>) -> (*mut u8, Option<usize>) {
+        let pooled = if len <= POOL_BUFFER_SIZE {
+            self.free_pool.pop()
+        } else {
+            None
+        };
+        match pooled {
+            Some(b) => {
+                staging.push(Staging::Pool(b));
+                (self.pool_buffer(b), Some(b))
+            }
+            None => {
+                let a = Aligned::new(len);
+                let p = a.ptr;
+                staging.push(Staging::Scratch(a));
+                (p, None)
+            }
+        }
+    }
+
+    /// Gives `staging`'s pool buffers back (their ops completed).
+    fn unstage(&mut self, staging: Vec<Staging>) {
+        for st in staging {
+            if let Staging::Pool(b) = st {
+                self.free_pool.push(b);
+            }
+        }
+    }
+
+    fn pool_buffer(&self, i: usize) -> *mut u8 {
+        // SAFETY: callers pass `i < POOL_BUFFERS`: the offset is inside the pool.
+        unsafe { self.pool.ptr.add(i * POOL_BUFFER_SIZE) }
+    }
+}
 
 /// What a thread's ring is: not tried yet, working, or unavailable here.
 enum Ring {
     Untried,
-    Ready(Box<IoUring>),
+    Ready(Box<RingState>),
     Unavailable,
 }
 
@@ -20,86 +228,13 @@ thread_local! {
     static RING: RefCell<Ring> = const { RefCell::new(Ring::Untried) };
 }
 
-/// One operation.
-#[derive(Clone, Copy)]
-enum Op {
-    Read {
-        buf: *mut u8,
-        len: u32,
-        offset: u64,
-    },
-    Write {
-        buf: *const u8,
-        len: u32,
-        offset: u64,
-    },
-    DataSync,
-}
-
 fn init(r: &mut Ring) {
     if let Ring::Untried = *r {
-        *r = match IoUring::new(8) {
-            Ok(ring) => Ring::Ready(Box::new(ring)),
+        *r = match RingState::new() {
+            Ok(s) => Ring::Ready(Box::new(s)),
             Err(_) => Ring::Unavailable,
         };
     }
-}
-
-/// Runs `op` on `fd` through this thread's ring. `None`: io_uring is unavailable; use the
-/// portable path.
-fn run(fd: RawFd, op: Op) -> Option<io::Result<usize>> {
-    RING.with(|r| {
-        let mut r = r.borrow_mut();
-        init(&mut r);
-        let Ring::Ready(ring) = &mut *r else {
-            return None;
-        };
-        let fd = types::Fd(fd);
-        let entry = match op {
-            Op::Read { buf, len, offset } => opcode::Read::new(fd, buf, len).offset(offset).build(),
-            Op::Write { buf, len, offset } => {
-                opcode::Write::new(fd, buf, len).offset(offset).build()
-            }
-            Op::DataSync => opcode::Fsync::new(fd)
-                .flags(types::FsyncFlags::DATASYNC)
-                .build(),
-        };
-        // SAFETY: the entry names `fd` and the buffer of `op`, which the caller borrows for
-        // the whole call; this function does not return until the operation's completion has
-        // been reaped below (the ring is this thread's own and holds at most this one
-        // operation, so the completion reaped is this one), so the kernel never touches the
-        // buffer after the borrow ends.
-        if unsafe { ring.submission().push(&entry.user_data(1)) }.is_err() {
-            return Some(Err(io::Error::other("io_uring submission queue full")));
-        }
-        loop {
-            match ring.submit_and_wait(1) {
-                Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(e) => {
-                    // The operation may still be in flight: its buffer must not be released
-                    // while the kernel can write it. Give up on the ring for this thread
-                    // only after the completion arrives.
-                    while ring.completion().next().is_none() {
-                        if let Err(e2) = ring.submit_and_wait(1) {
-                            if e2.raw_os_error() != Some(libc::EINTR) {
-                                break;
-                            }
-                        }
-                    }
-                    return Some(Err(e));
-                }
-            }
-            if let Some(cqe) = ring.completion().next() {
-                let res = cqe.result();
-                return Some(if res < 0 {
-                    Err(io::Error::from_raw_os_error(-res))
-                } else {
-                    Ok(res as usize)
-                });
-            }
-        }
-    })
 }
 
 /// Whether this thread can use io_uring (sets up its ring on first use).
@@ -111,55 +246,567 @@ pub fn available() -> bool {
     })
 }
 
-/// Fills `buf` from `offset` of `fd`; `None` when io_uring is unavailable.
-pub fn read_exact_at(fd: RawFd, mut buf: &mut [u8], mut offset: u64) -> Option<io::Result<()>> {
-    while !buf.is_empty() {
-        let len = buf.len().min(1 << 30) as u32;
-        match run(
-            fd,
-            Op::Read {
-                buf: buf.as_mut_ptr(),
-                len,
-                offset,
-            },
-        )? {
-            Ok(0) => return Some(Err(io::ErrorKind::UnexpectedEof.into())),
-            Ok(n) => {
-                buf = &mut buf[n..];
-                offset += n as u64;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Some(Err(e)),
+/// Whether this thread's ring uses registered buffers and fixed files (tests, reports).
+pub fn registered() -> (bool, bool) {
+    RING.with(|r| {
+        let mut r = r.borrow_mut();
+        init(&mut r);
+        match &*r {
+            Ring::Ready(s) => (s.pool_registered, s.fixed.is_some()),
+            _ => (false, false),
         }
-    }
-    Some(Ok(()))
+    })
 }
 
-/// Writes all of `data` at `offset` of `fd`; `None` when io_uring is unavailable.
-pub fn write_all_at(fd: RawFd, mut data: &[u8], mut offset: u64) -> Option<io::Result<()>> {
-    while !data.is_empty() {
-        let len = data.len().min(1 << 30) as u32;
-        match run(
-            fd,
-            Op::Write {
-                buf: data.as_ptr(),
-                len,
-                offset,
-            },
-        )? {
-            Ok(0) => return Some(Err(io::ErrorKind::WriteZero.into())),
-            Ok(n) => {
-                data = &data[n..];
-                offset += n as u64;
+/// Where one op's bytes live while the kernel works on them.
+enum Staging {
+    Pool(usize),
+    Scratch(Aligned),
+}
+
+/// Runs `ops` on `file` through this thread's ring: one submission per up to
+/// [`RING_ENTRIES`] ops, completions reaped in batches. Each op's result is in the returned
+/// vector, in order (a short transfer is finished by further ops). `None`: io_uring is
+/// unavailable here; use the portable path. Ops longer than [`MAX_OP`] are an error.
+pub fn transfer_batch(
+    file: FileRef,
+    ops: &mut [(u64, Transfer<'_>)],
+) -> Option<Vec<io::Result<()>>> {
+    RING.with(|r| {
+        let mut r = r.borrow_mut();
+        init(&mut r);
+        let Ring::Ready(state) = &mut *r else {
+            return None;
+        };
+        let mut results: Vec<io::Result<()>> = Vec::with_capacity(ops.len());
+        for chunk in ops.chunks_mut(RING_ENTRIES as usize) {
+            match run_chunk(state, file, chunk) {
+                Ok(rs) => results.extend(rs),
+                Err(broken) => {
+                    // Ops may still be in flight: leak the ring and everything it owns.
+                    if let Ring::Ready(s) = std::mem::replace(&mut *r, Ring::Unavailable) {
+                        std::mem::forget(s);
+                    }
+                    results.extend(
+                        (results.len()..ops.len())
+                            .map(|_| Err(io::Error::new(broken.kind(), broken.to_string()))),
+                    );
+                    return Some(results);
+                }
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Some(Err(e)),
+        }
+        Some(results)
+    })
+}
+
+/// Submits and completes one chunk (at most the ring's size). `Err`: the ring broke with ops
+/// possibly in flight (the caller must leak it).
+fn run_chunk(
+    state: &mut RingState,
+    file: FileRef,
+    ops: &mut [(u64, Transfer<'_>)],
+) -> io::Result<Vec<io::Result<()>>> {
+    let fixed = state.fixed_slot(file);
+    let mut staging: Vec<Staging> = Vec::with_capacity(ops.len());
+    let mut results: Vec<Option<io::Result<usize>>> = (0..ops.len()).map(|_| None).collect();
+    let mut pushed = 0;
+    for (i, (offset, t)) in ops.iter().enumerate() {
+        let len = t.len();
+        if len > MAX_OP {
+            results[i] = Some(Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("io_uring op of {len} bytes exceeds {MAX_OP}"),
+            )));
+            staging.push(Staging::Scratch(Aligned::new(0)));
+            continue;
+        }
+        let (ptr, buf_index) = state.stage(len, &mut staging);
+        if let Transfer::Write(data) = t {
+            // SAFETY: `ptr` names at least `len` bytes of ring-owned memory no op in flight
+            // uses (each op of this chunk has its own buffer; earlier chunks completed), and
+            // `data` is a distinct allocation of `len` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr, len) };
+        }
+        let entry = build_entry(
+            t,
+            ptr,
+            len as u32,
+            *offset,
+            file.fd,
+            fixed,
+            buf_index.filter(|_| state.pool_registered),
+        );
+        // SAFETY: the entry names ring-owned memory (`ptr`, kept in `staging` or the pool
+        // until this chunk's completions are reaped, or leaked with the ring) and a file the
+        // caller keeps open for the call.
+        if unsafe { state.ring.submission().push(&entry.user_data(i as u64)) }.is_err() {
+            // Cannot happen (chunks fit the ring), but never leave an op unrun silently.
+            results[i] = Some(Err(io::Error::other("io_uring submission queue full")));
+            continue;
+        }
+        pushed += 1;
+    }
+    let mut outstanding = pushed;
+    while outstanding > 0 {
+        match state.ring.submit_and_wait(1) {
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
+                ) => {}
+            Err(e) => return Err(e),
+        }
+        for cqe in state.ring.completion() {
+            if cqe.user_data() & STARTED_BIT != 0 {
+                // A started read's: kept for its reaper.
+                state.started_done.push((cqe.user_data(), cqe.result()));
+                continue;
+            }
+            let i = cqe.user_data() as usize;
+            let res = cqe.result();
+            results[i] = Some(if res < 0 {
+                Err(io::Error::from_raw_os_error(-res))
+            } else {
+                Ok(res as usize)
+            });
+            outstanding -= 1;
         }
     }
-    Some(Ok(()))
+    // Every op completed: copy reads out, finish short transfers.
+    let mut out = Vec::with_capacity(ops.len());
+    for (i, (offset, t)) in ops.iter_mut().enumerate() {
+        let ptr = match &staging[i] {
+            Staging::Pool(b) => state.pool_buffer(*b),
+            Staging::Scratch(a) => a.ptr,
+        };
+        let r = match results[i].take().expect("every op has a result") {
+            Err(e) => Err(e),
+            Ok(n) => {
+                let n = n.min(t.len());
+                if let Transfer::Read(buf) = t {
+                    // SAFETY: the op completed, so the kernel no longer writes `ptr`; it holds
+                    // `n <= buf.len()` bytes read, and `buf` is a distinct allocation.
+                    unsafe { std::ptr::copy_nonoverlapping(ptr, buf.as_mut_ptr(), n) };
+                }
+                finish_short(state, file, *offset, t, n)
+            }
+        };
+        out.push(r);
+    }
+    state.unstage(staging);
+    Ok(out)
+}
+
+/// Completes a transfer the kernel did only `done` bytes of, one op at a time.
+fn finish_short(
+    state: &mut RingState,
+    file: FileRef,
+    offset: u64,
+    t: &mut Transfer<'_>,
+    done: usize,
+) -> io::Result<()> {
+    if done == t.len() {
+        return Ok(());
+    }
+    if done == 0 {
+        return Err(match t {
+            Transfer::Read(_) => io::ErrorKind::UnexpectedEof.into(),
+            Transfer::Write(_) => io::ErrorKind::WriteZero.into(),
+        });
+    }
+    let mut rest = [(
+        offset + done as u64,
+        match t {
+            Transfer::Read(b) => Transfer::Read(&mut b[done..]),
+            Transfer::Write(b) => Transfer::Write(&b[done..]),
+        },
+    )];
+    match run_chunk(state, file, &mut rest) {
+        Ok(mut r) => r.pop().expect("one result"),
+        Err(e) => Err(e),
+    }
+}
+
+fn build_entry(
+    t: &Transfer<'_>,
+    ptr: *mut u8,
+    len: u32,
+    offset: u64,
+    fd: RawFd,
+    fixed: Option<u32>,
+    buf_index: Option<usize>,
+) -> squeue::Entry {
+    macro_rules! with_fd {
+        ($make:expr) => {
+            match fixed {
+                Some(slot) => $make(types::Fixed(slot)),
+                None => $make(types::Fd(fd)),
+            }
+        };
+    }
+    match (t, buf_index) {
+        (Transfer::Read(_), Some(b)) => with_fd!(|f| opcode::ReadFixed::new(f, ptr, len, b as u16)
+            .offset(offset)
+            .build()),
+        (Transfer::Write(_), Some(b)) => {
+            with_fd!(|f| opcode::WriteFixed::new(f, ptr, len, b as u16)
+                .offset(offset)
+                .build())
+        }
+        (Transfer::Read(_), None) => {
+            with_fd!(|f| opcode::Read::new(f, ptr, len).offset(offset).build())
+        }
+        (Transfer::Write(_), None) => {
+            with_fd!(|f| opcode::Write::new(f, ptr, len).offset(offset).build())
+        }
+    }
+}
+
+/// Starts reads of `file` on this thread's ring without waiting: `(offset, len, tag)` each,
+/// in one submission. Their bytes come back, with their tags, from [`reap_started`] on this
+/// same thread. One result per read (an error: not started). `None`: io_uring is unavailable.
+pub fn start_reads(file: FileRef, reads: &[(u64, usize, u64)]) -> Option<Vec<io::Result<()>>> {
+    RING.with(|r| {
+        let mut r = r.borrow_mut();
+        init(&mut r);
+        let Ring::Ready(state) = &mut *r else {
+            return None;
+        };
+        let fixed = state.fixed_slot(file);
+        let mut out = Vec::with_capacity(reads.len());
+        for &(offset, len, tag) in reads {
+            if len > MAX_OP || len == 0 {
+                out.push(Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("started read of {len} bytes (1 to {MAX_OP})"),
+                )));
+                continue;
+            }
+            if state.ring.submission().is_full() {
+                // Hand the queued ones to the kernel to make room.
+                if let Err(e) = state.ring.submit() {
+                    out.push(Err(e));
+                    continue;
+                }
+            }
+            let mut staging = Vec::with_capacity(1);
+            let (ptr, buf_index) = state.stage(len, &mut staging);
+            let key = STARTED_BIT | state.next_started;
+            state.next_started = (state.next_started + 1) & !STARTED_BIT;
+            let entry = build_entry(
+                &Transfer::Read(&mut []),
+                ptr,
+                len as u32,
+                offset,
+                file.fd,
+                fixed,
+                buf_index.filter(|_| state.pool_registered),
+            );
+            // SAFETY: the entry names ring-owned memory (`ptr`, recorded in `started` until
+            // its completion is reaped, or leaked with the ring) and a file the caller keeps
+            // open until then.
+            if unsafe { state.ring.submission().push(&entry.user_data(key)) }.is_err() {
+                state.unstage(staging);
+                out.push(Err(io::Error::other("io_uring submission queue full")));
+                continue;
+            }
+            let staging = staging.pop().expect("staged");
+            state.started.insert(key, StartedRead { tag, len, staging });
+            out.push(Ok(()));
+        }
+        if let Err(e) = state.ring.submit() {
+            if !matches!(
+                e.raw_os_error(),
+                Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
+            ) {
+                // The queued entries stay queued: the next submission or wait sends them.
+                return Some(
+                    out.into_iter()
+                        .map(|_| Err(io::Error::new(e.kind(), e.to_string())))
+                        .collect(),
+                );
+            }
+        }
+        Some(out)
+    })
+}
+
+/// Started reads of this thread not reaped yet.
+pub fn started_in_flight() -> usize {
+    RING.with(|r| match &*r.borrow() {
+        Ring::Ready(s) => s.started.len(),
+        _ => 0,
+    })
+}
+
+/// Hands each completed started read of this thread to `f` (its tag, and its bytes or its
+/// error); with `wait`, first waits for one if none completed (and some are in flight).
+/// Returns how many were handed over.
+pub fn reap_started(wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+    RING.with(|r| {
+        let mut r = r.borrow_mut();
+        let Ring::Ready(state) = &mut *r else {
+            return 0;
+        };
+        loop {
+            for cqe in state.ring.completion() {
+                state.started_done.push((cqe.user_data(), cqe.result()));
+            }
+            if !state.started_done.is_empty() || !wait || state.started.is_empty() {
+                break;
+            }
+            match state.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
+                    ) => {}
+                Err(_) => break,
+            }
+        }
+        let done = std::mem::take(&mut state.started_done);
+        let n = done.len();
+        for (key, res) in done {
+            let Some(st) = state.started.remove(&key) else {
+                debug_assert!(false, "a completion of no started read ({key:#x})");
+                continue;
+            };
+            let ptr = match &st.staging {
+                Staging::Pool(b) => state.pool_buffer(*b),
+                Staging::Scratch(a) => a.ptr,
+            };
+            let result = if res < 0 {
+                Err(io::Error::from_raw_os_error(-res))
+            } else if (res as usize) < st.len {
+                Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("started read got {res} of {} bytes", st.len),
+                ))
+            } else {
+                // SAFETY: the read completed, so the kernel no longer writes `ptr`, which
+                // holds `st.len` bytes it read, owned by this ring until unstaged below.
+                Ok(unsafe { std::slice::from_raw_parts(ptr, st.len) })
+            };
+            f(st.tag, result);
+            state.unstage(vec![st.staging]);
+        }
+        n
+    })
+}
+
+/// Fills `buf` from `offset` of `file`; `None` when io_uring is unavailable.
+pub fn read_exact_at(file: FileRef, buf: &mut [u8], offset: u64) -> Option<io::Result<()>> {
+    let mut ops: Vec<(u64, Transfer<'_>)> = buf
+        .chunks_mut(MAX_OP)
+        .enumerate()
+        .map(|(i, c)| (offset + (i * MAX_OP) as u64, Transfer::Read(c)))
+        .collect();
+    let rs = transfer_batch(file, &mut ops)?;
+    Some(rs.into_iter().collect())
+}
+
+/// Writes all of `data` at `offset` of `file`; `None` when io_uring is unavailable.
+pub fn write_all_at(file: FileRef, data: &[u8], offset: u64) -> Option<io::Result<()>> {
+    let mut ops: Vec<(u64, Transfer<'_>)> = data
+        .chunks(MAX_OP)
+        .enumerate()
+        .map(|(i, c)| (offset + (i * MAX_OP) as u64, Transfer::Write(c)))
+        .collect();
+    let rs = transfer_batch(file, &mut ops)?;
+    Some(rs.into_iter().collect())
 }
 
 /// fdatasync through the ring; `None` when io_uring is unavailable.
 pub fn data_sync(fd: RawFd) -> Option<io::Result<()>> {
-    run(fd, Op::DataSync).map(|r| r.map(|_| ()))
+    RING.with(|r| {
+        let mut r = r.borrow_mut();
+        init(&mut r);
+        let Ring::Ready(state) = &mut *r else {
+            return None;
+        };
+        let entry = opcode::Fsync::new(types::Fd(fd))
+            .flags(types::FsyncFlags::DATASYNC)
+            .build()
+            .user_data(u64::MAX);
+        // SAFETY: the entry names no memory, only a descriptor the caller keeps open.
+        if unsafe { state.ring.submission().push(&entry) }.is_err() {
+            return Some(Err(io::Error::other("io_uring submission queue full")));
+        }
+        loop {
+            match state.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) => return Some(Err(e)),
+            }
+            if let Some(cqe) = state.ring.completion().next() {
+                let res = cqe.result();
+                return Some(if res < 0 {
+                    Err(io::Error::from_raw_os_error(-res))
+                } else {
+                    Ok(())
+                });
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    /// A batch mixing sizes (pool buffers, scratch past the pool's buffer size, more ops than
+    /// the pool holds and than the ring takes at once) matches pread/pwrite byte for byte.
+    #[test]
+    fn batches_match_plain_transfers() {
+        if !available() {
+            eprintln!("skipping: no io_uring here");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&p)
+            .unwrap();
+        f.set_len(8 << 20).unwrap();
+        let file = FileRef {
+            fd: f.as_raw_fd(),
+            id: FileRef::new_id(),
+        };
+        let sizes = [512usize, 4096, 70_000, 100, 4096 * 3];
+        let datas: Vec<Vec<u8>> = (0..150)
+            .map(|i| {
+                let n = sizes[i % sizes.len()];
+                (0..n).map(|j| ((i * 7 + j * 13) % 251) as u8).collect()
+            })
+            .collect();
+        let offsets: Vec<u64> = (0..150u64).map(|i| i * 80_000 + (i % 3) * 17).collect();
+        let mut ops: Vec<(u64, Transfer<'_>)> = datas
+            .iter()
+            .zip(&offsets)
+            .map(|(d, &o)| (o, Transfer::Write(d)))
+            .collect();
+        for r in transfer_batch(file, &mut ops).unwrap() {
+            r.unwrap();
+        }
+        use std::os::unix::fs::FileExt;
+        for (d, &o) in datas.iter().zip(&offsets) {
+            let mut b = vec![0u8; d.len()];
+            f.read_exact_at(&mut b, o).unwrap();
+            assert!(&b == d, "written at {o} through the ring, read with pread");
+        }
+        let mut bufs: Vec<Vec<u8>> = datas.iter().map(|d| vec![0u8; d.len()]).collect();
+        let mut ops: Vec<(u64, Transfer<'_>)> = bufs
+            .iter_mut()
+            .zip(&offsets)
+            .map(|(b, &o)| (o, Transfer::Read(b)))
+            .collect();
+        for r in transfer_batch(file, &mut ops).unwrap() {
+            r.unwrap();
+        }
+        assert!(bufs == datas, "read back through the ring");
+        // Past the end: that op fails alone, its neighbours succeed.
+        let (mut a, mut b) = (vec![0u8; 4096], vec![0u8; 4096]);
+        let end = f.metadata().unwrap().len();
+        let mut ops = vec![
+            (0, Transfer::Read(&mut a[..])),
+            (end - 100, Transfer::Read(&mut b[..])),
+        ];
+        let rs = transfer_batch(file, &mut ops).unwrap();
+        assert!(rs[0].is_ok());
+        assert!(
+            b[..100] == datas[149][datas[149].len() - 100..],
+            "the short part was read"
+        );
+        assert_eq!(
+            rs[1].as_ref().unwrap_err().kind(),
+            io::ErrorKind::UnexpectedEof
+        );
+        // A reused descriptor number names a new file: its identity, not the number, counts.
+        drop(f);
+        let g = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.path().join("g"))
+            .unwrap();
+        g.set_len(4096).unwrap();
+        let gref = FileRef {
+            fd: g.as_raw_fd(),
+            id: FileRef::new_id(),
+        };
+        write_all_at(gref, &[5u8; 4096], 0).unwrap().unwrap();
+        let mut back = [0u8; 4096];
+        g.read_exact_at(&mut back, 0).unwrap();
+        assert_eq!(back, [5u8; 4096]);
+    }
+
+    /// Started reads come back with their tags and bytes, also when a batch runs on the same
+    /// ring while they are in flight (its waits reap their completions and keep them).
+    #[test]
+    fn started_reads_come_back_tagged_across_a_batch() {
+        if !available() {
+            eprintln!("skipping: no io_uring here");
+            return;
+        }
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.path().join("f"))
+            .unwrap();
+        let bytes: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 241) as u8).collect();
+        f.write_all_at(&bytes, 0).unwrap();
+        let file = FileRef {
+            fd: f.as_raw_fd(),
+            id: FileRef::new_id(),
+        };
+        // More than the pool holds (scratch for the rest), two sizes.
+        let reads: Vec<(u64, usize, u64)> = (0..80u64)
+            .map(|i| (i * 9000, if i % 3 == 0 { 70_000 } else { 4096 }, 1000 + i))
+            .collect();
+        for r in start_reads(file, &reads).unwrap() {
+            r.unwrap();
+        }
+        assert_eq!(started_in_flight(), 80);
+        // A batch meanwhile.
+        let mut b = vec![0u8; 4096];
+        read_exact_at(file, &mut b, 5000).unwrap().unwrap();
+        assert!(b[..] == bytes[5000..9096]);
+        let mut seen = std::collections::HashMap::new();
+        while started_in_flight() > 0 {
+            reap_started(true, &mut |tag, res| {
+                seen.insert(tag, res.unwrap().to_vec());
+            });
+        }
+        assert_eq!(seen.len(), 80);
+        for (off, len, tag) in reads {
+            assert!(
+                seen[&tag] == bytes[off as usize..off as usize + len],
+                "tag {tag}"
+            );
+        }
+        // Past the end: an error, tagged.
+        start_reads(file, &[((1 << 20) - 10, 4096, 7)]).unwrap()[0]
+            .as_ref()
+            .unwrap();
+        let mut got = None;
+        reap_started(true, &mut |tag, res| got = Some((tag, res.is_err())));
+        assert_eq!(got, Some((7, true)));
+        assert_eq!(
+            reap_started(true, &mut |_, _| {}),
+            0,
+            "nothing in flight: no wait"
+        );
+    }
 }

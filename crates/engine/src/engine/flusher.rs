@@ -81,6 +81,9 @@ impl Inner {
         ticket.wait_turn();
         let lines = job.lines() as u64;
         let epoch = self.backend.epoch();
+        // The job's clean records written so far (a failure after some of them must put
+        // those lines' records back to dirty).
+        let mut cleaned = 0;
         let mut result = (|| {
             if ticket.predecessor_failed() {
                 return Err(io::Error::other(
@@ -88,17 +91,35 @@ impl Inner {
                 ));
             }
             let mut scratch = Scratch::new(Client::None);
+            // The job's backend writes (distinct lines) go to the backend together, pipelined
+            // over a remote's connections, once the cache reads they need are done.
+            let mut writes: Vec<(u64, &DevOp)> = Vec::new();
+            let send = |scratch: &Scratch<'_>, writes: &mut Vec<(u64, &DevOp)>| {
+                if writes.is_empty() {
+                    return io::Result::Ok(());
+                }
+                let data: Vec<_> = writes.iter().map(|(_, o)| scratch.data_for(o)).collect();
+                let batch: Vec<(u64, &[u8])> = writes
+                    .iter()
+                    .zip(&data)
+                    .map(|((addr, _), d)| (*addr, &d[..]))
+                    .collect();
+                let _busy: Vec<_> = writes
+                    .iter()
+                    .map(|(_, o)| self.backend_load.enter(o.cause))
+                    .collect();
+                writes.clear();
+                self.backend.write_many(&batch)
+            };
             for o in &job.plan.ops {
                 let addr = self.device_addr(base, o);
                 match (o.device, o.kind) {
                     (Dev::Cache, IoKind::Read) => {
+                        send(&scratch, &mut writes)?;
                         let _busy = self.cache_load.enter(o.cause);
                         scratch.read(&*self.cache_dev, o, addr)?
                     }
-                    (Dev::Backend, IoKind::Write) => {
-                        let _busy = self.backend_load.enter(o.cause);
-                        self.backend.write_at(&scratch.data_for(o), addr)?
-                    }
+                    (Dev::Backend, IoKind::Write) => writes.push((addr, o)),
                     // A flush job reads the cache and writes the backend. Any other op would be
                     // a policy this executor does not know how to run: fail the job (its lines
                     // stay dirty) rather than skip the op and call the lines clean.
@@ -112,18 +133,21 @@ impl Inner {
                     }
                 }
             }
+            send(&scratch, &mut writes)?;
             // Clean only once the backend acknowledged a flush covering these writes.
             self.backend.sync_since(epoch)?;
             for u in &updates {
                 self.table
                     .write(&*self.cache_dev, base + u.slot, &record_of(u))?;
+                cleaned += 1;
             }
             io::Result::Ok(())
         })();
         let mut core = self.core(shard);
-        if result.is_err() {
-            // The lines' data is still only in the cache: dirty again (their records on disk
-            // still say dirty unless the clean records were written, and then rewritten below).
+        let failed = result.is_err();
+        let job_slots: Vec<u32> = job.slots().to_vec();
+        let written_back = failed.then(|| written_back_masks(&self.geo, &job, &updates));
+        if failed {
             Counters::add(&self.counters.flush_job_failures, 1);
             core.cache.flush_failed(job);
         } else {
@@ -131,11 +155,49 @@ impl Inner {
         }
         let mut ups = Vec::new();
         core.cache.drain_meta_updates(&mut ups);
+        // The durable records describe data that landed, as `forget_failed` keeps them: the
+        // core's state of a slot now may include what plans decided after this job (a write
+        // waiting for the job to finish reading the slot) whose data has not landed, so the
+        // core's records are not written as they stand. What this job must still write:
+        // - after a failure, the clean records it wrote go back to what the job found (its
+        //   lines dirty as the backend writes were to carry them): that data is in the slots;
+        // - a slot the job's completion emptied (a trimmed or shrunk line dropped) is written
+        //   empty when its record names the line it held, or, for another slot, when no plan
+        //   in flight touches it (then the core's state is what landed): else that line could
+        //   be recovered twice once it is read into another slot. A record naming another line
+        //   is left alone: a plan in flight may be evicting that line, dirty, from the slot.
+        // - a slot outside the job that no plan in flight touches: the core's state landed.
+        let mut records: Vec<(u32, SlotRecord)> = Vec::new();
+        if let Some(masks) = &written_back {
+            for (u, dirty) in updates.iter().zip(masks).take(cleaned) {
+                records.push((
+                    u.slot,
+                    SlotRecord {
+                        dirty: *dirty,
+                        ..record_of(u)
+                    },
+                ));
+            }
+        }
         for u in &ups {
-            if let Err(e) = self
-                .table
-                .write(&*self.cache_dev, base + u.slot, &record_of(u))
-            {
+            let slot = base + u.slot;
+            let quiet = || !core.order.would_wait(cache_slot(u.slot), true);
+            let write = if job_slots.contains(&u.slot) {
+                let held = updates
+                    .iter()
+                    .find(|j| j.slot == u.slot)
+                    .and_then(|j| j.line)
+                    .map(|(v, i)| (v.0, i));
+                u.line.is_none() && held.is_some() && self.table.persisted_line(slot) == held
+            } else {
+                quiet()
+            };
+            if write && !records.iter().any(|(s, _)| *s == u.slot) {
+                records.push((u.slot, record_of(u)));
+            }
+        }
+        for (slot, rec) in &records {
+            if let Err(e) = self.table.write(&*self.cache_dev, base + slot, rec) {
                 result = result.and(Err(e));
             }
         }
@@ -292,4 +354,31 @@ impl Inner {
             write_latency: LatencySummary::of(&self.latency.write),
         }
     }
+}
+
+/// For each of a flush job's metadata updates (one per line, in `updates`' order), the
+/// sub-blocks the job's backend writes carry: the line's dirty sub-blocks when the job was made.
+fn written_back_masks(geo: &LineGeometry, job: &FlushJob, updates: &[MetaUpdate]) -> Vec<u64> {
+    let line = geo.line_size();
+    updates
+        .iter()
+        .map(|u| {
+            let Some((v, index)) = u.line else { return 0 };
+            let start = index * line;
+            job.plan
+                .ops
+                .iter()
+                .filter(|o| o.device == Dev::Backend && o.volume == v && o.len > 0)
+                .filter(|o| o.offset < start + line && o.offset + o.len > start)
+                .map(|o| {
+                    let (a, b) = (
+                        o.offset.max(start) - start,
+                        (o.offset + o.len).min(start + line) - start,
+                    );
+                    geo.touched_mask(a, b)
+                })
+                .fold(0, |m, x| m | x)
+                & u.valid
+        })
+        .collect()
 }

@@ -5,7 +5,7 @@
 //! [`request`] (the request path), [`flusher`] (background cleaning and detach) and
 //! [`failure`] (the fail-stop halt).
 
-use crate::config::{EngineConfig, IoEngine, Lookup, DEFAULT_BACKEND_SIZE};
+use crate::config::{EngineConfig, Lookup, DEFAULT_BACKEND_SIZE};
 use crate::device::{Device, Emulated, FileDevice, NbdBackend};
 use crate::exec::{Client, Scratch};
 use crate::load::LoadMeter;
@@ -25,10 +25,12 @@ use tiercache_policy::{
     MetaUpdate, PolicyError, ShardLayout,
 };
 
+mod batch;
 mod failure;
 mod flusher;
 mod open;
 mod request;
+mod started;
 
 /// Why the engine cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -145,6 +147,9 @@ struct Inner {
     cache_dev: Arc<dyn Device>,
     /// The cache device is an emulated (slow) one: hits are not cheap.
     cache_is_slow: bool,
+    /// The cache device is opened O_DIRECT: hits wait for it (a server runs them on its
+    /// workers, a few batched at a time, rather than on a connection's reader).
+    cache_hits_wait: bool,
     backend: Arc<dyn Device>,
     table: SlotTable,
     layout: Layout,
@@ -227,6 +232,14 @@ impl Engine {
             buf,
         };
         self.inner.request(Op::Read, offset, len, client, false)
+    }
+
+    /// Reads each `(offset, buffer)` of `reads` that the cache alone serves at once (hits),
+    /// their cache reads handed to the cache device together (one io_uring submission with
+    /// `engine.io = "io-uring"`); one answer per read, `None` for a read not served (nothing
+    /// done: run it with [`read`](Self::read)).
+    pub fn read_hits(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<Option<io::Result<()>>> {
+        self.inner.read_hits(reads)
     }
 
     /// Writes `data` at `offset`; with `fua` it is durable when this returns.
@@ -382,8 +395,23 @@ impl tiercache_nbd::BlockDevice for Engine {
         self.inner
             .request_on_cache_alone(Op::Read, off, len, client)
     }
-    fn write_fast(&self, data: &[u8], off: u64) -> Option<io::Result<()>> {
+    fn read_fast_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<Option<io::Result<()>>> {
         if self.inner.cache_is_slow {
+            return reads.iter().map(|_| None).collect();
+        }
+        self.inner.read_hits(reads)
+    }
+    fn hits_wait_for_device(&self) -> bool {
+        self.inner.cache_hits_wait
+    }
+    fn start_reads(&self, reads: &[(u64, u64, u32)]) -> Vec<Option<io::Result<()>>> {
+        self.inner.start_reads(reads)
+    }
+    fn reap_started(&self, wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+        self.inner.reap_started(wait, f)
+    }
+    fn write_fast(&self, data: &[u8], off: u64) -> Option<io::Result<()>> {
+        if self.inner.cache_is_slow || self.inner.cache_hits_wait {
             return None;
         }
         let client = Client::Write {

@@ -17,7 +17,7 @@ impl Engine {
             } else {
                 FileDevice::open(path, min)
             };
-            dev.map(|d| d.with_io_uring(cfg.io == IoEngine::IoUring))
+            dev.map(|d| d.with_io_uring(cfg.io.uses_io_uring(direct)))
                 .map_err(|source| EngineError::Open {
                     what,
                     path: path.display().to_string(),
@@ -277,6 +277,7 @@ impl Engine {
             answer_reads_early: cfg.answer_reads_early,
             size: backend.len(),
             cache_is_slow: cfg.cache_device.is_some(),
+            cache_hits_wait: cfg.cache_direct && cfg.cache_device.is_none(),
             cache_dev,
             backend,
             table,

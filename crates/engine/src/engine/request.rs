@@ -420,7 +420,7 @@ impl Inner {
 
     /// The invariants of one op about to run at device address `addr`, for the shard whose
     /// slots are `base..slot_end`.
-    fn check_op(&self, base: u32, slot_end: u32, o: &DevOp, addr: u64) {
+    pub(super) fn check_op(&self, base: u32, slot_end: u32, o: &DevOp, addr: u64) {
         let line = self.geo.line_size();
         match o.device {
             Dev::Cache if o.kind == IoKind::Flush => {}

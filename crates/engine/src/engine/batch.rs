@@ -1,0 +1,213 @@
+//! Cache hits of several requests at once: a connection's waiting reads are planned one by
+//! one (each under its shard's lock, as any request), and the cache reads of the plans that
+//! are nothing but one cache read go to the device together ([`Device::read_many`]: one
+//! io_uring submission for a file device with io_uring on); any other plan runs as usual.
+
+use super::*;
+
+/// A read decided and registered, waiting for its ops to run.
+struct Decided {
+    /// Its index in the caller's list.
+    at: usize,
+    shard: usize,
+    req: Request,
+    plan: Plan,
+    updates: Vec<MetaUpdate>,
+    ticket: Ticket,
+    outcome: AccessOutcome,
+    started: Instant,
+}
+
+impl Decided {
+    /// Whether the plan is one cache read of exactly the request's bytes, with no records to
+    /// write: the read can join the batch.
+    fn single_cache_read(&self) -> bool {
+        self.updates.is_empty()
+            && matches!(&self.plan.ops[..], [o] if o.device == Dev::Cache
+                && o.kind == IoKind::Read
+                && o.volume == self.req.volume
+                && o.vaddr == self.req.offset
+                && o.len == self.req.len)
+    }
+}
+
+impl Inner {
+    /// Runs the reads of `reads` (`(offset, buffer)`) the cache alone serves, as
+    /// [`request_on_cache_alone`](Self::request_on_cache_alone) does one, their cache reads
+    /// batched. `None` for a read not served here (a miss, a read across shards, one behind a
+    /// plan in flight on its lines): nothing was done for it.
+    pub(super) fn read_hits(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<Option<io::Result<()>>> {
+        let mut out: Vec<Option<io::Result<()>>> = (0..reads.len()).map(|_| None).collect();
+        if self.lookup == Lookup::Lt {
+            return out;
+        }
+        let mut decided: Vec<Decided> = Vec::with_capacity(reads.len());
+        for (at, (offset, buf)) in reads.iter().enumerate() {
+            let len = buf.len() as u64;
+            if len == 0 || offset.checked_add(len).is_none_or(|e| e > self.size) {
+                continue;
+            }
+            let mut pieces = self.pieces(*offset, len);
+            let Some((k, _, _)) = pieces.next() else {
+                continue;
+            };
+            if pieces.next().is_some() {
+                continue;
+            }
+            let req = Request {
+                time_ns: self.now_ns(),
+                volume: VolumeId(0),
+                op: Op::Read,
+                offset: *offset,
+                len,
+            };
+            match self.decide_hit(k, &req) {
+                None => {}
+                Some(Err(e)) => out[at] = Some(Err(e)),
+                Some(Ok((plan, updates, ticket, outcome))) => decided.push(Decided {
+                    at,
+                    shard: k,
+                    req,
+                    plan,
+                    updates,
+                    ticket,
+                    outcome,
+                    started: Instant::now(),
+                }),
+            }
+        }
+        for d in &mut decided {
+            if d.ticket.wait_turn() > 0 {
+                Counters::add(&self.counters.ordering_waits, 1);
+            }
+        }
+        // The batch: one cache read per plan that is nothing else.
+        let batched: Vec<usize> = (0..decided.len())
+            .filter(|&j| decided[j].single_cache_read() && !decided[j].ticket.predecessor_failed())
+            .collect();
+        let mut results: Vec<Option<io::Result<()>>> = (0..decided.len()).map(|_| None).collect();
+        if !batched.is_empty() {
+            let slot_end = self.layout.slots;
+            let mut busy = Vec::with_capacity(batched.len());
+            let mut addrs = Vec::with_capacity(batched.len());
+            for &j in &batched {
+                let d = &decided[j];
+                let o = &d.plan.ops[0];
+                let base = self.shards[d.shard].base;
+                let addr = self.device_addr(base, o);
+                self.check_op(base, slot_end, o, addr);
+                busy.push(self.cache_load.enter(o.cause));
+                addrs.push((decided[j].at, addr));
+            }
+            Counters::add(&self.counters.cache_ops, batched.len() as u64);
+            // Each batched read fills its own caller buffer (distinct requests).
+            let mut ios: Vec<(u64, &mut [u8])> = Vec::with_capacity(batched.len());
+            let mut rest: &mut [(u64, &mut [u8])] = reads;
+            let mut consumed = 0;
+            for &(at, addr) in &addrs {
+                let (_, tail) = std::mem::take(&mut rest).split_at_mut(at - consumed);
+                let (this, tail) = tail.split_first_mut().expect("read in range");
+                ios.push((addr, &mut this.1[..]));
+                rest = tail;
+                consumed = at + 1;
+            }
+            let rs = self.cache_dev.read_many(&mut ios);
+            drop(busy);
+            for (&j, r) in batched.iter().zip(rs) {
+                results[j] = Some(r);
+            }
+        }
+        for (j, d) in decided.into_iter().enumerate() {
+            let Decided {
+                at,
+                shard: k,
+                req,
+                plan,
+                updates,
+                ticket,
+                outcome,
+                started,
+            } = d;
+            let shard = &self.shards[k];
+            let result = match results[j].take() {
+                Some(r) => r,
+                None if ticket.predecessor_failed() => Err(io::Error::other(
+                    "an earlier request on the same cache lines failed",
+                )),
+                None => {
+                    let (offset, buf) = &mut reads[at];
+                    let client = Client::Read {
+                        volume: 0,
+                        offset: *offset,
+                        buf,
+                    };
+                    self.execute(shard, &plan, &updates, client, false)
+                        .map(|_| ())
+                }
+            };
+            if let Err(e) = &result {
+                // The request's error is the one to report; forgetting is best effort.
+                let _ = self.forget_failed(shard, &req, &plan, &[], e);
+            }
+            {
+                let mut core = self.core(shard);
+                core.order.end(ticket, result.is_ok());
+            }
+            self.tally(
+                Op::Read,
+                &outcome,
+                self.geo.split(req.offset, req.len).count() as u32,
+            );
+            self.account(Op::Read, req.len, false, started, &result);
+            out[at] = Some(result);
+        }
+        out
+    }
+
+    /// Plans read `req` on shard `k` if the cache alone serves it at once (as
+    /// [`run_request`](Self::run_request) with `only_on_cache`) and registers its ticket.
+    /// `None`: not such a read, nothing done. Counts the request in flight when planned.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn decide_hit(
+        &self,
+        k: usize,
+        req: &Request,
+    ) -> Option<io::Result<(Plan, Vec<MetaUpdate>, Ticket, AccessOutcome)>> {
+        if let Err(e) = self.check_halted() {
+            return Some(Err(e));
+        }
+        let _decide =
+            (self.lookup == Lookup::HtCg && self.shards.len() > 1).then(|| lock(&self.decide));
+        let mut core = self.core(&self.shards[k]);
+        if let Err(e) = self.check_halted() {
+            return Some(Err(e));
+        }
+        if !core.cache.would_hit(req) {
+            return None;
+        }
+        let line = self.geo.line_size();
+        let busy = !core.order.is_empty()
+            && (req.offset / line..=(req.offset + req.len - 1) / line).any(|i| {
+                core.cache
+                    .line_state(req.volume, i)
+                    .is_some_and(|l| core.order.would_wait(cache_slot(l.slot), false))
+            });
+        if busy {
+            return None;
+        }
+        self.in_flight.fetch_add(1, Relaxed);
+        let mut plan = Plan::new();
+        let outcome = match core.cache.access_piece(req, Some(&mut plan)) {
+            Ok(o) => o,
+            Err(e) => {
+                self.in_flight.fetch_sub(1, Relaxed);
+                return Some(Err(io_err(e)));
+            }
+        };
+        let mut updates = Vec::new();
+        core.cache.drain_meta_updates(&mut updates);
+        let (r, w) = locations(&self.geo, &plan, &updates);
+        let ticket = core.order.register(r, w);
+        Some(Ok((plan, updates, ticket, outcome)))
+    }
+}

@@ -1,0 +1,260 @@
+//! Cache hits started without waiting: a connection's reader plans its waiting reads, starts
+//! their cache reads in one io_uring submission and goes back to its socket; it reaps the
+//! completions as they come and answers each then. Several submissions are in flight at once,
+//! so the cache device sees the connection's whole queue depth, not one batch at a time.
+//!
+//! Started reads belong to the thread that started them (its ring): they are reaped there.
+
+use super::*;
+use crate::device::uring;
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+/// A hit whose cache read is in flight.
+struct Started {
+    /// Which engine (its `Inner`'s address) and the caller's tag.
+    engine: usize,
+    tag: u64,
+    shard: usize,
+    req: Request,
+    plan: Plan,
+    ticket: Ticket,
+    outcome: AccessOutcome,
+    started: Instant,
+}
+
+/// A read finished at once: (engine, tag, bytes or error).
+type Ready = (usize, u64, io::Result<Vec<u8>>);
+
+thread_local! {
+    /// This thread's started hits, by ring tag.
+    static STARTED: RefCell<HashMap<u64, Started>> = RefCell::new(HashMap::new());
+    /// Reads finished at once (not a lone cache read), delivered by the next reap:
+    /// (engine, tag, bytes or error).
+    static READY: RefCell<Vec<Ready>> = const { RefCell::new(Vec::new()) };
+    static NEXT_RING_TAG: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+impl Inner {
+    fn key(&self) -> usize {
+        self as *const Inner as usize
+    }
+
+    /// Starts the reads `(tag, offset, len)` the cache alone serves. Per read: `None`, not
+    /// served here (nothing done: run it as any read); `Some(Ok)`, started (its bytes come
+    /// from [`reap_started`](Self::reap_started) on this thread); `Some(Err)`, failed.
+    pub(super) fn start_reads(&self, reads: &[(u64, u64, u32)]) -> Vec<Option<io::Result<()>>> {
+        let mut out: Vec<Option<io::Result<()>>> = (0..reads.len()).map(|_| None).collect();
+        if self.lookup == Lookup::Lt || self.cache_is_slow {
+            return out;
+        }
+        let mut to_start: Vec<(u64, usize, u64)> = Vec::new();
+        let mut waiting: Vec<(usize, Started)> = Vec::new();
+        for (at, &(tag, offset, len)) in reads.iter().enumerate() {
+            let len = len as u64;
+            if len == 0 || offset.checked_add(len).is_none_or(|e| e > self.size) {
+                continue;
+            }
+            let mut pieces = self.pieces(offset, len);
+            let Some((k, _, _)) = pieces.next() else {
+                continue;
+            };
+            if pieces.next().is_some() {
+                continue;
+            }
+            let req = Request {
+                time_ns: self.now_ns(),
+                volume: VolumeId(0),
+                op: Op::Read,
+                offset,
+                len,
+            };
+            let (plan, updates, mut ticket, outcome) = match self.decide_hit(k, &req) {
+                None => continue,
+                Some(Err(e)) => {
+                    out[at] = Some(Err(e));
+                    continue;
+                }
+                Some(Ok(d)) => d,
+            };
+            if ticket.wait_turn() > 0 {
+                Counters::add(&self.counters.ordering_waits, 1);
+            }
+            let started = Instant::now();
+            let lone_read = updates.is_empty()
+                && matches!(&plan.ops[..], [o] if o.device == Dev::Cache
+                    && o.kind == IoKind::Read
+                    && o.vaddr == offset
+                    && o.len == len);
+            if lone_read && !ticket.predecessor_failed() {
+                let o = &plan.ops[0];
+                let base = self.shards[k].base;
+                let addr = self.device_addr(base, o);
+                self.check_op(base, self.layout.slots, o, addr);
+                let ring_tag = NEXT_RING_TAG.with(|t| {
+                    let v = t.get();
+                    t.set(v + 1);
+                    v
+                });
+                to_start.push((addr, len as usize, ring_tag));
+                waiting.push((
+                    at,
+                    Started {
+                        engine: self.key(),
+                        tag,
+                        shard: k,
+                        req,
+                        plan,
+                        ticket,
+                        outcome,
+                        started,
+                    },
+                ));
+                continue;
+            }
+            // Anything else runs now; its bytes are delivered by the next reap.
+            let mut buf = vec![0u8; len as usize];
+            let result = if ticket.predecessor_failed() {
+                Err(io::Error::other(
+                    "an earlier request on the same cache lines failed",
+                ))
+            } else {
+                let client = Client::Read {
+                    volume: 0,
+                    offset,
+                    buf: &mut buf,
+                };
+                self.execute(&self.shards[k], &plan, &updates, client, false)
+                    .map(|_| ())
+            };
+            let s = Started {
+                engine: self.key(),
+                tag,
+                shard: k,
+                req,
+                plan,
+                ticket,
+                outcome,
+                started,
+            };
+            let delivered = result.map(|()| buf);
+            self.finish_started(s, delivered.as_ref().map(|_| ()).map_err(copy_err));
+            READY.with(|r| r.borrow_mut().push((self.key(), tag, delivered)));
+            out[at] = Some(Ok(()));
+        }
+        if to_start.is_empty() {
+            return out;
+        }
+        Counters::add(&self.counters.cache_ops, to_start.len() as u64);
+        let results = match self.cache_dev.start_reads(&to_start) {
+            Some(r) => r,
+            None => {
+                // The device cannot start reads: read them now, delivered by the next reap.
+                let mut bufs: Vec<Vec<u8>> = to_start.iter().map(|r| vec![0u8; r.1]).collect();
+                let mut ios: Vec<(u64, &mut [u8])> = to_start
+                    .iter()
+                    .zip(bufs.iter_mut())
+                    .map(|(r, b)| (r.0, &mut b[..]))
+                    .collect();
+                let rs = self.cache_dev.read_many(&mut ios);
+                for ((at, s), (r, b)) in waiting.into_iter().zip(rs.into_iter().zip(bufs)) {
+                    let tag = s.tag;
+                    let delivered = r.map(|()| b);
+                    self.finish_started(s, delivered.as_ref().map(|_| ()).map_err(copy_err));
+                    READY.with(|q| q.borrow_mut().push((self.key(), tag, delivered)));
+                    out[at] = Some(Ok(()));
+                }
+                return out;
+            }
+        };
+        for (((at, s), r), &(_, _, ring_tag)) in waiting.into_iter().zip(results).zip(&to_start) {
+            match r {
+                Ok(()) => {
+                    STARTED.with(|m| m.borrow_mut().insert(ring_tag, s));
+                    out[at] = Some(Ok(()));
+                }
+                Err(e) => {
+                    self.finish_started(s, Err(copy_err(&e)));
+                    out[at] = Some(Err(e));
+                }
+            }
+        }
+        out
+    }
+
+    /// Hands each finished started read of this engine on this thread to `f` (its tag, its
+    /// bytes or its error), first waiting for one with `wait` if none finished and some are
+    /// in flight. Returns how many were handed over.
+    pub(super) fn reap_started(
+        &self,
+        wait: bool,
+        f: &mut dyn FnMut(u64, io::Result<&[u8]>),
+    ) -> usize {
+        let me = self.key();
+        let ready: Vec<_> = READY.with(|r| {
+            let mut r = r.borrow_mut();
+            let (mine, rest) = std::mem::take(&mut *r).into_iter().partition(|e| e.0 == me);
+            *r = rest;
+            mine
+        });
+        let mut n = ready.len();
+        for (_, tag, res) in ready {
+            f(tag, res.as_deref().map_err(copy_err));
+        }
+        let mine_in_flight = STARTED.with(|m| m.borrow().values().any(|s| s.engine == me));
+        if !mine_in_flight {
+            return n;
+        }
+        n += uring::reap_started(wait && n == 0, &mut |ring_tag, res| {
+            let Some(s) = STARTED.with(|m| m.borrow_mut().remove(&ring_tag)) else {
+                return;
+            };
+            debug_assert_eq!(s.engine, me, "another engine's read reaped here");
+            let tag = s.tag;
+            self.finish_started(s, res.as_ref().map(|_| ()).map_err(copy_err));
+            f(tag, res);
+        });
+        if uring::started_in_flight() == 0 {
+            // The ring is gone with reads in flight (it broke): they never complete.
+            let lost: Vec<Started> = STARTED.with(|m| {
+                let mut m = m.borrow_mut();
+                let keys: Vec<u64> = m
+                    .iter()
+                    .filter(|(_, s)| s.engine == me)
+                    .map(|(k, _)| *k)
+                    .collect();
+                keys.into_iter().filter_map(|k| m.remove(&k)).collect()
+            });
+            for s in lost {
+                let tag = s.tag;
+                let e = io::Error::other("the io_uring ring broke with the read in flight");
+                self.finish_started(s, Err(copy_err(&e)));
+                f(tag, Err(e));
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Ends a started read's plan: its ticket, counters and latency; a failure forgets what
+    /// the plan touched, as any failed read does.
+    fn finish_started(&self, s: Started, result: io::Result<()>) {
+        let shard = &self.shards[s.shard];
+        if let Err(e) = &result {
+            // The request's error is the one to report; forgetting is best effort.
+            let _ = self.forget_failed(shard, &s.req, &s.plan, &[], e);
+        }
+        self.core(shard).order.end(s.ticket, result.is_ok());
+        self.tally(
+            Op::Read,
+            &s.outcome,
+            self.geo.split(s.req.offset, s.req.len).count() as u32,
+        );
+        self.account(Op::Read, s.req.len, false, s.started, &result);
+    }
+}
+
+/// A copy of an I/O error (kind and message) for a second owner.
+fn copy_err(e: &io::Error) -> io::Error {
+    io::Error::new(e.kind(), e.to_string())
+}
