@@ -116,7 +116,7 @@ mod tests {
         let (a, b) = (Arc::new(MemDevice::new(8192)), Arc::new(MemDevice::new(4096)));
         let set = VolumeSet::new(vec![(3, a.clone() as Arc<dyn Device>), (1, b.clone())]).unwrap();
         assert_eq!(set.extents(), vec![(3, 0, 8192), (1, 8192, 4096)]);
-        set.write_at(b"aa", 8190).unwrap_err();
+        set.write_at(b"aa", 8191).unwrap_err();
         set.write_at(b"xy", 8192 + 10).unwrap();
         set.write_at(b"pq", 100).unwrap();
         assert_eq!(&b.snapshot()[10..12], b"xy");

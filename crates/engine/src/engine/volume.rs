@@ -228,6 +228,14 @@ impl Engine {
             .request(volume, Op::Write, offset, data.len() as u64, client, fua)
     }
 
+    /// Read and write latency of every request, as cumulative buckets.
+    pub fn latency_buckets(&self) -> (LatencyBuckets, LatencyBuckets) {
+        (
+            LatencyBuckets::of(&self.inner.latency.read),
+            LatencyBuckets::of(&self.inner.latency.write),
+        )
+    }
+
     /// Counters of every served volume, in order.
     pub fn volume_stats(&self) -> Vec<VolumeStats> {
         let mut parts: Vec<(u32, u64, u64, u64)> = Vec::new();
