@@ -355,7 +355,12 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
                 crate::serve_metrics::MetricsSource {
                     engine: engine.clone(),
                     server: stats.clone(),
-                    exports: s.exports.iter().map(|e| (e.name.clone(), e.volume)).collect(),
+                    exports: if s.exports.is_empty() {
+                        let first = engine.volumes()[0].0;
+                        vec![(s.export_name.clone(), first)]
+                    } else {
+                        s.exports.iter().map(|e| (e.name.clone(), e.volume)).collect()
+                    },
                     line_size: setup.cache.line_size,
                 },
             )?;
