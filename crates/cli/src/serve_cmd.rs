@@ -302,8 +302,12 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
     eprintln!(
         "tiercache serve: {} over {} ({} MiB), {:?} cache ({} lines; recovered {} lines, {} dirty{})",
         setup.engine.cache_path.display(),
-        setup.engine.backend_path.display(),
-        engine.size() >> 20,
+        if s.exports.is_empty() {
+            setup.engine.backend_path.display().to_string()
+        } else {
+            format!("{} exports", s.exports.len())
+        },
+        engine.volumes().iter().map(|v| v.1).sum::<u64>() >> 20,
         setup.cache.write_policy,
         engine.stats().capacity_lines,
         rec.lines,
@@ -459,8 +463,19 @@ pub fn flush(args: FlushArgs) -> Result<()> {
             setup.engine.cache_path.display()
         );
     }
+    for (i, e) in setup.serve.exports.iter().enumerate() {
+        if !e.backend_path.exists() {
+            bail!(
+                "serve.exports[{i}].backend_path {}: no such backend: flush writes dirty lines back to an existing backend",
+                e.backend_path.display()
+            );
+        }
+    }
     let backend = setup.engine.backend_path.to_str().unwrap_or("");
-    if !tiercache_nbd::NbdUri::is_uri(backend) && !setup.engine.backend_path.exists() {
+    if setup.serve.exports.is_empty()
+        && !tiercache_nbd::NbdUri::is_uri(backend)
+        && !setup.engine.backend_path.exists()
+    {
         bail!(
             "engine.backend_path {}: no such backend: flush writes dirty lines back to an existing backend",
             setup.engine.backend_path.display()
@@ -473,11 +488,20 @@ pub fn flush(args: FlushArgs) -> Result<()> {
     engine.flush_all().context("writing dirty lines back")?;
     engine.shutdown()?;
     let st = engine.stats();
+    let backends = if setup.serve.exports.is_empty() {
+        format!("the backend {} is", setup.engine.backend_path.display())
+    } else {
+        let names: Vec<String> = setup
+            .serve
+            .exports
+            .iter()
+            .map(|e| e.backend_path.display().to_string())
+            .collect();
+        format!("the backends {} are", names.join(", "))
+    };
     println!(
-        "flushed {} dirty lines ({} written back); the backend {} is complete",
-        before,
-        st.flushed_lines,
-        setup.engine.backend_path.display()
+        "flushed {} dirty lines ({} written back); {backends} complete",
+        before, st.flushed_lines,
     );
     Ok(())
 }

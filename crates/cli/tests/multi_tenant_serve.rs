@@ -257,6 +257,31 @@ fn three_exports_verified_while_resized_then_killed_and_restarted() {
     let (status, body) = http(&server.metrics, "POST", "/partitions?vm1=64MiB");
     assert_eq!(status, 400);
     assert!(body.contains("the cache has"), "{body}");
+    // Detach: stop, write every dirty line back, and each backend file alone holds its
+    // export's phase A data.
+    let o = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let mut server = server;
+    assert!(server.child.wait().unwrap().success());
+    let o = Command::new(bin())
+        .args(["flush", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    ok(&o, "tiercache flush");
+    for e in EXPORTS {
+        let o = Command::new("fio")
+            .args(["--name=t", "--bs=4k", "--randseed=42", "--verify_state_save=0"])
+            .args(["--ioengine=psync", "--output-format=terse"])
+            .arg(format!("--filename={}", dir.path().join(format!("{e}.img")).display()))
+            .args(&phase_a)
+            .arg("--verify_only=1")
+            .output()
+            .unwrap();
+        ok(&o, &format!("{e}'s backend alone after detach"));
+    }
 }
 
 #[test]
