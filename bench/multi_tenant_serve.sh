@@ -26,7 +26,7 @@ if [ -z "${TIERCACHE_BIN:-}" ]; then
   TIERCACHE_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/tiercache
 fi
 W=$(mktemp -d /var/tmp/tc-multi-tenant.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$W"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$W"' EXIT
 
 run() { # MODE ROUND
   local mode=$1 r=$2 d="$W/$1-$2"
@@ -79,7 +79,8 @@ d, mode, r = sys.argv[1], sys.argv[2], int(sys.argv[3])
 st = json.load(open(f"{d}/stats.json"))
 out = {"mode": mode, "round": r, "exports": {}}
 for e in st["exports"]:
-    fio = json.load(open(f"{d}/fio{e['volume']}.json"))["jobs"][0]["read"]
+    text = open(f"{d}/fio{e['volume']}.json").read()  # the nbd engine says hello first
+    fio = json.loads(text[text.index("{"):])["jobs"][0]["read"]
     out["exports"][e["name"]] = {
         "read_hit_ratio": round(e["read_hit_ratio"], 4),
         "read_iops": round(fio["iops"], 1),

@@ -232,6 +232,9 @@ struct Live<'a> {
     /// Per export (several exports only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     exports: Vec<ExportLive>,
+    /// The tenancy mode's last decision (`cache.tenancy`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tenancy: Option<tiercache_policy::TenancyReport>,
 }
 
 /// One export's counters in the stats file.
@@ -270,6 +273,7 @@ fn write_stats(
                 stats,
             })
             .collect(),
+        tenancy: engine.tenancy_report(),
     };
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, serde_json::to_vec_pretty(&live)?)?;
@@ -366,6 +370,7 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
                         s.exports.iter().map(|e| (e.name.clone(), e.volume)).collect()
                     },
                     line_size: setup.cache.line_size,
+                    tenancy: setup.cache.tenancy.mode,
                 },
             )?;
             eprintln!("tiercache serve: metrics on http://{}/metrics", m.addr);

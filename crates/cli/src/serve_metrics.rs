@@ -26,6 +26,8 @@ pub struct MetricsSource {
     pub exports: Vec<(String, u32)>,
     /// Cache line size (resizes are given in bytes).
     pub line_size: u64,
+    /// The tenancy mode sizing the partitions (operators resize only a `shared` cache).
+    pub tenancy: tiercache_policy::TenancyModeKind,
 }
 
 /// One metric family being written.
@@ -137,6 +139,35 @@ pub fn render(src: &MetricsSource) -> String {
     for v in &vols {
         f.histogram(&label(v.volume), &v.write_latency_buckets);
     }
+    if let Some(t) = src.engine.tenancy_report() {
+        let mut f = Family::new(
+            &mut out,
+            "export_write_back",
+            "gauge",
+            "1 while the tenancy mode lets the export's writes into the cache (write-back), 0 \
+             while it sends them around it.",
+        );
+        for v in &t.volumes {
+            let wb = v.write_policy == tiercache_policy::WritePolicy::WriteBack;
+            f.sample(&label(v.volume), f64::from(u8::from(wb)));
+        }
+        let mut f = Family::new(
+            &mut out,
+            "export_demand_lines",
+            "gauge",
+            "Lines the tenancy mode found the export would use well in its last interval.",
+        );
+        for v in &t.volumes {
+            f.sample(&label(v.volume), v.demand_lines as f64);
+        }
+        Family::new(
+            &mut out,
+            "tenancy_decisions_total",
+            "counter",
+            "Interval decisions of the tenancy mode.",
+        )
+        .sample("", t.decisions as f64);
+    }
     let link = e.backend_link.as_ref();
     let overall: [(&str, &str, &str, f64); 22] = [
         ("reads_total", "counter", "Reads served.", e.reads as f64),
@@ -208,6 +239,18 @@ fn handle(src: &MetricsSource, req: tiny_http::Request) {
     let resp = match (req.method(), path) {
         (tiny_http::Method::Get, "/metrics") => {
             text(200, render(src), "text/plain; version=0.0.4; charset=utf-8")
+        }
+        (tiny_http::Method::Post, "/partitions")
+            if src.tenancy != tiercache_policy::TenancyModeKind::Shared =>
+        {
+            text(
+                409,
+                format!(
+                    "cache.tenancy.mode = {:?} sizes the partitions; resize by hand only a shared cache\n",
+                    src.tenancy
+                ),
+                plain,
+            )
         }
         (tiny_http::Method::Post, "/partitions") => match partitions_of_query(src, query) {
             Err(e) => text(400, format!("{e}\n"), plain),

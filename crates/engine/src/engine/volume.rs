@@ -236,6 +236,12 @@ impl Engine {
         )
     }
 
+    /// What the cache's tenancy mode decided at its last interval end, and what each volume
+    /// did in the interval before (`None`: no mode, or before its first decision).
+    pub fn tenancy_report(&self) -> Option<tiercache_policy::TenancyReport> {
+        self.inner.core(&self.inner.shards[0]).cache.tenancy_report()
+    }
+
     /// Counters of every served volume, in order.
     pub fn volume_stats(&self) -> Vec<VolumeStats> {
         let mut parts: Vec<(u32, u64, u64, u64)> = Vec::new();
@@ -380,6 +386,47 @@ impl Inner {
     // The layout in force is journaled even after an error (some shards resized).
     let journaled = inner.journal_partitions();
     result.and(journaled)
+    }
+
+    /// Polls the cache's tenancy mode (`cache.tenancy`) as the simulator does: at each
+    /// interval end it resizes the partitions and sets per-volume write policies; the flush
+    /// jobs of its shrinks run here, before the flusher goes on, and the new layout is
+    /// journaled. Returns when to poll next (`None`: a shared cache, never).
+    pub(super) fn repartition(&self) -> Option<u64> {
+        let state = self.executor_state();
+        let mut next: Option<u64> = None;
+        let mut result = Ok(());
+        let mut decided = false;
+        for (k, sh) in self.shards.iter().enumerate() {
+            let (work, records) = {
+                let mut core = self.core(sh);
+                if self.halted.get().is_some() {
+                    return None;
+                }
+                let before = core.cache.tenancy_report().map(|r| r.decisions);
+                if let Some(t) = core.cache.repartition(&state) {
+                    next = Some(next.map_or(t, |n| n.min(t)));
+                }
+                decided |= core.cache.tenancy_report().map(|r| r.decisions) != before;
+                let mut jobs = Vec::new();
+                core.cache.take_resize_jobs(&mut jobs);
+                if jobs.is_empty() && !decided {
+                    continue;
+                }
+                self.register_resize(k, &mut core, jobs)
+            };
+            for w in work {
+                result = result.and(self.run_job(w));
+            }
+            result = result.and(self.write_records(k, records));
+        }
+        if decided {
+            result = result.and(self.journal_partitions());
+        }
+        // A failed write-back left its lines dirty and is counted (the flusher retries them);
+        // a journal that could not be written is written at the next decision.
+        let _ = result;
+        next
     }
 
     /// Every shard's own-volume partitions now.
