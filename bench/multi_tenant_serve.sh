@@ -42,7 +42,7 @@ run() { # MODE ROUND
 capacity = "48MiB"
 line_size = "4KiB"
 write_policy = "write-back"
-shards = 4
+shards = 1                       # partitioning modes run on one policy shard
 $tenancy
 [engine]
 cache_path = "$d/cache.img"

@@ -367,7 +367,10 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
                         let first = engine.volumes()[0].0;
                         vec![(s.export_name.clone(), first)]
                     } else {
-                        s.exports.iter().map(|e| (e.name.clone(), e.volume)).collect()
+                        s.exports
+                            .iter()
+                            .map(|e| (e.name.clone(), e.volume))
+                            .collect()
                     },
                     line_size: setup.cache.line_size,
                     tenancy: setup.cache.tenancy.mode,
@@ -487,8 +490,8 @@ pub fn flush(args: FlushArgs) -> Result<()> {
         );
     }
     let volumes = crate::serve_exports::volume_configs(&setup.serve.exports);
-    let engine = Engine::open_volumes(&setup.cache, &setup.engine, &volumes)
-        .context("opening the cache")?;
+    let engine =
+        Engine::open_volumes(&setup.cache, &setup.engine, &volumes).context("opening the cache")?;
     let before = engine.stats().dirty_lines;
     engine.flush_all().context("writing dirty lines back")?;
     engine.shutdown()?;

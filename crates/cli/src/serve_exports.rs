@@ -46,7 +46,10 @@ pub fn validate(exports: &[ExportConfig], capacity: u64) -> Result<()> {
             bail!("serve.exports[{i}].name: empty (several exports are told apart by name)");
         }
         if e.name.len() > 4096 {
-            bail!("serve.exports[{i}].name: {} bytes, at most 4096", e.name.len());
+            bail!(
+                "serve.exports[{i}].name: {} bytes, at most 4096",
+                e.name.len()
+            );
         }
         if let Some(j) = exports[..i].iter().position(|o| o.name == e.name) {
             bail!(

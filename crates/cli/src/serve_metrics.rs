@@ -72,8 +72,20 @@ impl<'a> Family<'a> {
                 format!("{{{s}}}")
             }
         };
-        let _ = writeln!(self.out, "{}_sum{} {}", self.name, braces(labels), b.sum_us / 1e6);
-        let _ = writeln!(self.out, "{}_count{} {}", self.name, braces(labels), b.count);
+        let _ = writeln!(
+            self.out,
+            "{}_sum{} {}",
+            self.name,
+            braces(labels),
+            b.sum_us / 1e6
+        );
+        let _ = writeln!(
+            self.out,
+            "{}_count{} {}",
+            self.name,
+            braces(labels),
+            b.count
+        );
     }
 }
 
@@ -99,19 +111,75 @@ pub fn render(src: &MetricsSource) -> String {
     let mut out = String::new();
     type Get = fn(&tiercache_engine::VolumeStats) -> Option<f64>;
     let per_export: [(&str, &str, &str, Get); 13] = [
-        ("export_reads_total", "counter", "Reads served.", |v| Some(v.reads as f64)),
-        ("export_writes_total", "counter", "Writes served.", |v| Some(v.writes as f64)),
-        ("export_read_bytes_total", "counter", "Bytes read.", |v| Some(v.read_bytes as f64)),
-        ("export_write_bytes_total", "counter", "Bytes written.", |v| Some(v.write_bytes as f64)),
-        ("export_errors_total", "counter", "Requests answered with an error.", |v| Some(v.errors as f64)),
-        ("export_read_line_hits_total", "counter", "Read line accesses served by the cache.", |v| Some(v.read_line_hits as f64)),
-        ("export_read_line_misses_total", "counter", "Read line accesses that went to the backend.", |v| Some(v.read_line_misses as f64)),
-        ("export_write_line_hits_total", "counter", "Write line accesses finding their line resident.", |v| Some(v.write_line_hits as f64)),
-        ("export_write_line_misses_total", "counter", "Write line accesses not finding it.", |v| Some(v.write_line_misses as f64)),
-        ("export_in_flight", "gauge", "Requests in flight (the export's queue depth at the cache).", |v| Some(v.in_flight as f64)),
-        ("export_partition_lines", "gauge", "Cache lines allocated to the export's own partition (absent: it shares the cache).", |v| v.partition_lines.map(|x| x as f64)),
-        ("export_resident_lines", "gauge", "Lines its partition holds.", |v| v.resident_lines.map(|x| x as f64)),
-        ("export_dirty_lines", "gauge", "Dirty lines its partition holds.", |v| v.dirty_lines.map(|x| x as f64)),
+        ("export_reads_total", "counter", "Reads served.", |v| {
+            Some(v.reads as f64)
+        }),
+        ("export_writes_total", "counter", "Writes served.", |v| {
+            Some(v.writes as f64)
+        }),
+        ("export_read_bytes_total", "counter", "Bytes read.", |v| {
+            Some(v.read_bytes as f64)
+        }),
+        (
+            "export_write_bytes_total",
+            "counter",
+            "Bytes written.",
+            |v| Some(v.write_bytes as f64),
+        ),
+        (
+            "export_errors_total",
+            "counter",
+            "Requests answered with an error.",
+            |v| Some(v.errors as f64),
+        ),
+        (
+            "export_read_line_hits_total",
+            "counter",
+            "Read line accesses served by the cache.",
+            |v| Some(v.read_line_hits as f64),
+        ),
+        (
+            "export_read_line_misses_total",
+            "counter",
+            "Read line accesses that went to the backend.",
+            |v| Some(v.read_line_misses as f64),
+        ),
+        (
+            "export_write_line_hits_total",
+            "counter",
+            "Write line accesses finding their line resident.",
+            |v| Some(v.write_line_hits as f64),
+        ),
+        (
+            "export_write_line_misses_total",
+            "counter",
+            "Write line accesses not finding it.",
+            |v| Some(v.write_line_misses as f64),
+        ),
+        (
+            "export_in_flight",
+            "gauge",
+            "Requests in flight (the export's queue depth at the cache).",
+            |v| Some(v.in_flight as f64),
+        ),
+        (
+            "export_partition_lines",
+            "gauge",
+            "Cache lines allocated to the export's own partition (absent: it shares the cache).",
+            |v| v.partition_lines.map(|x| x as f64),
+        ),
+        (
+            "export_resident_lines",
+            "gauge",
+            "Lines its partition holds.",
+            |v| v.resident_lines.map(|x| x as f64),
+        ),
+        (
+            "export_dirty_lines",
+            "gauge",
+            "Dirty lines its partition holds.",
+            |v| v.dirty_lines.map(|x| x as f64),
+        ),
     ];
     for (name, kind, help, get) in per_export {
         let mut f = Family::new(&mut out, name, kind, help);
@@ -172,33 +240,145 @@ pub fn render(src: &MetricsSource) -> String {
     let overall: [(&str, &str, &str, f64); 22] = [
         ("reads_total", "counter", "Reads served.", e.reads as f64),
         ("writes_total", "counter", "Writes served.", e.writes as f64),
-        ("read_bytes_total", "counter", "Bytes read.", e.read_bytes as f64),
-        ("write_bytes_total", "counter", "Bytes written.", e.write_bytes as f64),
-        ("line_hits_total", "counter", "Line accesses finding all their data cached.", e.cache.line_hits as f64),
-        ("line_accesses_total", "counter", "Line accesses.", e.cache.line_accesses as f64),
-        ("errors_total", "counter", "Requests answered with an error.", e.errors as f64),
-        ("capacity_lines", "gauge", "Cache lines.", e.capacity_lines as f64),
-        ("resident_lines", "gauge", "Lines holding data.", e.resident_lines as f64),
-        ("dirty_lines", "gauge", "Lines holding dirty data.", e.dirty_lines as f64),
-        ("in_flight", "gauge", "Requests in flight.", e.in_flight as f64),
-        ("cache_queue_depth", "gauge", "Operations queued at the cache device.", e.executor.cache.queued as f64),
-        ("backend_queue_depth", "gauge", "Operations queued at the backend.", e.executor.backend.queued as f64),
-        ("flushed_lines_total", "counter", "Dirty lines written back.", e.flushed_lines as f64),
-        ("flush_jobs_total", "counter", "Background flush jobs run.", e.flush_jobs as f64),
-        ("backend_flush_job_failures_total", "counter", "Flush jobs the backend failed (lines kept dirty).", e.flush_job_failures as f64),
-        ("backend_link_retries_total", "counter", "Remote backend request retries.", link.map_or(0.0, |l| l.retries as f64)),
-        ("backend_link_timeouts_total", "counter", "Remote backend request timeouts.", link.map_or(0.0, |l| l.timeouts as f64)),
-        ("backend_link_losses_total", "counter", "Remote backend connection losses.", link.map_or(0.0, |l| l.connection_losses as f64)),
-        ("nbd_eio_total", "counter", "EIO replies sent to NBD clients.", src.server.eio.load(Relaxed) as f64),
-        ("nbd_connections_total", "counter", "NBD connections accepted.", src.server.connections.load(Relaxed) as f64),
-        ("halted", "gauge", "1 once the engine halted (fail-stop; restart to recover).", e.halted.is_some() as u8 as f64),
+        (
+            "read_bytes_total",
+            "counter",
+            "Bytes read.",
+            e.read_bytes as f64,
+        ),
+        (
+            "write_bytes_total",
+            "counter",
+            "Bytes written.",
+            e.write_bytes as f64,
+        ),
+        (
+            "line_hits_total",
+            "counter",
+            "Line accesses finding all their data cached.",
+            e.cache.line_hits as f64,
+        ),
+        (
+            "line_accesses_total",
+            "counter",
+            "Line accesses.",
+            e.cache.line_accesses as f64,
+        ),
+        (
+            "errors_total",
+            "counter",
+            "Requests answered with an error.",
+            e.errors as f64,
+        ),
+        (
+            "capacity_lines",
+            "gauge",
+            "Cache lines.",
+            e.capacity_lines as f64,
+        ),
+        (
+            "resident_lines",
+            "gauge",
+            "Lines holding data.",
+            e.resident_lines as f64,
+        ),
+        (
+            "dirty_lines",
+            "gauge",
+            "Lines holding dirty data.",
+            e.dirty_lines as f64,
+        ),
+        (
+            "in_flight",
+            "gauge",
+            "Requests in flight.",
+            e.in_flight as f64,
+        ),
+        (
+            "cache_queue_depth",
+            "gauge",
+            "Operations queued at the cache device.",
+            e.executor.cache.queued as f64,
+        ),
+        (
+            "backend_queue_depth",
+            "gauge",
+            "Operations queued at the backend.",
+            e.executor.backend.queued as f64,
+        ),
+        (
+            "flushed_lines_total",
+            "counter",
+            "Dirty lines written back.",
+            e.flushed_lines as f64,
+        ),
+        (
+            "flush_jobs_total",
+            "counter",
+            "Background flush jobs run.",
+            e.flush_jobs as f64,
+        ),
+        (
+            "backend_flush_job_failures_total",
+            "counter",
+            "Flush jobs the backend failed (lines kept dirty).",
+            e.flush_job_failures as f64,
+        ),
+        (
+            "backend_link_retries_total",
+            "counter",
+            "Remote backend request retries.",
+            link.map_or(0.0, |l| l.retries as f64),
+        ),
+        (
+            "backend_link_timeouts_total",
+            "counter",
+            "Remote backend request timeouts.",
+            link.map_or(0.0, |l| l.timeouts as f64),
+        ),
+        (
+            "backend_link_losses_total",
+            "counter",
+            "Remote backend connection losses.",
+            link.map_or(0.0, |l| l.connection_losses as f64),
+        ),
+        (
+            "nbd_eio_total",
+            "counter",
+            "EIO replies sent to NBD clients.",
+            src.server.eio.load(Relaxed) as f64,
+        ),
+        (
+            "nbd_connections_total",
+            "counter",
+            "NBD connections accepted.",
+            src.server.connections.load(Relaxed) as f64,
+        ),
+        (
+            "halted",
+            "gauge",
+            "1 once the engine halted (fail-stop; restart to recover).",
+            e.halted.is_some() as u8 as f64,
+        ),
     ];
     for (name, kind, help, v) in overall {
         Family::new(&mut out, name, kind, help).sample("", v);
     }
     let (r, w) = src.engine.latency_buckets();
-    Family::new(&mut out, "read_latency_seconds", "histogram", "Read latency.").histogram("", &r);
-    Family::new(&mut out, "write_latency_seconds", "histogram", "Write latency.").histogram("", &w);
+    Family::new(
+        &mut out,
+        "read_latency_seconds",
+        "histogram",
+        "Read latency.",
+    )
+    .histogram("", &r);
+    Family::new(
+        &mut out,
+        "write_latency_seconds",
+        "histogram",
+        "Write latency.",
+    )
+    .histogram("", &w);
     out
 }
 

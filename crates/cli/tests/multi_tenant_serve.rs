@@ -108,13 +108,20 @@ fn start(dir: &Path, cfg: &Path) -> Server {
 }
 
 fn uri(dir: &Path, export: &str) -> String {
-    format!("nbd+unix:///{export}?socket={}", dir.join("nbd.sock").display())
+    format!(
+        "nbd+unix:///{export}?socket={}",
+        dir.join("nbd.sock").display()
+    )
 }
 
 /// One HTTP/1.0 request over plain TCP: (status, body).
 fn http(addr: &str, method: &str, path: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
-    write!(s, "{method} {path} HTTP/1.0\r\nHost: t\r\nContent-Length: 0\r\n\r\n").unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.0\r\nHost: t\r\nContent-Length: 0\r\n\r\n"
+    )
+    .unwrap();
     let mut text = String::new();
     s.read_to_string(&mut text).unwrap();
     let status = text[9..12].parse().unwrap();
@@ -178,16 +185,29 @@ fn three_exports_verified_while_resized_then_killed_and_restarted() {
     let before = http(&server.metrics, "GET", "/metrics").1;
     // Phase A: 12 MiB of random writes on each export at once through an 8 MiB cache, each
     // verified by fio, while the partitions shrink and grow under them.
-    let phase_a = ["--rw=randwrite", "--size=12m", "--verify=crc32c", "--end_fsync=1"];
+    let phase_a = [
+        "--rw=randwrite",
+        "--size=12m",
+        "--verify=crc32c",
+        "--end_fsync=1",
+    ];
     let runs: Vec<Child> = EXPORTS
         .iter()
         .map(|e| {
-            fio(&uri(dir.path(), e), &[&phase_a[..], &["--do_verify=1"]].concat())
-                .spawn()
-                .unwrap()
+            fio(
+                &uri(dir.path(), e),
+                &[&phase_a[..], &["--do_verify=1"]].concat(),
+            )
+            .spawn()
+            .unwrap()
         })
         .collect();
-    let layouts = [[4096, 2048, 1024], [1024, 4096, 2048], [2048, 1024, 4096], [2560, 2560, 2560]];
+    let layouts = [
+        [4096, 2048, 1024],
+        [1024, 4096, 2048],
+        [2048, 1024, 4096],
+        [2560, 2560, 2560],
+    ];
     let mut i = 0;
     let t = Instant::now();
     let mut runs: Vec<Option<Child>> = runs.into_iter().map(Some).collect();
@@ -196,19 +216,28 @@ fn three_exports_verified_while_resized_then_killed_and_restarted() {
         i += 1;
         for r in &mut runs {
             if r.as_mut().is_some_and(|c| c.try_wait().unwrap().is_some()) {
-                ok(&r.take().unwrap().wait_with_output().unwrap(), "fio phase A");
+                ok(
+                    &r.take().unwrap().wait_with_output().unwrap(),
+                    "fio phase A",
+                );
             }
         }
         assert!(t.elapsed() < Duration::from_secs(120), "phase A hangs");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(i >= 2, "the partitions were resized while fio ran ({i} times)");
+    assert!(
+        i >= 2,
+        "the partitions were resized while fio ran ({i} times)"
+    );
     // The last layout is the one in force, journaled.
     let last = [1536u64, 3072, 2048];
     resize(&server.metrics, last);
     let after = http(&server.metrics, "GET", "/metrics").1;
     for (e, kib) in EXPORTS.iter().zip(last) {
-        let l = format!("{{export=\"{e}\",volume=\"{}\"}}", e[2..].parse::<u32>().unwrap());
+        let l = format!(
+            "{{export=\"{e}\",volume=\"{}\"}}",
+            e[2..].parse::<u32>().unwrap()
+        );
         let series = |n: &str| format!("tiercache_export_{n}{l}");
         assert_eq!(metric(&before, &series("writes_total")), 0.0);
         assert!(metric(&after, &series("writes_total")) >= 3072.0, "{e}");
@@ -216,13 +245,22 @@ fn three_exports_verified_while_resized_then_killed_and_restarted() {
         assert_eq!(metric(&after, &series("partition_lines")), (kib / 4) as f64);
         assert!(metric(&after, &series("resident_lines")) <= (kib / 4) as f64);
         let hist = format!("tiercache_export_write_latency_seconds_count{l}");
-        assert_eq!(metric(&after, &hist), metric(&after, &series("writes_total")));
+        assert_eq!(
+            metric(&after, &hist),
+            metric(&after, &series("writes_total"))
+        );
     }
     assert_eq!(metric(&after, "tiercache_errors_total"), 0.0);
     // Phase B: a burst on vm2 beyond phase A's range, killed mid-way with SIGKILL.
     let mut burst = fio(
         &uri(dir.path(), "vm2"),
-        &["--rw=randwrite", "--size=8m", "--offset=16m", "--time_based", "--runtime=30"],
+        &[
+            "--rw=randwrite",
+            "--size=8m",
+            "--offset=16m",
+            "--time_based",
+            "--runtime=30",
+        ],
     )
     .spawn()
     .unwrap();
@@ -236,24 +274,36 @@ fn three_exports_verified_while_resized_then_killed_and_restarted() {
     let server = start(dir.path(), &cfg);
     let m = http(&server.metrics, "GET", "/metrics").1;
     for (e, kib) in EXPORTS.iter().zip(last) {
-        let l = format!("{{export=\"{e}\",volume=\"{}\"}}", e[2..].parse::<u32>().unwrap());
+        let l = format!(
+            "{{export=\"{e}\",volume=\"{}\"}}",
+            e[2..].parse::<u32>().unwrap()
+        );
         assert_eq!(
             metric(&m, &format!("tiercache_export_partition_lines{l}")),
             (kib / 4) as f64,
             "{e} after restart"
         );
     }
-    assert!(metric(&m, "tiercache_resident_lines") > 0.0, "a warm restart keeps lines");
+    assert!(
+        metric(&m, "tiercache_resident_lines") > 0.0,
+        "a warm restart keeps lines"
+    );
     let verify: Vec<Child> = EXPORTS
         .iter()
         .map(|e| {
-            fio(&uri(dir.path(), e), &[&phase_a[..], &["--verify_only=1"]].concat())
-                .spawn()
-                .unwrap()
+            fio(
+                &uri(dir.path(), e),
+                &[&phase_a[..], &["--verify_only=1"]].concat(),
+            )
+            .spawn()
+            .unwrap()
         })
         .collect();
     for v in verify {
-        ok(&v.wait_with_output().unwrap(), "phase A after kill -9 and restart");
+        ok(
+            &v.wait_with_output().unwrap(),
+            "phase A after kill -9 and restart",
+        );
     }
     // Bad resizes are refused with the reason.
     let (status, body) = http(&server.metrics, "POST", "/partitions?vm9=4KiB");
@@ -278,10 +328,18 @@ fn three_exports_verified_while_resized_then_killed_and_restarted() {
     ok(&o, "tiercache flush");
     for e in EXPORTS {
         let o = Command::new("fio")
-            .args(["--name=t", "--bs=4k", "--randseed=42", "--verify_state_save=0"])
+            .args([
+                "--name=t",
+                "--bs=4k",
+                "--randseed=42",
+                "--verify_state_save=0",
+            ])
             .args(["--ioengine=psync", "--output-format=terse"])
-            .arg(format!("--filename={}", dir.path().join(format!("{e}.img")).display()))
-            .args(&phase_a)
+            .arg(format!(
+                "--filename={}",
+                dir.path().join(format!("{e}.img")).display()
+            ))
+            .args(phase_a)
             .arg("--verify_only=1")
             .output()
             .unwrap();
@@ -297,7 +355,11 @@ fn bad_export_configs_are_named() {
     for (from, to, needle) in [
         ("volume = 2", "volume = 1", "serve.exports[1].volume"),
         ("name = \"vm3\"", "name = \"vm1\"", "serve.exports[2].name"),
-        ("volume = 1\n", "volume = 1\npartition = \"1GiB\"\n", "partition"),
+        (
+            "volume = 1\n",
+            "volume = 1\npartition = \"1GiB\"\n",
+            "partition",
+        ),
         ("volume = 1\n", "volume = 1\nbogus = 1\n", "bogus"),
         ("name = \"vm2\"", "name = \"\"", "serve.exports[1].name"),
     ] {
@@ -350,7 +412,13 @@ fn eci_sizes_the_exports_live_and_a_restart_loses_nothing() {
     }
     let o = fio(
         &uri(dir.path(), "vm1"),
-        &["--rw=randwrite", "--size=2m", "--loops=4", "--verify=crc32c", "--verify_only=1"],
+        &[
+            "--rw=randwrite",
+            "--size=2m",
+            "--loops=4",
+            "--verify=crc32c",
+            "--verify_only=1",
+        ],
     )
     .output()
     .unwrap();
@@ -358,15 +426,24 @@ fn eci_sizes_the_exports_live_and_a_restart_loses_nothing() {
     // Let at least one interval end after the load.
     std::thread::sleep(Duration::from_millis(500));
     let m = http(&server.metrics, "GET", "/metrics").1;
-    assert!(metric(&m, "tiercache_tenancy_decisions_total") >= 2.0, "{m}");
+    assert!(
+        metric(&m, "tiercache_tenancy_decisions_total") >= 2.0,
+        "{m}"
+    );
     let mut allocated = 0.0;
     for e in EXPORTS {
-        let l = format!("{{export=\"{e}\",volume=\"{}\"}}", e[2..].parse::<u32>().unwrap());
+        let l = format!(
+            "{{export=\"{e}\",volume=\"{}\"}}",
+            e[2..].parse::<u32>().unwrap()
+        );
         let lines = metric(&m, &format!("tiercache_export_partition_lines{l}"));
         assert!(lines <= metric(&m, &format!("tiercache_export_demand_lines{l}")).max(lines));
         allocated += lines;
     }
-    assert!(allocated <= 2048.0, "partitions of {allocated} lines in a 2048-line cache");
+    assert!(
+        allocated <= 2048.0,
+        "partitions of {allocated} lines in a 2048-line cache"
+    );
     let (status, body) = http(&server.metrics, "POST", "/partitions?vm1=4KiB");
     assert_eq!(status, 409, "{body}");
     assert!(body.contains("sizes the partitions"), "{body}");
@@ -383,6 +460,9 @@ fn eci_sizes_the_exports_live_and_a_restart_loses_nothing() {
         })
         .collect();
     for v in verify {
-        ok(&v.wait_with_output().unwrap(), "verify after kill -9 under eci");
+        ok(
+            &v.wait_with_output().unwrap(),
+            "verify after kill -9 under eci",
+        );
     }
 }

@@ -114,7 +114,13 @@ impl LatencyBuckets {
         let h = h.lock().unwrap_or_else(|e| e.into_inner());
         let cumulative = BUCKET_BOUNDS_US
             .iter()
-            .map(|&b| if h.is_empty() { 0 } else { h.count_between(0, b) })
+            .map(|&b| {
+                if h.is_empty() {
+                    0
+                } else {
+                    h.count_between(0, b)
+                }
+            })
             .collect();
         Self {
             le_us: BUCKET_BOUNDS_US.to_vec(),

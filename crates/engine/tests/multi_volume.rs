@@ -73,8 +73,13 @@ fn volumes_resized_under_load_keep_their_data_and_partitions_across_a_restart() 
     };
     let model: Arc<Model> = Arc::new((0..3).map(|_| Mutex::new(vec![0u8; VOLUME])).collect());
     let engine = Arc::new(open(&d));
-    assert_eq!(engine.volumes(), vec![(1, VOLUME as u64), (2, VOLUME as u64), (5, VOLUME as u64)]);
-    engine.set_volume_partitions(&[(1, 32), (2, 32), (5, 32)]).unwrap();
+    assert_eq!(
+        engine.volumes(),
+        vec![(1, VOLUME as u64), (2, VOLUME as u64), (5, VOLUME as u64)]
+    );
+    engine
+        .set_volume_partitions(&[(1, 32), (2, 32), (5, 32)])
+        .unwrap();
     std::thread::scope(|s| {
         for (i, &v) in VOLUMES.iter().enumerate() {
             let (engine, model) = (engine.clone(), model.clone());
@@ -96,7 +101,10 @@ fn volumes_resized_under_load_keep_their_data_and_partitions_across_a_restart() 
                         let mut got = vec![0u8; len as usize];
                         engine.read_volume(v, &mut got, off).unwrap();
                         let m = model[i].lock().unwrap();
-                        assert!(got == m[off as usize..(off + len) as usize], "volume {v} at {off}+{len}");
+                        assert!(
+                            got == m[off as usize..(off + len) as usize],
+                            "volume {v} at {off}+{len}"
+                        );
                     }
                 }
             });
@@ -104,7 +112,13 @@ fn volumes_resized_under_load_keep_their_data_and_partitions_across_a_restart() 
         // Meanwhile: partitions shrink and grow (dirty lines of shrinking ones written back).
         let engine = engine.clone();
         s.spawn(move || {
-            for sizes in [[48, 16, 32], [8, 64, 24], [30, 30, 30], [64, 8, 8], [16, 40, 40]] {
+            for sizes in [
+                [48, 16, 32],
+                [8, 64, 24],
+                [30, 30, 30],
+                [64, 8, 8],
+                [16, 40, 40],
+            ] {
                 let list: Vec<(u32, u64)> = VOLUMES.iter().copied().zip(sizes).collect();
                 engine.set_volume_partitions(&list).unwrap();
                 let stats = engine.volume_stats();
@@ -128,18 +142,28 @@ fn volumes_resized_under_load_keep_their_data_and_partitions_across_a_restart() 
     for (st, want) in stats.iter().zip(sizes) {
         assert_eq!(st.partition_lines, Some(want));
         assert!(st.resident_lines.unwrap() <= want, "{st:?}");
-        assert!(st.reads > 0 && st.writes > 0 && st.read_line_hits > 0, "{st:?}");
+        assert!(
+            st.reads > 0 && st.writes > 0 && st.read_line_hits > 0,
+            "{st:?}"
+        );
     }
     let layout = engine.partition_layout();
     let resident: Vec<Option<u64>> = stats.iter().map(|s| s.resident_lines).collect();
     let dirty_before = engine.stats().dirty_lines;
-    assert!(dirty_before > 0, "the test should leave dirty lines to recover");
+    assert!(
+        dirty_before > 0,
+        "the test should leave dirty lines to recover"
+    );
     engine.shutdown().unwrap();
     drop(engine);
     // A warm restart: the same layout, each volume's lines in its own partition.
     let engine = open(&d);
     assert_eq!(engine.partition_layout(), layout);
-    let after: Vec<Option<u64>> = engine.volume_stats().iter().map(|s| s.resident_lines).collect();
+    let after: Vec<Option<u64>> = engine
+        .volume_stats()
+        .iter()
+        .map(|s| s.resident_lines)
+        .collect();
     assert_eq!(after, resident);
     assert_eq!(engine.stats().dirty_lines, dirty_before);
     engine.audit();
@@ -148,7 +172,11 @@ fn volumes_resized_under_load_keep_their_data_and_partitions_across_a_restart() 
     engine.flush_all().unwrap();
     engine.shutdown().unwrap();
     for (i, b) in d.backends.iter().enumerate() {
-        assert!(b.snapshot() == *model[i].lock().unwrap(), "backend of volume {}", VOLUMES[i]);
+        assert!(
+            b.snapshot() == *model[i].lock().unwrap(),
+            "backend of volume {}",
+            VOLUMES[i]
+        );
     }
 }
 
@@ -161,9 +189,13 @@ fn bad_partitions_and_volumes_are_refused() {
     let engine = open(&d);
     let e = engine.set_volume_partitions(&[(3, 10)]).unwrap_err();
     assert!(e.to_string().contains("no volume 3"), "{e}");
-    let e = engine.set_volume_partitions(&[(1, 10), (1, 5)]).unwrap_err();
+    let e = engine
+        .set_volume_partitions(&[(1, 10), (1, 5)])
+        .unwrap_err();
     assert!(e.to_string().contains("twice"), "{e}");
-    let e = engine.set_volume_partitions(&[(1, 90), (2, 7)]).unwrap_err();
+    let e = engine
+        .set_volume_partitions(&[(1, 90), (2, 7)])
+        .unwrap_err();
     assert!(e.to_string().contains("the cache has 96"), "{e}");
     let mut buf = [0u8; 512];
     let e = engine.read_volume(4, &mut buf, 0).unwrap_err();

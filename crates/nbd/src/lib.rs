@@ -21,4 +21,7 @@ pub use client::{ClientError, Connection, ExportInfo, NbdUri, Target};
 pub use device::{BlockDevice, FileDevice, MemDevice};
 pub use exports::{serve_tcp_exports, serve_unix_exports, Export, Exports, ExportsError};
 pub use remote::{Remote, RemoteConfig, RemoteStats};
-pub use server::{serve_connection, serve_connection_to, serve_tcp, serve_unix, ServerConfig, ServerStats, Shutdown};
+pub use server::{
+    serve_connection, serve_connection_to, serve_tcp, serve_unix, ServerConfig, ServerStats,
+    Shutdown,
+};

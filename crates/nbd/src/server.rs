@@ -516,8 +516,12 @@ pub(crate) fn accept_loop<L, S: Stream>(
         while !shutdown.is_triggered() {
             match accept(listener) {
                 Ok(conn) => {
-                    let (exports, cfg, stats, shutdown) =
-                        (exports.clone(), cfg.clone(), stats.clone(), shutdown.clone());
+                    let (exports, cfg, stats, shutdown) = (
+                        exports.clone(),
+                        cfg.clone(),
+                        stats.clone(),
+                        shutdown.clone(),
+                    );
                     scope.spawn(move || {
                         // A client that vanishes only ends its own connection.
                         let _ = serve_connection_to(conn, &exports, &cfg, &stats, &shutdown);

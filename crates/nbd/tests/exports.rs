@@ -16,7 +16,10 @@ fn uri(sock: &std::path::Path, export: &str) -> NbdUri {
 
 #[test]
 fn each_export_name_reaches_its_own_device() {
-    let (a, b) = (Arc::new(MemDevice::new(1 << 20)), Arc::new(MemDevice::new(2 << 20)));
+    let (a, b) = (
+        Arc::new(MemDevice::new(1 << 20)),
+        Arc::new(MemDevice::new(2 << 20)),
+    );
     let exports = Exports::named(vec![
         Export {
             name: "vm1".into(),
@@ -43,8 +46,14 @@ fn each_export_name_reaches_its_own_device() {
     assert_eq!((c1.info().size, c2.info().size), (1 << 20, 2 << 20));
     c1.call(Command::Write, false, 4096, 4, b"vm1!", t).unwrap();
     c2.call(Command::Write, false, 4096, 4, b"vm2?", t).unwrap();
-    assert_eq!(c1.call(Command::Read, false, 4096, 4, &[], t).unwrap(), b"vm1!");
-    assert_eq!(c2.call(Command::Read, false, 4096, 4, &[], t).unwrap(), b"vm2?");
+    assert_eq!(
+        c1.call(Command::Read, false, 4096, 4, &[], t).unwrap(),
+        b"vm1!"
+    );
+    assert_eq!(
+        c2.call(Command::Read, false, 4096, 4, &[], t).unwrap(),
+        b"vm2?"
+    );
     let mut got = [0u8; 4];
     a.read_at(&mut got, 4096).unwrap();
     assert_eq!(&got, b"vm1!");

@@ -113,7 +113,10 @@ mod tests {
     /// Each volume's bytes land in its own device; ranges across two volumes are refused.
     #[test]
     fn ops_route_to_their_volume() {
-        let (a, b) = (Arc::new(MemDevice::new(8192)), Arc::new(MemDevice::new(4096)));
+        let (a, b) = (
+            Arc::new(MemDevice::new(8192)),
+            Arc::new(MemDevice::new(4096)),
+        );
         let set = VolumeSet::new(vec![(3, a.clone() as Arc<dyn Device>), (1, b.clone())]).unwrap();
         assert_eq!(set.extents(), vec![(3, 0, 8192), (1, 8192, 4096)]);
         set.write_at(b"aa", 8191).unwrap_err();

@@ -31,8 +31,8 @@ mod open;
 mod request;
 mod volume;
 
-pub use volume::{VolumeHandle, VolumeStats};
 use volume::VolumeState;
+pub use volume::{VolumeHandle, VolumeStats};
 
 /// Why the engine cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -153,7 +153,10 @@ struct Inner {
     /// The served volumes: where each one's backend sits on `backend`, its counters.
     volumes: Vec<VolumeState>,
     /// The journal of partition layouts on the cache device, and the layout last journaled.
-    partition_log: Mutex<(crate::partition_log::PartitionLog, Vec<crate::partition_log::PartitionEntry>)>,
+    partition_log: Mutex<(
+        crate::partition_log::PartitionLog,
+        Vec<crate::partition_log::PartitionEntry>,
+    )>,
     /// Held while partitions are resized (one resize at a time).
     resizing: Mutex<()>,
     table: SlotTable,

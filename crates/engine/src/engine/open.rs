@@ -76,7 +76,10 @@ impl Engine {
         let (backend, cache_cfg, extents) = if !volumes.is_empty() {
             let mut devs = Vec::new();
             for v in volumes {
-                if v.backend_path.to_str().is_some_and(tiercache_nbd::NbdUri::is_uri) {
+                if v.backend_path
+                    .to_str()
+                    .is_some_and(tiercache_nbd::NbdUri::is_uri)
+                {
                     return Err(EngineError::Setting {
                         field: "serve.exports.backend_path",
                         reason: format!(
@@ -102,7 +105,11 @@ impl Engine {
                 reason: e.to_string(),
             })?;
             let extents = set.extents();
-            (Arc::new(set) as Arc<dyn Device>, cache_cfg.clone(), Some(extents))
+            (
+                Arc::new(set) as Arc<dyn Device>,
+                cache_cfg.clone(),
+                Some(extents),
+            )
         } else if let Some(uri) = remote_uri {
             if cfg.backend_size.is_some() {
                 return Err(EngineError::Setting {

@@ -214,7 +214,8 @@ impl Engine {
             offset,
             buf,
         };
-        self.inner.request(volume, Op::Read, offset, len, client, false)
+        self.inner
+            .request(volume, Op::Read, offset, len, client, false)
     }
 
     /// Writes `data` at `offset` of `volume` (durable on return with `fua`).
@@ -239,7 +240,10 @@ impl Engine {
     /// What the cache's tenancy mode decided at its last interval end, and what each volume
     /// did in the interval before (`None`: no mode, or before its first decision).
     pub fn tenancy_report(&self) -> Option<tiercache_policy::TenancyReport> {
-        self.inner.core(&self.inner.shards[0]).cache.tenancy_report()
+        self.inner
+            .core(&self.inner.shards[0])
+            .cache
+            .tenancy_report()
     }
 
     /// Counters of every served volume, in order.
@@ -346,46 +350,46 @@ impl Inner {
     /// journals the layout.
     pub(super) fn apply_layout(&self, per_shard: &[(u32, Vec<u64>)]) -> io::Result<()> {
         let inner = self;
-    let mut result = Ok(());
-    for (k, sh) in inner.shards.iter().enumerate() {
-        let (work, records) = {
-            let mut core = inner.core(sh);
-            let mut jobs = Vec::new();
-            let current = |core: &Core, v: u32| {
-                let p = core.cache.partition_of(VolumeId(v));
-                core.cache
-                    .partition_info(p)
-                    .filter(|i| i.volume == Some(VolumeId(v)))
-                    .map_or(0, |i| i.capacity_lines)
-            };
-            // Shrinks first: the lines they free are what the growing partitions take.
-            'steps: for grow in [false, true] {
-                for (v, lines) in per_shard {
-                    let (now, want) = (current(&core, *v), lines[k]);
-                    if (want > now) == grow && want != now {
-                        if let Err(e) = core.cache.set_partition(VolumeId(*v), want, &mut jobs)
-                        {
-                            // Jobs of the steps taken must still run (their lines are
-                            // pinned): stop here, run them, report the error.
-                            result = Err(io::Error::other(e));
-                            break 'steps;
+        let mut result = Ok(());
+        for (k, sh) in inner.shards.iter().enumerate() {
+            let (work, records) = {
+                let mut core = inner.core(sh);
+                let mut jobs = Vec::new();
+                let current = |core: &Core, v: u32| {
+                    let p = core.cache.partition_of(VolumeId(v));
+                    core.cache
+                        .partition_info(p)
+                        .filter(|i| i.volume == Some(VolumeId(v)))
+                        .map_or(0, |i| i.capacity_lines)
+                };
+                // Shrinks first: the lines they free are what the growing partitions take.
+                'steps: for grow in [false, true] {
+                    for (v, lines) in per_shard {
+                        let (now, want) = (current(&core, *v), lines[k]);
+                        if (want > now) == grow && want != now {
+                            if let Err(e) = core.cache.set_partition(VolumeId(*v), want, &mut jobs)
+                            {
+                                // Jobs of the steps taken must still run (their lines are
+                                // pinned): stop here, run them, report the error.
+                                result = Err(io::Error::other(e));
+                                break 'steps;
+                            }
                         }
                     }
                 }
+                inner.register_resize(k, &mut core, jobs)
+            };
+            for w in work {
+                result = result.and(inner.run_job(w));
             }
-            inner.register_resize(k, &mut core, jobs)
-        };
-        for w in work {
-            result = result.and(inner.run_job(w));
+            result = result.and(inner.write_records(k, records));
+            if result.is_err() {
+                break;
+            }
         }
-        result = result.and(inner.write_records(k, records));
-        if result.is_err() {
-            break;
-        }
-    }
-    // The layout in force is journaled even after an error (some shards resized).
-    let journaled = inner.journal_partitions();
-    result.and(journaled)
+        // The layout in force is journaled even after an error (some shards resized).
+        let journaled = inner.journal_partitions();
+        result.and(journaled)
     }
 
     /// Polls the cache's tenancy mode (`cache.tenancy`) as the simulator does: at each
@@ -512,7 +516,10 @@ impl Inner {
         let base = self.shards[k].base;
         let mut out = Ok(());
         for u in &r.updates {
-            out = out.and(self.table.write(&*self.cache_dev, base + u.slot, &record_of(u)));
+            out = out.and(
+                self.table
+                    .write(&*self.cache_dev, base + u.slot, &record_of(u)),
+            );
         }
         self.core(&self.shards[k]).order.complete(ticket);
         out
