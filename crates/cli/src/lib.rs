@@ -13,6 +13,8 @@ pub mod mount_cmd;
 pub mod progress;
 pub mod python;
 pub mod serve_cmd;
+pub mod serve_exports;
+pub mod serve_metrics;
 pub mod sim_cmd;
 pub mod sweep_cmd;
 pub mod tune_cmd;

@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 use tiercache_config::Document;
 use tiercache_core::units::{de_bytes, de_nanos, de_opt_nanos};
 use tiercache_engine::{Engine, EngineConfig};
-use tiercache_nbd::{serve_tcp, serve_unix, BlockDevice, ServerConfig, ServerStats, Shutdown};
+use tiercache_nbd::{
+    serve_tcp_exports, serve_unix_exports, BlockDevice, Export, Exports, ServerConfig, ServerStats,
+    Shutdown,
+};
 use tiercache_policy::CacheConfig;
 
 /// The embedded `tiercache serve` config (examples/serve.toml).
@@ -50,6 +53,14 @@ pub struct ServeConfig {
     pub duration_ns: Option<u64>,
     /// Write every dirty line back before exiting (detach).
     pub flush_on_exit: bool,
+    /// Several exports, one per volume, each over its own backend and sharing the cache
+    /// device (`[[serve.exports]]`); none: `engine.backend_path` is the one export.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exports: Vec<crate::serve_exports::ExportConfig>,
+    /// HTTP address serving the live counters as Prometheus text at `/metrics` (and
+    /// taking partition resizes at `POST /partitions`), e.g. `127.0.0.1:9100`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_listen: Option<String>,
 }
 
 impl Default for ServeConfig {
@@ -64,6 +75,8 @@ impl Default for ServeConfig {
             stats_interval_ns: 1_000_000_000,
             duration_ns: None,
             flush_on_exit: false,
+            exports: Vec::new(),
+            metrics_listen: None,
         }
     }
 }
@@ -176,7 +189,9 @@ pub fn setup_of(doc: &Document, base: Option<&Path>) -> Result<ServeSetup> {
                 *f = base.join(&*f);
             }
         }
+        crate::serve_exports::resolve_paths(&mut serve.exports, base);
     }
+    crate::serve_exports::validate(&serve.exports, cache.capacity)?;
     if serve.workers > 1024 {
         bail!(tiercache_config::ConfigError::Invalid {
             context: doc.context(),
@@ -214,13 +229,51 @@ struct Live<'a> {
     elapsed_s: f64,
     engine: tiercache_engine::EngineStats,
     server: &'a ServerStats,
+    /// Per export (several exports only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    exports: Vec<ExportLive>,
+    /// The tenancy mode's last decision (`cache.tenancy`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tenancy: Option<tiercache_policy::TenancyReport>,
 }
 
-fn write_stats(path: &Path, engine: &Engine, server: &ServerStats, started: Instant) -> Result<()> {
+/// One export's counters in the stats file.
+#[derive(Serialize)]
+struct ExportLive {
+    name: String,
+    read_hit_ratio: f64,
+    #[serde(flatten)]
+    stats: tiercache_engine::VolumeStats,
+}
+
+fn write_stats(
+    path: &Path,
+    engine: &Engine,
+    server: &ServerStats,
+    started: Instant,
+    exports: &[crate::serve_exports::ExportConfig],
+) -> Result<()> {
+    let vols = if exports.is_empty() {
+        Vec::new()
+    } else {
+        engine.volume_stats()
+    };
     let live = Live {
         elapsed_s: started.elapsed().as_secs_f64(),
         engine: engine.stats(),
         server,
+        exports: vols
+            .into_iter()
+            .map(|stats| ExportLive {
+                name: exports
+                    .iter()
+                    .find(|e| e.volume == stats.volume)
+                    .map_or_else(String::new, |e| e.name.clone()),
+                read_hit_ratio: stats.read_hit_ratio(),
+                stats,
+            })
+            .collect(),
+        tenancy: engine.tenancy_report(),
     };
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, serde_json::to_vec_pretty(&live)?)?;
@@ -237,14 +290,28 @@ pub fn run(args: ServeArgs) -> Result<()> {
 
 /// Serves `setup`; `ready` (if given) is called with the address once listening.
 pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
-    let engine =
-        Arc::new(Engine::open(&setup.cache, &setup.engine).context("starting the engine")?);
+    let s = &setup.serve;
+    let volumes = crate::serve_exports::volume_configs(&s.exports);
+    let engine = Arc::new(
+        Engine::open_volumes(&setup.cache, &setup.engine, &volumes)
+            .context("starting the engine")?,
+    );
+    let initial = crate::serve_exports::initial_partitions(&s.exports, setup.cache.line_size);
+    if !initial.is_empty() {
+        engine
+            .set_volume_partitions(&initial)
+            .context("serve.exports.partition")?;
+    }
     let rec = engine.stats().recovery;
     eprintln!(
         "tiercache serve: {} over {} ({} MiB), {:?} cache ({} lines; recovered {} lines, {} dirty{})",
         setup.engine.cache_path.display(),
-        setup.engine.backend_path.display(),
-        engine.size() >> 20,
+        if s.exports.is_empty() {
+            setup.engine.backend_path.display().to_string()
+        } else {
+            format!("{} exports", s.exports.len())
+        },
+        engine.volumes().iter().map(|v| v.1).sum::<u64>() >> 20,
         setup.cache.write_policy,
         engine.stats().capacity_lines,
         rec.lines,
@@ -254,7 +321,14 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
     for note in engine.notes() {
         eprintln!("tiercache serve: note: {note}");
     }
-    let s = &setup.serve;
+    for e in &s.exports {
+        eprintln!(
+            "tiercache serve: export {:?}: volume {} over {}",
+            e.name,
+            e.volume,
+            e.backend_path.display()
+        );
+    }
     let cfg = ServerConfig {
         max_payload: s.max_payload.min(u32::MAX as u64) as u32,
         workers: s.workers,
@@ -263,7 +337,50 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
     let stats = Arc::new(ServerStats::default());
     let stop = Shutdown::new();
     catch_signals();
-    let dev: Arc<dyn BlockDevice> = engine.clone();
+    let exports = Arc::new(if s.exports.is_empty() {
+        let dev: Arc<dyn BlockDevice> = engine.clone();
+        Exports::single(s.export_name.clone(), dev)
+    } else {
+        let list = s
+            .exports
+            .iter()
+            .map(|e| {
+                let handle = engine
+                    .volume_handle(e.volume)
+                    .context("an export's volume is not served")?;
+                Ok(Export {
+                    name: e.name.clone(),
+                    device: Arc::new(handle),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Exports::named(list).context("serve.exports")?
+    });
+    let _metrics = match &s.metrics_listen {
+        Some(listen) => {
+            let m = crate::serve_metrics::MetricsServer::start(
+                listen,
+                crate::serve_metrics::MetricsSource {
+                    engine: engine.clone(),
+                    server: stats.clone(),
+                    exports: if s.exports.is_empty() {
+                        let first = engine.volumes()[0].0;
+                        vec![(s.export_name.clone(), first)]
+                    } else {
+                        s.exports
+                            .iter()
+                            .map(|e| (e.name.clone(), e.volume))
+                            .collect()
+                    },
+                    line_size: setup.cache.line_size,
+                    tenancy: setup.cache.tenancy.mode,
+                },
+            )?;
+            eprintln!("tiercache serve: metrics on http://{}/metrics", m.addr);
+            Some(m)
+        }
+        None => None,
+    };
     let started = Instant::now();
     let server = {
         let (stats, stop) = (stats.clone(), stop.clone());
@@ -276,7 +393,7 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
                 if let Some(f) = ready {
                     f(&shown);
                 }
-                std::thread::spawn(move || serve_tcp(l, dev, cfg, stats, stop))
+                std::thread::spawn(move || serve_tcp_exports(l, exports, cfg, stats, stop))
             }
             None => {
                 let _ = std::fs::remove_file(&s.socket);
@@ -287,7 +404,7 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
                 if let Some(f) = ready {
                     f(&shown);
                 }
-                std::thread::spawn(move || serve_unix(l, dev, cfg, stats, stop))
+                std::thread::spawn(move || serve_unix_exports(l, exports, cfg, stats, stop))
             }
         }
     };
@@ -300,7 +417,7 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
     {
         if let Some(f) = &s.stats_file {
             if Instant::now() >= next_stats {
-                write_stats(f, &engine, &stats, started)?;
+                write_stats(f, &engine, &stats, started, &s.exports)?;
                 next_stats += Duration::from_nanos(s.stats_interval_ns.max(1_000_000));
             }
         }
@@ -316,7 +433,7 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
         // the line back from its durable record.
         let _ = engine.shutdown();
         if let Some(f) = &s.stats_file {
-            write_stats(f, &engine, &stats, started)?;
+            write_stats(f, &engine, &stats, started, &s.exports)?;
         }
         bail!("the cache engine halted: {why}");
     }
@@ -327,7 +444,7 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
         .shutdown()
         .context("making everything durable on exit")?;
     if let Some(f) = &s.stats_file {
-        write_stats(f, &engine, &stats, started)?;
+        write_stats(f, &engine, &stats, started, &s.exports)?;
     }
     let st = engine.stats();
     eprintln!(
@@ -354,23 +471,45 @@ pub fn flush(args: FlushArgs) -> Result<()> {
             setup.engine.cache_path.display()
         );
     }
+    for (i, e) in setup.serve.exports.iter().enumerate() {
+        if !e.backend_path.exists() {
+            bail!(
+                "serve.exports[{i}].backend_path {}: no such backend: flush writes dirty lines back to an existing backend",
+                e.backend_path.display()
+            );
+        }
+    }
     let backend = setup.engine.backend_path.to_str().unwrap_or("");
-    if !tiercache_nbd::NbdUri::is_uri(backend) && !setup.engine.backend_path.exists() {
+    if setup.serve.exports.is_empty()
+        && !tiercache_nbd::NbdUri::is_uri(backend)
+        && !setup.engine.backend_path.exists()
+    {
         bail!(
             "engine.backend_path {}: no such backend: flush writes dirty lines back to an existing backend",
             setup.engine.backend_path.display()
         );
     }
-    let engine = Engine::open(&setup.cache, &setup.engine).context("opening the cache")?;
+    let volumes = crate::serve_exports::volume_configs(&setup.serve.exports);
+    let engine =
+        Engine::open_volumes(&setup.cache, &setup.engine, &volumes).context("opening the cache")?;
     let before = engine.stats().dirty_lines;
     engine.flush_all().context("writing dirty lines back")?;
     engine.shutdown()?;
     let st = engine.stats();
+    let backends = if setup.serve.exports.is_empty() {
+        format!("the backend {} is", setup.engine.backend_path.display())
+    } else {
+        let names: Vec<String> = setup
+            .serve
+            .exports
+            .iter()
+            .map(|e| e.backend_path.display().to_string())
+            .collect();
+        format!("the backends {} are", names.join(", "))
+    };
     println!(
-        "flushed {} dirty lines ({} written back); the backend {} is complete",
-        before,
-        st.flushed_lines,
-        setup.engine.backend_path.display()
+        "flushed {} dirty lines ({} written back); {backends} complete",
+        before, st.flushed_lines,
     );
     Ok(())
 }

@@ -169,6 +169,23 @@ impl Default for EngineConfig {
     }
 }
 
+/// One volume of a multi-volume engine: its own backend, sharing the cache device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeConfig {
+    /// Volume id (what the cache's records and partitions name).
+    pub volume: u32,
+    /// Its backend: a file (created when missing) or a block device.
+    pub backend_path: PathBuf,
+    /// Size of a backend file created or extended here (default 1 GiB).
+    #[serde(
+        default,
+        deserialize_with = "de_opt_bytes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub backend_size: Option<u64>,
+}
+
 /// Policy shards the shipped engine configs use (`cache.shards`): several per core on common
 /// machines, few enough that per-shard replacement stays close to global.
 pub const SUGGESTED_SHARDS: u32 = 16;

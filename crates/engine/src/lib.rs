@@ -15,9 +15,10 @@ mod engine;
 pub mod exec;
 mod load;
 pub mod ordering;
+pub mod partition_log;
 pub mod slot_table;
 mod stats;
 
-pub use config::{EngineConfig, IoEngine, Lookup, DEFAULT_BACKEND_SIZE};
-pub use engine::{Engine, EngineError};
-pub use stats::{EngineStats, LatencySummary};
+pub use config::{EngineConfig, IoEngine, Lookup, VolumeConfig, DEFAULT_BACKEND_SIZE};
+pub use engine::{Engine, EngineError, VolumeHandle, VolumeStats};
+pub use stats::{EngineStats, LatencyBuckets, LatencySummary};

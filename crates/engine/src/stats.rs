@@ -90,6 +90,47 @@ impl LatencySummary {
     }
 }
 
+/// A latency distribution as cumulative buckets, as Prometheus histograms count.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LatencyBuckets {
+    /// Upper bounds in µs, ascending (a last, infinite bucket is `count`).
+    pub le_us: Vec<u64>,
+    /// Requests at or below each bound.
+    pub cumulative: Vec<u64>,
+    /// Requests measured.
+    pub count: u64,
+    /// Sum of their latencies in µs (from the histogram's mean: within its 3 digits).
+    pub sum_us: f64,
+}
+
+/// Bucket bounds (µs): 10 µs to 10 s, 1-2.5-5 steps.
+const BUCKET_BOUNDS_US: [u64; 19] = [
+    10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
+    500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000,
+];
+
+impl LatencyBuckets {
+    pub(crate) fn of(h: &Mutex<Histogram<u64>>) -> Self {
+        let h = h.lock().unwrap_or_else(|e| e.into_inner());
+        let cumulative = BUCKET_BOUNDS_US
+            .iter()
+            .map(|&b| {
+                if h.is_empty() {
+                    0
+                } else {
+                    h.count_between(0, b)
+                }
+            })
+            .collect();
+        Self {
+            le_us: BUCKET_BOUNDS_US.to_vec(),
+            cumulative,
+            count: h.len(),
+            sum_us: h.mean() * h.len() as f64,
+        }
+    }
+}
+
 /// A snapshot of the engine's counters.
 #[derive(Debug, Clone, Serialize)]
 pub struct EngineStats {

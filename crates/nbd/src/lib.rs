@@ -12,11 +12,16 @@
 
 pub mod client;
 mod device;
+mod exports;
 mod proto;
 mod remote;
 mod server;
 
 pub use client::{ClientError, Connection, ExportInfo, NbdUri, Sent, Target};
 pub use device::{BlockDevice, FileDevice, MemDevice};
+pub use exports::{serve_tcp_exports, serve_unix_exports, Export, Exports, ExportsError};
 pub use remote::{Remote, RemoteConfig, RemoteStats};
-pub use server::{serve_connection, serve_tcp, serve_unix, ServerConfig, ServerStats, Shutdown};
+pub use server::{
+    serve_connection, serve_connection_to, serve_tcp, serve_unix, ServerConfig, ServerStats,
+    Shutdown,
+};

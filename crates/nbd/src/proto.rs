@@ -16,6 +16,7 @@ pub(crate) const REP_SERVER: u32 = 2;
 pub(crate) const REP_INFO: u32 = 3;
 pub(crate) const REP_ERR_UNSUP: u32 = (1 << 31) + 1;
 pub(crate) const REP_ERR_INVALID: u32 = (1 << 31) + 3;
+pub(crate) const REP_ERR_UNKNOWN: u32 = (1 << 31) + 6;
 pub(crate) const INFO_EXPORT: u16 = 0;
 pub(crate) const INFO_BLOCK_SIZE: u16 = 3;
 

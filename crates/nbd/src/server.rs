@@ -1,6 +1,7 @@
 //! Handshake and transmission phases.
 
 use crate::device::BlockDevice;
+use crate::exports::Exports;
 use crate::proto::*;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -120,18 +121,26 @@ fn opt_reply(s: &mut impl Write, opt: u32, typ: u32, data: &[u8]) -> io::Result<
     s.write_all(&v)
 }
 
-/// Runs the handshake; `Ok(true)` when the client entered transmission.
-fn handshake<S: Read + Write>(
-    s: &mut S,
-    dev: &dyn BlockDevice,
-    cfg: &ServerConfig,
-    stats: &ServerStats,
-) -> io::Result<bool> {
+/// The export description (size, transmission flags) of `dev`.
+fn export_info(dev: &dyn BlockDevice) -> Vec<u8> {
     let mut flags =
         FLAG_HAS_FLAGS | FLAG_SEND_FLUSH | FLAG_SEND_FUA | FLAG_SEND_TRIM | FLAG_SEND_WRITE_ZEROES;
     if dev.multi_conn() {
         flags |= FLAG_CAN_MULTI_CONN;
     }
+    let mut export = Vec::new();
+    export.extend_from_slice(&dev.size().to_be_bytes());
+    export.extend_from_slice(&flags.to_be_bytes());
+    export
+}
+
+/// Runs the handshake; the chosen export's device when the client entered transmission.
+fn handshake<S: Read + Write>(
+    s: &mut S,
+    exports: &Exports,
+    cfg: &ServerConfig,
+    stats: &ServerStats,
+) -> io::Result<Option<Arc<dyn BlockDevice>>> {
     let mut hello = Vec::new();
     hello.extend_from_slice(NBDMAGIC);
     hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
@@ -141,44 +150,47 @@ fn handshake<S: Read + Write>(
     s.flush()?;
     let client_flags = u32::from_be_bytes(rd(s)?);
     let no_zeroes = client_flags & 2 != 0;
-    let mut export = Vec::new();
-    export.extend_from_slice(&dev.size().to_be_bytes());
-    export.extend_from_slice(&flags.to_be_bytes());
     loop {
         if u64::from_be_bytes(rd(s)?) != IHAVEOPT {
             stats.protocol_errors.fetch_add(1, Relaxed);
-            return Ok(false);
+            return Ok(None);
         }
         let opt = u32::from_be_bytes(rd(s)?);
         let len = u32::from_be_bytes(rd(s)?);
         if len > MAX_OPTION_LEN {
             stats.protocol_errors.fetch_add(1, Relaxed);
-            return Ok(false);
+            return Ok(None);
         }
         let mut data = vec![0u8; len as usize];
         s.read_exact(&mut data)?;
         match opt {
             OPT_EXPORT_NAME => {
-                let mut out = export.clone();
+                // No error reply exists for this option: an unknown name ends the connection.
+                let Some(e) = exports.find(&data) else {
+                    return Ok(None);
+                };
+                let mut out = export_info(&*e.device);
                 if !no_zeroes {
                     out.extend_from_slice(&[0u8; 124]);
                 }
                 s.write_all(&out)?;
                 s.flush()?;
-                return Ok(true);
+                return Ok(Some(e.device.clone()));
             }
             OPT_ABORT => {
                 let _ = opt_reply(s, opt, REP_ACK, &[]);
-                return Ok(false);
+                return Ok(None);
             }
             OPT_LIST => {
                 if len != 0 {
                     opt_reply(s, opt, REP_ERR_INVALID, &[])?;
                 } else {
-                    let name = cfg.export_name.as_bytes();
-                    let mut d = (name.len() as u32).to_be_bytes().to_vec();
-                    d.extend_from_slice(name);
-                    opt_reply(s, opt, REP_SERVER, &d)?;
+                    for e in exports.list() {
+                        let name = e.name.as_bytes();
+                        let mut d = (name.len() as u32).to_be_bytes().to_vec();
+                        d.extend_from_slice(name);
+                        opt_reply(s, opt, REP_SERVER, &d)?;
+                    }
                     opt_reply(s, opt, REP_ACK, &[])?;
                 }
             }
@@ -192,8 +204,14 @@ fn handshake<S: Read + Write>(
                     opt_reply(s, opt, REP_ERR_INVALID, &[])?;
                     continue;
                 }
+                let nlen = u32::from_be_bytes(data[0..4].try_into().unwrap()) as usize;
+                let Some(e) = exports.find(&data[4..4 + nlen]) else {
+                    opt_reply(s, opt, REP_ERR_UNKNOWN, &[])?;
+                    s.flush()?;
+                    continue;
+                };
                 let mut info = INFO_EXPORT.to_be_bytes().to_vec();
-                info.extend_from_slice(&export);
+                info.extend_from_slice(&export_info(&*e.device));
                 opt_reply(s, opt, REP_INFO, &info)?;
                 let mut bs = INFO_BLOCK_SIZE.to_be_bytes().to_vec();
                 for v in [1u32, 4096, cfg.max_payload] {
@@ -203,7 +221,7 @@ fn handshake<S: Read + Write>(
                 opt_reply(s, opt, REP_ACK, &[])?;
                 if opt == OPT_GO {
                     s.flush()?;
-                    return Ok(true);
+                    return Ok(Some(e.device.clone()));
                 }
             }
             _ => opt_reply(s, opt, REP_ERR_UNSUP, &[])?,
@@ -286,18 +304,31 @@ pub fn serve_connection<S: Stream>(
     stats: &ServerStats,
     shutdown: &Shutdown,
 ) -> io::Result<()> {
+    let exports = Exports::single(cfg.export_name.clone(), dev);
+    serve_connection_to(s, &exports, cfg, stats, shutdown)
+}
+
+/// As [`serve_connection`], the client choosing one of `exports` by name.
+pub fn serve_connection_to<S: Stream>(
+    s: S,
+    exports: &Exports,
+    cfg: &ServerConfig,
+    stats: &ServerStats,
+    shutdown: &Shutdown,
+) -> io::Result<()> {
     stats.connections.fetch_add(1, Relaxed);
     let writer = Mutex::new(BufWriter::with_capacity(256 << 10, s.try_clone()?));
     let mut reader = BufReader::with_capacity(256 << 10, s);
-    {
+    let dev = {
         let mut hs = HandshakeIo {
             r: &mut reader,
             w: &writer,
         };
-        if !handshake(&mut hs, &*dev, cfg, stats)? {
-            return Ok(());
+        match handshake(&mut hs, exports, cfg, stats)? {
+            Some(dev) => dev,
+            None => return Ok(()),
         }
-    }
+    };
     stats.sessions.fetch_add(1, Relaxed);
     let (tx, rx) = mpsc::sync_channel::<Job>(cfg.workers.max(1) * 4);
     let rx = Mutex::new(rx);
@@ -681,10 +712,10 @@ fn transmission<S: Stream, W: Write>(
     }
 }
 
-fn accept_loop<L, S: Stream>(
+pub(crate) fn accept_loop<L, S: Stream>(
     accept: impl Fn(&L) -> io::Result<S>,
     listener: &L,
-    dev: Arc<dyn BlockDevice>,
+    exports: Arc<Exports>,
     cfg: ServerConfig,
     stats: Arc<ServerStats>,
     shutdown: Shutdown,
@@ -693,11 +724,15 @@ fn accept_loop<L, S: Stream>(
         while !shutdown.is_triggered() {
             match accept(listener) {
                 Ok(conn) => {
-                    let (dev, cfg, stats, shutdown) =
-                        (dev.clone(), cfg.clone(), stats.clone(), shutdown.clone());
+                    let (exports, cfg, stats, shutdown) = (
+                        exports.clone(),
+                        cfg.clone(),
+                        stats.clone(),
+                        shutdown.clone(),
+                    );
                     scope.spawn(move || {
                         // A client that vanishes only ends its own connection.
-                        let _ = serve_connection(conn, dev, &cfg, &stats, &shutdown);
+                        let _ = serve_connection_to(conn, &exports, &cfg, &stats, &shutdown);
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -726,7 +761,8 @@ pub fn serve_unix(
         c.set_nonblocking(false)?;
         Ok(c)
     };
-    accept_loop(accept, &listener, dev, cfg, stats, shutdown)
+    let exports = Arc::new(Exports::single(cfg.export_name.clone(), dev));
+    accept_loop(accept, &listener, exports, cfg, stats, shutdown)
 }
 
 /// As [`serve_unix`] over TCP.
@@ -744,5 +780,6 @@ pub fn serve_tcp(
         c.set_nodelay(true)?;
         Ok(c)
     };
-    accept_loop(accept, &listener, dev, cfg, stats, shutdown)
+    let exports = Arc::new(Exports::single(cfg.export_name.clone(), dev));
+    accept_loop(accept, &listener, exports, cfg, stats, shutdown)
 }

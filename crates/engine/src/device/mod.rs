@@ -11,11 +11,13 @@ mod emulated;
 pub(crate) mod file;
 mod remote;
 pub mod uring;
+mod volumes;
 
 pub use crash::{CrashDevice, CrashLog};
 pub use emulated::Emulated;
 pub use file::FileDevice;
 pub use remote::NbdBackend;
+pub use volumes::{DuplicateVolume, VolumeSet};
 
 use std::io;
 use std::sync::RwLock;

@@ -41,13 +41,16 @@ impl Inner {
         if self.lookup == Lookup::Lt {
             return out;
         }
+        // The batched path serves the primary volume (the engine's own export); other
+        // volumes' reads go through their handles one at a time.
+        let volume = self.volumes[0].id;
         let mut decided: Vec<Decided> = Vec::with_capacity(reads.len());
         for (at, (offset, buf)) in reads.iter().enumerate() {
             let len = buf.len() as u64;
-            if len == 0 || offset.checked_add(len).is_none_or(|e| e > self.size) {
+            if len == 0 || !self.in_volume(volume, *offset, len) {
                 continue;
             }
-            let mut pieces = self.pieces(*offset, len);
+            let mut pieces = self.pieces(volume, *offset, len);
             let Some((k, _, _)) = pieces.next() else {
                 continue;
             };
@@ -56,7 +59,7 @@ impl Inner {
             }
             let req = Request {
                 time_ns: self.now_ns(),
-                volume: VolumeId(0),
+                volume: VolumeId(volume),
                 op: Op::Read,
                 offset: *offset,
                 len,
@@ -137,7 +140,7 @@ impl Inner {
                 None => {
                     let (offset, buf) = &mut reads[at];
                     let client = Client::Read {
-                        volume: 0,
+                        volume,
                         offset: *offset,
                         buf,
                     };
@@ -158,7 +161,10 @@ impl Inner {
                 &outcome,
                 self.geo.split(req.offset, req.len).count() as u32,
             );
-            self.account(Op::Read, req.len, false, started, &result);
+            if let Some(v) = self.volume(volume) {
+                v.count_lines(Op::Read, &outcome);
+            }
+            self.account(volume, Op::Read, req.len, false, started, &result);
             out[at] = Some(result);
         }
         out
@@ -196,11 +202,18 @@ impl Inner {
             return None;
         }
         self.in_flight.fetch_add(1, Relaxed);
+        let vol = self.volume(req.volume.0 as u32);
+        if let Some(v) = vol {
+            v.in_flight.fetch_add(1, Relaxed);
+        }
         let mut plan = Plan::new();
         let outcome = match core.cache.access_piece(req, Some(&mut plan)) {
             Ok(o) => o,
             Err(e) => {
                 self.in_flight.fetch_sub(1, Relaxed);
+                if let Some(v) = vol {
+                    v.in_flight.fetch_sub(1, Relaxed);
+                }
                 return Some(Err(io_err(e)));
             }
         };

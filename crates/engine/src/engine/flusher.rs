@@ -213,6 +213,9 @@ impl Inner {
         while !self.stop.load(Relaxed) && self.halted.get().is_none() {
             let mut work = Vec::new();
             let mut next: Option<u64> = self.balance();
+            if let Some(t) = self.repartition() {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
             for (k, sh) in self.shards.iter().enumerate() {
                 let mut core = self.core(sh);
                 if self.halted.get().is_some() {

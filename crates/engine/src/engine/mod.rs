@@ -31,6 +31,10 @@ mod flusher;
 mod open;
 mod request;
 mod started;
+mod volume;
+
+use volume::VolumeState;
+pub use volume::{VolumeHandle, VolumeStats};
 
 /// Why the engine cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -151,10 +155,18 @@ struct Inner {
     /// workers, a few batched at a time, rather than on a connection's reader).
     cache_hits_wait: bool,
     backend: Arc<dyn Device>,
+    /// The served volumes: where each one's backend sits on `backend`, its counters.
+    volumes: Vec<VolumeState>,
+    /// The journal of partition layouts on the cache device, and the layout last journaled.
+    partition_log: Mutex<(
+        crate::partition_log::PartitionLog,
+        Vec<crate::partition_log::PartitionEntry>,
+    )>,
+    /// Held while partitions are resized (one resize at a time).
+    resizing: Mutex<()>,
     table: SlotTable,
     layout: Layout,
     geo: LineGeometry,
-    size: u64,
     counters: Counters,
     latency: Latencies,
     recovery: RecoveryReport,
@@ -218,20 +230,20 @@ fn io_err(e: impl std::fmt::Display) -> io::Error {
 }
 
 impl Engine {
-    /// Size of the exported volume in bytes.
+    /// Size of the exported volume in bytes (the first volume of a multi-volume engine).
     pub fn size(&self) -> u64 {
-        self.inner.size
+        self.inner.volumes[0].size
+    }
+
+    /// The volume [`read`](Self::read), [`write`](Self::write) and the engine's own NBD face
+    /// address: volume 0 of a single-backend engine, the first volume of several.
+    fn primary(&self) -> u32 {
+        self.inner.volumes[0].id
     }
 
     /// Reads `buf.len()` bytes at `offset`.
     pub fn read(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let len = buf.len() as u64;
-        let client = Client::Read {
-            volume: 0,
-            offset,
-            buf,
-        };
-        self.inner.request(Op::Read, offset, len, client, false)
+        self.read_volume(self.primary(), buf, offset)
     }
 
     /// Reads each `(offset, buffer)` of `reads` that the cache alone serves at once (hits),
@@ -244,19 +256,13 @@ impl Engine {
 
     /// Writes `data` at `offset`; with `fua` it is durable when this returns.
     pub fn write(&self, data: &[u8], offset: u64, fua: bool) -> io::Result<()> {
-        let client = Client::Write {
-            volume: 0,
-            offset,
-            data,
-        };
-        self.inner
-            .request(Op::Write, offset, data.len() as u64, client, fua)
+        self.write_volume(self.primary(), data, offset, fua)
     }
 
     /// Discards a range: later reads of it return unspecified data until it is written.
     pub fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
         self.inner
-            .request(Op::Trim, offset, len, Client::None, false)
+            .request(self.primary(), Op::Trim, offset, len, Client::None, false)
     }
 
     /// Writes zeroes over a range (durable on return with `fua`).
@@ -387,13 +393,14 @@ impl tiercache_nbd::BlockDevice for Engine {
             return None;
         }
         let len = buf.len() as u64;
+        let volume = self.primary();
         let client = Client::Read {
-            volume: 0,
+            volume,
             offset: off,
             buf,
         };
         self.inner
-            .request_on_cache_alone(Op::Read, off, len, client)
+            .request_on_cache_alone(volume, Op::Read, off, len, client)
     }
     fn read_fast_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<Option<io::Result<()>>> {
         if self.inner.cache_is_slow {
@@ -414,13 +421,14 @@ impl tiercache_nbd::BlockDevice for Engine {
         if self.inner.cache_is_slow || self.inner.cache_hits_wait {
             return None;
         }
+        let volume = self.primary();
         let client = Client::Write {
-            volume: 0,
+            volume,
             offset: off,
             data,
         };
         self.inner
-            .request_on_cache_alone(Op::Write, off, data.len() as u64, client)
+            .request_on_cache_alone(volume, Op::Write, off, data.len() as u64, client)
     }
     fn multi_conn(&self) -> bool {
         // Every connection shares this engine, and FLUSH syncs both devices whole.

@@ -3,11 +3,25 @@
 //! slot table.
 
 use super::*;
+use crate::config::VolumeConfig;
+use crate::device::VolumeSet;
+use crate::partition_log::PartitionLog;
 
 impl Engine {
     /// Opens the devices named by `cfg` (creating files as needed, wrapping them in device
     /// models when configured) and starts the engine.
     pub fn open(cache_cfg: &CacheConfig, cfg: &EngineConfig) -> Result<Self, EngineError> {
+        Self::open_volumes(cache_cfg, cfg, &[])
+    }
+
+    /// As [`open`](Self::open), serving several volumes on one cache device, each over its
+    /// own backend file or block device (`cfg.backend_path` is then unused); no volumes:
+    /// the one volume of `cfg.backend_path`.
+    pub fn open_volumes(
+        cache_cfg: &CacheConfig,
+        cfg: &EngineConfig,
+        volumes: &[VolumeConfig],
+    ) -> Result<Self, EngineError> {
         let geo = LineGeometry::new(cache_cfg.line_size).map_err(PolicyError::from)?;
         let slots = (cache_cfg.capacity / geo.line_size()) as u32;
         let layout = Layout::new(slots, geo.line_size());
@@ -59,7 +73,44 @@ impl Engine {
             .backend_path
             .to_str()
             .filter(|s| tiercache_nbd::NbdUri::is_uri(s));
-        let (backend, cache_cfg) = if let Some(uri) = remote_uri {
+        let (backend, cache_cfg, extents) = if !volumes.is_empty() {
+            let mut devs = Vec::new();
+            for v in volumes {
+                if v.backend_path
+                    .to_str()
+                    .is_some_and(tiercache_nbd::NbdUri::is_uri)
+                {
+                    return Err(EngineError::Setting {
+                        field: "serve.exports.backend_path",
+                        reason: format!(
+                            "{}: a volume of several is a local file or block device",
+                            v.backend_path.display()
+                        ),
+                    });
+                }
+                let min = if v.backend_path.exists() {
+                    v.backend_size.unwrap_or(0)
+                } else {
+                    v.backend_size.unwrap_or(DEFAULT_BACKEND_SIZE)
+                };
+                let file = open("backend", &v.backend_path, min, cfg.backend_direct)?;
+                let dev: Arc<dyn Device> = match &cfg.backend_device {
+                    Some(m) => Arc::new(Emulated::new(file, "engine.backend_device", m)?),
+                    None => Arc::new(file),
+                };
+                devs.push((v.volume, dev));
+            }
+            let set = VolumeSet::new(devs).map_err(|e| EngineError::Setting {
+                field: "serve.exports.volume",
+                reason: e.to_string(),
+            })?;
+            let extents = set.extents();
+            (
+                Arc::new(set) as Arc<dyn Device>,
+                cache_cfg.clone(),
+                Some(extents),
+            )
+        } else if let Some(uri) = remote_uri {
             if cfg.backend_size.is_some() {
                 return Err(EngineError::Setting {
                     field: "engine.backend_size",
@@ -103,7 +154,7 @@ impl Engine {
                         .to_string(),
                 );
             }
-            (backend, c)
+            (backend, c, None)
         } else {
             let backend_min = if cfg.backend_path.exists() {
                 cfg.backend_size.unwrap_or(0)
@@ -120,7 +171,7 @@ impl Engine {
                 Some(m) => Arc::new(Emulated::new(backend_file, "engine.backend_device", m)?),
                 None => Arc::new(backend_file),
             };
-            (backend, cache_cfg.clone())
+            (backend, cache_cfg.clone(), None)
         };
         if cfg.lookup == Lookup::HtFg && cache_cfg.shards <= 1 {
             notes.push(
@@ -140,8 +191,9 @@ impl Engine {
                 ),
             });
         }
-        let mut engine =
-            Self::with_devices(&cache_cfg, cfg, cache_dev, backend).map_err(|e| match e {
+        let extents = extents.unwrap_or_else(|| vec![(0, 0, backend.len())]);
+        let mut engine = Self::with_volume_devices(&cache_cfg, cfg, cache_dev, backend, extents)
+            .map_err(|e| match e {
                 EngineError::Metadata(source) => EngineError::CacheMetadata {
                     path: cfg.cache_path.display().to_string(),
                     source,
@@ -173,6 +225,25 @@ impl Engine {
         cache_dev: Arc<dyn Device>,
         backend: Arc<dyn Device>,
     ) -> Result<Self, EngineError> {
+        let extents = vec![(0, 0, backend.len())];
+        Self::with_volume_devices(cache_cfg, cfg, cache_dev, backend, extents)
+    }
+
+    /// As [`with_devices`](Self::with_devices) for several volumes: `extents` lists each as
+    /// (volume, base address on `backend`, size), e.g. a [`VolumeSet`]'s.
+    pub fn with_volume_devices(
+        cache_cfg: &CacheConfig,
+        cfg: &EngineConfig,
+        cache_dev: Arc<dyn Device>,
+        backend: Arc<dyn Device>,
+        extents: Vec<(u32, u64, u64)>,
+    ) -> Result<Self, EngineError> {
+        if extents.is_empty() {
+            return Err(EngineError::Setting {
+                field: "serve.exports",
+                reason: "no volume to serve".into(),
+            });
+        }
         let geo = LineGeometry::new(cache_cfg.line_size).map_err(PolicyError::from)?;
         if let Some(n) = cfg.shards {
             return Err(EngineError::Setting {
@@ -215,6 +286,37 @@ impl Engine {
             }
         }
         let (table, found, recovery) = SlotTable::open(&*cache_dev, layout, cfg.format)?;
+        let (mut partition_log, journaled) = PartitionLog::open(&*cache_dev)?;
+        let journaled = if recovery.formatted {
+            // A formatted device has no layout (the superblock's spare bytes may hold an old
+            // one).
+            partition_log.clear(&*cache_dev)?;
+            Vec::new()
+        } else {
+            journaled.unwrap_or_default()
+        };
+        // Journaled partitions first hold exactly the lines found for them (restoring fails
+        // on a full partition, and a crash may have come mid-resize); the journaled sizes are
+        // applied once the engine runs (see the end).
+        for e in &journaled {
+            let k = e.shard as usize;
+            if k >= n {
+                return Err(EngineError::Recovery(format!(
+                    "the journaled partition layout names shard {k} of {n}: cache.shards changed                      since the cache was written"
+                )));
+            }
+            let found_here = found
+                .iter()
+                .filter(|(slot, rec)| {
+                    shard_layout.shard_of_slot(*slot) == k
+                        && rec.line.is_some_and(|(v, _)| v == e.volume)
+                })
+                .count() as u64;
+            let mut none = Vec::new();
+            caches[k]
+                .set_partition(VolumeId(e.volume), found_here, &mut none)
+                .map_err(|err| EngineError::Recovery(format!("journaled partitions: {err}")))?;
+        }
         for (slot, rec) in &found {
             let (vol, index) = rec.line.expect("recovered slots hold lines");
             // A record can pass its checksum and still name a line this backend cannot hold
@@ -223,12 +325,17 @@ impl Engine {
             let end = index
                 .checked_add(1)
                 .and_then(|n| n.checked_mul(geo.line_size()));
-            if vol != 0 || end.is_none_or(|e| e > backend.len()) {
+            let size = extents.iter().find(|e| e.0 == vol).map(|e| e.2);
+            if end.is_none_or(|e| size.is_none_or(|s| e > s)) {
                 return Err(EngineError::Recovery(format!(
                     "slot {slot}: its record names line {index} of volume {vol}, outside the \
-                     backend ({} bytes, volume 0): the cache device belongs to another backend \
+                     backends ({}): the cache device belongs to other backends \
                      or its metadata is corrupt; nothing was changed",
-                    backend.len()
+                    extents
+                        .iter()
+                        .map(|(v, _, s)| format!("volume {v}: {s} bytes"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )));
             }
             let k = shard_layout.shard_of_slot(*slot);
@@ -275,11 +382,16 @@ impl Engine {
             serial: Mutex::new(()),
             lookup: cfg.lookup,
             answer_reads_early: cfg.answer_reads_early,
-            size: backend.len(),
             cache_is_slow: cfg.cache_device.is_some(),
             cache_hits_wait: cfg.cache_direct && cfg.cache_device.is_none(),
             cache_dev,
             backend,
+            volumes: extents
+                .iter()
+                .map(|&(v, base, size)| VolumeState::new(v, base, size))
+                .collect(),
+            partition_log: Mutex::new((partition_log, Vec::new())),
+            resizing: Mutex::new(()),
             table,
             layout,
             geo,
@@ -323,13 +435,28 @@ impl Engine {
                     })?,
             );
         }
-        Ok(Self {
+        let engine = Self {
             inner,
             flusher: Mutex::new(Some(flusher)),
             finishers: Mutex::new(finishers),
             notes: Vec::new(),
             overrides: Vec::new(),
             cache_lock: None,
-        })
+        };
+        // The journaled sizes: partitions holding more lines than that (a crash mid-resize)
+        // write their dirty excess back and drop it now.
+        let mut per_shard: Vec<(u32, Vec<u64>)> = Vec::new();
+        for e in &journaled {
+            let i = match per_shard.iter().position(|p| p.0 == e.volume) {
+                Some(i) => i,
+                None => {
+                    per_shard.push((e.volume, vec![0; n]));
+                    per_shard.len() - 1
+                }
+            };
+            per_shard[i].1[e.shard as usize] = u64::from(e.lines);
+        }
+        engine.inner.apply_layout(&per_shard)?;
+        Ok(engine)
     }
 }

@@ -7,14 +7,14 @@ use super::*;
 impl Inner {
     /// Whether every shard `op` of `len` bytes at `offset` touches would run it on the cache
     /// alone ([`Cache::would_hit`] for reads, [`Cache::would_absorb`] for writes).
-    pub(super) fn runs_on_cache_alone(&self, op: Op, offset: u64, len: u64) -> bool {
-        if self.lookup == Lookup::Lt || offset.checked_add(len).is_none_or(|e| e > self.size) {
+    pub(super) fn runs_on_cache_alone(&self, volume: u32, op: Op, offset: u64, len: u64) -> bool {
+        if self.lookup == Lookup::Lt || !self.in_volume(volume, offset, len) {
             return false;
         }
-        self.pieces(offset, len).all(|(k, off, n)| {
+        self.pieces(volume, offset, len).all(|(k, off, n)| {
             let req = Request {
                 time_ns: 0,
-                volume: VolumeId(0),
+                volume: VolumeId(volume),
                 op,
                 offset: off,
                 len: n,
@@ -30,10 +30,22 @@ impl Inner {
     /// `len` bytes at `offset` cut where the owning shard changes: (shard, offset, len).
     pub(super) fn pieces(
         &self,
+        volume: u32,
         offset: u64,
         len: u64,
     ) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
-        self.shard_layout.pieces(VolumeId(0), offset, len)
+        self.shard_layout.pieces(VolumeId(volume), offset, len)
+    }
+
+    /// The served volume `volume`, if it is one.
+    pub(super) fn volume(&self, volume: u32) -> Option<&VolumeState> {
+        self.volumes.iter().find(|v| v.id == volume)
+    }
+
+    /// Whether `len` bytes at `offset` lie inside served volume `volume`.
+    pub(super) fn in_volume(&self, volume: u32, offset: u64, len: u64) -> bool {
+        self.volume(volume)
+            .is_some_and(|v| offset.checked_add(len).is_some_and(|e| e <= v.size))
     }
 
     pub(super) fn now_ns(&self) -> u64 {
@@ -63,17 +75,21 @@ impl Inner {
 
     pub(super) fn request(
         &self,
+        volume: u32,
         op: Op,
         offset: u64,
         len: u64,
         client: Client<'_>,
         fua: bool,
     ) -> io::Result<()> {
-        if offset.checked_add(len).is_none_or(|end| end > self.size) {
+        if !self.in_volume(volume, offset, len) {
             Counters::add(&self.counters.errors, 1);
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("{offset}+{len} beyond the volume's {} bytes", self.size),
+                match self.volume(volume) {
+                    Some(v) => format!("{offset}+{len} beyond volume {volume}'s {} bytes", v.size),
+                    None => format!("no volume {volume} is served"),
+                },
             ));
         }
         if len == 0 {
@@ -82,13 +98,16 @@ impl Inner {
         let started = Instant::now();
         let _serial = (self.lookup == Lookup::Lt).then(|| lock(&self.serial));
         self.in_flight.fetch_add(1, Relaxed);
+        if let Some(v) = self.volume(volume) {
+            v.in_flight.fetch_add(1, Relaxed);
+        }
         let mut client = client;
         let mut out = Ok(());
         let mut outcome: Option<AccessOutcome> = None;
-        for (k, off, n) in self.pieces(offset, len) {
+        for (k, off, n) in self.pieces(volume, offset, len) {
             let req = Request {
                 time_ns: self.now_ns(),
-                volume: VolumeId(0),
+                volume: VolumeId(volume),
                 op,
                 offset: off,
                 len: n,
@@ -108,11 +127,14 @@ impl Inner {
         }
         if let Some(o) = outcome {
             self.tally(op, &o, self.geo.split(offset, len).count() as u32);
+            if let Some(v) = self.volume(volume) {
+                v.count_lines(op, &o);
+            }
         }
         if out.is_ok() && fua {
             out = self.sync_all();
         }
-        self.account(op, len, fua, started, &out);
+        self.account(volume, op, len, fua, started, &out);
         out
     }
 
@@ -120,30 +142,31 @@ impl Inner {
     /// hit): checked and planned under one lock. `None`: not such a request; nothing was done.
     pub(super) fn request_on_cache_alone(
         &self,
+        volume: u32,
         op: Op,
         offset: u64,
         len: u64,
         client: Client<'_>,
     ) -> Option<io::Result<()>> {
-        if self.lookup == Lookup::Lt
-            || len == 0
-            || offset.checked_add(len).is_none_or(|e| e > self.size)
-        {
+        if self.lookup == Lookup::Lt || len == 0 || !self.in_volume(volume, offset, len) {
             return None;
         }
-        let mut pieces = self.pieces(offset, len);
+        let mut pieces = self.pieces(volume, offset, len);
         let (k, _, _) = pieces.next()?;
         if pieces.next().is_some() {
             // Across shards: look first, then run it as any request.
             return self
-                .runs_on_cache_alone(op, offset, len)
-                .then(|| self.request(op, offset, len, client, false));
+                .runs_on_cache_alone(volume, op, offset, len)
+                .then(|| self.request(volume, op, offset, len, client, false));
         }
         let started = Instant::now();
         self.in_flight.fetch_add(1, Relaxed);
+        if let Some(v) = self.volume(volume) {
+            v.in_flight.fetch_add(1, Relaxed);
+        }
         let req = Request {
             time_ns: self.now_ns(),
-            volume: VolumeId(0),
+            volume: VolumeId(volume),
             op,
             offset,
             len,
@@ -152,11 +175,17 @@ impl Inner {
         let out = self.run_request(k, &req, client, true, &mut outcome);
         if let Some(o) = outcome {
             self.tally(op, &o, self.geo.split(offset, len).count() as u32);
+            if let Some(v) = self.volume(volume) {
+                v.count_lines(op, &o);
+            }
         }
         match &out {
-            Some(o) => self.account(op, len, false, started, o),
+            Some(o) => self.account(volume, op, len, false, started, o),
             None => {
                 self.in_flight.fetch_sub(1, Relaxed);
+                if let Some(v) = self.volume(volume) {
+                    v.in_flight.fetch_sub(1, Relaxed);
+                }
             }
         }
         out
@@ -165,6 +194,7 @@ impl Inner {
     /// Counts a finished request and its latency.
     pub(super) fn account(
         &self,
+        volume: u32,
         op: Op,
         len: u64,
         fua: bool,
@@ -192,6 +222,9 @@ impl Inner {
         }
         if out.is_err() {
             Counters::add(&c.errors, 1);
+        }
+        if let Some(v) = self.volume(volume) {
+            v.account(op, len, us, out.is_err());
         }
     }
 
@@ -471,11 +504,11 @@ impl Inner {
             }
             Dev::Backend if o.kind == IoKind::Flush => {}
             Dev::Backend => {
-                // Backend ops stay inside the volume the engine exports.
+                // Backend ops stay inside their volume's backend.
                 assert!(
-                    o.offset.checked_add(o.len).is_some_and(|e| e <= self.size),
-                    "backend op {o:?} past the volume's {} bytes",
-                    self.size
+                    self.in_volume(o.volume.0, o.offset, o.len),
+                    "backend op {o:?} outside its volume ({:?})",
+                    self.volume(o.volume.0).map(|v| v.size)
                 );
             }
         }
@@ -485,7 +518,9 @@ impl Inner {
     pub(super) fn device_addr(&self, base: u32, op: &DevOp) -> u64 {
         match op.device {
             Dev::Cache => self.layout.data_offset + base as u64 * self.geo.line_size() + op.offset,
-            Dev::Backend => op.offset,
+            // Each volume's backend sits at its base in the backend device (a `VolumeSet`
+            // when there are several); an unknown volume is caught by `check_op`.
+            Dev::Backend => self.volume(op.volume.0).map_or(0, |v| v.base) + op.offset,
         }
     }
 

@@ -48,14 +48,16 @@ impl Inner {
         if self.lookup == Lookup::Lt || self.cache_is_slow {
             return out;
         }
+        // Started reads serve the primary volume (the engine's own export).
+        let volume = self.volumes[0].id;
         let mut to_start: Vec<(u64, usize, u64)> = Vec::new();
         let mut waiting: Vec<(usize, Started)> = Vec::new();
         for (at, &(tag, offset, len)) in reads.iter().enumerate() {
             let len = len as u64;
-            if len == 0 || offset.checked_add(len).is_none_or(|e| e > self.size) {
+            if len == 0 || !self.in_volume(volume, offset, len) {
                 continue;
             }
-            let mut pieces = self.pieces(offset, len);
+            let mut pieces = self.pieces(volume, offset, len);
             let Some((k, _, _)) = pieces.next() else {
                 continue;
             };
@@ -64,7 +66,7 @@ impl Inner {
             }
             let req = Request {
                 time_ns: self.now_ns(),
-                volume: VolumeId(0),
+                volume: VolumeId(volume),
                 op: Op::Read,
                 offset,
                 len,
@@ -120,7 +122,7 @@ impl Inner {
                 ))
             } else {
                 let client = Client::Read {
-                    volume: 0,
+                    volume,
                     offset,
                     buf: &mut buf,
                 };
@@ -250,7 +252,11 @@ impl Inner {
             &s.outcome,
             self.geo.split(s.req.offset, s.req.len).count() as u32,
         );
-        self.account(Op::Read, s.req.len, false, s.started, &result);
+        let volume = s.req.volume.0 as u32;
+        if let Some(v) = self.volume(volume) {
+            v.count_lines(Op::Read, &s.outcome);
+        }
+        self.account(volume, Op::Read, s.req.len, false, s.started, &result);
     }
 }
 
