@@ -11,12 +11,14 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod demote;
 mod device;
 mod proto;
 mod remote;
 mod server;
 
 pub use client::{ClientError, Connection, ExportInfo, NbdUri, Target};
+pub use demote::{DemoteConfig, DemoteExport, DemoteReply, DemoteTracker};
 pub use device::{BlockDevice, FileDevice, MemDevice};
 pub use remote::{Remote, RemoteConfig, RemoteStats};
 pub use server::{serve_connection, serve_tcp, serve_unix, ServerConfig, ServerStats, Shutdown};

@@ -115,6 +115,7 @@ fn handshake<S: Read + Write>(
     dev: &dyn BlockDevice,
     cfg: &ServerConfig,
     stats: &ServerStats,
+    demote_session: &mut Option<Arc<crate::demote::Ledger>>,
 ) -> io::Result<bool> {
     let mut flags =
         FLAG_HAS_FLAGS | FLAG_SEND_FLUSH | FLAG_SEND_FUA | FLAG_SEND_TRIM | FLAG_SEND_WRITE_ZEROES;
@@ -195,6 +196,13 @@ fn handshake<S: Read + Write>(
                     return Ok(true);
                 }
             }
+            crate::demote::OPT_TIERCACHE_DEMOTE => match crate::demote::negotiate(dev, &data) {
+                Ok(ledger) => {
+                    *demote_session = Some(ledger);
+                    opt_reply(s, opt, REP_ACK, &[])?
+                }
+                Err(rep) => opt_reply(s, opt, rep, &[])?,
+            },
             _ => opt_reply(s, opt, REP_ERR_UNSUP, &[])?,
         }
         s.flush()?;
@@ -228,6 +236,9 @@ fn run(job: &mut Job, dev: &dyn BlockDevice, stats: &ServerStats) -> u32 {
         CMD_FLUSH => dev.flush(),
         CMD_TRIM => dev.trim(job.offset, len),
         CMD_WRITE_ZEROES => dev.write_zeroes(job.offset, len, fua),
+        crate::demote::CMD_TIERCACHE_DEMOTE => {
+            return crate::demote::run(dev, &job.payload, job.offset)
+        }
         _ => unreachable!("validated before dispatch"),
     };
     match res {
@@ -278,15 +289,17 @@ pub fn serve_connection<S: Stream>(
     stats.connections.fetch_add(1, Relaxed);
     let writer = Mutex::new(BufWriter::with_capacity(256 << 10, s.try_clone()?));
     let mut reader = BufReader::with_capacity(256 << 10, s);
+    let mut demote_session = None;
     {
         let mut hs = HandshakeIo {
             r: &mut reader,
             w: &writer,
         };
-        if !handshake(&mut hs, &*dev, cfg, stats)? {
+        if !handshake(&mut hs, &*dev, cfg, stats, &mut demote_session)? {
             return Ok(());
         }
     }
+    let dev = crate::demote::for_connection(dev, demote_session);
     stats.sessions.fetch_add(1, Relaxed);
     let (tx, rx) = mpsc::sync_channel::<Job>(cfg.workers.max(1) * 4);
     let rx = Mutex::new(rx);
@@ -405,7 +418,7 @@ fn transmission<S: Read, W: Write>(
             .checked_add(len as u64)
             .is_some_and(|e| e <= dev.size());
         let mut payload = Vec::new();
-        if typ == CMD_WRITE {
+        if typ == CMD_WRITE || typ == crate::demote::CMD_TIERCACHE_DEMOTE {
             if len > cfg.max_payload {
                 stats.protocol_errors.fetch_add(1, Relaxed);
                 return Ok(());
@@ -418,6 +431,7 @@ fn transmission<S: Read, W: Write>(
             CMD_READ => !in_range || len > cfg.max_payload,
             CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES => !in_range,
             CMD_FLUSH => false,
+            crate::demote::CMD_TIERCACHE_DEMOTE => !in_range || dev.demote_tracker().is_none(),
             _ => true,
         };
         let more = !reader.buffer().is_empty();
