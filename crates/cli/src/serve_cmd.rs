@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tiercache_config::Document;
 use tiercache_core::units::{de_bytes, de_nanos, de_opt_nanos};
-use tiercache_engine::{Engine, EngineConfig};
+use tiercache_engine::{Engine, EngineConfig, RamLevelConfig, TwoLevel};
 use tiercache_nbd::{serve_tcp, serve_unix, BlockDevice, ServerConfig, ServerStats, Shutdown};
 use tiercache_policy::CacheConfig;
 
@@ -50,6 +50,50 @@ pub struct ServeConfig {
     pub duration_ns: Option<u64>,
     /// Write every dirty line back before exiting (detach).
     pub flush_on_exit: bool,
+    /// Offer tiercache's DEMOTE extension (docs/nbd-demote.md) to tiercache peers above.
+    pub demote: ServeDemoteConfig,
+}
+
+/// The `[serve.demote]` section: demotes from tiercache caches above, and the bounded state
+/// that keeps them from installing stale data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeDemoteConfig {
+    /// Offer the extension (peers that do not ask are served as before).
+    pub accept: bool,
+    /// Granularity of the race checks; demotes must cover whole blocks.
+    #[serde(deserialize_with = "de_bytes")]
+    pub block_size: u64,
+    /// Write-table entries (8 bytes each).
+    pub table_entries: usize,
+    /// Ledger entries per session (24 bytes each): blocks a peer can demote unchecked-by-read.
+    pub ledger_entries: usize,
+    /// Sessions (peers) with a ledger at once.
+    pub max_sessions: usize,
+}
+
+impl Default for ServeDemoteConfig {
+    fn default() -> Self {
+        let d = tiercache_nbd::DemoteConfig::default();
+        Self {
+            accept: true,
+            block_size: d.block_size,
+            table_entries: d.table_entries,
+            ledger_entries: d.ledger_entries,
+            max_sessions: d.max_sessions,
+        }
+    }
+}
+
+impl ServeDemoteConfig {
+    fn bounds(&self) -> tiercache_nbd::DemoteConfig {
+        tiercache_nbd::DemoteConfig {
+            block_size: self.block_size,
+            table_entries: self.table_entries,
+            ledger_entries: self.ledger_entries,
+            max_sessions: self.max_sessions,
+        }
+    }
 }
 
 impl Default for ServeConfig {
@@ -64,6 +108,7 @@ impl Default for ServeConfig {
             stats_interval_ns: 1_000_000_000,
             duration_ns: None,
             flush_on_exit: false,
+            demote: ServeDemoteConfig::default(),
         }
     }
 }
@@ -102,6 +147,8 @@ pub struct ServeSetup {
     pub engine: EngineConfig,
     /// Sockets and reporting.
     pub serve: ServeConfig,
+    /// A RAM cache level above the engine (`[ram_level]`), if configured.
+    pub ram_level: Option<RamLevelConfig>,
     /// The whole document, for result records.
     pub config_json: serde_json::Value,
 }
@@ -161,6 +208,11 @@ pub fn setup_of(doc: &Document, base: Option<&Path>) -> Result<ServeSetup> {
     } else {
         ServeConfig::default()
     };
+    let ram_level: Option<RamLevelConfig> = if has("ram_level") {
+        Some(doc.typed(Some("ram_level"))?)
+    } else {
+        None
+    };
     if let Some(base) = base {
         for p in [&mut engine.cache_path, &mut engine.backend_path] {
             let remote = p.to_str().is_some_and(tiercache_nbd::NbdUri::is_uri);
@@ -187,6 +239,7 @@ pub fn setup_of(doc: &Document, base: Option<&Path>) -> Result<ServeSetup> {
         cache,
         engine,
         serve,
+        ram_level,
         config_json: doc.to_json(),
     })
 }
@@ -212,15 +265,48 @@ fn catch_signals() {
 #[derive(Serialize)]
 struct Live<'a> {
     elapsed_s: f64,
+    /// The engine over the cache device (the level below the RAM level, if there is one).
     engine: tiercache_engine::EngineStats,
+    /// The RAM level, if configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ram_level: Option<tiercache_engine::EngineStats>,
     server: &'a ServerStats,
+    /// Demotes received from tiercache peers above, if offered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    demote_server: Option<&'a tiercache_nbd::demote::DemoteServerStats>,
 }
 
-fn write_stats(path: &Path, engine: &Engine, server: &ServerStats, started: Instant) -> Result<()> {
+/// What `serve` runs: the engine, and the RAM level and demote tracking when configured.
+struct Served {
+    engine: Arc<Engine>,
+    two: Option<Arc<TwoLevel>>,
+    tracker: Option<Arc<tiercache_nbd::DemoteTracker>>,
+}
+
+impl Served {
+    fn halted(&self) -> Option<&str> {
+        match &self.two {
+            Some(t) => t.halted(),
+            None => self.engine.halted(),
+        }
+    }
+
+    /// Stops the RAM level (if any) and the engine, making everything durable.
+    fn shutdown(&self) -> std::io::Result<()> {
+        if let Some(t) = &self.two {
+            t.ram().shutdown()?;
+        }
+        self.engine.shutdown()
+    }
+}
+
+fn write_stats(path: &Path, served: &Served, server: &ServerStats, started: Instant) -> Result<()> {
     let live = Live {
         elapsed_s: started.elapsed().as_secs_f64(),
-        engine: engine.stats(),
+        engine: served.engine.stats(),
+        ram_level: served.two.as_ref().map(|t| t.ram().stats()),
         server,
+        demote_server: served.tracker.as_ref().map(|t| &t.stats),
     };
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, serde_json::to_vec_pretty(&live)?)?;
@@ -254,6 +340,20 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
     for note in engine.notes() {
         eprintln!("tiercache serve: note: {note}");
     }
+    let two = match &setup.ram_level {
+        Some(r) => {
+            let t = TwoLevel::new(r, &setup.cache, engine.clone()).context("starting the RAM level")?;
+            eprintln!(
+                "tiercache serve: RAM level of {} MiB ({} lines, {:?}) above it, {}",
+                r.capacity >> 20,
+                t.ram().stats().capacity_lines,
+                r.eviction,
+                if r.exclusive { "exclusive (clean victims demoted below)" } else { "inclusive" }
+            );
+            Some(Arc::new(t))
+        }
+        None => None,
+    };
     let s = &setup.serve;
     let cfg = ServerConfig {
         max_payload: s.max_payload.min(u32::MAX as u64) as u32,
@@ -263,7 +363,22 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
     let stats = Arc::new(ServerStats::default());
     let stop = Shutdown::new();
     catch_signals();
-    let dev: Arc<dyn BlockDevice> = engine.clone();
+    let mut dev: Arc<dyn BlockDevice> = match &two {
+        Some(t) => t.clone(),
+        None => engine.clone(),
+    };
+    let mut tracker = None;
+    if s.demote.accept {
+        let export = tiercache_nbd::DemoteExport::new(dev, s.demote.bounds())
+            .map_err(|e| anyhow::anyhow!("serve.{e}"))?;
+        tracker = Some(export.tracker().clone());
+        dev = Arc::new(export);
+    }
+    let served = Served {
+        engine: engine.clone(),
+        two,
+        tracker,
+    };
     let started = Instant::now();
     let server = {
         let (stats, stop) = (stats.clone(), stop.clone());
@@ -296,11 +411,11 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
     while !SIGNALLED.load(Relaxed)
         && deadline.is_none_or(|d| Instant::now() < d)
         && !server.is_finished()
-        && engine.halted().is_none()
+        && served.halted().is_none()
     {
         if let Some(f) = &s.stats_file {
             if Instant::now() >= next_stats {
-                write_stats(f, &engine, &stats, started)?;
+                write_stats(f, &served, &stats, started)?;
                 next_stats += Duration::from_nanos(s.stats_interval_ns.max(1_000_000));
             }
         }
@@ -311,23 +426,28 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
         Ok(r) => r.context("serving")?,
         Err(_) => bail!("the server thread panicked"),
     }
-    if let Some(why) = engine.halted() {
+    if let Some(why) = served.halted() {
         // Fail-stop: exit non-zero so a supervisor restarts the cache, whose recovery takes
         // the line back from its durable record.
-        let _ = engine.shutdown();
+        let why = why.to_string();
+        let _ = served.shutdown();
         if let Some(f) = &s.stats_file {
-            write_stats(f, &engine, &stats, started)?;
+            write_stats(f, &served, &stats, started)?;
         }
         bail!("the cache engine halted: {why}");
+    }
+    if let Some(t) = &served.two {
+        // The RAM level holds nothing dirty; stopping it first finishes its fills and demotes.
+        t.ram().shutdown().context("stopping the RAM level")?;
     }
     if s.flush_on_exit {
         engine.flush_all().context("flushing dirty lines on exit")?;
     }
-    engine
+    served
         .shutdown()
         .context("making everything durable on exit")?;
     if let Some(f) = &s.stats_file {
-        write_stats(f, &engine, &stats, started)?;
+        write_stats(f, &served, &stats, started)?;
     }
     let st = engine.stats();
     eprintln!(
