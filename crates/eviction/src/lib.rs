@@ -19,7 +19,8 @@
 //! A policy's capacity can change at run time ([`Eviction::set_capacity`], for partitions
 //! resized by a multi-tenant cache): ARC and S3-FIFO re-derive their targets and ghost sizes
 //! from it, and the caller evicts any excess. [`Eviction::insert_cold`] places a line where
-//! it is evicted next (for the lower level of a cache hierarchy, SPEC §4.7).
+//! it is evicted next, [`Eviction::insert_demoted`] where it is evicted last (the lower level of
+//! a cache hierarchy, SPEC §4.7).
 //!
 //! Semantics follow libCacheSim's implementations with all objects of size 1 (`capacity` is
 //! its cache size in objects); `tests/libcachesim_golden.rs` checks every policy but MRU
@@ -119,6 +120,13 @@ pub trait Eviction: Send {
     /// (the lower level of a cache hierarchy inserts blocks the level above now holds there,
     /// SPEC §4.7). The default is `insert`; each policy documents what it does.
     fn insert_cold(&mut self, slot: Slot, key: LineKey) {
+        self.insert(slot, key);
+    }
+    /// Inserts a line demoted from the level above at the policy's "evict last" end (SPEC
+    /// §4.7: an exclusive lower level keeps what the level above no longer holds longest).
+    /// The default is `insert`, which is that end for the recency and FIFO-like policies;
+    /// MRU, whose `insert` is its evict-next end, puts the line at its other end.
+    fn insert_demoted(&mut self, slot: Slot, key: LineKey) {
         self.insert(slot, key);
     }
     /// Whether no slot is tracked.

@@ -74,6 +74,13 @@ impl Eviction for Mru {
         self.lists.push_front(0, slot);
     }
 
+    /// At the back (the least recent end), which MRU evicts last: a demoted line waits there
+    /// while the lines read for the level above (now held there) go first (SPEC §4.7).
+    #[inline]
+    fn insert_demoted(&mut self, slot: Slot, _key: LineKey) {
+        self.lists.push_back(0, slot);
+    }
+
     fn memory_bytes(&self) -> usize {
         self.lists.memory_bytes()
     }
@@ -95,5 +102,19 @@ mod tests {
         assert_eq!(p.evict(LineKey(9), &|_| false), Some(1));
         assert_eq!(p.len(), 1);
         assert_eq!(p.evict(LineKey(9), &|_| true), None);
+    }
+
+    #[test]
+    fn demoted_lines_are_evicted_last() {
+        let mut p = Mru::new(8);
+        p.insert_demoted(3, LineKey(3));
+        p.insert(1, LineKey(1));
+        p.insert_demoted(4, LineKey(4));
+        p.insert(2, LineKey(2));
+        // Newest first: 2, 1, 3, 4 (demoted lines behind the read ones, oldest demote first).
+        let order: Vec<_> = (0..4)
+            .map(|_| p.evict(LineKey(9), &|_| false).unwrap())
+            .collect();
+        assert_eq!(order, vec![2, 1, 3, 4]);
     }
 }

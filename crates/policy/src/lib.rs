@@ -36,7 +36,8 @@ pub mod victim;
 
 pub use balancing::{BalanceDecision, BalanceReport, Balancer, BalancingConfig};
 pub use cache::{
-    AccessOutcome, Cache, ExecutorState, FlushJob, LineState, MetaUpdate, PolicyError,
+    AccessOutcome, Cache, DemoteOutcome, ExecutorState, FlushJob, LineState, MetaUpdate,
+    PolicyError,
 };
 pub use config::{
     CacheConfig, CleaningConfig, DirtyFullPolicy, EvictionKind, PartitionConfig, PromotionConfig,

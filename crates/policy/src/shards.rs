@@ -12,7 +12,7 @@
 //! chunk (one lock, contiguous device ops); the hash mixes the chunk number so neighbouring
 //! chunks spread.
 
-use crate::cache::{AccessOutcome, Cache, ExecutorState, FlushJob, PolicyError};
+use crate::cache::{AccessOutcome, Cache, DemoteOutcome, ExecutorState, FlushJob, PolicyError};
 use crate::config::{CacheConfig, WritePolicy};
 use crate::stats::CacheStats;
 use tiercache_core::{Device, LineGeometry, Nanos, Plan, Request, VolumeId};
@@ -163,6 +163,12 @@ pub trait PolicyCore {
         req: &Request,
         plan: Option<&mut Plan>,
     ) -> Result<AccessOutcome, PolicyError>;
+    /// A clean line demoted from the level above (see [`Cache::accept_demote`]).
+    fn accept_demote(
+        &mut self,
+        req: &Request,
+        plan: Option<&mut Plan>,
+    ) -> Result<DemoteOutcome, PolicyError>;
     /// Asks the cleaners for work (see [`Cache::clean`]).
     fn clean(&mut self, state: &ExecutorState, jobs: &mut Vec<FlushJob>);
     /// When a cleaner wants to be polled again (the earliest of them).
@@ -209,6 +215,13 @@ impl PolicyCore for Cache {
         plan: Option<&mut Plan>,
     ) -> Result<AccessOutcome, PolicyError> {
         Cache::access(self, req, plan)
+    }
+    fn accept_demote(
+        &mut self,
+        req: &Request,
+        plan: Option<&mut Plan>,
+    ) -> Result<DemoteOutcome, PolicyError> {
+        Cache::accept_demote(self, req, plan)
     }
     fn clean(&mut self, state: &ExecutorState, jobs: &mut Vec<FlushJob>) {
         Cache::clean(self, state, jobs)
@@ -385,6 +398,47 @@ impl PolicyCore for ShardedCache {
         Ok(out)
     }
 
+    fn accept_demote(
+        &mut self,
+        req: &Request,
+        plan: Option<&mut Plan>,
+    ) -> Result<DemoteOutcome, PolicyError> {
+        if self.shards.len() == 1 {
+            return self.shards[0].accept_demote(req, plan);
+        }
+        let geo = self.layout.geo;
+        geo.check_request(req.volume, req.offset, req.len)?;
+        let line = geo.line_size();
+        let mut plan = plan;
+        if let Some(p) = plan.as_deref_mut() {
+            p.clear();
+        }
+        let mut piece_plan = std::mem::take(&mut self.piece_plan);
+        let pieces: Vec<(usize, u64, u64)> = self
+            .layout
+            .pieces(req.volume, req.offset, req.len)
+            .collect();
+        let mut out: Option<DemoteOutcome> = None;
+        for (k, off, n) in pieces {
+            let piece = Request {
+                offset: off,
+                len: n,
+                ..*req
+            };
+            let o = self.shards[k]
+                .accept_demote_piece(&piece, plan.as_ref().map(|_| &mut piece_plan))?;
+            if let Some(p) = plan.as_deref_mut() {
+                Self::append_rebased(p, &piece_plan, u64::from(self.layout.base(k)) * line);
+            }
+            out = Some(out.map_or(o, |a| a.combine(o)));
+        }
+        self.piece_plan = piece_plan;
+        // An empty demote carries nothing to take.
+        let out = out.unwrap_or(DemoteOutcome::Rejected);
+        self.requests.count_demote(out);
+        Ok(out)
+    }
+
     fn clean(&mut self, state: &ExecutorState, jobs: &mut Vec<FlushJob>) {
         let line = self.layout.geo.line_size();
         for (k, c) in self.shards.iter_mut().enumerate() {
@@ -432,6 +486,10 @@ impl PolicyCore for ShardedCache {
             s.full_hit_requests = r.full_hit_requests;
             s.read_hit_requests = r.read_hit_requests;
             s.write_hit_requests = r.write_hit_requests;
+            s.demotes_received = r.demotes_received;
+            s.demotes_accepted = r.demotes_accepted;
+            s.demotes_already_held = r.demotes_already_held;
+            s.demotes_rejected = r.demotes_rejected;
         }
         s
     }

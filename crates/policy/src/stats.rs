@@ -114,6 +114,23 @@ pub struct CacheStats {
     pub demotions: u64,
     /// Bytes of clean victims sent to the level below (not counted as backend writes).
     pub demoted_bytes: u64,
+    /// Demotes received from the level above (SPEC §4.7): each was accepted, already held or
+    /// rejected (`demotes_received = demotes_accepted + demotes_already_held +
+    /// demotes_rejected`).
+    #[serde(default)]
+    pub demotes_received: u64,
+    /// Demotes taken (some or all of their sub-blocks written to this cache).
+    #[serde(default)]
+    pub demotes_accepted: u64,
+    /// Demotes of data this cache already held (no data moved).
+    #[serde(default)]
+    pub demotes_already_held: u64,
+    /// Demotes refused (no clean unpinned line to drop, or a cache that serves no reads).
+    #[serde(default)]
+    pub demotes_rejected: u64,
+    /// Bytes written to the cache device by accepted demotes (part of `cache_bytes_written`).
+    #[serde(default)]
+    pub demoted_in_bytes: u64,
 }
 
 impl CacheStats {
@@ -141,6 +158,16 @@ impl CacheStats {
         }
         if out.full_hit && matches!(op, Op::Read | Op::Write) {
             self.full_hit_requests += 1;
+        }
+    }
+
+    /// Counts one demote received from the level above, by its outcome.
+    pub fn count_demote(&mut self, out: crate::DemoteOutcome) {
+        self.demotes_received += 1;
+        match out {
+            crate::DemoteOutcome::Accepted => self.demotes_accepted += 1,
+            crate::DemoteOutcome::AlreadyHeld => self.demotes_already_held += 1,
+            crate::DemoteOutcome::Rejected => self.demotes_rejected += 1,
         }
     }
 
@@ -179,6 +206,11 @@ impl CacheStats {
         self.balancer_bypassed += o.balancer_bypassed;
         self.balancer_changes += o.balancer_changes;
         self.demoted_bytes += o.demoted_bytes;
+        self.demotes_received += o.demotes_received;
+        self.demotes_accepted += o.demotes_accepted;
+        self.demotes_already_held += o.demotes_already_held;
+        self.demotes_rejected += o.demotes_rejected;
+        self.demoted_in_bytes += o.demoted_in_bytes;
         for (a, b) in self.bypasses.iter_mut().zip(o.bypasses) {
             *a += b;
         }
@@ -241,6 +273,9 @@ pub struct PartitionStats {
     pub cache_bytes_written: u64,
     /// Bytes written back from this partition's lines (cleaning, dirty evictions, shrinks).
     pub written_back_bytes: u64,
+    /// Bytes of demoted lines (from the level above) written for this partition.
+    #[serde(default)]
+    pub demoted_in_bytes: u64,
 }
 
 // Kept per kind of access so that a hit costs one increment (the hot path of hit-ratio runs);
@@ -293,6 +328,7 @@ impl PartitionStats {
         self.dirty_evictions += o.dirty_evictions;
         self.cache_bytes_written += o.cache_bytes_written;
         self.written_back_bytes += o.written_back_bytes;
+        self.demoted_in_bytes += o.demoted_in_bytes;
     }
 }
 

@@ -46,7 +46,12 @@ pub fn stats_diff(earlier: &CacheStats, later: &CacheStats) -> CacheStats {
         demotions,
         balancer_bypassed,
         balancer_changes,
-        demoted_bytes
+        demoted_bytes,
+        demotes_received,
+        demotes_accepted,
+        demotes_already_held,
+        demotes_rejected,
+        demoted_in_bytes
     )
 }
 

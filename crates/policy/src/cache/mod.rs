@@ -21,6 +21,7 @@ use tiercache_core::{
 use tiercache_eviction::Slot;
 
 mod allocate;
+mod demote;
 mod jobs;
 mod journal;
 mod read;
@@ -28,6 +29,7 @@ mod resize;
 mod write;
 
 pub use crate::executor::ExecutorState;
+pub use demote::DemoteOutcome;
 
 /// A batch of dirty lines to write back. Stage 0 of `plan` reads them from the cache, stage 1
 /// writes them to the backend. Its lines stay pinned until [`Cache::flush_done`].
