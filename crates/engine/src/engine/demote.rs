@@ -96,8 +96,10 @@ impl Engine {
     /// Takes a clean copy of `data` at `offset` that a cache level above evicts (DEMOTE,
     /// SPEC §4.7), if `still_valid()` holds when each shard's core decides (it is called under
     /// the lock writes are decided under; pass `&|| true` when the caller orders demotes
-    /// after the writes they could race with). Accepted: some of it is kept, at the evict-last
-    /// end; already held: nothing was written; rejected: nothing was done.
+    /// after the writes they could race with). Accepted: it is kept, at the evict-last end;
+    /// already held: nothing was written; rejected: nothing was done (a demote across policy
+    /// shards may be rejected by one after another took its piece: each piece is a clean
+    /// copy, kept or not on its own).
     pub fn demote(
         &self,
         offset: u64,
@@ -118,12 +120,9 @@ impl Engine {
         let d = &inner.counters.demotes;
         Counters::add(&d.received, 1);
         let _serial = (inner.lookup == Lookup::Lt).then(|| lock(&inner.serial));
-        let mut out = if len == 0 {
-            DemoteReply::AlreadyHeld
-        } else {
-            DemoteReply::Rejected
-        };
-        let mut held = false;
+        // Pieces combine as the core combines them: rejected if any piece was, already held
+        // only if every piece was.
+        let mut out: Option<DemoteOutcome> = None;
         for (k, off, n) in inner.pieces(offset, len) {
             let req = Request {
                 time_ns: inner.now_ns(),
@@ -133,15 +132,18 @@ impl Engine {
                 len: n,
             };
             let at = (off - offset) as usize;
-            match inner.demote_piece(k, &req, &data[at..at + n as usize], still_valid)? {
-                DemoteReply::Accepted => out = DemoteReply::Accepted,
-                DemoteReply::AlreadyHeld => held = true,
-                DemoteReply::Rejected => {}
-            }
+            let o = match inner.demote_piece(k, &req, &data[at..at + n as usize], still_valid)? {
+                DemoteReply::Accepted => DemoteOutcome::Accepted,
+                DemoteReply::AlreadyHeld => DemoteOutcome::AlreadyHeld,
+                DemoteReply::Rejected => DemoteOutcome::Rejected,
+            };
+            out = Some(out.map_or(o, |a| a.combine(o)));
         }
-        if out == DemoteReply::Rejected && held {
-            out = DemoteReply::AlreadyHeld;
-        }
+        let out = match out.unwrap_or(DemoteOutcome::AlreadyHeld) {
+            DemoteOutcome::Accepted => DemoteReply::Accepted,
+            DemoteOutcome::AlreadyHeld => DemoteReply::AlreadyHeld,
+            DemoteOutcome::Rejected => DemoteReply::Rejected,
+        };
         let c = match out {
             DemoteReply::Accepted => &d.received_accepted,
             DemoteReply::AlreadyHeld => &d.received_already_held,
