@@ -342,13 +342,18 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
     }
     let two = match &setup.ram_level {
         Some(r) => {
-            let t = TwoLevel::new(r, &setup.cache, engine.clone()).context("starting the RAM level")?;
+            let t =
+                TwoLevel::new(r, &setup.cache, engine.clone()).context("starting the RAM level")?;
             eprintln!(
                 "tiercache serve: RAM level of {} MiB ({} lines, {:?}) above it, {}",
                 r.capacity >> 20,
                 t.ram().stats().capacity_lines,
                 r.eviction,
-                if r.exclusive { "exclusive (clean victims demoted below)" } else { "inclusive" }
+                if r.exclusive {
+                    "exclusive (clean victims demoted below)"
+                } else {
+                    "inclusive"
+                }
             );
             Some(Arc::new(t))
         }

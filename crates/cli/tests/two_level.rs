@@ -306,7 +306,10 @@ fn demoting_to_a_server_without_the_extension_falls_back_to_dropping() {
     let _kit = Server(kit);
     let t = Instant::now();
     while !kit_sock.exists() {
-        assert!(t.elapsed() < Duration::from_secs(10), "nbdkit did not start");
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "nbdkit did not start"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(200));
@@ -339,7 +342,10 @@ stats_file = "upper.json"
     ok(&o, "fio verify over nbdkit");
     sigterm(&mut srv);
     let log = std::fs::read_to_string(d.join("upper.toml.log")).unwrap();
-    assert!(log.contains("did not take tiercache's DEMOTE extension"), "{log}");
+    assert!(
+        log.contains("did not take tiercache's DEMOTE extension"),
+        "{log}"
+    );
     let up = stats(d.join("upper.json"));
     assert_eq!(up["engine"]["demotes"]["sent"], 0);
     assert_eq!(up["engine"]["backend_link"]["demote_negotiated"], false);

@@ -20,9 +20,7 @@ use std::sync::Arc;
 use tiercache_core::units::{de_bytes, de_opt_bytes};
 use tiercache_core::Lookup;
 use tiercache_nbd::DemoteReply;
-use tiercache_policy::{
-    CacheConfig, EvictionKind, PolicyError, ShardLayout, VictimConfig, WritePolicy,
-};
+use tiercache_policy::{CacheConfig, EvictionKind, ShardLayout, VictimConfig, WritePolicy};
 
 /// The `[ram_level]` section: a RAM cache above the engine's cache device.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -82,16 +80,13 @@ impl RamLevelConfig {
         if self.capacity < line_size {
             return Err(EngineError::Setting {
                 field: "ram_level.capacity",
-                reason: format!(
-                    "{} bytes holds no line of {line_size} bytes",
-                    self.capacity
-                ),
+                reason: format!("{} bytes holds no line of {line_size} bytes", self.capacity),
             });
         }
         Ok(CacheConfig {
             capacity: self.capacity,
             line_size,
-            eviction: self.eviction.clone(),
+            eviction: self.eviction,
             write_policy: self.write_policy,
             shards: self.shards.max(1),
             victim: if self.exclusive {
@@ -154,9 +149,7 @@ impl TwoLevel {
         lower: Arc<Engine>,
     ) -> Result<Self, EngineError> {
         let ram_cache = cfg.cache_config(lower_cache)?;
-        let lines = ShardLayout::new(&ram_cache)
-            .map_err(PolicyError::from)?
-            .total_lines();
+        let lines = ShardLayout::new(&ram_cache)?.total_lines();
         let layout = crate::slot_table::Layout::new(lines, ram_cache.line_size);
         let mem: Arc<dyn Device> = Arc::new(MemDevice::new(
             usize::try_from(layout.device_len()).map_err(|_| EngineError::Setting {

@@ -77,7 +77,12 @@ fn a_demoted_line_is_served_from_the_cache_and_survives_a_restart() {
     assert_eq!(st.dirty_lines, 0, "a demoted line is clean");
     let d = st.demotes;
     assert_eq!(
-        (d.received, d.received_accepted, d.received_already_held, d.received_rejected),
+        (
+            d.received,
+            d.received_accepted,
+            d.received_already_held,
+            d.received_rejected
+        ),
         (3, 1, 1, 1)
     );
     engine.shutdown().unwrap();
@@ -172,7 +177,12 @@ fn an_exclusive_two_level_stack_reads_back_every_write_and_accounts_every_demote
     assert_eq!(up.sent_failed, 0);
     // In one process every demote sent is one received, with the same answer.
     assert_eq!(
-        (up.sent, up.sent_accepted, up.sent_already_held, up.sent_rejected),
+        (
+            up.sent,
+            up.sent_accepted,
+            up.sent_already_held,
+            up.sent_rejected
+        ),
         (
             down.received,
             down.received_accepted,
@@ -271,14 +281,19 @@ fn racing_writes_and_stale_demotes_into_an_engine_never_outlive_the_latest_write
                     rng ^= rng << 17;
                     rng
                 };
-                let demote = |c: &Connection, off: u64, v: &[u8]| {
-                    match c.call(Command::Demote, false, off, LINE as u32, v, T) {
-                        Ok(_) => {}
-                        Err(ClientError::Reply(e)) => {
-                            assert!(DemoteReply::from_errno(e).is_some(), "errno {e}")
-                        }
-                        Err(e) => panic!("demote: {e}"),
+                let demote = |c: &Connection, off: u64, v: &[u8]| match c.call(
+                    Command::Demote,
+                    false,
+                    off,
+                    LINE as u32,
+                    v,
+                    T,
+                ) {
+                    Ok(_) => {}
+                    Err(ClientError::Reply(e)) => {
+                        assert!(DemoteReply::from_errno(e).is_some(), "errno {e}")
                     }
+                    Err(e) => panic!("demote: {e}"),
                 };
                 for n in 0..1500u32 {
                     let blk = next() % BLOCKS;

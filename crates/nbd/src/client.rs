@@ -411,7 +411,9 @@ fn negotiate_demote(s: &mut dyn Socket, session: u64) -> Result<bool, ClientErro
             )));
         }
         if len > MAX_OPTION_LEN {
-            return Err(ClientError::Protocol(format!("option reply of {len} bytes")));
+            return Err(ClientError::Protocol(format!(
+                "option reply of {len} bytes"
+            )));
         }
         let mut data = vec![0u8; len as usize];
         s.read_exact(&mut data)?;

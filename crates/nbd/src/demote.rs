@@ -261,9 +261,7 @@ pub(crate) fn negotiate(dev: &dyn BlockDevice, data: &[u8]) -> Result<Arc<Ledger
     let tracker = dev.demote_tracker().ok_or(REP_ERR_UNSUP)?;
     let id: [u8; 8] = data.try_into().map_err(|_| REP_ERR_INVALID)?;
     // Too many sessions: refused like an unknown option (the client just does not demote).
-    tracker
-        .session(u64::from_be_bytes(id))
-        .ok_or(REP_ERR_UNSUP)
+    tracker.session(u64::from_be_bytes(id)).ok_or(REP_ERR_UNSUP)
 }
 
 /// The device a connection runs on: `dev` itself, or, when it takes demotes, `dev` with this
@@ -417,8 +415,8 @@ impl BlockDevice for Tracked {
         let len = data.len() as u64;
         let Some(ledger) = self.session.as_ref().filter(|_| {
             len > 0
-                && off % b == 0
-                && len % b == 0
+                && off.is_multiple_of(b)
+                && len.is_multiple_of(b)
                 && off.checked_add(len).is_some_and(|e| e <= self.size())
         }) else {
             st.rejected_invalid.fetch_add(1, SeqCst);

@@ -208,8 +208,8 @@ impl Remote {
             self.demote_session,
         )
         .inspect_err(|_| {
-                self.counters.failed_connects.fetch_add(1, Relaxed);
-            })?;
+            self.counters.failed_connects.fetch_add(1, Relaxed);
+        })?;
         if c.info().size != self.info.size {
             c.kill();
             return Err(ClientError::Protocol(format!(
@@ -360,9 +360,7 @@ impl Remote {
         });
         let reply = match out {
             Ok(_) => Ok(DemoteReply::Accepted),
-            Err(ClientError::Reply(e)) => {
-                DemoteReply::from_errno(e).ok_or(ClientError::Reply(e))
-            }
+            Err(ClientError::Reply(e)) => DemoteReply::from_errno(e).ok_or(ClientError::Reply(e)),
             Err(e) => Err(e),
         };
         let counter = match &reply {

@@ -144,7 +144,11 @@ fn nbdkit_refuses_the_option_and_the_pool_works_without_demotes() {
         r.write(&[9u8; 4096], 8192, false).unwrap();
         let mut b = vec![0u8; 4096];
         r.read(&mut b, 8192).unwrap();
-        (enabled, b == vec![9u8; 4096], r.demote(&[1u8; 4096], 0).unwrap())
+        (
+            enabled,
+            b == vec![9u8; 4096],
+            r.demote(&[1u8; 4096], 0).unwrap(),
+        )
     });
     let _ = kit.kill();
     let _ = kit.wait();
@@ -215,7 +219,9 @@ fn racing_writes_and_stale_demotes_never_outlive_the_latest_write() {
                         copies.insert(blk, v);
                     }
                     1 => {
-                        let v = b.call(Command::Read, false, off, BLOCK as u32, &[], T).unwrap();
+                        let v = b
+                            .call(Command::Read, false, off, BLOCK as u32, &[], T)
+                            .unwrap();
                         copies.insert(blk, v);
                     }
                     _ => {
@@ -250,7 +256,14 @@ fn racing_writes_and_stale_demotes_never_outlive_the_latest_write() {
     let c = open(&sock, None);
     for (blk, l) in latest.iter().enumerate() {
         let got = c
-            .call(Command::Read, false, (blk * BLOCK) as u64, BLOCK as u32, &[], T)
+            .call(
+                Command::Read,
+                false,
+                (blk * BLOCK) as u64,
+                BLOCK as u32,
+                &[],
+                T,
+            )
             .unwrap();
         assert!(
             got == *l.lock().unwrap(),
