@@ -278,6 +278,15 @@ fn bench_one(
     if !table.contains_key("workload") {
         return Err(invalid(doc, "bench needs a [workload] section".into()));
     }
+    if setup.ram_level.is_some() {
+        // Not run by bench yet: refused rather than measured without it.
+        return Err(invalid(
+            doc,
+            "ram_level: bench runs one cache level; measure a RAM level with `tiercache serve` \
+             and fio (bench/two_level_serve.sh)"
+                .into(),
+        ));
+    }
     // Files the config does not name are the bench's own, made fresh and removed at the end:
     // the defaults belong to `serve`, and a running cache may be using them.
     let dir = tempfile::Builder::new()

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tiercache_config::Document;
 use tiercache_core::units::{de_bytes, de_nanos, de_opt_nanos};
-use tiercache_engine::{Engine, EngineConfig};
+use tiercache_engine::{Engine, EngineConfig, RamLevelConfig, TwoLevel};
 use tiercache_nbd::{
     serve_tcp_exports, serve_unix_exports, BlockDevice, Export, Exports, ServerConfig, ServerStats,
     Shutdown,
@@ -61,6 +61,50 @@ pub struct ServeConfig {
     /// taking partition resizes at `POST /partitions`), e.g. `127.0.0.1:9100`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics_listen: Option<String>,
+    /// Offer tiercache's DEMOTE extension (docs/nbd-demote.md) to tiercache peers above.
+    pub demote: ServeDemoteConfig,
+}
+
+/// The `[serve.demote]` section: demotes from tiercache caches above, and the bounded state
+/// that keeps them from installing stale data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeDemoteConfig {
+    /// Offer the extension (peers that do not ask are served as before).
+    pub accept: bool,
+    /// Granularity of the race checks; demotes must cover whole blocks.
+    #[serde(deserialize_with = "de_bytes")]
+    pub block_size: u64,
+    /// Write-table entries (8 bytes each).
+    pub table_entries: usize,
+    /// Ledger entries per session (24 bytes each): blocks a peer can demote unchecked-by-read.
+    pub ledger_entries: usize,
+    /// Sessions (peers) with a ledger at once.
+    pub max_sessions: usize,
+}
+
+impl Default for ServeDemoteConfig {
+    fn default() -> Self {
+        let d = tiercache_nbd::DemoteConfig::default();
+        Self {
+            accept: true,
+            block_size: d.block_size,
+            table_entries: d.table_entries,
+            ledger_entries: d.ledger_entries,
+            max_sessions: d.max_sessions,
+        }
+    }
+}
+
+impl ServeDemoteConfig {
+    fn bounds(&self) -> tiercache_nbd::DemoteConfig {
+        tiercache_nbd::DemoteConfig {
+            block_size: self.block_size,
+            table_entries: self.table_entries,
+            ledger_entries: self.ledger_entries,
+            max_sessions: self.max_sessions,
+        }
+    }
 }
 
 impl Default for ServeConfig {
@@ -77,6 +121,7 @@ impl Default for ServeConfig {
             flush_on_exit: false,
             exports: Vec::new(),
             metrics_listen: None,
+            demote: ServeDemoteConfig::default(),
         }
     }
 }
@@ -115,6 +160,8 @@ pub struct ServeSetup {
     pub engine: EngineConfig,
     /// Sockets and reporting.
     pub serve: ServeConfig,
+    /// A RAM cache level above the engine (`[ram_level]`), if configured.
+    pub ram_level: Option<RamLevelConfig>,
     /// The whole document, for result records.
     pub config_json: serde_json::Value,
 }
@@ -174,6 +221,11 @@ pub fn setup_of(doc: &Document, base: Option<&Path>) -> Result<ServeSetup> {
     } else {
         ServeConfig::default()
     };
+    let ram_level: Option<RamLevelConfig> = if has("ram_level") {
+        Some(doc.typed(Some("ram_level"))?)
+    } else {
+        None
+    };
     if let Some(base) = base {
         for p in [&mut engine.cache_path, &mut engine.backend_path] {
             let remote = p.to_str().is_some_and(tiercache_nbd::NbdUri::is_uri);
@@ -202,6 +254,7 @@ pub fn setup_of(doc: &Document, base: Option<&Path>) -> Result<ServeSetup> {
         cache,
         engine,
         serve,
+        ram_level,
         config_json: doc.to_json(),
     })
 }
@@ -227,7 +280,11 @@ fn catch_signals() {
 #[derive(Serialize)]
 struct Live<'a> {
     elapsed_s: f64,
+    /// The engine over the cache device (the level below the RAM level, if there is one).
     engine: tiercache_engine::EngineStats,
+    /// The RAM level, if configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ram_level: Option<tiercache_engine::EngineStats>,
     server: &'a ServerStats,
     /// Per export (several exports only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -235,6 +292,9 @@ struct Live<'a> {
     /// The tenancy mode's last decision (`cache.tenancy`).
     #[serde(skip_serializing_if = "Option::is_none")]
     tenancy: Option<tiercache_policy::TenancyReport>,
+    /// Demotes received from tiercache peers above, if offered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    demote_server: Option<&'a tiercache_nbd::demote::DemoteServerStats>,
 }
 
 /// One export's counters in the stats file.
@@ -246,13 +306,38 @@ struct ExportLive {
     stats: tiercache_engine::VolumeStats,
 }
 
+/// What `serve` runs: the engine, and the RAM level and demote tracking when configured.
+struct Served {
+    engine: Arc<Engine>,
+    two: Option<Arc<TwoLevel>>,
+    tracker: Option<Arc<tiercache_nbd::DemoteTracker>>,
+}
+
+impl Served {
+    fn halted(&self) -> Option<&str> {
+        match &self.two {
+            Some(t) => t.halted(),
+            None => self.engine.halted(),
+        }
+    }
+
+    /// Stops the RAM level (if any) and the engine, making everything durable.
+    fn shutdown(&self) -> std::io::Result<()> {
+        if let Some(t) = &self.two {
+            t.ram().shutdown()?;
+        }
+        self.engine.shutdown()
+    }
+}
+
 fn write_stats(
     path: &Path,
-    engine: &Engine,
+    served: &Served,
     server: &ServerStats,
     started: Instant,
     exports: &[crate::serve_exports::ExportConfig],
 ) -> Result<()> {
+    let engine = &served.engine;
     let vols = if exports.is_empty() {
         Vec::new()
     } else {
@@ -260,7 +345,8 @@ fn write_stats(
     };
     let live = Live {
         elapsed_s: started.elapsed().as_secs_f64(),
-        engine: engine.stats(),
+        engine: served.engine.stats(),
+        ram_level: served.two.as_ref().map(|t| t.ram().stats()),
         server,
         exports: vols
             .into_iter()
@@ -274,6 +360,7 @@ fn write_stats(
             })
             .collect(),
         tenancy: engine.tenancy_report(),
+        demote_server: served.tracker.as_ref().map(|t| &t.stats),
     };
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, serde_json::to_vec_pretty(&live)?)?;
@@ -291,6 +378,9 @@ pub fn run(args: ServeArgs) -> Result<()> {
 /// Serves `setup`; `ready` (if given) is called with the address once listening.
 pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
     let s = &setup.serve;
+    if setup.ram_level.is_some() && !s.exports.is_empty() {
+        bail!("ram_level: a RAM level serves one export; remove it or serve.exports");
+    }
     let volumes = crate::serve_exports::volume_configs(&s.exports);
     let engine = Arc::new(
         Engine::open_volumes(&setup.cache, &setup.engine, &volumes)
@@ -329,6 +419,25 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
             e.backend_path.display()
         );
     }
+    let two = match &setup.ram_level {
+        Some(r) => {
+            let t =
+                TwoLevel::new(r, &setup.cache, engine.clone()).context("starting the RAM level")?;
+            eprintln!(
+                "tiercache serve: RAM level of {} MiB ({} lines, {:?}) above it, {}",
+                r.capacity >> 20,
+                t.ram().stats().capacity_lines,
+                r.eviction,
+                if r.exclusive {
+                    "exclusive (clean victims demoted below)"
+                } else {
+                    "inclusive"
+                }
+            );
+            Some(Arc::new(t))
+        }
+        None => None,
+    };
     let cfg = ServerConfig {
         max_payload: s.max_payload.min(u32::MAX as u64) as u32,
         workers: s.workers,
@@ -337,10 +446,21 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
     let stats = Arc::new(ServerStats::default());
     let stop = Shutdown::new();
     catch_signals();
+    let mut tracker = None;
     let exports = Arc::new(if s.exports.is_empty() {
-        let dev: Arc<dyn BlockDevice> = engine.clone();
+        let mut dev: Arc<dyn BlockDevice> = match &two {
+            Some(t) => t.clone(),
+            None => engine.clone(),
+        };
+        if s.demote.accept {
+            let export = tiercache_nbd::DemoteExport::new(dev, s.demote.bounds())
+                .map_err(|e| anyhow::anyhow!("serve.{e}"))?;
+            tracker = Some(export.tracker().clone());
+            dev = Arc::new(export);
+        }
         Exports::single(s.export_name.clone(), dev)
     } else {
+        // DEMOTE sessions are offered by single-export servers only (docs/nbd-demote.md).
         let list = s
             .exports
             .iter()
@@ -381,6 +501,11 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
         }
         None => None,
     };
+    let served = Served {
+        engine: engine.clone(),
+        two,
+        tracker,
+    };
     let started = Instant::now();
     let server = {
         let (stats, stop) = (stats.clone(), stop.clone());
@@ -413,11 +538,11 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
     while !SIGNALLED.load(Relaxed)
         && deadline.is_none_or(|d| Instant::now() < d)
         && !server.is_finished()
-        && engine.halted().is_none()
+        && served.halted().is_none()
     {
         if let Some(f) = &s.stats_file {
             if Instant::now() >= next_stats {
-                write_stats(f, &engine, &stats, started, &s.exports)?;
+                write_stats(f, &served, &stats, started, &s.exports)?;
                 next_stats += Duration::from_nanos(s.stats_interval_ns.max(1_000_000));
             }
         }
@@ -428,23 +553,28 @@ pub fn serve(setup: &ServeSetup, ready: Option<&dyn Fn(&str)>) -> Result<()> {
         Ok(r) => r.context("serving")?,
         Err(_) => bail!("the server thread panicked"),
     }
-    if let Some(why) = engine.halted() {
+    if let Some(why) = served.halted() {
         // Fail-stop: exit non-zero so a supervisor restarts the cache, whose recovery takes
         // the line back from its durable record.
-        let _ = engine.shutdown();
+        let why = why.to_string();
+        let _ = served.shutdown();
         if let Some(f) = &s.stats_file {
-            write_stats(f, &engine, &stats, started, &s.exports)?;
+            write_stats(f, &served, &stats, started, &s.exports)?;
         }
         bail!("the cache engine halted: {why}");
+    }
+    if let Some(t) = &served.two {
+        // The RAM level holds nothing dirty; stopping it first finishes its fills and demotes.
+        t.ram().shutdown().context("stopping the RAM level")?;
     }
     if s.flush_on_exit {
         engine.flush_all().context("flushing dirty lines on exit")?;
     }
-    engine
+    served
         .shutdown()
         .context("making everything durable on exit")?;
     if let Some(f) = &s.stats_file {
-        write_stats(f, &engine, &stats, started, &s.exports)?;
+        write_stats(f, &served, &stats, started, &s.exports)?;
     }
     let st = engine.stats();
     eprintln!(

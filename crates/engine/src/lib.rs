@@ -6,7 +6,8 @@
 //! - [`ordering`]: conflicting plans take effect in the order the core decided them;
 //! - [`exec`]: one plan's ops with real bytes, routed by volume address;
 //! - [`slot_table`]: crash-consistent metadata on the cache device;
-//! - [`Engine`]: requests in, background flusher, detach, live counters.
+//! - [`Engine`]: requests in, background flusher, detach, live counters, demotes;
+//! - [`ram_level`]: a RAM cache level above the engine, exclusive with demote or inclusive.
 #![warn(missing_docs)]
 
 pub mod config;
@@ -16,9 +17,11 @@ pub mod exec;
 mod load;
 pub mod ordering;
 pub mod partition_log;
+pub mod ram_level;
 pub mod slot_table;
 mod stats;
 
 pub use config::{EngineConfig, IoEngine, Lookup, VolumeConfig, DEFAULT_BACKEND_SIZE};
 pub use engine::{Engine, EngineError, VolumeHandle, VolumeStats};
-pub use stats::{EngineStats, LatencyBuckets, LatencySummary};
+pub use ram_level::{RamLevelConfig, TwoLevel, TwoLevelStats};
+pub use stats::{DemoteStats, EngineStats, LatencyBuckets, LatencySummary};

@@ -27,6 +27,63 @@ pub(crate) struct Counters {
     pub flushed_lines: AtomicU64,
     pub cache_ops: AtomicU64,
     pub backend_ops: AtomicU64,
+    pub demotes: DemoteCounters,
+}
+
+/// Demote counters: those this engine sent down, those it received from above.
+#[derive(Debug, Default)]
+pub(crate) struct DemoteCounters {
+    pub sent: AtomicU64,
+    pub sent_accepted: AtomicU64,
+    pub sent_already_held: AtomicU64,
+    pub sent_rejected: AtomicU64,
+    pub sent_failed: AtomicU64,
+    pub received: AtomicU64,
+    pub received_accepted: AtomicU64,
+    pub received_already_held: AtomicU64,
+    pub received_rejected: AtomicU64,
+}
+
+impl DemoteCounters {
+    pub fn snapshot(&self) -> DemoteStats {
+        let g = |a: &AtomicU64| a.load(Relaxed);
+        DemoteStats {
+            sent: g(&self.sent),
+            sent_accepted: g(&self.sent_accepted),
+            sent_already_held: g(&self.sent_already_held),
+            sent_rejected: g(&self.sent_rejected),
+            sent_failed: g(&self.sent_failed),
+            received: g(&self.received),
+            received_accepted: g(&self.received_accepted),
+            received_already_held: g(&self.received_already_held),
+            received_rejected: g(&self.received_rejected),
+        }
+    }
+}
+
+/// Demotes (exclusive caching, SPEC §4.7): sent to the level below (clean victims of this
+/// cache), and received from a level above. Every demote is accepted, already held,
+/// rejected, or (sent only) failed on the way.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DemoteStats {
+    /// Clean victims handed to the level below.
+    pub sent: u64,
+    /// Of them, kept below.
+    pub sent_accepted: u64,
+    /// Of them, already held below (no data written there).
+    pub sent_already_held: u64,
+    /// Of them, refused below (no room, or not provably current).
+    pub sent_rejected: u64,
+    /// Of them, lost on the way (a connection fault): counted, never retried.
+    pub sent_failed: u64,
+    /// Demotes received from a level above.
+    pub received: u64,
+    /// Of them, kept (inserted at the evict-last end).
+    pub received_accepted: u64,
+    /// Of them, already held.
+    pub received_already_held: u64,
+    /// Of them, refused.
+    pub received_rejected: u64,
 }
 
 impl Counters {
@@ -195,6 +252,8 @@ pub struct EngineStats {
     /// A remote backend's connection, fault and retry counters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backend_link: Option<tiercache_nbd::RemoteStats>,
+    /// Demotes sent down and received from above.
+    pub demotes: DemoteStats,
     /// Read latency.
     pub read_latency: LatencySummary,
     /// Write latency.

@@ -270,6 +270,9 @@ pub enum Command {
     Trim,
     /// WRITE_ZEROES over a range.
     WriteZeroes,
+    /// tiercache's DEMOTE (payload as WRITE; only on a connection that negotiated it, see
+    /// [`crate::demote`]). The reply's error field is the outcome.
+    Demote,
 }
 
 impl Command {
@@ -280,6 +283,7 @@ impl Command {
             Command::Flush => CMD_FLUSH,
             Command::Trim => CMD_TRIM,
             Command::WriteZeroes => CMD_WRITE_ZEROES,
+            Command::Demote => crate::demote::CMD_TIERCACHE_DEMOTE,
         }
     }
 }
@@ -344,6 +348,8 @@ impl Shared {
 /// One connection in the transmission phase.
 pub struct Connection {
     info: ExportInfo,
+    /// The server took tiercache's DEMOTE extension.
+    demote: bool,
     writer: Mutex<Box<dyn Socket>>,
     closer: Box<dyn Socket>,
     shared: Arc<Shared>,
@@ -387,7 +393,44 @@ fn send_option(s: &mut dyn Socket, opt: u32, data: &[u8]) -> io::Result<()> {
     s.flush()
 }
 
-fn handshake(s: &mut dyn Socket, export: &str) -> Result<ExportInfo, ClientError> {
+/// Asks for tiercache's DEMOTE extension for `session`: whether the server took it. Any
+/// refusal (an unknown option to any other server) means no demotes on this connection.
+fn negotiate_demote(s: &mut dyn Socket, session: u64) -> Result<bool, ClientError> {
+    use crate::demote::OPT_TIERCACHE_DEMOTE;
+    send_option(s, OPT_TIERCACHE_DEMOTE, &session.to_be_bytes())?;
+    loop {
+        if u64::from_be_bytes(rd(s)?) != REPLY_MAGIC {
+            return Err(ClientError::Protocol("bad option reply magic".into()));
+        }
+        let opt = u32::from_be_bytes(rd(s)?);
+        let typ = u32::from_be_bytes(rd(s)?);
+        let len = u32::from_be_bytes(rd(s)?);
+        if opt != OPT_TIERCACHE_DEMOTE {
+            return Err(ClientError::Protocol(format!(
+                "reply to option {opt}, asked {OPT_TIERCACHE_DEMOTE}"
+            )));
+        }
+        if len > MAX_OPTION_LEN {
+            return Err(ClientError::Protocol(format!(
+                "option reply of {len} bytes"
+            )));
+        }
+        let mut data = vec![0u8; len as usize];
+        s.read_exact(&mut data)?;
+        match typ {
+            REP_ACK => return Ok(true),
+            t if t & (1 << 31) != 0 => return Ok(false),
+            _ => {} // Unknown reply types are skipped, as the protocol asks.
+        }
+    }
+}
+
+/// The handshake: the export, and whether the server took the DEMOTE extension.
+fn handshake(
+    s: &mut dyn Socket,
+    export: &str,
+    demote_session: Option<u64>,
+) -> Result<(ExportInfo, bool), ClientError> {
     let proto = |m: String| ClientError::Protocol(m);
     let magic: [u8; 8] = rd(s)?;
     if &magic != NBDMAGIC {
@@ -409,6 +452,10 @@ fn handshake(s: &mut dyn Socket, export: &str) -> Result<ExportInfo, ClientError
     if export.len() > 4096 {
         return Err(ClientError::Invalid("export name over 4096 bytes".into()));
     }
+    let demote = match demote_session {
+        Some(id) => negotiate_demote(s, id)?,
+        None => false,
+    };
     let mut go = Vec::new();
     go.extend_from_slice(&(export.len() as u32).to_be_bytes());
     go.extend_from_slice(export.as_bytes());
@@ -440,6 +487,7 @@ fn handshake(s: &mut dyn Socket, export: &str) -> Result<ExportInfo, ClientError
             }
             REP_ACK => {
                 return info
+                    .map(|i| (i, demote))
                     .ok_or_else(|| proto("NBD_OPT_GO acknowledged without export info".into()))
             }
             REP_ERR_UNSUP => break,
@@ -461,7 +509,7 @@ fn handshake(s: &mut dyn Socket, export: &str) -> Result<ExportInfo, ClientError
     if !no_zeroes {
         let _: [u8; 124] = rd(s)?;
     }
-    Ok(ExportInfo { size, flags })
+    Ok((ExportInfo { size, flags }, demote))
 }
 
 impl Connection {
@@ -478,8 +526,19 @@ impl Connection {
         timeout: Duration,
         losses: Arc<AtomicU64>,
     ) -> Result<Self, ClientError> {
+        Self::open_with(uri, timeout, losses, None)
+    }
+
+    /// As [`open_counted`](Self::open_counted); with `demote_session`, also asks for
+    /// tiercache's DEMOTE extension for that session (see [`demote_enabled`](Self::demote_enabled)).
+    pub fn open_with(
+        uri: &NbdUri,
+        timeout: Duration,
+        losses: Arc<AtomicU64>,
+        demote_session: Option<u64>,
+    ) -> Result<Self, ClientError> {
         let mut s = open_socket(&uri.target, timeout)?;
-        let info = handshake(&mut *s, &uri.export)?;
+        let (info, demote) = handshake(&mut *s, &uri.export, demote_session)?;
         // The reader's socket keeps the connect-time read timeout; it treats a timeout as "no
         // reply yet" (see `read_full`). Stalls are the callers' timeouts to detect.
         let reader_sock = s.clone_socket()?;
@@ -496,6 +555,7 @@ impl Connection {
             .map_err(ClientError::Transport)?;
         Ok(Connection {
             info,
+            demote,
             writer: Mutex::new(s),
             closer,
             shared,
@@ -507,6 +567,11 @@ impl Connection {
     /// The export as the server described it.
     pub fn info(&self) -> ExportInfo {
         self.info
+    }
+
+    /// Whether the server took tiercache's DEMOTE extension on this connection.
+    pub fn demote_enabled(&self) -> bool {
+        self.demote
     }
 
     /// Whether the connection still works.
@@ -548,7 +613,13 @@ impl Connection {
         if !self.is_alive() {
             return Err(ClientError::Closed);
         }
-        if cmd == Command::Write && payload.len() != len as usize {
+        let carries = matches!(cmd, Command::Write | Command::Demote);
+        if cmd == Command::Demote && !self.demote {
+            return Err(ClientError::Invalid(
+                "DEMOTE on a connection that did not negotiate it".into(),
+            ));
+        }
+        if carries && payload.len() != len as usize {
             return Err(ClientError::Invalid(
                 "payload length differs from the request's".into(),
             ));
@@ -586,7 +657,7 @@ impl Connection {
             let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
             w.write_all(&hdr)
                 .and_then(|_| {
-                    if cmd == Command::Write {
+                    if carries {
                         w.write_all(payload)
                     } else {
                         Ok(())

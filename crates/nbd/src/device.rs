@@ -65,6 +65,24 @@ pub trait BlockDevice: Send + Sync {
     fn multi_conn(&self) -> bool {
         false
     }
+    /// Takes a clean copy of `data` at `off` that a cache above evicts (tiercache's DEMOTE
+    /// extension, [`crate::demote`]), if `still_valid()` holds when the device decides (a
+    /// cache calls it under the lock its writes are decided under, so no write of these
+    /// bytes can be decided in between). The default takes nothing.
+    fn demote_at(
+        &self,
+        data: &[u8],
+        off: u64,
+        still_valid: &dyn Fn() -> bool,
+    ) -> io::Result<crate::DemoteReply> {
+        let _ = (data, off, still_valid);
+        Ok(crate::DemoteReply::Rejected)
+    }
+    /// The race-safety state shared by every connection when the device is served with
+    /// demotes offered ([`crate::DemoteExport`]); `None`: demotes are not offered.
+    fn demote_tracker(&self) -> Option<std::sync::Arc<crate::DemoteTracker>> {
+        None
+    }
 }
 
 /// In-memory device for tests.

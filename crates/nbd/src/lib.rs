@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod demote;
 mod device;
 mod exports;
 mod proto;
@@ -18,6 +19,7 @@ mod remote;
 mod server;
 
 pub use client::{ClientError, Connection, ExportInfo, NbdUri, Sent, Target};
+pub use demote::{DemoteConfig, DemoteExport, DemoteReply, DemoteTracker};
 pub use device::{BlockDevice, FileDevice, MemDevice};
 pub use exports::{serve_tcp_exports, serve_unix_exports, Export, Exports, ExportsError};
 pub use remote::{Remote, RemoteConfig, RemoteStats};

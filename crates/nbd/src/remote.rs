@@ -8,6 +8,7 @@
 //! acknowledged a FLUSH covering these writes".
 
 use crate::client::{ClientError, Command, Connection, ExportInfo, NbdUri};
+use crate::demote::DemoteReply;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,6 +32,9 @@ pub struct RemoteConfig {
     /// Most requests of one [`Remote::write_many`] in flight at once, spread over the pool's
     /// connections (1: one request per round trip).
     pub pipeline: usize,
+    /// Ask the server for tiercache's DEMOTE extension (one session for the whole pool, see
+    /// [`crate::demote`]); a server that refuses it is used without demotes.
+    pub demote: bool,
 }
 
 impl Default for RemoteConfig {
@@ -43,6 +47,7 @@ impl Default for RemoteConfig {
             connect_timeout: Duration::from_secs(2),
             max_request: 4 << 20,
             pipeline: 64,
+            demote: false,
         }
     }
 }
@@ -59,6 +64,11 @@ pub struct RemoteCounters {
     failed_requests: AtomicU64,
     flushes: AtomicU64,
     flushes_refused: AtomicU64,
+    demotes_sent: AtomicU64,
+    demotes_accepted: AtomicU64,
+    demotes_already_held: AtomicU64,
+    demotes_rejected: AtomicU64,
+    demotes_failed: AtomicU64,
 }
 
 /// A snapshot of a [`Remote`]'s counters.
@@ -89,6 +99,18 @@ pub struct RemoteStats {
     /// FLUSHes acknowledged but refused here because a connection died since the writes
     /// they were to cover.
     pub flushes_refused: u64,
+    /// Whether the server took tiercache's DEMOTE extension.
+    pub demote_negotiated: bool,
+    /// DEMOTEs sent.
+    pub demotes_sent: u64,
+    /// DEMOTEs the server kept.
+    pub demotes_accepted: u64,
+    /// DEMOTEs of lines the server already held.
+    pub demotes_already_held: u64,
+    /// DEMOTEs the server refused.
+    pub demotes_rejected: u64,
+    /// DEMOTEs that failed (connection lost, error reply): nothing is retried.
+    pub demotes_failed: u64,
 }
 
 /// A remote NBD export with retries and reconnection.
@@ -100,6 +122,8 @@ pub struct Remote {
     next: AtomicUsize,
     counters: RemoteCounters,
     losses: Arc<AtomicU64>,
+    /// The pool's DEMOTE session id, when asked for.
+    demote_session: Option<u64>,
 }
 
 impl Remote {
@@ -107,7 +131,9 @@ impl Remote {
     /// always follows a counted loss).
     pub fn connect(uri: NbdUri, cfg: RemoteConfig) -> Result<Self, ClientError> {
         let losses = Arc::new(AtomicU64::new(0));
-        let first = Connection::open_counted(&uri, cfg.connect_timeout, losses.clone())?;
+        let demote_session = cfg.demote.then(session_id);
+        let first =
+            Connection::open_with(&uri, cfg.connect_timeout, losses.clone(), demote_session)?;
         let info = first.info();
         let n = if info.multi_conn() {
             cfg.connections.max(1)
@@ -116,7 +142,8 @@ impl Remote {
         };
         let mut slots = vec![Mutex::new(Arc::new(first))];
         for _ in 1..n {
-            let c = Connection::open_counted(&uri, cfg.connect_timeout, losses.clone())?;
+            let c =
+                Connection::open_with(&uri, cfg.connect_timeout, losses.clone(), demote_session)?;
             slots.push(Mutex::new(Arc::new(c)));
         }
         Ok(Remote {
@@ -127,6 +154,7 @@ impl Remote {
             next: AtomicUsize::new(0),
             counters: RemoteCounters::default(),
             losses,
+            demote_session,
         })
     }
 
@@ -162,6 +190,12 @@ impl Remote {
             failed_requests: g(&c.failed_requests),
             flushes: g(&c.flushes),
             flushes_refused: g(&c.flushes_refused),
+            demote_negotiated: self.demote_enabled(),
+            demotes_sent: g(&c.demotes_sent),
+            demotes_accepted: g(&c.demotes_accepted),
+            demotes_already_held: g(&c.demotes_already_held),
+            demotes_rejected: g(&c.demotes_rejected),
+            demotes_failed: g(&c.demotes_failed),
         }
     }
 
@@ -171,10 +205,15 @@ impl Remote {
         if slot.is_alive() {
             return Ok(slot.clone());
         }
-        let c = Connection::open_counted(&self.uri, self.cfg.connect_timeout, self.losses.clone())
-            .inspect_err(|_| {
-                self.counters.failed_connects.fetch_add(1, Relaxed);
-            })?;
+        let c = Connection::open_with(
+            &self.uri,
+            self.cfg.connect_timeout,
+            self.losses.clone(),
+            self.demote_session,
+        )
+        .inspect_err(|_| {
+            self.counters.failed_connects.fetch_add(1, Relaxed);
+        })?;
         if c.info().size != self.info.size {
             c.kill();
             return Err(ClientError::Protocol(format!(
@@ -360,4 +399,61 @@ impl Remote {
         }
         Ok(())
     }
+
+    /// Whether the server took tiercache's DEMOTE extension (on the first connection: every
+    /// connection of the pool asks for it, so a server that did not is not demoted to).
+    pub fn demote_enabled(&self) -> bool {
+        self.slots[0]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .demote_enabled()
+    }
+
+    /// Demotes a clean copy of `data` at `offset` to the server (one attempt, no retries: a
+    /// lost demote only costs a future miss). Without the extension nothing is sent and the
+    /// answer is [`DemoteReply::Rejected`].
+    pub fn demote(&self, data: &[u8], offset: u64) -> Result<DemoteReply, ClientError> {
+        let c = &self.counters;
+        if !self.demote_enabled() || data.len() > self.cfg.max_request as usize {
+            return Ok(DemoteReply::Rejected);
+        }
+        c.demotes_sent.fetch_add(1, Relaxed);
+        let i = self.next.fetch_add(1, Relaxed) % self.slots.len();
+        let out = self.conn(i).and_then(|conn| {
+            conn.call(
+                Command::Demote,
+                false,
+                offset,
+                data.len() as u32,
+                data,
+                self.cfg.timeout,
+            )
+        });
+        let reply = match out {
+            Ok(_) => Ok(DemoteReply::Accepted),
+            Err(ClientError::Reply(e)) => DemoteReply::from_errno(e).ok_or(ClientError::Reply(e)),
+            Err(e) => Err(e),
+        };
+        let counter = match &reply {
+            Ok(DemoteReply::Accepted) => &c.demotes_accepted,
+            Ok(DemoteReply::AlreadyHeld) => &c.demotes_already_held,
+            Ok(DemoteReply::Rejected) => &c.demotes_rejected,
+            Err(_) => &c.demotes_failed,
+        };
+        counter.fetch_add(1, Relaxed);
+        reply
+    }
+}
+
+/// A session id unlikely to repeat: the clock, the process and a counter, mixed.
+fn session_id() -> u64 {
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut x = now ^ ((std::process::id() as u64) << 32) ^ COUNT.fetch_add(1, Relaxed);
+    // splitmix64's finaliser.
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
 }

@@ -140,6 +140,7 @@ fn handshake<S: Read + Write>(
     exports: &Exports,
     cfg: &ServerConfig,
     stats: &ServerStats,
+    demote_session: &mut Option<Arc<crate::demote::Ledger>>,
 ) -> io::Result<Option<Arc<dyn BlockDevice>>> {
     let mut hello = Vec::new();
     hello.extend_from_slice(NBDMAGIC);
@@ -224,6 +225,18 @@ fn handshake<S: Read + Write>(
                     return Ok(Some(e.device.clone()));
                 }
             }
+            // A demote session belongs to one device's write tracking, and the option comes
+            // before the client names its export: it is offered by single-export servers.
+            crate::demote::OPT_TIERCACHE_DEMOTE => match match exports.list() {
+                [only] => crate::demote::negotiate(&*only.device, &data),
+                _ => Err(REP_ERR_UNSUP),
+            } {
+                Ok(ledger) => {
+                    *demote_session = Some(ledger);
+                    opt_reply(s, opt, REP_ACK, &[])?
+                }
+                Err(rep) => opt_reply(s, opt, rep, &[])?,
+            },
             _ => opt_reply(s, opt, REP_ERR_UNSUP, &[])?,
         }
         s.flush()?;
@@ -257,6 +270,9 @@ fn run(job: &mut Job, dev: &dyn BlockDevice, stats: &ServerStats) -> u32 {
         CMD_FLUSH => dev.flush(),
         CMD_TRIM => dev.trim(job.offset, len),
         CMD_WRITE_ZEROES => dev.write_zeroes(job.offset, len, fua),
+        crate::demote::CMD_TIERCACHE_DEMOTE => {
+            return crate::demote::run(dev, &job.payload, job.offset)
+        }
         _ => unreachable!("validated before dispatch"),
     };
     match res {
@@ -319,16 +335,18 @@ pub fn serve_connection_to<S: Stream>(
     stats.connections.fetch_add(1, Relaxed);
     let writer = Mutex::new(BufWriter::with_capacity(256 << 10, s.try_clone()?));
     let mut reader = BufReader::with_capacity(256 << 10, s);
+    let mut demote_session = None;
     let dev = {
         let mut hs = HandshakeIo {
             r: &mut reader,
             w: &writer,
         };
-        match handshake(&mut hs, exports, cfg, stats)? {
+        match handshake(&mut hs, exports, cfg, stats, &mut demote_session)? {
             Some(dev) => dev,
             None => return Ok(()),
         }
     };
+    let dev = crate::demote::for_connection(dev, demote_session);
     stats.sessions.fetch_add(1, Relaxed);
     let (tx, rx) = mpsc::sync_channel::<Job>(cfg.workers.max(1) * 4);
     let rx = Mutex::new(rx);
@@ -599,7 +617,7 @@ fn transmission<S: Stream, W: Write>(
             .checked_add(len as u64)
             .is_some_and(|e| e <= dev.size());
         let mut payload = Vec::new();
-        if typ == CMD_WRITE {
+        if typ == CMD_WRITE || typ == crate::demote::CMD_TIERCACHE_DEMOTE {
             if len > cfg.max_payload {
                 stats.protocol_errors.fetch_add(1, Relaxed);
                 return Ok(());
@@ -612,6 +630,7 @@ fn transmission<S: Stream, W: Write>(
             CMD_READ => !in_range || len > cfg.max_payload,
             CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES => !in_range,
             CMD_FLUSH => false,
+            crate::demote::CMD_TIERCACHE_DEMOTE => !in_range || dev.demote_tracker().is_none(),
             _ => true,
         };
         let more = !reader.buffer().is_empty();

@@ -81,6 +81,15 @@ impl<D: Device> Device for Emulated<D> {
     fn link_stats(&self) -> Option<tiercache_nbd::RemoteStats> {
         self.inner.link_stats()
     }
+    fn takes_demotes(&self) -> bool {
+        self.inner.takes_demotes()
+    }
+    fn demote(&self, data: &[u8], offset: u64) -> io::Result<tiercache_nbd::DemoteReply> {
+        // A demote moves a line over the link like a write.
+        self.timed(IoKind::Write, offset, data.len() as u64, || {
+            self.inner.demote(data, offset)
+        })
+    }
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
         self.inner.discard(offset, len)
     }

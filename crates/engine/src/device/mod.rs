@@ -76,6 +76,17 @@ pub trait Device: Send + Sync {
         let _ = (offset, len);
         Ok(())
     }
+    /// Whether [`demote`](Self::demote) can reach a cache level below (a remote tiercache
+    /// that negotiated the DEMOTE extension, or an engine in this process).
+    fn takes_demotes(&self) -> bool {
+        false
+    }
+    /// Hands a clean copy of `data` at `offset`, which the cache above evicts, to the level
+    /// below (exclusive caching, SPEC §4.7). The default keeps nothing.
+    fn demote(&self, data: &[u8], offset: u64) -> io::Result<tiercache_nbd::DemoteReply> {
+        let _ = (data, offset);
+        Ok(tiercache_nbd::DemoteReply::Rejected)
+    }
     /// Size in bytes.
     fn len(&self) -> u64;
     /// Whether the device has no bytes.
@@ -114,6 +125,12 @@ impl<D: Device + ?Sized> Device for std::sync::Arc<D> {
     }
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
         (**self).discard(offset, len)
+    }
+    fn takes_demotes(&self) -> bool {
+        (**self).takes_demotes()
+    }
+    fn demote(&self, data: &[u8], offset: u64) -> io::Result<tiercache_nbd::DemoteReply> {
+        (**self).demote(data, offset)
     }
     fn len(&self) -> u64 {
         (**self).len()

@@ -34,6 +34,12 @@ impl Device for NbdBackend {
     fn len(&self) -> u64 {
         self.0.size()
     }
+    fn takes_demotes(&self) -> bool {
+        self.0.demote_enabled()
+    }
+    fn demote(&self, data: &[u8], offset: u64) -> io::Result<tiercache_nbd::DemoteReply> {
+        Ok(self.0.demote(data, offset)?)
+    }
     fn link_stats(&self) -> Option<RemoteStats> {
         Some(self.0.stats())
     }

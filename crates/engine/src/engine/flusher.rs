@@ -353,6 +353,7 @@ impl Inner {
             recovery: self.recovery.clone(),
             halted: self.halted.get().cloned(),
             backend_link: self.backend.link_stats(),
+            demotes: c.demotes.snapshot(),
             read_latency: LatencySummary::of(&self.latency.read),
             write_latency: LatencySummary::of(&self.latency.write),
         }

@@ -26,6 +26,7 @@ use tiercache_policy::{
 };
 
 mod batch;
+mod demote;
 mod failure;
 mod flusher;
 mod open;
@@ -433,6 +434,14 @@ impl tiercache_nbd::BlockDevice for Engine {
     fn multi_conn(&self) -> bool {
         // Every connection shares this engine, and FLUSH syncs both devices whole.
         true
+    }
+    fn demote_at(
+        &self,
+        data: &[u8],
+        off: u64,
+        still_valid: &dyn Fn() -> bool,
+    ) -> io::Result<tiercache_nbd::DemoteReply> {
+        Engine::demote(self, off, data, still_valid)
     }
 }
 

@@ -123,13 +123,16 @@ impl Engine {
                         field: "engine.backend_path",
                         reason: e.to_string(),
                     })?;
-            let remote =
-                tiercache_nbd::Remote::connect(parsed, cfg.remote.client()).map_err(|source| {
-                    EngineError::Remote {
-                        uri: uri.to_string(),
-                        source,
-                    }
-                })?;
+            let mut client = cfg.remote.client();
+            let demoting = cache_cfg.victim == tiercache_policy::VictimConfig::Demote;
+            client.demote = demoting;
+            let remote = tiercache_nbd::Remote::connect(parsed, client).map_err(|source| {
+                EngineError::Remote {
+                    uri: uri.to_string(),
+                    source,
+                }
+            })?;
+            let no_demotes = demoting && !remote.demote_enabled();
             if remote.info().read_only() {
                 return Err(EngineError::Setting {
                     field: "engine.backend_path",
@@ -142,6 +145,16 @@ impl Engine {
                 None => Arc::new(dev),
             };
             let mut c = cache_cfg.clone();
+            if no_demotes {
+                // Not a tiercache below (or one that takes no demotes): the extension is
+                // simply not used, and clean victims are dropped.
+                c.victim = tiercache_policy::VictimConfig::Drop;
+                overrides.push(("cache.victim", "drop".to_string()));
+                notes.push(format!(
+                    "cache.victim = demote: {uri} did not take tiercache's DEMOTE extension; \
+                     clean victims are dropped"
+                ));
+            }
             if c.dirty_full == DirtyFullPolicy::EvictThenWrite {
                 // A request that evicts a dirty line writes it back inline; if the remote
                 // fails then, the request fails with the line already out of the core's
@@ -254,11 +267,13 @@ impl Engine {
                 ),
             });
         }
-        if cache_cfg.victim == tiercache_policy::VictimConfig::Demote {
+        if cache_cfg.victim == tiercache_policy::VictimConfig::Demote && !backend.takes_demotes() {
             return Err(EngineError::Setting {
                 field: "cache.victim",
-                reason: "\"demote\" hands clean victims to a cache level below, and the engine \
-                         runs one level over its backend"
+                reason: "\"demote\" hands clean victims to a cache level below, and this \
+                         backend is none (demotes go to a RAM level's engine below, see \
+                         [ram_level], or to a remote tiercache that negotiated the DEMOTE \
+                         extension)"
                     .into(),
             });
         }

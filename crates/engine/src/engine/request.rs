@@ -673,6 +673,11 @@ impl Inner {
                 };
                 match o.kind {
                     IoKind::Read => scratch.read(dev, o, addr)?,
+                    // A clean victim handed to the level below: its answer changes nothing
+                    // here, and its failure fails nothing (see `demote_down`).
+                    IoKind::Write if o.device == Dev::Backend && o.cause == OpCause::Demote => {
+                        self.demote_down(&scratch.data_for(o), addr)
+                    }
                     IoKind::Write => {
                         dev.write_at(&scratch.data_for(o), addr)?;
                         if o.device == Dev::Backend {

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Cache hierarchies for real (SPEC §4.7): `tiercache serve` with a RAM level (256 MiB of
+# process memory) above a 1 GiB cache file above a 4 GiB backend file, side by side in one
+# run with the same engine at one level and with both levels inclusive:
+#
+#   one        the cache file alone (LRU)
+#   inclusive  RAM level (LRU) over the cache file (LRU), clean victims dropped
+#   exclusive  RAM level (LRU) over the cache file (MRU), clean victims demoted into it
+#              (LRU-MRU-demote: the two levels act as one LRU cache of their summed size)
+#   excl-lru   the same with an LRU cache file (for comparison)
+#
+# The cache file (in /dev/shm, as the shipped serve configs have it: its metadata syncs cost
+# nothing) is made as fast as an NVMe SSD (nvme-ssd); the backend file, on disk (/var/tmp), as
+# slow as a SATA SSD (sata-ssd-5100). fio drives a read-mostly (95/5) 4 KiB
+# zipf(THETA, default 0.6) random workload over a footprint of 1200 MiB, which fits the sum of
+# the levels (1280 MiB) but neither alone; each design is first filled (one sequential pass over
+# the footprint), then runs WARM seconds of the workload, then is measured for SECS seconds.
+#
+#   bench/two_level_serve.sh [SECS] [WARM] [SCALE] [THETA]
+#
+# SCALE divides every size (2: 128 MiB RAM, 512 MiB cache, 2 GiB backend, 600 MiB footprint)
+# for slow machines. Prints one JSON object per design and the IOPS ratios against `one`.
+# TIERCACHE_BIN names the binary (default: a release build). Needs fio (scripts/setup.sh).
+set -euo pipefail
+SECS=${1:-20}
+WARM=${2:-20}
+SCALE=${3:-1}
+THETA=${4:-0.6}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+if [ -z "${TIERCACHE_BIN:-}" ]; then
+  cargo build --release -q --manifest-path "$ROOT/Cargo.toml" -p tiercache
+  TIERCACHE_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/tiercache
+fi
+RAM=$((256 / SCALE))
+CACHE=$((1024 / SCALE))
+BACKEND=$((4096 / SCALE))
+FOOT=$((1200 / SCALE))
+W=$(mktemp -d /var/tmp/tc-two-level.XXXXXX)
+SHM=$(mktemp -d /dev/shm/tc-two-level.XXXXXX)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$W" "$SHM"' EXIT
+# One backend file for every design (same data, same place on disk).
+truncate -s "${BACKEND}M" "$W/backend.img"
+
+run() { # DESIGN
+  local name=$1 d="$W/$1"
+  mkdir -p "$d"
+  local lower_eviction=lru ram=""
+  case $name in
+    one) ;;
+    inclusive) ram="[ram_level]
+capacity = \"${RAM}MiB\"
+eviction = \"lru\"
+exclusive = false" ;;
+    exclusive) lower_eviction=mru; ram="[ram_level]
+capacity = \"${RAM}MiB\"
+eviction = \"lru\"
+exclusive = true" ;;
+    excl-lru) ram="[ram_level]
+capacity = \"${RAM}MiB\"
+eviction = \"lru\"
+exclusive = true" ;;
+  esac
+  cat > "$d/serve.toml" <<TOML
+[cache]
+capacity = "${CACHE}MiB"
+line_size = "4KiB"
+write_policy = "write-back"
+eviction = "$lower_eviction"
+shards = 16
+$ram
+[engine]
+cache_path = "$SHM/$name-cache.img"
+backend_path = "$W/backend.img"
+cache_device = { preset = "nvme-ssd" }
+backend_device = { preset = "sata-ssd-5100" }
+format = true
+force_format = true
+[serve]
+socket = "$d/tc.sock"
+stats_file = "$d/stats.json"
+stats_interval_ns = "500ms"
+[serve.demote]
+accept = false
+TOML
+  "$TIERCACHE_BIN" serve "$d/serve.toml" 2>"$d/serve.log" &
+  local tc=$!
+  for _ in $(seq 200); do [ -S "$d/tc.sock" ] && break; sleep 0.1; done
+  local uri="nbd+unix:///?socket=$d/tc.sock"
+  local job=(--ioengine=nbd --uri="$uri" --rw=randrw --rwmixread=95 --bs=4k --iodepth=16
+             --numjobs=2 --group_reporting --size="${FOOT}m" --random_distribution=zipf:$THETA
+             --norandommap --randseed=7 --time_based)
+  # Fill both levels first (one sequential pass over the footprint), so that the measured
+  # part runs on full caches (steady state), then warm with the workload itself.
+  fio --name=fill --ioengine=nbd --uri="$uri" --rw=read --bs=1m --iodepth=8 --size="${FOOT}m" >/dev/null
+  fio --name=warm "${job[@]}" --runtime="$WARM" >/dev/null
+  fio --name=measure "${job[@]}" --runtime="$SECS" --output-format=json --output="$d/fio.json" >/dev/null
+  kill -TERM $tc; wait $tc || true
+  rm -f "$SHM/$name-cache.img"
+  python3 - "$name" "$d" <<'PY'
+import json, sys
+name, d = sys.argv[1:3]
+j = json.load(open(f"{d}/fio.json"))["jobs"][0]
+s = json.load(open(f"{d}/stats.json"))
+e, r = s["engine"], s.get("ram_level")
+hits = lambda x: round(x["cache"]["line_hits"] / max(x["cache"]["line_accesses"], 1), 3)
+print(json.dumps({"design": name,
+                  "iops": round(j["read"]["iops"] + j["write"]["iops"]),
+                  "read_p99_us": j["read"]["clat_ns"]["percentile"]["99.000000"] / 1000,
+                  "ram_hit_ratio": hits(r) if r else None,
+                  "cache_hit_ratio": hits(e),
+                  "demotes_sent": r["demotes"]["sent"] if r else 0,
+                  "demotes_accepted": r["demotes"]["sent_accepted"] if r else 0,
+                  "demotes_already_held": r["demotes"]["sent_already_held"] if r else 0,
+                  "demotes_rejected": r["demotes"]["sent_rejected"] if r else 0}))
+PY
+}
+
+for name in one inclusive exclusive excl-lru; do run "$name"; done | tee "$W/all.jsonl"
+python3 - "$W/all.jsonl" <<'PY'
+import json, sys
+rows = {r["design"]: r for r in map(json.loads, open(sys.argv[1]))}
+base = rows["one"]["iops"]
+for k, r in rows.items():
+    print(f"{k:10s} {r['iops']:>8d} IOPS  {r['iops'] / base:5.2f}x one level")
+best = max(rows, key=lambda k: rows[k]["iops"])
+print(f"highest IOPS: {best}")
+PY

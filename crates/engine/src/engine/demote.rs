@@ -1,0 +1,157 @@
+//! Demotes (exclusive caching, SPEC §4.7): clean victims sent down to the level below, and
+//! clean lines taken from a level above.
+//!
+//! Taking one runs like a write of clean data: the shard's core decides under its lock
+//! ([`Cache::accept_demote`]: insert at the evict-last end if a free slot or a clean victim
+//! makes room, else reject), the plan registers in the ordering table like any other, its
+//! cache writes run, and the line's record is journaled as a fill's is. The line is clean, so
+//! crash consistency is unchanged: a crash at worst forgets it.
+
+use super::*;
+use tiercache_nbd::DemoteReply;
+use tiercache_policy::DemoteOutcome;
+
+impl Inner {
+    /// Sends a clean victim's bytes (at volume address `addr`) to the level below and counts
+    /// the answer. Nothing here depends on it: the victim is gone either way, and a demote
+    /// that fails only costs a later miss.
+    pub(super) fn demote_down(&self, data: &[u8], addr: u64) {
+        let d = &self.counters.demotes;
+        Counters::add(&d.sent, 1);
+        let c = match self.backend.demote(data, addr) {
+            Ok(DemoteReply::Accepted) => &d.sent_accepted,
+            Ok(DemoteReply::AlreadyHeld) => &d.sent_already_held,
+            Ok(DemoteReply::Rejected) => &d.sent_rejected,
+            Err(_) => &d.sent_failed,
+        };
+        Counters::add(c, 1);
+    }
+
+    /// Takes one shard's piece of a demote.
+    fn demote_piece(
+        &self,
+        k: usize,
+        req: &Request,
+        data: &[u8],
+        still_valid: &dyn Fn() -> bool,
+    ) -> io::Result<DemoteReply> {
+        self.check_halted()?;
+        let shard = &self.shards[k];
+        let (plan, updates, mut ticket) = {
+            let _decide =
+                (self.lookup == Lookup::HtCg && self.shards.len() > 1).then(|| lock(&self.decide));
+            let mut core = self.core(shard);
+            self.check_halted()?;
+            // Under the lock every write of these bytes is decided under: a write decided
+            // before this point has made `still_valid` false; one decided after lands over.
+            if !still_valid() {
+                return Ok(DemoteReply::Rejected);
+            }
+            let mut plan = Plan::new();
+            match core
+                .cache
+                .accept_demote(req, Some(&mut plan))
+                .map_err(io_err)?
+            {
+                DemoteOutcome::Accepted => {}
+                DemoteOutcome::AlreadyHeld => return Ok(DemoteReply::AlreadyHeld),
+                DemoteOutcome::Rejected => return Ok(DemoteReply::Rejected),
+            }
+            let mut updates = std::mem::take(&mut core.updates);
+            updates.clear();
+            core.cache.drain_meta_updates(&mut updates);
+            let (r, w) = locations(&self.geo, &plan, &updates);
+            let ticket = core.order.register(r, w);
+            (plan, updates, ticket)
+        };
+        if ticket.wait_turn() > 0 {
+            Counters::add(&self.counters.ordering_waits, 1);
+        }
+        let client = Client::Write {
+            volume: req.volume.0,
+            offset: req.offset,
+            data,
+        };
+        let result = if ticket.predecessor_failed() {
+            Err(io::Error::other(
+                "an earlier request on the same cache lines failed",
+            ))
+        } else {
+            self.execute(shard, &plan, &updates, client, false)
+                .map(|_| DemoteReply::Accepted)
+        };
+        if let Err(e) = &result {
+            // What the demote was to fill holds nothing defined: forgotten (best effort; the
+            // demote's own error is the one to report).
+            let _ = self.forget_failed(shard, req, &plan, &[], e);
+        }
+        let mut core = self.core(shard);
+        core.order.end(ticket, result.is_ok());
+        core.updates = updates;
+        result
+    }
+}
+
+impl Engine {
+    /// Takes a clean copy of `data` at `offset` that a cache level above evicts (DEMOTE,
+    /// SPEC §4.7), if `still_valid()` holds when each shard's core decides (it is called under
+    /// the lock writes are decided under; pass `&|| true` when the caller orders demotes
+    /// after the writes they could race with). Accepted: it is kept, at the evict-last end;
+    /// already held: nothing was written; rejected: nothing was done (a demote across policy
+    /// shards may be rejected by one after another took its piece: each piece is a clean
+    /// copy, kept or not on its own).
+    pub fn demote(
+        &self,
+        offset: u64,
+        data: &[u8],
+        still_valid: &dyn Fn() -> bool,
+    ) -> io::Result<DemoteReply> {
+        let inner = &self.inner;
+        let len = data.len() as u64;
+        // Demotes come from the level above the engine's own (primary) export.
+        let volume = inner.volumes[0].id;
+        if !inner.in_volume(volume, offset, len) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "demote {offset}+{len} beyond the volume's {} bytes",
+                    inner.volumes[0].size
+                ),
+            ));
+        }
+        let d = &inner.counters.demotes;
+        Counters::add(&d.received, 1);
+        let _serial = (inner.lookup == Lookup::Lt).then(|| lock(&inner.serial));
+        // Pieces combine as the core combines them: rejected if any piece was, already held
+        // only if every piece was.
+        let mut out: Option<DemoteOutcome> = None;
+        for (k, off, n) in inner.pieces(volume, offset, len) {
+            let req = Request {
+                time_ns: inner.now_ns(),
+                volume: VolumeId(volume),
+                op: Op::Write,
+                offset: off,
+                len: n,
+            };
+            let at = (off - offset) as usize;
+            let o = match inner.demote_piece(k, &req, &data[at..at + n as usize], still_valid)? {
+                DemoteReply::Accepted => DemoteOutcome::Accepted,
+                DemoteReply::AlreadyHeld => DemoteOutcome::AlreadyHeld,
+                DemoteReply::Rejected => DemoteOutcome::Rejected,
+            };
+            out = Some(out.map_or(o, |a| a.combine(o)));
+        }
+        let out = match out.unwrap_or(DemoteOutcome::AlreadyHeld) {
+            DemoteOutcome::Accepted => DemoteReply::Accepted,
+            DemoteOutcome::AlreadyHeld => DemoteReply::AlreadyHeld,
+            DemoteOutcome::Rejected => DemoteReply::Rejected,
+        };
+        let c = match out {
+            DemoteReply::Accepted => &d.received_accepted,
+            DemoteReply::AlreadyHeld => &d.received_already_held,
+            DemoteReply::Rejected => &d.received_rejected,
+        };
+        Counters::add(c, 1);
+        Ok(out)
+    }
+}
