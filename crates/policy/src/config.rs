@@ -155,6 +155,9 @@ pub struct CacheConfig {
     pub balancing: crate::balancing::BalancingConfig,
     /// What happens to clean victims: dropped, or demoted to the level below (SPEC §4.7).
     pub victim: crate::victim::VictimConfig,
+    /// How volumes share the cache: one shared cache (the default), or partitions sized
+    /// per interval (SPEC §4.10).
+    pub tenancy: crate::tenancy::TenancyConfig,
 }
 
 impl Default for CacheConfig {
@@ -174,6 +177,7 @@ impl Default for CacheConfig {
             shards: 1,
             balancing: crate::balancing::BalancingConfig::None,
             victim: crate::victim::VictimConfig::Drop,
+            tenancy: crate::tenancy::TenancyConfig::default(),
         }
     }
 }

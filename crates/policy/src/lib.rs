@@ -17,6 +17,8 @@
 //! - `shards`: one cache's lines split among independent policy cores (`cache.shards`), the
 //!   same in both executors;
 //! - `partition/`: the replacement domains (per-volume partitions, resizable at run time);
+//! - `tenancy/`: how volumes share the cache (shared, static shares, ECI-Cache, TRD), polled
+//!   per interval by both executors, resizing the partitions and setting write policies;
 //! - replacement policies live in the `tiercache-eviction` crate.
 
 #![warn(missing_docs)]
@@ -32,6 +34,7 @@ pub mod partition;
 pub mod promotion;
 pub mod shards;
 pub mod stats;
+pub mod tenancy;
 pub mod victim;
 
 pub use balancing::{BalanceDecision, BalanceReport, Balancer, BalancingConfig};
@@ -46,5 +49,6 @@ pub use executor::DeviceLoad;
 pub use partition::{PartitionId, PartitionInfo};
 pub use shards::{PolicyCore, ShardLayout, ShardedCache};
 pub use stats::{BypassReason, CacheStats, PartitionStats};
+pub use tenancy::{TenancyConfig, TenancyModeKind, TenancyReport, VolumeStats, VolumeTenancy};
 pub use tiercache_core::Plan;
 pub use victim::{VictimConfig, VictimPolicy};

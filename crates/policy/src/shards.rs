@@ -53,6 +53,15 @@ impl ShardLayout {
                 reason: "static partitions need one shard (shards = 1)".into(),
             });
         }
+        if cfg.shards > 1 && cfg.tenancy.partitions() {
+            return Err(PolicyError::Config {
+                field: "shards",
+                reason: format!(
+                    "tenancy mode {:?} partitions the cache and needs one shard (shards = 1)",
+                    cfg.tenancy.mode
+                ),
+            });
+        }
         let total = (cfg.capacity / geo.line_size()).min(u32::MAX as u64 / 2);
         let n = u64::from(cfg.shards).min(total.max(1));
         let mut bases = Vec::with_capacity(n as usize + 1);
@@ -194,6 +203,16 @@ pub trait PolicyCore {
     fn balance_report(&self) -> Option<crate::balancing::BalanceReport>;
     /// The write policy the balancer has in force (`None`: the configured one).
     fn balanced_write_policy(&self) -> Option<WritePolicy>;
+    /// Polls the tenancy mode if an interval ended and applies its decision (see
+    /// [`Cache::repartition`]); returns when to call again (`None`: never). Shrinks' flush
+    /// jobs wait for [`take_resize_jobs`](Self::take_resize_jobs) or the next `clean`.
+    fn repartition(&mut self, state: &ExecutorState) -> Option<Nanos>;
+    /// Moves the flush jobs of the last resize to `jobs` (see [`Cache::take_resize_jobs`]).
+    fn take_resize_jobs(&mut self, jobs: &mut Vec<FlushJob>);
+    /// What the tenancy mode decided at its last boundary (see [`Cache::tenancy_report`]).
+    fn tenancy_report(&self) -> Option<crate::tenancy::TenancyReport>;
+    /// What each volume did so far (index = volume id).
+    fn volume_stats(&self) -> Vec<crate::tenancy::VolumeStats>;
     /// Hint that `req` is processed soon (see [`Cache::prefetch`]); changes nothing. Default:
     /// no hint.
     #[inline]
@@ -254,6 +273,18 @@ impl PolicyCore for Cache {
     }
     fn balanced_write_policy(&self) -> Option<WritePolicy> {
         Cache::balanced_write_policy(self)
+    }
+    fn repartition(&mut self, state: &ExecutorState) -> Option<Nanos> {
+        Cache::repartition(self, state)
+    }
+    fn take_resize_jobs(&mut self, jobs: &mut Vec<FlushJob>) {
+        Cache::take_resize_jobs(self, jobs)
+    }
+    fn tenancy_report(&self) -> Option<crate::tenancy::TenancyReport> {
+        Cache::tenancy_report(self)
+    }
+    fn volume_stats(&self) -> Vec<crate::tenancy::VolumeStats> {
+        Cache::volume_stats(self).to_vec()
     }
     #[inline]
     fn prefetch(&self, req: &Request, stage: u8) {
@@ -483,6 +514,35 @@ impl PolicyCore for ShardedCache {
 
     fn balanced_write_policy(&self) -> Option<WritePolicy> {
         self.shards[0].balanced_write_policy()
+    }
+
+    fn repartition(&mut self, state: &ExecutorState) -> Option<Nanos> {
+        // Partitioning modes need one shard (checked by the layout); a shared cache is never
+        // polled.
+        self.shards[0].repartition(state)
+    }
+
+    fn take_resize_jobs(&mut self, jobs: &mut Vec<FlushJob>) {
+        // Only shard 0 can resize (see `repartition`); its slots start at 0.
+        self.shards[0].take_resize_jobs(jobs);
+    }
+
+    fn tenancy_report(&self) -> Option<crate::tenancy::TenancyReport> {
+        self.shards[0].tenancy_report()
+    }
+
+    fn volume_stats(&self) -> Vec<crate::tenancy::VolumeStats> {
+        let mut out: Vec<crate::tenancy::VolumeStats> = Vec::new();
+        for c in &self.shards {
+            let s = c.volume_stats();
+            if out.len() < s.len() {
+                out.resize(s.len(), Default::default());
+            }
+            for (o, v) in out.iter_mut().zip(s) {
+                o.merge(v);
+            }
+        }
+        out
     }
 }
 

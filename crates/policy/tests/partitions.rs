@@ -15,95 +15,12 @@ use proptest::prelude::*;
 use std::collections::VecDeque;
 use tiercache_core::{Device, IoKind, Op, OpCause, Plan, Request, VolumeId};
 use tiercache_policy::{
-    Cache, CacheConfig, CleaningConfig, DirtyFullPolicy, EvictionKind, ExecutorState, FlushJob,
-    PartitionConfig, PartitionId, PromotionConfig, WritePolicy,
+    Cache, CacheConfig, CleaningConfig, DirtyFullPolicy, EvictionKind, FlushJob, PartitionConfig,
+    PartitionId, PromotionConfig, WritePolicy,
 };
 
-const VOLUMES: u32 = 4;
-const VOLUME_BYTES: u64 = 64 * 1024;
-/// Requests reach a little past `VOLUME_BYTES`, and whole-line fetches past them.
-const MODEL_BYTES: usize = VOLUME_BYTES as usize + 2 * 16384;
-
-fn idle() -> ExecutorState {
-    ExecutorState {
-        now: 0,
-        cache_idle_ns: u64::MAX / 2,
-        ..ExecutorState::default()
-    }
-}
-
-/// A serial executor moving real bytes (ops routed by their volume address), with what the
-/// application may read back (`None` where a trim left it unspecified).
-struct Bytes {
-    cache: Vec<u8>,
-    backend: Vec<Vec<u8>>,
-    truth: Vec<Vec<Option<u8>>>,
-}
-
-impl Bytes {
-    fn new(cache_bytes: u64) -> Self {
-        Bytes {
-            cache: vec![0; cache_bytes as usize],
-            backend: vec![vec![0; MODEL_BYTES]; VOLUMES as usize],
-            truth: vec![vec![Some(0); MODEL_BYTES]; VOLUMES as usize],
-        }
-    }
-
-    /// Runs `plan` stage by stage; returns the bytes a read request receives.
-    fn run(&mut self, plan: &Plan, req: Option<(&Request, &[u8])>) -> Vec<Option<u8>> {
-        let mut scratch: std::collections::HashMap<(u32, u64), (u8, u8)> = Default::default();
-        for o in &plan.ops {
-            let vol = o.volume.0 as usize;
-            match (o.device, o.kind) {
-                (_, IoKind::Read) => {
-                    for i in 0..o.len {
-                        let b = match o.device {
-                            Device::Cache => self.cache[(o.offset + i) as usize],
-                            Device::Backend => self.backend[vol][(o.offset + i) as usize],
-                        };
-                        scratch.insert((o.volume.0, o.vaddr + i), (b, o.stage));
-                    }
-                }
-                (_, IoKind::Write) => {
-                    for i in 0..o.len {
-                        let v = o.vaddr + i;
-                        let from_client = req.and_then(|(r, data)| {
-                            (r.op == Op::Write
-                                && r.volume == o.volume
-                                && v >= r.offset
-                                && v < r.offset + r.len)
-                                .then(|| data[(v - r.offset) as usize])
-                        });
-                        let b = match from_client {
-                            Some(b) => b,
-                            None => {
-                                let &(b, st) = scratch
-                                    .get(&(o.volume.0, v))
-                                    .unwrap_or_else(|| panic!("no data for {o:?} in {plan:?}"));
-                                assert!(st < o.stage, "data of {o:?} read in the same stage");
-                                b
-                            }
-                        };
-                        match o.device {
-                            Device::Cache => self.cache[(o.offset + i) as usize] = b,
-                            Device::Backend => self.backend[vol][(o.offset + i) as usize] = b,
-                        }
-                    }
-                }
-                (Device::Backend, IoKind::Trim) => {
-                    self.backend[vol][o.offset as usize..(o.offset + o.len) as usize].fill(0)
-                }
-                _ => {}
-            }
-        }
-        match req {
-            Some((r, _)) if r.op == Op::Read => (r.offset..r.offset + r.len)
-                .map(|v| scratch.get(&(r.volume.0, v)).map(|x| x.0))
-                .collect(),
-            _ => Vec::new(),
-        }
-    }
-}
+mod common;
+use common::{idle, Bytes, VOLUMES, VOLUME_BYTES};
 
 #[derive(Debug, Clone)]
 enum Step {

@@ -8,6 +8,7 @@ impl Cache {
     /// First finishes any partition shrink that could not complete before (see
     /// [`Cache::settle_partitions`]).
     pub fn clean(&mut self, state: &ExecutorState, jobs: &mut Vec<FlushJob>) {
+        self.take_resize_jobs(jobs);
         self.settle_partitions(jobs);
         let d = self.dirty_state();
         let n = self.cleaner.poll(state, d);
@@ -20,6 +21,10 @@ impl Cache {
 
     /// When the cleaner wants to be polled again if nothing else happens.
     pub fn next_clean_poll(&self, state: &ExecutorState) -> Option<Nanos> {
+        if self.has_resize_jobs() {
+            // A resize's write-backs wait: as soon as possible.
+            return Some(state.now);
+        }
         self.cleaner.next_poll(state, self.dirty_state())
     }
 

@@ -25,6 +25,7 @@ mod jobs;
 mod journal;
 mod read;
 mod resize;
+mod tenancy;
 mod write;
 
 pub use crate::executor::ExecutorState;
@@ -191,6 +192,20 @@ pub struct Cache {
     /// Victim write-backs of the plan being built: (volume, start, end, stage).
     plan_write_backs: Vec<(VolumeId, u64, u64, u8)>,
     build_plan: bool,
+    /// How volumes share the cache (SPEC §4.10), and whether it watches requests.
+    tenancy: Box<dyn crate::tenancy::TenancyMode>,
+    tenancy_observes: bool,
+    /// When the tenancy mode is polled next (`None`: not yet scheduled).
+    next_repartition: Option<Nanos>,
+    /// Flush jobs of the last resize's shrinks, until the executor takes them.
+    resize_jobs: Vec<FlushJob>,
+    /// The tenancy mode's plan in force, decisions so far, and the last report.
+    tenancy_plans: Vec<crate::tenancy::VolumePlan>,
+    tenancy_decisions: u64,
+    tenancy_report: Option<crate::tenancy::TenancyReport>,
+    /// What each volume did (index = volume id), and its value at the last decision.
+    volume_stats: Vec<crate::tenancy::VolumeStats>,
+    tenancy_base: Vec<crate::tenancy::VolumeStats>,
 }
 
 impl std::fmt::Debug for Cache {
@@ -251,6 +266,9 @@ impl Cache {
         if let Err((field, reason)) = cfg.balancing.validate() {
             return Err(config_error(field, reason));
         }
+        if let Err((field, reason)) = cfg.tenancy.validate() {
+            return Err(config_error(field, reason));
+        }
         match cfg.cleaning {
             CleaningConfig::Aggressive { period_ns, batch } => {
                 if period_ns == 0 {
@@ -278,6 +296,7 @@ impl Cache {
         }
         let parts = Partitions::new(cfg, lines as u32)?;
         let promotion = promotion::build(&cfg.promotion, lines);
+        let tenancy = crate::tenancy::build(&cfg.tenancy, lines);
         Ok(Self {
             cfg: cfg.clone(),
             geo,
@@ -303,6 +322,15 @@ impl Cache {
             scratch: Vec::with_capacity(64),
             plan_write_backs: Vec::new(),
             build_plan: false,
+            tenancy_observes: tenancy.observes(),
+            tenancy,
+            next_repartition: None,
+            resize_jobs: Vec::new(),
+            tenancy_plans: Vec::new(),
+            tenancy_decisions: 0,
+            tenancy_report: None,
+            volume_stats: Vec::new(),
+            tenancy_base: Vec::new(),
         })
     }
 
@@ -574,6 +602,10 @@ impl Cache {
         self.geo.check_request(req.volume, req.offset, req.len)?;
         if plan.is_none() {
             if let Some(out) = self.untimed_read_hit(req) {
+                if self.tenancy_observes {
+                    self.observe_tenancy(req);
+                }
+                self.count_volume(req.volume, req.op, &out);
                 return Ok(out);
             }
         }
@@ -601,6 +633,9 @@ impl Cache {
         req: &Request,
         plan: Option<&mut Plan>,
     ) -> Result<AccessOutcome, PolicyError> {
+        if self.tenancy_observes {
+            self.observe_tenancy(req);
+        }
         self.build_plan = plan.is_some();
         self.scratch.clear();
         self.plan_write_backs.clear();
@@ -650,6 +685,7 @@ impl Cache {
             }
         }
         out.full_hit = out.line_partial_hits == 0 && out.line_misses == 0 && out.line_bypasses == 0;
+        self.count_volume(req.volume, req.op, &out);
         if let Some(plan) = plan {
             plan.clear();
             // Lines were planned one after another; order all ops by stage (stable, so ops of
@@ -688,7 +724,10 @@ impl Cache {
             (Device::Cache, IoKind::Read) => self.stats.cache_bytes_read += o.len,
             // Each partition's share is counted where the write is planned
             // (`count_cache_write`), where the partition is at hand.
-            (Device::Cache, IoKind::Write) => self.stats.cache_bytes_written += o.len,
+            (Device::Cache, IoKind::Write) => {
+                self.stats.cache_bytes_written += o.len;
+                self.count_volume_cache_write(o.volume, o.len);
+            }
             (Device::Backend, IoKind::Read) => self.stats.backend_bytes_read += o.len,
             (Device::Backend, IoKind::Write) if o.cause == OpCause::Demote => {
                 // Clean data handed down, not written to the backend.

@@ -194,7 +194,7 @@ impl Cache {
     }
 
     /// Sets every partition's capacity (validated by the caller) and shrinks those over it.
-    fn apply_capacities(&mut self, caps: &[u64], jobs: &mut Vec<FlushJob>) {
+    pub(super) fn apply_capacities(&mut self, caps: &[u64], jobs: &mut Vec<FlushJob>) {
         for (p, &c) in caps.iter().enumerate() {
             if self.parts[p].capacity as u64 != c {
                 self.parts.set_capacity(p, c as u32);
@@ -267,7 +267,7 @@ impl Cache {
     }
 
     /// Moves `volume`'s resident lines from partition `from` to partition `to`.
-    fn move_volume_lines(&mut self, volume: VolumeId, from: usize, to: usize) {
+    pub(super) fn move_volume_lines(&mut self, volume: VolumeId, from: usize, to: usize) {
         let slots: Vec<Slot> = self
             .table
             .resident_slots()

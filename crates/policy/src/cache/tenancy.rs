@@ -1,0 +1,233 @@
+//! Multi-tenancy at run time (SPEC §4.10): the cache feeds each request to its tenancy mode,
+//! applies the mode's decision at interval boundaries (partition sizes and per-volume write
+//! policies), and counts what each volume did.
+//!
+//! A decision gives each listed volume a partition of its allocation (creating it, with the
+//! volume's resident lines moved in from the shared partition, the first time); the shared
+//! partition keeps what no volume was given, for volumes not seen yet. Shrinks evict at once
+//! and write dirty victims back through flush jobs (see `resize`), which wait in the cache
+//! until the executor takes them ([`Cache::take_resize_jobs`], or the next
+//! [`Cache::clean`]): a resize loses no dirty data and reuses no slot before its data is
+//! safe.
+
+use super::*;
+use crate::tenancy::{TenancyReport, VolumePlan, VolumeStats, VolumeTenancy};
+use tiercache_core::MAX_VOLUMES;
+
+impl Cache {
+    /// Feeds a read or write to the tenancy mode (only called when the mode observes).
+    #[inline]
+    pub(super) fn observe_tenancy(&mut self, req: &Request) {
+        let is_write = match req.op {
+            Op::Read => false,
+            Op::Write => true,
+            _ => return,
+        };
+        if req.len == 0 {
+            return;
+        }
+        let first = self.geo.line_of(req.offset);
+        let last = self.geo.line_of(req.end() - 1);
+        self.tenancy
+            .observe(req.volume, first, last - first + 1, is_write);
+    }
+
+    /// Counts one request's outcome for its volume.
+    #[inline]
+    pub(super) fn count_volume(&mut self, volume: VolumeId, op: Op, out: &AccessOutcome) {
+        let v = volume.0 as usize;
+        if self.volume_stats.len() <= v {
+            self.volume_stats.resize(v + 1, VolumeStats::default());
+        }
+        let s = &mut self.volume_stats[v];
+        match op {
+            Op::Read => s.read_requests += 1,
+            Op::Write => s.write_requests += 1,
+            _ => return,
+        }
+        s.line_hits += u64::from(out.line_hits);
+        s.line_partial_hits += u64::from(out.line_partial_hits);
+        s.line_misses += u64::from(out.line_misses);
+        s.line_bypasses += u64::from(out.line_bypasses);
+    }
+
+    /// Counts bytes written to the cache device for `volume`.
+    #[inline]
+    pub(super) fn count_volume_cache_write(&mut self, volume: VolumeId, len: u64) {
+        let v = volume.0 as usize;
+        if self.volume_stats.len() <= v {
+            self.volume_stats.resize(v + 1, VolumeStats::default());
+        }
+        self.volume_stats[v].cache_bytes_written += len;
+    }
+
+    /// What each volume did so far (index = volume id; volumes never seen are zero).
+    pub fn volume_stats(&self) -> &[VolumeStats] {
+        &self.volume_stats
+    }
+
+    /// Replaces the tenancy mode (the configured one is built with the cache); the schedule
+    /// restarts at the next [`Cache::repartition`].
+    pub fn set_tenancy(&mut self, mode: Box<dyn crate::tenancy::TenancyMode>) {
+        self.tenancy_observes = mode.observes();
+        self.tenancy = mode;
+        self.next_repartition = None;
+    }
+
+    /// Polls the tenancy mode if an interval ended by `state.now` and applies its decision
+    /// (partition sizes, per-volume write policies); returns when it wants the next poll
+    /// (`None`: never, a shared cache). Executors call it at that time; the first call, at any
+    /// time, starts the schedule (and applies fixed shares at once). Shrinks' flush jobs wait
+    /// for [`Cache::take_resize_jobs`] (or the next [`Cache::clean`]).
+    pub fn repartition(&mut self, state: &ExecutorState) -> Option<Nanos> {
+        let interval = self.tenancy.interval_ns()?.max(1);
+        match self.next_repartition {
+            None => {
+                if self.tenancy.decides_at_start() {
+                    self.decide_tenancy(state.now);
+                }
+                self.next_repartition = Some(state.now + interval);
+            }
+            Some(at) if state.now >= at => {
+                self.decide_tenancy(state.now);
+                // Intervals with no poll in them (an idle executor) are skipped, not replayed.
+                self.next_repartition =
+                    Some(at + (state.now - at) / interval * interval + interval);
+            }
+            Some(_) => {}
+        }
+        self.next_repartition
+    }
+
+    /// Moves the flush jobs of the last resize's shrinks to `jobs` (the executor runs them
+    /// like cleaning jobs and reports them with [`Cache::flush_done`]).
+    pub fn take_resize_jobs(&mut self, jobs: &mut Vec<FlushJob>) {
+        jobs.append(&mut self.resize_jobs);
+    }
+
+    /// Whether flush jobs of a resize wait to be taken.
+    pub(super) fn has_resize_jobs(&self) -> bool {
+        !self.resize_jobs.is_empty()
+    }
+
+    /// What the tenancy mode decided at its last boundary and what each volume did in the
+    /// interval before (`None` for a shared cache, or before the first decision).
+    pub fn tenancy_report(&self) -> Option<TenancyReport> {
+        self.tenancy_report.clone()
+    }
+
+    /// Asks the mode for its decision, applies it and records the report.
+    fn decide_tenancy(&mut self, now: Nanos) {
+        let capacity = self.capacity_lines();
+        let interval: Vec<VolumeStats> = self
+            .volume_stats
+            .iter()
+            .enumerate()
+            .map(|(v, s)| s.since(self.tenancy_base.get(v)))
+            .collect();
+        self.tenancy_base = self.volume_stats.clone();
+        if let Some(plans) = self.tenancy.decide(capacity) {
+            let mut jobs = std::mem::take(&mut self.resize_jobs);
+            match self.apply_allocation(&plans, &mut jobs) {
+                Ok(()) => {
+                    for p in &plans {
+                        if let Some(wp) = p.write_policy {
+                            self.set_write_policy(Some(p.volume), wp);
+                        }
+                    }
+                    self.tenancy_plans = plans;
+                }
+                Err(e) => debug_assert!(false, "a tenancy mode over-allocated: {e}"),
+            }
+            self.resize_jobs = jobs;
+        }
+        self.tenancy_decisions += 1;
+        let volumes = self
+            .tenancy_plans
+            .iter()
+            .map(|p| {
+                let v = p.volume.0 as usize;
+                let iv = interval.get(v).copied().unwrap_or_default();
+                VolumeTenancy {
+                    volume: p.volume.0,
+                    demand_lines: p.demand_lines,
+                    allocation_lines: p.allocation_lines,
+                    used_lines: self.parts.own(p.volume).map_or(0, |i| self.parts[i].used) as u64,
+                    write_policy: self.write_policy(p.volume),
+                    interval_hits: iv.line_hits,
+                    interval_misses: iv.line_partial_hits + iv.line_misses + iv.line_bypasses,
+                    interval_cache_bytes_written: iv.cache_bytes_written,
+                }
+            })
+            .collect();
+        self.tenancy_report = Some(TenancyReport {
+            mode: self.tenancy.name(),
+            decisions: self.tenancy_decisions,
+            at_ns: now,
+            capacity_lines: capacity,
+            allocated_lines: self.tenancy_plans.iter().map(|p| p.allocation_lines).sum(),
+            volumes,
+        });
+    }
+
+    /// Gives every planned volume a partition of its allocation; the shared partition gets
+    /// the lines no partition holds. Shrinks append flush jobs to `jobs`. On error (the
+    /// allocations exceed the cache, a volume id out of range) nothing changes.
+    pub fn apply_allocation(
+        &mut self,
+        plans: &[VolumePlan],
+        jobs: &mut Vec<FlushJob>,
+    ) -> Result<(), PolicyError> {
+        let lines = self.table.slots() as u64;
+        let shared = self.parts.shared();
+        let mut planned = vec![false; self.parts.len()];
+        let mut total = 0u64;
+        for (i, p) in plans.iter().enumerate() {
+            if p.volume.0 >= MAX_VOLUMES {
+                return Err(config_error(
+                    "tenancy",
+                    format!("plan {i}: volume {} beyond the limit", p.volume.0),
+                ));
+            }
+            if let Some(own) = self.parts.own(p.volume) {
+                if std::mem::replace(&mut planned[own], true) {
+                    return Err(config_error(
+                        "tenancy",
+                        format!("plan {i}: volume {} planned twice", p.volume.0),
+                    ));
+                }
+            }
+            total = total.saturating_add(p.allocation_lines);
+        }
+        // Partitions of volumes left out of the plan keep their capacity.
+        let kept: u64 = (0..self.parts.len())
+            .filter(|&i| i != shared && !planned[i])
+            .map(|i| u64::from(self.parts[i].capacity))
+            .sum();
+        if total.saturating_add(kept) > lines {
+            return Err(config_error(
+                "tenancy",
+                format!(
+                    "allocations of {total} lines (and {kept} kept) exceed the cache's {lines}"
+                ),
+            ));
+        }
+        let mut caps: Vec<u64> = self.parts.iter().map(|p| u64::from(p.capacity)).collect();
+        for p in plans {
+            let i = match self.parts.own(p.volume) {
+                Some(i) => i,
+                None => {
+                    let i = self.parts.add(p.volume)?;
+                    caps.push(0);
+                    self.move_volume_lines(p.volume, shared, i);
+                    i
+                }
+            };
+            caps[i] = p.allocation_lines;
+        }
+        caps[shared] = 0;
+        caps[shared] = lines - caps.iter().sum::<u64>();
+        self.apply_capacities(&caps, jobs);
+        Ok(())
+    }
+}

@@ -1,0 +1,80 @@
+//! `eci`: ECI-Cache (SPEC §4.10). Each interval, every volume's demand is its largest useful
+//! reuse distance + 1 (reads after reads or writes: the only reuses a cache turns into hits),
+//! or the knee of its URD hit curve; demands beyond the cache are cut by marginal gain along
+//! the URD curves. A volume whose reuses are mostly write-after-read or write-after-write
+//! (share above `waw_war_threshold`) runs read-only: caching its writes costs device time and
+//! wear and earns no later hit. Others run write-back.
+
+use super::analysis::{size_by_reuse, Analyses, Reuses};
+use super::{Sizing, TenancyConfig, TenancyMode, VolumePlan};
+use crate::config::WritePolicy;
+use tiercache_core::{Nanos, VolumeId};
+
+/// ECI-Cache sizing and write policies.
+#[derive(Debug, Clone)]
+pub struct Eci {
+    interval_ns: Nanos,
+    threshold: f64,
+    sizing: Sizing,
+    knee_share: f64,
+    analyses: Analyses,
+}
+
+impl Eci {
+    /// The mode of `cfg` (validated) for a cache of `capacity_lines` lines.
+    pub fn new(cfg: &TenancyConfig, capacity_lines: u64) -> Self {
+        Self {
+            interval_ns: cfg.interval_ns,
+            threshold: cfg.waw_war_threshold,
+            sizing: cfg.sizing,
+            knee_share: cfg.knee_share,
+            analyses: Analyses::new(capacity_lines, cfg.sample_rate),
+        }
+    }
+}
+
+impl TenancyMode for Eci {
+    fn name(&self) -> &'static str {
+        "eci"
+    }
+
+    fn interval_ns(&self) -> Option<Nanos> {
+        Some(self.interval_ns)
+    }
+
+    fn observes(&self) -> bool {
+        true
+    }
+
+    #[inline]
+    fn observe(&mut self, volume: VolumeId, first: u64, lines: u64, is_write: bool) {
+        self.analyses.observe(volume, first, lines, is_write);
+    }
+
+    fn decide(&mut self, capacity_lines: u64) -> Option<Vec<VolumePlan>> {
+        let iv = self.analyses.take_interval();
+        let sized = size_by_reuse(
+            &iv,
+            capacity_lines,
+            self.analyses.granule(),
+            Reuses::Useful,
+            self.sizing,
+            self.knee_share,
+        );
+        Some(
+            iv.iter()
+                .zip(sized)
+                .map(|((v, a), (demand, alloc))| VolumePlan {
+                    volume: *v,
+                    demand_lines: demand,
+                    allocation_lines: alloc,
+                    write_policy: Some(if a.write_reuse_share() > self.threshold {
+                        WritePolicy::ReadOnly
+                    } else {
+                        WritePolicy::WriteBack
+                    }),
+                })
+                .collect(),
+        )
+    }
+}
