@@ -50,6 +50,7 @@ mod exec;
 mod hit_ratio;
 pub mod host;
 mod stats;
+mod tenancy;
 pub mod testing;
 
 pub use config::{RunLimits, SimConfig, VolumeBackend};

@@ -41,8 +41,10 @@
 pub mod dist;
 pub mod error;
 mod generator;
+pub mod mix;
 pub mod spec;
 
 pub use error::WorkloadError;
 pub use generator::{stream, SyntheticWorkload, WorkloadStream};
+pub use mix::VolumeMix;
 pub use spec::{AddressDist, ArrivalProcess, BlockSize, Bursts, WorkloadSpec, Zone};
