@@ -15,3 +15,4 @@ pub mod serve_cmd;
 pub mod sim_cmd;
 pub mod sweep_cmd;
 pub mod tune_cmd;
+pub mod volumes;

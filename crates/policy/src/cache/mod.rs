@@ -269,6 +269,15 @@ impl Cache {
         if let Err((field, reason)) = cfg.tenancy.validate() {
             return Err(config_error(field, reason));
         }
+        if cfg.tenancy.fixed_lines(cfg.line_size) > lines {
+            return Err(config_error(
+                "tenancy.fixed",
+                format!(
+                    "fixed sizes need {} lines, the cache has {lines}",
+                    cfg.tenancy.fixed_lines(cfg.line_size)
+                ),
+            ));
+        }
         match cfg.cleaning {
             CleaningConfig::Aggressive { period_ns, batch } => {
                 if period_ns == 0 {
@@ -296,8 +305,11 @@ impl Cache {
         }
         let parts = Partitions::new(cfg, lines as u32)?;
         let promotion = promotion::build(&cfg.promotion, lines);
-        let tenancy = crate::tenancy::build(&cfg.tenancy, lines);
-        Ok(Self {
+        let tenancy = crate::tenancy::build(
+            &cfg.tenancy,
+            lines - cfg.tenancy.fixed_lines(cfg.line_size),
+        );
+        let mut cache = Self {
             cfg: cfg.clone(),
             geo,
             table: LineTable::new(lines as u32),
@@ -331,7 +343,13 @@ impl Cache {
             tenancy_report: None,
             volume_stats: Vec::new(),
             tenancy_base: Vec::new(),
-        })
+        };
+        for f in &cfg.tenancy.fixed {
+            if let Some(p) = f.write_policy {
+                cache.set_write_policy(Some(VolumeId(f.volume)), p);
+            }
+        }
+        Ok(cache)
     }
 
     /// The configuration this cache was built from.
