@@ -109,7 +109,10 @@ pub fn resolve(
     for (i, e) in entries.into_iter().enumerate() {
         let id = e.id.unwrap_or(i as u32);
         if id >= tiercache_core::MAX_VOLUMES || !ids.insert(id) {
-            return Err(err(i, format!("id {id} is used twice or beyond the volume limit")));
+            return Err(err(
+                i,
+                format!("id {id} is used twice or beyond the volume limit"),
+            ));
         }
         let workload = match (e.workload, e.trace_volumes.is_empty()) {
             (Some(mut spec), true) => {
@@ -139,7 +142,10 @@ pub fn resolve(
         };
         if let Some(device) = e.backend {
             if volume_backends.iter().any(|b| b.volume == id) {
-                return Err(err(i, format!("volume {id} also has a devices.volume_backends entry")));
+                return Err(err(
+                    i,
+                    format!("volume {id} also has a devices.volume_backends entry"),
+                ));
             }
             volume_backends.push(VolumeBackend { volume: id, device });
         }
@@ -176,8 +182,9 @@ pub fn source(parts: &[VolumePart]) -> Result<Box<dyn tiercache_core::RequestSou
             VolumeWorkload::Synthetic(spec) => Box::new(
                 SyntheticWorkload::new(spec).with_context(|| format!("volume {}", p.name))?,
             ),
-            VolumeWorkload::Trace(t) => trace_source(t)
-                .with_context(|| format!("volume {}: workload.trace", p.name))?,
+            VolumeWorkload::Trace(t) => {
+                trace_source(t).with_context(|| format!("volume {}: workload.trace", p.name))?
+            }
         };
         sources.push((VolumeId(p.id), s));
     }

@@ -407,6 +407,10 @@ mod tests {
             dwpd: Some(-1.0),
             ..DeviceConfig::preset("nvme-ssd")
         };
-        assert!(bad.resolve("cache").unwrap_err().to_string().contains("dwpd"));
+        assert!(bad
+            .resolve("cache")
+            .unwrap_err()
+            .to_string()
+            .contains("dwpd"));
     }
 }

@@ -422,8 +422,16 @@ fn fixed_volume_settings_override_the_mode() {
     let r = boundary(&mut cache, 1);
     let v = |id: u32| *r.volumes.iter().find(|x| x.volume == id).unwrap();
     assert_eq!(v(2).allocation_lines, 8);
-    assert_eq!(v(2).write_policy, WritePolicy::WriteThrough, "not read-only");
-    assert_eq!(v(0).demand_lines, 24, "40 lines looped, capped at the 24 left");
+    assert_eq!(
+        v(2).write_policy,
+        WritePolicy::WriteThrough,
+        "not read-only"
+    );
+    assert_eq!(
+        v(0).demand_lines,
+        24,
+        "40 lines looped, capped at the 24 left"
+    );
     assert_eq!(r.allocated_lines, 32);
     // A fixed size in shared mode is refused, naming the field.
     let bad = TenancyConfig {

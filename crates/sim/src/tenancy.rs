@@ -40,7 +40,11 @@ impl TenancyRecorder {
     /// Records the cache's latest decision if it made one since the last call.
     pub(crate) fn after_poll<C: PolicyCore + ?Sized>(&mut self, cache: &C) {
         if let Some(r) = cache.tenancy_report() {
-            if self.reports.last().is_none_or(|l| l.decisions < r.decisions) {
+            if self
+                .reports
+                .last()
+                .is_none_or(|l| l.decisions < r.decisions)
+            {
                 self.reports.push(r);
             }
         }
@@ -68,7 +72,11 @@ impl TenancyRecorder {
     }
 
     /// The run's tenancy results; `None` for a run of one volume with no tenancy mode.
-    pub(crate) fn metrics<C: PolicyCore + ?Sized>(&self, cache: &C, w: &WindowFacts) -> Option<TenancyMetrics> {
+    pub(crate) fn metrics<C: PolicyCore + ?Sized>(
+        &self,
+        cache: &C,
+        w: &WindowFacts,
+    ) -> Option<TenancyMetrics> {
         let seen = self.end.iter().filter(|s| s.line_accesses() > 0).count();
         if self.reports.is_empty() && seen < 2 {
             return None;
@@ -170,15 +178,8 @@ impl TenancyRecorder {
             })
             .collect();
         Some(TenancyMetrics {
-            mode: self
-                .reports
-                .last()
-                .map_or("shared", |r| r.mode)
-                .to_string(),
-            decisions: reports
-                .iter()
-                .filter(|r| r.at_ns >= w.start)
-                .count() as u64,
+            mode: self.reports.last().map_or("shared", |r| r.mode).to_string(),
+            decisions: reports.iter().filter(|r| r.at_ns >= w.start).count() as u64,
             capacity_bytes,
             allocated_bytes_mean,
             cost_usd,

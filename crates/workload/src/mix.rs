@@ -164,10 +164,18 @@ mod tests {
             seed: 2,
             ..Default::default()
         };
-        let mut mix =
-            VolumeMix::new(vec![(VolumeId(5), part(a.clone())), (VolumeId(9), part(b.clone()))])
-                .unwrap();
-        assert_eq!(mix.arrival(), Arrival::Closed { jobs: 7, iodepth: 1 });
+        let mut mix = VolumeMix::new(vec![
+            (VolumeId(5), part(a.clone())),
+            (VolumeId(9), part(b.clone())),
+        ])
+        .unwrap();
+        assert_eq!(
+            mix.arrival(),
+            Arrival::Closed {
+                jobs: 7,
+                iodepth: 1
+            }
+        );
         // Slot 6 is part b's only job: its requests, in order, on volume 9.
         let mut alone = SyntheticWorkload::new(&b).unwrap();
         for _ in 0..4 {

@@ -305,10 +305,8 @@ impl Cache {
         }
         let parts = Partitions::new(cfg, lines as u32)?;
         let promotion = promotion::build(&cfg.promotion, lines);
-        let tenancy = crate::tenancy::build(
-            &cfg.tenancy,
-            lines - cfg.tenancy.fixed_lines(cfg.line_size),
-        );
+        let tenancy =
+            crate::tenancy::build(&cfg.tenancy, lines - cfg.tenancy.fixed_lines(cfg.line_size));
         let mut cache = Self {
             cfg: cfg.clone(),
             geo,

@@ -34,7 +34,6 @@ pub use shared::Shared;
 pub use static_shares::StaticShares;
 pub use trd::Trd;
 
-
 use crate::config::WritePolicy;
 use serde::{Deserialize, Serialize};
 use tiercache_core::units::de_nanos;
@@ -129,6 +128,11 @@ pub struct TenancyConfig {
     /// Spatial sampling rate of the per-volume reuse analysis (SHARDS, fixed rate): 1 is
     /// the exact stack; lower rates keep memory and time per request down on large volumes.
     pub sample_rate: f64,
+    /// `eci`, `trd`: weight of an interval's figures one interval later (0 to 1, geometric):
+    /// 0 sizes from the previous interval alone (ECI-Cache's definition); more keeps a volume
+    /// that issued few requests in an interval (idle, or starved by misses) from losing its
+    /// partition and its write policy.
+    pub history: f64,
     /// Volumes with fixed settings the mode does not change: a fixed partition size (taken
     /// off the top; the mode divides the rest) and/or a fixed write policy.
     pub fixed: Vec<FixedVolume>,
@@ -163,6 +167,7 @@ impl Default for TenancyConfig {
             sizing: Sizing::Max,
             knee_share: 0.95,
             sample_rate: 1.0,
+            history: 0.0,
             fixed: Vec::new(),
         }
     }
@@ -219,6 +224,12 @@ impl TenancyConfig {
             return Err((
                 "tenancy.sample_rate",
                 format!("{} must be in (0, 1]", self.sample_rate),
+            ));
+        }
+        if !(0.0..1.0).contains(&self.history) {
+            return Err((
+                "tenancy.history",
+                format!("{} must be in [0, 1)", self.history),
             ));
         }
         let mut seen = std::collections::BTreeSet::new();
