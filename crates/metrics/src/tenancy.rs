@@ -43,6 +43,8 @@ pub struct TenancyMetrics {
     pub decisions: u64,
     /// Bytes of the cache device.
     pub capacity_bytes: u64,
+    /// Lines of the cache.
+    pub capacity_lines: u64,
     /// Bytes allocated to volumes, averaged over the window's time (`shared`: the capacity).
     pub allocated_bytes_mean: f64,
     /// Mean allocated bytes × the cache device's price per byte.

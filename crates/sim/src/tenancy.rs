@@ -181,6 +181,7 @@ impl TenancyRecorder {
             mode: self.reports.last().map_or("shared", |r| r.mode).to_string(),
             decisions: reports.iter().filter(|r| r.at_ns >= w.start).count() as u64,
             capacity_bytes,
+            capacity_lines: cache.capacity_lines(),
             allocated_bytes_mean,
             cost_usd,
             iops_per_dollar: if cost_usd > 0.0 && w.timed {
