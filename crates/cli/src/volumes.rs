@@ -210,3 +210,64 @@ fn trace_source(t: &TraceWorkload) -> Result<BoxedSource> {
     let replay = tiercache_trace::ReplaySource::new(reader, arrival, t.speed);
     Ok(crate::experiment::filtered(replay, t.volumes.clone()))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::experiment::{load_str, Workload};
+
+    const BASE: &str = r#"
+[run]
+requests = 100
+[cache]
+tenancy = { mode = "eci" }
+[[volumes]]
+name = "a"
+workload = { iodepth = 2, requests = 50 }
+[[volumes]]
+id = 7
+workload = { iodepth = 1, read_fraction = 0.0 }
+write_policy = "read-only"
+bytes = "1MiB"
+backend = "hdd-7200"
+"#;
+
+    #[test]
+    fn volumes_resolve_with_their_fixed_settings_and_bad_entries_are_named() {
+        let runs = load_str(BASE, "t", &[]).unwrap();
+        let e = &runs[0];
+        let Workload::Volumes(parts) = &e.workload else {
+            panic!("not volumes");
+        };
+        assert_eq!(parts.iter().map(|p| p.id).collect::<Vec<_>>(), vec![0, 7]);
+        assert_eq!(parts[0].name, "a");
+        assert_eq!(e.cache.tenancy.fixed.len(), 1);
+        assert_eq!(e.cache.tenancy.fixed[0].volume, 7);
+        assert_eq!(e.cache.tenancy.fixed[0].bytes, Some(1 << 20));
+        assert_eq!(e.sim.volume_backends[0].volume, 7);
+        let mut src = e.source().unwrap();
+        let r = src.next_request(2).unwrap();
+        assert_eq!(r.volume.0, 7, "slot 2 belongs to the second volume");
+        for (bad, want) in [
+            (
+                "[[volumes]]\nworkload = {}\ntrace_volumes = [\"#1\"]\n",
+                "volumes[0]",
+            ),
+            ("[[volumes]]\ntrace_volumes = [\"#1\"]\n", "workload.trace"),
+            (
+                "[[volumes]]\nworkload = {}\n[[volumes]]\nid = 0\nworkload = {}\n",
+                "volumes[1]",
+            ),
+            (
+                "[workload]\niodepth = 1\n[[volumes]]\nworkload = {}\n",
+                "[workload] may only name the trace",
+            ),
+            (
+                "[[volumes]]\nworkload = { read_fraction = 2.0 }\n",
+                "read_fraction",
+            ),
+        ] {
+            let err = format!("{:#}", load_str(bad, "t", &[]).unwrap_err());
+            assert!(err.contains(want), "{bad}: {err}");
+        }
+    }
+}
