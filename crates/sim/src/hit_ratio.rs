@@ -209,17 +209,24 @@ pub fn hit_ratio_only_iter<C: PolicyCore + ?Sized>(
         ..Default::default()
     };
     fill_policy_metrics(&mut m, &stats_diff(&start, &cache.stats_snapshot()));
-    m.tenancy = tenancy.metrics(
-        cache,
-        &crate::tenancy::WindowFacts {
-            start: window_times.0,
-            end: window_times.1,
-            timed: false,
-            iops: 0.0,
-            cache_bytes_written: m.cache_bytes_written,
-            cache_device: None,
-        },
-    );
+    // Only with a partitioning mode: a shared cache's hit-ratio run stays bit-identical to
+    // the batched path's (which has no per-volume counters).
+    m.tenancy = tenancy
+        .has_decisions()
+        .then(|| {
+            tenancy.metrics(
+                cache,
+                &crate::tenancy::WindowFacts {
+                    start: window_times.0,
+                    end: window_times.1,
+                    timed: false,
+                    iops: 0.0,
+                    cache_bytes_written: m.cache_bytes_written,
+                    cache_device: None,
+                },
+            )
+        })
+        .flatten();
     Ok(m)
 }
 

@@ -50,6 +50,11 @@ impl TenancyRecorder {
         }
     }
 
+    /// Whether the tenancy mode made any decision.
+    pub(crate) fn has_decisions(&self) -> bool {
+        !self.reports.is_empty()
+    }
+
     /// A measured request of `volume` took `latency_ns`.
     #[inline]
     pub(crate) fn record_latency(&mut self, volume: VolumeId, latency_ns: Nanos) {
