@@ -159,6 +159,8 @@ pub enum Workload {
     Synthetic(Box<WorkloadSpec>),
     /// Trace replay.
     Trace(TraceWorkload),
+    /// Several volumes, each with its own workload (`[[volumes]]`).
+    Volumes(Vec<crate::volumes::VolumePart>),
 }
 
 /// One fully resolved run.
@@ -188,8 +190,8 @@ pub struct Experiment {
 /// run forever.
 pub const DEFAULT_RUN_REQUESTS: u64 = 1_000_000;
 
-const TOP_KEYS: [&str; 9] = [
-    "name", "run", "workload", "cache", "devices", "host", "engine", "serve", "bench",
+const TOP_KEYS: [&str; 10] = [
+    "name", "run", "workload", "cache", "devices", "host", "engine", "serve", "bench", "volumes",
 ];
 
 impl Experiment {
@@ -233,12 +235,12 @@ impl Experiment {
         } else {
             RunLimits::default()
         };
-        let cache: CacheConfig = if table.contains_key("cache") {
+        let mut cache: CacheConfig = if table.contains_key("cache") {
             doc.typed(Some("cache"))?
         } else {
             CacheConfig::default()
         };
-        let devices: Devices = if table.contains_key("devices") {
+        let mut devices: Devices = if table.contains_key("devices") {
             doc.typed(Some("devices"))?
         } else {
             Devices::default()
@@ -248,7 +250,22 @@ impl Experiment {
         } else {
             None
         };
-        let workload = if let Some(t) = trace_workload(doc, base_dir)? {
+        let trace = trace_workload(doc, base_dir)?;
+        let volumes = crate::volumes::resolve(
+            doc,
+            head.seed,
+            trace.as_ref(),
+            &mut cache,
+            &mut devices.volume_backends,
+        )?;
+        let workload = if let Some(parts) = volumes {
+            if trace.is_none() && table.contains_key("workload") {
+                return Err(invalid(
+                    "with [[volumes]], each volume has its own workload: [workload] may only name the trace that trace_volumes take requests from".into(),
+                ));
+            }
+            Workload::Volumes(parts)
+        } else if let Some(t) = trace {
             Workload::Trace(t)
         } else {
             let mut spec: WorkloadSpec = if table.contains_key("workload") {
@@ -275,6 +292,23 @@ impl Experiment {
         let mut notes = Vec::new();
         let mut limits = limits;
         let mut config_json = doc.to_json();
+        let unbounded_volumes = match &workload {
+            Workload::Volumes(parts) => crate::volumes::unbounded(parts),
+            _ => false,
+        };
+        if unbounded_volumes && limits.requests.is_none() && limits.duration_ns.is_none() {
+            limits.requests = Some(DEFAULT_RUN_REQUESTS);
+            if let Some(run) = config_json
+                .as_object_mut()
+                .map(|t| t.entry("run").or_insert_with(|| serde_json::json!({})))
+                .and_then(|r| r.as_object_mut())
+            {
+                run.insert("requests".into(), DEFAULT_RUN_REQUESTS.into());
+            }
+            notes.push(format!(
+                "a volume's workload is unbounded and nothing else bounds the run (run.requests, run.duration_ns): measuring {DEFAULT_RUN_REQUESTS} requests"
+            ));
+        }
         if let Workload::Synthetic(spec) = &workload {
             let unbounded = limits.requests.is_none()
                 && limits.duration_ns.is_none()
@@ -346,6 +380,7 @@ impl Experiment {
             Workload::Synthetic(spec) => {
                 Ok(Box::new(SyntheticWorkload::new(spec).context("workload")?))
             }
+            Workload::Volumes(parts) => crate::volumes::source(parts),
             Workload::Trace(t) => {
                 let opts = tiercache_trace::ReadOptions {
                     skip_bad: t.skip_bad,
@@ -362,16 +397,24 @@ impl Experiment {
                     },
                 };
                 let replay = tiercache_trace::ReplaySource::new(reader, arrival, t.speed);
-                if t.volumes.is_empty() {
-                    Ok(Box::new(replay))
-                } else {
-                    Ok(Box::new(VolumeFilter {
-                        inner: replay,
-                        choice: VolumeChoice::new(t.volumes.clone()),
-                    }))
-                }
+                Ok(filtered(replay, t.volumes.clone()))
             }
         }
+    }
+}
+
+/// `replay` kept to the volumes `wanted` names (every volume when it is empty).
+pub fn filtered(
+    replay: tiercache_trace::ReplaySource,
+    wanted: Vec<String>,
+) -> Box<dyn RequestSource + Send> {
+    if wanted.is_empty() {
+        Box::new(replay)
+    } else {
+        Box::new(VolumeFilter {
+            inner: replay,
+            choice: VolumeChoice::new(wanted),
+        })
     }
 }
 

@@ -18,3 +18,4 @@ pub mod serve_metrics;
 pub mod sim_cmd;
 pub mod sweep_cmd;
 pub mod tune_cmd;
+pub mod volumes;

@@ -171,6 +171,18 @@ pub fn select_runs(
                     "--skip-bad: run `{}` has a synthetic workload, not a trace",
                     e.name
                 ),
+                crate::experiment::Workload::Volumes(parts) => {
+                    let mut any = false;
+                    for p in parts {
+                        if let crate::volumes::VolumeWorkload::Trace(t) = &mut p.workload {
+                            t.skip_bad = true;
+                            any = true;
+                        }
+                    }
+                    if !any {
+                        anyhow::bail!("--skip-bad: run `{}` has no trace workload", e.name);
+                    }
+                }
             }
         }
     }

@@ -118,6 +118,13 @@ pub struct DeviceConfig {
     /// Price in $ per TB (for performance-per-cost reports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price_per_tb: Option<f64>,
+    /// Rated endurance in drive writes per day over the warranty (0: no wear limit, or not
+    /// rated), for projected-lifetime reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dwpd: Option<f64>,
+    /// Warranty period the endurance rating covers, years.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warranty_years: Option<f64>,
     /// Makes this an array of `members` copies of `member`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raid: Option<RaidLevel>,
@@ -402,6 +409,8 @@ impl DeviceConfig {
         over!(trim_ns);
         over!(flush_ns);
         over!(price_per_tb);
+        over!(dwpd);
+        over!(warranty_years);
         if self.seq_base_ns.is_some() {
             p.seq_base_ns = self.seq_base_ns;
         }
@@ -410,6 +419,9 @@ impl DeviceConfig {
             ("write_ns_per_byte", p.write_ns_per_byte),
             ("read_iops", p.read_iops),
             ("write_iops", p.write_iops),
+            ("price_per_tb", p.price_per_tb),
+            ("dwpd", p.dwpd),
+            ("warranty_years", p.warranty_years),
         ] {
             if !v.is_finite() || v < 0.0 {
                 return Err(err(f, format!("{v} must be a finite number >= 0")));
@@ -508,6 +520,10 @@ pub struct DiskParams {
     pub flush_ns: Nanos,
     /// $ per TB.
     pub price_per_tb: f64,
+    /// Rated drive writes per day over the warranty (0: no wear limit, or not rated).
+    pub dwpd: f64,
+    /// Warranty period of the rating, years.
+    pub warranty_years: f64,
 }
 
 impl Default for DiskParams {
@@ -526,6 +542,8 @@ impl Default for DiskParams {
             trim_ns: 0,
             flush_ns: 0,
             price_per_tb: 0.0,
+            dwpd: 0.0,
+            warranty_years: 5.0,
         }
     }
 }
@@ -558,6 +576,25 @@ impl ResolvedDevice {
             ResolvedKind::Array { member, .. } => member.price_per_tb,
             ResolvedKind::Constant { .. } => 0.0,
         }
+    }
+
+    /// Rated endurance: drive writes per day and the warranty years they hold for (an array's
+    /// members'; `None` without a wear rating: RAM, disks, links).
+    pub fn endurance(&self) -> Option<(f64, f64)> {
+        let p = match &self.kind {
+            ResolvedKind::None => return None,
+            ResolvedKind::Disk(p) => p,
+            ResolvedKind::Array { member, .. } => member,
+        };
+        (p.dwpd > 0.0 && p.warranty_years > 0.0).then_some((p.dwpd, p.warranty_years))
+    }
+
+    /// Projected days until a device of `capacity_bytes` wears out when `bytes_per_day` are
+    /// written to it: its rated writes (DWPD × capacity × 365 × warranty years) over the
+    /// rate. `None` without a rating or without writes.
+    pub fn projected_lifetime_days(&self, capacity_bytes: u64, bytes_per_day: f64) -> Option<f64> {
+        let (dwpd, years) = self.endurance()?;
+        (bytes_per_day > 0.0).then(|| dwpd * capacity_bytes as f64 * 365.0 * years / bytes_per_day)
     }
 }
 

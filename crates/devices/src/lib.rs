@@ -390,6 +390,29 @@ mod tests {
             proptest::prop_assert_eq!(d.member_ops(), (reads, writes));
         }
     }
+
+    #[test]
+    fn presets_carry_endurance_and_project_a_lifetime() {
+        let ssd = DeviceConfig::preset("sata-ssd-863a").resolve("c").unwrap();
+        assert_eq!(ssd.endurance(), Some((3.0, 5.0)));
+        // 3 drive writes a day for 5 years, written at 1.5 drive writes a day: 10 years.
+        let days = ssd.projected_lifetime_days(1 << 30, 1.5 * (1u64 << 30) as f64);
+        assert!((days.unwrap() - 3650.0).abs() < 1e-6, "{days:?}");
+        assert_eq!(ssd.projected_lifetime_days(1 << 30, 0.0), None);
+        for unrated in ["ram-disk", "hdd-7200", "null"] {
+            let d = DeviceConfig::preset(unrated).resolve("c").unwrap();
+            assert_eq!(d.endurance(), None, "{unrated}");
+        }
+        let bad = DeviceConfig {
+            dwpd: Some(-1.0),
+            ..DeviceConfig::preset("nvme-ssd")
+        };
+        assert!(bad
+            .resolve("cache")
+            .unwrap_err()
+            .to_string()
+            .contains("dwpd"));
+    }
 }
 
 #[cfg(test)]

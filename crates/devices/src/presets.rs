@@ -55,6 +55,10 @@ pub(crate) fn preset(name: &str) -> Option<Preset> {
             trim_ns: 50_000,
             flush_ns: 20_000,
             price_per_tb: 143.0,
+            // Endurance: Micron 5100 PRO class, rated about 1.5 drive writes per day over its
+            // 5-year warranty (the family spans ECO < 1 to MAX 5 DWPD).
+            dwpd: 1.5,
+            warranty_years: 5.0,
             ..d
         },
         // Samsung 863a-class enterprise SATA SSD (the cache LBICA was evaluated with, SPEC §5):
@@ -75,6 +79,9 @@ pub(crate) fn preset(name: &str) -> Option<Preset> {
             trim_ns: 50_000,
             flush_ns: 20_000,
             price_per_tb: 500.0,
+            // 3 DWPD over 5 years (SPEC §5, Samsung 863a datasheet).
+            dwpd: 3.0,
+            warranty_years: 5.0,
             ..d
         },
         // 7.2K rpm SAS nearline HDD (the backend LBICA was evaluated with): one actuator,
@@ -108,6 +115,9 @@ pub(crate) fn preset(name: &str) -> Option<Preset> {
             trim_ns: 5_000,
             flush_ns: 1_000,
             price_per_tb: 2_500.0,
+            // Optane SSD P5800X datasheet: 100 DWPD over 5 years.
+            dwpd: 100.0,
+            warranty_years: 5.0,
             ..d
         },
         // Persistent-memory DIMM: 1.9M/560K IOPS, < 1 µs, 6.6/2.3 GB/s.
@@ -126,6 +136,10 @@ pub(crate) fn preset(name: &str) -> Option<Preset> {
             trim_ns: 100,
             flush_ns: 100,
             price_per_tb: 12_150.0,
+            // Optane PMem 100-series: a 128 GB module is rated 292 PBW over 5 years, i.e.
+            // 292e15 / (128e9 × 365 × 5) ≈ 1250 drive writes per day.
+            dwpd: 1_250.0,
+            warranty_years: 5.0,
             ..d
         },
         // RAM disk on one DDR4 DIMM: 1.8M/1.4M IOPS, < 3 µs; copy at ~10 GB/s per stream
@@ -160,6 +174,10 @@ pub(crate) fn preset(name: &str) -> Option<Preset> {
             trim_ns: 50_000,
             flush_ns: 20_000,
             price_per_tb: 100.0,
+            // Samsung 850 Pro 1 TB: 300 TBW over a 10-year warranty, i.e.
+            // 300e12 / (1e12 × 365 × 10) ≈ 0.08 drive writes per day.
+            dwpd: 0.08,
+            warranty_years: 10.0,
             ..d
         },
         // 7.2K rpm HDD: ~140 random IOPS → 7.1 ms per random op (seek + 4.17 ms mean
@@ -206,6 +224,10 @@ pub(crate) fn preset(name: &str) -> Option<Preset> {
             trim_ns: 10_000,
             flush_ns: 5_000,
             price_per_tb: 150.0,
+            // Read-intensive datacenter TLC class (e.g. Samsung PM9A3, Micron 7450 PRO):
+            // 1 DWPD over 5 years.
+            dwpd: 1.0,
+            warranty_years: 5.0,
             ..d
         },
         // Zero-cost device (tests, and "infinitely fast" targets).

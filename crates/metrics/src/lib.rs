@@ -13,11 +13,13 @@
 mod latency;
 mod record;
 mod table;
+mod tenancy;
 mod timeline;
 
 pub use latency::{LatencyRecorder, LatencySummary};
 pub use record::{DeviceMetrics, LatencyBreakdown, RunKind, RunMetrics, RunRecord, TOOL_NAME};
 pub use table::render_table;
+pub use tenancy::{time_weighted_mean, TenancyInterval, TenancyMetrics, VolumeMetrics};
 pub use timeline::{write_timeline_csv, TimelineRow, TIMELINE_COLUMNS};
 
 /// Errors of the metrics crate.

@@ -121,6 +121,10 @@ pub struct RunMetrics {
     pub final_flush_ns: u64,
     /// Bytes of cache metadata.
     pub metadata_bytes: u64,
+    /// Multi-tenant results: per volume and overall allocation, cost, wear and the
+    /// per-interval decisions (runs with several volumes or a tenancy mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenancy: Option<crate::TenancyMetrics>,
 }
 
 /// One run's complete record: configuration, seed and metrics. Serialised as one JSON line.

@@ -5,6 +5,9 @@
 #![warn(missing_docs)]
 use std::fmt::Write;
 
+mod stacked;
+pub use stacked::stacked_step_chart;
+
 /// Categorical palette (Tableau 10): distinguishable, print-safe.
 pub const PALETTE: [&str; 10] = [
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",

@@ -50,6 +50,8 @@ pub use executor::DeviceLoad;
 pub use partition::{PartitionId, PartitionInfo};
 pub use shards::{PolicyCore, ShardLayout, ShardedCache};
 pub use stats::{BypassReason, CacheStats, PartitionStats};
-pub use tenancy::{TenancyConfig, TenancyModeKind, TenancyReport, VolumeStats, VolumeTenancy};
+pub use tenancy::{
+    FixedVolume, TenancyConfig, TenancyModeKind, TenancyReport, VolumeStats, VolumeTenancy,
+};
 pub use tiercache_core::Plan;
 pub use victim::{VictimConfig, VictimPolicy};

@@ -395,3 +395,53 @@ proptest! {
         prop_assert_eq!(vs.iter().map(|v| v.cache_bytes_written).sum::<u64>(), s.cache_bytes_written);
     }
 }
+
+/// A volume with fixed settings keeps them whatever the mode finds: its size is taken off the
+/// top, its write policy stays; the others share the rest.
+#[test]
+fn fixed_volume_settings_override_the_mode() {
+    let t = TenancyConfig {
+        fixed: vec![tiercache_policy::FixedVolume {
+            volume: 2,
+            bytes: Some(8 * 4096),
+            write_policy: Some(WritePolicy::WriteThrough),
+        }],
+        ..mode(TenancyModeKind::Eci)
+    };
+    let mut cache = Cache::new(&config(32, 4096, t)).unwrap();
+    assert_eq!(cache.write_policy(VolumeId(2)), WritePolicy::WriteThrough);
+    cache.repartition(&at(0));
+    for _ in 0..3 {
+        for line in 0..40 {
+            cache.access(&line_req(Op::Read, 0, line), None).unwrap();
+        }
+        for line in 0..4 {
+            cache.access(&line_req(Op::Write, 2, line), None).unwrap();
+        }
+    }
+    let r = boundary(&mut cache, 1);
+    let v = |id: u32| *r.volumes.iter().find(|x| x.volume == id).unwrap();
+    assert_eq!(v(2).allocation_lines, 8);
+    assert_eq!(
+        v(2).write_policy,
+        WritePolicy::WriteThrough,
+        "not read-only"
+    );
+    assert_eq!(
+        v(0).demand_lines,
+        24,
+        "40 lines looped, capped at the 24 left"
+    );
+    assert_eq!(r.allocated_lines, 32);
+    // A fixed size in shared mode is refused, naming the field.
+    let bad = TenancyConfig {
+        fixed: vec![tiercache_policy::FixedVolume {
+            volume: 0,
+            bytes: Some(4096),
+            write_policy: None,
+        }],
+        ..TenancyConfig::default()
+    };
+    let e = Cache::new(&config(32, 4096, bad)).unwrap_err().to_string();
+    assert!(e.contains("cache.tenancy.fixed"), "{e}");
+}

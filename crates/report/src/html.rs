@@ -701,6 +701,22 @@ pub fn build_report(results: &ResultSet, opts: &ReportOptions) -> Report {
                 figure(&mut body, &mut plots, p, &caption);
             }
         }
+        // Multi-tenancy: each design's split of the cache among its volumes over time.
+        let mut first_tenancy = true;
+        for d in &chosen {
+            let id = next_id(&format!("{w} {} tenancy", d.short));
+            for p in crate::tenancy::tenancy_plots(&id, w, d) {
+                if first_tenancy {
+                    body.push_str("<h3>Cache allocation per volume</h3>");
+                    first_tenancy = false;
+                }
+                let caption = format!(
+                    "{}, first repetition: lines each volume's partition was given at each decision, stacked (dashed: the cache's lines; the space above the stack is unallocated).",
+                    svg::esc(&p.title)
+                );
+                figure(&mut body, &mut plots, p, &caption);
+            }
+        }
         summary.extend(rows);
     }
 

@@ -13,6 +13,7 @@
 pub mod cli;
 mod data;
 mod html;
+mod tenancy;
 /// The SVG charts, from their own crate (the workload analysis draws with them too).
 pub mod svg {
     pub use tiercache_plot::*;

@@ -133,7 +133,17 @@ pub fn hit_ratio_only_iter<C: PolicyCore + ?Sized>(
         cache.prefetch(r, 1);
     }
     let mut seen = 0u64;
+    // Tenancy intervals run on request times (no executor clock here); shrinks' write-backs
+    // complete at once.
+    let mut tenancy = crate::tenancy::TenancyRecorder::default();
+    let mut next_repartition = ahead
+        .front()
+        .and_then(|r| repartition(cache, &mut tenancy, r.time_ns));
+    let mut window_times = (0u64, 0u64);
     while let Some(req) = ahead.pop_front() {
+        if next_repartition.is_some_and(|t| req.time_ns >= t) {
+            next_repartition = repartition(cache, &mut tenancy, req.time_ns);
+        }
         if let Some(next) = source.next() {
             cache.prefetch(&next, 1);
             ahead.push_back(next);
@@ -149,6 +159,8 @@ pub fn hit_ratio_only_iter<C: PolicyCore + ?Sized>(
         let warm = seen >= run.warmup_requests && req.time_ns >= run.warmup_ns;
         if warm && window.is_none() {
             window = Some((cache.stats_snapshot(), req.time_ns));
+            tenancy.window_start(cache);
+            window_times.0 = req.time_ns;
         }
         if warm {
             if run.requests.is_some_and(|l| measured >= l) {
@@ -178,8 +190,10 @@ pub fn hit_ratio_only_iter<C: PolicyCore + ?Sized>(
                 bytes += req.len;
             }
             dirty_max = dirty_max.max(cache.dirty_lines());
+            window_times.1 = req.time_ns;
         }
     }
+    tenancy.window_end(cache);
     let start = window
         .map(|w| w.0)
         .unwrap_or_else(|| cache.stats_snapshot());
@@ -195,7 +209,46 @@ pub fn hit_ratio_only_iter<C: PolicyCore + ?Sized>(
         ..Default::default()
     };
     fill_policy_metrics(&mut m, &stats_diff(&start, &cache.stats_snapshot()));
+    // Only with a partitioning mode: a shared cache's hit-ratio run stays bit-identical to
+    // the batched path's (which has no per-volume counters).
+    m.tenancy = tenancy
+        .has_decisions()
+        .then(|| {
+            tenancy.metrics(
+                cache,
+                &crate::tenancy::WindowFacts {
+                    start: window_times.0,
+                    end: window_times.1,
+                    timed: false,
+                    iops: 0.0,
+                    cache_bytes_written: m.cache_bytes_written,
+                    cache_device: None,
+                },
+            )
+        })
+        .flatten();
     Ok(m)
+}
+
+/// Polls the tenancy mode at request time `now`, completes the write-backs of the partitions
+/// it shrank at once, and returns the next poll time.
+fn repartition<C: PolicyCore + ?Sized>(
+    cache: &mut C,
+    tenancy: &mut crate::tenancy::TenancyRecorder,
+    now: u64,
+) -> Option<u64> {
+    let state = tiercache_policy::ExecutorState {
+        now,
+        ..Default::default()
+    };
+    let next = cache.repartition(&state);
+    let mut jobs = Vec::new();
+    cache.take_resize_jobs(&mut jobs);
+    for j in jobs {
+        cache.flush_done(j);
+    }
+    tenancy.after_poll(cache);
+    next
 }
 
 /// A source of requests handed over in batches (the batched hit-ratio path).
@@ -242,6 +295,9 @@ pub fn batched_supports(cfg: &CacheConfig) -> Result<(), &'static str> {
     }
     if cfg.shards != 1 {
         return Err("policy shards");
+    }
+    if cfg.tenancy.partitions() {
+        return Err("a tenancy mode that partitions the cache");
     }
     if cfg.promotion != PromotionConfig::Always {
         return Err("a promotion policy other than `always`");

@@ -51,6 +51,7 @@ pub mod hierarchy;
 mod hit_ratio;
 pub mod host;
 mod stats;
+mod tenancy;
 pub mod testing;
 
 pub use config::{RunLimits, SimConfig, VolumeBackend};

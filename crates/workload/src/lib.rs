@@ -42,9 +42,11 @@ pub mod archetype;
 pub mod dist;
 pub mod error;
 mod generator;
+pub mod mix;
 pub mod spec;
 
 pub use archetype::Archetype;
 pub use error::WorkloadError;
 pub use generator::{stream, SyntheticWorkload, WorkloadStream};
+pub use mix::VolumeMix;
 pub use spec::{AddressDist, ArrivalProcess, BlockSize, Bursts, WorkloadSpec, Zone};

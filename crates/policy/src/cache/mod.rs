@@ -2,7 +2,9 @@
 //!
 //! This file holds the types, the cache's state and its entry point ([`Cache::access`]); the
 //! rest is split by concern: `read` (the read path), `write` (the write path), `allocate`
-//! (slots and victims), `jobs` (flush jobs), `journal` (metadata updates and recovery) and
+//! (slots and victims), `jobs` (flush jobs), `journal` (metadata updates and recovery),
+//! `modes` (write policies in force and the load balancer), `tenancy` (multi-tenant
+//! partitioning at run time) and
 //! `resize` (partitions resized or created at run time; the domains themselves are
 //! `partition::Partitions`).
 
@@ -24,6 +26,7 @@ mod allocate;
 mod demote;
 mod jobs;
 mod journal;
+mod modes;
 mod read;
 mod resize;
 mod tenancy;
@@ -271,6 +274,15 @@ impl Cache {
         if let Err((field, reason)) = cfg.tenancy.validate() {
             return Err(config_error(field, reason));
         }
+        if cfg.tenancy.fixed_lines(cfg.line_size) > lines {
+            return Err(config_error(
+                "tenancy.fixed",
+                format!(
+                    "fixed sizes need {} lines, the cache has {lines}",
+                    cfg.tenancy.fixed_lines(cfg.line_size)
+                ),
+            ));
+        }
         match cfg.cleaning {
             CleaningConfig::Aggressive { period_ns, batch } => {
                 if period_ns == 0 {
@@ -298,8 +310,9 @@ impl Cache {
         }
         let parts = Partitions::new(cfg, lines as u32)?;
         let promotion = promotion::build(&cfg.promotion, lines);
-        let tenancy = crate::tenancy::build(&cfg.tenancy, lines);
-        Ok(Self {
+        let tenancy =
+            crate::tenancy::build(&cfg.tenancy, lines - cfg.tenancy.fixed_lines(cfg.line_size));
+        let mut cache = Self {
             cfg: cfg.clone(),
             geo,
             table: LineTable::new(lines as u32),
@@ -333,7 +346,13 @@ impl Cache {
             tenancy_report: None,
             volume_stats: Vec::new(),
             tenancy_base: Vec::new(),
-        })
+        };
+        for f in &cfg.tenancy.fixed {
+            if let Some(p) = f.write_policy {
+                cache.set_write_policy(Some(VolumeId(f.volume)), p);
+            }
+        }
+        Ok(cache)
     }
 
     /// The configuration this cache was built from.
@@ -467,109 +486,6 @@ impl Cache {
                     .lookup(LineKey::new(req.volume, s.index))
                     .is_some_and(|slot| self.table.meta(slot).valid & need == need)
             })
-    }
-
-    /// Changes the write policy of one volume, or of all volumes (clearing per-volume ones).
-    pub fn set_write_policy(&mut self, volume: Option<VolumeId>, policy: WritePolicy) {
-        match volume {
-            None => {
-                self.default_mode = policy;
-                self.volume_modes.clear();
-            }
-            Some(v) => {
-                let v = v.0 as usize;
-                if self.volume_modes.len() <= v {
-                    self.volume_modes.resize(v + 1, None);
-                }
-                self.volume_modes[v] = Some(policy);
-            }
-        }
-    }
-
-    /// Write policy in force for a volume: its own override, else the balancer's choice,
-    /// else the configured one.
-    pub fn write_policy(&self, volume: VolumeId) -> WritePolicy {
-        self.volume_modes
-            .get(volume.0 as usize)
-            .copied()
-            .flatten()
-            .or(self.balance.write_policy)
-            .unwrap_or(self.default_mode)
-    }
-
-    /// Replaces the load balancer (the configured one is built with the cache); executors and
-    /// tests may supply their own.
-    pub fn set_balancer(&mut self, b: Box<dyn crate::balancing::Balancer>) {
-        self.balancer = b;
-        self.next_balance = None;
-    }
-
-    /// Polls the balancer if an interval ended by `state.now` and applies its answer; returns
-    /// when it wants the next poll (`None`: never). Executors call it at that time (the
-    /// first call, at any time, starts the schedule).
-    pub fn balance(&mut self, state: &ExecutorState) -> Option<Nanos> {
-        let interval = self.balancer.interval_ns()?.max(1);
-        match self.next_balance {
-            None => self.next_balance = Some(state.now + interval),
-            Some(at) if state.now >= at => {
-                let d = self.balancer.poll(state, self.default_mode);
-                self.stats.balancer_changes += u64::from(d != self.balance);
-                self.follow_balancing(d);
-                self.stats.balancer_polls += 1;
-                // Intervals with no poll in them (an idle executor) are skipped, not replayed.
-                self.next_balance = Some(at + (state.now - at) / interval * interval + interval);
-            }
-            Some(_) => {}
-        }
-        self.next_balance
-    }
-
-    /// The write policy the balancer has in force (`None`: the configured one).
-    pub fn balanced_write_policy(&self) -> Option<WritePolicy> {
-        self.balance.write_policy
-    }
-
-    /// The balancer's decision in force.
-    pub fn balance_decision(&self) -> crate::balancing::BalanceDecision {
-        self.balance
-    }
-
-    /// What the balancer saw and decided at its last poll.
-    pub fn balance_report(&self) -> Option<crate::balancing::BalanceReport> {
-        self.balancer.report()
-    }
-
-    /// Puts a balancing decision in force here: the cache's own balancer's, or, for a cache
-    /// of several shards, shard 0's, which every shard follows.
-    pub fn follow_balancing(&mut self, d: crate::balancing::BalanceDecision) {
-        debug_assert!(
-            (0.0..=1.0).contains(&d.bypass_reads) && (0.0..=1.0).contains(&d.bypass_writes)
-        );
-        self.balance = d;
-    }
-
-    /// The write policy for `req`: the volume's, unless the balancer sends this request past
-    /// the cache (its share of reads or writes, picked by a running sum so the choice is
-    /// deterministic).
-    fn mode_for(&mut self, req: &Request) -> WritePolicy {
-        let mode = self.write_policy(req.volume);
-        let d = self.balance;
-        let (i, share, past) = match req.op {
-            Op::Read => (0, d.bypass_reads, WritePolicy::PassThrough),
-            Op::Write => (1, d.bypass_writes, d.bypass_writes_as),
-            _ => return mode,
-        };
-        if share <= 0.0 {
-            return mode;
-        }
-        self.bypass_sums[i] += share;
-        if self.bypass_sums[i] >= 1.0 {
-            self.bypass_sums[i] -= 1.0;
-            self.stats.balancer_bypassed += 1;
-            past
-        } else {
-            mode
-        }
     }
 
     #[inline]

@@ -126,7 +126,9 @@ impl Cache {
             .map(|(v, s)| s.since(self.tenancy_base.get(v)))
             .collect();
         self.tenancy_base = self.volume_stats.clone();
-        if let Some(plans) = self.tenancy.decide(capacity) {
+        let fixed = self.cfg.tenancy.fixed_lines(self.geo.line_size());
+        if let Some(mut plans) = self.tenancy.decide(capacity - fixed) {
+            self.apply_fixed(&mut plans);
             let mut jobs = std::mem::take(&mut self.resize_jobs);
             match self.apply_allocation(&plans, &mut jobs) {
                 Ok(()) => {
@@ -168,6 +170,35 @@ impl Cache {
             allocated_lines: self.tenancy_plans.iter().map(|p| p.allocation_lines).sum(),
             volumes,
         });
+    }
+
+    /// Puts the fixed settings of `cache.tenancy.fixed` over a mode's plan: their sizes and
+    /// write policies replace the mode's (a fixed volume the mode did not plan is added).
+    fn apply_fixed(&self, plans: &mut Vec<VolumePlan>) {
+        let line = self.geo.line_size();
+        for f in &self.cfg.tenancy.fixed {
+            let v = VolumeId(f.volume);
+            let i = match plans.iter().position(|p| p.volume == v) {
+                Some(i) => i,
+                None if f.bytes.is_some() => {
+                    plans.push(VolumePlan {
+                        volume: v,
+                        demand_lines: 0,
+                        allocation_lines: 0,
+                        write_policy: None,
+                    });
+                    plans.len() - 1
+                }
+                None => continue,
+            };
+            if let Some(b) = f.bytes {
+                plans[i].allocation_lines = b / line;
+                plans[i].demand_lines = b / line;
+            }
+            if f.write_policy.is_some() {
+                plans[i].write_policy = f.write_policy;
+            }
+        }
     }
 
     /// Gives every planned volume a partition of its allocation; the shared partition gets

@@ -61,6 +61,14 @@ impl HitCurve {
         self.beyond = 0.0;
     }
 
+    /// Adds `factor` times `o`'s counts (same granule and size).
+    fn add_scaled(&mut self, o: &HitCurve, factor: f64) {
+        for (a, b) in self.buckets.iter_mut().zip(&o.buckets) {
+            *a += b * factor;
+        }
+        self.beyond += o.beyond * factor;
+    }
+
     /// Reuses an LRU cache of `lines` lines would have hit (whole buckets: exact at multiples
     /// of the granule, a lower bound between them).
     pub fn hits(&self, lines: u64) -> f64 {
@@ -121,6 +129,16 @@ impl VolumeAnalysis {
         }
     }
 
+    /// Adds `factor` times `o`'s curves, types and accesses (maxima are kept apart).
+    fn add_scaled(&mut self, o: &VolumeAnalysis, factor: f64) {
+        self.useful.add_scaled(&o.useful, factor);
+        self.all.add_scaled(&o.all, factor);
+        for (a, b) in self.types.iter_mut().zip(o.types) {
+            *a += b * factor;
+        }
+        self.accesses += o.accesses * factor;
+    }
+
     fn clear(&mut self) {
         self.max_useful_distance = 0;
         self.max_distance = 0;
@@ -146,8 +164,11 @@ impl VolumeAnalysis {
 struct Tracked {
     stack: StackDistance,
     interval: VolumeAnalysis,
-    /// Whether the volume was accessed in the current interval.
-    active: bool,
+    /// The earlier intervals, each weighed by `history` per interval since.
+    carried: VolumeAnalysis,
+    /// Maxima (useful, all) of the latest intervals, newest first, as many as `history`
+    /// leaves a sixteenth of weight to.
+    past_max: std::collections::VecDeque<(u64, u64)>,
 }
 
 /// The per-volume analyses of one cache.
@@ -158,11 +179,17 @@ pub(crate) struct Analyses {
     buckets: usize,
     threshold: u64,
     scale: f64,
+    history: f64,
+    /// Intervals whose maxima still count.
+    keep_max: usize,
 }
 
 impl Analyses {
     /// Analyses for a cache of `capacity_lines`, curves in at most ~512 buckets.
-    pub(crate) fn new(capacity_lines: u64, sample_rate: f64) -> Self {
+    /// Each interval's figures weigh `history` (0 to 1) as much one interval later: 0 is the
+    /// previous interval alone, as ECI-Cache's definition; more keeps a volume that issued
+    /// few requests in an interval (a starved or idle one) from losing its partition.
+    pub(crate) fn new(capacity_lines: u64, sample_rate: f64, history: f64) -> Self {
         let granule = capacity_lines.div_ceil(512).max(1);
         let rate = sample_rate.clamp(1.0 / MODULUS as f64, 1.0);
         let threshold = ((rate * MODULUS as f64).round() as u64).max(1);
@@ -172,6 +199,13 @@ impl Analyses {
             buckets: capacity_lines.div_ceil(granule) as usize,
             threshold,
             scale: MODULUS as f64 / threshold as f64,
+            history,
+            // Weight history^k falls below 1/16 after k = ln 16 / ln(1 / history) intervals.
+            keep_max: if history <= 0.0 {
+                0
+            } else {
+                ((16f64.ln() / (1.0 / history).ln()).ceil() as usize).clamp(1, 64)
+            },
         }
     }
 
@@ -191,10 +225,10 @@ impl Analyses {
             Box::new(Tracked {
                 stack: StackDistance::new(),
                 interval: VolumeAnalysis::new(granule, buckets),
-                active: false,
+                carried: VolumeAnalysis::new(granule, buckets),
+                past_max: Default::default(),
             })
         });
-        t.active = true;
         let sampling = self.threshold < MODULUS;
         for line in first..first + lines {
             if sampling && mix(line) % MODULUS >= self.threshold {
@@ -223,16 +257,28 @@ impl Analyses {
         }
     }
 
-    /// Ends the interval: the analyses of the volumes seen so far (in volume order, `None`
-    /// for ids never seen), then starts a new one.
+    /// Ends the interval: the analyses of the volumes seen so far, in volume order (this
+    /// interval's figures plus the earlier ones weighed by `history`), then starts a new one.
     pub(crate) fn take_interval(&mut self) -> Vec<(VolumeId, VolumeAnalysis)> {
         let mut out = Vec::new();
+        let (history, keep) = (self.history, self.keep_max);
         for (v, t) in self.volumes.iter_mut().enumerate() {
-            if let Some(t) = t {
-                out.push((VolumeId(v as u32), t.interval.clone()));
-                t.interval.clear();
-                t.active = false;
+            let Some(t) = t else { continue };
+            let mut a = t.interval.clone();
+            a.add_scaled(&t.carried, 1.0);
+            for &(u, all) in &t.past_max {
+                a.max_useful_distance = a.max_useful_distance.max(u);
+                a.max_distance = a.max_distance.max(all);
             }
+            if keep > 0 {
+                t.past_max
+                    .push_front((t.interval.max_useful_distance, t.interval.max_distance));
+                t.past_max.truncate(keep);
+                t.carried.clear();
+                t.carried.add_scaled(&a, history);
+            }
+            t.interval.clear();
+            out.push((VolumeId(v as u32), a));
         }
         out
     }
@@ -288,7 +334,7 @@ mod tests {
     use super::*;
 
     fn run(seq: &[(bool, u64)], cap: u64) -> VolumeAnalysis {
-        let mut a = Analyses::new(cap, 1.0);
+        let mut a = Analyses::new(cap, 1.0, 0.0);
         for &(w, k) in seq {
             a.observe(VolumeId(0), k, 1, w);
         }
@@ -352,7 +398,7 @@ mod tests {
     #[test]
     fn sampling_estimates_distances_of_a_loop() {
         // A loop over 20000 lines, twice: every reuse at distance 20000.
-        let mut a = Analyses::new(1 << 16, 0.1);
+        let mut a = Analyses::new(1 << 16, 0.1, 0.0);
         for _ in 0..2 {
             for k in 0..20_000u64 {
                 a.observe(VolumeId(3), k, 1, false);
@@ -364,5 +410,32 @@ mod tests {
         assert!((0.8..1.25).contains(&r), "{r}");
         let reuses = iv.all.reuses() / 20_000.0;
         assert!((0.8..1.25).contains(&reuses), "{reuses}");
+    }
+
+    #[test]
+    fn history_carries_earlier_intervals_at_a_decaying_weight() {
+        let mut a = Analyses::new(64, 1.0, 0.5);
+        // Interval 1: line 1 read twice, 10 lines apart (distance 11).
+        a.observe(VolumeId(0), 1, 1, false);
+        a.observe(VolumeId(0), 100, 10, false);
+        a.observe(VolumeId(0), 1, 1, false);
+        let iv = a.take_interval().pop().unwrap().1;
+        assert_eq!((iv.max_useful_distance, iv.useful.reuses()), (11, 1.0));
+        // Interval 2: nothing; the reuse still counts, at half weight, and so does its max.
+        let iv = a.take_interval().pop().unwrap().1;
+        assert_eq!((iv.max_useful_distance, iv.useful.reuses()), (11, 0.5));
+        // history 0.5 keeps maxima for 4 intervals.
+        for _ in 0..3 {
+            a.take_interval();
+        }
+        let iv = a.take_interval().pop().unwrap().1;
+        assert_eq!(iv.max_useful_distance, 0);
+        assert!(iv.useful.reuses() < 0.05);
+        // Without history, an idle interval says nothing.
+        let mut b = Analyses::new(64, 1.0, 0.0);
+        b.observe(VolumeId(0), 1, 1, false);
+        b.observe(VolumeId(0), 1, 1, false);
+        assert_eq!(b.take_interval()[0].1.max_useful_distance, 1);
+        assert_eq!(b.take_interval()[0].1.max_useful_distance, 0);
     }
 }

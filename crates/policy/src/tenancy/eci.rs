@@ -18,6 +18,9 @@ pub struct Eci {
     sizing: Sizing,
     knee_share: f64,
     analyses: Analyses,
+    /// Write policy each volume was given last (index = volume id): kept while a volume
+    /// shows no reuse at all (no evidence either way).
+    last_policy: Vec<WritePolicy>,
 }
 
 impl Eci {
@@ -28,7 +31,8 @@ impl Eci {
             threshold: cfg.waw_war_threshold,
             sizing: cfg.sizing,
             knee_share: cfg.knee_share,
-            analyses: Analyses::new(capacity_lines, cfg.sample_rate),
+            analyses: Analyses::new(capacity_lines, cfg.sample_rate, cfg.history),
+            last_policy: Vec::new(),
         }
     }
 }
@@ -61,20 +65,26 @@ impl TenancyMode for Eci {
             self.sizing,
             self.knee_share,
         );
-        Some(
-            iv.iter()
-                .zip(sized)
-                .map(|((v, a), (demand, alloc))| VolumePlan {
-                    volume: *v,
-                    demand_lines: demand,
-                    allocation_lines: alloc,
-                    write_policy: Some(if a.write_reuse_share() > self.threshold {
-                        WritePolicy::ReadOnly
-                    } else {
-                        WritePolicy::WriteBack
-                    }),
-                })
-                .collect(),
-        )
+        let mut plans = Vec::with_capacity(iv.len());
+        for ((v, a), (demand, alloc)) in iv.iter().zip(sized) {
+            let i = v.0 as usize;
+            if self.last_policy.len() <= i {
+                self.last_policy.resize(i + 1, WritePolicy::WriteBack);
+            }
+            if a.types.iter().sum::<f64>() > 0.0 {
+                self.last_policy[i] = if a.write_reuse_share() > self.threshold {
+                    WritePolicy::ReadOnly
+                } else {
+                    WritePolicy::WriteBack
+                };
+            }
+            plans.push(VolumePlan {
+                volume: *v,
+                demand_lines: demand,
+                allocation_lines: alloc,
+                write_policy: Some(self.last_policy[i]),
+            });
+        }
+        Some(plans)
     }
 }

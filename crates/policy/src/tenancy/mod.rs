@@ -128,6 +128,32 @@ pub struct TenancyConfig {
     /// Spatial sampling rate of the per-volume reuse analysis (SHARDS, fixed rate): 1 is
     /// the exact stack; lower rates keep memory and time per request down on large volumes.
     pub sample_rate: f64,
+    /// `eci`, `trd`: weight of an interval's figures one interval later (0 to 1, geometric):
+    /// 0 sizes from the previous interval alone (ECI-Cache's definition); more keeps a volume
+    /// that issued few requests in an interval (idle, or starved by misses) from losing its
+    /// partition and its write policy.
+    pub history: f64,
+    /// Volumes with fixed settings the mode does not change: a fixed partition size (taken
+    /// off the top; the mode divides the rest) and/or a fixed write policy.
+    pub fixed: Vec<FixedVolume>,
+}
+
+/// Settings of one volume that no tenancy mode changes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FixedVolume {
+    /// The volume.
+    pub volume: u32,
+    /// Bytes of its partition (rounded down to whole lines); needs a partitioning mode.
+    #[serde(
+        default,
+        deserialize_with = "tiercache_core::units::de_opt_bytes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub bytes: Option<u64>,
+    /// Its write policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_policy: Option<WritePolicy>,
 }
 
 impl Default for TenancyConfig {
@@ -141,6 +167,8 @@ impl Default for TenancyConfig {
             sizing: Sizing::Max,
             knee_share: 0.95,
             sample_rate: 1.0,
+            history: 0.0,
+            fixed: Vec::new(),
         }
     }
 }
@@ -198,7 +226,45 @@ impl TenancyConfig {
                 format!("{} must be in (0, 1]", self.sample_rate),
             ));
         }
+        if !(0.0..1.0).contains(&self.history) {
+            return Err((
+                "tenancy.history",
+                format!("{} must be in [0, 1)", self.history),
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, f) in self.fixed.iter().enumerate() {
+            if f.volume >= MAX_VOLUMES || !seen.insert(f.volume) {
+                return Err((
+                    "tenancy.fixed",
+                    format!(
+                        "entry {i}: volume {} is listed twice or beyond the limit of \
+                         {MAX_VOLUMES}",
+                        f.volume
+                    ),
+                ));
+            }
+            if f.bytes.is_some() && !self.partitions() {
+                return Err((
+                    "tenancy.fixed",
+                    format!(
+                        "entry {i}: a fixed size for volume {} needs a partitioning mode \
+                         (static, eci, trd), or a static partition in cache.partitions",
+                        f.volume
+                    ),
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// Lines the fixed sizes take from a cache of `line_size`-byte lines.
+    pub fn fixed_lines(&self, line_size: u64) -> u64 {
+        self.fixed
+            .iter()
+            .filter_map(|f| f.bytes)
+            .map(|b| b / line_size.max(1))
+            .sum()
     }
 
     /// Whether the mode partitions the cache (every mode but `shared`).

@@ -24,7 +24,7 @@ impl Trd {
             interval_ns: cfg.interval_ns,
             sizing: cfg.sizing,
             knee_share: cfg.knee_share,
-            analyses: Analyses::new(capacity_lines, cfg.sample_rate),
+            analyses: Analyses::new(capacity_lines, cfg.sample_rate, cfg.history),
         }
     }
 }

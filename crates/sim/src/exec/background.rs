@@ -74,6 +74,27 @@ impl Sim<'_> {
         }
     }
 
+    /// Polls the tenancy mode at the end of each of its intervals while requests run (as the
+    /// engine's flusher thread does in real time) and starts the write-backs of the partitions
+    /// it shrank.
+    pub(super) fn poll_repartition(&mut self) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        let st = self.exec_state();
+        let next = self.cache.repartition(&st);
+        self.tenancy.after_poll(&*self.cache);
+        let mut jobs = std::mem::take(&mut self.job_buf);
+        self.cache.take_resize_jobs(&mut jobs);
+        for job in jobs.drain(..) {
+            self.start_flush(job);
+        }
+        self.job_buf = jobs;
+        if let Some(t) = next {
+            self.schedule(t.max(self.now + 1), What::Repartition);
+        }
+    }
+
     pub(super) fn start_flush(&mut self, mut job: FlushJob) {
         let idx = self.alloc_task();
         let t = &mut self.tasks[idx as usize];

@@ -17,6 +17,8 @@ pub(super) enum What {
     Poll,
     /// A load-balancing interval ended.
     Balance,
+    /// A tenancy interval ended (partitions may be resized).
+    Repartition,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

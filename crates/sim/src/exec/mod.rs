@@ -108,6 +108,7 @@ struct Sim<'a> {
     dirty_end: u64,
     resident_end: u64,
     host_busy_end: u128,
+    tenancy: crate::tenancy::TenancyRecorder,
 }
 
 /// Runs `cache` on the devices of `cfg` with requests from `source` until the source ends or a
@@ -229,6 +230,7 @@ fn simulate_inner<'a>(
         dirty_end: 0,
         resident_end: 0,
         host_busy_end: 0,
+        tenancy: Default::default(),
     };
     sim.run()
 }
@@ -251,6 +253,7 @@ impl Sim<'_> {
         }
         self.poll_cleaner();
         self.poll_balancer();
+        self.poll_repartition();
         self.check_window_end();
         let mut metrics = None;
         let mut flush_start = None;
@@ -338,6 +341,7 @@ impl Sim<'_> {
                 }
             }
             What::Balance => self.poll_balancer(),
+            What::Repartition => self.poll_repartition(),
         }
     }
 }

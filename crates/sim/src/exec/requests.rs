@@ -267,6 +267,7 @@ impl Sim<'_> {
         self.inflight_requests -= 1;
         if measured {
             self.lat_all.record(lat);
+            self.tenancy.record_latency(req.volume, lat);
             match req.op {
                 Op::Read => {
                     self.lat_read.record(lat);

@@ -30,6 +30,7 @@ impl Sim<'_> {
             devs: self.devs.iter().map(|d| d.counters(now)).collect(),
             host_busy: self.host.as_ref().map_or(0, |h| h.busy_ns()),
         });
+        self.tenancy.window_start(&*self.cache);
         self.stop_at = self.cfg.run.duration_ns.map(|d| now.saturating_add(d));
     }
 
@@ -57,6 +58,7 @@ impl Sim<'_> {
             self.dirty_end = self.cache.dirty_lines();
             self.resident_end = self.cache.resident_lines();
             self.host_busy_end = self.host.as_ref().map_or(0, |h| h.busy_ns());
+            self.tenancy.window_end(&*self.cache);
         }
     }
 
@@ -257,6 +259,19 @@ impl Sim<'_> {
             );
         }
         m.devices = devices;
+        // Validated when the run started.
+        let cache_device = self.cfg.cache_device.resolve("cache_device").ok();
+        m.tenancy = self.tenancy.metrics(
+            &*self.cache,
+            &crate::tenancy::WindowFacts {
+                start: w.at,
+                end,
+                timed: true,
+                iops: m.iops,
+                cache_bytes_written: m.cache_bytes_written,
+                cache_device: cache_device.as_ref(),
+            },
+        );
         m
     }
 }

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""The multi-tenant experiment's tables, from the sweep's records.
+
+Overall, per cache size and tenancy mode: mean allocated cache, hit ratio, mean latency, IOPS,
+cache bytes written, IOPS per dollar of allocated cache and the cache device's projected
+lifetime, each with its ratio to `shared` at the same size. Then per volume (the largest cache
+size unless --size is given): each mode's allocation, hit ratio, mean latency, cache bytes
+written and share of time read-only.
+
+Usage: python3 experiments/multi-tenant/table.py results/multi-tenant/results.jsonl [--size 32MiB]
+"""
+import json
+import sys
+
+MODES = ["shared", "static", "trd", "eci"]
+
+
+def size_key(s):
+    units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    for u, m in units.items():
+        if s.endswith(u):
+            return float(s[: -len(u)]) * m
+    return float(s)
+
+
+def main(path, size=None):
+    runs = {}
+    for line in open(path):
+        r = json.loads(line)
+        if r.get("status") != "ok":
+            print(f"point {r.get('point')} ({r.get('name')}): {r.get('status')}", file=sys.stderr)
+            continue
+        labels = dict(r["labels"])
+        runs[(labels["cache"], labels["mode"])] = r["record"]["metrics"]
+    if not runs:
+        sys.exit("no successful point")
+    names = {}
+    for line in open(path):
+        r = json.loads(line)
+        for i, v in enumerate(r["record"]["config"].get("volumes", [])):
+            names[str(v.get("id", i))] = v.get("name", str(i))
+        break
+    sizes = sorted({s for s, _ in runs}, key=size_key)
+
+    print("| cache | mode | allocated MiB (× shared) | hit ratio (× shared) | mean latency µs (× shared) "
+          "| IOPS (× shared) | cache MiB written (× shared) | IOPS per $ (× shared) | lifetime days |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for s in sizes:
+        base = runs.get((s, "shared"))
+        for mode in MODES:
+            m = runs.get((s, mode))
+            if m is None:
+                continue
+            t = m.get("tenancy") or {}
+            bt = (base or {}).get("tenancy") or {}
+            v = {
+                "alloc": t.get("allocated_bytes_mean", 0) / 2**20,
+                "hit": m["hit_ratio"],
+                "lat": m["latency_us"]["all"]["mean"],
+                "iops": m["iops"],
+                "written": m["cache_bytes_written"] / 2**20,
+                "ipd": t.get("iops_per_dollar", 0),
+            }
+            b = {
+                "alloc": bt.get("allocated_bytes_mean", 0) / 2**20,
+                "hit": base["hit_ratio"] if base else 0,
+                "lat": base["latency_us"]["all"]["mean"] if base else 0,
+                "iops": base["iops"] if base else 0,
+                "written": base["cache_bytes_written"] / 2**20 if base else 0,
+                "ipd": bt.get("iops_per_dollar", 0),
+            }
+            rel = lambda k: f" ({v[k] / b[k]:.2f})" if b[k] else ""
+            life = t.get("projected_lifetime_days")
+            life = f"{life:.3g}" if life is not None else "-"
+            print(f"| {s} | {mode} | {v['alloc']:.1f}{rel('alloc')} | {v['hit']:.3f}{rel('hit')} "
+                  f"| {v['lat']:.0f}{rel('lat')} | {v['iops']:.0f}{rel('iops')} "
+                  f"| {v['written']:.0f}{rel('written')} | {v['ipd']:,.0f}{rel('ipd')} | {life} |")
+
+    s = size or sizes[-1]
+    print()
+    print(f"Per volume, {s} cache: allocated MiB / hit ratio / mean latency µs / cache MiB written / share of time read-only")
+    print()
+    print("| volume | " + " | ".join(m for m in MODES if (s, m) in runs) + " |")
+    print("|---|" + "---|" * sum((s, m) in runs for m in MODES))
+    vols = sorted({v for m in MODES if (s, m) in runs
+                   for v in ((runs[(s, m)].get("tenancy") or {}).get("volumes") or {})}, key=int)
+    for vol in vols:
+        cells = []
+        for mode in MODES:
+            if (s, mode) not in runs:
+                continue
+            x = ((runs[(s, mode)].get("tenancy") or {}).get("volumes") or {}).get(vol)
+            if x is None:
+                cells.append("-")
+                continue
+            cells.append(f"{x['allocated_bytes_mean'] / 2**20:.1f} / {x['hit_ratio']:.3f} / "
+                         f"{x['mean_latency_us']:.0f} / {x['cache_bytes_written'] / 2**20:.0f} / "
+                         f"{x['read_only_share']:.2f}")
+        print(f"| {names.get(vol, vol)} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    size = None
+    if "--size" in args:
+        i = args.index("--size")
+        size = args[i + 1]
+        del args[i : i + 2]
+    main(args[0] if args else "results/multi-tenant/results.jsonl", size)
