@@ -84,6 +84,9 @@ pub struct DeviceModel {
     pub(crate) c: DeviceCounters,
     /// Moving average of device time per completed op, ns (see [`DeviceModel::service_ns`]).
     service_ns: Nanos,
+    /// Moving average of op latency (submission to completion), ns (see
+    /// [`DeviceModel::latency_ns`]).
+    latency_ns: Nanos,
     /// Device time consumed when the last op completed, ps.
     cost_at_last_finish: u128,
 }
@@ -120,6 +123,7 @@ impl DeviceModel {
             last_change: 0,
             c: DeviceCounters::default(),
             service_ns: 0,
+            latency_ns: 0,
             cost_at_last_finish: 0,
         }
     }
@@ -230,6 +234,13 @@ impl DeviceModel {
         self.service_ns
     }
 
+    /// Estimated latency of one op, ns: a moving average (1/16 per op) of completion − start
+    /// over completed ops, queueing inside the device included; 0 before any op completed.
+    /// For a device that serves many ops at once it is far above [`DeviceModel::service_ns`].
+    pub fn latency_ns(&self) -> Nanos {
+        self.latency_ns
+    }
+
     /// Ops queued or in service by origin (R, W, P, E, indexed by [`tiercache_core::Origin::index`]).
     pub fn inflight_by_origin(&self) -> [u32; 4] {
         let mut out = [0; 4];
@@ -270,6 +281,7 @@ impl DeviceModel {
         self.inflight_by_cause[cause_index(cause)] -= 1;
         self.c.ops += 1;
         self.c.latency_ns += (now - started) as u128;
+        self.latency_ns = service_ewma(self.latency_ns, now - started);
         let cost = self.store_cost_ps();
         let sample = cost.saturating_sub(self.cost_at_last_finish) / 1000;
         self.cost_at_last_finish = cost;

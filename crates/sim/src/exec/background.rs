@@ -9,9 +9,10 @@ impl Sim<'_> {
             queued: d.inflight(),
             by_origin: d.inflight_by_origin(),
             service_ns: d.service_ns(),
+            latency_ns: d.latency_ns(),
         };
         let mut backend = DeviceLoad::default();
-        let mut weighted = 0u128;
+        let (mut weighted, mut weighted_latency) = (0u128, 0u128);
         for d in &self.devs[1..] {
             let l = load(d);
             backend.queued += l.queued;
@@ -19,14 +20,17 @@ impl Sim<'_> {
                 *a += b;
             }
             weighted += u128::from(l.service_ns) * u128::from(l.queued.max(1));
+            weighted_latency += u128::from(l.latency_ns) * u128::from(l.queued.max(1));
         }
         // Several backend devices (one per volume): their service times weighted by what is
-        // queued on each, so the drain-time estimate is the sum of theirs.
+        // queued on each, so the drain-time estimate is the sum of theirs; their latencies
+        // the same way, the latency of where the queued work is.
         let weights: u128 = self.devs[1..]
             .iter()
             .map(|d| u128::from(d.inflight().max(1)))
             .sum();
         backend.service_ns = (weighted / weights.max(1)) as u64;
+        backend.latency_ns = (weighted_latency / weights.max(1)) as u64;
         debug_assert_eq!(self.backend_inflight, backend.queued);
         ExecutorState {
             now: self.now,
