@@ -79,6 +79,9 @@ pub struct DeviceModel {
     pub(crate) link: Option<Link>,
     pub(crate) inflight: u32,
     pub(crate) inflight_by_cause: [u32; 10],
+    /// The same ops by origin (R, W, P, E), kept beside so executors polling the load per
+    /// request read it without summing causes.
+    inflight_by_origin: [u32; 4],
     pub(crate) max_inflight: u32,
     pub(crate) last_change: Nanos,
     pub(crate) c: DeviceCounters,
@@ -119,6 +122,7 @@ impl DeviceModel {
             link: r.link.map(Link::new),
             inflight: 0,
             inflight_by_cause: [0; 10],
+            inflight_by_origin: [0; 4],
             max_inflight: 0,
             last_change: 0,
             c: DeviceCounters::default(),
@@ -242,14 +246,9 @@ impl DeviceModel {
     }
 
     /// Ops queued or in service by origin (R, W, P, E, indexed by [`tiercache_core::Origin::index`]).
+    #[inline]
     pub fn inflight_by_origin(&self) -> [u32; 4] {
-        let mut out = [0; 4];
-        for (i, &c) in CAUSES.iter().enumerate() {
-            if let Some(o) = c.origin() {
-                out[o.index()] += self.inflight_by_cause[i];
-            }
-        }
-        out
+        self.inflight_by_origin
     }
 
     /// Ops queued or in service by cause (indexed by [`cause_index`]).
@@ -263,6 +262,9 @@ impl DeviceModel {
         self.advance(now);
         self.inflight += 1;
         self.inflight_by_cause[cause_index(cause)] += 1;
+        if let Some(o) = cause.origin() {
+            self.inflight_by_origin[o.index()] += 1;
+        }
         self.max_inflight = self.max_inflight.max(self.inflight);
     }
 
@@ -279,11 +281,14 @@ impl DeviceModel {
         self.advance(now);
         self.inflight -= 1;
         self.inflight_by_cause[cause_index(cause)] -= 1;
+        if let Some(o) = cause.origin() {
+            self.inflight_by_origin[o.index()] -= 1;
+        }
         self.c.ops += 1;
         self.c.latency_ns += (now - started) as u128;
         self.latency_ns = service_ewma(self.latency_ns, now - started);
         let cost = self.store_cost_ps();
-        let sample = cost.saturating_sub(self.cost_at_last_finish) / 1000;
+        let sample = crate::disk::div_u128(cost.saturating_sub(self.cost_at_last_finish), 1000);
         self.cost_at_last_finish = cost;
         self.service_ns = service_ewma(self.service_ns, sample.min(u64::MAX as u128) as u64);
         let ci = cause_index(cause);
@@ -313,9 +318,10 @@ impl DeviceModel {
         let store_cost = match &self.store {
             Store::None => 0,
             Store::Disk(d) => d.cost_ps,
-            Store::Array(a) => {
-                a.members.iter().map(|m| m.cost_ps).sum::<u128>() / a.members.len() as u128
-            }
+            Store::Array(a) => crate::disk::div_u128(
+                a.members.iter().map(|m| m.cost_ps).sum::<u128>(),
+                a.members.len() as u64,
+            ),
         };
         store_cost.max(self.link.as_ref().map_or(0, |l| l.cost_ps))
     }

@@ -88,7 +88,10 @@ impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         let m = self.meter;
         let now = Instant::now();
-        let took = now.saturating_duration_since(self.started).as_nanos().min(u128::from(u64::MAX)) as u64;
+        let took = now
+            .saturating_duration_since(self.started)
+            .as_nanos()
+            .min(u128::from(u64::MAX)) as u64;
         let (start_at, now_at) = (m.since_epoch(self.started), m.since_epoch(now));
         // Device time this op accounts for: since the previous completion while the device
         // stayed busy, or since its own start when the device was idle before it. Ops that

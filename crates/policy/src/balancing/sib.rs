@@ -141,7 +141,10 @@ mod tests {
         let mut st = state(20, 50_000);
         st.backend.queued = 4;
         st.backend.latency_ns = 3_000_000;
-        assert_eq!(s.poll(&st, WritePolicy::WriteThrough), BalanceDecision::KEEP);
+        assert_eq!(
+            s.poll(&st, WritePolicy::WriteThrough),
+            BalanceDecision::KEEP
+        );
         assert!(!s.report().unwrap().burst);
         // A 1 ms latency: positions past (0.2 + 1) ms / 0.1 ms = 12 go, 8 of 20.
         st.backend.latency_ns = 1_000_000;

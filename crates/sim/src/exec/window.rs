@@ -31,6 +31,8 @@ impl Sim<'_> {
             host_busy: self.host.as_ref().map_or(0, |h| h.busy_ns()),
         });
         self.stop_at = self.cfg.run.duration_ns.map(|d| now.saturating_add(d));
+        // The balancer's first interval starts with the measured window.
+        self.poll_balancer();
     }
 
     /// Closes the measured window once no request can arrive any more and none is in flight.
