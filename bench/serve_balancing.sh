@@ -8,7 +8,9 @@
 # (QD 32; after every 2,000 I/Os it pauses 100 ms): 64 KiB ops reach the 863a's 520 MB/s at
 # a request rate the engine serves on a small machine. For each, the stats file is sampled
 # every 100 ms for the cache device's queue time (ops queued × service time, as the balancer
-# sees it).
+# sees it). On a 2-core machine shared with builds (load 13-16) the engine served 800-1,350
+# 64 KiB IOPS, a sixth of the 863a's bandwidth at most: the host CPU, not the emulated cache,
+# was the limit there, so run it on a quieter machine.
 #
 #   bench/serve_balancing.sh [SECONDS] [ROUNDS]
 #
