@@ -124,13 +124,13 @@ impl Disk {
         self.gate_ps = start_ps + gap;
         let end_ps = start_ps + service;
         // Round up so an op never completes before its modelled time.
-        let end = end_ps.div_ceil(PS_PER_NS) as Nanos;
+        let end = ps_to_ns_ceil(end_ps);
         if self.p.channels > 1 {
             self.channels.push(Reverse(end));
         } else {
             self.single_free = end;
         }
-        self.cost_ps += (service / self.p.channels as u128).max(gap);
+        self.cost_ps += div_u128(service, u64::from(self.p.channels)).max(gap);
         self.last_end = offset.saturating_add(len);
         self.ops += 1;
         match kind {
@@ -139,5 +139,24 @@ impl Disk {
             _ => {}
         }
         end
+    }
+}
+
+/// `ps` in whole nanoseconds, rounded up. A 128-bit division is a library call; times that
+/// fit in 64 bits (213 days of picoseconds) take the 64-bit one, with the same result.
+#[inline]
+pub(crate) fn ps_to_ns_ceil(ps: u128) -> Nanos {
+    match u64::try_from(ps) {
+        Ok(p) => p.div_ceil(PS_PER_NS as u64),
+        Err(_) => ps.div_ceil(PS_PER_NS) as Nanos,
+    }
+}
+
+/// `a / b` for a nonzero `b`, in 64 bits when `a` fits (same result as the 128-bit division).
+#[inline]
+pub(crate) fn div_u128(a: u128, b: u64) -> u128 {
+    match u64::try_from(a) {
+        Ok(a) => u128::from(a / b),
+        Err(_) => a / u128::from(b),
     }
 }

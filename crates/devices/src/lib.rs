@@ -89,6 +89,32 @@ mod tests {
     }
 
     #[test]
+    fn latency_and_service_estimates_differ_by_the_parallelism() {
+        // Four ops at a time on a 4-channel device of 100 ns per op, round after round: each
+        // op takes 100 ns from submission to completion, but the device consumes 25 ns of its
+        // time per op (it completes 4 per 100 ns).
+        let mut d = dev(custom(100, 4));
+        assert_eq!((d.service_ns(), d.latency_ns()), (0, 0));
+        for round in 0..100u64 {
+            let t = round * 100;
+            let ends: Vec<Nanos> = (0..4)
+                .map(|i| {
+                    d.op_started(t, OpCause::ReadHit);
+                    d.submit_phase(t, IoKind::Read, (round * 4 + i) * 8192, 0, 0)
+                })
+                .collect();
+            for end in ends {
+                assert_eq!(end, t + 100);
+                d.op_finished(end, t, IoKind::Read, 0, OpCause::ReadHit);
+            }
+        }
+        assert_eq!(d.latency_ns(), 100);
+        // About 25: the moving average swings within a round (the first completion of a round
+        // accounts for the device time of all four).
+        assert!((10..=40).contains(&d.service_ns()), "{}", d.service_ns());
+    }
+
+    #[test]
     fn iops_ceiling_is_respected() {
         // 1000 ops at once on a 1M-channel-like device capped at 50K IOPS take >= 1000/50K s.
         let mut d = dev(DeviceConfig {

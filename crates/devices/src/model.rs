@@ -79,11 +79,17 @@ pub struct DeviceModel {
     pub(crate) link: Option<Link>,
     pub(crate) inflight: u32,
     pub(crate) inflight_by_cause: [u32; 10],
+    /// The same ops by origin (R, W, P, E), kept beside so executors polling the load per
+    /// request read it without summing causes.
+    inflight_by_origin: [u32; 4],
     pub(crate) max_inflight: u32,
     pub(crate) last_change: Nanos,
     pub(crate) c: DeviceCounters,
     /// Moving average of device time per completed op, ns (see [`DeviceModel::service_ns`]).
     service_ns: Nanos,
+    /// Moving average of op latency (submission to completion), ns (see
+    /// [`DeviceModel::latency_ns`]).
+    latency_ns: Nanos,
     /// Device time consumed when the last op completed, ps.
     cost_at_last_finish: u128,
 }
@@ -117,10 +123,12 @@ impl DeviceModel {
             link: r.link.map(Link::new),
             inflight: 0,
             inflight_by_cause: [0; 10],
+            inflight_by_origin: [0; 4],
             max_inflight: 0,
             last_change: 0,
             c: DeviceCounters::default(),
             service_ns: 0,
+            latency_ns: 0,
             cost_at_last_finish: 0,
         }
     }
@@ -232,15 +240,17 @@ impl DeviceModel {
         self.service_ns
     }
 
+    /// Estimated latency of one op, ns: a moving average (1/16 per op) of completion − start
+    /// over completed ops, queueing inside the device included; 0 before any op completed.
+    /// For a device that serves many ops at once it is far above [`DeviceModel::service_ns`].
+    pub fn latency_ns(&self) -> Nanos {
+        self.latency_ns
+    }
+
     /// Ops queued or in service by origin (R, W, P, E, indexed by [`tiercache_core::Origin::index`]).
+    #[inline]
     pub fn inflight_by_origin(&self) -> [u32; 4] {
-        let mut out = [0; 4];
-        for (i, &c) in CAUSES.iter().enumerate() {
-            if let Some(o) = c.origin() {
-                out[o.index()] += self.inflight_by_cause[i];
-            }
-        }
-        out
+        self.inflight_by_origin
     }
 
     /// Ops queued or in service by cause (indexed by [`cause_index`]).
@@ -254,6 +264,9 @@ impl DeviceModel {
         self.advance(now);
         self.inflight += 1;
         self.inflight_by_cause[cause_index(cause)] += 1;
+        if let Some(o) = cause.origin() {
+            self.inflight_by_origin[o.index()] += 1;
+        }
         self.max_inflight = self.max_inflight.max(self.inflight);
     }
 
@@ -270,10 +283,14 @@ impl DeviceModel {
         self.advance(now);
         self.inflight -= 1;
         self.inflight_by_cause[cause_index(cause)] -= 1;
+        if let Some(o) = cause.origin() {
+            self.inflight_by_origin[o.index()] -= 1;
+        }
         self.c.ops += 1;
         self.c.latency_ns += (now - started) as u128;
+        self.latency_ns = service_ewma(self.latency_ns, now - started);
         let cost = self.store_cost_ps();
-        let sample = cost.saturating_sub(self.cost_at_last_finish) / 1000;
+        let sample = crate::disk::div_u128(cost.saturating_sub(self.cost_at_last_finish), 1000);
         self.cost_at_last_finish = cost;
         self.service_ns = service_ewma(self.service_ns, sample.min(u64::MAX as u128) as u64);
         let ci = cause_index(cause);
@@ -304,9 +321,10 @@ impl DeviceModel {
             // No capacity limit: a constant device is never busy.
             Store::None | Store::Constant(_) => 0,
             Store::Disk(d) => d.cost_ps,
-            Store::Array(a) => {
-                a.members.iter().map(|m| m.cost_ps).sum::<u128>() / a.members.len() as u128
-            }
+            Store::Array(a) => crate::disk::div_u128(
+                a.members.iter().map(|m| m.cost_ps).sum::<u128>(),
+                a.members.len() as u64,
+            ),
         };
         store_cost.max(self.link.as_ref().map_or(0, |l| l.cost_ps))
     }

@@ -12,11 +12,20 @@ pub struct DeviceLoad {
     pub queued: u32,
     /// Of them, the ops of each origin (indexed by [`Origin::index`]: R, W, P, E).
     pub by_origin: [u32; 4],
-    /// Estimated time the device spends on one op, ns: a moving average over recently
-    /// completed ops (0 before any completed). The simulator takes it from the model's device
-    /// time per op; the engine times each op it runs (wall time of the call, queueing inside
-    /// the device included: a real device does not tell the two apart).
+    /// Device time per op, ns: the inverse of the device's throughput while busy, a moving
+    /// average over recently completed ops (0 before any completed). For a device that serves
+    /// several ops at once (an SSD's channels, an array's members) it is far below an op's
+    /// latency. The simulator takes it from the model's device time consumed between
+    /// completions; the engine measures the wall time between completions while the device
+    /// stays busy (an op's own duration when it ran alone). `queued × service_ns` is how long
+    /// the queue takes to drain.
     pub service_ns: Nanos,
+    /// Latency of one op, ns: a moving average of submission to completion over recently
+    /// completed ops (queueing inside the device included; 0 before any completed). The
+    /// simulator takes it from its device model (completion − issue), the engine from the wall
+    /// time of each op. A request sent to this device now waits about
+    /// `queue_time_ns() + latency_ns`.
+    pub latency_ns: Nanos,
 }
 
 impl DeviceLoad {
@@ -29,6 +38,12 @@ impl DeviceLoad {
     /// Ops of `origin` queued now.
     pub fn of(&self, origin: Origin) -> u32 {
         self.by_origin[origin.index()]
+    }
+
+    /// Estimated time until a request sent to this device now completes, ns: its queue's
+    /// drain time plus one op's latency.
+    pub fn wait_ns(&self) -> Nanos {
+        self.queue_time_ns().saturating_add(self.latency_ns)
     }
 }
 
@@ -58,8 +73,10 @@ mod tests {
             queued: 4,
             by_origin: [1, 0, 2, 1],
             service_ns: 10,
+            latency_ns: 25,
         };
         assert_eq!(l.queue_time_ns(), 40);
+        assert_eq!(l.wait_ns(), 65);
         assert_eq!(l.of(Origin::Promotion), 2);
         assert_eq!(l.of(Origin::Write), 0);
         let huge = DeviceLoad {
@@ -68,6 +85,7 @@ mod tests {
             ..l
         };
         assert_eq!(huge.queue_time_ns(), u64::MAX, "saturates");
+        assert_eq!(huge.wait_ns(), u64::MAX, "saturates");
     }
 
     #[test]

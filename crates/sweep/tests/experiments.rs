@@ -29,7 +29,7 @@ fn shipped_experiments_expand_and_shrink_for_ci() {
         ("lookup-scalability", 2 * 12 * 2),
         ("many-choice", 3 * 144),
         ("promotion-line-size", 3 * 18 * 2),
-        ("load-balancing", 3 * 8),
+        ("load-balancing", 3 * 12),
     ];
     let name_of = |p: &PathBuf| {
         p.parent()

@@ -9,13 +9,22 @@
 //! | 4 | P alone (sequential reads) | WB |
 //!
 //! A burst is when the cache device's queue takes longer to drain than a request sent to the
-//! backend now would take: its queue time plus one op's service time. (SPEC §4.8 compares the
-//! two queue times alone; with an idle backend that calls any queue at the cache a burst, and
-//! the first full-size run of `experiments/load-balancing` sent a lightly loaded NVMe cache's
-//! reads to a RAID-5 array, 22× the latency of plain write-back.)
+//! backend now would wait: the backend's queue time plus one op's *latency*
+//! ([`DeviceLoad::wait_ns`](crate::DeviceLoad::wait_ns)). Drain times use each device's
+//! service time (device time per op, the inverse of its throughput), the wait at the backend
+//! its latency: for a parallel device the two differ by its parallelism, and comparing a
+//! cache queue against the backend's per-op *throughput* called a lightly loaded NVMe cache
+//! over a RAID-5 array a burst and sent its reads to the array (22× the latency of plain
+//! write-back in the first full-size run of `experiments/load-balancing`). SPEC §4.8 compares
+//! the two queue times alone; with an idle backend that calls any queue at the cache a burst.
 //!
-//! The tail of group 3 is the part of the cache queue that would wait longer than draining
-//! the backend's queue takes: a share `1 − backend_qtime / cache_qtime` of the writes goes
+//! A burst must be seen at `confirm_polls` consecutive polls (default 2) before the policy
+//! changes: a cache that keeps up with its load (an NVMe cache at 90 % of its write IOPS under
+//! OLTP bursts) still shows a long queue at some polls, and acting on one moves a whole
+//! interval's writes (RO) to the backend.
+//!
+//! The tail of group 3 is the part of the cache queue that would wait longer than a request
+//! sent to the backend: a share `1 − backend_wait / cache_qtime` of the writes goes
 //! around the cache (write-around: a cached copy is kept up to date), at most the backend's
 //! share of the two devices' service rates (the decision holds for an interval). When the
 //! burst ends the configured policy returns.
@@ -68,18 +77,30 @@ pub struct Lbica {
     interval_ns: Nanos,
     dominance: f64,
     sequential: f64,
+    confirm_polls: u32,
+    /// Consecutive polls so far that saw the cache as the bottleneck.
+    streak: u32,
     last: Option<BalanceReport>,
 }
 
 impl Lbica {
-    /// LBICA polled every `interval_ns`, with the group thresholds.
+    /// LBICA polled every `interval_ns`, with the group thresholds, acting on the first poll
+    /// that sees a burst.
     pub fn new(interval_ns: Nanos, dominance: f64, sequential: f64) -> Self {
         Self {
             interval_ns,
             dominance,
             sequential,
+            confirm_polls: 1,
+            streak: 0,
             last: None,
         }
+    }
+
+    /// The same, acting only once `polls` consecutive polls (at least 1) saw the burst.
+    pub fn confirmed_after(mut self, polls: u32) -> Self {
+        self.confirm_polls = polls.max(1);
+        self
     }
 }
 
@@ -95,10 +116,16 @@ impl Balancer for Lbica {
     fn poll(&mut self, state: &ExecutorState, _configured: WritePolicy) -> BalanceDecision {
         let (c, b, shares) = observe(state);
         // The cache is the bottleneck when its queue takes longer to drain than a request sent
-        // to the backend now would take (the backend's queue plus one of its ops): with an
+        // to the backend now would wait (the backend's queue plus one op's latency): with an
         // idle backend, any queue at the cache would otherwise count as a burst.
-        let burst = c > b.saturating_add(state.backend.service_ns);
-        let group = if burst {
+        let at_backend = state.backend.wait_ns();
+        let burst = c > at_backend;
+        self.streak = if burst {
+            self.streak.saturating_add(1)
+        } else {
+            0
+        };
+        let group = if self.streak >= self.confirm_polls {
             LbicaGroup::classify(shares, self.dominance, self.sequential)
         } else {
             None
@@ -109,7 +136,7 @@ impl Balancer for Lbica {
             Some(LbicaGroup::Mixed) => BalanceDecision::policy(WritePolicy::ReadOnly),
             Some(LbicaGroup::WriteIntensive) => BalanceDecision {
                 write_policy: Some(WritePolicy::WriteBack),
-                bypass_writes: (1.0 - b as f64 / c as f64).min(capacity_share(state)),
+                bypass_writes: (1.0 - at_backend as f64 / c as f64).min(capacity_share(state)),
                 bypass_writes_as: WritePolicy::WriteAround,
                 ..BalanceDecision::KEEP
             },
@@ -136,22 +163,98 @@ mod tests {
     use super::*;
     use crate::executor::DeviceLoad;
 
-    /// A state whose cache queue holds `r, w, p, e` ops of 100 µs each and whose backend
-    /// queue drains in `backend_ns`.
+    /// A state whose cache queue holds `r, w, p, e` ops of 100 µs each (one at a time) and
+    /// whose backend holds one op of `backend_ns` (one at a time, so its latency is its
+    /// service time).
     pub(crate) fn state(r: u32, w: u32, p: u32, e: u32, backend_ns: Nanos) -> ExecutorState {
         ExecutorState {
             cache: DeviceLoad {
                 queued: r + w + p + e,
                 by_origin: [r, w, p, e],
                 service_ns: 100_000,
+                latency_ns: 100_000,
             },
             backend: DeviceLoad {
                 queued: 1,
                 by_origin: [1, 0, 0, 0],
                 service_ns: backend_ns,
+                latency_ns: backend_ns,
             },
             ..ExecutorState::default()
         }
+    }
+
+    /// A cache device and a backend that serve many ops at once: `queued` ops of each, with
+    /// their device time per op (inverse throughput) and latency per op.
+    fn parallel(cache: (u32, Nanos, Nanos), backend: (u32, Nanos, Nanos)) -> ExecutorState {
+        let load = |(queued, service_ns, latency_ns): (u32, Nanos, Nanos), origin: usize| {
+            let mut by_origin = [0; 4];
+            by_origin[origin] = queued;
+            DeviceLoad {
+                queued,
+                by_origin,
+                service_ns,
+                latency_ns,
+            }
+        };
+        ExecutorState {
+            cache: load(cache, 0),
+            backend: load(backend, 0),
+            ..ExecutorState::default()
+        }
+    }
+
+    #[test]
+    fn a_lightly_loaded_parallel_cache_over_a_slow_array_is_no_burst() {
+        // The OLTP point of the experiment: an NVMe cache (1.3 µs of device time per op,
+        // 80 µs latency) with 14 reads queued, over a RAID-5 array (1.2 µs of device time per
+        // op across its members, 5 ms latency) with 12 queued. The cache drains in 18 µs; the
+        // array's queue drains in 14 µs but a read sent there waits 5 ms: no burst.
+        let mut l = Lbica::new(1_000_000, 0.6, 0.6);
+        let wb = WritePolicy::WriteBack;
+        let light = parallel((14, 1_300, 80_000), (12, 1_200, 5_000_000));
+        assert!(light.cache.queue_time_ns() > light.backend.queue_time_ns());
+        assert_eq!(l.poll(&light, wb), BalanceDecision::KEEP);
+        assert!(!l.report().unwrap().burst);
+        // 5000 reads queued at the same cache drain in 6.5 ms, past the array's 5 ms wait: a
+        // burst of random reads, so read misses stop being promoted.
+        let heavy = parallel((5_000, 1_300, 80_000), (12, 1_200, 5_000_000));
+        assert_eq!(
+            l.poll(&heavy, wb).write_policy,
+            Some(WritePolicy::WriteOnly)
+        );
+        assert!(l.report().unwrap().burst);
+        assert_eq!(l.report().unwrap().group, 1);
+    }
+
+    #[test]
+    fn the_write_tail_is_what_waits_longer_than_the_backend_latency() {
+        let mut l = Lbica::new(1_000_000, 0.6, 0.6);
+        // 1000 writes and evictions of 10 µs device time queued at the cache (10 ms to
+        // drain); the backend has 2 queued of 100 µs device time each and 6 ms latency: a
+        // request sent there waits 6.2 ms, so the writes past 6.2 ms of the cache's queue,
+        // 38 %, would finish sooner there. The backend's share of the service rates,
+        // 10 / (10 + 100), caps it.
+        let mut s = parallel((1_000, 10_000, 50_000), (2, 100_000, 6_000_000));
+        s.cache.by_origin = [0, 600, 0, 400];
+        let d = l.poll(&s, WritePolicy::WriteBack);
+        assert_eq!(l.report().unwrap().group, 3);
+        assert!(
+            (d.bypass_writes - 10.0 / 110.0).abs() < 1e-9,
+            "{}",
+            d.bypass_writes
+        );
+        // A backend as fast per op as the cache (cap 0.5): the tail itself, 1 − 6.02 ms / 10 ms.
+        s.backend.service_ns = 10_000;
+        let d = l.poll(&s, WritePolicy::WriteBack);
+        assert!(
+            (d.bypass_writes - (1.0 - 6_020_000.0 / 10_000_000.0)).abs() < 1e-9,
+            "{}",
+            d.bypass_writes
+        );
+        // A backend latency past the cache's drain time: no burst, nothing sent.
+        s.backend.latency_ns = 10_000_000;
+        assert_eq!(l.poll(&s, WritePolicy::WriteBack), BalanceDecision::KEEP);
     }
 
     #[test]
@@ -171,7 +274,7 @@ mod tests {
             assert_eq!(rep.group, group, "{mix:?}");
             assert_eq!(d.write_policy, policy, "{mix:?}");
             if group == 3 {
-                // The tail beyond the backend's drain time, 1 − 0.1 ms / 2 ms of the writes,
+                // The tail beyond the backend's wait, 1 − 0.2 ms / 2 ms of the writes,
                 // capped at the backend's share of the service rates, 100 / (100 + 100).
                 assert!((d.bypass_writes - 0.5).abs() < 1e-9, "{}", d.bypass_writes);
                 assert_eq!(d.bypass_writes_as, WritePolicy::WriteAround);
@@ -190,7 +293,8 @@ mod tests {
             l.poll(&state(10, 0, 8, 2, 100_000), wb).write_policy,
             Some(WritePolicy::WriteOnly)
         );
-        // The backend's queue now takes longer to drain than the cache's (2 ms): no burst.
+        // A request sent to the backend now waits longer (3 ms queued + 3 ms) than the
+        // cache's queue takes to drain (2 ms): no burst.
         let d = l.poll(&state(10, 0, 8, 2, 3_000_000), wb);
         assert_eq!(d, BalanceDecision::KEEP);
         assert!(!l.report().unwrap().burst);
@@ -201,7 +305,30 @@ mod tests {
         assert_eq!(l.poll(&idle, wb), BalanceDecision::KEEP);
         // The same backend, idle, with ops of 1 ms: the 2 ms cache queue is a burst.
         idle.backend.service_ns = 1_000_000;
+        idle.backend.latency_ns = 1_000_000;
         assert_eq!(l.poll(&idle, wb).write_policy, Some(WritePolicy::WriteOnly));
+    }
+
+    #[test]
+    fn a_burst_acts_only_once_seen_at_consecutive_polls() {
+        let mut l = Lbica::new(1_000_000, 0.6, 0.6).confirmed_after(2);
+        let wb = WritePolicy::WriteBack;
+        let burst = state(9, 9, 1, 1, 100_000);
+        let calm = state(9, 9, 1, 1, 3_000_000);
+        // One poll sees it: reported, not acted on.
+        assert_eq!(l.poll(&burst, wb), BalanceDecision::KEEP);
+        assert!(l.report().unwrap().burst);
+        assert_eq!(l.report().unwrap().group, 0);
+        // A calm poll in between starts the count again.
+        assert_eq!(l.poll(&calm, wb), BalanceDecision::KEEP);
+        assert_eq!(l.poll(&burst, wb), BalanceDecision::KEEP);
+        // The second in a row acts, and so does every further one.
+        for _ in 0..3 {
+            assert_eq!(l.poll(&burst, wb).write_policy, Some(WritePolicy::ReadOnly));
+            assert_eq!(l.report().unwrap().group, 2);
+        }
+        // The burst ends: the configured policy at once.
+        assert_eq!(l.poll(&calm, wb), BalanceDecision::KEEP);
     }
 
     #[test]

@@ -120,6 +120,12 @@ pub enum BalancingConfig {
         /// Share of promotions alone that makes a burst a sequential read (group 4).
         #[serde(default = "default_sequential")]
         sequential: f64,
+        /// Consecutive polls that must see the cache as the bottleneck before the policy
+        /// changes (1: act on the first). A cache that keeps up with a burst still has
+        /// moments when its queue looks long at a poll; acting on one sends a whole
+        /// interval's writes or reads to the backend.
+        #[serde(default = "default_confirm_polls")]
+        confirm_polls: u32,
     },
     /// SIB: selective I/O bypass for a write-through cache: while the cache device is the
     /// bottleneck, the requests at the tail of its queue go to the backend (SPEC §4.8).
@@ -142,6 +148,10 @@ fn default_sequential() -> f64 {
     0.6
 }
 
+fn default_confirm_polls() -> u32 {
+    2
+}
+
 impl BalancingConfig {
     /// Checks the settings; the error names the field (relative to `cache.balancing`).
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
@@ -151,9 +161,13 @@ impl BalancingConfig {
                 interval_ns,
                 dominance,
                 sequential,
+                confirm_polls,
             } => {
                 if interval_ns == 0 {
                     return Err(("balancing.interval_ns", "must be positive".into()));
+                }
+                if confirm_polls == 0 {
+                    return Err(("balancing.confirm_polls", "must be at least 1".into()));
                 }
                 for (f, v) in [
                     ("balancing.dominance", dominance),
@@ -183,7 +197,10 @@ pub fn build(cfg: &BalancingConfig) -> Box<dyn Balancer> {
             interval_ns,
             dominance,
             sequential,
-        } => Box::new(Lbica::new(interval_ns, dominance, sequential)),
+            confirm_polls,
+        } => {
+            Box::new(Lbica::new(interval_ns, dominance, sequential).confirmed_after(confirm_polls))
+        }
         BalancingConfig::Sib { interval_ns } => Box::new(Sib::new(interval_ns)),
     }
 }

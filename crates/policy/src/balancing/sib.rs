@@ -2,9 +2,10 @@
 //! the cache device is the bottleneck, the requests that would finish sooner at the backend
 //! go there.
 //!
-//! The k-th op queued at the cache completes after about `k × cache_service`; one sent to the
-//! backend now completes after `backend_qtime + backend_service`. Ops beyond position
-//! `x = (backend_qtime + backend_service) / cache_service` finish sooner at the backend, so a
+//! The k-th op queued at the cache completes after about `k × cache_service` (device time per
+//! op, the inverse of the cache's throughput); one sent to the backend now completes after
+//! `backend_qtime + backend_latency` ([`DeviceLoad::wait_ns`](crate::DeviceLoad::wait_ns)).
+//! Ops beyond position `x = backend_wait / cache_service` finish sooner at the backend, so a
 //! share `(queued − x) / queued` of the requests goes there (at most the backend's share of the
 //! two devices' service rates, as the decision holds for an interval): reads served from the backend,
 //! writes written to the backend with any cached copy dropped (nothing is dirty in a
@@ -43,9 +44,11 @@ impl Balancer for Sib {
 
     fn poll(&mut self, state: &ExecutorState, _configured: WritePolicy) -> BalanceDecision {
         let (c, b, shares) = observe(state);
-        let burst = c > b;
+        // The cache is the bottleneck when the tail of its queue would finish sooner at the
+        // backend: its drain time exceeds a backend request's wait (queue plus latency).
+        let at_backend = state.backend.wait_ns();
+        let burst = c > at_backend;
         let share = if burst && state.cache.queued > 0 {
-            let at_backend = b.saturating_add(state.backend.service_ns);
             let x = (at_backend / state.cache.service_ns.max(1)).min(u64::from(state.cache.queued));
             let tail = (u64::from(state.cache.queued) - x) as f64 / f64::from(state.cache.queued);
             tail.min(capacity_share(state))
@@ -90,11 +93,13 @@ mod tests {
                 queued: cache_queued,
                 by_origin: [cache_queued, 0, 0, 0],
                 service_ns: 100_000,
+                latency_ns: 100_000,
             },
             backend: DeviceLoad {
                 queued: 1,
                 by_origin: [1, 0, 0, 0],
                 service_ns: backend_qtime,
+                latency_ns: backend_qtime,
             },
             ..ExecutorState::default()
         }
@@ -111,6 +116,7 @@ mod tests {
         // A backend as fast per op: the tail decides.
         let mut st = state(20, 400_000);
         st.backend.service_ns = 100_000;
+        st.backend.latency_ns = 100_000;
         st.backend.queued = 4;
         let d = s.poll(&st, WritePolicy::WriteThrough);
         // Backend drains in 400 µs + 100 µs: positions past 5 go, 15 of 20, capped at 0.5.
@@ -123,5 +129,26 @@ mod tests {
             s.poll(&state(2, 400_000), WritePolicy::WriteThrough),
             BalanceDecision::KEEP
         );
+    }
+
+    #[test]
+    fn a_backend_that_serves_many_ops_at_once_is_judged_by_its_latency() {
+        let mut s = Sib::new(1_000_000);
+        // 20 ops of 100 µs at the cache (2 ms to drain); an array with 4 queued at 50 µs of
+        // device time per op but 3 ms per op from submission to completion: every queued op
+        // finishes sooner at the cache, so none is sent (its throughput alone, 0.25 ms to
+        // drain, would send most of them).
+        let mut st = state(20, 50_000);
+        st.backend.queued = 4;
+        st.backend.latency_ns = 3_000_000;
+        assert_eq!(
+            s.poll(&st, WritePolicy::WriteThrough),
+            BalanceDecision::KEEP
+        );
+        assert!(!s.report().unwrap().burst);
+        // A 1 ms latency: positions past (0.2 + 1) ms / 0.1 ms = 12 go, 8 of 20.
+        st.backend.latency_ns = 1_000_000;
+        let d = s.poll(&st, WritePolicy::WriteThrough);
+        assert!((d.bypass_reads - 0.4).abs() < 1e-9, "{}", d.bypass_reads);
     }
 }

@@ -9,24 +9,34 @@ impl Sim<'_> {
             queued: d.inflight(),
             by_origin: d.inflight_by_origin(),
             service_ns: d.service_ns(),
+            latency_ns: d.latency_ns(),
         };
-        let mut backend = DeviceLoad::default();
-        let mut weighted = 0u128;
-        for d in &self.devs[1..] {
-            let l = load(d);
-            backend.queued += l.queued;
-            for (a, b) in backend.by_origin.iter_mut().zip(l.by_origin) {
-                *a += b;
+        let backend = if self.devs.len() == 2 {
+            // One backend device: its own figures (what the weighted sums below give for one).
+            load(&self.devs[1])
+        } else {
+            let mut backend = DeviceLoad::default();
+            let (mut weighted, mut weighted_latency) = (0u128, 0u128);
+            for d in &self.devs[1..] {
+                let l = load(d);
+                backend.queued += l.queued;
+                for (a, b) in backend.by_origin.iter_mut().zip(l.by_origin) {
+                    *a += b;
+                }
+                weighted += u128::from(l.service_ns) * u128::from(l.queued.max(1));
+                weighted_latency += u128::from(l.latency_ns) * u128::from(l.queued.max(1));
             }
-            weighted += u128::from(l.service_ns) * u128::from(l.queued.max(1));
-        }
-        // Several backend devices (one per volume): their service times weighted by what is
-        // queued on each, so the drain-time estimate is the sum of theirs.
-        let weights: u128 = self.devs[1..]
-            .iter()
-            .map(|d| u128::from(d.inflight().max(1)))
-            .sum();
-        backend.service_ns = (weighted / weights.max(1)) as u64;
+            // Several backend devices (one per volume): their service times weighted by what
+            // is queued on each, so the drain-time estimate is the sum of theirs; their
+            // latencies the same way, the latency of where the queued work is.
+            let weights: u128 = self.devs[1..]
+                .iter()
+                .map(|d| u128::from(d.inflight().max(1)))
+                .sum();
+            backend.service_ns = (weighted / weights.max(1)) as u64;
+            backend.latency_ns = (weighted_latency / weights.max(1)) as u64;
+            backend
+        };
         debug_assert_eq!(self.backend_inflight, backend.queued);
         ExecutorState {
             now: self.now,
@@ -44,14 +54,18 @@ impl Sim<'_> {
         if !self.cleaning {
             return;
         }
-        let st = self.exec_state();
+        let mut st = self.exec_state();
         let mut jobs = std::mem::take(&mut self.job_buf);
         self.cache.clean(&st, &mut jobs);
+        let started = !jobs.is_empty();
         for job in jobs.drain(..) {
             self.start_flush(job);
         }
         self.job_buf = jobs;
-        let st = self.exec_state();
+        if started {
+            // Flush jobs changed the devices' load; otherwise the state is the one just read.
+            st = self.exec_state();
+        }
         if let Some(t) = self.cache.next_clean_poll(&st) {
             // A poll time in the past means "as soon as possible": the next nanosecond.
             let t = t.max(self.now + 1);
@@ -63,9 +77,14 @@ impl Sim<'_> {
     }
 
     /// Polls the load balancer at the end of each of its intervals while requests run (as
-    /// the engine's flusher thread does in real time).
+    /// the engine's flusher thread does in real time), from the start of the measured window:
+    /// the warm-up brings the cache to its steady state under the configured policy. (A
+    /// balancer reacting to a cold cache's flood of promotions changes what the warm-up
+    /// leaves: in `experiments/load-balancing`, LBICA switching an NVMe cache to RO while it
+    /// filled dropped hot lines, and the extra promotions kept the cache over its write IOPS
+    /// for the whole run.)
     pub(super) fn poll_balancer(&mut self) {
-        if self.phase != Phase::Running {
+        if self.phase != Phase::Running || self.window.is_none() {
             return;
         }
         let st = self.exec_state();

@@ -32,6 +32,8 @@ impl Sim<'_> {
         });
         self.tenancy.window_start(&*self.cache);
         self.stop_at = self.cfg.run.duration_ns.map(|d| now.saturating_add(d));
+        // The balancer's first interval starts with the measured window.
+        self.poll_balancer();
     }
 
     /// Closes the measured window once no request can arrive any more and none is in flight.
