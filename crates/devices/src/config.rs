@@ -582,7 +582,7 @@ impl ResolvedDevice {
     /// members'; `None` without a wear rating: RAM, disks, links).
     pub fn endurance(&self) -> Option<(f64, f64)> {
         let p = match &self.kind {
-            ResolvedKind::None => return None,
+            ResolvedKind::None | ResolvedKind::Constant { .. } => return None,
             ResolvedKind::Disk(p) => p,
             ResolvedKind::Array { member, .. } => member,
         };

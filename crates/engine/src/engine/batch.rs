@@ -202,7 +202,7 @@ impl Inner {
             return None;
         }
         self.in_flight.fetch_add(1, Relaxed);
-        let vol = self.volume(req.volume.0 as u32);
+        let vol = self.volume(req.volume.0);
         if let Some(v) = vol {
             v.in_flight.fetch_add(1, Relaxed);
         }

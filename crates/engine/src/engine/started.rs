@@ -252,7 +252,7 @@ impl Inner {
             &s.outcome,
             self.geo.split(s.req.offset, s.req.len).count() as u32,
         );
-        let volume = s.req.volume.0 as u32;
+        let volume = s.req.volume.0;
         if let Some(v) = self.volume(volume) {
             v.count_lines(Op::Read, &s.outcome);
         }
