@@ -14,10 +14,19 @@
 #
 #   bench/serve_balancing.sh [SECONDS] [ROUNDS]
 #
+# BACKEND=hdd runs the setting LBICA was built for instead: the same 863a cache over one
+# emulated 7.2K SAS HDD (hdd-7200-sas), where the backend's queue of cleaner writes is the
+# longer one, so LBICA should (and does) stay out of the way.
+#
 # Prints one JSON object per run and the median ratios lbica / none. TIERCACHE_BIN names the
 # binary (default: a release build). Needs fio (scripts/setup.sh).
 set -euo pipefail
 SECS=${1:-10}
+case ${BACKEND:-raid5} in
+  raid5) BACKEND_DEVICE='{ raid = "raid5", members = 6, member = "sata-ssd-5100", stripe_unit = "64KiB" }' ;;
+  hdd) BACKEND_DEVICE='{ preset = "hdd-7200-sas" }' ;;
+  *) echo "BACKEND must be raid5 or hdd, not '${BACKEND}'" >&2; exit 2 ;;
+esac
 ROUNDS=${2:-2}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 if [ -z "${TIERCACHE_BIN:-}" ]; then
@@ -43,7 +52,7 @@ cache_path = "$d/cache.img"
 backend_path = "$d/backend.img"
 backend_size = "1GiB"
 cache_device = { preset = "sata-ssd-863a" }
-backend_device = { raid = "raid5", members = 6, member = "sata-ssd-5100", stripe_unit = "64KiB" }
+backend_device = $BACKEND_DEVICE
 [serve]
 socket = "$d/tc.sock"
 stats_file = "$d/stats.json"

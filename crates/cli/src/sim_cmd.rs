@@ -20,7 +20,9 @@ pub struct SimArgs {
     #[arg(long)]
     pub json: bool,
     /// Write the per-interval timeline of every run as CSV (the run name is added to the file
-    /// name when the config has several variants).
+    /// name when the config has several variants). A run whose tenancy mode made decisions
+    /// also gets its per-volume, per-interval records (allocation, write policy, hits, cache
+    /// writes, latency) beside it, in the same name with `-volumes` added.
     #[arg(long, value_name = "FILE")]
     pub timeline: Option<PathBuf>,
     /// Run only the variants whose name contains this text.
@@ -223,7 +225,7 @@ pub fn run(args: SimArgs) -> Result<()> {
             };
             let f = std::fs::File::create(&path)
                 .with_context(|| format!("--timeline {}", path.display()))?;
-            timelines.push(f);
+            timelines.push((f, path));
         }
     }
     let mut timelines = timelines.into_iter();
@@ -232,8 +234,20 @@ pub fn run(args: SimArgs) -> Result<()> {
             eprintln!("tiercache: note: run `{}`: {n}", e.name);
         }
         let out = run_experiment(e)?;
-        if let Some(mut f) = timelines.next() {
+        if let Some((mut f, path)) = timelines.next() {
             tiercache_metrics::write_timeline_csv(&out.timeline, &mut f)?;
+            if let Some(t) = out
+                .record
+                .metrics
+                .tenancy
+                .as_ref()
+                .filter(|t| !t.intervals.is_empty())
+            {
+                let path = with_suffix(&path, "volumes");
+                let mut f = std::fs::File::create(&path)
+                    .with_context(|| format!("--timeline {}", path.display()))?;
+                tiercache_metrics::write_tenancy_csv(&t.intervals, &mut f)?;
+            }
         }
         if args.json {
             let mut lock = stdout.lock();

@@ -413,3 +413,92 @@ fn analyze_a_fixture() {
         "/nonexistent/trace.csv",
     );
 }
+
+/// A multi-tenant run's `--timeline` also writes the per-volume, per-interval records: one row
+/// per decision and volume, the same records as the JSON, with each interval's latency.
+#[test]
+fn timeline_of_a_tenancy_run_gets_its_per_volume_intervals() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("mt.toml");
+    std::fs::write(
+        &cfg,
+        r#"
+[run]
+mode = "timed"
+seed = 3
+requests = 20_000
+warmup_requests = 2_000
+[cache]
+capacity = "4MiB"
+line_size = "4KiB"
+write_policy = "write-back"
+tenancy = { mode = "eci", interval_ns = "20ms" }
+[devices]
+cache = "nvme-ssd"
+backend = "sata-ssd-5100"
+[[volumes]]
+name = "reads"
+workload = { iodepth = 4, read_fraction = 0.95, footprint = "4MiB", distribution = { type = "zipf", theta = 0.9 } }
+[[volumes]]
+name = "rewrites"
+workload = { iodepth = 4, read_fraction = 0.05, footprint = "4MiB", distribution = { type = "zipf", theta = 0.9 } }
+"#,
+    )
+    .unwrap();
+    let timeline = dir.path().join("tl.csv");
+    let out = tiercache(&[
+        "sim",
+        cfg.to_str().unwrap(),
+        "--json",
+        "--timeline",
+        timeline.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let intervals = rec["metrics"]["tenancy"]["intervals"].as_array().unwrap();
+    assert!(intervals.len() >= 4, "{} interval records", intervals.len());
+    let csv = std::fs::read_to_string(dir.path().join("tl-volumes.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(header, tiercache_metrics::TENANCY_COLUMNS);
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), intervals.len());
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let mut timed = 0u64;
+    for (row, j) in rows.iter().zip(intervals) {
+        for key in [
+            "at_ns",
+            "volume",
+            "allocation_lines",
+            "hits",
+            "misses",
+            "requests",
+        ] {
+            assert_eq!(row[col(key)], j[key].to_string(), "{key}");
+        }
+        assert_eq!(
+            row[col("write_policy")],
+            j["write_policy"].as_str().unwrap()
+        );
+        let n: u64 = row[col("requests")].parse().unwrap();
+        let lat: f64 = row[col("mean_latency_us")].parse().unwrap();
+        assert_eq!(
+            n == 0,
+            lat == 0.0,
+            "latency without requests or the reverse"
+        );
+        timed += n;
+    }
+    // Measured requests are counted in the interval they completed in; those after the last
+    // decision are in none.
+    let measured = rec["metrics"]["requests"].as_u64().unwrap();
+    assert!(timed > 0 && timed <= measured, "{timed} of {measured}");
+    // The rewriting volume's reuses are rewrites: ECI turns its cache writes off.
+    assert!(rows
+        .iter()
+        .any(|r| r[col("volume")] == "1" && r[col("write_policy")] == "read-only"));
+}

@@ -19,7 +19,10 @@ mod timeline;
 pub use latency::{LatencyRecorder, LatencySummary};
 pub use record::{DeviceMetrics, LatencyBreakdown, RunKind, RunMetrics, RunRecord, TOOL_NAME};
 pub use table::render_table;
-pub use tenancy::{time_weighted_mean, TenancyInterval, TenancyMetrics, VolumeMetrics};
+pub use tenancy::{
+    time_weighted_mean, write_tenancy_csv, TenancyInterval, TenancyMetrics, VolumeMetrics,
+    TENANCY_COLUMNS,
+};
 pub use timeline::{write_timeline_csv, TimelineRow, TIMELINE_COLUMNS};
 
 /// Errors of the metrics crate.

@@ -16,6 +16,10 @@ pub(crate) struct TenancyRecorder {
     reports: Vec<TenancyReport>,
     /// Measured requests per volume: count and latency sum, ns.
     latency: Vec<(u64, u128)>,
+    /// The same since the last decision.
+    interval_latency: Vec<(u64, u128)>,
+    /// `interval_latency` as each decision in `reports` closed it (same index).
+    report_latency: Vec<Vec<(u64, u128)>>,
     /// Per-volume counters at the start and the end of the measured window.
     start: Vec<VolumeStats>,
     end: Vec<VolumeStats>,
@@ -46,6 +50,8 @@ impl TenancyRecorder {
                 .is_none_or(|l| l.decisions < r.decisions)
             {
                 self.reports.push(r);
+                self.report_latency
+                    .push(std::mem::take(&mut self.interval_latency));
             }
         }
     }
@@ -64,6 +70,11 @@ impl TenancyRecorder {
         }
         self.latency[v].0 += 1;
         self.latency[v].1 += u128::from(latency_ns);
+        if self.interval_latency.len() <= v {
+            self.interval_latency.resize(v + 1, (0, 0));
+        }
+        self.interval_latency[v].0 += 1;
+        self.interval_latency[v].1 += u128::from(latency_ns);
     }
 
     /// The measured window opens.
@@ -168,17 +179,27 @@ impl TenancyRecorder {
         let intervals = self
             .reports
             .iter()
-            .flat_map(|r| {
-                r.volumes.iter().map(|x| TenancyInterval {
-                    at_ns: r.at_ns,
-                    volume: x.volume,
-                    demand_lines: x.demand_lines,
-                    allocation_lines: x.allocation_lines,
-                    used_lines: x.used_lines,
-                    write_policy: policy_name(x.write_policy).to_string(),
-                    hits: x.interval_hits,
-                    misses: x.interval_misses,
-                    cache_bytes_written: x.interval_cache_bytes_written,
+            .zip(&self.report_latency)
+            .flat_map(|(r, lat)| {
+                r.volumes.iter().map(|x| {
+                    let (n, sum) = lat.get(x.volume as usize).copied().unwrap_or((0, 0));
+                    TenancyInterval {
+                        at_ns: r.at_ns,
+                        volume: x.volume,
+                        demand_lines: x.demand_lines,
+                        allocation_lines: x.allocation_lines,
+                        used_lines: x.used_lines,
+                        write_policy: policy_name(x.write_policy).to_string(),
+                        hits: x.interval_hits,
+                        misses: x.interval_misses,
+                        cache_bytes_written: x.interval_cache_bytes_written,
+                        requests: n,
+                        mean_latency_us: if n == 0 {
+                            0.0
+                        } else {
+                            sum as f64 / n as f64 / 1e3
+                        },
+                    }
                 })
             })
             .collect();
