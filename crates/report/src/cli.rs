@@ -39,7 +39,7 @@ pub struct ReportArgs {
 /// where they are.
 pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
     let results = ResultSet::load(&args.results)?;
-    if results.runs.is_empty() {
+    if results.runs.is_empty() && results.hierarchies.is_empty() {
         return Err(crate::ReportError::Empty(
             args.results
                 .iter()
@@ -106,7 +106,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
     let svgs = report.write(&out, &svg_dir)?;
     eprintln!(
         "report: {} runs, {} plots -> {} (SVG files in {})",
-        results.runs.len(),
+        results.runs.len() + results.hierarchies.len(),
         svgs.len(),
         out.display(),
         svg_dir.display()
@@ -122,7 +122,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
     }
     // The page lists the failures with their errors; the command still fails, saying why
     // there is nothing to plot.
-    if results.runs.iter().all(|r| !r.ok) {
+    if !results.runs.is_empty() && results.runs.iter().all(|r| !r.ok) {
         return Err(crate::ReportError::AllFailed {
             runs: results.runs.len(),
             inputs: args

@@ -39,6 +39,9 @@ pub struct ResultSet {
     pub sources: Vec<String>,
     /// Unreadable lines skipped, as `file:line`.
     pub malformed: Vec<String>,
+    /// Cache-hierarchy records (`"kind": "hierarchy"`, from `tiercache hierarchy --json`), in
+    /// file order: they have levels, not a run's metrics, and get a section of their own.
+    pub hierarchies: Vec<serde_json::Value>,
 }
 
 impl ResultSet {
@@ -79,6 +82,10 @@ impl ResultSet {
                     }
                 } else if v.get("metrics").is_some() {
                     bare.push(v);
+                } else if v.get("kind").and_then(|k| k.as_str()) == Some("hierarchy")
+                    && v.get("result").is_some()
+                {
+                    set.hierarchies.push(v);
                 } else {
                     set.malformed.push(format!("{}:{}", file.display(), i + 1));
                 }

@@ -12,6 +12,7 @@
 
 pub mod cli;
 mod data;
+mod hierarchy;
 mod html;
 mod tenancy;
 /// The SVG charts, from their own crate (the workload analysis draws with them too).

@@ -100,3 +100,38 @@ pub fn run_fake_sweep(dir: &Path) -> PathBuf {
     };
     run_points(&pts, &backend, &opts).unwrap().results_jsonl
 }
+
+/// Writes hierarchy records (`"kind": "hierarchy"`, the shape `tiercache hierarchy --json`
+/// prints) for two designs over a bandwidth sweep to `path`: three groups, one family.
+pub fn write_fake_hierarchies(path: &Path) -> PathBuf {
+    let mut text = String::new();
+    for (bw, slow) in [("1G", 1.0), ("100M", 1.3), ("10M", 2.5)] {
+        for (design, client, array, mean) in [
+            ("LRU-LRU-none", 0.5, 0.08, 2100.0),
+            ("LRU-MRU-demote", 0.5, 0.5, 900.0 * slow),
+        ] {
+            let rec = serde_json::json!({
+                "tool": "tiercache",
+                "kind": "hierarchy",
+                "name": format!("bw/zipf/{bw}/{design}"),
+                "result": {
+                    "requests": 1000,
+                    "latency_us": { "mean": mean, "p99": mean * 2.5 },
+                    "levels": [
+                        { "name": "host.client", "shared": false, "hit_fraction": client,
+                          "demotes_sent": 400 },
+                        { "name": "array", "shared": true, "hit_fraction": array,
+                          "demotes_accepted": 390, "demotes_already_held": 10 },
+                        { "name": "backend", "shared": true,
+                          "hit_fraction": 1.0 - client - array }
+                    ],
+                    "clients": [ { "name": "host", "link": { "utilisation": 0.4 * slow } } ]
+                }
+            });
+            text.push_str(&rec.to_string());
+            text.push('\n');
+        }
+    }
+    std::fs::write(path, text).unwrap();
+    path.to_path_buf()
+}
