@@ -293,6 +293,55 @@ pub(crate) enum Reuses {
     All,
 }
 
+/// What `eci` and `trd` share: the per-volume analyses of the current interval and, at a
+/// boundary, each volume's demand and allocation from one kind of reuse. The modes differ only
+/// in the reuses they size from and in what they do with the write-reuse shares.
+#[derive(Debug, Clone)]
+pub(crate) struct ReuseSizer {
+    pub(crate) interval_ns: tiercache_core::Nanos,
+    reuses: Reuses,
+    sizing: super::Sizing,
+    knee_share: f64,
+    analyses: Analyses,
+}
+
+impl ReuseSizer {
+    /// Sizing from `reuses` with `cfg`'s settings (validated) for `capacity_lines` lines.
+    pub(crate) fn new(cfg: &super::TenancyConfig, capacity_lines: u64, reuses: Reuses) -> Self {
+        Self {
+            interval_ns: cfg.interval_ns,
+            reuses,
+            sizing: cfg.sizing,
+            knee_share: cfg.knee_share,
+            analyses: Analyses::new(capacity_lines, cfg.sample_rate, cfg.history),
+        }
+    }
+
+    /// Feeds one access to the analyses.
+    #[inline]
+    pub(crate) fn observe(&mut self, volume: VolumeId, first: u64, lines: u64, is_write: bool) {
+        self.analyses.observe(volume, first, lines, is_write);
+    }
+
+    /// Ends the interval: every volume seen, its analysis, and its (demand, allocation) in
+    /// lines for a cache of `capacity_lines`.
+    pub(crate) fn size(
+        &mut self,
+        capacity_lines: u64,
+    ) -> Vec<((VolumeId, VolumeAnalysis), (u64, u64))> {
+        let iv = self.analyses.take_interval();
+        let sized = size_by_reuse(
+            &iv,
+            capacity_lines,
+            self.analyses.granule(),
+            self.reuses,
+            self.sizing,
+            self.knee_share,
+        );
+        iv.into_iter().zip(sized).collect()
+    }
+}
+
 /// Demands and allocations of every volume of an interval: each volume's demand from its
 /// curve of `reuses` (capped at the cache), then [`super::allocate_by_gain`] along the same
 /// curves when the demands exceed the cache.

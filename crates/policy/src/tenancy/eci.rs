@@ -5,19 +5,16 @@
 //! (share above `waw_war_threshold`) runs read-only: caching its writes costs device time and
 //! wear and earns no later hit. Others run write-back.
 
-use super::analysis::{size_by_reuse, Analyses, Reuses};
-use super::{Sizing, TenancyConfig, TenancyMode, VolumePlan};
+use super::analysis::{ReuseSizer, Reuses};
+use super::{TenancyConfig, TenancyMode, VolumePlan};
 use crate::config::WritePolicy;
 use tiercache_core::{Nanos, VolumeId};
 
 /// ECI-Cache sizing and write policies.
 #[derive(Debug, Clone)]
 pub struct Eci {
-    interval_ns: Nanos,
+    sizer: ReuseSizer,
     threshold: f64,
-    sizing: Sizing,
-    knee_share: f64,
-    analyses: Analyses,
     /// Write policy each volume was given last (index = volume id): kept while a volume
     /// shows no reuse at all (no evidence either way).
     last_policy: Vec<WritePolicy>,
@@ -27,11 +24,8 @@ impl Eci {
     /// The mode of `cfg` (validated) for a cache of `capacity_lines` lines.
     pub fn new(cfg: &TenancyConfig, capacity_lines: u64) -> Self {
         Self {
-            interval_ns: cfg.interval_ns,
+            sizer: ReuseSizer::new(cfg, capacity_lines, Reuses::Useful),
             threshold: cfg.waw_war_threshold,
-            sizing: cfg.sizing,
-            knee_share: cfg.knee_share,
-            analyses: Analyses::new(capacity_lines, cfg.sample_rate, cfg.history),
             last_policy: Vec::new(),
         }
     }
@@ -43,7 +37,7 @@ impl TenancyMode for Eci {
     }
 
     fn interval_ns(&self) -> Option<Nanos> {
-        Some(self.interval_ns)
+        Some(self.sizer.interval_ns)
     }
 
     fn observes(&self) -> bool {
@@ -52,21 +46,13 @@ impl TenancyMode for Eci {
 
     #[inline]
     fn observe(&mut self, volume: VolumeId, first: u64, lines: u64, is_write: bool) {
-        self.analyses.observe(volume, first, lines, is_write);
+        self.sizer.observe(volume, first, lines, is_write);
     }
 
     fn decide(&mut self, capacity_lines: u64) -> Option<Vec<VolumePlan>> {
-        let iv = self.analyses.take_interval();
-        let sized = size_by_reuse(
-            &iv,
-            capacity_lines,
-            self.analyses.granule(),
-            Reuses::Useful,
-            self.sizing,
-            self.knee_share,
-        );
-        let mut plans = Vec::with_capacity(iv.len());
-        for ((v, a), (demand, alloc)) in iv.iter().zip(sized) {
+        let sized = self.sizer.size(capacity_lines);
+        let mut plans = Vec::with_capacity(sized.len());
+        for ((v, a), (demand, alloc)) in sized {
             let i = v.0 as usize;
             if self.last_policy.len() <= i {
                 self.last_policy.resize(i + 1, WritePolicy::WriteBack);
@@ -79,7 +65,7 @@ impl TenancyMode for Eci {
                 };
             }
             plans.push(VolumePlan {
-                volume: *v,
+                volume: v,
                 demand_lines: demand,
                 allocation_lines: alloc,
                 write_policy: Some(self.last_policy[i]),
