@@ -39,7 +39,7 @@ impl Engine {
                 })
         };
         let cache_lock =
-            crate::device::file::lock_exclusive(&cfg.cache_path).map_err(|source| {
+            crate::device::lock_exclusive(&cfg.cache_path).map_err(|source| {
                 EngineError::Open {
                     what: "cache device",
                     path: cfg.cache_path.display().to_string(),
