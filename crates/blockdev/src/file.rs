@@ -286,33 +286,42 @@ impl BlockDevice for FileDevice {
         if self.map.is_some() || !self.ring() {
             return reads.iter().map(|_| None).collect();
         }
-        for &(_, offset, len) in reads {
-            if let Err(e) = check_range(offset, len as u64, self.len) {
-                return reads
-                    .iter()
-                    .map(|_| Some(Err(io::Error::new(e.kind(), e.to_string()))))
-                    .collect();
+        // Reads past the end fail alone; the rest go to the ring in one submission.
+        let mut out: Vec<Option<io::Result<()>>> = Vec::with_capacity(reads.len());
+        let mut ring_reads: Vec<(u64, usize, u64)> = Vec::with_capacity(reads.len());
+        for &(tag, offset, len) in reads {
+            match check_range(offset, len as u64, self.len) {
+                Ok(()) => {
+                    out.push(None);
+                    ring_reads.push((offset, len as usize, tag));
+                }
+                Err(e) => out.push(Some(Err(e))),
             }
         }
+        if ring_reads.is_empty() {
+            return out;
+        }
         // Through O_DIRECT when every read is aligned (cache hits are whole lines).
-        let direct = reads
+        let direct = ring_reads
             .iter()
-            .all(|&(_, offset, len)| self.direct_for(offset, len as usize).is_some());
+            .all(|&(offset, len, _)| self.direct_for(offset, len).is_some());
         let f = match (&self.direct, direct) {
             (Some(d), true) => {
-                self.direct_ops.fetch_add(reads.len() as u64, Relaxed);
+                self.direct_ops
+                    .fetch_add(ring_reads.len() as u64, Relaxed);
                 d
             }
             _ => &self.file,
         };
-        let ring_reads: Vec<(u64, usize, u64)> = reads
-            .iter()
-            .map(|&(tag, offset, len)| (offset, len as usize, tag))
-            .collect();
-        match uring::start_reads(self.file_ref(f), &ring_reads) {
-            Some(rs) => rs.into_iter().map(Some).collect(),
-            None => reads.iter().map(|_| None).collect(),
+        let Some(results) = uring::start_reads(self.file_ref(f), &ring_reads) else {
+            // No ring after all: nothing started, the in-range reads stay `None`.
+            return out;
+        };
+        let mut results = results.into_iter();
+        for slot in out.iter_mut().filter(|o| o.is_none()) {
+            *slot = Some(results.next().expect("one result per started read"));
         }
+        out
     }
     fn reap_started(&self, wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
         uring::reap_started(wait, f)
