@@ -307,8 +307,7 @@ impl BlockDevice for FileDevice {
             .all(|&(offset, len, _)| self.direct_for(offset, len).is_some());
         let f = match (&self.direct, direct) {
             (Some(d), true) => {
-                self.direct_ops
-                    .fetch_add(ring_reads.len() as u64, Relaxed);
+                self.direct_ops.fetch_add(ring_reads.len() as u64, Relaxed);
                 d
             }
             _ => &self.file,

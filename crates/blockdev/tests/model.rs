@@ -11,12 +11,27 @@ const SIZE: usize = 64 << 10;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Write { off: u64, len: usize, seed: u8, fua: bool },
-    Read { off: u64, len: usize },
+    Write {
+        off: u64,
+        len: usize,
+        seed: u8,
+        fua: bool,
+    },
+    Read {
+        off: u64,
+        len: usize,
+    },
     ReadMany(Vec<(u64, usize)>),
     StartReads(Vec<(u64, usize)>),
-    Trim { off: u64, len: u64 },
-    Zeroes { off: u64, len: u64, fua: bool },
+    Trim {
+        off: u64,
+        len: u64,
+    },
+    Zeroes {
+        off: u64,
+        len: u64,
+        fua: bool,
+    },
     Flush,
 }
 
@@ -53,7 +68,8 @@ struct Model {
 
 impl Model {
     fn fits(&self, off: u64, len: u64) -> bool {
-        off.checked_add(len).is_some_and(|e| e <= self.bytes.len() as u64)
+        off.checked_add(len)
+            .is_some_and(|e| e <= self.bytes.len() as u64)
     }
 }
 
@@ -76,7 +92,12 @@ fn expect(res: io::Result<()>, fits: bool, what: &str) {
 fn run(dev: &dyn BlockDevice, model: &mut Model, op: &Op, name: &str) {
     let what = format!("{name} {op:?}");
     match op {
-        Op::Write { off, len, seed, fua } => {
+        Op::Write {
+            off,
+            len,
+            seed,
+            fua,
+        } => {
             let d = data(*len, *seed);
             let fits = model.fits(*off, *len as u64);
             expect(dev.write_at(&d, *off, *fua), fits, &what);

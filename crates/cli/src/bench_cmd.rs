@@ -10,11 +10,11 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
+use tiercache_blockdev::BlockDevice;
 use tiercache_config::{ConfigError, Document};
 use tiercache_core::units::de_nanos;
 use tiercache_engine::Engine;
 use tiercache_metrics::{LatencySummary, RunKind, RunMetrics, RunRecord};
-use tiercache_blockdev::BlockDevice;
 use tiercache_nbd::{serve_unix, ServerConfig, ServerStats, Shutdown};
 use tiercache_workload::{AddressDist, WorkloadSpec};
 

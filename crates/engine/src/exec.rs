@@ -5,9 +5,9 @@
 //! request gets the bytes of its range. Reads that land inside a read request's range go
 //! straight into the client's buffer.
 
-use tiercache_blockdev::BlockDevice;
 use std::borrow::Cow;
 use std::io;
+use tiercache_blockdev::BlockDevice;
 use tiercache_core::DevOp;
 
 /// The application side of a plan.

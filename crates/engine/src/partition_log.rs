@@ -8,8 +8,8 @@
 //! copy not holding the newest layout, then the device is synced: a torn write damages only
 //! that copy, and recovery keeps the other.
 
-use tiercache_blockdev::BlockDevice;
 use std::io;
+use tiercache_blockdev::BlockDevice;
 
 const MAGIC: &[u8; 8] = b"TCPARTS1";
 const COPY_AT: [u64; 2] = [1024, 2560];

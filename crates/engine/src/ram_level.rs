@@ -16,8 +16,8 @@ use crate::{Engine, EngineConfig, EngineError, EngineStats};
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::sync::Arc;
-use tiercache_core::units::{de_bytes, de_opt_bytes};
 use tiercache_blockdev::{BlockDevice, DemoteReply, MemDevice};
+use tiercache_core::units::{de_bytes, de_opt_bytes};
 use tiercache_core::Lookup;
 use tiercache_policy::{CacheConfig, EvictionKind, ShardLayout, VictimConfig, WritePolicy};
 

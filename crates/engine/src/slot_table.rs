@@ -16,10 +16,10 @@
 //! the other — the previous state. A record whose CRC fails is counted and never trusted; an
 //! all-zero record is a slot never written.
 
-use tiercache_blockdev::BlockDevice;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Mutex;
+use tiercache_blockdev::BlockDevice;
 
 const MAGIC: &[u8; 8] = b"TIERCSLT";
 const VERSION: u32 = 1;
@@ -252,7 +252,11 @@ impl SlotTable {
     /// `format`), else checks the superblock against `layout` and recovers every slot.
     /// Returns the table, the recovered records of non-empty slots (ascending slot order) and
     /// a report.
-    pub fn open(dev: &dyn BlockDevice, layout: Layout, format: bool) -> Result<Opened, SlotTableError> {
+    pub fn open(
+        dev: &dyn BlockDevice,
+        layout: Layout,
+        format: bool,
+    ) -> Result<Opened, SlotTableError> {
         if dev.size() < layout.device_len() {
             return Err(SlotTableError::TooSmall {
                 have: dev.size(),

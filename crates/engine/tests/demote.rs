@@ -7,11 +7,11 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tiercache_blockdev::DemoteReply;
 use tiercache_blockdev::{BlockDevice, MemDevice};
 use tiercache_engine::slot_table::Layout;
 use tiercache_engine::{Engine, EngineConfig, RamLevelConfig, TwoLevel};
 use tiercache_nbd::client::Command;
-use tiercache_blockdev::DemoteReply;
 use tiercache_nbd::{ClientError, Connection};
 use tiercache_policy::{CacheConfig, CleaningConfig, EvictionKind, WritePolicy};
 
@@ -292,7 +292,10 @@ fn racing_writes_and_stale_demotes_into_an_engine_never_outlive_the_latest_write
                 ) {
                     Ok(_) => {}
                     Err(ClientError::Reply(e)) => {
-                        assert!(tiercache_nbd::demote::reply_of_errno(e).is_some(), "errno {e}")
+                        assert!(
+                            tiercache_nbd::demote::reply_of_errno(e).is_some(),
+                            "errno {e}"
+                        )
                     }
                     Err(e) => panic!("demote: {e}"),
                 };

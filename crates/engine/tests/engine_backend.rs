@@ -53,7 +53,11 @@ fn an_engine_is_another_engines_backend_and_data_round_trips() {
         lower.clone() as Arc<dyn BlockDevice>,
     )
     .unwrap();
-    assert_eq!(upper.size(), VOLUME, "the upper volume is the lower engine's");
+    assert_eq!(
+        upper.size(),
+        VOLUME,
+        "the upper volume is the lower engine's"
+    );
 
     let mut model = vec![0u8; VOLUME as usize];
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
@@ -94,7 +98,10 @@ fn an_engine_is_another_engines_backend_and_data_round_trips() {
     assert_eq!(upper.stats().dirty_lines, 0);
     let mut all = vec![0u8; VOLUME as usize];
     lower.read(&mut all, 0).unwrap();
-    assert!(all == model, "the lower engine holds every byte written above");
+    assert!(
+        all == model,
+        "the lower engine holds every byte written above"
+    );
     upper.shutdown().unwrap();
     // Once the upper engine has stopped (no plan left in flight), every demote it sent was
     // received below.

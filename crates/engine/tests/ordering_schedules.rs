@@ -24,8 +24,8 @@ use shuttle::scheduler::{PctScheduler, RandomScheduler};
 use shuttle::sync::{Condvar, Mutex};
 use shuttle::{thread, Runner};
 use std::sync::Arc;
-use tiercache_core::{Device as Dev, IoKind, LineKey, Op, Plan, Request, VolumeId};
 use tiercache_blockdev::{BlockDevice, MemDevice};
+use tiercache_core::{Device as Dev, IoKind, LineKey, Op, Plan, Request, VolumeId};
 use tiercache_engine::exec::{Client, Scratch};
 use tiercache_engine::ordering::{backend_line, cache_slot, Completion, Location, OrderingTable};
 use tiercache_policy::{

@@ -8,10 +8,10 @@
 //! acknowledged a FLUSH covering these writes".
 
 use crate::client::{ClientError, Command, Connection, ExportInfo, NbdUri};
-use tiercache_blockdev::{DemoteReply, RemoteStats};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tiercache_blockdev::{DemoteReply, RemoteStats};
 
 /// Pool and fault-handling settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -389,7 +389,9 @@ impl Remote {
         });
         let reply = match out {
             Ok(_) => Ok(DemoteReply::Accepted),
-            Err(ClientError::Reply(e)) => crate::demote::reply_of_errno(e).ok_or(ClientError::Reply(e)),
+            Err(ClientError::Reply(e)) => {
+                crate::demote::reply_of_errno(e).ok_or(ClientError::Reply(e))
+            }
             Err(e) => Err(e),
         };
         let counter = match &reply {

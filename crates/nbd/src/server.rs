@@ -1,6 +1,5 @@
 //! Handshake and transmission phases.
 
-use tiercache_blockdev::BlockDevice;
 use crate::exports::Exports;
 use crate::proto::*;
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -10,6 +9,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
+use tiercache_blockdev::BlockDevice;
 
 /// Server counters, readable while serving.
 #[derive(Default, Debug, serde::Serialize)]

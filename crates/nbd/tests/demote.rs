@@ -9,8 +9,8 @@ use std::io;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-use tiercache_nbd::client::Command;
 use tiercache_blockdev::{BlockDevice, DemoteReply, MemDevice};
+use tiercache_nbd::client::Command;
 use tiercache_nbd::*;
 
 const BLOCK: usize = 4096;

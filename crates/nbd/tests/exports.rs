@@ -5,8 +5,8 @@ mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
-use tiercache_nbd::client::Command;
 use tiercache_blockdev::{BlockDevice, MemDevice};
+use tiercache_nbd::client::Command;
 use tiercache_nbd::*;
 
 fn uri(sock: &std::path::Path, export: &str) -> NbdUri {

@@ -1,9 +1,9 @@
 //! Power-loss testing: devices that log every write and sync in one shared, ordered log, from
 //! which a test rebuilds each device as a crash at any point would leave it.
 
-use tiercache_blockdev::{BlockDevice, MemDevice};
 use std::io;
 use std::sync::{Arc, Mutex};
+use tiercache_blockdev::{BlockDevice, MemDevice};
 
 #[derive(Debug, Clone)]
 enum Event {

@@ -117,7 +117,8 @@ mod tests {
             Arc::new(MemDevice::new(8192)),
             Arc::new(MemDevice::new(4096)),
         );
-        let set = VolumeSet::new(vec![(3, a.clone() as Arc<dyn BlockDevice>), (1, b.clone())]).unwrap();
+        let set =
+            VolumeSet::new(vec![(3, a.clone() as Arc<dyn BlockDevice>), (1, b.clone())]).unwrap();
         assert_eq!(set.extents(), vec![(3, 0, 8192), (1, 8192, 4096)]);
         set.write_at(b"aa", 8191, false).unwrap_err();
         set.write_at(b"xy", 8192 + 10, false).unwrap();

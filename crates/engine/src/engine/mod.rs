@@ -7,7 +7,6 @@
 
 use crate::config::{EngineConfig, Lookup, DEFAULT_BACKEND_SIZE};
 use crate::device::{Emulated, NbdBackend};
-use tiercache_blockdev::{BlockDevice, FileDevice};
 use crate::exec::{Client, Scratch};
 use crate::load::LoadMeter;
 use crate::ordering::{backend_line, cache_slot, Location, OrderingTable, Ticket};
@@ -18,6 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use tiercache_blockdev::{BlockDevice, FileDevice};
 use tiercache_core::{
     DevOp, Device as Dev, IoKind, LineGeometry, LineKey, Op, OpCause, Plan, Request, VolumeId,
 };

@@ -39,12 +39,10 @@ impl Engine {
                 })
         };
         let cache_lock =
-            crate::device::lock_exclusive(&cfg.cache_path).map_err(|source| {
-                EngineError::Open {
-                    what: "cache device",
-                    path: cfg.cache_path.display().to_string(),
-                    source,
-                }
+            crate::device::lock_exclusive(&cfg.cache_path).map_err(|source| EngineError::Open {
+                what: "cache device",
+                path: cfg.cache_path.display().to_string(),
+                source,
             })?;
         let cache_file = open(
             "cache device",

@@ -6,9 +6,9 @@
 //! Started reads belong to the thread that started them (its ring): they are reaped there.
 
 use super::*;
-use tiercache_blockdev::uring;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use tiercache_blockdev::uring;
 
 /// A hit whose cache read is in flight.
 struct Started {
@@ -151,7 +151,8 @@ impl Inner {
         Counters::add(&self.counters.cache_ops, to_start.len() as u64);
         let results = self.cache_dev.start_reads(&to_start);
         let mut read_now: Vec<(usize, Started, u64, u32)> = Vec::new();
-        for (((at, s), r), &(ring_tag, addr, len)) in waiting.into_iter().zip(results).zip(&to_start)
+        for (((at, s), r), &(ring_tag, addr, len)) in
+            waiting.into_iter().zip(results).zip(&to_start)
         {
             match r {
                 Some(Ok(())) => {
@@ -208,15 +209,17 @@ impl Inner {
         if !mine_in_flight {
             return n;
         }
-        n += self.cache_dev.reap_started(wait && n == 0, &mut |ring_tag, res| {
-            let Some(s) = STARTED.with(|m| m.borrow_mut().remove(&ring_tag)) else {
-                return;
-            };
-            debug_assert_eq!(s.engine, me, "another engine's read reaped here");
-            let tag = s.tag;
-            self.finish_started(s, res.as_ref().map(|_| ()).map_err(copy_err));
-            f(tag, res);
-        });
+        n += self
+            .cache_dev
+            .reap_started(wait && n == 0, &mut |ring_tag, res| {
+                let Some(s) = STARTED.with(|m| m.borrow_mut().remove(&ring_tag)) else {
+                    return;
+                };
+                debug_assert_eq!(s.engine, me, "another engine's read reaped here");
+                let tag = s.tag;
+                self.finish_started(s, res.as_ref().map(|_| ()).map_err(copy_err));
+                f(tag, res);
+            });
         // Reads are started only by a file device, on this thread's io_uring ring.
         if uring::started_in_flight() == 0 {
             // The ring is gone with reads in flight (it broke): they never complete.
