@@ -2,11 +2,12 @@
 //! cache device above the backend.
 //!
 //! The RAM level is the same policy core, run by a second [`Engine`] whose cache device is
-//! memory and whose backend is the engine below (an engine is a [`BlockDevice`] like any other). It holds only clean data
-//! (write-through or read-only: every write reaches the level below before it is
-//! acknowledged), so crash consistency is the lower engine's, unchanged. Exclusive
-//! (`exclusive = true`): the RAM level's clean victims are demoted into the engine below
-//! ([`Engine::demote`]), which keeps them at its evict-last end; inclusive: they are dropped.
+//! memory and whose backend is the engine below itself (an engine is a [`BlockDevice`] like
+//! any other). It holds only clean data (write-through or read-only: every write reaches the
+//! level below before it is acknowledged), so crash consistency is the lower engine's,
+//! unchanged. Exclusive (`exclusive = true`): the RAM level's clean victims are demoted into
+//! the engine below ([`Engine::demote`]), which keeps them at its evict-last end; inclusive:
+//! they are dropped.
 //!
 //! Demotes need no race check here: the RAM level's ordering table runs a demote of a line
 //! before any later write of it (both write that backend line), and nothing else writes to

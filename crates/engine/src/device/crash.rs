@@ -150,5 +150,16 @@ mod tests {
         assert_eq!(&log.image(0, &[0; 16], 1, false)[..4], &[1, 1, 0, 0]);
         assert_eq!(&log.image(0, &[0; 16], 1, true)[..4], &[0, 0, 0, 0]);
         assert_eq!(log.writes_of(0), vec![0, 2]);
+        // A FUA write is durable without a sync; the unsynced one before it is not.
+        d.write_at(&[3, 3], 4, false).unwrap();
+        d.write_at(&[4, 4], 6, true).unwrap();
+        assert_eq!(
+            &log.image(0, &[0; 16], 5, true)[..8],
+            &[1, 1, 0, 0, 0, 0, 4, 4]
+        );
+        assert_eq!(
+            &log.image(0, &[0; 16], 5, false)[..8],
+            &[1, 1, 2, 2, 3, 3, 4, 4]
+        );
     }
 }

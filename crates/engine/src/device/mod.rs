@@ -1,6 +1,6 @@
-//! The engine's own devices, each a [`tiercache_blockdev::BlockDevice`] like the cache device
-//! and backends it runs on ([`tiercache_blockdev::FileDevice`], [`tiercache_blockdev::MemDevice`],
-//! or another engine).
+//! The engine's own devices, each a [`BlockDevice`] like every cache device and backend it
+//! runs on (a [`tiercache_blockdev::FileDevice`], a [`tiercache_blockdev::MemDevice`], or
+//! another engine).
 //!
 //! [`Emulated`] makes any device take as long as a SPEC §5 preset would, so a
 //! fast-cache/slow-backend system can be built on one machine; [`CrashDevice`] records every
@@ -20,6 +20,9 @@ pub use volumes::{DuplicateVolume, VolumeSet};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::Path;
+
+#[cfg(doc)]
+use tiercache_blockdev::BlockDevice;
 
 /// Opens `path` read-write, creating it empty when missing (never truncating).
 fn open_rw(path: &Path) -> io::Result<File> {
