@@ -10,11 +10,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
+use tiercache_blockdev::BlockDevice;
 use tiercache_config::{ConfigError, Document};
 use tiercache_core::units::de_nanos;
 use tiercache_engine::Engine;
 use tiercache_metrics::{LatencySummary, RunKind, RunMetrics, RunRecord};
-use tiercache_nbd::{serve_unix, BlockDevice, ServerConfig, ServerStats, Shutdown};
+use tiercache_nbd::{serve_unix, ServerConfig, ServerStats, Shutdown};
 use tiercache_workload::{AddressDist, WorkloadSpec};
 
 /// Arguments of `tiercache bench`.

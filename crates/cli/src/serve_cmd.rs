@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tiercache_blockdev::BlockDevice;
 use tiercache_config::Document;
 use tiercache_core::units::{de_bytes, de_nanos, de_opt_nanos};
 use tiercache_engine::{Engine, EngineConfig, RamLevelConfig, TwoLevel};
 use tiercache_nbd::{
-    serve_tcp_exports, serve_unix_exports, BlockDevice, Export, Exports, ServerConfig, ServerStats,
-    Shutdown,
+    serve_tcp_exports, serve_unix_exports, Export, Exports, ServerConfig, ServerStats, Shutdown,
 };
 use tiercache_policy::CacheConfig;
 

@@ -13,8 +13,8 @@
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::sync::Arc;
+use tiercache_blockdev::MemDevice;
 use tiercache_core::{Arrival, Op, Request, RequestSource, VolumeId};
-use tiercache_engine::device::MemDevice;
 use tiercache_engine::{Engine, EngineConfig, Lookup};
 use tiercache_policy::{
     CacheConfig, CacheStats, CleaningConfig, PolicyCore, PromotionConfig, ShardedCache, WritePolicy,

@@ -81,7 +81,7 @@ fn batched(engine: &Engine, secs: f64) -> f64 {
 /// (`BlockDevice::start_reads`) and replaced as each finishes (`reap_started`), as the NBD
 /// server runs a connection's reads on an O_DIRECT cache: IOPS.
 fn started(engine: &Engine, secs: f64) -> f64 {
-    use tiercache_nbd::BlockDevice;
+    use tiercache_blockdev::BlockDevice;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
     let (start, mut done, mut in_flight, mut tag) = (Instant::now(), 0u64, 0usize, 0u64);
     let mut b = vec![0u8; BS];

@@ -13,7 +13,8 @@
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tiercache_engine::device::{MemDevice, NbdBackend};
+use tiercache_blockdev::MemDevice;
+use tiercache_engine::device::NbdBackend;
 use tiercache_engine::slot_table::Layout;
 use tiercache_engine::{Engine, EngineConfig};
 use tiercache_nbd::{Remote, RemoteConfig};

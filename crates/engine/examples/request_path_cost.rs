@@ -10,7 +10,7 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::sync::Arc;
 use std::time::Instant;
-use tiercache_engine::device::{Device, MemDevice};
+use tiercache_blockdev::{BlockDevice, MemDevice};
 use tiercache_engine::{Engine, EngineConfig};
 use tiercache_policy::{CacheConfig, CleaningConfig, PromotionConfig, WritePolicy};
 
@@ -67,7 +67,7 @@ fn main() {
         if rng.gen_bool(0.5) {
             bare.read_at(buf, at).unwrap();
         } else {
-            bare.write_at(buf, at).unwrap();
+            bare.write_at(buf, at, false).unwrap();
         }
     });
     let mixed = timed(n, |_, rng, buf| {

@@ -5,9 +5,9 @@
 //! request gets the bytes of its range. Reads that land inside a read request's range go
 //! straight into the client's buffer.
 
-use crate::device::Device;
 use std::borrow::Cow;
 use std::io;
+use tiercache_blockdev::BlockDevice;
 use tiercache_core::DevOp;
 
 /// The application side of a plan.
@@ -73,7 +73,7 @@ impl<'a> Scratch<'a> {
     }
 
     /// Executes read `op` from `dev` at device address `addr`.
-    pub fn read(&mut self, dev: &dyn Device, op: &DevOp, addr: u64) -> io::Result<()> {
+    pub fn read(&mut self, dev: &dyn BlockDevice, op: &DevOp, addr: u64) -> io::Result<()> {
         let len = op.len as usize;
         if let Client::Read {
             volume,
@@ -221,7 +221,7 @@ impl<'a> Scratch<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::MemDevice;
+    use tiercache_blockdev::MemDevice;
     use tiercache_core::{IoKind, OpCause, VolumeId};
 
     #[test]

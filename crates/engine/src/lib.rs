@@ -2,7 +2,9 @@
 //! executed with real I/O on files and block devices by concurrent threads — the same plans
 //! the simulator executes in virtual time.
 //!
-//! - [`device`]: files, in-memory devices, device-model emulation, crash-logging devices;
+//! - [`device`]: device-model emulation, crash-logging devices, remote and multi-volume
+//!   backends (files and memory are `tiercache-blockdev`'s; every device, the engine too, is a
+//!   `tiercache_blockdev::BlockDevice`);
 //! - [`ordering`]: conflicting plans take effect in the order the core decided them;
 //! - [`exec`]: one plan's ops with real bytes, routed by volume address;
 //! - [`slot_table`]: crash-consistent metadata on the cache device;

@@ -8,8 +8,8 @@
 //! copy not holding the newest layout, then the device is synced: a torn write damages only
 //! that copy, and recovery keeps the other.
 
-use crate::device::Device;
 use std::io;
+use tiercache_blockdev::BlockDevice;
 
 const MAGIC: &[u8; 8] = b"TCPARTS1";
 const COPY_AT: [u64; 2] = [1024, 2560];
@@ -90,7 +90,7 @@ fn decode(b: &[u8]) -> Option<(u64, Vec<PartitionEntry>)> {
 impl PartitionLog {
     /// Reads the newest whole layout on `dev` (`None`: never written, or both copies
     /// damaged).
-    pub fn open(dev: &dyn Device) -> io::Result<(Self, Option<Vec<PartitionEntry>>)> {
+    pub fn open(dev: &dyn BlockDevice) -> io::Result<(Self, Option<Vec<PartitionEntry>>)> {
         let mut best: Option<(u64, usize, Vec<PartitionEntry>)> = None;
         for (copy, &at) in COPY_AT.iter().enumerate() {
             let mut b = vec![0u8; COPY_BYTES];
@@ -108,7 +108,7 @@ impl PartitionLog {
     }
 
     /// Journals `entries` as the newest layout and syncs `dev`: durable on return.
-    pub fn write(&mut self, dev: &dyn Device, entries: &[PartitionEntry]) -> io::Result<()> {
+    pub fn write(&mut self, dev: &dyn BlockDevice, entries: &[PartitionEntry]) -> io::Result<()> {
         if entries.len() > MAX_ENTRIES {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -120,20 +120,20 @@ impl PartitionLog {
         }
         let copy = if self.seq == 0 { 0 } else { 1 - self.copy };
         let bytes = encode(self.seq + 1, entries);
-        dev.write_at(&bytes, COPY_AT[copy])?;
-        dev.sync()?;
+        dev.write_at(&bytes, COPY_AT[copy], false)?;
+        dev.flush()?;
         self.seq += 1;
         self.copy = copy;
         Ok(())
     }
 
     /// Erases both copies (a formatted cache has no layout), durably.
-    pub fn clear(&mut self, dev: &dyn Device) -> io::Result<()> {
+    pub fn clear(&mut self, dev: &dyn BlockDevice) -> io::Result<()> {
         let zeros = vec![0u8; COPY_BYTES];
         for at in COPY_AT {
-            dev.write_at(&zeros, at)?;
+            dev.write_at(&zeros, at, false)?;
         }
-        dev.sync()?;
+        dev.flush()?;
         *self = Self::default();
         Ok(())
     }
@@ -142,7 +142,7 @@ impl PartitionLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::MemDevice;
+    use tiercache_blockdev::MemDevice;
 
     fn layout(n: u32) -> Vec<PartitionEntry> {
         (0..n)
@@ -169,7 +169,7 @@ mod tests {
         let mut b = vec![0u8; 8];
         dev.read_at(&mut b, COPY_AT[0] + HEADER as u64).unwrap();
         b[0] ^= 0xff;
-        dev.write_at(&b, COPY_AT[0] + HEADER as u64).unwrap();
+        dev.write_at(&b, COPY_AT[0] + HEADER as u64, false).unwrap();
         assert_eq!(PartitionLog::open(&dev).unwrap().1, Some(layout(5)));
         log.clear(&dev).unwrap();
         assert_eq!(PartitionLog::open(&dev).unwrap().1, None);

@@ -2,24 +2,24 @@
 //! cache device above the backend.
 //!
 //! The RAM level is the same policy core, run by a second [`Engine`] whose cache device is
-//! memory and whose backend is the engine below ([`LowerLevel`]). It holds only clean data
-//! (write-through or read-only: every write reaches the level below before it is
-//! acknowledged), so crash consistency is the lower engine's, unchanged. Exclusive
-//! (`exclusive = true`): the RAM level's clean victims are demoted into the engine below
-//! ([`Engine::demote`]), which keeps them at its evict-last end; inclusive: they are dropped.
+//! memory and whose backend is the engine below itself (an engine is a [`BlockDevice`] like
+//! any other). It holds only clean data (write-through or read-only: every write reaches the
+//! level below before it is acknowledged), so crash consistency is the lower engine's,
+//! unchanged. Exclusive (`exclusive = true`): the RAM level's clean victims are demoted into
+//! the engine below ([`Engine::demote`]), which keeps them at its evict-last end; inclusive:
+//! they are dropped.
 //!
 //! Demotes need no race check here: the RAM level's ordering table runs a demote of a line
 //! before any later write of it (both write that backend line), and nothing else writes to
 //! the engine below.
 
-use crate::device::{Device, MemDevice};
 use crate::{Engine, EngineConfig, EngineError, EngineStats};
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::sync::Arc;
+use tiercache_blockdev::{BlockDevice, DemoteReply, MemDevice};
 use tiercache_core::units::{de_bytes, de_opt_bytes};
 use tiercache_core::Lookup;
-use tiercache_nbd::DemoteReply;
 use tiercache_policy::{CacheConfig, EvictionKind, ShardLayout, VictimConfig, WritePolicy};
 
 /// The `[ram_level]` section: a RAM cache above the engine's cache device.
@@ -99,33 +99,6 @@ impl RamLevelConfig {
     }
 }
 
-/// The engine below, as the RAM level's backend device.
-pub struct LowerLevel(pub Arc<Engine>);
-
-impl Device for LowerLevel {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.0.read(buf, offset)
-    }
-    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
-        self.0.write(data, offset, false)
-    }
-    fn sync(&self) -> io::Result<()> {
-        self.0.flush()
-    }
-    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.0.trim(offset, len)
-    }
-    fn takes_demotes(&self) -> bool {
-        true
-    }
-    fn demote(&self, data: &[u8], offset: u64) -> io::Result<DemoteReply> {
-        self.0.demote(offset, data, &|| true)
-    }
-    fn len(&self) -> u64 {
-        self.0.size()
-    }
-}
-
 /// A RAM level over an engine: serve it as any block device.
 pub struct TwoLevel {
     ram: Engine,
@@ -151,7 +124,7 @@ impl TwoLevel {
         let ram_cache = cfg.cache_config(lower_cache)?;
         let lines = ShardLayout::new(&ram_cache)?.total_lines();
         let layout = crate::slot_table::Layout::new(lines, ram_cache.line_size);
-        let mem: Arc<dyn Device> = Arc::new(MemDevice::new(
+        let mem: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(
             usize::try_from(layout.device_len()).map_err(|_| EngineError::Setting {
                 field: "ram_level.capacity",
                 reason: "larger than this machine's address space".into(),
@@ -165,7 +138,7 @@ impl TwoLevel {
             cache_mapped_reads: false,
             ..EngineConfig::default()
         };
-        let backend: Arc<dyn Device> = Arc::new(LowerLevel(lower.clone()));
+        let backend: Arc<dyn BlockDevice> = lower.clone();
         let ram = Engine::with_devices(&ram_cache, &ram_engine, mem, backend)?;
         Ok(Self { ram, lower })
     }
@@ -201,7 +174,7 @@ impl TwoLevel {
     }
 }
 
-impl tiercache_nbd::BlockDevice for TwoLevel {
+impl BlockDevice for TwoLevel {
     fn size(&self) -> u64 {
         self.ram.size()
     }
@@ -223,12 +196,15 @@ impl tiercache_nbd::BlockDevice for TwoLevel {
         self.ram.write_zeroes(off, len, fua)
     }
     fn read_fast(&self, buf: &mut [u8], off: u64) -> Option<io::Result<()>> {
-        tiercache_nbd::BlockDevice::read_fast(&self.ram, buf, off)
+        BlockDevice::read_fast(&self.ram, buf, off)
     }
     fn write_fast(&self, data: &[u8], off: u64) -> Option<io::Result<()>> {
-        tiercache_nbd::BlockDevice::write_fast(&self.ram, data, off)
+        BlockDevice::write_fast(&self.ram, data, off)
     }
     fn multi_conn(&self) -> bool {
+        true
+    }
+    fn takes_demotes(&self) -> bool {
         true
     }
     fn demote_at(

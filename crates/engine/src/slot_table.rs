@@ -16,10 +16,10 @@
 //! the other — the previous state. A record whose CRC fails is counted and never trusted; an
 //! all-zero record is a slot never written.
 
-use crate::device::Device;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Mutex;
+use tiercache_blockdev::BlockDevice;
 
 const MAGIC: &[u8; 8] = b"TIERCSLT";
 const VERSION: u32 = 1;
@@ -252,10 +252,14 @@ impl SlotTable {
     /// `format`), else checks the superblock against `layout` and recovers every slot.
     /// Returns the table, the recovered records of non-empty slots (ascending slot order) and
     /// a report.
-    pub fn open(dev: &dyn Device, layout: Layout, format: bool) -> Result<Opened, SlotTableError> {
-        if dev.len() < layout.device_len() {
+    pub fn open(
+        dev: &dyn BlockDevice,
+        layout: Layout,
+        format: bool,
+    ) -> Result<Opened, SlotTableError> {
+        if dev.size() < layout.device_len() {
             return Err(SlotTableError::TooSmall {
-                have: dev.len(),
+                have: dev.size(),
                 need: layout.device_len(),
                 slots: layout.slots,
             });
@@ -278,12 +282,12 @@ impl SlotTable {
             let mut at = SUPERBLOCK_BYTES;
             while at < layout.data_offset {
                 let n = (layout.data_offset - at).min(zeros.len() as u64) as usize;
-                dev.write_at(&zeros[..n], at)?;
+                dev.write_at(&zeros[..n], at, false)?;
                 at += n as u64;
             }
-            dev.sync()?;
-            dev.write_at(&superblock(&layout), 0)?;
-            dev.sync()?;
+            dev.flush()?;
+            dev.write_at(&superblock(&layout), 0, false)?;
+            dev.flush()?;
             report.formatted = true;
             let table = Self::with_states(layout, vec![fresh; layout.slots as usize]);
             return Ok((table, Vec::new(), report));
@@ -375,14 +379,14 @@ impl SlotTable {
 
     /// Syncs `dev` (the cache device): every record written before this call is durable
     /// when it returns.
-    pub fn sync(&self, dev: &dyn Device) -> io::Result<()> {
+    pub fn sync(&self, dev: &dyn BlockDevice) -> io::Result<()> {
         // Under the lock writes hold while they write: every record of an epoch up to `e`
         // was handed to the device before the sync below starts.
         let e = {
             let _writes = self.slots.lock().unwrap_or_else(|e| e.into_inner());
             self.epoch.fetch_add(1, SeqCst)
         };
-        dev.sync()?;
+        dev.flush()?;
         self.durable.fetch_max(e, SeqCst);
         Ok(())
     }
@@ -419,7 +423,7 @@ impl SlotTable {
     /// Clears `slot`: an empty record in both copies, so that once synced no crash recovers
     /// any line from it (writing one copy would leave the other's older record to a crash
     /// that loses or tears the next write).
-    pub fn clear(&self, dev: &dyn Device, slot: u32) -> io::Result<()> {
+    pub fn clear(&self, dev: &dyn BlockDevice, slot: u32) -> io::Result<()> {
         self.write(dev, slot, &SlotRecord::EMPTY)?;
         self.write(dev, slot, &SlotRecord::EMPTY)
     }
@@ -439,7 +443,7 @@ impl SlotTable {
     /// Panics on a record that would corrupt the table: a slot out of range, dirty sub-blocks
     /// not valid, masks on an empty slot, or a line replacing another's record directly (the
     /// old record must be cleared, and that made durable, before the new line's data lands).
-    pub fn write(&self, dev: &dyn Device, slot: u32, rec: &SlotRecord) -> io::Result<()> {
+    pub fn write(&self, dev: &dyn BlockDevice, slot: u32, rec: &SlotRecord) -> io::Result<()> {
         // The engine addresses slots of its own layout: another would land in the data area.
         assert!(
             slot < self.layout.slots,
@@ -485,7 +489,7 @@ impl SlotTable {
         c.newest_seq = seq;
         c.epoch = self.epoch.load(SeqCst);
         // Bookkeeping first: a failed write may still have reached the device.
-        dev.write_at(&encode(seq, rec), at)?;
+        dev.write_at(&encode(seq, rec), at, false)?;
         st.seq = seq;
         st.copy = copy;
         st.line = rec.line;
@@ -496,7 +500,7 @@ impl SlotTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::MemDevice;
+    use tiercache_blockdev::MemDevice;
 
     fn rec(v: u32, i: u64, valid: u64, dirty: u64) -> SlotRecord {
         SlotRecord {
@@ -522,7 +526,7 @@ mod tests {
         assert_eq!((rep.lines, rep.dirty_lines, rep.corrupt_records), (2, 1, 0));
         // Tear slot 3's newest record (copy B, seq 2): recovery falls back to seq 1.
         let at = SUPERBLOCK_BYTES + 3 * SLOT_BYTES + RECORD_BYTES + 20;
-        dev.write_at(&[0xAA; 8], at).unwrap();
+        dev.write_at(&[0xAA; 8], at, false).unwrap();
         let (_, found, rep) = SlotTable::open(&dev, layout, false).unwrap();
         assert_eq!(found[0], (3, rec(0, 77, 0xff, 0x0f)));
         assert_eq!(rep.corrupt_records, 1);
@@ -628,7 +632,7 @@ mod tests {
         SlotTable::open(&dev, layout, false).unwrap();
         let e = SlotTable::open(&dev, Layout::new(20, 4096), false).unwrap_err();
         assert!(e.to_string().contains("lines is 10 on disk but 20"), "{e}");
-        dev.write_at(&[1], 13).unwrap();
+        dev.write_at(&[1], 13, false).unwrap();
         let e = SlotTable::open(&dev, layout, false).unwrap_err();
         assert!(e.to_string().contains("checksum"), "{e}");
         let small = MemDevice::new(4096);

@@ -251,7 +251,7 @@ pub struct EngineStats {
     pub halted: Option<String>,
     /// A remote backend's connection, fault and retry counters.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub backend_link: Option<tiercache_nbd::RemoteStats>,
+    pub backend_link: Option<tiercache_blockdev::RemoteStats>,
     /// Demotes sent down and received from above.
     pub demotes: DemoteStats,
     /// Read latency.

@@ -4,8 +4,8 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tiercache_blockdev::MemDevice;
 use tiercache_core::Nanos;
-use tiercache_engine::device::MemDevice;
 use tiercache_engine::{Engine, EngineConfig};
 use tiercache_policy::{
     BalanceDecision, Balancer, CacheConfig, CleaningConfig, ExecutorState, WritePolicy,

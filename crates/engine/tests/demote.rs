@@ -7,11 +7,12 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tiercache_engine::device::{Device, MemDevice};
+use tiercache_blockdev::DemoteReply;
+use tiercache_blockdev::{BlockDevice, MemDevice};
 use tiercache_engine::slot_table::Layout;
 use tiercache_engine::{Engine, EngineConfig, RamLevelConfig, TwoLevel};
 use tiercache_nbd::client::Command;
-use tiercache_nbd::{BlockDevice, ClientError, Connection, DemoteReply};
+use tiercache_nbd::{ClientError, Connection};
 use tiercache_policy::{CacheConfig, CleaningConfig, EvictionKind, WritePolicy};
 
 const LINE: u64 = 4096;
@@ -47,7 +48,7 @@ fn a_demoted_line_is_served_from_the_cache_and_survives_a_restart() {
     let cache = cache_device(&cfg);
     let backend = Arc::new(MemDevice::new((256 * LINE) as usize));
     // The backend has the line's data already (a demote is a clean copy of it).
-    backend.write_at(&pattern(7, 1), 7 * LINE).unwrap();
+    backend.write_at(&pattern(7, 1), 7 * LINE, false).unwrap();
     let engine = Engine::with_devices(
         &cfg,
         &EngineConfig::default(),
@@ -291,7 +292,10 @@ fn racing_writes_and_stale_demotes_into_an_engine_never_outlive_the_latest_write
                 ) {
                     Ok(_) => {}
                     Err(ClientError::Reply(e)) => {
-                        assert!(DemoteReply::from_errno(e).is_some(), "errno {e}")
+                        assert!(
+                            tiercache_nbd::demote::reply_of_errno(e).is_some(),
+                            "errno {e}"
+                        )
                     }
                     Err(e) => panic!("demote: {e}"),
                 };

@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex};
-use tiercache_engine::device::{Device, MemDevice};
+use tiercache_blockdev::{BlockDevice, MemDevice};
 use tiercache_engine::{Engine, EngineConfig, Lookup};
 use tiercache_policy::{CacheConfig, CleaningConfig, PromotionConfig, WritePolicy};
 
@@ -60,7 +60,7 @@ impl Backend {
     }
 }
 
-impl Device for Backend {
+impl BlockDevice for Backend {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
         let n = self.reads.fetch_add(1, SeqCst);
         if self.fail_first && n == 0 {
@@ -72,14 +72,14 @@ impl Device for Backend {
         }
         self.bytes.read_at(buf, offset)
     }
-    fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
-        self.bytes.write_at(data, offset)
+    fn write_at(&self, data: &[u8], offset: u64, fua: bool) -> std::io::Result<()> {
+        self.bytes.write_at(data, offset, fua)
     }
-    fn sync(&self) -> std::io::Result<()> {
+    fn flush(&self) -> std::io::Result<()> {
         Ok(())
     }
-    fn len(&self) -> u64 {
-        self.bytes.len()
+    fn size(&self) -> u64 {
+        self.bytes.size()
     }
 }
 
@@ -318,24 +318,24 @@ struct CacheDevice {
     gate: Gate,
 }
 
-impl Device for CacheDevice {
+impl BlockDevice for CacheDevice {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
         self.bytes.read_at(buf, offset)
     }
-    fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+    fn write_at(&self, data: &[u8], offset: u64, fua: bool) -> std::io::Result<()> {
         if offset >= self.data_offset && self.data_writes.fetch_add(1, SeqCst) == 0 {
             self.gate.wait();
             return Err(std::io::Error::other(
                 "injected: the fill's cache write fails",
             ));
         }
-        self.bytes.write_at(data, offset)
+        self.bytes.write_at(data, offset, fua)
     }
-    fn sync(&self) -> std::io::Result<()> {
+    fn flush(&self) -> std::io::Result<()> {
         Ok(())
     }
-    fn len(&self) -> u64 {
-        self.bytes.len()
+    fn size(&self) -> u64 {
+        self.bytes.size()
     }
 }
 

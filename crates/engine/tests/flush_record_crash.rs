@@ -12,7 +12,8 @@
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tiercache_engine::device::{CrashDevice, CrashLog, Device, MemDevice};
+use tiercache_blockdev::{BlockDevice, MemDevice};
+use tiercache_engine::device::{CrashDevice, CrashLog};
 use tiercache_engine::slot_table::Layout;
 use tiercache_engine::{Engine, EngineConfig, Lookup};
 use tiercache_policy::{CacheConfig, CleaningConfig, PromotionConfig, WritePolicy};
@@ -30,11 +31,11 @@ struct GatedBackend {
     released: AtomicBool,
 }
 
-impl Device for GatedBackend {
+impl BlockDevice for GatedBackend {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
         self.dev.read_at(buf, offset)
     }
-    fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+    fn write_at(&self, data: &[u8], offset: u64, fua: bool) -> std::io::Result<()> {
         if self.gated.load(SeqCst) {
             self.entered.store(true, SeqCst);
             while !self.released.load(SeqCst) {
@@ -42,13 +43,13 @@ impl Device for GatedBackend {
             }
             return Err(std::io::Error::other("injected: backend write failed"));
         }
-        self.dev.write_at(data, offset)
+        self.dev.write_at(data, offset, fua)
     }
-    fn sync(&self) -> std::io::Result<()> {
-        self.dev.sync()
+    fn flush(&self) -> std::io::Result<()> {
+        self.dev.flush()
     }
-    fn len(&self) -> u64 {
-        self.dev.len()
+    fn size(&self) -> u64 {
+        self.dev.size()
     }
 }
 

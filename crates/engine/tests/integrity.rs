@@ -4,7 +4,7 @@
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::sync::Arc;
-use tiercache_engine::device::{Device, MemDevice};
+use tiercache_blockdev::{BlockDevice, MemDevice};
 use tiercache_engine::{Engine, EngineConfig, Lookup};
 use tiercache_policy::{CacheConfig, CleaningConfig, PromotionConfig, WritePolicy};
 
@@ -25,20 +25,20 @@ fn pass<S>(_: &S) -> std::io::Result<()> {
     Ok(())
 }
 
-impl<S: Send + Sync> Device for Faulty<S> {
+impl<S: Send + Sync> BlockDevice for Faulty<S> {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
         (self.before_read)(&self.state)?;
         self.inner.read_at(buf, offset)
     }
-    fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+    fn write_at(&self, data: &[u8], offset: u64, fua: bool) -> std::io::Result<()> {
         (self.before_write)(&self.state)?;
-        self.inner.write_at(data, offset)
+        self.inner.write_at(data, offset, fua)
     }
-    fn sync(&self) -> std::io::Result<()> {
+    fn flush(&self) -> std::io::Result<()> {
         Ok(())
     }
-    fn len(&self) -> u64 {
-        self.inner.len()
+    fn size(&self) -> u64 {
+        self.inner.size()
     }
 }
 
@@ -578,7 +578,7 @@ fn direct_io_round_trip(io: tiercache_engine::IoEngine) {
 /// else is declined untouched (no counters move) and runs on a worker.
 #[test]
 fn inline_requests_run_only_on_the_cache_alone() {
-    use tiercache_nbd::BlockDevice;
+    use tiercache_blockdev::BlockDevice;
     let cfg = cache_config(WritePolicy::WriteBack, 4096);
     for lookup in [Lookup::HtFg, Lookup::HtCg] {
         let engine = Engine::with_devices(
@@ -803,7 +803,7 @@ fn a_hit_on_a_failing_fill_fails_rather_than_reading_the_slot() {
 #[test]
 fn inline_hits_decline_lines_with_a_fill_in_flight() {
     use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
-    use tiercache_nbd::BlockDevice;
+    use tiercache_blockdev::BlockDevice;
     struct State {
         open: Gate,
         reads: AtomicU32,

@@ -5,7 +5,8 @@
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::sync::{Arc, Mutex};
-use tiercache_engine::device::{Device, MemDevice, VolumeSet};
+use tiercache_blockdev::{BlockDevice, MemDevice};
+use tiercache_engine::device::VolumeSet;
 use tiercache_engine::{Engine, EngineConfig};
 use tiercache_policy::{CacheConfig, CleaningConfig};
 
@@ -34,7 +35,7 @@ fn open(d: &Devices) -> Engine {
         VOLUMES
             .iter()
             .zip(&d.backends)
-            .map(|(&v, b)| (v, b.clone() as Arc<dyn Device>))
+            .map(|(&v, b)| (v, b.clone() as Arc<dyn BlockDevice>))
             .collect(),
     )
     .unwrap();

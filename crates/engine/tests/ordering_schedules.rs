@@ -24,8 +24,8 @@ use shuttle::scheduler::{PctScheduler, RandomScheduler};
 use shuttle::sync::{Condvar, Mutex};
 use shuttle::{thread, Runner};
 use std::sync::Arc;
+use tiercache_blockdev::{BlockDevice, MemDevice};
 use tiercache_core::{Device as Dev, IoKind, LineKey, Op, Plan, Request, VolumeId};
-use tiercache_engine::device::{Device, MemDevice};
 use tiercache_engine::exec::{Client, Scratch};
 use tiercache_engine::ordering::{backend_line, cache_slot, Completion, Location, OrderingTable};
 use tiercache_policy::{
@@ -320,7 +320,7 @@ struct Backend {
     bad: Option<(u64, u64)>,
 }
 
-impl Device for Backend {
+impl BlockDevice for Backend {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
         if let Some((a, b)) = self.bad {
             if offset < b && a < offset + buf.len() as u64 {
@@ -329,14 +329,14 @@ impl Device for Backend {
         }
         self.bytes.read_at(buf, offset)
     }
-    fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
-        self.bytes.write_at(data, offset)
+    fn write_at(&self, data: &[u8], offset: u64, fua: bool) -> std::io::Result<()> {
+        self.bytes.write_at(data, offset, fua)
     }
-    fn sync(&self) -> std::io::Result<()> {
+    fn flush(&self) -> std::io::Result<()> {
         Ok(())
     }
-    fn len(&self) -> u64 {
-        self.bytes.len()
+    fn size(&self) -> u64 {
+        self.bytes.size()
     }
 }
 
@@ -450,13 +450,13 @@ fn execute(devs: &Devices, plan: &Plan, id: usize, r: Req, yielding: bool) -> Re
     };
     let mut scratch = Scratch::new(client);
     for o in &plan.ops {
-        let dev: &dyn Device = match o.device {
+        let dev: &dyn BlockDevice = match o.device {
             Dev::Cache => &devs.cache,
             Dev::Backend => &devs.backend,
         };
         let done = match o.kind {
             IoKind::Read => scratch.read(dev, o, o.offset),
-            IoKind::Write => dev.write_at(&scratch.data_for(o), o.offset),
+            IoKind::Write => dev.write_at(&scratch.data_for(o), o.offset, false),
             IoKind::Trim | IoKind::Flush => Ok(()),
         };
         done.map_err(|_| ())?;

@@ -10,7 +10,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
-use tiercache_engine::device::{Device, MemDevice};
+use tiercache_blockdev::{BlockDevice, MemDevice};
 use tiercache_engine::slot_table::Layout;
 use tiercache_engine::{Engine, EngineConfig, Lookup};
 use tiercache_policy::{CacheConfig, CleaningConfig, PromotionConfig, WritePolicy};
@@ -33,27 +33,27 @@ struct Logged {
     failing: AtomicBool,
 }
 
-impl Device for Logged {
+impl BlockDevice for Logged {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
         if self.failing.load(SeqCst) && offset < 2 * LINE && offset + buf.len() as u64 > LINE {
             return Err(std::io::Error::other("injected: line 1 unreadable"));
         }
         self.bytes.read_at(buf, offset)
     }
-    fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+    fn write_at(&self, data: &[u8], offset: u64, fua: bool) -> std::io::Result<()> {
         self.log.lock().unwrap().push(Entry::Write {
             dev: self.id,
             offset,
             data: data.to_vec(),
         });
-        self.bytes.write_at(data, offset)
+        self.bytes.write_at(data, offset, fua)
     }
-    fn sync(&self) -> std::io::Result<()> {
+    fn flush(&self) -> std::io::Result<()> {
         self.log.lock().unwrap().push(Entry::Sync { dev: self.id });
         Ok(())
     }
-    fn len(&self) -> u64 {
-        self.bytes.len()
+    fn size(&self) -> u64 {
+        self.bytes.size()
     }
 }
 

@@ -19,11 +19,12 @@
 //! over it. Hash collisions and forgotten ledger entries only cause refusals, which are
 //! always safe. Memory is fixed by [`DemoteConfig`], never by the traffic.
 
-use crate::device::BlockDevice;
+use std::any::Any;
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, Weak};
+use tiercache_blockdev::{BlockDevice, DemoteReply};
 
 /// The option a client sends to ask for demotes (payload: 8-byte big-endian session id).
 /// Far above the numbers the NBD protocol has assigned (1–11 at the time of writing).
@@ -36,35 +37,23 @@ pub const DEMOTE_ERR_ALREADY_HELD: u32 = 17;
 /// Reply error of a refused demote (stale, unknown to the session's ledger, or no room).
 pub const DEMOTE_ERR_REJECTED: u32 = 11;
 
-/// What the level below did with a demote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum DemoteReply {
-    /// It keeps the data (inserted at its "evict last" end).
-    Accepted,
-    /// It already held the line; nothing was written.
-    AlreadyHeld,
-    /// It refused (no room, or it cannot prove the data is current); nothing was written.
-    Rejected,
+/// The NBD error field of a demote's reply ([`CMD_TIERCACHE_DEMOTE`]) saying what the server
+/// did with it.
+pub fn reply_errno(reply: DemoteReply) -> u32 {
+    match reply {
+        DemoteReply::Accepted => 0,
+        DemoteReply::AlreadyHeld => DEMOTE_ERR_ALREADY_HELD,
+        DemoteReply::Rejected => DEMOTE_ERR_REJECTED,
+    }
 }
 
-impl DemoteReply {
-    /// The reply's NBD error field.
-    pub fn errno(self) -> u32 {
-        match self {
-            DemoteReply::Accepted => 0,
-            DemoteReply::AlreadyHeld => DEMOTE_ERR_ALREADY_HELD,
-            DemoteReply::Rejected => DEMOTE_ERR_REJECTED,
-        }
-    }
-
-    /// The outcome a reply's error field stands for (`None`: a real error).
-    pub fn from_errno(errno: u32) -> Option<Self> {
-        match errno {
-            0 => Some(DemoteReply::Accepted),
-            DEMOTE_ERR_ALREADY_HELD => Some(DemoteReply::AlreadyHeld),
-            DEMOTE_ERR_REJECTED => Some(DemoteReply::Rejected),
-            _ => None,
-        }
+/// The outcome a demote reply's error field stands for (`None`: a real error).
+pub fn reply_of_errno(errno: u32) -> Option<DemoteReply> {
+    match errno {
+        0 => Some(DemoteReply::Accepted),
+        DEMOTE_ERR_ALREADY_HELD => Some(DemoteReply::AlreadyHeld),
+        DEMOTE_ERR_REJECTED => Some(DemoteReply::Rejected),
+        _ => None,
     }
 }
 
@@ -255,10 +244,15 @@ impl Ledger {
     }
 }
 
+/// The demote tracker `dev` is served with, if demotes are offered into it.
+pub(crate) fn tracker_of(dev: &dyn BlockDevice) -> Option<Arc<DemoteTracker>> {
+    dev.demote_tracker()?.downcast().ok()
+}
+
 /// Answers the option: the session's ledger, or the reply type refusing it.
 pub(crate) fn negotiate(dev: &dyn BlockDevice, data: &[u8]) -> Result<Arc<Ledger>, u32> {
     use crate::proto::{REP_ERR_INVALID, REP_ERR_UNSUP};
-    let tracker = dev.demote_tracker().ok_or(REP_ERR_UNSUP)?;
+    let tracker = tracker_of(dev).ok_or(REP_ERR_UNSUP)?;
     let id: [u8; 8] = data.try_into().map_err(|_| REP_ERR_INVALID)?;
     // Too many sessions: refused like an unknown option (the client just does not demote).
     tracker.session(u64::from_be_bytes(id)).ok_or(REP_ERR_UNSUP)
@@ -270,7 +264,7 @@ pub(crate) fn for_connection(
     dev: Arc<dyn BlockDevice>,
     session: Option<Arc<Ledger>>,
 ) -> Arc<dyn BlockDevice> {
-    match dev.demote_tracker() {
+    match tracker_of(&*dev) {
         Some(tracker) => Arc::new(Tracked {
             inner: dev,
             tracker,
@@ -283,7 +277,7 @@ pub(crate) fn for_connection(
 /// Runs a DEMOTE command; the reply's error field.
 pub(crate) fn run(dev: &dyn BlockDevice, data: &[u8], off: u64) -> u32 {
     match dev.demote_at(data, off, &|| true) {
-        Ok(r) => r.errno(),
+        Ok(r) => reply_errno(r),
         Err(e) if e.kind() == io::ErrorKind::InvalidInput => crate::proto::EINVAL,
         Err(_) => DEMOTE_ERR_REJECTED,
     }
@@ -403,6 +397,9 @@ impl BlockDevice for Tracked {
     fn multi_conn(&self) -> bool {
         self.inner.multi_conn()
     }
+    fn takes_demotes(&self) -> bool {
+        self.inner.takes_demotes()
+    }
     fn demote_at(
         &self,
         data: &[u8],
@@ -452,7 +449,7 @@ impl BlockDevice for Tracked {
         counter.fetch_add(1, SeqCst);
         out
     }
-    fn demote_tracker(&self) -> Option<Arc<DemoteTracker>> {
+    fn demote_tracker(&self) -> Option<Arc<dyn Any + Send + Sync>> {
         Some(self.tracker.clone())
     }
 }
@@ -507,6 +504,9 @@ impl BlockDevice for DemoteExport {
     fn multi_conn(&self) -> bool {
         self.inner.multi_conn()
     }
+    fn takes_demotes(&self) -> bool {
+        self.inner.takes_demotes()
+    }
     fn demote_at(
         &self,
         data: &[u8],
@@ -515,7 +515,7 @@ impl BlockDevice for DemoteExport {
     ) -> io::Result<DemoteReply> {
         self.inner.demote_at(data, off, still_valid)
     }
-    fn demote_tracker(&self) -> Option<Arc<DemoteTracker>> {
+    fn demote_tracker(&self) -> Option<Arc<dyn Any + Send + Sync>> {
         Some(self.tracker.clone())
     }
 }

@@ -1,12 +1,12 @@
 //! Several named exports behind one server: a client picks one by name in the handshake
 //! (`NBD_OPT_GO`, `NBD_OPT_INFO`, `NBD_OPT_EXPORT_NAME`) and `NBD_OPT_LIST` lists them.
 
-use crate::device::BlockDevice;
 use crate::server::{accept_loop, ServerConfig, ServerStats, Shutdown};
 use std::io;
 use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
 use std::sync::Arc;
+use tiercache_blockdev::BlockDevice;
 
 /// One named export.
 #[derive(Clone)]

@@ -10,19 +10,20 @@
 //! its own connection, counted in [`ServerStats`].
 #![warn(missing_docs)]
 
+#[cfg(doc)]
+use tiercache_blockdev::BlockDevice;
+
 pub mod client;
 pub mod demote;
-mod device;
 mod exports;
 mod proto;
 mod remote;
 mod server;
 
 pub use client::{ClientError, Connection, ExportInfo, NbdUri, Sent, Target};
-pub use demote::{DemoteConfig, DemoteExport, DemoteReply, DemoteTracker};
-pub use device::{BlockDevice, FileDevice, MemDevice};
+pub use demote::{DemoteConfig, DemoteExport, DemoteTracker};
 pub use exports::{serve_tcp_exports, serve_unix_exports, Export, Exports, ExportsError};
-pub use remote::{Remote, RemoteConfig, RemoteStats};
+pub use remote::{Remote, RemoteConfig};
 pub use server::{
     serve_connection, serve_connection_to, serve_tcp, serve_unix, ServerConfig, ServerStats,
     Shutdown,

@@ -8,10 +8,10 @@
 //! acknowledged a FLUSH covering these writes".
 
 use crate::client::{ClientError, Command, Connection, ExportInfo, NbdUri};
-use crate::demote::DemoteReply;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tiercache_blockdev::{DemoteReply, RemoteStats};
 
 /// Pool and fault-handling settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,48 +69,6 @@ pub struct RemoteCounters {
     demotes_already_held: AtomicU64,
     demotes_rejected: AtomicU64,
     demotes_failed: AtomicU64,
-}
-
-/// A snapshot of a [`Remote`]'s counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct RemoteStats {
-    /// The remote, as a URI.
-    pub uri: String,
-    /// Connections in the pool.
-    pub connections: usize,
-    /// Requests asked of the pool (before retries).
-    pub requests: u64,
-    /// Attempts repeated after a failure.
-    pub retries: u64,
-    /// Error replies from the server (the connection stayed up).
-    pub error_replies: u64,
-    /// Requests unanswered within the timeout (the connection was declared stalled).
-    pub timeouts: u64,
-    /// Connections that died (closed, reset, stalled, or broke the protocol).
-    pub connection_losses: u64,
-    /// Connections opened again after a loss.
-    pub reconnects: u64,
-    /// Connection attempts that failed.
-    pub failed_connects: u64,
-    /// Requests that failed after every retry (the caller got an error).
-    pub failed_requests: u64,
-    /// FLUSHes acknowledged by the remote.
-    pub flushes: u64,
-    /// FLUSHes acknowledged but refused here because a connection died since the writes
-    /// they were to cover.
-    pub flushes_refused: u64,
-    /// Whether the server took tiercache's DEMOTE extension.
-    pub demote_negotiated: bool,
-    /// DEMOTEs sent.
-    pub demotes_sent: u64,
-    /// DEMOTEs the server kept.
-    pub demotes_accepted: u64,
-    /// DEMOTEs of lines the server already held.
-    pub demotes_already_held: u64,
-    /// DEMOTEs the server refused.
-    pub demotes_rejected: u64,
-    /// DEMOTEs that failed (connection lost, error reply): nothing is retried.
-    pub demotes_failed: u64,
 }
 
 /// A remote NBD export with retries and reconnection.
@@ -431,7 +389,9 @@ impl Remote {
         });
         let reply = match out {
             Ok(_) => Ok(DemoteReply::Accepted),
-            Err(ClientError::Reply(e)) => DemoteReply::from_errno(e).ok_or(ClientError::Reply(e)),
+            Err(ClientError::Reply(e)) => {
+                crate::demote::reply_of_errno(e).ok_or(ClientError::Reply(e))
+            }
             Err(e) => Err(e),
         };
         let counter = match &reply {

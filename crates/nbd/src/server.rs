@@ -1,6 +1,5 @@
 //! Handshake and transmission phases.
 
-use crate::device::BlockDevice;
 use crate::exports::Exports;
 use crate::proto::*;
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -10,6 +9,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
+use tiercache_blockdev::BlockDevice;
 
 /// Server counters, readable while serving.
 #[derive(Default, Debug, serde::Serialize)]
@@ -630,7 +630,9 @@ fn transmission<S: Stream, W: Write>(
             CMD_READ => !in_range || len > cfg.max_payload,
             CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES => !in_range,
             CMD_FLUSH => false,
-            crate::demote::CMD_TIERCACHE_DEMOTE => !in_range || dev.demote_tracker().is_none(),
+            crate::demote::CMD_TIERCACHE_DEMOTE => {
+                !in_range || crate::demote::tracker_of(dev).is_none()
+            }
             _ => true,
         };
         let more = !reader.buffer().is_empty();

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
+use tiercache_blockdev::MemDevice;
 use tiercache_nbd::*;
 
 /// Connects and completes the handshake with NBD_OPT_GO.

@@ -9,6 +9,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tiercache_blockdev::{BlockDevice, MemDevice};
 use tiercache_nbd::*;
 
 #[test]

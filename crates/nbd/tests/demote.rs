@@ -9,6 +9,7 @@ use std::io;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
+use tiercache_blockdev::{BlockDevice, DemoteReply, MemDevice};
 use tiercache_nbd::client::Command;
 use tiercache_nbd::*;
 
@@ -231,7 +232,7 @@ fn racing_writes_and_stale_demotes_never_outlive_the_latest_write() {
                             match c.call(Command::Demote, false, off, BLOCK as u32, &v, T) {
                                 Ok(_) => {}
                                 Err(ClientError::Reply(e)) => {
-                                    assert!(DemoteReply::from_errno(e).is_some(), "errno {e}")
+                                    assert!(demote::reply_of_errno(e).is_some(), "errno {e}")
                                 }
                                 Err(e) => panic!("demote: {e}"),
                             }

@@ -5,6 +5,7 @@ mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
+use tiercache_blockdev::{BlockDevice, MemDevice};
 use tiercache_nbd::client::Command;
 use tiercache_nbd::*;
 

@@ -5,6 +5,7 @@ use common::{have, serve};
 use std::process::Command;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use tiercache_blockdev::{BlockDevice, MemDevice};
 use tiercache_nbd::*;
 
 fn qemu_io(uri: &str, cmd: &str) {

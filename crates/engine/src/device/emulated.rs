@@ -1,10 +1,10 @@
 //! A device that takes as long as a modelled one (SPEC §5 presets), for building a
 //! fast-cache/slow-backend system on one machine.
 
-use super::Device;
 use std::io;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use tiercache_blockdev::{BlockDevice, DemoteReply, RemoteStats};
 use tiercache_core::IoKind;
 use tiercache_devices::{DeviceConfig, DeviceError, DeviceModel};
 
@@ -17,7 +17,7 @@ pub struct Emulated<D> {
     epoch: Instant,
 }
 
-impl<D: Device> Emulated<D> {
+impl<D: BlockDevice> Emulated<D> {
     /// Emulates `config` (e.g. `DeviceConfig::preset("sata-ssd-5100")`) over `inner`.
     pub fn new(inner: D, name: &str, config: &DeviceConfig) -> Result<Self, DeviceError> {
         Ok(Self {
@@ -57,51 +57,56 @@ fn wait_until(deadline: Instant) {
     }
 }
 
-impl<D: Device> Device for Emulated<D> {
+impl<D: BlockDevice> BlockDevice for Emulated<D> {
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let len = buf.len() as u64;
         self.timed(IoKind::Read, offset, len, || {
             self.inner.read_at(buf, offset)
         })
     }
-    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+    fn write_at(&self, data: &[u8], offset: u64, fua: bool) -> io::Result<()> {
         self.timed(IoKind::Write, offset, data.len() as u64, || {
-            self.inner.write_at(data, offset)
+            self.inner.write_at(data, offset, fua)
         })
     }
-    fn sync(&self) -> io::Result<()> {
-        self.timed(IoKind::Flush, 0, 0, || self.inner.sync())
+    fn flush(&self) -> io::Result<()> {
+        self.timed(IoKind::Flush, 0, 0, || self.inner.flush())
     }
     fn epoch(&self) -> u64 {
         self.inner.epoch()
     }
-    fn sync_since(&self, epoch: u64) -> io::Result<()> {
-        self.timed(IoKind::Flush, 0, 0, || self.inner.sync_since(epoch))
+    fn flush_since(&self, epoch: u64) -> io::Result<()> {
+        self.timed(IoKind::Flush, 0, 0, || self.inner.flush_since(epoch))
     }
-    fn link_stats(&self) -> Option<tiercache_nbd::RemoteStats> {
+    fn link_stats(&self) -> Option<RemoteStats> {
         self.inner.link_stats()
     }
     fn takes_demotes(&self) -> bool {
         self.inner.takes_demotes()
     }
-    fn demote(&self, data: &[u8], offset: u64) -> io::Result<tiercache_nbd::DemoteReply> {
+    fn demote_at(
+        &self,
+        data: &[u8],
+        offset: u64,
+        still_valid: &dyn Fn() -> bool,
+    ) -> io::Result<DemoteReply> {
         // A demote moves a line over the link like a write.
         self.timed(IoKind::Write, offset, data.len() as u64, || {
-            self.inner.demote(data, offset)
+            self.inner.demote_at(data, offset, still_valid)
         })
     }
-    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.inner.discard(offset, len)
-    }
-    fn len(&self) -> u64 {
-        self.inner.len()
+    fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.inner.trim(offset, len)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::MemDevice;
+    use tiercache_blockdev::MemDevice;
 
     #[test]
     fn ops_take_at_least_the_modelled_latency() {

@@ -1,15 +1,15 @@
 //! Several volumes' backends as one device: each volume's backend is laid at its own base
 //! address, so the engine addresses a backend op of volume `v` at `base(v) + offset`.
 
-use super::Device;
 use std::io;
 use std::sync::Arc;
+use tiercache_blockdev::{BlockDevice, RemoteStats};
 
 /// One volume's backend in a [`VolumeSet`].
 struct Member {
     volume: u32,
     base: u64,
-    dev: Arc<dyn Device>,
+    dev: Arc<dyn BlockDevice>,
 }
 
 /// The backends of several volumes, end to end. An op never crosses two members: the engine
@@ -26,14 +26,14 @@ pub struct DuplicateVolume(pub u32);
 
 impl VolumeSet {
     /// The backends of `volumes` (volume id, device), laid out in the order given.
-    pub fn new(volumes: Vec<(u32, Arc<dyn Device>)>) -> Result<Self, DuplicateVolume> {
+    pub fn new(volumes: Vec<(u32, Arc<dyn BlockDevice>)>) -> Result<Self, DuplicateVolume> {
         let mut members: Vec<Member> = Vec::with_capacity(volumes.len());
         let mut base = 0u64;
         for (volume, dev) in volumes {
             if members.iter().any(|m| m.volume == volume) {
                 return Err(DuplicateVolume(volume));
             }
-            let len = dev.len();
+            let len = dev.size();
             members.push(Member { volume, base, dev });
             base += len;
         }
@@ -44,7 +44,7 @@ impl VolumeSet {
     pub fn extents(&self) -> Vec<(u32, u64, u64)> {
         self.members
             .iter()
-            .map(|m| (m.volume, m.base, m.dev.len()))
+            .map(|m| (m.volume, m.base, m.dev.size()))
             .collect()
     }
 
@@ -54,7 +54,7 @@ impl VolumeSet {
         let m = i
             .checked_sub(1)
             .map(|i| &self.members[i])
-            .filter(|m| addr - m.base + len <= m.dev.len())
+            .filter(|m| addr - m.base + len <= m.dev.size())
             .ok_or_else(|| {
                 io::Error::new(
                     io::ErrorKind::InvalidInput,
@@ -65,18 +65,21 @@ impl VolumeSet {
     }
 }
 
-impl Device for VolumeSet {
+impl BlockDevice for VolumeSet {
+    fn size(&self) -> u64 {
+        self.len
+    }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let (m, at) = self.route(offset, buf.len() as u64)?;
         m.dev.read_at(buf, at)
     }
-    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+    fn write_at(&self, data: &[u8], offset: u64, fua: bool) -> io::Result<()> {
         let (m, at) = self.route(offset, data.len() as u64)?;
-        m.dev.write_at(data, at)
+        m.dev.write_at(data, at, fua)
     }
-    fn sync(&self) -> io::Result<()> {
+    fn flush(&self) -> io::Result<()> {
         for m in &self.members {
-            m.dev.sync()?;
+            m.dev.flush()?;
         }
         Ok(())
     }
@@ -84,8 +87,8 @@ impl Device for VolumeSet {
     fn epoch(&self) -> u64 {
         self.members.iter().map(|m| m.dev.epoch()).sum()
     }
-    fn sync_since(&self, epoch: u64) -> io::Result<()> {
-        self.sync()?;
+    fn flush_since(&self, epoch: u64) -> io::Result<()> {
+        self.flush()?;
         if self.epoch() != epoch {
             return Err(io::Error::other(
                 "a volume's backend may have lost writes since they completed",
@@ -93,22 +96,19 @@ impl Device for VolumeSet {
         }
         Ok(())
     }
-    fn link_stats(&self) -> Option<tiercache_nbd::RemoteStats> {
+    fn link_stats(&self) -> Option<RemoteStats> {
         self.members.iter().find_map(|m| m.dev.link_stats())
     }
-    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+    fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
         let (m, at) = self.route(offset, len)?;
-        m.dev.discard(at, len)
-    }
-    fn len(&self) -> u64 {
-        self.len
+        m.dev.trim(at, len)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::MemDevice;
+    use tiercache_blockdev::MemDevice;
 
     /// Each volume's bytes land in its own device; ranges across two volumes are refused.
     #[test]
@@ -117,20 +117,21 @@ mod tests {
             Arc::new(MemDevice::new(8192)),
             Arc::new(MemDevice::new(4096)),
         );
-        let set = VolumeSet::new(vec![(3, a.clone() as Arc<dyn Device>), (1, b.clone())]).unwrap();
+        let set =
+            VolumeSet::new(vec![(3, a.clone() as Arc<dyn BlockDevice>), (1, b.clone())]).unwrap();
         assert_eq!(set.extents(), vec![(3, 0, 8192), (1, 8192, 4096)]);
-        set.write_at(b"aa", 8191).unwrap_err();
-        set.write_at(b"xy", 8192 + 10).unwrap();
-        set.write_at(b"pq", 100).unwrap();
+        set.write_at(b"aa", 8191, false).unwrap_err();
+        set.write_at(b"xy", 8192 + 10, false).unwrap();
+        set.write_at(b"pq", 100, false).unwrap();
         assert_eq!(&b.snapshot()[10..12], b"xy");
         assert_eq!(&a.snapshot()[100..102], b"pq");
         let mut got = [0u8; 2];
         set.read_at(&mut got, 8202).unwrap();
         assert_eq!(&got, b"xy");
         set.read_at(&mut got, 8192 + 4095).unwrap_err();
-        assert_eq!(set.len(), 12288);
+        assert_eq!(set.size(), 12288);
         assert_eq!(
-            VolumeSet::new(vec![(1, a as Arc<dyn Device>), (1, b)]).err(),
+            VolumeSet::new(vec![(1, a as Arc<dyn BlockDevice>), (1, b)]).err(),
             Some(DuplicateVolume(1))
         );
     }

@@ -1,6 +1,6 @@
 //! Cache hits of several requests at once: a connection's waiting reads are planned one by
 //! one (each under its shard's lock, as any request), and the cache reads of the plans that
-//! are nothing but one cache read go to the device together ([`Device::read_many`]: one
+//! are nothing but one cache read go to the device together ([`BlockDevice::read_many`](tiercache_blockdev::BlockDevice::read_many): one
 //! io_uring submission for a file device with io_uring on); any other plan runs as usual.
 
 use super::*;

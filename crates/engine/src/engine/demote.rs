@@ -8,7 +8,7 @@
 //! crash consistency is unchanged: a crash at worst forgets it.
 
 use super::*;
-use tiercache_nbd::DemoteReply;
+use tiercache_blockdev::DemoteReply;
 use tiercache_policy::DemoteOutcome;
 
 impl Inner {
@@ -18,7 +18,9 @@ impl Inner {
     pub(super) fn demote_down(&self, data: &[u8], addr: u64) {
         let d = &self.counters.demotes;
         Counters::add(&d.sent, 1);
-        let c = match self.backend.demote(data, addr) {
+        // Nothing to re-check here: the ordering table runs this before any later write of the
+        // line (a remote level runs its own check).
+        let c = match self.backend.demote_at(data, addr, &|| true) {
             Ok(DemoteReply::Accepted) => &d.sent_accepted,
             Ok(DemoteReply::AlreadyHeld) => &d.sent_already_held,
             Ok(DemoteReply::Rejected) => &d.sent_rejected,

@@ -135,7 +135,7 @@ impl Inner {
             }
             send(&scratch, &mut writes)?;
             // Clean only once the backend acknowledged a flush covering these writes.
-            self.backend.sync_since(epoch)?;
+            self.backend.flush_since(epoch)?;
             for u in &updates {
                 self.table
                     .write(&*self.cache_dev, base + u.slot, &record_of(u))?;

@@ -6,7 +6,7 @@
 //! [`failure`] (the fail-stop halt).
 
 use crate::config::{EngineConfig, Lookup, DEFAULT_BACKEND_SIZE};
-use crate::device::{Device, Emulated, FileDevice, NbdBackend};
+use crate::device::{Emulated, NbdBackend};
 use crate::exec::{Client, Scratch};
 use crate::load::LoadMeter;
 use crate::ordering::{backend_line, cache_slot, Location, OrderingTable, Ticket};
@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use tiercache_blockdev::{BlockDevice, FileDevice};
 use tiercache_core::{
     DevOp, Device as Dev, IoKind, LineGeometry, LineKey, Op, OpCause, Plan, Request, VolumeId,
 };
@@ -149,13 +150,13 @@ struct Inner {
     serial: Mutex<()>,
     lookup: Lookup,
     answer_reads_early: bool,
-    cache_dev: Arc<dyn Device>,
+    cache_dev: Arc<dyn BlockDevice>,
     /// The cache device is an emulated (slow) one: hits are not cheap.
     cache_is_slow: bool,
     /// The cache device is opened O_DIRECT: hits wait for it (a server runs them on its
     /// workers, a few batched at a time, rather than on a connection's reader).
     cache_hits_wait: bool,
-    backend: Arc<dyn Device>,
+    backend: Arc<dyn BlockDevice>,
     /// The served volumes: where each one's backend sits on `backend`, its counters.
     volumes: Vec<VolumeState>,
     /// The journal of partition layouts on the cache device, and the layout last journaled.
@@ -369,7 +370,7 @@ impl Drop for Engine {
     }
 }
 
-impl tiercache_nbd::BlockDevice for Engine {
+impl BlockDevice for Engine {
     fn size(&self) -> u64 {
         Engine::size(self)
     }
@@ -435,12 +436,16 @@ impl tiercache_nbd::BlockDevice for Engine {
         // Every connection shares this engine, and FLUSH syncs both devices whole.
         true
     }
+    fn takes_demotes(&self) -> bool {
+        // A cache level: it takes a demote if a free slot or a clean victim makes room.
+        true
+    }
     fn demote_at(
         &self,
         data: &[u8],
         off: u64,
         still_valid: &dyn Fn() -> bool,
-    ) -> io::Result<tiercache_nbd::DemoteReply> {
+    ) -> io::Result<tiercache_blockdev::DemoteReply> {
         Engine::demote(self, off, data, still_valid)
     }
 }

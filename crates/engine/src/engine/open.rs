@@ -39,12 +39,10 @@ impl Engine {
                 })
         };
         let cache_lock =
-            crate::device::file::lock_exclusive(&cfg.cache_path).map_err(|source| {
-                EngineError::Open {
-                    what: "cache device",
-                    path: cfg.cache_path.display().to_string(),
-                    source,
-                }
+            crate::device::lock_exclusive(&cfg.cache_path).map_err(|source| EngineError::Open {
+                what: "cache device",
+                path: cfg.cache_path.display().to_string(),
+                source,
             })?;
         let cache_file = open(
             "cache device",
@@ -63,7 +61,7 @@ impl Engine {
         } else {
             cache_file
         };
-        let cache_dev: Arc<dyn Device> = match &cfg.cache_device {
+        let cache_dev: Arc<dyn BlockDevice> = match &cfg.cache_device {
             Some(m) => Arc::new(Emulated::new(cache_file, "engine.cache_device", m)?),
             None => Arc::new(cache_file),
         };
@@ -94,7 +92,7 @@ impl Engine {
                     v.backend_size.unwrap_or(DEFAULT_BACKEND_SIZE)
                 };
                 let file = open("backend", &v.backend_path, min, cfg.backend_direct)?;
-                let dev: Arc<dyn Device> = match &cfg.backend_device {
+                let dev: Arc<dyn BlockDevice> = match &cfg.backend_device {
                     Some(m) => Arc::new(Emulated::new(file, "engine.backend_device", m)?),
                     None => Arc::new(file),
                 };
@@ -106,7 +104,7 @@ impl Engine {
             })?;
             let extents = set.extents();
             (
-                Arc::new(set) as Arc<dyn Device>,
+                Arc::new(set) as Arc<dyn BlockDevice>,
                 cache_cfg.clone(),
                 Some(extents),
             )
@@ -140,7 +138,7 @@ impl Engine {
                 });
             }
             let dev = NbdBackend(remote);
-            let backend: Arc<dyn Device> = match &cfg.backend_device {
+            let backend: Arc<dyn BlockDevice> = match &cfg.backend_device {
                 Some(m) => Arc::new(Emulated::new(dev, "engine.backend_device", m)?),
                 None => Arc::new(dev),
             };
@@ -180,7 +178,7 @@ impl Engine {
                 backend_min,
                 cfg.backend_direct,
             )?;
-            let backend: Arc<dyn Device> = match &cfg.backend_device {
+            let backend: Arc<dyn BlockDevice> = match &cfg.backend_device {
                 Some(m) => Arc::new(Emulated::new(backend_file, "engine.backend_device", m)?),
                 None => Arc::new(backend_file),
             };
@@ -193,18 +191,18 @@ impl Engine {
                     .to_string(),
             );
         }
-        if cache_cfg.capacity > backend.len() {
+        if cache_cfg.capacity > backend.size() {
             return Err(EngineError::Setting {
                 field: "cache.capacity",
                 reason: format!(
                     "{} bytes is larger than the backend {} ({} bytes): a cache larger than what it caches",
                     cache_cfg.capacity,
                     cfg.backend_path.display(),
-                    backend.len()
+                    backend.size()
                 ),
             });
         }
-        let extents = extents.unwrap_or_else(|| vec![(0, 0, backend.len())]);
+        let extents = extents.unwrap_or_else(|| vec![(0, 0, backend.size())]);
         let mut engine = Self::with_volume_devices(&cache_cfg, cfg, cache_dev, backend, extents)
             .map_err(|e| match e {
                 EngineError::Metadata(source) => EngineError::CacheMetadata {
@@ -235,10 +233,10 @@ impl Engine {
     pub fn with_devices(
         cache_cfg: &CacheConfig,
         cfg: &EngineConfig,
-        cache_dev: Arc<dyn Device>,
-        backend: Arc<dyn Device>,
+        cache_dev: Arc<dyn BlockDevice>,
+        backend: Arc<dyn BlockDevice>,
     ) -> Result<Self, EngineError> {
-        let extents = vec![(0, 0, backend.len())];
+        let extents = vec![(0, 0, backend.size())];
         Self::with_volume_devices(cache_cfg, cfg, cache_dev, backend, extents)
     }
 
@@ -247,8 +245,8 @@ impl Engine {
     pub fn with_volume_devices(
         cache_cfg: &CacheConfig,
         cfg: &EngineConfig,
-        cache_dev: Arc<dyn Device>,
-        backend: Arc<dyn Device>,
+        cache_dev: Arc<dyn BlockDevice>,
+        backend: Arc<dyn BlockDevice>,
         extents: Vec<(u32, u64, u64)>,
     ) -> Result<Self, EngineError> {
         if extents.is_empty() {

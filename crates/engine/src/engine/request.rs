@@ -645,7 +645,7 @@ impl Inner {
                 if !due.is_empty() {
                     if wrote_back && !to_clear.is_empty() {
                         // The evicted line's data must be safe on the backend first.
-                        self.backend.sync_since(backend_epoch)?;
+                        self.backend.flush_since(backend_epoch)?;
                     }
                     for &s in &to_clear {
                         self.table.clear(&*self.cache_dev, base + s)?;
@@ -655,7 +655,7 @@ impl Inner {
                 }
             }
             for o in &ops[i..end] {
-                let dev: &dyn Device = match o.device {
+                let dev: &dyn BlockDevice = match o.device {
                     Dev::Cache => {
                         Counters::add(&self.counters.cache_ops, 1);
                         &*self.cache_dev
@@ -679,16 +679,16 @@ impl Inner {
                         self.demote_down(&scratch.data_for(o), addr)
                     }
                     IoKind::Write => {
-                        dev.write_at(&scratch.data_for(o), addr)?;
+                        dev.write_at(&scratch.data_for(o), addr, false)?;
                         if o.device == Dev::Backend {
                             wrote_back |= o.cause == OpCause::EvictFlush;
                             self.backend_unsynced.fetch_min(backend_epoch, Relaxed);
                         }
                     }
-                    IoKind::Trim => dev.discard(addr, o.len)?,
+                    IoKind::Trim => dev.trim(addr, o.len)?,
                     // The cache device syncs through its table, which learns what is durable.
                     IoKind::Flush if o.device == Dev::Cache => self.table.sync(dev)?,
-                    IoKind::Flush => dev.sync()?,
+                    IoKind::Flush => dev.flush()?,
                 }
             }
             i = end;
@@ -711,7 +711,7 @@ impl Inner {
         self.table.sync(&*self.cache_dev)?;
         let since = self.backend_unsynced.swap(u64::MAX, Relaxed);
         if since != u64::MAX {
-            if let Err(e) = self.backend.sync_since(since) {
+            if let Err(e) = self.backend.flush_since(since) {
                 // Writes that may have been lost with a connection are reported once, to
                 // this flush (no later flush can cover them); other failures are retried.
                 if self.backend.epoch() == since {

@@ -6,9 +6,9 @@
 //! Started reads belong to the thread that started them (its ring): they are reaped there.
 
 use super::*;
-use crate::device::uring;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use tiercache_blockdev::uring;
 
 /// A hit whose cache read is in flight.
 struct Started {
@@ -50,7 +50,8 @@ impl Inner {
         }
         // Started reads serve the primary volume (the engine's own export).
         let volume = self.volumes[0].id;
-        let mut to_start: Vec<(u64, usize, u64)> = Vec::new();
+        // (ring tag, cache device address, length) of each cache read to start.
+        let mut to_start: Vec<(u64, u64, u32)> = Vec::new();
         let mut waiting: Vec<(usize, Started)> = Vec::new();
         for (at, &(tag, offset, len)) in reads.iter().enumerate() {
             let len = len as u64;
@@ -98,7 +99,7 @@ impl Inner {
                     t.set(v + 1);
                     v
                 });
-                to_start.push((addr, len as usize, ring_tag));
+                to_start.push((ring_tag, addr, len as u32));
                 waiting.push((
                     at,
                     Started {
@@ -148,37 +149,38 @@ impl Inner {
             return out;
         }
         Counters::add(&self.counters.cache_ops, to_start.len() as u64);
-        let results = match self.cache_dev.start_reads(&to_start) {
-            Some(r) => r,
-            None => {
-                // The device cannot start reads: read them now, delivered by the next reap.
-                let mut bufs: Vec<Vec<u8>> = to_start.iter().map(|r| vec![0u8; r.1]).collect();
-                let mut ios: Vec<(u64, &mut [u8])> = to_start
-                    .iter()
-                    .zip(bufs.iter_mut())
-                    .map(|(r, b)| (r.0, &mut b[..]))
-                    .collect();
-                let rs = self.cache_dev.read_many(&mut ios);
-                for ((at, s), (r, b)) in waiting.into_iter().zip(rs.into_iter().zip(bufs)) {
-                    let tag = s.tag;
-                    let delivered = r.map(|()| b);
-                    self.finish_started(s, delivered.as_ref().map(|_| ()).map_err(copy_err));
-                    READY.with(|q| q.borrow_mut().push((self.key(), tag, delivered)));
-                    out[at] = Some(Ok(()));
-                }
-                return out;
-            }
-        };
-        for (((at, s), r), &(_, _, ring_tag)) in waiting.into_iter().zip(results).zip(&to_start) {
+        let results = self.cache_dev.start_reads(&to_start);
+        let mut read_now: Vec<(usize, Started, u64, u32)> = Vec::new();
+        for (((at, s), r), &(ring_tag, addr, len)) in
+            waiting.into_iter().zip(results).zip(&to_start)
+        {
             match r {
-                Ok(()) => {
+                Some(Ok(())) => {
                     STARTED.with(|m| m.borrow_mut().insert(ring_tag, s));
                     out[at] = Some(Ok(()));
                 }
-                Err(e) => {
+                Some(Err(e)) => {
                     self.finish_started(s, Err(copy_err(&e)));
                     out[at] = Some(Err(e));
                 }
+                None => read_now.push((at, s, addr, len)),
+            }
+        }
+        if !read_now.is_empty() {
+            // The device did not start these: read them now, delivered by the next reap.
+            let mut bufs: Vec<Vec<u8>> = read_now.iter().map(|r| vec![0u8; r.3 as usize]).collect();
+            let mut ios: Vec<(u64, &mut [u8])> = read_now
+                .iter()
+                .zip(bufs.iter_mut())
+                .map(|(r, b)| (r.2, &mut b[..]))
+                .collect();
+            let rs = self.cache_dev.read_many(&mut ios);
+            for ((at, s, _, _), (r, b)) in read_now.into_iter().zip(rs.into_iter().zip(bufs)) {
+                let tag = s.tag;
+                let delivered = r.map(|()| b);
+                self.finish_started(s, delivered.as_ref().map(|_| ()).map_err(copy_err));
+                READY.with(|q| q.borrow_mut().push((self.key(), tag, delivered)));
+                out[at] = Some(Ok(()));
             }
         }
         out
@@ -207,15 +209,18 @@ impl Inner {
         if !mine_in_flight {
             return n;
         }
-        n += uring::reap_started(wait && n == 0, &mut |ring_tag, res| {
-            let Some(s) = STARTED.with(|m| m.borrow_mut().remove(&ring_tag)) else {
-                return;
-            };
-            debug_assert_eq!(s.engine, me, "another engine's read reaped here");
-            let tag = s.tag;
-            self.finish_started(s, res.as_ref().map(|_| ()).map_err(copy_err));
-            f(tag, res);
-        });
+        n += self
+            .cache_dev
+            .reap_started(wait && n == 0, &mut |ring_tag, res| {
+                let Some(s) = STARTED.with(|m| m.borrow_mut().remove(&ring_tag)) else {
+                    return;
+                };
+                debug_assert_eq!(s.engine, me, "another engine's read reaped here");
+                let tag = s.tag;
+                self.finish_started(s, res.as_ref().map(|_| ()).map_err(copy_err));
+                f(tag, res);
+            });
+        // Reads are started only by a file device, on this thread's io_uring ring.
         if uring::started_in_flight() == 0 {
             // The ring is gone with reads in flight (it broke): they never complete.
             let lost: Vec<Started> = STARTED.with(|m| {

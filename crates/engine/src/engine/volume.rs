@@ -526,7 +526,7 @@ impl Inner {
     }
 }
 
-impl tiercache_nbd::BlockDevice for VolumeHandle {
+impl tiercache_blockdev::BlockDevice for VolumeHandle {
     fn size(&self) -> u64 {
         self.size
     }

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
+use tiercache_blockdev::BlockDevice;
 use tiercache_nbd::*;
 
 /// Whether `tool` runs; on CI a missing tool fails the test instead of skipping it.

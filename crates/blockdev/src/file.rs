@@ -1,6 +1,6 @@
 //! A file or block device through pread/pwrite, buffered or O_DIRECT.
 
-use super::{check_range, uring, Device};
+use crate::{check_range, uring, BlockDevice};
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 /// size in common use, so it suits every device.
 pub const DIRECT_ALIGN: usize = 4096;
 
-/// A regular file or block device. Buffered by default (`sync` is fdatasync); with
+/// A regular file or block device. Buffered by default (`flush` and FUA are fdatasync); with
 /// [`open_direct`](Self::open_direct), transfers aligned to [`DIRECT_ALIGN`] bypass the page
 /// cache (O_DIRECT, through an aligned bounce buffer), and the rest (metadata records,
 /// sub-block pieces) use a buffered descriptor of the same file, which Linux keeps coherent
@@ -157,6 +157,25 @@ impl FileDevice {
         self.uring && uring::available()
     }
 
+    /// Writes `data` at `offset` (through O_DIRECT where aligned), without FUA.
+    fn write_data(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        check_range(offset, data.len() as u64, self.len)?;
+        match self.direct_for(offset, data.len()) {
+            Some(f) if self.ring() => {
+                self.direct_ops.fetch_add(1, Relaxed);
+                self.write_fd(f, data, offset)
+            }
+            Some(f) => {
+                self.direct_ops.fetch_add(1, Relaxed);
+                with_aligned(data.len(), |b| {
+                    b.copy_from_slice(data);
+                    self.write_fd(f, b, offset)
+                })
+            }
+            None => self.write_fd(&self.file, data, offset),
+        }
+    }
+
     /// The O_DIRECT descriptor, if this transfer can use it.
     fn direct_for(&self, offset: u64, len: usize) -> Option<&File> {
         let aligned = offset.is_multiple_of(DIRECT_ALIGN as u64)
@@ -166,15 +185,24 @@ impl FileDevice {
     }
 }
 
-impl Device for FileDevice {
+/// Trimmed ranges become holes (read as zeroes) where the file system can punch them, and
+/// keep their data elsewhere (trim is a hint). Started reads ([`BlockDevice::start_reads`])
+/// go through the calling thread's io_uring ring, which every file device on that thread
+/// shares: [`BlockDevice::reap_started`] hands back any of them, so tags must be unique per
+/// thread, not only per device.
+impl BlockDevice for FileDevice {
+    fn size(&self) -> u64 {
+        self.len
+    }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        check_range(offset, buf.len(), self.len)?;
+        check_range(offset, buf.len() as u64, self.len)?;
         if let Some(map) = &self.map {
             // SAFETY: `check_range` keeps `offset..offset + buf.len()` inside the mapping,
             // which spans the file's `len` bytes and lives as long as `self`; `buf` is a
-            // distinct, writable allocation of exactly `buf.len()` bytes. The engine's ordering
-            // table never lets a write to these bytes run while they are read, so the copy
-            // sees no concurrent modification; a raw copy (no reference into the mapping) is
+            // distinct, writable allocation of exactly `buf.len()` bytes. Callers order writes
+            // against reads of the same bytes (the trait leaves overlapping concurrent requests
+            // unspecified; the engine's ordering table orders them), so the copy sees no
+            // concurrent modification from this process; a raw copy (no reference into the mapping) is
             // used because other processes could still change the file.
             unsafe {
                 std::ptr::copy_nonoverlapping(
@@ -201,22 +229,12 @@ impl Device for FileDevice {
             None => self.read_fd(&self.file, buf, offset),
         }
     }
-    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
-        check_range(offset, data.len(), self.len)?;
-        match self.direct_for(offset, data.len()) {
-            Some(f) if self.ring() => {
-                self.direct_ops.fetch_add(1, Relaxed);
-                self.write_fd(f, data, offset)
-            }
-            Some(f) => {
-                self.direct_ops.fetch_add(1, Relaxed);
-                with_aligned(data.len(), |b| {
-                    b.copy_from_slice(data);
-                    self.write_fd(f, b, offset)
-                })
-            }
-            None => self.write_fd(&self.file, data, offset),
+    fn write_at(&self, data: &[u8], offset: u64, fua: bool) -> io::Result<()> {
+        self.write_data(data, offset)?;
+        if fua {
+            self.flush()?;
         }
+        Ok(())
     }
     fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<io::Result<()>> {
         if self.map.is_some() || reads.len() < 2 || !self.ring() {
@@ -231,7 +249,7 @@ impl Device for FileDevice {
         let mut direct: Vec<(usize, (u64, uring::Transfer<'_>))> = Vec::new();
         let mut buffered: Vec<(usize, (u64, uring::Transfer<'_>))> = Vec::new();
         for (i, (offset, buf)) in reads.iter_mut().enumerate() {
-            if let Err(e) = check_range(*offset, buf.len(), self.len) {
+            if let Err(e) = check_range(*offset, buf.len() as u64, self.len) {
                 results[i] = Some(Err(e));
                 continue;
             }
@@ -264,34 +282,50 @@ impl Device for FileDevice {
             .map(|r| r.expect("every read has a result"))
             .collect()
     }
-    fn start_reads(&self, reads: &[(u64, usize, u64)]) -> Option<Vec<io::Result<()>>> {
+    fn start_reads(&self, reads: &[(u64, u64, u32)]) -> Vec<Option<io::Result<()>>> {
         if self.map.is_some() || !self.ring() {
-            return None;
+            return reads.iter().map(|_| None).collect();
         }
-        for &(offset, len, _) in reads {
-            if let Err(e) = check_range(offset, len, self.len) {
-                return Some(
-                    reads
-                        .iter()
-                        .map(|_| Err(io::Error::new(e.kind(), e.to_string())))
-                        .collect(),
-                );
+        // Reads past the end fail alone; the rest go to the ring in one submission.
+        let mut out: Vec<Option<io::Result<()>>> = Vec::with_capacity(reads.len());
+        let mut ring_reads: Vec<(u64, usize, u64)> = Vec::with_capacity(reads.len());
+        for &(tag, offset, len) in reads {
+            match check_range(offset, len as u64, self.len) {
+                Ok(()) => {
+                    out.push(None);
+                    ring_reads.push((offset, len as usize, tag));
+                }
+                Err(e) => out.push(Some(Err(e))),
             }
         }
+        if ring_reads.is_empty() {
+            return out;
+        }
         // Through O_DIRECT when every read is aligned (cache hits are whole lines).
-        let direct = reads
+        let direct = ring_reads
             .iter()
             .all(|&(offset, len, _)| self.direct_for(offset, len).is_some());
         let f = match (&self.direct, direct) {
             (Some(d), true) => {
-                self.direct_ops.fetch_add(reads.len() as u64, Relaxed);
+                self.direct_ops.fetch_add(ring_reads.len() as u64, Relaxed);
                 d
             }
             _ => &self.file,
         };
-        uring::start_reads(self.file_ref(f), reads)
+        let Some(results) = uring::start_reads(self.file_ref(f), &ring_reads) else {
+            // No ring after all: nothing started, the in-range reads stay `None`.
+            return out;
+        };
+        let mut results = results.into_iter();
+        for slot in out.iter_mut().filter(|o| o.is_none()) {
+            *slot = Some(results.next().expect("one result per started read"));
+        }
+        out
     }
-    fn sync(&self) -> io::Result<()> {
+    fn reap_started(&self, wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+        uring::reap_started(wait, f)
+    }
+    fn flush(&self) -> io::Result<()> {
         use std::os::fd::AsRawFd;
         if self.uring {
             if let Some(r) = uring::data_sync(self.file.as_raw_fd()) {
@@ -300,9 +334,9 @@ impl Device for FileDevice {
         }
         self.file.sync_data()
     }
-    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+    fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
         use std::os::fd::AsRawFd;
-        check_range(offset, len as usize, self.len)?;
+        check_range(offset, len, self.len)?;
         // SAFETY: fallocate only reads its integer arguments; the fd is owned by `self.file`
         // and open for the duration of the call.
         let r = unsafe {
@@ -322,9 +356,6 @@ impl Device for FileDevice {
         }
         Ok(())
     }
-    fn len(&self) -> u64 {
-        self.len
-    }
 }
 
 /// Opens `path` read-write, creating it empty when missing (never truncating).
@@ -337,23 +368,6 @@ fn open_rw(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
-/// Opens (creating it empty if missing) and takes an exclusive advisory lock (flock) on the
-/// file at `path`, failing at once when another process, or another open of the file in this
-/// one, holds it: two caches sharing one cache device would destroy each other's data. Taken
-/// before anything else touches the device, and held as long as the returned handle lives; the
-/// lock goes with the descriptor, so a killed process leaves none behind.
-pub fn lock_exclusive(path: &Path) -> io::Result<File> {
-    let file = open_rw(path)?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(
-            io::ErrorKind::WouldBlock,
-            "in use by another tiercache (serve, flush or bench): stop it first, or choose another engine.cache_path",
-        )),
-        Err(std::fs::TryLockError::Error(e)) => Err(e),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,9 +377,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("dev");
         let d = FileDevice::open(&p, 1 << 20).unwrap();
-        assert_eq!(d.len(), 1 << 20);
-        d.write_at(&[7u8; 8192], 4096).unwrap();
-        d.discard(4096, 4096).unwrap();
+        assert_eq!(d.size(), 1 << 20);
+        d.write_at(&[7u8; 8192], 4096, false).unwrap();
+        d.trim(4096, 4096).unwrap();
         let mut b = [1u8; 4096];
         d.read_at(&mut b, 4096).unwrap();
         assert_eq!(b, [0u8; 4096], "a punched hole reads as zeroes");
@@ -374,7 +388,7 @@ mod tests {
         assert!(d.read_at(&mut b, (1 << 20) - 100).is_err());
         // Reopening keeps size and data.
         let d2 = FileDevice::open(&p, 4096).unwrap();
-        assert_eq!(d2.len(), 1 << 20);
+        assert_eq!(d2.size(), 1 << 20);
     }
 
     /// Mapped reads see pwrite's data at once, and the reverse, at any offset and length.
@@ -387,12 +401,12 @@ mod tests {
             .with_mapped_reads()
             .unwrap();
         let pattern: Vec<u8> = (0..70_000u32).map(|i| (i * 31 % 253) as u8).collect();
-        d.write_at(&pattern, 12_345).unwrap();
+        d.write_at(&pattern, 12_345, false).unwrap();
         let mut b = vec![0u8; pattern.len()];
         d.read_at(&mut b, 12_345).unwrap();
         assert!(b == pattern);
         let other = FileDevice::open(&p, 0).unwrap();
-        other.write_at(&[0xEE; 3], (1 << 20) - 3).unwrap();
+        other.write_at(&[0xEE; 3], (1 << 20) - 3, false).unwrap();
         let mut tail = [0u8; 3];
         d.read_at(&mut tail, (1 << 20) - 3).unwrap();
         assert_eq!(
@@ -416,13 +430,13 @@ mod tests {
             eprintln!("skipping: no io_uring here (the fallback is the plain path)");
         }
         let pattern: Vec<u8> = (0..100_000u32).map(|i| (i * 13 % 251) as u8).collect();
-        d.write_at(&pattern, 777).unwrap();
-        d.sync().unwrap();
+        d.write_at(&pattern, 777, false).unwrap();
+        d.flush().unwrap();
         let plain = FileDevice::open(&p, 0).unwrap();
         let mut b = vec![0u8; pattern.len()];
         plain.read_at(&mut b, 777).unwrap();
         assert!(b == pattern, "written through the ring, read with pread");
-        plain.write_at(&[9u8; 5000], 50_000).unwrap();
+        plain.write_at(&[9u8; 5000], 50_000, false).unwrap();
         let mut c = vec![0u8; 5000];
         d.read_at(&mut c, 50_000).unwrap();
         assert_eq!(
@@ -462,10 +476,10 @@ mod tests {
             }
         };
         let pattern: Vec<u8> = (0..16384u32).map(|i| (i * 7 % 251) as u8).collect();
-        d.write_at(&pattern, 8192).unwrap();
+        d.write_at(&pattern, 8192, false).unwrap();
         assert_eq!(d.direct_ops(), 1);
         // A buffered (unaligned) write inside the directly written range, then direct reads.
-        d.write_at(&[0xAB; 100], 8192 + 4096 + 10).unwrap();
+        d.write_at(&[0xAB; 100], 8192 + 4096 + 10, false).unwrap();
         let mut b = vec![0u8; 16384];
         d.read_at(&mut b, 8192).unwrap();
         assert_eq!(d.direct_ops(), 2);
@@ -473,16 +487,16 @@ mod tests {
         want[4096 + 10..4096 + 110].fill(0xAB);
         assert!(b == want, "direct read sees the buffered write");
         // A buffered (unaligned) read sees direct writes.
-        d.write_at(&[0x5A; 4096], 0).unwrap();
+        d.write_at(&[0x5A; 4096], 0, false).unwrap();
         let mut small = [0u8; 10];
         d.read_at(&mut small, 3).unwrap();
         assert_eq!(small, [0x5A; 10]);
         assert_eq!(d.direct_ops(), 3);
-        d.sync().unwrap();
+        d.flush().unwrap();
         // Another thread uses its own bounce buffer.
         let d = std::sync::Arc::new(d);
         let d2 = d.clone();
-        std::thread::spawn(move || d2.write_at(&[3u8; 4096], 65536).unwrap())
+        std::thread::spawn(move || d2.write_at(&[3u8; 4096], 65536, false).unwrap())
             .join()
             .unwrap();
         d.read_at(&mut b[..4096], 65536).unwrap();

@@ -265,7 +265,7 @@ enum Staging {
 }
 
 /// Runs `ops` on `file` through this thread's ring: one submission per up to
-/// [`RING_ENTRIES`] ops, completions reaped in batches. Each op's result is in the returned
+/// `RING_ENTRIES` (64) ops, completions reaped in batches. Each op's result is in the returned
 /// vector, in order (a short transfer is finished by further ops). `None`: io_uring is
 /// unavailable here; use the portable path. Ops longer than [`MAX_OP`] are an error.
 pub fn transfer_batch(
