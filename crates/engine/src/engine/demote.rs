@@ -4,8 +4,9 @@
 //! Taking one runs like a write of clean data: the shard's core decides under its lock
 //! ([`Cache::accept_demote`]: insert at the evict-last end if a free slot or a clean victim
 //! makes room, else reject), the plan registers in the ordering table like any other, its
-//! cache writes run, and the line's record is journaled as a fill's is. The line is clean, so
-//! crash consistency is unchanged: a crash at worst forgets it.
+//! cache writes run. The line's record is not written (see [`unrecorded`]): the line is clean,
+//! so a crash may forget it, and a slot cycling through demoted lines then costs no metadata
+//! I/O at all.
 
 use super::*;
 use tiercache_nbd::DemoteReply;
@@ -60,6 +61,8 @@ impl Inner {
             let mut updates = std::mem::take(&mut core.updates);
             updates.clear();
             core.cache.drain_meta_updates(&mut updates);
+            // A demoted line is clean: no record of it is written (see `unrecorded`).
+            updates.retain(|u| !unrecorded(u));
             let (r, w) = locations(&self.geo, &plan, &updates);
             let ticket = core.order.register(r, w);
             (plan, updates, ticket)
@@ -90,6 +93,28 @@ impl Inner {
         core.updates = updates;
         result
     }
+}
+
+/// Whether a demote's slot update goes unrecorded: it leaves its slot holding a line with no
+/// dirty data. Such a record would cost a cache-device write per demote, and more: the next
+/// line to take the slot would find a record naming another line there and have to clear it
+/// durably (two record writes and a sync) before its bytes may land.
+///
+/// Why a crash stays safe without it: the slot's durable record is, at the demote, either
+/// empty, or of the same line (the line was resident: its record describes older, still
+/// valid sub-blocks; a demote never writes over a valid sub-block), or of another line.
+/// The last case is the victim's (or an older, unsynced one's): `execute` sees that a crash
+/// could recover it (`SlotTable::may_recover_other`) and clears it durably before the
+/// demoted bytes land, as for any line taking another's slot, and `check_op` refuses any
+/// cache write into a slot whose recoverable record names another line. So recovery finds
+/// the slot empty, or its line with sub-blocks whose bytes are that line's: never a record
+/// paired with bytes written over its data. It forgets the demoted sub-blocks, which are
+/// clean copies of what the backend (or the level above's write, which went through this
+/// engine) holds: a later miss reads them again. The next plan on the slot that records it
+/// (a write making it dirty, a trim) writes the full state, demoted sub-blocks included,
+/// which are on the device by then (plans on a slot run in decision order).
+fn unrecorded(u: &MetaUpdate) -> bool {
+    u.line.is_some() && u.dirty == 0
 }
 
 impl Engine {
