@@ -28,6 +28,44 @@ impl Inner {
         Counters::add(c, 1);
     }
 
+    /// Writes the records of the demoted lines still unrecorded, so that a restart after a
+    /// clean shutdown finds them (a crash forgets them: they are clean). Runs once nothing
+    /// else does (shutdown, after the last plan): the core's state of a slot is then what its
+    /// bytes hold, and its durable record is empty or of the same line (a line taking a slot
+    /// whose record names another clears that record first), so the record written is
+    /// exactly the one the demote skipped, updated by whatever came since.
+    pub(super) fn record_demoted(&self) -> io::Result<()> {
+        if self.halted.get().is_some() {
+            // A halted engine writes no records (see `forget_failed`).
+            return Ok(());
+        }
+        for shard in &self.shards {
+            let mut core = self.core(shard);
+            let marked = std::mem::take(&mut core.unrecorded);
+            for slot in marked
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| **m)
+                .map(|(i, _)| i as u32)
+            {
+                let u = core.cache.slot_record(slot);
+                let Some((v, i)) = u.line else { continue };
+                let at = shard.base + slot;
+                if self.table.persisted_line(at).is_some_and(|l| l != (v.0, i)) {
+                    continue;
+                }
+                let rec = SlotRecord {
+                    line: Some((v.0, i)),
+                    valid: u.valid,
+                    dirty: u.dirty,
+                };
+                self.table.write(&*self.cache_dev, at, &rec)?;
+                Counters::add(&self.counters.records_written, 1);
+            }
+        }
+        Ok(())
+    }
+
     /// Takes one shard's piece of a demote.
     fn demote_piece(
         &self,
@@ -61,8 +99,19 @@ impl Inner {
             let mut updates = std::mem::take(&mut core.updates);
             updates.clear();
             core.cache.drain_meta_updates(&mut updates);
-            // A demoted line is clean: no record of it is written (see `unrecorded`).
-            updates.retain(|u| !unrecorded(u));
+            // A demoted line is clean: no record of it is written (see `unrecorded`) until a
+            // clean shutdown.
+            updates.retain(|u| {
+                let skip = unrecorded(u);
+                if skip {
+                    let i = u.slot as usize;
+                    if core.unrecorded.len() <= i {
+                        core.unrecorded.resize(i + 1, false);
+                    }
+                    core.unrecorded[i] = true;
+                }
+                !skip
+            });
             let (r, w) = locations(&self.geo, &plan, &updates);
             let ticket = core.order.register(r, w);
             (plan, updates, ticket)
