@@ -20,8 +20,15 @@
 #
 # SCALE divides every size (2: 128 MiB RAM, 512 MiB cache, 2 GiB backend, 600 MiB footprint)
 # for slow machines. Prints one JSON object per design and the IOPS ratios against `one`.
+# Counters in the JSON cover the measured window only: read hit ratios of each level,
+# backend reads, cache-file writes and metadata record writes (a durable clear counts two)
+# per I/O, the server's CPU time per I/O (fio shares the machine: CPU is throughput), and
+# the demotes by answer.
 # TIERCACHE_BIN names the binary (default: a release build); DESIGNS picks designs (default:
-# all four, `one` first: the ratios are against it). Needs fio (scripts/setup.sh).
+# all four, `one` first: the ratios are against it); KEEP=dir keeps each design's configs,
+# stats snapshots and fio output; PERF_DESIGN=name records a `perf record -g` profile of that
+# design's server over the measured window (to PERF_OUT, default /tmp/two_level.perf).
+# Needs fio (scripts/setup.sh).
 set -euo pipefail
 SECS=${1:-20}
 WARM=${2:-20}
