@@ -113,6 +113,8 @@ TOML
   fio --name=measure "${job[@]}" --runtime="$SECS" --output-format=json --output="$d/fio.json" >/dev/null
   sleep 0.6 # one more stats interval: the snapshot covers the whole window
   echo $(( $(awk '{print $14 + $15}' /proc/$tc/stat) - cpu0 )) > "$d/cpu_ticks"
+  # Before the shutdown, which writes records of its own (the demoted lines').
+  cp "$d/stats.json" "$d/stats-after.json"
   kill -TERM $tc; wait $tc || true
   rm -f "$SHM/$name-cache.img"
   if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp -r "$d" "$KEEP/"; fi
@@ -121,7 +123,7 @@ import json, sys
 name, d, hz = sys.argv[1], sys.argv[2], int(sys.argv[3])
 j = json.load(open(f"{d}/fio.json"))["jobs"][0]
 before = json.load(open(f"{d}/stats-before.json"))
-after = json.load(open(f"{d}/stats.json"))
+after = json.load(open(f"{d}/stats-after.json"))
 def delta(path):
     a, b = before, after
     for k in path.split("."):
