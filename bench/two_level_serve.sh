@@ -20,7 +20,15 @@
 #
 # SCALE divides every size (2: 128 MiB RAM, 512 MiB cache, 2 GiB backend, 600 MiB footprint)
 # for slow machines. Prints one JSON object per design and the IOPS ratios against `one`.
-# TIERCACHE_BIN names the binary (default: a release build). Needs fio (scripts/setup.sh).
+# Counters in the JSON cover the measured window only: read hit ratios of each level,
+# backend reads, cache-file writes and metadata record writes (a durable clear counts two)
+# per I/O, the server's CPU time per I/O (fio shares the machine: CPU is throughput), and
+# the demotes by answer.
+# TIERCACHE_BIN names the binary (default: a release build); DESIGNS picks designs (default:
+# all four, `one` first: the ratios are against it); KEEP=dir keeps each design's configs,
+# stats snapshots and fio output; PERF_DESIGN=name records a `perf record -g` profile of that
+# design's server over the measured window (to PERF_OUT, default /tmp/two_level.perf).
+# Needs fio (scripts/setup.sh).
 set -euo pipefail
 SECS=${1:-20}
 WARM=${2:-20}
@@ -93,33 +101,58 @@ TOML
   # part runs on full caches (steady state), then warm with the workload itself.
   fio --name=fill --ioengine=nbd --uri="$uri" --rw=read --bs=1m --iodepth=8 --size="${FOOT}m" >/dev/null
   fio --name=warm "${job[@]}" --runtime="$WARM" >/dev/null
+  # The measured window's counters are the difference of two snapshots (the fill and the
+  # warm-up would otherwise dilute them), and the server's CPU time over it (2 cores run
+  # fio and the server: CPU per I/O is throughput).
+  cp "$d/stats.json" "$d/stats-before.json"
+  local cpu0
+  cpu0=$(awk '{print $14 + $15}' /proc/$tc/stat)
+  if [ -n "${PERF_DESIGN:-}" ] && [ "$PERF_DESIGN" = "$name" ]; then
+    perf record -g -o "${PERF_OUT:-/tmp/two_level.perf}" -p $tc -- sleep "$SECS" >/dev/null 2>&1 &
+  fi
   fio --name=measure "${job[@]}" --runtime="$SECS" --output-format=json --output="$d/fio.json" >/dev/null
+  sleep 0.6 # one more stats interval: the snapshot covers the whole window
+  echo $(( $(awk '{print $14 + $15}' /proc/$tc/stat) - cpu0 )) > "$d/cpu_ticks"
+  # Before the shutdown, which writes records of its own (the demoted lines').
+  cp "$d/stats.json" "$d/stats-after.json"
   kill -TERM $tc; wait $tc || true
   rm -f "$SHM/$name-cache.img"
-  python3 - "$name" "$d" <<'PY'
+  if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp -r "$d" "$KEEP/"; fi
+  python3 - "$name" "$d" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
-name, d = sys.argv[1:3]
+name, d, hz = sys.argv[1], sys.argv[2], int(sys.argv[3])
 j = json.load(open(f"{d}/fio.json"))["jobs"][0]
-s = json.load(open(f"{d}/stats.json"))
-e, r = s["engine"], s.get("ram_level")
-hits = lambda x: round(x["cache"]["line_hits"] / max(x["cache"]["line_accesses"], 1), 3)
+before = json.load(open(f"{d}/stats-before.json"))
+after = json.load(open(f"{d}/stats-after.json"))
+def delta(path):
+    a, b = before, after
+    for k in path.split("."):
+        a, b = a.get(k, {}) if isinstance(a, dict) else 0, b.get(k, {}) if isinstance(b, dict) else 0
+    return (b if isinstance(b, (int, float)) else 0) - (a if isinstance(a, (int, float)) else 0)
+has_ram = "ram_level" in after
+ratio = lambda lvl, n, k: round(delta(f"{lvl}.cache.{n}") / max(delta(f"{lvl}.cache.{k}"), 1), 3)
+ios = j["read"]["total_ios"] + j["write"]["total_ios"]
 print(json.dumps({"design": name,
                   "iops": round(j["read"]["iops"] + j["write"]["iops"]),
                   "read_p99_us": j["read"]["clat_ns"]["percentile"]["99.000000"] / 1000,
-                  "ram_hit_ratio": hits(r) if r else None,
-                  "cache_hit_ratio": hits(e),
-                  "demotes_sent": r["demotes"]["sent"] if r else 0,
-                  "demotes_accepted": r["demotes"]["sent_accepted"] if r else 0,
-                  "demotes_already_held": r["demotes"]["sent_already_held"] if r else 0,
-                  "demotes_rejected": r["demotes"]["sent_rejected"] if r else 0}))
+                  "ram_read_hit_ratio": ratio("ram_level", "read_line_hits", "read_line_accesses") if has_ram else None,
+                  "cache_read_hit_ratio": ratio("engine", "read_line_hits", "read_line_accesses"),
+                  "backend_reads_per_io": round(delta("engine.cache.backend_bytes_read") / 4096 / max(ios, 1), 4),
+                  "server_cpu_us_per_io": round(int(open(f"{d}/cpu_ticks").read()) / hz * 1e6 / max(ios, 1), 1),
+                  "cache_writes_per_io": round(delta("engine.cache.cache_bytes_written") / 4096 / max(ios, 1), 3),
+                  "records_per_io": round((delta("engine.records_written") + 2 * delta("engine.slot_invalidations")) / max(ios, 1), 3),
+                  "demotes_sent": delta("ram_level.demotes.sent"),
+                  "demotes_accepted": delta("ram_level.demotes.sent_accepted"),
+                  "demotes_already_held": delta("ram_level.demotes.sent_already_held"),
+                  "demotes_rejected": delta("ram_level.demotes.sent_rejected")}))
 PY
 }
 
-for name in one inclusive exclusive excl-lru; do run "$name"; done | tee "$W/all.jsonl"
+for name in ${DESIGNS:-one inclusive exclusive excl-lru}; do run "$name"; done | tee "$W/all.jsonl"
 python3 - "$W/all.jsonl" <<'PY'
 import json, sys
 rows = {r["design"]: r for r in map(json.loads, open(sys.argv[1]))}
-base = rows["one"]["iops"]
+base = rows["one"]["iops"] if "one" in rows else next(iter(rows.values()))["iops"]
 for k, r in rows.items():
     print(f"{k:10s} {r['iops']:>8d} IOPS  {r['iops'] / base:5.2f}x one level")
 best = max(rows, key=lambda k: rows[k]["iops"])

@@ -1,6 +1,6 @@
-//! Demotes in the engine (SPEC §4.7): an engine takes clean lines from above (journaled like
-//! fills, so a restart finds them), a RAM level above an engine reads and writes like one
-//! volume with every demote accounted for, and over NBD two clients racing writes and demotes
+//! Demotes in the engine (SPEC §4.7): an engine takes clean lines from above (recorded at a
+//! clean shutdown, so a restart finds them; `demote_crash.rs` crashes in between), a RAM
+//! level above an engine reads and writes like one volume with every demote accounted for, and over NBD two clients racing writes and demotes
 //! of stale copies on the same blocks never leave anything but the latest write.
 
 use std::collections::HashMap;
@@ -88,7 +88,7 @@ fn a_demoted_line_is_served_from_the_cache_and_survives_a_restart() {
     );
     engine.shutdown().unwrap();
     drop(engine);
-    // Journaled like a fill: a restart on the same devices finds the line.
+    // Recorded at the clean shutdown: a restart on the same devices finds the line.
     let again = Engine::with_devices(&cfg, &EngineConfig::default(), cache, backend).unwrap();
     assert_eq!(again.stats().recovery.lines, 1);
     let mut b = vec![0u8; LINE as usize];

@@ -4,8 +4,9 @@
 //! Taking one runs like a write of clean data: the shard's core decides under its lock
 //! ([`Cache::accept_demote`]: insert at the evict-last end if a free slot or a clean victim
 //! makes room, else reject), the plan registers in the ordering table like any other, its
-//! cache writes run, and the line's record is journaled as a fill's is. The line is clean, so
-//! crash consistency is unchanged: a crash at worst forgets it.
+//! cache writes run. The line's record is not written (see [`unrecorded`]): the line is clean,
+//! so a crash may forget it, and a slot cycling through demoted lines then costs no metadata
+//! I/O at all.
 
 use super::*;
 use tiercache_blockdev::DemoteReply;
@@ -27,6 +28,44 @@ impl Inner {
             Err(_) => &d.sent_failed,
         };
         Counters::add(c, 1);
+    }
+
+    /// Writes the records of the demoted lines still unrecorded, so that a restart after a
+    /// clean shutdown finds them (a crash forgets them: they are clean). Runs once nothing
+    /// else does (shutdown, after the last plan): the core's state of a slot is then what its
+    /// bytes hold, and its durable record is empty or of the same line (a line taking a slot
+    /// whose record names another clears that record first), so the record written is
+    /// exactly the one the demote skipped, updated by whatever came since.
+    pub(super) fn record_demoted(&self) -> io::Result<()> {
+        if self.halted.get().is_some() {
+            // A halted engine writes no records (see `forget_failed`).
+            return Ok(());
+        }
+        for shard in &self.shards {
+            let mut core = self.core(shard);
+            let marked = std::mem::take(&mut core.unrecorded);
+            for slot in marked
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| **m)
+                .map(|(i, _)| i as u32)
+            {
+                let u = core.cache.slot_record(slot);
+                let Some((v, i)) = u.line else { continue };
+                let at = shard.base + slot;
+                if self.table.persisted_line(at).is_some_and(|l| l != (v.0, i)) {
+                    continue;
+                }
+                let rec = SlotRecord {
+                    line: Some((v.0, i)),
+                    valid: u.valid,
+                    dirty: u.dirty,
+                };
+                self.table.write(&*self.cache_dev, at, &rec)?;
+                Counters::add(&self.counters.records_written, 1);
+            }
+        }
+        Ok(())
     }
 
     /// Takes one shard's piece of a demote.
@@ -62,6 +101,19 @@ impl Inner {
             let mut updates = std::mem::take(&mut core.updates);
             updates.clear();
             core.cache.drain_meta_updates(&mut updates);
+            // A demoted line is clean: no record of it is written (see `unrecorded`) until a
+            // clean shutdown.
+            updates.retain(|u| {
+                let skip = unrecorded(u);
+                if skip {
+                    let i = u.slot as usize;
+                    if core.unrecorded.len() <= i {
+                        core.unrecorded.resize(i + 1, false);
+                    }
+                    core.unrecorded[i] = true;
+                }
+                !skip
+            });
             let (r, w) = locations(&self.geo, &plan, &updates);
             let ticket = core.order.register(r, w);
             (plan, updates, ticket)
@@ -92,6 +144,28 @@ impl Inner {
         core.updates = updates;
         result
     }
+}
+
+/// Whether a demote's slot update goes unrecorded: it leaves its slot holding a line with no
+/// dirty data. Such a record would cost a cache-device write per demote, and more: the next
+/// line to take the slot would find a record naming another line there and have to clear it
+/// durably (two record writes and a sync) before its bytes may land.
+///
+/// Why a crash stays safe without it: the slot's durable record is, at the demote, either
+/// empty, or of the same line (the line was resident: its record describes older, still
+/// valid sub-blocks; a demote never writes over a valid sub-block), or of another line.
+/// The last case is the victim's (or an older, unsynced one's): `execute` sees that a crash
+/// could recover it (`SlotTable::may_recover_other`) and clears it durably before the
+/// demoted bytes land, as for any line taking another's slot, and `check_op` refuses any
+/// cache write into a slot whose recoverable record names another line. So recovery finds
+/// the slot empty, or its line with sub-blocks whose bytes are that line's: never a record
+/// paired with bytes written over its data. It forgets the demoted sub-blocks, which are
+/// clean copies of what the backend (or the level above's write, which went through this
+/// engine) holds: a later miss reads them again. The next plan on the slot that records it
+/// (a write making it dirty, a trim) writes the full state, demoted sub-blocks included,
+/// which are on the device by then (plans on a slot run in decision order).
+fn unrecorded(u: &MetaUpdate) -> bool {
+    u.line.is_some() && u.dirty == 0
 }
 
 impl Engine {

@@ -131,6 +131,9 @@ struct Core {
     cache: Cache,
     order: OrderingTable,
     updates: Vec<MetaUpdate>,
+    /// Slots (of the shard) that took a demoted line whose record was not written (see
+    /// `demote::unrecorded`): a clean shutdown writes their records.
+    unrecorded: Vec<bool>,
 }
 
 /// One lock's share of the cache: a policy core over slots `base..base + capacity`, owning
@@ -329,6 +332,7 @@ impl Engine {
         if let Some(h) = lock(&self.flusher).take() {
             let _ = h.join();
         }
+        self.inner.record_demoted()?;
         self.inner.sync_all()
     }
 

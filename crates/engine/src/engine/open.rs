@@ -383,6 +383,7 @@ impl Engine {
                     cache,
                     order: OrderingTable::default(),
                     updates: Vec::new(),
+                    unrecorded: Vec::new(),
                 }),
                 base: shard_layout.base(k),
             })
