@@ -5,10 +5,10 @@
 //! and a clean shutdown records the demoted lines, so a restart finds them.
 
 use std::sync::Arc;
-use tiercache_engine::device::{CrashDevice, CrashLog, MemDevice};
+use tiercache_blockdev::{DemoteReply, MemDevice};
+use tiercache_engine::device::{CrashDevice, CrashLog};
 use tiercache_engine::slot_table::Layout;
 use tiercache_engine::{Engine, EngineConfig};
-use tiercache_nbd::DemoteReply;
 use tiercache_policy::{CacheConfig, CleaningConfig, EvictionKind, WritePolicy};
 
 const LINE: u64 = 4096;
