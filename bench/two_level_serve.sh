@@ -11,7 +11,9 @@
 #
 # The cache file (in /dev/shm, as the shipped serve configs have it: its metadata syncs cost
 # nothing) is made as fast as an NVMe SSD (nvme-ssd); the backend file, on disk (/var/tmp), as
-# slow as a SATA SSD (sata-ssd-5100). fio drives a read-mostly (95/5) 4 KiB
+# slow as a SATA SSD (sata-ssd-5100), or as the device preset BACKEND_PRESET names (e.g.
+# hdd-7200-sas: a backend whose misses cost milliseconds, where exclusive caching's saved
+# misses are worth more than its demote writes). fio drives a read-mostly (95/5) 4 KiB
 # zipf(THETA, default 0.6) random workload over a footprint of 1200 MiB, which fits the sum of
 # the levels (1280 MiB) but neither alone; each design is first filled (one sequential pass over
 # the footprint), then runs WARM seconds of the workload, then is measured for SECS seconds.
@@ -80,7 +82,7 @@ $ram
 cache_path = "$SHM/$name-cache.img"
 backend_path = "$W/backend.img"
 cache_device = { preset = "nvme-ssd" }
-backend_device = { preset = "sata-ssd-5100" }
+backend_device = { preset = "${BACKEND_PRESET:-sata-ssd-5100}" }
 format = true
 force_format = true
 [serve]
