@@ -212,23 +212,32 @@ impl Plan {
         self.ops.clear();
     }
 
-    /// Appends an op, merging it into the previous op when both are of the same device, kind,
-    /// volume, stage, criticality and cause and the new one starts where the previous ends.
+    /// Appends an op, merging it into the latest op of the same device in the same stage when
+    /// both are of the same kind, volume, criticality and cause and the new one starts where
+    /// that one ends. Ops of one stage run concurrently, so the merge may reach past ops of the
+    /// other device: a multi-line miss whose victims are read from the cache (write-backs,
+    /// demotes) between its fills still reads the backend in one op.
     pub fn push(&mut self, op: DevOp) {
         debug_assert!(op.len > 0 || op.kind == IoKind::Flush);
-        if let Some(last) = self.ops.last_mut() {
+        if let Some(last) = self.ops.last() {
             debug_assert!(last.stage <= op.stage, "plan stages must not decrease");
-            if last.device == op.device
-                && last.kind == op.kind
-                && last.volume == op.volume
-                && last.stage == op.stage
-                && last.critical == op.critical
-                && last.cause == op.cause
-                && last.kind != IoKind::Flush
-                && last.offset + last.len == op.offset
-                && last.vaddr + last.len == op.vaddr
+        }
+        if let Some(prev) = self
+            .ops
+            .iter_mut()
+            .rev()
+            .take_while(|o| o.stage == op.stage)
+            .find(|o| o.device == op.device)
+        {
+            if prev.kind == op.kind
+                && prev.volume == op.volume
+                && prev.critical == op.critical
+                && prev.cause == op.cause
+                && prev.kind != IoKind::Flush
+                && prev.offset + prev.len == op.offset
+                && prev.vaddr + prev.len == op.vaddr
             {
-                last.len += op.len;
+                prev.len += op.len;
                 return;
             }
         }
@@ -280,6 +289,57 @@ mod tests {
             critical: true,
             cause: OpCause::ReadMiss,
         }
+    }
+
+    #[test]
+    fn backend_reads_merge_past_cache_ops_of_the_same_stage() {
+        // A two-line miss whose victims are read from the cache between its fills.
+        let v = VolumeId(0);
+        let mut p = Plan::default();
+        p.push(DevOp::cache(
+            IoKind::Read,
+            v,
+            40960,
+            0,
+            4096,
+            OpCause::Demote,
+        ));
+        p.push(DevOp::backend(IoKind::Read, v, 0, 4096, OpCause::ReadMiss));
+        p.push(DevOp::cache(
+            IoKind::Read,
+            v,
+            8192,
+            0,
+            4096,
+            OpCause::Demote,
+        ));
+        p.push(DevOp::backend(
+            IoKind::Read,
+            v,
+            4096,
+            4096,
+            OpCause::ReadMiss,
+        ));
+        // Not past a stage boundary, and never into an op of another cause.
+        p.push(DevOp::backend(IoKind::Read, v, 8192, 4096, OpCause::ReadMiss).at_stage(1));
+        p.push(DevOp::cache(IoKind::Write, v, 40960, 0, 4096, OpCause::Promotion).at_stage(1));
+        p.push(DevOp::backend(IoKind::Read, v, 12288, 4096, OpCause::Clean).at_stage(1));
+        let shape: Vec<(Device, u8, u64, u64)> = p
+            .ops
+            .iter()
+            .map(|o| (o.device, o.stage, o.offset, o.len))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (Device::Cache, 0, 40960, 4096),
+                (Device::Backend, 0, 0, 8192),
+                (Device::Cache, 0, 8192, 4096),
+                (Device::Backend, 1, 8192, 4096),
+                (Device::Cache, 1, 40960, 4096),
+                (Device::Backend, 1, 12288, 4096),
+            ]
+        );
     }
 
     #[test]
