@@ -26,7 +26,7 @@ if [ -z "${TIERCACHE_BIN:-}" ]; then
   TIERCACHE_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/tiercache
 fi
 W=$(mktemp -d /var/tmp/tc-multi-tenant.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$W"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$W"' EXIT
 
 run() { # MODE ROUND
   local mode=$1 r=$2 d="$W/$1-$2"

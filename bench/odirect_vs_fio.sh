@@ -26,7 +26,7 @@ BASE=${TC_BENCH_DIR:-/var/tmp}
 FSTYPE=$(df --output=fstype "$BASE" | tail -1 | tr -d ' ')
 case $FSTYPE in tmpfs|ramfs) echo "$BASE is $FSTYPE: O_DIRECT needs a real disk" >&2; exit 1 ;; esac
 W=$(mktemp -d "$BASE/tc-odirect.XXXXXX")
-trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$W"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$W"' EXIT
 echo "{\"dir\": \"$W\", \"fstype\": \"$FSTYPE\", \"device\": \"$(df --output=source "$BASE" | tail -1)\", \"binary\": \"$TIERCACHE_BIN\"}"
 head -c 256M /dev/urandom > "$W/backend.img"
 for io in psync io-uring; do

@@ -30,7 +30,7 @@ else
 fi
 D=$(mktemp -d /var/tmp/tc-remote.XXXXXX)    # the remote volume: a real disk
 S=$(mktemp -d /dev/shm/tc-remote.XXXXXX)    # caches: RAM disk
-trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$D" "$S"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$D" "$S"' EXIT
 head -c 1G /dev/urandom > "$D/volume.img"
 sync
 

@@ -34,7 +34,7 @@ if [ -z "${TIERCACHE_BIN:-}" ]; then
   TIERCACHE_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/tiercache
 fi
 W=$(mktemp -d /var/tmp/tc-balancing.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$W"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$W"' EXIT
 
 run() { # BALANCER ROUND
   local b=$1 r=$2 d="$W/$1-$2"

@@ -14,7 +14,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cargo build --release -q --manifest-path "$ROOT/Cargo.toml" -p tiercache
 BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/tiercache
 W=$(mktemp -d /dev/shm/tc-io.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$W"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$W"' EXIT
 head -c 256M /dev/urandom > "$W/backend.img"
 for io in psync io-uring; do
   cat > "$W/$io.toml" <<TOML

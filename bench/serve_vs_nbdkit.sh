@@ -20,7 +20,7 @@ else
   BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/tiercache
 fi
 W=$(mktemp -d /dev/shm/tc-bench.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$W"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$W"' EXIT
 VOL=256m
 head -c 256M /dev/urandom > "$W/nbdkit.img"
 cp "$W/nbdkit.img" "$W/backend.img"

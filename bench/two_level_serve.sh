@@ -13,7 +13,10 @@
 # nothing) is made as fast as an NVMe SSD (nvme-ssd); the backend file, on disk (/var/tmp), as
 # slow as a SATA SSD (sata-ssd-5100), or as the device preset BACKEND_PRESET names (e.g.
 # hdd-7200-sas: a backend whose misses cost milliseconds, where exclusive caching's saved
-# misses are worth more than its demote writes). fio drives a read-mostly (95/5) 4 KiB
+# misses are worth more than its demote writes). CACHE_PRESET=none leaves the cache file
+# unemulated (memory speed); BACKEND_PRESET=none leaves the backend file unemulated and opens
+# it O_DIRECT, so its misses cost what this machine's disk costs: the issue's literal setting
+# ("1 GiB cache file, 4 GiB backend on disk") with no model in between. fio drives a read-mostly (95/5) 4 KiB
 # zipf(THETA, default 0.6) random workload over a footprint of 1200 MiB, which fits the sum of
 # the levels (1280 MiB) but neither alone; each design is first filled (one sequential pass over
 # the footprint), then runs WARM seconds of the workload, then is measured for SECS seconds.
@@ -47,9 +50,12 @@ BACKEND=$((4096 / SCALE))
 FOOT=$((1200 / SCALE))
 W=$(mktemp -d /var/tmp/tc-two-level.XXXXXX)
 SHM=$(mktemp -d /dev/shm/tc-two-level.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$W" "$SHM"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$W" "$SHM"' EXIT
 # One backend file for every design (same data, same place on disk).
 truncate -s "${BACKEND}M" "$W/backend.img"
+# Data over the footprint: a hole reads as zeros without touching the disk, which would make
+# an unemulated backend's misses free.
+dd if=/dev/urandom of="$W/backend.img" bs=1M count="$FOOT" conv=notrunc status=none
 
 run() { # DESIGN
   local name=$1 d="$W/$1"
@@ -70,6 +76,15 @@ capacity = \"${RAM}MiB\"
 eviction = \"lru\"
 exclusive = true" ;;
   esac
+  local devices="" cp=${CACHE_PRESET:-nvme-ssd} bp=${BACKEND_PRESET:-sata-ssd-5100}
+  [ "$cp" = none ] || devices="cache_device = { preset = \"$cp\" }"
+  if [ "$bp" = none ]; then
+    devices="$devices
+backend_direct = true"
+  else
+    devices="$devices
+backend_device = { preset = \"$bp\" }"
+  fi
   cat > "$d/serve.toml" <<TOML
 [cache]
 capacity = "${CACHE}MiB"
@@ -81,8 +96,7 @@ $ram
 [engine]
 cache_path = "$SHM/$name-cache.img"
 backend_path = "$W/backend.img"
-cache_device = { preset = "nvme-ssd" }
-backend_device = { preset = "${BACKEND_PRESET:-sata-ssd-5100}" }
+$devices
 format = true
 force_format = true
 [serve]

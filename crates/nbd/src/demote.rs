@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, Weak};
-use tiercache_blockdev::{BlockDevice, DemoteReply};
+use tiercache_blockdev::{BlockDevice, DemoteReply, RemoteStats};
 
 /// The option a client sends to ask for demotes (payload: 8-byte big-endian session id).
 /// Far above the numbers the NBD protocol has assigned (1–11 at the time of writing).
@@ -269,6 +269,7 @@ pub(crate) fn for_connection(
             inner: dev,
             tracker,
             session,
+            started: Mutex::new(HashMap::new()),
         }),
         None => dev,
     }
@@ -288,6 +289,9 @@ struct Tracked {
     inner: Arc<dyn BlockDevice>,
     tracker: Arc<DemoteTracker>,
     session: Option<Arc<Ledger>>,
+    /// Words of the reads started on the device and not reaped yet, by tag (as many as the
+    /// server keeps in flight on this connection).
+    started: Mutex<HashMap<u64, Vec<(u64, u64)>>>,
 }
 
 impl Tracked {
@@ -310,6 +314,23 @@ impl Tracked {
                 if self.tracker.word(b).load(SeqCst) == w {
                     ledger.record(b, w);
                 }
+            }
+        }
+    }
+
+    /// [`before_read`](Self::before_read) of each of a batch of reads.
+    fn before_reads(&self, reads: &[(u64, &mut [u8])]) -> Vec<Option<Vec<(u64, u64)>>> {
+        reads
+            .iter()
+            .map(|(off, buf)| self.before_read(*off, buf.len() as u64))
+            .collect()
+    }
+
+    /// [`after_read`](Self::after_read) of each read of a batch that succeeded.
+    fn after_reads(&self, words: Vec<Option<Vec<(u64, u64)>>>, ok: impl Iterator<Item = bool>) {
+        for (w, ok) in words.into_iter().zip(ok) {
+            if let (Some(w), true) = (w, ok) {
+                self.after_read(w);
             }
         }
     }
@@ -393,6 +414,71 @@ impl BlockDevice for Tracked {
         let ok = matches!(out, Some(Ok(())));
         self.end_write(off, data.len() as u64, words, ok);
         out
+    }
+    // The batched and started paths are forwarded with the same tracking as the single ones:
+    // without them a server offering demotes would serve an O_DIRECT engine's hits one
+    // thread hand-off at a time.
+    fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<io::Result<()>> {
+        let words = self.before_reads(reads);
+        let out = self.inner.read_many(reads);
+        self.after_reads(words, out.iter().map(|r| r.is_ok()));
+        out
+    }
+    fn write_many(&self, writes: &[(u64, &[u8])]) -> io::Result<()> {
+        let words: Vec<_> = writes
+            .iter()
+            .map(|(off, data)| self.begin_write(*off, data.len() as u64))
+            .collect();
+        let out = self.inner.write_many(writes);
+        for ((off, data), w) in writes.iter().zip(words) {
+            self.end_write(*off, data.len() as u64, w, out.is_ok());
+        }
+        out
+    }
+    fn read_fast_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<Option<io::Result<()>>> {
+        let words = self.before_reads(reads);
+        let out = self.inner.read_fast_many(reads);
+        self.after_reads(words, out.iter().map(|r| matches!(r, Some(Ok(())))));
+        out
+    }
+    fn hits_wait_for_device(&self) -> bool {
+        self.inner.hits_wait_for_device()
+    }
+    fn start_reads(&self, reads: &[(u64, u64, u32)]) -> Vec<Option<io::Result<()>>> {
+        let words: Vec<_> = reads
+            .iter()
+            .map(|&(_, off, len)| self.before_read(off, len as u64))
+            .collect();
+        let out = self.inner.start_reads(reads);
+        let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
+        for ((&(tag, _, _), w), r) in reads.iter().zip(words).zip(&out) {
+            if let (Some(w), Some(Ok(()))) = (w, r) {
+                started.insert(tag, w);
+            }
+        }
+        out
+    }
+    fn reap_started(&self, wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+        self.inner.reap_started(wait, &mut |tag, res| {
+            let w = self
+                .started
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&tag);
+            if let (Some(w), Ok(_)) = (w, &res) {
+                self.after_read(w);
+            }
+            f(tag, res)
+        })
+    }
+    fn epoch(&self) -> u64 {
+        self.inner.epoch()
+    }
+    fn flush_since(&self, epoch: u64) -> io::Result<()> {
+        self.inner.flush_since(epoch)
+    }
+    fn link_stats(&self) -> Option<RemoteStats> {
+        self.inner.link_stats()
     }
     fn multi_conn(&self) -> bool {
         self.inner.multi_conn()
@@ -501,6 +587,33 @@ impl BlockDevice for DemoteExport {
     fn write_fast(&self, data: &[u8], off: u64) -> Option<io::Result<()>> {
         self.inner.write_fast(data, off)
     }
+    fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<io::Result<()>> {
+        self.inner.read_many(reads)
+    }
+    fn write_many(&self, writes: &[(u64, &[u8])]) -> io::Result<()> {
+        self.inner.write_many(writes)
+    }
+    fn read_fast_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<Option<io::Result<()>>> {
+        self.inner.read_fast_many(reads)
+    }
+    fn hits_wait_for_device(&self) -> bool {
+        self.inner.hits_wait_for_device()
+    }
+    fn start_reads(&self, reads: &[(u64, u64, u32)]) -> Vec<Option<io::Result<()>>> {
+        self.inner.start_reads(reads)
+    }
+    fn reap_started(&self, wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+        self.inner.reap_started(wait, f)
+    }
+    fn epoch(&self) -> u64 {
+        self.inner.epoch()
+    }
+    fn flush_since(&self, epoch: u64) -> io::Result<()> {
+        self.inner.flush_since(epoch)
+    }
+    fn link_stats(&self) -> Option<RemoteStats> {
+        self.inner.link_stats()
+    }
     fn multi_conn(&self) -> bool {
         self.inner.multi_conn()
     }
@@ -517,5 +630,148 @@ impl BlockDevice for DemoteExport {
     }
     fn demote_tracker(&self) -> Option<Arc<dyn Any + Send + Sync>> {
         Some(self.tracker.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use tiercache_blockdev::MemDevice;
+
+    /// A cache-like device with every batched path of its own: reads it claims fast, reads
+    /// it starts and hands back on reap, demotes it installs while `still_valid()`.
+    #[derive(Default)]
+    struct Batched {
+        mem: Option<MemDevice>,
+        fast_many_calls: AtomicUsize,
+        start_calls: AtomicUsize,
+        pending: Mutex<Vec<(u64, Vec<u8>)>>,
+    }
+
+    impl Batched {
+        fn mem(&self) -> &MemDevice {
+            self.mem.as_ref().unwrap()
+        }
+    }
+
+    impl BlockDevice for Batched {
+        fn size(&self) -> u64 {
+            self.mem().size()
+        }
+        fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
+            self.mem().read_at(buf, off)
+        }
+        fn write_at(&self, data: &[u8], off: u64, fua: bool) -> io::Result<()> {
+            self.mem().write_at(data, off, fua)
+        }
+        fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn read_fast_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<Option<io::Result<()>>> {
+            self.fast_many_calls.fetch_add(1, SeqCst);
+            reads
+                .iter_mut()
+                .map(|(off, buf)| Some(self.mem().read_at(buf, *off)))
+                .collect()
+        }
+        fn hits_wait_for_device(&self) -> bool {
+            true
+        }
+        fn start_reads(&self, reads: &[(u64, u64, u32)]) -> Vec<Option<io::Result<()>>> {
+            self.start_calls.fetch_add(1, SeqCst);
+            reads
+                .iter()
+                .map(|&(tag, off, len)| {
+                    let mut buf = vec![0; len as usize];
+                    let r = self.mem().read_at(&mut buf, off);
+                    if r.is_ok() {
+                        self.pending.lock().unwrap().push((tag, buf));
+                    }
+                    Some(r)
+                })
+                .collect()
+        }
+        fn reap_started(&self, _wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+            let done = std::mem::take(&mut *self.pending.lock().unwrap());
+            for (tag, buf) in &done {
+                f(*tag, Ok(buf));
+            }
+            done.len()
+        }
+        fn takes_demotes(&self) -> bool {
+            true
+        }
+        fn demote_at(
+            &self,
+            data: &[u8],
+            off: u64,
+            still_valid: &dyn Fn() -> bool,
+        ) -> io::Result<DemoteReply> {
+            if !still_valid() {
+                return Ok(DemoteReply::Rejected);
+            }
+            self.mem().write_at(data, off, false)?;
+            Ok(DemoteReply::Accepted)
+        }
+    }
+
+    const B: u64 = 4096;
+
+    #[test]
+    fn batched_and_started_reads_reach_the_device_and_prove_blocks_for_demotes() {
+        let dev = Arc::new(Batched {
+            mem: Some(MemDevice::new(16 * B as usize)),
+            ..Default::default()
+        });
+        let export: Arc<dyn BlockDevice> =
+            Arc::new(DemoteExport::new(dev.clone(), DemoteConfig::default()).unwrap());
+        let ledger = negotiate(&*export, &7u64.to_be_bytes()).unwrap();
+        let conn = for_connection(export.clone(), Some(ledger));
+        let other = for_connection(export.clone(), None);
+        assert!(
+            conn.hits_wait_for_device(),
+            "the device's started reads are offered"
+        );
+        let block = |c: u8| vec![c; B as usize];
+        let demote = |data: &[u8], off: u64| conn.demote_at(data, off, &|| true).unwrap();
+
+        // Batched fast reads reach the device in one call and prove their blocks.
+        let (mut a, mut b) = (vec![0; B as usize], vec![0; B as usize]);
+        let out = conn.read_fast_many(&mut [(0, &mut a[..]), (B, &mut b[..])]);
+        assert!(out.iter().all(|r| matches!(r, Some(Ok(())))));
+        assert_eq!(dev.fast_many_calls.load(SeqCst), 1);
+        assert_eq!(demote(&a, 0), DemoteReply::Accepted);
+
+        // Started reads: one block written by another client between start and reap is not
+        // proven (its demote would carry the older bytes); the other one is.
+        let started = conn.start_reads(&[(70, 2 * B, B as u32), (71, 3 * B, B as u32)]);
+        assert!(started.iter().all(|r| matches!(r, Some(Ok(())))));
+        assert_eq!(dev.start_calls.load(SeqCst), 1);
+        other.write_at(&block(9), 3 * B, false).unwrap();
+        let mut reaped = Vec::new();
+        assert_eq!(
+            conn.reap_started(true, &mut |tag, r| reaped.push((tag, r.unwrap().to_vec()))),
+            2
+        );
+        reaped.sort();
+        assert_eq!(reaped, vec![(70, block(0)), (71, block(0))]);
+        assert_eq!(demote(&block(0), 2 * B), DemoteReply::Accepted);
+        assert_eq!(demote(&block(0), 3 * B), DemoteReply::Rejected);
+        assert_eq!(
+            dev.mem().snapshot()[3 * B as usize],
+            9,
+            "the later write survives"
+        );
+
+        // Batched writes prove what they wrote; a block never read is refused.
+        conn.write_many(&[(5 * B, &block(5)), (6 * B, &block(6))])
+            .unwrap();
+        assert_eq!(demote(&block(6), 6 * B), DemoteReply::Accepted);
+        assert_eq!(demote(&block(8), 8 * B), DemoteReply::Rejected);
+        let mut c = vec![0; B as usize];
+        let out = conn.read_many(&mut [(8 * B, &mut c[..])]);
+        assert!(out[0].is_ok());
+        assert_eq!(demote(&c, 8 * B), DemoteReply::Accepted);
     }
 }
