@@ -85,12 +85,43 @@ fn scenario(cfg: &CacheConfig, log: &Arc<CrashLog>, cache0: &[u8]) -> Engine {
     engine
 }
 
+/// The lines `engine` holds, probed with hit-only reads (which evict nothing), each checked
+/// to read back as its backend bytes.
+fn resident(engine: &Engine) -> Vec<u64> {
+    let mut bufs = vec![vec![0u8; LINE as usize]; VOLUME_LINES as usize];
+    let mut reads: Vec<(u64, &mut [u8])> = bufs
+        .iter_mut()
+        .enumerate()
+        .map(|(i, b)| (i as u64 * LINE, &mut b[..]))
+        .collect();
+    let out = engine.read_hits(&mut reads);
+    drop(reads);
+    let held: Vec<u64> = (0..VOLUME_LINES)
+        .filter(|&i| matches!(out[i as usize], Some(Ok(()))))
+        .collect();
+    for &i in &held {
+        assert!(
+            bufs[i as usize] == line_bytes(i),
+            "resident line {i}: wrong bytes"
+        );
+    }
+    held
+}
+
 fn crash_at_every_point(eviction: EvictionKind) {
     let cfg = config(eviction);
     let layout = Layout::new((cfg.capacity / LINE) as u32, LINE);
     let cache0 = vec![0u8; layout.device_len() as usize];
     let log = CrashLog::new();
     let engine = scenario(&cfg, &log, &cache0);
+    // What a restart after the clean shutdown must find: exactly these lines, demoted ones
+    // included (a shutdown record naming a wrong line would lose one and invent another).
+    let held_at_shutdown = resident(&engine);
+    assert_eq!(
+        held_at_shutdown.len(),
+        8,
+        "a full cache: {held_at_shutdown:?}"
+    );
     let before_shutdown = log.len();
     engine.shutdown().unwrap();
     drop(engine);
@@ -106,6 +137,13 @@ fn crash_at_every_point(eviction: EvictionKind) {
             )
             .unwrap_or_else(|e| panic!("crash at {crash_at}: recovery failed: {e}"));
             let lines = engine.stats().recovery.lines;
+            if crash_at == log.len() {
+                assert_eq!(
+                    resident(&engine),
+                    held_at_shutdown,
+                    "lines after a clean shutdown"
+                );
+            }
             let mut b = vec![0u8; LINE as usize];
             for i in 0..VOLUME_LINES {
                 engine.read(&mut b, i * LINE).unwrap();
