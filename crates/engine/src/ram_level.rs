@@ -166,6 +166,16 @@ impl TwoLevel {
         self.ram.halted().or_else(|| self.lower.halted())
     }
 
+    /// A RAM miss that the level below serves from memory costs a few copies (its hit, the
+    /// RAM fill, a victim dropped or demoted into that memory): run on the caller's thread, as
+    /// a hit is, rather than handed to another (a hand-off per miss cost more than the copies).
+    /// `None` when the level below would have to reach its device or backend.
+    fn read_from_lower_memory(&self, buf: &mut [u8], off: u64) -> Option<io::Result<()>> {
+        self.lower
+            .serves_from_memory(off, buf.len() as u64)
+            .then(|| self.ram.read(buf, off))
+    }
+
     /// Stops both levels and makes everything durable (the RAM level first: it may still be
     /// finishing fills and demotes into the level below).
     pub fn shutdown(&self) -> io::Result<()> {
@@ -197,6 +207,17 @@ impl BlockDevice for TwoLevel {
     }
     fn read_fast(&self, buf: &mut [u8], off: u64) -> Option<io::Result<()>> {
         BlockDevice::read_fast(&self.ram, buf, off)
+            .or_else(|| self.read_from_lower_memory(buf, off))
+    }
+    fn read_fast_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<Option<io::Result<()>>> {
+        // The RAM level's hits of a batch under one pass (the default asks one at a time).
+        let mut out = BlockDevice::read_fast_many(&self.ram, reads);
+        for ((off, buf), r) in reads.iter_mut().zip(&mut out) {
+            if r.is_none() {
+                *r = self.read_from_lower_memory(buf, *off);
+            }
+        }
+        out
     }
     fn write_fast(&self, data: &[u8], off: u64) -> Option<io::Result<()>> {
         BlockDevice::write_fast(&self.ram, data, off)

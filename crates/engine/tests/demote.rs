@@ -119,11 +119,12 @@ fn run_two_level(exclusive: bool, lower_eviction: EvictionKind) -> (TwoLevel, u6
     let two = TwoLevel::new(&ram, &lower_cfg, lower).unwrap();
     let model: Mutex<HashMap<u64, Vec<u8>>> = Mutex::new(HashMap::new());
     let reads = std::sync::atomic::AtomicU64::new(0);
+    let fast = std::sync::atomic::AtomicU64::new(0);
     // Four threads on disjoint line sets (each line's model is exact), zipf-ish reuse of a
     // working set larger than either level.
     std::thread::scope(|s| {
         for t in 0..4u64 {
-            let (two, model, reads) = (&two, &model, &reads);
+            let (two, model, reads, fast) = (&two, &model, &reads, &fast);
             s.spawn(move || {
                 let mut rng = 0x2545_F491_4F6C_DD1D_u64 ^ (t + 1);
                 let mut next = || {
@@ -143,7 +144,18 @@ fn run_two_level(exclusive: bool, lower_eviction: EvictionKind) -> (TwoLevel, u6
                         model.lock().unwrap().insert(i, v);
                     } else {
                         let mut b = vec![0u8; LINE as usize];
-                        two.read_at(&mut b, i * LINE).unwrap();
+                        // Every other read as a server's batch of waiting reads: a hit is
+                        // served there, a miss declined and run as a plain read.
+                        let claimed = n % 2 == 0
+                            && matches!(
+                                two.read_fast_many(&mut [(i * LINE, &mut b[..])])[..],
+                                [Some(Ok(()))]
+                            );
+                        if !claimed {
+                            two.read_at(&mut b, i * LINE).unwrap();
+                        } else {
+                            fast.fetch_add(1, Relaxed);
+                        }
                         reads.fetch_add(1, Relaxed);
                         let want = model
                             .lock()
@@ -157,6 +169,7 @@ fn run_two_level(exclusive: bool, lower_eviction: EvictionKind) -> (TwoLevel, u6
             });
         }
     });
+    assert!(fast.load(Relaxed) > 0, "no batched read hit the RAM level");
     BlockDevice::flush(&two).unwrap();
     two.ram().audit();
     two.lower().audit();
@@ -194,6 +207,76 @@ fn an_exclusive_two_level_stack_reads_back_every_write_and_accounts_every_demote
     assert!(down.received_accepted > 0);
     assert_eq!(st.ram.dirty_lines, 0, "the RAM level holds clean data only");
     two.shutdown().unwrap();
+}
+
+/// A RAM miss that the level below holds in memory is served on the caller's thread (a
+/// server's fast path), with the RAM level filled as by any read; a miss the level below
+/// would take to its backend is declined.
+#[test]
+fn a_ram_miss_the_level_below_holds_in_memory_is_served_fast() {
+    let lower_cfg = lower_config(64, EvictionKind::Mru);
+    let backend: Vec<u8> = (0..256).flat_map(|i| pattern(i, 0)).collect();
+    let lower = Arc::new(
+        Engine::with_devices(
+            &lower_cfg,
+            &EngineConfig::default(),
+            cache_device(&lower_cfg),
+            Arc::new(MemDevice::from_bytes(backend)),
+        )
+        .unwrap(),
+    );
+    let ram = RamLevelConfig {
+        capacity: 8 * LINE,
+        exclusive: true,
+        shards: 1,
+        ..RamLevelConfig::default()
+    };
+    let two = TwoLevel::new(&ram, &lower_config(64, EvictionKind::Mru), lower).unwrap();
+    let mut b = vec![0u8; LINE as usize];
+    assert!(
+        two.read_fast(&mut b, 0).is_none(),
+        "a cold line is declined"
+    );
+    // Line 0 read, then pushed out of the RAM level (demoted into the level below).
+    for i in 0..16 {
+        two.read_at(&mut b, i * LINE).unwrap();
+    }
+    // Reads are answered before their fills and demotes finish: wait for line 0's.
+    let t0 = std::time::Instant::now();
+    while !two.lower().serves_from_memory(0, LINE) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "line 0 never reached the level below"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let before = two.stats();
+    b.fill(0);
+    assert!(matches!(two.read_fast(&mut b, 0), Some(Ok(()))));
+    assert!(b == pattern(0, 0));
+    let after = two.stats();
+    assert_eq!(
+        after.ram.cache.read_line_accesses - after.ram.cache.read_line_hits,
+        before.ram.cache.read_line_accesses - before.ram.cache.read_line_hits + 1
+    );
+    assert_eq!(
+        after.lower.cache.read_line_hits,
+        before.lower.cache.read_line_hits + 1
+    );
+    // Now a RAM hit.
+    assert!(matches!(two.read_fast(&mut b, 0), Some(Ok(()))));
+    assert_eq!(
+        two.stats().ram.cache.read_line_hits,
+        after.ram.cache.read_line_hits + 1
+    );
+    // A line neither level holds is declined, and nothing was done for it.
+    assert!(!two.lower().serves_from_memory(200 * LINE, LINE));
+    assert!(two.read_fast(&mut b, 200 * LINE).is_none());
+    assert_eq!(
+        two.stats().lower.cache.backend_bytes_read,
+        after.lower.cache.backend_bytes_read
+    );
 }
 
 #[test]

@@ -251,6 +251,18 @@ impl Engine {
         self.read_volume(self.primary(), buf, offset)
     }
 
+    /// Whether a read of `len` bytes at `offset` would be served by the cache alone, from a
+    /// device that answers at memory speed (neither emulated slow nor O_DIRECT): what a level
+    /// above may run on its own thread rather than hand to another. Only a hint: the lines
+    /// may leave before the read runs (it then simply goes to the backend).
+    pub fn serves_from_memory(&self, offset: u64, len: u64) -> bool {
+        !self.inner.cache_is_slow
+            && !self.inner.cache_hits_wait
+            && self
+                .inner
+                .runs_on_cache_alone(self.primary(), Op::Read, offset, len)
+    }
+
     /// Reads each `(offset, buffer)` of `reads` that the cache alone serves at once (hits),
     /// their cache reads handed to the cache device together (one io_uring submission with
     /// `engine.io = "io-uring"`); one answer per read, `None` for a read not served (nothing
