@@ -359,7 +359,7 @@ impl BlockDevice for FileDevice {
 }
 
 /// Opens `path` read-write, creating it empty when missing (never truncating).
-fn open_rw(path: &Path) -> io::Result<File> {
+pub fn open_rw(path: &Path) -> io::Result<File> {
     OpenOptions::new()
         .read(true)
         .write(true)

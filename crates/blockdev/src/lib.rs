@@ -17,7 +17,7 @@ mod file;
 mod mem;
 pub mod uring;
 
-pub use file::{FileDevice, DIRECT_ALIGN};
+pub use file::{open_rw, FileDevice, DIRECT_ALIGN};
 pub use mem::MemDevice;
 
 use std::any::Any;

@@ -276,14 +276,154 @@ fn a_file_device_reopened_reads_what_was_written() {
     assert_eq!(&b, b"tiercache");
 }
 
-/// The `Arc` blanket implementation reaches the device's own overrides, not the defaults.
+/// A device whose every method records its name: what reaches it through a wrapper.
+#[derive(Default)]
+struct Recording(std::sync::Mutex<Vec<&'static str>>);
+
+impl Recording {
+    fn hit(&self, name: &'static str) {
+        self.0.lock().unwrap().push(name);
+    }
+}
+
+impl BlockDevice for Recording {
+    fn size(&self) -> u64 {
+        self.hit("size");
+        0
+    }
+    fn read_at(&self, _: &mut [u8], _: u64) -> io::Result<()> {
+        self.hit("read_at");
+        Ok(())
+    }
+    fn write_at(&self, _: &[u8], _: u64, _: bool) -> io::Result<()> {
+        self.hit("write_at");
+        Ok(())
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.hit("flush");
+        Ok(())
+    }
+    fn trim(&self, _: u64, _: u64) -> io::Result<()> {
+        self.hit("trim");
+        Ok(())
+    }
+    fn write_zeroes(&self, _: u64, _: u64, _: bool) -> io::Result<()> {
+        self.hit("write_zeroes");
+        Ok(())
+    }
+    fn read_many(&self, _: &mut [(u64, &mut [u8])]) -> Vec<io::Result<()>> {
+        self.hit("read_many");
+        Vec::new()
+    }
+    fn write_many(&self, _: &[(u64, &[u8])]) -> io::Result<()> {
+        self.hit("write_many");
+        Ok(())
+    }
+    fn read_fast(&self, _: &mut [u8], _: u64) -> Option<io::Result<()>> {
+        self.hit("read_fast");
+        None
+    }
+    fn read_fast_many(&self, _: &mut [(u64, &mut [u8])]) -> Vec<Option<io::Result<()>>> {
+        self.hit("read_fast_many");
+        Vec::new()
+    }
+    fn write_fast(&self, _: &[u8], _: u64) -> Option<io::Result<()>> {
+        self.hit("write_fast");
+        None
+    }
+    fn hits_wait_for_device(&self) -> bool {
+        self.hit("hits_wait_for_device");
+        false
+    }
+    fn start_reads(&self, _: &[(u64, u64, u32)]) -> Vec<Option<io::Result<()>>> {
+        self.hit("start_reads");
+        Vec::new()
+    }
+    fn reap_started(&self, _: bool, _: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+        self.hit("reap_started");
+        0
+    }
+    fn epoch(&self) -> u64 {
+        self.hit("epoch");
+        0
+    }
+    fn flush_since(&self, _: u64) -> io::Result<()> {
+        self.hit("flush_since");
+        Ok(())
+    }
+    fn link_stats(&self) -> Option<tiercache_blockdev::RemoteStats> {
+        self.hit("link_stats");
+        None
+    }
+    fn multi_conn(&self) -> bool {
+        self.hit("multi_conn");
+        false
+    }
+    fn takes_demotes(&self) -> bool {
+        self.hit("takes_demotes");
+        false
+    }
+    fn demote_at(
+        &self,
+        _: &[u8],
+        _: u64,
+        _: &dyn Fn() -> bool,
+    ) -> io::Result<tiercache_blockdev::DemoteReply> {
+        self.hit("demote_at");
+        Ok(tiercache_blockdev::DemoteReply::Rejected)
+    }
+    fn demote_tracker(&self) -> Option<std::sync::Arc<dyn std::any::Any + Send + Sync>> {
+        self.hit("demote_tracker");
+        None
+    }
+}
+
+/// Calls every method of `d` once (through `D`'s own implementation).
+fn call_every_method<D: BlockDevice>(d: &D) {
+    let mut b = [0u8; 1];
+    d.size();
+    let _ = d.read_at(&mut b, 0);
+    let _ = d.write_at(&b, 0, false);
+    let _ = d.flush();
+    let _ = d.trim(0, 1);
+    let _ = d.write_zeroes(0, 1, false);
+    let _ = d.read_many(&mut [(0, &mut b[..])]);
+    let _ = d.write_many(&[(0, &[0u8][..])]);
+    let _ = d.read_fast(&mut b, 0);
+    let _ = d.read_fast_many(&mut [(0, &mut b[..])]);
+    let _ = d.write_fast(&b, 0);
+    d.hits_wait_for_device();
+    let _ = d.start_reads(&[(1, 0, 1)]);
+    d.reap_started(false, &mut |_, _| {});
+    d.epoch();
+    let _ = d.flush_since(0);
+    let _ = d.link_stats();
+    d.multi_conn();
+    d.takes_demotes();
+    let _ = d.demote_at(&b, 0, &|| true);
+    let _ = d.demote_tracker();
+}
+
+/// The `Arc` blanket implementation forwards every method to the device's own, none to the
+/// trait's default (which would silently drop, say, a device's batched reads or demotes).
 #[test]
 fn an_arc_forwards_every_override() {
+    let direct = Recording::default();
+    call_every_method(&direct);
+    let want = direct.0.lock().unwrap().clone();
+    assert_eq!(want.len(), 21, "every method of the trait: {want:?}");
+    let inner = std::sync::Arc::new(Recording::default());
+    call_every_method(&inner.clone());
+    assert_eq!(*inner.0.lock().unwrap(), want);
+    // And MemDevice's own overrides, through Arc<dyn BlockDevice>.
     let d = std::sync::Arc::new(MemDevice::new(100));
-    assert!(d.multi_conn(), "MemDevice's override, through Arc");
     let dyn_dev: std::sync::Arc<dyn BlockDevice> = d.clone();
     dyn_dev.write_at(&[5; 10], 10, false).unwrap();
     // MemDevice's trim zeroes (the default would keep the bytes).
-    dyn_dev.trim(10, 5).unwrap();
+    call_trim(&dyn_dev);
     assert_eq!(&d.snapshot()[10..20], &[0, 0, 0, 0, 0, 5, 5, 5, 5, 5]);
+}
+
+fn call_trim<D: BlockDevice>(d: &D) {
+    d.trim(10, 5).unwrap();
 }

@@ -214,7 +214,8 @@ pub fn run(args: SimArgs) -> Result<()> {
     let mut rows = Vec::new();
     let stdout = std::io::stdout();
     // Every timeline file is created before anything runs, so a bad path fails at once instead
-    // of losing a long run's results at the end.
+    // of losing a long run's results at the end. (A multi-tenant run's `-volumes` file beside
+    // it is created once the run shows per-volume intervals: its directory is checked by then.)
     let mut timelines = Vec::new();
     if let Some(path) = &args.timeline {
         for e in &runs {

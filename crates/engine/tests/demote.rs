@@ -250,7 +250,6 @@ fn a_ram_miss_the_level_below_holds_in_memory_is_served_fast() {
         );
         std::thread::sleep(Duration::from_millis(1));
     }
-    std::thread::sleep(Duration::from_millis(50));
     let before = two.stats();
     b.fill(0);
     assert!(matches!(two.read_fast(&mut b, 0), Some(Ok(()))));

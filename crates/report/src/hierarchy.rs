@@ -149,14 +149,8 @@ pub(crate) fn section(records: &[Value], next_id: &mut dyn FnMut(&str) -> String
 }
 
 fn figure(out: &mut Section, p: Plot) {
-    let _ = write!(
-        out.body,
-        "<figure id=\"fig-{}\">{}<figcaption>{}</figcaption></figure>",
-        p.id,
-        p.svg,
-        esc(&p.title)
-    );
-    out.plots.push(p);
+    let caption = esc(&p.title);
+    crate::html::figure(&mut out.body, &mut out.plots, p, &caption);
 }
 
 /// Level columns of a group: client levels (not shared) summed into one column, then every
@@ -198,16 +192,13 @@ fn served_share(rec: &Value, col: &str) -> Option<f64> {
                 && l.get("name").and_then(Value::as_str) == Some(col)
         }
     };
-    let mut found = false;
-    let sum: f64 = ls
-        .iter()
-        .filter(pick)
-        .filter_map(|l| {
-            found = true;
-            lookup_f64(l, "hit_fraction")
-        })
-        .sum();
-    found.then_some(sum)
+    let picked: Vec<&Value> = ls.iter().filter(pick).collect();
+    (!picked.is_empty()).then(|| {
+        picked
+            .iter()
+            .filter_map(|l| lookup_f64(l, "hit_fraction"))
+            .sum()
+    })
 }
 
 fn sum_levels(rec: &Value, key: &str) -> f64 {
@@ -239,13 +230,14 @@ fn table(body: &mut String, rows: &[Row<'_>]) {
         ] {
             let _ = write!(body, "<td>{}</td>", fmt_num(sum_levels(r.rec, key)));
         }
-        // The busiest client link (a shared array's links are the clients').
-        let link = lookup(r.rec, "result.clients")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|c| lookup_f64(c, "link.utilisation"))
-            .fold(None, |m: Option<f64>, u| Some(m.map_or(u, |m| m.max(u))));
+        // The busiest link: the simulator books a client's link on its lowest own level, or
+        // on the client when it has no level of its own.
+        let clients = lookup(r.rec, "result.clients").and_then(Value::as_array);
+        let link = levels(r.rec)
+            .iter()
+            .chain(clients.into_iter().flatten())
+            .filter_map(|x| lookup_f64(x, "link.utilisation"))
+            .reduce(f64::max);
         let _ = write!(
             body,
             "<td>{}</td>",
@@ -320,11 +312,12 @@ mod tests {
             "result": {
                 "latency_us": { "mean": mean, "p99": mean * 2.0 },
                 "levels": [
-                    { "name": "h.client", "shared": false, "hit_fraction": client, "demotes_sent": 5 },
+                    { "name": "h.client", "shared": false, "hit_fraction": client, "demotes_sent": 5,
+                      "link": { "utilisation": 0.25 } },
                     { "name": "array", "shared": true, "hit_fraction": array, "demotes_accepted": 4, "demotes_already_held": 1 },
                     { "name": "backend", "shared": true, "hit_fraction": 1.0 - client - array }
                 ],
-                "clients": [ { "link": { "utilisation": 0.25 } } ]
+                "clients": [ { "name": "h", "link": null } ]
             }
         })
     }
@@ -361,5 +354,11 @@ mod tests {
             .contains("<td>5</td><td>4</td><td>1</td><td>0</td><td>0.25</td>"));
         assert!(s.body.contains("<td>0.78</td></tr>"), "700/900");
         assert!(s.body.contains("<td>1.26</td></tr>"), "1200/950");
+        // A client with no level of its own has its link on the client record.
+        let mut r = rec("one/random/-/LRU", 900.0, 0.5, 0.1);
+        r["result"]["levels"][0]["link"] = Value::Null;
+        r["result"]["clients"][0]["link"] = serde_json::json!({ "utilisation": 0.6 });
+        let s = section(&[r], &mut |w| crate::html::slug(w));
+        assert!(s.body.contains("<td>0</td><td>0.60</td>"), "{}", s.body);
     }
 }

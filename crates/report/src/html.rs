@@ -491,6 +491,17 @@ fn flatten(v: Option<&serde_json::Value>, prefix: &str, out: &mut Vec<(String, S
     }
 }
 
+/// Appends plot `p` to `body` as a figure with `caption` (HTML, already escaped) and keeps it
+/// in `plots` (written out as an SVG file too).
+pub(crate) fn figure(body: &mut String, plots: &mut Vec<Plot>, p: Plot, caption: &str) {
+    let _ = write!(
+        body,
+        "<figure id=\"fig-{}\">{}<figcaption>{}</figcaption></figure>",
+        p.id, p.svg, caption
+    );
+    plots.push(p);
+}
+
 /// Builds the report: summary tables, bars, CDFs, heat maps and timelines per workload.
 pub fn build_report(results: &ResultSet, opts: &ReportOptions) -> Report {
     let mut plots: Vec<Plot> = Vec::new();
@@ -503,14 +514,6 @@ pub fn build_report(results: &ResultSet, opts: &ReportOptions) -> Report {
         format!("p{seq:02}-{}", slug(what))
     };
     let workloads = results.workloads();
-    let figure = |body: &mut String, plots: &mut Vec<Plot>, p: Plot, caption: &str| {
-        let _ = write!(
-            body,
-            "<figure id=\"fig-{}\">{}<figcaption>{}</figcaption></figure>",
-            p.id, p.svg, caption
-        );
-        plots.push(p);
-    };
 
     for w in &workloads {
         let designs = results.designs(w);

@@ -338,3 +338,34 @@ fn a_sweep_whose_runs_all_failed_still_gets_a_page_and_no_input_is_an_error() {
         .to_string()
         .contains("no results"));
 }
+
+/// Hierarchy records alone make a report (no sweep runs): loaded as hierarchies, nothing
+/// counted malformed, each group's table on the page with the level link's utilisation.
+#[test]
+fn hierarchy_records_alone_are_loaded_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let hier = common::write_fake_hierarchies(&dir.path().join("hierarchy.jsonl"));
+    let set = ResultSet::load(&[&hier]).unwrap();
+    assert_eq!(set.hierarchies.len(), 6);
+    assert!(set.runs.is_empty() && set.malformed.is_empty());
+    let out = dir.path().join("report.html");
+    let args = cli::ReportArgs {
+        results: vec![hier],
+        out: Some(out.clone()),
+        svg_dir: None,
+        title: None,
+        metrics: vec![],
+        heat: None,
+        max_bars: 40,
+        max_series: 8,
+    };
+    assert_eq!(cli::run(&args).unwrap(), out);
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(
+        html.matches("<table>").count(),
+        3,
+        "one table per bandwidth"
+    );
+    // 0.4 × 2.5 at 10M: the busiest link, booked on the client's own level.
+    assert!(html.contains("<td>1.00</td>"), "link utilisation missing");
+}

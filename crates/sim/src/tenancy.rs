@@ -162,11 +162,7 @@ impl TenancyRecorder {
                     read_requests: d.read_requests,
                     write_requests: d.write_requests,
                     hit_ratio: d.hit_ratio(),
-                    mean_latency_us: if n == 0 {
-                        0.0
-                    } else {
-                        lat as f64 / n as f64 / 1e3
-                    },
+                    mean_latency_us: mean_us(n, lat),
                     iops,
                     cache_bytes_written: d.cache_bytes_written,
                     allocated_bytes_mean: alloc,
@@ -194,11 +190,7 @@ impl TenancyRecorder {
                         misses: x.interval_misses,
                         cache_bytes_written: x.interval_cache_bytes_written,
                         requests: n,
-                        mean_latency_us: if n == 0 {
-                            0.0
-                        } else {
-                            sum as f64 / n as f64 / 1e3
-                        },
+                        mean_latency_us: mean_us(n, sum),
                     }
                 })
             })
@@ -234,5 +226,14 @@ pub(crate) fn policy_name(p: WritePolicy) -> &'static str {
         WritePolicy::WriteOnly => "write-only",
         WritePolicy::ReadOnly => "read-only",
         WritePolicy::PassThrough => "pass-through",
+    }
+}
+
+/// The mean in µs of `n` latencies summing to `sum_ns` (0 with none).
+fn mean_us(n: u64, sum_ns: u128) -> f64 {
+    if n == 0 {
+        0.0
+    } else {
+        sum_ns as f64 / n as f64 / 1e3
     }
 }

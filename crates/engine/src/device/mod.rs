@@ -17,22 +17,12 @@ pub use emulated::Emulated;
 pub use remote::NbdBackend;
 pub use volumes::{DuplicateVolume, VolumeSet};
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::path::Path;
 
 #[cfg(doc)]
 use tiercache_blockdev::BlockDevice;
-
-/// Opens `path` read-write, creating it empty when missing (never truncating).
-fn open_rw(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-}
 
 /// Opens (creating it empty if missing) and takes an exclusive advisory lock (flock) on the
 /// file at `path`, failing at once when another process, or another open of the file in this
@@ -40,7 +30,7 @@ fn open_rw(path: &Path) -> io::Result<File> {
 /// before anything else touches the device, and held as long as the returned handle lives; the
 /// lock goes with the descriptor, so a killed process leaves none behind.
 pub(crate) fn lock_exclusive(path: &Path) -> io::Result<File> {
-    let file = open_rw(path)?;
+    let file = tiercache_blockdev::open_rw(path)?;
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(

@@ -3,7 +3,7 @@
 
 use std::io;
 use std::sync::Arc;
-use tiercache_blockdev::{BlockDevice, RemoteStats};
+use tiercache_blockdev::{check_range, BlockDevice, RemoteStats};
 
 /// One volume's backend in a [`VolumeSet`].
 struct Member {
@@ -54,7 +54,7 @@ impl VolumeSet {
         let m = i
             .checked_sub(1)
             .map(|i| &self.members[i])
-            .filter(|m| addr - m.base + len <= m.dev.size())
+            .filter(|m| check_range(addr - m.base, len, m.dev.size()).is_ok())
             .ok_or_else(|| {
                 io::Error::new(
                     io::ErrorKind::InvalidInput,
@@ -130,6 +130,8 @@ mod tests {
         assert_eq!(&got, b"xy");
         set.read_at(&mut got, 8192 + 4095).unwrap_err();
         assert_eq!(set.size(), 12288);
+        // A length that overflows past the address space is refused, not wrapped.
+        set.trim(100, u64::MAX - 50).unwrap_err();
         assert_eq!(
             VolumeSet::new(vec![(1, a as Arc<dyn BlockDevice>), (1, b)]).err(),
             Some(DuplicateVolume(1))

@@ -50,17 +50,12 @@ impl Inner {
                 .filter(|(_, m)| **m)
                 .map(|(i, _)| i as u32)
             {
-                let u = core.cache.slot_record(slot);
-                let Some((v, i)) = u.line else { continue };
+                let rec = record_of(&core.cache.slot_record(slot));
+                let Some(line) = rec.line else { continue };
                 let at = shard.base + slot;
-                if self.table.persisted_line(at).is_some_and(|l| l != (v.0, i)) {
+                if self.table.persisted_line(at).is_some_and(|l| l != line) {
                     continue;
                 }
-                let rec = SlotRecord {
-                    line: Some((v.0, i)),
-                    valid: u.valid,
-                    dirty: u.dirty,
-                };
                 self.table.write(&*self.cache_dev, at, &rec)?;
                 Counters::add(&self.counters.records_written, 1);
             }

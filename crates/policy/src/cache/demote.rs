@@ -114,21 +114,6 @@ impl Cache {
         Ok(out.unwrap_or(DemoteOutcome::Rejected))
     }
 
-    /// The record `slot`'s current state would be written as (as
-    /// [`Cache::drain_meta_updates`] reports it): an executor that left a demoted line's
-    /// record unwritten (a clean line may be forgotten by a crash) writes it later from this.
-    pub fn slot_record(&self, slot: Slot) -> MetaUpdate {
-        let m = self.table.meta(slot);
-        // A resident line with nothing valid (trimmed while pinned) holds no data.
-        let holds = m.resident && m.valid != 0;
-        MetaUpdate {
-            slot,
-            line: holds.then(|| (m.key.volume(), m.key.index())),
-            valid: if holds { m.valid } else { 0 },
-            dirty: if holds { m.dirty } else { 0 },
-        }
-    }
-
     /// Sub-blocks wholly inside `start..end` of a line.
     fn covered_mask(&self, start: u64, end: u64) -> u64 {
         let sub = self.geo.sub_size();

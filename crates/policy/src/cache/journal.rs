@@ -18,17 +18,22 @@ impl Cache {
     pub fn drain_meta_updates(&mut self, out: &mut Vec<MetaUpdate>) {
         let mut slots = Vec::new();
         self.table.take_touched(&mut slots);
-        out.extend(slots.into_iter().map(|slot| {
-            let m = self.table.meta(slot);
-            // A resident line with nothing valid (trimmed while pinned) holds no data.
-            let holds = m.resident && m.valid != 0;
-            MetaUpdate {
-                slot,
-                line: holds.then(|| (m.key.volume(), m.key.index())),
-                valid: if holds { m.valid } else { 0 },
-                dirty: if holds { m.dirty } else { 0 },
-            }
-        }));
+        out.extend(slots.into_iter().map(|slot| self.slot_record(slot)));
+    }
+
+    /// The record of `slot`'s current state, as [`Cache::drain_meta_updates`] reports it; an
+    /// executor that left a demoted line's record unwritten (a crash may forget a clean line)
+    /// writes it later from this.
+    pub fn slot_record(&self, slot: Slot) -> MetaUpdate {
+        let m = self.table.meta(slot);
+        // A resident line with nothing valid (trimmed while pinned) holds no data.
+        let holds = m.resident && m.valid != 0;
+        MetaUpdate {
+            slot,
+            line: holds.then(|| (m.key.volume(), m.key.index())),
+            valid: if holds { m.valid } else { 0 },
+            dirty: if holds { m.dirty } else { 0 },
+        }
     }
 
     /// Recovery: puts a line recovered from a journal back into `slot`, before any request.

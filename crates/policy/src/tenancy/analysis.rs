@@ -345,7 +345,7 @@ impl ReuseSizer {
 /// Demands and allocations of every volume of an interval: each volume's demand from its
 /// curve of `reuses` (capped at the cache), then [`super::allocate_by_gain`] along the same
 /// curves when the demands exceed the cache.
-pub(crate) fn size_by_reuse(
+fn size_by_reuse(
     analyses: &[(VolumeId, VolumeAnalysis)],
     capacity_lines: u64,
     granule: u64,

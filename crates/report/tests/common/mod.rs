@@ -119,13 +119,13 @@ pub fn write_fake_hierarchies(path: &Path) -> PathBuf {
                     "latency_us": { "mean": mean, "p99": mean * 2.5 },
                     "levels": [
                         { "name": "host.client", "shared": false, "hit_fraction": client,
-                          "demotes_sent": 400 },
+                          "demotes_sent": 400, "link": { "utilisation": 0.4 * slow } },
                         { "name": "array", "shared": true, "hit_fraction": array,
                           "demotes_accepted": 390, "demotes_already_held": 10 },
                         { "name": "backend", "shared": true,
                           "hit_fraction": 1.0 - client - array }
                     ],
-                    "clients": [ { "name": "host", "link": { "utilisation": 0.4 * slow } } ]
+                    "clients": [ { "name": "host", "link": null } ]
                 }
             });
             text.push_str(&rec.to_string());
