@@ -122,6 +122,9 @@ struct StartedRead {
 
 /// User data of started reads carry this bit (a batch's own ops never do).
 const STARTED_BIT: u64 = 1 << 63;
+/// User data of a sync's completion: no started read's (no [`STARTED_BIT`]), and beyond any
+/// batch op's index.
+const SYNC_KEY: u64 = STARTED_BIT - 1;
 
 impl RingState {
     fn new() -> io::Result<RingState> {
@@ -629,7 +632,7 @@ pub fn data_sync(fd: RawFd) -> Option<io::Result<()>> {
         let entry = opcode::Fsync::new(types::Fd(fd))
             .flags(types::FsyncFlags::DATASYNC)
             .build()
-            .user_data(u64::MAX);
+            .user_data(SYNC_KEY);
         // SAFETY: the entry names no memory, only a descriptor the caller keeps open.
         if unsafe { state.ring.submission().push(&entry) }.is_err() {
             return Some(Err(io::Error::other("io_uring submission queue full")));
@@ -637,11 +640,25 @@ pub fn data_sync(fd: RawFd) -> Option<io::Result<()>> {
         loop {
             match state.ring.submit_and_wait(1) {
                 Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
+                    ) => {}
                 Err(e) => return Some(Err(e)),
             }
-            if let Some(cqe) = state.ring.completion().next() {
-                let res = cqe.result();
+            // Started reads of this thread may complete first: kept for their reaper, as a
+            // batch does (taking one for the sync's would lose the read and end the sync early).
+            let mut synced = None;
+            for cqe in state.ring.completion() {
+                if cqe.user_data() == SYNC_KEY {
+                    synced = Some(cqe.result());
+                } else {
+                    debug_assert!(cqe.user_data() & STARTED_BIT != 0);
+                    state.started_done.push((cqe.user_data(), cqe.result()));
+                }
+            }
+            if let Some(res) = synced {
                 return Some(if res < 0 {
                     Err(io::Error::from_raw_os_error(-res))
                 } else {
@@ -779,13 +796,21 @@ mod tests {
             r.unwrap();
         }
         assert_eq!(started_in_flight(), 80);
-        // A batch meanwhile.
+        // A sync and a batch meanwhile: both wait on the ring the reads complete on.
+        data_sync(f.as_raw_fd()).unwrap().unwrap();
         let mut b = vec![0u8; 4096];
         read_exact_at(file, &mut b, 5000).unwrap().unwrap();
         assert!(b[..] == bytes[5000..9096]);
         let mut seen = std::collections::HashMap::new();
+        // Without waiting, so a completion taken by someone else fails here, not hangs.
+        let t0 = std::time::Instant::now();
         while started_in_flight() > 0 {
-            reap_started(true, &mut |tag, res| {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(20),
+                "{} started reads never came back",
+                started_in_flight()
+            );
+            reap_started(false, &mut |tag, res| {
                 seen.insert(tag, res.unwrap().to_vec());
             });
         }
