@@ -229,6 +229,18 @@ enum Ring {
 
 thread_local! {
     static RING: RefCell<Ring> = const { RefCell::new(Ring::Untried) };
+    /// Tags of this thread's started reads that were in flight when its ring broke: they
+    /// never complete, so the next [`reap_started`] hands them back as errors.
+    static LOST: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Gives up a broken ring: ops may still be in flight, so the ring and everything it owns
+/// are leaked; its started reads' tags go to [`LOST`] for the next reap.
+fn abandon(r: &mut Ring) {
+    if let Ring::Ready(s) = std::mem::replace(r, Ring::Unavailable) {
+        LOST.with(|l| l.borrow_mut().extend(s.started.values().map(|st| st.tag)));
+        std::mem::forget(s);
+    }
 }
 
 fn init(r: &mut Ring) {
@@ -286,10 +298,7 @@ pub fn transfer_batch(
             match run_chunk(state, file, chunk) {
                 Ok(rs) => results.extend(rs),
                 Err(broken) => {
-                    // Ops may still be in flight: leak the ring and everything it owns.
-                    if let Ring::Ready(s) = std::mem::replace(&mut *r, Ring::Unavailable) {
-                        std::mem::forget(s);
-                    }
+                    abandon(&mut r);
                     results.extend(
                         (results.len()..ops.len())
                             .map(|_| Err(io::Error::new(broken.kind(), broken.to_string()))),
@@ -537,7 +546,8 @@ pub fn start_reads(file: FileRef, reads: &[(u64, usize, u64)]) -> Option<Vec<io:
 
 /// Started reads of this thread not reaped yet.
 pub fn started_in_flight() -> usize {
-    RING.with(|r| match &*r.borrow() {
+    let lost = LOST.with(|l| l.borrow().len());
+    lost + RING.with(|r| match &*r.borrow() {
         Ring::Ready(s) => s.started.len(),
         _ => 0,
     })
@@ -547,6 +557,19 @@ pub fn started_in_flight() -> usize {
 /// error); with `wait`, first waits for one if none completed (and some are in flight).
 /// Returns how many were handed over.
 pub fn reap_started(wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+    let lost = LOST.with(|l| std::mem::take(&mut *l.borrow_mut()));
+    for &tag in &lost {
+        f(
+            tag,
+            Err(io::Error::other(
+                "the io_uring ring broke with the read in flight",
+            )),
+        );
+    }
+    if !lost.is_empty() {
+        // Handed over: the caller need not wait for more now.
+        return lost.len();
+    }
     RING.with(|r| {
         let mut r = r.borrow_mut();
         let Ring::Ready(state) = &mut *r else {
@@ -833,5 +856,37 @@ mod tests {
             0,
             "nothing in flight: no wait"
         );
+    }
+
+    /// Reads in flight when the ring breaks never complete: the next reap hands each back
+    /// as an error, once, and the thread then runs without io_uring.
+    #[test]
+    fn started_reads_of_a_broken_ring_come_back_as_errors() {
+        if !available() {
+            eprintln!("skipping: no io_uring here");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let f = std::fs::File::create(dir.path().join("f")).unwrap();
+        f.set_len(1 << 20).unwrap();
+        let file = FileRef {
+            fd: f.as_raw_fd(),
+            id: FileRef::new_id(),
+        };
+        for r in start_reads(file, &[(0, 4096, 11), (8192, 4096, 12)]).unwrap() {
+            r.unwrap();
+        }
+        RING.with(|r| abandon(&mut r.borrow_mut()));
+        assert_eq!(started_in_flight(), 2);
+        let mut got = Vec::new();
+        assert_eq!(
+            reap_started(true, &mut |tag, res| got.push((tag, res.is_err()))),
+            2
+        );
+        got.sort();
+        assert_eq!(got, vec![(11, true), (12, true)]);
+        assert_eq!(started_in_flight(), 0);
+        assert_eq!(reap_started(true, &mut |_, _| {}), 0);
+        assert!(!available(), "the thread runs without io_uring now");
     }
 }

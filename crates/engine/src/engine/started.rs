@@ -8,7 +8,6 @@
 use super::*;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use tiercache_blockdev::uring;
 
 /// A hit whose cache read is in flight.
 struct Started {
@@ -220,26 +219,6 @@ impl Inner {
                 self.finish_started(s, res.as_ref().map(|_| ()).map_err(copy_err));
                 f(tag, res);
             });
-        // Reads are started only by a file device, on this thread's io_uring ring.
-        if uring::started_in_flight() == 0 {
-            // The ring is gone with reads in flight (it broke): they never complete.
-            let lost: Vec<Started> = STARTED.with(|m| {
-                let mut m = m.borrow_mut();
-                let keys: Vec<u64> = m
-                    .iter()
-                    .filter(|(_, s)| s.engine == me)
-                    .map(|(k, _)| *k)
-                    .collect();
-                keys.into_iter().filter_map(|k| m.remove(&k)).collect()
-            });
-            for s in lost {
-                let tag = s.tag;
-                let e = io::Error::other("the io_uring ring broke with the read in flight");
-                self.finish_started(s, Err(copy_err(&e)));
-                f(tag, Err(e));
-                n += 1;
-            }
-        }
         n
     }
 
