@@ -31,6 +31,9 @@ impl RequestSource for Counted<'_> {
         }
         r
     }
+    fn streams_independent(&self) -> bool {
+        self.inner.streams_independent()
+    }
     fn take_error(&mut self) -> Option<SourceError> {
         self.inner.take_error()
     }

@@ -34,6 +34,15 @@ pub trait RequestSource {
         self.next_request(job)
     }
 
+    /// True when each closed-loop job's requests are fixed in advance: `next_request_at(job,
+    /// now)` gives the same request whatever `now` is and whichever jobs drew before, except
+    /// that its `time_ns` may be the `now` it was drawn at. An executor may then draw a job's
+    /// next requests early (to prefetch the metadata they will touch), issuing each with
+    /// `time_ns` raised to the clock. The default, `false`, promises nothing.
+    fn streams_independent(&self) -> bool {
+        false
+    }
+
     /// Why the stream ended before its data did, if it did (a trace record that could not be
     /// read). Executors stop at the end of the stream either way; whoever runs one must take
     /// this afterwards and fail the run, so that no result is computed silently from part of
@@ -63,6 +72,9 @@ impl<S: RequestSource + ?Sized> RequestSource for Box<S> {
     }
     fn next_request_at(&mut self, job: u32, now_ns: crate::Nanos) -> Option<Request> {
         (**self).next_request_at(job, now_ns)
+    }
+    fn streams_independent(&self) -> bool {
+        (**self).streams_independent()
     }
     fn take_error(&mut self) -> Option<SourceError> {
         (**self).take_error()

@@ -1,7 +1,7 @@
 //! Measures simulator speed: requests simulated per second of wall-clock time for a write-back
 //! cache on two devices.
 //!
-//! `cargo run --release -p tiercache-sim --example sim_throughput -- [requests] [host|nohost] [hot]`
+//! `cargo run --release -p tiercache-sim --example sim_throughput -- [requests] [host|nohost] [hot|all] [timed]`
 //!
 //! The default workload (70 % reads, 80 % of requests to a 200 MiB hot set of a 4 GiB span, a
 //! 256 MiB write-back cache on an NVMe SSD over a SATA SSD) exercises promotion, eviction and
@@ -38,6 +38,7 @@ fn main() {
     } else {
         4 << 30
     };
+    let timed_only = args.next().is_some_and(|a| a == "timed");
     let cache_cfg = CacheConfig {
         capacity: 256 << 20,
         line_size: 4096,
@@ -72,6 +73,9 @@ fn main() {
         m.latency_us.all.mean,
         with_host
     );
+    if timed_only {
+        return;
+    }
     let mut cache = Cache::new(&cache_cfg).expect("valid cache");
     let mut src = make_source();
     let (t0, c0) = (Instant::now(), cpu_seconds(origin));

@@ -25,7 +25,9 @@ pub struct UniformSource {
     /// Volumes the requests are spread over (round-robin by request).
     pub volumes: u32,
     issued: Vec<u64>,
-    state: u64,
+    /// One xorshift state per job: each job's requests are its own stream, whatever order
+    /// the executor asks for them in (see [`RequestSource::streams_independent`]).
+    state: Vec<u64>,
     clock: Nanos,
 }
 
@@ -51,7 +53,9 @@ impl UniformSource {
             mean_gap_ns: 0,
             volumes: 1,
             issued: vec![0; jobs as usize],
-            state: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            state: (0..u64::from(jobs.max(1)))
+                .map(|job| job_state(seed, job))
+                .collect(),
             clock: 0,
         }
     }
@@ -85,24 +89,41 @@ impl UniformSource {
         self
     }
 
-    fn next_u64(&mut self) -> u64 {
+    fn next_u64(&mut self, job: usize) -> u64 {
         // xorshift64*: tiny, seeded, deterministic.
-        let mut x = self.state;
+        let mut x = self.state[job];
         x ^= x >> 12;
         x ^= x << 25;
         x ^= x >> 27;
-        self.state = x;
+        self.state[job] = x;
         x.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    fn unit(&mut self, job: usize) -> f64 {
+        (self.next_u64(job) >> 11) as f64 / (1u64 << 53) as f64
     }
+}
+
+/// The seed of `job`'s stream: job 0 keeps the single-stream seed (so open-loop streams are
+/// those of earlier versions); the others are split off with SplitMix64's finaliser.
+fn job_state(seed: u64, job: u64) -> u64 {
+    if job == 0 {
+        return seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    }
+    let mut z = seed ^ job.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) | 1
 }
 
 impl RequestSource for UniformSource {
     fn arrival(&self) -> Arrival {
         self.arrival
+    }
+
+    /// Closed loop: each job has its own stream and the clock is not read.
+    fn streams_independent(&self) -> bool {
+        matches!(self.arrival, Arrival::Closed { .. })
     }
 
     fn next_request(&mut self, job: u32) -> Option<Request> {
@@ -112,20 +133,21 @@ impl RequestSource for UniformSource {
         }
         *n += 1;
         let seq = *n;
-        let span = if self.hot_span > 0 && self.unit() < self.hot_fraction {
+        let j = job as usize;
+        let span = if self.hot_span > 0 && self.unit(j) < self.hot_fraction {
             self.hot_span
         } else {
             self.span
         };
         let blocks = (span / self.block).max(1);
-        let offset = (self.next_u64() % blocks) * self.block;
-        let op = if self.unit() < self.read_fraction {
+        let offset = (self.next_u64(j) % blocks) * self.block;
+        let op = if self.unit(j) < self.read_fraction {
             Op::Read
         } else {
             Op::Write
         };
         if self.mean_gap_ns > 0 {
-            let u = self.unit().max(1e-12);
+            let u = self.unit(j).max(1e-12);
             self.clock += (-u.ln() * self.mean_gap_ns as f64) as Nanos;
         }
         let volume = VolumeId((seq % self.volumes as u64) as u32);

@@ -122,15 +122,29 @@ fn write_back_conserves_lines_and_bytes_and_final_flush_leaves_nothing_dirty() {
         );
         assert!(out.metrics.final_flush_ns > 0 || out.metrics.dirty_lines_end == 0);
         c.audit();
-        // Device byte counters agree with the policy's over the measured window (no warm-up here,
-        // and the final flush lies outside it).
+        // Every byte the policy planned crossed a device model, over the whole run.
+        let (cache_dev, backend_dev) = (out.device_bytes["cache"], out.device_bytes["backend"]);
+        assert_eq!(cache_dev.written, s.cache_bytes_written, "{cleaning:?}");
+        assert_eq!(cache_dev.read, s.cache_bytes_read, "{cleaning:?}");
+        assert_eq!(backend_dev.read, s.backend_bytes_read, "{cleaning:?}");
+        assert_eq!(backend_dev.written, s.backend_bytes_written, "{cleaning:?}");
+        // Over the measured window (no warm-up here, the final flush outside it) the devices
+        // trail the policy by at most the ops still in flight when the last request was
+        // acknowledged: promotion writes and flush jobs, never a whole request's worth more.
         let m = &out.metrics;
-        assert_eq!(
-            m.devices["cache"].bytes_written, m.cache_bytes_written,
+        let (dev_w, dev_r) = (
+            m.devices["cache"].bytes_written,
+            m.devices["backend"].bytes_read,
+        );
+        assert!(dev_w <= m.cache_bytes_written, "{cleaning:?}");
+        assert!(dev_r <= m.backend_bytes_read, "{cleaning:?}");
+        let in_flight_max = 16 * 4096 + 64 * 4096;
+        assert!(
+            m.cache_bytes_written - dev_w <= in_flight_max,
             "{cleaning:?}"
         );
-        assert_eq!(
-            m.devices["backend"].bytes_read, m.backend_bytes_read,
+        assert!(
+            m.backend_bytes_read - dev_r <= in_flight_max,
             "{cleaning:?}"
         );
     }

@@ -1,5 +1,6 @@
 //! The simulator driven by the synthetic workload generator of `tiercache-workload`.
 
+use tiercache_core::{Arrival, Nanos, Request, RequestSource};
 use tiercache_policy::{Cache, CacheConfig, CleaningConfig};
 use tiercache_sim::{hit_ratio_only_iter, simulate, DeviceConfig, RunLimits, SimConfig};
 use tiercache_workload::{AddressDist, BlockSize, SyntheticWorkload, WorkloadSpec};
@@ -98,4 +99,89 @@ fn hit_ratio_only_over_the_generator_stream() {
     assert_eq!(m.requests, 15_000);
     // Zipf 0.9 over 64K blocks with a cache of 4K lines: a clear but partial hit ratio.
     assert!(m.hit_ratio > 0.2 && m.hit_ratio < 0.9, "{}", m.hit_ratio);
+}
+
+/// Hides a source's promise of independent streams, so the executor draws every request at
+/// the moment it issues it.
+struct DrawnAtIssue<S>(S);
+
+impl<S: RequestSource> RequestSource for DrawnAtIssue<S> {
+    fn arrival(&self) -> Arrival {
+        self.0.arrival()
+    }
+    fn next_request(&mut self, job: u32) -> Option<Request> {
+        self.0.next_request(job)
+    }
+    fn next_request_at(&mut self, job: u32, now_ns: Nanos) -> Option<Request> {
+        self.0.next_request_at(job, now_ns)
+    }
+}
+
+/// Everything a run reports, timeline and per-request latencies included.
+fn everything(out: &tiercache_sim::SimOutput) -> String {
+    format!(
+        "{} {} {} {:?} {} {:?}",
+        serde_json::to_string(&out.metrics).unwrap(),
+        serde_json::to_string(&out.timeline).unwrap(),
+        serde_json::to_string(&out.final_stats).unwrap(),
+        out.device_bytes,
+        out.end_ns,
+        out.latency.summary(),
+    )
+}
+
+/// The executor draws a closed-loop job's requests ahead (to prefetch their metadata) only
+/// when the source promises independent streams; doing so changes no result, byte for byte:
+/// the generator (whose `time_ns` is the clock at drawing, raised at issue) and the test
+/// source, each with and without the promise, on a write-back cache with lazy cleaning and a
+/// timeline.
+#[test]
+fn drawing_requests_ahead_changes_no_result() {
+    let cfg = SimConfig {
+        cache_device: DeviceConfig::preset("nvme-ssd"),
+        backend: DeviceConfig::preset("sata-ssd-5100"),
+        run: RunLimits {
+            warmup_requests: 2000,
+            final_flush: true,
+            timeline_interval_ns: Some(1_000_000),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let cache = || {
+        Cache::new(&CacheConfig {
+            capacity: 8 << 20,
+            write_policy: tiercache_policy::WritePolicy::WriteBack,
+            cleaning: CleaningConfig::Lazy {
+                idle_ns: 20_000,
+                batch: 16,
+            },
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let run = |src: &mut dyn RequestSource| {
+        let mut c = cache();
+        everything(&simulate(&mut c, src, &cfg).unwrap())
+    };
+    let generator = || SyntheticWorkload::new(&spec(9)).unwrap();
+    assert!(generator().streams_independent());
+    let ahead = run(&mut generator());
+    assert_eq!(ahead, run(&mut DrawnAtIssue(generator())));
+    let uniform = || {
+        tiercache_sim::testing::UniformSource::closed(4, 6, 3, 3000, 64 << 20, 4096, 0.6)
+            .with_hot_set(0.7, 6 << 20)
+    };
+    assert!(uniform().streams_independent());
+    let ahead = run(&mut uniform());
+    assert_eq!(ahead, run(&mut DrawnAtIssue(uniform())));
+    // A source whose jobs depend on the clock (bursts) does not make the promise.
+    let mut bursty = spec(9);
+    bursty.bursts = Some(tiercache_workload::Bursts {
+        on_ns: 1_000_000,
+        off_ns: 1_000_000,
+    });
+    assert!(!SyntheticWorkload::new(&bursty)
+        .unwrap()
+        .streams_independent());
 }

@@ -626,6 +626,12 @@ impl RequestSource for SyntheticWorkload {
     fn next_request_at(&mut self, job: u32, now_ns: Nanos) -> Option<Request> {
         SyntheticWorkload::next_request_at(self, job, now_ns)
     }
+
+    /// Closed loop without bursts or a duration: each job draws from its own generator, and
+    /// the clock only sets `time_ns`.
+    fn streams_independent(&self) -> bool {
+        self.open.is_none() && self.bursts.is_none() && self.duration_ns.is_none()
+    }
 }
 
 /// Iterator over a [`SyntheticWorkload`] as one interleaved stream (see

@@ -123,6 +123,12 @@ impl RequestSource for VolumeMix {
         }
     }
 
+    /// Closed loop: each job is one part's job, so the jobs are as independent as the parts'.
+    fn streams_independent(&self) -> bool {
+        matches!(self.arrival, Arrival::Closed { .. })
+            && self.parts.iter().all(|(_, s)| s.streams_independent())
+    }
+
     fn take_error(&mut self) -> Option<SourceError> {
         self.parts.iter_mut().find_map(|(_, s)| s.take_error())
     }

@@ -21,6 +21,7 @@ pub(super) enum What {
     Repartition,
 }
 
+/// An event as the queue returns it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Event {
     pub(super) time: Nanos,
@@ -93,6 +94,7 @@ impl Task {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BinaryHeap;
 
     #[test]
     fn events_pop_by_time_then_scheduling_order() {

@@ -8,7 +8,7 @@
 //! measured window, the timeline and the final metrics.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BTreeMap;
 
 use tiercache_core::{
     Arrival, DevOp, Device, LineGeometry, Nanos, Op, OpCause, Plan, Request, RequestSource,
@@ -42,16 +42,34 @@ pub struct SimOutput {
     /// Bytes written to each backend device by write-back ops (causes `clean` and
     /// `evict-flush`) over the whole run, for conservation checks against the policy.
     pub backend_written_back_bytes: u64,
+    /// Bytes each device read and wrote over the whole run (warm-up, the drain after the
+    /// measured window and the final flush included), by device name: what the policy's
+    /// `final_stats` planned, op for op. (The window's device figures can trail the policy's
+    /// by the ops still in flight when the last measured request is acknowledged.)
+    pub device_bytes: BTreeMap<String, DeviceBytes>,
     /// Virtual time when everything (including background ops and the final flush) finished.
     pub end_ns: Nanos,
 }
 
+/// Bytes one device read and wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceBytes {
+    /// Bytes read.
+    pub read: u64,
+    /// Bytes written.
+    pub written: u64,
+}
+
 mod background;
 mod events;
+mod lookahead;
+mod queue;
 mod requests;
 mod window;
 
-use events::{Event, Task, TaskKind, What};
+use events::{Task, TaskKind, What};
+use lookahead::Lookahead;
+use queue::EventQueue;
 use window::{TimelineState, Window};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +83,8 @@ enum Phase {
 struct Sim<'a> {
     cache: &'a mut dyn PolicyCore,
     source: &'a mut dyn RequestSource,
+    /// Closed-loop requests drawn ahead, when the source allows it.
+    lookahead: Option<Lookahead>,
     cfg: &'a SimConfig,
     geo: LineGeometry,
     devs: Vec<DeviceModel>,
@@ -72,8 +92,7 @@ struct Sim<'a> {
     vol_dev: Vec<u16>,
     host: Option<Host>,
     now: Nanos,
-    seq: u64,
-    heap: BinaryHeap<Event>,
+    events: EventQueue,
     tasks: Vec<Task>,
     free: Vec<u32>,
     closed: bool,
@@ -188,14 +207,14 @@ fn simulate_inner<'a>(
     let sim = Sim {
         cache,
         source,
+        lookahead: None,
         cfg,
         geo,
         devs,
         vol_dev,
         host,
         now: 0,
-        seq: 0,
-        heap: BinaryHeap::with_capacity(1024),
+        events: EventQueue::new(),
         tasks: Vec::new(),
         free: Vec::new(),
         closed: false,
@@ -240,6 +259,7 @@ impl Sim<'_> {
             Arrival::Closed { jobs, iodepth } => {
                 self.closed = true;
                 self.jobs_done = vec![false; jobs as usize];
+                self.lookahead = Lookahead::new(&*self.source, jobs);
                 for _ in 0..iodepth {
                     for job in 0..jobs {
                         self.fetch(job);
@@ -258,7 +278,7 @@ impl Sim<'_> {
         let mut metrics = None;
         let mut flush_start = None;
         loop {
-            while let Some(ev) = self.heap.pop() {
+            while let Some(ev) = self.events.pop() {
                 if self.timeline.is_some() && self.phase == Phase::Running {
                     self.ticks_until(ev.time);
                 }
@@ -282,7 +302,7 @@ impl Sim<'_> {
                     for job in jobs {
                         self.start_flush(job);
                     }
-                    if !self.heap.is_empty() {
+                    if !self.events.is_empty() {
                         continue;
                     }
                 }
@@ -309,18 +329,25 @@ impl Sim<'_> {
             write_latency: std::mem::take(&mut self.lat_write),
             final_stats: self.cache.stats_snapshot(),
             backend_written_back_bytes,
+            device_bytes: self
+                .devs
+                .iter()
+                .map(|d| {
+                    let c = d.counters(self.now);
+                    let bytes = DeviceBytes {
+                        read: c.bytes_read,
+                        written: c.bytes_written,
+                    };
+                    (d.name().to_string(), bytes)
+                })
+                .collect(),
             end_ns: self.now,
         })
     }
 
     #[inline]
     fn schedule(&mut self, time: Nanos, what: What) {
-        self.seq += 1;
-        self.heap.push(Event {
-            time,
-            seq: self.seq,
-            what,
-        });
+        self.events.push(time, what);
     }
 
     fn handle(&mut self, what: What) {

@@ -35,7 +35,11 @@ impl Sim<'_> {
                 return;
             }
         }
-        let Some(req) = self.source.next_request_at(job, self.now) else {
+        let next = match &mut self.lookahead {
+            Some(ahead) => ahead.next(job, self.now, &mut *self.source, &*self.cache),
+            None => self.source.next_request_at(job, self.now),
+        };
+        let Some(req) = next else {
             self.jobs_done[job as usize] = true;
             return;
         };
@@ -43,9 +47,11 @@ impl Sim<'_> {
             self.jobs_done[job as usize] = true;
             return;
         }
-        // Start loading the request's index bucket now: its arrival is planned a few events
-        // later (a hint; it changes nothing).
-        self.cache.prefetch(&req, 1);
+        if self.lookahead.is_none() {
+            // Start loading the request's index bucket now: its arrival is planned a few
+            // events later (a hint; it changes nothing).
+            self.cache.prefetch(&req, 1);
+        }
         let idx = self.alloc_task();
         let t = &mut self.tasks[idx as usize];
         t.req = req;
