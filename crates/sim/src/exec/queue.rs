@@ -66,6 +66,7 @@ impl EventQueue {
     }
 
     /// Events scheduled since the start.
+    #[cfg(test)]
     pub(super) fn scheduled(&self) -> u64 {
         self.seq
     }
