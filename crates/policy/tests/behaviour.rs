@@ -417,3 +417,51 @@ fn dropping_a_line_under_write_back_waits_for_its_job() {
     );
     assert_eq!(c.dirty_lines(), 0);
 }
+
+/// Under `dirty_full = "bypass"` dirty lines are held out of the replacement policy and a
+/// line re-enters it where new lines go once written back (Open CAS's clean and dirty LRU
+/// lists): here B, written first and cleaned last, outlives A and C, which were read after
+/// B was written. Under `evict-then-write` the one LRU order evicts B, the least recent.
+#[test]
+fn a_line_written_back_reenters_lru_as_recent_under_bypass() {
+    let victim = |dirty_full| {
+        let mut base = cfg(3, 4096, WritePolicy::WriteBack);
+        base.dirty_full = dirty_full;
+        base.cleaning = CleaningConfig::Lazy {
+            idle_ns: 1,
+            batch: 8,
+        };
+        let mut c = Cache::new(&base).unwrap();
+        let (a, b, cc, d) = (0u64, 4096, 8192, 12288);
+        run(&mut c, Request::write(b, 4096));
+        run(&mut c, Request::read(a, 4096));
+        run(&mut c, Request::read(cc, 4096));
+        let mut jobs = Vec::new();
+        let idle = ExecutorState {
+            now: 100,
+            cache_idle_ns: 100,
+            ..ExecutorState::default()
+        };
+        c.clean(&idle, &mut jobs);
+        assert_eq!(jobs.len(), 1);
+        c.flush_done(jobs.pop().unwrap());
+        assert_eq!(c.dirty_lines(), 0);
+        run(&mut c, Request::read(d, 4096));
+        let gone: Vec<u64> = [a, b, cc]
+            .into_iter()
+            .filter(|&o| c.line_state(VolumeId(0), o / 4096).is_none())
+            .collect();
+        assert_eq!(gone.len(), 1);
+        gone[0]
+    };
+    assert_eq!(
+        victim(DirtyFullPolicy::Bypass),
+        0,
+        "A, the least recent clean line"
+    );
+    assert_eq!(
+        victim(DirtyFullPolicy::EvictThenWrite),
+        4096,
+        "B, least recently used"
+    );
+}

@@ -38,6 +38,9 @@ impl Cache {
                 DirtyFullPolicy::Bypass => {
                     // The cache is "full of dirty data" when no clean, unpinned line is left:
                     // then the request goes around the cache instead of waiting for a flush.
+                    // Dirty lines are held out of the policy (`partition::ReplacementOrder`),
+                    // so the predicate passes over pinned lines only; testing `dirty` too
+                    // costs nothing (the entry is loaded for `pinned`).
                     if part.dirty + part.pinned >= part.used {
                         return Err(BypassReason::DirtyFull);
                     }
@@ -85,7 +88,7 @@ impl Cache {
             victim
         };
         self.table.install(slot, key, p as u16);
-        self.parts[p].evict.insert(slot, key);
+        self.parts[p].evict.insert(slot, key, false);
         Ok((slot, stage))
     }
 

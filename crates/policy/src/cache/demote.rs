@@ -139,9 +139,7 @@ impl Cache {
             let missing = mask & !m.valid;
             // Moved to the evict-last end, unless a shrink is taking it out of its policy.
             if !(m.pinned && self.leaving.contains(&slot)) {
-                let part = &mut self.parts[p];
-                part.evict.remove(slot);
-                part.evict.insert_demoted(slot, key);
+                self.parts[p].evict.move_demoted(slot, key);
             }
             if missing == 0 {
                 return DemoteOutcome::AlreadyHeld;

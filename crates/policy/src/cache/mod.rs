@@ -695,7 +695,19 @@ impl Cache {
             pinned[p] += m.pinned as u32;
             if self.leaving.contains(&s) {
                 assert!(m.pinned, "slot {s}: leaving but not under write-back");
+                assert!(
+                    !self.parts[p].evict.is_out(s),
+                    "slot {s}: leaving but held out"
+                );
                 leaving[p] += 1;
+            } else {
+                let order = &self.parts[p].evict;
+                assert_eq!(
+                    order.is_out(s),
+                    order.holds_out_dirty() && m.dirty != 0,
+                    "slot {s}: held out of the policy exactly when dirty (dirty {:#x})",
+                    m.dirty
+                );
             }
         }
         assert_eq!(

@@ -205,16 +205,37 @@ impl Cache {
 
     /// Evicts partition `p`'s victims until the lines in its policy fit its capacity or every
     /// candidate is pinned. Clean victims are dropped; dirty ones leave through flush jobs
-    /// appended to `jobs` or, without `jobs`, are passed over.
+    /// appended to `jobs` or, without `jobs`, are passed over. Dirty lines held out of the
+    /// policy (`dirty_full = "bypass"`) are taken after the policy's clean victims, least
+    /// recently written first.
     fn shrink(&mut self, p: usize, jobs: Option<&mut Vec<FlushJob>>) {
         let write_back = jobs.is_some();
         let mut leaving = Vec::new();
+        let mut held_out: Option<std::vec::IntoIter<Slot>> = None;
         while self.parts[p].over_capacity() {
             let table = &self.table;
-            let victim = self.parts[p].evict.evict(NO_INCOMING, &|s| {
+            let mut victim = self.parts[p].evict.evict(NO_INCOMING, &|s| {
                 let m = table.meta(s);
                 m.pinned || (!write_back && m.dirty != 0)
             });
+            if victim.is_none() && write_back && self.parts[p].evict.held_out() > 0 {
+                let candidates = held_out.get_or_insert_with(|| {
+                    let need = (self.parts[p].linked() - self.parts[p].capacity) as usize;
+                    self.table
+                        .dirty_iter()
+                        .filter(|&s| {
+                            let m = self.table.meta(s);
+                            m.partition as usize == p && !m.pinned
+                        })
+                        .take(need)
+                        .collect::<Vec<_>>()
+                        .into_iter()
+                });
+                victim = candidates.next();
+                if let Some(v) = victim {
+                    self.parts[p].evict.remove(v);
+                }
+            }
             let Some(v) = victim else {
                 break;
             };
@@ -252,7 +273,7 @@ impl Cache {
         } else if m.dirty != 0 {
             // Written again during its write-back: the only copy of that data, so it stays,
             // back in the policy as a recent line (the partition settles later).
-            self.parts[p].evict.insert(slot, m.key);
+            self.parts[p].evict.insert(slot, m.key, true);
             if let Some(mask) = deferred {
                 let drop = mask & m.valid & !m.dirty;
                 if drop != 0 {
@@ -283,7 +304,7 @@ impl Cache {
                 self.parts[to].leaving += 1;
             } else {
                 self.parts[from].evict.remove(s);
-                self.parts[to].evict.insert(s, m.key);
+                self.parts[to].evict.insert(s, m.key, m.dirty != 0);
             }
             let (dirty, pinned) = ((m.dirty != 0) as u32, m.pinned as u32);
             let f = &mut self.parts[from];

@@ -204,10 +204,15 @@ impl Cache {
         let m = *self.table.meta(slot);
         let p = m.partition as usize;
         let dropped = self.table.invalidate(slot, mask);
+        let dropped_now = self.table.meta(slot).valid == 0 && !m.pinned;
         if m.dirty != 0 && self.table.meta(slot).dirty == 0 {
             self.parts[p].dirty -= 1;
+            if !dropped_now {
+                // Clean and staying: back into the policy if it was held out.
+                self.parts[p].evict.became_clean(slot, m.key);
+            }
         }
-        if self.table.meta(slot).valid == 0 && !m.pinned {
+        if dropped_now {
             self.stats.invalidations += 1;
             self.parts[p].evict.remove(slot);
             self.table.remove(slot);
@@ -217,19 +222,29 @@ impl Cache {
         dropped
     }
 
+    /// Marks sub-blocks of a resident line dirty; a line turning dirty leaves its policy when
+    /// dirty lines are held out of it (a line leaving its partition is in no policy).
     pub(super) fn mark_dirty(&mut self, slot: Slot, mask: u64) {
-        let m = self.table.meta(slot);
+        let m = *self.table.meta(slot);
         if m.dirty == 0 {
-            self.parts[m.partition as usize].dirty += 1;
+            let p = m.partition as usize;
+            self.parts[p].dirty += 1;
+            if !(m.pinned && self.leaving.contains(&slot)) {
+                self.parts[p].evict.became_dirty(slot);
+            }
         }
         self.table.make_dirty(slot, mask);
     }
 
+    /// Marks a line clean (its dirty data handed to a write-back); a line held out of its
+    /// policy while dirty re-enters it. Returns the dirty mask it had.
     pub(super) fn mark_clean(&mut self, slot: Slot) -> u64 {
-        let p = self.table.meta(slot).partition as usize;
+        let m = *self.table.meta(slot);
         let was = self.table.make_clean(slot);
         if was != 0 {
+            let p = m.partition as usize;
             self.parts[p].dirty -= 1;
+            self.parts[p].evict.became_clean(slot, m.key);
         }
         was
     }

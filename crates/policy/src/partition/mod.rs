@@ -19,7 +19,10 @@ use crate::cache::PolicyError;
 use crate::config::CacheConfig;
 use crate::stats::PartitionStats;
 use tiercache_core::{VolumeId, MAX_VOLUMES};
-use tiercache_eviction::{Eviction, EvictionKind};
+use tiercache_eviction::EvictionKind;
+
+mod order;
+pub(crate) use order::ReplacementOrder;
 
 /// Identifies a partition of one cache (its index; stable for the cache's life).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -49,8 +52,9 @@ pub struct PartitionInfo {
 
 /// One replacement domain.
 pub(crate) struct Partition {
-    /// Replacement policy over the partition's lines (leaving lines excepted).
-    pub(crate) evict: Box<dyn Eviction>,
+    /// Replacement policy over the partition's lines (leaving lines excepted), with the dirty
+    /// ones held out of it under `dirty_full = "bypass"`.
+    pub(crate) evict: ReplacementOrder,
     /// Lines the partition may hold.
     pub(crate) capacity: u32,
     /// Resident lines (leaving ones included).
@@ -68,7 +72,8 @@ pub(crate) struct Partition {
 }
 
 impl Partition {
-    /// Lines in the replacement policy (resident lines not leaving).
+    /// Lines in the replacement order (resident lines not leaving: in the policy, or dirty
+    /// and held out of it).
     #[inline]
     pub(crate) fn linked(&self) -> u32 {
         self.used - self.leaving
@@ -97,6 +102,8 @@ pub(crate) struct Partitions {
     lines: u32,
     /// Replacement policy of new partitions.
     kind: EvictionKind,
+    /// Whether dirty lines are held out of the policies (`dirty_full = "bypass"`).
+    holds_out_dirty: bool,
 }
 
 fn config_error(field: &'static str, reason: impl Into<String>) -> PolicyError {
@@ -157,6 +164,7 @@ impl Partitions {
             shared: (sizes.len() - 1) as u16,
             lines,
             kind: cfg.eviction,
+            holds_out_dirty: cfg.dirty_full == crate::config::DirtyFullPolicy::Bypass,
         };
         for (volume, capacity) in sizes {
             parts.push(volume, capacity as u32);
@@ -166,7 +174,11 @@ impl Partitions {
 
     fn push(&mut self, volume: Option<VolumeId>, capacity: u32) -> usize {
         self.parts.push(Partition {
-            evict: tiercache_eviction::build(self.kind, capacity as usize, self.lines as usize),
+            evict: ReplacementOrder::new(
+                tiercache_eviction::build(self.kind, capacity as usize, self.lines as usize),
+                self.lines,
+                self.holds_out_dirty,
+            ),
             capacity,
             used: 0,
             dirty: 0,
