@@ -6,12 +6,14 @@ The machines this runs on are shared and noisy: the two binaries alternate round
 both see the same conditions, and only the ratio is meant to be quoted.
 
     python3 bench/against_revision.py --base a0256e8 --package tiercache-sim \\
-        --example sim_throughput --metric timed --rounds 7 -- 2000000 nohost all timed
+        --example sim_throughput --example-from-head --from-head crates/sim/src/testing.rs \\
+        --from-head crates/core/src/source.rs --metric timed --rounds 7 -- 2000000 nohost all
     python3 bench/against_revision.py --base a0256e8 --package tiercache-policy \\
         --example clean_victim --metric clean_victim --rounds 3 -- 4096 200000
 
 The base is checked out in a git worktree under the target directory and built there with
-its own target directory. The example's source is taken from the working tree when the base
+its own target directory (files taken into it from the working tree are restored from the
+base revision first, so each run starts from the base as committed). The example's source is taken from the working tree when the base
 does not have it (or `--example-from-head` is given), so a new benchmark can measure old code
 through the public API it uses; the build fails loudly if that API did not exist.
 """
@@ -70,6 +72,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--example-from-head", action="store_true",
                     help="build the working tree's example source against the base")
+    ap.add_argument("--from-head", action="append", default=[], metavar="PATH",
+                    help="also take this file from the working tree into the base (the "
+                         "benchmark's workload definition, say), repeatable")
     ap.add_argument("args", nargs="*", help="arguments passed to the example (after --)")
     a = ap.parse_args()
     if a.rounds < 1:
@@ -81,6 +86,9 @@ def main():
     if not os.path.exists(tree):
         os.makedirs(target_root, exist_ok=True)
         run(["git", "worktree", "add", "--detach", "-f", tree, rev], cwd=root)
+    # The base as committed: files an earlier run took into it are put back or removed.
+    run(["git", "checkout", "-q", "-f", rev, "--", "."], cwd=tree)
+    run(["git", "clean", "-fdq"], cwd=tree)
     head_src = example_source(root, a.package, a.example)
     rel = os.path.relpath(head_src, root)
     base_src = os.path.join(tree, rel)
@@ -90,6 +98,12 @@ def main():
         print(f"base: {rev[:12]} with the working tree's {rel}")
     else:
         print(f"base: {rev[:12]}")
+    for path in a.from_head:
+        src = os.path.join(root, path)
+        if not os.path.isfile(src):
+            sys.exit(f"--from-head {path}: no such file in the working tree")
+        shutil.copyfile(src, os.path.join(tree, path))
+        print(f"base: with the working tree's {path}")
     base_bin = build(tree, os.path.join(target_root, "target-" + rev[:12]), a.package, a.example)
     new_bin = build(root, os.path.join(root, "target"), a.package, a.example)
     pat = re.compile(METRICS[a.metric], re.M)
