@@ -48,6 +48,15 @@ pub enum MetricsError {
     },
 }
 
+/// The mean in µs of `n` latencies summing to `sum_ns`, or 0 with none (as [`ratio`]).
+pub fn mean_us(n: u64, sum_ns: u128) -> f64 {
+    if n == 0 {
+        0.0
+    } else {
+        sum_ns as f64 / n as f64 / 1e3
+    }
+}
+
 /// `a / b`, or 0 when `b` is 0 (empty runs report zero ratios rather than NaN, which JSON lacks).
 pub fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 {

@@ -162,7 +162,7 @@ impl TenancyRecorder {
                     read_requests: d.read_requests,
                     write_requests: d.write_requests,
                     hit_ratio: d.hit_ratio(),
-                    mean_latency_us: mean_us(n, lat),
+                    mean_latency_us: tiercache_metrics::mean_us(n, lat),
                     iops,
                     cache_bytes_written: d.cache_bytes_written,
                     allocated_bytes_mean: alloc,
@@ -190,7 +190,7 @@ impl TenancyRecorder {
                         misses: x.interval_misses,
                         cache_bytes_written: x.interval_cache_bytes_written,
                         requests: n,
-                        mean_latency_us: mean_us(n, sum),
+                        mean_latency_us: tiercache_metrics::mean_us(n, sum),
                     }
                 })
             })
@@ -226,14 +226,5 @@ pub(crate) fn policy_name(p: WritePolicy) -> &'static str {
         WritePolicy::WriteOnly => "write-only",
         WritePolicy::ReadOnly => "read-only",
         WritePolicy::PassThrough => "pass-through",
-    }
-}
-
-/// The mean in µs of `n` latencies summing to `sum_ns` (0 with none).
-fn mean_us(n: u64, sum_ns: u128) -> f64 {
-    if n == 0 {
-        0.0
-    } else {
-        sum_ns as f64 / n as f64 / 1e3
     }
 }

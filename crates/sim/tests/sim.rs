@@ -138,7 +138,8 @@ fn write_back_conserves_lines_and_bytes_and_final_flush_leaves_nothing_dirty() {
         );
         assert!(dev_w <= m.cache_bytes_written, "{cleaning:?}");
         assert!(dev_r <= m.backend_bytes_read, "{cleaning:?}");
-        let in_flight_max = 16 * 4096 + 64 * 4096;
+        // 8 jobs × 2 deep requests of one line each, and a flush job of up to 64 lines.
+        let in_flight_max = (8 * 2 + 64) * 4096;
         assert!(
             m.cache_bytes_written - dev_w <= in_flight_max,
             "{cleaning:?}"

@@ -29,19 +29,6 @@ pub(super) struct Event {
     pub(super) what: What,
 }
 
-impl Ord for Event {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // Min-heap on (time, seq): earliest first, ties in scheduling order.
-        (other.time, other.seq).cmp(&(self.time, self.seq))
-    }
-}
-
-impl PartialOrd for Event {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum TaskKind {
     Request,
@@ -88,31 +75,5 @@ impl Task {
             flush: None,
             live: false,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::BinaryHeap;
-
-    #[test]
-    fn events_pop_by_time_then_scheduling_order() {
-        let mut heap = BinaryHeap::new();
-        let times = [50, 10, 50, 10, 0, 50];
-        for (seq, &time) in times.iter().enumerate() {
-            heap.push(Event {
-                time,
-                seq: seq as u64,
-                what: What::Arrive(seq as u32),
-            });
-        }
-        let order: Vec<(Nanos, u64)> = std::iter::from_fn(|| heap.pop())
-            .map(|e| (e.time, e.seq))
-            .collect();
-        assert_eq!(
-            order,
-            vec![(0, 4), (10, 1), (10, 3), (50, 0), (50, 2), (50, 5)]
-        );
     }
 }

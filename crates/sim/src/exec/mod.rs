@@ -7,7 +7,6 @@
 //! executor state the policies see, cleaning, load balancing, flush jobs); `window` the
 //! measured window, the timeline and the final metrics.
 
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use tiercache_core::{

@@ -136,11 +136,7 @@ impl Sim<'_> {
             bandwidth_bytes_per_s: tl.bytes as f64 / secs,
             hit_ratio: tiercache_metrics::ratio(d.line_hits, d.line_accesses),
             read_hit_ratio: tiercache_metrics::ratio(d.read_line_hits, d.read_line_accesses),
-            mean_latency_us: if tl.done == 0 {
-                0.0
-            } else {
-                tl.latency_sum as f64 / tl.done as f64 / 1e3
-            },
+            mean_latency_us: tiercache_metrics::mean_us(tl.done, tl.latency_sum),
             dirty_lines: dirty,
             resident_lines: resident,
             cache_queue_depth: loads[0].mean_queue_depth,
@@ -231,11 +227,10 @@ impl Sim<'_> {
                     ops,
                     bytes_read: b.bytes_read - a.bytes_read,
                     bytes_written: b.bytes_written - a.bytes_written,
-                    mean_op_latency_us: if ops == 0 {
-                        0.0
-                    } else {
-                        (b.latency_ns - a.latency_ns) as f64 / ops as f64 / 1e3
-                    },
+                    mean_op_latency_us: tiercache_metrics::mean_us(
+                        ops,
+                        b.latency_ns - a.latency_ns,
+                    ),
                     ops_by_cause: CAUSE_NAMES
                         .iter()
                         .enumerate()
