@@ -19,6 +19,7 @@ through the public API it uses; the build fails loudly if that API did not exist
 """
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -53,8 +54,6 @@ def build(tree, target, package, example):
 def example_source(tree, package, example):
     """Path of the example's source in `tree` (examples/NAME.rs of the package's crate)."""
     meta = run(["cargo", "metadata", "--no-deps", "--format-version", "1"], cwd=tree)
-    import json
-
     for p in json.loads(meta)["packages"]:
         if p["name"] == package:
             for t in p["targets"]:
