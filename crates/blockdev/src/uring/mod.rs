@@ -126,6 +126,42 @@ const STARTED_BIT: u64 = 1 << 63;
 /// batch op's index.
 const SYNC_KEY: u64 = STARTED_BIT - 1;
 
+/// Whether a failed `io_uring_enter` is worth retrying as it was (interrupted, or the kernel
+/// short of resources for a moment).
+fn transient(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
+    )
+}
+
+/// A completion's result: bytes transferred, or the error its negative value names.
+fn cqe_result(res: i32) -> io::Result<usize> {
+    if res < 0 {
+        Err(io::Error::from_raw_os_error(-res))
+    } else {
+        Ok(res as usize)
+    }
+}
+
+/// Waits for at least one completion and hands each completed op of the caller's own (user
+/// data without [`STARTED_BIT`]) to `own`; started reads' completions are kept for their
+/// reaper ([`reap_started`]), so a batch or a sync never takes, and loses, one of them.
+fn wait_own(state: &mut RingState, mut own: impl FnMut(u64, i32)) -> io::Result<()> {
+    match state.ring.submit_and_wait(1) {
+        Err(e) if !transient(&e) => return Err(e),
+        _ => {}
+    }
+    for cqe in state.ring.completion() {
+        if cqe.user_data() & STARTED_BIT != 0 {
+            state.started_done.push((cqe.user_data(), cqe.result()));
+        } else {
+            own(cqe.user_data(), cqe.result());
+        }
+    }
+    Ok(())
+}
+
 impl RingState {
     fn new() -> io::Result<RingState> {
         // A ring only ever serves the thread that made it (it is thread-local), so it can be
@@ -370,30 +406,10 @@ fn run_chunk(
     }
     let mut outstanding = pushed;
     while outstanding > 0 {
-        match state.ring.submit_and_wait(1) {
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
-                ) => {}
-            Err(e) => return Err(e),
-        }
-        for cqe in state.ring.completion() {
-            if cqe.user_data() & STARTED_BIT != 0 {
-                // A started read's: kept for its reaper.
-                state.started_done.push((cqe.user_data(), cqe.result()));
-                continue;
-            }
-            let i = cqe.user_data() as usize;
-            let res = cqe.result();
-            results[i] = Some(if res < 0 {
-                Err(io::Error::from_raw_os_error(-res))
-            } else {
-                Ok(res as usize)
-            });
+        wait_own(state, |i, res| {
+            results[i as usize] = Some(cqe_result(res));
             outstanding -= 1;
-        }
+        })?;
     }
     // Every op completed: copy reads out, finish short transfers.
     let mut out = Vec::with_capacity(ops.len());
@@ -538,10 +554,7 @@ pub fn start_reads(file: FileRef, reads: &[(u64, usize, u64)]) -> Option<Vec<io:
             out.push(Ok(()));
         }
         if let Err(e) = state.ring.submit() {
-            if !matches!(
-                e.raw_os_error(),
-                Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
-            ) {
+            if !transient(&e) {
                 // The queued entries stay queued: the next submission or wait sends them.
                 return Some(
                     out.into_iter()
@@ -597,13 +610,8 @@ pub fn reap_started(wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> us
                 break;
             }
             match state.ring.submit_and_wait(1) {
-                Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
-                    ) => {}
-                Err(_) => break,
+                Err(e) if !transient(&e) => break,
+                _ => {}
             }
         }
         let done = std::mem::take(&mut state.started_done);
@@ -617,17 +625,17 @@ pub fn reap_started(wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> us
                 Staging::Pool(b) => state.pool_buffer(*b),
                 Staging::Scratch(a) => a.ptr,
             };
-            let result = if res < 0 {
-                Err(io::Error::from_raw_os_error(-res))
-            } else if (res as usize) < st.len {
-                Err(io::Error::new(
+            let result = match cqe_result(res) {
+                Err(e) => Err(e),
+                Ok(n) if n < st.len => Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
-                    format!("started read got {res} of {} bytes", st.len),
-                ))
-            } else {
-                // SAFETY: the read completed, so the kernel no longer writes `ptr`, which
-                // holds `st.len` bytes it read, owned by this ring until unstaged below.
-                Ok(unsafe { std::slice::from_raw_parts(ptr, st.len) })
+                    format!("started read got {n} of {} bytes", st.len),
+                )),
+                Ok(_) => {
+                    // SAFETY: the read completed, so the kernel no longer writes `ptr`, which
+                    // holds `st.len` bytes it read, owned by this ring until unstaged below.
+                    Ok(unsafe { std::slice::from_raw_parts(ptr, st.len) })
+                }
             };
             f(st.tag, result);
             state.unstage(vec![st.staging]);
@@ -674,289 +682,20 @@ pub fn data_sync(fd: RawFd) -> Option<io::Result<()>> {
         if unsafe { state.ring.submission().push(&entry) }.is_err() {
             return Some(Err(io::Error::other("io_uring submission queue full")));
         }
-        loop {
-            match state.ring.submit_and_wait(1) {
-                Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
-                    ) => {}
-                Err(e) => return Some(Err(e)),
-            }
-            // Started reads of this thread may complete first: kept for their reaper, as a
-            // batch does (taking one for the sync's would lose the read and end the sync early).
-            let mut synced = None;
-            for cqe in state.ring.completion() {
-                if cqe.user_data() == SYNC_KEY {
-                    synced = Some(cqe.result());
-                } else {
-                    debug_assert!(cqe.user_data() & STARTED_BIT != 0);
-                    state.started_done.push((cqe.user_data(), cqe.result()));
-                }
-            }
-            if let Some(res) = synced {
-                return Some(if res < 0 {
-                    Err(io::Error::from_raw_os_error(-res))
-                } else {
-                    Ok(())
-                });
+        // Started reads of this thread may complete first: `wait_own` keeps them for their
+        // reaper (taking one for the sync's would lose the read and end the sync early).
+        let mut synced = None;
+        while synced.is_none() {
+            if let Err(e) = wait_own(state, |key, res| {
+                debug_assert_eq!(key, SYNC_KEY, "the sync is the caller's only op");
+                synced = Some(res);
+            }) {
+                return Some(Err(e));
             }
         }
+        Some(synced.map_or(Ok(()), |res| cqe_result(res).map(|_| ())))
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::fd::AsRawFd;
-
-    /// A batch mixing sizes (pool buffers, scratch past the pool's buffer size, more ops than
-    /// the pool holds and than the ring takes at once) matches pread/pwrite byte for byte.
-    #[test]
-    fn batches_match_plain_transfers() {
-        if !available() {
-            eprintln!("skipping: no io_uring here");
-            return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("f");
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&p)
-            .unwrap();
-        f.set_len(8 << 20).unwrap();
-        let file = FileRef {
-            fd: f.as_raw_fd(),
-            id: FileRef::new_id(),
-        };
-        let sizes = [512usize, 4096, 70_000, 100, 4096 * 3];
-        let datas: Vec<Vec<u8>> = (0..150)
-            .map(|i| {
-                let n = sizes[i % sizes.len()];
-                (0..n).map(|j| ((i * 7 + j * 13) % 251) as u8).collect()
-            })
-            .collect();
-        let offsets: Vec<u64> = (0..150u64).map(|i| i * 80_000 + (i % 3) * 17).collect();
-        let mut ops: Vec<(u64, Transfer<'_>)> = datas
-            .iter()
-            .zip(&offsets)
-            .map(|(d, &o)| (o, Transfer::Write(d)))
-            .collect();
-        for r in transfer_batch(file, &mut ops).unwrap() {
-            r.unwrap();
-        }
-        use std::os::unix::fs::FileExt;
-        for (d, &o) in datas.iter().zip(&offsets) {
-            let mut b = vec![0u8; d.len()];
-            f.read_exact_at(&mut b, o).unwrap();
-            assert!(&b == d, "written at {o} through the ring, read with pread");
-        }
-        let mut bufs: Vec<Vec<u8>> = datas.iter().map(|d| vec![0u8; d.len()]).collect();
-        let mut ops: Vec<(u64, Transfer<'_>)> = bufs
-            .iter_mut()
-            .zip(&offsets)
-            .map(|(b, &o)| (o, Transfer::Read(b)))
-            .collect();
-        for r in transfer_batch(file, &mut ops).unwrap() {
-            r.unwrap();
-        }
-        assert!(bufs == datas, "read back through the ring");
-        // Past the end: that op fails alone, its neighbours succeed.
-        let (mut a, mut b) = (vec![0u8; 4096], vec![0u8; 4096]);
-        let end = f.metadata().unwrap().len();
-        let mut ops = vec![
-            (0, Transfer::Read(&mut a[..])),
-            (end - 100, Transfer::Read(&mut b[..])),
-        ];
-        let rs = transfer_batch(file, &mut ops).unwrap();
-        assert!(rs[0].is_ok());
-        assert!(
-            b[..100] == datas[149][datas[149].len() - 100..],
-            "the short part was read"
-        );
-        assert_eq!(
-            rs[1].as_ref().unwrap_err().kind(),
-            io::ErrorKind::UnexpectedEof
-        );
-        // A reused descriptor number names a new file: its identity, not the number, counts.
-        drop(f);
-        let g = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(dir.path().join("g"))
-            .unwrap();
-        g.set_len(4096).unwrap();
-        let gref = FileRef {
-            fd: g.as_raw_fd(),
-            id: FileRef::new_id(),
-        };
-        write_all_at(gref, &[5u8; 4096], 0).unwrap().unwrap();
-        let mut back = [0u8; 4096];
-        g.read_exact_at(&mut back, 0).unwrap();
-        assert_eq!(back, [5u8; 4096]);
-    }
-
-    /// Started reads come back with their tags and bytes, also when a batch runs on the same
-    /// ring while they are in flight (its waits reap their completions and keep them).
-    #[test]
-    fn started_reads_come_back_tagged_across_a_batch() {
-        if !available() {
-            eprintln!("skipping: no io_uring here");
-            return;
-        }
-        use std::os::unix::fs::FileExt;
-        let dir = tempfile::tempdir().unwrap();
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(dir.path().join("f"))
-            .unwrap();
-        let bytes: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 241) as u8).collect();
-        f.write_all_at(&bytes, 0).unwrap();
-        let file = FileRef {
-            fd: f.as_raw_fd(),
-            id: FileRef::new_id(),
-        };
-        // More than the pool holds (scratch for the rest), two sizes.
-        let reads: Vec<(u64, usize, u64)> = (0..80u64)
-            .map(|i| (i * 9000, if i % 3 == 0 { 70_000 } else { 4096 }, 1000 + i))
-            .collect();
-        for r in start_reads(file, &reads).unwrap() {
-            r.unwrap();
-        }
-        assert_eq!(started_in_flight(), 80);
-        // A sync and a batch meanwhile: both wait on the ring the reads complete on.
-        data_sync(f.as_raw_fd()).unwrap().unwrap();
-        let mut b = vec![0u8; 4096];
-        read_exact_at(file, &mut b, 5000).unwrap().unwrap();
-        assert!(b[..] == bytes[5000..9096]);
-        let mut seen = std::collections::HashMap::new();
-        // Without waiting, so a completion taken by someone else fails here, not hangs.
-        let t0 = std::time::Instant::now();
-        while started_in_flight() > 0 {
-            assert!(
-                t0.elapsed() < std::time::Duration::from_secs(20),
-                "{} started reads never came back",
-                started_in_flight()
-            );
-            reap_started(false, &mut |tag, res| {
-                seen.insert(tag, res.unwrap().to_vec());
-            });
-        }
-        assert_eq!(seen.len(), 80);
-        for (off, len, tag) in reads {
-            assert!(
-                seen[&tag] == bytes[off as usize..off as usize + len],
-                "tag {tag}"
-            );
-        }
-        // Past the end: an error, tagged.
-        start_reads(file, &[((1 << 20) - 10, 4096, 7)]).unwrap()[0]
-            .as_ref()
-            .unwrap();
-        let mut got = None;
-        reap_started(true, &mut |tag, res| got = Some((tag, res.is_err())));
-        assert_eq!(got, Some((7, true)));
-        assert_eq!(
-            reap_started(true, &mut |_, _| {}),
-            0,
-            "nothing in flight: no wait"
-        );
-    }
-
-    /// Reads in flight when the ring breaks never complete: the next reap hands each back
-    /// as an error, once, and the thread then runs without io_uring.
-    /// O_DIRECT reads complete asynchronously, so on a ring with deferred task work their
-    /// completions are posted only when the thread enters the kernel for them: reaping without
-    /// waiting must still hand every one over (it enters when the kernel flags pending work),
-    /// with nothing else touching the ring meanwhile.
-    #[test]
-    fn started_direct_reads_come_back_to_reaps_that_never_wait() {
-        if !available() {
-            eprintln!("skipping: no io_uring here");
-            return;
-        }
-        use std::os::unix::fs::OpenOptionsExt;
-        let dir =
-            tempfile::tempdir_in(std::env::var("TMPDIR").unwrap_or("/var/tmp".into())).unwrap();
-        let path = dir.path().join("f");
-        let bytes: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
-        std::fs::write(&path, &bytes).unwrap();
-        let Ok(f) = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(&path)
-        else {
-            eprintln!("skipping: no O_DIRECT in {}", dir.path().display());
-            return;
-        };
-        // Out of the page cache, so the reads go to the device.
-        let _ = f.sync_all();
-        // SAFETY: advice only; the descriptor is open.
-        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-        let file = FileRef {
-            fd: f.as_raw_fd(),
-            id: FileRef::new_id(),
-        };
-        let reads: Vec<(u64, usize, u64)> =
-            (0..32u64).map(|i| (i * 32768, 4096, 500 + i)).collect();
-        for r in start_reads(file, &reads).unwrap() {
-            r.unwrap();
-        }
-        let mut seen = std::collections::HashMap::new();
-        let t0 = std::time::Instant::now();
-        while started_in_flight() > 0 {
-            assert!(
-                t0.elapsed() < std::time::Duration::from_secs(10),
-                "{} started reads never came back to reaps that do not wait",
-                started_in_flight()
-            );
-            reap_started(false, &mut |tag, res| {
-                seen.insert(tag, res.unwrap().to_vec());
-            });
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        assert_eq!(seen.len(), 32);
-        for (off, len, tag) in reads {
-            assert!(seen[&tag][..] == bytes[off as usize..off as usize + len]);
-        }
-    }
-
-    #[test]
-    fn started_reads_of_a_broken_ring_come_back_as_errors() {
-        if !available() {
-            eprintln!("skipping: no io_uring here");
-            return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let f = std::fs::File::create(dir.path().join("f")).unwrap();
-        f.set_len(1 << 20).unwrap();
-        let file = FileRef {
-            fd: f.as_raw_fd(),
-            id: FileRef::new_id(),
-        };
-        for r in start_reads(file, &[(0, 4096, 11), (8192, 4096, 12)]).unwrap() {
-            r.unwrap();
-        }
-        RING.with(|r| abandon(&mut r.borrow_mut()));
-        assert_eq!(started_in_flight(), 2);
-        let mut got = Vec::new();
-        assert_eq!(
-            reap_started(true, &mut |tag, res| got.push((tag, res.is_err()))),
-            2
-        );
-        got.sort();
-        assert_eq!(got, vec![(11, true), (12, true)]);
-        assert_eq!(started_in_flight(), 0);
-        assert_eq!(reap_started(true, &mut |_, _| {}), 0);
-        assert!(!available(), "the thread runs without io_uring now");
-    }
-}
+mod tests;

@@ -1,0 +1,252 @@
+//! Tests of the rings: batches against plain transfers, started reads across batches and
+//! syncs, reaps that never wait, and a broken ring.
+
+use super::*;
+use std::os::fd::AsRawFd;
+
+/// A batch mixing sizes (pool buffers, scratch past the pool's buffer size, more ops than
+/// the pool holds and than the ring takes at once) matches pread/pwrite byte for byte.
+#[test]
+fn batches_match_plain_transfers() {
+    if !available() {
+        eprintln!("skipping: no io_uring here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("f");
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&p)
+        .unwrap();
+    f.set_len(8 << 20).unwrap();
+    let file = FileRef {
+        fd: f.as_raw_fd(),
+        id: FileRef::new_id(),
+    };
+    let sizes = [512usize, 4096, 70_000, 100, 4096 * 3];
+    let datas: Vec<Vec<u8>> = (0..150)
+        .map(|i| {
+            let n = sizes[i % sizes.len()];
+            (0..n).map(|j| ((i * 7 + j * 13) % 251) as u8).collect()
+        })
+        .collect();
+    let offsets: Vec<u64> = (0..150u64).map(|i| i * 80_000 + (i % 3) * 17).collect();
+    let mut ops: Vec<(u64, Transfer<'_>)> = datas
+        .iter()
+        .zip(&offsets)
+        .map(|(d, &o)| (o, Transfer::Write(d)))
+        .collect();
+    for r in transfer_batch(file, &mut ops).unwrap() {
+        r.unwrap();
+    }
+    use std::os::unix::fs::FileExt;
+    for (d, &o) in datas.iter().zip(&offsets) {
+        let mut b = vec![0u8; d.len()];
+        f.read_exact_at(&mut b, o).unwrap();
+        assert!(&b == d, "written at {o} through the ring, read with pread");
+    }
+    let mut bufs: Vec<Vec<u8>> = datas.iter().map(|d| vec![0u8; d.len()]).collect();
+    let mut ops: Vec<(u64, Transfer<'_>)> = bufs
+        .iter_mut()
+        .zip(&offsets)
+        .map(|(b, &o)| (o, Transfer::Read(b)))
+        .collect();
+    for r in transfer_batch(file, &mut ops).unwrap() {
+        r.unwrap();
+    }
+    assert!(bufs == datas, "read back through the ring");
+    // Past the end: that op fails alone, its neighbours succeed.
+    let (mut a, mut b) = (vec![0u8; 4096], vec![0u8; 4096]);
+    let end = f.metadata().unwrap().len();
+    let mut ops = vec![
+        (0, Transfer::Read(&mut a[..])),
+        (end - 100, Transfer::Read(&mut b[..])),
+    ];
+    let rs = transfer_batch(file, &mut ops).unwrap();
+    assert!(rs[0].is_ok());
+    assert!(
+        b[..100] == datas[149][datas[149].len() - 100..],
+        "the short part was read"
+    );
+    assert_eq!(
+        rs[1].as_ref().unwrap_err().kind(),
+        io::ErrorKind::UnexpectedEof
+    );
+    // A reused descriptor number names a new file: its identity, not the number, counts.
+    drop(f);
+    let g = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(dir.path().join("g"))
+        .unwrap();
+    g.set_len(4096).unwrap();
+    let gref = FileRef {
+        fd: g.as_raw_fd(),
+        id: FileRef::new_id(),
+    };
+    write_all_at(gref, &[5u8; 4096], 0).unwrap().unwrap();
+    let mut back = [0u8; 4096];
+    g.read_exact_at(&mut back, 0).unwrap();
+    assert_eq!(back, [5u8; 4096]);
+}
+
+/// Started reads come back with their tags and bytes, also when a batch runs on the same
+/// ring while they are in flight (its waits reap their completions and keep them).
+#[test]
+fn started_reads_come_back_tagged_across_a_batch() {
+    if !available() {
+        eprintln!("skipping: no io_uring here");
+        return;
+    }
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(dir.path().join("f"))
+        .unwrap();
+    let bytes: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 241) as u8).collect();
+    f.write_all_at(&bytes, 0).unwrap();
+    let file = FileRef {
+        fd: f.as_raw_fd(),
+        id: FileRef::new_id(),
+    };
+    // More than the pool holds (scratch for the rest), two sizes.
+    let reads: Vec<(u64, usize, u64)> = (0..80u64)
+        .map(|i| (i * 9000, if i % 3 == 0 { 70_000 } else { 4096 }, 1000 + i))
+        .collect();
+    for r in start_reads(file, &reads).unwrap() {
+        r.unwrap();
+    }
+    assert_eq!(started_in_flight(), 80);
+    // A sync and a batch meanwhile: both wait on the ring the reads complete on.
+    data_sync(f.as_raw_fd()).unwrap().unwrap();
+    let mut b = vec![0u8; 4096];
+    read_exact_at(file, &mut b, 5000).unwrap().unwrap();
+    assert!(b[..] == bytes[5000..9096]);
+    let mut seen = std::collections::HashMap::new();
+    // Without waiting, so a completion taken by someone else fails here, not hangs.
+    let t0 = std::time::Instant::now();
+    while started_in_flight() > 0 {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "{} started reads never came back",
+            started_in_flight()
+        );
+        reap_started(false, &mut |tag, res| {
+            seen.insert(tag, res.unwrap().to_vec());
+        });
+    }
+    assert_eq!(seen.len(), 80);
+    for (off, len, tag) in reads {
+        assert!(
+            seen[&tag] == bytes[off as usize..off as usize + len],
+            "tag {tag}"
+        );
+    }
+    // Past the end: an error, tagged.
+    start_reads(file, &[((1 << 20) - 10, 4096, 7)]).unwrap()[0]
+        .as_ref()
+        .unwrap();
+    let mut got = None;
+    reap_started(true, &mut |tag, res| got = Some((tag, res.is_err())));
+    assert_eq!(got, Some((7, true)));
+    assert_eq!(
+        reap_started(true, &mut |_, _| {}),
+        0,
+        "nothing in flight: no wait"
+    );
+}
+
+/// O_DIRECT reads complete asynchronously, so on a ring with deferred task work their
+/// completions are posted only when the thread enters the kernel for them: reaping without
+/// waiting must still hand every one over (it enters when the kernel flags pending work),
+/// with nothing else touching the ring meanwhile.
+#[test]
+fn started_direct_reads_come_back_to_reaps_that_never_wait() {
+    if !available() {
+        eprintln!("skipping: no io_uring here");
+        return;
+    }
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = tempfile::tempdir_in(std::env::var("TMPDIR").unwrap_or("/var/tmp".into())).unwrap();
+    let path = dir.path().join("f");
+    let bytes: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&path, &bytes).unwrap();
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&path)
+    else {
+        eprintln!("skipping: no O_DIRECT in {}", dir.path().display());
+        return;
+    };
+    // Out of the page cache, so the reads go to the device.
+    let _ = f.sync_all();
+    // SAFETY: advice only; the descriptor is open.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    let file = FileRef {
+        fd: f.as_raw_fd(),
+        id: FileRef::new_id(),
+    };
+    let reads: Vec<(u64, usize, u64)> = (0..32u64).map(|i| (i * 32768, 4096, 500 + i)).collect();
+    for r in start_reads(file, &reads).unwrap() {
+        r.unwrap();
+    }
+    let mut seen = std::collections::HashMap::new();
+    let t0 = std::time::Instant::now();
+    while started_in_flight() > 0 {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(10),
+            "{} started reads never came back to reaps that do not wait",
+            started_in_flight()
+        );
+        reap_started(false, &mut |tag, res| {
+            seen.insert(tag, res.unwrap().to_vec());
+        });
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(seen.len(), 32);
+    for (off, len, tag) in reads {
+        assert!(seen[&tag][..] == bytes[off as usize..off as usize + len]);
+    }
+}
+
+/// Reads in flight when the ring breaks never complete: the next reap hands each back
+/// as an error, once, and the thread then runs without io_uring.
+#[test]
+fn started_reads_of_a_broken_ring_come_back_as_errors() {
+    if !available() {
+        eprintln!("skipping: no io_uring here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = std::fs::File::create(dir.path().join("f")).unwrap();
+    f.set_len(1 << 20).unwrap();
+    let file = FileRef {
+        fd: f.as_raw_fd(),
+        id: FileRef::new_id(),
+    };
+    for r in start_reads(file, &[(0, 4096, 11), (8192, 4096, 12)]).unwrap() {
+        r.unwrap();
+    }
+    RING.with(|r| abandon(&mut r.borrow_mut()));
+    assert_eq!(started_in_flight(), 2);
+    let mut got = Vec::new();
+    assert_eq!(
+        reap_started(true, &mut |tag, res| got.push((tag, res.is_err()))),
+        2
+    );
+    got.sort();
+    assert_eq!(got, vec![(11, true), (12, true)]);
+    assert_eq!(started_in_flight(), 0);
+    assert_eq!(reap_started(true, &mut |_, _| {}), 0);
+    assert!(!available(), "the thread runs without io_uring now");
+}
