@@ -104,7 +104,8 @@ def main():
         shutil.copyfile(src, os.path.join(tree, path))
         print(f"base: with the working tree's {path}")
     base_bin = build(tree, os.path.join(target_root, "target-" + rev[:12]), a.package, a.example)
-    new_bin = build(root, os.path.join(root, "target"), a.package, a.example)
+    new_bin = build(root, os.environ.get("CARGO_TARGET_DIR", os.path.join(root, "target")),
+                    a.package, a.example)
     pat = re.compile(METRICS[a.metric], re.M)
 
     def figures(binary):
@@ -117,7 +118,11 @@ def main():
 
     rounds = []
     for r in range(a.rounds):
-        b, n = figures(base_bin), figures(new_bin)
+        # Alternate which runs first, so neither always gets the warmer machine.
+        if r % 2 == 0:
+            b, n = figures(base_bin), figures(new_bin)
+        else:
+            n, b = figures(new_bin), figures(base_bin)
         if b.keys() != n.keys():
             sys.exit(f"round {r + 1}: figures differ: {sorted(b)} vs {sorted(n)}")
         rounds.append((b, n))

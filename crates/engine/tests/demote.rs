@@ -231,7 +231,7 @@ fn a_ram_miss_the_level_below_holds_in_memory_is_served_fast() {
         shards: 1,
         ..RamLevelConfig::default()
     };
-    let two = TwoLevel::new(&ram, &lower_config(64, EvictionKind::Mru), lower).unwrap();
+    let two = TwoLevel::new(&ram, &lower_cfg, lower).unwrap();
     let mut b = vec![0u8; LINE as usize];
     assert!(
         two.read_fast(&mut b, 0).is_none(),

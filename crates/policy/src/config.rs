@@ -106,7 +106,7 @@ pub enum DirtyFullPolicy {
     /// Flush the victim, then write into its place (the request waits for the flush).
     EvictThenWrite,
     /// Leave the cache untouched and send the write to the backend. Victims are always clean:
-    /// dirty lines are held out of the replacement policy until written back, then re-enter
+    /// dirty lines are held out of the replacement policy until marked clean, then re-enter
     /// it where it inserts new lines (`partition::ReplacementOrder`), so finding a clean
     /// victim is O(1) for every policy.
     Bypass,

@@ -1,6 +1,8 @@
 //! Behaviour of the policy core on hand-built cases: what each write mode does, partial hits,
 //! line-size effects on promotion, the full-of-dirty answers, trims, partitions, cleaning.
 
+mod common;
+
 use tiercache_core::{Device, IoKind, OpCause, Plan, Request, VolumeId};
 use tiercache_policy::{
     BypassReason, Cache, CacheConfig, CleaningConfig, DirtyFullPolicy, EvictionKind, ExecutorState,
@@ -437,12 +439,7 @@ fn a_line_written_back_reenters_lru_as_recent_under_bypass() {
         run(&mut c, Request::read(a, 4096));
         run(&mut c, Request::read(cc, 4096));
         let mut jobs = Vec::new();
-        let idle = ExecutorState {
-            now: 100,
-            cache_idle_ns: 100,
-            ..ExecutorState::default()
-        };
-        c.clean(&idle, &mut jobs);
+        c.clean(&common::idle(), &mut jobs);
         assert_eq!(jobs.len(), 1);
         c.flush_done(jobs.pop().unwrap());
         assert_eq!(c.dirty_lines(), 0);

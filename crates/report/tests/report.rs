@@ -366,6 +366,11 @@ fn hierarchy_records_alone_are_loaded_and_reported() {
         3,
         "one table per bandwidth"
     );
-    // 0.4 × 2.5 at 10M: the busiest link, booked on the client's own level.
-    assert!(html.contains("<td>1.00</td>"), "link utilisation missing");
+    // 0.4 × 2.5 at 10M: the busiest link, booked on the client's own level, in the cell
+    // after the rejected demotes (0) (a bare `<td>1.00</td>` would also match the first row's
+    // "mean × first").
+    assert!(
+        html.contains("<td>0</td><td>1.00</td>"),
+        "link utilisation missing"
+    );
 }
