@@ -36,18 +36,23 @@ impl Cache {
         }
     }
 
-    /// Builds a flush job of up to `n` dirty, unpinned lines (of partition `only`, or of any),
-    /// least recently written first.
-    pub(super) fn make_job(&mut self, n: usize, only: Option<usize>) -> Option<FlushJob> {
-        let slots: Vec<Slot> = self
-            .table
+    /// Up to `n` dirty, unpinned lines (of partition `only`, or of any), least recently written
+    /// first.
+    pub(super) fn dirty_unpinned(&self, n: usize, only: Option<usize>) -> Vec<Slot> {
+        self.table
             .dirty_iter()
             .filter(|&s| {
                 let m = self.table.meta(s);
                 !m.pinned && only.is_none_or(|p| m.partition as usize == p)
             })
             .take(n)
-            .collect();
+            .collect()
+    }
+
+    /// Builds a flush job of up to `n` dirty, unpinned lines (of partition `only`, or of any),
+    /// least recently written first.
+    pub(super) fn make_job(&mut self, n: usize, only: Option<usize>) -> Option<FlushJob> {
+        let slots = self.dirty_unpinned(n, only);
         if slots.is_empty() {
             return None;
         }

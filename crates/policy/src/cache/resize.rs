@@ -211,46 +211,24 @@ impl Cache {
     fn shrink(&mut self, p: usize, jobs: Option<&mut Vec<FlushJob>>) {
         let write_back = jobs.is_some();
         let mut leaving = Vec::new();
-        let mut held_out: Option<std::vec::IntoIter<Slot>> = None;
         while self.parts[p].over_capacity() {
             let table = &self.table;
-            let mut victim = self.parts[p].evict.evict(NO_INCOMING, &|s| {
+            let victim = self.parts[p].evict.evict(NO_INCOMING, &|s| {
                 let m = table.meta(s);
                 m.pinned || (!write_back && m.dirty != 0)
             });
-            if victim.is_none() && write_back && self.parts[p].evict.held_out() > 0 {
-                let candidates = held_out.get_or_insert_with(|| {
-                    let need = (self.parts[p].linked() - self.parts[p].capacity) as usize;
-                    self.table
-                        .dirty_iter()
-                        .filter(|&s| {
-                            let m = self.table.meta(s);
-                            m.partition as usize == p && !m.pinned
-                        })
-                        .take(need)
-                        .collect::<Vec<_>>()
-                        .into_iter()
-                });
-                victim = candidates.next();
-                if let Some(v) = victim {
-                    self.parts[p].evict.remove(v);
-                }
-            }
             let Some(v) = victim else {
                 break;
             };
-            self.stats.evictions += 1;
-            self.parts[p].stats.evictions += 1;
-            if self.table.meta(v).dirty != 0 {
-                self.stats.dirty_evictions += 1;
-                self.parts[p].stats.dirty_evictions += 1;
-                self.parts[p].leaving += 1;
-                self.leaving.insert(v);
-                leaving.push(v);
-            } else {
-                self.table.remove(v);
-                self.table.release(v);
-                self.parts[p].used -= 1;
+            self.evict_for_shrink(p, v, &mut leaving);
+        }
+        if write_back && self.parts[p].over_capacity() && self.parts[p].evict.held_out() > 0 {
+            // The policy has nothing left to give: the held-out dirty lines, oldest written
+            // first, out of the order and into write-back.
+            let need = (self.parts[p].linked() - self.parts[p].capacity) as usize;
+            for v in self.dirty_unpinned(need, Some(p)) {
+                self.parts[p].evict.remove(v);
+                self.evict_for_shrink(p, v, &mut leaving);
             }
         }
         if let Some(jobs) = jobs {
@@ -258,6 +236,24 @@ impl Cache {
                 let job = self.write_back_job(chunk.to_vec(), OpCause::EvictFlush);
                 jobs.push(job);
             }
+        }
+    }
+
+    /// Evicts `v` (already out of partition `p`'s order) for a shrink: a clean line is freed,
+    /// a dirty one leaves through a write-back job (collected in `leaving`).
+    fn evict_for_shrink(&mut self, p: usize, v: Slot, leaving: &mut Vec<Slot>) {
+        self.stats.evictions += 1;
+        self.parts[p].stats.evictions += 1;
+        if self.table.meta(v).dirty != 0 {
+            self.stats.dirty_evictions += 1;
+            self.parts[p].stats.dirty_evictions += 1;
+            self.parts[p].leaving += 1;
+            self.leaving.insert(v);
+            leaving.push(v);
+        } else {
+            self.table.remove(v);
+            self.table.release(v);
+            self.parts[p].used -= 1;
         }
     }
 
