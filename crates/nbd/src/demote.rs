@@ -417,8 +417,12 @@ impl BlockDevice for Tracked {
     }
     // The batched and started paths are forwarded with the same tracking as the single ones:
     // without them a server offering demotes would serve an O_DIRECT engine's hits one
-    // thread hand-off at a time.
+    // thread hand-off at a time. A connection without a demote session records no read (see
+    // `before_read`): its reads go straight through, with no allocation or lock per batch.
     fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<io::Result<()>> {
+        if self.session.is_none() {
+            return self.inner.read_many(reads);
+        }
         let words = self.before_reads(reads);
         let out = self.inner.read_many(reads);
         self.after_reads(words, out.iter().map(|r| r.is_ok()));
@@ -436,6 +440,9 @@ impl BlockDevice for Tracked {
         out
     }
     fn read_fast_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<Option<io::Result<()>>> {
+        if self.session.is_none() {
+            return self.inner.read_fast_many(reads);
+        }
         let words = self.before_reads(reads);
         let out = self.inner.read_fast_many(reads);
         self.after_reads(words, out.iter().map(|r| matches!(r, Some(Ok(())))));
@@ -445,6 +452,9 @@ impl BlockDevice for Tracked {
         self.inner.hits_wait_for_device()
     }
     fn start_reads(&self, reads: &[(u64, u64, u32)]) -> Vec<Option<io::Result<()>>> {
+        if self.session.is_none() {
+            return self.inner.start_reads(reads);
+        }
         let words: Vec<_> = reads
             .iter()
             .map(|&(_, off, len)| self.before_read(off, len as u64))
@@ -459,6 +469,9 @@ impl BlockDevice for Tracked {
         out
     }
     fn reap_started(&self, wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+        if self.session.is_none() {
+            return self.inner.reap_started(wait, f);
+        }
         self.inner.reap_started(wait, &mut |tag, res| {
             let w = self
                 .started
