@@ -207,6 +207,14 @@ struct Inner {
     halted: OnceLock<String>,
 }
 
+impl Inner {
+    /// Whether cache hits cost a memory copy (the cache device is neither emulated slow nor
+    /// opened O_DIRECT): what may run on a caller's own thread.
+    fn cache_at_memory_speed(&self) -> bool {
+        !self.cache_is_slow && !self.cache_hits_wait
+    }
+}
+
 /// A running cache: serve requests with [`read`](Self::read), [`write`](Self::write),
 /// [`flush`](Self::flush), [`trim`](Self::trim); a background thread writes dirty lines back.
 pub struct Engine {
@@ -256,8 +264,7 @@ impl Engine {
     /// above may run on its own thread rather than hand to another. Only a hint: the lines
     /// may leave before the read runs (it then simply goes to the backend).
     pub fn serves_from_memory(&self, offset: u64, len: u64) -> bool {
-        !self.inner.cache_is_slow
-            && !self.inner.cache_hits_wait
+        self.inner.cache_at_memory_speed()
             && self
                 .inner
                 .runs_on_cache_alone(self.primary(), Op::Read, offset, len)
@@ -436,7 +443,7 @@ impl BlockDevice for Engine {
         self.inner.reap_started(wait, f)
     }
     fn write_fast(&self, data: &[u8], off: u64) -> Option<io::Result<()>> {
-        if self.inner.cache_is_slow || self.inner.cache_hits_wait {
+        if !self.inner.cache_at_memory_speed() {
             return None;
         }
         let volume = self.primary();
