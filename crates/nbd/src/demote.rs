@@ -658,6 +658,7 @@ mod tests {
     struct Batched {
         mem: Option<MemDevice>,
         fast_many_calls: AtomicUsize,
+        many_calls: AtomicUsize,
         start_calls: AtomicUsize,
         pending: Mutex<Vec<(u64, Vec<u8>)>>,
     }
@@ -679,6 +680,20 @@ mod tests {
             self.mem().write_at(data, off, fua)
         }
         fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<io::Result<()>> {
+            self.many_calls.fetch_add(1, SeqCst);
+            reads
+                .iter_mut()
+                .map(|(off, buf)| self.mem().read_at(buf, *off))
+                .collect()
+        }
+        fn write_many(&self, writes: &[(u64, &[u8])]) -> io::Result<()> {
+            self.many_calls.fetch_add(1, SeqCst);
+            for (off, data) in writes {
+                self.mem().write_at(data, *off, false)?;
+            }
             Ok(())
         }
         fn read_fast_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<Option<io::Result<()>>> {
@@ -777,7 +792,8 @@ mod tests {
             "the later write survives"
         );
 
-        // Batched writes prove what they wrote; a block never read is refused.
+        // Batched writes prove what they wrote; a block never read is refused. Both reach the
+        // device as batches (the trait's defaults would split them into single calls).
         conn.write_many(&[(5 * B, &block(5)), (6 * B, &block(6))])
             .unwrap();
         assert_eq!(demote(&block(6), 6 * B), DemoteReply::Accepted);
@@ -786,5 +802,37 @@ mod tests {
         let out = conn.read_many(&mut [(8 * B, &mut c[..])]);
         assert!(out[0].is_ok());
         assert_eq!(demote(&c, 8 * B), DemoteReply::Accepted);
+        assert_eq!(dev.many_calls.load(SeqCst), 2);
+
+        // A connection without a session reaches the same batched paths, tracking nothing.
+        let mut d = vec![0; B as usize];
+        assert!(other.read_many(&mut [(9 * B, &mut d[..])])[0].is_ok());
+        assert!(matches!(
+            other.read_fast_many(&mut [(9 * B, &mut d[..])])[0],
+            Some(Ok(()))
+        ));
+        assert!(matches!(
+            other.start_reads(&[(80, 4 * B, B as u32)])[0],
+            Some(Ok(()))
+        ));
+        let mut tags = Vec::new();
+        assert_eq!(
+            other.reap_started(true, &mut |tag, r| tags.push((tag, r.is_ok()))),
+            1
+        );
+        assert_eq!(tags, vec![(80, true)]);
+        assert_eq!(
+            (
+                dev.many_calls.load(SeqCst),
+                dev.fast_many_calls.load(SeqCst),
+                dev.start_calls.load(SeqCst)
+            ),
+            (3, 2, 2)
+        );
+        assert_eq!(
+            demote(&d, 9 * B),
+            DemoteReply::Rejected,
+            "read by no session"
+        );
     }
 }
