@@ -286,7 +286,7 @@ impl BlockDevice for FileDevice {
         if self.map.is_some() || !self.ring() {
             return reads.iter().map(|_| None).collect();
         }
-        // Reads past the end fail alone; the rest go to the ring in one submission.
+        // Reads past the end fail alone; the rest go to the ring, each as it is queued.
         let mut out: Vec<Option<io::Result<()>>> = Vec::with_capacity(reads.len());
         let mut ring_reads: Vec<(u64, usize, u64)> = Vec::with_capacity(reads.len());
         for &(tag, offset, len) in reads {

@@ -1,7 +1,8 @@
 //! Cache hits started without waiting: a connection's reader plans its waiting reads, starts
-//! their cache reads in one io_uring submission and goes back to its socket; it reaps the
-//! completions as they come and answers each then. Several submissions are in flight at once,
-//! so the cache device sees the connection's whole queue depth, not one batch at a time.
+//! their cache reads on its io_uring ring (each handed to the kernel as it is queued) and goes
+//! back to its socket; it reaps the completions as they come and answers each then. Reads of
+//! several batches are in flight at once, so the cache device sees the connection's whole
+//! queue depth, not one batch at a time.
 //!
 //! Started reads belong to the thread that started them (its ring): they are reaped there.
 
