@@ -424,6 +424,53 @@ fn dropping_a_line_under_write_back_waits_for_its_job() {
 /// line re-enters it where new lines go once written back (Open CAS's clean and dirty LRU
 /// lists): here B, written first and cleaned last, outlives A and C, which were read after
 /// B was written. Under `evict-then-write` the one LRU order evicts B, the least recent.
+/// Under bypass a request goes around the cache only when no clean, unpinned line is left. A
+/// line under write-back that is written again is both dirty and pinned: counted as either
+/// alone, the last clean line here would look taken and the read would go around the cache.
+#[test]
+fn a_line_under_write_back_written_again_is_not_counted_twice_against_the_clean_lines() {
+    let mut base = cfg(3, 4096, WritePolicy::WriteBack);
+    base.dirty_full = DirtyFullPolicy::Bypass;
+    base.cleaning = CleaningConfig::Lazy {
+        idle_ns: 1,
+        batch: 1,
+    };
+    let mut c = Cache::new(&base).unwrap();
+    let (a, b, cc, d) = (0u64, 4096, 8192, 12288);
+    run(&mut c, Request::write(a, 4096));
+    run(&mut c, Request::write(b, 4096));
+    run(&mut c, Request::read(cc, 4096));
+    let mut jobs = Vec::new();
+    c.clean(&common::idle(), &mut jobs);
+    assert_eq!(
+        jobs.len(),
+        1,
+        "one write-back job, of A (least recently written)"
+    );
+    assert_eq!(jobs[0].slots().len(), 1);
+    // A is under write-back (pinned) and written again (dirty): B and A dirty, C clean.
+    run(&mut c, Request::write(a, 4096));
+    assert_eq!(c.dirty_lines(), 2);
+    run(&mut c, Request::read(d, 4096));
+    assert_eq!(
+        c.stats().bypasses_for(BypassReason::DirtyFull),
+        0,
+        "C was clean and unpinned: D takes its slot"
+    );
+    assert!(c.line_state(VolumeId(0), d / 4096).is_some(), "D cached");
+    assert!(c.line_state(VolumeId(0), cc / 4096).is_none(), "C evicted");
+    c.flush_done(jobs.pop().unwrap());
+    c.audit();
+    // With D written too, every line is dirty: a miss goes around the cache.
+    run(&mut c, Request::write(d, 4096));
+    run(&mut c, Request::read(cc, 4096));
+    assert_eq!(
+        c.stats().bypasses_for(BypassReason::DirtyFull),
+        1,
+        "every line dirty: the read goes around the cache"
+    );
+}
+
 #[test]
 fn a_line_written_back_reenters_lru_as_recent_under_bypass() {
     let victim = |dirty_full| {

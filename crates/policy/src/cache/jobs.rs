@@ -105,6 +105,7 @@ impl Cache {
             self.table.set_pinned(slot, false);
             let p = m.partition as usize;
             self.parts[p].pinned -= 1;
+            self.parts[p].dirty_pinned -= (m.dirty != 0) as u32;
             if !self.leaving.is_empty() && self.leaving.remove(&slot) {
                 self.leave(p, slot);
                 continue;

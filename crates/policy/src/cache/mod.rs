@@ -686,6 +686,7 @@ impl Cache {
         let mut used = vec![0u32; self.parts.len()];
         let mut dirty = vec![0u32; self.parts.len()];
         let mut pinned = vec![0u32; self.parts.len()];
+        let mut dirty_pinned = vec![0u32; self.parts.len()];
         let mut leaving = vec![0u32; self.parts.len()];
         for s in self.table.resident_slots() {
             let m = self.table.meta(s);
@@ -693,6 +694,7 @@ impl Cache {
             used[p] += 1;
             dirty[p] += (m.dirty != 0) as u32;
             pinned[p] += m.pinned as u32;
+            dirty_pinned[p] += (m.pinned && m.dirty != 0) as u32;
             if self.leaving.contains(&s) {
                 assert!(m.pinned, "slot {s}: leaving but not under write-back");
                 assert!(
@@ -723,6 +725,10 @@ impl Cache {
             assert_eq!(part.used, used[i], "partition {i}: used");
             assert_eq!(part.dirty, dirty[i], "partition {i}: dirty");
             assert_eq!(part.pinned, pinned[i], "partition {i}: pinned");
+            assert_eq!(
+                part.dirty_pinned, dirty_pinned[i],
+                "partition {i}: dirty and pinned"
+            );
             assert_eq!(part.leaving, leaving[i], "partition {i}: leaving");
             // A partition may hold more lines than its capacity after a shrink (lines pinned
             // or written again while leaving) until `settle_partitions` (run by `clean`);

@@ -307,10 +307,12 @@ impl Cache {
             f.used -= 1;
             f.dirty -= dirty;
             f.pinned -= pinned;
+            f.dirty_pinned -= dirty & pinned;
             let t = &mut self.parts[to];
             t.used += 1;
             t.dirty += dirty;
             t.pinned += pinned;
+            t.dirty_pinned += dirty & pinned;
             self.table.set_partition(s, to as u16);
         }
     }

@@ -207,6 +207,7 @@ impl Cache {
         let dropped_now = self.table.meta(slot).valid == 0 && !m.pinned;
         if m.dirty != 0 && self.table.meta(slot).dirty == 0 {
             self.parts[p].dirty -= 1;
+            self.parts[p].dirty_pinned -= m.pinned as u32;
             if !dropped_now {
                 // Clean and staying: back into the policy if it was held out.
                 self.parts[p].evict.became_clean(slot, m.key);
@@ -229,6 +230,7 @@ impl Cache {
         if m.dirty == 0 {
             let p = m.partition as usize;
             self.parts[p].dirty += 1;
+            self.parts[p].dirty_pinned += m.pinned as u32;
             if !(m.pinned && self.leaving.contains(&slot)) {
                 self.parts[p].evict.became_dirty(slot);
             }
@@ -244,6 +246,7 @@ impl Cache {
         if was != 0 {
             let p = m.partition as usize;
             self.parts[p].dirty -= 1;
+            self.parts[p].dirty_pinned -= m.pinned as u32;
             self.parts[p].evict.became_clean(slot, m.key);
         }
         was

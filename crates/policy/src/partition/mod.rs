@@ -63,6 +63,8 @@ pub(crate) struct Partition {
     pub(crate) dirty: u32,
     /// Lines under write-back.
     pub(crate) pinned: u32,
+    /// Lines under write-back written again since (counted in both `dirty` and `pinned`).
+    pub(crate) dirty_pinned: u32,
     /// Lines evicted by a shrink and waiting for their write-back job (not in `evict`).
     pub(crate) leaving: u32,
     /// Counters.
@@ -183,6 +185,7 @@ impl Partitions {
             used: 0,
             dirty: 0,
             pinned: 0,
+            dirty_pinned: 0,
             leaving: 0,
             stats: PartitionStats::default(),
             volume,
