@@ -237,6 +237,14 @@ impl Eviction for ArcPolicy {
             + self.keys.capacity() * 8
             + self.ghosts.memory_bytes()
     }
+
+    fn grow_slots(&mut self, slot_limit: usize) {
+        if slot_limit > self.in_t2.len() {
+            self.lists.grow(slot_limit);
+            self.in_t2.resize(slot_limit, false);
+            self.keys.resize(slot_limit, 0);
+        }
+    }
 }
 
 #[cfg(test)]

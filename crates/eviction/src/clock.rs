@@ -104,6 +104,13 @@ impl Eviction for Clock {
     fn memory_bytes(&self) -> usize {
         self.lists.memory_bytes() + self.counter.capacity()
     }
+
+    fn grow_slots(&mut self, slot_limit: usize) {
+        if slot_limit > self.counter.len() {
+            self.lists.grow(slot_limit);
+            self.counter.resize(slot_limit, 0);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -71,6 +71,10 @@ impl Eviction for Fifo {
     fn memory_bytes(&self) -> usize {
         self.lists.memory_bytes()
     }
+
+    fn grow_slots(&mut self, slot_limit: usize) {
+        self.lists.grow(slot_limit);
+    }
 }
 
 #[cfg(test)]

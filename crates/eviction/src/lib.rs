@@ -12,7 +12,8 @@
 //! | S3-FIFO | [`S3Fifo`] | links, queue/counter byte, key; ghost (0.9 c keys) |
 //!
 //! Every list is an intrusive doubly-linked list over `u32` arrays indexed by slot; ghost keys
-//! live in a fixed pool with an open-addressing index. All memory is allocated by [`build`]:
+//! live in a fixed pool with an open-addressing index. All memory is allocated by [`build`]
+//! (or by [`Eviction::grow_slots`], which raises the slot limit):
 //! `hit`, `insert`, `evict` and `remove` are O(1) (eviction scans only past pinned slots or, for
 //! the CLOCK-like policies, past referenced ones) and never allocate.
 //!
@@ -135,6 +136,12 @@ pub trait Eviction: Send {
     }
     /// Heap bytes used by the policy's own structures (for the metadata-memory figure).
     fn memory_bytes(&self) -> usize;
+
+    /// Raises the slot limit given to [`build`] to `slot_limit` (no-op if not larger), so
+    /// slots up to it may be inserted: the per-slot arrays grow (this allocates); the order,
+    /// the capacity and every later decision are as if the policy had been built with the
+    /// larger limit. (A partition that numbers its own lines grows its policy with them.)
+    fn grow_slots(&mut self, slot_limit: usize);
 
     /// Hint that `slot` is accessed soon: a policy may start loading its entry. Changes
     /// nothing; the default does nothing.

@@ -220,6 +220,42 @@ impl<const N: usize> Lists<N> {
         tiercache_core::hint::prefetch(self.links.as_ptr().wrapping_add(node as usize));
     }
 
+    /// Raises the number of real nodes to `n_nodes` (no-op if not larger): the sentinels move
+    /// past the new nodes and the ends of each list are relinked to them; order and lengths
+    /// are unchanged.
+    ///
+    /// # Panics
+    /// As [`Lists::new`], if `n_nodes + N` does not fit below [`NIL`].
+    pub(crate) fn grow(&mut self, n_nodes: usize) {
+        let old = self.n_nodes;
+        if n_nodes <= old as usize {
+            return;
+        }
+        let total = n_nodes
+            .checked_add(N)
+            .filter(|&t| t < NIL as usize)
+            .unwrap_or_else(|| panic!("{n_nodes} slots exceed the u32 link space"));
+        let new = n_nodes as u32;
+        let ends: [[u32; 2]; N] = std::array::from_fn(|i| self.links[(old + i as u32) as usize]);
+        self.links.resize(total, [NIL, NIL]);
+        for i in 0..N {
+            // The old sentinel's place is now a real node, in no list.
+            self.links[(old + i as u32) as usize] = [NIL, NIL];
+        }
+        for (i, [back, front]) in ends.into_iter().enumerate() {
+            let (was, s) = (old + i as u32, new + i as u32);
+            if front == was {
+                // Empty list: its sentinel points at itself.
+                self.links[s as usize] = [s, s];
+            } else {
+                self.links[s as usize] = [back, front];
+                self.links[front as usize][0] = s;
+                self.links[back as usize][1] = s;
+            }
+        }
+        self.n_nodes = new;
+    }
+
     /// Heap bytes of the link arrays.
     pub(crate) fn memory_bytes(&self) -> usize {
         self.links.capacity() * std::mem::size_of::<[u32; 2]>()

@@ -85,6 +85,10 @@ impl Eviction for Lru {
     fn memory_bytes(&self) -> usize {
         self.lists.memory_bytes()
     }
+
+    fn grow_slots(&mut self, slot_limit: usize) {
+        self.lists.grow(slot_limit);
+    }
 }
 
 #[cfg(test)]

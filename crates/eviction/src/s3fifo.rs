@@ -262,6 +262,14 @@ impl Eviction for S3Fifo {
             + self.keys.capacity() * 8
             + self.ghost.memory_bytes()
     }
+
+    fn grow_slots(&mut self, slot_limit: usize) {
+        if slot_limit > self.meta.len() {
+            self.lists.grow(slot_limit);
+            self.meta.resize(slot_limit, 0);
+            self.keys.resize(slot_limit, 0);
+        }
+    }
 }
 
 #[cfg(test)]

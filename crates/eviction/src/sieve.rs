@@ -115,6 +115,13 @@ impl Eviction for Sieve {
     fn memory_bytes(&self) -> usize {
         self.lists.memory_bytes() + self.visited.capacity()
     }
+
+    fn grow_slots(&mut self, slot_limit: usize) {
+        if slot_limit > self.visited.len() {
+            self.lists.grow(slot_limit);
+            self.visited.resize(slot_limit, false);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -162,6 +162,9 @@ proptest! {
     ) {
         let capacity = start.min(max_capacity);
         let mut real = Harness::with_slot_limit(kind, capacity, max_capacity);
+        // The same policy built with the smallest slot limit and grown as slots need: the
+        // same decisions (`Eviction::grow_slots`).
+        let mut grown = Harness::growing(kind, capacity, max_capacity);
         let mut model = ModelHarness::new(kind, capacity);
         let keys = 2 * max_capacity as u64 + 3;
         let mut pinned = HashSet::new();
@@ -169,18 +172,28 @@ proptest! {
             match op {
                 ResizeOp::Access(k) => {
                     let k = k % keys;
-                    prop_assert_eq!(real.access(k, &pinned), model.access(k, &pinned), "step {} access {}", i, k);
+                    let got = real.access(k, &pinned);
+                    prop_assert_eq!(grown.access(k, &pinned), got, "step {} grown access {}", i, k);
+                    prop_assert_eq!(got, model.access(k, &pinned), "step {} access {}", i, k);
                 }
                 ResizeOp::AccessCold(k) => {
                     let k = k % keys;
-                    prop_assert_eq!(real.access_cold(k, &pinned), model.access_cold(k, &pinned), "step {} cold access {}", i, k);
+                    let got = real.access_cold(k, &pinned);
+                    prop_assert_eq!(grown.access_cold(k, &pinned), got, "step {} grown cold access {}", i, k);
+                    prop_assert_eq!(got, model.access_cold(k, &pinned), "step {} cold access {}", i, k);
                 }
-                ResizeOp::Remove(k) => prop_assert_eq!(real.remove(k % keys), model.remove(k % keys)),
+                ResizeOp::Remove(k) => {
+                    let got = real.remove(k % keys);
+                    prop_assert_eq!(grown.remove(k % keys), got);
+                    prop_assert_eq!(got, model.remove(k % keys));
+                }
                 ResizeOp::Pin(k) => { pinned.insert(k % keys); }
                 ResizeOp::Unpin(k) => { pinned.remove(&(k % keys)); }
                 ResizeOp::SetCapacity(c) => {
                     let cap = c.min(max_capacity);
                     let got = real.set_capacity(cap, &pinned);
+                    prop_assert_eq!(&grown.set_capacity(cap, &pinned), &got, "step {} grown capacity {}", i, cap);
+                    prop_assert_eq!(grown.policy.capacity(), cap);
                     let want = model.set_capacity(cap, &pinned);
                     prop_assert_eq!(&got, &want, "step {} capacity {}", i, cap);
                     prop_assert_eq!(real.policy.capacity(), cap);
@@ -191,6 +204,7 @@ proptest! {
                 }
             }
             prop_assert_eq!(real.policy.len(), real.resident_count());
+            prop_assert_eq!(grown.policy.len(), real.resident_count());
             prop_assert_eq!(model.model.len(), real.resident_count());
         }
     }

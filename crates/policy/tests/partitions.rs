@@ -619,3 +619,55 @@ fn cleaning_one_partition_leaves_the_others_dirty() {
     );
     cache.audit();
 }
+
+/// A volume's partition holds policy state for its own lines, not for every slot of the cache:
+/// a cache divided among 128 volumes (what a tenancy mode does with a multi-tenant trace)
+/// keeps its metadata within half again that of the undivided cache, before and after every
+/// partition fills. (Sized by the cache, the 128 partitions' LRU links alone would be 64 MiB
+/// against the undivided cache's 4 MiB.)
+#[test]
+fn many_partitions_cost_memory_by_their_lines_not_by_the_cache() {
+    const LINES: u64 = 65_536;
+    const VOLUMES_HERE: u32 = 128;
+    const EACH: u64 = 256;
+    for kind in EvictionKind::ALL {
+        let whole = Cache::new(&config(LINES, kind)).unwrap();
+        let mut cfg = config(LINES, kind);
+        cfg.partitions = (0..VOLUMES_HERE)
+            .map(|v| PartitionConfig {
+                volume: v,
+                bytes: EACH * 4096,
+            })
+            .collect();
+        let mut divided = Cache::new(&cfg).unwrap();
+        let bound = whole.metadata_bytes() * 3 / 2;
+        assert!(
+            divided.metadata_bytes() < bound,
+            "{kind:?}: {} bytes with {VOLUMES_HERE} partitions, undivided {}",
+            divided.metadata_bytes(),
+            whole.metadata_bytes()
+        );
+        // Fill every partition past its capacity: its policy grows with its lines only.
+        for v in 0..VOLUMES_HERE {
+            for line in 0..EACH + 8 {
+                read(&mut divided, v, line);
+            }
+        }
+        divided.audit();
+        for v in 0..VOLUMES_HERE {
+            let resident = (0..EACH + 8)
+                .filter(|&l| divided.line_state(VolumeId(v), l).is_some())
+                .count();
+            assert_eq!(
+                resident as u64, EACH,
+                "{kind:?}: volume {v}'s partition is full"
+            );
+        }
+        assert!(
+            divided.metadata_bytes() < bound,
+            "{kind:?}: {} bytes once full, undivided {}",
+            divided.metadata_bytes(),
+            whole.metadata_bytes()
+        );
+    }
+}

@@ -27,6 +27,9 @@ pub struct Harness {
     key_of: Vec<Option<u64>>,
     /// FIFO of free slots, so an insert usually lands in another slot than the one freed.
     free: VecDeque<Slot>,
+    /// The policy was built with the smallest slot limit and grows as slots and capacities
+    /// need ([`Eviction::grow_slots`]).
+    grows: bool,
 }
 
 impl Harness {
@@ -41,9 +44,18 @@ impl Harness {
         Self::with_policy(build(kind, capacity, slot_limit), capacity, slot_limit)
     }
 
+    /// As [`Harness::with_slot_limit`], the policy built with a slot limit of `capacity` and
+    /// grown before each insert into a slot past its limit and each capacity beyond it.
+    pub fn growing(kind: EvictionKind, capacity: usize, slot_limit: usize) -> Self {
+        let mut h = Self::with_policy(build(kind, capacity, capacity), capacity, slot_limit);
+        h.grows = true;
+        h
+    }
+
     /// A harness around an already built policy.
     pub fn with_policy(policy: Box<dyn Eviction>, capacity: usize, slot_limit: usize) -> Self {
         Harness {
+            grows: false,
             policy,
             capacity,
             slot_of: HashMap::new(),
@@ -78,6 +90,9 @@ impl Harness {
     /// cache fits or every resident line is pinned; returns the victims in order.
     pub fn set_capacity(&mut self, capacity: usize, pinned: &HashSet<u64>) -> Vec<u64> {
         self.capacity = capacity;
+        if self.grows {
+            self.policy.grow_slots(capacity);
+        }
         self.policy.set_capacity(capacity);
         let mut victims = Vec::new();
         while self.slot_of.len() > capacity {
@@ -118,6 +133,9 @@ impl Harness {
             victim = Some(old);
         }
         let slot = self.free.pop_front().expect("a free slot");
+        if self.grows {
+            self.policy.grow_slots(slot as usize + 1);
+        }
         self.slot_of.insert(key, slot);
         self.key_of[slot as usize] = Some(key);
         if cold {

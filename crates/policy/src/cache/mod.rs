@@ -688,6 +688,7 @@ impl Cache {
         let mut pinned = vec![0u32; self.parts.len()];
         let mut dirty_pinned = vec![0u32; self.parts.len()];
         let mut leaving = vec![0u32; self.parts.len()];
+        let mut in_order: Vec<Vec<Slot>> = vec![Vec::new(); self.parts.len()];
         for s in self.table.resident_slots() {
             let m = self.table.meta(s);
             let p = m.partition as usize;
@@ -703,6 +704,7 @@ impl Cache {
                 );
                 leaving[p] += 1;
             } else {
+                in_order[p].push(s);
                 let order = &self.parts[p].evict;
                 assert_eq!(
                     order.is_out(s),
@@ -738,6 +740,7 @@ impl Cache {
                 part.linked() as usize,
                 "partition {i}: eviction policy size"
             );
+            part.evict.audit(&in_order[i]);
             assert_eq!(
                 part.evict.capacity(),
                 part.capacity as usize,

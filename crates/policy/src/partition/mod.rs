@@ -175,12 +175,21 @@ impl Partitions {
     }
 
     fn push(&mut self, volume: Option<VolumeId>, capacity: u32) -> usize {
-        self.parts.push(Partition {
-            evict: ReplacementOrder::new(
+        let evict = match volume {
+            // The shared partition may hold every line: its policy orders the slots.
+            None => ReplacementOrder::new(
                 tiercache_eviction::build(self.kind, capacity as usize, self.lines as usize),
                 self.lines,
                 self.holds_out_dirty,
             ),
+            // A volume's own partition numbers its lines, its policy growing with them.
+            Some(_) => ReplacementOrder::numbered(
+                tiercache_eviction::build(self.kind, capacity as usize, capacity as usize),
+                self.holds_out_dirty,
+            ),
+        };
+        self.parts.push(Partition {
+            evict,
             capacity,
             used: 0,
             dirty: 0,

@@ -22,22 +22,46 @@
 //! The set of held-out slots is explicit (a bit per slot) so that every operation on a slot
 //! is checked against it: a hit on a held-out line is a no-op, removing one only clears its
 //! bit, and the audit checks that a slot is held out exactly when it is dirty and resident.
+//!
+//! How the policy numbers lines: the shared partition's policy orders cache slots themselves,
+//! its per-slot arrays sized for every slot (it may hold the whole cache). A volume's own
+//! partition numbers its lines densely instead (`LocalIds`: a slot → number map, numbers reused
+//! as lines leave) and grows its policy with them ([`Eviction::grow_slots`]), so its memory
+//! follows the lines and capacity it has had, not the cache's size: a cache divided among
+//! thousands of volumes (tenancy modes make a partition per volume) does not hold thousands
+//! of cache-sized arrays. Policies decide by their lists, never by the numbers, so both
+//! numberings make the same decisions.
 
+use rustc_hash::FxHashMap;
 use tiercache_core::LineKey;
 use tiercache_eviction::{Eviction, Slot};
 
 /// A partition's eviction policy and the dirty lines held out of it.
 pub(crate) struct ReplacementOrder {
     policy: Box<dyn Eviction>,
+    /// How the policy numbers lines: cache slots, or the partition's own numbers.
+    local: Option<LocalIds>,
     /// Whether dirty lines are held out (`dirty_full = "bypass"`).
     holds_out_dirty: bool,
-    /// One bit per slot: held out of `policy`.
+    /// One bit per policy number: held out of `policy`.
     out: Vec<u64>,
     out_count: usize,
 }
 
+/// A partition's own dense numbering of its lines (see the module doc).
+#[derive(Default)]
+struct LocalIds {
+    /// The number of each tracked slot.
+    of_slot: FxHashMap<Slot, u32>,
+    /// The slot of each number (stale for free numbers).
+    slot_of: Vec<Slot>,
+    /// Numbers not in use.
+    free: Vec<u32>,
+}
+
 impl ReplacementOrder {
-    /// `policy` over up to `slots` slots, holding dirty lines out of it if `holds_out_dirty`.
+    /// `policy` over the cache's `slots` slots, ordering them by slot number, holding dirty
+    /// lines out of it if `holds_out_dirty`.
     pub(crate) fn new(policy: Box<dyn Eviction>, slots: u32, holds_out_dirty: bool) -> Self {
         let words = if holds_out_dirty {
             (slots as usize).div_ceil(64)
@@ -46,9 +70,89 @@ impl ReplacementOrder {
         };
         Self {
             policy,
+            local: None,
             holds_out_dirty,
             out: vec![0; words],
             out_count: 0,
+        }
+    }
+
+    /// `policy` (built with a slot limit of its capacity) over lines it numbers itself,
+    /// growing with them; dirty lines held out if `holds_out_dirty`.
+    pub(crate) fn numbered(policy: Box<dyn Eviction>, holds_out_dirty: bool) -> Self {
+        Self {
+            policy,
+            local: Some(LocalIds::default()),
+            holds_out_dirty,
+            out: Vec::new(),
+            out_count: 0,
+        }
+    }
+
+    /// The policy's number of tracked `slot`.
+    #[inline]
+    #[track_caller]
+    fn id(&self, slot: Slot) -> u32 {
+        match &self.local {
+            None => slot,
+            Some(l) => match l.of_slot.get(&slot) {
+                Some(&id) => id,
+                None => panic!("slot {slot} is not in the partition's order"),
+            },
+        }
+    }
+
+    /// The policy's number of `slot` if it is tracked.
+    #[inline]
+    fn try_id(&self, slot: Slot) -> Option<u32> {
+        match &self.local {
+            None => Some(slot),
+            Some(l) => l.of_slot.get(&slot).copied(),
+        }
+    }
+
+    /// The slot the policy's number `id` stands for.
+    #[inline]
+    fn slot(&self, id: u32) -> Slot {
+        match &self.local {
+            None => id,
+            Some(l) => l.slot_of[id as usize],
+        }
+    }
+
+    /// Numbers `slot`, which enters the order: a free number, or a new one (the policy and
+    /// the held-out bits grown to take it).
+    fn assign(&mut self, slot: Slot) -> u32 {
+        let Some(l) = &mut self.local else {
+            return slot;
+        };
+        let id = match l.free.pop() {
+            Some(id) => {
+                l.slot_of[id as usize] = slot;
+                id
+            }
+            None => {
+                let id = l.slot_of.len() as u32;
+                l.slot_of.push(slot);
+                // Doubling, so growing costs O(1) per line amortised.
+                let limit = l.slot_of.len().next_power_of_two();
+                self.policy.grow_slots(limit);
+                if self.holds_out_dirty && self.out.len() * 64 < limit {
+                    self.out.resize(limit.div_ceil(64), 0);
+                }
+                id
+            }
+        };
+        let prev = l.of_slot.insert(slot, id);
+        debug_assert!(prev.is_none(), "slot {slot} entered the order twice");
+        id
+    }
+
+    /// Frees the number of `slot`, which left the order.
+    fn release(&mut self, slot: Slot) {
+        if let Some(l) = &mut self.local {
+            let id = l.of_slot.remove(&slot).expect("a tracked slot");
+            l.free.push(id);
         }
     }
 
@@ -58,18 +162,23 @@ impl ReplacementOrder {
         self.holds_out_dirty
     }
 
-    /// Whether `slot` is held out of the policy.
+    /// Whether `slot` is held out of the policy (false for a slot not in the order).
     #[inline]
     pub(crate) fn is_out(&self, slot: Slot) -> bool {
-        self.holds_out_dirty && self.out[slot as usize / 64] & (1 << (slot % 64)) != 0
+        self.holds_out_dirty && self.try_id(slot).is_some_and(|id| self.out_bit(id))
     }
 
-    fn set_out(&mut self, slot: Slot, out: bool) {
-        let (w, b) = (slot as usize / 64, 1u64 << (slot % 64));
+    #[inline]
+    fn out_bit(&self, id: u32) -> bool {
+        self.out[id as usize / 64] & (1 << (id % 64)) != 0
+    }
+
+    fn set_out(&mut self, id: u32, out: bool) {
+        let (w, b) = (id as usize / 64, 1u64 << (id % 64));
         debug_assert_eq!(
             self.out[w] & b != 0,
             !out,
-            "slot {slot} held out twice or never"
+            "number {id} held out twice or never"
         );
         if out {
             self.out[w] |= b;
@@ -84,60 +193,73 @@ impl ReplacementOrder {
     /// are held out.
     #[inline]
     pub(crate) fn insert(&mut self, slot: Slot, key: LineKey, dirty: bool) {
+        let id = self.assign(slot);
         if dirty && self.holds_out_dirty {
-            self.set_out(slot, true);
+            self.set_out(id, true);
         } else {
-            self.policy.insert(slot, key);
+            self.policy.insert(id, key);
         }
     }
 
     /// As [`insert`](Self::insert), at the policy's evict-last end for demoted lines.
     pub(crate) fn insert_demoted(&mut self, slot: Slot, key: LineKey) {
-        self.policy.insert_demoted(slot, key);
+        let id = self.assign(slot);
+        self.policy.insert_demoted(id, key);
     }
 
     /// A demoted block the partition already holds moves to the evict-last end, unless it is
     /// held out (dirty: it stays out until marked clean).
     pub(crate) fn move_demoted(&mut self, slot: Slot, key: LineKey) {
-        if !self.is_out(slot) {
-            self.policy.remove(slot);
-            self.policy.insert_demoted(slot, key);
+        let Some(id) = self.try_id(slot) else { return };
+        if !(self.holds_out_dirty && self.out_bit(id)) {
+            self.policy.remove(id);
+            self.policy.insert_demoted(id, key);
         }
     }
 
     /// The resident line in `slot` was accessed.
     #[inline]
     pub(crate) fn hit(&mut self, slot: Slot) {
-        if !self.is_out(slot) {
-            self.policy.hit(slot);
+        let id = self.id(slot);
+        if !(self.holds_out_dirty && self.out_bit(id)) {
+            self.policy.hit(id);
         }
     }
 
-    /// The line in `slot` leaves the partition other than as a victim.
+    /// The line in `slot` leaves the partition other than as a victim (a line not in the
+    /// order, one leaving its partition, is not in the policy either: nothing to do).
     pub(crate) fn remove(&mut self, slot: Slot) {
-        if self.is_out(slot) {
-            self.set_out(slot, false);
+        let Some(id) = self.try_id(slot) else { return };
+        if self.holds_out_dirty && self.out_bit(id) {
+            self.set_out(id, false);
         } else {
-            self.policy.remove(slot);
+            self.policy.remove(id);
         }
+        self.release(slot);
     }
 
     /// The line in `slot` became dirty: held out of the policy if dirty lines are.
     #[inline]
     pub(crate) fn became_dirty(&mut self, slot: Slot) {
-        if self.holds_out_dirty && !self.is_out(slot) {
-            self.policy.remove(slot);
-            self.set_out(slot, true);
+        if self.holds_out_dirty {
+            let id = self.id(slot);
+            if !self.out_bit(id) {
+                self.policy.remove(id);
+                self.set_out(id, true);
+            }
         }
     }
 
     /// The line in `slot` (holding `key`) became clean: back into the policy if it was held
-    /// out, where the policy inserts new lines.
+    /// out, where the policy inserts new lines (not if it is not in the order: leaving).
     #[inline]
     pub(crate) fn became_clean(&mut self, slot: Slot, key: LineKey) {
-        if self.is_out(slot) {
-            self.set_out(slot, false);
-            self.policy.insert(slot, key);
+        if self.holds_out_dirty {
+            let Some(id) = self.try_id(slot) else { return };
+            if self.out_bit(id) {
+                self.set_out(id, false);
+                self.policy.insert(id, key);
+            }
         }
     }
 
@@ -149,7 +271,43 @@ impl ReplacementOrder {
         incoming: LineKey,
         pinned: &dyn Fn(Slot) -> bool,
     ) -> Option<Slot> {
-        self.policy.evict(incoming, pinned)
+        let Some(l) = &self.local else {
+            return self.policy.evict(incoming, pinned);
+        };
+        let slot_of = &l.slot_of;
+        let id = self
+            .policy
+            .evict(incoming, &|id| pinned(slot_of[id as usize]))?;
+        let slot = self.slot(id);
+        self.release(slot);
+        Some(slot)
+    }
+
+    /// Checks the numbering: every tracked slot has its own number, which maps back to it,
+    /// and the policy and the held-out set track exactly the numbered lines. With slot
+    /// numbering, `resident_not_leaving` (the partition's lines in the order) must equal `len`.
+    pub(crate) fn audit(&self, resident_not_leaving: &[Slot]) {
+        assert_eq!(self.len(), resident_not_leaving.len(), "lines in the order");
+        if let Some(l) = &self.local {
+            assert_eq!(l.of_slot.len(), self.len(), "numbered lines");
+            for &s in resident_not_leaving {
+                let id = *l
+                    .of_slot
+                    .get(&s)
+                    .unwrap_or_else(|| panic!("slot {s} unnumbered"));
+                assert_eq!(
+                    l.slot_of[id as usize], s,
+                    "number {id} maps back to slot {s}"
+                );
+            }
+            for &id in &l.free {
+                assert!(
+                    l.of_slot.get(&l.slot_of[id as usize]) != Some(&id),
+                    "free number {id} in use"
+                );
+            }
+            assert_eq!(l.free.len() + l.of_slot.len(), l.slot_of.len(), "numbers");
+        }
     }
 
     /// Lines tracked: in the policy or held out.
@@ -167,32 +325,45 @@ impl ReplacementOrder {
         self.policy.capacity()
     }
 
-    /// Sets the capacity the policy adapts to.
+    /// Sets the capacity the policy adapts to (a numbering policy grows to it first: a
+    /// policy's capacity is at most its slot limit).
     pub(crate) fn set_capacity(&mut self, lines: usize) {
+        if self.local.is_some() {
+            self.policy.grow_slots(lines);
+        }
         self.policy.set_capacity(lines);
     }
 
-    /// Heap bytes of the policy and the held-out bits.
+    /// Heap bytes of the policy, the held-out bits and the numbering.
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.policy.memory_bytes() + self.out.len() * 8
+        let numbering = self.local.as_ref().map_or(0, |l| {
+            l.of_slot.capacity() * (std::mem::size_of::<(Slot, u32)>() + 1)
+                + l.slot_of.capacity() * 4
+                + l.free.capacity() * 4
+        });
+        self.policy.memory_bytes() + self.out.capacity() * 8 + numbering
     }
 
     /// Prefetch hint for `slot`'s entry in the policy.
     #[inline]
     pub(crate) fn prefetch(&self, slot: Slot) {
-        self.policy.prefetch(slot);
+        if let Some(id) = self.try_id(slot) {
+            self.policy.prefetch(id);
+        }
     }
 
     /// The policy's likely next victims, for prefetching.
     #[inline]
     pub(crate) fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
-        self.policy.victim_hint()
+        let (v, then) = self.policy.victim_hint()?;
+        Some((self.slot(v), then.map(|t| self.slot(t))))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use tiercache_eviction::{build, EvictionKind};
 
     /// With dirty lines held out, the victim is the least recently used *clean* line found
@@ -232,6 +403,107 @@ mod tests {
         o.became_clean(1, LineKey(1));
         assert_eq!(o.held_out(), 0);
         assert_eq!(o.evict(LineKey(9), &|_| false), Some(0));
+    }
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Insert(u32, bool),
+        Hit(u32),
+        Remove(u32),
+        Dirty(u32),
+        Clean(u32),
+        Evict(u64, u32),
+        Capacity(usize),
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// The partition's own numbering changes no decision: the same steps on an order over
+        /// cache slots and on a numbering one give the same victims (as slots), sizes and
+        /// held-out counts, for every policy, holding dirty lines out or not; calls for slots
+        /// not in the order (leaving lines) are ignored by both.
+        #[test]
+        fn numbering_lines_changes_no_decision(
+            kind in proptest::sample::select(EvictionKind::ALL.to_vec()),
+            hold in proptest::bool::ANY,
+            capacity in 1usize..24,
+            steps in proptest::collection::vec(
+                prop_oneof![
+                    6 => (0u32..64, proptest::bool::ANY).prop_map(|(s, d)| Step::Insert(s, d)),
+                    6 => (0u32..64).prop_map(Step::Hit),
+                    1 => (0u32..64).prop_map(Step::Remove),
+                    2 => (0u32..64).prop_map(Step::Dirty),
+                    2 => (0u32..64).prop_map(Step::Clean),
+                    3 => (0u64..200, 0u32..8).prop_map(|(k, m)| Step::Evict(k, m)),
+                    1 => (0usize..40).prop_map(Step::Capacity),
+                ],
+                0..300,
+            ),
+        ) {
+            const SLOTS: u32 = 64;
+            let mut by_slot =
+                ReplacementOrder::new(build(kind, capacity, SLOTS as usize), SLOTS, hold);
+            let mut numbered = ReplacementOrder::numbered(build(kind, capacity, capacity), hold);
+            // Slots in the orders, and whether each is dirty.
+            let mut tracked: std::collections::BTreeMap<u32, bool> = Default::default();
+            for (i, step) in steps.into_iter().enumerate() {
+                match step {
+                    Step::Insert(s, dirty) => {
+                        if tracked.contains_key(&s) || tracked.len() >= by_slot.capacity() {
+                            continue;
+                        }
+                        tracked.insert(s, dirty);
+                        by_slot.insert(s, LineKey(u64::from(s) + 1000), dirty);
+                        numbered.insert(s, LineKey(u64::from(s) + 1000), dirty);
+                    }
+                    Step::Hit(s) if tracked.contains_key(&s) => {
+                        by_slot.hit(s);
+                        numbered.hit(s);
+                    }
+                    Step::Hit(_) => {}
+                    Step::Remove(s) => {
+                        tracked.remove(&s);
+                        by_slot.remove(s);
+                        numbered.remove(s);
+                    }
+                    Step::Dirty(s) if tracked.contains_key(&s) => {
+                        tracked.insert(s, true);
+                        by_slot.became_dirty(s);
+                        numbered.became_dirty(s);
+                    }
+                    Step::Dirty(_) => {}
+                    Step::Clean(s) => {
+                        if let Some(d) = tracked.get_mut(&s) {
+                            *d = false;
+                        }
+                        by_slot.became_clean(s, LineKey(u64::from(s) + 1000));
+                        numbered.became_clean(s, LineKey(u64::from(s) + 1000));
+                    }
+                    Step::Evict(k, m) => {
+                        let pinned = |s: Slot| s % 8 == m;
+                        let a = by_slot.evict(LineKey(k), &pinned);
+                        let b = numbered.evict(LineKey(k), &pinned);
+                        prop_assert_eq!(a, b, "step {}: victims", i);
+                        if let Some(v) = a {
+                            prop_assert!(!pinned(v));
+                            prop_assert!(!(hold && tracked[&v]), "a dirty victim");
+                            tracked.remove(&v);
+                        }
+                    }
+                    Step::Capacity(c) => {
+                        by_slot.set_capacity(c.min(SLOTS as usize));
+                        numbered.set_capacity(c.min(SLOTS as usize));
+                    }
+                }
+                prop_assert_eq!(by_slot.len(), numbered.len(), "step {}: sizes", i);
+                prop_assert_eq!(by_slot.held_out(), numbered.held_out(), "step {}: held out", i);
+                prop_assert_eq!(by_slot.capacity(), numbered.capacity());
+                let in_order: Vec<Slot> = tracked.keys().copied().collect();
+                by_slot.audit(&in_order);
+                numbered.audit(&in_order);
+            }
+        }
     }
 
     /// Holding dirty lines out works for every policy: with 9,999 of 10,000 lines dirty, the
