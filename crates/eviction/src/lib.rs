@@ -234,8 +234,8 @@ impl FromStr for EvictionKind {
 /// Builds a policy for a partition of `capacity` slots whose slot numbers are `< slot_limit`.
 ///
 /// `capacity` sizes ARC's and S3-FIFO's queues and ghosts (it is libCacheSim's cache size in
-/// objects); the per-slot arrays are `slot_limit` long. All memory is allocated here, so the
-/// policies do not allocate while running.
+/// objects); the per-slot arrays are `slot_limit` long. All memory is allocated here (or when
+/// [`Eviction::grow_slots`] raises the limit), so the policies do not allocate while running.
 ///
 /// # Panics
 /// If `slot_limit` does not fit in `u32` link space (more than about 4 billion slots).

@@ -420,10 +420,6 @@ fn dropping_a_line_under_write_back_waits_for_its_job() {
     assert_eq!(c.dirty_lines(), 0);
 }
 
-/// Under `dirty_full = "bypass"` dirty lines are held out of the replacement policy and a
-/// line re-enters it where new lines go once written back (Open CAS's clean and dirty LRU
-/// lists): here B, written first and cleaned last, outlives A and C, which were read after
-/// B was written. Under `evict-then-write` the one LRU order evicts B, the least recent.
 /// Under bypass a request goes around the cache only when no clean, unpinned line is left. A
 /// line under write-back that is written again is both dirty and pinned: counted as either
 /// alone, the last clean line here would look taken and the read would go around the cache.
@@ -471,6 +467,10 @@ fn a_line_under_write_back_written_again_is_not_counted_twice_against_the_clean_
     );
 }
 
+/// Under `dirty_full = "bypass"` dirty lines are held out of the replacement policy and a
+/// line re-enters it where new lines go once written back (Open CAS's clean and dirty LRU
+/// lists): here B, written first and cleaned last, outlives A and C, which were read after
+/// B was written. Under `evict-then-write` the one LRU order evicts B, the least recent.
 #[test]
 fn a_line_written_back_reenters_lru_as_recent_under_bypass() {
     let victim = |dirty_full| {

@@ -317,6 +317,46 @@ fn full_of_dirty_data_rejects_and_changes_nothing() {
     );
 }
 
+/// A line under write-back that is written again is dirty and pinned at once: counted once,
+/// the clean line beside it is still a victim, and the demote is taken. (Counted as dirty and
+/// as pinned, the cache looked full of dirty data and rejected it.)
+#[test]
+fn a_line_under_write_back_written_again_leaves_the_clean_line_to_a_demote() {
+    let mut c = Cache::new(&CacheConfig {
+        cleaning: CleaningConfig::Lazy {
+            idle_ns: 1,
+            batch: 1,
+        },
+        ..cfg(3, EvictionKind::Lru)
+    })
+    .unwrap();
+    c.access(&Request::write(0, LINE), None).unwrap();
+    c.access(&Request::write(LINE, LINE), None).unwrap();
+    c.access(&Request::read(2 * LINE, LINE), None).unwrap();
+    let mut jobs = Vec::new();
+    let idle = tiercache_policy::ExecutorState {
+        cache_idle_ns: u64::MAX / 2,
+        ..Default::default()
+    };
+    c.clean(&idle, &mut jobs);
+    assert_eq!(
+        jobs.len(),
+        1,
+        "line 0, least recently written, under write-back"
+    );
+    c.access(&Request::write(0, LINE), None).unwrap();
+    assert_eq!(c.dirty_lines(), 2);
+    assert_eq!(
+        c.accept_demote(&demote(5), None).unwrap(),
+        DemoteOutcome::Accepted
+    );
+    assert!(
+        c.line_state(VolumeId(0), 2).is_none(),
+        "the clean line made room"
+    );
+    c.audit();
+}
+
 /// Hits of a client cache over an array cache on a stream of whole-line reads: the client's
 /// misses are read through the array, its demotes (the backend writes of its plans marked
 /// `Demote`) offered to the array after the array served the miss. Returns (client hits,

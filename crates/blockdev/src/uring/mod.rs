@@ -135,6 +135,20 @@ fn transient(e: &io::Error) -> bool {
     )
 }
 
+/// `io_uring_enter` on the started-read paths: submits what is queued and, with `want > 0`,
+/// waits for that many completions. (Tests make it fail on cue: `tests::enter_fails`.)
+fn enter(state: &mut RingState, want: usize) -> io::Result<usize> {
+    #[cfg(test)]
+    if tests::enter_fails() {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    if want == 0 {
+        state.ring.submit()
+    } else {
+        state.ring.submit_and_wait(want)
+    }
+}
+
 /// A completion's result: bytes transferred, or the error its negative value names.
 fn cqe_result(res: i32) -> io::Result<usize> {
     if res < 0 {
@@ -398,7 +412,8 @@ fn run_chunk(
         // until this chunk's completions are reaped, or leaked with the ring) and a file the
         // caller keeps open for the call.
         if unsafe { state.ring.submission().push(&entry.user_data(i as u64)) }.is_err() {
-            // Cannot happen (chunks fit the ring), but never leave an op unrun silently.
+            // Only if started reads left queued by a transient failure fill the ring (the
+            // chunk fits it otherwise): the op fails, reported, never left unrun silently.
             results[i] = Some(Err(io::Error::other("io_uring submission queue full")));
             continue;
         }
@@ -525,9 +540,16 @@ pub fn start_reads(file: FileRef, reads: &[(u64, usize, u64)]) -> Option<Vec<io:
             }
             if state.ring.submission().is_full() {
                 // Entries left queued by transient failures: the kernel takes them now.
-                if let Err(e) = state.ring.submit() {
-                    out.push(Err(e));
-                    continue;
+                match enter(state, 0) {
+                    Err(e) if !transient(&e) => {
+                        broken = Some(e);
+                        break;
+                    }
+                    Err(e) => {
+                        out.push(Err(e));
+                        continue;
+                    }
+                    Ok(_) => {}
                 }
             }
             let mut staging = Vec::with_capacity(1);
@@ -560,7 +582,7 @@ pub fn start_reads(file: FileRef, reads: &[(u64, usize, u64)]) -> Option<Vec<io:
             // with the next batch) leaves the device idle for a whole round trip each cycle.
             // On the O_DIRECT QD 16 benchmark (bench/odirect_vs_fio.sh) one submission per
             // read was 5-16% ahead in-process and about 15% over NBD, for about 40% more CPU.
-            match state.ring.submit() {
+            match enter(state, 0) {
                 // A transient failure leaves the entry queued: the next enter sends it.
                 Err(e) if !transient(&e) => {
                     broken = Some(e);
@@ -607,15 +629,15 @@ pub fn reap_started(wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> us
         // Handed over: the caller need not wait for more now.
         return lost.len();
     }
-    RING.with(|r| {
+    let reaped = RING.with(|r| {
         let mut r = r.borrow_mut();
         let Ring::Ready(state) = &mut *r else {
-            return 0;
+            return Some(0);
         };
         loop {
             if state.ring.submission().taskrun() {
                 // Completions wait as deferred task work: one enter posts them.
-                let _ = state.ring.submit();
+                let _ = enter(state, 0);
             }
             for cqe in state.ring.completion() {
                 state.started_done.push((cqe.user_data(), cqe.result()));
@@ -623,8 +645,14 @@ pub fn reap_started(wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> us
             if !state.started_done.is_empty() || !wait || state.started.is_empty() {
                 break;
             }
-            match state.ring.submit_and_wait(1) {
-                Err(e) if !transient(&e) => break,
+            match enter(state, 1) {
+                Err(e) if !transient(&e) => {
+                    // The ring cannot be entered: its reads would never come back (and a
+                    // caller waiting for them would spin). Given up; they are answered as
+                    // errors below.
+                    abandon(&mut r);
+                    return None;
+                }
                 _ => {}
             }
         }
@@ -654,8 +682,13 @@ pub fn reap_started(wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> us
             f(st.tag, result);
             state.unstage(vec![st.staging]);
         }
-        n
-    })
+        Some(n)
+    });
+    match reaped {
+        Some(n) => n,
+        // Abandoned: its reads are in `LOST`, handed over now.
+        None => reap_started(false, f),
+    }
 }
 
 /// Fills `buf` from `offset` of `file`; `None` when io_uring is unavailable.

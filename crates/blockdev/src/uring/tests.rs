@@ -250,3 +250,103 @@ fn started_reads_of_a_broken_ring_come_back_as_errors() {
     assert_eq!(reap_started(true, &mut |_, _| {}), 0);
     assert!(!available(), "the thread runs without io_uring now");
 }
+
+thread_local! {
+    /// Enters of the started-read paths still allowed on this thread before each fails
+    /// (`None`: no failure injected).
+    static ENTERS_LEFT: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether the next enter fails (fault injection for the tests below).
+pub(super) fn enter_fails() -> bool {
+    ENTERS_LEFT.with(|c| match c.get() {
+        None => false,
+        Some(0) => true,
+        Some(n) => {
+            c.set(Some(n - 1));
+            false
+        }
+    })
+}
+
+fn file_of(len: u64) -> (tempfile::TempDir, std::fs::File) {
+    let dir = tempfile::tempdir().unwrap();
+    let f = std::fs::File::create(dir.path().join("f")).unwrap();
+    f.set_len(len).unwrap();
+    (dir, f)
+}
+
+/// A ring that cannot be entered while reads are being started (here the second read's
+/// submission fails): the reads reported started are answered once each, as errors, by the
+/// next reap; the read reported failed is never answered; the thread goes on without io_uring.
+#[test]
+fn reads_started_on_a_ring_that_cannot_be_entered_are_answered_once() {
+    if !available() {
+        eprintln!("skipping: no io_uring here");
+        return;
+    }
+    let (_dir, f) = file_of(1 << 20);
+    let file = FileRef {
+        fd: f.as_raw_fd(),
+        id: FileRef::new_id(),
+    };
+    ENTERS_LEFT.with(|c| c.set(Some(1)));
+    let out = start_reads(file, &[(0, 4096, 21), (8192, 4096, 22), (16384, 4096, 23)]).unwrap();
+    ENTERS_LEFT.with(|c| c.set(None));
+    assert!(out[0].is_ok() && out[1].is_ok(), "queued: started");
+    assert!(out[2].is_err(), "never queued: not started");
+    let mut got = Vec::new();
+    let n = reap_started(true, &mut |tag, res| got.push((tag, res.is_err())));
+    got.sort();
+    assert_eq!((n, got), (2, vec![(21, true), (22, true)]));
+    assert_eq!(started_in_flight(), 0);
+    assert_eq!(reap_started(true, &mut |_, _| panic!("answered twice")), 0);
+    assert!(!available(), "the thread runs without io_uring now");
+}
+
+/// A ring that cannot be entered while a reap waits: the reap gives it up and answers its
+/// reads, each once (it neither returns empty-handed, leaving its caller to spin, nor
+/// hangs). The reads are O_DIRECT, so they complete on the device, not inline at submission,
+/// and (with deferred task work) are posted only by an enter: the reap has to wait.
+#[test]
+fn a_reap_on_a_ring_that_cannot_be_entered_answers_each_read_once() {
+    if !available() {
+        eprintln!("skipping: no io_uring here");
+        return;
+    }
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = tempfile::tempdir_in(std::env::var("TMPDIR").unwrap_or("/var/tmp".into())).unwrap();
+    let path = dir.path().join("f");
+    std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&path)
+    else {
+        eprintln!("skipping: no O_DIRECT in {}", dir.path().display());
+        return;
+    };
+    let _ = f.sync_all();
+    // SAFETY: advice only; the descriptor is open.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    let file = FileRef {
+        fd: f.as_raw_fd(),
+        id: FileRef::new_id(),
+    };
+    for r in start_reads(file, &[(0, 4096, 31), (65536, 4096, 32)]).unwrap() {
+        r.unwrap();
+    }
+    ENTERS_LEFT.with(|c| c.set(Some(0)));
+    let mut got = Vec::new();
+    let mut n = 0;
+    while n < 2 {
+        let k = reap_started(true, &mut |tag, _| got.push(tag));
+        assert!(k > 0, "a waiting reap with reads in flight returned none");
+        n += k;
+    }
+    ENTERS_LEFT.with(|c| c.set(None));
+    got.sort();
+    assert_eq!(got, vec![31, 32]);
+    assert_eq!(started_in_flight(), 0);
+    assert_eq!(reap_started(true, &mut |_, _| panic!("answered twice")), 0);
+}

@@ -38,12 +38,10 @@ impl Cache {
                 DirtyFullPolicy::Bypass => {
                     // The cache is "full of dirty data" when no clean, unpinned line is left:
                     // then the request goes around the cache instead of waiting for a flush.
-                    // (A line under write-back written again is both dirty and pinned: counted
-                    // once.) Dirty lines are held out of the policy
-                    // (`partition::ReplacementOrder`), so the predicate passes over pinned
-                    // lines only; testing `dirty` too costs nothing (the entry is loaded for
-                    // `pinned`).
-                    if part.dirty + part.pinned - part.dirty_pinned >= part.used {
+                    // Dirty lines are held out of the policy (`partition::ReplacementOrder`),
+                    // so the predicate passes over pinned lines only; testing `dirty` too
+                    // costs nothing (the entry is loaded for `pinned`).
+                    if part.clean_unpinned() == 0 {
                         return Err(BypassReason::DirtyFull);
                     }
                     let v = self.parts[p].evict.evict(key, &|s| {
@@ -90,7 +88,7 @@ impl Cache {
             victim
         };
         self.table.install(slot, key, p as u16);
-        self.parts[p].evict.insert(slot, key, false);
+        self.parts.order(p).insert(slot, key, false);
         Ok((slot, stage))
     }
 

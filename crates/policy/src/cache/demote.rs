@@ -139,7 +139,7 @@ impl Cache {
             let missing = mask & !m.valid;
             // Moved to the evict-last end, unless a shrink is taking it out of its policy.
             if !(m.pinned && self.leaving.contains(&slot)) {
-                self.parts[p].evict.move_demoted(slot, key);
+                self.parts.order(p).move_demoted(slot, key);
             }
             if missing == 0 {
                 return DemoteOutcome::AlreadyHeld;
@@ -152,7 +152,7 @@ impl Cache {
             return DemoteOutcome::Rejected;
         };
         self.table.install(slot, key, p as u16);
-        self.parts[p].evict.insert_demoted(slot, key);
+        self.parts.order(p).insert_demoted(slot, key);
         self.demote_fill(p, slot, key, mask);
         DemoteOutcome::Accepted
     }
@@ -174,7 +174,7 @@ impl Cache {
         // Asked only when a clean unpinned line exists (resident lines not leaving are
         // linked; leaving ones are pinned), so the policy finds one and a refusal leaves even
         // CLOCK's reference bits untouched.
-        if part.linked() == 0 || part.dirty + part.pinned >= part.used {
+        if part.linked() == 0 || part.clean_unpinned() == 0 {
             return None;
         }
         let table = &self.table;

@@ -78,7 +78,7 @@ impl Cache {
         if dirty != 0 {
             self.parts[p].dirty += 1;
         }
-        self.parts[p].evict.insert(slot, key, dirty != 0);
+        self.parts.order(p).insert(slot, key, dirty != 0);
         Ok(())
     }
 

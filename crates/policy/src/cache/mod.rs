@@ -398,6 +398,7 @@ impl Cache {
                 .iter()
                 .map(|p| p.evict.memory_bytes())
                 .sum::<usize>()
+            + self.parts.numbers_bytes()
             + self.promotion.memory_bytes()
     }
 
@@ -409,6 +410,7 @@ impl Cache {
                 .iter()
                 .map(|p| p.evict.memory_bytes())
                 .sum::<usize>()
+            + self.parts.numbers_bytes()
     }
 
     /// State of the line `index` of `volume`, if resident.
@@ -438,7 +440,7 @@ impl Cache {
                 if let Some((victim, then)) = part.evict.victim_hint() {
                     self.table.prefetch_victim(victim, then);
                     if let Some(t) = then {
-                        part.evict.prefetch(t);
+                        part.evict.prefetch(self.parts.numbers(), t);
                     }
                 }
             }
@@ -450,7 +452,7 @@ impl Cache {
         }
         let key = LineKey::new(req.volume, index);
         if let Some(slot) = self.table.prefetch(key, stage) {
-            part.evict.prefetch(slot);
+            part.evict.prefetch(self.parts.numbers(), slot);
         }
     }
 
@@ -506,7 +508,7 @@ impl Cache {
     #[inline]
     fn policy_hit(&mut self, p: usize, slot: Slot, pinned: bool) {
         if !(pinned && self.leaving.contains(&slot)) {
-            self.parts[p].evict.hit(slot);
+            self.parts.order(p).hit(slot);
         }
     }
 
@@ -699,7 +701,7 @@ impl Cache {
             if self.leaving.contains(&s) {
                 assert!(m.pinned, "slot {s}: leaving but not under write-back");
                 assert!(
-                    !self.parts[p].evict.is_out(s),
+                    !self.parts[p].evict.is_out(self.parts.numbers(), s),
                     "slot {s}: leaving but held out"
                 );
                 leaving[p] += 1;
@@ -707,7 +709,7 @@ impl Cache {
                 in_order[p].push(s);
                 let order = &self.parts[p].evict;
                 assert_eq!(
-                    order.is_out(s),
+                    order.is_out(self.parts.numbers(), s),
                     order.holds_out_dirty() && m.dirty != 0,
                     "slot {s}: held out of the policy exactly when dirty (dirty {:#x})",
                     m.dirty
@@ -740,7 +742,7 @@ impl Cache {
                 part.linked() as usize,
                 "partition {i}: eviction policy size"
             );
-            part.evict.audit(&in_order[i]);
+            part.evict.audit(self.parts.numbers(), &in_order[i]);
             assert_eq!(
                 part.evict.capacity(),
                 part.capacity as usize,

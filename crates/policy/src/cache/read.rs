@@ -28,10 +28,9 @@ impl Cache {
             return None;
         }
         let (p, pinned) = (m.partition as usize, m.pinned);
-        let part = &mut self.parts[p];
-        part.stats.read_line_hits += 1;
+        self.parts[p].stats.read_line_hits += 1;
         if !pinned || !self.leaving.contains(&slot) {
-            part.evict.hit(slot);
+            self.parts.order(p).hit(slot);
         }
         if self.promotion_learns {
             self.promotion.on_hit(key);

@@ -227,7 +227,7 @@ impl Cache {
             // first, out of the order and into write-back.
             let need = (self.parts[p].linked() - self.parts[p].capacity) as usize;
             for v in self.dirty_unpinned(need, Some(p)) {
-                self.parts[p].evict.remove(v);
+                self.parts.order(p).remove(v);
                 self.evict_for_shrink(p, v, &mut leaving);
             }
         }
@@ -269,7 +269,7 @@ impl Cache {
         } else if m.dirty != 0 {
             // Written again during its write-back: the only copy of that data, so it stays,
             // back in the policy as a recent line (the partition settles later).
-            self.parts[p].evict.insert(slot, m.key, true);
+            self.parts.order(p).insert(slot, m.key, true);
             if let Some(mask) = deferred {
                 let drop = mask & m.valid & !m.dirty;
                 if drop != 0 {
@@ -299,8 +299,8 @@ impl Cache {
                 self.parts[from].leaving -= 1;
                 self.parts[to].leaving += 1;
             } else {
-                self.parts[from].evict.remove(s);
-                self.parts[to].evict.insert(s, m.key, m.dirty != 0);
+                self.parts.order(from).remove(s);
+                self.parts.order(to).insert(s, m.key, m.dirty != 0);
             }
             let (dirty, pinned) = ((m.dirty != 0) as u32, m.pinned as u32);
             let f = &mut self.parts[from];

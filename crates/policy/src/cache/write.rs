@@ -210,12 +210,12 @@ impl Cache {
             self.parts[p].dirty_pinned -= m.pinned as u32;
             if !dropped_now {
                 // Clean and staying: back into the policy if it was held out.
-                self.parts[p].evict.became_clean(slot, m.key);
+                self.parts.order(p).became_clean(slot, m.key);
             }
         }
         if dropped_now {
             self.stats.invalidations += 1;
-            self.parts[p].evict.remove(slot);
+            self.parts.order(p).remove(slot);
             self.table.remove(slot);
             self.table.release(slot);
             self.parts[p].used -= 1;
@@ -232,7 +232,7 @@ impl Cache {
             self.parts[p].dirty += 1;
             self.parts[p].dirty_pinned += m.pinned as u32;
             if !(m.pinned && self.leaving.contains(&slot)) {
-                self.parts[p].evict.became_dirty(slot);
+                self.parts.order(p).became_dirty(slot);
             }
         }
         self.table.make_dirty(slot, mask);
@@ -247,7 +247,7 @@ impl Cache {
             let p = m.partition as usize;
             self.parts[p].dirty -= 1;
             self.parts[p].dirty_pinned -= m.pinned as u32;
-            self.parts[p].evict.became_clean(slot, m.key);
+            self.parts.order(p).became_clean(slot, m.key);
         }
         was
     }

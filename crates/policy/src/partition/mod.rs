@@ -18,10 +18,11 @@
 use crate::cache::PolicyError;
 use crate::config::CacheConfig;
 use crate::stats::PartitionStats;
-use tiercache_core::{VolumeId, MAX_VOLUMES};
-use tiercache_eviction::EvictionKind;
+use tiercache_core::{LineKey, VolumeId, MAX_VOLUMES};
+use tiercache_eviction::{EvictionKind, Slot};
 
 mod order;
+use order::Numbers;
 pub(crate) use order::ReplacementOrder;
 
 /// Identifies a partition of one cache (its index; stable for the cache's life).
@@ -81,6 +82,13 @@ impl Partition {
         self.used - self.leaving
     }
 
+    /// Resident lines neither dirty nor under write-back: the candidate victims when dirty
+    /// lines may not be evicted. A line under write-back written again is counted once.
+    #[inline]
+    pub(crate) fn clean_unpinned(&self) -> u32 {
+        self.used + self.dirty_pinned - self.dirty - self.pinned
+    }
+
     /// Whether the partition holds more lines than its capacity outside a shrink's pending
     /// write-backs: more must be evicted.
     #[inline]
@@ -100,12 +108,15 @@ pub(crate) struct Partitions {
     part_of_volume: Vec<u16>,
     /// Index of the shared partition.
     shared: u16,
-    /// Lines of the cache (the slot limit of every policy).
+    /// Lines of the cache (the slot limit of the shared partition's policy).
     lines: u32,
     /// Replacement policy of new partitions.
     kind: EvictionKind,
     /// Whether dirty lines are held out of the policies (`dirty_full = "bypass"`).
     holds_out_dirty: bool,
+    /// Each slot's number in its numbering partition's order (allocated with the first
+    /// volume partition; see `order`).
+    numbers: Numbers,
 }
 
 fn config_error(field: &'static str, reason: impl Into<String>) -> PolicyError {
@@ -167,6 +178,7 @@ impl Partitions {
             lines,
             kind: cfg.eviction,
             holds_out_dirty: cfg.dirty_full == crate::config::DirtyFullPolicy::Bypass,
+            numbers: Numbers::new(),
         };
         for (volume, capacity) in sizes {
             parts.push(volume, capacity as u32);
@@ -183,10 +195,15 @@ impl Partitions {
                 self.holds_out_dirty,
             ),
             // A volume's own partition numbers its lines, its policy growing with them.
-            Some(_) => ReplacementOrder::numbered(
-                tiercache_eviction::build(self.kind, capacity as usize, capacity as usize),
-                self.holds_out_dirty,
-            ),
+            Some(_) => {
+                if self.numbers.is_empty() {
+                    self.numbers = vec![0; self.lines as usize];
+                }
+                ReplacementOrder::numbered(
+                    tiercache_eviction::build(self.kind, capacity as usize, capacity as usize),
+                    self.holds_out_dirty,
+                )
+            }
         };
         self.parts.push(Partition {
             evict,
@@ -290,11 +307,80 @@ impl Partitions {
         }
     }
 
+    /// Partition `p`'s replacement order, for the calls that name a slot.
+    #[inline]
+    pub(crate) fn order(&mut self, p: usize) -> Order<'_> {
+        Order {
+            order: &mut self.parts[p].evict,
+            numbers: &mut self.numbers,
+        }
+    }
+
+    /// Each slot's number in its numbering partition's order (for the read-only calls of a
+    /// [`ReplacementOrder`] that name a slot).
+    #[inline]
+    pub(crate) fn numbers(&self) -> &[u32] {
+        &self.numbers
+    }
+
+    /// Heap bytes of the shared slot numbers.
+    pub(crate) fn numbers_bytes(&self) -> usize {
+        self.numbers.capacity() * 4
+    }
+
     /// Sets partition `p`'s capacity (its policy adapts; nothing is evicted here).
     pub(crate) fn set_capacity(&mut self, p: usize, lines: u32) {
         let part = &mut self.parts[p];
         part.capacity = lines;
         part.evict.set_capacity(lines as usize);
+    }
+}
+
+/// A partition's replacement order with the slot numbers all partitions share: the calls that
+/// name a slot, as [`ReplacementOrder`]'s.
+pub(crate) struct Order<'a> {
+    order: &'a mut ReplacementOrder,
+    numbers: &'a mut Numbers,
+}
+
+impl Order<'_> {
+    /// See [`ReplacementOrder::insert`].
+    #[inline]
+    pub(crate) fn insert(&mut self, slot: Slot, key: LineKey, dirty: bool) {
+        self.order.insert(self.numbers, slot, key, dirty);
+    }
+
+    /// See [`ReplacementOrder::insert_demoted`].
+    pub(crate) fn insert_demoted(&mut self, slot: Slot, key: LineKey) {
+        self.order.insert_demoted(self.numbers, slot, key);
+    }
+
+    /// See [`ReplacementOrder::move_demoted`].
+    pub(crate) fn move_demoted(&mut self, slot: Slot, key: LineKey) {
+        self.order.move_demoted(self.numbers, slot, key);
+    }
+
+    /// See [`ReplacementOrder::hit`].
+    #[inline]
+    pub(crate) fn hit(&mut self, slot: Slot) {
+        self.order.hit(self.numbers, slot);
+    }
+
+    /// See [`ReplacementOrder::remove`].
+    pub(crate) fn remove(&mut self, slot: Slot) {
+        self.order.remove(self.numbers, slot);
+    }
+
+    /// See [`ReplacementOrder::became_dirty`].
+    #[inline]
+    pub(crate) fn became_dirty(&mut self, slot: Slot) {
+        self.order.became_dirty(self.numbers, slot);
+    }
+
+    /// See [`ReplacementOrder::became_clean`].
+    #[inline]
+    pub(crate) fn became_clean(&mut self, slot: Slot, key: LineKey) {
+        self.order.became_clean(self.numbers, slot, key);
     }
 }
 

@@ -25,14 +25,14 @@
 //!
 //! How the policy numbers lines: the shared partition's policy orders cache slots themselves,
 //! its per-slot arrays sized for every slot (it may hold the whole cache). A volume's own
-//! partition numbers its lines densely instead (`LocalIds`: a slot → number map, numbers reused
-//! as lines leave) and grows its policy with them ([`Eviction::grow_slots`]), so its memory
-//! follows the lines and capacity it has had, not the cache's size: a cache divided among
-//! thousands of volumes (tenancy modes make a partition per volume) does not hold thousands
-//! of cache-sized arrays. Policies decide by their lists, never by the numbers, so both
-//! numberings make the same decisions.
+//! partition numbers its lines densely instead (`LocalIds`: number → slot, numbers reused as
+//! lines leave; slot → number in one array all partitions share, [`Numbers`], since a slot is
+//! in one partition at a time) and grows its policy with them ([`Eviction::grow_slots`]), so
+//! its memory follows the lines and capacity it has had, not the cache's size: a cache divided
+//! among thousands of volumes (tenancy modes make a partition per volume) does not hold
+//! thousands of cache-sized arrays. Policies decide by their lists, never by the numbers, so
+//! both numberings make the same decisions.
 
-use rustc_hash::FxHashMap;
 use tiercache_core::LineKey;
 use tiercache_eviction::{Eviction, Slot};
 
@@ -48,12 +48,18 @@ pub(crate) struct ReplacementOrder {
     out_count: usize,
 }
 
+/// Per cache slot, its number in its partition's numbering (meaningful only while the slot is
+/// in a numbering partition's order, which `LocalIds::slot_of` confirms): one array for all
+/// partitions, since a slot is in one partition at a time. Empty while no partition numbers.
+pub(crate) type Numbers = Vec<u32>;
+
+/// `LocalIds::slot_of` of a number not in use.
+const FREE: Slot = Slot::MAX;
+
 /// A partition's own dense numbering of its lines (see the module doc).
 #[derive(Default)]
 struct LocalIds {
-    /// The number of each tracked slot.
-    of_slot: FxHashMap<Slot, u32>,
-    /// The slot of each number (stale for free numbers).
+    /// The slot of each number ([`FREE`] for numbers not in use).
     slot_of: Vec<Slot>,
     /// Numbers not in use.
     free: Vec<u32>,
@@ -92,22 +98,22 @@ impl ReplacementOrder {
     /// The policy's number of tracked `slot`.
     #[inline]
     #[track_caller]
-    fn id(&self, slot: Slot) -> u32 {
-        match &self.local {
-            None => slot,
-            Some(l) => match l.of_slot.get(&slot) {
-                Some(&id) => id,
-                None => panic!("slot {slot} is not in the partition's order"),
-            },
+    fn id(&self, numbers: &[u32], slot: Slot) -> u32 {
+        match self.try_id(numbers, slot) {
+            Some(id) => id,
+            None => panic!("slot {slot} is not in the partition's order"),
         }
     }
 
     /// The policy's number of `slot` if it is tracked.
     #[inline]
-    fn try_id(&self, slot: Slot) -> Option<u32> {
+    fn try_id(&self, numbers: &[u32], slot: Slot) -> Option<u32> {
         match &self.local {
             None => Some(slot),
-            Some(l) => l.of_slot.get(&slot).copied(),
+            Some(l) => {
+                let id = *numbers.get(slot as usize)?;
+                (l.slot_of.get(id as usize) == Some(&slot)).then_some(id)
+            }
         }
     }
 
@@ -122,10 +128,14 @@ impl ReplacementOrder {
 
     /// Numbers `slot`, which enters the order: a free number, or a new one (the policy and
     /// the held-out bits grown to take it).
-    fn assign(&mut self, slot: Slot) -> u32 {
+    fn assign(&mut self, numbers: &mut [u32], slot: Slot) -> u32 {
         let Some(l) = &mut self.local else {
             return slot;
         };
+        debug_assert!(
+            l.slot_of.get(numbers[slot as usize] as usize) != Some(&slot),
+            "slot {slot} entered the order twice"
+        );
         let id = match l.free.pop() {
             Some(id) => {
                 l.slot_of[id as usize] = slot;
@@ -143,15 +153,14 @@ impl ReplacementOrder {
                 id
             }
         };
-        let prev = l.of_slot.insert(slot, id);
-        debug_assert!(prev.is_none(), "slot {slot} entered the order twice");
+        numbers[slot as usize] = id;
         id
     }
 
-    /// Frees the number of `slot`, which left the order.
-    fn release(&mut self, slot: Slot) {
+    /// Frees number `id`, whose line left the order.
+    fn release(&mut self, id: u32) {
         if let Some(l) = &mut self.local {
-            let id = l.of_slot.remove(&slot).expect("a tracked slot");
+            l.slot_of[id as usize] = FREE;
             l.free.push(id);
         }
     }
@@ -164,8 +173,11 @@ impl ReplacementOrder {
 
     /// Whether `slot` is held out of the policy (false for a slot not in the order).
     #[inline]
-    pub(crate) fn is_out(&self, slot: Slot) -> bool {
-        self.holds_out_dirty && self.try_id(slot).is_some_and(|id| self.out_bit(id))
+    pub(crate) fn is_out(&self, numbers: &[u32], slot: Slot) -> bool {
+        self.holds_out_dirty
+            && self
+                .try_id(numbers, slot)
+                .is_some_and(|id| self.out_bit(id))
     }
 
     #[inline]
@@ -192,8 +204,8 @@ impl ReplacementOrder {
     /// A line entered `slot`: into the policy, or held out if it is `dirty` and dirty lines
     /// are held out.
     #[inline]
-    pub(crate) fn insert(&mut self, slot: Slot, key: LineKey, dirty: bool) {
-        let id = self.assign(slot);
+    pub(crate) fn insert(&mut self, numbers: &mut [u32], slot: Slot, key: LineKey, dirty: bool) {
+        let id = self.assign(numbers, slot);
         if dirty && self.holds_out_dirty {
             self.set_out(id, true);
         } else {
@@ -202,15 +214,17 @@ impl ReplacementOrder {
     }
 
     /// As [`insert`](Self::insert), at the policy's evict-last end for demoted lines.
-    pub(crate) fn insert_demoted(&mut self, slot: Slot, key: LineKey) {
-        let id = self.assign(slot);
+    pub(crate) fn insert_demoted(&mut self, numbers: &mut [u32], slot: Slot, key: LineKey) {
+        let id = self.assign(numbers, slot);
         self.policy.insert_demoted(id, key);
     }
 
     /// A demoted block the partition already holds moves to the evict-last end, unless it is
     /// held out (dirty: it stays out until marked clean).
-    pub(crate) fn move_demoted(&mut self, slot: Slot, key: LineKey) {
-        let Some(id) = self.try_id(slot) else { return };
+    pub(crate) fn move_demoted(&mut self, numbers: &[u32], slot: Slot, key: LineKey) {
+        let Some(id) = self.try_id(numbers, slot) else {
+            return;
+        };
         if !(self.holds_out_dirty && self.out_bit(id)) {
             self.policy.remove(id);
             self.policy.insert_demoted(id, key);
@@ -219,8 +233,8 @@ impl ReplacementOrder {
 
     /// The resident line in `slot` was accessed.
     #[inline]
-    pub(crate) fn hit(&mut self, slot: Slot) {
-        let id = self.id(slot);
+    pub(crate) fn hit(&mut self, numbers: &[u32], slot: Slot) {
+        let id = self.id(numbers, slot);
         if !(self.holds_out_dirty && self.out_bit(id)) {
             self.policy.hit(id);
         }
@@ -228,21 +242,23 @@ impl ReplacementOrder {
 
     /// The line in `slot` leaves the partition other than as a victim (a line not in the
     /// order, one leaving its partition, is not in the policy either: nothing to do).
-    pub(crate) fn remove(&mut self, slot: Slot) {
-        let Some(id) = self.try_id(slot) else { return };
+    pub(crate) fn remove(&mut self, numbers: &[u32], slot: Slot) {
+        let Some(id) = self.try_id(numbers, slot) else {
+            return;
+        };
         if self.holds_out_dirty && self.out_bit(id) {
             self.set_out(id, false);
         } else {
             self.policy.remove(id);
         }
-        self.release(slot);
+        self.release(id);
     }
 
     /// The line in `slot` became dirty: held out of the policy if dirty lines are.
     #[inline]
-    pub(crate) fn became_dirty(&mut self, slot: Slot) {
+    pub(crate) fn became_dirty(&mut self, numbers: &[u32], slot: Slot) {
         if self.holds_out_dirty {
-            let id = self.id(slot);
+            let id = self.id(numbers, slot);
             if !self.out_bit(id) {
                 self.policy.remove(id);
                 self.set_out(id, true);
@@ -253,9 +269,11 @@ impl ReplacementOrder {
     /// The line in `slot` (holding `key`) became clean: back into the policy if it was held
     /// out, where the policy inserts new lines (not if it is not in the order: leaving).
     #[inline]
-    pub(crate) fn became_clean(&mut self, slot: Slot, key: LineKey) {
+    pub(crate) fn became_clean(&mut self, numbers: &[u32], slot: Slot, key: LineKey) {
         if self.holds_out_dirty {
-            let Some(id) = self.try_id(slot) else { return };
+            let Some(id) = self.try_id(numbers, slot) else {
+                return;
+            };
             if self.out_bit(id) {
                 self.set_out(id, false);
                 self.policy.insert(id, key);
@@ -279,34 +297,25 @@ impl ReplacementOrder {
             .policy
             .evict(incoming, &|id| pinned(slot_of[id as usize]))?;
         let slot = self.slot(id);
-        self.release(slot);
+        self.release(id);
         Some(slot)
     }
 
     /// Checks the numbering: every tracked slot has its own number, which maps back to it,
     /// and the policy and the held-out set track exactly the numbered lines. With slot
     /// numbering, `resident_not_leaving` (the partition's lines in the order) must equal `len`.
-    pub(crate) fn audit(&self, resident_not_leaving: &[Slot]) {
+    pub(crate) fn audit(&self, numbers: &[u32], resident_not_leaving: &[Slot]) {
         assert_eq!(self.len(), resident_not_leaving.len(), "lines in the order");
         if let Some(l) = &self.local {
-            assert_eq!(l.of_slot.len(), self.len(), "numbered lines");
             for &s in resident_not_leaving {
-                let id = *l
-                    .of_slot
-                    .get(&s)
-                    .unwrap_or_else(|| panic!("slot {s} unnumbered"));
-                assert_eq!(
-                    l.slot_of[id as usize], s,
-                    "number {id} maps back to slot {s}"
-                );
+                assert!(self.try_id(numbers, s).is_some(), "slot {s} unnumbered");
             }
+            let in_use = l.slot_of.iter().filter(|&&s| s != FREE).count();
+            assert_eq!(in_use, self.len(), "numbers in use");
             for &id in &l.free {
-                assert!(
-                    l.of_slot.get(&l.slot_of[id as usize]) != Some(&id),
-                    "free number {id} in use"
-                );
+                assert_eq!(l.slot_of[id as usize], FREE, "free number {id} in use");
             }
-            assert_eq!(l.free.len() + l.of_slot.len(), l.slot_of.len(), "numbers");
+            assert_eq!(l.free.len() + in_use, l.slot_of.len(), "numbers");
         }
     }
 
@@ -336,18 +345,17 @@ impl ReplacementOrder {
 
     /// Heap bytes of the policy, the held-out bits and the numbering.
     pub(crate) fn memory_bytes(&self) -> usize {
-        let numbering = self.local.as_ref().map_or(0, |l| {
-            l.of_slot.capacity() * (std::mem::size_of::<(Slot, u32)>() + 1)
-                + l.slot_of.capacity() * 4
-                + l.free.capacity() * 4
-        });
+        let numbering = self
+            .local
+            .as_ref()
+            .map_or(0, |l| l.slot_of.capacity() * 4 + l.free.capacity() * 4);
         self.policy.memory_bytes() + self.out.capacity() * 8 + numbering
     }
 
     /// Prefetch hint for `slot`'s entry in the policy.
     #[inline]
-    pub(crate) fn prefetch(&self, slot: Slot) {
-        if let Some(id) = self.try_id(slot) {
+    pub(crate) fn prefetch(&self, numbers: &[u32], slot: Slot) {
+        if let Some(id) = self.try_id(numbers, slot) {
             self.policy.prefetch(id);
         }
     }
@@ -372,15 +380,15 @@ mod tests {
     fn lru_victims_are_clean_and_cleaned_lines_reenter_as_recent() {
         let mut o = ReplacementOrder::new(build(EvictionKind::Lru, 4, 4), 4, true);
         for s in 0..4 {
-            o.insert(s, LineKey(s as u64), false);
+            o.insert(&mut [], s, LineKey(s as u64), false);
         }
-        o.became_dirty(0);
-        o.became_dirty(1);
+        o.became_dirty(&[], 0);
+        o.became_dirty(&[], 1);
         assert_eq!(o.len(), 4);
         assert_eq!(o.held_out(), 2);
-        o.hit(0); // no-op while held out
+        o.hit(&[], 0); // no-op while held out
         assert_eq!(o.evict(LineKey(9), &|_| false), Some(2));
-        o.became_clean(1, LineKey(1));
+        o.became_clean(&[], 1, LineKey(1));
         assert_eq!(o.evict(LineKey(9), &|_| false), Some(3));
         assert_eq!(o.evict(LineKey(9), &|_| false), Some(1));
         assert_eq!(
@@ -388,7 +396,7 @@ mod tests {
             None,
             "only the dirty line is left"
         );
-        o.remove(0);
+        o.remove(&[], 0);
         assert_eq!((o.len(), o.held_out()), (0, 0));
     }
 
@@ -397,10 +405,10 @@ mod tests {
     fn evict_then_write_keeps_one_order() {
         let mut o = ReplacementOrder::new(build(EvictionKind::Lru, 3, 3), 3, false);
         for s in 0..3 {
-            o.insert(s, LineKey(s as u64), s == 0);
+            o.insert(&mut [], s, LineKey(s as u64), s == 0);
         }
-        o.became_dirty(1);
-        o.became_clean(1, LineKey(1));
+        o.became_dirty(&[], 1);
+        o.became_clean(&[], 1, LineKey(1));
         assert_eq!(o.held_out(), 0);
         assert_eq!(o.evict(LineKey(9), &|_| false), Some(0));
     }
@@ -408,6 +416,8 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Step {
         Insert(u32, bool),
+        InsertDemoted(u32),
+        MoveDemoted(u32),
         Hit(u32),
         Remove(u32),
         Dirty(u32),
@@ -431,6 +441,8 @@ mod tests {
             steps in proptest::collection::vec(
                 prop_oneof![
                     6 => (0u32..64, proptest::bool::ANY).prop_map(|(s, d)| Step::Insert(s, d)),
+                    1 => (0u32..64).prop_map(Step::InsertDemoted),
+                    1 => (0u32..64).prop_map(Step::MoveDemoted),
                     6 => (0u32..64).prop_map(Step::Hit),
                     1 => (0u32..64).prop_map(Step::Remove),
                     2 => (0u32..64).prop_map(Step::Dirty),
@@ -445,40 +457,57 @@ mod tests {
             let mut by_slot =
                 ReplacementOrder::new(build(kind, capacity, SLOTS as usize), SLOTS, hold);
             let mut numbered = ReplacementOrder::numbered(build(kind, capacity, capacity), hold);
+            let mut numbers = vec![0u32; SLOTS as usize];
             // Slots in the orders, and whether each is dirty.
             let mut tracked: std::collections::BTreeMap<u32, bool> = Default::default();
             for (i, step) in steps.into_iter().enumerate() {
                 match step {
+                    // Up to two lines past the capacity: a partition holds more after a
+                    // shrink until it settles, and a leaving line written again re-enters.
                     Step::Insert(s, dirty) => {
-                        if tracked.contains_key(&s) || tracked.len() >= by_slot.capacity() {
+                        if tracked.contains_key(&s) || tracked.len() >= by_slot.capacity() + 2 {
                             continue;
                         }
                         tracked.insert(s, dirty);
-                        by_slot.insert(s, LineKey(u64::from(s) + 1000), dirty);
-                        numbered.insert(s, LineKey(u64::from(s) + 1000), dirty);
+                        by_slot.insert(&mut [], s, LineKey(u64::from(s) + 1000), dirty);
+                        numbered.insert(&mut numbers, s, LineKey(u64::from(s) + 1000), dirty);
                     }
+                    Step::InsertDemoted(s) => {
+                        if tracked.contains_key(&s) || tracked.len() >= by_slot.capacity() + 2 {
+                            continue;
+                        }
+                        tracked.insert(s, false);
+                        by_slot.insert_demoted(&mut [], s, LineKey(u64::from(s) + 1000));
+                        numbered.insert_demoted(&mut numbers, s, LineKey(u64::from(s) + 1000));
+                    }
+                    // The core moves lines of the order only (not leaving ones).
+                    Step::MoveDemoted(s) if tracked.contains_key(&s) => {
+                        by_slot.move_demoted(&[], s, LineKey(u64::from(s) + 1000));
+                        numbered.move_demoted(&numbers, s, LineKey(u64::from(s) + 1000));
+                    }
+                    Step::MoveDemoted(_) => {}
                     Step::Hit(s) if tracked.contains_key(&s) => {
-                        by_slot.hit(s);
-                        numbered.hit(s);
+                        by_slot.hit(&[], s);
+                        numbered.hit(&numbers, s);
                     }
                     Step::Hit(_) => {}
                     Step::Remove(s) => {
                         tracked.remove(&s);
-                        by_slot.remove(s);
-                        numbered.remove(s);
+                        by_slot.remove(&[], s);
+                        numbered.remove(&numbers, s);
                     }
                     Step::Dirty(s) if tracked.contains_key(&s) => {
                         tracked.insert(s, true);
-                        by_slot.became_dirty(s);
-                        numbered.became_dirty(s);
+                        by_slot.became_dirty(&[], s);
+                        numbered.became_dirty(&numbers, s);
                     }
                     Step::Dirty(_) => {}
                     Step::Clean(s) => {
                         if let Some(d) = tracked.get_mut(&s) {
                             *d = false;
                         }
-                        by_slot.became_clean(s, LineKey(u64::from(s) + 1000));
-                        numbered.became_clean(s, LineKey(u64::from(s) + 1000));
+                        by_slot.became_clean(&[], s, LineKey(u64::from(s) + 1000));
+                        numbered.became_clean(&numbers, s, LineKey(u64::from(s) + 1000));
                     }
                     Step::Evict(k, m) => {
                         let pinned = |s: Slot| s % 8 == m;
@@ -499,9 +528,10 @@ mod tests {
                 prop_assert_eq!(by_slot.len(), numbered.len(), "step {}: sizes", i);
                 prop_assert_eq!(by_slot.held_out(), numbered.held_out(), "step {}: held out", i);
                 prop_assert_eq!(by_slot.capacity(), numbered.capacity());
+                prop_assert_eq!(by_slot.victim_hint(), numbered.victim_hint(), "step {}: hints", i);
                 let in_order: Vec<Slot> = tracked.keys().copied().collect();
-                by_slot.audit(&in_order);
-                numbered.audit(&in_order);
+                by_slot.audit(&[], &in_order);
+                numbered.audit(&numbers, &in_order);
             }
         }
     }
@@ -516,10 +546,10 @@ mod tests {
             let mut o = ReplacementOrder::new(build(kind, N as usize, N as usize), N, true);
             let clean = N / 2;
             for s in 0..N {
-                o.insert(s, LineKey(s as u64), false);
+                o.insert(&mut [], s, LineKey(s as u64), false);
             }
             for s in (0..N).filter(|&s| s != clean) {
-                o.became_dirty(s);
+                o.became_dirty(&[], s);
             }
             let calls = std::cell::Cell::new(0u32);
             let victim = o.evict(LineKey(u64::from(N)), &|_| {
