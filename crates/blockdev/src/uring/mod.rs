@@ -576,12 +576,10 @@ pub fn start_reads(file: FileRef, reads: &[(u64, usize, u64)]) -> Option<Vec<io:
             let staging = staging.pop().expect("staged");
             state.started.insert(key, StartedRead { tag, len, staging });
             out.push(Ok(()));
-            // Each read goes to the kernel on its own, as fio submits by default: a virtio or
-            // NVMe device given a batch in one doorbell completes it together, and a
-            // connection whose reads then travel together (the client answers the replies
-            // with the next batch) leaves the device idle for a whole round trip each cycle.
-            // On the O_DIRECT QD 16 benchmark (bench/odirect_vs_fio.sh) one submission per
-            // read was 5-16% ahead in-process and about 15% over NBD, for about 40% more CPU.
+            // Each read goes to the kernel on its own, as fio submits by default (one
+            // doorbell per read): on the O_DIRECT QD 16 benchmark (bench/odirect_vs_fio.sh)
+            // that was 5-16% ahead of one submission per batch in-process and about 15% over
+            // NBD, for about 40% more CPU; a submission every 4 reads fell between the two.
             match enter(state, 0) {
                 // A transient failure leaves the entry queued: the next enter sends it.
                 Err(e) if !transient(&e) => {
