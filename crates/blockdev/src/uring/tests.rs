@@ -175,23 +175,10 @@ fn started_direct_reads_come_back_to_reaps_that_never_wait() {
         eprintln!("skipping: no io_uring here");
         return;
     }
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = tempfile::tempdir_in(std::env::var("TMPDIR").unwrap_or("/var/tmp".into())).unwrap();
-    let path = dir.path().join("f");
     let bytes: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
-    std::fs::write(&path, &bytes).unwrap();
-    let Ok(f) = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(&path)
-    else {
-        eprintln!("skipping: no O_DIRECT in {}", dir.path().display());
+    let Some((_dir, f)) = direct_file(&bytes) else {
         return;
     };
-    // Out of the page cache, so the reads go to the device.
-    let _ = f.sync_all();
-    // SAFETY: advice only; the descriptor is open.
-    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     let file = FileRef {
         fd: f.as_raw_fd(),
         id: FileRef::new_id(),
@@ -314,21 +301,9 @@ fn a_reap_on_a_ring_that_cannot_be_entered_answers_each_read_once() {
         eprintln!("skipping: no io_uring here");
         return;
     }
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = tempfile::tempdir_in(std::env::var("TMPDIR").unwrap_or("/var/tmp".into())).unwrap();
-    let path = dir.path().join("f");
-    std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
-    let Ok(f) = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(&path)
-    else {
-        eprintln!("skipping: no O_DIRECT in {}", dir.path().display());
+    let Some((_dir, f)) = direct_file(&[7u8; 1 << 20]) else {
         return;
     };
-    let _ = f.sync_all();
-    // SAFETY: advice only; the descriptor is open.
-    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     let file = FileRef {
         fd: f.as_raw_fd(),
         id: FileRef::new_id(),
@@ -349,4 +324,25 @@ fn a_reap_on_a_ring_that_cannot_be_entered_answers_each_read_once() {
     assert_eq!(got, vec![31, 32]);
     assert_eq!(started_in_flight(), 0);
     assert_eq!(reap_started(true, &mut |_, _| panic!("answered twice")), 0);
+}
+
+/// A file holding `bytes` on a real disk (`TMPDIR`, else /var/tmp), opened O_DIRECT and out of
+/// the page cache, so reads go to the device; `None` (said on stderr) where O_DIRECT is refused.
+fn direct_file(bytes: &[u8]) -> Option<(tempfile::TempDir, std::fs::File)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = tempfile::tempdir_in(std::env::var("TMPDIR").unwrap_or("/var/tmp".into())).unwrap();
+    let path = dir.path().join("f");
+    std::fs::write(&path, bytes).unwrap();
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&path)
+    else {
+        eprintln!("skipping: no O_DIRECT in {}", dir.path().display());
+        return None;
+    };
+    let _ = f.sync_all();
+    // SAFETY: advice only; the descriptor is open.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    Some((dir, f))
 }
