@@ -420,18 +420,21 @@ fn dropping_a_line_under_write_back_waits_for_its_job() {
     assert_eq!(c.dirty_lines(), 0);
 }
 
+/// A write-back cache of three 4 KiB lines whose lazy cleaner writes back `batch` lines as soon
+/// as it is polled idle.
+fn three_lines_lazily_cleaned(dirty_full: DirtyFullPolicy, batch: u32) -> Cache {
+    let mut base = cfg(3, 4096, WritePolicy::WriteBack);
+    base.dirty_full = dirty_full;
+    base.cleaning = CleaningConfig::Lazy { idle_ns: 1, batch };
+    Cache::new(&base).unwrap()
+}
+
 /// Under bypass a request goes around the cache only when no clean, unpinned line is left. A
 /// line under write-back that is written again is both dirty and pinned: counted as either
 /// alone, the last clean line here would look taken and the read would go around the cache.
 #[test]
 fn a_line_under_write_back_written_again_is_not_counted_twice_against_the_clean_lines() {
-    let mut base = cfg(3, 4096, WritePolicy::WriteBack);
-    base.dirty_full = DirtyFullPolicy::Bypass;
-    base.cleaning = CleaningConfig::Lazy {
-        idle_ns: 1,
-        batch: 1,
-    };
-    let mut c = Cache::new(&base).unwrap();
+    let mut c = three_lines_lazily_cleaned(DirtyFullPolicy::Bypass, 1);
     let (a, b, cc, d) = (0u64, 4096, 8192, 12288);
     run(&mut c, Request::write(a, 4096));
     run(&mut c, Request::write(b, 4096));
@@ -474,13 +477,7 @@ fn a_line_under_write_back_written_again_is_not_counted_twice_against_the_clean_
 #[test]
 fn a_line_written_back_reenters_lru_as_recent_under_bypass() {
     let victim = |dirty_full| {
-        let mut base = cfg(3, 4096, WritePolicy::WriteBack);
-        base.dirty_full = dirty_full;
-        base.cleaning = CleaningConfig::Lazy {
-            idle_ns: 1,
-            batch: 8,
-        };
-        let mut c = Cache::new(&base).unwrap();
+        let mut c = three_lines_lazily_cleaned(dirty_full, 8);
         let (a, b, cc, d) = (0u64, 4096, 8192, 12288);
         run(&mut c, Request::write(b, 4096));
         run(&mut c, Request::read(a, 4096));
