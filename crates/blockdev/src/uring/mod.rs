@@ -97,6 +97,10 @@ impl Drop for Aligned {
 /// which ends the registrations) before the pool it registered is freed.
 struct RingState {
     ring: IoUring,
+    /// Completions are posted only when this thread enters the kernel (deferred task work;
+    /// read by the tests that depend on it).
+    #[cfg_attr(not(test), allow(dead_code))]
+    defers_task_work: bool,
     /// The registered pool: `POOL_BUFFERS` buffers of `POOL_BUFFER_SIZE` bytes, contiguous.
     pool: Aligned,
     /// Whether the pool is registered (fixed buffers) or used as plain aligned memory.
@@ -135,18 +139,31 @@ fn transient(e: &io::Error) -> bool {
     )
 }
 
-/// `io_uring_enter` on the started-read paths: submits what is queued and, with `want > 0`,
-/// waits for that many completions. (Tests make it fail on cue: `tests::enter_fails`.)
+/// `io_uring_enter`: submits what is queued and waits for `want` completions (0: none).
+/// (Tests make it fail on cue: `tests::enter_fails`.)
 fn enter(state: &mut RingState, want: usize) -> io::Result<usize> {
     #[cfg(test)]
     if tests::enter_fails() {
         return Err(io::Error::from_raw_os_error(libc::EBADF));
     }
-    if want == 0 {
-        state.ring.submit()
-    } else {
-        state.ring.submit_and_wait(want)
+    state.ring.submit_and_wait(want)
+}
+
+/// Queues `entry`, first handing the queue to the kernel if it is full (entries left queued by
+/// a transient failure). `Ok(false)`: still full; `Err`: the ring cannot be entered.
+///
+/// # Safety
+/// As [`io_uring::SubmissionQueue::push`]: what `entry` names stays valid until its
+/// completion is reaped.
+unsafe fn push(state: &mut RingState, entry: &squeue::Entry) -> io::Result<bool> {
+    if state.ring.submission().is_full() {
+        match enter(state, 0) {
+            Err(e) if !transient(&e) => return Err(e),
+            _ => {}
+        }
     }
+    // SAFETY: the caller's promise.
+    Ok(unsafe { state.ring.submission().push(entry) }.is_ok())
 }
 
 /// A completion's result: bytes transferred, or the error its negative value names.
@@ -162,7 +179,7 @@ fn cqe_result(res: i32) -> io::Result<usize> {
 /// data without [`STARTED_BIT`]) to `own`; started reads' completions are kept for their
 /// reaper ([`reap_started`]), so a batch or a sync never takes, and loses, one of them.
 fn wait_own(state: &mut RingState, mut own: impl FnMut(u64, i32)) -> io::Result<()> {
-    match state.ring.submit_and_wait(1) {
+    match enter(state, 1) {
         Err(e) if !transient(&e) => return Err(e),
         _ => {}
     }
@@ -183,12 +200,15 @@ impl RingState {
         // enters the kernel to reap them, instead of interrupting it wherever it is (in a
         // socket read, say) to run their task work. Kernels before 6.1 lack these flags:
         // a plain ring then.
-        let ring = IoUring::builder()
+        let (ring, defers_task_work) = match IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
             .setup_taskrun_flag()
             .build(RING_ENTRIES)
-            .or_else(|_| IoUring::new(RING_ENTRIES))?;
+        {
+            Ok(ring) => (ring, true),
+            Err(_) => (IoUring::new(RING_ENTRIES)?, false),
+        };
         let pool = Aligned::new(POOL_BUFFERS * POOL_BUFFER_SIZE);
         let iovecs: Vec<libc::iovec> = (0..POOL_BUFFERS)
             .map(|i| libc::iovec {
@@ -208,6 +228,7 @@ impl RingState {
             .then(|| vec![None; FIXED_FILES as usize]);
         Ok(RingState {
             ring,
+            defers_task_work,
             pool,
             pool_registered,
             fixed,
@@ -243,34 +264,28 @@ impl RingState {
         }
     }
 
-    /// Memory for an op of `len` bytes: a free pool buffer, else aligned scratch; recorded in
-    /// `staging`. Returns its address and, for a pool buffer, its index.
-    fn stage(&mut self, len: usize, staging: &mut Vec<Staging>) -> (*mut u8, Option<usize>) {
+    /// Memory for an op of `len` bytes: a free pool buffer, else aligned scratch. Returns it,
+    /// its address and, for a pool buffer, its index.
+    fn stage(&mut self, len: usize) -> (Staging, *mut u8, Option<usize>) {
         let pooled = if len <= POOL_BUFFER_SIZE {
             self.free_pool.pop()
         } else {
             None
         };
         match pooled {
-            Some(b) => {
-                staging.push(Staging::Pool(b));
-                (self.pool_buffer(b), Some(b))
-            }
+            Some(b) => (Staging::Pool(b), self.pool_buffer(b), Some(b)),
             None => {
                 let a = Aligned::new(len);
                 let p = a.ptr;
-                staging.push(Staging::Scratch(a));
-                (p, None)
+                (Staging::Scratch(a), p, None)
             }
         }
     }
 
-    /// Gives `staging`'s pool buffers back (their ops completed).
-    fn unstage(&mut self, staging: Vec<Staging>) {
-        for st in staging {
-            if let Staging::Pool(b) = st {
-                self.free_pool.push(b);
-            }
+    /// Gives a staged op's pool buffer back (its op completed); scratch is freed.
+    fn unstage(&mut self, staging: Staging) {
+        if let Staging::Pool(b) = staging {
+            self.free_pool.push(b);
         }
     }
 
@@ -321,15 +336,14 @@ pub fn available() -> bool {
     })
 }
 
-/// Whether this thread's ring uses registered buffers and fixed files (tests, reports).
-pub fn registered() -> (bool, bool) {
+/// Whether this thread's ring posts completions only when the thread enters the kernel
+/// (deferred task work, kernels from 6.1); false without a ring.
+#[cfg(test)]
+fn defers_task_work() -> bool {
     RING.with(|r| {
         let mut r = r.borrow_mut();
         init(&mut r);
-        match &*r {
-            Ring::Ready(s) => (s.pool_registered, s.fixed.is_some()),
-            _ => (false, false),
-        }
+        matches!(&*r, Ring::Ready(s) if s.defers_task_work)
     })
 }
 
@@ -392,7 +406,8 @@ fn run_chunk(
             staging.push(Staging::Scratch(Aligned::new(0)));
             continue;
         }
-        let (ptr, buf_index) = state.stage(len, &mut staging);
+        let (st, ptr, buf_index) = state.stage(len);
+        staging.push(st);
         if let Transfer::Write(data) = t {
             // SAFETY: `ptr` names at least `len` bytes of ring-owned memory no op in flight
             // uses (each op of this chunk has its own buffer; earlier chunks completed), and
@@ -411,9 +426,9 @@ fn run_chunk(
         // SAFETY: the entry names ring-owned memory (`ptr`, kept in `staging` or the pool
         // until this chunk's completions are reaped, or leaked with the ring) and a file the
         // caller keeps open for the call.
-        if unsafe { state.ring.submission().push(&entry.user_data(i as u64)) }.is_err() {
-            // Only if started reads left queued by a transient failure fill the ring (the
-            // chunk fits it otherwise): the op fails, reported, never left unrun silently.
+        if !unsafe { push(state, &entry.user_data(i as u64)) }? {
+            // The queue stayed full (entries of a transient failure): the op fails, reported,
+            // never left unrun silently.
             results[i] = Some(Err(io::Error::other("io_uring submission queue full")));
             continue;
         }
@@ -447,7 +462,9 @@ fn run_chunk(
         };
         out.push(r);
     }
-    state.unstage(staging);
+    for st in staging {
+        state.unstage(st);
+    }
     Ok(out)
 }
 
@@ -538,22 +555,7 @@ pub fn start_reads(file: FileRef, reads: &[(u64, usize, u64)]) -> Option<Vec<io:
                 )));
                 continue;
             }
-            if state.ring.submission().is_full() {
-                // Entries left queued by transient failures: the kernel takes them now.
-                match enter(state, 0) {
-                    Err(e) if !transient(&e) => {
-                        broken = Some(e);
-                        break;
-                    }
-                    Err(e) => {
-                        out.push(Err(e));
-                        continue;
-                    }
-                    Ok(_) => {}
-                }
-            }
-            let mut staging = Vec::with_capacity(1);
-            let (ptr, buf_index) = state.stage(len, &mut staging);
+            let (staging, ptr, buf_index) = state.stage(len);
             let key = STARTED_BIT | state.next_started;
             state.next_started = (state.next_started + 1) & !STARTED_BIT;
             let entry = build_entry(
@@ -568,12 +570,20 @@ pub fn start_reads(file: FileRef, reads: &[(u64, usize, u64)]) -> Option<Vec<io:
             // SAFETY: the entry names ring-owned memory (`ptr`, recorded in `started` until
             // its completion is reaped, or leaked with the ring) and a file the caller keeps
             // open until then.
-            if unsafe { state.ring.submission().push(&entry.user_data(key)) }.is_err() {
-                state.unstage(staging);
-                out.push(Err(io::Error::other("io_uring submission queue full")));
-                continue;
+            match unsafe { push(state, &entry.user_data(key)) } {
+                Ok(true) => {}
+                Ok(false) => {
+                    state.unstage(staging);
+                    out.push(Err(io::Error::other("io_uring submission queue full")));
+                    continue;
+                }
+                Err(e) => {
+                    // The buffer is leaked with the ring.
+                    std::mem::forget(staging);
+                    broken = Some(e);
+                    break;
+                }
             }
-            let staging = staging.pop().expect("staged");
             state.started.insert(key, StartedRead { tag, len, staging });
             out.push(Ok(()));
             // Each read goes to the kernel on its own, as fio submits by default (one
@@ -633,9 +643,16 @@ pub fn reap_started(wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> us
             return Some(0);
         };
         loop {
-            if state.ring.submission().taskrun() {
-                // Completions wait as deferred task work: one enter posts them.
-                let _ = enter(state, 0);
+            if state.ring.submission().taskrun() || !state.ring.submission().is_empty() {
+                // Completions wait as deferred task work (one enter posts them), or reads
+                // left queued by a transient failure wait to be sent.
+                match enter(state, 0) {
+                    Err(e) if !transient(&e) => {
+                        abandon(&mut r);
+                        return None;
+                    }
+                    _ => {}
+                }
             }
             for cqe in state.ring.completion() {
                 state.started_done.push((cqe.user_data(), cqe.result()));
@@ -678,7 +695,7 @@ pub fn reap_started(wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> us
                 }
             };
             f(st.tag, result);
-            state.unstage(vec![st.staging]);
+            state.unstage(st.staging);
         }
         Some(n)
     });
@@ -724,8 +741,10 @@ pub fn data_sync(fd: RawFd) -> Option<io::Result<()>> {
             .build()
             .user_data(SYNC_KEY);
         // SAFETY: the entry names no memory, only a descriptor the caller keeps open.
-        if unsafe { state.ring.submission().push(&entry) }.is_err() {
-            return Some(Err(io::Error::other("io_uring submission queue full")));
+        match unsafe { push(state, &entry) } {
+            Ok(true) => {}
+            Ok(false) => return Some(Err(io::Error::other("io_uring submission queue full"))),
+            Err(e) => return Some(Err(e)),
         }
         // Started reads of this thread may complete first: `wait_own` keeps them for their
         // reaper (taking one for the sync's would lose the read and end the sync early).
