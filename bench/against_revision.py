@@ -101,7 +101,9 @@ def main():
         src = os.path.join(root, path)
         if not os.path.isfile(src):
             sys.exit(f"--from-head {path}: no such file in the working tree")
-        shutil.copyfile(src, os.path.join(tree, path))
+        dst = os.path.join(tree, path)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copyfile(src, dst)
         print(f"base: with the working tree's {path}")
     base_bin = build(tree, os.path.join(target_root, "target-" + rev[:12]), a.package, a.example)
     new_bin = build(root, os.environ.get("CARGO_TARGET_DIR", os.path.join(root, "target")),
@@ -131,8 +133,9 @@ def main():
     for k in rounds[0][0]:
         base = statistics.median(b[k] for b, _ in rounds)
         new = statistics.median(n[k] for _, n in rounds)
-        ratio = statistics.median(n[k] / b[k] for b, n in rounds if b[k] > 0)
-        print(f"{k:<20} {base:>10.3f} {new:>10.3f} {ratio:>9.2f}")
+        ratios = [n[k] / b[k] for b, n in rounds if b[k] > 0]
+        ratio = f"{statistics.median(ratios):>9.2f}" if ratios else f"{'n/a':>9}"
+        print(f"{k:<20} {base:>10.3f} {new:>10.3f} {ratio}")
 
 
 if __name__ == "__main__":

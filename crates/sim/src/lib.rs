@@ -56,7 +56,7 @@ pub mod testing;
 
 pub use config::{RunLimits, SimConfig, VolumeBackend};
 pub use device::{DeviceConfig, DeviceModel, LinkConfig, RaidLevel, PRESETS};
-pub use exec::{simulate, simulate_with, DeviceBytes, SimObserver, SimOutput};
+pub use exec::{simulate, simulate_with, SimObserver, SimOutput};
 pub use hit_ratio::{
     batched_supports, hit_ratio_batched, hit_ratio_only, hit_ratio_only_iter, BatchedOutcome,
     IterBatches, RequestBatches,

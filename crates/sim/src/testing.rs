@@ -105,15 +105,15 @@ impl UniformSource {
 }
 
 /// The seed of `job`'s stream: job 0 keeps the single-stream seed (so open-loop streams are
-/// those of earlier versions); the others are split off with SplitMix64's finaliser.
+/// those of earlier versions); the others are split off with SplitMix64, fed
+/// `seed ^ job·φ` (its step adds φ first).
 fn job_state(seed: u64, job: u64) -> u64 {
+    const PHI: u64 = 0x9E37_79B9_7F4A_7C15;
     if job == 0 {
-        return seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        return seed.wrapping_mul(PHI) | 1;
     }
-    let mut z = seed ^ job.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)) | 1
+    let mut state = (seed ^ job.wrapping_mul(PHI)).wrapping_sub(PHI);
+    tiercache_workload::dist::splitmix64(&mut state) | 1
 }
 
 impl RequestSource for UniformSource {

@@ -76,20 +76,25 @@ fn same_inputs_give_byte_identical_records() {
 
 #[test]
 fn write_back_conserves_lines_and_bytes_and_final_flush_leaves_nothing_dirty() {
+    // Requests of one 4 KiB line each; flush jobs of at most `MAX_BATCH` lines.
+    const JOBS: u32 = 8;
+    const DEPTH: u32 = 2;
+    const LINE: u64 = 4096;
+    const MAX_BATCH: u32 = 64;
     for cleaning in [
         CleaningConfig::Lazy {
             idle_ns: 20_000,
-            batch: 32,
+            batch: MAX_BATCH / 2,
         },
         CleaningConfig::Aggressive {
             period_ns: 100_000,
-            batch: 64,
+            batch: MAX_BATCH,
         },
         CleaningConfig::None,
     ] {
         let mut c = cache(4 << 20, cleaning.clone());
-        let mut src =
-            UniformSource::closed(3, 8, 2, 2500, 32 << 20, 4096, 0.3).with_hot_set(0.8, 3 << 20);
+        let mut src = UniformSource::closed(3, JOBS, DEPTH, 2500, 32 << 20, LINE, 0.3)
+            .with_hot_set(0.8, 3 << 20);
         let cfg = SimConfig {
             run: RunLimits {
                 final_flush: true,
@@ -123,11 +128,17 @@ fn write_back_conserves_lines_and_bytes_and_final_flush_leaves_nothing_dirty() {
         assert!(out.metrics.final_flush_ns > 0 || out.metrics.dirty_lines_end == 0);
         c.audit();
         // Every byte the policy planned crossed a device model, over the whole run.
-        let (cache_dev, backend_dev) = (out.device_bytes["cache"], out.device_bytes["backend"]);
-        assert_eq!(cache_dev.written, s.cache_bytes_written, "{cleaning:?}");
-        assert_eq!(cache_dev.read, s.cache_bytes_read, "{cleaning:?}");
-        assert_eq!(backend_dev.read, s.backend_bytes_read, "{cleaning:?}");
-        assert_eq!(backend_dev.written, s.backend_bytes_written, "{cleaning:?}");
+        let (cache_dev, backend_dev) = (out.devices["cache"], out.devices["backend"]);
+        assert_eq!(
+            cache_dev.bytes_written, s.cache_bytes_written,
+            "{cleaning:?}"
+        );
+        assert_eq!(cache_dev.bytes_read, s.cache_bytes_read, "{cleaning:?}");
+        assert_eq!(backend_dev.bytes_read, s.backend_bytes_read, "{cleaning:?}");
+        assert_eq!(
+            backend_dev.bytes_written, s.backend_bytes_written,
+            "{cleaning:?}"
+        );
         // Over the measured window (no warm-up here, the final flush outside it) the devices
         // trail the policy by at most the ops still in flight when the last request was
         // acknowledged: promotion writes and flush jobs, never a whole request's worth more.
@@ -138,8 +149,8 @@ fn write_back_conserves_lines_and_bytes_and_final_flush_leaves_nothing_dirty() {
         );
         assert!(dev_w <= m.cache_bytes_written, "{cleaning:?}");
         assert!(dev_r <= m.backend_bytes_read, "{cleaning:?}");
-        // 8 jobs × 2 deep requests of one line each, and a flush job of up to 64 lines.
-        let in_flight_max = (8 * 2 + 64) * 4096;
+        // Every request in flight, and one flush job.
+        let in_flight_max = u64::from(JOBS * DEPTH + MAX_BATCH) * LINE;
         assert!(
             m.cache_bytes_written - dev_w <= in_flight_max,
             "{cleaning:?}"

@@ -124,7 +124,7 @@ fn everything(out: &tiercache_sim::SimOutput) -> String {
         serde_json::to_string(&out.metrics).unwrap(),
         serde_json::to_string(&out.timeline).unwrap(),
         serde_json::to_string(&out.final_stats).unwrap(),
-        out.device_bytes,
+        out.devices,
         out.end_ns,
         out.latency.summary(),
     )

@@ -41,22 +41,14 @@ pub struct SimOutput {
     /// Bytes written to each backend device by write-back ops (causes `clean` and
     /// `evict-flush`) over the whole run, for conservation checks against the policy.
     pub backend_written_back_bytes: u64,
-    /// Bytes each device read and wrote over the whole run (warm-up, the drain after the
-    /// measured window and the final flush included), by device name: what the policy's
-    /// `final_stats` planned, op for op. (The window's device figures can trail the policy's
-    /// by the ops still in flight when the last measured request is acknowledged.)
-    pub device_bytes: BTreeMap<String, DeviceBytes>,
+    /// Each device's counters over the whole run (warm-up, the drain after the measured
+    /// window and the final flush included), by device name: its bytes read and written are
+    /// what the policy's `final_stats` planned, op for op. (The window's device figures can
+    /// trail the policy's by the ops still in flight when the last measured request is
+    /// acknowledged.)
+    pub devices: BTreeMap<String, DeviceCounters>,
     /// Virtual time when everything (including background ops and the final flush) finished.
     pub end_ns: Nanos,
-}
-
-/// Bytes one device read and wrote.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DeviceBytes {
-    /// Bytes read.
-    pub read: u64,
-    /// Bytes written.
-    pub written: u64,
 }
 
 mod background;
@@ -312,10 +304,11 @@ impl Sim<'_> {
         if let Some(start) = flush_start {
             metrics.final_flush_ns = self.now - start;
         }
-        let backend_written_back_bytes = self.devs[1..]
+        let counters: Vec<DeviceCounters> =
+            self.devs.iter().map(|d| d.counters(self.now)).collect();
+        let backend_written_back_bytes = counters[1..]
             .iter()
-            .map(|d| {
-                let c = d.counters(self.now);
+            .map(|c| {
                 c.written_by_cause[crate::device::cause_index(OpCause::Clean)]
                     + c.written_by_cause[crate::device::cause_index(OpCause::EvictFlush)]
             })
@@ -328,17 +321,11 @@ impl Sim<'_> {
             write_latency: std::mem::take(&mut self.lat_write),
             final_stats: self.cache.stats_snapshot(),
             backend_written_back_bytes,
-            device_bytes: self
+            devices: self
                 .devs
                 .iter()
-                .map(|d| {
-                    let c = d.counters(self.now);
-                    let bytes = DeviceBytes {
-                        read: c.bytes_read,
-                        written: c.bytes_written,
-                    };
-                    (d.name().to_string(), bytes)
-                })
+                .map(|d| d.name().to_string())
+                .zip(counters)
                 .collect(),
             end_ns: self.now,
         })

@@ -37,7 +37,15 @@ impl Sim<'_> {
         }
         let next = match &mut self.lookahead {
             Some(ahead) => ahead.next(job, self.now, &mut *self.source, &*self.cache),
-            None => self.source.next_request_at(job, self.now),
+            None => {
+                let req = self.source.next_request_at(job, self.now);
+                if let Some(req) = &req {
+                    // Start loading the request's index bucket now: its arrival is planned a
+                    // few events later (a hint; it changes nothing).
+                    self.cache.prefetch(req, 1);
+                }
+                req
+            }
         };
         let Some(req) = next else {
             self.jobs_done[job as usize] = true;
@@ -46,11 +54,6 @@ impl Sim<'_> {
         if self.stop_at.is_some_and(|s| req.time_ns > s) {
             self.jobs_done[job as usize] = true;
             return;
-        }
-        if self.lookahead.is_none() {
-            // Start loading the request's index bucket now: its arrival is planned a few
-            // events later (a hint; it changes nothing).
-            self.cache.prefetch(&req, 1);
         }
         let idx = self.alloc_task();
         let t = &mut self.tasks[idx as usize];

@@ -4,7 +4,7 @@
 
 use super::executor::HierarchySim;
 use serde::{Deserialize, Serialize};
-use tiercache_metrics::LatencySummary;
+use tiercache_metrics::{ratio, LatencySummary};
 use tiercache_policy::VictimConfig;
 
 /// The result of one hierarchy run.
@@ -88,14 +88,6 @@ pub struct ClientResult {
     /// Its link to the shared levels when it has no level of its own (a client's own
     /// lowest level reports its link in its row).
     pub link: Option<LinkResult>,
-}
-
-fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        a as f64 / b as f64
-    }
 }
 
 pub(crate) fn collect(sim: &HierarchySim) -> HierarchyResult {
