@@ -8,8 +8,9 @@
 # odirect_qd16: no NBD transport), against the same fio figure.
 #
 # A third server, `memory`, runs the same cache with the cache file in the page cache
-# (`cache_direct = false`): its hits answer at memory speed, so 16 / its IOPS is the NBD round
-# trip of a full queue with no device in it. A connection whose 16 reads travel together (the
+# (`cache_direct = false`): its hits answer at memory speed (read on the connection's reader
+# thread, not started on a ring), so 16 / its IOPS is the NBD round trip of a full queue with
+# no device in it. A connection whose 16 reads travel together (the
 # device completes a submitted batch together, and the client sends the next batch as the
 # replies arrive) cannot beat 1 / (1/fio + 1/memory): the device's time for a batch plus one
 # round trip, back to back. The script prints that bound and the io_uring server against it.

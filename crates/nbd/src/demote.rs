@@ -804,7 +804,8 @@ mod tests {
         assert_eq!(demote(&c, 8 * B), DemoteReply::Accepted);
         assert_eq!(dev.many_calls.load(SeqCst), 2);
 
-        // A connection without a session reaches the same batched paths, tracking nothing.
+        // A connection without a session forwards the batched, fast and started reads to the
+        // device as batches too.
         let mut d = vec![0; B as usize];
         assert!(other.read_many(&mut [(9 * B, &mut d[..])])[0].is_ok());
         assert!(matches!(
@@ -828,11 +829,6 @@ mod tests {
                 dev.start_calls.load(SeqCst)
             ),
             (3, 2, 2)
-        );
-        assert_eq!(
-            demote(&d, 9 * B),
-            DemoteReply::Rejected,
-            "read by no session"
         );
     }
 }
