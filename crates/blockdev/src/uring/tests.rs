@@ -22,10 +22,7 @@ fn batches_match_plain_transfers() {
         .open(&p)
         .unwrap();
     f.set_len(8 << 20).unwrap();
-    let file = FileRef {
-        fd: f.as_raw_fd(),
-        id: FileRef::new_id(),
-    };
+    let file = file_ref(&f);
     let sizes = [512usize, 4096, 70_000, 100, 4096 * 3];
     let datas: Vec<Vec<u8>> = (0..150)
         .map(|i| {
@@ -85,10 +82,7 @@ fn batches_match_plain_transfers() {
         .open(dir.path().join("g"))
         .unwrap();
     g.set_len(4096).unwrap();
-    let gref = FileRef {
-        fd: g.as_raw_fd(),
-        id: FileRef::new_id(),
-    };
+    let gref = file_ref(&g);
     write_all_at(gref, &[5u8; 4096], 0).unwrap().unwrap();
     let mut back = [0u8; 4096];
     g.read_exact_at(&mut back, 0).unwrap();
@@ -114,10 +108,7 @@ fn started_reads_come_back_tagged_across_a_batch() {
         .unwrap();
     let bytes: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 241) as u8).collect();
     f.write_all_at(&bytes, 0).unwrap();
-    let file = FileRef {
-        fd: f.as_raw_fd(),
-        id: FileRef::new_id(),
-    };
+    let file = file_ref(&f);
     // More than the pool holds (scratch for the rest), two sizes.
     let reads: Vec<(u64, usize, u64)> = (0..80u64)
         .map(|i| (i * 9000, if i % 3 == 0 { 70_000 } else { 4096 }, 1000 + i))
@@ -179,10 +170,7 @@ fn started_direct_reads_come_back_to_reaps_that_never_wait() {
     let Some((_dir, f)) = direct_file(&bytes) else {
         return;
     };
-    let file = FileRef {
-        fd: f.as_raw_fd(),
-        id: FileRef::new_id(),
-    };
+    let file = file_ref(&f);
     let reads: Vec<(u64, usize, u64)> = (0..32u64).map(|i| (i * 32768, 4096, 500 + i)).collect();
     for r in start_reads(file, &reads).unwrap() {
         r.unwrap();
@@ -215,10 +203,7 @@ fn started_reads_of_a_broken_ring_come_back_as_errors() {
         return;
     }
     let (_dir, f) = file_of(1 << 20);
-    let file = FileRef {
-        fd: f.as_raw_fd(),
-        id: FileRef::new_id(),
-    };
+    let file = file_ref(&f);
     for r in start_reads(file, &[(0, 4096, 11), (8192, 4096, 12)]).unwrap() {
         r.unwrap();
     }
@@ -279,10 +264,7 @@ fn reads_started_on_a_ring_that_cannot_be_entered_are_answered_once() {
         return;
     }
     let (_dir, f) = file_of(1 << 20);
-    let file = FileRef {
-        fd: f.as_raw_fd(),
-        id: FileRef::new_id(),
-    };
+    let file = file_ref(&f);
     ENTERS_LEFT.with(|c| c.set(Some(1)));
     let out = start_reads(file, &[(0, 4096, 21), (8192, 4096, 22), (16384, 4096, 23)]).unwrap();
     ENTERS_LEFT.with(|c| c.set(None));
@@ -321,10 +303,7 @@ fn reap_on_a_ring_that_cannot_be_entered(wait: bool) {
     let Some((_dir, f)) = direct_file(&[7u8; 1 << 20]) else {
         return;
     };
-    let file = FileRef {
-        fd: f.as_raw_fd(),
-        id: FileRef::new_id(),
-    };
+    let file = file_ref(&f);
     if !defers_task_work() {
         eprintln!("skipping: completions are posted without an enter on this kernel");
         return;
@@ -378,4 +357,12 @@ fn direct_file(bytes: &[u8]) -> Option<(tempfile::TempDir, std::fs::File)> {
     // SAFETY: advice only; the descriptor is open.
     unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     Some((dir, f))
+}
+
+/// A fresh ring identity for the open file `f`.
+fn file_ref(f: &std::fs::File) -> FileRef {
+    FileRef {
+        fd: f.as_raw_fd(),
+        id: FileRef::new_id(),
+    }
 }
