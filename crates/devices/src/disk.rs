@@ -115,21 +115,23 @@ impl Disk {
             IoKind::Trim | IoKind::Flush => (0, 0),
         };
         let gap = spacing.max(bw);
-        let chan_free = if self.p.channels > 1 {
-            self.channels.pop().map_or(0, |r| r.0)
-        } else {
-            self.single_free
+        // The op takes the channel free first; its free time becomes the op's end. With
+        // several channels that is one sift of the heap's top (not a pop and a push).
+        let mut earliest = self.channels.peek_mut();
+        let chan_free = match &earliest {
+            Some(top) => top.0,
+            None => self.single_free,
         };
         let start_ps = (now.max(chan_free) as u128 * PS_PER_NS).max(self.gate_ps);
         self.gate_ps = start_ps + gap;
         let end_ps = start_ps + service;
         // Round up so an op never completes before its modelled time.
         let end = ps_to_ns_ceil(end_ps);
-        if self.p.channels > 1 {
-            self.channels.push(Reverse(end));
-        } else {
-            self.single_free = end;
+        match &mut earliest {
+            Some(top) => top.0 = end,
+            None => self.single_free = end,
         }
+        drop(earliest);
         self.cost_ps += div_u128(service, u64::from(self.p.channels)).max(gap);
         self.last_end = offset.saturating_add(len);
         self.ops += 1;
