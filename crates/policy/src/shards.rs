@@ -182,6 +182,12 @@ pub trait PolicyCore {
     fn clean(&mut self, state: &ExecutorState, jobs: &mut Vec<FlushJob>);
     /// When a cleaner wants to be polled again (the earliest of them).
     fn next_clean_poll(&self, state: &ExecutorState) -> Option<Nanos>;
+    /// Whether polling the cleaners while the cache device serves foreground I/O, with a
+    /// poll already scheduled, can change nothing, so the executor may skip it (see
+    /// [`Cache::cleaning_waits_for_idle_cache`]). Default: `false`.
+    fn cleaning_waits_for_idle_cache(&self) -> bool {
+        false
+    }
     /// The executor completed every op of `job`.
     fn flush_done(&mut self, job: FlushJob);
     /// Jobs covering every dirty, unpinned line (the final flush).
@@ -247,6 +253,9 @@ impl PolicyCore for Cache {
     }
     fn next_clean_poll(&self, state: &ExecutorState) -> Option<Nanos> {
         Cache::next_clean_poll(self, state)
+    }
+    fn cleaning_waits_for_idle_cache(&self) -> bool {
+        Cache::cleaning_waits_for_idle_cache(self)
     }
     fn flush_done(&mut self, job: FlushJob) {
         Cache::flush_done(self, job)
@@ -486,6 +495,14 @@ impl PolicyCore for ShardedCache {
             .iter()
             .filter_map(|c| c.next_clean_poll(state))
             .min()
+    }
+
+    /// Every shard's: the shards share one cleaning configuration, so one `k` (see
+    /// [`crate::cleaning::CleaningPolicy::acts_only_on_idle_cache`]) bounds them all.
+    fn cleaning_waits_for_idle_cache(&self) -> bool {
+        self.shards
+            .iter()
+            .all(|c| c.cleaning_waits_for_idle_cache())
     }
 
     fn flush_done(&mut self, job: FlushJob) {

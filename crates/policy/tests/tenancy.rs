@@ -9,7 +9,8 @@
 //! - property: random reads, writes and trims with interval boundaries resizing partitions
 //!   (static, eci, trd), every plan and flush job run on real bytes: reads return the newest
 //!   data and after a final flush the backend holds every byte last written (no resize lost
-//!   dirty data);
+//!   dirty data); whenever the cache says a cleaner poll on a busy cache device may be
+//!   skipped, such a poll indeed starts nothing and changes nothing;
 //! - one volume's scan cannot evict another's partition under `eci` or `static` (it does under
 //!   `shared`, so the check can fail).
 
@@ -50,6 +51,46 @@ fn at(now: u64) -> ExecutorState {
         cache_idle_ns: u64::MAX / 2,
         ..ExecutorState::default()
     }
+}
+
+/// Checks the promise behind skipping cleaner polls (`Cache::cleaning_waits_for_idle_cache`,
+/// here with lazy cleaning of `idle_ns = 0`): when it is made, a poll at `now` with foreground
+/// I/O on the cache device starts no job, changes no state, and asks to be polled at `now + 1`
+/// at the latest.
+fn check_busy_poll_changes_nothing(cache: &mut Cache, now: u64) -> Result<(), TestCaseError> {
+    if !cache.cleaning_waits_for_idle_cache() {
+        return Ok(());
+    }
+    let busy = ExecutorState {
+        now,
+        cache_idle_ns: 0,
+        cache: tiercache_policy::DeviceLoad {
+            queued: 1,
+            ..Default::default()
+        },
+        ..ExecutorState::default()
+    };
+    let before = (
+        cache.stats().clone(),
+        cache.partition_stats(),
+        cache.dirty_lines(),
+    );
+    let mut jobs = Vec::new();
+    cache.clean(&busy, &mut jobs);
+    prop_assert!(
+        jobs.is_empty(),
+        "a skippable poll started {} jobs",
+        jobs.len()
+    );
+    let after = (
+        cache.stats().clone(),
+        cache.partition_stats(),
+        cache.dirty_lines(),
+    );
+    prop_assert_eq!(before, after);
+    let next = cache.next_clean_poll(&busy);
+    prop_assert!(next.is_none() || next == Some(now + 1), "{next:?} at {now}");
+    Ok(())
 }
 
 fn line_req(op: Op, volume: u32, line: u64) -> Request {
@@ -355,6 +396,8 @@ proptest! {
                 Step::Boundary => {
                     now += INTERVAL;
                     cache.repartition(&at(now));
+                    // The resize's jobs wait to be taken: no poll may be skipped now.
+                    check_busy_poll_changes_nothing(&mut cache, now)?;
                     let mut jobs = Vec::new();
                     cache.take_resize_jobs(&mut jobs);
                     run_jobs(jobs, &mut bytes, &mut inflight);
@@ -372,6 +415,7 @@ proptest! {
                     run_jobs(jobs, &mut bytes, &mut inflight);
                 }
             }
+            check_busy_poll_changes_nothing(&mut cache, now)?;
             cache.audit();
         }
         while let Some(j) = inflight.pop_front() {

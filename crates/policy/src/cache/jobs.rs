@@ -28,6 +28,17 @@ impl Cache {
         self.cleaner.next_poll(state, self.dirty_state())
     }
 
+    /// Whether a poll of [`Cache::clean`] while the cache device serves foreground I/O, with a
+    /// poll already scheduled, can change nothing: the cleaner acts only on an idle device
+    /// ([`crate::cleaning::CleaningPolicy::acts_only_on_idle_cache`]), no resize's jobs wait
+    /// and no partition is over its capacity (so `clean` has nothing to settle), and
+    /// [`Cache::next_clean_poll`] cannot answer earlier than the scheduled poll.
+    pub fn cleaning_waits_for_idle_cache(&self) -> bool {
+        self.cleaner.acts_only_on_idle_cache()
+            && !self.has_resize_jobs()
+            && !self.parts.iter().any(|p| p.over_capacity())
+    }
+
     pub(super) fn dirty_state(&self) -> DirtyState {
         DirtyState {
             dirty_lines: self.table.dirty_count(),

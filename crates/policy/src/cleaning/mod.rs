@@ -39,6 +39,17 @@ pub trait CleaningPolicy: std::fmt::Debug + Send {
 
     /// When to be polled again if nothing else happens (`None`: only after the next event).
     fn next_poll(&self, exec: &ExecutorState, d: DirtyState) -> Option<Nanos>;
+
+    /// Whether this policy acts only on an idle cache device. A `true` is a promise, for some
+    /// `k ≥ 1` fixed for the policy's life: while the cache device serves foreground I/O,
+    /// `poll` answers 0 and changes no state, and `next_poll` answers `None` or `now + k`; at
+    /// any other time `next_poll` answers no later than `now + k`. So a poll while the device
+    /// is busy, with a poll already scheduled (no later than `now + k`, by the promise), can
+    /// change nothing, and an executor may skip it. Default: `false` (poll after every
+    /// event).
+    fn acts_only_on_idle_cache(&self) -> bool {
+        false
+    }
 }
 
 /// The policy a configuration names.

@@ -54,6 +54,14 @@ impl Sim<'_> {
         if !self.cleaning {
             return;
         }
+        if self.poll_at.is_some()
+            && self.cache_fg_inflight > 0
+            && self.cache.cleaning_waits_for_idle_cache()
+        {
+            // The cleaner cannot act on a busy cache device, nor ask for a poll before the one
+            // scheduled: this poll would change nothing.
+            return;
+        }
         let mut st = self.exec_state();
         let mut jobs = std::mem::take(&mut self.job_buf);
         self.cache.clean(&st, &mut jobs);
