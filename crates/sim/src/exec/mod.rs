@@ -101,7 +101,8 @@ struct Sim<'a> {
     cache_fg_inflight: u32,
     cache_last_fg: Nanos,
     backend_inflight: u32,
-    lat_all: LatencyRecorder,
+    /// Latencies of measured requests that neither read nor write (trims, flushes).
+    lat_other: LatencyRecorder,
     lat_read: LatencyRecorder,
     lat_write: LatencyRecorder,
     measured_done: u64,
@@ -223,7 +224,7 @@ fn simulate_inner<'a>(
         cache_fg_inflight: 0,
         cache_last_fg: 0,
         backend_inflight: 0,
-        lat_all: LatencyRecorder::new(),
+        lat_other: LatencyRecorder::new(),
         lat_read: LatencyRecorder::new(),
         lat_write: LatencyRecorder::new(),
         measured_done: 0,
@@ -316,7 +317,7 @@ impl Sim<'_> {
         Ok(SimOutput {
             metrics,
             timeline: self.timeline.take().map(|t| t.rows).unwrap_or_default(),
-            latency: std::mem::take(&mut self.lat_all),
+            latency: self.lat_all(),
             read_latency: std::mem::take(&mut self.lat_read),
             write_latency: std::mem::take(&mut self.lat_write),
             final_stats: self.cache.stats_snapshot(),

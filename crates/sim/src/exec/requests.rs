@@ -278,7 +278,8 @@ impl Sim<'_> {
         };
         self.inflight_requests -= 1;
         if measured {
-            self.lat_all.record(lat);
+            // Each latency is recorded once, by kind; the all-requests histogram is their sum
+            // (`build_metrics`).
             self.tenancy.record_latency(req.volume, lat);
             match req.op {
                 Op::Read => {
@@ -289,7 +290,7 @@ impl Sim<'_> {
                     self.lat_write.record(lat);
                     self.measured_writes += 1;
                 }
-                _ => {}
+                _ => self.lat_other.record(lat),
             }
             self.measured_done += 1;
             self.measured_bytes += bytes;

@@ -177,6 +177,14 @@ impl Sim<'_> {
         }
     }
 
+    /// Latencies of every measured request: reads, writes and the rest together.
+    pub(super) fn lat_all(&self) -> LatencyRecorder {
+        let mut all = self.lat_read.clone();
+        all.merge(&self.lat_write);
+        all.merge(&self.lat_other);
+        all
+    }
+
     pub(super) fn build_metrics(&mut self) -> RunMetrics {
         let w = self
             .window
@@ -203,7 +211,7 @@ impl Sim<'_> {
                 self.measured_bytes as f64 / secs
             },
             latency_us: LatencyBreakdown {
-                all: self.lat_all.summary(),
+                all: self.lat_all().summary(),
                 read: self.lat_read.summary(),
                 write: self.lat_write.summary(),
             },
