@@ -34,7 +34,7 @@ impl Cache {
     /// and no partition is over its capacity (so `clean` has nothing to settle), and
     /// [`Cache::next_clean_poll`] cannot answer earlier than the scheduled poll.
     pub fn cleaning_waits_for_idle_cache(&self) -> bool {
-        self.cleaner.acts_only_on_idle_cache()
+        self.cleaner_waits_for_idle
             && !self.has_resize_jobs()
             && !self.parts.iter().any(|p| p.over_capacity())
     }

@@ -175,6 +175,8 @@ pub struct Cache {
     promotion: Box<dyn Promotion>,
     promotion_learns: bool,
     cleaner: Box<dyn CleaningPolicy>,
+    /// The cleaner's [`CleaningPolicy::acts_only_on_idle_cache`], asked once.
+    cleaner_waits_for_idle: bool,
     victims: Box<dyn crate::victim::VictimPolicy>,
     balancer: Box<dyn crate::balancing::Balancer>,
     /// When the balancer is polled next (`None`: never).
@@ -310,6 +312,7 @@ impl Cache {
         }
         let parts = Partitions::new(cfg, lines as u32)?;
         let promotion = promotion::build(&cfg.promotion, lines);
+        let cleaner = crate::cleaning::build(&cfg.cleaning);
         let tenancy =
             crate::tenancy::build(&cfg.tenancy, lines - cfg.tenancy.fixed_lines(cfg.line_size));
         let mut cache = Self {
@@ -322,7 +325,8 @@ impl Cache {
             // policies that ignore hits.
             promotion_learns: promotion.learns_from_hits(),
             promotion,
-            cleaner: crate::cleaning::build(&cfg.cleaning),
+            cleaner_waits_for_idle: cleaner.acts_only_on_idle_cache(),
+            cleaner,
             victims: crate::victim::build(cfg.victim),
             next_balance: None,
             balancer: crate::balancing::build(&cfg.balancing),
