@@ -37,31 +37,38 @@ impl Sim<'_> {
     }
 
     /// Closes the measured window once no request can arrive any more and none is in flight.
+    #[inline]
     pub(super) fn check_window_end(&mut self) {
         if self.inflight_requests == 0 && self.pending_arrivals == 0 {
-            if let Some(tl) = &self.timeline {
-                // Emit the partial last interval.
-                if self.now > tl.next_tick - tl.interval {
-                    let end = self.now;
-                    self.emit_row(end);
-                }
-            }
-            self.phase = Phase::Draining;
-            self.cleaning = false;
-            if self.window.is_none() {
-                self.take_window_snapshot();
-            }
-            self.window_end = Some(self.now.max(self.last_ack));
-            self.end_stats = Some((
-                self.cache.stats_snapshot(),
-                self.devs.iter().map(|d| d.counters(self.now)).collect(),
-            ));
-            self.dirty_max = self.dirty_max.max(self.cache.dirty_lines());
-            self.dirty_end = self.cache.dirty_lines();
-            self.resident_end = self.cache.resident_lines();
-            self.host_busy_end = self.host.as_ref().map_or(0, |h| h.busy_ns());
-            self.tenancy.window_end(&*self.cache);
+            self.close_window();
         }
+    }
+
+    /// Closes the measured window: no request can arrive any more and none is in flight.
+    #[cold]
+    fn close_window(&mut self) {
+        if let Some(tl) = &self.timeline {
+            // Emit the partial last interval.
+            if self.now > tl.next_tick - tl.interval {
+                let end = self.now;
+                self.emit_row(end);
+            }
+        }
+        self.phase = Phase::Draining;
+        self.cleaning = false;
+        if self.window.is_none() {
+            self.take_window_snapshot();
+        }
+        self.window_end = Some(self.now.max(self.last_ack));
+        self.end_stats = Some((
+            self.cache.stats_snapshot(),
+            self.devs.iter().map(|d| d.counters(self.now)).collect(),
+        ));
+        self.dirty_max = self.dirty_max.max(self.cache.dirty_lines());
+        self.dirty_end = self.cache.dirty_lines();
+        self.resident_end = self.cache.resident_lines();
+        self.host_busy_end = self.host.as_ref().map_or(0, |h| h.busy_ns());
+        self.tenancy.window_end(&*self.cache);
     }
 
     /// Emits the rows of the intervals that end at or before `time`, the time of the next
