@@ -75,7 +75,15 @@ pub struct CsvSpec {
     pub offset: (usize, u64),
     /// Length column and bytes per unit.
     pub len: (usize, u64),
+    /// Columns every line has exactly (`columns=N`); `None`: at least up to the highest
+    /// mapped column, more allowed. The presets fix it, so a line holding two records (a lost
+    /// line end, or CR line ends) or a missing column is an error, not a misread record.
+    pub columns: Option<usize>,
 }
+
+/// The highest column number a mapping may name: columns past it are a mistake, and the
+/// parser keeps a slot per column up to the highest mapped.
+pub const MAX_COLUMN: usize = 1023;
 
 /// Opcode texts of each operation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,6 +139,7 @@ impl CsvSpec {
             op_names: OpNames::default(),
             offset: (4, 1),
             len: (5, 1),
+            columns: Some(7),
         }
     }
 
@@ -151,6 +160,7 @@ impl CsvSpec {
             },
             offset: (1, 512),
             len: (2, 512),
+            columns: Some(5),
         }
     }
 
@@ -166,6 +176,7 @@ impl CsvSpec {
             op_names: OpNames::default(),
             offset: (2, 1),
             len: (3, 1),
+            columns: Some(5),
         }
     }
 
@@ -181,6 +192,7 @@ impl CsvSpec {
             op_names: OpNames::default(),
             offset: (4, 1),
             len: (5, 1),
+            columns: Some(6),
         }
     }
 
@@ -197,6 +209,7 @@ impl CsvSpec {
             op_names: OpNames::default(),
             offset: (1, 512),
             len: (2, 1),
+            columns: None,
         }
     }
 
@@ -220,8 +233,25 @@ fn bad_spec(spec: &str, msg: impl Into<String>) -> TraceError {
 }
 
 fn col(spec: &str, v: &str) -> Result<usize, TraceError> {
-    v.parse()
-        .map_err(|_| bad_spec(spec, format!("`{v}` is not a column number")))
+    let c: usize = v
+        .parse()
+        .map_err(|_| bad_spec(spec, format!("`{v}` is not a column number")))?;
+    if c > MAX_COLUMN {
+        return Err(bad_spec(
+            spec,
+            format!("column {c} is past the last a mapping may name ({MAX_COLUMN})"),
+        ));
+    }
+    Ok(c)
+}
+
+/// Opcode texts separated by `|`; none for an empty value.
+fn op_texts(v: &str) -> Vec<String> {
+    if v.is_empty() {
+        Vec::new()
+    } else {
+        v.split('|').map(String::from).collect()
+    }
 }
 
 fn byte_unit(spec: &str, u: Option<&str>) -> Result<u64, TraceError> {
@@ -244,8 +274,9 @@ fn byte_unit(spec: &str, u: Option<&str>) -> Result<u64, TraceError> {
 ///
 /// Keys: `time=COL[:s|ms|us|ns|filetime][:unix]`, `volume=COL[+COL...]`, `op=COL`,
 /// `offset=COL[:UNIT]`, `len=COL[:UNIT]` (UNIT: `b`, `sector`, `kib`, `4k` or a number of bytes),
-/// `read=`/`write=`/`trim=`/`flush=` opcode texts separated by `|`, `header`,
-/// `delim=,|tab|space|;|CHAR`. `offset` and `len` are required.
+/// `read=`/`write=`/`trim=`/`flush=` opcode texts separated by `|` (an empty value: none), `header`,
+/// `columns=N` (every line has exactly N), `delim=,|tab|space|;|CHAR`. `offset` and `len` are
+/// required; columns count from 0, up to [`MAX_COLUMN`].
 impl FromStr for CsvSpec {
     type Err = TraceError;
     fn from_str(s: &str) -> Result<Self, TraceError> {
@@ -259,6 +290,7 @@ impl FromStr for CsvSpec {
             op_names: OpNames::default(),
             offset: (usize::MAX, 1),
             len: (usize::MAX, 1),
+            columns: None,
         };
         // `delim=,` contains the separator itself; split on commas not directly after `delim=`.
         let mut items = Vec::new();
@@ -313,11 +345,23 @@ impl FromStr for CsvSpec {
                 "len" | "size" | "length" => {
                     spec.len = (col(s, first)?, byte_unit(s, parts.next())?)
                 }
-                "read" => spec.op_names.read = v.split('|').map(String::from).collect(),
-                "write" => spec.op_names.write = v.split('|').map(String::from).collect(),
-                "trim" => spec.op_names.trim = v.split('|').map(String::from).collect(),
-                "flush" => spec.op_names.flush = v.split('|').map(String::from).collect(),
+                "read" => spec.op_names.read = op_texts(v),
+                "write" => spec.op_names.write = op_texts(v),
+                "trim" => spec.op_names.trim = op_texts(v),
+                "flush" => spec.op_names.flush = op_texts(v),
                 "header" => spec.header = true,
+                "columns" => {
+                    let n: usize = v.parse().map_err(|_| {
+                        bad_spec(s, format!("`columns={v}`: not a number of columns"))
+                    })?;
+                    if n == 0 || n > MAX_COLUMN + 1 {
+                        return Err(bad_spec(
+                            s,
+                            format!("`columns={v}`: 1 to {} columns", MAX_COLUMN + 1),
+                        ));
+                    }
+                    spec.columns = Some(n);
+                }
                 "delim" => {
                     spec.delimiter = match v {
                         "tab" => b'\t',
@@ -334,6 +378,17 @@ impl FromStr for CsvSpec {
         }
         if spec.offset.0 == usize::MAX || spec.len.0 == usize::MAX {
             return Err(bad_spec(s, "`offset=COL` and `len=COL` are required"));
+        }
+        if let Some(n) = spec.columns {
+            if n <= spec.max_col() {
+                return Err(bad_spec(
+                    s,
+                    format!(
+                        "`columns={n}` leaves out mapped column {} (columns count from 0)",
+                        spec.max_col()
+                    ),
+                ));
+            }
         }
         Ok(spec)
     }
@@ -385,13 +440,15 @@ impl fmt::Display for CsvSpec {
                 ("trim", &n.trim),
                 ("flush", &n.flush),
             ] {
-                if !list.is_empty() {
-                    write!(f, ",{k}={}", list.join("|"))?;
-                }
+                // An empty list prints as `k=` (none), so it does not read back as the default.
+                write!(f, ",{k}={}", list.join("|"))?;
             }
         }
         if self.header {
             write!(f, ",header")?;
+        }
+        if let Some(n) = self.columns {
+            write!(f, ",columns={n}")?;
         }
         write!(f, ",delim={d}")
     }
@@ -402,22 +459,42 @@ pub(crate) struct CsvParser {
     spec: CsvSpec,
     ops: Vec<(Vec<u8>, Op)>,
     fields: Vec<(usize, usize)>,
+    /// Columns up to the highest mapped.
     need: usize,
+    /// Columns to split: `need`, or the exact count plus one (to see a line with more).
+    split: usize,
     header_pending: bool,
 }
 
 impl CsvParser {
+    /// A parser of `spec`, whose columns are at most [`MAX_COLUMN`] (as parsing a mapping
+    /// checks).
     pub(crate) fn new(spec: CsvSpec) -> Self {
+        debug_assert!(spec.max_col() <= MAX_COLUMN);
         let need = spec.max_col() + 1;
+        let split = spec.columns.map_or(need, |n| (n + 1).max(need));
         let header_pending = spec.header;
         let ops = spec.op_names.table();
         Self {
             spec,
             ops,
-            fields: Vec::with_capacity(need),
+            fields: Vec::new(),
             need,
+            split,
             header_pending,
         }
+    }
+
+    /// Whether `line`, due to be the header, holds a record instead: its offset and length
+    /// columns are numbers.
+    fn is_record(&mut self, line: &[u8]) -> bool {
+        split_delim(line, self.spec.delimiter, self.split, &mut self.fields);
+        let number = |c: usize| {
+            self.fields
+                .get(c)
+                .is_some_and(|&(s, e)| parse_u64(trim(&line[s..e])).is_ok())
+        };
+        number(self.spec.offset.0) && number(self.spec.len.0)
     }
 }
 
@@ -433,17 +510,44 @@ impl LineParser for CsvParser {
     fn parse(&mut self, line: &[u8], key: &mut Vec<u8>) -> Result<Parsed, FieldError> {
         if self.header_pending {
             self.header_pending = false;
+            if self.is_record(line) {
+                // Skipping it would drop a request unseen (a file cut from a larger one, say).
+                return Err(FieldError::new(
+                    "header",
+                    "the first line should be the header, but its offset and length are \
+                     numbers: a record (a file without its header?)",
+                ));
+            }
             return Ok(Parsed::Skip);
         }
         if line.is_empty() || line[0] == b'#' || trim(line).is_empty() {
             return Ok(Parsed::Skip);
         }
-        split_delim(line, self.spec.delimiter, self.need, &mut self.fields);
-        if self.fields.len() < self.need {
+        if memchr::memchr(b'\r', line).is_some() {
+            // Line ends are `\n` or `\r\n`; a `\r` within a line joins records (a file with
+            // CR line ends reads as one line).
             return Err(FieldError::new(
-                "columns",
-                format!("{} columns, need at least {}", self.fields.len(), self.need),
+                "line",
+                "a carriage return inside the line (CR line ends? convert them to LF)",
             ));
+        }
+        split_delim(line, self.spec.delimiter, self.split, &mut self.fields);
+        match self.spec.columns {
+            Some(n) if self.fields.len() != n => {
+                let msg = if self.fields.len() > n {
+                    format!("more than {n} columns, expected exactly {n}")
+                } else {
+                    format!("{} columns, expected exactly {n}", self.fields.len())
+                };
+                return Err(FieldError::new("columns", msg));
+            }
+            _ if self.fields.len() < self.need => {
+                return Err(FieldError::new(
+                    "columns",
+                    format!("{} columns, need at least {}", self.fields.len(), self.need),
+                ));
+            }
+            _ => {}
         }
         let f = |c: usize| {
             let (s, e) = self.fields[c];
@@ -537,6 +641,85 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("parsec"), "{e}");
+    }
+
+    #[test]
+    fn mappings_name_columns_within_bounds_and_their_count() {
+        for big in ["1024", "100000000000000", "18446744073709551615"] {
+            let e = format!("offset=0,len=1,time={big}")
+                .parse::<CsvSpec>()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(big) && e.contains("1023"), "{e}");
+        }
+        let s: CsvSpec = "offset=0,len=1,columns=3".parse().unwrap();
+        assert_eq!(s.columns, Some(3));
+        assert_eq!(s.to_string().parse::<CsvSpec>().unwrap(), s);
+        let e = "offset=0,len=4,columns=3"
+            .parse::<CsvSpec>()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("columns=3") && e.contains('4'), "{e}");
+        for preset in [
+            CsvSpec::msr(),
+            CsvSpec::tencent(),
+            CsvSpec::alibaba(),
+            CsvSpec::systor(),
+            CsvSpec::spc(),
+        ] {
+            assert_eq!(preset.to_string().parse::<CsvSpec>().unwrap(), preset);
+        }
+    }
+
+    #[test]
+    fn a_line_holding_more_or_less_than_a_record_is_an_error() {
+        let mut p = CsvParser::new(CsvSpec::msr());
+        let err = |p: &mut CsvParser, line: &[u8]| p.parse(line, &mut Vec::new()).err().unwrap();
+        // Two records on one line (a lost line end): not one record with a long last column.
+        let e = err(&mut p, b"1,hm,0,Read,0,512,2,3,hm,0,Write,4096,512,2");
+        assert_eq!(e.field, "columns");
+        assert!(e.msg.contains("more than 7"), "{}", e.msg);
+        let e = err(&mut p, b"1,hm,0,Read,0,512");
+        assert!(e.msg.contains("6 columns, expected exactly 7"), "{}", e.msg);
+        // CR line ends: the whole file is one line.
+        let e = err(&mut p, b"1,hm,0,Read,0,512,2\r3,hm,0,Write,4096,512,2");
+        assert_eq!(e.field, "line");
+        // A mapping without a column count takes extra columns.
+        let mut g = CsvParser::new("offset=0,len=1".parse().unwrap());
+        assert!(matches!(
+            g.parse(b"4096,512,extra,more", &mut Vec::new()),
+            Ok(Parsed::Record {
+                offset: 4096,
+                len: 512,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_header_line_holding_a_record_is_an_error_not_skipped() {
+        let mut p = CsvParser::new(CsvSpec::systor());
+        let mut key = Vec::new();
+        let e = p
+            .parse(
+                b"1456095145.133076000,0.000806000,R,0,899056122368,131072",
+                &mut key,
+            )
+            .err()
+            .unwrap();
+        assert_eq!(e.field, "header");
+        let mut p = CsvParser::new(CsvSpec::systor());
+        assert!(matches!(
+            p.parse(b"Timestamp,Response,IOType,LUN,Offset,Size", &mut key),
+            Ok(Parsed::Skip)
+        ));
+        assert!(matches!(
+            p.parse(
+                b"1456095145.133076000,0.000806000,R,0,899056122368,131072",
+                &mut key
+            ),
+            Ok(Parsed::Record { len: 131072, .. })
+        ));
     }
 
     #[test]
