@@ -97,7 +97,7 @@ fn main() {
     let t = Instant::now();
     let mut analyzer = Analyzer::new(Options::default()).expect("valid options");
     for r in &reqs {
-        analyzer.add(r);
+        analyzer.add(r).expect("an addressable request");
     }
     let memory = analyzer.memory_bytes();
     let analysis = analyzer.finish(&|v| v.0.to_string());

@@ -145,11 +145,21 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<crate::Analysis> {
     .map_err(|e| BadArgument(format!("--line-size: {e}")))?;
     // Batches: one reader call per few thousand requests, not one dynamic call per request.
     let mut batch = Vec::with_capacity(READ_BATCH);
+    let mut index = 0u64;
     loop {
         batch.clear();
         let read = reader.next_batch(&mut batch, READ_BATCH);
         for r in &batch {
-            analyzer.add(r);
+            analyzer.add(r).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: request {index} ({:?} of {} bytes at offset {}) cannot be addressed: {e}",
+                    args.file,
+                    r.op,
+                    r.len,
+                    r.offset
+                )
+            })?;
+            index += 1;
         }
         if read? == 0 {
             break;

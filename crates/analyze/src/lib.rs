@@ -240,8 +240,13 @@ impl Analyzer {
         })
     }
 
-    /// Feeds one request (trims and flushes are counted as requests but touch no line).
-    pub fn add(&mut self, r: &Request) {
+    /// Feeds one request (trims and flushes are counted as requests but touch no line). A read
+    /// or write the line geometry cannot address (past the 2^48 lines of a volume, or a
+    /// volume id past the limit) is an error, and changes nothing.
+    pub fn add(&mut self, r: &Request) -> Result<(), tiercache_core::GeometryError> {
+        if matches!(r.op, Op::Read | Op::Write) && r.len > 0 {
+            self.geo.check_request(r.volume, r.offset, r.len)?;
+        }
         self.requests += 1;
         if let Some(c) = &mut self.characteriser {
             let (global, per_volume) = (&mut self.global, &mut self.per_volume);
@@ -250,7 +255,7 @@ impl Analyzer {
         let is_write = match r.op {
             Op::Read => false,
             Op::Write => true,
-            Op::Trim | Op::Flush => return,
+            Op::Trim | Op::Flush => return Ok(()),
         };
         if is_write {
             self.writes += 1;
@@ -276,7 +281,7 @@ impl Analyzer {
                     m.access(key);
                 }
             }
-            return;
+            return Ok(());
         }
         if self.global.is_none()
             && self.per_volume.len() == 1
@@ -298,6 +303,7 @@ impl Analyzer {
                 m.access(key);
             }
         }
+        Ok(())
     }
 
     /// Heap bytes held by the analysis state (approximate: stacks, histograms, sets).

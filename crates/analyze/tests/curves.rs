@@ -52,7 +52,7 @@ fn exact_curve(reqs: &[Request], sizes: &[u64]) -> Vec<f64> {
         ..Options::default()
     })
     .unwrap();
-    reqs.iter().for_each(|r| a.add(r));
+    reqs.iter().for_each(|r| a.add(r).unwrap());
     a.finish(&|v| v.0.to_string())
         .curve
         .iter()
@@ -106,7 +106,7 @@ fn shards_stays_within_0_01_of_exact_at_every_power_of_two() {
             })
             .collect();
         let mut a = Analyzer::new(Options::default()).unwrap();
-        reqs.iter().for_each(|r| a.add(r));
+        reqs.iter().for_each(|r| a.add(r).unwrap());
         let exact = a.finish(&|v| v.0.to_string()).curve;
         assert!(exact.len() > 15, "powers of two up to the footprint");
         let max_entries = 4_000;
@@ -159,7 +159,7 @@ proptest! {
         let mut a = Analyzer::new(Options::default()).unwrap();
         for (w, k) in seq {
             let r = if w { Request::write(k * 4096, 4096) } else { Request::read(k * 4096, 4096) };
-            a.add(&r);
+            a.add(&r).unwrap();
         }
         let an = a.finish(&|v| v.0.to_string());
         for v in an.volumes.as_ref().unwrap() {
@@ -187,7 +187,7 @@ fn multi_volume_curves_match_the_core() {
         ..Options::default()
     })
     .unwrap();
-    reqs.iter().for_each(|r| a.add(r));
+    reqs.iter().for_each(|r| a.add(r).unwrap());
     let an = a.finish(&|v| v.0.to_string());
     for (p, &lines) in an.curve.iter().zip(&sizes) {
         assert!((p.miss_ratio.unwrap() - core_lru_miss_ratio(&reqs, lines)).abs() < 1e-9);
@@ -228,7 +228,8 @@ fn plots_are_svg_with_a_line_per_curve() {
             op,
             offset: line * 4096,
             len: 4096,
-        });
+        })
+        .unwrap();
     }
     let an = a.finish(&|v| v.0.to_string());
     let last = an.reuse_cdf.as_ref().unwrap().last().unwrap();
@@ -286,7 +287,7 @@ fn plots_are_svg_with_a_line_per_curve() {
 
 fn analyse(reqs: &[Request], opts: Options) -> tiercache_analyze::Analysis {
     let mut a = Analyzer::new(opts).unwrap();
-    reqs.iter().for_each(|r| a.add(r));
+    reqs.iter().for_each(|r| a.add(r).unwrap());
     a.finish(&|v| v.0.to_string())
 }
 
@@ -463,7 +464,8 @@ fn reuse_per_interval_counts_the_reuses_ending_in_each_interval() {
             op: if write { Op::Write } else { Op::Read },
             offset: line * 4096,
             len: 4096,
-        });
+        })
+        .unwrap();
     }
     let an = a.finish(&|v| v.0.to_string());
     let rows = &an.characterisation.intervals;
@@ -545,4 +547,28 @@ fn interval_working_sets_match_a_characteriser_with_its_own_sets() {
     }
     let reuses: u64 = rows.iter().map(|r| r.reuse.unwrap().reuses).sum();
     assert_eq!(reuses, an.line_accesses - an.footprint_lines.unwrap());
+}
+
+/// A request past what the line geometry addresses (the end of a 2^64-byte range, or past the
+/// 2^48 lines of a volume) is an error that changes nothing, not a panic.
+#[test]
+fn an_unaddressable_request_is_an_error_and_changes_nothing() {
+    for exact in [true, false] {
+        let mut a = Analyzer::new(Options {
+            exact,
+            shards_rate: (!exact).then_some(0.5),
+            ..Options::default()
+        })
+        .unwrap();
+        a.add(&Request::read(4096, 4096)).unwrap();
+        for (offset, len) in [(u64::MAX - 100, 4096), (1 << 62, 4096)] {
+            let e = a.add(&Request::read(offset, len)).unwrap_err();
+            assert!(
+                matches!(e, tiercache_core::GeometryError::Range { .. }),
+                "{e}"
+            );
+        }
+        let out = a.finish(&|_| "0".to_string());
+        assert_eq!(out.requests, 1);
+    }
 }

@@ -7,7 +7,7 @@ use tiercache_core::{Op, Request, VolumeId};
 
 fn run(reqs: &[Request], opts: Options) -> Analysis {
     let mut a = Analyzer::new(opts).unwrap();
-    reqs.iter().for_each(|r| a.add(r));
+    reqs.iter().for_each(|r| a.add(r).unwrap());
     a.finish(&|v| v.0.to_string())
 }
 

@@ -389,6 +389,10 @@ fn decode(b: &[u8; RECORD_LEN], nvol: u32) -> Result<Request, (&'static str, Str
             format!("id {volume} beyond the {nvol} named volumes"),
         ));
     }
+    if offset.checked_add(len).is_none() {
+        // As every text reader checks (`check_range`): the request would end past 2^64.
+        return Err(("offset", format!("{offset} + {len} overflows")));
+    }
     Ok(Request {
         time_ns,
         volume: VolumeId(volume),

@@ -280,6 +280,14 @@ fn native_corruption_is_detected() {
             ..
         }
     ));
+    let mut c = good.clone();
+    let at = HEADER_LEN + 3 * RECORD_LEN + 8; // offset of record 3: it would end past 2^64
+    c[at..at + 8].copy_from_slice(&(u64::MAX - 100).to_le_bytes());
+    let e = native_err(&dir, &c);
+    assert!(
+        matches!(e, TraceError::BadRecord { field: "offset", offset, .. } if offset == (HEADER_LEN + 3 * RECORD_LEN) as u64),
+        "{e}"
+    );
     // Under skip_bad the bad record is counted and the others read.
     let p = write(&dir, "skip.tctrace", &b);
     let opts = ReadOptions {
