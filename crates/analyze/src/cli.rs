@@ -3,6 +3,7 @@
 use crate::{Analyzer, Options};
 use anyhow::{Context, Result};
 use clap::Args;
+use std::io::Write;
 
 /// Arguments of `tiercache analyze`.
 #[derive(Debug, Args)]
@@ -83,13 +84,17 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
             eprintln!("plot: {}", p.display());
         }
     }
+    // Written, not printed: a closed stdout is an error for `main` (where a closed pipe ends
+    // the command quietly), not a panic.
+    let mut out = std::io::stdout().lock();
     if args.json {
-        println!(
+        writeln!(
+            out,
             "{}",
             serde_json::to_string(&analysis).context("serialising the analysis")?
-        );
+        )?;
     } else {
-        print!("{analysis}");
+        write!(out, "{analysis}")?;
     }
     Ok(())
 }

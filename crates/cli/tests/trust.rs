@@ -360,3 +360,34 @@ fn a_run_whose_warm_up_eats_the_whole_trace_is_an_error() {
     assert!(!o.status.success(), "a run that measured nothing exited 0");
     assert!(stderr(&o).contains("measured no request"), "{}", stderr(&o));
 }
+
+/// Output to a reader that went away (`tiercache trace stats --json t | head -c 1`) ends the
+/// command quietly with success, as for every command: `trace stats`, `trace convert` and
+/// `analyze` printed with `print!`, which panics on a closed pipe.
+#[test]
+fn trace_and_analyze_end_quietly_when_their_reader_goes_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    msr_trace(&trace, 2000, 1, None);
+    let t = trace.to_str().unwrap();
+    let out = dir.path().join("t.iolog");
+    for args in [
+        vec!["trace", "stats", "--json", t],
+        vec!["trace", "stats", t],
+        vec!["trace", "convert", t, out.to_str().unwrap(), "--to", "fio-iolog"],
+        vec!["analyze", t],
+        vec!["analyze", "--json", t],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tiercache"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run tiercache");
+        // The reader goes away before anything is written.
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{args:?}: {:?} {}", o.status, stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{args:?}: {}", stderr(&o));
+    }
+}

@@ -7,6 +7,7 @@ use crate::stats::{stats, StatsOptions};
 use crate::text::BlkAction;
 use crate::writer::{convert, OutputFormat};
 use anyhow::Context;
+use std::io::Write;
 
 /// `tiercache trace ...`.
 #[derive(Debug, clap::Args)]
@@ -120,10 +121,13 @@ pub fn run(args: TraceArgs) -> anyhow::Result<()> {
             };
             let s = stats(&a.file, a.input.format, &read, &opts)
                 .with_context(|| format!("trace stats {}", a.file))?;
+            // Written, not printed: a closed stdout is an error for `main` (where a closed
+            // pipe ends the command quietly), not a panic.
+            let mut out = std::io::stdout().lock();
             if a.json {
-                println!("{}", serde_json::to_string_pretty(&s)?);
+                writeln!(out, "{}", serde_json::to_string_pretty(&s)?)?;
             } else {
-                print!("{s}");
+                write!(out, "{s}")?;
             }
         }
         TraceCommand::Convert(a) => {
@@ -137,10 +141,13 @@ pub fn run(args: TraceArgs) -> anyhow::Result<()> {
                 &read,
             )
             .with_context(|| format!("trace convert {} -> {}", a.input, a.output))?;
+            // Written, not printed: a closed stdout is an error for `main` (where a closed
+            // pipe ends the command quietly), not a panic.
+            let mut out = std::io::stdout().lock();
             if a.json {
-                println!("{}", serde_json::to_string_pretty(&s)?);
+                writeln!(out, "{}", serde_json::to_string_pretty(&s)?)?;
             } else {
-                print!("{s}");
+                write!(out, "{s}")?;
             }
         }
     }
