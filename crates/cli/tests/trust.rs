@@ -374,7 +374,14 @@ fn trace_and_analyze_end_quietly_when_their_reader_goes_away() {
     for args in [
         vec!["trace", "stats", "--json", t],
         vec!["trace", "stats", t],
-        vec!["trace", "convert", t, out.to_str().unwrap(), "--to", "fio-iolog"],
+        vec![
+            "trace",
+            "convert",
+            t,
+            out.to_str().unwrap(),
+            "--to",
+            "fio-iolog",
+        ],
         vec!["analyze", t],
         vec!["analyze", "--json", t],
     ] {
@@ -387,7 +394,12 @@ fn trace_and_analyze_end_quietly_when_their_reader_goes_away() {
         // The reader goes away before anything is written.
         drop(child.stdout.take());
         let o = child.wait_with_output().unwrap();
-        assert!(o.status.success(), "{args:?}: {:?} {}", o.status, stderr(&o));
+        assert!(
+            o.status.success(),
+            "{args:?}: {:?} {}",
+            o.status,
+            stderr(&o)
+        );
         assert!(!stderr(&o).contains("panicked"), "{args:?}: {}", stderr(&o));
     }
 }

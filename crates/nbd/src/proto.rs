@@ -40,6 +40,10 @@ pub(crate) const EINVAL: u32 = 22;
 pub(crate) const MAX_OPTION_LEN: u32 = 64 << 10;
 pub(crate) const HANDSHAKE_FIXED_NEWSTYLE: u16 = 1;
 pub(crate) const HANDSHAKE_NO_ZEROES: u16 = 2;
+/// Client flag: the client speaks fixed newstyle.
+pub(crate) const CLIENT_FIXED_NEWSTYLE: u32 = 1;
+/// Client flag: no 124 zero bytes after `NBD_OPT_EXPORT_NAME`'s reply.
+pub(crate) const CLIENT_NO_ZEROES: u32 = 2;
 pub(crate) const FLAG_READ_ONLY: u16 = 1 << 1;
 
 /// Reads exactly `N` bytes.

@@ -150,7 +150,12 @@ fn handshake<S: Read + Write>(
     s.write_all(&hello)?;
     s.flush()?;
     let client_flags = u32::from_be_bytes(rd(s)?);
-    let no_zeroes = client_flags & 2 != 0;
+    if client_flags & !(CLIENT_FIXED_NEWSTYLE | CLIENT_NO_ZEROES) != 0 {
+        // The protocol: a server MUST close the connection on a client flag it does not know.
+        stats.protocol_errors.fetch_add(1, Relaxed);
+        return Ok(None);
+    }
+    let no_zeroes = client_flags & CLIENT_NO_ZEROES != 0;
     loop {
         if u64::from_be_bytes(rd(s)?) != IHAVEOPT {
             stats.protocol_errors.fetch_add(1, Relaxed);
@@ -196,16 +201,22 @@ fn handshake<S: Read + Write>(
                 }
             }
             OPT_INFO | OPT_GO => {
-                // Payload: name length, name, number of info requests, requests.
-                let ok = len >= 6 && {
-                    let nlen = u32::from_be_bytes(data[0..4].try_into().unwrap()) as usize;
-                    nlen + 6 <= data.len()
-                };
-                if !ok {
+                // Payload: name length, name, number of info requests, 2 bytes per request;
+                // the lengths must add up to the option's.
+                let nlen = (len >= 6)
+                    .then(|| u32::from_be_bytes(data[0..4].try_into().unwrap()) as usize)
+                    .filter(|&nlen| {
+                        nlen + 6 <= data.len() && {
+                            let n = &data[4 + nlen..6 + nlen];
+                            let requests = u16::from_be_bytes([n[0], n[1]]) as usize;
+                            data.len() == nlen + 6 + 2 * requests
+                        }
+                    });
+                let Some(nlen) = nlen else {
                     opt_reply(s, opt, REP_ERR_INVALID, &[])?;
+                    s.flush()?;
                     continue;
-                }
-                let nlen = u32::from_be_bytes(data[0..4].try_into().unwrap()) as usize;
+                };
                 let Some(e) = exports.find(&data[4..4 + nlen]) else {
                     opt_reply(s, opt, REP_ERR_UNKNOWN, &[])?;
                     s.flush()?;
@@ -242,6 +253,9 @@ fn handshake<S: Read + Write>(
         s.flush()?;
     }
 }
+
+/// Bytes reserved for a request's payload before it arrives (it grows as more come).
+const PAYLOAD_RESERVE: u32 = 1 << 20;
 
 /// One request, validated and with its payload read.
 struct Job {
@@ -346,6 +360,7 @@ pub fn serve_connection_to<S: Stream>(
             None => return Ok(()),
         }
     };
+    let demotes = demote_session.is_some();
     let dev = crate::demote::for_connection(dev, demote_session);
     stats.sessions.fetch_add(1, Relaxed);
     let (tx, rx) = mpsc::sync_channel::<Job>(cfg.workers.max(1) * 4);
@@ -376,6 +391,7 @@ pub fn serve_connection_to<S: Stream>(
             shutdown,
             &writer,
             (cfg.workers > 0).then_some(&tx),
+            demotes,
         );
         // Started reads still in flight end here (their plans hold ordering tickets).
         while dev_ref.reap_started(true, &mut |_, _| {}) > 0 {}
@@ -582,6 +598,8 @@ fn readable(fd: RawFd) -> bool {
     r != 0
 }
 
+/// Serves requests until the client leaves; `demotes`: the client negotiated DEMOTE.
+#[allow(clippy::too_many_arguments)] // the connection's parts, each used on the request path
 fn transmission<S: Stream, W: Write>(
     reader: &mut BufReader<S>,
     dev: &dyn BlockDevice,
@@ -590,6 +608,7 @@ fn transmission<S: Stream, W: Write>(
     shutdown: &Shutdown,
     writer: &Mutex<BufWriter<W>>,
     pool: Option<&mpsc::SyncSender<Job>>,
+    demotes: bool,
 ) -> io::Result<()> {
     let fd = reader.get_ref().raw_fd();
     let mut read_buf = Vec::new();
@@ -617,13 +636,24 @@ fn transmission<S: Stream, W: Write>(
             .checked_add(len as u64)
             .is_some_and(|e| e <= dev.size());
         let mut payload = Vec::new();
-        if typ == CMD_WRITE || typ == crate::demote::CMD_TIERCACHE_DEMOTE {
+        // A DEMOTE carries a payload only on a connection that negotiated it: elsewhere its
+        // type is unknown (answered EINVAL at once, nothing read).
+        if typ == CMD_WRITE || (typ == crate::demote::CMD_TIERCACHE_DEMOTE && demotes) {
             if len > cfg.max_payload {
                 stats.protocol_errors.fetch_add(1, Relaxed);
                 return Ok(());
             }
-            payload.resize(len as usize, 0);
-            reader.read_exact(&mut payload)?;
+            // Memory grows with the bytes that arrive, not with the header's length.
+            payload.reserve(len.min(PAYLOAD_RESERVE) as usize);
+            (&mut *reader)
+                .take(u64::from(len))
+                .read_to_end(&mut payload)?;
+            if payload.len() != len as usize {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("payload of {} bytes cut at {}", len, payload.len()),
+                ));
+            }
         }
         let invalid = match typ {
             CMD_DISC => return Ok(()),
@@ -631,7 +661,7 @@ fn transmission<S: Stream, W: Write>(
             CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES => !in_range,
             CMD_FLUSH => false,
             crate::demote::CMD_TIERCACHE_DEMOTE => {
-                !in_range || crate::demote::tracker_of(dev).is_none()
+                !demotes || !in_range || crate::demote::tracker_of(dev).is_none()
             }
             _ => true,
         };
@@ -657,7 +687,9 @@ fn transmission<S: Stream, W: Write>(
                         Some(Ok(())) => started_reads += 1,
                         Some(Err(_)) => {
                             stats.eio.fetch_add(1, Relaxed);
-                            reply(writer, &h, EIO, &[], true)?;
+                            // Out now unless a request waits (its reply flushes): no reap
+                            // below need flush it.
+                            reply(writer, &h, EIO, &[], !reader.buffer().is_empty())?;
                         }
                         None => {
                             let job = Job {

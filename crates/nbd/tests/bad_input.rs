@@ -143,3 +143,140 @@ fn malformed_requests_are_answered_or_end_only_their_connection() {
     assert!(stats.broken_connections.load(Relaxed) >= 1);
     stop.trigger();
 }
+
+/// One option sent raw: (option, data); returns the replies' (type, data) up to the first
+/// final one (ACK or an error).
+fn option(s: &mut UnixStream, opt: u32, data: &[u8]) -> Vec<(u32, Vec<u8>)> {
+    let mut o = Vec::new();
+    o.extend_from_slice(&0x4948_4156_454F_5054u64.to_be_bytes());
+    o.extend_from_slice(&opt.to_be_bytes());
+    o.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    o.extend_from_slice(data);
+    s.write_all(&o).unwrap();
+    let mut out = Vec::new();
+    loop {
+        let mut h = [0u8; 20];
+        s.read_exact(&mut h)
+            .expect("a reply to the option (not a hang)");
+        assert_eq!(u32::from_be_bytes(h[8..12].try_into().unwrap()), opt);
+        let typ = u32::from_be_bytes(h[12..16].try_into().unwrap());
+        let len = u32::from_be_bytes(h[16..20].try_into().unwrap());
+        let mut d = vec![0u8; len as usize];
+        s.read_exact(&mut d).unwrap();
+        out.push((typ, d));
+        if typ == 1 || typ & (1 << 31) != 0 {
+            return out;
+        }
+    }
+}
+
+/// A handshake begun: the greeting read and the client's flags sent.
+fn greet(sock: &Path, flags: u32) -> UnixStream {
+    let mut s = UnixStream::connect(sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut hello = [0u8; 18];
+    s.read_exact(&mut hello).unwrap();
+    s.write_all(&flags.to_be_bytes()).unwrap();
+    s
+}
+
+/// A malformed NBD_OPT_GO or NBD_OPT_INFO gets NBD_REP_ERR_INVALID at once (its reply sat
+/// unsent in the buffer and both sides waited forever) and negotiation goes on; a client flag
+/// the server does not know ends the handshake, as the protocol says it must.
+#[test]
+fn malformed_options_are_answered_and_unknown_client_flags_refused() {
+    const GO: u32 = 7;
+    const INFO: u32 = 6;
+    const ERR_INVALID: u32 = (1 << 31) + 3;
+    let dev = Arc::new(MemDevice::new(1 << 20));
+    let (sock, stats, _stop, _d) = serve(dev, ServerConfig::default());
+    let mut s = greet(&sock, 3);
+    // Too short; the name's length past the data; info requests the length leaves out; one
+    // byte too many.
+    for data in [
+        &[][..],
+        &[0, 0, 0, 9, 0, 0][..],
+        &[0, 0, 0, 0, 0, 1][..],
+        &[0, 0, 0, 0, 0, 0, 7][..],
+    ] {
+        for opt in [INFO, GO] {
+            let r = option(&mut s, opt, data);
+            assert_eq!(r.len(), 1, "{data:?}");
+            assert_eq!(r[0].0, ERR_INVALID, "{data:?}");
+        }
+    }
+    // A well-formed GO (one info request) then works, and so does a read.
+    let r = option(&mut s, GO, &[0, 0, 0, 0, 0, 1, 0, 3]);
+    assert_eq!(r.last().unwrap().0, 1, "ACK");
+    request(&mut s, 0, 5, 0, 4096, &[]);
+    assert_eq!(reply(&mut s, 4096).0, 0);
+
+    let before = stats.protocol_errors.load(Relaxed);
+    let mut s = greet(&sock, 3 | 8);
+    assert!(closed(&mut s), "an unknown client flag ends the handshake");
+    assert_eq!(stats.protocol_errors.load(Relaxed), before + 1);
+}
+
+/// The DEMOTE command type on a connection that did not negotiate DEMOTE is an unknown
+/// command: EINVAL at once, no payload read (the server waited for 4096 bytes the client never
+/// sent, or took its next requests for them).
+#[test]
+fn a_demote_without_its_option_is_an_unknown_command() {
+    let dev = Arc::new(MemDevice::new(1 << 20));
+    let (sock, _stats, _stop, _d) = serve(dev, ServerConfig::default());
+    let mut s = connect(&sock);
+    request(
+        &mut s,
+        tiercache_nbd::demote::CMD_TIERCACHE_DEMOTE,
+        1,
+        0,
+        4096,
+        &[],
+    );
+    request(&mut s, 0, 2, 0, 4096, &[]);
+    assert_eq!(reply(&mut s, 0), (22, 1, vec![]));
+    let (err, handle, _) = reply(&mut s, 4096);
+    assert_eq!((err, handle), (0, 2));
+}
+
+/// A device whose hits wait for it, and whose every started read fails at once (as an engine
+/// that halted answers them).
+struct StartsFail(MemDevice);
+
+impl tiercache_blockdev::BlockDevice for StartsFail {
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        self.0.read_at(buf, off)
+    }
+    fn write_at(&self, data: &[u8], off: u64, fua: bool) -> std::io::Result<()> {
+        self.0.write_at(data, off, fua)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+    fn hits_wait_for_device(&self) -> bool {
+        true
+    }
+    fn start_reads(&self, reads: &[(u64, u64, u32)]) -> Vec<Option<std::io::Result<()>>> {
+        reads
+            .iter()
+            .map(|_| Some(Err(std::io::Error::other("halted"))))
+            .collect()
+    }
+}
+
+/// A read that fails as it is started is answered EIO at once: its reply was buffered and
+/// never sent when no other reply followed.
+#[test]
+fn a_started_read_that_fails_at_once_is_answered() {
+    use tiercache_blockdev::BlockDevice;
+    let dev = Arc::new(StartsFail(MemDevice::new(1 << 20)));
+    assert!(dev.hits_wait_for_device());
+    let (sock, stats, _stop, _d) = serve(dev, ServerConfig::default());
+    let mut s = connect(&sock);
+    request(&mut s, 0, 9, 0, 4096, &[]);
+    assert_eq!(reply(&mut s, 4096), (5, 9, vec![]));
+    assert_eq!(stats.eio.load(Relaxed), 1);
+}

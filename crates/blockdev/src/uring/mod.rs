@@ -146,6 +146,10 @@ fn enter(state: &mut RingState, want: usize) -> io::Result<usize> {
     if tests::enter_fails() {
         return Err(io::Error::from_raw_os_error(libc::EBADF));
     }
+    #[cfg(test)]
+    if tests::enter_busy() {
+        return Err(io::Error::from_raw_os_error(libc::EBUSY));
+    }
     state.ring.submit_and_wait(want)
 }
 
@@ -536,7 +540,9 @@ fn build_entry(
 /// Starts reads of `file` on this thread's ring without waiting: `(offset, len, tag)` each,
 /// each handed to the kernel as it is queued. Their bytes come back, with their tags, from
 /// [`reap_started`] on this same thread. One result per read (an error: not started; a read
-/// started is answered exactly once, by a reap). `None`: io_uring is unavailable.
+/// started is answered exactly once, by a reap). An error of kind `WouldBlock` means only that
+/// the ring had no room for the read (its queue full of entries the kernel was too busy to
+/// take): the read is fine, to be run another way. `None`: io_uring is unavailable.
 pub fn start_reads(file: FileRef, reads: &[(u64, usize, u64)]) -> Option<Vec<io::Result<()>>> {
     RING.with(|r| {
         let mut r = r.borrow_mut();
@@ -574,7 +580,10 @@ pub fn start_reads(file: FileRef, reads: &[(u64, usize, u64)]) -> Option<Vec<io:
                 Ok(true) => {}
                 Ok(false) => {
                     state.unstage(staging);
-                    out.push(Err(io::Error::other("io_uring submission queue full")));
+                    out.push(Err(io::Error::new(
+                        io::ErrorKind::WouldBlock,
+                        "io_uring submission queue full",
+                    )));
                     continue;
                 }
                 Err(e) => {

@@ -227,6 +227,56 @@ thread_local! {
     static ENTERS_LEFT: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
 }
 
+thread_local! {
+    /// While set, every enter fails with EBUSY, a transient error: entries stay queued.
+    static ENTERS_BUSY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the next enter finds the kernel busy (fault injection for the tests below).
+pub(super) fn enter_busy() -> bool {
+    ENTERS_BUSY.with(|c| c.get())
+}
+
+/// A ring whose queue fills (the kernel busy, entries left queued) answers the reads it has no
+/// room for as `WouldBlock`, not started and not failed: the file device hands them back as
+/// not started (`None`), so a caller runs them another way instead of answering EIO. The
+/// queued ones are sent and answered once the kernel takes entries again.
+#[test]
+fn reads_a_full_ring_has_no_room_for_are_not_started_not_failed() {
+    if !available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev");
+    std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
+    let dev = crate::file::FileDevice::open(&path, 1 << 20)
+        .unwrap()
+        .with_io_uring(true);
+    let dev: &dyn crate::BlockDevice = &dev;
+    let n = RING_ENTRIES as u64 + 6;
+    let reads: Vec<(u64, u64, u32)> = (0..n).map(|i| (100 + i, i * 4096, 4096)).collect();
+    ENTERS_BUSY.with(|c| c.set(true));
+    let out = dev.start_reads(&reads);
+    ENTERS_BUSY.with(|c| c.set(false));
+    let started = out.iter().filter(|o| matches!(o, Some(Ok(())))).count();
+    assert_eq!(started, RING_ENTRIES as usize, "{out:?}");
+    assert!(
+        out[RING_ENTRIES as usize..].iter().all(|o| o.is_none()),
+        "no room: not started, not failed: {out:?}"
+    );
+    let mut got = Vec::new();
+    while got.len() < started {
+        dev.reap_started(true, &mut |tag, res| got.push((tag, res.unwrap().to_vec())));
+    }
+    got.sort();
+    assert_eq!(got.len(), started);
+    for (i, (tag, bytes)) in got.into_iter().enumerate() {
+        assert_eq!(tag, 100 + i as u64);
+        assert_eq!(bytes, vec![7u8; 4096]);
+    }
+    assert_eq!(started_in_flight(), 0);
+}
+
 /// Whether the next enter fails (fault injection for the tests below).
 pub(super) fn enter_fails() -> bool {
     ENTERS_LEFT.with(|c| match c.get() {
