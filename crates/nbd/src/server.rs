@@ -32,6 +32,9 @@ pub struct ServerStats {
     pub bytes_read: AtomicU64,
     /// Bytes written by clients.
     pub bytes_written: AtomicU64,
+    /// Connections the listener failed to accept for want of a resource (file descriptors,
+    /// memory) or because the client gave up first; the listener goes on.
+    pub accept_errors: AtomicU64,
 }
 
 /// Server limits and settings.
@@ -558,19 +561,8 @@ fn answer_started<S: Read, W: Write>(
     let mut wait = false;
     loop {
         let n = dev.reap_started(wait, &mut |tag, res| {
-            let handle = tag.to_be_bytes();
-            let (err, data) = match res {
-                Ok(d) => {
-                    stats.bytes_read.fetch_add(d.len() as u64, Relaxed);
-                    (0, d)
-                }
-                Err(_) => {
-                    stats.eio.fetch_add(1, Relaxed);
-                    (EIO, &[][..])
-                }
-            };
             if out.is_ok() {
-                out = reply(writer, &handle, err, data, true);
+                out = reply_started(writer, stats, tag, res);
             }
         });
         *in_flight = in_flight.saturating_sub(n);
@@ -584,6 +576,49 @@ fn answer_started<S: Read, W: Write>(
         }
         wait = true;
     }
+}
+
+/// Buffers the reply to a started read (tagged with its handle): its bytes, or EIO.
+fn reply_started<W: Write>(
+    writer: &Mutex<BufWriter<W>>,
+    stats: &ServerStats,
+    tag: u64,
+    res: io::Result<&[u8]>,
+) -> io::Result<()> {
+    let (err, data) = match res {
+        Ok(d) => {
+            stats.bytes_read.fetch_add(d.len() as u64, Relaxed);
+            (0, d)
+        }
+        Err(_) => {
+            stats.eio.fetch_add(1, Relaxed);
+            (EIO, &[][..])
+        }
+    };
+    reply(writer, &tag.to_be_bytes(), err, data, true)
+}
+
+/// Answers every started read still in flight, waiting for each (the connection is ending).
+fn answer_all_started<W: Write>(
+    dev: &dyn BlockDevice,
+    stats: &ServerStats,
+    writer: &Mutex<BufWriter<W>>,
+    in_flight: &mut usize,
+) -> io::Result<()> {
+    let mut out = Ok(());
+    while *in_flight > 0 {
+        let n = dev.reap_started(true, &mut |tag, res| {
+            if out.is_ok() {
+                out = reply_started(writer, stats, tag, res);
+            }
+        });
+        if n == 0 {
+            break;
+        }
+        *in_flight = in_flight.saturating_sub(n);
+    }
+    out?;
+    writer.lock().unwrap_or_else(|e| e.into_inner()).flush()
 }
 
 /// Whether `fd` has bytes to read now (or an error or hang-up to report).
@@ -616,7 +651,8 @@ fn transmission<S: Stream, W: Write>(
     let mut started_reads = 0usize;
     loop {
         if shutdown.is_triggered() {
-            return Ok(());
+            // Reads already started are answered before the connection ends.
+            return answer_all_started(dev, stats, writer, &mut started_reads);
         }
         if started_reads > 0 {
             answer_started(dev, stats, writer, reader, fd, &mut started_reads)?;
@@ -656,7 +692,12 @@ fn transmission<S: Stream, W: Write>(
             }
         }
         let invalid = match typ {
-            CMD_DISC => return Ok(()),
+            // The protocol: every request before the disconnect is handled (the client may
+            // have closed already: answering is best effort).
+            CMD_DISC => {
+                let _ = answer_all_started(dev, stats, writer, &mut started_reads);
+                return Ok(());
+            }
             CMD_READ => !in_range || len > cfg.max_payload,
             CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES => !in_range,
             CMD_FLUSH => false,
@@ -792,11 +833,37 @@ pub(crate) fn accept_loop<L, S: Stream>(
                     std::thread::sleep(Duration::from_millis(20))
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if accept_can_go_on(&e) => {
+                    // One connection lost (or the process out of descriptors until some
+                    // close): not the end of the listener.
+                    stats.accept_errors.fetch_add(1, Relaxed);
+                    std::thread::sleep(Duration::from_millis(50))
+                }
                 Err(e) => return Err(e),
             }
         }
         Ok(())
     })
+}
+
+/// Whether an error accepting a connection leaves the listener usable: out of descriptors or
+/// memory (until connections close), or a connection that failed before it was taken.
+fn accept_can_go_on(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::EMFILE
+                | libc::ENFILE
+                | libc::ENOBUFS
+                | libc::ENOMEM
+                | libc::ECONNABORTED
+                | libc::EPROTO
+                | libc::EPERM
+        )
+    ) || matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset
+    )
 }
 
 /// Accepts Unix-socket connections until `shutdown` triggers (then waits for open
@@ -835,4 +902,33 @@ pub fn serve_tcp(
     };
     let exports = Arc::new(Exports::single(cfg.export_name.clone(), dev));
     accept_loop(accept, &listener, exports, cfg, stats, shutdown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Running out of descriptors or memory, or a client that gave up before it was taken,
+    /// loses one connection; a listener that is not one any more ends the loop.
+    #[test]
+    fn accept_errors_that_leave_the_listener_usable_are_told_apart() {
+        for errno in [
+            libc::EMFILE,
+            libc::ENFILE,
+            libc::ENOBUFS,
+            libc::ENOMEM,
+            libc::ECONNABORTED,
+        ] {
+            assert!(
+                accept_can_go_on(&io::Error::from_raw_os_error(errno)),
+                "{errno}"
+            );
+        }
+        for errno in [libc::EBADF, libc::EINVAL, libc::ENOTSOCK] {
+            assert!(
+                !accept_can_go_on(&io::Error::from_raw_os_error(errno)),
+                "{errno}"
+            );
+        }
+    }
 }

@@ -280,3 +280,86 @@ fn a_started_read_that_fails_at_once_is_answered() {
     assert_eq!(reply(&mut s, 4096), (5, 9, vec![]));
     assert_eq!(stats.eio.load(Relaxed), 1);
 }
+
+/// A device whose hits wait for it and whose started reads complete 50 ms after they start.
+struct SlowStarts {
+    mem: MemDevice,
+    started: std::sync::Mutex<Vec<(u64, u64, u32, std::time::Instant)>>,
+}
+
+impl tiercache_blockdev::BlockDevice for SlowStarts {
+    fn size(&self) -> u64 {
+        self.mem.size()
+    }
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        self.mem.read_at(buf, off)
+    }
+    fn write_at(&self, data: &[u8], off: u64, fua: bool) -> std::io::Result<()> {
+        self.mem.write_at(data, off, fua)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.mem.flush()
+    }
+    fn hits_wait_for_device(&self) -> bool {
+        true
+    }
+    fn start_reads(&self, reads: &[(u64, u64, u32)]) -> Vec<Option<std::io::Result<()>>> {
+        let due = std::time::Instant::now() + Duration::from_millis(50);
+        let mut s = self.started.lock().unwrap();
+        reads
+            .iter()
+            .map(|&(tag, off, len)| {
+                s.push((tag, off, len, due));
+                Some(Ok(()))
+            })
+            .collect()
+    }
+    fn reap_started(&self, wait: bool, f: &mut dyn FnMut(u64, std::io::Result<&[u8]>)) -> usize {
+        let mut s = self.started.lock().unwrap();
+        let Some(&(_, _, _, due)) = s.first() else {
+            return 0;
+        };
+        let now = std::time::Instant::now();
+        if due > now {
+            if !wait {
+                return 0;
+            }
+            std::thread::sleep(due - now);
+        }
+        let (tag, off, len, _) = s.remove(0);
+        let mut buf = vec![0u8; len as usize];
+        self.mem.read_at(&mut buf, off).unwrap();
+        f(tag, Ok(&buf));
+        1
+    }
+}
+
+/// A read started on the device and still in flight when the client disconnects is answered
+/// before the connection ends (the protocol: the server handles every request sent before
+/// NBD_CMD_DISC); its reply was dropped.
+#[test]
+fn a_disconnect_answers_the_reads_in_flight_first() {
+    use tiercache_blockdev::BlockDevice;
+    let mem = MemDevice::new(1 << 20);
+    mem.write_at(&[0x5a; 4096], 8192, false).unwrap();
+    let dev = Arc::new(SlowStarts {
+        mem,
+        started: Default::default(),
+    });
+    let (sock, _stats, _stop, _d) = serve(dev, ServerConfig::default());
+    let mut s = connect(&sock);
+    // The read and the disconnect in one write: the server sees the disconnect while the
+    // read is on the device.
+    let mut both = Vec::new();
+    for (typ, handle, offset, len) in [(0u16, 3u64, 8192u64, 4096u32), (2, 4, 0, 0)] {
+        both.extend_from_slice(&0x2560_9513u32.to_be_bytes());
+        both.extend_from_slice(&0u16.to_be_bytes());
+        both.extend_from_slice(&typ.to_be_bytes());
+        both.extend_from_slice(&handle.to_be_bytes());
+        both.extend_from_slice(&offset.to_be_bytes());
+        both.extend_from_slice(&len.to_be_bytes());
+    }
+    s.write_all(&both).unwrap();
+    assert_eq!(reply(&mut s, 4096), (0, 3, vec![0x5a; 4096]));
+    assert!(closed(&mut s));
+}
