@@ -361,7 +361,19 @@ impl fmt::Display for ConvertSummary {
     }
 }
 
-/// Reads `input` and writes it to `output` in `to`, streaming.
+/// Where [`convert`] writes before the output is whole: a hidden file beside it.
+fn partial_path(output: &str) -> String {
+    let path = std::path::Path::new(output);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let hidden = format!(".{name}.partial-{}", std::process::id());
+    path.with_file_name(hidden).to_string_lossy().into_owned()
+}
+
+/// Reads `input` and writes it to `output` in `to`, streaming. The output appears only when
+/// whole: on any error no file is left at `output` (nor a partial one beside it).
 pub fn convert(
     input: &str,
     in_format: Option<Format>,
@@ -378,12 +390,32 @@ pub fn convert(
         }
     }
     let mut reader = open(input, in_format, opts)?;
-    let mut writer = create_writer(output, to, line_size)?;
-    while let Some(r) = reader.next() {
-        writer.write(&r?, reader.volumes())?;
-    }
+    // Written beside the output and renamed onto it once whole: a conversion that fails (an
+    // input cut short, say) leaves no output that reads as a clean, shorter trace.
+    let partial = partial_path(output);
+    let written = (|| {
+        let mut writer = create_writer(&partial, to, line_size)?;
+        while let Some(r) = reader.next() {
+            writer.write(&r?, reader.volumes())?;
+        }
+        writer.finish(reader.volumes(), reader.meta().epoch_unix_ns)
+    })()
+    .and_then(|mut out| {
+        std::fs::rename(&partial, output).map_err(|source| TraceError::Io {
+            path: output.to_string(),
+            source,
+        })?;
+        out.path = output.to_string();
+        Ok(out)
+    });
+    let out = match written {
+        Ok(out) => out,
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            return Err(e);
+        }
+    };
     let meta = reader.meta().clone();
-    let out = writer.finish(reader.volumes(), meta.epoch_unix_ns)?;
     Ok(ConvertSummary {
         input: meta,
         counters: reader.counters().clone(),

@@ -427,3 +427,53 @@ fn impossible_lengths_are_malformed() {
         c.bad_samples
     );
 }
+
+/// A conversion that fails part way (an input cut short) leaves no output: a short
+/// oracleGeneral or fio iolog read back as a clean trace (the oracleGeneral without its
+/// next-access times), and a failed run truncated an earlier good output. A conversion that
+/// succeeds leaves the output and nothing beside it.
+#[test]
+fn a_failed_conversion_leaves_no_output() {
+    use tiercache_trace::{convert, OutputFormat};
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::new();
+    for i in 0..20_000u64 {
+        text.push_str(&format!(
+            "{},hm,0,Read,{},4096,100\n",
+            128_166_372_000_000_000u64 + i * 10_000,
+            (i * 7919 % 65_536) * 4096
+        ));
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(text.as_bytes()).unwrap();
+    let whole = gz.finish().unwrap();
+    let good = write(&dir, "good.csv.gz", &whole);
+    let cut = write(&dir, "cut.csv.gz", &whole[..whole.len() * 2 / 3]);
+    for to in [
+        OutputFormat::OracleGeneral,
+        OutputFormat::FioIolog,
+        OutputFormat::Native,
+    ] {
+        let out = dir.path().join(format!("out-{to:?}"));
+        let out = out.to_str().unwrap();
+        let opts = ReadOptions::default();
+        let s = convert(&good, Some(Format::Msr), out, to, 4096, &opts).unwrap();
+        assert_eq!(
+            (s.output.path.as_str(), s.output.records_out),
+            (out, 20_000)
+        );
+        let before = std::fs::read(out).unwrap();
+        // The cut input fails, and the earlier output is left as it was.
+        assert!(convert(&cut, Some(Format::Msr), out, to, 4096, &opts).is_err());
+        assert_eq!(std::fs::read(out).unwrap(), before, "{to:?}");
+        std::fs::remove_file(out).unwrap();
+        assert!(convert(&cut, Some(Format::Msr), out, to, 4096, &opts).is_err());
+        assert!(!std::path::Path::new(out).exists(), "{to:?}");
+    }
+    let mut left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["cut.csv.gz", "good.csv.gz"]);
+}
