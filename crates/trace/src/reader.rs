@@ -273,6 +273,20 @@ impl VolumeInterner {
     }
 }
 
+/// Rejects a record whose volume key is not UTF-8 text: names are text, and replacing its
+/// bytes would give distinct keys one name (two volumes merged, or a native file whose volume
+/// table names one twice).
+#[inline]
+fn check_key(p: Parsed, key: &[u8]) -> Result<Parsed, FieldError> {
+    if matches!(p, Parsed::Record { .. }) && !key.is_ascii() && std::str::from_utf8(key).is_err() {
+        return Err(FieldError::new(
+            "volume",
+            format!("`{}` is not UTF-8 text", crate::parse::show(key)),
+        ));
+    }
+    Ok(p)
+}
+
 /// The reader of every line-oriented format.
 pub(crate) struct TextReader<P> {
     lines: LineSource,
@@ -333,7 +347,8 @@ impl<P: LineParser> Iterator for TextReader<P> {
             };
             self.counters.lines += 1;
             self.key.clear();
-            match check_range(self.parser.parse(line, &mut self.key)) {
+            let parsed = check_range(self.parser.parse(line, &mut self.key));
+            match parsed.and_then(|p| check_key(p, &self.key)) {
                 Ok(Parsed::Record {
                     time,
                     op,

@@ -477,3 +477,32 @@ fn a_failed_conversion_leaves_no_output() {
     left.sort();
     assert_eq!(left, ["cut.csv.gz", "good.csv.gz"]);
 }
+
+/// A volume key that is not UTF-8 is a bad record naming its line (its bytes replaced, two
+/// such keys became one volume name: a native file written from them named a volume twice).
+#[test]
+fn a_volume_key_that_is_not_text_is_a_bad_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = b"128166372000000000,hm,0,Read,0,4096,1\n".to_vec();
+    bytes.extend_from_slice(b"128166372000010000,h\xff,0,Read,0,4096,1\n");
+    bytes.extend_from_slice(b"128166372000020000,h\xfe,0,Read,0,4096,1\n");
+    let p = write(&dir, "v.csv", &bytes);
+    let e = read_all(&p, Some(Format::Msr), &ReadOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            TraceError::Parse {
+                line: 2,
+                field: "volume",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let opts = ReadOptions {
+        skip_bad: true,
+        ..ReadOptions::default()
+    };
+    let (reqs, vols, c, _) = read_all(&p, Some(Format::Msr), &opts).unwrap();
+    assert_eq!((reqs.len(), vols.len(), c.skipped_bad), (1, 1, 2));
+}
