@@ -3,7 +3,8 @@
 
 use crate::error::TraceError;
 use crate::reader::{
-    check_range, Clock, FieldError, Parsed, ReadCounters, TraceMeta, TraceReader, VolumeInterner,
+    check_range, Clock, FieldError, KeyError, Parsed, ReadCounters, TraceMeta, TraceReader,
+    VolumeInterner,
 };
 use crate::volume::VolumeMap;
 use std::io::{self, Read, Write as _};
@@ -299,6 +300,16 @@ impl<D: RecordDecoder> FixedRecordReader<D> {
                 let volume = match self.volumes.id(&self.key, &self.meta.path) {
                     Ok(v) => v,
                     Err(e) => {
+                        // Binary keys are numbers this reader wrote: only too many of them.
+                        let e = match e {
+                            KeyError::Fatal(e) => e,
+                            KeyError::Bad(fe) => TraceError::BadRecord {
+                                path: self.meta.path.clone(),
+                                offset: self.base + at as u64,
+                                field: fe.field,
+                                msg: fe.msg,
+                            },
+                        };
                         self.done = true;
                         return Some(Err(e));
                     }

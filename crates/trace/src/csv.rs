@@ -485,6 +485,43 @@ impl CsvParser {
         }
     }
 
+    /// The first line of a mapping with a header: skipped, unless it holds a record.
+    #[cold]
+    fn header(&mut self, line: &[u8]) -> Result<Parsed, FieldError> {
+        self.header_pending = false;
+        if self.is_record(line) {
+            // Skipping it would drop a request unseen (a file cut from a larger one, say).
+            return Err(FieldError::new(
+                "header",
+                "the first line should be the header, but its offset and length are \
+                 numbers: a record (a file without its header?)",
+            ));
+        }
+        Ok(Parsed::Skip)
+    }
+
+    /// What is wrong with a line split into the wrong number of columns.
+    #[cold]
+    fn column_error(&self, line: &[u8]) -> FieldError {
+        let n = self.fields.len();
+        if memchr::memchr(b'\r', line).is_some() {
+            return carriage_return();
+        }
+        match self.spec.columns {
+            Some(exact) if n > exact => FieldError::new(
+                "columns",
+                format!("more than {exact} columns, expected exactly {exact}"),
+            ),
+            Some(exact) => {
+                FieldError::new("columns", format!("{n} columns, expected exactly {exact}"))
+            }
+            None => FieldError::new(
+                "columns",
+                format!("{n} columns, need at least {}", self.need),
+            ),
+        }
+    }
+
     /// Whether `line`, due to be the header, holds a record instead: its offset and length
     /// columns are numbers.
     fn is_record(&mut self, line: &[u8]) -> bool {
@@ -498,6 +535,14 @@ impl CsvParser {
     }
 }
 
+#[cold]
+fn carriage_return() -> FieldError {
+    FieldError::new(
+        "line",
+        "a carriage return inside the line (CR line ends? convert them to LF)",
+    )
+}
+
 #[inline]
 fn num(field: &'static str, b: &[u8], unit: u64) -> Result<u64, FieldError> {
     let v = parse_u64(b).map_err(|m| FieldError::new(field, format!("`{}`: {m}", show(b))))?;
@@ -509,45 +554,21 @@ impl LineParser for CsvParser {
     #[inline]
     fn parse(&mut self, line: &[u8], key: &mut Vec<u8>) -> Result<Parsed, FieldError> {
         if self.header_pending {
-            self.header_pending = false;
-            if self.is_record(line) {
-                // Skipping it would drop a request unseen (a file cut from a larger one, say).
-                return Err(FieldError::new(
-                    "header",
-                    "the first line should be the header, but its offset and length are \
-                     numbers: a record (a file without its header?)",
-                ));
-            }
-            return Ok(Parsed::Skip);
+            return self.header(line);
         }
         if line.is_empty() || line[0] == b'#' || trim(line).is_empty() {
             return Ok(Parsed::Skip);
         }
-        if memchr::memchr(b'\r', line).is_some() {
-            // Line ends are `\n` or `\r\n`; a `\r` within a line joins records (a file with
-            // CR line ends reads as one line).
-            return Err(FieldError::new(
-                "line",
-                "a carriage return inside the line (CR line ends? convert them to LF)",
-            ));
+        // Line ends are `\n` or `\r\n`; a `\r` within a line joins records (a file with CR line
+        // ends reads as one line). A fixed column count catches that as a wrong count; a
+        // mapping without one looks for the `\r`.
+        if self.spec.columns.is_none() && memchr::memchr(b'\r', line).is_some() {
+            return Err(carriage_return());
         }
         split_delim(line, self.spec.delimiter, self.split, &mut self.fields);
-        match self.spec.columns {
-            Some(n) if self.fields.len() != n => {
-                let msg = if self.fields.len() > n {
-                    format!("more than {n} columns, expected exactly {n}")
-                } else {
-                    format!("{} columns, expected exactly {n}", self.fields.len())
-                };
-                return Err(FieldError::new("columns", msg));
-            }
-            _ if self.fields.len() < self.need => {
-                return Err(FieldError::new(
-                    "columns",
-                    format!("{} columns, need at least {}", self.fields.len(), self.need),
-                ));
-            }
-            _ => {}
+        let n = self.fields.len();
+        if self.spec.columns.is_some_and(|exact| n != exact) || n < self.need {
+            return Err(self.column_error(line));
         }
         let f = |c: usize| {
             let (s, e) = self.fields[c];

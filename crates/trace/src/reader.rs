@@ -225,6 +225,14 @@ pub(crate) trait LineParser: Send {
     fn unix_base_ns(&self) -> Option<i128>;
 }
 
+/// Why a volume key has no id.
+pub(crate) enum KeyError {
+    /// The input cannot go on (too many volumes).
+    Fatal(TraceError),
+    /// This record is bad (a key that is not text); the next may be fine.
+    Bad(FieldError),
+}
+
 /// Maps volume keys to ids, remembering the last key so runs of one volume skip the hash map.
 pub(crate) struct VolumeInterner {
     pub(crate) map: VolumeMap,
@@ -242,7 +250,7 @@ impl VolumeInterner {
     }
 
     #[inline(always)]
-    pub(crate) fn id(&mut self, key: &[u8], path: &str) -> Result<VolumeId, TraceError> {
+    pub(crate) fn id(&mut self, key: &[u8], path: &str) -> Result<VolumeId, KeyError> {
         if let Some(id) = self.last_id {
             // Keys are a few bytes: compared inline (slice equality calls memcmp, which cost
             // a twentieth of a batched oracleGeneral replay).
@@ -257,34 +265,27 @@ impl VolumeInterner {
 
     /// A key other than the last one: the map.
     #[inline(never)]
-    fn id_slow(&mut self, key: &[u8], path: &str) -> Result<VolumeId, TraceError> {
-        let id = self
-            .map
-            .intern(key)
-            .ok_or_else(|| TraceError::TooManyVolumes {
+    fn id_slow(&mut self, key: &[u8], path: &str) -> Result<VolumeId, KeyError> {
+        if !key.is_ascii() && self.map.id_of(key).is_none() && std::str::from_utf8(key).is_err() {
+            // Names are text: replacing the bytes would give distinct keys one name (two
+            // volumes merged, or a native file whose volume table names one twice).
+            return Err(KeyError::Bad(FieldError::new(
+                "volume",
+                format!("`{}` is not UTF-8 text", crate::parse::show(key)),
+            )));
+        }
+        let id = self.map.intern(key).ok_or_else(|| {
+            KeyError::Fatal(TraceError::TooManyVolumes {
                 path: path.to_string(),
                 limit: MAX_VOLUMES,
                 key: String::from_utf8_lossy(key).into_owned(),
-            })?;
+            })
+        })?;
         self.last_key.clear();
         self.last_key.extend_from_slice(key);
         self.last_id = Some(id);
         Ok(id)
     }
-}
-
-/// Rejects a record whose volume key is not UTF-8 text: names are text, and replacing its
-/// bytes would give distinct keys one name (two volumes merged, or a native file whose volume
-/// table names one twice).
-#[inline]
-fn check_key(p: Parsed, key: &[u8]) -> Result<Parsed, FieldError> {
-    if matches!(p, Parsed::Record { .. }) && !key.is_ascii() && std::str::from_utf8(key).is_err() {
-        return Err(FieldError::new(
-            "volume",
-            format!("`{}` is not UTF-8 text", crate::parse::show(key)),
-        ));
-    }
-    Ok(p)
 }
 
 /// The reader of every line-oriented format.
@@ -347,8 +348,7 @@ impl<P: LineParser> Iterator for TextReader<P> {
             };
             self.counters.lines += 1;
             self.key.clear();
-            let parsed = check_range(self.parser.parse(line, &mut self.key));
-            match parsed.and_then(|p| check_key(p, &self.key)) {
+            match check_range(self.parser.parse(line, &mut self.key)) {
                 Ok(Parsed::Record {
                     time,
                     op,
@@ -357,7 +357,20 @@ impl<P: LineParser> Iterator for TextReader<P> {
                 }) => {
                     let volume = match self.volumes.id(&self.key, &self.meta.path) {
                         Ok(v) => v,
-                        Err(e) => return self.fail(e),
+                        Err(KeyError::Fatal(e)) => return self.fail(e),
+                        Err(KeyError::Bad(fe)) => {
+                            let e = TraceError::Parse {
+                                path: self.meta.path.clone(),
+                                line: self.lines.line_no(),
+                                field: fe.field,
+                                msg: fe.msg,
+                            };
+                            if self.skip_bad {
+                                self.counters.note_bad(&e);
+                                continue;
+                            }
+                            return self.fail(e);
+                        }
                     };
                     let first = self.clock.origin().is_none();
                     let time_ns = self.clock.relative(time, &mut self.counters);

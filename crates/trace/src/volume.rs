@@ -50,6 +50,11 @@ impl VolumeMap {
         Some(VolumeId(id))
     }
 
+    /// Id of an already known key, as bytes.
+    pub(crate) fn id_of(&self, key: &[u8]) -> Option<VolumeId> {
+        self.ids.get(key).map(|&id| VolumeId(id))
+    }
+
     /// Id of an already known key.
     pub fn get(&self, key: &str) -> Option<VolumeId> {
         self.ids.get(key.as_bytes()).map(|&id| VolumeId(id))
