@@ -54,7 +54,10 @@ pub use csv::{CsvSpec, OpNames, TimeUnit};
 pub use error::TraceError;
 pub use format::{detect, Format};
 pub use native::{NativeReader, NativeTrace, NativeWriter};
-pub use reader::{open, read_all, ReadCounters, ReadOptions, TraceMeta, TraceReader};
+pub use reader::{
+    open, read_all, ReadCounters, ReadOptions, TraceMeta, TraceReader, MAX_DATA_REQUEST_LEN,
+    MAX_REQUEST_LEN,
+};
 pub use replay::ReplaySource;
 pub use stats::{stats, stats_of, CounterNotes, StatsOptions, TraceStats};
 pub use text::BlkAction;

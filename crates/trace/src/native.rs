@@ -389,10 +389,9 @@ fn decode(b: &[u8; RECORD_LEN], nvol: u32) -> Result<Request, (&'static str, Str
             format!("id {volume} beyond the {nvol} named volumes"),
         ));
     }
-    if offset.checked_add(len).is_none() {
-        // As every text reader checks (`check_range`): the request would end past 2^64.
-        return Err(("offset", format!("{offset} + {len} overflows")));
-    }
+    // As every other reader checks: a request ending past 2^64, or longer than any a block
+    // device takes.
+    crate::reader::check_len(op, offset, len).map_err(|e| (e.field, e.msg))?;
     Ok(Request {
         time_ns,
         volume: VolumeId(volume),

@@ -197,24 +197,50 @@ impl FieldError {
 /// request is larger, and the native format stores lengths in 32 bits.
 pub const MAX_REQUEST_LEN: u64 = u32::MAX as u64;
 
+/// Largest read or write accepted. Block devices take far smaller ones (a Linux request is
+/// capped by its queue's `max_hw_sectors_kb`, a few MiB to a few tens of MiB), and wherever
+/// lines are counted (footprints, reuse analysis, a cache) each line of a request costs memory:
+/// this bounds what one record can cost. Trims, which discard whole devices, keep
+/// [`MAX_REQUEST_LEN`].
+pub const MAX_DATA_REQUEST_LEN: u64 = 256 << 20;
+
 /// Rejects decoded requests no block device issues (and whose line count would be absurd).
 #[inline]
 pub(crate) fn check_range(p: Result<Parsed, FieldError>) -> Result<Parsed, FieldError> {
-    if let Ok(Parsed::Record { offset, len, .. }) = &p {
-        if *len > MAX_REQUEST_LEN {
-            return Err(FieldError::new(
-                "length",
-                format!("{len} bytes exceeds {MAX_REQUEST_LEN}, the largest block request"),
-            ));
-        }
-        if offset.checked_add(*len).is_none() {
-            return Err(FieldError::new(
-                "offset",
-                format!("{offset} + {len} overflows"),
-            ));
-        }
+    if let Ok(Parsed::Record {
+        offset, len, op, ..
+    }) = &p
+    {
+        check_len(*op, *offset, *len)?;
     }
     p
+}
+
+/// The checks of [`check_range`] on one request's fields.
+#[inline]
+pub(crate) fn check_len(op: Op, offset: u64, len: u64) -> Result<(), FieldError> {
+    let max = match op {
+        Op::Read | Op::Write => MAX_DATA_REQUEST_LEN,
+        Op::Trim | Op::Flush => MAX_REQUEST_LEN,
+    };
+    if len > max {
+        return Err(len_error(op, len, max));
+    }
+    if offset.checked_add(len).is_none() {
+        return Err(FieldError::new(
+            "offset",
+            format!("{offset} + {len} overflows"),
+        ));
+    }
+    Ok(())
+}
+
+#[cold]
+fn len_error(op: Op, len: u64, max: u64) -> FieldError {
+    FieldError::new(
+        "length",
+        format!("{len} bytes exceeds {max}, the largest {op:?} accepted (a block device takes far less)"),
+    )
 }
 
 /// Decodes the lines of one text format.
