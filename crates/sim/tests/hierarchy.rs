@@ -347,3 +347,39 @@ fn clients_of_different_depths_share_two_levels() {
     assert!(link.bytes_up > 0);
     assert!(bare.served_by.iter().all(|(n, _)| !n.starts_with("deep.")));
 }
+
+/// One read at a given offset.
+struct ReadAt(Option<u64>);
+
+impl RequestSource for ReadAt {
+    fn arrival(&self) -> Arrival {
+        Arrival::Closed {
+            jobs: 1,
+            iodepth: 1,
+        }
+    }
+    fn next_request(&mut self, _job: u32) -> Option<Request> {
+        self.0.take().map(|o| Request::read(o, LINE))
+    }
+}
+
+/// A client's offset that would carry a request past 2^64 is an error naming the request,
+/// not an overflow (a panic in a debug build, a wrapped offset in a release one).
+#[test]
+fn a_client_offset_past_the_address_space_is_an_error() {
+    let text = two_levels("lru", "lru", false, 4, 8).replace(
+        "name = \"c\"",
+        &format!("name = \"c\"\n        offset = {}", i64::MAX),
+    );
+    let cfg = parse(&text);
+    let at = (1u64 << 63) + LINE;
+    let mut sources: Vec<Box<dyn RequestSource>> = vec![Box::new(ReadAt(Some(at)))];
+    let e = HierarchySim::new(&cfg)
+        .unwrap()
+        .run(&mut sources)
+        .unwrap_err();
+    assert!(
+        matches!(&e, tiercache_sim::SimError::Request { request, .. } if request.offset == at),
+        "{e}"
+    );
+}

@@ -304,7 +304,20 @@ impl HierarchySim {
                 continue;
             };
             let issue = if open { req.time_ns.max(t) } else { t };
-            req.offset += self.clients[i].offset;
+            // The client's place on the backend, added: a request past 2^64 is an error of
+            // that request (as the cache's own range check reports it).
+            let Some(offset) = req.offset.checked_add(self.clients[i].offset) else {
+                return Err(SimError::Request {
+                    index: self.issued,
+                    request: req,
+                    source: tiercache_core::GeometryError::Range {
+                        offset: req.offset,
+                        len: req.len,
+                    }
+                    .into(),
+                });
+            };
+            req.offset = offset;
             req.time_ns = issue;
             let done = self.issue(i, &req, issue)?;
             // Closed loop: the slot issues again when this request completes. Open loop: the
