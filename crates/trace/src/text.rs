@@ -139,10 +139,16 @@ impl LineParser for BlkparseParser {
             return Ok(Parsed::Skip);
         };
         if self.in_summary {
-            return Ok(Parsed::Skip);
+            if !is_device(first) {
+                return Ok(Parsed::Skip);
+            }
+            // Events again (blkparse outputs joined end to end): no summary line starts with
+            // `major,minor`.
+            self.in_summary = false;
         }
         if !is_device(first) {
-            // blkparse closes with per-CPU and total summaries; everything after them is summary.
+            // blkparse closes with per-CPU and total summaries: their lines are skipped up to
+            // the next event, if any.
             if [&b"CPU"[..], b"Total", b"Throughput", b"Events", b"Skips"]
                 .iter()
                 .any(|p| first.starts_with(p))
@@ -359,10 +365,23 @@ mod tests {
         assert_eq!(rec, Some((1_500_000_000, Op::Write, 4096, 4096)));
         assert_eq!(key, "259,0");
         assert_eq!(parse(&mut p, "Total (8,0):").unwrap().0, None);
-        // Everything after the summary starts is skipped, even lines that look like events.
+        // Summary lines of any shape are skipped; an event after them (a second blkparse
+        // output joined on) is read, not dropped.
+        for line in [
+            " Reads Queued:   2,   8KiB",
+            "Throughput (R/W): 0KiB/s / 8KiB/s",
+            "",
+        ] {
+            assert_eq!(parse(&mut p, line).unwrap().0, None, "{line}");
+        }
         assert_eq!(
             parse(&mut p, "8,0 3 1 0.1 697 Q W 1 + 8 [x]").unwrap().0,
-            None
+            Some((100_000_000, Op::Write, 512, 4096))
+        );
+        assert_eq!(
+            field_of(parse(&mut p, " Reads Queued:   2,   8KiB")),
+            "device",
+            "out of the summary again"
         );
     }
 
