@@ -10,12 +10,10 @@ use std::io::Write;
 pub struct AnalyzeArgs {
     /// Trace file (format detected unless given; compressed files are detected too).
     pub file: String,
-    /// Trace format.
-    #[arg(long)]
-    pub format: Option<tiercache_trace::Format>,
-    /// Skip and count malformed records instead of failing.
-    #[arg(long)]
-    pub skip_bad: bool,
+    /// How to read the trace (format, skipping bad records, a CSV mapping, blkparse's action,
+    /// oracleGeneral's bytes per object), as for `tiercache trace`.
+    #[command(flatten)]
+    pub input: tiercache_trace::cli::InputArgs,
     /// Line size in bytes.
     #[arg(long, default_value_t = 4096)]
     pub line_size: u64,
@@ -114,10 +112,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<crate::Analysis> {
         ))
         .into());
     }
-    let opts = tiercache_trace::ReadOptions {
-        skip_bad: args.skip_bad,
-        ..Default::default()
-    };
+    let opts = args.input.read_options()?;
     let interval_ns = tiercache_core::units::parse_nanos(&args.interval)
         .ok()
         .filter(|&n| n > 0)
@@ -134,7 +129,7 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<crate::Analysis> {
         ))
         .into());
     }
-    let mut reader = tiercache_trace::open(&args.file, args.format, &opts)?;
+    let mut reader = tiercache_trace::open(&args.file, args.input.format, &opts)?;
     let mut analyzer = Analyzer::new(Options {
         line_size: args.line_size,
         sizes: args.sizes.clone(),

@@ -6,7 +6,7 @@ use crate::experiment::{ReplayMode, TraceWorkload, VolumeChoice};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use tiercache_core::VolumeId;
-use tiercache_trace::{OutputFormat, ReadOptions, VolumeMap};
+use tiercache_trace::{OutputFormat, VolumeMap};
 
 /// Requests in flight when replaying at the trace's times (an open loop needs room for
 /// requests that arrive while earlier ones are still in service).
@@ -31,10 +31,7 @@ pub fn prepare(t: &TraceWorkload, iolog: &Path) -> Result<IologReplay> {
         .trace
         .to_str()
         .context("workload.trace: path is not UTF-8")?;
-    let opts = ReadOptions {
-        skip_bad: t.skip_bad,
-        ..Default::default()
-    };
+    let opts = t.read_options()?;
     let mut reader = tiercache_trace::open(path, t.format, &opts)
         .with_context(|| format!("workload.trace {}", t.trace.display()))?;
     let out = iolog.to_str().context("bench directory is not UTF-8")?;

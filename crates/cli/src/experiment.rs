@@ -105,6 +105,15 @@ pub struct TraceWorkload {
     /// Skip and count malformed records instead of failing.
     #[serde(default)]
     pub skip_bad: bool,
+    /// Column mapping of a `format = "csv"` trace, as `trace stats --csv-map` takes it.
+    #[serde(default)]
+    pub csv: Option<tiercache_trace::CsvSpec>,
+    /// blkparse: the action kept per I/O (`queue`, `issue` or `complete`).
+    #[serde(default = "default_blkparse_action")]
+    pub blkparse_action: tiercache_trace::BlkAction,
+    /// oracleGeneral: bytes per object id (what `trace convert --line-size` wrote).
+    #[serde(default = "default_oracle_line_size")]
+    pub oracle_line_size: u64,
     /// Replay only these volumes, by their name in the trace (e.g. the VolumeID for Tencent,
     /// host and disk for MSR) or by dense id written `"#3"`. Empty: every volume.
     #[serde(default)]
@@ -113,6 +122,27 @@ pub struct TraceWorkload {
 
 fn one() -> f64 {
     1.0
+}
+fn default_blkparse_action() -> tiercache_trace::BlkAction {
+    tiercache_trace::ReadOptions::default().blkparse_action
+}
+fn default_oracle_line_size() -> u64 {
+    tiercache_trace::ReadOptions::default().oracle_line_size
+}
+
+impl TraceWorkload {
+    /// How to read the trace.
+    pub fn read_options(&self) -> Result<tiercache_trace::ReadOptions> {
+        if self.format == Some(tiercache_trace::Format::Csv) && self.csv.is_none() {
+            anyhow::bail!("workload.csv: a `format = \"csv\"` trace needs its column mapping");
+        }
+        Ok(tiercache_trace::ReadOptions {
+            skip_bad: self.skip_bad,
+            blkparse_action: self.blkparse_action,
+            oracle_line_size: self.oracle_line_size,
+            csv: self.csv.clone(),
+        })
+    }
 }
 fn one_u32() -> u32 {
     1
@@ -158,7 +188,7 @@ pub enum Workload {
     /// fio-like synthetic workload.
     Synthetic(Box<WorkloadSpec>),
     /// Trace replay.
-    Trace(TraceWorkload),
+    Trace(Box<TraceWorkload>),
     /// Several volumes, each with its own workload (`[[volumes]]`).
     Volumes(Vec<crate::volumes::VolumePart>),
 }
@@ -266,7 +296,7 @@ impl Experiment {
             }
             Workload::Volumes(parts)
         } else if let Some(t) = trace {
-            Workload::Trace(t)
+            Workload::Trace(Box::new(t))
         } else {
             let mut spec: WorkloadSpec = if table.contains_key("workload") {
                 doc.typed(Some("workload"))?
@@ -382,10 +412,7 @@ impl Experiment {
             }
             Workload::Volumes(parts) => crate::volumes::source(parts),
             Workload::Trace(t) => {
-                let opts = tiercache_trace::ReadOptions {
-                    skip_bad: t.skip_bad,
-                    ..Default::default()
-                };
+                let opts = t.read_options()?;
                 let path = t.trace.to_str().context("trace path is not UTF-8")?;
                 let reader = tiercache_trace::open(path, t.format, &opts)
                     .with_context(|| format!("workload.trace {}", t.trace.display()))?;
@@ -425,10 +452,7 @@ impl Experiment {
         let Workload::Trace(t) = &self.workload else {
             return Ok(None);
         };
-        let opts = tiercache_trace::ReadOptions {
-            skip_bad: t.skip_bad,
-            ..Default::default()
-        };
+        let opts = t.read_options()?;
         let path = t.trace.to_str().context("trace path is not UTF-8")?;
         let reader = tiercache_trace::open(path, t.format, &opts)
             .with_context(|| format!("workload.trace {}", t.trace.display()))?;
@@ -582,8 +606,18 @@ pub fn load_str_in(
 }
 
 /// `[workload]` keys a trace replay takes (see [`TraceWorkload`]).
-const TRACE_WORKLOAD_KEYS: [&str; 8] = [
-    "trace", "format", "replay", "speed", "jobs", "iodepth", "skip_bad", "volumes",
+const TRACE_WORKLOAD_KEYS: [&str; 11] = [
+    "trace",
+    "format",
+    "replay",
+    "speed",
+    "jobs",
+    "iodepth",
+    "skip_bad",
+    "csv",
+    "blkparse_action",
+    "oracle_line_size",
+    "volumes",
 ];
 
 fn resolve(mut doc: Document, base_dir: &Path, overrides: &[String]) -> Result<Vec<Experiment>> {

@@ -68,7 +68,7 @@ pub enum VolumeWorkload {
     /// A synthetic workload (seeded).
     Synthetic(Box<WorkloadSpec>),
     /// The requests of these trace volumes.
-    Trace(TraceWorkload),
+    Trace(Box<TraceWorkload>),
 }
 
 /// One resolved volume.
@@ -128,10 +128,10 @@ pub fn resolve(
                         "trace_volumes needs a trace in [workload] (workload.trace)".into(),
                     )
                 })?;
-                VolumeWorkload::Trace(TraceWorkload {
+                VolumeWorkload::Trace(Box::new(TraceWorkload {
                     volumes: e.trace_volumes,
                     ..t.clone()
-                })
+                }))
             }
             _ => {
                 return Err(err(
@@ -193,10 +193,7 @@ pub fn source(parts: &[VolumePart]) -> Result<Box<dyn tiercache_core::RequestSou
 
 /// The replay of `t`'s chosen volumes.
 fn trace_source(t: &TraceWorkload) -> Result<BoxedSource> {
-    let opts = tiercache_trace::ReadOptions {
-        skip_bad: t.skip_bad,
-        ..Default::default()
-    };
+    let opts = t.read_options()?;
     let path = t.trace.to_str().context("trace path is not UTF-8")?;
     let reader = tiercache_trace::open(path, t.format, &opts)
         .with_context(|| t.trace.display().to_string())?;

@@ -403,3 +403,115 @@ fn trace_and_analyze_end_quietly_when_their_reader_goes_away() {
         assert!(!stderr(&o).contains("panicked"), "{args:?}: {}", stderr(&o));
     }
 }
+
+/// `analyze` reads a trace as `trace stats` does: an oracleGeneral file written with 64 KiB
+/// objects, read back with `--oracle-line-size 65536`, has the reads and footprint of its
+/// source, where at the 4 KiB default its object ids land on the wrong bytes; a CSV trace
+/// needs and takes `--csv-map`.
+#[test]
+fn analyze_takes_the_reader_options_of_trace_stats() {
+    let dir = tempfile::tempdir().unwrap();
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces/msr-hm0-sample.csv");
+    let src = src.to_str().unwrap();
+    let og = dir.path().join("t.oracleGeneral.bin");
+    let og = og.to_str().unwrap();
+    let o = tiercache(&[
+        "trace",
+        "convert",
+        src,
+        og,
+        "--to",
+        "oracle-general",
+        "--line-size",
+        "65536",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let figures = |args: &[&str]| {
+        let o = tiercache(args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (
+            v["line_accesses"].as_u64().unwrap(),
+            v["footprint_lines"].as_u64().unwrap(),
+        )
+    };
+    // oracleGeneral holds every access as a whole object: the source's footprint.
+    let source = figures(&["analyze", "--json", "--line-size", "65536", src]);
+    let right = figures(&[
+        "analyze",
+        "--json",
+        "--line-size",
+        "65536",
+        "--oracle-line-size",
+        "65536",
+        og,
+    ]);
+    let wrong = figures(&["analyze", "--json", "--line-size", "65536", og]);
+    assert_eq!(right.1, source.1, "footprint");
+    assert_ne!(wrong, right);
+    let csv = ["analyze", "--json", "--format", "csv", src];
+    assert!(
+        !tiercache(&csv).status.success(),
+        "a CSV trace needs its mapping"
+    );
+    let mapped = figures(&[
+        "analyze",
+        "--json",
+        "--format",
+        "csv",
+        "--csv-map",
+        "offset=4,len=5,op=3,volume=1+2,time=0:filetime",
+        src,
+    ]);
+    assert_eq!(mapped, figures(&["analyze", "--json", src]));
+}
+
+/// A config's trace workload takes the reader options too: a CSV trace with its mapping
+/// (`workload.csv`) replays the requests its MSR reading does, and without a mapping it is an
+/// error naming the key; an oracleGeneral trace takes its object size.
+#[test]
+fn trace_workloads_take_the_reader_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    msr_trace(&trace, 600, 10, None);
+    let requests = |cfg: &std::path::Path| {
+        let o = tiercache(&["sim", cfg.to_str().unwrap(), "--json"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let rec: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (
+            rec["metrics"]["requests"].clone(),
+            rec["metrics"]["hit_ratio"].clone(),
+        )
+    };
+    let msr = requests(&trace_config(dir.path(), &trace, "msr", ""));
+    let map = "csv = \"offset=4,len=5,op=3,volume=1+2,time=0:filetime\"";
+    assert_eq!(requests(&trace_config(dir.path(), &trace, "csv", map)), msr);
+    let o = tiercache(&[
+        "sim",
+        trace_config(dir.path(), &trace, "csv", "")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("workload.csv"), "{}", stderr(&o));
+    let og = dir.path().join("t.oracleGeneral.bin");
+    let c = tiercache(&[
+        "trace",
+        "convert",
+        trace.to_str().unwrap(),
+        og.to_str().unwrap(),
+        "--to",
+        "oracle-general",
+        "--line-size",
+        "65536",
+    ]);
+    assert!(c.status.success(), "{}", stderr(&c));
+    let cfg = trace_config(
+        dir.path(),
+        &og,
+        "oracle-general",
+        "oracle_line_size = 65536",
+    );
+    assert_eq!(requests(&cfg).0, msr.0);
+}
