@@ -578,6 +578,44 @@ fn answer_started<S: Read, W: Write>(
     }
 }
 
+/// Hands `job` to the workers; `false` when they are gone. While their queue is full and
+/// reads started on the device are in flight, those are answered first: a started read holds
+/// its lines' ordering ticket until it is reaped, here, so workers waiting on those lines
+/// could otherwise wait for a reader blocked on their full queue.
+fn hand_over<W: Write>(
+    tx: &mpsc::SyncSender<Job>,
+    job: Job,
+    dev: &dyn BlockDevice,
+    stats: &ServerStats,
+    writer: &Mutex<BufWriter<W>>,
+    started: &mut usize,
+) -> io::Result<bool> {
+    let mut job = job;
+    while *started > 0 {
+        match tx.try_send(job) {
+            Ok(()) => return Ok(true),
+            Err(mpsc::TrySendError::Disconnected(_)) => return Ok(false),
+            Err(mpsc::TrySendError::Full(j)) => {
+                job = j;
+                let mut out = Ok(());
+                let n = dev.reap_started(true, &mut |tag, res| {
+                    if out.is_ok() {
+                        out = reply_started(writer, stats, tag, res);
+                    }
+                });
+                *started = started.saturating_sub(n);
+                out?;
+                writer.lock().unwrap_or_else(|e| e.into_inner()).flush()?;
+                if n == 0 {
+                    // Nothing in flight after all (the device says): block below.
+                    *started = 0;
+                }
+            }
+        }
+    }
+    Ok(tx.send(job).is_ok())
+}
+
 /// Buffers the reply to a started read (tagged with its handle): its bytes, or EIO.
 fn reply_started<W: Write>(
     writer: &Mutex<BufWriter<W>>,
@@ -741,7 +779,7 @@ fn transmission<S: Stream, W: Write>(
                                 len: l,
                                 payload: Vec::new(),
                             };
-                            if tx.send(job).is_err() {
+                            if !hand_over(tx, job, dev, stats, writer, &mut started_reads)? {
                                 return Ok(());
                             }
                         }
@@ -789,7 +827,7 @@ fn transmission<S: Stream, W: Write>(
         };
         match pool {
             Some(tx) => {
-                if tx.send(job).is_err() {
+                if !hand_over(tx, job, dev, stats, writer, &mut started_reads)? {
                     return Ok(());
                 }
             }

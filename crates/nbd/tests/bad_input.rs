@@ -363,3 +363,111 @@ fn a_disconnect_answers_the_reads_in_flight_first() {
     assert_eq!(reply(&mut s, 4096), (0, 3, vec![0x5a; 4096]));
     assert!(closed(&mut s));
 }
+
+/// A device whose started reads hold the lines' ordering tickets, as the engine's do: a write
+/// waits until every started read is reaped, and a started read is done only when the server
+/// waits for it.
+struct TicketsHeld {
+    mem: MemDevice,
+    started: std::sync::Mutex<Vec<(u64, u64, u32)>>,
+    reaped: std::sync::Condvar,
+}
+
+impl tiercache_blockdev::BlockDevice for TicketsHeld {
+    fn size(&self) -> u64 {
+        self.mem.size()
+    }
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        self.mem.read_at(buf, off)
+    }
+    fn write_at(&self, data: &[u8], off: u64, fua: bool) -> std::io::Result<()> {
+        let s = self.started.lock().unwrap();
+        let (s, timeout) = self
+            .reaped
+            .wait_timeout_while(s, Duration::from_secs(20), |s| !s.is_empty())
+            .unwrap();
+        drop(s);
+        if timeout.timed_out() {
+            return Err(std::io::Error::other("waited 20 s for a started read"));
+        }
+        self.mem.write_at(data, off, fua)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.mem.flush()
+    }
+    fn hits_wait_for_device(&self) -> bool {
+        true
+    }
+    fn start_reads(&self, reads: &[(u64, u64, u32)]) -> Vec<Option<std::io::Result<()>>> {
+        let mut s = self.started.lock().unwrap();
+        reads
+            .iter()
+            .map(|&r| {
+                s.push(r);
+                Some(Ok(()))
+            })
+            .collect()
+    }
+    fn reap_started(&self, wait: bool, f: &mut dyn FnMut(u64, std::io::Result<&[u8]>)) -> usize {
+        if !wait {
+            return 0;
+        }
+        let done: Vec<_> = std::mem::take(&mut *self.started.lock().unwrap());
+        for &(tag, off, len) in &done {
+            let mut buf = vec![0u8; len as usize];
+            self.mem.read_at(&mut buf, off).unwrap();
+            f(tag, Ok(&buf));
+        }
+        self.reaped.notify_all();
+        done.len()
+    }
+}
+
+/// Writes queued behind a started read (they wait for its ordering ticket, released when the
+/// read is reaped) fill the workers' queue: the reader answers the started read instead of
+/// blocking on the full queue, where nothing would ever reap it (a deadlock of the connection,
+/// and of every other one waiting on those lines).
+#[test]
+fn a_full_worker_queue_does_not_strand_a_started_read() {
+    let dev = Arc::new(TicketsHeld {
+        mem: MemDevice::new(1 << 20),
+        started: Default::default(),
+        reaped: Default::default(),
+    });
+    let cfg = ServerConfig {
+        workers: 1,
+        ..ServerConfig::default()
+    };
+    let (sock, _stats, _stop, _d) = serve(dev, cfg);
+    let mut s = connect(&sock);
+    let mut all = Vec::new();
+    let mut push = |typ: u16, handle: u64, payload: &[u8]| {
+        all.extend_from_slice(&0x2560_9513u32.to_be_bytes());
+        all.extend_from_slice(&0u16.to_be_bytes());
+        all.extend_from_slice(&typ.to_be_bytes());
+        all.extend_from_slice(&handle.to_be_bytes());
+        all.extend_from_slice(&0u64.to_be_bytes());
+        all.extend_from_slice(&4096u32.to_be_bytes());
+        all.extend_from_slice(payload);
+    };
+    push(0, 1, &[]);
+    // One write taken by the worker, four queued, the sixth on a full queue.
+    for h in 2..8 {
+        push(1, h, &[h as u8; 4096]);
+    }
+    s.write_all(&all).unwrap();
+    let mut handles = Vec::new();
+    for _ in 0..7 {
+        let mut h = [0u8; 16];
+        s.read_exact(&mut h).expect("a reply (not a deadlock)");
+        assert_eq!(u32::from_be_bytes(h[4..8].try_into().unwrap()), 0);
+        let handle = u64::from_be_bytes(h[8..16].try_into().unwrap());
+        if handle == 1 {
+            let mut d = vec![0u8; 4096];
+            s.read_exact(&mut d).unwrap();
+        }
+        handles.push(handle);
+    }
+    handles.sort();
+    assert_eq!(handles, (1..8).collect::<Vec<_>>());
+}
