@@ -305,7 +305,7 @@ fn open_trace(
 
 /// Analyses a trace as `tiercache analyze --json` does and returns that JSON.
 #[pyfunction]
-#[pyo3(signature = (path, format=None, skip_bad=false, line_size=4096, sizes=Vec::new(), shards_rate=None, shards_max_entries=None, exact=false, policies=Vec::new(), minisim_rate=0.01, write_reuse_threshold=0.5, interval="1s".to_string(), burst_factor=2.0))]
+#[pyo3(signature = (path, format=None, skip_bad=false, line_size=4096, sizes=Vec::new(), shards_rate=None, shards_max_entries=None, exact=false, policies=Vec::new(), minisim_rate=0.01, write_reuse_threshold=0.5, interval="1s".to_string(), burst_factor=2.0, oracle_line_size=4096, csv_map=None))]
 #[allow(clippy::too_many_arguments)]
 fn analyze(
     py: Python<'_>,
@@ -322,6 +322,8 @@ fn analyze(
     write_reuse_threshold: f64,
     interval: String,
     burst_factor: f64,
+    oracle_line_size: u64,
+    csv_map: Option<String>,
 ) -> PyResult<String> {
     let format = parse_format(format)?;
     let policies = policies
@@ -333,8 +335,13 @@ fn analyze(
         .collect::<PyResult<Vec<_>>>()?;
     let args = tiercache_analyze::cli::AnalyzeArgs {
         file: path,
-        format,
-        skip_bad,
+        input: tiercache_trace::cli::InputArgs {
+            format,
+            skip_bad,
+            csv_map,
+            blkparse_action: ReadOptions::default().blkparse_action,
+            oracle_line_size,
+        },
         line_size,
         sizes,
         shards_rate,

@@ -53,3 +53,13 @@ def test_bad_arguments_raise_the_clis_message(cli, traces):
     assert str(err.value) == p.stderr.strip().removeprefix("tiercache: error: ")
     with pytest.raises(tiercache.InputError, match="lfu"):
         tiercache.analyze(src, policies=["lfu"])
+
+
+def test_reader_options_reach_the_analysis(cli, traces):
+    # A CSV mapping, as `tiercache analyze --format csv --csv-map` takes it.
+    src = traces / "msr-hm0-sample.csv"
+    mapping = "offset=4,len=5,op=3,volume=1+2,time=0:filetime"
+    expected = json.loads(cli("analyze", src, "--json", "--format", "csv", "--csv-map", mapping).stdout)
+    a = tiercache.analyze(src, format="csv", csv_map=mapping)
+    assert a.raw == expected
+    assert a.raw["line_accesses"] == tiercache.analyze(src).raw["line_accesses"]

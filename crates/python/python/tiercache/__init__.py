@@ -236,6 +236,8 @@ def analyze(
     interval: str = "1s",
     burst_factor: float = 2.0,
     skip_bad: bool = False,
+    oracle_line_size: int = 4096,
+    csv_map: Optional[str] = None,
 ) -> Analysis:
     """Analyses a trace exactly as ``tiercache analyze --json`` (same options, same errors)."""
     import pandas as pd
@@ -254,6 +256,8 @@ def analyze(
         write_reuse_threshold=write_reuse_threshold,
         interval=interval,
         burst_factor=burst_factor,
+        oracle_line_size=oracle_line_size,
+        csv_map=csv_map,
     )
     raw = json.loads(text)
     mrc = pd.DataFrame(raw["curve"])

@@ -71,6 +71,8 @@ def analyze(
     interval: str = "1s",
     burst_factor: float = 2.0,
     skip_bad: bool = False,
+    oracle_line_size: int = 4096,
+    csv_map: Optional[str] = None,
 ) -> Analysis: ...
 
 @dataclass

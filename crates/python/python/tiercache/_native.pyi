@@ -53,6 +53,8 @@ def analyze(
     write_reuse_threshold: float = 0.5,
     interval: str = "1s",
     burst_factor: float = 2.0,
+    oracle_line_size: int = 4096,
+    csv_map: Optional[str] = None,
 ) -> str: ...
 def run_sweep(
     spec: _Path,
