@@ -257,8 +257,23 @@ fn handshake<S: Read + Write>(
     }
 }
 
-/// Bytes reserved for a request's payload before it arrives (it grows as more come).
-const PAYLOAD_RESERVE: u32 = 1 << 20;
+/// Bytes of a payload taken for granted before they arrive: the buffer grows by this much, or
+/// by what it holds already (doubling), as bytes come.
+const PAYLOAD_STEP: usize = 1 << 20;
+
+/// Reads a `len`-byte payload into `payload`, which grows with the bytes that arrive (at most
+/// double them), not with the header's length: a header alone holds no memory.
+fn read_payload(reader: &mut impl Read, len: usize, payload: &mut Vec<u8>) -> io::Result<()> {
+    payload.clear();
+    while payload.len() < len {
+        let have = payload.len();
+        let next = (have + PAYLOAD_STEP.max(have)).min(len);
+        payload.reserve_exact(next - have);
+        payload.resize(next, 0);
+        reader.read_exact(&mut payload[have..])?;
+    }
+    Ok(())
+}
 
 /// One request, validated and with its payload read.
 struct Job {
@@ -717,17 +732,7 @@ fn transmission<S: Stream, W: Write>(
                 stats.protocol_errors.fetch_add(1, Relaxed);
                 return Ok(());
             }
-            // Memory grows with the bytes that arrive, not with the header's length.
-            payload.reserve(len.min(PAYLOAD_RESERVE) as usize);
-            (&mut *reader)
-                .take(u64::from(len))
-                .read_to_end(&mut payload)?;
-            if payload.len() != len as usize {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("payload of {} bytes cut at {}", len, payload.len()),
-                ));
-            }
+            read_payload(reader, len as usize, &mut payload)?;
         }
         let invalid = match typ {
             // The protocol: every request before the disconnect is handled (the client may
@@ -873,9 +878,12 @@ pub(crate) fn accept_loop<L, S: Stream>(
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if accept_can_go_on(&e) => {
                     // One connection lost (or the process out of descriptors until some
-                    // close): not the end of the listener.
+                    // close): not the end of the listener. Only a want of resources waits for
+                    // some to come back; a client that gave up does not slow the others.
                     stats.accept_errors.fetch_add(1, Relaxed);
-                    std::thread::sleep(Duration::from_millis(50))
+                    if out_of_resources(&e) {
+                        std::thread::sleep(Duration::from_millis(50))
+                    }
                 }
                 Err(e) => return Err(e),
             }
@@ -887,20 +895,22 @@ pub(crate) fn accept_loop<L, S: Stream>(
 /// Whether an error accepting a connection leaves the listener usable: out of descriptors or
 /// memory (until connections close), or a connection that failed before it was taken.
 fn accept_can_go_on(e: &io::Error) -> bool {
+    out_of_resources(e)
+        || matches!(
+            e.raw_os_error(),
+            Some(libc::ECONNABORTED | libc::EPROTO | libc::EPERM)
+        )
+        || matches!(
+            e.kind(),
+            io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset
+        )
+}
+
+/// Whether the process is out of descriptors or memory (for a while: connections close).
+fn out_of_resources(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
-        Some(
-            libc::EMFILE
-                | libc::ENFILE
-                | libc::ENOBUFS
-                | libc::ENOMEM
-                | libc::ECONNABORTED
-                | libc::EPROTO
-                | libc::EPERM
-        )
-    ) || matches!(
-        e.kind(),
-        io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
     )
 }
 
@@ -968,5 +978,28 @@ mod tests {
                 "{errno}"
             );
         }
+        // Only a want of resources waits before the next accept.
+        assert!(out_of_resources(&io::Error::from_raw_os_error(
+            libc::EMFILE
+        )));
+        assert!(!out_of_resources(&io::Error::from_raw_os_error(
+            libc::ECONNABORTED
+        )));
+    }
+
+    /// A payload's buffer grows with the bytes that arrive: a header promising 32 MiB followed
+    /// by 100 bytes holds about 1 MiB, not 32 (the buffer was zero-filled to the header's
+    /// length first); a whole payload reads exactly.
+    #[test]
+    fn a_payload_holds_memory_by_the_bytes_that_arrive() {
+        let mut payload = Vec::new();
+        let e = read_payload(&mut &[7u8; 100][..], 32 << 20, &mut payload).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        assert!(payload.capacity() <= PAYLOAD_STEP, "{}", payload.capacity());
+        let data: Vec<u8> = (0..(3 << 20) + 5).map(|i| i as u8).collect();
+        read_payload(&mut &data[..], data.len(), &mut payload).unwrap();
+        assert!(payload == data);
+        read_payload(&mut &data[..4096], 4096, &mut payload).unwrap();
+        assert!(payload[..] == data[..4096]);
     }
 }

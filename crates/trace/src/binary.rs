@@ -3,7 +3,7 @@
 
 use crate::error::TraceError;
 use crate::reader::{
-    check_range, Clock, FieldError, KeyError, Parsed, ReadCounters, TraceMeta, TraceReader,
+    check_range_within, Clock, FieldError, KeyError, Parsed, ReadCounters, TraceMeta, TraceReader,
     VolumeInterner,
 };
 use crate::volume::VolumeMap;
@@ -17,6 +17,10 @@ pub(crate) trait RecordDecoder: Send {
     /// Decodes `rec` (exactly `record_size` bytes), writing the volume key (or the unknown opcode)
     /// into `key`.
     fn decode(&mut self, rec: &[u8], key: &mut Vec<u8>) -> Result<Parsed, FieldError>;
+    /// The longest read or write a record may hold: a block request's limit by default.
+    fn max_data_len(&self) -> u64 {
+        crate::reader::MAX_DATA_REQUEST_LEN
+    }
 }
 
 fn u16_at(b: &[u8], o: usize) -> u16 {
@@ -142,6 +146,12 @@ impl OracleDecoder {
 impl RecordDecoder for OracleDecoder {
     fn record_size(&self) -> usize {
         24
+    }
+
+    /// Objects, not block requests: an object cache's traces hold objects of gigabytes (a
+    /// block trace converted to it holds lines). The 32-bit size field is the limit.
+    fn max_data_len(&self) -> u64 {
+        crate::reader::MAX_REQUEST_LEN
     }
 
     #[inline(always)]
@@ -290,7 +300,8 @@ impl<D: RecordDecoder> FixedRecordReader<D> {
     fn record_at(&mut self, at: usize) -> Option<Result<Request, TraceError>> {
         let rs = self.dec.record_size();
         self.key.clear();
-        match check_range(self.dec.decode(&self.buf[at..at + rs], &mut self.key)) {
+        let decoded = self.dec.decode(&self.buf[at..at + rs], &mut self.key);
+        match check_range_within(decoded, self.dec.max_data_len()) {
             Ok(Parsed::Record {
                 time,
                 op,

@@ -485,11 +485,13 @@ impl CsvParser {
         }
     }
 
-    /// The first line of a mapping with a header: skipped, unless it holds a record.
+    /// The first line of a mapping with a header: skipped, unless the mapping fixes its
+    /// columns (the presets, whose headers are words) and the line holds a record. A mapping
+    /// of the user's may have a header of numbers (`0,1,2,...`, as pandas writes one).
     #[cold]
     fn header(&mut self, line: &[u8]) -> Result<Parsed, FieldError> {
         self.header_pending = false;
-        if self.is_record(line) {
+        if self.spec.columns.is_some() && self.is_record(line) {
             // Skipping it would drop a request unseen (a file cut from a larger one, say).
             return Err(FieldError::new(
                 "header",
@@ -714,6 +716,17 @@ mod tests {
                 len: 512,
                 ..
             })
+        ));
+    }
+
+    #[test]
+    fn a_header_of_numbers_is_a_header_in_a_mapping_without_a_column_count() {
+        let mut p = CsvParser::new("offset=0,len=1,header".parse().unwrap());
+        let mut key = Vec::new();
+        assert!(matches!(p.parse(b"0,1", &mut key), Ok(Parsed::Skip)));
+        assert!(matches!(
+            p.parse(b"4096,512", &mut key),
+            Ok(Parsed::Record { offset: 4096, .. })
         ));
     }
 

@@ -207,11 +207,20 @@ pub const MAX_DATA_REQUEST_LEN: u64 = 256 << 20;
 /// Rejects decoded requests no block device issues (and whose line count would be absurd).
 #[inline]
 pub(crate) fn check_range(p: Result<Parsed, FieldError>) -> Result<Parsed, FieldError> {
+    check_range_within(p, MAX_DATA_REQUEST_LEN)
+}
+
+/// [`check_range`] with `data_max` the longest read or write.
+#[inline]
+pub(crate) fn check_range_within(
+    p: Result<Parsed, FieldError>,
+    data_max: u64,
+) -> Result<Parsed, FieldError> {
     if let Ok(Parsed::Record {
         offset, len, op, ..
     }) = &p
     {
-        check_len(*op, *offset, *len)?;
+        check_len_within(*op, *offset, *len, data_max)?;
     }
     p
 }
@@ -219,8 +228,13 @@ pub(crate) fn check_range(p: Result<Parsed, FieldError>) -> Result<Parsed, Field
 /// The checks of [`check_range`] on one request's fields.
 #[inline]
 pub(crate) fn check_len(op: Op, offset: u64, len: u64) -> Result<(), FieldError> {
+    check_len_within(op, offset, len, MAX_DATA_REQUEST_LEN)
+}
+
+#[inline]
+fn check_len_within(op: Op, offset: u64, len: u64, data_max: u64) -> Result<(), FieldError> {
     let max = match op {
-        Op::Read | Op::Write => MAX_DATA_REQUEST_LEN,
+        Op::Read | Op::Write => data_max,
         Op::Trim | Op::Flush => MAX_REQUEST_LEN,
     };
     if len > max {
@@ -239,7 +253,7 @@ pub(crate) fn check_len(op: Op, offset: u64, len: u64) -> Result<(), FieldError>
 fn len_error(op: Op, len: u64, max: u64) -> FieldError {
     FieldError::new(
         "length",
-        format!("{len} bytes exceeds {max}, the largest {op:?} accepted (a block device takes far less)"),
+        format!("{len} bytes exceeds {max}, the largest {op:?} this format's records hold"),
     )
 }
 

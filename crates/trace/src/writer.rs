@@ -361,19 +361,28 @@ impl fmt::Display for ConvertSummary {
     }
 }
 
-/// Where [`convert`] writes before the output is whole: a hidden file beside it.
-fn partial_path(output: &str) -> String {
+/// Where [`convert`] writes before the output is whole: a hidden file beside it, unique to
+/// this call. `None` for an output that is not a regular file to replace (a device such as
+/// /dev/null, a pipe, a symlink): that is written in place, as named.
+fn partial_path(output: &str) -> Option<String> {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let path = std::path::Path::new(output);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let hidden = format!(".{name}.partial-{}", std::process::id());
-    path.with_file_name(hidden).to_string_lossy().into_owned()
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if !m.file_type().is_file() => return None,
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(_) => return None,
+    }
+    let name = path.file_name()?.to_string_lossy().into_owned();
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let hidden = format!(".{name}.partial-{}-{call}", std::process::id());
+    Some(path.with_file_name(hidden).to_string_lossy().into_owned())
 }
 
-/// Reads `input` and writes it to `output` in `to`, streaming. The output appears only when
-/// whole: on any error no file is left at `output` (nor a partial one beside it).
+/// Reads `input` and writes it to `output` in `to`, streaming. A file output appears only
+/// when whole: on any error no file is left at `output` (nor a partial one beside it), and an
+/// earlier file there is left as it was. An output that is not a file (a device, a pipe) is
+/// written as named.
 pub fn convert(
     input: &str,
     in_format: Option<Format>,
@@ -390,28 +399,34 @@ pub fn convert(
         }
     }
     let mut reader = open(input, in_format, opts)?;
-    // Written beside the output and renamed onto it once whole: a conversion that fails (an
-    // input cut short, say) leaves no output that reads as a clean, shorter trace.
+    // A file is written beside the output and renamed onto it once whole: a conversion that
+    // fails (an input cut short, say) leaves no output that reads as a clean, shorter trace.
+    // Anything else (a device, a pipe) is written as named.
     let partial = partial_path(output);
+    let target = partial.as_deref().unwrap_or(output);
     let written = (|| {
-        let mut writer = create_writer(&partial, to, line_size)?;
+        let mut writer = create_writer(target, to, line_size)?;
         while let Some(r) = reader.next() {
             writer.write(&r?, reader.volumes())?;
         }
         writer.finish(reader.volumes(), reader.meta().epoch_unix_ns)
     })()
     .and_then(|mut out| {
-        std::fs::rename(&partial, output).map_err(|source| TraceError::Io {
-            path: output.to_string(),
-            source,
-        })?;
+        if let Some(partial) = &partial {
+            std::fs::rename(partial, output).map_err(|source| TraceError::Io {
+                path: output.to_string(),
+                source,
+            })?;
+        }
         out.path = output.to_string();
         Ok(out)
     });
     let out = match written {
         Ok(out) => out,
         Err(e) => {
-            let _ = std::fs::remove_file(&partial);
+            if let Some(partial) = &partial {
+                let _ = std::fs::remove_file(partial);
+            }
             return Err(e);
         }
     };
