@@ -239,23 +239,30 @@ fn a_demote_without_its_option_is_an_unknown_command() {
     assert_eq!((err, handle), (0, 2));
 }
 
+/// The plain I/O of a test device, handed to its `MemDevice` field.
+macro_rules! forward_to_memory {
+    ($mem:tt) => {
+        fn size(&self) -> u64 {
+            self.$mem.size()
+        }
+        fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+            self.$mem.read_at(buf, off)
+        }
+        fn write_at(&self, data: &[u8], off: u64, fua: bool) -> std::io::Result<()> {
+            self.$mem.write_at(data, off, fua)
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            self.$mem.flush()
+        }
+    };
+}
+
 /// A device whose hits wait for it, and whose every started read fails at once (as an engine
 /// that halted answers them).
 struct StartsFail(MemDevice);
 
 impl tiercache_blockdev::BlockDevice for StartsFail {
-    fn size(&self) -> u64 {
-        self.0.size()
-    }
-    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
-        self.0.read_at(buf, off)
-    }
-    fn write_at(&self, data: &[u8], off: u64, fua: bool) -> std::io::Result<()> {
-        self.0.write_at(data, off, fua)
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        self.0.flush()
-    }
+    forward_to_memory!(0);
     fn hits_wait_for_device(&self) -> bool {
         true
     }
@@ -288,18 +295,7 @@ struct SlowStarts {
 }
 
 impl tiercache_blockdev::BlockDevice for SlowStarts {
-    fn size(&self) -> u64 {
-        self.mem.size()
-    }
-    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
-        self.mem.read_at(buf, off)
-    }
-    fn write_at(&self, data: &[u8], off: u64, fua: bool) -> std::io::Result<()> {
-        self.mem.write_at(data, off, fua)
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        self.mem.flush()
-    }
+    forward_to_memory!(mem);
     fn hits_wait_for_device(&self) -> bool {
         true
     }
@@ -380,6 +376,9 @@ impl tiercache_blockdev::BlockDevice for TicketsHeld {
     fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
         self.mem.read_at(buf, off)
     }
+    fn flush(&self) -> std::io::Result<()> {
+        self.mem.flush()
+    }
     fn write_at(&self, data: &[u8], off: u64, fua: bool) -> std::io::Result<()> {
         let s = self.started.lock().unwrap();
         let (s, timeout) = self
@@ -391,9 +390,6 @@ impl tiercache_blockdev::BlockDevice for TicketsHeld {
             return Err(std::io::Error::other("waited 20 s for a started read"));
         }
         self.mem.write_at(data, off, fua)
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        self.mem.flush()
     }
     fn hits_wait_for_device(&self) -> bool {
         true

@@ -361,6 +361,21 @@ impl<P: LineParser> TextReader<P> {
         }
     }
 
+    /// A malformed line: counted under `skip_bad` (`None`), else its error.
+    fn bad_line(&mut self, fe: FieldError) -> Option<TraceError> {
+        let e = TraceError::Parse {
+            path: self.meta.path.clone(),
+            line: self.lines.line_no(),
+            field: fe.field,
+            msg: fe.msg,
+        };
+        if self.skip_bad {
+            self.counters.note_bad(&e);
+            return None;
+        }
+        Some(e)
+    }
+
     fn fail(&mut self, e: TraceError) -> Option<Result<Request, TraceError>> {
         self.done = true;
         Some(Err(e))
@@ -398,19 +413,10 @@ impl<P: LineParser> Iterator for TextReader<P> {
                     let volume = match self.volumes.id(&self.key, &self.meta.path) {
                         Ok(v) => v,
                         Err(KeyError::Fatal(e)) => return self.fail(e),
-                        Err(KeyError::Bad(fe)) => {
-                            let e = TraceError::Parse {
-                                path: self.meta.path.clone(),
-                                line: self.lines.line_no(),
-                                field: fe.field,
-                                msg: fe.msg,
-                            };
-                            if self.skip_bad {
-                                self.counters.note_bad(&e);
-                                continue;
-                            }
-                            return self.fail(e);
-                        }
+                        Err(KeyError::Bad(fe)) => match self.bad_line(fe) {
+                            Some(e) => return self.fail(e),
+                            None => continue,
+                        },
                     };
                     let first = self.clock.origin().is_none();
                     let time_ns = self.clock.relative(time, &mut self.counters);
@@ -431,15 +437,7 @@ impl<P: LineParser> Iterator for TextReader<P> {
                 Ok(Parsed::Skip) => self.counters.skipped_lines += 1,
                 Ok(Parsed::UnknownOp) => self.counters.note_unknown(&self.key),
                 Err(fe) => {
-                    let e = TraceError::Parse {
-                        path: self.meta.path.clone(),
-                        line: self.lines.line_no(),
-                        field: fe.field,
-                        msg: fe.msg,
-                    };
-                    if self.skip_bad {
-                        self.counters.note_bad(&e);
-                    } else {
+                    if let Some(e) = self.bad_line(fe) {
                         return self.fail(e);
                     }
                 }
