@@ -21,6 +21,11 @@ pub(crate) trait RecordDecoder: Send {
     fn max_data_len(&self) -> u64 {
         crate::reader::MAX_DATA_REQUEST_LEN
     }
+    /// Records are objects each read as one line of this size: a larger one overlaps the next
+    /// objects' bytes (counted, and noted). `None`: not an object format.
+    fn line_size(&self) -> Option<u64> {
+        None
+    }
 }
 
 fn u16_at(b: &[u8], o: usize) -> u16 {
@@ -154,6 +159,10 @@ impl RecordDecoder for OracleDecoder {
         crate::reader::MAX_REQUEST_LEN
     }
 
+    fn line_size(&self) -> Option<u64> {
+        Some(self.line_size)
+    }
+
     #[inline(always)]
     fn decode(&mut self, r: &[u8], key: &mut Vec<u8>) -> Result<Parsed, FieldError> {
         let clock = u32_at(r, 0) as u64;
@@ -202,6 +211,9 @@ pub(crate) struct FixedRecordReader<D> {
     skip_bad: bool,
     key: Vec<u8>,
     done: bool,
+    /// The decoder's object line size, asked once ([`RecordDecoder::line_size`]); `u64::MAX`
+    /// for a format without one.
+    object_line: u64,
 }
 
 impl<D: RecordDecoder> FixedRecordReader<D> {
@@ -212,6 +224,7 @@ impl<D: RecordDecoder> FixedRecordReader<D> {
         skip_bad: bool,
     ) -> Self {
         let rs = dec.record_size();
+        let object_line = dec.line_size().unwrap_or(u64::MAX);
         Self {
             inner,
             buf: vec![0; rs * 4096],
@@ -227,6 +240,7 @@ impl<D: RecordDecoder> FixedRecordReader<D> {
             skip_bad,
             key: Vec::with_capacity(16),
             done: false,
+            object_line,
         }
     }
 
@@ -327,6 +341,9 @@ impl<D: RecordDecoder> FixedRecordReader<D> {
                 };
                 let time_ns = self.clock.relative(time, &mut self.counters);
                 self.counters.records += 1;
+                if len > self.object_line {
+                    self.counters.objects_over_line += 1;
+                }
                 Some(Ok(Request {
                     time_ns,
                     volume,

@@ -115,6 +115,11 @@ pub struct ReadCounters {
     pub bad_samples: Vec<String>,
     /// Records whose time preceded the first record's and was clamped to 0.
     pub clamped_times: u64,
+    /// oracleGeneral: objects larger than the line size they are read at
+    /// (`oracle_line_size`), so each overlaps the next ones' bytes: a sign that the line size
+    /// is not the one the file was written with.
+    #[serde(default)]
+    pub objects_over_line: u64,
 }
 
 impl ReadCounters {

@@ -372,6 +372,15 @@ pub(crate) fn write_counter_notes(f: &mut fmt::Formatter<'_>, c: &ReadCounters) 
             c.clamped_times
         )?;
     }
+    if c.objects_over_line > 0 {
+        writeln!(
+            f,
+            "{} objects are larger than the oracleGeneral line size they were read at, so \
+             each overlaps the next objects' bytes: was the file written with another line \
+             size (--oracle-line-size, workload.oracle_line_size)?",
+            c.objects_over_line
+        )?;
+    }
     Ok(())
 }
 

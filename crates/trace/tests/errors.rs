@@ -620,3 +620,48 @@ fn oracle_general_objects_may_be_larger_than_a_block_request() {
     let (reqs, ..) = read_all(&p, Some(Format::OracleGeneral), &ReadOptions::default()).unwrap();
     assert_eq!((reqs.len(), reqs[0].len), (1, 1 << 30));
 }
+
+/// An oracleGeneral file read at a smaller line size than it was written with has objects
+/// larger than their lines, each overlapping the next: counted, and said in the notes (the
+/// figures were wrong and nothing said so). At the right size nothing is noted.
+#[test]
+fn oracle_objects_larger_than_their_lines_are_noted() {
+    use tiercache_trace::{convert, CounterNotes, OutputFormat};
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::new();
+    for i in 0..100u64 {
+        text.push_str(&format!(
+            "{},hm,0,Read,{},65536,1\n",
+            128_166_372_000_000_000u64 + i * 10_000,
+            (i % 37) * 65536
+        ));
+    }
+    let src = write(&dir, "t.csv", text.as_bytes());
+    let og = dir.path().join("t.oracleGeneral.bin");
+    let og = og.to_str().unwrap();
+    let opts = ReadOptions::default();
+    convert(
+        &src,
+        Some(Format::Msr),
+        og,
+        OutputFormat::OracleGeneral,
+        65536,
+        &opts,
+    )
+    .unwrap();
+    let read_at = |line: u64| {
+        let opts = ReadOptions {
+            oracle_line_size: line,
+            ..ReadOptions::default()
+        };
+        read_all(og, Some(Format::OracleGeneral), &opts).unwrap().2
+    };
+    let wrong = read_at(4096);
+    assert_eq!(wrong.objects_over_line, 100);
+    assert!(CounterNotes(&wrong)
+        .to_string()
+        .contains("--oracle-line-size"));
+    let right = read_at(65536);
+    assert_eq!(right.objects_over_line, 0);
+    assert_eq!(CounterNotes(&right).to_string(), "");
+}
