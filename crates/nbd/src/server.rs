@@ -6,7 +6,10 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::RawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64,
+    Ordering::{Relaxed, SeqCst},
+};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 use tiercache_blockdev::BlockDevice;
@@ -60,21 +63,75 @@ impl Default for ServerConfig {
 }
 
 /// A handle that stops a running `serve_*` loop.
-#[derive(Clone, Debug, Default)]
-pub struct Shutdown(Arc<AtomicBool>);
+#[derive(Clone, Default)]
+pub struct Shutdown(Arc<ShutdownState>);
+
+#[derive(Default)]
+struct ShutdownState {
+    triggered: AtomicBool,
+    /// Open connections, by number: each a way to end its reading side, so a connection
+    /// waiting for a client's next request (or for its handshake) ends now.
+    connections: Mutex<std::collections::HashMap<u64, Box<dyn Fn() + Send>>>,
+    next: AtomicU64,
+}
+
+impl std::fmt::Debug for Shutdown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shutdown")
+            .field("triggered", &self.is_triggered())
+            .finish_non_exhaustive()
+    }
+}
 
 impl Shutdown {
     /// A new handle, not triggered.
     pub fn new() -> Self {
         Self::default()
     }
-    /// Stops accepting connections; open connections end at their next request boundary.
+    /// Stops accepting connections. Open connections end at once where they wait for a
+    /// client (their reading side is shut): requests already taken are answered first, reads
+    /// started on the device included.
     pub fn trigger(&self) {
-        self.0.store(true, Relaxed);
+        self.0.triggered.store(true, SeqCst);
+        let connections = self.0.connections.lock().unwrap_or_else(|e| e.into_inner());
+        for end_reading in connections.values() {
+            end_reading();
+        }
     }
     /// Whether [`trigger`](Self::trigger) was called.
     pub fn is_triggered(&self) -> bool {
-        self.0.load(Relaxed)
+        self.0.triggered.load(SeqCst)
+    }
+    /// Registers a connection's way to end its reading side, until the guard drops; ends it
+    /// at once if the handle was triggered already.
+    fn register(&self, end_reading: Box<dyn Fn() + Send>) -> Registered<'_> {
+        let id = self.0.next.fetch_add(1, Relaxed);
+        let mut connections = self.0.connections.lock().unwrap_or_else(|e| e.into_inner());
+        // Checked under the lock `trigger` takes: a trigger either sees this connection or
+        // came before this check.
+        if self.is_triggered() {
+            end_reading();
+        }
+        connections.insert(id, end_reading);
+        Registered { shutdown: self, id }
+    }
+}
+
+/// A connection registered with a [`Shutdown`]; unregistered on drop.
+struct Registered<'a> {
+    shutdown: &'a Shutdown,
+    id: u64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        let mut connections = self
+            .shutdown
+            .0
+            .connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        connections.remove(&self.id);
     }
 }
 
@@ -84,6 +141,11 @@ pub trait Stream: Read + Write + Send + Sized + 'static {
     fn try_clone(&self) -> io::Result<Self>;
     /// Ends both directions.
     fn shutdown(&self);
+    /// Ends the reading side: a read waiting for the peer returns end of stream, replies can
+    /// still be sent.
+    fn shutdown_read(&self) {
+        self.shutdown()
+    }
     /// The descriptor to poll for readability, if there is one.
     fn raw_fd(&self) -> Option<RawFd> {
         None
@@ -97,6 +159,9 @@ impl Stream for UnixStream {
     fn shutdown(&self) {
         let _ = UnixStream::shutdown(self, std::net::Shutdown::Both);
     }
+    fn shutdown_read(&self) {
+        let _ = UnixStream::shutdown(self, std::net::Shutdown::Read);
+    }
     fn raw_fd(&self) -> Option<RawFd> {
         Some(std::os::fd::AsRawFd::as_raw_fd(self))
     }
@@ -108,6 +173,9 @@ impl Stream for TcpStream {
     }
     fn shutdown(&self) {
         let _ = TcpStream::shutdown(self, std::net::Shutdown::Both);
+    }
+    fn shutdown_read(&self) {
+        let _ = TcpStream::shutdown(self, std::net::Shutdown::Read);
     }
     fn raw_fd(&self) -> Option<RawFd> {
         Some(std::os::fd::AsRawFd::as_raw_fd(self))
@@ -366,6 +434,9 @@ pub fn serve_connection_to<S: Stream>(
 ) -> io::Result<()> {
     stats.connections.fetch_add(1, Relaxed);
     let writer = Mutex::new(BufWriter::with_capacity(256 << 10, s.try_clone()?));
+    // A shutdown ends this connection's wait for its client (its reading side).
+    let closer = s.try_clone()?;
+    let _registered = shutdown.register(Box::new(move || closer.shutdown_read()));
     let mut reader = BufReader::with_capacity(256 << 10, s);
     let mut demote_session = None;
     let dev = {
@@ -710,7 +781,14 @@ fn transmission<S: Stream, W: Write>(
         if started_reads > 0 {
             answer_started(dev, stats, writer, reader, fd, &mut started_reads)?;
         }
-        let h: [u8; 28] = rd(reader)?;
+        let h: [u8; 28] = match rd(reader) {
+            Ok(h) => h,
+            // The shutdown ended the wait: what was taken is answered.
+            Err(_) if shutdown.is_triggered() => {
+                return answer_all_started(dev, stats, writer, &mut started_reads);
+            }
+            Err(e) => return Err(e),
+        };
         if u32::from_be_bytes(h[0..4].try_into().unwrap()) != REQ_MAGIC {
             stats.protocol_errors.fetch_add(1, Relaxed);
             return Ok(());

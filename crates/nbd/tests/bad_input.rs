@@ -467,3 +467,44 @@ fn a_full_worker_queue_does_not_strand_a_started_read() {
     handles.sort();
     assert_eq!(handles, (1..8).collect::<Vec<_>>());
 }
+
+/// A shutdown ends the server while clients sit idle: one that finished its handshake and
+/// sends nothing, one that connected and never began it. Their connections waited for a next
+/// request that never came, so the server (and a SIGTERM, a halt or a deadline) waited with
+/// them.
+#[test]
+fn a_shutdown_ends_connections_waiting_for_idle_clients() {
+    let dev = Arc::new(MemDevice::new(1 << 20));
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("nbd.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let stats = Arc::new(ServerStats::default());
+    let stop = Shutdown::new();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    {
+        let (stats, stop) = (stats.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let out = serve_unix(listener, dev, ServerConfig::default(), stats, stop);
+            let _ = done_tx.send(out.is_ok());
+        });
+    }
+    let mut idle = connect(&sock);
+    request(&mut idle, 0, 1, 0, 4096, &[]);
+    assert_eq!(reply(&mut idle, 4096).0, 0);
+    let mut silent = UnixStream::connect(&sock).unwrap();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut hello = [0u8; 18];
+    silent.read_exact(&mut hello).unwrap();
+    // Both connections are open and waiting on their clients.
+    let t0 = std::time::Instant::now();
+    while stats.connections.load(Relaxed) < 2 {
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    stop.trigger();
+    let ended = done_rx.recv_timeout(Duration::from_secs(10));
+    assert_eq!(ended, Ok(true), "the server waited for its idle clients");
+    assert!(closed(&mut idle) && closed(&mut silent));
+}
