@@ -643,20 +643,9 @@ fn answer_started<S: Read, W: Write>(
     fd: Option<RawFd>,
     in_flight: &mut usize,
 ) -> io::Result<()> {
-    let mut out = Ok(());
     let mut wait = false;
     loop {
-        let n = dev.reap_started(wait, &mut |tag, res| {
-            if out.is_ok() {
-                out = reply_started(writer, stats, tag, res);
-            }
-        });
-        *in_flight = in_flight.saturating_sub(n);
-        if n > 0 {
-            writer.lock().unwrap_or_else(|e| e.into_inner()).flush()?;
-        }
-        out.as_ref()
-            .map_err(|e| io::Error::new(e.kind(), e.to_string()))?;
+        reap_and_answer(dev, stats, writer, wait, in_flight)?;
         if *in_flight == 0 || !reader.buffer().is_empty() || fd.is_none_or(readable) {
             return Ok(());
         }
@@ -683,16 +672,7 @@ fn hand_over<W: Write>(
             Err(mpsc::TrySendError::Disconnected(_)) => return Ok(false),
             Err(mpsc::TrySendError::Full(j)) => {
                 job = j;
-                let mut out = Ok(());
-                let n = dev.reap_started(true, &mut |tag, res| {
-                    if out.is_ok() {
-                        out = reply_started(writer, stats, tag, res);
-                    }
-                });
-                *started = started.saturating_sub(n);
-                out?;
-                writer.lock().unwrap_or_else(|e| e.into_inner()).flush()?;
-                if n == 0 {
+                if reap_and_answer(dev, stats, writer, true, started)? == 0 {
                     // Nothing in flight after all (the device says): block below.
                     *started = 0;
                 }
@@ -702,26 +682,6 @@ fn hand_over<W: Write>(
     Ok(tx.send(job).is_ok())
 }
 
-/// Buffers the reply to a started read (tagged with its handle): its bytes, or EIO.
-fn reply_started<W: Write>(
-    writer: &Mutex<BufWriter<W>>,
-    stats: &ServerStats,
-    tag: u64,
-    res: io::Result<&[u8]>,
-) -> io::Result<()> {
-    let (err, data) = match res {
-        Ok(d) => {
-            stats.bytes_read.fetch_add(d.len() as u64, Relaxed);
-            (0, d)
-        }
-        Err(_) => {
-            stats.eio.fetch_add(1, Relaxed);
-            (EIO, &[][..])
-        }
-    };
-    reply(writer, &tag.to_be_bytes(), err, data, true)
-}
-
 /// Answers every started read still in flight, waiting for each (the connection is ending).
 fn answer_all_started<W: Write>(
     dev: &dyn BlockDevice,
@@ -729,20 +689,47 @@ fn answer_all_started<W: Write>(
     writer: &Mutex<BufWriter<W>>,
     in_flight: &mut usize,
 ) -> io::Result<()> {
-    let mut out = Ok(());
     while *in_flight > 0 {
-        let n = dev.reap_started(true, &mut |tag, res| {
-            if out.is_ok() {
-                out = reply_started(writer, stats, tag, res);
-            }
-        });
-        if n == 0 {
+        if reap_and_answer(dev, stats, writer, true, in_flight)? == 0 {
             break;
         }
-        *in_flight = in_flight.saturating_sub(n);
     }
-    out?;
     writer.lock().unwrap_or_else(|e| e.into_inner()).flush()
+}
+
+/// Hands each started read that finished (with `wait`, first waiting for one) its reply, its
+/// bytes or EIO, and sends the replies; counts them off `in_flight` and returns how many.
+fn reap_and_answer<W: Write>(
+    dev: &dyn BlockDevice,
+    stats: &ServerStats,
+    writer: &Mutex<BufWriter<W>>,
+    wait: bool,
+    in_flight: &mut usize,
+) -> io::Result<usize> {
+    let mut out = Ok(());
+    let n = dev.reap_started(wait, &mut |tag, res| {
+        if out.is_err() {
+            // The connection broke: the rest are reaped, not answered.
+            return;
+        }
+        let (err, data) = match res {
+            Ok(d) => {
+                stats.bytes_read.fetch_add(d.len() as u64, Relaxed);
+                (0, d)
+            }
+            Err(_) => {
+                stats.eio.fetch_add(1, Relaxed);
+                (EIO, &[][..])
+            }
+        };
+        out = reply(writer, &tag.to_be_bytes(), err, data, true);
+    });
+    *in_flight = in_flight.saturating_sub(n);
+    out?;
+    if n > 0 {
+        writer.lock().unwrap_or_else(|e| e.into_inner()).flush()?;
+    }
+    Ok(n)
 }
 
 /// Whether `fd` has bytes to read now (or an error or hang-up to report).
