@@ -31,7 +31,7 @@ pub fn prepare(t: &TraceWorkload, iolog: &Path) -> Result<IologReplay> {
         .trace
         .to_str()
         .context("workload.trace: path is not UTF-8")?;
-    let opts = t.read_options()?;
+    let opts = t.read_options();
     let mut reader = tiercache_trace::open(path, t.format, &opts)
         .with_context(|| format!("workload.trace {}", t.trace.display()))?;
     let out = iolog.to_str().context("bench directory is not UTF-8")?;

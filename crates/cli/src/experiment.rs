@@ -131,17 +131,14 @@ fn default_oracle_line_size() -> u64 {
 }
 
 impl TraceWorkload {
-    /// How to read the trace.
-    pub fn read_options(&self) -> Result<tiercache_trace::ReadOptions> {
-        if self.format == Some(tiercache_trace::Format::Csv) && self.csv.is_none() {
-            anyhow::bail!("workload.csv: a `format = \"csv\"` trace needs its column mapping");
-        }
-        Ok(tiercache_trace::ReadOptions {
+    /// How to read the trace (opening a `csv` trace without `csv` names the key).
+    pub fn read_options(&self) -> tiercache_trace::ReadOptions {
+        tiercache_trace::ReadOptions {
             skip_bad: self.skip_bad,
             blkparse_action: self.blkparse_action,
             oracle_line_size: self.oracle_line_size,
             csv: self.csv.clone(),
-        })
+        }
     }
 }
 fn one_u32() -> u32 {
@@ -412,7 +409,7 @@ impl Experiment {
             }
             Workload::Volumes(parts) => crate::volumes::source(parts),
             Workload::Trace(t) => {
-                let opts = t.read_options()?;
+                let opts = t.read_options();
                 let path = t.trace.to_str().context("trace path is not UTF-8")?;
                 let reader = tiercache_trace::open(path, t.format, &opts)
                     .with_context(|| format!("workload.trace {}", t.trace.display()))?;
@@ -452,7 +449,7 @@ impl Experiment {
         let Workload::Trace(t) = &self.workload else {
             return Ok(None);
         };
-        let opts = t.read_options()?;
+        let opts = t.read_options();
         let path = t.trace.to_str().context("trace path is not UTF-8")?;
         let reader = tiercache_trace::open(path, t.format, &opts)
             .with_context(|| format!("workload.trace {}", t.trace.display()))?;

@@ -193,7 +193,7 @@ pub fn source(parts: &[VolumePart]) -> Result<Box<dyn tiercache_core::RequestSou
 
 /// The replay of `t`'s chosen volumes.
 fn trace_source(t: &TraceWorkload) -> Result<BoxedSource> {
-    let opts = t.read_options()?;
+    let opts = t.read_options();
     let path = t.trace.to_str().context("trace path is not UTF-8")?;
     let reader = tiercache_trace::open(path, t.format, &opts)
         .with_context(|| t.trace.display().to_string())?;

@@ -3,7 +3,7 @@
 
 use crate::error::TraceError;
 use crate::reader::{
-    check_range_within, Clock, FieldError, KeyError, Parsed, ReadCounters, TraceMeta, TraceReader,
+    check_range, Clock, FieldError, KeyError, Parsed, ReadCounters, TraceMeta, TraceReader,
     VolumeInterner,
 };
 use crate::volume::VolumeMap;
@@ -315,7 +315,7 @@ impl<D: RecordDecoder> FixedRecordReader<D> {
         let rs = self.dec.record_size();
         self.key.clear();
         let decoded = self.dec.decode(&self.buf[at..at + rs], &mut self.key);
-        match check_range_within(decoded, self.dec.max_data_len()) {
+        match check_range(decoded, self.dec.max_data_len()) {
             Ok(Parsed::Record {
                 time,
                 op,

@@ -54,9 +54,6 @@ impl InputArgs {
             Some(m) => Some(m.parse::<CsvSpec>()?),
             None => None,
         };
-        if self.format == Some(Format::Csv) && csv.is_none() {
-            anyhow::bail!("--format csv needs --csv-map");
-        }
         Ok(ReadOptions {
             skip_bad: self.skip_bad,
             blkparse_action: self.blkparse_action,

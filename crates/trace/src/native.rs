@@ -391,7 +391,8 @@ fn decode(b: &[u8; RECORD_LEN], nvol: u32) -> Result<Request, (&'static str, Str
     }
     // As every other reader checks: a request ending past 2^64, or longer than any a block
     // device takes.
-    crate::reader::check_len(op, offset, len).map_err(|e| (e.field, e.msg))?;
+    crate::reader::check_len(op, offset, len, crate::reader::MAX_DATA_REQUEST_LEN)
+        .map_err(|e| (e.field, e.msg))?;
     Ok(Request {
         time_ns,
         volume: VolumeId(volume),

@@ -209,15 +209,11 @@ pub const MAX_REQUEST_LEN: u64 = u32::MAX as u64;
 /// [`MAX_REQUEST_LEN`].
 pub const MAX_DATA_REQUEST_LEN: u64 = 256 << 20;
 
-/// Rejects decoded requests no block device issues (and whose line count would be absurd).
+/// Rejects decoded requests no device issues (and whose line count would be absurd): reads
+/// and writes longer than `data_max` (a block request's [`MAX_DATA_REQUEST_LEN`], or an
+/// object format's own), other requests longer than [`MAX_REQUEST_LEN`], and ranges past 2^64.
 #[inline]
-pub(crate) fn check_range(p: Result<Parsed, FieldError>) -> Result<Parsed, FieldError> {
-    check_range_within(p, MAX_DATA_REQUEST_LEN)
-}
-
-/// [`check_range`] with `data_max` the longest read or write.
-#[inline]
-pub(crate) fn check_range_within(
+pub(crate) fn check_range(
     p: Result<Parsed, FieldError>,
     data_max: u64,
 ) -> Result<Parsed, FieldError> {
@@ -225,19 +221,14 @@ pub(crate) fn check_range_within(
         offset, len, op, ..
     }) = &p
     {
-        check_len_within(*op, *offset, *len, data_max)?;
+        check_len(*op, *offset, *len, data_max)?;
     }
     p
 }
 
 /// The checks of [`check_range`] on one request's fields.
 #[inline]
-pub(crate) fn check_len(op: Op, offset: u64, len: u64) -> Result<(), FieldError> {
-    check_len_within(op, offset, len, MAX_DATA_REQUEST_LEN)
-}
-
-#[inline]
-fn check_len_within(op: Op, offset: u64, len: u64, data_max: u64) -> Result<(), FieldError> {
+pub(crate) fn check_len(op: Op, offset: u64, len: u64, data_max: u64) -> Result<(), FieldError> {
     let max = match op {
         Op::Read | Op::Write => data_max,
         Op::Trim | Op::Flush => MAX_REQUEST_LEN,
@@ -408,7 +399,7 @@ impl<P: LineParser> Iterator for TextReader<P> {
             };
             self.counters.lines += 1;
             self.key.clear();
-            match check_range(self.parser.parse(line, &mut self.key)) {
+            match check_range(self.parser.parse(line, &mut self.key), MAX_DATA_REQUEST_LEN) {
                 Ok(Parsed::Record {
                     time,
                     op,
@@ -524,7 +515,8 @@ pub fn open(
         Format::Spc => Some(CsvSpec::spc()),
         Format::Csv => Some(opts.csv.clone().ok_or_else(|| {
             TraceError::Unsupported(format!(
-                "{path}: format `csv` needs a column mapping (--csv-map)"
+                "{path}: format `csv` needs a column mapping (--csv-map, or workload.csv in a \
+                 config)"
             ))
         })?),
         _ => None,

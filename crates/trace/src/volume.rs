@@ -57,7 +57,7 @@ impl VolumeMap {
 
     /// Id of an already known key.
     pub fn get(&self, key: &str) -> Option<VolumeId> {
-        self.ids.get(key.as_bytes()).map(|&id| VolumeId(id))
+        self.id_of(key.as_bytes())
     }
 
     /// Original key of volume `id`.
