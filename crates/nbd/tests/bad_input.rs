@@ -40,8 +40,8 @@ fn connect(sock: &Path) -> UnixStream {
     }
 }
 
-fn request(s: &mut UnixStream, typ: u16, handle: u64, offset: u64, len: u32, payload: &[u8]) {
-    let mut r = Vec::new();
+/// A request's bytes, appended to `r` (several go out in one write).
+fn encode(r: &mut Vec<u8>, typ: u16, handle: u64, offset: u64, len: u32, payload: &[u8]) {
     r.extend_from_slice(&0x2560_9513u32.to_be_bytes());
     r.extend_from_slice(&0u16.to_be_bytes());
     r.extend_from_slice(&typ.to_be_bytes());
@@ -49,6 +49,11 @@ fn request(s: &mut UnixStream, typ: u16, handle: u64, offset: u64, len: u32, pay
     r.extend_from_slice(&offset.to_be_bytes());
     r.extend_from_slice(&len.to_be_bytes());
     r.extend_from_slice(payload);
+}
+
+fn request(s: &mut UnixStream, typ: u16, handle: u64, offset: u64, len: u32, payload: &[u8]) {
+    let mut r = Vec::new();
+    encode(&mut r, typ, handle, offset, len, payload);
     s.write_all(&r).unwrap();
 }
 
@@ -347,14 +352,8 @@ fn a_disconnect_answers_the_reads_in_flight_first() {
     // The read and the disconnect in one write: the server sees the disconnect while the
     // read is on the device.
     let mut both = Vec::new();
-    for (typ, handle, offset, len) in [(0u16, 3u64, 8192u64, 4096u32), (2, 4, 0, 0)] {
-        both.extend_from_slice(&0x2560_9513u32.to_be_bytes());
-        both.extend_from_slice(&0u16.to_be_bytes());
-        both.extend_from_slice(&typ.to_be_bytes());
-        both.extend_from_slice(&handle.to_be_bytes());
-        both.extend_from_slice(&offset.to_be_bytes());
-        both.extend_from_slice(&len.to_be_bytes());
-    }
+    encode(&mut both, 0, 3, 8192, 4096, &[]);
+    encode(&mut both, 2, 4, 0, 0, &[]);
     s.write_all(&both).unwrap();
     assert_eq!(reply(&mut s, 4096), (0, 3, vec![0x5a; 4096]));
     assert!(closed(&mut s));
@@ -437,19 +436,10 @@ fn a_full_worker_queue_does_not_strand_a_started_read() {
     let (sock, _stats, _stop, _d) = serve(dev, cfg);
     let mut s = connect(&sock);
     let mut all = Vec::new();
-    let mut push = |typ: u16, handle: u64, payload: &[u8]| {
-        all.extend_from_slice(&0x2560_9513u32.to_be_bytes());
-        all.extend_from_slice(&0u16.to_be_bytes());
-        all.extend_from_slice(&typ.to_be_bytes());
-        all.extend_from_slice(&handle.to_be_bytes());
-        all.extend_from_slice(&0u64.to_be_bytes());
-        all.extend_from_slice(&4096u32.to_be_bytes());
-        all.extend_from_slice(payload);
-    };
-    push(0, 1, &[]);
+    encode(&mut all, 0, 1, 0, 4096, &[]);
     // One write taken by the worker, four queued, the sixth on a full queue.
     for h in 2..8 {
-        push(1, h, &[h as u8; 4096]);
+        encode(&mut all, 1, h, 0, 4096, &[h as u8; 4096]);
     }
     s.write_all(&all).unwrap();
     let mut handles = Vec::new();

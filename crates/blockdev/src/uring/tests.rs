@@ -12,16 +12,7 @@ fn batches_match_plain_transfers() {
         eprintln!("skipping: no io_uring here");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("f");
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&p)
-        .unwrap();
-    f.set_len(8 << 20).unwrap();
+    let (_dir, f) = file_of(8 << 20);
     let file = file_ref(&f);
     let sizes = [512usize, 4096, 70_000, 100, 4096 * 3];
     let datas: Vec<Vec<u8>> = (0..150)
@@ -74,14 +65,7 @@ fn batches_match_plain_transfers() {
     );
     // A reused descriptor number names a new file: its identity, not the number, counts.
     drop(f);
-    let g = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(dir.path().join("g"))
-        .unwrap();
-    g.set_len(4096).unwrap();
+    let (_gdir, g) = file_of(4096);
     let gref = file_ref(&g);
     write_all_at(gref, &[5u8; 4096], 0).unwrap().unwrap();
     let mut back = [0u8; 4096];
@@ -98,14 +82,7 @@ fn started_reads_come_back_tagged_across_a_batch() {
         return;
     }
     use std::os::unix::fs::FileExt;
-    let dir = tempfile::tempdir().unwrap();
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(dir.path().join("f"))
-        .unwrap();
+    let (_dir, f) = file_of(1 << 20);
     let bytes: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 241) as u8).collect();
     f.write_all_at(&bytes, 0).unwrap();
     let file = file_ref(&f);
