@@ -97,35 +97,27 @@ pub trait Stream: Read + Write + Send + Sized + 'static {
     }
 }
 
-impl Stream for UnixStream {
-    fn try_clone(&self) -> io::Result<Self> {
-        UnixStream::try_clone(self)
-    }
-    fn shutdown(&self) {
-        let _ = UnixStream::shutdown(self, std::net::Shutdown::Both);
-    }
-    fn shutdown_read(&self) {
-        let _ = UnixStream::shutdown(self, std::net::Shutdown::Read);
-    }
-    fn raw_fd(&self) -> Option<RawFd> {
-        Some(std::os::fd::AsRawFd::as_raw_fd(self))
-    }
+/// The socket streams: the same methods under the same names.
+macro_rules! socket_stream {
+    ($t:ty) => {
+        impl Stream for $t {
+            fn try_clone(&self) -> io::Result<Self> {
+                <$t>::try_clone(self)
+            }
+            fn shutdown(&self) {
+                let _ = <$t>::shutdown(self, std::net::Shutdown::Both);
+            }
+            fn shutdown_read(&self) {
+                let _ = <$t>::shutdown(self, std::net::Shutdown::Read);
+            }
+            fn raw_fd(&self) -> Option<RawFd> {
+                Some(std::os::fd::AsRawFd::as_raw_fd(self))
+            }
+        }
+    };
 }
-
-impl Stream for TcpStream {
-    fn try_clone(&self) -> io::Result<Self> {
-        TcpStream::try_clone(self)
-    }
-    fn shutdown(&self) {
-        let _ = TcpStream::shutdown(self, std::net::Shutdown::Both);
-    }
-    fn shutdown_read(&self) {
-        let _ = TcpStream::shutdown(self, std::net::Shutdown::Read);
-    }
-    fn raw_fd(&self) -> Option<RawFd> {
-        Some(std::os::fd::AsRawFd::as_raw_fd(self))
-    }
-}
+socket_stream!(UnixStream);
+socket_stream!(TcpStream);
 
 pub(crate) fn accept_loop<L, S: Stream>(
     accept: impl Fn(&L) -> io::Result<S>,
@@ -201,14 +193,8 @@ pub fn serve_unix(
     stats: Arc<ServerStats>,
     shutdown: Shutdown,
 ) -> io::Result<()> {
-    listener.set_nonblocking(true)?;
-    let accept = |l: &UnixListener| {
-        let (c, _) = l.accept()?;
-        c.set_nonblocking(false)?;
-        Ok(c)
-    };
     let exports = Arc::new(Exports::single(cfg.export_name.clone(), dev));
-    accept_loop(accept, &listener, exports, cfg, stats, shutdown)
+    crate::exports::serve_unix_exports(listener, exports, cfg, stats, shutdown)
 }
 
 /// As [`serve_unix`] over TCP.
@@ -219,15 +205,8 @@ pub fn serve_tcp(
     stats: Arc<ServerStats>,
     shutdown: Shutdown,
 ) -> io::Result<()> {
-    listener.set_nonblocking(true)?;
-    let accept = |l: &TcpListener| {
-        let (c, _) = l.accept()?;
-        c.set_nonblocking(false)?;
-        c.set_nodelay(true)?;
-        Ok(c)
-    };
     let exports = Arc::new(Exports::single(cfg.export_name.clone(), dev));
-    accept_loop(accept, &listener, exports, cfg, stats, shutdown)
+    crate::exports::serve_tcp_exports(listener, exports, cfg, stats, shutdown)
 }
 
 #[cfg(test)]
