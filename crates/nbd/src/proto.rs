@@ -17,6 +17,7 @@ pub(crate) const REP_INFO: u32 = 3;
 pub(crate) const REP_ERR_UNSUP: u32 = (1 << 31) + 1;
 pub(crate) const REP_ERR_INVALID: u32 = (1 << 31) + 3;
 pub(crate) const REP_ERR_UNKNOWN: u32 = (1 << 31) + 6;
+pub(crate) const REP_ERR_TOO_BIG: u32 = (1 << 31) + 9;
 pub(crate) const INFO_EXPORT: u16 = 0;
 pub(crate) const INFO_BLOCK_SIZE: u16 = 3;
 
@@ -38,6 +39,9 @@ pub(crate) const CMD_WRITE_ZEROES: u16 = 6;
 pub(crate) const EIO: u32 = 5;
 pub(crate) const EINVAL: u32 = 22;
 pub(crate) const MAX_OPTION_LEN: u32 = 64 << 10;
+/// Options longer than [`MAX_OPTION_LEN`] up to this length are read past and refused with
+/// `NBD_REP_ERR_TOO_BIG`; a longer one ends the connection.
+pub(crate) const MAX_OPTION_SKIP: u32 = 16 << 20;
 pub(crate) const HANDSHAKE_FIXED_NEWSTYLE: u16 = 1;
 pub(crate) const HANDSHAKE_NO_ZEROES: u16 = 2;
 /// Client flag: the client speaks fixed newstyle.

@@ -123,7 +123,7 @@ fn malformed_requests_are_answered_or_end_only_their_connection() {
     c.write_all(&[0x42; 16]).unwrap();
     assert!(closed(&mut c));
 
-    // An oversized option: closed.
+    // An option past any length the server reads past (16 MiB): closed.
     let mut c = UnixStream::connect(&sock).unwrap();
     c.read_exact(&mut hello).unwrap();
     c.write_all(&3u32.to_be_bytes()).unwrap();
@@ -220,6 +220,35 @@ fn malformed_options_are_answered_and_unknown_client_flags_refused() {
     let mut s = greet(&sock, 3 | 8);
     assert!(closed(&mut s), "an unknown client flag ends the handshake");
     assert_eq!(stats.protocol_errors.load(Relaxed), before + 1);
+}
+
+/// An option longer than the server holds (64 KiB) is read past and refused with
+/// NBD_REP_ERR_TOO_BIG, and negotiation goes on (the server closed the connection); a too-long
+/// NBD_OPT_EXPORT_NAME, which has no error reply, still ends it.
+#[test]
+fn an_option_too_long_is_refused_as_too_big_and_negotiation_goes_on() {
+    const GO: u32 = 7;
+    const EXPORT_NAME: u32 = 1;
+    const ERR_TOO_BIG: u32 = (1 << 31) + 9;
+    let dev = Arc::new(MemDevice::new(1 << 20));
+    let (sock, stats, _stop, _d) = serve(dev, ServerConfig::default());
+    let mut s = greet(&sock, 3);
+    let r = option(&mut s, GO, &vec![0u8; 1 << 20]);
+    assert_eq!(r, vec![(ERR_TOO_BIG, Vec::new())]);
+    assert_eq!(stats.protocol_errors.load(Relaxed), 1);
+    let r = option(&mut s, GO, &[0, 0, 0, 0, 0, 0]);
+    assert_eq!(r.last().unwrap().0, 1, "ACK after the refused option");
+    request(&mut s, 0, 5, 0, 4096, &[]);
+    assert_eq!(reply(&mut s, 4096).0, 0);
+
+    let mut s = greet(&sock, 3);
+    let mut o = Vec::new();
+    o.extend_from_slice(&0x4948_4156_454F_5054u64.to_be_bytes());
+    o.extend_from_slice(&EXPORT_NAME.to_be_bytes());
+    o.extend_from_slice(&((1u32 << 20).to_be_bytes()));
+    s.write_all(&o).unwrap();
+    assert!(closed(&mut s), "a too-long export name ends the handshake");
+    assert_eq!(stats.protocol_errors.load(Relaxed), 2);
 }
 
 /// The DEMOTE command type on a connection that did not negotiate DEMOTE is an unknown

@@ -56,7 +56,20 @@ pub(super) fn handshake<S: Read + Write>(
         let len = u32::from_be_bytes(rd(s)?);
         if len > MAX_OPTION_LEN {
             stats.protocol_errors.fetch_add(1, Relaxed);
-            return Ok(None);
+            if opt == OPT_EXPORT_NAME || len > MAX_OPTION_SKIP {
+                // No error reply exists for this option; and reading past gigabytes a broken
+                // or hostile client announced would only tie the connection up.
+                return Ok(None);
+            }
+            // The protocol's answer to an option too long to hold: its data is read past
+            // (never held) and refused with NBD_REP_ERR_TOO_BIG; the handshake goes on.
+            let skipped = io::copy(&mut (&mut *s).take(u64::from(len)), &mut io::sink())?;
+            if skipped < u64::from(len) {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            opt_reply(s, opt, REP_ERR_TOO_BIG, &[])?;
+            s.flush()?;
+            continue;
         }
         let mut data = vec![0u8; len as usize];
         s.read_exact(&mut data)?;
