@@ -102,6 +102,10 @@ pub enum SlotTableError {
     /// The superblock is damaged.
     #[error("cache device superblock at offset 0: {0}")]
     CorruptSuperblock(String),
+    /// The device holds something other than a tiercache cache (no superblock, yet its
+    /// metadata area is not blank): formatting it would destroy that data.
+    #[error("cache device: {0}")]
+    NotTiercache(String),
     /// Device I/O failed.
     #[error("cache device metadata I/O: {0}")]
     Io(#[from] io::Error),
@@ -253,7 +257,50 @@ fn superblock(layout: &Layout) -> Vec<u8> {
     b
 }
 
+/// The offset of the first non-zero byte of `dev` in `from..to`, if any.
+fn first_nonzero(dev: &dyn BlockDevice, from: u64, to: u64) -> io::Result<Option<u64>> {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = from;
+    while at < to {
+        let n = (to - at).min(buf.len() as u64) as usize;
+        dev.read_at(&mut buf[..n], at)?;
+        if let Some(i) = buf[..n].iter().position(|&b| b != 0) {
+            return Ok(Some(at + i as u64));
+        }
+        at += n as u64;
+    }
+    Ok(None)
+}
+
 impl SlotTable {
+    /// The layout the superblock of `dev` records, when it has a valid one.
+    pub fn on_disk_layout(dev: &dyn BlockDevice) -> Result<Layout, SlotTableError> {
+        let mut sb = vec![0u8; 64];
+        dev.read_at(&mut sb, 0)?;
+        if &sb[0..8] != MAGIC {
+            return Err(SlotTableError::NotTiercache(
+                "no tiercache magic at offset 0".into(),
+            ));
+        }
+        if crc32fast::hash(&sb[0..36]) != u32::from_le_bytes(sb[36..40].try_into().unwrap()) {
+            return Err(SlotTableError::CorruptSuperblock(
+                "checksum mismatch".into(),
+            ));
+        }
+        let field = |i: usize| u64::from_le_bytes(sb[i..i + 8].try_into().unwrap());
+        let slots = u32::try_from(field(20)).map_err(|_| {
+            SlotTableError::CorruptSuperblock(format!("lines {} out of range", field(20)))
+        })?;
+        let layout = Layout::new(slots, field(12));
+        if layout.data_offset != field(28) {
+            return Err(SlotTableError::CorruptSuperblock(format!(
+                "data_offset {} does not follow from {slots} lines",
+                field(28)
+            )));
+        }
+        Ok(layout)
+    }
+
     /// Opens the table on `dev`: formats a device without a superblock (or any device when
     /// `format`), else checks the superblock against `layout` and recovers every slot.
     /// Returns the table, the recovered records of non-empty slots (ascending slot order) and
@@ -281,7 +328,21 @@ impl SlotTable {
             copies: [CopyState::durable(None, 0); 2],
         };
         type State = SlotState;
-        if format || sb.iter().all(|&b| b == 0) {
+        // A blank device (a new file) is formatted without being asked; anything else without
+        // a superblock (another filesystem, a cache whose first bytes were lost) is not.
+        let blank = !format && sb.iter().all(|&b| b == 0) && {
+            match first_nonzero(dev, 0, layout.data_offset)? {
+                None => true,
+                Some(at) => {
+                    return Err(SlotTableError::NotTiercache(format!(
+                        "no tiercache superblock at offset 0, yet the metadata area holds data \
+                         (byte {at} is not zero): not a blank device, so it is not formatted \
+                         on its own; set engine.format = true to discard what it holds"
+                    )))
+                }
+            }
+        };
+        if format || blank {
             // Zero the table, then write the superblock: a crash in between leaves a device
             // that is formatted again next time.
             let zeros = vec![0u8; 1 << 20];
@@ -299,8 +360,8 @@ impl SlotTable {
             return Ok((table, Vec::new(), report));
         }
         if &sb[0..8] != MAGIC {
-            return Err(SlotTableError::CorruptSuperblock(
-                "no tiercache magic: not a tiercache cache device (format it to use it)".into(),
+            return Err(SlotTableError::NotTiercache(
+                "no tiercache magic at offset 0: not a tiercache cache device (set engine.format = true to format it)".into(),
             ));
         }
         let stored_crc = u32::from_le_bytes(sb[36..40].try_into().unwrap());

@@ -61,6 +61,22 @@ impl Engine {
         } else {
             cache_file
         };
+        // A backend that is the cache device itself would have write-backs overwrite the
+        // cache's metadata and lines.
+        let cache_id = file_id(&cfg.cache_path);
+        let same_as_cache = |field: &'static str, path: &std::path::Path| {
+            if cache_id.is_some() && file_id(path) == cache_id {
+                return Err(EngineError::Setting {
+                    field,
+                    reason: format!(
+                        "{} is the cache device ({}): a backend must be another file or device",
+                        path.display(),
+                        cfg.cache_path.display()
+                    ),
+                });
+            }
+            Ok(())
+        };
         let cache_dev: Arc<dyn BlockDevice> = match &cfg.cache_device {
             Some(m) => Arc::new(Emulated::new(cache_file, "engine.cache_device", m)?),
             None => Arc::new(cache_file),
@@ -91,6 +107,7 @@ impl Engine {
                 } else {
                     v.backend_size.unwrap_or(DEFAULT_BACKEND_SIZE)
                 };
+                same_as_cache("serve.exports.backend_path", &v.backend_path)?;
                 let file = open("backend", &v.backend_path, min, cfg.backend_direct)?;
                 let dev: Arc<dyn BlockDevice> = match &cfg.backend_device {
                     Some(m) => Arc::new(Emulated::new(file, "engine.backend_device", m)?),
@@ -172,6 +189,7 @@ impl Engine {
             } else {
                 cfg.backend_size.unwrap_or(DEFAULT_BACKEND_SIZE)
             };
+            same_as_cache("engine.backend_path", &cfg.backend_path)?;
             let backend_file = open(
                 "backend",
                 &cfg.backend_path,
@@ -256,6 +274,23 @@ impl Engine {
             });
         }
         let geo = LineGeometry::new(cache_cfg.line_size).map_err(PolicyError::from)?;
+        // The policy plans whole lines: a volume ending inside a line would have it read or
+        // filled past the volume's end.
+        if let Some(&(vol, _, size)) = extents.iter().find(|e| e.2 % geo.line_size() != 0) {
+            return Err(EngineError::Setting {
+                field: if extents.len() > 1 {
+                    "serve.exports.backend_path"
+                } else {
+                    "engine.backend_path"
+                },
+                reason: format!(
+                    "volume {vol}'s backend holds {size} bytes, not a multiple of cache.line_size \
+                     ({} bytes): its last line would be read past its end; give it a size that \
+                     is a multiple (backend_size), or a line size that divides it",
+                    geo.line_size()
+                ),
+            });
+        }
         if let Some(n) = cfg.shards {
             return Err(EngineError::Setting {
                 field: "engine.shards",
@@ -288,12 +323,25 @@ impl Engine {
         let n = shard_layout.shards();
         let layout = Layout::new(base, geo.line_size());
         if cfg.format && !cfg.force_format {
-            // Formatting must not silently drop dirty data: look first.
-            if let Ok((_, _, rep)) = SlotTable::open(&*cache_dev, layout, false) {
-                if rep.dirty_lines > 0 {
+            // Formatting must not silently drop dirty data: look first, under the layout the
+            // device was written with when it differs from the configured one.
+            let looked = match SlotTable::open(&*cache_dev, layout, false) {
+                Err(SlotTableError::Mismatch { .. }) => SlotTable::on_disk_layout(&*cache_dev)
+                    .and_then(|old| SlotTable::open(&*cache_dev, old, false)),
+                other => other,
+            };
+            match looked {
+                Ok((_, _, rep)) if rep.dirty_lines > 0 => {
                     return Err(EngineError::Recovery(format!(
-                        "engine.format: the cache device holds {} dirty lines; run `tiercache flush` first or set engine.force_format",
+                        "engine.format: the cache device holds {} dirty lines; run `tiercache flush` first (under the configuration that wrote them) or set engine.force_format",
                         rep.dirty_lines
+                    )));
+                }
+                // Clean, or not a tiercache device at all: nothing of ours to lose.
+                Ok(_) | Err(SlotTableError::NotTiercache(_)) => {}
+                Err(e) => {
+                    return Err(EngineError::Recovery(format!(
+                        "engine.format: the cache device's metadata cannot be read ({e}), so it may hold dirty lines; set engine.force_format to discard it"
                     )));
                 }
             }
@@ -473,4 +521,16 @@ impl Engine {
         engine.inner.apply_layout(&per_shard)?;
         Ok(engine)
     }
+}
+
+/// The (device, inode) of the file at `path`, when it exists: two paths naming one file
+/// (links, `..`, a block device and its node) have the same.
+fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let m = std::fs::metadata(path).ok()?;
+    if m.file_type().is_block_device() {
+        // Two nodes of one block device differ in inode, not in the device they name.
+        return Some((u64::MAX, m.rdev()));
+    }
+    Some((m.dev(), m.ino()))
 }
