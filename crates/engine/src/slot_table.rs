@@ -130,6 +130,8 @@ struct SlotState {
     /// Copy (0 = A, 1 = B) holding `seq`.
     copy: u8,
     line: Option<(u32, u64)>,
+    /// Dirty sub-blocks of the newest record.
+    dirty: u64,
     /// What a crash may leave in each copy (see [`SlotTable::may_recover_other`]).
     copies: [CopyState; 2],
 }
@@ -325,6 +327,7 @@ impl SlotTable {
             seq: 0,
             copy: 1,
             line: None,
+            dirty: 0,
             copies: [CopyState::durable(None, 0); 2],
         };
         type State = SlotState;
@@ -420,6 +423,7 @@ impl SlotTable {
                         seq,
                         copy,
                         line: rec.line,
+                        dirty: rec.dirty,
                         copies,
                     };
                     if rec.line.is_some() && rec.valid != 0 {
@@ -513,6 +517,14 @@ impl SlotTable {
         self.slot(slot).line
     }
 
+    /// Whether writing `rec` as `slot`'s newest record would drop dirty sub-blocks the
+    /// newest record holds (of the same line, or of a line the slot no longer holds).
+    pub fn drops_dirty(&self, slot: u32, rec: &SlotRecord) -> bool {
+        let st = self.slot(slot);
+        let kept = if rec.line == st.line { rec.dirty } else { 0 };
+        st.dirty & !kept != 0
+    }
+
     /// Writes `rec` as the newest record of `slot` (durable at the device's next sync).
     ///
     /// Panics on a record that would corrupt the table: a slot out of range, dirty sub-blocks
@@ -568,6 +580,7 @@ impl SlotTable {
         st.seq = seq;
         st.copy = copy;
         st.line = rec.line;
+        st.dirty = rec.dirty;
         Ok(())
     }
 }

@@ -20,6 +20,7 @@ pub(crate) struct Counters {
     pub errors: AtomicU64,
     pub ordering_waits: AtomicU64,
     pub records_written: AtomicU64,
+    pub backend_flushes_before_records: AtomicU64,
     pub slot_invalidations: AtomicU64,
     pub flush_jobs: AtomicU64,
     pub flush_job_failures: AtomicU64,
@@ -225,6 +226,9 @@ pub struct EngineStats {
     pub ordering_waits: u64,
     /// Metadata records written to the cache device.
     pub records_written: u64,
+    /// Backend syncs made before writing a plan's records, because the records drop dirty
+    /// data whose new version the plan wrote to the backend.
+    pub backend_flushes_before_records: u64,
     /// Slots whose old record was made durably empty before reuse.
     pub slot_invalidations: u64,
     /// Background flush jobs run.

@@ -341,6 +341,7 @@ impl Inner {
             errors: g(&c.errors),
             ordering_waits: g(&c.ordering_waits),
             records_written: g(&c.records_written),
+            backend_flushes_before_records: g(&c.backend_flushes_before_records),
             slot_invalidations: g(&c.slot_invalidations),
             flush_jobs: g(&c.flush_jobs),
             flush_job_failures: g(&c.flush_job_failures),

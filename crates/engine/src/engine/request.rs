@@ -697,6 +697,21 @@ impl Inner {
         assert_eq!(i, ops.len(), "records written before the plan's last op");
         scratch.finish();
         self.check_halted()?;
+        // A record that drops dirty sub-blocks because this plan wrote their new data to the
+        // backend (a write invalidating dirty data under read-only or pass-through) must not
+        // be durable before that data is: a crash would leave neither the dirty data nor the
+        // write. (Evictions flushed above; flush jobs are recorded once their writes are.)
+        let wrote_backend = ops.iter().any(|o| {
+            o.device == Dev::Backend && o.kind == IoKind::Write && o.cause != OpCause::Demote
+        });
+        if wrote_backend
+            && updates
+                .iter()
+                .any(|u| self.table.drops_dirty(base + u.slot, &record_of(u)))
+        {
+            self.backend.flush_since(backend_epoch)?;
+            Counters::add(&self.counters.backend_flushes_before_records, 1);
+        }
         for u in updates {
             self.table
                 .write(&*self.cache_dev, base + u.slot, &record_of(u))?;
