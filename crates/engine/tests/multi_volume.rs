@@ -204,3 +204,59 @@ fn bad_partitions_and_volumes_are_refused() {
     let e = engine.read_volume(1, &mut buf, VOLUME as u64).unwrap_err();
     assert!(e.to_string().contains("beyond volume 1"), "{e}");
 }
+
+/// Partitions journaled for a volume that is no longer served are dropped at open, with a
+/// note, and the journal rewritten: they reserved their lines for nothing (the volume left
+/// is served from the rest of the cache).
+#[test]
+fn partitions_of_volumes_no_longer_served_are_dropped() {
+    let cache = Arc::new(MemDevice::new(4 << 20));
+    let backends: Vec<Arc<MemDevice>> = (0..2).map(|_| Arc::new(MemDevice::new(VOLUME))).collect();
+    let open_with = |vols: &[u32]| {
+        let set = VolumeSet::new(
+            vols.iter()
+                .zip(&backends)
+                .map(|(&v, b)| (v, b.clone() as Arc<dyn BlockDevice>))
+                .collect(),
+        )
+        .unwrap();
+        let extents = set.extents();
+        Engine::with_volume_devices(
+            &config(),
+            &EngineConfig::default(),
+            cache.clone(),
+            Arc::new(set),
+            extents,
+        )
+        .unwrap()
+    };
+    let e = open_with(&[1, 2]);
+    e.set_volume_partitions(&[(1, 32), (2, 32)]).unwrap();
+    e.write_volume(1, &[7u8; 4096], 0, false).unwrap();
+    e.shutdown().unwrap();
+    drop(e);
+    let e = open_with(&[1]);
+    let named: Vec<u32> = e.partition_layout().iter().map(|p| p.volume).collect();
+    assert!(!named.contains(&2), "{named:?}");
+    assert!(named.contains(&1), "{named:?}");
+    assert!(
+        e.notes()
+            .iter()
+            .any(|n| n.contains("no longer served ([2])")),
+        "{:?}",
+        e.notes()
+    );
+    let mut b = [0u8; 4096];
+    e.read_volume(1, &mut b, 0).unwrap();
+    assert_eq!(b, [7u8; 4096]);
+    e.shutdown().unwrap();
+    drop(e);
+    // The journal was rewritten: the next open has nothing to drop.
+    let e = open_with(&[1]);
+    assert!(
+        !e.notes().iter().any(|n| n.contains("no longer served")),
+        "{:?}",
+        e.notes()
+    );
+    e.shutdown().unwrap();
+}

@@ -229,6 +229,7 @@ impl Engine {
                 },
                 e => e,
             })?;
+        notes.append(&mut engine.notes);
         engine.notes = notes;
         engine.overrides = overrides;
         engine.cache_lock = Some(cache_lock);
@@ -356,6 +357,37 @@ impl Engine {
         } else {
             journaled.unwrap_or_default()
         };
+        // Partitions of volumes no longer served hold no lines (recovery refuses a line of a
+        // volume it does not serve): dropped, so their lines go back to the others.
+        let mut notes = Vec::new();
+        let served = |v: u32| extents.iter().any(|e| e.0 == v);
+        let (journaled, gone): (Vec<_>, Vec<_>) =
+            journaled.into_iter().partition(|e| served(e.volume));
+        if !gone.is_empty() {
+            partition_log.write(&*cache_dev, &journaled)?;
+            let mut vols: Vec<u32> = gone.iter().map(|e| e.volume).collect();
+            vols.dedup();
+            notes.push(format!(
+                "the journaled partition layout named volumes no longer served ({vols:?}): their partitions were dropped"
+            ));
+        }
+        if !journaled.is_empty() {
+            let mut per_volume: Vec<(u32, u64)> = Vec::new();
+            for e in &journaled {
+                match per_volume.iter_mut().find(|p| p.0 == e.volume) {
+                    Some(p) => p.1 += u64::from(e.lines),
+                    None => per_volume.push((e.volume, u64::from(e.lines))),
+                }
+            }
+            notes.push(format!(
+                "partitions as journaled by the last run (configured ones replace them): {}",
+                per_volume
+                    .iter()
+                    .map(|(v, l)| format!("volume {v}: {l} lines"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         // Journaled partitions first hold exactly the lines found for them (restoring fails
         // on a full partition, and a crash may have come mid-resize); the journaled sizes are
         // applied once the engine runs (see the end).
@@ -501,7 +533,7 @@ impl Engine {
             inner,
             flusher: Mutex::new(Some(flusher)),
             finishers: Mutex::new(finishers),
-            notes: Vec::new(),
+            notes,
             overrides: Vec::new(),
             cache_lock: None,
         };
