@@ -395,7 +395,8 @@ impl Engine {
             let k = e.shard as usize;
             if k >= n {
                 return Err(EngineError::Recovery(format!(
-                    "the journaled partition layout names shard {k} of {n}: cache.shards changed                      since the cache was written"
+                    "the journaled partition layout names shard {k} of {n}: cache.shards changed \
+                     since the cache was written"
                 )));
             }
             let found_here = found
