@@ -112,6 +112,16 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<crate::Analysis> {
         ))
         .into());
     }
+    if !(0.0..=1.0).contains(&args.write_reuse_threshold) {
+        return Err(BadArgument(format!(
+            "--write-reuse-threshold {}: a share of reuses, in [0, 1]",
+            args.write_reuse_threshold
+        ))
+        .into());
+    }
+    if args.shards_max_entries == Some(0) {
+        return Err(BadArgument("--shards-max-entries 0: must be at least 1".into()).into());
+    }
     let opts = args.input.read_options()?;
     let interval_ns = tiercache_core::units::parse_nanos(&args.interval)
         .ok()
@@ -173,7 +183,19 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<crate::Analysis> {
         eprintln!("tiercache: note: {note}");
     }
     let volumes = reader.volumes();
-    Ok(analyzer.finish(&|v| volumes.name(v).unwrap_or("?").to_string()))
+    let analysis = analyzer.finish(&|v| volumes.name(v).unwrap_or("?").to_string());
+    for note in &analysis.notes {
+        eprintln!("tiercache: note: {note}");
+    }
+    if analysis.read_requests + analysis.write_requests == 0 {
+        // Every miss ratio would be undefined: a run that measured nothing says so.
+        anyhow::bail!(
+            "{}: no read or write was analysed ({} requests read): there is nothing to compute a miss ratio over",
+            args.file,
+            analysis.requests
+        );
+    }
+    Ok(analysis)
 }
 
 #[cfg(test)]
@@ -214,5 +236,46 @@ mod tests {
         cli.args.minisim_rate = 1.5;
         let err = run(cli.args).unwrap_err();
         assert!(err.is::<BadArgument>(), "{err}");
+    }
+
+    /// A threshold that is not a share (NaN made every volume write-back) and a SHARDS table
+    /// of no entries (made one) are refused, naming the option.
+    #[test]
+    fn a_bad_threshold_or_entry_count_is_a_bad_argument() {
+        for (flag, value) in [
+            ("--write-reuse-threshold", "nan"),
+            ("--write-reuse-threshold", "-0.5"),
+            ("--write-reuse-threshold", "5"),
+            ("--shards-max-entries", "0"),
+        ] {
+            let arg = format!("{flag}={value}");
+            let cli = Cli::try_parse_from(["analyze", "trace.csv", arg.as_str()]).unwrap();
+            let err = analyze(&cli.args).unwrap_err();
+            assert!(err.is::<BadArgument>(), "{flag} {value}: {err}");
+            assert!(err.to_string().contains(flag), "{err}");
+        }
+    }
+
+    /// A trace with no read or write (every record skipped, here) has no miss ratio: an
+    /// error, not a table of zeros.
+    #[test]
+    fn a_trace_with_no_read_or_write_is_an_error() {
+        let path =
+            std::env::temp_dir().join(format!("tc-analyze-empty-{}.csv", std::process::id()));
+        std::fs::write(&path, "0,hm,0,Read,not-an-offset,4096,0\n").unwrap();
+        let cli = Cli::try_parse_from([
+            "analyze",
+            path.to_str().unwrap(),
+            "--format",
+            "msr",
+            "--skip-bad",
+        ])
+        .unwrap();
+        let err = analyze(&cli.args).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            err.to_string().contains("no read or write was analysed"),
+            "{err}"
+        );
     }
 }

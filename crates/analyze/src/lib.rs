@@ -12,8 +12,16 @@
 //!   ending in it with their URD and TRD demands (max URD + 1, max TRD + 1).
 //!
 //! Line accesses follow the policy core: a request covers lines ⌊off/L⌋ ..= ⌊(off+len−1)/L⌋,
-//! and the exact curve equals the hit-ratio-only simulator's LRU with always-promotion, an
+//! and on reads and writes the exact curve equals the hit-ratio-only simulator's LRU with
+//! always-promotion, an
 //! access counting as a hit when its line is resident (the core's full plus partial hits).
+//! A trim drops the lines it covers whole from the exact stacks, as the core drops them (their
+//! next access is a miss and no reuse); a line it covers in part stays (the core keeps it
+//! while any sub-block is valid). With trims the curve approximates the core's: a cache does
+//! not take back a line it evicted when a trim frees a slot, while the stack, losing a line
+//! above it, counts that line as cached again (and a line several partial trims empty
+//! between them, which the core drops, stays here). The sampled estimators (SHARDS, miniature simulation) do not
+//! apply trims: the analysis says so in its notes when a trace has any.
 
 #![warn(missing_docs)]
 
@@ -86,7 +94,8 @@ pub struct CurvePoint {
     pub lines: u64,
     /// Cache size in bytes.
     pub bytes: u64,
-    /// Exact LRU miss ratio over all line accesses (`None`: not computed, sampled analysis).
+    /// Exact LRU miss ratio over all line accesses (`None`: not computed, sampled analysis;
+    /// or undefined, no such access).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub miss_ratio: Option<f64>,
     /// ... over read accesses.
@@ -133,7 +142,7 @@ pub struct Analysis {
     /// Whether the exact outputs were computed (see [`Options::exact`]); when not, each of
     /// them is `None` (left out of the JSON).
     pub exact: bool,
-    /// Distinct lines.
+    /// Distinct lines held at the end (a line a trim dropped counts again when accessed again).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub footprint_lines: Option<u64>,
     /// Fraction of requests starting where the previous request of their volume ended.
@@ -164,6 +173,12 @@ pub struct Analysis {
     /// Other policies' curves by miniature simulation, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub minisim: Option<MiniSimCurves>,
+    /// Line accesses trims dropped from the exact stacks (lines covered whole).
+    pub trimmed_lines: u64,
+    /// What the figures leave out or approximate, for the reader (e.g. trims the sampled
+    /// estimates did not apply).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Miss-ratio curves of replacement policies by miniature simulation.
@@ -177,6 +192,11 @@ pub struct MiniSimCurves {
     pub hot_lines: usize,
     /// One curve per policy, at the sizes of [`Analysis::curve`].
     pub curves: Vec<PolicyCurve>,
+}
+
+/// The miss ratio of `h` at `lines` lines, when `h` counted any access.
+fn defined(h: &reuse::DistanceHistogram, lines: u64) -> Option<f64> {
+    (h.total > 0).then(|| h.miss_ratio(lines))
 }
 
 /// Streaming analyzer: feed requests, then [`Analyzer::finish`].
@@ -198,6 +218,10 @@ pub struct Analyzer {
     sequential: u64,
     /// Whether the exact stacks run (see [`Options::exact`]).
     exact: bool,
+    /// Lines trims dropped from the exact stacks.
+    trimmed_lines: u64,
+    /// Trims the sampled estimators did not apply.
+    trims_not_sampled: u64,
     /// Line accesses, counted here when the stacks (which count them) do not run.
     line_accesses: u64,
     characteriser: Option<characterise::Characteriser>,
@@ -235,14 +259,17 @@ impl Analyzer {
             writes: 0,
             sequential: 0,
             exact,
+            trimmed_lines: 0,
+            trims_not_sampled: 0,
             line_accesses: 0,
             characteriser: Some(characteriser),
         })
     }
 
-    /// Feeds one request (trims and flushes are counted as requests but touch no line). A read
-    /// or write the line geometry cannot address (past the 2^48 lines of a volume, or a
-    /// volume id past the limit) is an error, and changes nothing.
+    /// Feeds one request (flushes are counted as requests but touch no line; a trim drops the
+    /// lines it covers whole from the exact stacks). A read or write the line geometry cannot
+    /// address (past the 2^48 lines of a volume, or a volume id past the limit) is an error,
+    /// and changes nothing.
     pub fn add(&mut self, r: &Request) -> Result<(), tiercache_core::GeometryError> {
         if matches!(r.op, Op::Read | Op::Write) && r.len > 0 {
             self.geo.check_request(r.volume, r.offset, r.len)?;
@@ -255,7 +282,11 @@ impl Analyzer {
         let is_write = match r.op {
             Op::Read => false,
             Op::Write => true,
-            Op::Trim | Op::Flush => return Ok(()),
+            Op::Trim => {
+                self.trim(r);
+                return Ok(());
+            }
+            Op::Flush => return Ok(()),
         };
         if is_write {
             self.writes += 1;
@@ -306,6 +337,33 @@ impl Analyzer {
         Ok(())
     }
 
+    /// Drops the lines `r` (a trim) covers whole from the exact stacks.
+    fn trim(&mut self, r: &Request) {
+        let l = self.geo.line_size();
+        // Lines past the 2^48 a volume addresses hold nothing to drop.
+        let first = r.offset.div_ceil(l).min(1 << 48);
+        let end = (r.offset.saturating_add(r.len) / l).min(1 << 48);
+        if first >= end || r.volume.0 >= tiercache_core::MAX_VOLUMES {
+            return;
+        }
+        if self.shards.is_some() || self.minisim.is_some() {
+            self.trims_not_sampled += 1;
+        }
+        if !self.exact {
+            return;
+        }
+        for index in first..end {
+            let key = LineKey::new(r.volume, index).0;
+            if let Some(g) = &mut self.global {
+                g.remove(key);
+            }
+            if let Some(v) = self.per_volume.get_mut(&r.volume) {
+                v.remove(key);
+            }
+        }
+        self.trimmed_lines += end - first;
+    }
+
     /// Heap bytes held by the analysis state (approximate: stacks, histograms, sets).
     pub fn memory_bytes(&self) -> usize {
         self.global.as_ref().map_or(0, |g| g.memory_bytes())
@@ -344,9 +402,10 @@ impl Analyzer {
             .map(|lines| CurvePoint {
                 lines,
                 bytes: lines.saturating_mul(self.opts.line_size),
-                miss_ratio: a.map(|a| a.all().miss_ratio(lines)),
-                read_miss_ratio: a.map(|a| a.reads().miss_ratio(lines)),
-                write_miss_ratio: a.map(|a| a.writes().miss_ratio(lines)),
+                // Undefined (None, printed `-`) over no accesses, never a ratio of 0.
+                miss_ratio: a.and_then(|a| defined(&a.all(), lines)),
+                read_miss_ratio: a.and_then(|a| defined(&a.reads(), lines)),
+                write_miss_ratio: a.and_then(|a| defined(&a.writes(), lines)),
                 shards_miss_ratio: if with_shards {
                     self.shards.as_ref().map(|s| s.miss_ratio(lines))
                 } else {
@@ -381,11 +440,13 @@ impl Analyzer {
         let reuse_cdf = {
             let (all, useful) = (&shared.all(), &shared.useful());
             let (ta, tu) = (all.reuses().max(1) as f64, useful.reuses().max(1) as f64);
-            let max = all.max_distance().max(useful.max_distance()).max(1);
+            // Histograms are by stack distance d (1 = the same line again); a reuse distance
+            // (SPEC §4.10: distinct lines in between) is d − 1.
+            let max = all.max_distance().max(useful.max_distance()).max(2) - 1;
             let (mut ca, mut cu, mut d, mut out) = (0u64, 0u64, 0usize, Vec::new());
             let mut next = 1u64;
             loop {
-                while d as u64 <= next.min(max) {
+                while d as u64 <= next.min(max) + 1 {
                     ca += all.counts.get(d).copied().unwrap_or(0);
                     cu += useful.counts.get(d).copied().unwrap_or(0);
                     d += 1;
@@ -433,6 +494,8 @@ impl Analyzer {
             reuse_cdf: Some(reuse_cdf),
             characterisation,
             minisim,
+            trimmed_lines: self.trimmed_lines,
+            notes: self.notes(),
         }
     }
 
@@ -461,7 +524,21 @@ impl Analyzer {
             total_trd_demand_lines: None,
             reuse_cdf: None,
             characterisation,
+            trimmed_lines: self.trimmed_lines,
+            notes: self.notes(),
         }
+    }
+
+    fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.trims_not_sampled > 0 {
+            notes.push(format!(
+                "{} trims were not applied to the sampled estimates (SHARDS, miniature \
+                 simulation): they count trimmed lines as still cached",
+                self.trims_not_sampled
+            ));
+        }
+        notes
     }
 
     fn minisim_curves(&self, curve: &[CurvePoint]) -> Option<MiniSimCurves> {

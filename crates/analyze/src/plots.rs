@@ -28,9 +28,20 @@ pub fn render(a: &Analysis) -> Vec<(&'static str, String)> {
     };
     let mut mrc = Vec::new();
     if a.exact {
-        mrc.push(exact("LRU exact, all", |p| p.miss_ratio));
-        mrc.push(exact("LRU exact, reads", |p| p.read_miss_ratio));
-        mrc.push(exact("LRU exact, writes", |p| p.write_miss_ratio));
+        // A series of no points (no reads, say) is left out, not drawn as zero.
+        let any = |g: fn(&crate::CurvePoint) -> Option<f64>| a.curve.iter().any(|p| g(p).is_some());
+        for (name, g) in [
+            (
+                "LRU exact, all",
+                (|p| p.miss_ratio) as fn(&crate::CurvePoint) -> Option<f64>,
+            ),
+            ("LRU exact, reads", |p| p.read_miss_ratio),
+            ("LRU exact, writes", |p| p.write_miss_ratio),
+        ] {
+            if any(g) {
+                mrc.push(exact(name, g));
+            }
+        }
     }
     if a.curve.iter().any(|p| p.shards_miss_ratio.is_some()) {
         mrc.push(series(

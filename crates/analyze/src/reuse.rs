@@ -139,6 +139,11 @@ impl ReuseAnalyzer {
         }
     }
 
+    /// Forgets a line (trimmed): its next access is a first access, not a reuse.
+    pub fn remove(&mut self, key: u64) {
+        self.stack.remove(key);
+    }
+
     fn histogram(&self, kinds: &[usize]) -> DistanceHistogram {
         let mut counts: Vec<u64> = self
             .counts
