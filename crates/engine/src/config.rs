@@ -132,7 +132,24 @@ impl Default for RemoteBackendConfig {
 }
 
 impl RemoteBackendConfig {
-    /// The client's settings.
+    /// Checks the settings, naming the first bad one as `(field, reason)`: none is silently
+    /// raised to a working value.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if self.connections == 0 {
+            return Err(("engine.remote.connections", "must be at least 1".into()));
+        }
+        for (field, ns) in [
+            ("engine.remote.timeout_ns", self.timeout_ns),
+            ("engine.remote.connect_timeout_ns", self.connect_timeout_ns),
+        ] {
+            if ns < 1_000_000 {
+                return Err((field, format!("{ns} ns: must be at least 1 ms")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The client's settings (after [`validate`](Self::validate)).
     pub fn client(&self) -> tiercache_nbd::RemoteConfig {
         use std::time::Duration;
         tiercache_nbd::RemoteConfig {

@@ -193,3 +193,46 @@ fn a_volume_ending_inside_a_line_is_refused() {
     assert!(err.contains("not a multiple of cache.line_size"), "{err}");
     assert!(err.contains("engine.backend_path"), "{err}");
 }
+
+/// The remote client's settings are checked, not silently raised: no connections, or a
+/// timeout under a millisecond, are refused naming the key (before any connection is tried).
+#[test]
+fn bad_remote_settings_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("none.sock");
+    for (remote, field) in [
+        (
+            tiercache_engine::config::RemoteBackendConfig {
+                connections: 0,
+                ..Default::default()
+            },
+            "engine.remote.connections",
+        ),
+        (
+            tiercache_engine::config::RemoteBackendConfig {
+                timeout_ns: 10,
+                ..Default::default()
+            },
+            "engine.remote.timeout_ns",
+        ),
+        (
+            tiercache_engine::config::RemoteBackendConfig {
+                connect_timeout_ns: 999_999,
+                ..Default::default()
+            },
+            "engine.remote.connect_timeout_ns",
+        ),
+    ] {
+        let engine = EngineConfig {
+            cache_path: dir.path().join("cache.img"),
+            backend_path: format!("nbd+unix:///?socket={}", sock.display()).into(),
+            remote,
+            ..EngineConfig::default()
+        };
+        let err = Engine::open(&cache_config(16), &engine)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(err.contains(field), "{err}");
+    }
+}

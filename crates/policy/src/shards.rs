@@ -62,7 +62,19 @@ impl ShardLayout {
                 ),
             });
         }
-        let total = (cfg.capacity / geo.line_size()).min(u32::MAX as u64 / 2);
+        let total = cfg.capacity / geo.line_size();
+        if total >= u64::from(u32::MAX / 2) {
+            // Said here, with the configured count (the shards' own check sees a clamped one).
+            return Err(PolicyError::Config {
+                field: "capacity",
+                reason: format!(
+                    "{} bytes are {total} lines of {} bytes, more than the limit of {} lines",
+                    cfg.capacity,
+                    geo.line_size(),
+                    u32::MAX / 2 - 1
+                ),
+            });
+        }
         let n = u64::from(cfg.shards).min(total.max(1));
         let mut bases = Vec::with_capacity(n as usize + 1);
         let mut base = 0u64;
@@ -665,6 +677,15 @@ mod tests {
             let e = ShardLayout::new(&cfg(100, n)).unwrap_err().to_string();
             assert!(e.contains("cache.shards"), "{e}");
         }
+    }
+
+    /// A capacity past the line limit is named with its own line count (it was said to be
+    /// the clamped limit itself).
+    #[test]
+    fn a_capacity_past_the_limit_names_its_line_count() {
+        let e = ShardLayout::new(&cfg(1 << 34, 4)).unwrap_err().to_string();
+        assert!(e.contains("cache.capacity"), "{e}");
+        assert!(e.contains("17179869184 lines"), "{e}");
     }
 
     #[test]

@@ -138,6 +138,9 @@ impl Engine {
                         field: "engine.backend_path",
                         reason: e.to_string(),
                     })?;
+            cfg.remote
+                .validate()
+                .map_err(|(field, reason)| EngineError::Setting { field, reason })?;
             let mut client = cfg.remote.client();
             let demoting = cache_cfg.victim == tiercache_policy::VictimConfig::Demote;
             client.demote = demoting;
