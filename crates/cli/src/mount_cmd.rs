@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use tiercache_filecache::recovery::{recover, RecoveryError};
 use tiercache_filecache::store::{parse_duration, CacheDir, StoreLatency};
 use tiercache_filecache::{MountConfig, Variant};
 
@@ -178,14 +179,25 @@ pub fn run(args: MountArgs) -> Result<()> {
     let signals = block_stop_signals();
     let variant = cfg.variant;
     let capacity = cfg.capacity_blocks as u64 * cfg.block_size as u64;
-    let (session, state) =
-        tiercache_filecache::spawn_mount(cfg, &args.mountpoint).with_context(|| {
-            format!(
+    let (session, state) = match tiercache_filecache::spawn_mount(cfg, &args.mountpoint) {
+        Ok(mounted) => mounted,
+        Err(e) => {
+            // The cache directory belongs to another store: the user's choice of STORE or
+            // --cache-dir is wrong (exit 2), and nothing was touched.
+            let inner = e.get_ref().and_then(|i| i.downcast_ref::<RecoveryError>());
+            if let Some(mismatch @ RecoveryError::StoreMismatch { .. }) = inner {
+                return Err(bad(
+                    "cache-dir",
+                    format!("STORE {}: {mismatch}", args.store.display()),
+                ));
+            }
+            return Err(anyhow::Error::new(e).context(format!(
                 "mounting {} on {}",
                 args.store.display(),
                 args.mountpoint.display()
-            )
-        })?;
+            )));
+        }
+    };
     {
         let st = state.lock().unwrap_or_else(|p| p.into_inner());
         let recovered = st.stats().recovered_blocks;
@@ -268,13 +280,17 @@ pub fn flush(args: FlushAnyArgs) -> Result<()> {
     }
     let cache = CacheDir::new(cache_dir);
     let _lock = cache.lock()?;
-    let n = tiercache_filecache::recovery::recover(store, &cache).with_context(|| {
-        format!(
-            "writing back {} into {}",
-            cache_dir.display(),
-            store.display()
-        )
-    })?;
+    let n = match recover(store, &cache) {
+        Ok(n) => n,
+        Err(e @ RecoveryError::StoreMismatch { .. }) => return Err(bad("store", e)),
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!(
+                "writing back --file-cache {} into --store {}",
+                cache_dir.display(),
+                store.display()
+            )))
+        }
+    };
     eprintln!(
         "tiercache flush: wrote back {n} dirty blocks; {} alone is complete",
         store.display()

@@ -315,3 +315,109 @@ fn flush_on_exit_leaves_the_store_complete() {
     m.stop();
     assert_eq!(fs::read(store.join("a")).unwrap(), data);
 }
+
+/// Runs `tiercache flush --file-cache CACHE --store STORE`.
+fn flush_file_cache(cache: &Path, store: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .args(["flush", "--file-cache"])
+        .arg(cache)
+        .arg("--store")
+        .arg(store)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn flush_into_another_store_is_refused_and_keeps_the_journal() {
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse or fusermount3 (scripts/setup.sh installs fuse3)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (store, other, cache, mnt) = (
+        dir.path().join("store"),
+        dir.path().join("other"),
+        dir.path().join("cache"),
+        dir.path().join("mnt"),
+    );
+    for d in [&store, &other, &cache, &mnt] {
+        fs::create_dir(d).unwrap();
+    }
+    // The other store has files too: the journal's inode numbers could name any of them.
+    for i in 0..50 {
+        fs::write(other.join(format!("o{i}")), b"unrelated").unwrap();
+    }
+    let mut m = MountProcess::start(&store, &mnt, &cache, "wb");
+    let data = content(4, 50_000);
+    fs::write(mnt.join("a"), &data).unwrap();
+    m.stop();
+    let journal = fs::read(cache.join("journal")).unwrap();
+    assert!(!journal.is_empty(), "dirty blocks stay journaled");
+
+    let out = flush_file_cache(&cache, &other);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let canon = |p: &Path| fs::canonicalize(p).unwrap().display().to_string();
+    assert!(
+        err.contains("--store") && err.contains(&canon(&store)) && err.contains(&canon(&other)),
+        "{err}"
+    );
+    assert_eq!(fs::read(cache.join("journal")).unwrap(), journal);
+    for i in 0..50 {
+        assert_eq!(fs::read(other.join(format!("o{i}"))).unwrap(), b"unrelated");
+    }
+    assert_eq!(fs::read_dir(&other).unwrap().count(), 50);
+
+    // Nor does a mount of the other store through that cache start.
+    let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .arg("mount")
+        .arg(&other)
+        .arg(&mnt)
+        .arg("--cache-dir")
+        .arg(&cache)
+        .args(["--duration", "1s"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(!is_mounted(&mnt));
+    assert_eq!(fs::read(cache.join("journal")).unwrap(), journal);
+
+    // Its own store takes the blocks.
+    let out = flush_file_cache(&cache, &store);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(fs::read(store.join("a")).unwrap(), data);
+}
+
+#[test]
+fn flush_keeps_the_journal_when_a_files_blocks_cannot_be_placed() {
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse or fusermount3 (scripts/setup.sh installs fuse3)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (store, cache, mnt) = (
+        dir.path().join("store"),
+        dir.path().join("cache"),
+        dir.path().join("mnt"),
+    );
+    for d in [&store, &cache, &mnt] {
+        fs::create_dir(d).unwrap();
+    }
+    let mut m = MountProcess::start(&store, &mnt, &cache, "wb");
+    fs::write(mnt.join("kept"), content(5, 20_000)).unwrap();
+    fs::write(mnt.join("gone"), content(6, 20_000)).unwrap();
+    m.stop();
+    // Deleted from the store while nothing was mounted.
+    fs::remove_file(store.join("gone")).unwrap();
+    let journal = fs::read(cache.join("journal")).unwrap();
+    let out = flush_file_cache(&cache, &store);
+    assert!(!out.status.success(), "a block left unwritten is a failure");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("5 journaled dirty blocks"), "{err}");
+    assert_eq!(fs::read(cache.join("journal")).unwrap(), journal);
+    assert_eq!(fs::read(store.join("kept")).unwrap(), content(5, 20_000));
+}

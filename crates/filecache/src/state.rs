@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::core::{BlockKey, DevOp, FileCache, FileId, Variant};
 use crate::journal::Journal;
 use crate::recovery::{pread_full, recover};
-use crate::store::{CacheDir, StoreLatency};
+use crate::store::{CacheDir, StoreIdentity, StoreLatency};
 
 /// Root's node id in FUSE.
 pub const ROOT: u64 = 1;
@@ -152,7 +152,18 @@ impl State {
         }
         let cache = CacheDir::new(&cfg.cache_dir);
         let lock = cache.lock()?;
-        let recovered = recover(&cfg.store, &cache)?;
+        // A cache directory with nothing journaled may serve another store (its blocks are
+        // stale either way); one with dirty blocks only the store they belong to.
+        let recovered = if crate::journal::replay(&cache.journal())?.is_empty() {
+            0
+        } else {
+            recover(&cfg.store, &cache)?
+        };
+        // The journal is empty now: the cache directory belongs to this store from here on.
+        let identity = StoreIdentity::of(&cfg.store)?;
+        if cache.read_store_identity()?.as_ref() != Some(&identity) {
+            cache.write_store_identity(&identity)?;
+        }
         let (blocks, journal) = if cfg.capacity_blocks > 0 {
             cache.write_block_size(cfg.block_size)?;
             let blocks = OpenOptions::new()
