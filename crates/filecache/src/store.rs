@@ -78,7 +78,8 @@ impl CacheDir {
             dir: dir.to_path_buf(),
         }
     }
-    /// Cached block data: slot × block size.
+    /// Cached block data: slot × block size, one slot more than the capacity (the spare that
+    /// a dirty block's new version is written to).
     pub fn blocks(&self) -> PathBuf {
         self.dir.join("blocks")
     }

@@ -6,7 +6,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 
 use super::State;
-use crate::core::DevOp;
+use crate::core::{BlockKey, DevOp};
 use crate::recovery::pread_full;
 
 impl State {
@@ -129,17 +129,25 @@ impl State {
                     }
                     content[a..b]
                         .copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
-                    if fresh {
-                        self.write_slot(slot, 0, &content)?;
+                    if dirty && self.journaled[slot as usize] {
+                        // The slot holds the only recoverable version of a dirty block: the
+                        // new one goes to the spare slot and is journaled before the old one
+                        // is given up, so a crash at any point leaves one of them.
+                        self.write_spare(&content)?;
+                        self.journal_map_spare(key, &content)?;
+                        let spare = std::mem::replace(&mut self.phys[slot as usize], self.spare);
+                        self.spare = spare;
                     } else {
-                        self.write_slot(slot, from, &content[from..b])?;
-                    }
-                    self.valid[slot as usize] = content.len() as u32;
-                    if dirty {
-                        if let Some(j) = self.journal.as_mut() {
-                            j.map(slot, key, &content)?;
+                        if fresh {
+                            self.write_slot(slot, 0, &content)?;
+                        } else {
+                            self.write_slot(slot, from, &content[from..b])?;
+                        }
+                        if dirty {
+                            self.journal_map(slot, key, &content)?;
                         }
                     }
+                    self.valid[slot as usize] = content.len() as u32;
                 }
                 DevOp::StoreWrite { key } => {
                     if stored.contains(&key.block) {
@@ -184,6 +192,7 @@ impl State {
         Ok(())
     }
 
+    /// The valid content of (core) slot `slot`.
     pub(super) fn slot_data(&mut self, slot: u32) -> io::Result<Vec<u8>> {
         let len = self.valid[slot as usize] as usize;
         let mut data = vec![0u8; len];
@@ -191,25 +200,58 @@ impl State {
             .blocks
             .as_ref()
             .expect("a cache with slots has a block file");
-        let n = pread_full(blocks, &mut data, slot as u64 * self.cfg.block_size as u64)?;
+        let at = self.phys[slot as usize] as u64 * self.cfg.block_size as u64;
+        let n = pread_full(blocks, &mut data, at)?;
         data.truncate(n);
         self.stats.cache_bytes_read += n as u64;
         Ok(data)
     }
 
+    /// Writes `data` at byte `at` of (core) slot `slot`.
     pub(super) fn write_slot(&mut self, slot: u32, at: usize, data: &[u8]) -> io::Result<()> {
+        self.write_phys(self.phys[slot as usize], at, data)
+    }
+
+    fn write_spare(&mut self, data: &[u8]) -> io::Result<()> {
+        self.write_phys(self.spare, 0, data)
+    }
+
+    fn write_phys(&mut self, phys: u32, at: usize, data: &[u8]) -> io::Result<()> {
         let blocks = self
             .blocks
             .as_ref()
             .expect("a cache with slots has a block file");
-        blocks.write_all_at(data, slot as u64 * self.cfg.block_size as u64 + at as u64)?;
+        blocks.write_all_at(data, phys as u64 * self.cfg.block_size as u64 + at as u64)?;
         self.stats.cache_bytes_written += data.len() as u64;
         Ok(())
     }
 
+    /// Journals that (core) slot `slot` holds dirty `key` with valid content `data`.
+    pub(super) fn journal_map(&mut self, slot: u32, key: BlockKey, data: &[u8]) -> io::Result<()> {
+        if let Some(j) = self.journal.as_mut() {
+            j.map(self.phys[slot as usize], key, data)?;
+            self.journaled[slot as usize] = true;
+        }
+        Ok(())
+    }
+
+    /// Journals that the spare slot holds dirty `key`; the caller makes it the block's slot.
+    /// The record supersedes the block's previous one (see [`crate::journal`]).
+    fn journal_map_spare(&mut self, key: BlockKey, data: &[u8]) -> io::Result<()> {
+        self.journal
+            .as_mut()
+            .expect("a journaled slot has a journal")
+            .map(self.spare, key, data)
+    }
+
+    /// Journals that (core) slot `slot` holds nothing dirty any more.
     pub(super) fn journal_clean(&mut self, slot: u32) -> io::Result<()> {
         match self.journal.as_mut() {
-            Some(j) if self.cfg.variant.is_write_back() => j.clean(slot),
+            Some(j) if self.cfg.variant.is_write_back() => {
+                j.clean(self.phys[slot as usize])?;
+                self.journaled[slot as usize] = false;
+                Ok(())
+            }
             _ => Ok(()),
         }
     }
@@ -223,7 +265,7 @@ impl State {
         let mut live = Vec::new();
         for slot in 0..self.cfg.capacity_blocks {
             if let Some((key, true)) = self.core.slot_state(slot) {
-                live.push((slot, key, self.slot_data(slot)?));
+                live.push((self.phys[slot as usize], key, self.slot_data(slot)?));
             }
         }
         // The records name data in the block file: it must be durable first.

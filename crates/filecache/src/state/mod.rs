@@ -14,6 +14,8 @@ use crate::journal::Journal;
 use crate::recovery::{pread_full, recover};
 
 mod exec;
+#[cfg(test)]
+mod tests;
 use crate::store::{CacheDir, StoreIdentity, StoreLatency};
 
 /// Root's node id in FUSE.
@@ -117,7 +119,16 @@ pub struct State {
     pub dirs: HashMap<u64, HashMap<std::ffi::OsString, Option<u64>>>,
     blocks: Option<File>,
     journal: Option<Journal>,
+    /// Valid bytes of each (core) slot.
     valid: Vec<u32>,
+    /// Where each of the core's slots lies in the block file. The file has one slot more,
+    /// the spare: a dirty block's new version is written there, and their places swapped.
+    phys: Vec<u32>,
+    /// The block file's slot no core slot uses.
+    spare: u32,
+    /// Whether the journal's last record for each (core) slot maps a dirty block: its
+    /// content is then the recoverable version and must not be overwritten in place.
+    journaled: Vec<bool>,
     stats: MountStats,
     unsynced_store: HashSet<FileId>,
     open_files: usize,
@@ -174,7 +185,7 @@ impl State {
                 .read(true)
                 .write(true)
                 .open(cache.blocks())?;
-            blocks.set_len(cfg.capacity_blocks as u64 * cfg.block_size as u64)?;
+            blocks.set_len((cfg.capacity_blocks as u64 + 1) * cfg.block_size as u64)?;
             (Some(blocks), Some(Journal::create(&cache.journal())?))
         } else {
             (None, None)
@@ -199,6 +210,9 @@ impl State {
         Ok(State {
             core: FileCache::new(cfg.capacity_blocks, cfg.variant),
             valid: vec![0; cfg.capacity_blocks as usize],
+            phys: (0..cfg.capacity_blocks).collect(),
+            spare: cfg.capacity_blocks,
+            journaled: vec![false; cfg.capacity_blocks as usize],
             root_ino: md.ino(),
             dirs: HashMap::new(),
             cfg,
@@ -547,9 +561,7 @@ impl State {
                     self.valid[slot as usize] = keep;
                     if dirty {
                         let data = self.slot_data(slot)?;
-                        if let Some(j) = self.journal.as_mut() {
-                            j.map(slot, key, &data)?;
-                        }
+                        self.journal_map(slot, key, &data)?;
                     }
                 }
             }
