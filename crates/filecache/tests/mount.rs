@@ -390,3 +390,66 @@ fn concurrent_readers_and_writers_see_ordered_writes_through_the_page_cache() {
     need_fuse!();
     concurrent_readers_and_writers(false);
 }
+
+#[test]
+fn an_open_file_keeps_its_data_after_unlink_or_rename_over() {
+    need_fuse!();
+    for direct_io in [true, false] {
+        let m = Mounted::with_direct_io(Variant::WB, 64, direct_io);
+        let data: Vec<u8> = (0..10_000).map(|i| (i % 251) as u8 + 1).collect();
+        let open = |p: &Path| {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(p)
+                .unwrap()
+        };
+        let read_all = |f: &File, len: usize| {
+            let mut back = vec![0u8; len];
+            f.read_exact_at(&mut back, 0).unwrap();
+            back
+        };
+
+        // Unlinked while open: its data (not yet in the store) still reads back, and writes
+        // through the handle too.
+        let f = open(&m.mnt().join("scratch"));
+        f.write_all_at(&data, 0).unwrap();
+        assert_eq!(
+            m.stats().dirty_blocks,
+            3,
+            "write-back: the data is in the cache"
+        );
+        fs::remove_file(m.mnt().join("scratch")).unwrap();
+        assert_eq!(
+            read_all(&f, 10_000),
+            data,
+            "direct_io {direct_io}: after unlink"
+        );
+        f.write_all_at(b"more", 10_000).unwrap();
+        let mut longer = data.clone();
+        longer.extend_from_slice(b"more");
+        assert_eq!(
+            read_all(&f, 10_004),
+            longer,
+            "direct_io {direct_io}: written after"
+        );
+        drop(f);
+
+        // Replaced by a rename while open: the same.
+        let g = open(&m.mnt().join("target"));
+        g.write_all_at(&data, 0).unwrap();
+        fs::write(m.mnt().join("source"), b"new content").unwrap();
+        fs::rename(m.mnt().join("source"), m.mnt().join("target")).unwrap();
+        assert_eq!(
+            read_all(&g, 10_000),
+            data,
+            "direct_io {direct_io}: after rename-over"
+        );
+        drop(g);
+        assert_eq!(fs::read(m.mnt().join("target")).unwrap(), b"new content");
+        // Nothing of either is left dirty in the cache.
+        assert_eq!(m.stats().dirty_blocks, 1, "only the new target's block");
+    }
+}

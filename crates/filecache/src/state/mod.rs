@@ -519,10 +519,16 @@ impl State {
         Ok(())
     }
 
-    /// File `id` lost its last name: its cached blocks are freed and their write-back cancelled.
+    /// File `id` lost its last name: its cached blocks are freed and their write-back
+    /// cancelled. A file still open is read and written through its open store file from now
+    /// on, uncached: its dirty blocks are written there first, so the open handles keep
+    /// seeing its data.
     pub fn file_deleted(&mut self, id: u64) -> io::Result<()> {
         self.stats.files_deleted += 1;
         let mut ops = Vec::new();
+        if self.nodes.get(&id).is_some_and(|n| n.handles > 0) {
+            self.core.flush(Some(id), &mut ops);
+        }
         self.core.delete_file(id, &mut ops);
         self.execute(&ops, 0, &mut [], None)?;
         let remove = match self.nodes.get_mut(&id) {
