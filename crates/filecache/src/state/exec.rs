@@ -173,6 +173,11 @@ impl State {
                     f.write_all_at(&data[(lo - offset) as usize..(hi - offset) as usize], lo)?;
                     self.stats.store_writes += 1;
                     self.stats.store_bytes_written += hi - lo;
+                    // Under write-back an fsync syncs the cache and the store files listed
+                    // here (write-through syncs the file itself).
+                    if self.cfg.variant.is_write_back() {
+                        self.unsynced_store.insert(key.file);
+                    }
                     stored.extend(key.block..=last);
                 }
                 DevOp::StoreRead { key } => {

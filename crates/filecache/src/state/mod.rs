@@ -77,6 +77,8 @@ pub struct MountStats {
     pub files_deleted: u64,
     /// fsync calls.
     pub fsyncs: u64,
+    /// Store files synced (by fsync, flush, unmount or journal compaction).
+    pub store_syncs: u64,
     /// Dirty blocks a restart found in the journal and wrote back.
     pub recovered_blocks: u64,
     /// Dirty blocks resident now.
@@ -470,17 +472,23 @@ impl State {
         Ok(())
     }
 
+    /// Syncs the store files written (written back or written around) since the last sync.
     fn sync_written_back(&mut self) -> io::Result<()> {
-        for file in std::mem::take(&mut self.unsynced_store) {
+        let files: Vec<FileId> = self.unsynced_store.iter().copied().collect();
+        for file in files {
+            // A file gone from the mount (unlinked, last handle released) needs no sync.
             if let Ok(f) = self.store_file(file) {
                 f.sync_data()?;
+                self.stats.store_syncs += 1;
             }
+            self.unsynced_store.remove(&file);
         }
         Ok(())
     }
 
     /// fsync of file `id`: its acknowledged writes survive a crash of the mount (write-back:
-    /// the cache's block file and journal are synced; otherwise the store file).
+    /// the cache's block file and journal are synced, and the store files written around the
+    /// cache or written back to; otherwise the store file).
     pub fn fsync(&mut self, id: u64) -> io::Result<()> {
         self.stats.fsyncs += 1;
         if self.cached(id) && self.cfg.variant.is_write_back() {
@@ -489,6 +497,8 @@ impl State {
             self.journal.as_mut().expect("cache").sync()?;
         } else {
             self.store_file(id)?.sync_data()?;
+            self.stats.store_syncs += 1;
+            self.unsynced_store.remove(&id);
         }
         Ok(())
     }

@@ -12,12 +12,16 @@ use crate::{MountConfig, Variant};
 const BS: usize = 512;
 
 fn open(dir: &Path) -> State {
+    open_variant(dir, Variant::WB)
+}
+
+fn open_variant(dir: &Path, variant: Variant) -> State {
     State::open(MountConfig {
         store: dir.join("store"),
         cache_dir: dir.join("cache"),
         capacity_blocks: 8,
         block_size: BS as u32,
-        variant: Variant::WB,
+        variant,
         latency: StoreLatency::default(),
         direct_io: false,
     })
@@ -97,4 +101,23 @@ fn the_spare_slot_moves_and_reads_follow_it() {
     assert_eq!(st.phys[0], slot);
     want[..4].fill(3);
     assert_eq!(st.read(id, 0, BS as u32).unwrap(), want);
+}
+
+#[test]
+fn fsync_syncs_the_store_file_written_around_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("store")).unwrap();
+    std::fs::write(dir.path().join("store/f"), b"").unwrap();
+    let mut st = open_variant(dir.path(), Variant::WB_AROUND);
+    let md = std::fs::metadata(dir.path().join("store/f")).unwrap();
+    let id = st.remember(PathBuf::from("f"), &md);
+    // Write misses go around the cache, to the store file.
+    st.write(id, 0, &[7u8; 3 * BS]).unwrap();
+    assert_eq!(st.stats().store_bytes_written, 3 * BS as u64);
+    assert_eq!(st.stats().cached_blocks, 0);
+    st.fsync(id).unwrap();
+    assert_eq!(st.stats().store_syncs, 1, "fsync synced the store file");
+    // Nothing more to sync: a second fsync syncs no store file again.
+    st.fsync(id).unwrap();
+    assert_eq!(st.stats().store_syncs, 1);
 }
