@@ -211,7 +211,7 @@ mod tests {
         for (name, len) in [("f", 1500), ("g", 100)] {
             std::fs::write(store.join(name), b"").unwrap();
             let md = std::fs::metadata(store.join(name)).unwrap();
-            let id = st.remember(PathBuf::from(name), &md);
+            let id = st.remember(PathBuf::from(name), &md).unwrap();
             st.write(id, 0, &vec![0xA5; len]).unwrap();
         }
     }

@@ -241,10 +241,12 @@ impl StoreIdentity {
 
 /// Maps store inode numbers to paths (relative to `root`) by walking the tree: how a restart
 /// finds the files its journal names (files are named by inode so renames do not matter).
+/// Only the root's file system is walked: a mount never serves files on another one.
 pub fn inode_paths(
     root: &Path,
     wanted: &std::collections::HashSet<u64>,
 ) -> io::Result<std::collections::HashMap<u64, PathBuf>> {
+    let dev = std::fs::metadata(root)?.dev();
     let mut found = std::collections::HashMap::new();
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
@@ -252,6 +254,9 @@ pub fn inode_paths(
             let entry = entry?;
             let md = entry.metadata()?;
             let path = rel.join(entry.file_name());
+            if md.dev() != dev {
+                continue;
+            }
             if md.is_dir() {
                 stack.push(path);
             } else if md.is_file() && wanted.contains(&md.ino()) {

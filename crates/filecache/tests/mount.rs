@@ -46,6 +46,8 @@ fn fuse_available() -> bool {
 struct Mounted {
     session: Option<fuser::BackgroundSession>,
     state: Arc<Mutex<State>>,
+    /// Mounts inside the store, unmounted after the FUSE mount and before `dir` is removed.
+    inner: TestMounts,
     dir: tempfile::TempDir,
 }
 
@@ -54,11 +56,22 @@ impl Mounted {
         Mounted::with_direct_io(variant, capacity_blocks, false)
     }
     fn with_direct_io(variant: Variant, capacity_blocks: u32, direct_io: bool) -> Mounted {
+        Mounted::with_setup(variant, capacity_blocks, direct_io, |_, _| {})
+    }
+    /// A mount whose store `setup` prepares first (with mounts the mount undoes).
+    fn with_setup(
+        variant: Variant,
+        capacity_blocks: u32,
+        direct_io: bool,
+        setup: impl FnOnce(&Path, &mut TestMounts),
+    ) -> Mounted {
         watchdog();
         let dir = tempfile::tempdir().unwrap();
         for d in ["store", "cache", "mnt"] {
             fs::create_dir(dir.path().join(d)).unwrap();
         }
+        let mut inner = TestMounts(Vec::new());
+        setup(&dir.path().join("store"), &mut inner);
         let cfg = MountConfig {
             store: dir.path().join("store"),
             cache_dir: dir.path().join("cache"),
@@ -74,6 +87,7 @@ impl Mounted {
         Mounted {
             session: Some(session),
             state,
+            inner,
             dir,
         }
     }
@@ -90,6 +104,12 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
+        self.unmount();
+    }
+}
+
+impl Mounted {
+    fn unmount(&mut self) {
         if let Some(s) = self.session.take() {
             if s.umount_and_join().is_err() {
                 let _ = std::process::Command::new("umount")
@@ -452,4 +472,86 @@ fn an_open_file_keeps_its_data_after_unlink_or_rename_over() {
         // Nothing of either is left dirty in the cache.
         assert_eq!(m.stats().dirty_blocks, 1, "only the new target's block");
     }
+}
+
+/// Mounts a test made (tmpfs, bind), lazily unmounted (innermost first) when dropped.
+struct TestMounts(Vec<PathBuf>);
+
+impl TestMounts {
+    /// Mounts a tmpfs at `at`; false if that is not possible here (not root).
+    fn tmpfs(&mut self, at: &Path) -> bool {
+        self.mount(&["-t", "tmpfs", "tiercache-test"], None, at)
+    }
+    /// Bind-mounts `from` at `at`.
+    fn bind(&mut self, from: &Path, at: &Path) -> bool {
+        self.mount(&["--bind"], Some(from), at)
+    }
+    fn mount(&mut self, args: &[&str], from: Option<&Path>, at: &Path) -> bool {
+        let ok = std::process::Command::new("mount")
+            .args(args)
+            .args(from)
+            .arg(at)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            self.0.push(at.to_path_buf());
+        }
+        ok
+    }
+}
+
+impl Drop for TestMounts {
+    fn drop(&mut self) {
+        for at in self.0.iter().rev() {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(at)
+                .status();
+        }
+    }
+}
+
+#[test]
+fn files_on_another_file_system_inside_the_store_are_refused() {
+    need_fuse!();
+    use std::os::unix::fs::MetadataExt;
+    let mut ready = false;
+    // The store and a directory bound into it from another file system, two fresh tmpfs
+    // filled alike: `sub/y` has the inode number of `a`.
+    let mut m = Mounted::with_setup(Variant::WB, 64, true, |store, mounts| {
+        let other = store.parent().unwrap().join("other");
+        fs::create_dir(&other).unwrap();
+        if !mounts.tmpfs(store) || !mounts.tmpfs(&other) {
+            return;
+        }
+        for root in [store, other.as_path()] {
+            fs::create_dir(root.join("sub")).unwrap();
+        }
+        fs::write(store.join("pad"), b"").unwrap();
+        fs::write(store.join("a"), b"outer a").unwrap();
+        fs::write(other.join("sub/x"), b"").unwrap();
+        fs::write(other.join("sub/y"), b"inner y").unwrap();
+        ready = mounts.bind(&other.join("sub"), &store.join("sub"));
+    });
+    if !ready {
+        eprintln!("skipped: cannot mount tmpfs here (needs root)");
+        return;
+    }
+    let (store, mnt) = (m.store(), m.mnt());
+    let ino = |p: &str| fs::metadata(store.join(p)).unwrap().ino();
+    eprintln!("inode numbers: a {}, sub/y {}", ino("a"), ino("sub/y"));
+    // a's new content is only in the cache (write-back).
+    fs::write(mnt.join("a"), b"outer a, cached").unwrap();
+    match fs::read(mnt.join("sub/y")) {
+        Ok(bytes) => panic!(
+            "sub/y served {:?} (its own content is \"inner y\")",
+            String::from_utf8_lossy(&bytes)
+        ),
+        Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EXDEV), "{e}"),
+    }
+    assert!(m.stats().cross_device_refused >= 1);
+    assert_eq!(fs::read(mnt.join("a")).unwrap(), b"outer a, cached");
+    m.unmount();
+    assert_eq!(fs::read(store.join("sub/y")).unwrap(), b"inner y");
 }

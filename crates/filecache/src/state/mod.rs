@@ -79,6 +79,8 @@ pub struct MountStats {
     pub fsyncs: u64,
     /// Store files synced (by fsync, flush, unmount or journal compaction).
     pub store_syncs: u64,
+    /// Lookups refused because the entry is on another file system than the store's root.
+    pub cross_device_refused: u64,
     /// Dirty blocks a restart found in the journal and wrote back.
     pub recovered_blocks: u64,
     /// Dirty blocks resident now.
@@ -115,6 +117,9 @@ pub struct State {
     pub nodes: HashMap<u64, Node>,
     /// The store root's inode number (mapped to [`ROOT`]).
     pub root_ino: u64,
+    /// The store root's device: a node is known by its inode number, unique only within one
+    /// file system, so nothing on another device is served.
+    pub root_dev: u64,
     /// Names in each directory listed so far (the mount is the store's only writer, and its
     /// own namespace operations keep these current): lookups of missing names and of known
     /// files need no store round trip.
@@ -216,6 +221,7 @@ impl State {
             spare: cfg.capacity_blocks,
             journaled: vec![false; cfg.capacity_blocks as usize],
             root_ino: md.ino(),
+            root_dev: md.dev(),
             dirs: HashMap::new(),
             cfg,
             nodes,
@@ -302,7 +308,20 @@ impl State {
     }
 
     /// Registers (or re-paths) a node seen at `rel` with store metadata `md`; returns its id.
-    pub fn remember(&mut self, rel: PathBuf, md: &std::fs::Metadata) -> u64 {
+    /// A node on another file system than the store's root (a mount inside the store) is
+    /// refused with EXDEV: its inode number could be another file's.
+    pub fn remember(&mut self, rel: PathBuf, md: &std::fs::Metadata) -> io::Result<u64> {
+        if md.dev() != self.root_dev {
+            if self.stats.cross_device_refused == 0 {
+                eprintln!(
+                    "tiercache mount: {} is on another file system than the store; it is not \
+                     served (files are known by inode number, unique within one file system)",
+                    self.store_path(&rel).display()
+                );
+            }
+            self.stats.cross_device_refused += 1;
+            return Err(io::Error::from_raw_os_error(libc::EXDEV));
+        }
         let id = self.node_id(md.ino());
         match self.nodes.get_mut(&id) {
             Some(node) => {
@@ -325,7 +344,7 @@ impl State {
                 );
             }
         }
-        id
+        Ok(id)
     }
 
     /// The store file of node `id`, opened on first use.

@@ -40,7 +40,7 @@ fn a_crash_while_overwriting_dirty_blocks_leaves_the_old_or_the_new_version() {
             std::fs::write(dir.path().join("store/f"), b"").unwrap();
             let mut st = open(dir.path());
             let md = std::fs::metadata(dir.path().join("store/f")).unwrap();
-            let id = st.remember(PathBuf::from("f"), &md);
+            let id = st.remember(PathBuf::from("f"), &md).unwrap();
             let old: Vec<u8> = (0..3 * BS).map(|i| (i % 251) as u8).collect();
             st.write(id, 0, &old).unwrap();
             st.fsync(id).unwrap();
@@ -82,7 +82,7 @@ fn the_spare_slot_moves_and_reads_follow_it() {
     std::fs::write(dir.path().join("store/f"), b"").unwrap();
     let mut st = open(dir.path());
     let md = std::fs::metadata(dir.path().join("store/f")).unwrap();
-    let id = st.remember(PathBuf::from("f"), &md);
+    let id = st.remember(PathBuf::from("f"), &md).unwrap();
     st.write(id, 0, &[1u8; BS]).unwrap();
     let first = st.phys[0];
     st.write(id, 10, &[2u8; 5]).unwrap();
@@ -110,7 +110,7 @@ fn fsync_syncs_the_store_file_written_around_the_cache() {
     std::fs::write(dir.path().join("store/f"), b"").unwrap();
     let mut st = open_variant(dir.path(), Variant::WB_AROUND);
     let md = std::fs::metadata(dir.path().join("store/f")).unwrap();
-    let id = st.remember(PathBuf::from("f"), &md);
+    let id = st.remember(PathBuf::from("f"), &md).unwrap();
     // Write misses go around the cache, to the store file.
     st.write(id, 0, &[7u8; 3 * BS]).unwrap();
     assert_eq!(st.stats().store_bytes_written, 3 * BS as u64);
