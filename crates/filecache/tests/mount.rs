@@ -47,7 +47,7 @@ struct Mounted {
     session: Option<fuser::BackgroundSession>,
     state: Arc<Mutex<State>>,
     /// Mounts inside the store, unmounted after the FUSE mount and before `dir` is removed.
-    inner: TestMounts,
+    _inner: TestMounts,
     dir: tempfile::TempDir,
 }
 
@@ -87,7 +87,7 @@ impl Mounted {
         Mounted {
             session: Some(session),
             state,
-            inner,
+            _inner: inner,
             dir,
         }
     }
