@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use tiercache_filecache::recovery::{recover, RecoveryError};
 use tiercache_filecache::store::{parse_duration, CacheDir, StoreLatency};
 use tiercache_filecache::{MountConfig, Variant};
 
@@ -129,14 +130,48 @@ pub fn mount_config(args: &MountArgs) -> Result<MountConfig> {
     })
 }
 
-fn write_stats(path: Option<&Path>, stats: &tiercache_filecache::MountStats) -> Result<()> {
-    if let Some(path) = path {
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(stats)?)
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, path)?;
-    }
+/// Writes the counters to `path` (beside, then renamed over: readers never see half a file).
+fn write_stats(path: &Path, stats: &tiercache_filecache::MountStats) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(stats)?)
+        .with_context(|| format!("--stats: writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("--stats: renaming {} to {}", tmp.display(), path.display()))?;
     Ok(())
+}
+
+/// Checks before mounting that the stats file can be written where `write_stats` writes it.
+fn check_stats_path(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        return Err(bad("stats", format!("{} is a directory", path.display())));
+    }
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, b"")
+        .and_then(|()| std::fs::remove_file(&tmp))
+        .map_err(|e| {
+            bad(
+                "stats",
+                format!(
+                    "{}: cannot write there ({}: {e})",
+                    path.display(),
+                    tmp.display()
+                ),
+            )
+        })
+}
+
+/// The cache directory made up for an uncached mount (`--cache-size 0` without
+/// `--cache-dir`): removed when the mount ends, however it ends.
+struct MadeUpCacheDir(PathBuf);
+
+impl Drop for MadeUpCacheDir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.0) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                eprintln!("tiercache mount: removing {} failed: {e}", self.0.display());
+            }
+        }
+    }
 }
 
 /// Blocks SIGINT and SIGTERM in this thread (and the threads it starts), so the main loop can
@@ -175,17 +210,35 @@ pub fn run(args: MountArgs) -> Result<()> {
     if !args.mountpoint.is_dir() {
         bail!("mountpoint {}: not a directory", args.mountpoint.display());
     }
+    if let Some(path) = &args.stats {
+        check_stats_path(path)?;
+    }
+    let _made_up = args
+        .cache_dir
+        .is_none()
+        .then(|| MadeUpCacheDir(cfg.cache_dir.clone()));
     let signals = block_stop_signals();
     let variant = cfg.variant;
     let capacity = cfg.capacity_blocks as u64 * cfg.block_size as u64;
-    let (session, state) =
-        tiercache_filecache::spawn_mount(cfg, &args.mountpoint).with_context(|| {
-            format!(
+    let (session, state) = match tiercache_filecache::spawn_mount(cfg, &args.mountpoint) {
+        Ok(mounted) => mounted,
+        Err(e) => {
+            // The cache directory belongs to another store: the user's choice of STORE or
+            // --cache-dir is wrong (exit 2), and nothing was touched.
+            let inner = e.get_ref().and_then(|i| i.downcast_ref::<RecoveryError>());
+            if let Some(mismatch @ RecoveryError::StoreMismatch { .. }) = inner {
+                return Err(bad(
+                    "cache-dir",
+                    format!("STORE {}: {mismatch}", args.store.display()),
+                ));
+            }
+            return Err(anyhow::Error::new(e).context(format!(
                 "mounting {} on {}",
                 args.store.display(),
                 args.mountpoint.display()
-            )
-        })?;
+            )));
+        }
+    };
     {
         let st = state.lock().unwrap_or_else(|p| p.into_inner());
         let recovered = st.stats().recovered_blocks;
@@ -209,6 +262,7 @@ pub fn run(args: MountArgs) -> Result<()> {
     }
     let started = Instant::now();
     let mut last_stats = Instant::now();
+    let mut stats_failing = false;
     loop {
         if stop_signal_within(&signals, Duration::from_millis(200)) {
             break;
@@ -216,10 +270,20 @@ pub fn run(args: MountArgs) -> Result<()> {
         if session.guard.is_finished() || duration.is_some_and(|d| started.elapsed() >= d) {
             break;
         }
-        if last_stats.elapsed() >= Duration::from_secs(1) {
-            let stats = state.lock().unwrap_or_else(|p| p.into_inner()).stats();
-            write_stats(args.stats.as_deref(), &stats)?;
-            last_stats = Instant::now();
+        if let Some(path) = args.stats.as_deref() {
+            if last_stats.elapsed() >= Duration::from_secs(1) {
+                let stats = state.lock().unwrap_or_else(|p| p.into_inner()).stats();
+                // A failed write costs the counters, not the mount: warn once per failure.
+                match write_stats(path, &stats) {
+                    Ok(()) => stats_failing = false,
+                    Err(e) if !stats_failing => {
+                        stats_failing = true;
+                        eprintln!("tiercache mount: warning: {}", crate::errors::render(&e));
+                    }
+                    Err(_) => {}
+                }
+                last_stats = Instant::now();
+            }
         }
     }
     let unmounted = if session.guard.is_finished() {
@@ -227,16 +291,24 @@ pub fn run(args: MountArgs) -> Result<()> {
     } else {
         session.umount_and_join()
     };
-    if args.flush_on_exit {
-        let n = state
+    let flushed = if args.flush_on_exit {
+        let flushed = state
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .flush_all()
-            .context("writing dirty blocks back at unmount")?;
-        eprintln!("tiercache mount: wrote back {n} dirty blocks");
-    }
+            .context("writing dirty blocks back at unmount");
+        if let Ok(n) = &flushed {
+            eprintln!("tiercache mount: wrote back {n} dirty blocks");
+        }
+        flushed.map(|_| ())
+    } else {
+        Ok(())
+    };
     let stats = state.lock().unwrap_or_else(|p| p.into_inner()).stats();
-    write_stats(args.stats.as_deref(), &stats)?;
+    let stats_written = match args.stats.as_deref() {
+        Some(path) => write_stats(path, &stats),
+        None => Ok(()),
+    };
     eprintln!(
         "tiercache mount: unmounted; {} reads, {} writes, block hits {} of {} reads, {} write-backs, {} blocks freed by deletes ({} write-backs cancelled), {} dirty blocks left journaled (`tiercache flush --file-cache` writes them back)",
         stats.reads,
@@ -249,7 +321,8 @@ pub fn run(args: MountArgs) -> Result<()> {
         stats.dirty_blocks
     );
     unmounted.context("the FUSE session ended with an error")?;
-    Ok(())
+    flushed?;
+    stats_written
 }
 
 /// Runs `tiercache flush`: a file cache when `--file-cache` is given, else the block cache.
@@ -268,13 +341,17 @@ pub fn flush(args: FlushAnyArgs) -> Result<()> {
     }
     let cache = CacheDir::new(cache_dir);
     let _lock = cache.lock()?;
-    let n = tiercache_filecache::recovery::recover(store, &cache).with_context(|| {
-        format!(
-            "writing back {} into {}",
-            cache_dir.display(),
-            store.display()
-        )
-    })?;
+    let n = match recover(store, &cache) {
+        Ok(n) => n,
+        Err(e @ RecoveryError::StoreMismatch { .. }) => return Err(bad("store", e)),
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!(
+                "writing back --file-cache {} into --store {}",
+                cache_dir.display(),
+                store.display()
+            )))
+        }
+    };
     eprintln!(
         "tiercache flush: wrote back {n} dirty blocks; {} alone is complete",
         store.display()

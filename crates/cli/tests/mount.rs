@@ -44,6 +44,18 @@ impl MountProcess {
         variant: &str,
         extra: &[&str],
     ) -> MountProcess {
+        MountProcess::start_logged(store, mnt, cache, variant, extra, Stdio::inherit())
+    }
+
+    /// A mount whose stderr goes to `stderr`.
+    fn start_logged(
+        store: &Path,
+        mnt: &Path,
+        cache: &Path,
+        variant: &str,
+        extra: &[&str],
+        stderr: Stdio,
+    ) -> MountProcess {
         let child = Command::new(env!("CARGO_BIN_EXE_tiercache"))
             .arg("mount")
             .arg(store)
@@ -53,7 +65,7 @@ impl MountProcess {
             .args(["--cache-size", "1MiB", "--variant", variant])
             .args(extra)
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let mut m = MountProcess {
@@ -81,26 +93,38 @@ impl MountProcess {
 
     /// SIGTERM and wait for a clean exit.
     fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // SAFETY: kill(2) with a pid we spawned and still own (not yet reaped).
-            unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
-            let deadline = Instant::now() + Duration::from_secs(30);
-            loop {
-                if let Some(status) = c.try_wait().unwrap() {
-                    assert!(status.success(), "tiercache mount exit: {status}");
-                    break;
-                }
-                if Instant::now() > deadline {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                    panic!("tiercache mount did not stop within 30 s of SIGTERM");
-                }
-                std::thread::sleep(Duration::from_millis(50));
+        let status = self.stop_status();
+        assert!(status.success(), "tiercache mount exit: {status}");
+    }
+
+    /// SIGTERM and wait for the exit; its status.
+    fn stop_status(&mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("running");
+        // SAFETY: kill(2) with a pid we spawned and still own (not yet reaped).
+        unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = c.try_wait().unwrap() {
+                break status;
             }
-        }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                panic!("tiercache mount did not stop within 30 s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
         if is_mounted(&self.mnt) {
             lazy_unmount(&self.mnt);
         }
+        status
+    }
+
+    /// Whether the process still runs.
+    fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
     }
 }
 
@@ -314,4 +338,233 @@ fn flush_on_exit_leaves_the_store_complete() {
     );
     m.stop();
     assert_eq!(fs::read(store.join("a")).unwrap(), data);
+}
+
+/// Runs `tiercache flush --file-cache CACHE --store STORE`.
+fn flush_file_cache(cache: &Path, store: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .args(["flush", "--file-cache"])
+        .arg(cache)
+        .arg("--store")
+        .arg(store)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn flush_into_another_store_is_refused_and_keeps_the_journal() {
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse or fusermount3 (scripts/setup.sh installs fuse3)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (store, other, cache, mnt) = (
+        dir.path().join("store"),
+        dir.path().join("other"),
+        dir.path().join("cache"),
+        dir.path().join("mnt"),
+    );
+    for d in [&store, &other, &cache, &mnt] {
+        fs::create_dir(d).unwrap();
+    }
+    // The other store has files too: the journal's inode numbers could name any of them.
+    for i in 0..50 {
+        fs::write(other.join(format!("o{i}")), b"unrelated").unwrap();
+    }
+    let mut m = MountProcess::start(&store, &mnt, &cache, "wb");
+    let data = content(4, 50_000);
+    fs::write(mnt.join("a"), &data).unwrap();
+    m.stop();
+    let journal = fs::read(cache.join("journal")).unwrap();
+    assert!(!journal.is_empty(), "dirty blocks stay journaled");
+
+    let out = flush_file_cache(&cache, &other);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let canon = |p: &Path| fs::canonicalize(p).unwrap().display().to_string();
+    assert!(
+        err.contains("--store") && err.contains(&canon(&store)) && err.contains(&canon(&other)),
+        "{err}"
+    );
+    assert_eq!(fs::read(cache.join("journal")).unwrap(), journal);
+    for i in 0..50 {
+        assert_eq!(fs::read(other.join(format!("o{i}"))).unwrap(), b"unrelated");
+    }
+    assert_eq!(fs::read_dir(&other).unwrap().count(), 50);
+
+    // Nor does a mount of the other store through that cache start.
+    let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .arg("mount")
+        .arg(&other)
+        .arg(&mnt)
+        .arg("--cache-dir")
+        .arg(&cache)
+        .args(["--duration", "1s"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(!is_mounted(&mnt));
+    assert_eq!(fs::read(cache.join("journal")).unwrap(), journal);
+
+    // Its own store takes the blocks.
+    let out = flush_file_cache(&cache, &store);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(fs::read(store.join("a")).unwrap(), data);
+}
+
+#[test]
+fn flush_keeps_the_journal_when_a_files_blocks_cannot_be_placed() {
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse or fusermount3 (scripts/setup.sh installs fuse3)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (store, cache, mnt) = (
+        dir.path().join("store"),
+        dir.path().join("cache"),
+        dir.path().join("mnt"),
+    );
+    for d in [&store, &cache, &mnt] {
+        fs::create_dir(d).unwrap();
+    }
+    let mut m = MountProcess::start(&store, &mnt, &cache, "wb");
+    fs::write(mnt.join("kept"), content(5, 20_000)).unwrap();
+    fs::write(mnt.join("gone"), content(6, 20_000)).unwrap();
+    m.stop();
+    // Deleted from the store while nothing was mounted.
+    fs::remove_file(store.join("gone")).unwrap();
+    let journal = fs::read(cache.join("journal")).unwrap();
+    let out = flush_file_cache(&cache, &store);
+    assert!(!out.status.success(), "a block left unwritten is a failure");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("5 journaled dirty blocks"), "{err}");
+    assert_eq!(fs::read(cache.join("journal")).unwrap(), journal);
+    assert_eq!(fs::read(store.join("kept")).unwrap(), content(5, 20_000));
+}
+
+#[test]
+fn mount_with_an_unwritable_stats_file_is_refused_before_mounting() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, mnt) = (dir.path().join("store"), dir.path().join("mnt"));
+    for d in [&store, &mnt] {
+        fs::create_dir(d).unwrap();
+    }
+    for stats in [dir.path().join("no/such/dir/stats.json"), store.clone()] {
+        let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))
+            .arg("mount")
+            .arg(&store)
+            .arg(&mnt)
+            .arg("--cache-dir")
+            .arg(dir.path().join("cache"))
+            .arg("--stats")
+            .arg(&stats)
+            .args(["--duration", "3s"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("--stats") && err.contains(&*stats.to_string_lossy()),
+            "{err}"
+        );
+        assert!(
+            !err.contains("tiercache mount: "),
+            "it mounted first: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_stats_file_failing_during_the_mount_is_a_warning_and_the_flush_still_happens() {
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse or fusermount3 (scripts/setup.sh installs fuse3)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (store, cache, mnt, out) = (
+        dir.path().join("store"),
+        dir.path().join("cache"),
+        dir.path().join("mnt"),
+        dir.path().join("out"),
+    );
+    for d in [&store, &cache, &mnt, &out] {
+        fs::create_dir(d).unwrap();
+    }
+    let stats = out.join("stats.json");
+    let log = dir.path().join("log");
+    let mut m = MountProcess::start_logged(
+        &store,
+        &mnt,
+        &cache,
+        "wb",
+        &["--flush-on-exit", "--stats", stats.to_str().unwrap()],
+        Stdio::from(File::create(&log).unwrap()),
+    );
+    let data = content(7, 30_000);
+    fs::write(mnt.join("a"), &data).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !stats.exists() {
+        assert!(Instant::now() < deadline, "no stats file within 10 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The stats file's directory goes away: the next writes fail.
+    fs::remove_dir_all(&out).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(
+        m.running(),
+        "the mount ended: {}",
+        fs::read_to_string(&log).unwrap()
+    );
+    assert!(is_mounted(&mnt));
+    assert_eq!(fs::read(mnt.join("a")).unwrap(), data);
+    let status = m.stop_status();
+    let err = fs::read_to_string(&log).unwrap();
+    // The final write fails too: the exit says so, after the unmount and the flush.
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert_eq!(
+        err.matches("warning: --stats").count(),
+        1,
+        "warned once: {err}"
+    );
+    assert!(err.contains("wrote back"), "{err}");
+    assert_eq!(fs::read(store.join("a")).unwrap(), data, "flushed at exit");
+}
+
+#[test]
+fn an_uncached_mount_leaves_no_made_up_cache_directory() {
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse or fusermount3 (scripts/setup.sh installs fuse3)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (store, mnt, tmp) = (
+        dir.path().join("store"),
+        dir.path().join("mnt"),
+        dir.path().join("tmp"),
+    );
+    for d in [&store, &mnt, &tmp] {
+        fs::create_dir(d).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .env("TMPDIR", &tmp)
+        .arg("mount")
+        .arg(&store)
+        .arg(&mnt)
+        .args(["--cache-size", "0", "--duration", "500ms"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left: Vec<_> = fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }

@@ -179,7 +179,10 @@ impl CacheFs {
         st.meta_op();
         match fs::symlink_metadata(&path) {
             Ok(md) => {
-                let id = st.remember(rel, &md);
+                let id = match st.remember(rel, &md) {
+                    Ok(id) => id,
+                    Err(e) => return reply.error(errno(&e)),
+                };
                 st.name_added(parent, name, Some(id));
                 let attr = cache_attr(st, id, &md);
                 reply.entry(&TTL, &attr, Generation(0));
@@ -530,7 +533,7 @@ impl Filesystem for CacheFs {
                 .open(&path)?;
             let md = file.metadata()?;
             forget_attr(&mut st, parent.0);
-            let id = st.remember(rel, &md);
+            let id = st.remember(rel, &md)?;
             st.adopt_file(id, file);
             st.name_added(parent.0, name, Some(id));
             cache_attr(&mut st, id, &md);

@@ -5,10 +5,13 @@
 //! `Clean` (slot holds nothing dirty) when it is written back, discarded by a delete or
 //! truncate. Every record is written to the file before the operation returns (so it survives
 //! the death of the process); `sync` makes it durable (fsync on fsync). Replay keeps the last
-//! record per slot; a `Map` whose data no longer matches its CRC (the slot was reused after a
-//! `Clean` that did not reach the disk) is skipped. Replay stops at the first torn record.
+//! record per slot, and of the `Map`s of one block only the last: a new version of a dirty
+//! block is written to another slot and mapped there before its old slot is reused, so the
+//! old slot's record stays valid until the new one exists. A `Map` whose data no longer
+//! matches its CRC (the slot was reused after a `Clean` that did not reach the disk) is
+//! skipped. Replay stops at the first torn record.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
@@ -38,6 +41,10 @@ pub struct Journal {
     path: PathBuf,
     file: File,
     records: u64,
+    /// Test hook: appends that succeed before every later one fails, as if the process died
+    /// there (fault-injection tests of the write path).
+    #[cfg(test)]
+    pub(crate) appends_before_crash: Option<u64>,
 }
 
 fn encode(kind: u8, slot: u32, key: BlockKey, len: u32, crc: u32) -> [u8; RECORD] {
@@ -73,14 +80,23 @@ pub fn replay(path: &Path) -> io::Result<Vec<DirtyRecord>> {
         Err(e) => return Err(e),
     }
     let mut by_slot: BTreeMap<u32, DirtyRecord> = BTreeMap::new();
+    let mut by_key: HashMap<BlockKey, u32> = HashMap::new();
     for r in bytes.chunks_exact(RECORD) {
         if u32_at(r, 0) != MAGIC || crc32fast::hash(&r[..36]) != u32_at(r, 36) {
             break; // a torn tail: nothing after it was acknowledged by an fsync
         }
         let slot = u32_at(r, 8);
+        // Whatever the slot held before is gone.
+        if let Some(old) = by_slot.remove(&slot) {
+            by_key.remove(&old.key);
+        }
         match r[4] {
             KIND_MAP => {
                 let key = BlockKey::new(u64_at(r, 16), u64_at(r, 24));
+                // A newer version of the block supersedes the one in its previous slot.
+                if let Some(previous) = by_key.insert(key, slot) {
+                    by_slot.remove(&previous);
+                }
                 by_slot.insert(
                     slot,
                     DirtyRecord {
@@ -91,9 +107,7 @@ pub fn replay(path: &Path) -> io::Result<Vec<DirtyRecord>> {
                     },
                 );
             }
-            KIND_CLEAN => {
-                by_slot.remove(&slot);
-            }
+            KIND_CLEAN => {}
             _ => break,
         }
     }
@@ -113,6 +127,8 @@ impl Journal {
             path: path.to_path_buf(),
             file,
             records: 0,
+            #[cfg(test)]
+            appends_before_crash: None,
         })
     }
 
@@ -135,6 +151,13 @@ impl Journal {
     }
 
     fn append(&mut self, r: &[u8; RECORD]) -> io::Result<()> {
+        #[cfg(test)]
+        if let Some(left) = self.appends_before_crash.as_mut() {
+            if *left == 0 {
+                return Err(io::Error::other("injected crash before a journal record"));
+            }
+            *left -= 1;
+        }
         self.file.write_all(r)?;
         self.records += 1;
         Ok(())
@@ -210,6 +233,23 @@ mod tests {
                 crc: crc32fast::hash(b"defg")
             }]
         );
+    }
+
+    #[test]
+    fn a_newer_map_of_a_block_supersedes_its_old_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j");
+        let mut j = Journal::create(&path).unwrap();
+        let (a, b) = (BlockKey::new(3, 0), BlockKey::new(3, 1));
+        j.map(0, a, b"v1").unwrap();
+        j.map(5, a, b"v2").unwrap(); // copy-on-write: slot 0 is now free
+        j.map(0, b, b"w1").unwrap(); // slot 0 reused for another block
+        j.map(7, b, b"w2").unwrap();
+        j.map(0, a, b"v3").unwrap(); // and for a again
+        let live = replay(&path).unwrap();
+        let got: Vec<(u32, BlockKey)> = live.iter().map(|r| (r.slot, r.key)).collect();
+        assert_eq!(got, vec![(0, a), (7, b)]);
+        assert_eq!(live[0].crc, crc32fast::hash(b"v3"));
     }
 
     #[test]

@@ -27,7 +27,7 @@ fn data_path_matches_a_byte_vector_model() {
             })
             .unwrap();
             let md = std::fs::metadata(store.join("f")).unwrap();
-            let id = st.remember(PathBuf::from("f"), &md);
+            let id = st.remember(PathBuf::from("f"), &md).unwrap();
             let mut model: Vec<u8> = Vec::new();
             let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
             for step in 0..400 {

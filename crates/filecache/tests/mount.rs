@@ -46,6 +46,8 @@ fn fuse_available() -> bool {
 struct Mounted {
     session: Option<fuser::BackgroundSession>,
     state: Arc<Mutex<State>>,
+    /// Mounts inside the store, unmounted after the FUSE mount and before `dir` is removed.
+    _inner: TestMounts,
     dir: tempfile::TempDir,
 }
 
@@ -54,11 +56,22 @@ impl Mounted {
         Mounted::with_direct_io(variant, capacity_blocks, false)
     }
     fn with_direct_io(variant: Variant, capacity_blocks: u32, direct_io: bool) -> Mounted {
+        Mounted::with_setup(variant, capacity_blocks, direct_io, |_, _| {})
+    }
+    /// A mount whose store `setup` prepares first (with mounts the mount undoes).
+    fn with_setup(
+        variant: Variant,
+        capacity_blocks: u32,
+        direct_io: bool,
+        setup: impl FnOnce(&Path, &mut TestMounts),
+    ) -> Mounted {
         watchdog();
         let dir = tempfile::tempdir().unwrap();
         for d in ["store", "cache", "mnt"] {
             fs::create_dir(dir.path().join(d)).unwrap();
         }
+        let mut inner = TestMounts(Vec::new());
+        setup(&dir.path().join("store"), &mut inner);
         let cfg = MountConfig {
             store: dir.path().join("store"),
             cache_dir: dir.path().join("cache"),
@@ -74,6 +87,7 @@ impl Mounted {
         Mounted {
             session: Some(session),
             state,
+            _inner: inner,
             dir,
         }
     }
@@ -90,6 +104,12 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
+        self.unmount();
+    }
+}
+
+impl Mounted {
+    fn unmount(&mut self) {
         if let Some(s) = self.session.take() {
             if s.umount_and_join().is_err() {
                 let _ = std::process::Command::new("umount")
@@ -389,4 +409,149 @@ fn concurrent_readers_and_writers_see_atomic_ordered_writes_with_direct_io() {
 fn concurrent_readers_and_writers_see_ordered_writes_through_the_page_cache() {
     need_fuse!();
     concurrent_readers_and_writers(false);
+}
+
+#[test]
+fn an_open_file_keeps_its_data_after_unlink_or_rename_over() {
+    need_fuse!();
+    for direct_io in [true, false] {
+        let m = Mounted::with_direct_io(Variant::WB, 64, direct_io);
+        let data: Vec<u8> = (0..10_000).map(|i| (i % 251) as u8 + 1).collect();
+        let open = |p: &Path| {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(p)
+                .unwrap()
+        };
+        let read_all = |f: &File, len: usize| {
+            let mut back = vec![0u8; len];
+            f.read_exact_at(&mut back, 0).unwrap();
+            back
+        };
+
+        // Unlinked while open: its data (not yet in the store) still reads back, and writes
+        // through the handle too.
+        let f = open(&m.mnt().join("scratch"));
+        f.write_all_at(&data, 0).unwrap();
+        assert_eq!(
+            m.stats().dirty_blocks,
+            3,
+            "write-back: the data is in the cache"
+        );
+        fs::remove_file(m.mnt().join("scratch")).unwrap();
+        assert_eq!(
+            read_all(&f, 10_000),
+            data,
+            "direct_io {direct_io}: after unlink"
+        );
+        f.write_all_at(b"more", 10_000).unwrap();
+        let mut longer = data.clone();
+        longer.extend_from_slice(b"more");
+        assert_eq!(
+            read_all(&f, 10_004),
+            longer,
+            "direct_io {direct_io}: written after"
+        );
+        drop(f);
+
+        // Replaced by a rename while open: the same.
+        let g = open(&m.mnt().join("target"));
+        g.write_all_at(&data, 0).unwrap();
+        fs::write(m.mnt().join("source"), b"new content").unwrap();
+        fs::rename(m.mnt().join("source"), m.mnt().join("target")).unwrap();
+        assert_eq!(
+            read_all(&g, 10_000),
+            data,
+            "direct_io {direct_io}: after rename-over"
+        );
+        drop(g);
+        assert_eq!(fs::read(m.mnt().join("target")).unwrap(), b"new content");
+        // Nothing of either is left dirty in the cache.
+        assert_eq!(m.stats().dirty_blocks, 1, "only the new target's block");
+    }
+}
+
+/// Mounts a test made (tmpfs, bind), lazily unmounted (innermost first) when dropped.
+struct TestMounts(Vec<PathBuf>);
+
+impl TestMounts {
+    /// Mounts a tmpfs at `at`; false if that is not possible here (not root).
+    fn tmpfs(&mut self, at: &Path) -> bool {
+        self.mount(&["-t", "tmpfs", "tiercache-test"], None, at)
+    }
+    /// Bind-mounts `from` at `at`.
+    fn bind(&mut self, from: &Path, at: &Path) -> bool {
+        self.mount(&["--bind"], Some(from), at)
+    }
+    fn mount(&mut self, args: &[&str], from: Option<&Path>, at: &Path) -> bool {
+        let ok = std::process::Command::new("mount")
+            .args(args)
+            .args(from)
+            .arg(at)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            self.0.push(at.to_path_buf());
+        }
+        ok
+    }
+}
+
+impl Drop for TestMounts {
+    fn drop(&mut self) {
+        for at in self.0.iter().rev() {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(at)
+                .status();
+        }
+    }
+}
+
+#[test]
+fn files_on_another_file_system_inside_the_store_are_refused() {
+    need_fuse!();
+    use std::os::unix::fs::MetadataExt;
+    let mut ready = false;
+    // The store and a directory bound into it from another file system, two fresh tmpfs
+    // filled alike: `sub/y` has the inode number of `a`.
+    let mut m = Mounted::with_setup(Variant::WB, 64, true, |store, mounts| {
+        let other = store.parent().unwrap().join("other");
+        fs::create_dir(&other).unwrap();
+        if !mounts.tmpfs(store) || !mounts.tmpfs(&other) {
+            return;
+        }
+        for root in [store, other.as_path()] {
+            fs::create_dir(root.join("sub")).unwrap();
+        }
+        fs::write(store.join("pad"), b"").unwrap();
+        fs::write(store.join("a"), b"outer a").unwrap();
+        fs::write(other.join("sub/x"), b"").unwrap();
+        fs::write(other.join("sub/y"), b"inner y").unwrap();
+        ready = mounts.bind(&other.join("sub"), &store.join("sub"));
+    });
+    if !ready {
+        eprintln!("skipped: cannot mount tmpfs here (needs root)");
+        return;
+    }
+    let (store, mnt) = (m.store(), m.mnt());
+    let ino = |p: &str| fs::metadata(store.join(p)).unwrap().ino();
+    eprintln!("inode numbers: a {}, sub/y {}", ino("a"), ino("sub/y"));
+    // a's new content is only in the cache (write-back).
+    fs::write(mnt.join("a"), b"outer a, cached").unwrap();
+    match fs::read(mnt.join("sub/y")) {
+        Ok(bytes) => panic!(
+            "sub/y served {:?} (its own content is \"inner y\")",
+            String::from_utf8_lossy(&bytes)
+        ),
+        Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EXDEV), "{e}"),
+    }
+    assert!(m.stats().cross_device_refused >= 1);
+    assert_eq!(fs::read(mnt.join("a")).unwrap(), b"outer a, cached");
+    m.unmount();
+    assert_eq!(fs::read(store.join("sub/y")).unwrap(), b"inner y");
 }

@@ -9,10 +9,14 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::core::{BlockKey, DevOp, FileCache, FileId, Variant};
+use crate::core::{BlockKey, FileCache, FileId, Variant};
 use crate::journal::Journal;
 use crate::recovery::{pread_full, recover};
-use crate::store::{CacheDir, StoreLatency};
+
+mod exec;
+#[cfg(test)]
+mod tests;
+use crate::store::{CacheDir, StoreIdentity, StoreLatency};
 
 /// Root's node id in FUSE.
 pub const ROOT: u64 = 1;
@@ -73,6 +77,10 @@ pub struct MountStats {
     pub files_deleted: u64,
     /// fsync calls.
     pub fsyncs: u64,
+    /// Store files synced (by fsync, flush, unmount or journal compaction).
+    pub store_syncs: u64,
+    /// Lookups refused because the entry is on another file system than the store's root.
+    pub cross_device_refused: u64,
     /// Dirty blocks a restart found in the journal and wrote back.
     pub recovered_blocks: u64,
     /// Dirty blocks resident now.
@@ -109,13 +117,25 @@ pub struct State {
     pub nodes: HashMap<u64, Node>,
     /// The store root's inode number (mapped to [`ROOT`]).
     pub root_ino: u64,
+    /// The store root's device: a node is known by its inode number, unique only within one
+    /// file system, so nothing on another device is served.
+    pub root_dev: u64,
     /// Names in each directory listed so far (the mount is the store's only writer, and its
     /// own namespace operations keep these current): lookups of missing names and of known
     /// files need no store round trip.
     pub dirs: HashMap<u64, HashMap<std::ffi::OsString, Option<u64>>>,
     blocks: Option<File>,
     journal: Option<Journal>,
+    /// Valid bytes of each (core) slot.
     valid: Vec<u32>,
+    /// Where each of the core's slots lies in the block file. The file has one slot more,
+    /// the spare: a dirty block's new version is written there, and their places swapped.
+    phys: Vec<u32>,
+    /// The block file's slot no core slot uses.
+    spare: u32,
+    /// Whether the journal's last record for each (core) slot maps a dirty block: its
+    /// content is then the recoverable version and must not be overwritten in place.
+    journaled: Vec<bool>,
     stats: MountStats,
     unsynced_store: HashSet<FileId>,
     open_files: usize,
@@ -152,7 +172,18 @@ impl State {
         }
         let cache = CacheDir::new(&cfg.cache_dir);
         let lock = cache.lock()?;
-        let recovered = recover(&cfg.store, &cache)?;
+        // A cache directory with nothing journaled may serve another store (its blocks are
+        // stale either way); one with dirty blocks only the store they belong to.
+        let recovered = if crate::journal::replay(&cache.journal())?.is_empty() {
+            0
+        } else {
+            recover(&cfg.store, &cache)?
+        };
+        // The journal is empty now: the cache directory belongs to this store from here on.
+        let identity = StoreIdentity::of(&cfg.store)?;
+        if cache.read_store_identity()?.as_ref() != Some(&identity) {
+            cache.write_store_identity(&identity)?;
+        }
         let (blocks, journal) = if cfg.capacity_blocks > 0 {
             cache.write_block_size(cfg.block_size)?;
             let blocks = OpenOptions::new()
@@ -161,7 +192,7 @@ impl State {
                 .read(true)
                 .write(true)
                 .open(cache.blocks())?;
-            blocks.set_len(cfg.capacity_blocks as u64 * cfg.block_size as u64)?;
+            blocks.set_len((cfg.capacity_blocks as u64 + 1) * cfg.block_size as u64)?;
             (Some(blocks), Some(Journal::create(&cache.journal())?))
         } else {
             (None, None)
@@ -186,7 +217,11 @@ impl State {
         Ok(State {
             core: FileCache::new(cfg.capacity_blocks, cfg.variant),
             valid: vec![0; cfg.capacity_blocks as usize],
+            phys: (0..cfg.capacity_blocks).collect(),
+            spare: cfg.capacity_blocks,
+            journaled: vec![false; cfg.capacity_blocks as usize],
             root_ino: md.ino(),
+            root_dev: md.dev(),
             dirs: HashMap::new(),
             cfg,
             nodes,
@@ -273,7 +308,20 @@ impl State {
     }
 
     /// Registers (or re-paths) a node seen at `rel` with store metadata `md`; returns its id.
-    pub fn remember(&mut self, rel: PathBuf, md: &std::fs::Metadata) -> u64 {
+    /// A node on another file system than the store's root (a mount inside the store) is
+    /// refused with EXDEV: its inode number could be another file's.
+    pub fn remember(&mut self, rel: PathBuf, md: &std::fs::Metadata) -> io::Result<u64> {
+        if md.dev() != self.root_dev {
+            if self.stats.cross_device_refused == 0 {
+                eprintln!(
+                    "tiercache mount: {} is on another file system than the store; it is not \
+                     served (files are known by inode number, unique within one file system)",
+                    self.store_path(&rel).display()
+                );
+            }
+            self.stats.cross_device_refused += 1;
+            return Err(io::Error::from_raw_os_error(libc::EXDEV));
+        }
         let id = self.node_id(md.ino());
         match self.nodes.get_mut(&id) {
             Some(node) => {
@@ -296,7 +344,7 @@ impl State {
                 );
             }
         }
-        id
+        Ok(id)
     }
 
     /// The store file of node `id`, opened on first use.
@@ -443,239 +491,23 @@ impl State {
         Ok(())
     }
 
-    /// Executes a plan for one request covering `offset .. offset + buf.len()`: reads land in
-    /// `buf`; `write` is the data of a write request.
-    fn execute(
-        &mut self,
-        ops: &[DevOp],
-        offset: u64,
-        buf: &mut [u8],
-        write: Option<&[u8]>,
-    ) -> io::Result<()> {
-        let bs = self.bs();
-        let end = offset + buf.len() as u64;
-        // Blocks already read from the store in one call for a run of fills.
-        let mut staged: HashMap<u64, Vec<u8>> = HashMap::new();
-        // Store writes already issued for a run of blocks.
-        let mut stored: HashSet<u64> = HashSet::new();
-        // The content of the slot last filled, to serve the read without re-reading it.
-        let mut last_fill: Option<(u32, Vec<u8>)> = None;
-        for (i, op) in ops.iter().enumerate() {
-            match *op {
-                DevOp::WriteBack { slot, key } => {
-                    let data = self.slot_data(slot)?;
-                    let f = self.store_file(key.file)?;
-                    self.cfg.latency.data_op();
-                    f.write_all_at(&data, key.block * bs)?;
-                    self.stats.store_writes += 1;
-                    self.stats.store_bytes_written += data.len() as u64;
-                    self.unsynced_store.insert(key.file);
-                    self.journal_clean(slot)?;
-                }
-                DevOp::Discard {
-                    slot, was_dirty, ..
-                } => {
-                    self.valid[slot as usize] = 0;
-                    if was_dirty {
-                        self.journal_clean(slot)?;
-                    }
-                }
-                DevOp::Fill { slot, key } => {
-                    let content = match staged.remove(&key.block) {
-                        Some(c) => c,
-                        None => {
-                            // One store read for this block and the fills that follow it.
-                            // A request larger than the cache can evict (and write back)
-                            // blocks of its own file before filling them again: the run
-                            // stops at the first such write-back.
-                            let mut run = 1u64;
-                            for later in &ops[i + 1..] {
-                                match later {
-                                    DevOp::WriteBack { key: k, .. } if k.file == key.file => break,
-                                    DevOp::Fill { key: k, .. }
-                                        if k.file == key.file && k.block == key.block + run =>
-                                    {
-                                        run += 1
-                                    }
-                                    _ => {}
-                                }
-                            }
-                            let mut all = vec![0u8; (run * bs) as usize];
-                            let f = self.store_file(key.file)?;
-                            self.cfg.latency.data_op();
-                            let n = pread_full(&f, &mut all, key.block * bs)?;
-                            self.stats.store_reads += 1;
-                            self.stats.store_bytes_read += n as u64;
-                            for j in (1..run).rev() {
-                                let from = (j * bs) as usize;
-                                let valid = n.saturating_sub(from).min(bs as usize);
-                                staged.insert(key.block + j, all[from..from + valid].to_vec());
-                            }
-                            all.truncate(n.min(bs as usize));
-                            all
-                        }
-                    };
-                    self.write_slot(slot, 0, &content)?;
-                    self.valid[slot as usize] = content.len() as u32;
-                    last_fill = Some((slot, content));
-                }
-                DevOp::CacheRead { slot, key } => {
-                    let start = key.block * bs;
-                    let lo = offset.max(start);
-                    let hi = end.min(start + bs);
-                    let content = match last_fill.take() {
-                        Some((s, c)) if s == slot => c,
-                        _ => self.slot_data(slot)?,
-                    };
-                    let dst = &mut buf[(lo - offset) as usize..(hi - offset) as usize];
-                    let from = (lo - start) as usize;
-                    let avail = content.len().saturating_sub(from).min(dst.len());
-                    if avail > 0 {
-                        dst[..avail].copy_from_slice(&content[from..from + avail]);
-                    }
-                    dst[avail..].fill(0);
-                }
-                DevOp::CacheWrite {
-                    slot,
-                    key,
-                    fresh,
-                    dirty,
-                } => {
-                    let data = write.expect("cache writes belong to write requests");
-                    let start = key.block * bs;
-                    let lo = offset.max(start);
-                    let hi = end.min(start + bs);
-                    let mut content = if fresh {
-                        Vec::new()
-                    } else {
-                        match last_fill.take() {
-                            Some((s, c)) if s == slot => c,
-                            _ => self.slot_data(slot)?,
-                        }
-                    };
-                    let (a, b) = ((lo - start) as usize, (hi - start) as usize);
-                    // Bytes between the slot's valid end and the write are zeros on the
-                    // device too: the slot may hold a previous block's stale bytes there.
-                    let from = a.min(content.len());
-                    if content.len() < b {
-                        content.resize(b, 0);
-                    }
-                    content[a..b]
-                        .copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
-                    if fresh {
-                        self.write_slot(slot, 0, &content)?;
-                    } else {
-                        self.write_slot(slot, from, &content[from..b])?;
-                    }
-                    self.valid[slot as usize] = content.len() as u32;
-                    if dirty {
-                        if let Some(j) = self.journal.as_mut() {
-                            j.map(slot, key, &content)?;
-                        }
-                    }
-                }
-                DevOp::StoreWrite { key } => {
-                    if stored.contains(&key.block) {
-                        continue;
-                    }
-                    let data = write.expect("store writes belong to write requests");
-                    let mut last = key.block;
-                    for later in &ops[i + 1..] {
-                        match later {
-                            DevOp::WriteBack { key: k, .. } if k.file == key.file => break,
-                            DevOp::StoreWrite { key: k }
-                                if k.file == key.file && k.block == last + 1 =>
-                            {
-                                last += 1
-                            }
-                            _ => {}
-                        }
-                    }
-                    let lo = offset.max(key.block * bs);
-                    let hi = end.min((last + 1) * bs);
-                    let f = self.store_file(key.file)?;
-                    self.cfg.latency.data_op();
-                    f.write_all_at(&data[(lo - offset) as usize..(hi - offset) as usize], lo)?;
-                    self.stats.store_writes += 1;
-                    self.stats.store_bytes_written += hi - lo;
-                    stored.extend(key.block..=last);
-                }
-                DevOp::StoreRead { key } => {
-                    let start = key.block * bs;
-                    let lo = offset.max(start);
-                    let hi = end.min(start + bs);
-                    let f = self.store_file(key.file)?;
-                    self.cfg.latency.data_op();
-                    let dst = &mut buf[(lo - offset) as usize..(hi - offset) as usize];
-                    let n = pread_full(&f, dst, lo)?;
-                    dst[n..].fill(0);
-                    self.stats.store_reads += 1;
-                    self.stats.store_bytes_read += n as u64;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn slot_data(&mut self, slot: u32) -> io::Result<Vec<u8>> {
-        let len = self.valid[slot as usize] as usize;
-        let mut data = vec![0u8; len];
-        let blocks = self
-            .blocks
-            .as_ref()
-            .expect("a cache with slots has a block file");
-        let n = pread_full(blocks, &mut data, slot as u64 * self.cfg.block_size as u64)?;
-        data.truncate(n);
-        self.stats.cache_bytes_read += n as u64;
-        Ok(data)
-    }
-
-    fn write_slot(&mut self, slot: u32, at: usize, data: &[u8]) -> io::Result<()> {
-        let blocks = self
-            .blocks
-            .as_ref()
-            .expect("a cache with slots has a block file");
-        blocks.write_all_at(data, slot as u64 * self.cfg.block_size as u64 + at as u64)?;
-        self.stats.cache_bytes_written += data.len() as u64;
-        Ok(())
-    }
-
-    fn journal_clean(&mut self, slot: u32) -> io::Result<()> {
-        match self.journal.as_mut() {
-            Some(j) if self.cfg.variant.is_write_back() => j.clean(slot),
-            _ => Ok(()),
-        }
-    }
-
-    /// Keeps the journal from growing without bound: rewrites it with the live dirty blocks.
-    fn maybe_compact(&mut self) -> io::Result<()> {
-        let limit = 4 * self.cfg.capacity_blocks as u64 + 4096;
-        if self.journal.as_ref().is_none_or(|j| j.records() < limit) {
-            return Ok(());
-        }
-        let mut live = Vec::new();
-        for slot in 0..self.cfg.capacity_blocks {
-            if let Some((key, true)) = self.core.slot_state(slot) {
-                live.push((slot, key, self.slot_data(slot)?));
-            }
-        }
-        // The records name data in the block file: it must be durable first.
-        self.blocks.as_ref().expect("cache").sync_data()?;
-        self.sync_written_back()?;
-        self.journal.as_mut().expect("checked").compact(&live)
-    }
-
+    /// Syncs the store files written (written back or written around) since the last sync.
     fn sync_written_back(&mut self) -> io::Result<()> {
-        for file in std::mem::take(&mut self.unsynced_store) {
+        let files: Vec<FileId> = self.unsynced_store.iter().copied().collect();
+        for file in files {
+            // A file gone from the mount (unlinked, last handle released) needs no sync.
             if let Ok(f) = self.store_file(file) {
                 f.sync_data()?;
+                self.stats.store_syncs += 1;
             }
+            self.unsynced_store.remove(&file);
         }
         Ok(())
     }
 
     /// fsync of file `id`: its acknowledged writes survive a crash of the mount (write-back:
-    /// the cache's block file and journal are synced; otherwise the store file).
+    /// the cache's block file and journal are synced, and the store files written around the
+    /// cache or written back to; otherwise the store file).
     pub fn fsync(&mut self, id: u64) -> io::Result<()> {
         self.stats.fsyncs += 1;
         if self.cached(id) && self.cfg.variant.is_write_back() {
@@ -684,6 +516,8 @@ impl State {
             self.journal.as_mut().expect("cache").sync()?;
         } else {
             self.store_file(id)?.sync_data()?;
+            self.stats.store_syncs += 1;
+            self.unsynced_store.remove(&id);
         }
         Ok(())
     }
@@ -714,10 +548,16 @@ impl State {
         Ok(())
     }
 
-    /// File `id` lost its last name: its cached blocks are freed and their write-back cancelled.
+    /// File `id` lost its last name: its cached blocks are freed and their write-back
+    /// cancelled. A file still open is read and written through its open store file from now
+    /// on, uncached: its dirty blocks are written there first, so the open handles keep
+    /// seeing its data.
     pub fn file_deleted(&mut self, id: u64) -> io::Result<()> {
         self.stats.files_deleted += 1;
         let mut ops = Vec::new();
+        if self.nodes.get(&id).is_some_and(|n| n.handles > 0) {
+            self.core.flush(Some(id), &mut ops);
+        }
         self.core.delete_file(id, &mut ops);
         self.execute(&ops, 0, &mut [], None)?;
         let remove = match self.nodes.get_mut(&id) {
@@ -756,9 +596,7 @@ impl State {
                     self.valid[slot as usize] = keep;
                     if dirty {
                         let data = self.slot_data(slot)?;
-                        if let Some(j) = self.journal.as_mut() {
-                            j.map(slot, key, &data)?;
-                        }
+                        self.journal_map(slot, key, &data)?;
                     }
                 }
             }

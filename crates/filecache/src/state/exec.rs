@@ -1,0 +1,281 @@
+//! Executing the core's [`DevOp`] plans: cache slots in the block file, store files, and the
+//! journal records that keep a recoverable version of every dirty block at every instant.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::os::unix::fs::FileExt;
+
+use super::State;
+use crate::core::{BlockKey, DevOp};
+use crate::recovery::pread_full;
+
+impl State {
+    /// Executes a plan for one request covering `offset .. offset + buf.len()`: reads land in
+    /// `buf`; `write` is the data of a write request.
+    pub(super) fn execute(
+        &mut self,
+        ops: &[DevOp],
+        offset: u64,
+        buf: &mut [u8],
+        write: Option<&[u8]>,
+    ) -> io::Result<()> {
+        let bs = self.bs();
+        let end = offset + buf.len() as u64;
+        // Blocks already read from the store in one call for a run of fills.
+        let mut staged: HashMap<u64, Vec<u8>> = HashMap::new();
+        // Store writes already issued for a run of blocks.
+        let mut stored: HashSet<u64> = HashSet::new();
+        // The content of the slot last filled, to serve the read without re-reading it.
+        let mut last_fill: Option<(u32, Vec<u8>)> = None;
+        for (i, op) in ops.iter().enumerate() {
+            match *op {
+                DevOp::WriteBack { slot, key } => {
+                    let data = self.slot_data(slot)?;
+                    let f = self.store_file(key.file)?;
+                    self.cfg.latency.data_op();
+                    f.write_all_at(&data, key.block * bs)?;
+                    self.stats.store_writes += 1;
+                    self.stats.store_bytes_written += data.len() as u64;
+                    self.unsynced_store.insert(key.file);
+                    self.journal_clean(slot)?;
+                }
+                DevOp::Discard {
+                    slot, was_dirty, ..
+                } => {
+                    self.valid[slot as usize] = 0;
+                    if was_dirty {
+                        self.journal_clean(slot)?;
+                    }
+                }
+                DevOp::Fill { slot, key } => {
+                    let content = match staged.remove(&key.block) {
+                        Some(c) => c,
+                        None => {
+                            // One store read for this block and the fills that follow it.
+                            // A request larger than the cache can evict (and write back)
+                            // blocks of its own file before filling them again: the run
+                            // stops at the first such write-back.
+                            let mut run = 1u64;
+                            for later in &ops[i + 1..] {
+                                match later {
+                                    DevOp::WriteBack { key: k, .. } if k.file == key.file => break,
+                                    DevOp::Fill { key: k, .. }
+                                        if k.file == key.file && k.block == key.block + run =>
+                                    {
+                                        run += 1
+                                    }
+                                    _ => {}
+                                }
+                            }
+                            let mut all = vec![0u8; (run * bs) as usize];
+                            let f = self.store_file(key.file)?;
+                            self.cfg.latency.data_op();
+                            let n = pread_full(&f, &mut all, key.block * bs)?;
+                            self.stats.store_reads += 1;
+                            self.stats.store_bytes_read += n as u64;
+                            for j in (1..run).rev() {
+                                let from = (j * bs) as usize;
+                                let valid = n.saturating_sub(from).min(bs as usize);
+                                staged.insert(key.block + j, all[from..from + valid].to_vec());
+                            }
+                            all.truncate(n.min(bs as usize));
+                            all
+                        }
+                    };
+                    self.write_slot(slot, 0, &content)?;
+                    self.valid[slot as usize] = content.len() as u32;
+                    last_fill = Some((slot, content));
+                }
+                DevOp::CacheRead { slot, key } => {
+                    let start = key.block * bs;
+                    let lo = offset.max(start);
+                    let hi = end.min(start + bs);
+                    let content = match last_fill.take() {
+                        Some((s, c)) if s == slot => c,
+                        _ => self.slot_data(slot)?,
+                    };
+                    let dst = &mut buf[(lo - offset) as usize..(hi - offset) as usize];
+                    let from = (lo - start) as usize;
+                    let avail = content.len().saturating_sub(from).min(dst.len());
+                    if avail > 0 {
+                        dst[..avail].copy_from_slice(&content[from..from + avail]);
+                    }
+                    dst[avail..].fill(0);
+                }
+                DevOp::CacheWrite {
+                    slot,
+                    key,
+                    fresh,
+                    dirty,
+                } => {
+                    let data = write.expect("cache writes belong to write requests");
+                    let start = key.block * bs;
+                    let lo = offset.max(start);
+                    let hi = end.min(start + bs);
+                    let mut content = if fresh {
+                        Vec::new()
+                    } else {
+                        match last_fill.take() {
+                            Some((s, c)) if s == slot => c,
+                            _ => self.slot_data(slot)?,
+                        }
+                    };
+                    let (a, b) = ((lo - start) as usize, (hi - start) as usize);
+                    // Bytes between the slot's valid end and the write are zeros on the
+                    // device too: the slot may hold a previous block's stale bytes there.
+                    let from = a.min(content.len());
+                    if content.len() < b {
+                        content.resize(b, 0);
+                    }
+                    content[a..b]
+                        .copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
+                    if dirty && self.journaled[slot as usize] {
+                        // The slot holds the only recoverable version of a dirty block: the
+                        // new one goes to the spare slot and is journaled before the old one
+                        // is given up, so a crash at any point leaves one of them.
+                        self.write_spare(&content)?;
+                        self.journal_map_spare(key, &content)?;
+                        let spare = std::mem::replace(&mut self.phys[slot as usize], self.spare);
+                        self.spare = spare;
+                    } else {
+                        if fresh {
+                            self.write_slot(slot, 0, &content)?;
+                        } else {
+                            self.write_slot(slot, from, &content[from..b])?;
+                        }
+                        if dirty {
+                            self.journal_map(slot, key, &content)?;
+                        }
+                    }
+                    self.valid[slot as usize] = content.len() as u32;
+                }
+                DevOp::StoreWrite { key } => {
+                    if stored.contains(&key.block) {
+                        continue;
+                    }
+                    let data = write.expect("store writes belong to write requests");
+                    let mut last = key.block;
+                    for later in &ops[i + 1..] {
+                        match later {
+                            DevOp::WriteBack { key: k, .. } if k.file == key.file => break,
+                            DevOp::StoreWrite { key: k }
+                                if k.file == key.file && k.block == last + 1 =>
+                            {
+                                last += 1
+                            }
+                            _ => {}
+                        }
+                    }
+                    let lo = offset.max(key.block * bs);
+                    let hi = end.min((last + 1) * bs);
+                    let f = self.store_file(key.file)?;
+                    self.cfg.latency.data_op();
+                    f.write_all_at(&data[(lo - offset) as usize..(hi - offset) as usize], lo)?;
+                    self.stats.store_writes += 1;
+                    self.stats.store_bytes_written += hi - lo;
+                    // Under write-back an fsync syncs the cache and the store files listed
+                    // here (write-through syncs the file itself).
+                    if self.cfg.variant.is_write_back() {
+                        self.unsynced_store.insert(key.file);
+                    }
+                    stored.extend(key.block..=last);
+                }
+                DevOp::StoreRead { key } => {
+                    let start = key.block * bs;
+                    let lo = offset.max(start);
+                    let hi = end.min(start + bs);
+                    let f = self.store_file(key.file)?;
+                    self.cfg.latency.data_op();
+                    let dst = &mut buf[(lo - offset) as usize..(hi - offset) as usize];
+                    let n = pread_full(&f, dst, lo)?;
+                    dst[n..].fill(0);
+                    self.stats.store_reads += 1;
+                    self.stats.store_bytes_read += n as u64;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The valid content of (core) slot `slot`.
+    pub(super) fn slot_data(&mut self, slot: u32) -> io::Result<Vec<u8>> {
+        let len = self.valid[slot as usize] as usize;
+        let mut data = vec![0u8; len];
+        let blocks = self
+            .blocks
+            .as_ref()
+            .expect("a cache with slots has a block file");
+        let at = self.phys[slot as usize] as u64 * self.cfg.block_size as u64;
+        let n = pread_full(blocks, &mut data, at)?;
+        data.truncate(n);
+        self.stats.cache_bytes_read += n as u64;
+        Ok(data)
+    }
+
+    /// Writes `data` at byte `at` of (core) slot `slot`.
+    pub(super) fn write_slot(&mut self, slot: u32, at: usize, data: &[u8]) -> io::Result<()> {
+        self.write_phys(self.phys[slot as usize], at, data)
+    }
+
+    fn write_spare(&mut self, data: &[u8]) -> io::Result<()> {
+        self.write_phys(self.spare, 0, data)
+    }
+
+    fn write_phys(&mut self, phys: u32, at: usize, data: &[u8]) -> io::Result<()> {
+        let blocks = self
+            .blocks
+            .as_ref()
+            .expect("a cache with slots has a block file");
+        blocks.write_all_at(data, phys as u64 * self.cfg.block_size as u64 + at as u64)?;
+        self.stats.cache_bytes_written += data.len() as u64;
+        Ok(())
+    }
+
+    /// Journals that (core) slot `slot` holds dirty `key` with valid content `data`.
+    pub(super) fn journal_map(&mut self, slot: u32, key: BlockKey, data: &[u8]) -> io::Result<()> {
+        if let Some(j) = self.journal.as_mut() {
+            j.map(self.phys[slot as usize], key, data)?;
+            self.journaled[slot as usize] = true;
+        }
+        Ok(())
+    }
+
+    /// Journals that the spare slot holds dirty `key`; the caller makes it the block's slot.
+    /// The record supersedes the block's previous one (see [`crate::journal`]).
+    fn journal_map_spare(&mut self, key: BlockKey, data: &[u8]) -> io::Result<()> {
+        self.journal
+            .as_mut()
+            .expect("a journaled slot has a journal")
+            .map(self.spare, key, data)
+    }
+
+    /// Journals that (core) slot `slot` holds nothing dirty any more.
+    pub(super) fn journal_clean(&mut self, slot: u32) -> io::Result<()> {
+        match self.journal.as_mut() {
+            Some(j) if self.cfg.variant.is_write_back() => {
+                j.clean(self.phys[slot as usize])?;
+                self.journaled[slot as usize] = false;
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Keeps the journal from growing without bound: rewrites it with the live dirty blocks.
+    pub(super) fn maybe_compact(&mut self) -> io::Result<()> {
+        let limit = 4 * self.cfg.capacity_blocks as u64 + 4096;
+        if self.journal.as_ref().is_none_or(|j| j.records() < limit) {
+            return Ok(());
+        }
+        let mut live = Vec::new();
+        for slot in 0..self.cfg.capacity_blocks {
+            if let Some((key, true)) = self.core.slot_state(slot) {
+                live.push((self.phys[slot as usize], key, self.slot_data(slot)?));
+            }
+        }
+        // The records name data in the block file: it must be durable first.
+        self.blocks.as_ref().expect("cache").sync_data()?;
+        self.sync_written_back()?;
+        self.journal.as_mut().expect("checked").compact(&live)
+    }
+}
