@@ -527,3 +527,54 @@ fn a_shutdown_ends_connections_waiting_for_idle_clients() {
     assert_eq!(ended, Ok(true), "the server waited for its idle clients");
     assert!(closed(&mut idle) && closed(&mut silent));
 }
+
+/// A client that stops reading its replies (and then goes): the workers' replies fail, and
+/// they must keep taking jobs, or the reader blocks for ever handing one over, never sees the
+/// client go, and the server's shutdown waits for that connection.
+#[test]
+fn a_client_that_stops_reading_does_not_wedge_its_connection() {
+    let dev = Arc::new(MemDevice::new(1 << 20));
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("nbd.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let stats = Arc::new(ServerStats::default());
+    let stop = Shutdown::new();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    {
+        let (stats, stop) = (stats.clone(), stop.clone());
+        let cfg = ServerConfig {
+            workers: 1,
+            ..ServerConfig::default()
+        };
+        std::thread::spawn(move || {
+            let out = serve_unix(listener, dev, cfg, stats, stop);
+            let _ = done_tx.send(out.is_ok());
+        });
+    }
+    let mut s = connect(&sock);
+    s.shutdown(std::net::Shutdown::Read).unwrap();
+    // Far more requests than the workers' queue holds, each answered into a closed reader.
+    let mut all = Vec::new();
+    for h in 0..64u64 {
+        encode(&mut all, 3, h, 0, 0, &[]);
+        encode(
+            &mut all,
+            1,
+            1000 + h,
+            (h % 16) * 4096,
+            4096,
+            &[h as u8; 4096],
+        );
+    }
+    // The server may stop reading once it is wedged: the write must not hold the test up.
+    s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = s.write_all(&all);
+    drop(s);
+    std::thread::sleep(Duration::from_millis(200));
+    stop.trigger();
+    let ended = done_rx.recv_timeout(Duration::from_secs(20));
+    assert!(
+        ended.is_ok(),
+        "the server's shutdown waited for a wedged connection"
+    );
+}

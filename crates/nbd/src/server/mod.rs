@@ -194,13 +194,22 @@ pub fn serve_connection_to<S: Stream>(
     stats.sessions.fetch_add(1, Relaxed);
     let (tx, rx) = mpsc::sync_channel::<Job>(cfg.workers.max(1) * 4);
     let rx = Mutex::new(rx);
+    let broken = std::sync::atomic::AtomicBool::new(false);
     let result = std::thread::scope(|scope| {
         let (dev_ref, writer_ref, rx_ref) = (&*dev, &writer, &rx);
         let mut handles = Vec::new();
+        let broken_ref = &broken;
         for _ in 0..cfg.workers {
+            // A worker lives as long as the queue: were they all to leave when replies fail
+            // (the client stopped reading), the reader would block for ever handing them a job
+            // and never see the connection end. Once a reply failed, jobs are dropped unrun:
+            // nobody will hear of them.
             handles.push(scope.spawn(move || loop {
                 let job = rx_ref.lock().unwrap_or_else(|e| e.into_inner()).recv();
                 let Ok(mut job) = job else { return };
+                if broken_ref.load(Relaxed) {
+                    continue;
+                }
                 let err = run(&mut job, dev_ref, stats);
                 let data = if job.typ == CMD_READ {
                     &job.payload[..]
@@ -208,7 +217,7 @@ pub fn serve_connection_to<S: Stream>(
                     &[][..]
                 };
                 if reply(writer_ref, &job.handle, err, data, false).is_err() {
-                    return;
+                    broken_ref.store(true, Relaxed);
                 }
             }));
         }
