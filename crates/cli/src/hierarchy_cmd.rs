@@ -61,7 +61,15 @@ pub fn run_document(doc: &Document, base_dir: &Path) -> Result<HierarchyResult> 
     let mut sources: Vec<Box<dyn RequestSource>> = Vec::new();
     for (i, c) in cfg.clients.iter().enumerate() {
         let field = format!("hierarchy.clients[{i}].workload");
-        if let Some(spec) = cfg.synthetic_spec(i) {
+        if let Some(mut spec) = cfg.synthetic_spec(i) {
+            if spec.requests.is_none() && spec.duration_ns.is_none() {
+                // Nothing would end this client: bounded as `sim` bounds an unbounded run.
+                spec.requests = Some(crate::experiment::DEFAULT_RUN_REQUESTS);
+                eprintln!(
+                    "tiercache: note: {field}: nothing bounds this client's workload (requests, duration_ns): measuring {} requests",
+                    crate::experiment::DEFAULT_RUN_REQUESTS
+                );
+            }
             sources.push(Box::new(
                 SyntheticWorkload::new(&spec).with_context(|| field.clone())?,
             ));
@@ -125,4 +133,32 @@ pub fn run(args: HierarchyArgs) -> Result<()> {
         out.flush()?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A synthetic client nothing bounds is measured over the default request count, as
+    /// `sim` measures an unbounded run (it ran for ever).
+    #[test]
+    fn an_unbounded_synthetic_client_is_bounded_by_default() {
+        let doc = Document::parse(
+            r#"
+            [hierarchy]
+            backend = { model = "constant", latency_ns = "5ms" }
+            [[hierarchy.levels]]
+            name = "array"
+            cache = { capacity = "16MiB" }
+            device = { model = "constant", latency_ns = "200us" }
+            [[hierarchy.clients]]
+            name = "host"
+            workload = { synthetic = { footprint = "64MiB" } }
+            "#,
+            "test",
+        )
+        .unwrap();
+        let r = run_document(&doc, Path::new(".")).unwrap();
+        assert_eq!(r.requests, crate::experiment::DEFAULT_RUN_REQUESTS);
+    }
 }

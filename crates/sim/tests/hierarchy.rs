@@ -253,6 +253,42 @@ fn constant_model_reproduces_the_analytical_mean() {
     }
 }
 
+/// A closed-loop client's bursts hold its requests back through each off period, as in
+/// `sim` (the issue time ignored the request's own, so off periods did not exist): with
+/// 100 µs on and 900 µs off, the run takes several times longer than always on.
+#[test]
+fn closed_loop_bursts_are_honoured() {
+    let text = two_levels("lru", "lru", false, 256, 512).replace(
+        "archetype = \"random\"",
+        "archetype = \"zipf\", requests = 3000",
+    );
+    let cfg = parse(&text);
+    let elapsed = |bursts: Option<tiercache_workload::Bursts>| {
+        let mut spec = cfg.synthetic_spec(0).unwrap();
+        spec.bursts = bursts;
+        let mut s: Vec<Box<dyn RequestSource>> =
+            vec![Box::new(SyntheticWorkload::new(&spec).unwrap())];
+        HierarchySim::new(&cfg)
+            .unwrap()
+            .run(&mut s)
+            .unwrap()
+            .elapsed_ns
+    };
+    let always = elapsed(None);
+    let bursty = elapsed(Some(tiercache_workload::Bursts {
+        on_ns: 100_000,
+        off_ns: 900_000,
+    }));
+    assert!(
+        always > 500_000,
+        "the run spans several periods: {always} ns"
+    );
+    assert!(
+        bursty > 5 * always,
+        "{bursty} ns with bursts, {always} ns without"
+    );
+}
+
 #[test]
 fn bad_configs_name_the_field() {
     let err = |text: &str| match HierarchySim::new(&parse(text)) {

@@ -543,6 +543,19 @@ fn bad_requests_and_configs_are_errors_not_panics() {
     assert_eq!(cfg.run.warmup_ns, 10_000_000);
     let back: SimConfig = toml::from_str(&toml::to_string(&cfg).unwrap()).unwrap();
     assert_eq!(back, cfg);
+    // A request (or an op) at 2^64 ns ends the run with an error: time past it panicked in
+    // the event queue, or wrapped around.
+    let late = Request {
+        time_ns: u64::MAX,
+        ..Request::read(8192, 4096)
+    };
+    let e = simulate(
+        &mut c,
+        &mut Replay(vec![Request::read(0, 4096), late], 0),
+        &two_ssd_config(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("2^64 ns"), "{e}");
 }
 
 #[test]

@@ -175,6 +175,27 @@ fn drawing_requests_ahead_changes_no_result() {
     assert!(uniform().streams_independent());
     let ahead = run(&mut uniform());
     assert_eq!(ahead, run(&mut DrawnAtIssue(uniform())));
+    // A mix of volumes, one of them with several slots per job (iodepth 4) sharing that job's
+    // stream: drawing ahead for one slot took requests another would have drawn.
+    let mix = || {
+        let part = |seed: u64, iodepth: u32| -> tiercache_workload::mix::BoxedSource {
+            Box::new(
+                SyntheticWorkload::new(&WorkloadSpec {
+                    iodepth: Some(iodepth),
+                    requests: Some(6000),
+                    ..spec(seed)
+                })
+                .unwrap(),
+            )
+        };
+        tiercache_workload::VolumeMix::new(vec![
+            (tiercache_core::VolumeId(0), part(3, 4)),
+            (tiercache_core::VolumeId(1), part(4, 1)),
+        ])
+        .unwrap()
+    };
+    let ahead = run(&mut mix());
+    assert_eq!(ahead, run(&mut DrawnAtIssue(mix())));
     // A source whose jobs depend on the clock (bursts) does not make the promise.
     let mut bursty = spec(9);
     bursty.bursts = Some(tiercache_workload::Bursts {

@@ -123,10 +123,15 @@ impl RequestSource for VolumeMix {
         }
     }
 
-    /// Closed loop: each job is one part's job, so the jobs are as independent as the parts'.
+    /// Closed loop with one slot per part's job: each job is one part's job, so the jobs are
+    /// as independent as the parts'. A part with several slots per job (iodepth > 1) shares
+    /// that job's one stream among them: drawing for one slot ahead takes requests another
+    /// would have drawn, so it is not independent.
     fn streams_independent(&self) -> bool {
         matches!(self.arrival, Arrival::Closed { .. })
-            && self.parts.iter().all(|(_, s)| s.streams_independent())
+            && self.parts.iter().all(|(_, s)| {
+                s.streams_independent() && matches!(s.arrival(), Arrival::Closed { iodepth: 1, .. })
+            })
     }
 
     fn take_error(&mut self) -> Option<SourceError> {

@@ -334,7 +334,30 @@ impl Sim<'_> {
 
     #[inline]
     fn schedule(&mut self, time: Nanos, what: What) {
+        if time == Nanos::MAX {
+            // A timer that far off never fires. A request or an op cannot: device models and
+            // sources saturate there rather than wrap.
+            if !matches!(what, What::Poll | What::Balance | What::Repartition) {
+                self.time_overflow();
+            }
+            return;
+        }
         self.events.push(time, what);
+    }
+
+    /// An event would fall at or past 2^64 ns: the run ends with an error (it panicked, or
+    /// wrapped to an earlier time).
+    #[cold]
+    fn time_overflow(&mut self) {
+        if self.error.is_none() {
+            self.error = Some(SimError::Config {
+                field: "run".into(),
+                reason: "simulated time reached 2^64 ns (585 years): a setting puts events \
+                         that late (an IOPS or bandwidth ceiling near zero, a huge base \
+                         latency, a near-zero workload.rate_iops or a huge burst off period)"
+                    .into(),
+            });
+        }
     }
 
     fn handle(&mut self, what: What) {

@@ -303,7 +303,9 @@ impl HierarchySim {
             let Some(mut req) = sources[i].next_request_at(job, t) else {
                 continue;
             };
-            let issue = if open { req.time_ns.max(t) } else { t };
+            // A closed-loop request may come later than its slot frees up (a burst's off
+            // period): its time says when.
+            let issue = req.time_ns.max(t);
             // The client's place on the backend, added: a request past 2^64 is an error of
             // that request (as the cache's own range check reports it).
             let Some(offset) = req.offset.checked_add(self.clients[i].offset) else {
