@@ -25,6 +25,8 @@ pub struct SweepArgs {
     #[arg(long)]
     pub ci: bool,
     /// Override a key of the base configuration (repeatable), e.g. `--set run.requests=50000`.
+    /// A key that an axis, a workload's `set` or the spec's `seed` sets is refused: those are
+    /// applied over the base for every point.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// List the points (id, workload, rep, design) without running them.

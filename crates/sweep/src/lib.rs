@@ -65,6 +65,7 @@ pub mod ray;
 mod results;
 mod runner;
 mod spec;
+mod spec_set;
 
 pub use canonical::{fnv1a64, value_label};
 pub use results::{
@@ -75,7 +76,9 @@ pub use runner::{
     default_out_dir, run_points, Backend, RunOptions, RunSummary, RESULTS_CSV, RESULTS_JSONL,
     SWEEP_JSON,
 };
-pub use spec::{Axis, AxisKey, AxisSetting, CiProfile, PointSpec, SweepSpec, WorkloadSpec};
+pub use spec::{
+    Axis, AxisKey, AxisSetting, CiProfile, PointSpec, SweepSpec, WorkloadSpec, MAX_POINTS,
+};
 
 use std::path::PathBuf;
 
