@@ -201,3 +201,30 @@ fn huge_jobs_and_iodepth_are_refused_naming_the_field() {
     ];
     assert!(load_str("", "t.toml", &ok).is_ok());
 }
+
+#[test]
+fn report_names_each_skipped_line_on_stderr_and_on_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("records.jsonl");
+    let good = r#"{"tool":"tiercache","kind":"sim","name":"lru","metrics":{"iops":1.0}}"#;
+    let mut bytes = format!("{good}\n{{ cut\n").into_bytes();
+    bytes.extend_from_slice(b"{\"name\": \"\xc3\n");
+    std::fs::write(&file, bytes).unwrap();
+    let page = dir.path().join("r.html");
+    let o = tiercache(&[
+        "report",
+        file.to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap(),
+    ]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    for n in [2, 3] {
+        let at = format!("{}:{n}", file.display());
+        assert!(err.contains(&at), "{at} not in: {err}");
+        assert!(
+            std::fs::read_to_string(&page).unwrap().contains(&at),
+            "{at}"
+        );
+    }
+}

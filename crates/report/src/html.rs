@@ -781,11 +781,11 @@ pub fn build_report(results: &ResultSet, opts: &ReportOptions) -> Report {
         },
         plots.len(),
         results.sources.iter().map(|s| format!("<code>{}</code>", esc(s))).collect::<Vec<_>>().join(", "),
-        if results.malformed.is_empty() {
-            String::new()
-        } else {
-            format!(" {} unreadable line(s) skipped.", results.malformed.len())
-        },
+        results
+            .input_notes()
+            .iter()
+            .map(|n| format!(" {}.", esc(n)))
+            .collect::<String>(),
         base_setup(results)
     );
     html.push('\n');
