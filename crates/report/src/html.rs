@@ -515,10 +515,11 @@ pub fn build_report(results: &ResultSet, opts: &ReportOptions) -> Report {
     };
     let workloads = results.workloads();
 
-    for w in &workloads {
+    for (wi, w) in workloads.iter().enumerate() {
         let designs = results.designs(w);
         let metrics = present_metrics(&designs, &opts.metrics);
-        let anchor = format!("w-{}", slug(w));
+        // Numbered: names without ASCII letters (or alike to 60 characters) share a slug.
+        let anchor = format!("w{wi}-{}", slug(w));
         let ok = designs
             .iter()
             .flat_map(|d| &d.runs)

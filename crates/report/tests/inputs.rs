@@ -111,3 +111,37 @@ fn a_line_that_is_not_utf8_is_one_malformed_line() {
         "{notes:?}"
     );
 }
+
+#[test]
+fn workloads_whose_names_share_a_slug_get_distinct_anchors() {
+    let run = |workload: &str| tiercache_report::Run {
+        point: format!("p-{workload}"),
+        name: "lru".into(),
+        workload: workload.into(),
+        rep: 0,
+        index: 0,
+        default: true,
+        labels: Vec::new(),
+        ok: true,
+        error: None,
+        record: serde_json::json!({ "metrics": { "iops": 1.0 } }),
+    };
+    let set = ResultSet {
+        runs: vec![run("日本"), run("中文"), run("a b"), run("a-b")],
+        ..Default::default()
+    };
+    let report = tiercache_report::build_report(&set, &tiercache_report::ReportOptions::default());
+    let ids: Vec<&str> = report
+        .html
+        .split("<h2 id=\"")
+        .skip(1)
+        .map(|s| s.split('"').next().unwrap())
+        .filter(|id| id.starts_with('w'))
+        .collect();
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    let unique: std::collections::BTreeSet<&&str> = ids.iter().collect();
+    assert_eq!(unique.len(), 4, "{ids:?}");
+    for id in &ids {
+        assert!(report.html.contains(&format!("href=\"#{id}\"")), "{id}");
+    }
+}
