@@ -57,8 +57,34 @@ pub fn trace_workload(
             message: "workload.jobs and workload.iodepth must be at least 1".into(),
         });
     }
+    // The simulator allocates a slot per request in flight up front: the synthetic
+    // workload's bounds hold for a replay too.
+    for (field, v) in [("workload.jobs", t.jobs), ("workload.iodepth", t.iodepth)] {
+        if v > MAX_PER_FIELD {
+            return Err(ConfigError::Value {
+                context: doc.context(),
+                path: field.into(),
+                message: format!("{v} is more than the {MAX_PER_FIELD} allowed"),
+            });
+        }
+    }
+    if u64::from(t.jobs) * u64::from(t.iodepth) > MAX_IN_FLIGHT {
+        return Err(ConfigError::Value {
+            context: doc.context(),
+            path: "workload.iodepth".into(),
+            message: format!(
+                "jobs × iodepth = {} requests in flight, more than the {MAX_IN_FLIGHT} allowed",
+                u64::from(t.jobs) * u64::from(t.iodepth)
+            ),
+        });
+    }
     Ok(Some(t))
 }
+
+/// Most `workload.jobs` and most `workload.iodepth` of a trace replay (as for a synthetic one).
+const MAX_PER_FIELD: u32 = 65_536;
+/// Most requests in flight, `jobs × iodepth`, of a trace replay.
+const MAX_IN_FLIGHT: u64 = 1 << 20;
 
 /// `run.seed` of a document (1 when absent), the seed `sim` gives the synthetic workload; `bench`
 /// gives fio the same one.
@@ -295,6 +321,20 @@ impl Experiment {
         } else if let Some(t) = trace {
             Workload::Trace(Box::new(t))
         } else {
+            // The generator's seed is run.seed: a workload.seed would be recorded with the
+            // result yet replaced, so two "different" seeds would give identical runs.
+            if doc
+                .value
+                .get("workload")
+                .and_then(|w| w.get("seed"))
+                .is_some()
+            {
+                return Err(ConfigError::Value {
+                    context: doc.context(),
+                    path: "workload.seed".into(),
+                    message: "not used: the workload is seeded by run.seed (a sweep sets it per repetition); set run.seed instead".into(),
+                });
+            }
             let mut spec: WorkloadSpec = if table.contains_key("workload") {
                 doc.typed(Some("workload"))?
             } else {
@@ -631,9 +671,14 @@ fn resolve(mut doc: Document, base_dir: &Path, overrides: &[String]) -> Result<V
         }
     }
     doc.apply_overrides(overrides)?;
-    let variants = doc.variants()?;
+    let mut variants = doc.variants()?;
     if variants.is_empty() {
         bail!("no runs in the config");
+    }
+    // The command line wins over a variant's own `set`: applied again after it, so
+    // `--set cache.line_size=8KiB` holds in a variant that sets the line size too.
+    for (_, d) in &mut variants {
+        d.apply_overrides(overrides)?;
     }
     variants
         .iter()

@@ -13,7 +13,8 @@ use tiercache_policy::{Cache, PolicyCore, ShardedCache};
 pub struct SimArgs {
     /// Experiment config (TOML). Without it, the embedded examples/default.toml runs.
     pub config: Option<PathBuf>,
-    /// Override a config key: `--set cache.line_size=32KiB` (repeatable).
+    /// Override a config key: `--set cache.line_size=32KiB` (repeatable). It applies to every
+    /// variant after the variant's own `set`: the command line wins.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
     /// Print one JSON result record per run (JSON lines) instead of the table.
@@ -218,12 +219,18 @@ pub fn run(args: SimArgs) -> Result<()> {
     // it is created once the run shows per-volume intervals: its directory is checked by then.)
     let mut timelines = Vec::new();
     if let Some(path) = &args.timeline {
-        for e in &runs {
-            let path = if several {
-                with_suffix(path, &e.name)
-            } else {
-                path.clone()
-            };
+        let paths: Vec<PathBuf> = runs
+            .iter()
+            .map(|e| {
+                if several {
+                    with_suffix(path, &e.name)
+                } else {
+                    path.clone()
+                }
+            })
+            .collect();
+        check_distinct_timelines(&runs, &paths)?;
+        for path in paths {
             let f = std::fs::File::create(&path)
                 .with_context(|| format!("--timeline {}", path.display()))?;
             timelines.push((f, path));
@@ -259,6 +266,32 @@ pub fn run(args: SimArgs) -> Result<()> {
     }
     if !args.json {
         write!(stdout.lock(), "{}", tiercache_metrics::render_table(&rows))?;
+    }
+    Ok(())
+}
+
+/// Fails, naming both runs, when two runs' timeline files (`paths`, one per run, or the
+/// `-volumes` file beside one) are the same file: variant names that differ only in characters
+/// a file name cannot hold would overwrite each other's results.
+fn check_distinct_timelines(runs: &[Experiment], paths: &[PathBuf]) -> Result<()> {
+    let mut owners: Vec<(PathBuf, String)> = Vec::new();
+    for (e, path) in runs.iter().zip(paths) {
+        let files = [
+            (path.clone(), format!("`{}`", e.name)),
+            (
+                with_suffix(path, "volumes"),
+                format!("`{}` (its -volumes file)", e.name),
+            ),
+        ];
+        for (file, what) in files {
+            if let Some((_, other)) = owners.iter().find(|(f, _)| *f == file) {
+                anyhow::bail!(
+                    "--timeline: runs {other} and {what} would both write {}: give the variants names that differ in letters, digits, '-' or '_'",
+                    file.display()
+                );
+            }
+            owners.push((file, what));
+        }
     }
     Ok(())
 }

@@ -190,10 +190,11 @@ impl Document {
             } else {
                 format!("{prefix}{path}")
             };
+            let message = plain_types(without_key_suffix(&e.into_inner().to_string()));
             ConfigError::Value {
                 context: self.context(),
-                path,
-                message: plain_types(without_key_suffix(&e.into_inner().to_string())),
+                path: with_unknown_key(path, &message),
+                message,
             }
         })
     }
@@ -206,6 +207,26 @@ impl Document {
     /// The document as JSON (for result records).
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(&self.value).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// `path` ending in the key an "unknown field `KEY`" message names. serde reports a key
+/// unknown to a tagged enum's variant at the enum's table (`cache.promotion`), the variant
+/// having been read from a buffered copy; the reader wants the key (`cache.promotion.bogus`).
+fn with_unknown_key(path: String, message: &str) -> String {
+    let key = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split_once('`'))
+        .map(|(key, _)| key);
+    match key {
+        Some(key) if path.rsplit('.').next() != Some(key) => {
+            if path.is_empty() {
+                key.to_string()
+            } else {
+                format!("{path}.{key}")
+            }
+        }
+        _ => path,
     }
 }
 
@@ -348,6 +369,18 @@ mod tests {
         let d = Document::parse("[inner]\nn = -3\n", "cfg.toml").unwrap();
         let e = d.typed::<Outer>(None).unwrap_err().to_string();
         assert!(e.contains("inner.n"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_key_reported_at_its_table_is_named_in_the_path() {
+        let msg = "unknown field `bogus`, there are no fields";
+        assert_eq!(
+            with_unknown_key("cache.promotion".into(), msg),
+            "cache.promotion.bogus"
+        );
+        assert_eq!(with_unknown_key("a.bogus".into(), msg), "a.bogus");
+        assert_eq!(with_unknown_key(String::new(), msg), "bogus");
+        assert_eq!(with_unknown_key("a.b".into(), "invalid type"), "a.b");
     }
 
     #[test]

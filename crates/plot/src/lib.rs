@@ -6,7 +6,10 @@
 use std::fmt::Write;
 
 mod stacked;
+mod ticks;
 pub use stacked::stacked_step_chart;
+pub use ticks::linear_ticks;
+use ticks::nice_range;
 
 /// Categorical palette (Tableau 10): distinguishable, print-safe.
 pub const PALETTE: [&str; 10] = [
@@ -82,43 +85,6 @@ fn clip(s: &str, max: usize) -> String {
         t.push('…');
         t
     }
-}
-
-/// "Nice" tick positions covering `[lo, hi]` on a linear axis (about `n` of them).
-pub fn linear_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
-    if !lo.is_finite() || !hi.is_finite() || hi <= lo {
-        return vec![lo];
-    }
-    let raw = (hi - lo) / n.max(1) as f64;
-    let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
-        .iter()
-        .map(|m| m * mag)
-        .find(|s| *s >= raw)
-        .unwrap_or(10.0 * mag);
-    let start = (lo / step).ceil() * step;
-    let mut t = Vec::new();
-    let mut x = start;
-    while x <= hi + step * 1e-9 {
-        t.push(if x.abs() < step * 1e-9 { 0.0 } else { x });
-        x += step;
-    }
-    t
-}
-
-/// Extends `[lo, hi]` to nice bounds (and to include 0 when `zero`).
-fn nice_range(mut lo: f64, mut hi: f64, zero: bool) -> (f64, f64) {
-    if zero {
-        lo = lo.min(0.0);
-        hi = hi.max(0.0);
-    }
-    if hi.is_nan() || lo.is_nan() || hi <= lo {
-        let pad = if hi == 0.0 { 1.0 } else { hi.abs() * 0.1 };
-        return (lo - if zero && lo == 0.0 { 0.0 } else { pad }, hi + pad);
-    }
-    let t = linear_ticks(lo, hi, 5);
-    let step = if t.len() > 1 { t[1] - t[0] } else { hi - lo };
-    ((lo / step).floor() * step, (hi / step).ceil() * step)
 }
 
 /// A bar of a bar chart.
@@ -753,7 +719,6 @@ pub fn heat_map(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
 
     #[test]
     fn numbers_are_compact() {
@@ -782,18 +747,5 @@ mod tests {
         assert_eq!(viridis(0.0), (68, 1, 84));
         assert_eq!(viridis(1.0), (253, 231, 37));
         assert_eq!(viridis(f64::NAN), (68, 1, 84));
-    }
-
-    proptest! {
-        /// Ticks are increasing, evenly spaced, within the range (up to rounding) and few.
-        #[test]
-        fn linear_ticks_are_nice(lo in -1e6f64..1e6, span in 1e-3f64..1e7) {
-            let hi = lo + span;
-            let t = linear_ticks(lo, hi, 5);
-            prop_assert!(!t.is_empty() && t.len() <= 12, "{t:?}");
-            prop_assert!(t.windows(2).all(|w| w[1] > w[0]));
-            let step = if t.len() > 1 { t[1] - t[0] } else { span };
-            prop_assert!(t.iter().all(|x| *x >= lo - step * 1e-6 && *x <= hi + step * 1e-6));
-        }
     }
 }

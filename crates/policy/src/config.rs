@@ -28,6 +28,7 @@ pub enum WritePolicy {
 #[serde(tag = "policy", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum PromotionConfig {
     /// Promote on every miss.
+    #[serde(deserialize_with = "no_fields")]
     Always,
     /// Promote on the N-th access to a missed line, counted in a bounded table.
     Nhit {
@@ -47,7 +48,19 @@ pub enum PromotionConfig {
         hotspot_lines: u32,
     },
     /// Never promote.
+    #[serde(deserialize_with = "no_fields")]
     Never,
+}
+
+/// Reads the table of a parameterless variant (its tag already taken), which must be empty:
+/// serde lets an internally tagged unit variant ignore extra keys, and
+/// `{ policy = "always", n = 3 }` must be an error naming `n`, not an `always` that looks
+/// configured. Serialising the variant is unchanged (`{ policy = "always" }`).
+pub(crate) fn no_fields<'de, D: serde::Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct NoFields {}
+    NoFields::deserialize(d).map(|_| ())
 }
 
 fn default_table_ratio() -> f64 {
@@ -89,6 +102,7 @@ pub enum CleaningConfig {
         batch: u32,
     },
     /// Never clean in the background (dirty data leaves only by eviction or final flush).
+    #[serde(deserialize_with = "no_fields")]
     None,
 }
 

@@ -39,6 +39,14 @@ pub struct ReportArgs {
 /// where they are.
 pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
     let results = ResultSet::load(&args.results)?;
+    // Skipped lines do not fail the report (an interrupted sweep leaves a partial line that
+    // stays in its results), but each is named, here and on the page.
+    for line in &results.malformed {
+        eprintln!("report: skipped an unreadable line at {line}");
+    }
+    for note in &results.notes {
+        eprintln!("report: note: {note}");
+    }
     if results.runs.is_empty() && results.hierarchies.is_empty() {
         return Err(crate::ReportError::Empty(
             args.results

@@ -1,9 +1,13 @@
 //! Loading result lines and grouping them into workloads and designs.
 
 use crate::ReportError;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
 use std::path::Path;
 use tiercache_sweep::{latest_per_point, ResultLine, Status};
+
+/// Unreadable lines listed by `file:line` in a report's notes (the rest are counted).
+const MAX_LISTED: usize = 20;
 
 /// One run: a sweep result line, or a bare run record (`tiercache sim --json` output).
 #[derive(Debug, Clone)]
@@ -39,6 +43,9 @@ pub struct ResultSet {
     pub sources: Vec<String>,
     /// Unreadable lines skipped, as `file:line`.
     pub malformed: Vec<String>,
+    /// What loading did that the reader should know: lines of other specs left out of a sweep
+    /// directory, inputs whose workloads were renamed to keep them apart.
+    pub notes: Vec<String>,
     /// Cache-hierarchy records (`"kind": "hierarchy"`, from `tiercache hierarchy --json`), in
     /// file order: they have levels, not a run's metrics, and get a section of their own.
     pub hierarchies: Vec<serde_json::Value>,
@@ -47,89 +54,60 @@ pub struct ResultSet {
 impl ResultSet {
     /// Reads JSON-lines files: sweep result lines and bare run records may be mixed. Unreadable
     /// lines are skipped and listed (an interrupted sweep leaves a partial last line).
+    ///
+    /// Each input (a file, or a sweep output directory) is read on its own: repeated lines of a
+    /// point are reduced to its latest outcome within that input only, and bare records of one
+    /// name count as repetitions only within one input. When a later input has a (workload,
+    /// design) an earlier one has too, its workload is renamed `WORKLOAD (TAG)`, TAG naming the
+    /// input, so records of different inputs are never merged nor averaged; [`Self::notes`]
+    /// says so. A sweep directory whose `sweep.json` lists its points keeps to those: lines of
+    /// other specs run into the same directory are left out, and counted in the notes.
     pub fn load(paths: &[impl AsRef<Path>]) -> Result<Self, ReportError> {
         let mut set = ResultSet::default();
-        let mut sweep_lines = Vec::new();
-        let mut bare = Vec::new();
+        let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
+        let mut bare_count = 0;
         for path in paths {
-            let path = path.as_ref();
-            // A directory means the sweep output directory.
-            let file = if path.is_dir() {
-                path.join(tiercache_sweep::RESULTS_JSONL)
-            } else {
-                path.to_path_buf()
-            };
-            let text = std::fs::read_to_string(&file).map_err(|source| ReportError::Io {
-                path: file.clone(),
-                source,
-            })?;
-            set.sources.push(file.display().to_string());
-            for (i, line) in text.lines().enumerate() {
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let v: serde_json::Value = match serde_json::from_str(line) {
-                    Ok(v) => v,
-                    Err(_) => {
-                        set.malformed.push(format!("{}:{}", file.display(), i + 1));
-                        continue;
-                    }
-                };
-                if v.get("point").is_some() && v.get("status").is_some() {
-                    match serde_json::from_value::<ResultLine>(v) {
-                        Ok(l) => sweep_lines.push(l),
-                        Err(_) => set.malformed.push(format!("{}:{}", file.display(), i + 1)),
-                    }
-                } else if v.get("metrics").is_some() {
-                    bare.push(v);
-                } else if v.get("kind").and_then(|k| k.as_str()) == Some("hierarchy")
-                    && v.get("result").is_some()
-                {
-                    set.hierarchies.push(v);
-                } else {
-                    set.malformed.push(format!("{}:{}", file.display(), i + 1));
-                }
+            let input = read_input(path.as_ref(), &mut set)?;
+            let mut runs = input.runs(&mut bare_count);
+            if let Some(n) = input.left_out.filter(|n| *n > 0) {
+                set.notes.push(format!(
+                    "{}: {n} line(s) of points not in its sweep's latest spec left out",
+                    input.file.display()
+                ));
             }
-        }
-        for l in latest_per_point(&sweep_lines) {
-            set.runs.push(Run {
-                point: l.point.clone(),
-                name: l.name.clone(),
-                workload: l.workload.clone(),
-                rep: l.rep,
-                index: l.index,
-                default: l.default,
-                labels: l.labels.clone(),
-                ok: l.status == Status::Ok,
-                error: l.error.clone(),
-                record: l.record.clone(),
-            });
-        }
-        let offset = set.runs.len();
-        // Bare records: repetitions of a name are told apart by order.
-        let mut reps: BTreeMap<String, u32> = BTreeMap::new();
-        for (i, v) in bare.into_iter().enumerate() {
-            let name = v
-                .get("name")
-                .and_then(|n| n.as_str())
-                .unwrap_or("run")
-                .to_string();
-            let rep = reps.entry(name.clone()).or_insert(0);
-            set.runs.push(Run {
-                point: format!("record-{i}"),
-                name,
-                workload: "all".into(),
-                rep: *rep,
-                index: offset + i,
-                default: false,
-                labels: Vec::new(),
-                ok: true,
-                error: None,
-                record: v,
-            });
-            *rep += 1;
+            keep_apart(&mut runs, &input, &seen, &mut set.notes);
+            // Inputs keep their order: each one's indices follow the previous ones'.
+            let offset = set.runs.iter().map(|r| r.index + 1).max().unwrap_or(0);
+            for r in &mut runs {
+                r.index += offset;
+                seen.insert((r.workload.clone(), r.name.clone()));
+            }
+            set.runs.extend(runs);
         }
         Ok(set)
+    }
+
+    /// What the reader of a report must be told about its inputs: the unreadable lines
+    /// skipped, by `file:line` (the first 20, then how many more), and the
+    /// [`notes`](Self::notes).
+    pub fn input_notes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.malformed.is_empty() {
+            let shown = &self.malformed[..self.malformed.len().min(MAX_LISTED)];
+            let more = self.malformed.len() - shown.len();
+            out.push(format!(
+                "{} unreadable line(s) skipped: {}{}",
+                self.malformed.len(),
+                shown.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        out.extend(self.notes.iter().cloned());
+        out
     }
 
     /// Workload names in order of first appearance.
@@ -194,6 +172,180 @@ impl ResultSet {
             }
         }
         out
+    }
+}
+
+/// What one input held.
+struct Input {
+    /// The file read.
+    file: std::path::PathBuf,
+    /// A short name for the input: a sweep directory's name, else the file stem.
+    tag: String,
+    sweep_lines: Vec<ResultLine>,
+    bare: Vec<serde_json::Value>,
+    /// Lines left out as not of the sweep's current points (`None`: no list of points).
+    left_out: Option<usize>,
+}
+
+impl Input {
+    /// The runs of this input alone: the latest outcome per point, then the bare records
+    /// (repetitions of a name told apart by order). `bare_count` numbers bare records across
+    /// inputs so their point ids stay distinct.
+    fn runs(&self, bare_count: &mut usize) -> Vec<Run> {
+        let mut runs: Vec<Run> = latest_per_point(&self.sweep_lines)
+            .into_iter()
+            .map(|l| Run {
+                point: l.point.clone(),
+                name: l.name.clone(),
+                workload: l.workload.clone(),
+                rep: l.rep,
+                index: l.index,
+                default: l.default,
+                labels: l.labels.clone(),
+                ok: l.status == Status::Ok,
+                error: l.error.clone(),
+                record: l.record.clone(),
+            })
+            .collect();
+        let offset = runs.iter().map(|r| r.index + 1).max().unwrap_or(0);
+        let mut reps: BTreeMap<String, u32> = BTreeMap::new();
+        for (i, v) in self.bare.iter().enumerate() {
+            let name = v
+                .get("name")
+                .and_then(|n| n.as_str())
+                .unwrap_or("run")
+                .to_string();
+            let rep = reps.entry(name.clone()).or_insert(0);
+            runs.push(Run {
+                point: format!("record-{}", *bare_count),
+                name,
+                workload: "all".into(),
+                rep: *rep,
+                index: offset + i,
+                default: false,
+                labels: Vec::new(),
+                ok: true,
+                error: None,
+                record: v.clone(),
+            });
+            *rep += 1;
+            *bare_count += 1;
+        }
+        runs
+    }
+}
+
+/// Reads one input (a file, or a sweep directory's results.jsonl), listing its unreadable
+/// lines and its hierarchy records in `set`.
+fn read_input(path: &Path, set: &mut ResultSet) -> Result<Input, ReportError> {
+    // A directory means the sweep output directory.
+    let file = if path.is_dir() {
+        path.join(tiercache_sweep::RESULTS_JSONL)
+    } else {
+        path.to_path_buf()
+    };
+    let bytes = std::fs::read(&file).map_err(|source| ReportError::Io {
+        path: file.clone(),
+        source,
+    })?;
+    set.sources.push(file.display().to_string());
+    let dir = file.parent().unwrap_or(Path::new(""));
+    let about: Option<serde_json::Value> = std::fs::read(dir.join(tiercache_sweep::SWEEP_JSON))
+        .ok()
+        .and_then(|t| serde_json::from_slice(&t).ok());
+    // Two sweeps' directories tell inputs apart better than their sweep names (often equal).
+    let in_sweep_dir = file.file_name() == Some(OsStr::new(tiercache_sweep::RESULTS_JSONL));
+    let tag = if in_sweep_dir {
+        dir.file_name()
+    } else {
+        file.file_stem()
+    }
+    .map(|s| s.to_string_lossy().into_owned())
+    .filter(|s| !s.is_empty())
+    .unwrap_or_else(|| "input".into());
+    let mut input = Input {
+        file: file.clone(),
+        tag,
+        sweep_lines: Vec::new(),
+        bare: Vec::new(),
+        left_out: None,
+    };
+    // Split on newline bytes: a line that is not UTF-8 is one malformed line, not the end of
+    // the whole input.
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        let bad = |set: &mut ResultSet| set.malformed.push(format!("{}:{}", file.display(), i + 1));
+        let Ok(line) = std::str::from_utf8(line) else {
+            bad(set);
+            continue;
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(_) => {
+                bad(set);
+                continue;
+            }
+        };
+        if v.get("point").is_some() && v.get("status").is_some() {
+            match serde_json::from_value::<ResultLine>(v) {
+                Ok(l) => input.sweep_lines.push(l),
+                Err(_) => bad(set),
+            }
+        } else if v.get("metrics").is_some() {
+            input.bare.push(v);
+        } else if v.get("kind").and_then(|k| k.as_str()) == Some("hierarchy")
+            && v.get("result").is_some()
+        {
+            set.hierarchies.push(v);
+        } else {
+            bad(set);
+        }
+    }
+    let points: Option<BTreeSet<&str>> = about
+        .as_ref()
+        .filter(|_| in_sweep_dir)
+        .and_then(|a| a["points"].as_array())
+        .map(|ids| ids.iter().filter_map(|v| v.as_str()).collect());
+    if let Some(points) = points {
+        let before = input.sweep_lines.len();
+        input
+            .sweep_lines
+            .retain(|l| points.contains(l.point.as_str()));
+        input.left_out = Some(before - input.sweep_lines.len());
+    }
+    Ok(input)
+}
+
+/// Renames the workloads of `runs` (one input's) that share a (workload, design) with an
+/// earlier input to `WORKLOAD (TAG)`, saying so in `notes`.
+fn keep_apart(
+    runs: &mut [Run],
+    input: &Input,
+    seen: &BTreeSet<(String, String)>,
+    notes: &mut Vec<String>,
+) {
+    let clashing: BTreeSet<String> = runs
+        .iter()
+        .filter(|r| seen.contains(&(r.workload.clone(), r.name.clone())))
+        .map(|r| r.workload.clone())
+        .collect();
+    let taken: BTreeSet<&str> = seen.iter().map(|(w, _)| w.as_str()).collect();
+    for w in clashing {
+        let mut renamed = format!("{w} ({})", input.tag);
+        let mut n = 2;
+        while taken.contains(renamed.as_str()) {
+            renamed = format!("{w} ({} #{n})", input.tag);
+            n += 1;
+        }
+        notes.push(format!(
+            "{}: workload `{w}` has designs an earlier input has too: shown apart as `{renamed}`",
+            input.file.display()
+        ));
+        for r in runs.iter_mut().filter(|r| r.workload == w) {
+            r.workload = renamed.clone();
+        }
     }
 }
 

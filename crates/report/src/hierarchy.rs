@@ -84,8 +84,9 @@ pub(crate) fn section(records: &[Value], next_id: &mut dyn FnMut(&str) -> String
         ),
         plots: Vec::new(),
     };
-    for (group, rows) in &groups {
-        let anchor = format!("h-{}", crate::html::slug(group));
+    for (gi, (group, rows)) in groups.iter().enumerate() {
+        // Numbered, as workload anchors are: distinct groups can share a slug.
+        let anchor = format!("hg{gi}-{}", crate::html::slug(group));
         let _ = write!(out.toc, "<li><a href=\"#{anchor}\">{}</a></li>", esc(group));
         let _ = write!(out.body, "<h3 id=\"{anchor}\">{}</h3>", esc(group));
         table(&mut out.body, rows);

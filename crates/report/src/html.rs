@@ -515,10 +515,11 @@ pub fn build_report(results: &ResultSet, opts: &ReportOptions) -> Report {
     };
     let workloads = results.workloads();
 
-    for w in &workloads {
+    for (wi, w) in workloads.iter().enumerate() {
         let designs = results.designs(w);
         let metrics = present_metrics(&designs, &opts.metrics);
-        let anchor = format!("w-{}", slug(w));
+        // Numbered: names without ASCII letters (or alike to 60 characters) share a slug.
+        let anchor = format!("w{wi}-{}", slug(w));
         let ok = designs
             .iter()
             .flat_map(|d| &d.runs)
@@ -781,11 +782,11 @@ pub fn build_report(results: &ResultSet, opts: &ReportOptions) -> Report {
         },
         plots.len(),
         results.sources.iter().map(|s| format!("<code>{}</code>", esc(s))).collect::<Vec<_>>().join(", "),
-        if results.malformed.is_empty() {
-            String::new()
-        } else {
-            format!(" {} unreadable line(s) skipped.", results.malformed.len())
-        },
+        results
+            .input_notes()
+            .iter()
+            .map(|n| format!(" {}.", esc(n)))
+            .collect::<String>(),
         base_setup(results)
     );
     html.push('\n');

@@ -25,6 +25,8 @@ pub struct SweepArgs {
     #[arg(long)]
     pub ci: bool,
     /// Override a key of the base configuration (repeatable), e.g. `--set run.requests=50000`.
+    /// A key that an axis, a workload's `set` or the spec's `seed` sets is refused: those are
+    /// applied over the base for every point.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// List the points (id, workload, rep, design) without running them.
@@ -65,8 +67,8 @@ pub fn load_points(args: &SweepArgs) -> Result<(SweepSpec, Vec<PointSpec>), Swee
 }
 
 /// Runs `tiercache sweep` with the given backend. Prints a one-line summary on stderr. Returns
-/// [`SweepError::PointsFailed`] (after every point ran) when any point failed, so the command
-/// exits non-zero; the failures are in the results with their errors.
+/// [`SweepError::PointsFailed`] (after every point ran) when any point failed, now or in an
+/// earlier run that `--no-retry-failed` did not retry, so the command exits non-zero; the failures are in the results with their errors.
 pub fn run(args: &SweepArgs, backend: &dyn Backend) -> anyhow::Result<Option<RunSummary>> {
     let (spec, points) = load_points(args)?;
     if args.list {
@@ -107,8 +109,16 @@ pub fn run(args: &SweepArgs, backend: &dyn Backend) -> anyhow::Result<Option<Run
         sweep_description: spec.description.clone(),
     };
     let summary = run_points(&points, backend, &opts)?;
+    let not_retried = if summary.not_retried > 0 {
+        format!(
+            ", {} failed before and not retried (--no-retry-failed)",
+            summary.not_retried
+        )
+    } else {
+        String::new()
+    };
     eprintln!(
-        "sweep {}: {} points, {} already done, {} ok, {} failed{}; results in {}",
+        "sweep {}: {} points, {} already done{not_retried}, {} ok, {} failed{}; results in {}",
         spec.name,
         summary.total,
         summary.skipped,
@@ -124,12 +134,19 @@ pub fn run(args: &SweepArgs, backend: &dyn Backend) -> anyhow::Result<Option<Run
         },
         summary.results_jsonl.display()
     );
+    if summary.other_lines > 0 {
+        eprintln!(
+            "  {} lines of results.jsonl are for points not in this sweep (an earlier spec or other --set values): kept there, left out of results.csv and results.parquet",
+            summary.other_lines
+        );
+    }
     for (point, error) in &summary.first_errors {
         eprintln!("  point {point} failed: {error}");
     }
-    if summary.failed > 0 {
+    if summary.failed + summary.not_retried > 0 {
         return Err(SweepError::PointsFailed {
-            failed: summary.failed,
+            failed: summary.failed + summary.not_retried,
+            not_retried: summary.not_retried,
             total: summary.total,
             results: summary.results_jsonl.clone(),
         }

@@ -65,17 +65,20 @@ pub mod ray;
 mod results;
 mod runner;
 mod spec;
+mod spec_set;
 
 pub use canonical::{fnv1a64, value_label};
 pub use results::{
     flatten_scalars, latest_per_point, read_results, tidy_table, write_csv, write_csv_file,
-    ExistingResults, ResultLine, Status,
+    write_csv_lines, ExistingResults, ResultLine, Status,
 };
 pub use runner::{
     default_out_dir, run_points, Backend, RunOptions, RunSummary, RESULTS_CSV, RESULTS_JSONL,
     SWEEP_JSON,
 };
-pub use spec::{Axis, AxisKey, AxisSetting, CiProfile, PointSpec, SweepSpec, WorkloadSpec};
+pub use spec::{
+    Axis, AxisKey, AxisSetting, CiProfile, PointSpec, SweepSpec, WorkloadSpec, MAX_POINTS,
+};
 
 use std::path::PathBuf;
 
@@ -102,10 +105,12 @@ pub enum SweepError {
         message: String,
     },
     /// Some points failed (each is recorded in the results with its error).
-    #[error("{failed} of {total} points failed (errors recorded in {results})")]
+    #[error("{failed} of {total} points failed{} (errors recorded in {results})", if *not_retried > 0 { format!(", {not_retried} of them in an earlier run, not retried") } else { String::new() })]
     PointsFailed {
-        /// Failed points in this run.
+        /// Failed points: run now, or failed earlier and not retried.
         failed: usize,
+        /// Of those, the points that failed in an earlier run and were not retried.
+        not_retried: usize,
         /// Points in the sweep.
         total: usize,
         /// The results file.

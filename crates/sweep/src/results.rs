@@ -3,7 +3,7 @@
 use crate::SweepError;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::Path;
 
 /// Outcome of one point.
@@ -102,15 +102,17 @@ pub fn read_results(path: &Path) -> Result<ExistingResults, SweepError> {
         missing_final_newline: !bytes.is_empty() && bytes.last() != Some(&b'\n'),
         ..Default::default()
     };
-    for (i, line) in bytes.lines().enumerate() {
-        let line = line.map_err(|source| SweepError::Io {
-            path: path.into(),
-            source,
-        })?;
+    // Split on newline bytes: a line that is not UTF-8 is one malformed line (numbered like a
+    // JSON error), not the end of the whole file.
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        let Ok(line) = std::str::from_utf8(line) else {
+            out.malformed.push(i + 1);
+            continue;
+        };
         if line.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<ResultLine>(&line) {
+        match serde_json::from_str::<ResultLine>(line) {
             Ok(r) => out.lines.push(r),
             Err(_) => out.malformed.push(i + 1),
         }
@@ -274,14 +276,18 @@ pub fn write_csv(lines: &[ResultLine], out: &mut dyn Write) -> std::io::Result<(
 
 /// Rewrites `csv_path` from the lines of `jsonl_path`.
 pub fn write_csv_file(jsonl_path: &Path, csv_path: &Path) -> Result<(), SweepError> {
-    let existing = read_results(jsonl_path)?;
+    write_csv_lines(&read_results(jsonl_path)?.lines, csv_path)
+}
+
+/// Rewrites `csv_path` from `lines` (through a temporary file, so a reader never sees half).
+pub fn write_csv_lines(lines: &[ResultLine], csv_path: &Path) -> Result<(), SweepError> {
     let tmp = csv_path.with_extension("csv.tmp");
     let io = |source| SweepError::Io {
         path: csv_path.into(),
         source,
     };
     let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(io)?);
-    write_csv(&existing.lines, &mut f).map_err(io)?;
+    write_csv(lines, &mut f).map_err(io)?;
     f.flush().map_err(io)?;
     drop(f);
     std::fs::rename(&tmp, csv_path).map_err(io)

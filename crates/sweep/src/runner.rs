@@ -1,11 +1,12 @@
 //! The runner: every pending point in parallel, results appended as they finish, resumable.
 
 use crate::canonical::to_json;
-use crate::results::{read_results, write_csv_file, ResultLine, Status};
+use crate::results::{read_results, write_csv_lines, ResultLine, Status};
 use crate::spec::PointSpec;
 use crate::SweepError;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
+use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -65,14 +66,20 @@ impl RunOptions {
 pub struct RunSummary {
     /// Points in the sweep.
     pub total: usize,
-    /// Points skipped because an earlier run finished them.
+    /// Points skipped because an earlier run finished them with status ok.
     pub skipped: usize,
+    /// Points skipped because an earlier run failed them and retries are off
+    /// ([`RunOptions::retry_failed`] false): they are failed still.
+    pub not_retried: usize,
     /// Points run now that succeeded.
     pub ok: usize,
     /// Points run now that failed.
     pub failed: usize,
     /// Malformed lines found in the existing results (ignored).
     pub malformed_lines: usize,
+    /// Lines of results.jsonl for points not in this sweep (an earlier spec or other `--set`
+    /// values run into the same directory): kept in the file, left out of the CSV and Parquet.
+    pub other_lines: usize,
     /// The first few distinct errors of points that failed now, with a point that had each
     /// (so a sweep whose points all fail says why on the terminal, not only in the results).
     pub first_errors: Vec<(String, String)>,
@@ -109,9 +116,12 @@ pub fn run_points(
     let jsonl = dir.join(RESULTS_JSONL);
     let csv = dir.join(RESULTS_CSV);
     let about = dir.join(SWEEP_JSON);
+    // The points of this spec, so a report of the directory leaves out lines of other specs
+    // run into it before (they stay in results.jsonl).
     let text = serde_json::json!({
         "name": opts.sweep_name,
         "description": opts.sweep_description,
+        "points": points.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
     })
     .to_string();
     std::fs::write(&about, text).map_err(|source| SweepError::Io {
@@ -128,7 +138,13 @@ pub fn run_points(
         .iter()
         .filter(|p| !done.contains(p.id.as_str()))
         .collect();
-    let skipped = points.len() - pending.len();
+    // Without retries, a point whose earlier runs all failed is skipped but still failed.
+    let ok_before = existing.ok_ids();
+    let not_retried = points
+        .iter()
+        .filter(|p| done.contains(p.id.as_str()) && !ok_before.contains(p.id.as_str()))
+        .count();
+    let skipped = points.len() - pending.len() - not_retried;
 
     let mut file = OpenOptions::new()
         .create(true)
@@ -222,9 +238,16 @@ pub fn run_points(
         });
     }
     drop(w.file);
-    write_csv_file(&jsonl, &csv)?;
+    // The tables hold this spec's points only: a directory reused for another spec (or other
+    // `--set` values) keeps those lines in results.jsonl, never in the tables.
+    let ids: BTreeSet<&str> = points.iter().map(|p| p.id.as_str()).collect();
+    let (current, other): (Vec<ResultLine>, Vec<ResultLine>) = read_results(&jsonl)?
+        .lines
+        .into_iter()
+        .partition(|l| ids.contains(l.point.as_str()));
+    write_csv_lines(&current, &csv)?;
     let parquet = jsonl.with_file_name("results.parquet");
-    crate::parquet_out::write_parquet(&read_results(&jsonl)?.lines, &parquet)?;
+    crate::parquet_out::write_parquet(&current, &parquet)?;
     let (ok, failed) = counts.into_inner().unwrap_or_else(|e| e.into_inner());
     Ok(RunSummary {
         total: points.len(),
@@ -232,6 +255,8 @@ pub fn run_points(
         ok,
         failed,
         malformed_lines: existing.malformed.len(),
+        other_lines: other.len(),
+        not_retried,
         first_errors: errors.into_inner().unwrap_or_else(|e| e.into_inner()),
         results_jsonl: jsonl,
         results_csv: csv,

@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 use tiercache_config::Document;
 use toml::Value;
 
+/// Most points a sweep may expand to (each is built, with its configuration, in memory).
+pub const MAX_POINTS: usize = 1_000_000;
+
 /// Keys a sweep spec may have at its top level.
 const SPEC_KEYS: [&str; 10] = [
     "name",
@@ -145,7 +148,7 @@ pub struct PointSpec {
     pub base_dir: PathBuf,
 }
 
-fn spec_err(at: impl Into<String>, message: impl Into<String>) -> SweepError {
+pub(crate) fn spec_err(at: impl Into<String>, message: impl Into<String>) -> SweepError {
     SweepError::Spec {
         at: at.into(),
         message: message.into(),
@@ -280,13 +283,6 @@ impl SweepSpec {
         Ok(())
     }
 
-    /// Applies `key=value` overrides to the base (the command line's `--set`).
-    pub fn apply_overrides(&mut self, set: &[String]) -> Result<(), SweepError> {
-        self.base
-            .apply_overrides(set)
-            .map_err(|e| spec_err("--set", e.to_string()))
-    }
-
     /// Number of designs (the product of the axis lengths).
     pub fn designs(&self) -> usize {
         self.axes.iter().map(Axis::len).product()
@@ -295,6 +291,26 @@ impl SweepSpec {
     /// Expands the spec into points: workloads × designs × repetitions, in that nesting order.
     /// Errors name the workload or axis whose override cannot be applied.
     pub fn expand(&self) -> Result<Vec<PointSpec>, SweepError> {
+        // Every point is built in memory: refuse a count that could not be, before building.
+        let designs = self
+            .axes
+            .iter()
+            .try_fold(1usize, |n, a| n.checked_mul(a.len()))
+            .map(|n| self.max_designs.map_or(n, |m| n.min(m.max(1))));
+        let count = designs
+            .and_then(|d| d.checked_mul(self.workloads.len()))
+            .and_then(|n| n.checked_mul(self.repetitions as usize));
+        if count.is_none_or(|n| n > MAX_POINTS) {
+            return Err(spec_err(
+                "repetitions",
+                format!(
+                    "{} workload(s) × {} design(s) × {} repetitions is more than {MAX_POINTS} points: lower `repetitions` or shorten the axes",
+                    self.workloads.len(),
+                    designs.map_or_else(|| "too many".to_string(), |d| d.to_string()),
+                    self.repetitions
+                ),
+            ));
+        }
         let designs = self.design_indices();
         let mut points = Vec::new();
         let mut ids = BTreeSet::new();

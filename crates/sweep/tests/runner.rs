@@ -269,7 +269,7 @@ fn a_failing_point_is_recorded_and_does_not_stop_the_others() {
         },
     )
     .unwrap();
-    assert_eq!((s2.skipped, s2.ok), (36, 0));
+    assert_eq!((s2.skipped, s2.not_retried, s2.ok), (28, 8, 0));
     let s3 = run_points(&pts, &fixed, &opts(dir.path())).unwrap();
     assert_eq!((s3.skipped, s3.ok, s3.failed), (28, 8, 0));
     let rerun: Vec<String> = calls.lock().unwrap().keys().cloned().collect();
@@ -346,6 +346,26 @@ fn the_cli_reports_failures_after_running_everything() {
     }
     let res = read_results(&dir.path().join("out/results.jsonl")).unwrap();
     assert_eq!(res.lines.len(), 36);
+    // Not retrying them does not make them done: the rerun fails too, counting them.
+    let no_retry = tiercache_sweep::cli::SweepArgs {
+        no_retry_failed: true,
+        ..args.clone()
+    };
+    let e = tiercache_sweep::cli::run(&no_retry, &|p: &PointSpec| Ok(fake_record(p))).unwrap_err();
+    match e.downcast_ref::<SweepError>() {
+        Some(SweepError::PointsFailed {
+            failed,
+            not_retried,
+            total,
+            ..
+        }) => assert_eq!((*failed, *not_retried, *total), (18, 18, 36)),
+        other => panic!("unexpected error {other:?}"),
+    }
+    assert!(
+        e.to_string()
+            .contains("18 of them in an earlier run, not retried"),
+        "{e}"
+    );
     let ok = tiercache_sweep::cli::run(&args, &|p: &PointSpec| Ok(fake_record(p)))
         .unwrap()
         .unwrap();
@@ -382,4 +402,65 @@ fn a_changed_base_supersedes_older_results_of_the_same_design() {
         .all(|l| l.record["metrics"]["iops"] == json!(-1.0)));
     let csv = std::fs::read_to_string(&s.results_csv).unwrap();
     assert_eq!(csv.lines().count(), 37);
+}
+
+#[test]
+fn a_reused_directory_tables_only_the_current_specs_points() {
+    let dir = tempfile::tempdir().unwrap();
+    run_points(
+        &points(),
+        &|p: &PointSpec| Ok(fake_record(p)),
+        &opts(dir.path()),
+    )
+    .unwrap();
+    // Another spec into the same directory: 4KiB is shared, 32KiB and 64KiB are not in it.
+    let other = SPEC.replace(r#"["4KiB", "32KiB", "64KiB"]"#, r#"["4KiB", "8KiB"]"#);
+    let pts = SweepSpec::parse(&other, "fake.toml", Path::new("."), "fake")
+        .unwrap()
+        .expand()
+        .unwrap();
+    assert_eq!(pts.len(), 24);
+    let s = run_points(&pts, &|p: &PointSpec| Ok(fake_record(p)), &opts(dir.path())).unwrap();
+    assert_eq!((s.skipped, s.ok), (12, 12));
+    assert_eq!(
+        s.other_lines, 24,
+        "the 32KiB and 64KiB lines of the first spec"
+    );
+    let csv = std::fs::read_to_string(&s.results_csv).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 24, "{csv}");
+    assert!(!csv.contains("32KiB") && !csv.contains("64KiB"), "{csv}");
+    // Nothing is deleted: every line ever written stays in results.jsonl.
+    assert_eq!(read_results(&s.results_jsonl).unwrap().lines.len(), 36 + 12);
+    // sweep.json lists this spec's points, so a report of the directory can keep to them.
+    let about: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("sweep.json")).unwrap()).unwrap();
+    let listed: Vec<&str> = about["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let ids: Vec<&str> = pts.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(listed, ids);
+}
+
+#[test]
+fn a_last_line_cut_inside_a_utf8_character_is_one_malformed_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let pts = points();
+    let s = run_points(&pts, &|p: &PointSpec| Ok(fake_record(p)), &opts(dir.path())).unwrap();
+    // Keep 10 lines, then a line cut in the middle of a two-byte character.
+    let text = std::fs::read_to_string(&s.results_jsonl).unwrap();
+    let mut bytes: Vec<u8> = text
+        .lines()
+        .take(10)
+        .flat_map(|l| format!("{l}\n").into_bytes())
+        .collect();
+    bytes.extend_from_slice(b"{\"point\": \"\xc3");
+    std::fs::write(&s.results_jsonl, &bytes).unwrap();
+    let res = read_results(&s.results_jsonl).unwrap();
+    assert_eq!((res.lines.len(), res.malformed.clone()), (10, vec![11]));
+    assert!(res.missing_final_newline);
+    let s2 = run_points(&pts, &|p: &PointSpec| Ok(fake_record(p)), &opts(dir.path())).unwrap();
+    assert_eq!((s2.skipped, s2.ok, s2.malformed_lines), (10, 26, 1));
 }

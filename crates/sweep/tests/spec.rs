@@ -505,3 +505,69 @@ points = 8
         again.iter().map(|p| &p.id).collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn command_line_set_on_a_key_the_spec_sets_is_refused() {
+    let swept = r#"
+seed = 7
+[[axis]]
+key = "cache.line_size"
+values = ["4KiB", "16KiB"]
+[[workload]]
+name = "w1"
+set = ["workload.distribution = { type = 'zipf', theta = 0.6 }"]
+"#;
+    for (set, what) in [
+        ("cache.line_size=64KiB", "axis `line_size`"),
+        ("cache={ line_size = '64KiB' }", "axis `line_size`"),
+        ("workload.distribution={type='uniform'}", "workload `w1`"),
+        ("workload.distribution.theta=0.9", "workload `w1`"),
+        ("workload = { read_fraction = 0.5 }", "workload `w1`"),
+        ("run.seed=3", "`seed`"),
+    ] {
+        let mut spec = parse(swept).unwrap();
+        let e = spec.apply_overrides(&[set.to_string()]).unwrap_err();
+        let e = e.to_string();
+        let key = set.split('=').next().unwrap().trim();
+        assert!(
+            e.contains("--set") && e.contains(&format!("`{key}`")) && e.contains(what),
+            "{set}: {e}"
+        );
+    }
+    // Keys nothing else sets still reach every point.
+    let mut spec = parse(swept).unwrap();
+    spec.apply_overrides(&["cache.capacity=1GiB".to_string()])
+        .unwrap();
+    let points = spec.expand().unwrap();
+    assert!(points
+        .iter()
+        .all(|p| p.doc.value["cache"]["capacity"].as_str() == Some("1GiB")));
+    // Without a spec `seed`, `--set run.seed` moves the base seed.
+    let mut spec = parse("repetitions = 2").unwrap();
+    spec.apply_overrides(&["run.seed=5".to_string()]).unwrap();
+    let seeds: Vec<u64> = spec.expand().unwrap().iter().map(|p| p.seed).collect();
+    assert_eq!(seeds, [5, 6]);
+}
+
+#[test]
+fn a_sweep_of_more_points_than_memory_holds_is_refused_before_expanding() {
+    let e = err("repetitions = 2000000000\n[[axis]]\nkey = \"cache.line_size\"\nvalues = [\"4KiB\", \"8KiB\"]\n");
+    assert!(
+        e.contains("repetitions") && e.contains("1000000 points") && e.contains("2 design(s)"),
+        "{e}"
+    );
+    // Axes whose product overflows are refused too.
+    let axes: String = (0..70)
+        .map(|i| format!("[[axis]]\nkey = \"x.k{i}\"\nvalues = [1, 2]\n"))
+        .collect();
+    let e = err(&axes);
+    assert!(e.contains("too many design(s)"), "{e}");
+    // Right at the limit is fine to describe; a little over is not.
+    let mut spec = parse("repetitions = 500000\n[[axis]]\nkey = \"cache.line_size\"\nvalues = [\"4KiB\", \"8KiB\"]\n").unwrap();
+    assert_eq!(
+        spec.designs() * spec.repetitions as usize,
+        tiercache_sweep::MAX_POINTS
+    );
+    spec.repetitions += 1;
+    assert!(spec.expand().is_err());
+}

@@ -23,6 +23,12 @@ use crate::error::WorkloadError;
 pub const DEFAULT_FOOTPRINT: u64 = 1 << 30;
 /// Default block size: 4 KiB.
 pub const DEFAULT_BLOCK_SIZE: u64 = 4096;
+/// Most `jobs` a workload may have (each has its state, allocated up front).
+const MAX_JOBS: u32 = 65_536;
+/// Most `iodepth` a workload may have.
+const MAX_IODEPTH: u32 = 65_536;
+/// Most requests in flight, `jobs × iodepth` (an executor allocates a slot for each).
+const MAX_IN_FLIGHT: u64 = 1 << 20;
 
 /// A fio-like synthetic workload (SPEC §6).
 ///
@@ -33,6 +39,7 @@ pub const DEFAULT_BLOCK_SIZE: u64 = 4096;
 #[serde(default, deny_unknown_fields)]
 pub struct WorkloadSpec {
     /// Seed of every random choice. Same seed and spec → same requests, bit for bit. Default 0.
+    /// A tiercache config seeds its workload with `run.seed` and refuses `workload.seed`.
     pub seed: u64,
     /// Independent submitters (fio `numjobs`). Each has its own random stream derived from
     /// (`seed`, job index). In an open loop the jobs are the streams arrivals are dealt to
@@ -199,6 +206,7 @@ pub struct Zone {
 #[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum AddressDist {
     /// Every slot equally likely (the §4.7 RANDOM archetype).
+    #[serde(deserialize_with = "no_fields")]
     Uniform,
     /// Zipf: the slot of popularity rank `k` (1-based) has probability ∝ `k^-theta`; any
     /// `theta > 0` (below, at or above 1). θ = 1 is the §4.7 "probability ∝ 1/i" archetype.
@@ -240,6 +248,7 @@ pub enum AddressDist {
     /// Per-job sequential streams over the whole footprint: job `j` starts at slot
     /// `j · slots / jobs`, each request follows the previous one (advancing by its size rounded
     /// up to the alignment) and the stream wraps to offset 0 at the end.
+    #[serde(deserialize_with = "no_fields")]
     Sequential,
     /// The §4.7 SEQUENTIAL archetype: per-job sequential streams, as [`AddressDist::Sequential`],
     /// looping over a working set `0..size` (give exactly one of `size` or `size_fraction`).
@@ -255,6 +264,16 @@ pub enum AddressDist {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         size_fraction: Option<f64>,
     },
+}
+
+/// Reads the table of a parameterless variant (its tag already taken), which must be empty:
+/// serde lets an internally tagged unit variant ignore extra keys, and
+/// `{ type = "uniform", theta = 0.5 }` must be an error naming `theta`.
+fn no_fields<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct NoFields {}
+    NoFields::deserialize(d).map(|_| ())
 }
 
 fn one() -> f64 {
@@ -354,6 +373,28 @@ impl WorkloadSpec {
     pub fn validate(&self) -> Result<(), WorkloadError> {
         if self.jobs == 0 {
             return Err(WorkloadError::invalid("jobs", "must be at least 1"));
+        }
+        // Per-job state and the executor's slots are allocated up front: bound them.
+        if self.jobs > MAX_JOBS {
+            return Err(WorkloadError::invalid(
+                "jobs",
+                format!("{} is more than the {MAX_JOBS} allowed", self.jobs),
+            ));
+        }
+        if let Some(d) = self.iodepth.filter(|d| *d > MAX_IODEPTH) {
+            return Err(WorkloadError::invalid(
+                "iodepth",
+                format!("{d} is more than the {MAX_IODEPTH} allowed"),
+            ));
+        }
+        let in_flight = u64::from(self.jobs) * u64::from(self.iodepth.unwrap_or(1));
+        if in_flight > MAX_IN_FLIGHT {
+            return Err(WorkloadError::invalid(
+                "iodepth",
+                format!(
+                    "jobs × iodepth = {in_flight} requests in flight, more than the {MAX_IN_FLIGHT} allowed"
+                ),
+            ));
         }
         match (self.iodepth, self.rate_iops) {
             (Some(_), Some(_)) => return Err(WorkloadError::invalid(

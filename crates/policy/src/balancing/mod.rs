@@ -107,6 +107,7 @@ pub struct BalanceReport {
 pub enum BalancingConfig {
     /// No balancing: the configured write policy always (plain WB when that is configured).
     #[default]
+    #[serde(deserialize_with = "crate::config::no_fields")]
     None,
     /// LBICA: in a burst, characterise the cache device's queue (R, W, P, E) and switch the
     /// write policy by group (SPEC §4.8).
