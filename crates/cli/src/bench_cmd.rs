@@ -232,7 +232,8 @@ fn summary(side: &serde_json::Value) -> LatencySummary {
 /// after another, each on a fresh engine.
 pub fn run(args: BenchArgs) -> Result<()> {
     let (doc, base) = serve_cmd::load_doc(Some(&args.config), &args.overrides)?;
-    let mut variants = doc.variants()?;
+    // The command line wins over a variant's own `set`, as in `sim`.
+    let mut variants = doc.variants_with(&args.overrides)?;
     if let Some(only) = &args.only {
         variants.retain(|(name, _)| name.contains(only.as_str()));
         if variants.is_empty() {

@@ -356,6 +356,9 @@ impl Experiment {
                 "cache.victim: \"demote\" needs a cache level below this one, and runs have one level over the backend".into(),
             ));
         }
+        if head.mode == RunMode::HitRatio {
+            clockless_settings(doc, &workload, &limits, &cache)?;
+        }
         let mut notes = Vec::new();
         let mut limits = limits;
         let mut config_json = doc.to_json();
@@ -657,6 +660,63 @@ const TRACE_WORKLOAD_KEYS: [&str; 11] = [
     "volumes",
 ];
 
+/// Hit-ratio mode runs a closed-loop synthetic workload without a clock: its requests carry
+/// no times, so a setting that acts at a time would never act (the run hung on a duration, or
+/// ran without the partitions a tenancy mode was to set). Refused, naming the setting.
+fn clockless_settings(
+    doc: &Document,
+    workload: &Workload,
+    limits: &RunLimits,
+    cache: &CacheConfig,
+) -> Result<(), ConfigError> {
+    let mut specs: Vec<(String, &WorkloadSpec)> = Vec::new();
+    match workload {
+        Workload::Synthetic(s) => specs.push(("workload".into(), s)),
+        Workload::Volumes(parts) => {
+            for (i, p) in parts.iter().enumerate() {
+                if let crate::volumes::VolumeWorkload::Synthetic(s) = &p.workload {
+                    specs.push((format!("volumes[{i}]"), s));
+                }
+            }
+        }
+        Workload::Trace(_) => {}
+    }
+    let closed: Vec<&(String, &WorkloadSpec)> =
+        specs.iter().filter(|(_, s)| !s.is_open_loop()).collect();
+    if closed.is_empty() {
+        return Ok(());
+    }
+    let mut timed: Vec<String> = Vec::new();
+    if limits.duration_ns.is_some() {
+        timed.push("run.duration_ns".into());
+    }
+    if limits.warmup_ns > 0 {
+        timed.push("run.warmup_ns".into());
+    }
+    if cache.tenancy.partitions() {
+        timed.push("cache.tenancy.mode".into());
+    }
+    for (at, s) in &closed {
+        if s.duration_ns.is_some() {
+            timed.push(format!("{at}.duration_ns"));
+        }
+        if s.bursts.is_some() {
+            timed.push(format!("{at}.bursts"));
+        }
+    }
+    match timed.first() {
+        None => Ok(()),
+        Some(path) => Err(ConfigError::Value {
+            context: doc.context(),
+            path: path.clone(),
+            message: "run.mode = \"hit-ratio\" runs a closed-loop workload without a clock (its \
+                      requests carry no times), so this would never take effect: bound the run \
+                      by requests (run.requests, workload.requests), or use run.mode = \"timed\""
+                .into(),
+        }),
+    }
+}
+
 fn resolve(mut doc: Document, base_dir: &Path, overrides: &[String]) -> Result<Vec<Experiment>> {
     // Choosing a trace from the command line replaces the config's synthetic workload: its
     // generator keys (block sizes, distributions, …) mean nothing for a replay.
@@ -671,14 +731,11 @@ fn resolve(mut doc: Document, base_dir: &Path, overrides: &[String]) -> Result<V
         }
     }
     doc.apply_overrides(overrides)?;
-    let mut variants = doc.variants()?;
+    // The command line wins over a variant's own `set`: `--set cache.line_size=8KiB` holds in
+    // a variant that sets the line size too.
+    let variants = doc.variants_with(overrides)?;
     if variants.is_empty() {
         bail!("no runs in the config");
-    }
-    // The command line wins over a variant's own `set`: applied again after it, so
-    // `--set cache.line_size=8KiB` holds in a variant that sets the line size too.
-    for (_, d) in &mut variants {
-        d.apply_overrides(overrides)?;
     }
     variants
         .iter()

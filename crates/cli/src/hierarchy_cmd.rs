@@ -105,7 +105,8 @@ pub fn run(args: HierarchyArgs) -> Result<()> {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let mut runs = doc.variants()?;
+    // The command line wins over a variant's own `set`, as in `sim`.
+    let mut runs = doc.variants_with(&args.overrides)?;
     if let Some(only) = &args.only {
         runs.retain(|(name, _)| name.contains(only.as_str()));
         if runs.is_empty() {

@@ -228,3 +228,42 @@ fn report_names_each_skipped_line_on_stderr_and_on_the_page() {
         );
     }
 }
+
+/// Hit-ratio mode runs a closed-loop synthetic workload without a clock: a setting acting at
+/// a time is refused, naming it (a duration hung the run; a tenancy mode never repartitioned,
+/// silently). Bounds by requests, open-loop workloads and timed runs are fine.
+#[test]
+fn clockless_hit_ratio_runs_refuse_settings_that_act_at_a_time() {
+    let base = "[run]\nmode = \"hit-ratio\"\n[workload]\niodepth = 4\nfootprint = \"64MiB\"\n";
+    for (set, path) in [
+        ("run.duration_ns=1000000000", "run.duration_ns"),
+        ("run.warmup_ns=1000000", "run.warmup_ns"),
+        ("workload.duration_ns=1000000000", "workload.duration_ns"),
+        ("workload.bursts={on='1ms', off='1ms'}", "workload.bursts"),
+        (
+            "cache.tenancy={mode='eci', interval_ns='20ms'}",
+            "cache.tenancy.mode",
+        ),
+    ] {
+        let e = format!(
+            "{:#}",
+            load_str(base, "t.toml", &[set.to_string()]).unwrap_err()
+        );
+        assert!(
+            e.contains(path) && e.contains("without a clock"),
+            "{set}: {e}"
+        );
+    }
+    load_str(base, "t.toml", &["run.requests=1000".to_string()]).unwrap();
+    load_str(
+        base,
+        "t.toml",
+        &[
+            "run.mode=timed".to_string(),
+            "run.duration_ns=1000000".to_string(),
+        ],
+    )
+    .unwrap();
+    let open = "[run]\nmode = \"hit-ratio\"\nduration_ns = 1000000\n[workload]\nrate_iops = 1000\nfootprint = \"64MiB\"\n";
+    load_str(open, "t.toml", &[]).unwrap();
+}

@@ -99,6 +99,20 @@ impl Document {
         Ok(())
     }
 
+    /// As [`variants`](Self::variants), with `overrides` (the command line's `--set`, already
+    /// applied to this base) applied again to each variant after its own `set`: the command
+    /// line wins over a variant.
+    pub fn variants_with(
+        &self,
+        overrides: &[String],
+    ) -> Result<Vec<(String, Document)>, ConfigError> {
+        let mut variants = self.variants()?;
+        for (_, d) in &mut variants {
+            d.apply_overrides(overrides)?;
+        }
+        Ok(variants)
+    }
+
     /// The document's variants: `(name, document)` for each `[[variant]]` table (its `set` list
     /// of overrides applied to the base), or the base alone (named by `name` or "base") when
     /// there are none. The `variant` key itself is removed from every result.
@@ -419,6 +433,12 @@ set = ["inner.n=3", "inner.label=b"]
             }
         );
         assert_eq!(got[1].1.name, "b");
+        // The command line wins over a variant's own `set`.
+        let v = d.variants_with(&["inner.n=9".to_string()]).unwrap();
+        for (name, doc) in &v {
+            let o: Outer = doc.typed(None).unwrap();
+            assert_eq!(o.inner.n, 9, "variant {name}");
+        }
         let dup = Document::parse("[[variant]]\nname='a'\n[[variant]]\nname='a'\n", "t").unwrap();
         assert!(dup
             .variants()
