@@ -144,17 +144,19 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("run.timeline_interval_ns"));
-        let c = SimConfig {
-            host: Some(HostConfig {
-                fg_lock_shards: 0,
+        for shards in [0, (1 << 16) + 1] {
+            let c = SimConfig {
+                host: Some(HostConfig {
+                    fg_lock_shards: shards,
+                    ..Default::default()
+                }),
                 ..Default::default()
-            }),
-            ..Default::default()
-        };
-        assert!(c
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .starts_with("host.fg_lock_shards"));
+            };
+            assert!(c
+                .validate()
+                .unwrap_err()
+                .to_string()
+                .starts_with("host.fg_lock_shards"));
+        }
     }
 }

@@ -310,6 +310,26 @@ fn bad_configs_name_the_field() {
     assert!(e.starts_with("hierarchy.levels[0].cache.victim"), "{e}");
     let e = err(&base.replace(", latency_ns = 100 }", " }"));
     assert!(e.contains("latency_ns"), "{e}");
+    // A level's link is named once (it read `….link.link.bandwidth`).
+    let e = err(&base.replace(
+        "name = \"array\"",
+        "name = \"array\"\n        link = { bandwidth = 0, latency_ns = 0 }",
+    ));
+    assert!(e.starts_with("hierarchy.levels[0].link.bandwidth"), "{e}");
+    // A client's link and its lowest level's own link: one would replace the other.
+    let e = err(&base
+        .replace(
+            "name = \"client\"",
+            "name = \"client\"\n        link = { bandwidth = 1000000, latency_ns = 10 }",
+        )
+        .replace(
+            "name = \"c\"",
+            "name = \"c\"\n        link = { bandwidth = 1000000, latency_ns = 20 }",
+        ));
+    assert!(
+        e.starts_with("hierarchy.clients[0].link") && e.contains("its own link"),
+        "{e}"
+    );
     assert!(toml::from_str::<HierarchyConfig>(&base.replace("exclusive", "exclusiv")).is_err());
 }
 

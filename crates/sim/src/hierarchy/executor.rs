@@ -138,9 +138,11 @@ fn request_error(issued: u64, req: &Request, e: PolicyError) -> SimError {
     }
 }
 
-fn link_model(name: &str, l: &LinkConfig) -> Result<DeviceModel, SimError> {
+/// The model of the link `owner` (a level's or a client's path) has; its errors name
+/// `owner.link.…`.
+fn link_model(owner: &str, l: &LinkConfig) -> Result<DeviceModel, SimError> {
     Ok(DeviceModel::new(
-        name,
+        owner,
         &DeviceConfig {
             link: Some(l.clone()),
             ..DeviceConfig::default()
@@ -165,7 +167,7 @@ impl HierarchySim {
             let core = build_core(&cache, &path)?;
             let device = DeviceModel::new(&format!("{path}.device"), &l.device)?;
             let link = match &l.link {
-                Some(lc) => Some(link_model(&format!("{path}.link"), lc)?),
+                Some(lc) => Some(link_model(&path, lc)?),
                 None => None,
             };
             nodes.push(Node {
@@ -225,11 +227,18 @@ impl HierarchySim {
             if let Some(&last) = ids.last() {
                 nodes[last].below = first_shared;
                 if let Some(lc) = &c.link {
-                    // The client's link leads down from its lowest level.
-                    nodes[last].link = Some(link_model(&format!("{path}.link"), lc)?);
+                    // The client's link leads down from its lowest level, which must not
+                    // have its own (one would silently replace the other).
+                    if nodes[last].link.is_some() {
+                        return Err(SimError::Config {
+                            field: format!("{path}.link"),
+                            reason: "the client's lowest level has its own link: keep one".into(),
+                        });
+                    }
+                    nodes[last].link = Some(link_model(&path, lc)?);
                 }
             } else if let Some(lc) = &c.link {
-                client_link = Some(link_model(&format!("{path}.link"), lc)?);
+                client_link = Some(link_model(&path, lc)?);
             }
             clients.push(ClientState {
                 name: c.name.clone(),
