@@ -109,7 +109,8 @@ pub struct RunMetrics {
     pub written_back_bytes: u64,
     /// Dirty lines when the run stopped (before any final flush).
     pub dirty_lines_end: u64,
-    /// Most dirty lines seen (sampled at interval boundaries and at the end).
+    /// Most dirty lines seen in the measured window (sampled at each measured request's
+    /// arrival, at interval boundaries inside the window and at its end).
     pub dirty_lines_max: u64,
     /// Resident lines when the run stopped.
     pub resident_lines_end: u64,

@@ -191,6 +191,31 @@ fn warm_up_is_excluded_from_metrics() {
     assert!(cold.hit_ratio < 0.5, "cold {}", cold.hit_ratio);
     assert!(warm.promotions < cold.promotions);
     assert!(warm.latency_us.all.mean < cold.latency_us.all.mean);
+
+    // The most dirty lines is the window's too: 200 lines written in the warm-up, cleaned in
+    // an idle second, then reads (it counted the warm-up's 200, where hit-ratio runs did not).
+    let mut reqs: Vec<Request> = (0..200u64)
+        .map(|i| Request {
+            time_ns: i * 1000,
+            ..Request::write(i * 4096, 4096)
+        })
+        .collect();
+    reqs.extend((0..100u64).map(|i| Request {
+        time_ns: 1_000_000_000 + i * 1000,
+        ..Request::read(i * 4096, 4096)
+    }));
+    let mut c = cache(
+        4 << 20,
+        CleaningConfig::Lazy {
+            idle_ns: 1_000_000,
+            batch: 64,
+        },
+    );
+    let m = simulate(&mut c, &mut Replay(reqs, 0), &cfg(200))
+        .unwrap()
+        .metrics;
+    assert_eq!(m.requests, 100);
+    assert_eq!(m.dirty_lines_max, 0);
 }
 
 #[test]

@@ -117,7 +117,10 @@ impl Sim<'_> {
         t.ack_started = false;
         t.acked = false;
         self.inflight_requests += 1;
-        self.dirty_max = self.dirty_max.max(self.cache.dirty_lines());
+        if warm {
+            // The figure covers the measured window, as in the hit-ratio runner.
+            self.dirty_max = self.dirty_max.max(self.cache.dirty_lines());
+        }
         match &mut self.host {
             Some(h) => {
                 let key = ((req.volume.0 as u64) << 48) ^ self.geo.line_of(req.offset);

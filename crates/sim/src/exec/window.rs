@@ -98,8 +98,10 @@ impl Sim<'_> {
         let devs: Vec<DeviceCounters> = self.devs.iter().map(|d| d.counters(end)).collect();
         let dirty = self.cache.dirty_lines();
         let resident = self.cache.resident_lines();
-        self.dirty_max = self.dirty_max.max(dirty);
         let warm_at = self.window.as_ref().map(|w| w.at);
+        if warm_at.is_some() {
+            self.dirty_max = self.dirty_max.max(dirty);
+        }
         let report = self.cache.balance_report();
         let policy_index = self
             .cache
