@@ -306,10 +306,37 @@ pub fn set_path(root: &mut Value, text: &str) -> Result<(), ConfigError> {
     let parts: Vec<&str> = key.split('.').map(str::trim).collect();
     let mut cur = root;
     for (i, p) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
         let table = cur
             .as_table_mut()
             .ok_or_else(|| err(&format!("`{}` is not a table", parts[..i].join("."))))?;
-        if i + 1 == parts.len() {
+        // `name[k]`: element k of an existing array (`hierarchy.clients[0].link=…`).
+        if let Some((name, index)) = element(p) {
+            let at = || {
+                parts[..i]
+                    .iter()
+                    .chain([&name])
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(".")
+            };
+            let index = index.ok_or_else(|| err(&format!("`{p}`: the index is not a number")))?;
+            let array = table
+                .get_mut(name)
+                .and_then(Value::as_array_mut)
+                .ok_or_else(|| err(&format!("`{}` is not an array", at())))?;
+            let len = array.len();
+            let slot = array
+                .get_mut(index)
+                .ok_or_else(|| err(&format!("`{}` has no element {index} (it has {len})", at())))?;
+            if last {
+                *slot = value;
+                return Ok(());
+            }
+            cur = slot;
+            continue;
+        }
+        if last {
             table.insert((*p).to_string(), value);
             return Ok(());
         }
@@ -318,6 +345,13 @@ pub fn set_path(root: &mut Value, text: &str) -> Result<(), ConfigError> {
             .or_insert_with(|| Value::Table(Default::default()));
     }
     unreachable!("loop returns at the last part")
+}
+
+/// `name[k]` as `(name, Some(k))` (`None` when `k` is not a number); `None` for a plain key.
+fn element(part: &str) -> Option<(&str, Option<usize>)> {
+    let (name, rest) = part.split_once('[')?;
+    let index = rest.strip_suffix(']')?;
+    Some((name.trim(), index.trim().parse().ok()))
 }
 
 #[cfg(test)]
@@ -349,6 +383,32 @@ mod tests {
         assert!(!err.contains("u32"), "{err}");
         assert_eq!(plain_types("expected u640"), "expected u640");
         assert!(!err.contains("\nin `"), "{err}");
+    }
+
+    /// `name[k]` addresses element k of an array (it was taken for a key named `clients[0]`,
+    /// and then refused as an unknown field).
+    #[test]
+    fn overrides_address_array_elements() {
+        let mut d = Document::parse(
+            "[[clients]]\nname = 'a'\n[[clients]]\nname = 'b'\nlink = { latency = 1 }\n",
+            "t",
+        )
+        .unwrap();
+        d.apply_overrides(&["clients[1].link.latency=5", "clients[0].name=z"])
+            .unwrap();
+        let clients = d.value["clients"].as_array().unwrap();
+        assert_eq!(clients[0]["name"].as_str(), Some("z"));
+        assert_eq!(clients[1]["link"]["latency"].as_integer(), Some(5));
+        d.apply_overrides(&["clients[1]={ name = 'c' }"]).unwrap();
+        assert_eq!(d.value["clients"][1]["name"].as_str(), Some("c"));
+        for (bad, says) in [
+            ("clients[2].name=x", "has no element 2 (it has 2)"),
+            ("clients[x].name=x", "not a number"),
+            ("nothing[0].name=x", "`nothing` is not an array"),
+        ] {
+            let e = d.apply_overrides(&[bad]).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 
     #[test]
