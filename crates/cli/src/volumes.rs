@@ -116,6 +116,21 @@ pub fn resolve(
         }
         let workload = match (e.workload, e.trace_volumes.is_empty()) {
             (Some(mut spec), true) => {
+                // Seeded from run.seed and the volume's id: a seed of its own would be recorded
+                // yet replaced (two "different" seeds, identical runs).
+                if doc
+                    .value
+                    .get("volumes")
+                    .and_then(|v| v.get(i))
+                    .and_then(|v| v.get("workload"))
+                    .and_then(|w| w.get("seed"))
+                    .is_some()
+                {
+                    return Err(err(
+                        i,
+                        "workload.seed: not used: a volume's workload is seeded by run.seed and its id; set run.seed instead".into(),
+                    ));
+                }
                 spec.seed = seed.wrapping_add(u64::from(id));
                 spec.validate()
                     .map_err(|x| err(i, format!("workload: {x}")))?;

@@ -267,3 +267,13 @@ fn clockless_hit_ratio_runs_refuse_settings_that_act_at_a_time() {
     let open = "[run]\nmode = \"hit-ratio\"\nduration_ns = 1000000\n[workload]\nrate_iops = 1000\nfootprint = \"64MiB\"\n";
     load_str(open, "t.toml", &[]).unwrap();
 }
+
+/// A volume's workload is seeded by run.seed and its id: a seed of its own is refused,
+/// naming the volume, as `workload.seed` is (it was replaced silently).
+#[test]
+fn a_volume_workload_seed_is_refused() {
+    let text = "[run]\nrequests = 100\n[[volumes]]\nworkload = { footprint = \"64MiB\", seed = 3 }\n[[volumes]]\nworkload = { footprint = \"64MiB\" }\n";
+    let e = format!("{:#}", load_str(text, "t.toml", &[]).unwrap_err());
+    assert!(e.contains("volumes[0]") && e.contains("run.seed"), "{e}");
+    load_str(&text.replace(", seed = 3", ""), "t.toml", &[]).unwrap();
+}
