@@ -88,29 +88,29 @@ impl Disk {
             (true, Some(s)) => s,
             _ => b,
         };
+        // A per-byte time of u128::MAX ps (a huge `ns_per_byte`, saturated) must not wrap.
         match kind {
-            IoKind::Read => {
-                base(self.p.read_base_ns) as u128 * PS_PER_NS
-                    + len as u128 * self.read_xfer_ps_per_byte
-            }
-            IoKind::Write => {
-                base(self.p.write_base_ns) as u128 * PS_PER_NS
-                    + len as u128 * self.write_xfer_ps_per_byte
-            }
+            IoKind::Read => (base(self.p.read_base_ns) as u128 * PS_PER_NS)
+                .saturating_add((len as u128).saturating_mul(self.read_xfer_ps_per_byte)),
+            IoKind::Write => (base(self.p.write_base_ns) as u128 * PS_PER_NS)
+                .saturating_add((len as u128).saturating_mul(self.write_xfer_ps_per_byte)),
             IoKind::Trim => self.p.trim_ns as u128 * PS_PER_NS,
             IoKind::Flush => self.p.flush_ns as u128 * PS_PER_NS,
         }
     }
 
     /// Submits an op at `now` (calls must come in non-decreasing `now`); returns its completion
-    /// time.
+    /// time, [`Nanos::MAX`] when that lies at or beyond it (times saturate, never wrap).
     pub fn submit(&mut self, now: Nanos, kind: IoKind, offset: u64, len: u64) -> Nanos {
         let service = self.service_ps(kind, offset, len);
         let (spacing, bw) = match kind {
-            IoKind::Read => (self.read_spacing_ps, len as u128 * self.read_bw_ps_per_byte),
+            IoKind::Read => (
+                self.read_spacing_ps,
+                (len as u128).saturating_mul(self.read_bw_ps_per_byte),
+            ),
             IoKind::Write => (
                 self.write_spacing_ps,
-                len as u128 * self.write_bw_ps_per_byte,
+                (len as u128).saturating_mul(self.write_bw_ps_per_byte),
             ),
             IoKind::Trim | IoKind::Flush => (0, 0),
         };
@@ -123,16 +123,17 @@ impl Disk {
             None => self.single_free,
         };
         let start_ps = (now.max(chan_free) as u128 * PS_PER_NS).max(self.gate_ps);
-        self.gate_ps = start_ps + gap;
-        let end_ps = start_ps + service;
+        self.gate_ps = start_ps.saturating_add(gap);
         // Round up so an op never completes before its modelled time.
-        let end = ps_to_ns_ceil(end_ps);
+        let end = ps_to_ns_ceil(start_ps.saturating_add(service));
         match &mut earliest {
             Some(top) => top.0 = end,
             None => self.single_free = end,
         }
         drop(earliest);
-        self.cost_ps += div_u128(service, u64::from(self.p.channels)).max(gap);
+        self.cost_ps = self
+            .cost_ps
+            .saturating_add(div_u128(service, u64::from(self.p.channels)).max(gap));
         self.last_end = offset.saturating_add(len);
         self.ops += 1;
         match kind {
@@ -144,13 +145,15 @@ impl Disk {
     }
 }
 
-/// `ps` in whole nanoseconds, rounded up. A 128-bit division is a library call; times that
-/// fit in 64 bits (213 days of picoseconds) take the 64-bit one, with the same result.
+/// `ps` in whole nanoseconds, rounded up, saturating at [`Nanos::MAX`] (beyond 584 years: a
+/// device setting out of all proportion, which the executor reports). A 128-bit division is a
+/// library call; times that fit in 64 bits (213 days of picoseconds) take the 64-bit one, with
+/// the same result.
 #[inline]
 pub(crate) fn ps_to_ns_ceil(ps: u128) -> Nanos {
     match u64::try_from(ps) {
         Ok(p) => p.div_ceil(PS_PER_NS as u64),
-        Err(_) => ps.div_ceil(PS_PER_NS) as Nanos,
+        Err(_) => Nanos::try_from(ps.div_ceil(PS_PER_NS)).unwrap_or(Nanos::MAX),
     }
 }
 

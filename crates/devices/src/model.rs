@@ -172,7 +172,9 @@ impl DeviceModel {
     }
 
     /// Submits phase `phase` of an op at `now`; returns when the phase completes. Calls must come
-    /// in non-decreasing `now` (the executor's event order).
+    /// in non-decreasing `now` (the executor's event order). Times saturate: a completion at or
+    /// beyond the end of time is [`Nanos::MAX`] (never a wrapped, earlier time), which the
+    /// executor reports as an error of the device's settings.
     #[inline]
     pub fn submit_phase(
         &mut self,
@@ -209,7 +211,7 @@ impl DeviceModel {
         };
         match &mut self.store {
             Store::None => now,
-            Store::Constant(ns) => now + *ns,
+            Store::Constant(ns) => now.saturating_add(*ns),
             Store::Disk(d) => d.submit(now, kind, offset, len),
             Store::Array(a) => a.submit_phase(now, kind, offset, len, store_phase),
         }
