@@ -3,6 +3,10 @@
 
 use crate::*;
 
+/// Largest stripe unit of an array, bytes (1 GiB): real arrays use KiB to a few MiB, and the
+/// stripe size (members × unit) must stay far from the end of the 64-bit byte range.
+pub const MAX_STRIPE_UNIT: u64 = 1 << 30;
+
 /// Longest fixed time of one op (base times, trim, flush, a constant device's or a link's
 /// latency), ns: one hour. Longer is a unit mistake, and a few million such ops would run
 /// simulated time past the 584 years a `Nanos` holds.
@@ -330,10 +334,12 @@ impl DeviceConfig {
                 return Err(err("member", "a member must be a single device".into()));
             };
             let stripe_unit = self.stripe_unit.unwrap_or(64 * 1024);
-            if stripe_unit < 512 || !stripe_unit.is_power_of_two() {
+            if !(512..=MAX_STRIPE_UNIT).contains(&stripe_unit) || !stripe_unit.is_power_of_two() {
                 return Err(err(
                     "stripe_unit",
-                    format!("{stripe_unit} must be a power of two >= 512"),
+                    format!(
+                        "{stripe_unit} must be a power of two in 512..={MAX_STRIPE_UNIT} (1 GiB)"
+                    ),
                 ));
             }
             return Ok(ResolvedDevice {

@@ -171,3 +171,25 @@ fn absurd_times_and_rates_are_refused_naming_the_field() {
         resolve(ok).unwrap();
     }
 }
+
+#[test]
+fn an_oversized_stripe_unit_is_refused_naming_the_field() {
+    let array = |unit: &str| {
+        format!(
+            "d = {{ raid = 'raid0', members = 4, member = 'sata-ssd-5100', stripe_unit = {unit} }}"
+        )
+    };
+    // 4 × 2^62 overflowed the stripe size; 2 GiB is a power of two but no real stripe unit.
+    for unit in ["4611686018427387904", "'2GiB'"] {
+        let e = error(&array(unit));
+        assert!(e.starts_with("d.stripe_unit") && e.contains("1 GiB"), "{e}");
+    }
+    // The cap itself, with the most members, models ops anywhere in the byte range.
+    let r =
+        resolve("d = { raid = 'raid5', members = 256, member = 'nvme-ssd', stripe_unit = '1GiB' }")
+            .unwrap();
+    let mut d = DeviceModel::from_resolved("d", &r);
+    for offset in [0, 1 << 40, u64::MAX - (1 << 21)] {
+        assert!(d.run_op(0, IoKind::Write, offset, 1 << 20) > 0);
+    }
+}

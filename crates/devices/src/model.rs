@@ -100,7 +100,8 @@ impl DeviceModel {
         Ok(Self::from_resolved(name, &cfg.resolve(name)?))
     }
 
-    /// Builds the model of resolved parameters.
+    /// Builds the model of resolved parameters, as [`DeviceConfig::resolve`] gives them (it
+    /// bounds what the model relies on, e.g. an array's members × stripe unit).
     pub fn from_resolved(name: &str, r: &ResolvedDevice) -> Self {
         let store = match &r.kind {
             ResolvedKind::None => Store::None,
