@@ -3,6 +3,14 @@
 
 use crate::*;
 
+/// Most members an array may have: more than any real array, and each member is a model
+/// kept in memory.
+pub const MAX_MEMBERS: u32 = 256;
+
+/// Most channels (ops in service at once) a device may have: above the internal parallelism
+/// of any real device (NVMe SSDs have tens to a few hundred).
+pub const MAX_CHANNELS: u32 = 4096;
+
 /// Largest stripe unit of an array, bytes (1 GiB): real arrays use KiB to a few MiB, and the
 /// stripe size (members × unit) must stay far from the end of the 64-bit byte range.
 pub const MAX_STRIPE_UNIT: u64 = 1 << 30;
@@ -310,10 +318,10 @@ impl DeviceConfig {
                 RaidLevel::Raid0 => 1,
                 RaidLevel::Raid5 => 3,
             };
-            if members < min || members > 1024 {
+            if members < min || members > MAX_MEMBERS {
                 return Err(err(
                     "members",
-                    format!("{members} members: {level:?} needs {min}..=1024"),
+                    format!("{members} members: {level:?} needs {min}..={MAX_MEMBERS}"),
                 ));
             }
             let member = self
@@ -443,10 +451,10 @@ impl DeviceConfig {
                 return Err(err(f, format!("{v} must be a finite number >= 0")));
             }
         }
-        if p.channels == 0 || p.channels > 65_536 {
+        if p.channels == 0 || p.channels > MAX_CHANNELS {
             return Err(err(
                 "channels",
-                format!("{} must be in 1..=65536", p.channels),
+                format!("{} must be in 1..={MAX_CHANNELS}", p.channels),
             ));
         }
         check_disk_times(path, &p)?;

@@ -185,11 +185,52 @@ fn an_oversized_stripe_unit_is_refused_naming_the_field() {
         assert!(e.starts_with("d.stripe_unit") && e.contains("1 GiB"), "{e}");
     }
     // The cap itself, with the most members, models ops anywhere in the byte range.
-    let r =
-        resolve("d = { raid = 'raid5', members = 256, member = 'nvme-ssd', stripe_unit = '1GiB' }")
-            .unwrap();
+    let r = resolve(&format!(
+        "d = {{ raid = 'raid5', members = {MAX_MEMBERS}, member = 'nvme-ssd', stripe_unit = '1GiB' }}"
+    ))
+    .unwrap();
     let mut d = DeviceModel::from_resolved("d", &r);
     for offset in [0, 1 << 40, u64::MAX - (1 << 21)] {
         assert!(d.run_op(0, IoKind::Write, offset, 1 << 20) > 0);
     }
+}
+
+#[test]
+fn member_and_channel_counts_are_bounded_naming_the_field() {
+    let e = error("d = { raid = 'raid0', members = 1024, member = 'nvme-ssd' }");
+    assert!(e.starts_with("d.members") && e.contains("1..=256"), "{e}");
+    let e = error(
+        "d = { raid = 'raid0', members = 4, member = { preset = 'nvme-ssd', channels = 65536 } }",
+    );
+    assert!(
+        e.starts_with("d.member.channels") && e.contains("1..=4096"),
+        "{e}"
+    );
+    let e = error("d = { preset = 'nvme-ssd', channels = 4097 }");
+    assert!(e.starts_with("d.channels"), "{e}");
+    resolve(
+        "d = { raid = 'raid5', members = 256, member = { preset = 'nvme-ssd', channels = 4096 } }",
+    )
+    .unwrap();
+}
+
+#[test]
+fn channel_state_grows_with_the_ops_not_the_channel_count() {
+    let mut d = Disk::new(DiskParams {
+        read_base_ns: 100,
+        channels: MAX_CHANNELS,
+        ..DiskParams::default()
+    });
+    assert_eq!(d.channels.len(), 0);
+    let e = ends(&mut d, 3);
+    assert_eq!(e, vec![100, 100, 100], "three channels in parallel");
+    assert_eq!(d.channels.len(), 3);
+    // Once every channel is in use, ops queue behind the earliest free one.
+    let mut d = Disk::new(DiskParams {
+        read_base_ns: 100,
+        channels: 2,
+        ..DiskParams::default()
+    });
+    assert_eq!(ends(&mut d, 5), vec![100, 100, 200, 200, 300]);
+    assert_eq!(d.channels.len(), 2);
 }
