@@ -28,6 +28,8 @@ enum Sampler {
     },
     Normal {
         slots: f64,
+        /// Last slot (`slots − 1`), exactly.
+        last: u64,
         mean: f64,
         stddev: f64,
     },
@@ -70,6 +72,7 @@ impl Sampler {
                 stddev_fraction,
             } => Sampler::Normal {
                 slots: slots as f64,
+                last: slots - 1,
                 mean: mean_fraction * slots as f64,
                 stddev: stddev_fraction * slots as f64,
             },
@@ -168,17 +171,29 @@ impl Sampler {
             }
             Sampler::Normal {
                 slots,
+                last,
                 mean,
                 stddev,
-            } => loop {
-                let z: f64 = StandardNormal.sample(rng);
-                let v = mean + stddev * z;
-                // Validation bounds stddev by the footprint and mean inside it, so at least
-                // about a third of the draws land.
-                if v >= 0.0 && v < *slots {
-                    return v as u64;
+            } => {
+                // Validation keeps the mean inside the footprint and stddev at most its size,
+                // so in exact arithmetic at least a third of the draws land (worst: mean at an
+                // edge, stddev = footprint: P(0 ≤ z < 1) ≈ 0.34), and 64 misses in a row
+                // (chance < 1e-11) would not happen. In floating point a stddev below the
+                // precision of a mean at the end (mean_fraction = 1) gives `mean + stddev·z ==
+                // slots` every time, and nothing lands. Misses that many mean the
+                // distribution lies within rounding of an edge, so the last draw is clamped
+                // into range: bounded time, and the edge slot is where its mass is.
+                let mut v = 0.0;
+                for _ in 0..64 {
+                    let z: f64 = StandardNormal.sample(rng);
+                    v = mean + stddev * z;
+                    if v >= 0.0 && v < *slots {
+                        return v as u64;
+                    }
                 }
-            },
+                // `as` saturates (negative → 0); `last` is exact where `slots` may be rounded.
+                (v as u64).min(*last)
+            }
             Sampler::Zoned { cumulative, ranges } => {
                 let u = unit_f64(rng);
                 let i = cumulative

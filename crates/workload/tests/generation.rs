@@ -245,6 +245,27 @@ fn pareto_is_skewed_like_its_cdf() {
 }
 
 #[test]
+fn normal_at_the_end_with_a_tiny_spread_returns_the_last_slot() {
+    // The spread is below the float precision of a mean at `slots`: every raw draw is
+    // `slots`, out of range; the generator used to redraw for ever.
+    let slots = 16_384u64;
+    let spec = slots_spec(
+        slots,
+        AddressDist::Normal {
+            mean_fraction: 1.0,
+            stddev_fraction: 1e-17,
+        },
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(collect(&spec, 1000)));
+    let reqs = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("1000 draws did not return within a minute");
+    assert_eq!(reqs.len(), 1000);
+    assert!(reqs.iter().all(|r| r.offset == (slots - 1) * KIB4));
+}
+
+#[test]
 fn normal_has_the_requested_mean_and_spread() {
     let slots = 1_000_000u64;
     let spec = slots_spec(
