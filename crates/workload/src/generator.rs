@@ -23,7 +23,8 @@ enum Sampler {
         slots: u64,
         /// `1 − (slots+1)^−α`: the CDF mass of the bounded range.
         mass: f64,
-        neg_inv_shape: f64,
+        /// `mass / α`, which tends to `ln(slots+1)` as α → 0 (computed without dividing by α).
+        mass_over_shape: f64,
         perm: Option<Permutation>,
     },
     Normal {
@@ -61,12 +62,19 @@ impl Sampler {
                 zipf: Zipf::new(slots, *theta),
                 perm: scramble.then(|| Permutation::new(slots, key)),
             },
-            AddressDist::Pareto { shape, scramble } => Sampler::Pareto {
-                slots,
-                mass: -((-shape * (slots as f64 + 1.0).ln()).exp_m1()),
-                neg_inv_shape: -1.0 / shape,
-                perm: scramble.then(|| Permutation::new(slots, key)),
-            },
+            AddressDist::Pareto { shape, scramble } => {
+                let ln_range = (slots as f64 + 1.0).ln();
+                let e = shape * ln_range;
+                // mass / α = ln_range · (1 − e^−e) / e; the ratio is 1 to double precision
+                // below 1e-17 (and undefined at e = 0, which a subnormal α may give).
+                let ratio = if e > 1e-17 { -(-e).exp_m1() / e } else { 1.0 };
+                Sampler::Pareto {
+                    slots,
+                    mass: -(-e).exp_m1(),
+                    mass_over_shape: ln_range * ratio,
+                    perm: scramble.then(|| Permutation::new(slots, key)),
+                }
+            }
             AddressDist::Normal {
                 mean_fraction,
                 stddev_fraction,
@@ -154,15 +162,17 @@ impl Sampler {
             Sampler::Pareto {
                 slots,
                 mass,
-                neg_inv_shape,
+                mass_over_shape,
                 perm,
             } => {
-                // Inverse CDF of the bounded Pareto on [1, slots+1): x = (1 − u·mass)^(−1/α).
+                // Inverse CDF of the bounded Pareto on [1, slots+1): x = (1 − u·mass)^(−1/α),
+                // i.e. ln x = −ln(1 − y)/α with y = u·mass. `1 − y` loses y near 1e-16 (a tiny
+                // α: the draws collapsed onto a few ranks), and 1/α overflows for a subnormal
+                // α, so ln x = u · (mass/α) · g(y), with g(y) = −ln_1p(−y)/y (→ 1 as y → 0).
                 let u = unit_f64(rng);
-                // Plain `ln` rather than `ln_1p` (faster): its ~1e-16 absolute error moves x by
-                // ~1e-16/α relative, which changes the rank only for draws that close to a rank
-                // boundary.
-                let x = ((1.0 - u * mass).ln() * neg_inv_shape).exp();
+                let y = u * mass;
+                let g = if y > 1e-300 { -(-y).ln_1p() / y } else { 1.0 };
+                let x = (u * mass_over_shape * g).exp();
                 let rank0 = (x as u64).saturating_sub(1).min(slots - 1);
                 match perm {
                     Some(p) => p.apply(rank0),
