@@ -3,6 +3,27 @@
 
 use crate::*;
 
+/// Most members an array may have: more than any real array, and each member is a model
+/// kept in memory.
+pub const MAX_MEMBERS: u32 = 256;
+
+/// Most channels (ops in service at once) a device may have: above the internal parallelism
+/// of any real device (NVMe SSDs have tens to a few hundred).
+pub const MAX_CHANNELS: u32 = 4096;
+
+/// Largest stripe unit of an array, bytes (1 GiB): real arrays use KiB to a few MiB, and the
+/// stripe size (members × unit) must stay far from the end of the 64-bit byte range.
+pub const MAX_STRIPE_UNIT: u64 = 1 << 30;
+
+/// Longest fixed time of one op (base times, trim, flush, a constant device's or a link's
+/// latency), ns: one hour. Longer is a unit mistake, and a few million such ops would run
+/// simulated time past the 584 years a `Nanos` holds.
+pub const MAX_OP_NS: Nanos = 3_600_000_000_000;
+
+/// Slowest transfer a device or link may be given, bytes/s (an IOPS ceiling may not be
+/// below one op per [`MAX_OP_NS`] either); 0 still means "no ceiling" where it does.
+pub const MIN_BYTES_PER_S: u64 = 1000;
+
 /// RAID level of an array.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -274,6 +295,7 @@ impl DeviceConfig {
             let latency_ns = self
                 .latency_ns
                 .ok_or_else(|| err("latency_ns", "required by `model = \"constant\"`".into()))?;
+            check_op_ns(path, "latency_ns", latency_ns)?;
             return Ok(ResolvedDevice {
                 kind: ResolvedKind::Constant { latency_ns },
                 link,
@@ -296,10 +318,10 @@ impl DeviceConfig {
                 RaidLevel::Raid0 => 1,
                 RaidLevel::Raid5 => 3,
             };
-            if members < min || members > 1024 {
+            if members < min || members > MAX_MEMBERS {
                 return Err(err(
                     "members",
-                    format!("{members} members: {level:?} needs {min}..=1024"),
+                    format!("{members} members: {level:?} needs {min}..={MAX_MEMBERS}"),
                 ));
             }
             let member = self
@@ -320,10 +342,12 @@ impl DeviceConfig {
                 return Err(err("member", "a member must be a single device".into()));
             };
             let stripe_unit = self.stripe_unit.unwrap_or(64 * 1024);
-            if stripe_unit < 512 || !stripe_unit.is_power_of_two() {
+            if !(512..=MAX_STRIPE_UNIT).contains(&stripe_unit) || !stripe_unit.is_power_of_two() {
                 return Err(err(
                     "stripe_unit",
-                    format!("{stripe_unit} must be a power of two >= 512"),
+                    format!(
+                        "{stripe_unit} must be a power of two in 512..={MAX_STRIPE_UNIT} (1 GiB)"
+                    ),
                 ));
             }
             return Ok(ResolvedDevice {
@@ -427,12 +451,13 @@ impl DeviceConfig {
                 return Err(err(f, format!("{v} must be a finite number >= 0")));
             }
         }
-        if p.channels == 0 || p.channels > 65_536 {
+        if p.channels == 0 || p.channels > MAX_CHANNELS {
             return Err(err(
                 "channels",
-                format!("{} must be in 1..=65536", p.channels),
+                format!("{} must be in 1..={MAX_CHANNELS}", p.channels),
             ));
         }
+        check_disk_times(path, &p)?;
         Ok(ResolvedDevice {
             kind: ResolvedKind::Disk(p),
             link,
@@ -484,11 +509,80 @@ impl LinkConfig {
         if let Some(l) = self.latency_ns {
             p.latency_ns = l;
         }
-        if p.bandwidth == 0 {
-            return Err(err("bandwidth", "must be > 0".into()));
+        if p.bandwidth < MIN_BYTES_PER_S {
+            return Err(err(
+                "bandwidth",
+                format!("{} B/s must be >= {MIN_BYTES_PER_S}", p.bandwidth),
+            ));
         }
+        check_op_ns(path, "latency_ns", p.latency_ns)?;
         Ok(p)
     }
+}
+
+/// Refuses a fixed op time over [`MAX_OP_NS`].
+fn check_op_ns(path: &str, field: &str, ns: Nanos) -> Result<(), DeviceError> {
+    if ns > MAX_OP_NS {
+        return Err(DeviceError::Config {
+            field: format!("{path}.{field}"),
+            reason: format!("{ns} ns is over an hour per op (at most {MAX_OP_NS} ns)"),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses device times and rates out of all proportion (see [`MAX_OP_NS`] and
+/// [`MIN_BYTES_PER_S`]): they are unit mistakes, and would run simulated time out of range.
+/// Non-negative finiteness is checked before.
+fn check_disk_times(path: &str, p: &DiskParams) -> Result<(), DeviceError> {
+    let err = |field: &str, reason: String| DeviceError::Config {
+        field: format!("{path}.{field}"),
+        reason,
+    };
+    for (f, ns) in [
+        ("read_base_ns", Some(p.read_base_ns)),
+        ("write_base_ns", Some(p.write_base_ns)),
+        ("seq_base_ns", p.seq_base_ns),
+        ("trim_ns", Some(p.trim_ns)),
+        ("flush_ns", Some(p.flush_ns)),
+    ] {
+        if let Some(ns) = ns {
+            check_op_ns(path, f, ns)?;
+        }
+    }
+    let max_ns_per_byte = 1e9 / MIN_BYTES_PER_S as f64;
+    for (f, v) in [
+        ("read_ns_per_byte", p.read_ns_per_byte),
+        ("write_ns_per_byte", p.write_ns_per_byte),
+    ] {
+        if v > max_ns_per_byte {
+            return Err(err(
+                f,
+                format!("{v} is slower than {MIN_BYTES_PER_S} B/s (at most {max_ns_per_byte})"),
+            ));
+        }
+    }
+    let min_iops = 1e9 / MAX_OP_NS as f64;
+    for (f, v) in [("read_iops", p.read_iops), ("write_iops", p.write_iops)] {
+        if v > 0.0 && v < min_iops {
+            return Err(err(
+                f,
+                format!("{v} is below one op an hour (at least {min_iops:.6}; 0 means no ceiling)"),
+            ));
+        }
+    }
+    for (f, v) in [
+        ("read_bandwidth", p.read_bandwidth),
+        ("write_bandwidth", p.write_bandwidth),
+    ] {
+        if v > 0 && v < MIN_BYTES_PER_S {
+            return Err(err(
+                f,
+                format!("{v} B/s is below {MIN_BYTES_PER_S} B/s (0 means no ceiling)"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Parameters of one single device, every field resolved.

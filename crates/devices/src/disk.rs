@@ -15,7 +15,9 @@ pub struct Disk {
     pub(crate) write_bw_ps_per_byte: u128,
     pub(crate) read_xfer_ps_per_byte: u128,
     pub(crate) write_xfer_ps_per_byte: u128,
-    /// Free times of the channels (min-heap); a lone channel skips the heap.
+    /// Free times of the channels used so far (min-heap); a channel enters it at its first
+    /// op, so its size is bounded by the ops submitted, not by `channels`. A lone channel
+    /// skips the heap.
     pub(crate) channels: BinaryHeap<Reverse<Nanos>>,
     pub(crate) single_free: Nanos,
     /// Earliest start allowed by the IOPS and bandwidth ceilings, ps.
@@ -52,11 +54,6 @@ pub(crate) fn bw_ps(bw: u64) -> u128 {
 impl Disk {
     /// A device at rest.
     pub fn new(p: DiskParams) -> Self {
-        let channels = if p.channels > 1 {
-            (0..p.channels).map(|_| Reverse(0)).collect()
-        } else {
-            BinaryHeap::new()
-        };
         Self {
             read_spacing_ps: spacing_ps(p.read_iops),
             write_spacing_ps: spacing_ps(p.write_iops),
@@ -65,7 +62,7 @@ impl Disk {
             read_xfer_ps_per_byte: (p.read_ns_per_byte * 1000.0).round() as u128,
             write_xfer_ps_per_byte: (p.write_ns_per_byte * 1000.0).round() as u128,
             p,
-            channels,
+            channels: BinaryHeap::new(),
             single_free: 0,
             gate_ps: 0,
             last_end: u64::MAX,
@@ -88,51 +85,64 @@ impl Disk {
             (true, Some(s)) => s,
             _ => b,
         };
+        // A per-byte time of u128::MAX ps (a huge `ns_per_byte`, saturated) must not wrap.
         match kind {
-            IoKind::Read => {
-                base(self.p.read_base_ns) as u128 * PS_PER_NS
-                    + len as u128 * self.read_xfer_ps_per_byte
-            }
-            IoKind::Write => {
-                base(self.p.write_base_ns) as u128 * PS_PER_NS
-                    + len as u128 * self.write_xfer_ps_per_byte
-            }
+            IoKind::Read => (base(self.p.read_base_ns) as u128 * PS_PER_NS)
+                .saturating_add((len as u128).saturating_mul(self.read_xfer_ps_per_byte)),
+            IoKind::Write => (base(self.p.write_base_ns) as u128 * PS_PER_NS)
+                .saturating_add((len as u128).saturating_mul(self.write_xfer_ps_per_byte)),
             IoKind::Trim => self.p.trim_ns as u128 * PS_PER_NS,
             IoKind::Flush => self.p.flush_ns as u128 * PS_PER_NS,
         }
     }
 
     /// Submits an op at `now` (calls must come in non-decreasing `now`); returns its completion
-    /// time.
+    /// time, [`Nanos::MAX`] when that lies at or beyond it (times saturate, never wrap).
     pub fn submit(&mut self, now: Nanos, kind: IoKind, offset: u64, len: u64) -> Nanos {
         let service = self.service_ps(kind, offset, len);
         let (spacing, bw) = match kind {
-            IoKind::Read => (self.read_spacing_ps, len as u128 * self.read_bw_ps_per_byte),
+            IoKind::Read => (
+                self.read_spacing_ps,
+                (len as u128).saturating_mul(self.read_bw_ps_per_byte),
+            ),
             IoKind::Write => (
                 self.write_spacing_ps,
-                len as u128 * self.write_bw_ps_per_byte,
+                (len as u128).saturating_mul(self.write_bw_ps_per_byte),
             ),
             IoKind::Trim | IoKind::Flush => (0, 0),
         };
         let gap = spacing.max(bw);
-        // The op takes the channel free first; its free time becomes the op's end. With
-        // several channels that is one sift of the heap's top (not a pop and a push).
-        let mut earliest = self.channels.peek_mut();
+        // The op takes the channel free first; its free time becomes the op's end. A channel
+        // never used yet is free at 0, so while some are left the op takes a new one;
+        // otherwise that is one sift of the heap's top (not a pop and a push).
+        let multi = self.p.channels > 1;
+        let fresh = multi && self.channels.len() < self.p.channels as usize;
+        let mut earliest = if multi && !fresh {
+            self.channels.peek_mut()
+        } else {
+            None
+        };
         let chan_free = match &earliest {
             Some(top) => top.0,
+            None if fresh => 0,
             None => self.single_free,
         };
         let start_ps = (now.max(chan_free) as u128 * PS_PER_NS).max(self.gate_ps);
-        self.gate_ps = start_ps + gap;
-        let end_ps = start_ps + service;
+        self.gate_ps = start_ps.saturating_add(gap);
         // Round up so an op never completes before its modelled time.
-        let end = ps_to_ns_ceil(end_ps);
+        let end = ps_to_ns_ceil(start_ps.saturating_add(service));
         match &mut earliest {
             Some(top) => top.0 = end,
+            None if fresh => {}
             None => self.single_free = end,
         }
         drop(earliest);
-        self.cost_ps += div_u128(service, u64::from(self.p.channels)).max(gap);
+        if fresh {
+            self.channels.push(Reverse(end));
+        }
+        self.cost_ps = self
+            .cost_ps
+            .saturating_add(div_u128(service, u64::from(self.p.channels)).max(gap));
         self.last_end = offset.saturating_add(len);
         self.ops += 1;
         match kind {
@@ -144,13 +154,15 @@ impl Disk {
     }
 }
 
-/// `ps` in whole nanoseconds, rounded up. A 128-bit division is a library call; times that
-/// fit in 64 bits (213 days of picoseconds) take the 64-bit one, with the same result.
+/// `ps` in whole nanoseconds, rounded up, saturating at [`Nanos::MAX`] (beyond 584 years: a
+/// device setting out of all proportion, which the executor reports). A 128-bit division is a
+/// library call; times that fit in 64 bits (213 days of picoseconds) take the 64-bit one, with
+/// the same result.
 #[inline]
 pub(crate) fn ps_to_ns_ceil(ps: u128) -> Nanos {
     match u64::try_from(ps) {
         Ok(p) => p.div_ceil(PS_PER_NS as u64),
-        Err(_) => ps.div_ceil(PS_PER_NS) as Nanos,
+        Err(_) => Nanos::try_from(ps.div_ceil(PS_PER_NS)).unwrap_or(Nanos::MAX),
     }
 }
 

@@ -26,6 +26,8 @@ use tiercache_core::{service_ewma, IoKind, Nanos, OpCause};
 
 mod config;
 mod disk;
+#[cfg(test)]
+mod limit_tests;
 mod link;
 mod model;
 mod presets;

@@ -21,11 +21,12 @@ impl Link {
         }
     }
 
+    /// Sends `len` bytes at `now`; returns when they arrive, saturating at [`Nanos::MAX`].
     pub(crate) fn submit(&mut self, now: Nanos, len: u64) -> Nanos {
         let start = (now as u128 * PS_PER_NS).max(self.free_ps);
-        let xfer = len as u128 * self.ps_per_byte;
-        self.free_ps = start + xfer;
-        self.cost_ps += xfer;
-        ((start + xfer).div_ceil(PS_PER_NS) as Nanos) + self.p.latency_ns
+        let xfer = (len as u128).saturating_mul(self.ps_per_byte);
+        self.free_ps = start.saturating_add(xfer);
+        self.cost_ps = self.cost_ps.saturating_add(xfer);
+        ps_to_ns_ceil(self.free_ps).saturating_add(self.p.latency_ns)
     }
 }

@@ -100,7 +100,8 @@ impl DeviceModel {
         Ok(Self::from_resolved(name, &cfg.resolve(name)?))
     }
 
-    /// Builds the model of resolved parameters.
+    /// Builds the model of resolved parameters, as [`DeviceConfig::resolve`] gives them (it
+    /// bounds what the model relies on, e.g. an array's members × stripe unit).
     pub fn from_resolved(name: &str, r: &ResolvedDevice) -> Self {
         let store = match &r.kind {
             ResolvedKind::None => Store::None,
@@ -172,7 +173,9 @@ impl DeviceModel {
     }
 
     /// Submits phase `phase` of an op at `now`; returns when the phase completes. Calls must come
-    /// in non-decreasing `now` (the executor's event order).
+    /// in non-decreasing `now` (the executor's event order). Times saturate: a completion at or
+    /// beyond the end of time is [`Nanos::MAX`] (never a wrapped, earlier time), which the
+    /// executor reports as an error of the device's settings.
     #[inline]
     pub fn submit_phase(
         &mut self,
@@ -209,7 +212,7 @@ impl DeviceModel {
         };
         match &mut self.store {
             Store::None => now,
-            Store::Constant(ns) => now + *ns,
+            Store::Constant(ns) => now.saturating_add(*ns),
             Store::Disk(d) => d.submit(now, kind, offset, len),
             Store::Array(a) => a.submit_phase(now, kind, offset, len, store_phase),
         }

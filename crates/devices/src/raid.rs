@@ -28,10 +28,14 @@ impl Array {
     }
 
     pub(crate) fn data_per_stripe(&self) -> u64 {
-        match self.level {
-            RaidLevel::Raid0 => self.n() * self.unit,
-            RaidLevel::Raid5 => (self.n() - 1) * self.unit,
-        }
+        let data_members = match self.level {
+            RaidLevel::Raid0 => self.n(),
+            RaidLevel::Raid5 => self.n() - 1,
+        };
+        // `DeviceConfig::resolve` caps members and stripe unit so this stays below 2^38.
+        data_members
+            .checked_mul(self.unit)
+            .expect("members × stripe_unit overflows: the configuration was not resolved")
     }
 
     /// Member holding data chunk `d` of `stripe`, and the parity member.
@@ -90,8 +94,9 @@ impl Array {
         while pos < end {
             let stripe = pos / dps;
             let stripe_start = stripe * dps;
-            let stripe_end = (stripe_start + dps).min(end);
-            let full = pos == stripe_start && stripe_end == stripe_start + dps;
+            // The last stripe of the byte range may end past u64::MAX: no `stripe_start + dps`.
+            let stripe_end = stripe_start + dps.min(end - stripe_start);
+            let full = pos == stripe_start && end - stripe_start >= dps;
             // Union of the in-chunk byte ranges touched in this stripe (the parity range).
             let (mut plo, mut phi) = (u64::MAX, 0);
             while pos < stripe_end {

@@ -21,24 +21,35 @@ pub struct ReplaySource {
     last_time: u64,
     reordered: u64,
     error: Option<TraceError>,
+    /// The speed was refused: no request, even after the error is taken.
+    bad_speed: bool,
 }
 
 impl ReplaySource {
-    /// Replays `reader` under `arrival`. `speed` divides trace times (2.0 replays twice as fast;
-    /// values that are not positive and finite are treated as 1.0).
+    /// Replays `reader` under `arrival`; `speed` divides trace times (2.0 replays twice as
+    /// fast). A speed that is not finite and > 0 is an error naming `workload.speed`.
+    pub fn try_new(
+        reader: Box<dyn TraceReader>,
+        arrival: Arrival,
+        speed: f64,
+    ) -> Result<Self, TraceError> {
+        check_speed(speed)?;
+        Ok(Self::new(reader, arrival, speed))
+    }
+
+    /// As [`ReplaySource::try_new`], but a bad speed surfaces as the stream's error: the
+    /// source gives no request and [`ReplaySource::error`] (and
+    /// [`RequestSource::take_error`]) hold the `workload.speed` error, so a run over it fails
+    /// rather than replaying at another speed. Prefer `try_new`, which fails before the run.
     pub fn new(reader: Box<dyn TraceReader>, arrival: Arrival, speed: f64) -> Self {
-        let speed = if speed.is_finite() && speed > 0.0 {
-            speed
-        } else {
-            1.0
-        };
         Self {
             reader,
             arrival,
             speed,
             last_time: 0,
             reordered: 0,
-            error: None,
+            error: check_speed(speed).err(),
+            bad_speed: check_speed(speed).is_err(),
         }
     }
 
@@ -58,7 +69,7 @@ impl ReplaySource {
     /// [`ReplaySource::error`] then holds (the requests read before it are in `out`).
     pub fn next_batch(&mut self, out: &mut Vec<Request>, max: usize) {
         out.clear();
-        if self.error.is_some() {
+        if self.error.is_some() || self.bad_speed {
             return;
         }
         let read = self.reader.next_batch(out, max);
@@ -100,13 +111,25 @@ impl ReplaySource {
     }
 }
 
+/// Refuses a replay speed that is not finite and > 0: it divides the trace's times, and any
+/// stand-in (such as 1.0) would replay at a speed the config does not say.
+fn check_speed(speed: f64) -> Result<(), TraceError> {
+    if speed.is_finite() && speed > 0.0 {
+        Ok(())
+    } else {
+        Err(TraceError::Unsupported(format!(
+            "workload.speed: {speed} must be a finite number > 0 (trace times are divided by it)"
+        )))
+    }
+}
+
 impl RequestSource for ReplaySource {
     fn arrival(&self) -> Arrival {
         self.arrival
     }
 
     fn next_request(&mut self, _job: u32) -> Option<Request> {
-        if self.error.is_some() {
+        if self.error.is_some() || self.bad_speed {
             return None;
         }
         match self.reader.next()? {
@@ -218,6 +241,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_speed_not_finite_and_positive_is_an_error_naming_the_field() {
+        let sample = format!("{SHARED}/systor17-sample.csv.gz");
+        let reader = || open(&sample, None, &ReadOptions::default()).unwrap();
+        for speed in [0.0, -2.0, f64::NAN, f64::INFINITY, -0.0] {
+            let e = ReplaySource::try_new(reader(), Arrival::Open, speed)
+                .err()
+                .unwrap_or_else(|| panic!("speed {speed} accepted"))
+                .to_string();
+            assert!(e.starts_with("workload.speed: "), "{e}");
+            // `new` does not replay at another speed either: no request, the same error.
+            let mut src = ReplaySource::new(reader(), Arrival::Open, speed);
+            assert!(src.next_request(0).is_none(), "speed {speed} replayed");
+            let mut batch = Vec::new();
+            src.next_batch(&mut batch, 64);
+            assert!(batch.is_empty());
+            assert_eq!(src.take_error().unwrap().to_string(), e);
+            assert!(
+                src.next_request(0).is_none(),
+                "speed {speed} replayed after the error"
+            );
+        }
+        let mut src = ReplaySource::try_new(reader(), Arrival::Open, 0.5).unwrap();
+        assert!(src.next_request(0).is_some() && src.error().is_none());
     }
 
     #[test]

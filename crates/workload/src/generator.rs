@@ -23,11 +23,14 @@ enum Sampler {
         slots: u64,
         /// `1 − (slots+1)^−α`: the CDF mass of the bounded range.
         mass: f64,
-        neg_inv_shape: f64,
+        /// `mass / α`, which tends to `ln(slots+1)` as α → 0 (computed without dividing by α).
+        mass_over_shape: f64,
         perm: Option<Permutation>,
     },
     Normal {
         slots: f64,
+        /// Last slot (`slots − 1`), exactly.
+        last: u64,
         mean: f64,
         stddev: f64,
     },
@@ -59,17 +62,25 @@ impl Sampler {
                 zipf: Zipf::new(slots, *theta),
                 perm: scramble.then(|| Permutation::new(slots, key)),
             },
-            AddressDist::Pareto { shape, scramble } => Sampler::Pareto {
-                slots,
-                mass: -((-shape * (slots as f64 + 1.0).ln()).exp_m1()),
-                neg_inv_shape: -1.0 / shape,
-                perm: scramble.then(|| Permutation::new(slots, key)),
-            },
+            AddressDist::Pareto { shape, scramble } => {
+                let ln_range = (slots as f64 + 1.0).ln();
+                let e = shape * ln_range;
+                // mass / α = ln_range · (1 − e^−e) / e; the ratio is 1 to double precision
+                // below 1e-17 (and undefined at e = 0, which a subnormal α may give).
+                let ratio = if e > 1e-17 { -(-e).exp_m1() / e } else { 1.0 };
+                Sampler::Pareto {
+                    slots,
+                    mass: -(-e).exp_m1(),
+                    mass_over_shape: ln_range * ratio,
+                    perm: scramble.then(|| Permutation::new(slots, key)),
+                }
+            }
             AddressDist::Normal {
                 mean_fraction,
                 stddev_fraction,
             } => Sampler::Normal {
                 slots: slots as f64,
+                last: slots - 1,
                 mean: mean_fraction * slots as f64,
                 stddev: stddev_fraction * slots as f64,
             },
@@ -151,15 +162,17 @@ impl Sampler {
             Sampler::Pareto {
                 slots,
                 mass,
-                neg_inv_shape,
+                mass_over_shape,
                 perm,
             } => {
-                // Inverse CDF of the bounded Pareto on [1, slots+1): x = (1 − u·mass)^(−1/α).
+                // Inverse CDF of the bounded Pareto on [1, slots+1): x = (1 − u·mass)^(−1/α),
+                // i.e. ln x = −ln(1 − y)/α with y = u·mass. `1 − y` loses y near 1e-16 (a tiny
+                // α: the draws collapsed onto a few ranks), and 1/α overflows for a subnormal
+                // α, so ln x = u · (mass/α) · g(y), with g(y) = −ln_1p(−y)/y (→ 1 as y → 0).
                 let u = unit_f64(rng);
-                // Plain `ln` rather than `ln_1p` (faster): its ~1e-16 absolute error moves x by
-                // ~1e-16/α relative, which changes the rank only for draws that close to a rank
-                // boundary.
-                let x = ((1.0 - u * mass).ln() * neg_inv_shape).exp();
+                let y = u * mass;
+                let g = if y > 1e-300 { -(-y).ln_1p() / y } else { 1.0 };
+                let x = (u * mass_over_shape * g).exp();
                 let rank0 = (x as u64).saturating_sub(1).min(slots - 1);
                 match perm {
                     Some(p) => p.apply(rank0),
@@ -168,17 +181,29 @@ impl Sampler {
             }
             Sampler::Normal {
                 slots,
+                last,
                 mean,
                 stddev,
-            } => loop {
-                let z: f64 = StandardNormal.sample(rng);
-                let v = mean + stddev * z;
-                // Validation bounds stddev by the footprint and mean inside it, so at least
-                // about a third of the draws land.
-                if v >= 0.0 && v < *slots {
-                    return v as u64;
+            } => {
+                // Validation keeps the mean inside the footprint and stddev at most its size,
+                // so in exact arithmetic at least a third of the draws land (worst: mean at an
+                // edge, stddev = footprint: P(0 ≤ z < 1) ≈ 0.34), and 64 misses in a row
+                // (chance < 1e-11) would not happen. In floating point a stddev below the
+                // precision of a mean at the end (mean_fraction = 1) gives `mean + stddev·z ==
+                // slots` every time, and nothing lands. Misses that many mean the
+                // distribution lies within rounding of an edge, so the last draw is clamped
+                // into range: bounded time, and the edge slot is where its mass is.
+                let mut v = 0.0;
+                for _ in 0..64 {
+                    let z: f64 = StandardNormal.sample(rng);
+                    v = mean + stddev * z;
+                    if v >= 0.0 && v < *slots {
+                        return v as u64;
+                    }
                 }
-            },
+                // `as` saturates (negative → 0); `last` is exact where `slots` may be rounded.
+                (v as u64).min(*last)
+            }
             Sampler::Zoned { cumulative, ranges } => {
                 let u = unit_f64(rng);
                 let i = cumulative

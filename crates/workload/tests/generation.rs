@@ -245,6 +245,55 @@ fn pareto_is_skewed_like_its_cdf() {
 }
 
 #[test]
+fn pareto_with_a_tiny_shape_tends_to_log_uniform() {
+    // As α → 0 the bounded Pareto tends to ln X uniform on [0, ln(slots+1)): rank 0 (X < 2)
+    // takes ln 2 / ln(slots+1) of the draws, and the draws spread over thousands of slots.
+    // `1 − u·mass` rounded away the mass (~1e-14) at α = 1e-15, and 1/α overflows at a
+    // subnormal α.
+    let slots = 16_384u64;
+    let draws = 10_000;
+    for shape in [1e-15, 1e-200, 5e-324] {
+        let spec = slots_spec(
+            slots,
+            AddressDist::Pareto {
+                shape,
+                scramble: false,
+            },
+        );
+        let reqs = collect(&spec, draws);
+        let distinct: std::collections::HashSet<u64> = reqs.iter().map(|r| r.offset).collect();
+        assert!(distinct.len() >= 1000, "shape {shape}: {}", distinct.len());
+        let p0 = 2f64.ln() / (slots as f64 + 1.0).ln();
+        let f0 = reqs.iter().filter(|r| r.offset == 0).count() as f64 / draws as f64;
+        assert!(
+            (f0 - p0).abs() < tolerance(p0, draws, 5.0),
+            "shape {shape}: f0={f0} p0={p0}"
+        );
+    }
+}
+
+#[test]
+fn normal_at_the_end_with_a_tiny_spread_returns_the_last_slot() {
+    // The spread is below the float precision of a mean at `slots`: every raw draw is
+    // `slots`, out of range; the generator used to redraw for ever.
+    let slots = 16_384u64;
+    let spec = slots_spec(
+        slots,
+        AddressDist::Normal {
+            mean_fraction: 1.0,
+            stddev_fraction: 1e-17,
+        },
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(collect(&spec, 1000)));
+    let reqs = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("1000 draws did not return within a minute");
+    assert_eq!(reqs.len(), 1000);
+    assert!(reqs.iter().all(|r| r.offset == (slots - 1) * KIB4));
+}
+
+#[test]
 fn normal_has_the_requested_mean_and_spread() {
     let slots = 1_000_000u64;
     let spec = slots_spec(
