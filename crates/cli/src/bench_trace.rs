@@ -42,11 +42,12 @@ pub fn prepare(t: &TraceWorkload, iolog: &Path) -> Result<IologReplay> {
     let mut choice = VolumeChoice::new(t.volumes.clone());
     let mut kept: Option<VolumeId> = None;
     let (mut requests, mut end) = (0u64, 0u64);
-    let speed = if t.speed.is_finite() && t.speed > 0.0 {
-        t.speed
-    } else {
-        1.0
-    };
+    // Checked when the config was read (`trace_workload`): never replaced here.
+    let speed = t.speed;
+    anyhow::ensure!(
+        speed.is_finite() && speed > 0.0,
+        "workload.speed {speed}: must be a finite number > 0"
+    );
     while let Some(r) = reader.next() {
         let mut r = r?;
         if !choice.wanted(r.volume, reader.volumes().name(r.volume).unwrap_or("")) {

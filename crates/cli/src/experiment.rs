@@ -78,6 +78,14 @@ pub fn trace_workload(
             ),
         });
     }
+    if !(t.speed.is_finite() && t.speed > 0.0) {
+        // Before anything runs (the replay would otherwise fail at its first request).
+        return Err(ConfigError::Value {
+            context: doc.context(),
+            path: "workload.speed".into(),
+            message: format!("{} must be a finite number > 0", t.speed),
+        });
+    }
     Ok(Some(t))
 }
 

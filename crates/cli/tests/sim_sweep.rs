@@ -277,3 +277,24 @@ fn a_volume_workload_seed_is_refused() {
     assert!(e.contains("volumes[0]") && e.contains("run.seed"), "{e}");
     load_str(&text.replace(", seed = 3", ""), "t.toml", &[]).unwrap();
 }
+
+/// A trace replay's speed must be a finite number > 0, refused when the config is read,
+/// naming `workload.speed` (0, negative and NaN replayed at 1.0, silently).
+#[test]
+fn a_bad_replay_speed_is_refused() {
+    let trace = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/traces/msr-hm0-sample.csv"
+    );
+    for speed in ["0", "-3.0", "nan"] {
+        let text = format!("[workload]\ntrace = \"{trace}\"\nspeed = {speed}\n");
+        let e = format!("{:#}", load_str(&text, "t.toml", &[]).unwrap_err());
+        assert!(e.contains("workload.speed"), "{speed}: {e}");
+    }
+    load_str(
+        &format!("[workload]\ntrace = \"{trace}\"\nspeed = 2.0\n"),
+        "t.toml",
+        &[],
+    )
+    .unwrap();
+}
