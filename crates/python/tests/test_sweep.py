@@ -32,6 +32,8 @@ def local_sweep(data, tmp_path_factory):
     out = tmp_path_factory.mktemp("local")
     res = tiercache.sweep(data / "small-sweep.toml", out, jobs=2, progress=False)
     assert res.summary["ok"] == res.summary["total"] == 36
+    # What the CLI prints of earlier results is in the summary too.
+    assert (res.summary["not_retried"], res.summary["other_lines"]) == (0, 0)
     return out
 
 
