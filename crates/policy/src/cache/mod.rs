@@ -9,7 +9,7 @@
 //! `partition::Partitions`).
 
 use crate::cleaning::{CleaningPolicy, DirtyState};
-use crate::config::{CacheConfig, CleaningConfig, DirtyFullPolicy, PromotionConfig, WritePolicy};
+use crate::config::{CacheConfig, DirtyFullPolicy, WritePolicy};
 use crate::engine::{ReadMiss, WriteHit, WriteMiss};
 use crate::metadata::LineTable;
 use crate::partition::Partitions;
@@ -30,6 +30,7 @@ mod modes;
 mod read;
 mod resize;
 mod tenancy;
+mod validate;
 mod write;
 
 pub use crate::executor::ExecutorState;
@@ -227,6 +228,9 @@ pub struct Cache {
     /// The tenancy mode's plan in force, decisions so far, and the last report.
     tenancy_plans: Vec<crate::tenancy::VolumePlan>,
     tenancy_decisions: u64,
+    /// Decisions whose partitions did not fit (not applied), and why the last one did not.
+    tenancy_refusals: u64,
+    tenancy_last_refusal: Option<String>,
     tenancy_report: Option<crate::tenancy::TenancyReport>,
     /// What each volume did (index = volume id), and its value at the last decision.
     volume_stats: Vec<crate::tenancy::VolumeStats>,
@@ -261,73 +265,7 @@ impl Cache {
                 format!("{lines} lines exceed the limit of {}", u32::MAX / 2),
             ));
         }
-        match cfg.promotion {
-            PromotionConfig::Nhit {
-                n,
-                table_ratio,
-                occupancy_threshold,
-            } => {
-                if n == 0 {
-                    return Err(config_error("promotion.n", "must be at least 1"));
-                }
-                if !(table_ratio > 0.0 && table_ratio <= 64.0) {
-                    return Err(config_error("promotion.table_ratio", "must be in (0, 64]"));
-                }
-                if !(0.0..=1.0).contains(&occupancy_threshold) {
-                    return Err(config_error(
-                        "promotion.occupancy_threshold",
-                        "must be in [0, 1]",
-                    ));
-                }
-            }
-            PromotionConfig::Smq { hotspot_lines: 0 } => {
-                return Err(config_error(
-                    "promotion.hotspot_lines",
-                    "must be at least 1",
-                ));
-            }
-            _ => {}
-        }
-        if let Err((field, reason)) = cfg.balancing.validate() {
-            return Err(config_error(field, reason));
-        }
-        if let Err((field, reason)) = cfg.tenancy.validate() {
-            return Err(config_error(field, reason));
-        }
-        if cfg.tenancy.fixed_lines(cfg.line_size) > lines {
-            return Err(config_error(
-                "tenancy.fixed",
-                format!(
-                    "fixed sizes need {} lines, the cache has {lines}",
-                    cfg.tenancy.fixed_lines(cfg.line_size)
-                ),
-            ));
-        }
-        match cfg.cleaning {
-            CleaningConfig::Aggressive { period_ns, batch } => {
-                if period_ns == 0 {
-                    return Err(config_error("cleaning.period_ns", "must be positive"));
-                }
-                if batch == 0 {
-                    return Err(config_error("cleaning.batch", "must be positive"));
-                }
-            }
-            CleaningConfig::Lazy { batch: 0, .. } => {
-                return Err(config_error("cleaning.batch", "must be positive"));
-            }
-            CleaningConfig::Threshold { high, low, batch } => {
-                if !(0.0..=1.0).contains(&high) || !(0.0..=1.0).contains(&low) || low > high {
-                    return Err(config_error(
-                        "cleaning",
-                        format!("watermarks need 0 <= low <= high <= 1, got low {low} high {high}"),
-                    ));
-                }
-                if batch == 0 {
-                    return Err(config_error("cleaning.batch", "must be positive"));
-                }
-            }
-            _ => {}
-        }
+        validate::check(cfg, lines)?;
         let parts = Partitions::new(cfg, lines as u32)?;
         let promotion = promotion::build(&cfg.promotion, lines);
         let cleaner = crate::cleaning::build(&cfg.cleaning);
@@ -368,6 +306,8 @@ impl Cache {
             resize_jobs: Vec::new(),
             tenancy_plans: Vec::new(),
             tenancy_decisions: 0,
+            tenancy_refusals: 0,
+            tenancy_last_refusal: None,
             tenancy_report: None,
             volume_stats: Vec::new(),
             tenancy_base: Vec::new(),

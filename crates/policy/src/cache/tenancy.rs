@@ -127,23 +127,60 @@ impl Cache {
             .collect();
         self.tenancy_base = self.volume_stats.clone();
         let fixed = self.cfg.tenancy.fixed_lines(self.geo.line_size());
-        if let Some(mut plans) = self.tenancy.decide(capacity - fixed) {
-            self.apply_fixed(&mut plans);
-            let mut jobs = std::mem::take(&mut self.resize_jobs);
-            match self.apply_allocation(&plans, &mut jobs) {
-                Ok(()) => {
-                    for p in &plans {
-                        if let Some(wp) = p.write_policy {
-                            self.set_write_policy(Some(p.volume), wp);
-                        }
+        // Partitions the mode will not plan (static ones of volumes it has not seen or was
+        // not given) keep their lines: the mode decides over the rest.
+        let kept = self.unplanned_partition_lines();
+        let Some(mut plans) = self.tenancy.decide(capacity.saturating_sub(fixed + kept)) else {
+            self.tenancy_decisions += 1;
+            self.record_tenancy_report(now, capacity, &interval);
+            return;
+        };
+        self.apply_fixed(&mut plans);
+        let mut jobs = std::mem::take(&mut self.resize_jobs);
+        let applied = self.apply_allocation(&plans, &mut jobs);
+        self.resize_jobs = jobs;
+        match applied {
+            Ok(()) => {
+                for p in &plans {
+                    if let Some(wp) = p.write_policy {
+                        self.set_write_policy(Some(p.volume), wp);
                     }
-                    self.tenancy_plans = plans;
                 }
-                Err(e) => debug_assert!(false, "a tenancy mode over-allocated: {e}"),
+                self.tenancy_plans = plans;
+                self.tenancy_decisions += 1;
             }
-            self.resize_jobs = jobs;
+            Err(e) => {
+                // Nothing changed; the report says so rather than showing a decision that
+                // did not take effect.
+                self.tenancy_refusals += 1;
+                self.tenancy_last_refusal = Some(e.to_string());
+            }
         }
-        self.tenancy_decisions += 1;
+        self.record_tenancy_report(now, capacity, &interval);
+    }
+
+    /// Lines of the volumes' own partitions that the tenancy mode will not plan: neither a
+    /// volume it may plan nor one with a fixed size.
+    fn unplanned_partition_lines(&self) -> u64 {
+        self.parts
+            .iter()
+            .filter(|p| {
+                p.volume().is_some_and(|v| {
+                    !self.tenancy.plans_volume(v)
+                        && !self
+                            .cfg
+                            .tenancy
+                            .fixed
+                            .iter()
+                            .any(|f| f.volume == v.0 && f.bytes.is_some())
+                })
+            })
+            .map(|p| u64::from(p.capacity))
+            .sum()
+    }
+
+    /// Records the report of a decision (or refusal) at `now`.
+    fn record_tenancy_report(&mut self, now: Nanos, capacity: u64, interval: &[VolumeStats]) {
         let volumes = self
             .tenancy_plans
             .iter()
@@ -169,6 +206,8 @@ impl Cache {
             capacity_lines: capacity,
             allocated_lines: self.tenancy_plans.iter().map(|p| p.allocation_lines).sum(),
             volumes,
+            refused_decisions: self.tenancy_refusals,
+            last_refusal: self.tenancy_last_refusal.clone(),
         });
     }
 

@@ -63,6 +63,16 @@ pub trait TenancyMode: std::fmt::Debug + Send {
     /// `capacity_lines` lines (allocations sum to at most that). `None`: keep the current
     /// partitions and policies.
     fn decide(&mut self, capacity_lines: u64) -> Option<Vec<VolumePlan>>;
+
+    /// Whether the next [`decide`](Self::decide) may plan `volume` (it was configured or
+    /// seen). The cache leaves the partitions of volumes it will not plan (static ones,
+    /// `cache.partitions`) out of the lines it lets the mode decide over. The default, `true`,
+    /// leaves no line out: a mode that then plans fewer volumes than it claims has its
+    /// decision refused when the partitions would not fit (counted in the report).
+    fn plans_volume(&self, volume: VolumeId) -> bool {
+        let _ = volume;
+        true
+    }
 }
 
 /// What a mode decided for one volume at an interval boundary.
@@ -350,6 +360,17 @@ pub struct TenancyReport {
     pub allocated_lines: u64,
     /// Per volume, in volume order.
     pub volumes: Vec<VolumeTenancy>,
+    /// Decisions refused because their partitions did not fit the cache (the partitions and
+    /// write policies stayed as they were; not counted in `decisions`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub refused_decisions: u64,
+    /// Why the last refused decision was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_refusal: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One volume in a [`TenancyReport`].
