@@ -154,12 +154,13 @@ impl CacheStats {
         match op {
             Op::Read => {
                 self.read_requests += 1;
-                self.read_hit_requests += u64::from(out.line_hits == lines);
+                // A zero-length read found nothing: not a hit.
+                self.read_hit_requests += u64::from(lines > 0 && out.line_hits == lines);
             }
             Op::Write => {
                 self.write_requests += 1;
                 self.write_hit_requests +=
-                    u64::from(out.line_misses == 0 && out.line_partial_hits == 0);
+                    u64::from(lines > 0 && out.line_misses == 0 && out.line_partial_hits == 0);
             }
             Op::Trim | Op::Flush => {}
         }

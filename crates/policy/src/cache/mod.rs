@@ -103,9 +103,11 @@ pub struct AccessOutcome {
     pub line_partial_hits: u32,
     /// Lines not found.
     pub line_misses: u32,
-    /// Lines served around the cache (not promoted or not allocated).
+    /// Lines served around the cache (not promoted or not allocated): a subset of
+    /// `line_misses`.
     pub line_bypasses: u32,
-    /// Every line was a full hit (reads: served by the cache alone).
+    /// Every line was a full hit (reads: served by the cache alone); false for a request
+    /// over no line.
     pub full_hit: bool,
 }
 
@@ -511,11 +513,13 @@ impl Cache {
                 if self.tenancy_observes {
                     self.observe_tenancy(req);
                 }
-                self.count_volume(req.volume, req.op, &out);
+                self.count_volume_lines(req.volume, req.op, &out);
+                self.count_volume_request(req.volume, req.op);
                 return Ok(out);
             }
         }
         let out = self.access_lines(req, plan)?;
+        self.count_volume_request(req.volume, req.op);
         let lines = self.geo.split(req.offset, req.len).count() as u32;
         self.stats.count_request(req.op, &out, lines);
         Ok(out)
@@ -525,7 +529,22 @@ impl Cache {
     /// shards) share: every line-level counter moves, the request-level ones (`requests`,
     /// `read_hit_requests`, …) do not; the caller counts the whole request once with
     /// [`CacheStats::count_request`] on the pieces' [`AccessOutcome::combine`]d outcome.
+    /// The volume's request counters ([`crate::tenancy::VolumeStats`]' `read_requests`,
+    /// `write_requests`) do move, once per piece: a request cut into pieces is counted once
+    /// per piece there; [`Cache::access_part`] counts them not at all.
     pub fn access_piece(
+        &mut self,
+        req: &Request,
+        plan: Option<&mut Plan>,
+    ) -> Result<AccessOutcome, PolicyError> {
+        let out = self.access_part(req, plan)?;
+        self.count_volume_request(req.volume, req.op);
+        Ok(out)
+    }
+
+    /// As [`Cache::access_piece`], without counting the request for its volume either: the
+    /// caller counts it once with [`Cache::count_volume_request`] (on one shard).
+    pub fn access_part(
         &mut self,
         req: &Request,
         plan: Option<&mut Plan>,
@@ -591,8 +610,12 @@ impl Cache {
                 ));
             }
         }
-        out.full_hit = out.line_partial_hits == 0 && out.line_misses == 0 && out.line_bypasses == 0;
-        self.count_volume(req.volume, req.op, &out);
+        // A request over no line (zero length) found nothing: not a hit.
+        out.full_hit = out.line_hits > 0
+            && out.line_partial_hits == 0
+            && out.line_misses == 0
+            && out.line_bypasses == 0;
+        self.count_volume_lines(req.volume, req.op, &out);
         if let Some(plan) = plan {
             plan.clear();
             // Lines were planned one after another; order all ops by stage (stable, so ops of

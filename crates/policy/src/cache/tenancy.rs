@@ -32,19 +32,36 @@ impl Cache {
             .observe(req.volume, first, last - first + 1, is_write);
     }
 
-    /// Counts one request's outcome for its volume.
+    /// Counts one whole request for its volume (its request-level counters): once per
+    /// request, whatever the number of pieces (policy shards) it was cut into. An executor
+    /// that plans requests piece by piece with [`Cache::access_part`] calls it on one shard.
     #[inline]
-    pub(super) fn count_volume(&mut self, volume: VolumeId, op: Op, out: &AccessOutcome) {
+    pub fn count_volume_request(&mut self, volume: VolumeId, op: Op) {
         let v = volume.0 as usize;
+        if !matches!(op, Op::Read | Op::Write) {
+            return;
+        }
         if self.volume_stats.len() <= v {
             self.volume_stats.resize(v + 1, VolumeStats::default());
         }
         let s = &mut self.volume_stats[v];
         match op {
             Op::Read => s.read_requests += 1,
-            Op::Write => s.write_requests += 1,
-            _ => return,
+            _ => s.write_requests += 1,
         }
+    }
+
+    /// Counts the lines of one request (or piece) for its volume.
+    #[inline]
+    pub(super) fn count_volume_lines(&mut self, volume: VolumeId, op: Op, out: &AccessOutcome) {
+        let v = volume.0 as usize;
+        if !matches!(op, Op::Read | Op::Write) {
+            return;
+        }
+        if self.volume_stats.len() <= v {
+            self.volume_stats.resize(v + 1, VolumeStats::default());
+        }
+        let s = &mut self.volume_stats[v];
         s.line_hits += u64::from(out.line_hits);
         s.line_partial_hits += u64::from(out.line_partial_hits);
         s.line_misses += u64::from(out.line_misses);
@@ -194,7 +211,8 @@ impl Cache {
                     used_lines: self.parts.own(p.volume).map_or(0, |i| self.parts[i].used) as u64,
                     write_policy: self.write_policy(p.volume),
                     interval_hits: iv.line_hits,
-                    interval_misses: iv.line_partial_hits + iv.line_misses + iv.line_bypasses,
+                    // Bypasses are among the misses.
+                    interval_misses: iv.line_partial_hits + iv.line_misses,
                     interval_cache_bytes_written: iv.cache_bytes_written,
                 }
             })

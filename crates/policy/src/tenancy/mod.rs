@@ -407,7 +407,8 @@ pub struct VolumeStats {
     pub line_partial_hits: u64,
     /// Lines not found.
     pub line_misses: u64,
-    /// Lines served around the cache.
+    /// Lines served around the cache: a subset of `line_misses` (a bypass is a miss, or a
+    /// resident line passed by in a pass-through mode, counted as a miss too).
     pub line_bypasses: u64,
     /// Bytes written to the cache device for the volume (fills, promotions, writes): its
     /// share of the device's wear.
@@ -415,9 +416,9 @@ pub struct VolumeStats {
 }
 
 impl VolumeStats {
-    /// Line accesses of reads and writes.
+    /// Line accesses of reads and writes (bypasses are among the misses, not added again).
     pub fn line_accesses(&self) -> u64 {
-        self.line_hits + self.line_partial_hits + self.line_misses + self.line_bypasses
+        self.line_hits + self.line_partial_hits + self.line_misses
     }
 
     /// Share of line accesses that were full hits (0 without any).
