@@ -119,3 +119,96 @@ fn a_request_over_no_line_is_no_hit() {
     assert!(!out.full_hit);
     assert_eq!(c.stats().read_hit_requests, 0);
 }
+
+/// Durations beyond a year are refused, each naming its field; the policies' own arithmetic
+/// saturates (a policy built directly, without the config checks, never panics or wraps).
+#[test]
+fn durations_are_bounded_and_never_overflow() {
+    use tiercache_policy::cleaning::{Aggressive, CleaningPolicy, DirtyState, Lazy};
+    use tiercache_policy::{BalancingConfig, ExecutorState, PolicyError, TenancyConfig};
+    let huge = u64::MAX - 5;
+    let bad = [
+        (
+            "cleaning.idle_ns",
+            CacheConfig {
+                cleaning: CleaningConfig::Lazy {
+                    idle_ns: huge,
+                    batch: 8,
+                },
+                ..CacheConfig::default()
+            },
+        ),
+        (
+            "cleaning.period_ns",
+            CacheConfig {
+                cleaning: CleaningConfig::Aggressive {
+                    period_ns: huge,
+                    batch: 8,
+                },
+                ..CacheConfig::default()
+            },
+        ),
+        (
+            "balancing.interval_ns",
+            CacheConfig {
+                balancing: BalancingConfig::Sib { interval_ns: huge },
+                ..CacheConfig::default()
+            },
+        ),
+        (
+            "tenancy.interval_ns",
+            CacheConfig {
+                tenancy: TenancyConfig {
+                    mode: tiercache_policy::TenancyModeKind::Static,
+                    interval_ns: huge,
+                    ..TenancyConfig::default()
+                },
+                ..CacheConfig::default()
+            },
+        ),
+    ];
+    for (field, cfg) in bad {
+        match Cache::new(&cfg) {
+            Err(PolicyError::Config { field: f, .. }) => assert_eq!(f, field),
+            other => panic!("{field}: expected a config error, got {other:?}"),
+        }
+    }
+    // A year is accepted.
+    let year = tiercache_policy::config::MAX_DURATION_NS;
+    Cache::new(&CacheConfig {
+        cleaning: CleaningConfig::Lazy {
+            idle_ns: year,
+            batch: 8,
+        },
+        ..CacheConfig::default()
+    })
+    .unwrap();
+    let dirty = DirtyState {
+        dirty_lines: 3,
+        capacity_lines: 16,
+        jobs_in_flight: 0,
+    };
+    let late = ExecutorState {
+        now: u64::MAX - 10,
+        ..ExecutorState::default()
+    };
+    let lazy = Lazy {
+        idle_ns: huge,
+        batch: 8,
+    };
+    assert_eq!(lazy.next_poll(&late, dirty), Some(u64::MAX));
+    let mut agg = Aggressive::new(huge, 8);
+    let early = ExecutorState {
+        now: 7,
+        ..ExecutorState::default()
+    };
+    assert_eq!(agg.poll(&early, dirty), 8);
+    assert_eq!(agg.next_poll(&early, dirty), Some(huge));
+    let end = ExecutorState {
+        now: u64::MAX - 1,
+        ..ExecutorState::default()
+    };
+    assert_eq!(agg.poll(&end, dirty), 8);
+    assert_eq!(agg.next_poll(&end, dirty), Some(u64::MAX));
+    assert_eq!(agg.poll(&late, dirty), 0);
+}

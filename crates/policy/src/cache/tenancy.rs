@@ -103,13 +103,12 @@ impl Cache {
                 if self.tenancy.decides_at_start() {
                     self.decide_tenancy(state.now);
                 }
-                self.next_repartition = Some(state.now + interval);
+                self.next_repartition = Some(state.now.saturating_add(interval));
             }
             Some(at) if state.now >= at => {
                 self.decide_tenancy(state.now);
                 // Intervals with no poll in them (an idle executor) are skipped, not replayed.
-                self.next_repartition =
-                    Some(at + (state.now - at) / interval * interval + interval);
+                self.next_repartition = Some(super::modes::next_on_grid(at, state.now, interval));
             }
             Some(_) => {}
         }

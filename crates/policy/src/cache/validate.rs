@@ -73,6 +73,16 @@ pub(super) fn check(cfg: &CacheConfig, lines: u64) -> Result<(), PolicyError> {
             ),
         ));
     }
+    let duration = match cfg.cleaning {
+        CleaningConfig::Aggressive { period_ns, .. } => Some(("cleaning.period_ns", period_ns)),
+        CleaningConfig::Lazy { idle_ns, .. } => Some(("cleaning.idle_ns", idle_ns)),
+        _ => None,
+    };
+    if let Some((field, ns)) = duration {
+        if let Some(reason) = crate::config::duration_too_long(ns) {
+            return Err(config_error(field, reason));
+        }
+    }
     match cfg.cleaning {
         CleaningConfig::Aggressive { period_ns, batch } => {
             if period_ns == 0 {

@@ -189,6 +189,9 @@ impl TenancyConfig {
         if self.interval_ns == 0 {
             return Err(("tenancy.interval_ns", "must be positive".into()));
         }
+        if let Some(reason) = crate::config::duration_too_long(self.interval_ns) {
+            return Err(("tenancy.interval_ns", reason));
+        }
         if self.shares.len() > MAX_VOLUMES as usize {
             return Err((
                 "tenancy.shares",
