@@ -244,9 +244,10 @@ impl Plan {
         self.ops.push(op);
     }
 
-    /// Number of stages (highest stage + 1), 0 for an empty plan.
-    pub fn stages(&self) -> u8 {
-        self.ops.last().map_or(0, |o| o.stage + 1)
+    /// Number of stages (highest stage + 1), 0 for an empty plan (a `usize`: a plan using
+    /// stage 255 has 256 stages).
+    pub fn stages(&self) -> usize {
+        self.ops.last().map_or(0, |o| usize::from(o.stage) + 1)
     }
 
     /// Bytes moved by ops matching a predicate.

@@ -5,6 +5,17 @@ use tiercache_core::units::{de_bytes, de_nanos};
 use tiercache_core::{Nanos, VolumeId};
 pub use tiercache_eviction::EvictionKind;
 
+/// Longest duration a configuration may give (an interval, a period, an idle time): one
+/// year. Times are u64 nanoseconds (about 584 years in all), so a bound keeps `now +
+/// duration` far from overflowing for any run.
+pub const MAX_DURATION_NS: Nanos = 365 * 24 * 3600 * 1_000_000_000;
+
+/// The error for a duration above [`MAX_DURATION_NS`], or `None`.
+pub(crate) fn duration_too_long(ns: Nanos) -> Option<String> {
+    (ns > MAX_DURATION_NS)
+        .then(|| format!("{ns} ns exceeds the limit of one year ({MAX_DURATION_NS} ns)"))
+}
+
 /// Write policy (cache mode), exactly the table of SPEC §4.5.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -422,13 +422,14 @@ impl PolicyCore for ShardedCache {
                 .pieces(req.volume, req.offset, req.len)
                 .collect()
         };
+        let first_shard = pieces.first().map_or(0, |p| p.0);
         for (k, off, n) in pieces {
             let piece = Request {
                 offset: off,
                 len: n,
                 ..*req
             };
-            let o = self.shards[k].access_piece(&piece, plan.as_ref().map(|_| &mut piece_plan))?;
+            let o = self.shards[k].access_part(&piece, plan.as_ref().map(|_| &mut piece_plan))?;
             if let Some(p) = plan.as_deref_mut() {
                 Self::append_rebased(p, &piece_plan, u64::from(self.layout.base(k)) * line);
             }
@@ -441,6 +442,8 @@ impl PolicyCore for ShardedCache {
             p.ops.sort_by_key(|o| o.stage);
         }
         let out = out.unwrap_or_default();
+        // The volume's request counters move once per request, not once per piece.
+        self.shards[first_shard].count_volume_request(req.volume, req.op);
         let lines = if req.len == 0 {
             0
         } else {

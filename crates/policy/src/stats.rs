@@ -18,16 +18,22 @@ pub enum BypassReason {
     /// The volume's partition has no lines at all, or has room but no free line yet (another
     /// partition's shrink is still writing its lines back) and none of its own to evict.
     NoSpace,
+    /// Every candidate victim was pinned or a line the same request had already used (a
+    /// request larger than its partition): the rest of that request's misses go around the
+    /// cache rather than evicting its own lines, whose ops the plan would have to order
+    /// before the slot's reuse.
+    OwnLines,
 }
 
 impl BypassReason {
     /// All reasons, in report order.
-    pub const ALL: [BypassReason; 5] = [
+    pub const ALL: [BypassReason; 6] = [
         BypassReason::NotHotYet,
         BypassReason::Mode,
         BypassReason::DirtyFull,
         BypassReason::AllPinned,
         BypassReason::NoSpace,
+        BypassReason::OwnLines,
     ];
 
     /// Name used in reports.
@@ -38,6 +44,7 @@ impl BypassReason {
             BypassReason::DirtyFull => "dirty-full",
             BypassReason::AllPinned => "all-pinned",
             BypassReason::NoSpace => "no-space",
+            BypassReason::OwnLines => "own-lines",
         }
     }
 }
@@ -102,7 +109,7 @@ pub struct CacheStats {
     /// Bytes of dirty data dropped by trim (the application discarded them).
     pub trimmed_dirty_bytes: u64,
     /// Line-level bypasses by reason (indexed as [`BypassReason::ALL`]).
-    pub bypasses: [u64; 5],
+    pub bypasses: [u64; 6],
     /// Times the load balancer was polled (once per interval it ran).
     pub balancer_polls: u64,
     /// Requests (pieces, on a sharded cache) the load balancer sent past the cache.
@@ -147,12 +154,13 @@ impl CacheStats {
         match op {
             Op::Read => {
                 self.read_requests += 1;
-                self.read_hit_requests += u64::from(out.line_hits == lines);
+                // A zero-length read found nothing: not a hit.
+                self.read_hit_requests += u64::from(lines > 0 && out.line_hits == lines);
             }
             Op::Write => {
                 self.write_requests += 1;
                 self.write_hit_requests +=
-                    u64::from(out.line_misses == 0 && out.line_partial_hits == 0);
+                    u64::from(lines > 0 && out.line_misses == 0 && out.line_partial_hits == 0);
             }
             Op::Trim | Op::Flush => {}
         }

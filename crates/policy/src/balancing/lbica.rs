@@ -8,6 +8,13 @@
 //! | 3 | W + E (writes) | WB, the tail of the queue to the backend |
 //! | 4 | P alone (sequential reads) | WB |
 //!
+//! SPEC §4.8 defines LBICA over a write-back cache ("keep WB", "return to WB"). Over another
+//! configured policy it never makes the cache hold data the configured policy would not:
+//! groups 3 and 4 keep the configured policy (group 3 still sends its tail around the
+//! cache), and group 1 stops promotions with RO instead of WO when the configured policy
+//! keeps no dirty data (write-through, write-around, read-only): WO absorbs writes as dirty
+//! lines, which a write-through cache must never hold.
+//!
 //! A burst is when the cache device's queue takes longer to drain than a request sent to the
 //! backend now would wait: the backend's queue time plus one op's *latency*
 //! ([`DeviceLoad::wait_ns`](crate::DeviceLoad::wait_ns)). Drain times use each device's
@@ -104,6 +111,13 @@ impl Lbica {
     }
 }
 
+/// Whether `mode` lets writes leave dirty data in the cache (then WO may replace it).
+fn keeps_dirty(mode: WritePolicy) -> bool {
+    let r = mode.rules();
+    r.write_hit == crate::engine::WriteHit::CacheDirty
+        || r.write_miss == crate::engine::WriteMiss::AllocateDirty
+}
+
 impl Balancer for Lbica {
     fn name(&self) -> &'static str {
         "lbica"
@@ -113,7 +127,7 @@ impl Balancer for Lbica {
         Some(self.interval_ns)
     }
 
-    fn poll(&mut self, state: &ExecutorState, _configured: WritePolicy) -> BalanceDecision {
+    fn poll(&mut self, state: &ExecutorState, configured: WritePolicy) -> BalanceDecision {
         let (c, b, shares) = observe(state);
         // The cache is the bottleneck when its queue takes longer to drain than a request sent
         // to the backend now would wait (the backend's queue plus one op's latency): with an
@@ -132,10 +146,14 @@ impl Balancer for Lbica {
         };
         let decision = match group {
             None | Some(LbicaGroup::SequentialRead) => BalanceDecision::KEEP,
-            Some(LbicaGroup::RandomRead) => BalanceDecision::policy(WritePolicy::WriteOnly),
+            Some(LbicaGroup::RandomRead) => BalanceDecision::policy(if keeps_dirty(configured) {
+                WritePolicy::WriteOnly
+            } else {
+                WritePolicy::ReadOnly
+            }),
             Some(LbicaGroup::Mixed) => BalanceDecision::policy(WritePolicy::ReadOnly),
             Some(LbicaGroup::WriteIntensive) => BalanceDecision {
-                write_policy: Some(WritePolicy::WriteBack),
+                write_policy: Some(configured),
                 bypass_writes: (1.0 - at_backend as f64 / c as f64).min(capacity_share(state)),
                 bypass_writes_as: WritePolicy::WriteAround,
                 ..BalanceDecision::KEEP
@@ -338,6 +356,67 @@ mod tests {
             LbicaGroup::classify([0.25, 0.25, 0.25, 0.25], 0.5, 0.6),
             Some(LbicaGroup::RandomRead),
             "ties go to the lower group"
+        );
+    }
+
+    #[test]
+    fn a_cache_that_keeps_no_dirty_data_gets_none_from_lbica() {
+        use crate::{Cache, CacheConfig};
+        use tiercache_core::Request;
+        for configured in [
+            WritePolicy::WriteThrough,
+            WritePolicy::WriteAround,
+            WritePolicy::ReadOnly,
+        ] {
+            // The policies each group gets over this configured one.
+            let mut l = Lbica::new(1_000_000, 0.6, 0.6).confirmed_after(1);
+            let d1 = l.poll(&state(10, 0, 8, 2, 100_000), configured);
+            assert_eq!(l.report().unwrap().group, 1);
+            assert_eq!(d1.write_policy, Some(WritePolicy::ReadOnly));
+            let d3 = l.poll(&state(1, 11, 0, 8, 100_000), configured);
+            assert_eq!(l.report().unwrap().group, 3);
+            assert_eq!(d3.write_policy, Some(configured));
+            // Through a cache: every poll a burst of group 1, then of group 3, with writes
+            // (hits and misses) in between.
+            let mut c = Cache::new(&CacheConfig {
+                capacity: 64 * 4096,
+                line_size: 4096,
+                write_policy: configured,
+                ..CacheConfig::default()
+            })
+            .unwrap();
+            c.set_balancer(Box::new(Lbica::new(1_000, 0.6, 0.6).confirmed_after(1)));
+            let mut now = 0;
+            for mix in [[10, 0, 8, 2], [1, 11, 0, 8]] {
+                let mut s = state(mix[0], mix[1], mix[2], mix[3], 100_000);
+                for _ in 0..2 {
+                    s.now = now;
+                    c.balance(&s);
+                    now += 1_000;
+                }
+                assert!(
+                    c.balanced_write_policy().is_some(),
+                    "{configured:?} {mix:?}"
+                );
+                for i in 0..200u64 {
+                    let off = (i * 13 % 96) * 4096;
+                    c.access(&Request::read(off, 4096), None).unwrap();
+                    c.access(&Request::write(off, 4096), None).unwrap();
+                }
+                assert_eq!(c.dirty_lines(), 0, "{configured:?} {mix:?}");
+                c.audit();
+            }
+        }
+        // Over write-back, group 3 keeps write-back (as SPEC §4.8 says) and group 1 is WO.
+        let mut l = Lbica::new(1_000_000, 0.6, 0.6).confirmed_after(1);
+        let wb = WritePolicy::WriteBack;
+        assert_eq!(
+            l.poll(&state(10, 0, 8, 2, 100_000), wb).write_policy,
+            Some(WritePolicy::WriteOnly)
+        );
+        assert_eq!(
+            l.poll(&state(1, 11, 0, 8, 100_000), wb).write_policy,
+            Some(wb)
         );
     }
 }

@@ -167,6 +167,9 @@ impl BalancingConfig {
                 if interval_ns == 0 {
                     return Err(("balancing.interval_ns", "must be positive".into()));
                 }
+                if let Some(reason) = crate::config::duration_too_long(interval_ns) {
+                    return Err(("balancing.interval_ns", reason));
+                }
                 if confirm_polls == 0 {
                     return Err(("balancing.confirm_polls", "must be at least 1".into()));
                 }
@@ -183,6 +186,9 @@ impl BalancingConfig {
             BalancingConfig::Sib { interval_ns } => {
                 if interval_ns == 0 {
                     return Err(("balancing.interval_ns", "must be positive".into()));
+                }
+                if let Some(reason) = crate::config::duration_too_long(interval_ns) {
+                    return Err(("balancing.interval_ns", reason));
                 }
                 Ok(())
             }

@@ -9,7 +9,7 @@
 //! `partition::Partitions`).
 
 use crate::cleaning::{CleaningPolicy, DirtyState};
-use crate::config::{CacheConfig, CleaningConfig, DirtyFullPolicy, PromotionConfig, WritePolicy};
+use crate::config::{CacheConfig, DirtyFullPolicy, WritePolicy};
 use crate::engine::{ReadMiss, WriteHit, WriteMiss};
 use crate::metadata::LineTable;
 use crate::partition::Partitions;
@@ -30,6 +30,7 @@ mod modes;
 mod read;
 mod resize;
 mod tenancy;
+mod validate;
 mod write;
 
 pub use crate::executor::ExecutorState;
@@ -102,9 +103,11 @@ pub struct AccessOutcome {
     pub line_partial_hits: u32,
     /// Lines not found.
     pub line_misses: u32,
-    /// Lines served around the cache (not promoted or not allocated).
+    /// Lines served around the cache (not promoted or not allocated): a subset of
+    /// `line_misses`.
     pub line_bypasses: u32,
-    /// Every line was a full hit (reads: served by the cache alone).
+    /// Every line was a full hit (reads: served by the cache alone); false for a request
+    /// over no line.
     pub full_hit: bool,
 }
 
@@ -142,6 +145,15 @@ fn config_error(field: &'static str, reason: impl Into<String>) -> PolicyError {
         field,
         reason: reason.into(),
     }
+}
+
+/// The stage after `stage`. Stages of a request's plan stay below 5 (its victims are never
+/// slots the plan already uses, see `Cache::allocate`), so this never saturates; saturating
+/// rather than wrapping keeps an impossible overflow from ordering an op before its cause.
+#[inline]
+fn next_stage(stage: u8) -> u8 {
+    debug_assert!(stage < u8::MAX, "plan stage overflow");
+    stage.saturating_add(1)
 }
 
 /// Contiguous runs of set bits of a mask, as (first, one past last) bit numbers.
@@ -198,6 +210,15 @@ pub struct Cache {
     scratch: Vec<DevOp>,
     /// Victim write-backs of the plan being built: (volume, start, end, stage).
     plan_write_backs: Vec<(VolumeId, u64, u64, u8)>,
+    /// Slots the request being processed has used (hit or allocated), kept for requests of
+    /// more than one line only: allocation passes over them as over pinned lines, so a plan
+    /// never reuses a slot it has ops on and its stages stay few (see `allocate`).
+    own_slots: rustc_hash::FxHashSet<Slot>,
+    /// Whether `own_slots` is kept for the request being processed.
+    track_own: bool,
+    /// Set once the request being processed found no victim but its own (and pinned) lines:
+    /// its remaining misses go around the cache without asking the policy again.
+    own_lines_only: bool,
     build_plan: bool,
     /// How volumes share the cache (SPEC §4.10), and whether it watches requests.
     tenancy: Box<dyn crate::tenancy::TenancyMode>,
@@ -209,6 +230,9 @@ pub struct Cache {
     /// The tenancy mode's plan in force, decisions so far, and the last report.
     tenancy_plans: Vec<crate::tenancy::VolumePlan>,
     tenancy_decisions: u64,
+    /// Decisions whose partitions did not fit (not applied), and why the last one did not.
+    tenancy_refusals: u64,
+    tenancy_last_refusal: Option<String>,
     tenancy_report: Option<crate::tenancy::TenancyReport>,
     /// What each volume did (index = volume id), and its value at the last decision.
     volume_stats: Vec<crate::tenancy::VolumeStats>,
@@ -243,73 +267,7 @@ impl Cache {
                 format!("{lines} lines exceed the limit of {}", u32::MAX / 2),
             ));
         }
-        match cfg.promotion {
-            PromotionConfig::Nhit {
-                n,
-                table_ratio,
-                occupancy_threshold,
-            } => {
-                if n == 0 {
-                    return Err(config_error("promotion.n", "must be at least 1"));
-                }
-                if !(table_ratio > 0.0 && table_ratio <= 64.0) {
-                    return Err(config_error("promotion.table_ratio", "must be in (0, 64]"));
-                }
-                if !(0.0..=1.0).contains(&occupancy_threshold) {
-                    return Err(config_error(
-                        "promotion.occupancy_threshold",
-                        "must be in [0, 1]",
-                    ));
-                }
-            }
-            PromotionConfig::Smq { hotspot_lines: 0 } => {
-                return Err(config_error(
-                    "promotion.hotspot_lines",
-                    "must be at least 1",
-                ));
-            }
-            _ => {}
-        }
-        if let Err((field, reason)) = cfg.balancing.validate() {
-            return Err(config_error(field, reason));
-        }
-        if let Err((field, reason)) = cfg.tenancy.validate() {
-            return Err(config_error(field, reason));
-        }
-        if cfg.tenancy.fixed_lines(cfg.line_size) > lines {
-            return Err(config_error(
-                "tenancy.fixed",
-                format!(
-                    "fixed sizes need {} lines, the cache has {lines}",
-                    cfg.tenancy.fixed_lines(cfg.line_size)
-                ),
-            ));
-        }
-        match cfg.cleaning {
-            CleaningConfig::Aggressive { period_ns, batch } => {
-                if period_ns == 0 {
-                    return Err(config_error("cleaning.period_ns", "must be positive"));
-                }
-                if batch == 0 {
-                    return Err(config_error("cleaning.batch", "must be positive"));
-                }
-            }
-            CleaningConfig::Lazy { batch: 0, .. } => {
-                return Err(config_error("cleaning.batch", "must be positive"));
-            }
-            CleaningConfig::Threshold { high, low, batch } => {
-                if !(0.0..=1.0).contains(&high) || !(0.0..=1.0).contains(&low) || low > high {
-                    return Err(config_error(
-                        "cleaning",
-                        format!("watermarks need 0 <= low <= high <= 1, got low {low} high {high}"),
-                    ));
-                }
-                if batch == 0 {
-                    return Err(config_error("cleaning.batch", "must be positive"));
-                }
-            }
-            _ => {}
-        }
+        validate::check(cfg, lines)?;
         let parts = Partitions::new(cfg, lines as u32)?;
         let promotion = promotion::build(&cfg.promotion, lines);
         let cleaner = crate::cleaning::build(&cfg.cleaning);
@@ -340,6 +298,9 @@ impl Cache {
             deferred_drops: std::collections::HashMap::new(),
             scratch: Vec::with_capacity(64),
             plan_write_backs: Vec::new(),
+            own_slots: Default::default(),
+            track_own: false,
+            own_lines_only: false,
             build_plan: false,
             tenancy_observes: tenancy.observes(),
             tenancy,
@@ -347,6 +308,8 @@ impl Cache {
             resize_jobs: Vec::new(),
             tenancy_plans: Vec::new(),
             tenancy_decisions: 0,
+            tenancy_refusals: 0,
+            tenancy_last_refusal: None,
             tenancy_report: None,
             volume_stats: Vec::new(),
             tenancy_base: Vec::new(),
@@ -514,6 +477,27 @@ impl Cache {
         if !(pinned && self.leaving.contains(&slot)) {
             self.parts.order(p).hit(slot);
         }
+        self.note_own(slot);
+    }
+
+    /// Records that the request being processed uses `slot` (see `own_slots`).
+    #[inline]
+    fn note_own(&mut self, slot: Slot) {
+        if self.track_own {
+            self.own_slots.insert(slot);
+        }
+    }
+
+    /// Starts the per-request bookkeeping of the slots a request uses: kept only when the
+    /// request spans more than one line (a one-line request has used no slot when it asks for
+    /// a victim).
+    fn begin_request(&mut self, req: &Request) {
+        if !self.own_slots.is_empty() {
+            self.own_slots.clear();
+        }
+        self.own_lines_only = false;
+        self.track_own =
+            req.len > 0 && self.geo.line_of(req.offset) != self.geo.line_of(req.end() - 1);
     }
 
     /// Processes one request. Metadata changes at once; unless `plan` is `None` (hit-ratio-only
@@ -529,11 +513,13 @@ impl Cache {
                 if self.tenancy_observes {
                     self.observe_tenancy(req);
                 }
-                self.count_volume(req.volume, req.op, &out);
+                self.count_volume_lines(req.volume, req.op, &out);
+                self.count_volume_request(req.volume, req.op);
                 return Ok(out);
             }
         }
         let out = self.access_lines(req, plan)?;
+        self.count_volume_request(req.volume, req.op);
         let lines = self.geo.split(req.offset, req.len).count() as u32;
         self.stats.count_request(req.op, &out, lines);
         Ok(out)
@@ -543,7 +529,22 @@ impl Cache {
     /// shards) share: every line-level counter moves, the request-level ones (`requests`,
     /// `read_hit_requests`, …) do not; the caller counts the whole request once with
     /// [`CacheStats::count_request`] on the pieces' [`AccessOutcome::combine`]d outcome.
+    /// The volume's request counters ([`crate::tenancy::VolumeStats`]' `read_requests`,
+    /// `write_requests`) do move, once per piece: a request cut into pieces is counted once
+    /// per piece there; [`Cache::access_part`] counts them not at all.
     pub fn access_piece(
+        &mut self,
+        req: &Request,
+        plan: Option<&mut Plan>,
+    ) -> Result<AccessOutcome, PolicyError> {
+        let out = self.access_part(req, plan)?;
+        self.count_volume_request(req.volume, req.op);
+        Ok(out)
+    }
+
+    /// As [`Cache::access_piece`], without counting the request for its volume either: the
+    /// caller counts it once with [`Cache::count_volume_request`] (on one shard).
+    pub fn access_part(
         &mut self,
         req: &Request,
         plan: Option<&mut Plan>,
@@ -563,6 +564,7 @@ impl Cache {
         self.build_plan = plan.is_some();
         self.scratch.clear();
         self.plan_write_backs.clear();
+        self.begin_request(req);
         let mut out = AccessOutcome::default();
         let mode = self.mode_for(req);
         match req.op {
@@ -608,8 +610,12 @@ impl Cache {
                 ));
             }
         }
-        out.full_hit = out.line_partial_hits == 0 && out.line_misses == 0 && out.line_bypasses == 0;
-        self.count_volume(req.volume, req.op, &out);
+        // A request over no line (zero length) found nothing: not a hit.
+        out.full_hit = out.line_hits > 0
+            && out.line_partial_hits == 0
+            && out.line_misses == 0
+            && out.line_bypasses == 0;
+        self.count_volume_lines(req.volume, req.op, &out);
         if let Some(plan) = plan {
             plan.clear();
             // Lines were planned one after another; order all ops by stage (stable, so ops of
@@ -637,7 +643,7 @@ impl Cache {
                 (IoKind::Read, _) => {
                     for &(v, a, b, st) in &self.plan_write_backs {
                         if v == o.volume && a < hi && lo < b {
-                            o.stage = o.stage.max(st + 1);
+                            o.stage = o.stage.max(next_stage(st));
                         }
                     }
                 }

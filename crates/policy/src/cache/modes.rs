@@ -45,14 +45,14 @@ impl Cache {
     pub fn balance(&mut self, state: &ExecutorState) -> Option<Nanos> {
         let interval = self.balancer.interval_ns()?.max(1);
         match self.next_balance {
-            None => self.next_balance = Some(state.now + interval),
+            None => self.next_balance = Some(state.now.saturating_add(interval)),
             Some(at) if state.now >= at => {
                 let d = self.balancer.poll(state, self.default_mode);
                 self.stats.balancer_changes += u64::from(d != self.balance);
                 self.follow_balancing(d);
                 self.stats.balancer_polls += 1;
                 // Intervals with no poll in them (an idle executor) are skipped, not replayed.
-                self.next_balance = Some(at + (state.now - at) / interval * interval + interval);
+                self.next_balance = Some(next_on_grid(at, state.now, interval));
             }
             Some(_) => {}
         }
@@ -106,4 +106,12 @@ impl Cache {
             mode
         }
     }
+}
+
+/// The first time after `now` on the grid of `interval`s from `at` (`at <= now`): intervals
+/// with no poll in them are skipped, not replayed. Saturating, so an interval near u64::MAX
+/// (a policy built without config validation) ends at the end of time, never in the past.
+pub(super) fn next_on_grid(at: Nanos, now: Nanos, interval: Nanos) -> Nanos {
+    at.saturating_add(((now - at) / interval).saturating_mul(interval))
+        .saturating_add(interval)
 }

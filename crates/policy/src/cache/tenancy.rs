@@ -32,19 +32,36 @@ impl Cache {
             .observe(req.volume, first, last - first + 1, is_write);
     }
 
-    /// Counts one request's outcome for its volume.
+    /// Counts one whole request for its volume (its request-level counters): once per
+    /// request, whatever the number of pieces (policy shards) it was cut into. An executor
+    /// that plans requests piece by piece with [`Cache::access_part`] calls it on one shard.
     #[inline]
-    pub(super) fn count_volume(&mut self, volume: VolumeId, op: Op, out: &AccessOutcome) {
+    pub fn count_volume_request(&mut self, volume: VolumeId, op: Op) {
         let v = volume.0 as usize;
+        if !matches!(op, Op::Read | Op::Write) {
+            return;
+        }
         if self.volume_stats.len() <= v {
             self.volume_stats.resize(v + 1, VolumeStats::default());
         }
         let s = &mut self.volume_stats[v];
         match op {
             Op::Read => s.read_requests += 1,
-            Op::Write => s.write_requests += 1,
-            _ => return,
+            _ => s.write_requests += 1,
         }
+    }
+
+    /// Counts the lines of one request (or piece) for its volume.
+    #[inline]
+    pub(super) fn count_volume_lines(&mut self, volume: VolumeId, op: Op, out: &AccessOutcome) {
+        let v = volume.0 as usize;
+        if !matches!(op, Op::Read | Op::Write) {
+            return;
+        }
+        if self.volume_stats.len() <= v {
+            self.volume_stats.resize(v + 1, VolumeStats::default());
+        }
+        let s = &mut self.volume_stats[v];
         s.line_hits += u64::from(out.line_hits);
         s.line_partial_hits += u64::from(out.line_partial_hits);
         s.line_misses += u64::from(out.line_misses);
@@ -86,13 +103,12 @@ impl Cache {
                 if self.tenancy.decides_at_start() {
                     self.decide_tenancy(state.now);
                 }
-                self.next_repartition = Some(state.now + interval);
+                self.next_repartition = Some(state.now.saturating_add(interval));
             }
             Some(at) if state.now >= at => {
                 self.decide_tenancy(state.now);
                 // Intervals with no poll in them (an idle executor) are skipped, not replayed.
-                self.next_repartition =
-                    Some(at + (state.now - at) / interval * interval + interval);
+                self.next_repartition = Some(super::modes::next_on_grid(at, state.now, interval));
             }
             Some(_) => {}
         }
@@ -127,23 +143,60 @@ impl Cache {
             .collect();
         self.tenancy_base = self.volume_stats.clone();
         let fixed = self.cfg.tenancy.fixed_lines(self.geo.line_size());
-        if let Some(mut plans) = self.tenancy.decide(capacity - fixed) {
-            self.apply_fixed(&mut plans);
-            let mut jobs = std::mem::take(&mut self.resize_jobs);
-            match self.apply_allocation(&plans, &mut jobs) {
-                Ok(()) => {
-                    for p in &plans {
-                        if let Some(wp) = p.write_policy {
-                            self.set_write_policy(Some(p.volume), wp);
-                        }
+        // Partitions the mode will not plan (static ones of volumes it has not seen or was
+        // not given) keep their lines: the mode decides over the rest.
+        let kept = self.unplanned_partition_lines();
+        let Some(mut plans) = self.tenancy.decide(capacity.saturating_sub(fixed + kept)) else {
+            self.tenancy_decisions += 1;
+            self.record_tenancy_report(now, capacity, &interval);
+            return;
+        };
+        self.apply_fixed(&mut plans);
+        let mut jobs = std::mem::take(&mut self.resize_jobs);
+        let applied = self.apply_allocation(&plans, &mut jobs);
+        self.resize_jobs = jobs;
+        match applied {
+            Ok(()) => {
+                for p in &plans {
+                    if let Some(wp) = p.write_policy {
+                        self.set_write_policy(Some(p.volume), wp);
                     }
-                    self.tenancy_plans = plans;
                 }
-                Err(e) => debug_assert!(false, "a tenancy mode over-allocated: {e}"),
+                self.tenancy_plans = plans;
+                self.tenancy_decisions += 1;
             }
-            self.resize_jobs = jobs;
+            Err(e) => {
+                // Nothing changed; the report says so rather than showing a decision that
+                // did not take effect.
+                self.tenancy_refusals += 1;
+                self.tenancy_last_refusal = Some(e.to_string());
+            }
         }
-        self.tenancy_decisions += 1;
+        self.record_tenancy_report(now, capacity, &interval);
+    }
+
+    /// Lines of the volumes' own partitions that the tenancy mode will not plan: neither a
+    /// volume it may plan nor one with a fixed size.
+    fn unplanned_partition_lines(&self) -> u64 {
+        self.parts
+            .iter()
+            .filter(|p| {
+                p.volume().is_some_and(|v| {
+                    !self.tenancy.plans_volume(v)
+                        && !self
+                            .cfg
+                            .tenancy
+                            .fixed
+                            .iter()
+                            .any(|f| f.volume == v.0 && f.bytes.is_some())
+                })
+            })
+            .map(|p| u64::from(p.capacity))
+            .sum()
+    }
+
+    /// Records the report of a decision (or refusal) at `now`.
+    fn record_tenancy_report(&mut self, now: Nanos, capacity: u64, interval: &[VolumeStats]) {
         let volumes = self
             .tenancy_plans
             .iter()
@@ -157,7 +210,8 @@ impl Cache {
                     used_lines: self.parts.own(p.volume).map_or(0, |i| self.parts[i].used) as u64,
                     write_policy: self.write_policy(p.volume),
                     interval_hits: iv.line_hits,
-                    interval_misses: iv.line_partial_hits + iv.line_misses + iv.line_bypasses,
+                    // Bypasses are among the misses.
+                    interval_misses: iv.line_partial_hits + iv.line_misses,
                     interval_cache_bytes_written: iv.cache_bytes_written,
                 }
             })
@@ -169,6 +223,8 @@ impl Cache {
             capacity_lines: capacity,
             allocated_lines: self.tenancy_plans.iter().map(|p| p.allocation_lines).sum(),
             volumes,
+            refused_decisions: self.tenancy_refusals,
+            last_refusal: self.tenancy_last_refusal.clone(),
         });
     }
 

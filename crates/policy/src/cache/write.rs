@@ -155,7 +155,7 @@ impl Cache {
             return stage;
         }
         let sub = self.geo.sub_size();
-        let mut after = stage + 1;
+        let mut after = next_stage(stage);
         for (lo, hi) in runs(edges) {
             let (a, b) = (lo as u64 * sub, hi as u64 * sub);
             for (x, y) in [(a, b.min(start)), (a.max(end), b)] {
@@ -175,9 +175,9 @@ impl Cache {
                             y - x,
                             OpCause::Fill,
                         )
-                        .at_stage(fetched + 1),
+                        .at_stage(next_stage(fetched)),
                     );
-                    after = after.max(fetched + 1);
+                    after = after.max(next_stage(fetched));
                 }
             }
         }

@@ -30,13 +30,17 @@ impl CleaningPolicy for Aggressive {
             return 0;
         }
         // Next batch one period after this one, on the period grid.
+        // Saturating: a period near u64::MAX (a policy built without config validation)
+        // ends at the end of time rather than wrapping to the past.
         let periods = (exec.now - self.next_due) / self.period_ns + 1;
-        self.next_due += periods * self.period_ns;
+        self.next_due = self
+            .next_due
+            .saturating_add(periods.saturating_mul(self.period_ns));
         self.batch
     }
 
     fn next_poll(&self, exec: &ExecutorState, d: DirtyState) -> Option<Nanos> {
-        (d.dirty_lines > 0).then(|| self.next_due.max(exec.now + 1))
+        (d.dirty_lines > 0).then(|| self.next_due.max(exec.now.saturating_add(1)))
     }
 }
 

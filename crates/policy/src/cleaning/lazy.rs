@@ -26,8 +26,10 @@ impl CleaningPolicy for Lazy {
     }
 
     fn next_poll(&self, exec: &ExecutorState, d: DirtyState) -> Option<Nanos> {
-        (d.dirty_lines > 0 && d.jobs_in_flight == 0)
-            .then(|| exec.now + self.idle_ns.saturating_sub(exec.cache_idle_ns).max(1))
+        (d.dirty_lines > 0 && d.jobs_in_flight == 0).then(|| {
+            exec.now
+                .saturating_add(self.idle_ns.saturating_sub(exec.cache_idle_ns).max(1))
+        })
     }
 
     /// With foreground I/O on the cache device, `cache_idle_ns` is 0 and the device's queue

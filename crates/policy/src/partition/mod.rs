@@ -75,6 +75,11 @@ pub(crate) struct Partition {
 }
 
 impl Partition {
+    /// Owning volume; `None` for the shared partition.
+    pub(crate) fn volume(&self) -> Option<VolumeId> {
+        self.volume
+    }
+
     /// Lines in the replacement order (resident lines not leaving: in the policy, or dirty
     /// and held out of it).
     #[inline]

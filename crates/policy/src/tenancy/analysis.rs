@@ -317,6 +317,14 @@ impl ReuseSizer {
         }
     }
 
+    /// Whether `volume` was seen: the next sizing plans it.
+    pub(crate) fn has_seen(&self, volume: VolumeId) -> bool {
+        self.analyses
+            .volumes
+            .get(volume.0 as usize)
+            .is_some_and(|t| t.is_some())
+    }
+
     /// Feeds one access to the analyses.
     #[inline]
     pub(crate) fn observe(&mut self, volume: VolumeId, first: u64, lines: u64, is_write: bool) {

@@ -49,6 +49,10 @@ impl TenancyMode for Eci {
         self.sizer.observe(volume, first, lines, is_write);
     }
 
+    fn plans_volume(&self, volume: VolumeId) -> bool {
+        self.sizer.has_seen(volume)
+    }
+
     fn decide(&mut self, capacity_lines: u64) -> Option<Vec<VolumePlan>> {
         let sized = self.sizer.size(capacity_lines);
         let mut plans = Vec::with_capacity(sized.len());

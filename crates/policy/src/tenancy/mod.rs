@@ -63,6 +63,16 @@ pub trait TenancyMode: std::fmt::Debug + Send {
     /// `capacity_lines` lines (allocations sum to at most that). `None`: keep the current
     /// partitions and policies.
     fn decide(&mut self, capacity_lines: u64) -> Option<Vec<VolumePlan>>;
+
+    /// Whether the next [`decide`](Self::decide) may plan `volume` (it was configured or
+    /// seen). The cache leaves the partitions of volumes it will not plan (static ones,
+    /// `cache.partitions`) out of the lines it lets the mode decide over. The default, `true`,
+    /// leaves no line out: a mode that then plans fewer volumes than it claims has its
+    /// decision refused when the partitions would not fit (counted in the report).
+    fn plans_volume(&self, volume: VolumeId) -> bool {
+        let _ = volume;
+        true
+    }
 }
 
 /// What a mode decided for one volume at an interval boundary.
@@ -178,6 +188,9 @@ impl TenancyConfig {
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
         if self.interval_ns == 0 {
             return Err(("tenancy.interval_ns", "must be positive".into()));
+        }
+        if let Some(reason) = crate::config::duration_too_long(self.interval_ns) {
+            return Err(("tenancy.interval_ns", reason));
         }
         if self.shares.len() > MAX_VOLUMES as usize {
             return Err((
@@ -350,6 +363,17 @@ pub struct TenancyReport {
     pub allocated_lines: u64,
     /// Per volume, in volume order.
     pub volumes: Vec<VolumeTenancy>,
+    /// Decisions refused because their partitions did not fit the cache (the partitions and
+    /// write policies stayed as they were; not counted in `decisions`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub refused_decisions: u64,
+    /// Why the last refused decision was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_refusal: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One volume in a [`TenancyReport`].
@@ -386,7 +410,8 @@ pub struct VolumeStats {
     pub line_partial_hits: u64,
     /// Lines not found.
     pub line_misses: u64,
-    /// Lines served around the cache.
+    /// Lines served around the cache: a subset of `line_misses` (a bypass is a miss, or a
+    /// resident line passed by in a pass-through mode, counted as a miss too).
     pub line_bypasses: u64,
     /// Bytes written to the cache device for the volume (fills, promotions, writes): its
     /// share of the device's wear.
@@ -394,9 +419,9 @@ pub struct VolumeStats {
 }
 
 impl VolumeStats {
-    /// Line accesses of reads and writes.
+    /// Line accesses of reads and writes (bypasses are among the misses, not added again).
     pub fn line_accesses(&self) -> u64 {
-        self.line_hits + self.line_partial_hits + self.line_misses + self.line_bypasses
+        self.line_hits + self.line_partial_hits + self.line_misses
     }
 
     /// Share of line accesses that were full hits (0 without any).

@@ -25,4 +25,8 @@ impl TenancyMode for Shared {
     fn decide(&mut self, _capacity_lines: u64) -> Option<Vec<VolumePlan>> {
         None
     }
+
+    fn plans_volume(&self, _volume: VolumeId) -> bool {
+        false
+    }
 }

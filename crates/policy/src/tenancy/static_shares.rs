@@ -67,6 +67,12 @@ impl TenancyMode for StaticShares {
         }
     }
 
+    fn plans_volume(&self, volume: VolumeId) -> bool {
+        self.weights
+            .get(volume.0 as usize)
+            .is_some_and(|&w| w > 0.0)
+    }
+
     fn decide(&mut self, capacity_lines: u64) -> Option<Vec<VolumePlan>> {
         if !std::mem::take(&mut self.changed) {
             return None;

@@ -41,6 +41,10 @@ impl TenancyMode for Trd {
         self.sizer.observe(volume, first, lines, is_write);
     }
 
+    fn plans_volume(&self, volume: VolumeId) -> bool {
+        self.sizer.has_seen(volume)
+    }
+
     fn decide(&mut self, capacity_lines: u64) -> Option<Vec<VolumePlan>> {
         Some(
             self.sizer

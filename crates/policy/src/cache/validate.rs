@@ -1,0 +1,112 @@
+//! Checks of a cache configuration's policy fields, every invalid one named in the error
+//! (geometry and partitions are checked where they are built).
+
+use super::config_error;
+use super::PolicyError;
+use crate::config::{CacheConfig, CleaningConfig, PromotionConfig};
+
+/// Checks `cfg` for a cache of `lines` lines.
+pub(super) fn check(cfg: &CacheConfig, lines: u64) -> Result<(), PolicyError> {
+    match cfg.promotion {
+        PromotionConfig::Nhit {
+            n,
+            table_ratio,
+            occupancy_threshold,
+        } => {
+            if n == 0 {
+                return Err(config_error("promotion.n", "must be at least 1"));
+            }
+            if !(table_ratio > 0.0 && table_ratio <= 64.0) {
+                return Err(config_error("promotion.table_ratio", "must be in (0, 64]"));
+            }
+            if !(0.0..=1.0).contains(&occupancy_threshold) {
+                return Err(config_error(
+                    "promotion.occupancy_threshold",
+                    "must be in [0, 1]",
+                ));
+            }
+        }
+        PromotionConfig::Smq { hotspot_lines: 0 } => {
+            return Err(config_error(
+                "promotion.hotspot_lines",
+                "must be at least 1",
+            ));
+        }
+        _ => {}
+    }
+    if let Err((field, reason)) = cfg.balancing.validate() {
+        return Err(config_error(field, reason));
+    }
+    if let Err((field, reason)) = cfg.tenancy.validate() {
+        return Err(config_error(field, reason));
+    }
+    if cfg.tenancy.fixed_lines(cfg.line_size) > lines {
+        return Err(config_error(
+            "tenancy.fixed",
+            format!(
+                "fixed sizes need {} lines, the cache has {lines}",
+                cfg.tenancy.fixed_lines(cfg.line_size)
+            ),
+        ));
+    }
+    // Static partitions of volumes without a fixed size keep their lines next to the
+    // fixed sizes (a fixed size replaces its volume's static partition).
+    let fixed = cfg.tenancy.fixed_lines(cfg.line_size);
+    let static_lines: u64 = cfg
+        .partitions
+        .iter()
+        .filter(|p| {
+            !cfg.tenancy
+                .fixed
+                .iter()
+                .any(|f| f.volume == p.volume && f.bytes.is_some())
+        })
+        .map(|p| p.bytes / cfg.line_size)
+        .sum();
+    if fixed > 0 && static_lines + fixed > lines {
+        return Err(config_error(
+            "tenancy.fixed",
+            format!(
+                "fixed sizes need {fixed} lines and the static partitions \
+                 (cache.partitions) of other volumes {static_lines}: more than the \
+                 cache's {lines}"
+            ),
+        ));
+    }
+    let duration = match cfg.cleaning {
+        CleaningConfig::Aggressive { period_ns, .. } => Some(("cleaning.period_ns", period_ns)),
+        CleaningConfig::Lazy { idle_ns, .. } => Some(("cleaning.idle_ns", idle_ns)),
+        _ => None,
+    };
+    if let Some((field, ns)) = duration {
+        if let Some(reason) = crate::config::duration_too_long(ns) {
+            return Err(config_error(field, reason));
+        }
+    }
+    match cfg.cleaning {
+        CleaningConfig::Aggressive { period_ns, batch } => {
+            if period_ns == 0 {
+                return Err(config_error("cleaning.period_ns", "must be positive"));
+            }
+            if batch == 0 {
+                return Err(config_error("cleaning.batch", "must be positive"));
+            }
+        }
+        CleaningConfig::Lazy { batch: 0, .. } => {
+            return Err(config_error("cleaning.batch", "must be positive"));
+        }
+        CleaningConfig::Threshold { high, low, batch } => {
+            if !(0.0..=1.0).contains(&high) || !(0.0..=1.0).contains(&low) || low > high {
+                return Err(config_error(
+                    "cleaning",
+                    format!("watermarks need 0 <= low <= high <= 1, got low {low} high {high}"),
+                ));
+            }
+            if batch == 0 {
+                return Err(config_error("cleaning.batch", "must be positive"));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
