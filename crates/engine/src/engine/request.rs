@@ -290,7 +290,13 @@ impl Inner {
                 Vec::new()
             };
             let mut plan = Plan::new();
-            match core.cache.access_piece(req, Some(&mut plan)) {
+            // The volume counts the request once, on its first piece's shard.
+            let planned = if outcome.is_none() {
+                core.cache.access_piece(req, Some(&mut plan))
+            } else {
+                core.cache.access_part(req, Some(&mut plan))
+            };
+            match planned {
                 Ok(o) => *outcome = Some(outcome.map_or(o, |a| a.combine(&o))),
                 Err(e) => return Some(Err(io_err(e))),
             }
