@@ -125,8 +125,10 @@ pub trait Eviction: Send {
     }
     /// Inserts a line demoted from the level above at the policy's "evict last" end (SPEC
     /// §4.7: an exclusive lower level keeps what the level above no longer holds longest).
-    /// The default is `insert`, which is that end for the recency and FIFO-like policies;
-    /// MRU, whose `insert` is its evict-next end, puts the line at its other end.
+    /// The default is `insert`, which is that end for the recency policies and FIFO; MRU,
+    /// whose `insert` is its evict-next end, puts the line at its other end. S3-FIFO keeps
+    /// the default, so a demoted line enters its small queue, which is evicted first (as any
+    /// new line does there): it stays only if the level above's next access finds it soon.
     fn insert_demoted(&mut self, slot: Slot, key: LineKey) {
         self.insert(slot, key);
     }

@@ -43,7 +43,8 @@ pub enum DemoteOutcome {
     /// This cache already held every demoted sub-block: no data moved.
     AlreadyHeld,
     /// No room without a dirty write-back or a pinned line (or the cache does not serve
-    /// reads): nothing changed.
+    /// reads): for a demote of one line, nothing changed. A demote spanning several lines of
+    /// this cache is `Rejected` when any line was: lines before it may have been taken.
     Rejected,
 }
 

@@ -425,7 +425,8 @@ impl Cache {
 
     /// Whether reading `req` now would be served by the cache alone (every line resident
     /// with the needed sub-blocks valid, in a mode that reads from the cache). Changes
-    /// nothing: executors use it to run cheap requests inline.
+    /// nothing: executors use it to run cheap requests inline. A hint: a balancer's bypass
+    /// share (`mode_for`) may still send the request to the backend when it is planned.
     pub fn would_hit(&self, req: &Request) -> bool {
         req.op == Op::Read
             && !self.write_policy(req.volume).rules().reads_bypass_cache
@@ -434,7 +435,8 @@ impl Cache {
 
     /// Whether writing `req` now would touch the cache device alone: a write hit on resident
     /// lines whose touched sub-blocks are valid (no fill) in a mode that keeps write hits in
-    /// the cache (dirty). Changes nothing: executors use it to run cheap writes inline.
+    /// the cache (dirty). Changes nothing: executors use it to run cheap writes inline. A
+    /// hint, as [`Cache::would_hit`] is.
     pub fn would_absorb(&self, req: &Request) -> bool {
         req.op == Op::Write
             && self.write_policy(req.volume).rules().write_hit

@@ -28,8 +28,10 @@ impl NHit {
             n,
             capacity,
             occupancy_threshold,
-            counts: FxHashMap::with_capacity_and_hasher(capacity, Default::default()),
-            order: VecDeque::with_capacity(capacity),
+            // Grown with the keys counted, up to `capacity`: a large `table_ratio` over a cache
+            // whose workload misses on few lines reserves nothing for the rest.
+            counts: FxHashMap::default(),
+            order: VecDeque::new(),
             seq: 0,
         }
     }
@@ -92,6 +94,18 @@ impl Promotion for NHit {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The table's memory follows the keys counted, not its bound (it reserved the bound up
+    /// front: 64 × a 1 GiB cache's lines took 1 GB for a footprint of 256 lines).
+    #[test]
+    fn memory_follows_the_keys_counted() {
+        let mut p = NHit::new(2, 64 * 262_144, 0.0);
+        for k in 0..100 {
+            p.should_promote(LineKey(k), 1.0);
+        }
+        assert_eq!(p.tracked(), 100);
+        assert!(p.memory_bytes() < 64 << 10, "{} bytes", p.memory_bytes());
+    }
 
     /// Reference: unbounded counts (the bounded table must agree while it never overflows).
     #[test]
