@@ -94,7 +94,8 @@ pub enum CleaningConfig {
         #[serde(default = "default_lazy_batch")]
         batch: u32,
     },
-    /// Every `period_ns`, flush a batch of the oldest dirty lines, whatever the load.
+    /// Every `period_ns`, flush a batch of the oldest dirty lines (made dirty longest ago; the
+    /// SPEC's LRU-most first differs for dirty lines read since), whatever the load.
     Aggressive {
         /// Period between batches.
         #[serde(deserialize_with = "de_nanos")]
