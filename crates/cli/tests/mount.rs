@@ -146,16 +146,12 @@ impl Drop for MountProcess {
     }
 }
 
-fn content(seed: u64, len: usize) -> Vec<u8> {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    (0..len).map(|_| rng.gen()).collect()
-}
-
-#[test]
-fn kill_9_during_writes_loses_no_fsynced_byte_and_keeps_the_namespace() {
+/// A temporary directory holding `store`, `cache` and `mnt` (in that order after it); `None`
+/// (the test is skipped, and says so) without FUSE.
+fn mount_dirs() -> Option<(tempfile::TempDir, PathBuf, PathBuf, PathBuf)> {
     if !fuse_available() {
         eprintln!("skipped: no /dev/fuse or fusermount3 (scripts/setup.sh installs fuse3)");
-        return;
+        return None;
     }
     let dir = tempfile::tempdir().unwrap();
     let (store, cache, mnt) = (
@@ -166,6 +162,19 @@ fn kill_9_during_writes_loses_no_fsynced_byte_and_keeps_the_namespace() {
     for d in [&store, &cache, &mnt] {
         fs::create_dir(d).unwrap();
     }
+    Some((dir, store, cache, mnt))
+}
+
+fn content(seed: u64, len: usize) -> Vec<u8> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    (0..len).map(|_| rng.gen()).collect()
+}
+
+#[test]
+fn kill_9_during_writes_loses_no_fsynced_byte_and_keeps_the_namespace() {
+    let Some((_dir, store, cache, mnt)) = mount_dirs() else {
+        return;
+    };
     let mut m = MountProcess::start(&store, &mnt, &cache, "wb");
     fs::create_dir(mnt.join("inbox")).unwrap();
     // Fsynced files: (name, content) that must survive.
@@ -315,19 +324,9 @@ fn mount_rejects_a_bad_variant_naming_the_option() {
 
 #[test]
 fn flush_on_exit_leaves_the_store_complete() {
-    if !fuse_available() {
-        eprintln!("skipped: no /dev/fuse or fusermount3 (scripts/setup.sh installs fuse3)");
+    let Some((_dir, store, cache, mnt)) = mount_dirs() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (store, cache, mnt) = (
-        dir.path().join("store"),
-        dir.path().join("cache"),
-        dir.path().join("mnt"),
-    );
-    for d in [&store, &cache, &mnt] {
-        fs::create_dir(d).unwrap();
-    }
+    };
     let mut m = MountProcess::start_with(&store, &mnt, &cache, "wb", &["--flush-on-exit"]);
     let data = content(3, 100_000);
     fs::write(mnt.join("a"), &data).unwrap();
@@ -353,20 +352,11 @@ fn flush_file_cache(cache: &Path, store: &Path) -> std::process::Output {
 
 #[test]
 fn flush_into_another_store_is_refused_and_keeps_the_journal() {
-    if !fuse_available() {
-        eprintln!("skipped: no /dev/fuse or fusermount3 (scripts/setup.sh installs fuse3)");
+    let Some((dir, store, cache, mnt)) = mount_dirs() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (store, other, cache, mnt) = (
-        dir.path().join("store"),
-        dir.path().join("other"),
-        dir.path().join("cache"),
-        dir.path().join("mnt"),
-    );
-    for d in [&store, &other, &cache, &mnt] {
-        fs::create_dir(d).unwrap();
-    }
+    };
+    let other = dir.path().join("other");
+    fs::create_dir(&other).unwrap();
     // The other store has files too: the journal's inode numbers could name any of them.
     for i in 0..50 {
         fs::write(other.join(format!("o{i}")), b"unrelated").unwrap();
@@ -418,19 +408,9 @@ fn flush_into_another_store_is_refused_and_keeps_the_journal() {
 
 #[test]
 fn flush_keeps_the_journal_when_a_files_blocks_cannot_be_placed() {
-    if !fuse_available() {
-        eprintln!("skipped: no /dev/fuse or fusermount3 (scripts/setup.sh installs fuse3)");
+    let Some((_dir, store, cache, mnt)) = mount_dirs() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (store, cache, mnt) = (
-        dir.path().join("store"),
-        dir.path().join("cache"),
-        dir.path().join("mnt"),
-    );
-    for d in [&store, &cache, &mnt] {
-        fs::create_dir(d).unwrap();
-    }
+    };
     let mut m = MountProcess::start(&store, &mnt, &cache, "wb");
     fs::write(mnt.join("kept"), content(5, 20_000)).unwrap();
     fs::write(mnt.join("gone"), content(6, 20_000)).unwrap();
@@ -480,20 +460,11 @@ fn mount_with_an_unwritable_stats_file_is_refused_before_mounting() {
 
 #[test]
 fn a_stats_file_failing_during_the_mount_is_a_warning_and_the_flush_still_happens() {
-    if !fuse_available() {
-        eprintln!("skipped: no /dev/fuse or fusermount3 (scripts/setup.sh installs fuse3)");
+    let Some((dir, store, cache, mnt)) = mount_dirs() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (store, cache, mnt, out) = (
-        dir.path().join("store"),
-        dir.path().join("cache"),
-        dir.path().join("mnt"),
-        dir.path().join("out"),
-    );
-    for d in [&store, &cache, &mnt, &out] {
-        fs::create_dir(d).unwrap();
-    }
+    };
+    let out = dir.path().join("out");
+    fs::create_dir(&out).unwrap();
     let stats = out.join("stats.json");
     let log = dir.path().join("log");
     let mut m = MountProcess::start_logged(
@@ -536,19 +507,11 @@ fn a_stats_file_failing_during_the_mount_is_a_warning_and_the_flush_still_happen
 
 #[test]
 fn an_uncached_mount_leaves_no_made_up_cache_directory() {
-    if !fuse_available() {
-        eprintln!("skipped: no /dev/fuse or fusermount3 (scripts/setup.sh installs fuse3)");
+    let Some((dir, store, _cache, mnt)) = mount_dirs() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (store, mnt, tmp) = (
-        dir.path().join("store"),
-        dir.path().join("mnt"),
-        dir.path().join("tmp"),
-    );
-    for d in [&store, &mnt, &tmp] {
-        fs::create_dir(d).unwrap();
-    }
+    };
+    let tmp = dir.path().join("tmp");
+    fs::create_dir(&tmp).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))
         .env("TMPDIR", &tmp)
         .arg("mount")

@@ -31,10 +31,15 @@ struct Devices {
 }
 
 fn open(d: &Devices) -> Engine {
+    open_volumes(&d.cache, &VOLUMES, &d.backends)
+}
+
+/// An engine serving `volumes` (each over the backend at the same place) on `cache`.
+fn open_volumes(cache: &Arc<MemDevice>, volumes: &[u32], backends: &[Arc<MemDevice>]) -> Engine {
     let set = VolumeSet::new(
-        VOLUMES
+        volumes
             .iter()
-            .zip(&d.backends)
+            .zip(backends)
             .map(|(&v, b)| (v, b.clone() as Arc<dyn BlockDevice>))
             .collect(),
     )
@@ -43,7 +48,7 @@ fn open(d: &Devices) -> Engine {
     Engine::with_volume_devices(
         &config(),
         &EngineConfig::default(),
-        d.cache.clone(),
+        cache.clone(),
         Arc::new(set),
         extents,
     )
@@ -212,24 +217,7 @@ fn bad_partitions_and_volumes_are_refused() {
 fn partitions_of_volumes_no_longer_served_are_dropped() {
     let cache = Arc::new(MemDevice::new(4 << 20));
     let backends: Vec<Arc<MemDevice>> = (0..2).map(|_| Arc::new(MemDevice::new(VOLUME))).collect();
-    let open_with = |vols: &[u32]| {
-        let set = VolumeSet::new(
-            vols.iter()
-                .zip(&backends)
-                .map(|(&v, b)| (v, b.clone() as Arc<dyn BlockDevice>))
-                .collect(),
-        )
-        .unwrap();
-        let extents = set.extents();
-        Engine::with_volume_devices(
-            &config(),
-            &EngineConfig::default(),
-            cache.clone(),
-            Arc::new(set),
-            extents,
-        )
-        .unwrap()
-    };
+    let open_with = |vols: &[u32]| open_volumes(&cache, vols, &backends);
     let e = open_with(&[1, 2]);
     e.set_volume_partitions(&[(1, 32), (2, 32)]).unwrap();
     e.write_volume(1, &[7u8; 4096], 0, false).unwrap();

@@ -487,12 +487,17 @@ fn a_full_worker_queue_does_not_strand_a_started_read() {
     assert_eq!(handles, (1..8).collect::<Vec<_>>());
 }
 
-/// A shutdown ends the server while clients sit idle: one that finished its handshake and
-/// sends nothing, one that connected and never began it. Their connections waited for a next
-/// request that never came, so the server (and a SIGTERM, a halt or a deadline) waited with
-/// them.
-#[test]
-fn a_shutdown_ends_connections_waiting_for_idle_clients() {
+/// A server on a 1 MiB memory device whose end is watched: the receiver hears once
+/// `serve_unix` returned (with whether it returned `Ok`).
+fn serve_watched(
+    cfg: ServerConfig,
+) -> (
+    std::path::PathBuf,
+    Arc<ServerStats>,
+    Shutdown,
+    std::sync::mpsc::Receiver<bool>,
+    tempfile::TempDir,
+) {
     let dev = Arc::new(MemDevice::new(1 << 20));
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("nbd.sock");
@@ -500,13 +505,21 @@ fn a_shutdown_ends_connections_waiting_for_idle_clients() {
     let stats = Arc::new(ServerStats::default());
     let stop = Shutdown::new();
     let (done_tx, done_rx) = std::sync::mpsc::channel();
-    {
-        let (stats, stop) = (stats.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let out = serve_unix(listener, dev, ServerConfig::default(), stats, stop);
-            let _ = done_tx.send(out.is_ok());
-        });
-    }
+    let (st, stopper) = (stats.clone(), stop.clone());
+    std::thread::spawn(move || {
+        let out = serve_unix(listener, dev, cfg, st, stopper);
+        let _ = done_tx.send(out.is_ok());
+    });
+    (sock, stats, stop, done_rx, dir)
+}
+
+/// A shutdown ends the server while clients sit idle: one that finished its handshake and
+/// sends nothing, one that connected and never began it. Their connections waited for a next
+/// request that never came, so the server (and a SIGTERM, a halt or a deadline) waited with
+/// them.
+#[test]
+fn a_shutdown_ends_connections_waiting_for_idle_clients() {
+    let (sock, stats, stop, done_rx, _dir) = serve_watched(ServerConfig::default());
     let mut idle = connect(&sock);
     request(&mut idle, 0, 1, 0, 4096, &[]);
     assert_eq!(reply(&mut idle, 4096).0, 0);
@@ -533,24 +546,10 @@ fn a_shutdown_ends_connections_waiting_for_idle_clients() {
 /// client go, and the server's shutdown waits for that connection.
 #[test]
 fn a_client_that_stops_reading_does_not_wedge_its_connection() {
-    let dev = Arc::new(MemDevice::new(1 << 20));
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("nbd.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
-    let stats = Arc::new(ServerStats::default());
-    let stop = Shutdown::new();
-    let (done_tx, done_rx) = std::sync::mpsc::channel();
-    {
-        let (stats, stop) = (stats.clone(), stop.clone());
-        let cfg = ServerConfig {
-            workers: 1,
-            ..ServerConfig::default()
-        };
-        std::thread::spawn(move || {
-            let out = serve_unix(listener, dev, cfg, stats, stop);
-            let _ = done_tx.send(out.is_ok());
-        });
-    }
+    let (sock, _stats, stop, done_rx, _dir) = serve_watched(ServerConfig {
+        workers: 1,
+        ..ServerConfig::default()
+    });
     let mut s = connect(&sock);
     s.shutdown(std::net::Shutdown::Read).unwrap();
     // Far more requests than the workers' queue holds, each answered into a closed reader.
