@@ -37,31 +37,35 @@ impl Cache {
     /// that plans requests piece by piece with [`Cache::access_part`] calls it on one shard.
     #[inline]
     pub fn count_volume_request(&mut self, volume: VolumeId, op: Op) {
-        let v = volume.0 as usize;
-        if !matches!(op, Op::Read | Op::Write) {
+        let Some(s) = self.volume_stats_of(volume, op) else {
             return;
-        }
-        if self.volume_stats.len() <= v {
-            self.volume_stats.resize(v + 1, VolumeStats::default());
-        }
-        let s = &mut self.volume_stats[v];
+        };
         match op {
             Op::Read => s.read_requests += 1,
             _ => s.write_requests += 1,
         }
     }
 
-    /// Counts the lines of one request (or piece) for its volume.
+    /// The counters of `volume`, made on first use, for a read or a write (`None` for the
+    /// other ops, which volumes do not count).
     #[inline]
-    pub(super) fn count_volume_lines(&mut self, volume: VolumeId, op: Op, out: &AccessOutcome) {
-        let v = volume.0 as usize;
+    fn volume_stats_of(&mut self, volume: VolumeId, op: Op) -> Option<&mut VolumeStats> {
         if !matches!(op, Op::Read | Op::Write) {
-            return;
+            return None;
         }
+        let v = volume.0 as usize;
         if self.volume_stats.len() <= v {
             self.volume_stats.resize(v + 1, VolumeStats::default());
         }
-        let s = &mut self.volume_stats[v];
+        Some(&mut self.volume_stats[v])
+    }
+
+    /// Counts the lines of one request (or piece) for its volume.
+    #[inline]
+    pub(super) fn count_volume_lines(&mut self, volume: VolumeId, op: Op, out: &AccessOutcome) {
+        let Some(s) = self.volume_stats_of(volume, op) else {
+            return;
+        };
         s.line_hits += u64::from(out.line_hits);
         s.line_partial_hits += u64::from(out.line_partial_hits);
         s.line_misses += u64::from(out.line_misses);
