@@ -12,6 +12,14 @@ use tiercache_sweep::{PointSpec, RunSummary};
 /// when the point's config asks for one.
 pub fn simulate_point(p: &PointSpec) -> std::result::Result<serde_json::Value, String> {
     let e = Experiment::from_document(&p.name, &p.doc, &p.base_dir).map_err(|e| e.to_string())?;
+    // What `sim` says of a config (an unbounded run, a cache larger than its data), a sweep
+    // says of its point.
+    for n in &e.notes {
+        eprintln!(
+            "tiercache: note: point {} ({} / {}): {n}",
+            p.id, p.workload, p.name
+        );
+    }
     let out = run_experiment(&e).map_err(|e| format!("{e:#}"))?;
     let mut v = serde_json::to_value(&out.record).map_err(|e| e.to_string())?;
     if !out.timeline.is_empty() {
@@ -29,7 +37,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
 /// `sweep` calls this too.
 pub fn run_sweep(mut args: SweepArgs) -> Result<Option<RunSummary>> {
     if matches!(args.backend, BackendKind::Bench) {
-        bail!("--backend bench needs `tiercache bench` (the real engine), which this build does not have yet");
+        bail!("--backend bench: sweeps run in the simulator only so far; run a config on the real engine with `tiercache bench CONFIG`");
     }
     match args.ray.clone() {
         Some(address) if !args.list => {

@@ -298,3 +298,31 @@ fn a_bad_replay_speed_is_refused() {
     )
     .unwrap();
 }
+
+/// A sweep says of each point what `sim` says of its config (here: a cache larger than the
+/// data it caches); its points ran silently.
+#[test]
+fn a_sweep_says_what_sim_says_of_each_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("spec.toml");
+    std::fs::write(
+        &spec,
+        "name = \"notes\"\nset = [\"run.mode = 'hit-ratio'\", \"run.requests = 500\", \"workload.footprint = '1MiB'\", \"cache.capacity = '4MiB'\"]\n[[axis]]\nkey = \"cache.eviction\"\nvalues = [\"lru\", \"fifo\"]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = tiercache(&[
+        "sweep",
+        spec.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--no-progress",
+    ]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        err.matches("is larger than the data it caches").count(),
+        2,
+        "{err}"
+    );
+}

@@ -51,7 +51,8 @@ pub struct SweepArgs {
 pub enum BackendKind {
     /// The discrete-event simulator (virtual time).
     Sim,
-    /// The real engine measured with a benchmark (`tiercache bench`).
+    /// The real engine measured with a benchmark: not available for sweeps yet (the command
+    /// says so and stops); `tiercache bench CONFIG` runs one config on the engine.
     Bench,
 }
 
