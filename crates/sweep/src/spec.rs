@@ -697,10 +697,34 @@ fn parse_axes(v: Option<&Value>) -> Result<Vec<Axis>, SweepError> {
                 format!("axis name `{name}` is used twice (give a distinct `name`)"),
             ));
         }
+        // An axis is a column of the results table: one named as another column made the CSV
+        // hold two columns of that name (pandas and pyarrow then read the wrong one, or fail).
+        if TABLE_COLUMNS.contains(&name.as_str()) || name.starts_with("metrics.") {
+            return Err(spec_err(
+                described,
+                format!(
+                    "axis name `{name}` is a column of the results table (give a distinct `name`)"
+                ),
+            ));
+        }
         axes.push(Axis { name, keys, labels });
     }
     Ok(axes)
 }
+
+/// The results table's own columns (see [`crate::results::tidy_table`]), which no axis may be
+/// named as.
+const TABLE_COLUMNS: &[&str] = &[
+    "point",
+    "workload",
+    "name",
+    "rep",
+    "seed",
+    "default",
+    "status",
+    "error",
+    "elapsed_s",
+];
 
 fn parse_workloads(v: Option<&Value>) -> Result<Vec<WorkloadSpec>, SweepError> {
     let list = match v {

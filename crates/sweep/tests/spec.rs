@@ -192,6 +192,16 @@ zip = [{ key = "cache.line_size", values = ["4KiB", "32KiB"] },
         "{e}"
     );
 
+    // An axis named as a column of the results table (here by its key's last part).
+    for axis in [
+        "key = \"run.seed\"\nvalues = [1, 2]\n",
+        "key = \"cache.line_size\"\nname = \"status\"\nvalues = [\"4KiB\"]\n",
+        "key = \"cache.line_size\"\nname = \"metrics.iops\"\nvalues = [\"4KiB\"]\n",
+    ] {
+        let e = err(&format!("[[axis]]\n{axis}"));
+        assert!(e.contains("is a column of the results table"), "{e}");
+    }
+
     let e = err("[[axis]]\nkey = \"cache.line_size\"\nvalue = [\"4KiB\"]\n");
     assert!(
         e.contains("cache.line_size") && e.contains("`value`"),
