@@ -73,8 +73,10 @@ fn config(policy: WritePolicy, line: u64, promotion: PromotionConfig, shards: u3
         line_size: line,
         write_policy: policy,
         promotion,
+        // Lazy, as the shipped configs, but never idle long enough to clean in these runs:
+        // the longest idle time a policy takes (a year).
         cleaning: CleaningConfig::Lazy {
-            idle_ns: u64::MAX / 4,
+            idle_ns: tiercache_policy::config::MAX_DURATION_NS,
             batch: 32,
         },
         ..CacheConfig::default()
