@@ -15,6 +15,6 @@ pub mod units;
 
 pub use geometry::{GeometryError, LineGeometry, LineKey, MAX_VOLUMES};
 pub use lookup::Lookup;
-pub use plan::{service_ewma, DevOp, Device, IoKind, OpCause, Origin, Plan};
+pub use plan::{service_ewma, DevOp, Device, IoKind, OpCause, Origin, Plan, Stage};
 pub use request::{Nanos, Op, Request, VolumeId};
 pub use source::{Arrival, RequestSource, SourceError};

@@ -5,6 +5,13 @@
 //! acknowledged when its last *critical* op completes; non-critical ops (a promotion write after a
 //! read miss has already returned its data) continue in the background and still load devices.
 
+/// A plan's stage number. 32 bits: a request evicting lines it filled itself (a long request
+/// over a small cache) adds up to 3 stages per such eviction, which a `u8` overflowed past
+/// about 85 times the cache's line count (wrapping in release builds, so a victim's
+/// write-back could be ordered before the write that dirtied it); a request would need
+/// billions of lines to overflow this.
+pub type Stage = u32;
+
 use crate::request::VolumeId;
 use serde::{Deserialize, Serialize};
 
@@ -137,7 +144,7 @@ pub struct DevOp {
     /// Length in bytes.
     pub len: u64,
     /// Stage: runs after every op of the previous stage completed.
-    pub stage: u8,
+    pub stage: Stage,
     /// Whether the request waits for this op before it is acknowledged.
     pub critical: bool,
     /// Why the op is issued.
@@ -183,7 +190,7 @@ impl DevOp {
 
     /// The same op in `stage` (it runs after every op of the stages before).
     #[inline]
-    pub fn at_stage(self, stage: u8) -> Self {
+    pub fn at_stage(self, stage: Stage) -> Self {
         Self { stage, ..self }
     }
 
@@ -244,10 +251,9 @@ impl Plan {
         self.ops.push(op);
     }
 
-    /// Number of stages (highest stage + 1), 0 for an empty plan (a `usize`: a plan using
-    /// stage 255 has 256 stages).
+    /// Number of stages (highest stage + 1), 0 for an empty plan.
     pub fn stages(&self) -> usize {
-        self.ops.last().map_or(0, |o| usize::from(o.stage) + 1)
+        self.ops.last().map_or(0, |o| o.stage as usize + 1)
     }
 
     /// Bytes moved by ops matching a predicate.
@@ -278,7 +284,7 @@ mod tests {
         assert_eq!((c.stage, c.critical, c.kind), (3, false, IoKind::Read));
     }
 
-    fn op(offset: u64, len: u64, stage: u8) -> DevOp {
+    fn op(offset: u64, len: u64, stage: Stage) -> DevOp {
         DevOp {
             device: Device::Backend,
             kind: IoKind::Read,
@@ -325,7 +331,7 @@ mod tests {
         p.push(DevOp::backend(IoKind::Read, v, 8192, 4096, OpCause::ReadMiss).at_stage(1));
         p.push(DevOp::cache(IoKind::Write, v, 40960, 0, 4096, OpCause::Promotion).at_stage(1));
         p.push(DevOp::backend(IoKind::Read, v, 12288, 4096, OpCause::Clean).at_stage(1));
-        let shape: Vec<(Device, u8, u64, u64)> = p
+        let shape: Vec<(Device, Stage, u64, u64)> = p
             .ops
             .iter()
             .map(|o| (o.device, o.stage, o.offset, o.len))

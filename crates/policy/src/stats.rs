@@ -18,22 +18,16 @@ pub enum BypassReason {
     /// The volume's partition has no lines at all, or has room but no free line yet (another
     /// partition's shrink is still writing its lines back) and none of its own to evict.
     NoSpace,
-    /// Every candidate victim was pinned or a line the same request had already used (a
-    /// request larger than its partition): the rest of that request's misses go around the
-    /// cache rather than evicting its own lines, whose ops the plan would have to order
-    /// before the slot's reuse.
-    OwnLines,
 }
 
 impl BypassReason {
     /// All reasons, in report order.
-    pub const ALL: [BypassReason; 6] = [
+    pub const ALL: [BypassReason; 5] = [
         BypassReason::NotHotYet,
         BypassReason::Mode,
         BypassReason::DirtyFull,
         BypassReason::AllPinned,
         BypassReason::NoSpace,
-        BypassReason::OwnLines,
     ];
 
     /// Name used in reports.
@@ -44,7 +38,6 @@ impl BypassReason {
             BypassReason::DirtyFull => "dirty-full",
             BypassReason::AllPinned => "all-pinned",
             BypassReason::NoSpace => "no-space",
-            BypassReason::OwnLines => "own-lines",
         }
     }
 }
@@ -109,7 +102,7 @@ pub struct CacheStats {
     /// Bytes of dirty data dropped by trim (the application discarded them).
     pub trimmed_dirty_bytes: u64,
     /// Line-level bypasses by reason (indexed as [`BypassReason::ALL`]).
-    pub bypasses: [u64; 6],
+    pub bypasses: [u64; 5],
     /// Times the load balancer was polled (once per interval it ran).
     pub balancer_polls: u64,
     /// Requests (pieces, on a sharded cache) the load balancer sent past the cache.

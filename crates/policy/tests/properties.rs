@@ -399,7 +399,8 @@ impl DataModel {
     /// earlier stage of the same plan or by the client.
     fn run(&mut self, plan: &Plan, req: Option<(&Request, &[u8])>) -> Vec<Option<u8>> {
         // (volume, vaddr) -> (byte, stage it was read at)
-        let mut scratch: std::collections::HashMap<(u32, u64), (u8, u8)> = Default::default();
+        let mut scratch: std::collections::HashMap<(u32, u64), (u8, tiercache_core::Stage)> =
+            Default::default();
         for o in &plan.ops {
             let vol = o.volume.0 as usize;
             match (o.device, o.kind) {

@@ -12,7 +12,7 @@ impl Cache {
         p: usize,
         key: LineKey,
         for_write: bool,
-    ) -> Result<(Slot, u8), BypassReason> {
+    ) -> Result<(Slot, Stage), BypassReason> {
         let part = &self.parts[p];
         if part.capacity == 0 {
             return Err(BypassReason::NoSpace);
@@ -33,23 +33,7 @@ impl Cache {
             if part.linked() == 0 {
                 return Err(BypassReason::NoSpace);
             }
-            if self.own_lines_only {
-                return Err(BypassReason::OwnLines);
-            }
             let table = &self.table;
-            // Lines this request already used are passed over like pinned ones: evicting one
-            // would put the victim's write-back (or the slot's reuse) after the request's own
-            // ops on it, lengthening the plan by stages with every such eviction (a request
-            // larger than its partition would overflow the stage counter), and would only
-            // churn the request's own lines.
-            let own = &self.own_slots;
-            let track = self.track_own;
-            let saw_own = std::cell::Cell::new(false);
-            let in_use = |s: Slot| {
-                let mine = track && own.contains(&s);
-                saw_own.set(saw_own.get() | mine);
-                mine
-            };
             let victim = match self.cfg.dirty_full {
                 DirtyFullPolicy::Bypass => {
                     // The cache is "full of dirty data" when no clean, unpinned line is left:
@@ -60,44 +44,35 @@ impl Cache {
                     if part.clean_unpinned() == 0 {
                         return Err(BypassReason::DirtyFull);
                     }
-                    self.parts[p].evict.evict(key, &|s| {
+                    let v = self.parts[p].evict.evict(key, &|s| {
                         let m = table.meta(s);
-                        m.pinned || m.dirty != 0 || in_use(s)
-                    })
+                        m.pinned || m.dirty != 0
+                    });
+                    v.ok_or(BypassReason::DirtyFull)?
                 }
-                DirtyFullPolicy::EvictThenWrite => self.parts[p]
-                    .evict
-                    .evict(key, &|s| table.meta(s).pinned || in_use(s)),
-            };
-            let Some(victim) = victim else {
-                return Err(if saw_own.get() {
-                    // Nothing the request has not used is left to evict, and nothing frees
-                    // up before it ends: its other misses go around the cache at once.
-                    self.own_lines_only = true;
-                    BypassReason::OwnLines
-                } else if self.cfg.dirty_full == DirtyFullPolicy::Bypass {
-                    BypassReason::DirtyFull
-                } else {
-                    BypassReason::AllPinned
-                });
+                DirtyFullPolicy::EvictThenWrite => {
+                    let v = self.parts[p].evict.evict(key, &|s| table.meta(s).pinned);
+                    v.ok_or(BypassReason::AllPinned)?
+                }
             };
             let m = *self.table.meta(victim);
             debug_assert!(m.resident && !m.pinned && m.partition as usize == p);
-            // The victim is a slot this plan has no op on (its own slots are passed over), so
-            // its write-back or demote starts the plan.
-            debug_assert!({
-                let (lo, hi) = (self.cache_addr(victim, 0), self.cache_addr(victim + 1, 0));
-                !self
-                    .scratch
-                    .iter()
-                    .any(|o| o.device == Device::Cache && o.offset < hi && o.offset + o.len > lo)
-            });
+            // A request may evict a line it touched itself (a long request over a small cache):
+            // its ops on the victim's slot must finish before the slot is written back or reused.
+            let (lo, hi) = (self.cache_addr(victim, 0), self.cache_addr(victim + 1, 0));
+            stage = self
+                .scratch
+                .iter()
+                .filter(|o| o.device == Device::Cache && o.offset < hi && o.offset + o.len > lo)
+                .map(|o| o.stage + 1)
+                .max()
+                .unwrap_or(0);
             if m.dirty != 0 {
                 let dirty = self.mark_clean(victim);
                 self.write_back_ops(victim, m.key, dirty, stage, for_write, OpCause::EvictFlush);
                 self.stats.dirty_evictions += 1;
                 self.parts[p].stats.dirty_evictions += 1;
-                stage = 2;
+                stage += 2;
             } else if self.victims.on_clean_victim(m.key, m.valid)
                 == crate::victim::VictimAction::Demote
             {
@@ -105,7 +80,7 @@ impl Cache {
                 // level below to take it.
                 self.demote_ops(victim, m.key, m.valid, stage);
                 self.stats.demotions += 1;
-                stage = 1;
+                stage += 1;
             }
             self.stats.evictions += 1;
             self.parts[p].stats.evictions += 1;
@@ -114,13 +89,12 @@ impl Cache {
         };
         self.table.install(slot, key, p as u16);
         self.parts.order(p).insert(slot, key, false);
-        self.note_own(slot);
         Ok((slot, stage))
     }
 
     /// Emits the ops that demote a clean line: cache reads of its valid sub-blocks at
     /// `stage`, their transfer to the level below at `stage + 1`; neither critical.
-    pub(super) fn demote_ops(&mut self, slot: Slot, key: LineKey, valid: u64, stage: u8) {
+    pub(super) fn demote_ops(&mut self, slot: Slot, key: LineKey, valid: u64, stage: Stage) {
         let sub = self.geo.sub_size();
         let base = self.geo.line_start(key.index());
         for (lo, hi) in runs(valid) {
@@ -149,7 +123,7 @@ impl Cache {
                     b - a,
                     OpCause::Demote,
                 )
-                .at_stage(next_stage(stage))
+                .at_stage(stage + 1)
                 .critical(false),
             );
         }
@@ -162,7 +136,7 @@ impl Cache {
         slot: Slot,
         key: LineKey,
         dirty: u64,
-        stage: u8,
+        stage: Stage,
         critical: bool,
         cause: OpCause,
     ) {
@@ -183,7 +157,7 @@ impl Cache {
             let (a, b) = (lo as u64 * sub, hi as u64 * sub);
             self.emit(
                 DevOp::backend(IoKind::Write, key.volume(), base + a, b - a, cause)
-                    .at_stage(next_stage(stage))
+                    .at_stage(stage + 1)
                     .critical(critical),
             );
         }

@@ -97,7 +97,6 @@ impl Cache {
         self.build_plan = plan.is_some();
         self.scratch.clear();
         self.plan_write_backs.clear();
-        self.begin_request(req);
         let mut out: Option<DemoteOutcome> = None;
         if self.write_policy(req.volume).rules().reads_bypass_cache || req.len == 0 {
             out = Some(DemoteOutcome::Rejected);
@@ -143,7 +142,6 @@ impl Cache {
             if !(m.pinned && self.leaving.contains(&slot)) {
                 self.parts.order(p).move_demoted(slot, key);
             }
-            self.note_own(slot);
             if missing == 0 {
                 return DemoteOutcome::AlreadyHeld;
             }
@@ -156,7 +154,6 @@ impl Cache {
         };
         self.table.install(slot, key, p as u16);
         self.parts.order(p).insert_demoted(slot, key);
-        self.note_own(slot);
         self.demote_fill(p, slot, key, mask);
         DemoteOutcome::Accepted
     }
@@ -177,23 +174,15 @@ impl Cache {
         }
         // Asked only when a clean unpinned line exists (resident lines not leaving are
         // linked; leaving ones are pinned), so the policy finds one and a refusal leaves even
-        // CLOCK's reference bits untouched, unless every such line is one this demote has
-        // just written (a demote over more lines than the partition holds): those are passed
-        // over, since their writes and the reused slot's would run in the same stage.
-        if part.linked() == 0 || part.clean_unpinned() == 0 || self.own_lines_only {
+        // CLOCK's reference bits untouched.
+        if part.linked() == 0 || part.clean_unpinned() == 0 {
             return None;
         }
         let table = &self.table;
-        let (own, track) = (&self.own_slots, self.track_own);
         let victim = self.parts[p].evict.evict(key, &|s| {
             let m = table.meta(s);
-            m.pinned || m.dirty != 0 || (track && own.contains(&s))
-        });
-        let Some(victim) = victim else {
-            // Only this demote's own lines are left: so for the rest of it.
-            self.own_lines_only = true;
-            return None;
-        };
+            m.pinned || m.dirty != 0
+        })?;
         debug_assert!({
             let m = self.table.meta(victim);
             m.resident && !m.pinned && m.dirty == 0

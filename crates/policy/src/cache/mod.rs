@@ -18,7 +18,7 @@ use crate::stats::{BypassReason, CacheStats};
 use tiercache_core::geometry::LineSlice;
 use tiercache_core::{
     DevOp, Device, GeometryError, IoKind, LineGeometry, LineKey, Nanos, Op, OpCause, Plan, Request,
-    VolumeId,
+    Stage, VolumeId,
 };
 use tiercache_eviction::Slot;
 
@@ -147,15 +147,6 @@ fn config_error(field: &'static str, reason: impl Into<String>) -> PolicyError {
     }
 }
 
-/// The stage after `stage`. Stages of a request's plan stay below 5 (its victims are never
-/// slots the plan already uses, see `Cache::allocate`), so this never saturates; saturating
-/// rather than wrapping keeps an impossible overflow from ordering an op before its cause.
-#[inline]
-fn next_stage(stage: u8) -> u8 {
-    debug_assert!(stage < u8::MAX, "plan stage overflow");
-    stage.saturating_add(1)
-}
-
 /// Contiguous runs of set bits of a mask, as (first, one past last) bit numbers.
 fn runs(mut mask: u64) -> impl Iterator<Item = (u32, u32)> {
     std::iter::from_fn(move || {
@@ -209,16 +200,7 @@ pub struct Cache {
     /// Ops of the request being planned, before stage ordering.
     scratch: Vec<DevOp>,
     /// Victim write-backs of the plan being built: (volume, start, end, stage).
-    plan_write_backs: Vec<(VolumeId, u64, u64, u8)>,
-    /// Slots the request being processed has used (hit or allocated), kept for requests of
-    /// more than one line only: allocation passes over them as over pinned lines, so a plan
-    /// never reuses a slot it has ops on and its stages stay few (see `allocate`).
-    own_slots: rustc_hash::FxHashSet<Slot>,
-    /// Whether `own_slots` is kept for the request being processed.
-    track_own: bool,
-    /// Set once the request being processed found no victim but its own (and pinned) lines:
-    /// its remaining misses go around the cache without asking the policy again.
-    own_lines_only: bool,
+    plan_write_backs: Vec<(VolumeId, u64, u64, Stage)>,
     build_plan: bool,
     /// How volumes share the cache (SPEC §4.10), and whether it watches requests.
     tenancy: Box<dyn crate::tenancy::TenancyMode>,
@@ -298,9 +280,6 @@ impl Cache {
             deferred_drops: std::collections::HashMap::new(),
             scratch: Vec::with_capacity(64),
             plan_write_backs: Vec::new(),
-            own_slots: Default::default(),
-            track_own: false,
-            own_lines_only: false,
             build_plan: false,
             tenancy_observes: tenancy.observes(),
             tenancy,
@@ -479,27 +458,6 @@ impl Cache {
         if !(pinned && self.leaving.contains(&slot)) {
             self.parts.order(p).hit(slot);
         }
-        self.note_own(slot);
-    }
-
-    /// Records that the request being processed uses `slot` (see `own_slots`).
-    #[inline]
-    fn note_own(&mut self, slot: Slot) {
-        if self.track_own {
-            self.own_slots.insert(slot);
-        }
-    }
-
-    /// Starts the per-request bookkeeping of the slots a request uses: kept only when the
-    /// request spans more than one line (a one-line request has used no slot when it asks for
-    /// a victim).
-    fn begin_request(&mut self, req: &Request) {
-        if !self.own_slots.is_empty() {
-            self.own_slots.clear();
-        }
-        self.own_lines_only = false;
-        self.track_own =
-            req.len > 0 && self.geo.line_of(req.offset) != self.geo.line_of(req.end() - 1);
     }
 
     /// Processes one request. Metadata changes at once; unless `plan` is `None` (hit-ratio-only
@@ -566,7 +524,6 @@ impl Cache {
         self.build_plan = plan.is_some();
         self.scratch.clear();
         self.plan_write_backs.clear();
-        self.begin_request(req);
         let mut out = AccessOutcome::default();
         let mode = self.mode_for(req);
         match req.op {
@@ -635,7 +592,7 @@ impl Cache {
     /// Records an op of the plan being built and returns the stage it got: a backend read of
     /// bytes that a victim write-back of this same plan writes is moved after that write (a
     /// request can evict a dirty line it reads further on).
-    fn emit(&mut self, mut o: DevOp) -> u8 {
+    fn emit(&mut self, mut o: DevOp) -> Stage {
         if self.build_plan && o.device == Device::Backend {
             let (lo, hi) = (o.offset, o.offset + o.len);
             match (o.kind, o.cause) {
@@ -645,7 +602,7 @@ impl Cache {
                 (IoKind::Read, _) => {
                     for &(v, a, b, st) in &self.plan_write_backs {
                         if v == o.volume && a < hi && lo < b {
-                            o.stage = o.stage.max(next_stage(st));
+                            o.stage = o.stage.max(st + 1);
                         }
                     }
                 }

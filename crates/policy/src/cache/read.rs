@@ -99,7 +99,7 @@ impl Cache {
                                     l,
                                     OpCause::Promotion,
                                 )
-                                .at_stage(stage.max(next_stage(fetched)))
+                                .at_stage(stage.max(fetched + 1))
                                 .critical(false),
                             );
                             self.table.add_valid(slot, self.geo.full_mask());
@@ -189,7 +189,7 @@ impl Cache {
                     b - a,
                     OpCause::Promotion,
                 )
-                .at_stage(next_stage(fetched))
+                .at_stage(fetched + 1)
                 .critical(false),
             );
         }

@@ -116,7 +116,7 @@ impl Cache {
         line_base: u64,
         s: LineSlice,
         edges: u64,
-        stage: u8,
+        stage: Stage,
     ) {
         let stage = self.fill_edges(vol, slot, line_base, edges, s.start, s.end, stage);
         let (a, len) = (self.cache_addr(slot, s.start), s.end - s.start);
@@ -149,13 +149,13 @@ impl Cache {
         edges: u64,
         start: u64,
         end: u64,
-        stage: u8,
-    ) -> u8 {
+        stage: Stage,
+    ) -> Stage {
         if edges == 0 {
             return stage;
         }
         let sub = self.geo.sub_size();
-        let mut after = next_stage(stage);
+        let mut after = stage + 1;
         for (lo, hi) in runs(edges) {
             let (a, b) = (lo as u64 * sub, hi as u64 * sub);
             for (x, y) in [(a, b.min(start)), (a.max(end), b)] {
@@ -175,9 +175,9 @@ impl Cache {
                             y - x,
                             OpCause::Fill,
                         )
-                        .at_stage(next_stage(fetched)),
+                        .at_stage(fetched + 1),
                     );
-                    after = after.max(next_stage(fetched));
+                    after = after.max(fetched + 1);
                 }
             }
         }

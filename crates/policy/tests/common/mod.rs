@@ -38,7 +38,8 @@ impl Bytes {
 
     /// Runs `plan` stage by stage; returns the bytes a read request receives.
     pub fn run(&mut self, plan: &Plan, req: Option<(&Request, &[u8])>) -> Vec<Option<u8>> {
-        let mut scratch: std::collections::HashMap<(u32, u64), (u8, u8)> = Default::default();
+        let mut scratch: std::collections::HashMap<(u32, u64), (u8, tiercache_core::Stage)> =
+            Default::default();
         for o in &plan.ops {
             let vol = o.volume.0 as usize;
             match (o.device, o.kind) {

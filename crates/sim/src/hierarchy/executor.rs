@@ -427,7 +427,7 @@ impl HierarchySim {
             .access(req, Some(&mut plan))
             .map_err(|e| request_error(issued, req, e))?;
         let mut served = Served::Level(n);
-        let (mut stage, mut stage_start, mut stage_end, mut done) = (0u8, t, t, t);
+        let (mut stage, mut stage_start, mut stage_end, mut done) = (0, t, t, t);
         for op in &plan.ops {
             if op.stage != stage {
                 stage = op.stage;
