@@ -62,6 +62,34 @@ impl Nbdkit {
             .unwrap()
             .success();
         assert!(ok, "kill {sig}");
+        // `kill` returns once the signal is sent, not once every thread has stopped (or
+        // resumed): on a loaded machine a request could still be answered after a STOP.
+        // Wait until every thread of the server shows the state asked for.
+        let want_stopped = match sig {
+            "-STOP" => true,
+            "-CONT" => false,
+            _ => return,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.all_threads_stopped() != want_stopped {
+            assert!(Instant::now() < deadline, "nbdkit did not take {sig}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Whether every thread of the server is stopped (state `T` or `t` in /proc).
+    fn all_threads_stopped(&self) -> bool {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.child.id())) else {
+            return false;
+        };
+        tasks.flatten().all(|t| {
+            std::fs::read_to_string(t.path().join("stat")).is_ok_and(|stat| {
+                // The state follows the command name's closing parenthesis.
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.trim_start().chars().next())
+                    .is_some_and(|c| c == 'T' || c == 't')
+            })
+        })
     }
     fn kill9(mut self) {
         self.signal("-KILL");
