@@ -231,7 +231,11 @@ impl Eviction for S3Fifo {
         }
         self.has_evicted = true;
         if self.lists.len(MAIN) > self.main_capacity || self.lists.len(SMALL) == 0 {
-            self.evict_main(pinned).or_else(|| self.evict_small(pinned))
+            // Small may move its last lines to main without a victim: main is tried again
+            // (with only pinned lines in main at first, a shrink stopped with lines left).
+            self.evict_main(pinned)
+                .or_else(|| self.evict_small(pinned))
+                .or_else(|| self.evict_main(pinned))
         } else {
             self.evict_small(pinned).or_else(|| self.evict_main(pinned))
         }

@@ -556,7 +556,9 @@ impl Model for S3FifoModel {
         }
         self.has_evicted = true;
         if self.main.len() > self.main_cap || self.small.is_empty() {
-            self.evict_main(pinned).or_else(|| self.evict_small(pinned))
+            self.evict_main(pinned)
+                .or_else(|| self.evict_small(pinned))
+                .or_else(|| self.evict_main(pinned))
         } else {
             self.evict_small(pinned).or_else(|| self.evict_main(pinned))
         }
