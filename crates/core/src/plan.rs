@@ -284,6 +284,13 @@ mod tests {
         assert_eq!((c.stage, c.critical, c.kind), (3, false, IoKind::Read));
     }
 
+    /// Plans hold many ops and the simulator copies them: 32-bit stages fit the padding an
+    /// op had with 8-bit ones.
+    #[test]
+    fn an_op_is_40_bytes() {
+        assert_eq!(std::mem::size_of::<DevOp>(), 40);
+    }
+
     fn op(offset: u64, len: u64, stage: Stage) -> DevOp {
         DevOp {
             device: Device::Backend,

@@ -447,16 +447,7 @@ mod tests {
 mod constant_tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<ResolvedDevice, DeviceError> {
-        let cfg: DeviceConfig = toml::from_str::<toml::Value>(text)
-            .unwrap()
-            .get("d")
-            .unwrap()
-            .clone()
-            .try_into()
-            .unwrap();
-        cfg.resolve("d")
-    }
+    use crate::limit_tests::resolve as parse;
 
     #[test]
     fn constant_device_takes_the_same_time_for_every_op_at_any_depth() {

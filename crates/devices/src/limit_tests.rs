@@ -3,8 +3,9 @@
 
 use super::*;
 
-/// `text` is a TOML table `d = ...`; its device resolved under the name `d`.
-fn resolve(text: &str) -> Result<ResolvedDevice, DeviceError> {
+/// `text` is a TOML table `d = ...`; its device resolved under the name `d` (the device
+/// tests' one way of reading a device from text).
+pub(crate) fn resolve(text: &str) -> Result<ResolvedDevice, DeviceError> {
     let cfg: DeviceConfig = toml::from_str::<toml::Value>(text)
         .unwrap()
         .get("d")

@@ -259,6 +259,37 @@ fn superblock(layout: &Layout) -> Vec<u8> {
     b
 }
 
+/// The fields a superblock records, once its magic and checksum are checked.
+struct Superblock {
+    version: u64,
+    line_size: u64,
+    lines: u64,
+    data_offset: u64,
+}
+
+impl Superblock {
+    /// Reads the 64 bytes at offset 0 (see [`superblock`] for the layout).
+    fn parse(sb: &[u8]) -> Result<Self, SlotTableError> {
+        if &sb[0..8] != MAGIC {
+            return Err(SlotTableError::NotTiercache(
+                "no tiercache magic at offset 0".into(),
+            ));
+        }
+        if crc32fast::hash(&sb[0..36]) != u32::from_le_bytes(sb[36..40].try_into().unwrap()) {
+            return Err(SlotTableError::CorruptSuperblock(
+                "checksum mismatch".into(),
+            ));
+        }
+        let field = |i: usize| u64::from_le_bytes(sb[i..i + 8].try_into().unwrap());
+        Ok(Self {
+            version: u64::from(u32::from_le_bytes(sb[8..12].try_into().unwrap())),
+            line_size: field(12),
+            lines: field(20),
+            data_offset: field(28),
+        })
+    }
+}
+
 /// The offset of the first non-zero byte of `dev` in `from..to`, if any.
 fn first_nonzero(dev: &dyn BlockDevice, from: u64, to: u64) -> io::Result<Option<u64>> {
     let mut buf = vec![0u8; 1 << 20];
@@ -279,25 +310,15 @@ impl SlotTable {
     pub fn on_disk_layout(dev: &dyn BlockDevice) -> Result<Layout, SlotTableError> {
         let mut sb = vec![0u8; 64];
         dev.read_at(&mut sb, 0)?;
-        if &sb[0..8] != MAGIC {
-            return Err(SlotTableError::NotTiercache(
-                "no tiercache magic at offset 0".into(),
-            ));
-        }
-        if crc32fast::hash(&sb[0..36]) != u32::from_le_bytes(sb[36..40].try_into().unwrap()) {
-            return Err(SlotTableError::CorruptSuperblock(
-                "checksum mismatch".into(),
-            ));
-        }
-        let field = |i: usize| u64::from_le_bytes(sb[i..i + 8].try_into().unwrap());
-        let slots = u32::try_from(field(20)).map_err(|_| {
-            SlotTableError::CorruptSuperblock(format!("lines {} out of range", field(20)))
+        let on_disk = Superblock::parse(&sb)?;
+        let slots = u32::try_from(on_disk.lines).map_err(|_| {
+            SlotTableError::CorruptSuperblock(format!("lines {} out of range", on_disk.lines))
         })?;
-        let layout = Layout::new(slots, field(12));
-        if layout.data_offset != field(28) {
+        let layout = Layout::new(slots, on_disk.line_size);
+        if layout.data_offset != on_disk.data_offset {
             return Err(SlotTableError::CorruptSuperblock(format!(
                 "data_offset {} does not follow from {slots} lines",
-                field(28)
+                on_disk.data_offset
             )));
         }
         Ok(layout)
@@ -362,24 +383,17 @@ impl SlotTable {
             let table = Self::with_states(layout, vec![fresh; layout.slots as usize]);
             return Ok((table, Vec::new(), report));
         }
-        if &sb[0..8] != MAGIC {
-            return Err(SlotTableError::NotTiercache(
-                "no tiercache magic at offset 0: not a tiercache cache device (set engine.format = true to format it)".into(),
-            ));
-        }
-        let stored_crc = u32::from_le_bytes(sb[36..40].try_into().unwrap());
-        if crc32fast::hash(&sb[0..36]) != stored_crc {
-            return Err(SlotTableError::CorruptSuperblock(
-                "checksum mismatch".into(),
-            ));
-        }
-        let field = |i: usize| u64::from_le_bytes(sb[i..i + 8].try_into().unwrap());
-        let version = u32::from_le_bytes(sb[8..12].try_into().unwrap()) as u64;
+        let sbk = Superblock::parse(&sb).map_err(|e| match e {
+            SlotTableError::NotTiercache(m) => SlotTableError::NotTiercache(format!(
+                "{m}: not a tiercache cache device (set engine.format = true to format it)"
+            )),
+            e => e,
+        })?;
         for (name, on_disk, configured) in [
-            ("version", version, VERSION as u64),
-            ("line_size", field(12), layout.line_size),
-            ("lines", field(20), layout.slots as u64),
-            ("data_offset", field(28), layout.data_offset),
+            ("version", sbk.version, VERSION as u64),
+            ("line_size", sbk.line_size, layout.line_size),
+            ("lines", sbk.lines, layout.slots as u64),
+            ("data_offset", sbk.data_offset, layout.data_offset),
         ] {
             if on_disk != configured {
                 return Err(SlotTableError::Mismatch {

@@ -11,8 +11,15 @@ use crate::{MountConfig, Variant};
 
 const BS: usize = 512;
 
-fn open(dir: &Path) -> State {
-    open_variant(dir, Variant::WB)
+/// A state under `variant` over a store holding one empty file, `f`, and that file's id.
+fn with_one_file(variant: Variant) -> (tempfile::TempDir, State, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("store")).unwrap();
+    std::fs::write(dir.path().join("store/f"), b"").unwrap();
+    let mut st = open_variant(dir.path(), variant);
+    let md = std::fs::metadata(dir.path().join("store/f")).unwrap();
+    let id = st.remember(PathBuf::from("f"), &md).unwrap();
+    (dir, st, id)
 }
 
 fn open_variant(dir: &Path, variant: Variant) -> State {
@@ -35,12 +42,7 @@ fn a_crash_while_overwriting_dirty_blocks_leaves_the_old_or_the_new_version() {
     for (at, len) in cases {
         // Every crash point the overwrite has: before each of its journal records.
         for appends in 0..=3u64 {
-            let dir = tempfile::tempdir().unwrap();
-            std::fs::create_dir(dir.path().join("store")).unwrap();
-            std::fs::write(dir.path().join("store/f"), b"").unwrap();
-            let mut st = open(dir.path());
-            let md = std::fs::metadata(dir.path().join("store/f")).unwrap();
-            let id = st.remember(PathBuf::from("f"), &md).unwrap();
+            let (dir, mut st, id) = with_one_file(Variant::WB);
             let old: Vec<u8> = (0..3 * BS).map(|i| (i % 251) as u8).collect();
             st.write(id, 0, &old).unwrap();
             st.fsync(id).unwrap();
@@ -77,12 +79,7 @@ fn a_crash_while_overwriting_dirty_blocks_leaves_the_old_or_the_new_version() {
 
 #[test]
 fn the_spare_slot_moves_and_reads_follow_it() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("store")).unwrap();
-    std::fs::write(dir.path().join("store/f"), b"").unwrap();
-    let mut st = open(dir.path());
-    let md = std::fs::metadata(dir.path().join("store/f")).unwrap();
-    let id = st.remember(PathBuf::from("f"), &md).unwrap();
+    let (_dir, mut st, id) = with_one_file(Variant::WB);
     st.write(id, 0, &[1u8; BS]).unwrap();
     let first = st.phys[0];
     st.write(id, 10, &[2u8; 5]).unwrap();
@@ -105,12 +102,7 @@ fn the_spare_slot_moves_and_reads_follow_it() {
 
 #[test]
 fn fsync_syncs_the_store_file_written_around_the_cache() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("store")).unwrap();
-    std::fs::write(dir.path().join("store/f"), b"").unwrap();
-    let mut st = open_variant(dir.path(), Variant::WB_AROUND);
-    let md = std::fs::metadata(dir.path().join("store/f")).unwrap();
-    let id = st.remember(PathBuf::from("f"), &md).unwrap();
+    let (_dir, mut st, id) = with_one_file(Variant::WB_AROUND);
     // Write misses go around the cache, to the store file.
     st.write(id, 0, &[7u8; 3 * BS]).unwrap();
     assert_eq!(st.stats().store_bytes_written, 3 * BS as u64);
