@@ -270,17 +270,12 @@ fn read_input(path: &Path, set: &mut ResultSet) -> Result<Input, ReportError> {
         bare: Vec::new(),
         left_out: None,
     };
-    // Split on newline bytes: a line that is not UTF-8 is one malformed line, not the end of
-    // the whole input.
-    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
-        let bad = |set: &mut ResultSet| set.malformed.push(format!("{}:{}", file.display(), i + 1));
-        let Ok(line) = std::str::from_utf8(line) else {
+    for (n, line) in tiercache_sweep::json_lines(&bytes) {
+        let bad = |set: &mut ResultSet| set.malformed.push(format!("{}:{n}", file.display()));
+        let Some(line) = line else {
             bad(set);
             continue;
         };
-        if line.trim().is_empty() {
-            continue;
-        }
         let v: serde_json::Value = match serde_json::from_str(line) {
             Ok(v) => v,
             Err(_) => {

@@ -69,8 +69,8 @@ mod spec_set;
 
 pub use canonical::{fnv1a64, value_label};
 pub use results::{
-    flatten_scalars, latest_per_point, read_results, tidy_table, write_csv, write_csv_file,
-    write_csv_lines, ExistingResults, ResultLine, Status,
+    flatten_scalars, json_lines, latest_per_point, read_results, tidy_table, write_csv,
+    write_csv_file, write_csv_lines, ExistingResults, ResultLine, Status,
 };
 pub use runner::{
     default_out_dir, run_points, Backend, RunOptions, RunSummary, RESULTS_CSV, RESULTS_JSONL,

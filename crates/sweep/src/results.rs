@@ -102,19 +102,10 @@ pub fn read_results(path: &Path) -> Result<ExistingResults, SweepError> {
         missing_final_newline: !bytes.is_empty() && bytes.last() != Some(&b'\n'),
         ..Default::default()
     };
-    // Split on newline bytes: a line that is not UTF-8 is one malformed line (numbered like a
-    // JSON error), not the end of the whole file.
-    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
-        let Ok(line) = std::str::from_utf8(line) else {
-            out.malformed.push(i + 1);
-            continue;
-        };
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<ResultLine>(line) {
-            Ok(r) => out.lines.push(r),
-            Err(_) => out.malformed.push(i + 1),
+    for (n, line) in json_lines(&bytes) {
+        match line.and_then(|l| serde_json::from_str::<ResultLine>(l).ok()) {
+            Some(r) => out.lines.push(r),
+            None => out.malformed.push(n),
         }
     }
     Ok(out)
@@ -272,6 +263,17 @@ pub fn write_csv(lines: &[ResultLine], out: &mut dyn Write) -> std::io::Result<(
         )?;
     }
     Ok(())
+}
+
+/// The non-blank lines of a JSON-lines file as `(line number from 1, text)`, the text `None`
+/// for a line that is not UTF-8. Split on newline bytes: such a line (a write cut inside a
+/// character) is one malformed line, not the end of the file.
+pub fn json_lines(bytes: &[u8]) -> impl Iterator<Item = (usize, Option<&str>)> {
+    bytes
+        .split(|&b| b == b'\n')
+        .enumerate()
+        .map(|(i, line)| (i + 1, std::str::from_utf8(line).ok()))
+        .filter(|(_, line)| line.is_none_or(|l| !l.trim().is_empty()))
 }
 
 /// Rewrites `csv_path` from the lines of `jsonl_path`.
