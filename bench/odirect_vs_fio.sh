@@ -4,8 +4,11 @@
 # `tiercache serve` with `engine.io = "io-uring"` and with `engine.io = "psync"` (both
 # `cache_direct = true`, `cache_mapped_reads = false`, the 256 MiB volume warmed into a cache
 # that holds it), and fio's io_uring engine with O_DIRECT at QD 16 on the io_uring cache file
-# itself (the device's limit). Then the same engine driven in-process at QD 16 (example
-# odirect_qd16: no NBD transport), against the same fio figure.
+# itself (the device's limit). A fourth server, `busy`, is the io_uring one with
+# `serve.busy_poll_ns = "1ms"`: each connection polls for its next request and its reads'
+# completions before it sleeps, saving a thread wake-up per round trip for up to a core.
+# Then the same engine driven in-process at QD 16 (example odirect_qd16: no NBD transport),
+# against the same fio figure.
 #
 # A third server, `memory`, runs the same cache with the cache file in the page cache
 # (`cache_direct = false`): its hits answer at memory speed (read on the connection's reader
@@ -37,9 +40,10 @@ W=$(mktemp -d "$BASE/tc-odirect.XXXXXX")
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$W"' EXIT
 echo "{\"dir\": \"$W\", \"fstype\": \"$FSTYPE\", \"device\": \"$(df --output=source "$BASE" | tail -1)\", \"binary\": \"$TIERCACHE_BIN\"}"
 head -c 256M /dev/urandom > "$W/backend.img"
-for io in psync io-uring memory; do
-  direct=true; mode=$io
+for io in psync io-uring memory busy; do
+  direct=true; mode=$io; busy_poll=0
   [ "$io" = memory ] && { direct=false; mode=io-uring; }
+  [ "$io" = busy ] && { mode=io-uring; busy_poll='"1ms"'; }
   cat > "$W/$io.toml" <<TOML
 [cache]
 # One policy shard: the cache holds exactly the volume, so every slot of the cache file is
@@ -56,6 +60,7 @@ cache_mapped_reads = false
 io = "$mode"
 [serve]
 socket = "$W/$io.sock"
+busy_poll_ns = $busy_poll
 TOML
   "$TIERCACHE_BIN" serve "$W/$io.toml" 2>"$W/$io.log" &
   for _ in $(seq 100); do [ -S "$W/$io.sock" ] && break; sleep 0.1; done
@@ -63,7 +68,7 @@ TOML
       --iodepth=4 --size=256m >/dev/null
 done
 for round in $(seq "$ROUNDS"); do
-  for io in io-uring psync memory; do
+  for io in io-uring psync memory busy; do
     nice -n 5 fio --name=bench --ioengine=nbd --uri="nbd+unix:///?socket=$W/$io.sock" \
         --rw=randread --bs=4k --iodepth=16 --size=256m --time_based --runtime="$SECS" \
         --output-format=json --output="$W/$io-$round.json" >/dev/null
@@ -79,16 +84,19 @@ python3 - "$W" "$ROUNDS" <<'PY'
 import json, statistics, sys
 w, rounds = sys.argv[1], int(sys.argv[2])
 iops = lambda f: json.load(open(f"{w}/{f}"))["jobs"][0]["read"]["iops"]
-u, p, f, mem = [], [], [], []
+u, p, f, mem, busy = [], [], [], [], []
 for r in range(1, rounds + 1):
     u.append(iops(f"io-uring-{r}.json")); p.append(iops(f"psync-{r}.json")); f.append(iops(f"fio-{r}.json"))
-    mem.append(iops(f"memory-{r}.json"))
-    print(json.dumps({"round": r, "serve_io_uring_iops": round(u[-1]), "serve_psync_iops": round(p[-1]),
+    mem.append(iops(f"memory-{r}.json")); busy.append(iops(f"busy-{r}.json"))
+    print(json.dumps({"round": r, "serve_io_uring_iops": round(u[-1]),
+                      "serve_io_uring_busy_poll_iops": round(busy[-1]), "serve_psync_iops": round(p[-1]),
                       "serve_memory_iops": round(mem[-1]), "fio_io_uring_direct_iops": round(f[-1])}))
 m = statistics.median
 # Batch on the device, then one round trip, back to back (see the header).
 bound = 1 / (1 / m(f) + 1 / m(mem))
 print(json.dumps({"nbd_serve_io_uring_over_fio": round(m(u) / m(f), 3),
+                  "nbd_serve_io_uring_busy_poll_over_fio": round(m(busy) / m(f), 3),
+                  "nbd_serve_io_uring_busy_poll_over_io_uring": round(m(busy) / m(u), 3),
                   "nbd_serve_psync_over_fio": round(m(p) / m(f), 3),
                   "nbd_serve_io_uring_over_psync": round(m(u) / m(p), 3),
                   "nbd_batch_bound_over_fio": round(bound / m(f), 3),

@@ -1,6 +1,6 @@
 //! A file or block device through pread/pwrite, buffered or O_DIRECT.
 
-use crate::{check_range, uring, BlockDevice};
+use crate::{check_range, uring, BlockDevice, ReapWait};
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -327,7 +327,7 @@ impl BlockDevice for FileDevice {
         }
         out
     }
-    fn reap_started(&self, wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+    fn reap_started(&self, wait: ReapWait, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
         uring::reap_started(wait, f)
     }
     fn flush(&self) -> io::Result<()> {

@@ -8,9 +8,9 @@
 //! This crate holds the trait, its blanket implementation for [`Arc`], and the two devices
 //! everything else builds on: [`MemDevice`] (bytes in memory) and [`FileDevice`] (a regular
 //! file or block device: pread/pwrite, O_DIRECT, io_uring through [`uring`]). It also holds
-//! the two small types the trait's optional methods speak in: [`DemoteReply`] (what a cache
-//! level below did with a demoted line) and [`RemoteStats`] (counters of a device reached over
-//! a network link).
+//! the small types the trait's optional methods speak in: [`DemoteReply`] (what a cache
+//! level below did with a demoted line), [`RemoteStats`] (counters of a device reached over
+//! a network link) and [`ReapWait`] (what a reap of started reads waits for).
 #![warn(missing_docs)]
 
 mod file;
@@ -22,7 +22,23 @@ pub use mem::MemDevice;
 
 use std::any::Any;
 use std::io;
+use std::os::fd::RawFd;
 use std::sync::Arc;
+
+/// What [`BlockDevice::reap_started`] waits for when none of the calling thread's started
+/// reads has finished (and some are in flight).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReapWait {
+    /// Nothing: hands over what finished, if anything.
+    No,
+    /// One started read to finish.
+    Completion,
+    /// One started read to finish, or the descriptor to have bytes to read (or an error or
+    /// hang-up to report), whichever comes first: a server's next request is taken as it
+    /// arrives instead of waiting behind the device. The reap then hands over nothing.
+    /// Where a device cannot wait on both, it waits for a completion only.
+    CompletionOrReadable(RawFd),
+}
 
 /// A byte-addressed block device: fixed size, synchronous, shared by many threads.
 ///
@@ -160,9 +176,10 @@ pub trait BlockDevice: Send + Sync {
     }
 
     /// Hands each finished started read of this thread to `f` (its tag, its bytes or its
-    /// error), first waiting for one with `wait` if none finished and some are in flight;
-    /// returns how many were handed over. Default: none (no read is ever started).
-    fn reap_started(&self, wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+    /// error), first waiting as `wait` says if none finished and some are in flight; returns
+    /// how many were handed over (0 after a wait ended by a readable descriptor). Default:
+    /// none (no read is ever started).
+    fn reap_started(&self, wait: ReapWait, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
         let _ = (wait, f);
         0
     }
@@ -263,7 +280,7 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Arc<D> {
     fn start_reads(&self, reads: &[(u64, u64, u32)]) -> Vec<Option<io::Result<()>>> {
         (**self).start_reads(reads)
     }
-    fn reap_started(&self, wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+    fn reap_started(&self, wait: ReapWait, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
         (**self).reap_started(wait, f)
     }
     fn epoch(&self) -> u64 {

@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use std::io;
-use tiercache_blockdev::{BlockDevice, FileDevice, MemDevice};
+use tiercache_blockdev::{BlockDevice, FileDevice, MemDevice, ReapWait};
 
 const SIZE: usize = 64 << 10;
 
@@ -167,7 +167,7 @@ fn run(dev: &dyn BlockDevice, model: &mut Model, op: &Op, name: &str) {
                 }
             }
             while pending > 0 {
-                let n = dev.reap_started(true, &mut |tag, res| {
+                let n = dev.reap_started(ReapWait::Completion, &mut |tag, res| {
                     let b = res.unwrap_or_else(|e| panic!("{what}: started read {tag}: {e}"));
                     assert!(got[tag as usize].is_none(), "{what}: tag {tag} twice");
                     got[tag as usize] = Some(b.to_vec());
@@ -339,7 +339,7 @@ impl BlockDevice for Recording {
         self.hit("start_reads");
         Vec::new()
     }
-    fn reap_started(&self, _: bool, _: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+    fn reap_started(&self, _: ReapWait, _: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
         self.hit("reap_started");
         0
     }
@@ -394,7 +394,7 @@ fn call_every_method<D: BlockDevice>(d: &D) {
     let _ = d.write_fast(&b, 0);
     d.hits_wait_for_device();
     let _ = d.start_reads(&[(1, 0, 1)]);
-    d.reap_started(false, &mut |_, _| {});
+    d.reap_started(ReapWait::No, &mut |_, _| {});
     d.epoch();
     let _ = d.flush_since(0);
     let _ = d.link_stats();

@@ -257,6 +257,10 @@ fn bad_serve_configs_are_named() {
     let cfg = config(dir.path(), "");
     for (set, needle) in [
         ("serve.workers=\"many\"", "serve.workers"),
+        (
+            "serve.busy_poll_ns=\"11ms\"",
+            "serve.busy_poll_ns = 11000000: at most",
+        ),
         ("engine.lookup=\"fast\"", "engine.lookup"),
         ("serve.colour=1", "serve.colour"),
         ("cache.line_size=3000", "line"),

@@ -81,7 +81,7 @@ fn batched(engine: &Engine, secs: f64) -> f64 {
 /// (`BlockDevice::start_reads`) and replaced as each finishes (`reap_started`), as the NBD
 /// server runs a connection's reads on an O_DIRECT cache: IOPS.
 fn started(engine: &Engine, secs: f64) -> f64 {
-    use tiercache_blockdev::BlockDevice;
+    use tiercache_blockdev::{BlockDevice, ReapWait};
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
     let (start, mut done, mut in_flight, mut tag) = (Instant::now(), 0u64, 0usize, 0u64);
     let mut b = vec![0u8; BS];
@@ -108,14 +108,14 @@ fn started(engine: &Engine, secs: f64) -> f64 {
     refill(QD, &mut in_flight, &mut done);
     while start.elapsed().as_secs_f64() < secs {
         let mut ok = true;
-        let n = engine.reap_started(true, &mut |_, res| ok &= res.is_ok());
+        let n = engine.reap_started(ReapWait::Completion, &mut |_, res| ok &= res.is_ok());
         assert!(ok, "a started read failed");
         in_flight -= n;
         done += n as u64;
         refill(QD - in_flight, &mut in_flight, &mut done);
     }
     while in_flight > 0 {
-        in_flight -= engine.reap_started(true, &mut |_, _| {});
+        in_flight -= engine.reap_started(ReapWait::Completion, &mut |_, _| {});
     }
     done as f64 / start.elapsed().as_secs_f64()
 }

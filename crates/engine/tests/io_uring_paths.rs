@@ -222,6 +222,16 @@ fn batched_hits_serve_every_hit_and_agree_with_single_reads() {
 /// read back what was written, and started reads are answered (every request gets a reply).
 #[test]
 fn served_pipelined_reads_on_a_direct_cache_read_back() {
+    served_pipelined_reads(std::time::Duration::ZERO);
+}
+
+/// The same with the server polling 1 ms for requests and completions before it sleeps.
+#[test]
+fn served_pipelined_reads_on_a_direct_cache_read_back_when_busy_polling() {
+    served_pipelined_reads(std::time::Duration::from_millis(1));
+}
+
+fn served_pipelined_reads(busy_poll: std::time::Duration) {
     use std::time::Duration;
     use tiercache_nbd::{Connection, NbdUri, ServerConfig, ServerStats, Shutdown};
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -236,7 +246,11 @@ fn served_pipelined_reads_on_a_direct_cache_read_back() {
     let server = {
         let (dev, st, sd) = (engine.clone(), stats.clone(), stop.clone());
         std::thread::spawn(move || {
-            tiercache_nbd::serve_unix(listener, dev, ServerConfig::default(), st, sd)
+            let cfg = ServerConfig {
+                busy_poll,
+                ..ServerConfig::default()
+            };
+            tiercache_nbd::serve_unix(listener, dev, cfg, st, sd)
         })
     };
     let uri: NbdUri = format!("nbd+unix:///?socket={}", sock.display())

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, Weak};
-use tiercache_blockdev::{BlockDevice, DemoteReply, RemoteStats};
+use tiercache_blockdev::{BlockDevice, DemoteReply, ReapWait, RemoteStats};
 
 /// The option a client sends to ask for demotes (payload: 8-byte big-endian session id).
 /// Far above the numbers the NBD protocol has assigned (1–11 at the time of writing).
@@ -468,7 +468,7 @@ impl BlockDevice for Tracked {
         }
         out
     }
-    fn reap_started(&self, wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+    fn reap_started(&self, wait: ReapWait, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
         if self.session.is_none() {
             return self.inner.reap_started(wait, f);
         }
@@ -615,7 +615,7 @@ impl BlockDevice for DemoteExport {
     fn start_reads(&self, reads: &[(u64, u64, u32)]) -> Vec<Option<io::Result<()>>> {
         self.inner.start_reads(reads)
     }
-    fn reap_started(&self, wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+    fn reap_started(&self, wait: ReapWait, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
         self.inner.reap_started(wait, f)
     }
     fn epoch(&self) -> u64 {
@@ -720,7 +720,11 @@ mod tests {
                 })
                 .collect()
         }
-        fn reap_started(&self, _wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+        fn reap_started(
+            &self,
+            _wait: ReapWait,
+            f: &mut dyn FnMut(u64, io::Result<&[u8]>),
+        ) -> usize {
             let done = std::mem::take(&mut *self.pending.lock().unwrap());
             for (tag, buf) in &done {
                 f(*tag, Ok(buf));
@@ -779,7 +783,8 @@ mod tests {
         other.write_at(&block(9), 3 * B, false).unwrap();
         let mut reaped = Vec::new();
         assert_eq!(
-            conn.reap_started(true, &mut |tag, r| reaped.push((tag, r.unwrap().to_vec()))),
+            conn.reap_started(ReapWait::Completion, &mut |tag, r| reaped
+                .push((tag, r.unwrap().to_vec()))),
             2
         );
         reaped.sort();
@@ -818,7 +823,8 @@ mod tests {
         ));
         let mut tags = Vec::new();
         assert_eq!(
-            other.reap_started(true, &mut |tag, r| tags.push((tag, r.is_ok()))),
+            other.reap_started(ReapWait::Completion, &mut |tag, r| tags
+                .push((tag, r.is_ok()))),
             1
         );
         assert_eq!(tags, vec![(80, true)]);

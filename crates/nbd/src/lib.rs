@@ -26,5 +26,5 @@ pub use exports::{serve_tcp_exports, serve_unix_exports, Export, Exports, Export
 pub use remote::{Remote, RemoteConfig};
 pub use server::{
     serve_connection, serve_connection_to, serve_tcp, serve_unix, ServerConfig, ServerStats,
-    Shutdown,
+    Shutdown, MAX_BUSY_POLL,
 };

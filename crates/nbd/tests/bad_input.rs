@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
-use tiercache_blockdev::MemDevice;
+use tiercache_blockdev::{BlockDevice, MemDevice, ReapWait};
 use tiercache_nbd::*;
 
 /// Connects and completes the handshake with NBD_OPT_GO.
@@ -322,10 +322,22 @@ fn a_started_read_that_fails_at_once_is_answered() {
     assert_eq!(stats.eio.load(Relaxed), 1);
 }
 
-/// A device whose hits wait for it and whose started reads complete 50 ms after they start.
+/// A device whose hits wait for it and whose started reads complete `delay` after they
+/// start; a reap waiting for a completion or a readable descriptor wakes for either.
 struct SlowStarts {
     mem: MemDevice,
+    delay: Duration,
     started: std::sync::Mutex<Vec<(u64, u64, u32, std::time::Instant)>>,
+}
+
+impl SlowStarts {
+    fn new(mem: MemDevice, delay: Duration) -> SlowStarts {
+        SlowStarts {
+            mem,
+            delay,
+            started: Default::default(),
+        }
+    }
 }
 
 impl tiercache_blockdev::BlockDevice for SlowStarts {
@@ -334,7 +346,7 @@ impl tiercache_blockdev::BlockDevice for SlowStarts {
         true
     }
     fn start_reads(&self, reads: &[(u64, u64, u32)]) -> Vec<Option<std::io::Result<()>>> {
-        let due = std::time::Instant::now() + Duration::from_millis(50);
+        let due = std::time::Instant::now() + self.delay;
         let mut s = self.started.lock().unwrap();
         reads
             .iter()
@@ -344,17 +356,33 @@ impl tiercache_blockdev::BlockDevice for SlowStarts {
             })
             .collect()
     }
-    fn reap_started(&self, wait: bool, f: &mut dyn FnMut(u64, std::io::Result<&[u8]>)) -> usize {
+    fn reap_started(
+        &self,
+        wait: ReapWait,
+        f: &mut dyn FnMut(u64, std::io::Result<&[u8]>),
+    ) -> usize {
         let mut s = self.started.lock().unwrap();
         let Some(&(_, _, _, due)) = s.first() else {
             return 0;
         };
         let now = std::time::Instant::now();
         if due > now {
-            if !wait {
-                return 0;
+            match wait {
+                ReapWait::No => return 0,
+                ReapWait::Completion => std::thread::sleep(due - now),
+                ReapWait::CompletionOrReadable(fd) => {
+                    let mut p = libc::pollfd {
+                        fd,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    let ms = (due - now).as_millis() as i32 + 1;
+                    // SAFETY: one valid pollfd, alive for the call.
+                    if unsafe { libc::poll(&mut p, 1, ms) } > 0 {
+                        return 0;
+                    }
+                }
             }
-            std::thread::sleep(due - now);
         }
         let (tag, off, len, _) = s.remove(0);
         let mut buf = vec![0u8; len as usize];
@@ -372,10 +400,7 @@ fn a_disconnect_answers_the_reads_in_flight_first() {
     use tiercache_blockdev::BlockDevice;
     let mem = MemDevice::new(1 << 20);
     mem.write_at(&[0x5a; 4096], 8192, false).unwrap();
-    let dev = Arc::new(SlowStarts {
-        mem,
-        started: Default::default(),
-    });
+    let dev = Arc::new(SlowStarts::new(mem, Duration::from_millis(50)));
     let (sock, _stats, _stop, _d) = serve(dev, ServerConfig::default());
     let mut s = connect(&sock);
     // The read and the disconnect in one write: the server sees the disconnect while the
@@ -386,6 +411,35 @@ fn a_disconnect_answers_the_reads_in_flight_first() {
     s.write_all(&both).unwrap();
     assert_eq!(reply(&mut s, 4096), (0, 3, vec![0x5a; 4096]));
     assert!(closed(&mut s));
+}
+
+/// A request that arrives while a read is on the device is taken at once and answered first:
+/// the reader sleeps on the device and the socket together (it slept on the device alone, so
+/// the write's reply came only after the read's, 2 s on). With busy polling, the same.
+#[test]
+fn a_request_arriving_while_a_read_is_on_the_device_is_not_held_behind_it() {
+    for busy_poll in [Duration::ZERO, Duration::from_millis(1)] {
+        let mem = MemDevice::new(1 << 20);
+        mem.write_at(&[0x5a; 4096], 8192, false).unwrap();
+        let dev = Arc::new(SlowStarts::new(mem, Duration::from_secs(2)));
+        let cfg = ServerConfig {
+            busy_poll,
+            ..ServerConfig::default()
+        };
+        let (sock, _stats, _stop, _d) = serve(dev, cfg);
+        let mut s = connect(&sock);
+        request(&mut s, 0, 3, 8192, 4096, &[]);
+        std::thread::sleep(Duration::from_millis(100));
+        let t0 = std::time::Instant::now();
+        request(&mut s, 1, 4, 65536, 512, &[7; 512]);
+        assert_eq!(reply(&mut s, 0), (0, 4, vec![]), "the write's reply first");
+        assert!(
+            t0.elapsed() < Duration::from_secs(1),
+            "the write waited {:?} ({busy_poll:?} busy polling)",
+            t0.elapsed()
+        );
+        assert_eq!(reply(&mut s, 4096), (0, 3, vec![0x5a; 4096]));
+    }
 }
 
 /// A device whose started reads hold the lines' ordering tickets, as the engine's do: a write
@@ -432,8 +486,12 @@ impl tiercache_blockdev::BlockDevice for TicketsHeld {
             })
             .collect()
     }
-    fn reap_started(&self, wait: bool, f: &mut dyn FnMut(u64, std::io::Result<&[u8]>)) -> usize {
-        if !wait {
+    fn reap_started(
+        &self,
+        wait: ReapWait,
+        f: &mut dyn FnMut(u64, std::io::Result<&[u8]>),
+    ) -> usize {
+        if wait == ReapWait::No {
             return 0;
         }
         let done: Vec<_> = std::mem::take(&mut *self.started.lock().unwrap());

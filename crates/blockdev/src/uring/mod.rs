@@ -13,11 +13,12 @@
 //! the ring breaks with ops in flight, the ring and everything the kernel may still touch are
 //! leaked, never freed, and the thread falls back to pread/pwrite.
 
+use crate::ReapWait;
 use io_uring::{opcode, squeue, types, IoUring};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::RefCell;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Submission queue entries per ring: the most ops one submission carries.
@@ -115,6 +116,10 @@ struct RingState {
     next_started: u64,
     /// Completions of started reads reaped while a batch waited for its own.
     started_done: Vec<(u64, i32)>,
+    /// An eventfd the kernel signals as completions arrive (with deferred task work: as they
+    /// wait to be posted), so a reap can wait for a completion and a socket in one poll
+    /// ([`ReapWait::CompletionOrReadable`]); `None` where it could not be registered.
+    eventfd: Option<OwnedFd>,
 }
 
 /// A read started and not yet reaped: its tag and where its bytes land.
@@ -230,6 +235,12 @@ impl RingState {
             .register_files_sparse(FIXED_FILES)
             .is_ok()
             .then(|| vec![None; FIXED_FILES as usize]);
+        // SAFETY: plain system call with no pointers.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        let eventfd = (efd >= 0)
+            // SAFETY: `efd` is a descriptor just opened here and owned by nothing else.
+            .then(|| unsafe { OwnedFd::from_raw_fd(efd) })
+            .filter(|e| ring.submitter().register_eventfd(e.as_raw_fd()).is_ok());
         Ok(RingState {
             ring,
             defers_task_work,
@@ -241,6 +252,7 @@ impl RingState {
             started: std::collections::HashMap::new(),
             next_started: 0,
             started_done: Vec::new(),
+            eventfd,
         })
     }
 
@@ -629,10 +641,59 @@ pub fn started_in_flight() -> usize {
     })
 }
 
+/// What one poll of a socket and a ring's eventfd saw.
+enum Woken {
+    /// The socket has bytes (or an error or hang-up) to read.
+    Readable,
+    /// The ring may have completions (or the poll was interrupted): look again.
+    Ring,
+    /// The poll failed: wait on the ring alone.
+    Failed,
+}
+
+/// Longest sleep of one poll for a completion or a readable descriptor: the caller looks at
+/// the ring after it even without a signal (a safety net should a kernel not signal the
+/// eventfd for completions still waiting as deferred task work).
+const POLL_TIMEOUT_MS: i32 = 10;
+
+/// Waits until `fd` is readable or the ring's eventfd `efd` is signalled, at most
+/// [`POLL_TIMEOUT_MS`]; a signal is consumed (the caller then reaps). An interrupted or timed
+/// out poll counts as a signal: the caller looks at the ring and waits again.
+fn poll_readable_or_ring(fd: RawFd, efd: RawFd) -> Woken {
+    let mut p = [
+        libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: efd,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    // SAFETY: `p` is two valid pollfds, alive for the call.
+    let r = unsafe { libc::poll(p.as_mut_ptr(), 2, POLL_TIMEOUT_MS) };
+    if r > 0 && p[1].revents != 0 {
+        let mut count = [0u8; 8];
+        // SAFETY: reads at most 8 bytes into `count`; the eventfd is non-blocking, and a
+        // failure (nothing to read) leaves nothing to undo.
+        let _ = unsafe { libc::read(efd, count.as_mut_ptr().cast(), 8) };
+        return Woken::Ring;
+    }
+    if r > 0 && p[0].revents != 0 {
+        Woken::Readable
+    } else if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+        Woken::Failed
+    } else {
+        Woken::Ring
+    }
+}
+
 /// Hands each completed started read of this thread to `f` (its tag, and its bytes or its
-/// error); with `wait`, first waits for one if none completed (and some are in flight).
-/// Returns how many were handed over.
-pub fn reap_started(wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+/// error); first waits as `wait` says if none completed (and some are in flight). Returns how
+/// many were handed over (0 when a wait ended on a readable descriptor).
+pub fn reap_started(wait: ReapWait, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
     let lost = LOST.with(|l| std::mem::take(&mut *l.borrow_mut()));
     for &tag in &lost {
         f(
@@ -666,8 +727,18 @@ pub fn reap_started(wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> us
             for cqe in state.ring.completion() {
                 state.started_done.push((cqe.user_data(), cqe.result()));
             }
-            if !state.started_done.is_empty() || !wait || state.started.is_empty() {
+            if !state.started_done.is_empty() || wait == ReapWait::No || state.started.is_empty() {
                 break;
+            }
+            if let (ReapWait::CompletionOrReadable(fd), Some(efd)) = (wait, &state.eventfd) {
+                // The eventfd is signalled as a completion arrives (before it is posted,
+                // under deferred task work), so one that arrives after the look above wakes
+                // the poll: none is missed. Stale signals only cost a look.
+                match poll_readable_or_ring(fd, efd.as_raw_fd()) {
+                    Woken::Readable => break,
+                    Woken::Ring => continue,
+                    Woken::Failed => {}
+                }
             }
             match enter(state, 1) {
                 Err(e) if !transient(&e) => {
@@ -711,7 +782,7 @@ pub fn reap_started(wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> us
     match reaped {
         Some(n) => n,
         // Abandoned: its reads are in `LOST`, handed over now.
-        None => reap_started(false, f),
+        None => reap_started(ReapWait::No, f),
     }
 }
 

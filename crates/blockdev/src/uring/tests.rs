@@ -108,7 +108,7 @@ fn started_reads_come_back_tagged_across_a_batch() {
             "{} started reads never came back",
             started_in_flight()
         );
-        reap_started(false, &mut |tag, res| {
+        reap_started(ReapWait::No, &mut |tag, res| {
             seen.insert(tag, res.unwrap().to_vec());
         });
     }
@@ -124,10 +124,12 @@ fn started_reads_come_back_tagged_across_a_batch() {
         .as_ref()
         .unwrap();
     let mut got = None;
-    reap_started(true, &mut |tag, res| got = Some((tag, res.is_err())));
+    reap_started(ReapWait::Completion, &mut |tag, res| {
+        got = Some((tag, res.is_err()))
+    });
     assert_eq!(got, Some((7, true)));
     assert_eq!(
-        reap_started(true, &mut |_, _| {}),
+        reap_started(ReapWait::Completion, &mut |_, _| {}),
         0,
         "nothing in flight: no wait"
     );
@@ -160,7 +162,7 @@ fn started_direct_reads_come_back_to_reaps_that_never_wait() {
             "{} started reads never came back to reaps that do not wait",
             started_in_flight()
         );
-        reap_started(false, &mut |tag, res| {
+        reap_started(ReapWait::No, &mut |tag, res| {
             seen.insert(tag, res.unwrap().to_vec());
         });
         std::thread::sleep(std::time::Duration::from_millis(1));
@@ -188,13 +190,14 @@ fn started_reads_of_a_broken_ring_come_back_as_errors() {
     assert_eq!(started_in_flight(), 2);
     let mut got = Vec::new();
     assert_eq!(
-        reap_started(true, &mut |tag, res| got.push((tag, res.is_err()))),
+        reap_started(ReapWait::Completion, &mut |tag, res| got
+            .push((tag, res.is_err()))),
         2
     );
     got.sort();
     assert_eq!(got, vec![(11, true), (12, true)]);
     assert_eq!(started_in_flight(), 0);
-    assert_eq!(reap_started(true, &mut |_, _| {}), 0);
+    assert_eq!(reap_started(ReapWait::Completion, &mut |_, _| {}), 0);
     assert!(!available(), "the thread runs without io_uring now");
 }
 
@@ -243,7 +246,9 @@ fn reads_a_full_ring_has_no_room_for_are_not_started_not_failed() {
     );
     let mut got = Vec::new();
     while got.len() < started {
-        dev.reap_started(true, &mut |tag, res| got.push((tag, res.unwrap().to_vec())));
+        dev.reap_started(ReapWait::Completion, &mut |tag, res| {
+            got.push((tag, res.unwrap().to_vec()))
+        });
     }
     got.sort();
     assert_eq!(got.len(), started);
@@ -298,11 +303,16 @@ fn reads_started_on_a_ring_that_cannot_be_entered_are_answered_once() {
     assert!(out[0].is_ok() && out[1].is_ok(), "queued: started");
     assert!(out[2].is_err(), "never queued: not started");
     let mut got = Vec::new();
-    let n = reap_started(true, &mut |tag, res| got.push((tag, res.is_err())));
+    let n = reap_started(ReapWait::Completion, &mut |tag, res| {
+        got.push((tag, res.is_err()))
+    });
     got.sort();
     assert_eq!((n, got), (2, vec![(21, true), (22, true)]));
     assert_eq!(started_in_flight(), 0);
-    assert_eq!(reap_started(true, &mut |_, _| panic!("answered twice")), 0);
+    assert_eq!(
+        reap_started(ReapWait::Completion, &mut |_, _| panic!("answered twice")),
+        0
+    );
     assert!(!available(), "the thread runs without io_uring now");
 }
 
@@ -312,17 +322,17 @@ fn reads_started_on_a_ring_that_cannot_be_entered_are_answered_once() {
 /// and (with deferred task work) are posted only by an enter: the reap has to wait.
 #[test]
 fn a_reap_on_a_ring_that_cannot_be_entered_answers_each_read_once() {
-    reap_on_a_ring_that_cannot_be_entered(true);
+    reap_on_a_ring_that_cannot_be_entered(ReapWait::Completion);
 }
 
 /// The same for reaps that never wait (a polling caller): once the kernel flags the reads'
 /// completions, the reap's enter fails, and the reads come back as errors, each once.
 #[test]
 fn a_polling_reap_on_a_ring_that_cannot_be_entered_answers_each_read_once() {
-    reap_on_a_ring_that_cannot_be_entered(false);
+    reap_on_a_ring_that_cannot_be_entered(ReapWait::No);
 }
 
-fn reap_on_a_ring_that_cannot_be_entered(wait: bool) {
+fn reap_on_a_ring_that_cannot_be_entered(wait: ReapWait) {
     if !available() {
         eprintln!("skipping: no io_uring here");
         return;
@@ -347,7 +357,7 @@ fn reap_on_a_ring_that_cannot_be_entered(wait: bool) {
             "the reads never came back"
         );
         let n = reap_started(wait, &mut |tag, res| got.push((tag, res.is_err())));
-        if wait {
+        if wait != ReapWait::No {
             assert_eq!(n, 2, "a waiting reap with reads in flight answers them all");
         } else {
             std::thread::sleep(std::time::Duration::from_millis(1));
@@ -362,7 +372,10 @@ fn reap_on_a_ring_that_cannot_be_entered(wait: bool) {
     );
     assert!(!available(), "the thread runs without io_uring now");
     assert_eq!(started_in_flight(), 0);
-    assert_eq!(reap_started(true, &mut |_, _| panic!("answered twice")), 0);
+    assert_eq!(
+        reap_started(ReapWait::Completion, &mut |_, _| panic!("answered twice")),
+        0
+    );
 }
 
 /// A file holding `bytes` on a real disk (`TMPDIR`, else /var/tmp), opened O_DIRECT and out of
@@ -392,4 +405,71 @@ fn file_ref(f: &std::fs::File) -> FileRef {
         fd: f.as_raw_fd(),
         id: FileRef::new_id(),
     }
+}
+
+/// A reap waiting for a completion or a readable descriptor wakes for whichever comes first.
+/// The reads here are on socket pairs, in flight until bytes are written to the other end.
+/// A descriptor that gets bytes ends the wait with the read still in flight (a wait for the
+/// completion alone would sleep until the watchdog completes the read, 10 s on); a completion
+/// ends it while the descriptor stays empty (the ring's eventfd woke the poll).
+#[test]
+fn a_reap_waiting_for_a_completion_or_a_descriptor_wakes_for_either() {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    use std::time::{Duration, Instant};
+    if !available() {
+        eprintln!("skipping: no io_uring here");
+        return;
+    }
+    let later = |to: &UnixStream, after: Duration, bytes: Vec<u8>| {
+        let mut to = to.try_clone().unwrap();
+        std::thread::spawn(move || {
+            std::thread::sleep(after);
+            let _ = to.write_all(&bytes);
+        })
+    };
+    let in_flight = |read_end: &UnixStream, tag: u64| {
+        let file = FileRef {
+            fd: read_end.as_raw_fd(),
+            id: FileRef::new_id(),
+        };
+        start_reads(file, &[(0, 8, tag)])
+            .unwrap()
+            .remove(0)
+            .unwrap();
+    };
+    let (socket, client) = UnixStream::pair().unwrap();
+    let waiting = ReapWait::CompletionOrReadable(socket.as_raw_fd());
+
+    // 1. The descriptor first.
+    let (read_end, write_end) = UnixStream::pair().unwrap();
+    in_flight(&read_end, 71);
+    later(&write_end, Duration::from_secs(10), vec![1; 8]);
+    later(&client, Duration::from_millis(100), vec![9]);
+    let t0 = Instant::now();
+    let n = reap_started(waiting, &mut |tag, _| panic!("read {tag} reaped"));
+    assert_eq!(n, 0, "woken by the descriptor, nothing reaped");
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert_eq!(started_in_flight(), 1, "the read is still in flight");
+    let mut b = [0u8; 1];
+    (&socket).read_exact(&mut b).unwrap();
+    (&write_end).write_all(&[3; 8]).unwrap();
+    let mut got = Vec::new();
+    reap_started(ReapWait::Completion, &mut |tag, r| {
+        got.push((tag, r.unwrap().to_vec()))
+    });
+    assert_eq!(got, vec![(71, vec![3u8; 8])]);
+
+    // 2. The completion first, the descriptor empty (until a watchdog, 10 s on).
+    let (read_end, write_end) = UnixStream::pair().unwrap();
+    in_flight(&read_end, 72);
+    later(&client, Duration::from_secs(10), vec![9]);
+    later(&write_end, Duration::from_millis(100), vec![4; 8]);
+    let t0 = Instant::now();
+    let mut got = Vec::new();
+    let n = reap_started(waiting, &mut |tag, r| got.push((tag, r.unwrap().to_vec())));
+    assert_eq!(n, 1, "woken by the completion");
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert_eq!(got, vec![(72, vec![4u8; 8])]);
+    assert_eq!(started_in_flight(), 0);
 }

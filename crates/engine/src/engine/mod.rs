@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tiercache_blockdev::{BlockDevice, FileDevice};
+use tiercache_blockdev::{BlockDevice, FileDevice, ReapWait};
 use tiercache_core::{
     DevOp, Device as Dev, IoKind, LineGeometry, LineKey, Op, OpCause, Plan, Request, VolumeId,
 };
@@ -439,7 +439,7 @@ impl BlockDevice for Engine {
     fn start_reads(&self, reads: &[(u64, u64, u32)]) -> Vec<Option<io::Result<()>>> {
         self.inner.start_reads(reads)
     }
-    fn reap_started(&self, wait: bool, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
+    fn reap_started(&self, wait: ReapWait, f: &mut dyn FnMut(u64, io::Result<&[u8]>)) -> usize {
         self.inner.reap_started(wait, f)
     }
     fn write_fast(&self, data: &[u8], off: u64) -> Option<io::Result<()>> {

@@ -187,11 +187,11 @@ impl Inner {
     }
 
     /// Hands each finished started read of this engine on this thread to `f` (its tag, its
-    /// bytes or its error), first waiting for one with `wait` if none finished and some are
-    /// in flight. Returns how many were handed over.
+    /// bytes or its error), first waiting as `wait` says if none finished and some are in
+    /// flight. Returns how many were handed over.
     pub(super) fn reap_started(
         &self,
-        wait: bool,
+        wait: ReapWait,
         f: &mut dyn FnMut(u64, io::Result<&[u8]>),
     ) -> usize {
         let me = self.key();
@@ -209,9 +209,9 @@ impl Inner {
         if !mine_in_flight {
             return n;
         }
-        n += self
-            .cache_dev
-            .reap_started(wait && n == 0, &mut |ring_tag, res| {
+        n += self.cache_dev.reap_started(
+            if n == 0 { wait } else { ReapWait::No },
+            &mut |ring_tag, res| {
                 let Some(s) = STARTED.with(|m| m.borrow_mut().remove(&ring_tag)) else {
                     return;
                 };
@@ -219,7 +219,8 @@ impl Inner {
                 let tag = s.tag;
                 self.finish_started(s, res.as_ref().map(|_| ()).map_err(copy_err));
                 f(tag, res);
-            });
+            },
+        );
         n
     }
 

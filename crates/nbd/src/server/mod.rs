@@ -15,7 +15,8 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Mutex};
-use tiercache_blockdev::BlockDevice;
+use std::time::{Duration, Instant};
+use tiercache_blockdev::{BlockDevice, ReapWait};
 
 /// Server counters, readable while serving.
 #[derive(Default, Debug, serde::Serialize)]
@@ -53,7 +54,18 @@ pub struct ServerConfig {
     pub workers: usize,
     /// Export name reported to clients that list exports.
     pub export_name: String,
+    /// How long a connection polls, without sleeping, for its next request and for the
+    /// completions of its reads in flight on the device before it sleeps on them
+    /// ([`MAX_BUSY_POLL`] at most; zero: sleeps at once). Busy polling spends up to a core
+    /// per busy connection to save a wake-up per round trip: where waking a sleeping thread
+    /// takes tens of microseconds (a virtual machine's idle vCPU), the device otherwise
+    /// idles between a batch's completions and the client's next requests.
+    pub busy_poll: Duration,
 }
+
+/// The longest [`ServerConfig::busy_poll`]: beyond a few device latencies spinning only burns
+/// the core.
+pub const MAX_BUSY_POLL: Duration = Duration::from_millis(10);
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -61,6 +73,7 @@ impl Default for ServerConfig {
             max_payload: 32 << 20,
             workers: 8,
             export_name: String::new(),
+            busy_poll: Duration::ZERO,
         }
     }
 }
@@ -232,7 +245,7 @@ pub fn serve_connection_to<S: Stream>(
             demotes,
         );
         // Started reads still in flight end here (their plans hold ordering tickets).
-        while dev_ref.reap_started(true, &mut |_, _| {}) > 0 {}
+        while dev_ref.reap_started(ReapWait::Completion, &mut |_, _| {}) > 0 {}
         drop(tx);
         for h in handles {
             let _ = h.join();
@@ -361,23 +374,48 @@ fn read_fast_batch<W: Write>(
 }
 
 /// Answers the started reads that finished; while some are in flight and no request waits
-/// (in the reader's buffer or on the socket `fd`), waits for the next to finish. Replies go
-/// out at once: the client sends its next requests as it gets them.
+/// (in the reader's buffer or on the socket `fd`), polls for `busy_poll` without sleeping,
+/// then sleeps until the next finishes or a request arrives, whichever comes first. Replies
+/// go out at once: the client sends its next requests as it gets them, and those are started
+/// as they arrive. (Sleeping on a completion alone held each arriving request until the
+/// device's next completion.)
 fn answer_started<S: Read, W: Write>(
     dev: &dyn BlockDevice,
     stats: &ServerStats,
     writer: &Mutex<BufWriter<W>>,
     reader: &BufReader<S>,
     fd: Option<RawFd>,
+    busy_poll: Duration,
     in_flight: &mut usize,
 ) -> io::Result<()> {
-    let mut wait = false;
+    let mut wait = ReapWait::No;
+    // Polling without sleeping ends here (restarted by every answer).
+    let mut poll_until: Option<Instant> = None;
     loop {
-        reap_and_answer(dev, stats, writer, wait, in_flight)?;
-        if *in_flight == 0 || !reader.buffer().is_empty() || fd.is_none_or(readable) {
+        let n = reap_and_answer(dev, stats, writer, wait, in_flight)?;
+        let Some(fd) = fd else {
+            return Ok(());
+        };
+        if *in_flight == 0 || !reader.buffer().is_empty() || readable(fd) {
             return Ok(());
         }
-        wait = true;
+        if wait != ReapWait::No && n == 0 {
+            // A wait ended with nothing reaped and no request: the device has nothing in
+            // flight after all (it says). Waiting again would spin.
+            *in_flight = 0;
+            return Ok(());
+        }
+        if !busy_poll.is_zero() {
+            let now = Instant::now();
+            if n > 0 {
+                poll_until = None;
+            }
+            if now < *poll_until.get_or_insert(now + busy_poll) {
+                std::hint::spin_loop();
+                continue;
+            }
+        }
+        wait = ReapWait::CompletionOrReadable(fd);
     }
 }
 
@@ -400,7 +438,7 @@ fn hand_over<W: Write>(
             Err(mpsc::TrySendError::Disconnected(_)) => return Ok(false),
             Err(mpsc::TrySendError::Full(j)) => {
                 job = j;
-                if reap_and_answer(dev, stats, writer, true, started)? == 0 {
+                if reap_and_answer(dev, stats, writer, ReapWait::Completion, started)? == 0 {
                     // Nothing in flight after all (the device says): block below.
                     *started = 0;
                 }
@@ -418,20 +456,20 @@ fn answer_all_started<W: Write>(
     in_flight: &mut usize,
 ) -> io::Result<()> {
     while *in_flight > 0 {
-        if reap_and_answer(dev, stats, writer, true, in_flight)? == 0 {
+        if reap_and_answer(dev, stats, writer, ReapWait::Completion, in_flight)? == 0 {
             break;
         }
     }
     writer.lock().unwrap_or_else(|e| e.into_inner()).flush()
 }
 
-/// Hands each started read that finished (with `wait`, first waiting for one) its reply, its
-/// bytes or EIO, and sends the replies; counts them off `in_flight` and returns how many.
+/// Hands each started read that finished (first waiting as `wait` says) its reply, its bytes
+/// or EIO, and sends the replies; counts them off `in_flight` and returns how many.
 fn reap_and_answer<W: Write>(
     dev: &dyn BlockDevice,
     stats: &ServerStats,
     writer: &Mutex<BufWriter<W>>,
-    wait: bool,
+    wait: ReapWait,
     in_flight: &mut usize,
 ) -> io::Result<usize> {
     let mut out = Ok(());
@@ -494,7 +532,24 @@ fn transmission<S: Stream, W: Write>(
             return answer_all_started(dev, stats, writer, &mut started_reads);
         }
         if started_reads > 0 {
-            answer_started(dev, stats, writer, reader, fd, &mut started_reads)?;
+            answer_started(
+                dev,
+                stats,
+                writer,
+                reader,
+                fd,
+                cfg.busy_poll,
+                &mut started_reads,
+            )?;
+        }
+        if let (Some(fd), false) = (fd, cfg.busy_poll.is_zero()) {
+            if reader.buffer().is_empty() {
+                // The next request is polled for before the read below sleeps on it.
+                let until = Instant::now() + cfg.busy_poll;
+                while !readable(fd) && Instant::now() < until && !shutdown.is_triggered() {
+                    std::hint::spin_loop();
+                }
+            }
         }
         let h: [u8; 28] = match rd(reader) {
             Ok(h) => h,
@@ -583,7 +638,15 @@ fn transmission<S: Stream, W: Write>(
                         }
                     }
                 }
-                answer_started(dev, stats, writer, reader, fd, &mut started_reads)?;
+                answer_started(
+                    dev,
+                    stats,
+                    writer,
+                    reader,
+                    fd,
+                    cfg.busy_poll,
+                    &mut started_reads,
+                )?;
                 continue;
             }
             if more {
