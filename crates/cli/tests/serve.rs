@@ -610,3 +610,25 @@ stats_interval_ns = "50ms"
     assert!(c["balancer_changes"].as_u64().unwrap() > 0, "{c}");
     assert!(e["balancer"]["cache_qtime_ns"].is_u64(), "{e}");
 }
+
+/// `serve.busy_poll_ns` reaches the server, which says how long its connections poll.
+#[test]
+fn busy_polling_is_configured_and_said() {
+    let dir = tempfile::tempdir().unwrap();
+    for (set, said) in [
+        ("serve.busy_poll_ns=\"200us\"", Some("polls 200 µs")),
+        ("serve.busy_poll_ns=0", None),
+    ] {
+        let cfg = config(dir.path(), "duration_ns = \"200ms\"");
+        let o = Command::new(bin())
+            .args(["serve", cfg.to_str().unwrap(), "--set", set])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{set}: {err}");
+        match said {
+            Some(s) => assert!(err.contains(s), "{set}: {err}"),
+            None => assert!(!err.contains("polls"), "{set}: {err}"),
+        }
+    }
+}
