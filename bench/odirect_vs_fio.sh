@@ -17,6 +17,8 @@
 # device completes a submitted batch together, and the client sends the next batch as the
 # replies arrive) cannot beat 1 / (1/fio + 1/memory): the device's time for a batch plus one
 # round trip, back to back. The script prints that bound and the io_uring server against it.
+# A server that keeps the device busy while replies and new requests cross (the busy-polling
+# one, when wake-ups are slow) is not held to it: its reads do not travel as one batch.
 #
 #   bench/odirect_vs_fio.sh [SECONDS] [ROUNDS]
 #
