@@ -81,21 +81,23 @@ fn a_crash_while_overwriting_dirty_blocks_leaves_the_old_or_the_new_version() {
 fn the_spare_slot_moves_and_reads_follow_it() {
     let (_dir, mut st, id) = with_one_file(Variant::WB);
     st.write(id, 0, &[1u8; BS]).unwrap();
-    let first = st.phys[0];
+    let first = st.slots.phys(0);
     st.write(id, 10, &[2u8; 5]).unwrap();
     assert_ne!(
-        st.phys[0], first,
+        st.slots.phys(0),
+        first,
         "a dirty block's new version is written elsewhere"
     );
-    assert_eq!(st.spare, first);
+    // No synced record named the old place (nothing was fsync'd): it is the next spare.
+    assert_eq!(st.slots.spare(), Some(first));
     let mut want = vec![1u8; BS];
     want[10..15].fill(2);
     assert_eq!(st.read(id, 0, BS as u32).unwrap(), want);
     // Written back, the block is clean: a later write may go in place.
     st.flush_all().unwrap();
-    let slot = st.phys[0];
+    let slot = st.slots.phys(0);
     st.write(id, 0, &[3u8; 4]).unwrap();
-    assert_eq!(st.phys[0], slot);
+    assert_eq!(st.slots.phys(0), slot);
     want[..4].fill(3);
     assert_eq!(st.read(id, 0, BS as u32).unwrap(), want);
 }
