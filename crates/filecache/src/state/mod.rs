@@ -581,11 +581,36 @@ impl State {
 
     /// Truncates file `id` to `size`, through to the store at once; cached blocks past the end
     /// are freed (their write-back cancelled) and the partial last block is trimmed.
+    ///
+    /// When the cut reaches journaled dirty data, the store file and the journal must change
+    /// together: a crash between the two would leave the old dirty blocks to be written back
+    /// over a store already cut (old dirty data past the new end, clean data there lost), or a
+    /// journal already trimmed over a store not cut (stale store data past the new end). So
+    /// the journal first records the truncate and is synced (one fdatasync: a power loss
+    /// must not keep the cut without the record), then drops and trims the blocks, then the
+    /// store file is cut and synced, then the journal records the cut done. Recovery redoes a
+    /// truncate not recorded done and cuts every version recorded before it at its size, so
+    /// every crash point recovers to the file before or after the truncate, with the dirty
+    /// bytes below the new size intact. A truncate that cuts no journaled data needs none of
+    /// this (its store file is synced by the next fsync).
     pub fn truncate(&mut self, id: u64, size: u64) -> io::Result<()> {
         let f = self.store_file(id)?;
-        self.meta_op();
-        f.set_len(size)?;
         let bs = self.bs();
+        let journaled_cut = self.journal.is_some()
+            && self.cfg.variant.is_write_back()
+            && self
+                .core
+                .dirty_of_file(id)
+                .iter()
+                .any(|&(key, slot)| key.block * bs + self.valid[slot as usize] as u64 > size);
+        if journaled_cut {
+            let j = self.journal.as_mut().expect("checked");
+            j.truncate(id, size)?;
+            // The journal alone: the records before this one need not be durable for the
+            // truncate (recovery cuts whatever version it finds), and the slots they gave up
+            // stay out of use until a full sync.
+            j.sync()?;
+        }
         let mut ops = Vec::new();
         self.core.truncate(id, size.div_ceil(bs), &mut ops);
         self.execute(&ops, 0, &mut [], None)?;
@@ -601,6 +626,16 @@ impl State {
                     }
                 }
             }
+        }
+        self.meta_op();
+        f.set_len(size)?;
+        if journaled_cut {
+            f.sync_data()?;
+            self.stats.store_syncs += 1;
+            self.journal.as_mut().expect("checked").truncated(id)?;
+        } else if self.cfg.variant.is_write_back() {
+            // An fsync of a write-back mount syncs the store files listed here.
+            self.unsynced_store.insert(id);
         }
         if let Some(node) = self.nodes.get_mut(&id) {
             node.size = size;

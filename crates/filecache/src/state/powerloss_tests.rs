@@ -238,3 +238,44 @@ fn overwrites_sync_only_when_every_spare_waits_for_a_sync() {
     }
     assert_eq!(st.stats().spare_syncs, 3);
 }
+
+/// A file of 4 blocks: block 0 and 3 clean in the store, 1 and 2 fsync'd dirty versions in
+/// the cache. Returns the file's content.
+pub(super) fn clean_and_dirty_blocks(st: &mut State, id: u64) -> Vec<u8> {
+    let mut old: Vec<u8> = (0..4).flat_map(|b| pattern(0x40, b)).collect();
+    st.write(id, 0, &old).unwrap();
+    st.flush_all().unwrap();
+    let dirty: Vec<u8> = (1..3).flat_map(|b| pattern(0x50, b)).collect();
+    st.write(id, BS as u64, &dirty).unwrap();
+    st.fsync(id).unwrap();
+    old[BS..3 * BS].copy_from_slice(&dirty);
+    old
+}
+
+#[test]
+fn a_truncate_through_a_dirty_block_is_whole_or_not_at_all_after_a_power_loss() {
+    // Cut inside dirty block 1, past dirty block 2 and clean block 3, then power loss.
+    let (dir, mut st, id) = one_file(8);
+    let old = clean_and_dirty_blocks(&mut st, id);
+    let size = BS + BS / 3;
+    powerloss::start(&cache_files(dir.path())).unwrap();
+    st.truncate(id, size as u64).unwrap();
+    drop(st);
+    let rec = powerloss::stop();
+    let new = old[..size].to_vec();
+    check_images(dir.path(), &rec, 0, None, |back| {
+        if back == old || back == new {
+            Ok(())
+        } else {
+            Err(format!(
+                "the file is neither before ({} bytes) nor after the truncate ({} bytes): {} \
+                 bytes, first block {}, dirty bytes kept {}",
+                old.len(),
+                new.len(),
+                back.len(),
+                back.get(..BS) == Some(&old[..BS]),
+                back.get(BS..size) == Some(&old[BS..size]),
+            ))
+        }
+    });
+}

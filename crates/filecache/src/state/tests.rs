@@ -115,3 +115,31 @@ fn fsync_syncs_the_store_file_written_around_the_cache() {
     st.fsync(id).unwrap();
     assert_eq!(st.stats().store_syncs, 1);
 }
+
+#[test]
+fn a_crash_during_a_truncate_through_dirty_blocks_leaves_the_old_or_the_new_file() {
+    // Cut inside dirty block 1, past dirty block 2 and clean block 3 (in the store only).
+    let size = BS + BS / 3;
+    for appends in 0..=4u64 {
+        let (dir, mut st, id) = with_one_file(Variant::WB);
+        let old = super::powerloss_tests::clean_and_dirty_blocks(&mut st, id);
+        st.journal.as_mut().unwrap().appends_before_crash = Some(appends);
+        let done = st.truncate(id, size as u64).is_ok();
+        drop(st); // the process is gone; what it wrote stays (kill -9)
+
+        let cache = CacheDir::new(&dir.path().join("cache"));
+        recover(&dir.path().join("store"), &cache).unwrap();
+        let back = std::fs::read(dir.path().join("store/f")).unwrap();
+        let new = &old[..size];
+        assert!(
+            back == old || back == new,
+            "crash after {appends} records: the file is neither before ({} bytes) nor after \
+             the truncate ({size} bytes): {} bytes",
+            old.len(),
+            back.len()
+        );
+        if done {
+            assert_eq!(back, new, "a completed truncate is recovered");
+        }
+    }
+}
