@@ -40,6 +40,8 @@ pub(super) struct Slots {
     /// Per slot of the file: in use, but its content is what a synced record names and an
     /// unsynced one gave up; moved before it is written.
     pinned: Vec<bool>,
+    /// The slots `pinned` marks (a sync clears these, not the whole table: it is per fsync).
+    pinned_list: Vec<u32>,
 }
 
 impl Slots {
@@ -52,6 +54,7 @@ impl Slots {
             quarantine: Vec::new(),
             named: vec![None; total as usize],
             pinned: vec![false; total as usize],
+            pinned_list: Vec::new(),
         }
     }
 
@@ -105,8 +108,9 @@ impl Slots {
     /// it.
     pub(super) fn cleaned(&mut self, slot: u32, synced: u64) {
         let p = self.phys(slot) as usize;
-        if self.named[p].take().is_some_and(|s| s < synced) {
+        if self.named[p].take().is_some_and(|s| s < synced) && !self.pinned[p] {
             self.pinned[p] = true;
+            self.pinned_list.push(p as u32);
         }
     }
 
@@ -124,6 +128,8 @@ impl Slots {
     /// The journal was synced: every record that gave a slot up is durable.
     pub(super) fn synced(&mut self) {
         self.free.append(&mut self.quarantine);
-        self.pinned.fill(false);
+        for p in self.pinned_list.drain(..) {
+            self.pinned[p as usize] = false;
+        }
     }
 }
