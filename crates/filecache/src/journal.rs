@@ -1,15 +1,28 @@
 //! The cache-side journal of dirty blocks: what a restart needs to write back.
 //!
 //! An append-only file of fixed 40-byte records, each with its own CRC32: `Map` (slot holds
-//! dirty `key`, valid bytes, CRC of those bytes) whenever a dirty block's content changes, and
+//! dirty `key`, valid bytes, CRC of those bytes) whenever a dirty block's content changes,
 //! `Clean` (slot holds nothing dirty) when it is written back, discarded by a delete or
-//! truncate. Every record is written to the file before the operation returns (so it survives
-//! the death of the process); `sync` makes it durable (fsync on fsync). Replay keeps the last
-//! record per slot, and of the `Map`s of one block only the last: a new version of a dirty
-//! block is written to another slot and mapped there before its old slot is reused, so the
-//! old slot's record stays valid until the new one exists. A `Map` whose data no longer
-//! matches its CRC (the slot was reused after a `Clean` that did not reach the disk) is
-//! skipped. Replay stops at the first torn record.
+//! truncate, and `Truncate`/`Truncated` around a truncate that cuts journaled data. Every
+//! record is written to the file before the operation returns (so it survives the death of
+//! the process); `sync` makes it durable (fsync on fsync). Replay stops at the first torn
+//! record.
+//!
+//! Replay keeps, per slot, its last record; a `Clean` also drops every older version of the
+//! block its slot held. Of the `Map`s of one block all those whose slot was not recorded
+//! again are kept, newest first ([`Replay::blocks`]): a new version of a dirty block is
+//! written to another slot and mapped there, and recovery takes the newest version whose data
+//! matches its CRC. After a power loss a record may be on disk while the data it names is
+//! not (the kernel writes the two files back in any order), or a slot that an older record
+//! names may have been reused after a newer record that never reached the disk: the older
+//! version is then the one to recover. The state never reuses a slot that a synced record
+//! names before the record that gives it up is synced, so the fsync'd version is always among
+//! them.
+//!
+//! A truncate that cuts journaled data first records `Truncate` (file, new size), synced,
+//! then cuts the store file, then records `Truncated` (file). A `Truncate` without its
+//! `Truncated` is redone by recovery (the store file may or may not have been cut), and every
+//! version recorded before a `Truncate` is cut at its size when written back.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
@@ -22,6 +35,8 @@ const MAGIC: u32 = 0x5446_4a31; // "TFJ1"
 const RECORD: usize = 40;
 const KIND_MAP: u8 = 1;
 const KIND_CLEAN: u8 = 2;
+const KIND_TRUNCATE: u8 = 3;
+const KIND_TRUNCATED: u8 = 4;
 
 /// A dirty block as the journal last recorded it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +49,56 @@ pub struct DirtyRecord {
     pub len: u32,
     /// CRC32 of those bytes.
     pub crc: u32,
+    /// Position of the record in the journal (0 for the first): which truncates follow it.
+    pub seq: u64,
+}
+
+/// A truncate the journal records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TruncateRecord {
+    /// The file (store inode number).
+    pub file: u64,
+    /// Its new size in bytes.
+    pub size: u64,
+    /// Position of the record in the journal.
+    pub seq: u64,
+    /// Whether the journal records the store file as cut (`Truncated`); if not, recovery cuts
+    /// it.
+    pub done: bool,
+}
+
+/// What a journal leaves for recovery.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Replay {
+    /// Per dirty block, the versions recorded, newest first: the first whose data matches its
+    /// CRC is the one to write back.
+    pub blocks: Vec<Vec<DirtyRecord>>,
+    /// Truncates, in journal order.
+    pub truncates: Vec<TruncateRecord>,
+}
+
+impl Replay {
+    /// Whether recovery has nothing to do: no dirty block and no truncate to redo.
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty() && self.truncates.iter().all(|t| t.done)
+    }
+
+    /// The newest version of each dirty block.
+    pub fn latest(&self) -> Vec<DirtyRecord> {
+        self.blocks.iter().map(|v| v[0]).collect()
+    }
+
+    /// Bytes of `r` recovery writes back: its valid bytes, cut at the size of any truncate of
+    /// its file recorded after it (`block_size` places the block).
+    pub fn bytes_to_write(&self, r: &DirtyRecord, block_size: u64) -> u32 {
+        let start = r.key.block * block_size;
+        self.truncates
+            .iter()
+            .filter(|t| t.file == r.key.file && t.seq > r.seq)
+            .fold(r.len, |len, t| {
+                len.min(t.size.saturating_sub(start).min(u32::MAX as u64) as u32)
+            })
+    }
 }
 
 /// The open journal.
@@ -41,6 +106,12 @@ pub struct Journal {
     path: PathBuf,
     file: File,
     records: u64,
+    /// Records appended since the journal was created (compaction does not reset it): the
+    /// sequence number of the next record.
+    appended: u64,
+    /// `appended` when the journal was last made durable: records numbered below it are on
+    /// disk whatever happens.
+    synced: u64,
     /// Test hook: appends that succeed before every later one fails, as if the process died
     /// there (fault-injection tests of the write path).
     #[cfg(test)]
@@ -69,34 +140,41 @@ fn u64_at(r: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(r[at..at + 8].try_into().expect("8 bytes"))
 }
 
-/// Reads a journal file: the dirty blocks it leaves, by slot. A missing file is empty.
-pub fn replay(path: &Path) -> io::Result<Vec<DirtyRecord>> {
+/// Reads a journal file: the dirty blocks and truncates it leaves. A missing file is empty.
+pub fn replay(path: &Path) -> io::Result<Replay> {
     let mut bytes = Vec::new();
     match File::open(path) {
         Ok(mut f) => {
             f.read_to_end(&mut bytes)?;
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Replay::default()),
         Err(e) => return Err(e),
     }
+    // The live record of each slot, and each block's live versions (their slots), oldest
+    // first.
     let mut by_slot: BTreeMap<u32, DirtyRecord> = BTreeMap::new();
-    let mut by_key: HashMap<BlockKey, u32> = HashMap::new();
-    for r in bytes.chunks_exact(RECORD) {
+    let mut by_key: HashMap<BlockKey, Vec<u32>> = HashMap::new();
+    let mut truncates: Vec<TruncateRecord> = Vec::new();
+    for (seq, r) in bytes.chunks_exact(RECORD).enumerate() {
+        let seq = seq as u64;
         if u32_at(r, 0) != MAGIC || crc32fast::hash(&r[..36]) != u32_at(r, 36) {
             break; // a torn tail: nothing after it was acknowledged by an fsync
         }
         let slot = u32_at(r, 8);
-        // Whatever the slot held before is gone.
-        if let Some(old) = by_slot.remove(&slot) {
-            by_key.remove(&old.key);
-        }
+        let (a, b) = (u64_at(r, 16), u64_at(r, 24));
         match r[4] {
             KIND_MAP => {
-                let key = BlockKey::new(u64_at(r, 16), u64_at(r, 24));
-                // A newer version of the block supersedes the one in its previous slot.
-                if let Some(previous) = by_key.insert(key, slot) {
-                    by_slot.remove(&previous);
+                // Whatever the slot held before is gone.
+                if let Some(old) = by_slot.remove(&slot) {
+                    if let Some(slots) = by_key.get_mut(&old.key) {
+                        slots.retain(|&s| s != slot);
+                        if slots.is_empty() {
+                            by_key.remove(&old.key);
+                        }
+                    }
                 }
+                let key = BlockKey::new(a, b);
+                by_key.entry(key).or_default().push(slot);
                 by_slot.insert(
                     slot,
                     DirtyRecord {
@@ -104,14 +182,38 @@ pub fn replay(path: &Path) -> io::Result<Vec<DirtyRecord>> {
                         key,
                         len: u32_at(r, 12),
                         crc: u32_at(r, 32),
+                        seq,
                     },
                 );
             }
-            KIND_CLEAN => {}
+            KIND_CLEAN => {
+                // The block is clean (written back) or gone: none of its versions is needed.
+                if let Some(old) = by_slot.remove(&slot) {
+                    for s in by_key.remove(&old.key).unwrap_or_default() {
+                        by_slot.remove(&s);
+                    }
+                }
+            }
+            KIND_TRUNCATE => truncates.push(TruncateRecord {
+                file: a,
+                size: b,
+                seq,
+                done: false,
+            }),
+            KIND_TRUNCATED => {
+                for t in truncates.iter_mut().filter(|t| t.file == a) {
+                    t.done = true;
+                }
+            }
             _ => break,
         }
     }
-    Ok(by_slot.into_values().collect())
+    let mut blocks: Vec<Vec<DirtyRecord>> = by_key
+        .into_values()
+        .map(|slots| slots.iter().rev().map(|s| by_slot[s]).collect())
+        .collect();
+    blocks.sort_by_key(|v: &Vec<DirtyRecord>| v[0].slot);
+    Ok(Replay { blocks, truncates })
 }
 
 impl Journal {
@@ -127,6 +229,8 @@ impl Journal {
             path: path.to_path_buf(),
             file,
             records: 0,
+            appended: 0,
+            synced: 0,
             #[cfg(test)]
             appends_before_crash: None,
         })
@@ -150,6 +254,20 @@ impl Journal {
         self.append(&r)
     }
 
+    /// Records that the store file `file` is about to be cut to `size` bytes: recovery redoes
+    /// the cut until [`Journal::truncated`] follows, and cuts every version of the file's blocks
+    /// recorded before it at `size`.
+    pub fn truncate(&mut self, file: u64, size: u64) -> io::Result<()> {
+        let r = encode(KIND_TRUNCATE, 0, BlockKey::new(file, size), 0, 0);
+        self.append(&r)
+    }
+
+    /// Records that the store file `file` was cut (durably) as its last `truncate` said.
+    pub fn truncated(&mut self, file: u64) -> io::Result<()> {
+        let r = encode(KIND_TRUNCATED, 0, BlockKey::new(file, 0), 0, 0);
+        self.append(&r)
+    }
+
     fn append(&mut self, r: &[u8; RECORD]) -> io::Result<()> {
         #[cfg(test)]
         if let Some(left) = self.appends_before_crash.as_mut() {
@@ -158,8 +276,11 @@ impl Journal {
             }
             *left -= 1;
         }
+        #[cfg(test)]
+        crate::powerloss::write(&self.path, self.records * RECORD as u64, r);
         self.file.write_all(r)?;
         self.records += 1;
+        self.appended += 1;
         Ok(())
     }
 
@@ -168,9 +289,23 @@ impl Journal {
         self.records
     }
 
+    /// The sequence number the next record gets (numbers never restart, compaction or not).
+    pub fn next_seq(&self) -> u64 {
+        self.appended
+    }
+
+    /// Records numbered below this are durable.
+    pub fn synced_seq(&self) -> u64 {
+        self.synced
+    }
+
     /// Makes every record written so far durable.
     pub fn sync(&mut self) -> io::Result<()> {
-        self.file.sync_data()
+        self.file.sync_data()?;
+        self.synced = self.appended;
+        #[cfg(test)]
+        crate::powerloss::sync(&self.path);
+        Ok(())
     }
 
     /// Replaces the journal by one holding only `live` (the dirty blocks now): written beside,
@@ -200,6 +335,8 @@ impl Journal {
         }
         self.file = OpenOptions::new().append(true).open(&self.path)?;
         self.records = live.len() as u64;
+        // Every live block is now named by a durable record, and nothing else is named.
+        self.synced = self.appended;
         Ok(())
     }
 }
@@ -223,20 +360,21 @@ mod tests {
         let len = std::fs::metadata(&path).unwrap().len();
         let f = OpenOptions::new().write(true).open(&path).unwrap();
         f.set_len(len - 3).unwrap();
-        let live = replay(&path).unwrap();
+        let live = replay(&path).unwrap().latest();
         assert_eq!(
             live,
             vec![DirtyRecord {
                 slot: 1,
                 key: BlockKey::new(5, 2),
                 len: 4,
-                crc: crc32fast::hash(b"defg")
+                crc: crc32fast::hash(b"defg"),
+                seq: 3,
             }]
         );
     }
 
     #[test]
-    fn a_newer_map_of_a_block_supersedes_its_old_slot() {
+    fn a_newer_map_of_a_block_comes_first_and_older_ones_stay_until_their_slot_is_reused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j");
         let mut j = Journal::create(&path).unwrap();
@@ -246,10 +384,59 @@ mod tests {
         j.map(0, b, b"w1").unwrap(); // slot 0 reused for another block
         j.map(7, b, b"w2").unwrap();
         j.map(0, a, b"v3").unwrap(); // and for a again
-        let live = replay(&path).unwrap();
+        let live = replay(&path).unwrap().latest();
         let got: Vec<(u32, BlockKey)> = live.iter().map(|r| (r.slot, r.key)).collect();
         assert_eq!(got, vec![(0, a), (7, b)]);
         assert_eq!(live[0].crc, crc32fast::hash(b"v3"));
+        // Should slot 0's data not match (a power loss kept the record, not the data), v2 in
+        // slot 5 is next; w1 went with its slot's reuse.
+        let all = replay(&path).unwrap().blocks;
+        let slots = |v: &Vec<DirtyRecord>| v.iter().map(|r| r.slot).collect::<Vec<_>>();
+        assert_eq!(
+            all.iter().map(slots).collect::<Vec<_>>(),
+            vec![vec![0, 5], vec![7]]
+        );
+        // A clean of the block's slot drops every version of it.
+        j.clean(0).unwrap();
+        let got: Vec<BlockKey> = replay(&path)
+            .unwrap()
+            .latest()
+            .iter()
+            .map(|r| r.key)
+            .collect();
+        assert_eq!(got, vec![b]);
+    }
+
+    #[test]
+    fn a_truncate_cuts_older_versions_and_is_redone_until_recorded_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j");
+        let mut j = Journal::create(&path).unwrap();
+        let (k1, k2) = (BlockKey::new(4, 1), BlockKey::new(4, 2));
+        j.map(0, k1, &[1; 100]).unwrap();
+        j.map(1, k2, &[2; 100]).unwrap();
+        j.truncate(4, 130).unwrap(); // block size 100: 30 bytes of block 1 stay
+        j.map(2, k2, &[3; 10]).unwrap(); // written after the truncate: whole
+        let r = replay(&path).unwrap();
+        assert!(!r.is_empty());
+        assert_eq!(
+            r.truncates,
+            vec![TruncateRecord {
+                file: 4,
+                size: 130,
+                seq: 2,
+                done: false
+            }]
+        );
+        let latest = r.latest();
+        let cut: Vec<u32> = latest.iter().map(|d| r.bytes_to_write(d, 100)).collect();
+        assert_eq!(cut, vec![30, 10]);
+        j.truncated(4).unwrap();
+        let r = replay(&path).unwrap();
+        assert!(r.truncates[0].done);
+        // Done or not, versions older than the truncate stay cut.
+        assert_eq!(r.bytes_to_write(&r.latest()[0], 100), 30);
+        assert_eq!(r.bytes_to_write(&r.blocks[1][1], 100), 0);
     }
 
     #[test]
@@ -263,7 +450,7 @@ mod tests {
         j.compact(&[(4, BlockKey::new(9, 9), b"live".to_vec())])
             .unwrap();
         j.map(5, BlockKey::new(9, 10), b"more").unwrap();
-        let live = replay(&path).unwrap();
+        let live = replay(&path).unwrap().latest();
         assert_eq!(live.len(), 2);
         assert_eq!(live[0].key, BlockKey::new(9, 9));
         assert_eq!(j.records(), 2);

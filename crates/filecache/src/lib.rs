@@ -19,6 +19,8 @@
 pub mod core;
 pub mod fs;
 pub mod journal;
+#[cfg(test)]
+mod powerloss;
 pub mod recovery;
 pub mod sim;
 pub mod state;

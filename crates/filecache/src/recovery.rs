@@ -1,5 +1,6 @@
-//! Restart after a crash: the dirty blocks the journal records are written back to the store,
-//! so the store alone is complete again (what a mount does first, and `tiercache flush
+//! Restart after a crash: the dirty blocks the journal records are written back to the store
+//! (each block's newest intact version, cut by the truncates recorded after it) and the
+//! truncates it does not record as done are redone, so the store alone is complete again (what a mount does first, and `tiercache flush
 //! --file-cache` does for a stopped mount).
 //!
 //! The journal names files by inode number only, so its blocks are written back only into the
@@ -114,8 +115,8 @@ pub fn recover(store: &Path, cache: &CacheDir) -> Result<u64, RecoveryError> {
             });
         }
     }
-    let records = journal::replay(&cache.journal())?;
-    if records.is_empty() {
+    let replay = journal::replay(&cache.journal())?;
+    if replay.is_empty() {
         return Ok(0);
     }
     let block_size = cache.read_block_size()?.ok_or_else(|| {
@@ -128,16 +129,42 @@ pub fn recover(store: &Path, cache: &CacheDir) -> Result<u64, RecoveryError> {
         )
     })? as u64;
     let blocks = File::open(cache.blocks())?;
-    let wanted: HashSet<u64> = records.iter().map(|r| r.key.file).collect();
+    // A truncate the journal does not record as done is redone first; its file may be gone
+    // since (nothing to cut then).
+    let redo: Vec<(u64, u64)> = replay
+        .truncates
+        .iter()
+        .filter(|t| !t.done)
+        .map(|t| (t.file, t.size))
+        .collect();
+    let wanted: HashSet<u64> = replay
+        .blocks
+        .iter()
+        .map(|v| v[0].key.file)
+        .chain(redo.iter().map(|&(file, _)| file))
+        .collect();
     let paths = inode_paths(store, &wanted)?;
     // The blocks to write, and those whose file is not there.
     let mut placed = Vec::new();
     let mut unplaced: Vec<u64> = Vec::new();
-    for r in &records {
-        let mut buf = vec![0u8; r.len as usize];
-        let n = pread_full(&blocks, &mut buf, r.slot as u64 * block_size)?;
-        if n != buf.len() || crc32fast::hash(&buf) != r.crc {
-            continue; // the slot was reused after a clean record that did not persist
+    for versions in &replay.blocks {
+        // The newest version whose data is intact: a power loss may have kept a record and
+        // lost its data, or lost a record after which the slot an older one names was reused.
+        let mut found = None;
+        for r in versions {
+            let mut buf = vec![0u8; r.len as usize];
+            let n = pread_full(&blocks, &mut buf, r.slot as u64 * block_size)?;
+            if n == buf.len() && crc32fast::hash(&buf) == r.crc {
+                buf.truncate(replay.bytes_to_write(r, block_size) as usize);
+                found = Some((r, buf));
+                break;
+            }
+        }
+        let Some((r, buf)) = found else {
+            continue; // no version left: the block was clean or cut when its slot was reused
+        };
+        if buf.is_empty() {
+            continue; // wholly past a truncate recorded after it
         }
         match paths.get(&r.key.file) {
             Some(rel) => placed.push((rel, r.key.block, buf)),
@@ -167,6 +194,13 @@ pub fn recover(store: &Path, cache: &CacheDir) -> Result<u64, RecoveryError> {
         return Err(unplaced_error(false, 0));
     }
     let mut files: HashMap<&PathBuf, File> = HashMap::new();
+    for (file, size) in &redo {
+        if let Some(rel) = paths.get(file) {
+            let f = OpenOptions::new().write(true).open(store.join(rel))?;
+            f.set_len(*size)?;
+            files.insert(rel, f);
+        }
+    }
     let mut written = 0;
     for (rel, block, buf) in &placed {
         let file = match files.entry(rel) {
@@ -228,7 +262,7 @@ mod tests {
         std::fs::create_dir(&b).unwrap();
         std::fs::write(b.join("other"), b"unrelated").unwrap();
         let journal = std::fs::read(cache.journal()).unwrap();
-        assert_eq!(journal::replay(&cache.journal()).unwrap().len(), 4);
+        assert_eq!(journal::replay(&cache.journal()).unwrap().blocks.len(), 4);
         let err = recover(&b, &cache).unwrap_err();
         assert!(matches!(err, RecoveryError::StoreMismatch { .. }), "{err}");
         let text = err.to_string();

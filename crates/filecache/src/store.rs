@@ -78,7 +78,7 @@ impl CacheDir {
             dir: dir.to_path_buf(),
         }
     }
-    /// Cached block data: slot × block size, one slot more than the capacity (the spare that
+    /// Cached block data: slot × block size, a few slots more than the capacity (the spares
     /// a dirty block's new version is written to).
     pub fn blocks(&self) -> PathBuf {
         self.dir.join("blocks")

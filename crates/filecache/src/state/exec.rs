@@ -82,7 +82,9 @@ impl State {
                             all
                         }
                     };
+                    self.make_writable(slot)?;
                     self.write_slot(slot, 0, &content)?;
+                    self.slots.overwritten(slot);
                     self.valid[slot as usize] = content.len() as u32;
                     last_fill = Some((slot, content));
                 }
@@ -131,18 +133,17 @@ impl State {
                         .copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
                     if dirty && self.journaled[slot as usize] {
                         // The slot holds the only recoverable version of a dirty block: the
-                        // new one goes to the spare slot and is journaled before the old one
+                        // new one goes to a spare slot and is journaled before the old one
                         // is given up, so a crash at any point leaves one of them.
-                        self.write_spare(&content)?;
-                        self.journal_map_spare(key, &content)?;
-                        let spare = std::mem::replace(&mut self.phys[slot as usize], self.spare);
-                        self.spare = spare;
+                        self.write_to_spare(slot, key, &content)?;
                     } else {
-                        if fresh {
+                        let moved = self.make_writable(slot)?;
+                        if fresh || moved {
                             self.write_slot(slot, 0, &content)?;
                         } else {
                             self.write_slot(slot, from, &content[from..b])?;
                         }
+                        self.slots.overwritten(slot);
                         if dirty {
                             self.journal_map(slot, key, &content)?;
                         }
@@ -205,7 +206,7 @@ impl State {
             .blocks
             .as_ref()
             .expect("a cache with slots has a block file");
-        let at = self.phys[slot as usize] as u64 * self.cfg.block_size as u64;
+        let at = self.slots.phys(slot) as u64 * self.cfg.block_size as u64;
         let n = pread_full(blocks, &mut data, at)?;
         data.truncate(n);
         self.stats.cache_bytes_read += n as u64;
@@ -214,11 +215,54 @@ impl State {
 
     /// Writes `data` at byte `at` of (core) slot `slot`.
     pub(super) fn write_slot(&mut self, slot: u32, at: usize, data: &[u8]) -> io::Result<()> {
-        self.write_phys(self.phys[slot as usize], at, data)
+        self.write_phys(self.slots.phys(slot), at, data)
     }
 
-    fn write_spare(&mut self, data: &[u8]) -> io::Result<()> {
-        self.write_phys(self.spare, 0, data)
+    /// Makes sure a spare slot is free: when all of them wait for a sync (the records that
+    /// gave them up are not durable yet), syncs.
+    fn ensure_spare(&mut self) -> io::Result<()> {
+        if !self.slots.has_free() {
+            self.sync_journal()?;
+            self.stats.spare_syncs += 1;
+        }
+        Ok(())
+    }
+
+    /// Before core slot `slot` is written in place: if a synced record still names its
+    /// content (given up by a `Clean` not synced yet), it moves to a free slot first.
+    /// Returns whether it moved (its whole content must then be written).
+    pub(super) fn make_writable(&mut self, slot: u32) -> io::Result<bool> {
+        if !self.slots.must_move(slot) {
+            return Ok(false);
+        }
+        self.ensure_spare()?;
+        // A sync releases every pinned slot.
+        if !self.slots.must_move(slot) {
+            return Ok(false);
+        }
+        let synced = self.journal.as_ref().map_or(0, |j| j.synced_seq());
+        self.slots.relocate(slot, synced);
+        Ok(true)
+    }
+
+    /// Writes dirty `key`'s new content `data` to a spare slot, journals it there, and makes
+    /// that slot core slot `slot`'s place; the old place is given up (to quarantine if a synced
+    /// record names it).
+    fn write_to_spare(&mut self, slot: u32, key: BlockKey, data: &[u8]) -> io::Result<()> {
+        self.ensure_spare()?;
+        let to = self.slots.spare().expect("ensured");
+        self.write_phys(to, 0, data)?;
+        let j = self
+            .journal
+            .as_mut()
+            .expect("a journaled slot has a journal");
+        let seq = j.next_seq();
+        // The record supersedes the block's previous one (see [`crate::journal`]).
+        j.map(to, key, data)?;
+        let synced = j.synced_seq();
+        self.slots.relocate(slot, synced);
+        self.slots.named_by(slot, seq);
+        Ok(())
     }
 
     fn write_phys(&mut self, phys: u32, at: usize, data: &[u8]) -> io::Result<()> {
@@ -226,35 +270,46 @@ impl State {
             .blocks
             .as_ref()
             .expect("a cache with slots has a block file");
-        blocks.write_all_at(data, phys as u64 * self.cfg.block_size as u64 + at as u64)?;
+        let offset = phys as u64 * self.cfg.block_size as u64 + at as u64;
+        blocks.write_all_at(data, offset)?;
+        #[cfg(test)]
+        crate::powerloss::write(
+            &crate::store::CacheDir::new(&self.cfg.cache_dir).blocks(),
+            offset,
+            data,
+        );
         self.stats.cache_bytes_written += data.len() as u64;
+        Ok(())
+    }
+
+    /// Makes the blocks file durable.
+    pub(super) fn sync_blocks(&self) -> io::Result<()> {
+        if let Some(b) = self.blocks.as_ref() {
+            b.sync_data()?;
+            #[cfg(test)]
+            crate::powerloss::sync(&crate::store::CacheDir::new(&self.cfg.cache_dir).blocks());
+        }
         Ok(())
     }
 
     /// Journals that (core) slot `slot` holds dirty `key` with valid content `data`.
     pub(super) fn journal_map(&mut self, slot: u32, key: BlockKey, data: &[u8]) -> io::Result<()> {
         if let Some(j) = self.journal.as_mut() {
-            j.map(self.phys[slot as usize], key, data)?;
+            let seq = j.next_seq();
+            j.map(self.slots.phys(slot), key, data)?;
             self.journaled[slot as usize] = true;
+            self.slots.named_by(slot, seq);
         }
         Ok(())
-    }
-
-    /// Journals that the spare slot holds dirty `key`; the caller makes it the block's slot.
-    /// The record supersedes the block's previous one (see [`crate::journal`]).
-    fn journal_map_spare(&mut self, key: BlockKey, data: &[u8]) -> io::Result<()> {
-        self.journal
-            .as_mut()
-            .expect("a journaled slot has a journal")
-            .map(self.spare, key, data)
     }
 
     /// Journals that (core) slot `slot` holds nothing dirty any more.
     pub(super) fn journal_clean(&mut self, slot: u32) -> io::Result<()> {
         match self.journal.as_mut() {
             Some(j) if self.cfg.variant.is_write_back() => {
-                j.clean(self.phys[slot as usize])?;
+                j.clean(self.slots.phys(slot))?;
                 self.journaled[slot as usize] = false;
+                self.slots.cleaned(slot, j.synced_seq());
                 Ok(())
             }
             _ => Ok(()),
@@ -270,12 +325,15 @@ impl State {
         let mut live = Vec::new();
         for slot in 0..self.cfg.capacity_blocks {
             if let Some((key, true)) = self.core.slot_state(slot) {
-                live.push((self.phys[slot as usize], key, self.slot_data(slot)?));
+                live.push((self.slots.phys(slot), key, self.slot_data(slot)?));
             }
         }
         // The records name data in the block file: it must be durable first.
-        self.blocks.as_ref().expect("cache").sync_data()?;
+        self.sync_blocks()?;
         self.sync_written_back()?;
-        self.journal.as_mut().expect("checked").compact(&live)
+        self.journal.as_mut().expect("checked").compact(&live)?;
+        // The journal names the live blocks only, durably.
+        self.slots.synced();
+        Ok(())
     }
 }

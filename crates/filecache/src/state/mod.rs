@@ -15,6 +15,9 @@ use crate::recovery::{pread_full, recover};
 
 mod exec;
 #[cfg(test)]
+mod powerloss_tests;
+mod slots;
+#[cfg(test)]
 mod tests;
 use crate::store::{CacheDir, StoreIdentity, StoreLatency};
 
@@ -77,6 +80,10 @@ pub struct MountStats {
     pub files_deleted: u64,
     /// fsync calls.
     pub fsyncs: u64,
+    /// Syncs of the cache the mount made itself, because every spare slot was waiting for a
+    /// sync (overwrites of fsync'd dirty blocks or reuse of written-back ones, more between
+    /// two fsyncs than there are spare slots).
+    pub spare_syncs: u64,
     /// Store files synced (by fsync, flush, unmount or journal compaction).
     pub store_syncs: u64,
     /// Lookups refused because the entry is on another file system than the store's root.
@@ -128,11 +135,9 @@ pub struct State {
     journal: Option<Journal>,
     /// Valid bytes of each (core) slot.
     valid: Vec<u32>,
-    /// Where each of the core's slots lies in the block file. The file has one slot more,
-    /// the spare: a dirty block's new version is written there, and their places swapped.
-    phys: Vec<u32>,
-    /// The block file's slot no core slot uses.
-    spare: u32,
+    /// Where each of the core's slots lies in the block file, which has spare slots more: a
+    /// journaled dirty block's new version is written to a spare, and their places swapped.
+    slots: slots::Slots,
     /// Whether the journal's last record for each (core) slot maps a dirty block: its
     /// content is then the recoverable version and must not be overwritten in place.
     journaled: Vec<bool>,
@@ -192,7 +197,8 @@ impl State {
                 .read(true)
                 .write(true)
                 .open(cache.blocks())?;
-            blocks.set_len((cfg.capacity_blocks as u64 + 1) * cfg.block_size as u64)?;
+            let total = cfg.capacity_blocks + slots::spare_slots(cfg.capacity_blocks);
+            blocks.set_len(total as u64 * cfg.block_size as u64)?;
             (Some(blocks), Some(Journal::create(&cache.journal())?))
         } else {
             (None, None)
@@ -217,8 +223,7 @@ impl State {
         Ok(State {
             core: FileCache::new(cfg.capacity_blocks, cfg.variant),
             valid: vec![0; cfg.capacity_blocks as usize],
-            phys: (0..cfg.capacity_blocks).collect(),
-            spare: cfg.capacity_blocks,
+            slots: slots::Slots::new(cfg.capacity_blocks),
             journaled: vec![false; cfg.capacity_blocks as usize],
             root_ino: md.ino(),
             root_dev: md.dev(),
@@ -511,9 +516,7 @@ impl State {
     pub fn fsync(&mut self, id: u64) -> io::Result<()> {
         self.stats.fsyncs += 1;
         if self.cached(id) && self.cfg.variant.is_write_back() {
-            self.blocks.as_ref().expect("cache").sync_data()?;
-            self.sync_written_back()?;
-            self.journal.as_mut().expect("cache").sync()?;
+            self.sync_journal()?;
         } else {
             self.store_file(id)?.sync_data()?;
             self.stats.store_syncs += 1;
@@ -529,21 +532,19 @@ impl State {
         self.core.flush(None, &mut ops);
         let n = ops.len() as u64;
         self.execute(&ops, 0, &mut [], None)?;
-        self.sync_written_back()?;
-        if let Some(j) = self.journal.as_mut() {
-            j.sync()?;
-        }
+        self.sync_journal()?;
         Ok(n)
     }
 
-    /// Makes the journal durable (clean unmount): a later mount or `flush` writes back.
+    /// Makes the journal durable (clean unmount, fsync): a later mount or `flush` writes
+    /// back. The blocks file and the store files written to are synced first: the records
+    /// name their data.
     pub fn sync_journal(&mut self) -> io::Result<()> {
-        if let Some(b) = self.blocks.as_ref() {
-            b.sync_data()?;
-        }
+        self.sync_blocks()?;
         self.sync_written_back()?;
         if let Some(j) = self.journal.as_mut() {
             j.sync()?;
+            self.slots.synced();
         }
         Ok(())
     }
@@ -580,11 +581,36 @@ impl State {
 
     /// Truncates file `id` to `size`, through to the store at once; cached blocks past the end
     /// are freed (their write-back cancelled) and the partial last block is trimmed.
+    ///
+    /// When the cut reaches journaled dirty data, the store file and the journal must change
+    /// together: a crash between the two would leave the old dirty blocks to be written back
+    /// over a store already cut (old dirty data past the new end, clean data there lost), or a
+    /// journal already trimmed over a store not cut (stale store data past the new end). So
+    /// the journal first records the truncate and is synced (one fdatasync: a power loss
+    /// must not keep the cut without the record), then drops and trims the blocks, then the
+    /// store file is cut and synced, then the journal records the cut done. Recovery redoes a
+    /// truncate not recorded done and cuts every version recorded before it at its size, so
+    /// every crash point recovers to the file before or after the truncate, with the dirty
+    /// bytes below the new size intact. A truncate that cuts no journaled data needs none of
+    /// this (its store file is synced by the next fsync).
     pub fn truncate(&mut self, id: u64, size: u64) -> io::Result<()> {
         let f = self.store_file(id)?;
-        self.meta_op();
-        f.set_len(size)?;
         let bs = self.bs();
+        let journaled_cut = self.journal.is_some()
+            && self.cfg.variant.is_write_back()
+            && self
+                .core
+                .dirty_of_file(id)
+                .iter()
+                .any(|&(key, slot)| key.block * bs + self.valid[slot as usize] as u64 > size);
+        if journaled_cut {
+            let j = self.journal.as_mut().expect("checked");
+            j.truncate(id, size)?;
+            // The journal alone: the records before this one need not be durable for the
+            // truncate (recovery cuts whatever version it finds), and the slots they gave up
+            // stay out of use until a full sync.
+            j.sync()?;
+        }
         let mut ops = Vec::new();
         self.core.truncate(id, size.div_ceil(bs), &mut ops);
         self.execute(&ops, 0, &mut [], None)?;
@@ -600,6 +626,16 @@ impl State {
                     }
                 }
             }
+        }
+        self.meta_op();
+        f.set_len(size)?;
+        if journaled_cut {
+            f.sync_data()?;
+            self.stats.store_syncs += 1;
+            self.journal.as_mut().expect("checked").truncated(id)?;
+        } else if self.cfg.variant.is_write_back() {
+            // An fsync of a write-back mount syncs the store files listed here.
+            self.unsynced_store.insert(id);
         }
         if let Some(node) = self.nodes.get_mut(&id) {
             node.size = size;

@@ -81,21 +81,23 @@ fn a_crash_while_overwriting_dirty_blocks_leaves_the_old_or_the_new_version() {
 fn the_spare_slot_moves_and_reads_follow_it() {
     let (_dir, mut st, id) = with_one_file(Variant::WB);
     st.write(id, 0, &[1u8; BS]).unwrap();
-    let first = st.phys[0];
+    let first = st.slots.phys(0);
     st.write(id, 10, &[2u8; 5]).unwrap();
     assert_ne!(
-        st.phys[0], first,
+        st.slots.phys(0),
+        first,
         "a dirty block's new version is written elsewhere"
     );
-    assert_eq!(st.spare, first);
+    // No synced record named the old place (nothing was fsync'd): it is the next spare.
+    assert_eq!(st.slots.spare(), Some(first));
     let mut want = vec![1u8; BS];
     want[10..15].fill(2);
     assert_eq!(st.read(id, 0, BS as u32).unwrap(), want);
     // Written back, the block is clean: a later write may go in place.
     st.flush_all().unwrap();
-    let slot = st.phys[0];
+    let slot = st.slots.phys(0);
     st.write(id, 0, &[3u8; 4]).unwrap();
-    assert_eq!(st.phys[0], slot);
+    assert_eq!(st.slots.phys(0), slot);
     want[..4].fill(3);
     assert_eq!(st.read(id, 0, BS as u32).unwrap(), want);
 }
@@ -112,4 +114,32 @@ fn fsync_syncs_the_store_file_written_around_the_cache() {
     // Nothing more to sync: a second fsync syncs no store file again.
     st.fsync(id).unwrap();
     assert_eq!(st.stats().store_syncs, 1);
+}
+
+#[test]
+fn a_crash_during_a_truncate_through_dirty_blocks_leaves_the_old_or_the_new_file() {
+    // Cut inside dirty block 1, past dirty block 2 and clean block 3 (in the store only).
+    let size = BS + BS / 3;
+    for appends in 0..=4u64 {
+        let (dir, mut st, id) = with_one_file(Variant::WB);
+        let old = super::powerloss_tests::clean_and_dirty_blocks(&mut st, id);
+        st.journal.as_mut().unwrap().appends_before_crash = Some(appends);
+        let done = st.truncate(id, size as u64).is_ok();
+        drop(st); // the process is gone; what it wrote stays (kill -9)
+
+        let cache = CacheDir::new(&dir.path().join("cache"));
+        recover(&dir.path().join("store"), &cache).unwrap();
+        let back = std::fs::read(dir.path().join("store/f")).unwrap();
+        let new = &old[..size];
+        assert!(
+            back == old || back == new,
+            "crash after {appends} records: the file is neither before ({} bytes) nor after \
+             the truncate ({size} bytes): {} bytes",
+            old.len(),
+            back.len()
+        );
+        if done {
+            assert_eq!(back, new, "a completed truncate is recovered");
+        }
+    }
 }

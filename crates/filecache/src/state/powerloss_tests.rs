@@ -1,0 +1,281 @@
+//! Power loss on the write path ([`crate::powerloss`]): after writes that were not fsync'd,
+//! the blocks file and the journal keep what was synced and any subset of the rest. Recovery
+//! must then give every block its fsync'd version or a later one, never older data, zeros or
+//! another block's data.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use rand::{Rng, SeedableRng};
+
+use super::State;
+use crate::powerloss::{self, Recording};
+use crate::recovery::recover;
+use crate::store::{CacheDir, StoreLatency};
+use crate::{MountConfig, Variant};
+
+const BS: usize = 512;
+
+/// A write-back state with `capacity` slots over a store holding one empty file, `f`.
+fn one_file(capacity: u32) -> (tempfile::TempDir, State, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("store")).unwrap();
+    std::fs::write(dir.path().join("store/f"), b"").unwrap();
+    let mut st = State::open(MountConfig {
+        store: dir.path().join("store"),
+        cache_dir: dir.path().join("cache"),
+        capacity_blocks: capacity,
+        block_size: BS as u32,
+        variant: Variant::WB,
+        latency: StoreLatency::default(),
+        direct_io: false,
+    })
+    .unwrap();
+    let md = std::fs::metadata(dir.path().join("store/f")).unwrap();
+    let id = st.remember(PathBuf::from("f"), &md).unwrap();
+    (dir, st, id)
+}
+
+fn cache_files(dir: &Path) -> Vec<PathBuf> {
+    let cache = CacheDir::new(&dir.join("cache"));
+    vec![cache.blocks(), cache.journal()]
+}
+
+/// Every power-loss image of `rec` (all subsets of its unsynced writes when there are few,
+/// else `samples` random ones and the two extremes) is recovered and `check` is given the
+/// store file then (an error names what is wrong). The store is as the process left it (the
+/// model loses cache writes only) unless `store` says what it holds; then every unsynced
+/// journal record is lost with the store's writes (the journal records after a write-back
+/// assume it).
+fn check_images(
+    dir: &Path,
+    rec: &Recording,
+    samples: u32,
+    store: Option<Vec<u8>>,
+    check: impl Fn(&[u8]) -> Result<(), String>,
+) {
+    let journal = CacheDir::new(&dir.join("cache")).journal();
+    let unsynced: Vec<usize> = rec
+        .unsynced()
+        .into_iter()
+        .filter(|&i| store.is_none() || rec.path_of(i) != journal)
+        .collect();
+    let store_file = dir.join("store/f");
+    let store_now = store.unwrap_or_else(|| std::fs::read(&store_file).unwrap());
+    let cache = CacheDir::new(&dir.join("cache"));
+    let masks: Vec<Vec<bool>> = if unsynced.len() <= 12 {
+        (0..1u32 << unsynced.len())
+            .map(|m| (0..unsynced.len()).map(|i| m >> i & 1 == 1).collect())
+            .collect()
+    } else {
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
+        let mut v = vec![vec![false; unsynced.len()], vec![true; unsynced.len()]];
+        v.extend((0..samples).map(|_| (0..unsynced.len()).map(|_| rng.gen()).collect()));
+        v
+    };
+    for mask in masks {
+        let image = rec.image(|i| unsynced.binary_search(&i).is_ok_and(|at| mask[at]));
+        for (path, bytes) in &image {
+            std::fs::write(path, bytes).unwrap();
+        }
+        // The same file (recovery finds it by inode number), as the process left it.
+        std::fs::write(&store_file, &store_now).unwrap();
+        recover(&dir.join("store"), &cache).unwrap();
+        if let Err(what) = check(&std::fs::read(&store_file).unwrap()) {
+            let kept: Vec<usize> = unsynced
+                .iter()
+                .zip(&mask)
+                .filter(|(_, k)| **k)
+                .map(|(i, _)| *i)
+                .collect();
+            panic!("after a power loss keeping unsynced writes {kept:?} of {unsynced:?}: {what}");
+        }
+    }
+}
+
+/// A check that each block of the file is one of the versions `allowed` lists for it.
+fn blocks_among(allowed: &[HashSet<Vec<u8>>]) -> impl Fn(&[u8]) -> Result<(), String> + '_ {
+    move |back| {
+        for (b, versions) in allowed.iter().enumerate() {
+            let mut got = back.get(b * BS..).unwrap_or(&[]).to_vec();
+            got.resize(BS, 0); // past the store's end reads as zeros
+            got.truncate(BS);
+            if !versions.contains(&got) {
+                return Err(format!(
+                    "block {b} recovered to data it never held (fsync'd or later): starts {:?}",
+                    &got[..8]
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn pattern(tag: u8, b: usize) -> Vec<u8> {
+    (0..BS).map(|i| tag ^ (b as u8) ^ (i as u8)).collect()
+}
+
+#[test]
+fn overwriting_fsynced_dirty_blocks_keeps_them_across_a_power_loss() {
+    // Four fsync'd dirty blocks, then each overwritten (not fsync'd). Each new version goes to
+    // a spare slot; the slot it frees must not take the next block's version while the
+    // journal on disk may still name it for the fsync'd one.
+    let (dir, mut st, id) = one_file(8);
+    let v1: Vec<Vec<u8>> = (0..4).map(|b| pattern(0x10, b)).collect();
+    st.write(id, 0, &v1.concat()).unwrap();
+    st.fsync(id).unwrap();
+    powerloss::start(&cache_files(dir.path())).unwrap();
+    let v2: Vec<Vec<u8>> = (0..4).map(|b| pattern(0x20, b)).collect();
+    for (b, v) in v2.iter().enumerate() {
+        st.write(id, (b * BS) as u64, v).unwrap();
+    }
+    drop(st);
+    let rec = powerloss::stop();
+    let allowed: Vec<HashSet<Vec<u8>>> = (0..4)
+        .map(|b| [v1[b].clone(), v2[b].clone()].into_iter().collect())
+        .collect();
+    check_images(dir.path(), &rec, 0, None, blocks_among(&allowed));
+}
+
+#[test]
+fn random_writes_and_fsyncs_survive_a_power_loss() {
+    // A file of 12 blocks in caches smaller and larger than it (evictions write back), written
+    // at random with fsyncs now and then; a power loss at the end.
+    for (capacity, seed) in [(8u32, 1u64), (8, 2), (40, 3), (40, 4), (64, 5)] {
+        let (dir, mut st, id) = one_file(capacity);
+        let blocks = 12;
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+        let mut model: Vec<u8> = (0..blocks * BS).map(|i| (i % 7) as u8).collect();
+        st.write(id, 0, &model).unwrap();
+        st.fsync(id).unwrap();
+        powerloss::start(&cache_files(dir.path())).unwrap();
+        let block = |m: &Vec<u8>, b: usize| m[b * BS..(b + 1) * BS].to_vec();
+        let mut allowed: Vec<HashSet<Vec<u8>>> =
+            (0..blocks).map(|b| [block(&model, b)].into()).collect();
+        for _ in 0..60 {
+            if rng.gen_range(0..10) == 0 {
+                st.fsync(id).unwrap();
+                for (b, a) in allowed.iter_mut().enumerate() {
+                    *a = [block(&model, b)].into();
+                }
+                continue;
+            }
+            let at = rng.gen_range(0..blocks * BS - 1);
+            let len = rng.gen_range(1..(blocks * BS - at).min(3 * BS));
+            let tag: u8 = rng.gen();
+            model[at..at + len].fill(tag);
+            st.write(id, at as u64, &model[at..at + len]).unwrap();
+            let touched = at / BS..(at + len).div_ceil(BS);
+            for (b, a) in allowed.iter_mut().enumerate() {
+                if touched.contains(&b) {
+                    a.insert(block(&model, b));
+                }
+            }
+        }
+        drop(st);
+        let rec = powerloss::stop();
+        check_images(dir.path(), &rec, 300, None, blocks_among(&allowed));
+    }
+}
+
+#[test]
+fn a_written_back_slot_keeps_its_fsynced_data_until_the_clean_is_synced() {
+    // Eight fsync'd dirty blocks fill the cache; a ninth evicts the first: written back to
+    // the store (not synced) and journaled clean (not synced), its slot taken by the ninth.
+    // A power loss that loses the write-back and the clean record leaves the synced record
+    // of the first block: its slot must still hold that data.
+    let (dir, mut st, id) = one_file(8);
+    let v1: Vec<Vec<u8>> = (0..9).map(|b| pattern(0x30, b)).collect();
+    st.write(id, 0, &v1[..8].concat()).unwrap();
+    st.fsync(id).unwrap();
+    let store_at_fsync = std::fs::read(dir.path().join("store/f")).unwrap();
+    powerloss::start(&cache_files(dir.path())).unwrap();
+    st.write(id, (8 * BS) as u64, &v1[8]).unwrap();
+    assert_eq!(
+        st.stats().core.write_backs,
+        1,
+        "the first block was written back"
+    );
+    drop(st);
+    let rec = powerloss::stop();
+    let mut allowed: Vec<HashSet<Vec<u8>>> = (0..9).map(|b| [v1[b].clone()].into()).collect();
+    allowed[8].insert(vec![0; BS]); // never fsync'd
+    check_images(
+        dir.path(),
+        &rec,
+        0,
+        Some(store_at_fsync),
+        blocks_among(&allowed),
+    );
+}
+
+#[test]
+fn overwrites_sync_only_when_every_spare_waits_for_a_sync() {
+    // 64 slots, 4 spares. Each overwrite of an fsync'd dirty block quarantines one slot
+    // until the next sync: an application that fsyncs every 4 such overwrites never makes
+    // the mount sync on its own; one that overwrites 16 without an fsync, every 4th time.
+    let (_dir, mut st, id) = one_file(64);
+    assert_eq!(super::slots::spare_slots(64), 4);
+    st.write(id, 0, &vec![1; 16 * BS]).unwrap();
+    st.fsync(id).unwrap();
+    for round in 0..4 {
+        for b in 0..4 {
+            st.write(id, ((round * 4 + b) * BS) as u64, &[2; BS])
+                .unwrap();
+        }
+        st.fsync(id).unwrap();
+    }
+    assert_eq!(st.stats().spare_syncs, 0);
+    for b in 0..16 {
+        st.write(id, (b * BS) as u64, &[3; BS]).unwrap();
+    }
+    assert_eq!(st.stats().spare_syncs, 3);
+    // Overwriting a block again before the next sync costs nothing: the place its last
+    // version leaves is named by no synced record.
+    st.fsync(id).unwrap();
+    for round in 0..20 {
+        st.write(id, 0, &[round; BS]).unwrap();
+    }
+    assert_eq!(st.stats().spare_syncs, 3);
+}
+
+/// A file of 4 blocks: block 0 and 3 clean in the store, 1 and 2 fsync'd dirty versions in
+/// the cache. Returns the file's content.
+pub(super) fn clean_and_dirty_blocks(st: &mut State, id: u64) -> Vec<u8> {
+    let mut old: Vec<u8> = (0..4).flat_map(|b| pattern(0x40, b)).collect();
+    st.write(id, 0, &old).unwrap();
+    st.flush_all().unwrap();
+    let dirty: Vec<u8> = (1..3).flat_map(|b| pattern(0x50, b)).collect();
+    st.write(id, BS as u64, &dirty).unwrap();
+    st.fsync(id).unwrap();
+    old[BS..3 * BS].copy_from_slice(&dirty);
+    old
+}
+
+#[test]
+fn a_truncate_through_a_dirty_block_is_whole_or_not_at_all_after_a_power_loss() {
+    // Cut inside dirty block 1, past dirty block 2 and clean block 3, then power loss.
+    let (dir, mut st, id) = one_file(8);
+    let old = clean_and_dirty_blocks(&mut st, id);
+    let size = BS + BS / 3;
+    powerloss::start(&cache_files(dir.path())).unwrap();
+    st.truncate(id, size as u64).unwrap();
+    drop(st);
+    let rec = powerloss::stop();
+    let new = old[..size].to_vec();
+    check_images(dir.path(), &rec, 0, None, |back| {
+        if back == old || back == new {
+            Ok(())
+        } else {
+            Err(format!(
+                "the file is neither before ({} bytes) nor after the truncate ({} bytes): {} \
+                 bytes, first block {}, dirty bytes kept {}",
+                old.len(),
+                new.len(),
+                back.len(),
+                back.get(..BS) == Some(&old[..BS]),
+                back.get(BS..size) == Some(&old[BS..size]),
+            ))
+        }
+    });
+}
