@@ -200,7 +200,10 @@ impl Disk {
         } else if fresh {
             0
         } else {
-            self.channels.peek().expect("every channel is in the heap").0
+            self.channels
+                .peek()
+                .expect("every channel is in the heap")
+                .0
         };
         let gate = u64::try_from(self.gate_ps).ok()?;
         let start_ps = now.max(chan_free).checked_mul(PS_PER_NS as u64)?.max(gate);

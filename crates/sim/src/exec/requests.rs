@@ -4,6 +4,7 @@
 use super::*;
 
 impl Sim<'_> {
+    #[inline]
     pub(super) fn alloc_task(&mut self) -> u32 {
         let idx = match self.free.pop() {
             Some(i) => i,
@@ -16,11 +17,15 @@ impl Sim<'_> {
         idx
     }
 
+    #[inline]
     pub(super) fn free_task(&mut self, idx: u32) {
         let t = &mut self.tasks[idx as usize];
         assert!(t.live, "task slot {idx} released twice");
         t.live = false;
-        t.flush = None;
+        if t.kind == TaskKind::Flush {
+            // A request's slot never holds a job: only a flush's may need dropping.
+            t.flush = None;
+        }
         self.free.push(idx);
     }
 
