@@ -116,7 +116,7 @@ impl EventQueue {
     }
 
     /// Schedules `what` at `time` (not before the last event popped).
-    #[inline]
+    #[inline(always)]
     pub(super) fn push(&mut self, time: Nanos, what: What) {
         assert!(
             time >= self.clock,
