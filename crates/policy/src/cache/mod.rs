@@ -27,6 +27,7 @@ mod demote;
 mod jobs;
 mod journal;
 mod modes;
+mod prefetch;
 mod read;
 mod resize;
 mod tenancy;
@@ -369,37 +370,6 @@ impl Cache {
             dirty: m.dirty,
             pinned: m.pinned,
         })
-    }
-
-    /// Hint that `req` is processed soon, for loops that read ahead (hit-ratio-only runs):
-    /// stage 1 about a dozen requests ahead (index bucket), stage 2 about six (line entry and
-    /// replacement-list links), stage 3 the next (the coming victim). Changes nothing.
-    #[inline]
-    pub fn prefetch(&self, req: &Request, stage: u8) {
-        let Some(part) = self.parts.single() else {
-            // With static partitions, finding a line's domain would read the entry being
-            // prefetched: no hints.
-            return;
-        };
-        if stage >= 3 {
-            if part.used >= part.capacity {
-                if let Some((victim, then)) = part.evict.victim_hint() {
-                    self.table.prefetch_victim(victim, then);
-                    if let Some(t) = then {
-                        part.evict.prefetch(self.parts.numbers(), t);
-                    }
-                }
-            }
-            return;
-        }
-        let index = self.geo.line_of(req.offset);
-        if req.volume.0 >= tiercache_core::MAX_VOLUMES || index >> 48 != 0 {
-            return;
-        }
-        let key = LineKey::new(req.volume, index);
-        if let Some(slot) = self.table.prefetch(key, stage) {
-            part.evict.prefetch(self.parts.numbers(), slot);
-        }
     }
 
     /// Whether reading `req` now would be served by the cache alone (every line resident

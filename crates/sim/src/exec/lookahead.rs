@@ -51,22 +51,8 @@ impl Lookahead {
         cache: &dyn PolicyCore,
     ) -> Option<Request> {
         let j = &mut self.jobs[job as usize];
-        let mut r = if j.filled {
-            let h = j.head as usize;
-            // The stream ended: it stays ended, never drawn past.
-            let r = j.drawn[h]?;
-            // Refill the slot taken, now the newest, unless the stream's end is drawn.
-            if j.drawn[(h + DEPTH - 1) % DEPTH].is_some() {
-                let d = source.next_request_at(job, now);
-                j.drawn[h] = d;
-                if let Some(d) = &d {
-                    cache.prefetch(d, 1);
-                }
-            }
-            j.head = ((h + 1) % DEPTH) as u8;
-            r
-        } else {
-            let r = source.next_request_at(job, now)?;
+        if !j.filled {
+            let mut r = source.next_request_at(job, now)?;
             j.filled = true;
             for slot in 0..DEPTH {
                 let d = source.next_request_at(job, now);
@@ -76,14 +62,27 @@ impl Lookahead {
                     None => break,
                 }
             }
-            r
-        };
-        r.time_ns = r.time_ns.max(now);
-        // The oldest drawn had its bucket hinted one call ago: now its line entry.
-        if let Some(soon) = &j.drawn[j.head as usize] {
-            cache.prefetch(soon, 2);
+            r.time_ns = r.time_ns.max(now);
+            if let Some(soon) = &j.drawn[0] {
+                cache.prefetch(soon, 2);
+            }
+            cache.prefetch(&r, 3);
+            return Some(r);
         }
-        cache.prefetch(&r, 3);
+        let h = j.head as usize;
+        // The stream ended: it stays ended, never drawn past.
+        let mut r = j.drawn[h]?;
+        r.time_ns = r.time_ns.max(now);
+        // Refill the slot taken, now the newest, unless the stream's end is drawn.
+        let refill = j.drawn[(h + DEPTH - 1) % DEPTH].is_some();
+        if refill {
+            j.drawn[h] = source.next_request_at(job, now);
+        }
+        j.head = ((h + 1) % DEPTH) as u8;
+        // The newest gets its bucket hinted, the oldest drawn (its bucket hinted one call ago)
+        // its line entry, and `r` the coming victim.
+        let newest = if refill { j.drawn[h].as_ref() } else { None };
+        cache.prefetch_ahead(newest, j.drawn[j.head as usize].as_ref(), &r);
         Some(r)
     }
 }
