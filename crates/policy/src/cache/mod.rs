@@ -547,11 +547,17 @@ impl Cache {
         self.count_volume_lines(req.volume, req.op, &out);
         if let Some(plan) = plan {
             plan.clear();
-            // Lines were planned one after another; order all ops by stage (stable, so ops of
-            // one stage keep address order and contiguous ones merge).
-            self.scratch.sort_by_key(|o| o.stage);
-            for o in self.scratch.drain(..) {
-                plan.push(o);
+            if self.scratch.len() <= 1 {
+                // One op (most requests) merges with nothing: the plan takes the buffer
+                // whole, leaving its own (empty) as the next scratch.
+                std::mem::swap(&mut plan.ops, &mut self.scratch);
+            } else {
+                // Lines were planned one after another; order all ops by stage (stable, so
+                // ops of one stage keep address order and contiguous ones merge).
+                self.scratch.sort_by_key(|o| o.stage);
+                for o in self.scratch.drain(..) {
+                    plan.push(o);
+                }
             }
         }
         Ok(out)
