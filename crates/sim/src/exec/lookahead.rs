@@ -43,6 +43,7 @@ impl Lookahead {
 
     /// The next request of `job` as the source would give it at `now`, keeping the following
     /// ones drawn and hinted to `cache`.
+    #[inline]
     pub(super) fn next(
         &mut self,
         job: u32,

@@ -249,11 +249,19 @@ impl EventQueue {
 
     /// Sets the clock (not back), moving the far events of the days it brings into the
     /// calendar.
-    #[inline]
+    #[inline(always)]
     fn set_clock(&mut self, time: Nanos) {
         debug_assert!(time >= self.clock);
         self.clock = time;
         self.day = time >> self.shift;
+        if !self.far.is_empty() {
+            self.migrate();
+        }
+    }
+
+    /// Moves the far events now within the calendar's days into it.
+    #[inline(never)]
+    fn migrate(&mut self) {
         while let Some(Reverse(Far(e))) = self.far.peek() {
             if (e.time >> self.shift) - self.day >= DAYS as u64 {
                 break;

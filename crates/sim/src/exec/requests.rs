@@ -140,6 +140,7 @@ impl Sim<'_> {
         self.poll_cleaner();
     }
 
+    #[inline]
     pub(super) fn issue_first(&mut self, idx: u32) {
         self.issue_stage(idx);
         let t = &self.tasks[idx as usize];
@@ -264,6 +265,7 @@ impl Sim<'_> {
         }
     }
 
+    #[inline]
     pub(super) fn start_ack(&mut self, idx: u32) {
         self.tasks[idx as usize].ack_started = true;
         match &mut self.host {
