@@ -269,7 +269,11 @@ mod tests {
                     assert_eq!(g.split(offset, len).len(), walked, "{offset}+{len}");
                     let mut it = g.split(offset, len);
                     it.next();
-                    assert_eq!(it.len(), walked.saturating_sub(1), "{offset}+{len} after one");
+                    assert_eq!(
+                        it.len(),
+                        walked.saturating_sub(1),
+                        "{offset}+{len} after one"
+                    );
                 }
             }
         }
