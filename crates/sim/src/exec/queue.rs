@@ -38,8 +38,16 @@ const DAYS: usize = 512;
 const WORDS: usize = DAYS / 64;
 /// Initial day length, log2 ns (1 µs days: a calendar of 512 µs, device latencies' scale).
 const INITIAL_SHIFT: u32 = 10;
-/// A bucket holding more events than this after its earliest are taken asks for shorter days.
-const CROWDED: usize = 8;
+/// A bucket holding more events than this after its earliest are taken asks for shorter days,
+/// if every event lies in the calendar's first quarter (halved days keep them in its first
+/// half: a shrink sending events beyond it would make the calendar grow back, and it would
+/// swing between the two on a workload mixing near and far events, as a cache device's
+/// completions and a disk's queue).
+const CROWDED: usize = 16;
+/// Calendar pushes and pops that pay for a rebuild, per event the last rebuild refiled (so a
+/// rebuild, which refiles at most that many and one per push since, costs a few instructions
+/// per push or pop however often the days change), and the least.
+const REBUILD_PAYMENT: (usize, usize) = (4, 64);
 
 /// An event of `far`, ordered by `(time, seq)`.
 #[derive(Debug, Clone, Copy)]
@@ -89,6 +97,8 @@ pub(super) struct EventQueue {
     ops_since_rebuild: usize,
     /// Events scheduled into `far` since the calendar was last rebuilt.
     far_filed: usize,
+    /// Events the last rebuild refiled.
+    last_refiled: usize,
 }
 
 impl EventQueue {
@@ -107,6 +117,7 @@ impl EventQueue {
             far: BinaryHeap::new(),
             ops_since_rebuild: 0,
             far_filed: 0,
+            last_refiled: 0,
         }
     }
 
@@ -209,7 +220,7 @@ impl EventQueue {
             let crowded = bucket.len() > CROWDED;
             self.due.sort_unstable_by_key(|e| Reverse(e.seq));
             let e = self.due.pop().expect("the earliest event");
-            if crowded && self.shift > 0 {
+            if crowded && self.shift > 0 && self.far.is_empty() && self.last_day() < DAYS / 4 {
                 self.in_calendar -= self.due.len() + 1;
                 self.set_clock(e.time);
                 // Many events at distinct times share a day: shorter days.
@@ -247,6 +258,26 @@ impl EventQueue {
         unreachable!("the calendar holds an event")
     }
 
+    /// The last non-empty day of the calendar, counted from the clock's (0 when empty).
+    fn last_day(&self) -> usize {
+        let start = self.day as usize % DAYS;
+        let (w, bit) = (start / 64, start % 64);
+        let mut last = 0;
+        for (i, &word) in self.filled.iter().enumerate() {
+            // The clock's word holds the first days (from `start` up) and the last (below it).
+            let parts = if i == w {
+                [word & (!0u64 << bit), word & !(!0u64 << bit)]
+            } else {
+                [word, 0]
+            };
+            for bits in parts.into_iter().filter(|&b| b != 0) {
+                let b = i * 64 + 63 - bits.leading_zeros() as usize;
+                last = last.max((b + DAYS - start) % DAYS);
+            }
+        }
+        last
+    }
+
     /// Sets the clock (not back), moving the far events of the days it brings into the
     /// calendar.
     #[inline(always)]
@@ -271,16 +302,17 @@ impl EventQueue {
         }
     }
 
-    /// Refiles every calendar and far event with days of `2^shift` ns, unless the last
-    /// rebuild was fewer pushes and pops ago than events are queued (so rebuilds cost O(1)
-    /// a push or pop).
+    /// Refiles every calendar and far event with days of `2^shift` ns, unless fewer pushes
+    /// and pops than [`REBUILD_PAYMENT`] asks came since the last rebuild (so rebuilds cost
+    /// O(1) a push or pop).
     #[cold]
     fn rebuild(&mut self, shift: u32) {
-        let queued = self.in_calendar + self.far.len();
-        if self.ops_since_rebuild < queued || shift >= u64::BITS {
+        let (per_event, least) = REBUILD_PAYMENT;
+        if self.ops_since_rebuild < per_event * self.last_refiled + least || shift >= u64::BITS {
             return;
         }
         self.ops_since_rebuild = 0;
+        self.last_refiled = self.in_calendar + self.far.len();
         self.far_filed = 0;
         let mut all: Vec<Event> = self.far.drain().map(|Reverse(Far(e))| e).collect();
         for b in self.buckets.iter_mut() {
@@ -387,12 +419,21 @@ mod tests {
         }
         let long = q.shift;
         assert!(long > INITIAL_SHIFT, "days grew: shift {long}");
-        // Many distinct times within one long day: the days shorten.
-        for i in 0..3000u64 {
-            push(&mut q, &mut reference, clock + 1 + i % 64);
-            let (a, b) = (q.pop().map(key), reference.pop().map(|r| r.0));
-            assert_eq!(a, b);
-            clock = a.expect("queued").0;
+        // The far events leave; then many distinct times within one long day: the days
+        // shorten.
+        while let Some(a) = q.pop().map(key) {
+            assert_eq!(Some(a), reference.pop().map(|r| r.0));
+            clock = a.0;
+        }
+        for _ in 0..100 {
+            for i in 0..64 {
+                push(&mut q, &mut reference, clock + 1 + i * 3);
+            }
+            for _ in 0..64 {
+                let (a, b) = (q.pop().map(key), reference.pop().map(|r| r.0));
+                assert_eq!(a, b);
+                clock = a.expect("queued").0;
+            }
         }
         assert!(
             q.shift < long,
@@ -400,6 +441,29 @@ mod tests {
             q.shift
         );
         drain_against(&mut q, &mut reference);
+    }
+
+    /// The last non-empty day, counted from the clock's, wherever the clock's bucket lies.
+    #[test]
+    fn last_day_counts_from_the_clock() {
+        for clock_day in [0u64, 5, 63, 64, 300, 511, 512, 1000] {
+            for offsets in [
+                vec![1u64],
+                vec![1, 70],
+                vec![3, 200, 511],
+                vec![64, 128, 450],
+            ] {
+                let mut q = EventQueue::new();
+                let day = 1u64 << INITIAL_SHIFT;
+                q.push(clock_day * day, What::Poll);
+                q.pop();
+                for &o in &offsets {
+                    q.push((clock_day + o) * day, What::Poll);
+                }
+                let expected = *offsets.iter().max().unwrap() as usize;
+                assert_eq!(q.last_day(), expected, "clock day {clock_day}, {offsets:?}");
+            }
+        }
     }
 
     /// Times near the end of time file without overflow.
