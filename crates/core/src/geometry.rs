@@ -227,11 +227,57 @@ impl Iterator for LineSplit {
         self.pos = stop;
         Some(slice)
     }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.lines_left();
+        (n, Some(n))
+    }
+
+    /// The lines left, by arithmetic (callers count a request's lines per request).
+    fn count(self) -> usize {
+        self.lines_left()
+    }
+}
+
+impl ExactSizeIterator for LineSplit {}
+
+impl LineSplit {
+    /// Lines from `pos` to `end`: those holding its first and last bytes and all between.
+    #[inline]
+    fn lines_left(&self) -> usize {
+        if self.pos >= self.end {
+            0
+        } else {
+            (self.geo.line_of(self.end - 1) - self.geo.line_of(self.pos) + 1) as usize
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `count` and `size_hint` agree with walking the slices.
+    #[test]
+    fn split_counts_its_slices() {
+        for line in [512u64, 4096, 65536] {
+            let g = LineGeometry::new(line).unwrap();
+            for offset in [0, 1, line - 1, line, 3 * line + 7] {
+                for len in [0, 1, line - 1, line, line + 1, 5 * line - 3, 9 * line] {
+                    let walked = g.split(offset, len).fold(0, |n, _| n + 1);
+                    assert_eq!(g.split(offset, len).count(), walked, "{offset}+{len}");
+                    assert_eq!(g.split(offset, len).len(), walked, "{offset}+{len}");
+                    let mut it = g.split(offset, len);
+                    it.next();
+                    assert_eq!(
+                        it.len(),
+                        walked.saturating_sub(1),
+                        "{offset}+{len} after one"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn rejects_bad_line_sizes() {

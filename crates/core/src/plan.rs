@@ -104,12 +104,18 @@ pub const SERVICE_EWMA_SHIFT: u32 = 4;
 /// One step of a service-time moving average: `avg` moved 1/16 of the way to `sample` (the
 /// first sample, when `avg` is 0, is taken as it is). Both executors estimate a device's time
 /// per op with it.
+///
+/// In 64 bits: a step down moves by the difference divided rounding up, as an arithmetic
+/// shift of the negative difference does (`i128` arithmetic, used before, gives the same).
+#[inline]
 pub fn service_ewma(avg: u64, sample: u64) -> u64 {
     if avg == 0 {
         sample.max(1)
+    } else if sample >= avg {
+        avg + ((sample - avg) >> SERVICE_EWMA_SHIFT)
     } else {
-        let a = avg as i128 + ((sample as i128 - avg as i128) >> SERVICE_EWMA_SHIFT);
-        a.max(1) as u64
+        let down = (avg - sample).div_ceil(1 << SERVICE_EWMA_SHIFT);
+        (avg - down).max(1)
     }
 }
 
@@ -265,6 +271,41 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The 64-bit moving average is the signed 128-bit formula it replaced.
+    #[test]
+    fn service_ewma_matches_the_wide_formula() {
+        let wide = |avg: u64, sample: u64| {
+            if avg == 0 {
+                sample.max(1)
+            } else {
+                let a = avg as i128 + ((sample as i128 - avg as i128) >> SERVICE_EWMA_SHIFT);
+                a.max(1) as u64
+            }
+        };
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Mix magnitudes: small values, values near a power of two, and the extremes.
+            match x % 4 {
+                0 => x % 64,
+                1 => x >> (x % 64),
+                2 => u64::MAX - x % 64,
+                _ => x,
+            }
+        };
+        for _ in 0..200_000 {
+            let (a, s) = (next(), next());
+            assert_eq!(service_ewma(a, s), wide(a, s), "avg {a}, sample {s}");
+        }
+        for a in 0..40 {
+            for s in 0..40 {
+                assert_eq!(service_ewma(a, s), wide(a, s), "avg {a}, sample {s}");
+            }
+        }
+    }
 
     #[test]
     fn op_builder_defaults_and_setters() {

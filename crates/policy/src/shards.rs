@@ -243,6 +243,19 @@ pub trait PolicyCore {
     fn prefetch(&self, req: &Request, stage: u8) {
         let _ = (req, stage);
     }
+    /// The hints a lookahead of two gives each time it issues a request, in one call (see
+    /// [`Cache::prefetch_ahead`]): stage 1 for `newest`, stage 2 for `soon`, stage 3 for the
+    /// request issued. Default: those three [`PolicyCore::prefetch`] calls.
+    #[inline]
+    fn prefetch_ahead(&self, newest: Option<&Request>, soon: Option<&Request>, issued: &Request) {
+        if let Some(r) = newest {
+            self.prefetch(r, 1);
+        }
+        if let Some(r) = soon {
+            self.prefetch(r, 2);
+        }
+        self.prefetch(issued, 3);
+    }
 }
 
 impl PolicyCore for Cache {
@@ -323,6 +336,10 @@ impl PolicyCore for Cache {
     #[inline]
     fn prefetch(&self, req: &Request, stage: u8) {
         Cache::prefetch(self, req, stage)
+    }
+    #[inline]
+    fn prefetch_ahead(&self, newest: Option<&Request>, soon: Option<&Request>, _: &Request) {
+        Cache::prefetch_ahead(self, newest, soon)
     }
 }
 

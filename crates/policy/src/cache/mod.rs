@@ -27,6 +27,7 @@ mod demote;
 mod jobs;
 mod journal;
 mod modes;
+mod prefetch;
 mod read;
 mod resize;
 mod tenancy;
@@ -371,37 +372,6 @@ impl Cache {
         })
     }
 
-    /// Hint that `req` is processed soon, for loops that read ahead (hit-ratio-only runs):
-    /// stage 1 about a dozen requests ahead (index bucket), stage 2 about six (line entry and
-    /// replacement-list links), stage 3 the next (the coming victim). Changes nothing.
-    #[inline]
-    pub fn prefetch(&self, req: &Request, stage: u8) {
-        let Some(part) = self.parts.single() else {
-            // With static partitions, finding a line's domain would read the entry being
-            // prefetched: no hints.
-            return;
-        };
-        if stage >= 3 {
-            if part.used >= part.capacity {
-                if let Some((victim, then)) = part.evict.victim_hint() {
-                    self.table.prefetch_victim(victim, then);
-                    if let Some(t) = then {
-                        part.evict.prefetch(self.parts.numbers(), t);
-                    }
-                }
-            }
-            return;
-        }
-        let index = self.geo.line_of(req.offset);
-        if req.volume.0 >= tiercache_core::MAX_VOLUMES || index >> 48 != 0 {
-            return;
-        }
-        let key = LineKey::new(req.volume, index);
-        if let Some(slot) = self.table.prefetch(key, stage) {
-            part.evict.prefetch(self.parts.numbers(), slot);
-        }
-    }
-
     /// Whether reading `req` now would be served by the cache alone (every line resident
     /// with the needed sub-blocks valid, in a mode that reads from the cache). Changes
     /// nothing: executors use it to run cheap requests inline. A hint: a balancer's bypass
@@ -577,11 +547,17 @@ impl Cache {
         self.count_volume_lines(req.volume, req.op, &out);
         if let Some(plan) = plan {
             plan.clear();
-            // Lines were planned one after another; order all ops by stage (stable, so ops of
-            // one stage keep address order and contiguous ones merge).
-            self.scratch.sort_by_key(|o| o.stage);
-            for o in self.scratch.drain(..) {
-                plan.push(o);
+            if self.scratch.len() <= 1 {
+                // One op (most requests) merges with nothing: the plan takes the buffer
+                // whole, leaving its own (empty) as the next scratch.
+                std::mem::swap(&mut plan.ops, &mut self.scratch);
+            } else {
+                // Lines were planned one after another; order all ops by stage (stable, so
+                // ops of one stage keep address order and contiguous ones merge).
+                self.scratch.sort_by_key(|o| o.stage);
+                for o in self.scratch.drain(..) {
+                    plan.push(o);
+                }
             }
         }
         Ok(out)

@@ -50,6 +50,9 @@ impl Sim<'_> {
         }
     }
 
+    /// Polls the cleaner (after every arrival and acknowledgement): the test that the poll
+    /// would change nothing is inlined at those call sites, the poll itself is not.
+    #[inline]
     pub(super) fn poll_cleaner(&mut self) {
         if !self.cleaning {
             return;
@@ -62,6 +65,11 @@ impl Sim<'_> {
             // scheduled: this poll would change nothing.
             return;
         }
+        self.run_cleaner();
+    }
+
+    #[inline(never)]
+    fn run_cleaner(&mut self) {
         let mut st = self.exec_state();
         let mut jobs = std::mem::take(&mut self.job_buf);
         self.cache.clean(&st, &mut jobs);

@@ -17,17 +17,20 @@ use tiercache_policy::PolicyCore;
 /// Requests kept drawn per job.
 pub(super) const DEPTH: usize = 2;
 
-/// Per job, its next requests, oldest first; `None` once the source has no more for it.
+/// Per job, its next requests; `None` once the source has no more for it.
 #[derive(Debug)]
 pub(super) struct Lookahead {
     jobs: Vec<JobAhead>,
 }
 
+/// One job's drawn requests: a ring of [`DEPTH`], oldest at `head` (so taking one moves no
+/// request). A `None` marks the stream's end: nothing is drawn after it.
 #[derive(Debug, Clone, Copy, Default)]
 struct JobAhead {
     drawn: [Option<Request>; DEPTH],
-    /// Requests in `drawn` (the first `len` are meaningful, `None` marking the stream's end).
-    len: u8,
+    head: u8,
+    /// The ring has been filled (the job's first call draws its request and fills it).
+    filled: bool,
 }
 
 impl Lookahead {
@@ -40,6 +43,7 @@ impl Lookahead {
 
     /// The next request of `job` as the source would give it at `now`, keeping the following
     /// ones drawn and hinted to `cache`.
+    #[inline]
     pub(super) fn next(
         &mut self,
         job: u32,
@@ -48,37 +52,38 @@ impl Lookahead {
         cache: &dyn PolicyCore,
     ) -> Option<Request> {
         let j = &mut self.jobs[job as usize];
-        let next = if j.len == 0 {
-            source.next_request_at(job, now)
-        } else if j.drawn[0].is_none() {
-            // The stream ended: it stays ended, never drawn past.
-            return None;
-        } else {
-            let r = j.drawn[0];
-            j.drawn.copy_within(1.., 0);
-            j.len -= 1;
-            r
-        };
-        let mut r = next?;
-        r.time_ns = r.time_ns.max(now);
-        // Refill behind it; the stream's end is kept as a `None`.
-        let ended = j.len > 0 && j.drawn[j.len as usize - 1].is_none();
-        if !ended {
-            while (j.len as usize) < DEPTH {
+        if !j.filled {
+            let mut r = source.next_request_at(job, now)?;
+            j.filled = true;
+            for slot in 0..DEPTH {
                 let d = source.next_request_at(job, now);
-                j.drawn[j.len as usize] = d;
-                j.len += 1;
-                match d {
-                    Some(d) => cache.prefetch(&d, 1),
+                j.drawn[slot] = d;
+                match &d {
+                    Some(d) => cache.prefetch(d, 1),
                     None => break,
                 }
             }
+            r.time_ns = r.time_ns.max(now);
+            if let Some(soon) = &j.drawn[0] {
+                cache.prefetch(soon, 2);
+            }
+            cache.prefetch(&r, 3);
+            return Some(r);
         }
-        // The oldest drawn had its bucket hinted one call ago: now its line entry.
-        if let Some(soon) = j.drawn[0] {
-            cache.prefetch(&soon, 2);
+        let h = j.head as usize;
+        // The stream ended: it stays ended, never drawn past.
+        let mut r = j.drawn[h]?;
+        r.time_ns = r.time_ns.max(now);
+        // Refill the slot taken, now the newest, unless the stream's end is drawn.
+        let refill = j.drawn[(h + DEPTH - 1) % DEPTH].is_some();
+        if refill {
+            j.drawn[h] = source.next_request_at(job, now);
         }
-        cache.prefetch(&r, 3);
+        j.head = ((h + 1) % DEPTH) as u8;
+        // The newest gets its bucket hinted, the oldest drawn (its bucket hinted one call ago)
+        // its line entry, and `r` the coming victim.
+        let newest = if refill { j.drawn[h].as_ref() } else { None };
+        cache.prefetch_ahead(newest, j.drawn[j.head as usize].as_ref(), &r);
         Some(r)
     }
 }

@@ -1,33 +1,74 @@
 //! The executor's event queue: events pop in `(time, seq)` order, `seq` being the order in
 //! which they were scheduled, exactly as from one binary heap on `(time, seq)`.
 //!
-//! Two structures share the work. Many events are scheduled for the current instant (a
+//! Three structures share the work. Many events are scheduled for the current instant (a
 //! closed-loop request arrives when its predecessor is acknowledged, a zero-length op completes
-//! when issued: two in five of the speed benchmark's events); they go to a FIFO, `now`, at O(1) each way. The rest, future device
-//! completions, host CPU steps and timers, go to `later`, a radix heap on their time: the
-//! clock never goes back, so an event is filed in the bucket of the highest bit in which its
-//! time differs from the clock's (O(1), no comparisons), and only when the buckets below are
-//! empty is the lowest non-empty one split around its earliest time. An event moves down at
-//! most once per bit, in practice a few times, against the `log n` data-dependent branches a
-//! comparison heap spends on every pop.
+//! when issued); they go to a FIFO, `now`, at O(1) each way. Events after it go to a calendar:
+//! time is cut into days of `2^shift` ns, and the [`DAYS`] days from the clock's on each have
+//! a bucket (day mod [`DAYS`]), unsorted, with a bitmap of the non-empty ones. An event is
+//! filed once, in O(1); a pop finds the next non-empty bucket through the bitmap and takes
+//! its earliest events, usually the bucket's only one. Events beyond the calendar's days wait
+//! in `far`, a binary heap, and move into the calendar as the clock's day advances. The day
+//! length adapts, the calendar being rebuilt (in O(events), at most once per as many pops as
+//! events are queued): longer when most events are beyond it, shorter when a bucket holds
+//! many events at distinct times. (A radix heap, used before, refiled an event several times
+//! on its way down.)
 //!
 //! Why the order is the single heap's: the clock only moves forward, to the time of the event
 //! popped. Every event in `now` was scheduled while the clock read `clock`, for time `clock`;
-//! any event in `later` for that same time was scheduled before the clock reached it (an
-//! event scheduled at `clock` for `clock` goes to `now`), so its `seq` is smaller than every
-//! `seq` in `now`. Hence: pop `later`'s events at `clock` (`due`, sorted by `seq`), then `now`
-//! in FIFO (= `seq`) order, then split `later` again, which moves the clock. The
-//! `reference_order` proptest checks this against a `BinaryHeap` on random schedules.
+//! any other event for that same time was scheduled before the clock reached it (an event
+//! scheduled at `clock` for `clock` goes to `now`), so its `seq` is smaller than every `seq` in
+//! `now`. Hence: pop the calendar's events at `clock` (`due`, sorted by `seq`), then `now` in
+//! FIFO (= `seq`) order, then the calendar's earliest, which moves the clock. Every calendar
+//! event lies in a day from the clock's to the calendar's last, each day in its own bucket,
+//! and every event of `far` lies after those days; so the first non-empty bucket from the
+//! clock's day holds the earliest events. The `reference_order` proptest checks this against
+//! a `BinaryHeap` on random schedules.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use tiercache_core::Nanos;
 
 use super::events::{Event, What};
 
-/// Buckets of the radix heap: bucket `b` (1 to 64) holds times whose highest bit differing
-/// from the clock's is bit `b - 1`.
-const BUCKETS: usize = 65;
+/// Days the calendar holds (a power of two).
+const DAYS: usize = 512;
+/// Bitmap words of the calendar.
+const WORDS: usize = DAYS / 64;
+/// Initial day length, log2 ns (1 µs days: a calendar of 512 µs, device latencies' scale).
+const INITIAL_SHIFT: u32 = 10;
+/// A bucket holding more events than this after its earliest are taken asks for shorter days,
+/// if every event lies in the calendar's first quarter (halved days keep them in its first
+/// half: a shrink sending events beyond it would make the calendar grow back, and it would
+/// swing between the two on a workload mixing near and far events, as a cache device's
+/// completions and a disk's queue).
+const CROWDED: usize = 16;
+/// Calendar pushes and pops that pay for a rebuild, per event the last rebuild refiled (so a
+/// rebuild, which refiles at most that many and one per push since, costs a few instructions
+/// per push or pop however often the days change), and the least.
+const REBUILD_PAYMENT: (usize, usize) = (4, 64);
+
+/// An event of `far`, ordered by `(time, seq)`.
+#[derive(Debug, Clone, Copy)]
+struct Far(Event);
+
+impl PartialEq for Far {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.seq == other.0.seq
+    }
+}
+impl Eq for Far {}
+impl PartialOrd for Far {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Far {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.0.time, self.0.seq).cmp(&(other.0.time, other.0.seq))
+    }
+}
 
 /// Events by `(time, seq)`; see the module doc.
 #[derive(Debug)]
@@ -38,20 +79,26 @@ pub(super) struct EventQueue {
     seq: u64,
     /// Events scheduled at `clock` for `clock`, in `seq` order.
     now: VecDeque<Event>,
-    /// Events of `later` at `clock`, by decreasing `seq` (popped from the end).
+    /// Calendar events at `clock`, by decreasing `seq` (popped from the end).
     due: Vec<Event>,
-    /// Events after `clock`: bucket `b` holds those whose time differs from `clock` first in
-    /// bit `b - 1` (bucket 0 unused: such events are in `due`).
-    buckets: [Vec<Event>; BUCKETS],
-    /// Bit `b - 1` set when bucket `b` is not empty.
-    filled: u64,
-}
-
-/// The bucket of `time` (after `clock`).
-#[inline]
-fn bucket(time: Nanos, clock: Nanos) -> usize {
-    debug_assert!(time > clock);
-    (u64::BITS - (time ^ clock).leading_zeros()) as usize
+    /// Day length, log2 ns.
+    shift: u32,
+    /// The clock's day (`clock >> shift`): the calendar holds days `day..day + DAYS`.
+    day: u64,
+    /// Bucket `d % DAYS` holds the events of day `d`.
+    buckets: Box<[Vec<Event>; DAYS]>,
+    /// Bit `b` set when bucket `b` is not empty.
+    filled: [u64; WORDS],
+    /// Events in the calendar.
+    in_calendar: usize,
+    /// Events after the calendar's last day.
+    far: BinaryHeap<Reverse<Far>>,
+    /// Calendar pushes and pops since the calendar was last rebuilt (they pay for rebuilds).
+    ops_since_rebuild: usize,
+    /// Events scheduled into `far` since the calendar was last rebuilt.
+    far_filed: usize,
+    /// Events the last rebuild refiled.
+    last_refiled: usize,
 }
 
 impl EventQueue {
@@ -62,18 +109,25 @@ impl EventQueue {
             seq: 0,
             now: VecDeque::with_capacity(256),
             due: Vec::with_capacity(64),
-            buckets: std::array::from_fn(|_| Vec::new()),
-            filled: 0,
+            shift: INITIAL_SHIFT,
+            day: 0,
+            buckets: Box::new(std::array::from_fn(|_| Vec::new())),
+            filled: [0; WORDS],
+            in_calendar: 0,
+            far: BinaryHeap::new(),
+            ops_since_rebuild: 0,
+            far_filed: 0,
+            last_refiled: 0,
         }
     }
 
     /// True when no event is pending.
     pub(super) fn is_empty(&self) -> bool {
-        self.now.is_empty() && self.due.is_empty() && self.filled == 0
+        self.now.is_empty() && self.due.is_empty() && self.in_calendar == 0 && self.far.is_empty()
     }
 
     /// Schedules `what` at `time` (not before the last event popped).
-    #[inline]
+    #[inline(always)]
     pub(super) fn push(&mut self, time: Nanos, what: What) {
         assert!(
             time >= self.clock,
@@ -90,51 +144,186 @@ impl EventQueue {
             self.now.push_back(e);
             return;
         }
-        let b = bucket(time, self.clock);
-        self.buckets[b].push(e);
-        self.filled |= 1 << (b - 1);
+        self.ops_since_rebuild += 1;
+        if !self.file(e) {
+            self.far_filed += 1;
+            if self.far_filed > self.ops_since_rebuild / 32 + 16 {
+                // More than about one event in 64 lies beyond the calendar: longer days.
+                self.rebuild(self.shift + 1);
+            }
+        }
+    }
+
+    /// Puts `e` (after the clock) in its bucket, or in `far`; false for `far`.
+    #[inline(always)]
+    fn file(&mut self, e: Event) -> bool {
+        let d = e.time >> self.shift;
+        // `d >= self.day`: the event is not before the clock.
+        if d - self.day < DAYS as u64 {
+            let b = d as usize % DAYS;
+            self.buckets[b].push(e);
+            self.filled[b / 64] |= 1 << (b % 64);
+            self.in_calendar += 1;
+            true
+        } else {
+            self.file_far(e);
+            false
+        }
+    }
+
+    #[inline(never)]
+    fn file_far(&mut self, e: Event) {
+        self.far.push(Reverse(Far(e)));
     }
 
     /// Removes the earliest event, advancing the clock to its time.
     #[inline]
     pub(super) fn pop(&mut self) -> Option<Event> {
-        if self.due.is_empty() {
-            if let Some(e) = self.now.pop_front() {
-                return Some(e);
-            }
-            if self.filled == 0 {
-                return None;
-            }
-            self.advance();
+        if let Some(e) = self.due.pop() {
+            return Some(e);
         }
-        self.due.pop()
+        if let Some(e) = self.now.pop_front() {
+            return Some(e);
+        }
+        self.advance()
     }
 
-    /// Moves the clock to the earliest time in `later` (nothing is due and `now` is empty):
-    /// splits the lowest non-empty bucket around it, its events at that time becoming `due`.
-    fn advance(&mut self) {
+    /// Moves the clock to the earliest calendar or `far` event (nothing is due and `now` is
+    /// empty) and returns it; the other events at that time become `due`.
+    fn advance(&mut self) -> Option<Event> {
         debug_assert!(self.due.is_empty() && self.now.is_empty());
-        let b = self.filled.trailing_zeros() as usize + 1;
-        let mut events = std::mem::take(&mut self.buckets[b]);
-        self.filled &= !(1 << (b - 1));
-        let earliest = events.iter().map(|e| e.time).min().expect("filled bucket");
-        self.clock = earliest;
-        for e in events.drain(..) {
-            if e.time == earliest {
-                self.due.push(e);
+        if self.in_calendar == 0 {
+            // Jump to the earliest far event's day.
+            let Reverse(Far(first)) = *self.far.peek()?;
+            self.set_clock(first.time);
+        }
+        self.ops_since_rebuild += 1;
+        let b = self.first_filled();
+        let bucket = &mut self.buckets[b];
+        let e = if bucket.len() == 1 {
+            let e = bucket.pop().expect("filled bucket");
+            self.filled[b / 64] &= !(1 << (b % 64));
+            e
+        } else {
+            let earliest = bucket.iter().map(|e| e.time).min().expect("filled bucket");
+            let mut i = 0;
+            while i < bucket.len() {
+                if bucket[i].time == earliest {
+                    self.due.push(bucket.swap_remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+            if bucket.is_empty() {
+                self.filled[b / 64] &= !(1 << (b % 64));
+            }
+            let crowded = bucket.len() > CROWDED;
+            self.due.sort_unstable_by_key(|e| Reverse(e.seq));
+            let e = self.due.pop().expect("the earliest event");
+            if crowded && self.shift > 0 && self.far.is_empty() && self.last_day() < DAYS / 4 {
+                self.in_calendar -= self.due.len() + 1;
+                self.set_clock(e.time);
+                // Many events at distinct times share a day: shorter days.
+                self.rebuild(self.shift - 1);
+                return Some(e);
+            }
+            e
+        };
+        self.in_calendar -= self.due.len() + 1;
+        self.set_clock(e.time);
+        Some(e)
+    }
+
+    /// The first non-empty bucket from the clock's day on (the calendar is not empty).
+    #[inline]
+    fn first_filled(&self) -> usize {
+        let start = self.day as usize % DAYS;
+        let (w, bit) = (start / 64, start % 64);
+        let here = self.filled[w] & (!0u64 << bit);
+        if here != 0 {
+            return w * 64 + here.trailing_zeros() as usize;
+        }
+        for k in 1..=WORDS {
+            let i = (w + k) % WORDS;
+            // Back at the first word: only the bits before `start` are left.
+            let bits = if i == w {
+                self.filled[i] & !(!0u64 << bit)
             } else {
-                // Every other event of bucket `b` shares the bits above `b - 1` with the new
-                // clock and differs from it below: a lower bucket.
-                let nb = bucket(e.time, earliest);
-                debug_assert!(nb < b);
-                self.buckets[nb].push(e);
-                self.filled |= 1 << (nb - 1);
+                self.filled[i]
+            };
+            if bits != 0 {
+                return i * 64 + bits.trailing_zeros() as usize;
             }
         }
-        // Keep the emptied bucket's allocation.
-        self.buckets[b] = events;
-        if self.due.len() > 1 {
-            self.due.sort_unstable_by_key(|e| std::cmp::Reverse(e.seq));
+        unreachable!("the calendar holds an event")
+    }
+
+    /// The last non-empty day of the calendar, counted from the clock's (0 when empty).
+    fn last_day(&self) -> usize {
+        let start = self.day as usize % DAYS;
+        let (w, bit) = (start / 64, start % 64);
+        let mut last = 0;
+        for (i, &word) in self.filled.iter().enumerate() {
+            // The clock's word holds the first days (from `start` up) and the last (below it).
+            let parts = if i == w {
+                [word & (!0u64 << bit), word & !(!0u64 << bit)]
+            } else {
+                [word, 0]
+            };
+            for bits in parts.into_iter().filter(|&b| b != 0) {
+                let b = i * 64 + 63 - bits.leading_zeros() as usize;
+                last = last.max((b + DAYS - start) % DAYS);
+            }
+        }
+        last
+    }
+
+    /// Sets the clock (not back), moving the far events of the days it brings into the
+    /// calendar.
+    #[inline(always)]
+    fn set_clock(&mut self, time: Nanos) {
+        debug_assert!(time >= self.clock);
+        self.clock = time;
+        self.day = time >> self.shift;
+        if !self.far.is_empty() {
+            self.migrate();
+        }
+    }
+
+    /// Moves the far events now within the calendar's days into it.
+    #[inline(never)]
+    fn migrate(&mut self) {
+        while let Some(Reverse(Far(e))) = self.far.peek() {
+            if (e.time >> self.shift) - self.day >= DAYS as u64 {
+                break;
+            }
+            let Reverse(Far(e)) = self.far.pop().expect("peeked");
+            self.file(e);
+        }
+    }
+
+    /// Refiles every calendar and far event with days of `2^shift` ns, unless fewer pushes
+    /// and pops than [`REBUILD_PAYMENT`] asks came since the last rebuild (so rebuilds cost
+    /// O(1) a push or pop).
+    #[cold]
+    fn rebuild(&mut self, shift: u32) {
+        let (per_event, least) = REBUILD_PAYMENT;
+        if self.ops_since_rebuild < per_event * self.last_refiled + least || shift >= u64::BITS {
+            return;
+        }
+        self.ops_since_rebuild = 0;
+        self.last_refiled = self.in_calendar + self.far.len();
+        self.far_filed = 0;
+        let mut all: Vec<Event> = self.far.drain().map(|Reverse(Far(e))| e).collect();
+        for b in self.buckets.iter_mut() {
+            all.append(b);
+        }
+        self.filled = [0; WORDS];
+        self.in_calendar = 0;
+        self.shift = shift;
+        self.day = self.clock >> shift;
+        for e in all {
+            self.file(e);
         }
     }
 }
@@ -161,7 +350,7 @@ mod tests {
         #[test]
         fn reference_order(steps in proptest::collection::vec(
             (proptest::collection::vec(prop_oneof![Just(0u64), 0u64..4, 0u64..1000, 0u64..1 << 40], 0..4), any::<bool>()),
-            1..300,
+            1..600,
         )) {
             let mut q = EventQueue::new();
             let mut reference = BinaryHeap::new();
@@ -192,6 +381,104 @@ mod tests {
             }
             prop_assert!(q.is_empty());
         }
+    }
+
+    /// Pops everything left, checking each against the reference.
+    fn drain_against(q: &mut EventQueue, reference: &mut BinaryHeap<Reverse<(Nanos, u64, u32)>>) {
+        loop {
+            let (a, b) = (q.pop().map(key), reference.pop().map(|r| r.0));
+            assert_eq!(a, b);
+            if a.is_none() {
+                break;
+            }
+        }
+        assert!(q.is_empty());
+    }
+
+    /// Days grow while most events lie beyond the calendar and shrink when many distinct
+    /// times crowd one bucket; the order stays the reference's throughout.
+    #[test]
+    fn days_adapt_and_keep_the_order() {
+        let mut q = EventQueue::new();
+        let mut reference = BinaryHeap::new();
+        let (mut seq, mut id, mut clock) = (0u64, 0u32, 0u64);
+        let mut push = |q: &mut EventQueue, r: &mut BinaryHeap<_>, t: Nanos| {
+            seq += 1;
+            id += 1;
+            q.push(t, What::Arrive(id));
+            r.push(Reverse((t, seq, id)));
+        };
+        // Far events, a millisecond apart and more, with pops between: the days lengthen.
+        for i in 0..3000u64 {
+            push(&mut q, &mut reference, clock + 1_000_000 + i * 997);
+            if i % 2 == 1 {
+                let (a, b) = (q.pop().map(key), reference.pop().map(|r| r.0));
+                assert_eq!(a, b);
+                clock = a.expect("queued").0;
+            }
+        }
+        let long = q.shift;
+        assert!(long > INITIAL_SHIFT, "days grew: shift {long}");
+        // The far events leave; then many distinct times within one long day: the days
+        // shorten.
+        while let Some(a) = q.pop().map(key) {
+            assert_eq!(Some(a), reference.pop().map(|r| r.0));
+            clock = a.0;
+        }
+        for _ in 0..100 {
+            for i in 0..64 {
+                push(&mut q, &mut reference, clock + 1 + i * 3);
+            }
+            for _ in 0..64 {
+                let (a, b) = (q.pop().map(key), reference.pop().map(|r| r.0));
+                assert_eq!(a, b);
+                clock = a.expect("queued").0;
+            }
+        }
+        assert!(
+            q.shift < long,
+            "days shrank: shift {} after {long}",
+            q.shift
+        );
+        drain_against(&mut q, &mut reference);
+    }
+
+    /// The last non-empty day, counted from the clock's, wherever the clock's bucket lies.
+    #[test]
+    fn last_day_counts_from_the_clock() {
+        for clock_day in [0u64, 5, 63, 64, 300, 511, 512, 1000] {
+            for offsets in [
+                vec![1u64],
+                vec![1, 70],
+                vec![3, 200, 511],
+                vec![64, 128, 450],
+            ] {
+                let mut q = EventQueue::new();
+                let day = 1u64 << INITIAL_SHIFT;
+                q.push(clock_day * day, What::Poll);
+                q.pop();
+                for &o in &offsets {
+                    q.push((clock_day + o) * day, What::Poll);
+                }
+                let expected = *offsets.iter().max().unwrap() as usize;
+                assert_eq!(q.last_day(), expected, "clock day {clock_day}, {offsets:?}");
+            }
+        }
+    }
+
+    /// Times near the end of time file without overflow.
+    #[test]
+    fn times_near_the_end_of_time() {
+        let mut q = EventQueue::new();
+        let mut reference = BinaryHeap::new();
+        for (i, t) in [Nanos::MAX - 1, 5, Nanos::MAX - 1, 1 << 63, 6]
+            .into_iter()
+            .enumerate()
+        {
+            q.push(t, What::Arrive(i as u32));
+            reference.push(Reverse((t, i as u64 + 1, i as u32)));
+        }
+        drain_against(&mut q, &mut reference);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use super::*;
 
 impl Sim<'_> {
+    #[inline]
     pub(super) fn alloc_task(&mut self) -> u32 {
         let idx = match self.free.pop() {
             Some(i) => i,
@@ -16,11 +17,15 @@ impl Sim<'_> {
         idx
     }
 
+    #[inline]
     pub(super) fn free_task(&mut self, idx: u32) {
         let t = &mut self.tasks[idx as usize];
         assert!(t.live, "task slot {idx} released twice");
         t.live = false;
-        t.flush = None;
+        if t.kind == TaskKind::Flush {
+            // A request's slot never holds a job: only a flush's may need dropping.
+            t.flush = None;
+        }
         self.free.push(idx);
     }
 
@@ -135,6 +140,7 @@ impl Sim<'_> {
         self.poll_cleaner();
     }
 
+    #[inline]
     pub(super) fn issue_first(&mut self, idx: u32) {
         self.issue_stage(idx);
         let t = &self.tasks[idx as usize];
@@ -149,32 +155,30 @@ impl Sim<'_> {
 
     #[inline]
     pub(super) fn dev_of(&self, op: &DevOp) -> usize {
-        match op.device {
-            Device::Cache => 0,
-            Device::Backend => self
-                .vol_dev
-                .get(op.volume.0 as usize)
-                .map_or(1, |&d| d as usize),
+        dev_index(&self.vol_dev, op)
+    }
+
+    /// Issues every op of the next stage of a task, if any is left (the test is inlined: a
+    /// task's last completions find none).
+    #[inline]
+    pub(super) fn issue_stage(&mut self, idx: u32) {
+        let t = &self.tasks[idx as usize];
+        if (t.next_op as usize) < t.plan.ops.len() {
+            self.issue_next_stage(idx);
         }
     }
 
-    /// Issues every op of the next stage of a task.
-    pub(super) fn issue_stage(&mut self, idx: u32) {
+    #[inline(never)]
+    fn issue_next_stage(&mut self, idx: u32) {
         let now = self.now;
-        let n = self.tasks[idx as usize].plan.ops.len();
-        let first = self.tasks[idx as usize].next_op as usize;
-        if first >= n {
-            return;
-        }
-        let fg = self.tasks[idx as usize].kind == TaskKind::Request;
-        let stage = self.tasks[idx as usize].plan.ops[first].stage;
-        let mut j = first;
-        while j < n {
-            let op = self.tasks[idx as usize].plan.ops[j];
-            if op.stage != stage {
-                break;
-            }
-            let d = self.dev_of(&op);
+        let t = &mut self.tasks[idx as usize];
+        let first = t.next_op as usize;
+        let ops = &t.plan.ops[first..];
+        let stage = ops[0].stage;
+        let fg = t.kind == TaskKind::Request;
+        let (mut issued, mut overflow) = (0, false);
+        for op in ops.iter().take_while(|o| o.stage == stage) {
+            let d = dev_index(&self.vol_dev, op);
             let dev = &mut self.devs[d];
             dev.op_started(now, op.cause);
             let phases = dev.phases(op.kind, op.offset, op.len);
@@ -188,20 +192,25 @@ impl Sim<'_> {
             } else {
                 self.backend_inflight += 1;
             }
-            self.schedule(
-                done,
-                What::Phase {
+            // As `schedule` does: an op cannot complete at the end of time.
+            if done == Nanos::MAX {
+                overflow = true;
+            } else {
+                let what = What::Phase {
                     task: idx,
-                    op: j as u32,
+                    op: (first + issued) as u32,
                     phase: 0,
-                },
-            );
-            j += 1;
+                };
+                self.events.push(done, what);
+            }
+            issued += 1;
         }
-        let t = &mut self.tasks[idx as usize];
         t.stage_start = now;
-        t.stage_pending = (j - first) as u32;
-        t.next_op = j as u32;
+        t.stage_pending = issued as u32;
+        t.next_op = (first + issued) as u32;
+        if overflow {
+            self.time_overflow();
+        }
     }
 
     pub(super) fn phase_done(&mut self, idx: u32, j: u32, phase: u8) {
@@ -256,6 +265,7 @@ impl Sim<'_> {
         }
     }
 
+    #[inline]
     pub(super) fn start_ack(&mut self, idx: u32) {
         self.tasks[idx as usize].ack_started = true;
         match &mut self.host {
@@ -308,5 +318,14 @@ impl Sim<'_> {
             self.fetch(job);
         }
         self.poll_cleaner();
+    }
+}
+
+/// The model index of the device `op` addresses (volumes past `vol_dev`'s end use device 1).
+#[inline]
+fn dev_index(vol_dev: &[u16], op: &DevOp) -> usize {
+    match op.device {
+        Device::Cache => 0,
+        Device::Backend => vol_dev.get(op.volume.0 as usize).map_or(1, |&d| d as usize),
     }
 }
