@@ -69,6 +69,11 @@ pub(crate) fn sync(path: &Path) {
     });
 }
 
+/// Events logged so far (where a test is in the recording).
+pub(crate) fn logged() -> usize {
+    LOG.with(|log| log.borrow().as_ref().map_or(0, Vec::len))
+}
+
 /// The files as a power loss may leave them, from the durable contents `base` (taken when the
 /// log started, right after a sync of every file in it) and the events since.
 pub(crate) struct Recording {

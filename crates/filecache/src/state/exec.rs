@@ -206,12 +206,16 @@ impl State {
     /// in the cache). So the store files are synced between the writes and the `Clean`
     /// records, once per file per batch rather than once per block (an eviction of several
     /// blocks of a file by one request, or a flush, costs one fdatasync per file). And only
-    /// where it is needed: a block none of whose records since it was last clean is synced
-    /// has no version a power loss could recover from the cache, so losing the write-back
-    /// leaves the store's older (durable) version, which no fsync promised anything beyond;
-    /// the write path of an application that does not fsync pays no sync here. (Keeping the
-    /// `Clean` records pending until the next sync instead would leave a kill -9 to recover
-    /// stale versions over later store changes: deletes, truncates, write-around writes.)
+    /// where an fsync promised the block: if no record of it since it was last clean was
+    /// made durable by an fsync, a power loss that keeps the `Clean` and loses the write-back
+    /// leaves the store's copy as of the last fsync (which synced the store files) or later,
+    /// all an fsync promised. Records made durable by the mount's own syncs (spare slots,
+    /// compaction, truncates) do not count: counting them, a workload that never fsyncs paid
+    /// an fdatasync per evicting write in a test of random writes over a cache of an eighth
+    /// of the file (2398 store syncs for 4000 writes, against 305 before this ordering). (Keeping the `Clean`
+    /// records pending until the next sync instead would cost nothing here, but a kill -9
+    /// would then recover stale versions over later store changes: deletes, truncates,
+    /// write-around writes, each of which would have to flush them first.)
     fn write_back_batch(
         &mut self,
         ops: &[DevOp],
@@ -224,15 +228,14 @@ impl State {
         let mut touched: HashSet<u32> = HashSet::new();
         let mut batch: Vec<u32> = Vec::new();
         let mut to_sync: Vec<u64> = Vec::new();
-        let synced = self.journal.as_ref().map_or(0, |j| j.synced_seq());
         for (j, op) in ops.iter().enumerate().skip(first) {
             match *op {
                 DevOp::WriteBack { slot, key } if !touched.contains(&slot) => {
                     let data = self.slot_data(slot)?;
                     self.store_write(key.file, &data, key.block * bs)?;
                     self.unsynced_store.insert(key.file);
-                    let recoverable = self.journaled[slot as usize].is_some_and(|s| s < synced);
-                    if recoverable && !to_sync.contains(&key.file) {
+                    let promised = self.journaled[slot as usize].is_some_and(|s| s < self.promised);
+                    if promised && !to_sync.contains(&key.file) {
                         to_sync.push(key.file);
                     }
                     batch.push(slot);

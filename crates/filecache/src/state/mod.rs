@@ -141,10 +141,14 @@ pub struct State {
     /// Per (core) slot, whether the journal's last record for it maps a dirty block (its
     /// content is then the recoverable version and must not be overwritten in place), and if
     /// so the sequence number of the first record of the block since it was last clean: once
-    /// that record is synced, a power loss may recover the block from the cache, so giving
-    /// the block up in favour of the store (a `Clean` after a write-back) needs the store's
-    /// copy durable first.
+    /// an fsync made that record durable, the block's data is promised, so giving it up in
+    /// favour of the store (a `Clean` after a write-back) needs the store's copy durable
+    /// first.
     journaled: Vec<Option<u64>>,
+    /// Journal records numbered below this were synced by an fsync: the versions they name
+    /// are promised to survive a power loss (records a sync of the mount's own made durable
+    /// promise nothing).
+    promised: u64,
     stats: MountStats,
     unsynced_store: HashSet<FileId>,
     open_files: usize,
@@ -229,6 +233,7 @@ impl State {
             valid: vec![0; cfg.capacity_blocks as usize],
             slots: slots::Slots::new(cfg.capacity_blocks),
             journaled: vec![None; cfg.capacity_blocks as usize],
+            promised: 0,
             root_ino: md.ino(),
             root_dev: md.dev(),
             dirs: HashMap::new(),
@@ -543,6 +548,7 @@ impl State {
         self.stats.fsyncs += 1;
         if self.cached(id) && self.cfg.variant.is_write_back() {
             self.sync_journal()?;
+            self.promised = self.journal.as_ref().map_or(0, |j| j.synced_seq());
         } else {
             self.sync_store(id)?;
         }
