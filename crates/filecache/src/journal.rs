@@ -17,7 +17,9 @@
 //! names may have been reused after a newer record that never reached the disk: the older
 //! version is then the one to recover. The state never reuses a slot that a synced record
 //! names before the record that gives it up is synced, so the fsync'd version is always among
-//! them.
+//! them. A `Clean` after a write-back gives the block up in favour of the store's copy, so
+//! when a synced record names a version of the block the state syncs the store file before
+//! appending it: a power loss never keeps the `Clean` without the written-back data.
 //!
 //! A truncate that cuts journaled data first records `Truncate` (file, new size), synced,
 //! then cuts the store file, then records `Truncated` (file). A `Truncate` without its

@@ -1,10 +1,13 @@
 //! Test support: a model of power loss. A `kill -9` keeps every write the process made (the
 //! page cache has them); a power loss keeps what was synced and, of the writes made since a
 //! file's last sync, any subset (the kernel writes dirty pages back when and in the order it
-//! likes). The write path reports its writes and syncs of the blocks file and the journal
-//! here; a test then builds the files a power loss may leave, one subset at a time.
+//! likes). The write path reports its writes and syncs of the blocks file, the journal and
+//! the store files here; a test then builds the files a power loss may leave, one subset at a
+//! time, at the end or at any earlier point ([`Recording::until`]).
 //!
-//! The log is per thread (each test runs on its own), and off unless a test starts it.
+//! The log is per thread (each test runs on its own), off unless a test starts it, and keeps
+//! only the files the test named (a store file's `set_len` is not modelled: a test that
+//! truncates leaves the store out and takes it as the process left it).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -27,8 +30,20 @@ thread_local! {
     static LOG: RefCell<Option<Vec<Event>>> = const { RefCell::new(None) };
 }
 
-/// Reports a write (a no-op unless a test started the log).
+/// Whether the log is on and `path` is one of the files it follows.
+fn followed(path: &Path) -> bool {
+    BASE.with(|b| {
+        b.borrow()
+            .as_ref()
+            .is_some_and(|base| base.contains_key(path))
+    })
+}
+
+/// Reports a write (a no-op unless a test started the log for this file).
 pub(crate) fn write(path: &Path, at: u64, data: &[u8]) {
+    if !followed(path) {
+        return;
+    }
     LOG.with(|log| {
         if let Some(events) = log.borrow_mut().as_mut() {
             events.push(Event::Write {
@@ -40,8 +55,11 @@ pub(crate) fn write(path: &Path, at: u64, data: &[u8]) {
     });
 }
 
-/// Reports a sync (a no-op unless a test started the log).
+/// Reports a sync (a no-op unless a test started the log for this file).
 pub(crate) fn sync(path: &Path) {
+    if !followed(path) {
+        return;
+    }
     LOG.with(|log| {
         if let Some(events) = log.borrow_mut().as_mut() {
             events.push(Event::Sync {
@@ -49,6 +67,11 @@ pub(crate) fn sync(path: &Path) {
             });
         }
     });
+}
+
+/// Events logged so far (where a test is in the recording).
+pub(crate) fn logged() -> usize {
+    LOG.with(|log| log.borrow().as_ref().map_or(0, Vec::len))
 }
 
 /// The files as a power loss may leave them, from the durable contents `base` (taken when the
@@ -82,6 +105,33 @@ pub(crate) fn stop() -> Recording {
 }
 
 impl Recording {
+    /// The points a power loss may strike at that matter: just before each sync and at the
+    /// end (as event counts, for [`Recording::until`]). A power loss between two syncs is one
+    /// of those just before the next sync that lost the writes made after it (a write not
+    /// made and a write lost leave the same bytes; replay stops at a lost append's zeros as
+    /// at the end of the file).
+    pub(crate) fn points(&self) -> Vec<usize> {
+        let mut at: Vec<usize> = (0..self.events.len())
+            .filter(|&i| matches!(self.events[i], Event::Sync { .. }))
+            .collect();
+        at.push(self.events.len());
+        at.dedup();
+        at
+    }
+
+    /// The recording as it stood after its first `n` events (a power loss right then).
+    pub(crate) fn until(&self, n: usize) -> Recording {
+        Recording {
+            base: self.base.clone(),
+            events: self.events[..n].to_vec(),
+        }
+    }
+
+    /// Whether the recording follows `path`.
+    pub(crate) fn follows(&self, path: &Path) -> bool {
+        self.base.contains_key(path)
+    }
+
     /// Indexes (into the events) of the writes a power loss may lose: those after the last
     /// sync of their file.
     pub(crate) fn unsynced(&self) -> Vec<usize> {
@@ -102,13 +152,6 @@ impl Recording {
                 Event::Sync { .. } => None,
             })
             .collect()
-    }
-
-    /// The file event `i` is about.
-    pub(crate) fn path_of(&self, i: usize) -> &Path {
-        match &self.events[i] {
-            Event::Write { path, .. } | Event::Sync { path } => path,
-        }
     }
 
     /// The files' contents when, of the unsynced writes, only those `kept` says reached the

@@ -27,17 +27,14 @@ impl State {
         let mut stored: HashSet<u64> = HashSet::new();
         // The content of the slot last filled, to serve the read without re-reading it.
         let mut last_fill: Option<(u32, Vec<u8>)> = None;
+        // Write-backs already done by a batch that started at an earlier one.
+        let mut written_back: HashSet<usize> = HashSet::new();
         for (i, op) in ops.iter().enumerate() {
             match *op {
-                DevOp::WriteBack { slot, key } => {
-                    let data = self.slot_data(slot)?;
-                    let f = self.store_file(key.file)?;
-                    self.cfg.latency.data_op();
-                    f.write_all_at(&data, key.block * bs)?;
-                    self.stats.store_writes += 1;
-                    self.stats.store_bytes_written += data.len() as u64;
-                    self.unsynced_store.insert(key.file);
-                    self.journal_clean(slot)?;
+                DevOp::WriteBack { .. } => {
+                    if !written_back.contains(&i) {
+                        self.write_back_batch(ops, i, &mut written_back)?;
+                    }
                 }
                 DevOp::Discard {
                     slot, was_dirty, ..
@@ -131,7 +128,7 @@ impl State {
                     }
                     content[a..b]
                         .copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
-                    if dirty && self.journaled[slot as usize] {
+                    if dirty && self.journaled[slot as usize].is_some() {
                         // The slot holds the only recoverable version of a dirty block: the
                         // new one goes to a spare slot and is journaled before the old one
                         // is given up, so a crash at any point leaves one of them.
@@ -169,11 +166,11 @@ impl State {
                     }
                     let lo = offset.max(key.block * bs);
                     let hi = end.min((last + 1) * bs);
-                    let f = self.store_file(key.file)?;
-                    self.cfg.latency.data_op();
-                    f.write_all_at(&data[(lo - offset) as usize..(hi - offset) as usize], lo)?;
-                    self.stats.store_writes += 1;
-                    self.stats.store_bytes_written += hi - lo;
+                    self.store_write(
+                        key.file,
+                        &data[(lo - offset) as usize..(hi - offset) as usize],
+                        lo,
+                    )?;
                     // Under write-back an fsync syncs the cache and the store files listed
                     // here (write-through syncs the file itself).
                     if self.cfg.variant.is_write_back() {
@@ -194,6 +191,69 @@ impl State {
                     self.stats.store_bytes_read += n as u64;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Writes back the dirty block of `ops[first]` (a [`DevOp::WriteBack`]) together with
+    /// every later write-back of the plan whose slot no op in between writes (its content is
+    /// the same now as then), then journals them clean; marks them in `done`.
+    ///
+    /// A `Clean` record gives up the cache's copy of a block in favour of the store's, so it
+    /// must not be durable before the store data it relies on: the kernel writes the journal
+    /// and the store files back in any order, and a power loss that kept the `Clean` but lost
+    /// the store write would recover the store's older bytes (the fsync'd version lived only
+    /// in the cache). So the store files are synced between the writes and the `Clean`
+    /// records, once per file per batch rather than once per block (an eviction of several
+    /// blocks of a file by one request, or a flush, costs one fdatasync per file). And only
+    /// where an fsync promised the block: if no record of it since it was last clean was
+    /// made durable by an fsync, a power loss that keeps the `Clean` and loses the write-back
+    /// leaves the store's copy as of the last fsync (which synced the store files) or later,
+    /// all an fsync promised. Records made durable by the mount's own syncs (spare slots,
+    /// compaction, truncates) do not count: counting them, a workload that never fsyncs paid
+    /// an fdatasync per evicting write in a test of random writes over a cache of an eighth
+    /// of the file (2398 store syncs for 4000 writes, against 305 before this ordering). (Keeping the `Clean`
+    /// records pending until the next sync instead would cost nothing here, but a kill -9
+    /// would then recover stale versions over later store changes: deletes, truncates,
+    /// write-around writes, each of which would have to flush them first.)
+    fn write_back_batch(
+        &mut self,
+        ops: &[DevOp],
+        first: usize,
+        done: &mut HashSet<usize>,
+    ) -> io::Result<()> {
+        let bs = self.bs();
+        // Slots an op after `first` writes (or frees): a later write-back of one of them
+        // writes back that newer content, so it waits for its own batch.
+        let mut touched: HashSet<u32> = HashSet::new();
+        let mut batch: Vec<u32> = Vec::new();
+        let mut to_sync: Vec<u64> = Vec::new();
+        for (j, op) in ops.iter().enumerate().skip(first) {
+            match *op {
+                DevOp::WriteBack { slot, key } if !touched.contains(&slot) => {
+                    let data = self.slot_data(slot)?;
+                    self.store_write(key.file, &data, key.block * bs)?;
+                    self.unsynced_store.insert(key.file);
+                    let promised = self.journaled[slot as usize].is_some_and(|s| s < self.promised);
+                    if promised && !to_sync.contains(&key.file) {
+                        to_sync.push(key.file);
+                    }
+                    batch.push(slot);
+                    done.insert(j);
+                }
+                DevOp::Fill { slot, .. }
+                | DevOp::CacheWrite { slot, .. }
+                | DevOp::Discard { slot, .. } => {
+                    touched.insert(slot);
+                }
+                _ => {}
+            }
+        }
+        for file in to_sync {
+            self.sync_store(file)?;
+        }
+        for slot in batch {
+            self.journal_clean(slot)?;
         }
         Ok(())
     }
@@ -297,7 +357,7 @@ impl State {
         if let Some(j) = self.journal.as_mut() {
             let seq = j.next_seq();
             j.map(self.slots.phys(slot), key, data)?;
-            self.journaled[slot as usize] = true;
+            self.journaled[slot as usize].get_or_insert(seq);
             self.slots.named_by(slot, seq);
         }
         Ok(())
@@ -308,7 +368,7 @@ impl State {
         match self.journal.as_mut() {
             Some(j) if self.cfg.variant.is_write_back() => {
                 j.clean(self.slots.phys(slot))?;
-                self.journaled[slot as usize] = false;
+                self.journaled[slot as usize] = None;
                 self.slots.cleaned(slot, j.synced_seq());
                 Ok(())
             }

@@ -138,9 +138,17 @@ pub struct State {
     /// Where each of the core's slots lies in the block file, which has spare slots more: a
     /// journaled dirty block's new version is written to a spare, and their places swapped.
     slots: slots::Slots,
-    /// Whether the journal's last record for each (core) slot maps a dirty block: its
-    /// content is then the recoverable version and must not be overwritten in place.
-    journaled: Vec<bool>,
+    /// Per (core) slot, whether the journal's last record for it maps a dirty block (its
+    /// content is then the recoverable version and must not be overwritten in place), and if
+    /// so the sequence number of the first record of the block since it was last clean: once
+    /// an fsync made that record durable, the block's data is promised, so giving it up in
+    /// favour of the store (a `Clean` after a write-back) needs the store's copy durable
+    /// first.
+    journaled: Vec<Option<u64>>,
+    /// Journal records numbered below this were synced by an fsync: the versions they name
+    /// are promised to survive a power loss (records a sync of the mount's own made durable
+    /// promise nothing).
+    promised: u64,
     stats: MountStats,
     unsynced_store: HashSet<FileId>,
     open_files: usize,
@@ -224,7 +232,8 @@ impl State {
             core: FileCache::new(cfg.capacity_blocks, cfg.variant),
             valid: vec![0; cfg.capacity_blocks as usize],
             slots: slots::Slots::new(cfg.capacity_blocks),
-            journaled: vec![false; cfg.capacity_blocks as usize],
+            journaled: vec![None; cfg.capacity_blocks as usize],
+            promised: 0,
             root_ino: md.ino(),
             root_dev: md.dev(),
             dirs: HashMap::new(),
@@ -375,6 +384,33 @@ impl State {
         Ok(file)
     }
 
+    /// Writes `data` at byte `at` of node `id`'s store file (one store data operation).
+    pub(super) fn store_write(&mut self, id: u64, data: &[u8], at: u64) -> io::Result<()> {
+        let f = self.store_file(id)?;
+        self.cfg.latency.data_op();
+        f.write_all_at(data, at)?;
+        self.stats.store_writes += 1;
+        self.stats.store_bytes_written += data.len() as u64;
+        #[cfg(test)]
+        if let Some(node) = self.nodes.get(&id) {
+            crate::powerloss::write(&self.store_path(&node.path), at, data);
+        }
+        Ok(())
+    }
+
+    /// Makes node `id`'s store file durable (one fdatasync).
+    pub(super) fn sync_store(&mut self, id: u64) -> io::Result<()> {
+        let f = self.store_file(id)?;
+        f.sync_data()?;
+        self.stats.store_syncs += 1;
+        #[cfg(test)]
+        if let Some(node) = self.nodes.get(&id) {
+            crate::powerloss::sync(&self.store_path(&node.path));
+        }
+        self.unsynced_store.remove(&id);
+        Ok(())
+    }
+
     /// Keeps `file` (just created in the store) as node `id`'s open store file, so the open
     /// that follows a create costs the store nothing.
     pub fn adopt_file(&mut self, id: u64, file: File) {
@@ -468,11 +504,7 @@ impl State {
         }
         let end = offset + data.len() as u64;
         if !self.cached(id) {
-            let f = self.store_file(id)?;
-            self.cfg.latency.data_op();
-            f.write_all_at(data, offset)?;
-            self.stats.store_writes += 1;
-            self.stats.store_bytes_written += data.len() as u64;
+            self.store_write(id, data, offset)?;
         } else {
             let bs = self.bs();
             let mut ops = Vec::new();
@@ -501,9 +533,8 @@ impl State {
         let files: Vec<FileId> = self.unsynced_store.iter().copied().collect();
         for file in files {
             // A file gone from the mount (unlinked, last handle released) needs no sync.
-            if let Ok(f) = self.store_file(file) {
-                f.sync_data()?;
-                self.stats.store_syncs += 1;
+            if self.store_file(file).is_ok() {
+                self.sync_store(file)?;
             }
             self.unsynced_store.remove(&file);
         }
@@ -517,10 +548,9 @@ impl State {
         self.stats.fsyncs += 1;
         if self.cached(id) && self.cfg.variant.is_write_back() {
             self.sync_journal()?;
+            self.promised = self.journal.as_ref().map_or(0, |j| j.synced_seq());
         } else {
-            self.store_file(id)?.sync_data()?;
-            self.stats.store_syncs += 1;
-            self.unsynced_store.remove(&id);
+            self.sync_store(id)?;
         }
         Ok(())
     }
@@ -630,8 +660,7 @@ impl State {
         self.meta_op();
         f.set_len(size)?;
         if journaled_cut {
-            f.sync_data()?;
-            self.stats.store_syncs += 1;
+            self.sync_store(id)?;
             self.journal.as_mut().expect("checked").truncated(id)?;
         } else if self.cfg.variant.is_write_back() {
             // An fsync of a write-back mount syncs the store files listed here.
