@@ -13,7 +13,7 @@ use tiercache_core::{
     Arrival, DevOp, Device, LineGeometry, Nanos, Op, OpCause, Plan, Request, RequestSource,
 };
 use tiercache_metrics::{
-    DeviceMetrics, LatencyBreakdown, LatencyRecorder, RunMetrics, TimelineRow,
+    DeviceMetrics, LatencyBreakdown, LatencyRecorder, LatencyTally, RunMetrics, TimelineRow,
 };
 use tiercache_policy::{CacheStats, DeviceLoad, ExecutorState, FlushJob, PolicyCore};
 
@@ -101,10 +101,11 @@ struct Sim<'a> {
     cache_fg_inflight: u32,
     cache_last_fg: Nanos,
     backend_inflight: u32,
-    /// Latencies of measured requests that neither read nor write (trims, flushes).
-    lat_other: LatencyRecorder,
-    lat_read: LatencyRecorder,
-    lat_write: LatencyRecorder,
+    /// Latencies of measured requests that neither read nor write (trims, flushes). Tallies
+    /// (the histogram's buckets in an array), made recorders when the metrics are built.
+    lat_other: LatencyTally,
+    lat_read: LatencyTally,
+    lat_write: LatencyTally,
     measured_done: u64,
     measured_reads: u64,
     measured_writes: u64,
@@ -224,9 +225,9 @@ fn simulate_inner<'a>(
         cache_fg_inflight: 0,
         cache_last_fg: 0,
         backend_inflight: 0,
-        lat_other: LatencyRecorder::new(),
-        lat_read: LatencyRecorder::new(),
-        lat_write: LatencyRecorder::new(),
+        lat_other: LatencyTally::new(),
+        lat_read: LatencyTally::new(),
+        lat_write: LatencyTally::new(),
         measured_done: 0,
         measured_reads: 0,
         measured_writes: 0,
@@ -318,8 +319,8 @@ impl Sim<'_> {
             metrics,
             timeline: self.timeline.take().map(|t| t.rows).unwrap_or_default(),
             latency: self.lat_all(),
-            read_latency: std::mem::take(&mut self.lat_read),
-            write_latency: std::mem::take(&mut self.lat_write),
+            read_latency: self.lat_read.to_recorder(),
+            write_latency: self.lat_write.to_recorder(),
             final_stats: self.cache.stats_snapshot(),
             backend_written_back_bytes,
             devices: self
