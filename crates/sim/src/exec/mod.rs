@@ -84,6 +84,10 @@ struct Sim<'a> {
     host: Option<Host>,
     now: Nanos,
     events: EventQueue,
+    /// A request arriving now whose arrival comes before every event queued: it is handled
+    /// next without going through the queue (a closed-loop request arrives the instant its
+    /// predecessor is acknowledged, once per request).
+    arrival_next: Option<u32>,
     tasks: Vec<Task>,
     free: Vec<u32>,
     closed: bool,
@@ -208,6 +212,7 @@ fn simulate_inner<'a>(
         host,
         now: 0,
         events: EventQueue::new(),
+        arrival_next: None,
         tasks: Vec::new(),
         free: Vec::new(),
         closed: false,
@@ -271,13 +276,21 @@ impl Sim<'_> {
         let mut metrics = None;
         let mut flush_start = None;
         loop {
-            while let Some(ev) = self.events.pop() {
+            loop {
+                let (time, what) = match self.arrival_next.take() {
+                    // An arrival at this instant, before anything queued (see `fetch`).
+                    Some(idx) => (self.now, What::Arrive(idx)),
+                    None => match self.events.pop() {
+                        Some(ev) => (ev.time, ev.what),
+                        None => break,
+                    },
+                };
                 if self.timeline.is_some() && self.phase == Phase::Running {
-                    self.ticks_until(ev.time);
+                    self.ticks_until(time);
                 }
-                debug_assert!(ev.time >= self.now);
-                self.now = ev.time;
-                self.handle(ev.what);
+                debug_assert!(time >= self.now);
+                self.now = time;
+                self.handle(what);
                 if let Some(e) = self.error.take() {
                     return Err(e);
                 }
@@ -295,7 +308,7 @@ impl Sim<'_> {
                     for job in jobs {
                         self.start_flush(job);
                     }
-                    if !self.events.is_empty() {
+                    if !self.events.is_empty() || self.arrival_next.is_some() {
                         continue;
                     }
                 }
