@@ -92,7 +92,13 @@ pub struct DeviceModel {
     latency_ns: Nanos,
     /// Device time consumed when the last op completed, ps.
     cost_at_last_finish: u128,
+    /// Phases of every op when they do not depend on the op (every store but an array), so
+    /// the executor's two questions per op are a field read: [`VARIES`] for arrays.
+    fixed_phases: u8,
 }
+
+/// [`DeviceModel::fixed_phases`] of a device whose ops' phases vary (an array).
+const VARIES: u8 = u8::MAX;
 
 impl DeviceModel {
     /// Builds the model of a configuration (validating it).
@@ -118,10 +124,17 @@ impl DeviceModel {
                 unit: *stripe_unit,
             }),
         };
+        let link = r.link.map(Link::new);
+        let fixed_phases = match &store {
+            Store::Array(_) => VARIES,
+            Store::None => link.is_some() as u8,
+            Store::Disk(_) | Store::Constant(_) => 1 + link.is_some() as u8,
+        };
         Self {
             name: name.to_string(),
             store,
-            link: r.link.map(Link::new),
+            link,
+            fixed_phases,
             inflight: 0,
             inflight_by_cause: [0; 10],
             inflight_by_origin: [0; 4],
@@ -164,6 +177,9 @@ impl DeviceModel {
     /// Phases a logical op goes through (link crossings and array read/write phases).
     #[inline]
     pub fn phases(&self, kind: IoKind, offset: u64, len: u64) -> u8 {
+        if self.fixed_phases != VARIES {
+            return self.fixed_phases;
+        }
         let store = match &self.store {
             Store::Array(a) => a.phases(kind, offset, len),
             Store::None => 0,
@@ -185,6 +201,10 @@ impl DeviceModel {
         len: u64,
         phase: u8,
     ) -> Nanos {
+        if let (None, Store::Disk(d)) = (&self.link, &mut self.store) {
+            // The commonest device, one phase: straight to its queue.
+            return d.submit(now, kind, offset, len);
+        }
         let store_phase = match &self.link {
             None => phase,
             Some(_) => {
@@ -319,7 +339,11 @@ impl DeviceModel {
     }
 
     /// Device time consumed so far, ps: the busiest of the store (members averaged) and link.
+    #[inline]
     fn store_cost_ps(&self) -> u128 {
+        if let (None, Store::Disk(d)) = (&self.link, &self.store) {
+            return d.cost_ps;
+        }
         let store_cost = match &self.store {
             // No capacity limit: a constant device is never busy.
             Store::None | Store::Constant(_) => 0,

@@ -34,6 +34,27 @@ impl LatencyRecorder {
         self.sum_ns += ns as u128;
     }
 
+    /// Records `count` samples of `ns` in the histogram only (the caller adds their sum with
+    /// [`LatencyRecorder::add_sum`]).
+    pub(crate) fn record_n_raw(&mut self, ns: u64, count: u64) {
+        if self.hist.record_n(ns, count).is_err() {
+            self.hist.saturating_record_n(ns, count);
+        }
+    }
+
+    /// Adds to the exact sum of the samples.
+    pub(crate) fn add_sum(&mut self, ns: u128) {
+        self.sum_ns += ns;
+    }
+
+    /// Same samples, sum and histogram fields (tests).
+    #[cfg(test)]
+    pub(crate) fn same_as(&self, other: &LatencyRecorder) -> bool {
+        self.sum_ns == other.sum_ns
+            && self.hist == other.hist
+            && format!("{:?}", self.hist) == format!("{:?}", other.hist)
+    }
+
     /// Adds every sample of another recorder.
     pub fn merge(&mut self, other: &LatencyRecorder) {
         // Both auto-resize, so adding cannot fail for range reasons.

@@ -13,12 +13,14 @@
 mod latency;
 mod record;
 mod table;
+mod tally;
 mod tenancy;
 mod timeline;
 
 pub use latency::{LatencyRecorder, LatencySummary};
 pub use record::{DeviceMetrics, LatencyBreakdown, RunKind, RunMetrics, RunRecord, TOOL_NAME};
 pub use table::render_table;
+pub use tally::LatencyTally;
 pub use tenancy::{
     time_weighted_mean, write_tenancy_csv, TenancyInterval, TenancyMetrics, VolumeMetrics,
     TENANCY_COLUMNS,

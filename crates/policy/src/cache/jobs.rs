@@ -33,10 +33,17 @@ impl Cache {
     /// ([`crate::cleaning::CleaningPolicy::acts_only_on_idle_cache`]), no resize's jobs wait
     /// and no partition is over its capacity (so `clean` has nothing to settle), and
     /// [`Cache::next_clean_poll`] cannot answer earlier than the scheduled poll.
+    /// The executor asks after every arrival and acknowledgement: a cache of one partition
+    /// (the common case) tests it without walking the partitions.
+    #[inline]
     pub fn cleaning_waits_for_idle_cache(&self) -> bool {
-        self.cleaner_waits_for_idle
-            && !self.has_resize_jobs()
-            && !self.parts.iter().any(|p| p.over_capacity())
+        if !self.cleaner_waits_for_idle || self.has_resize_jobs() {
+            return false;
+        }
+        match self.parts.single() {
+            Some(p) => !p.over_capacity(),
+            None => !self.parts.iter().any(|p| p.over_capacity()),
+        }
     }
 
     pub(super) fn dirty_state(&self) -> DirtyState {

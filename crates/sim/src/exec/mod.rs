@@ -13,7 +13,7 @@ use tiercache_core::{
     Arrival, DevOp, Device, LineGeometry, Nanos, Op, OpCause, Plan, Request, RequestSource,
 };
 use tiercache_metrics::{
-    DeviceMetrics, LatencyBreakdown, LatencyRecorder, RunMetrics, TimelineRow,
+    DeviceMetrics, LatencyBreakdown, LatencyRecorder, LatencyTally, RunMetrics, TimelineRow,
 };
 use tiercache_policy::{CacheStats, DeviceLoad, ExecutorState, FlushJob, PolicyCore};
 
@@ -84,6 +84,10 @@ struct Sim<'a> {
     host: Option<Host>,
     now: Nanos,
     events: EventQueue,
+    /// A request arriving now whose arrival comes before every event queued: it is handled
+    /// next without going through the queue (a closed-loop request arrives the instant its
+    /// predecessor is acknowledged, once per request).
+    arrival_next: Option<u32>,
     tasks: Vec<Task>,
     free: Vec<u32>,
     closed: bool,
@@ -101,10 +105,11 @@ struct Sim<'a> {
     cache_fg_inflight: u32,
     cache_last_fg: Nanos,
     backend_inflight: u32,
-    /// Latencies of measured requests that neither read nor write (trims, flushes).
-    lat_other: LatencyRecorder,
-    lat_read: LatencyRecorder,
-    lat_write: LatencyRecorder,
+    /// Latencies of measured requests that neither read nor write (trims, flushes). Tallies
+    /// (the histogram's buckets in an array), made recorders when the metrics are built.
+    lat_other: LatencyTally,
+    lat_read: LatencyTally,
+    lat_write: LatencyTally,
     measured_done: u64,
     measured_reads: u64,
     measured_writes: u64,
@@ -207,6 +212,7 @@ fn simulate_inner<'a>(
         host,
         now: 0,
         events: EventQueue::new(),
+        arrival_next: None,
         tasks: Vec::new(),
         free: Vec::new(),
         closed: false,
@@ -224,9 +230,9 @@ fn simulate_inner<'a>(
         cache_fg_inflight: 0,
         cache_last_fg: 0,
         backend_inflight: 0,
-        lat_other: LatencyRecorder::new(),
-        lat_read: LatencyRecorder::new(),
-        lat_write: LatencyRecorder::new(),
+        lat_other: LatencyTally::new(),
+        lat_read: LatencyTally::new(),
+        lat_write: LatencyTally::new(),
         measured_done: 0,
         measured_reads: 0,
         measured_writes: 0,
@@ -270,13 +276,21 @@ impl Sim<'_> {
         let mut metrics = None;
         let mut flush_start = None;
         loop {
-            while let Some(ev) = self.events.pop() {
+            loop {
+                let (time, what) = match self.arrival_next.take() {
+                    // An arrival at this instant, before anything queued (see `fetch`).
+                    Some(idx) => (self.now, What::Arrive(idx)),
+                    None => match self.events.pop() {
+                        Some(ev) => (ev.time, ev.what),
+                        None => break,
+                    },
+                };
                 if self.timeline.is_some() && self.phase == Phase::Running {
-                    self.ticks_until(ev.time);
+                    self.ticks_until(time);
                 }
-                debug_assert!(ev.time >= self.now);
-                self.now = ev.time;
-                self.handle(ev.what);
+                debug_assert!(time >= self.now);
+                self.now = time;
+                self.handle(what);
                 if let Some(e) = self.error.take() {
                     return Err(e);
                 }
@@ -294,7 +308,7 @@ impl Sim<'_> {
                     for job in jobs {
                         self.start_flush(job);
                     }
-                    if !self.events.is_empty() {
+                    if !self.events.is_empty() || self.arrival_next.is_some() {
                         continue;
                     }
                 }
@@ -318,8 +332,8 @@ impl Sim<'_> {
             metrics,
             timeline: self.timeline.take().map(|t| t.rows).unwrap_or_default(),
             latency: self.lat_all(),
-            read_latency: std::mem::take(&mut self.lat_read),
-            write_latency: std::mem::take(&mut self.lat_write),
+            read_latency: self.lat_read.to_recorder(),
+            write_latency: self.lat_write.to_recorder(),
             final_stats: self.cache.stats_snapshot(),
             backend_written_back_bytes,
             devices: self

@@ -126,6 +126,13 @@ impl EventQueue {
         self.now.is_empty() && self.due.is_empty() && self.in_calendar == 0 && self.far.is_empty()
     }
 
+    /// True when no event is queued for the clock's instant: an event scheduled now would be
+    /// popped next (the calendar's events at the clock are all `due` once it got there).
+    #[inline]
+    pub(super) fn none_due(&self) -> bool {
+        self.due.is_empty() && self.now.is_empty()
+    }
+
     /// Schedules `what` at `time` (not before the last event popped).
     #[inline(always)]
     pub(super) fn push(&mut self, time: Nanos, what: What) {
@@ -358,6 +365,10 @@ mod tests {
             let mut clock = 0;
             let mut id = 0u32;
             for (offsets, pop) in steps {
+                // `none_due` says exactly that nothing is queued for the clock's instant (the
+                // executor then runs an arrival at it without queueing it).
+                let due_now = reference.peek().is_some_and(|r: &Reverse<(Nanos, u64, u32)>| r.0 .0 == clock);
+                prop_assert_eq!(q.none_due(), !due_now);
                 for off in offsets {
                     seq += 1;
                     id += 1;

@@ -66,7 +66,13 @@ impl Sim<'_> {
         t.job = job;
         self.pending_arrivals += 1;
         let at = req.time_ns.max(self.now);
-        self.schedule(at, What::Arrive(idx));
+        if at == self.now && self.arrival_next.is_none() && self.events.none_due() {
+            // Nothing is queued for this instant, so the arrival would be the next event
+            // popped, before anything scheduled after it: it skips the queue.
+            self.arrival_next = Some(idx);
+        } else {
+            self.schedule(at, What::Arrive(idx));
+        }
     }
 
     pub(super) fn arrive(&mut self, idx: u32) {

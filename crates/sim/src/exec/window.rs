@@ -188,9 +188,9 @@ impl Sim<'_> {
 
     /// Latencies of every measured request: reads, writes and the rest together.
     pub(super) fn lat_all(&self) -> LatencyRecorder {
-        let mut all = self.lat_read.clone();
-        all.merge(&self.lat_write);
-        all.merge(&self.lat_other);
+        let mut all = self.lat_read.to_recorder();
+        all.merge(&self.lat_write.to_recorder());
+        all.merge(&self.lat_other.to_recorder());
         all
     }
 
@@ -221,8 +221,8 @@ impl Sim<'_> {
             },
             latency_us: LatencyBreakdown {
                 all: self.lat_all().summary(),
-                read: self.lat_read.summary(),
-                write: self.lat_write.summary(),
+                read: self.lat_read.to_recorder().summary(),
+                write: self.lat_write.to_recorder().summary(),
             },
             dirty_lines_end: self.dirty_end,
             dirty_lines_max: self.dirty_max,
