@@ -122,3 +122,52 @@ fn a_refused_delete_keeps_the_files_dirty_blocks_journaled() {
     assert_eq!(recover(&store, &cache).unwrap(), 2);
     assert_eq!(std::fs::read(store.join("f")).unwrap(), data);
 }
+
+/// A power loss right after a delete keeps what was synced and any subset of the rest; the
+/// store keeps the unlink (the worst case: the kernel may write the directory back first).
+/// Two files: `f` with fsync'd dirty blocks, `e` whose fsync'd blocks were written back by
+/// evictions (their `Clean` records not synced, so a power loss may bring back its `Map`s).
+#[test]
+fn a_power_loss_after_a_delete_recovers_without_the_deleted_files_blocks() {
+    use crate::powerloss;
+    for victim in ["f", "e"] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("store");
+        std::fs::create_dir(&store).unwrap();
+        let mut st = open(dir.path());
+        let id = fsynced(&mut st, &store, victim, &[0xDD; 3 * BS]);
+        let other = vec![0x33; 2 * BS];
+        fsynced(&mut st, &store, "g", &other);
+        let cache = CacheDir::new(&dir.path().join("cache"));
+        powerloss::start(&[cache.blocks(), cache.journal()]).unwrap();
+        if victim == "e" {
+            // Written back (as an eviction does) and recorded `Clean`, not synced.
+            let mut ops = Vec::new();
+            st.core.flush(Some(id), &mut ops);
+            st.execute(&ops, 0, &mut [], None).unwrap();
+            assert!(st.core.dirty_of_file(id).is_empty(), "e was written back");
+            assert!(st.cleaned_unsynced.contains(&id));
+        }
+        st.delete_file_with(id, || std::fs::remove_file(store.join(victim)))
+            .unwrap();
+        drop(st);
+        let rec = powerloss::stop();
+        std::fs::write(store.join("new"), b"").unwrap();
+        let unsynced = rec.unsynced();
+        assert!(unsynced.len() <= 12, "{} unsynced writes", unsynced.len());
+        for mask in 0..1u32 << unsynced.len() {
+            let image = rec.image(|i| {
+                unsynced
+                    .binary_search(&i)
+                    .is_ok_and(|at| mask >> at & 1 == 1)
+            });
+            for (path, bytes) in &image {
+                std::fs::write(path, bytes).unwrap();
+            }
+            let case = format!("{victim} deleted, power loss keeping unsynced mask {mask:b}");
+            recover(&store, &cache).unwrap_or_else(|e| panic!("{case}: recovery failed: {e}"));
+            assert_eq!(std::fs::read(store.join("new")).unwrap(), b"", "{case}");
+            assert_eq!(std::fs::read(store.join("g")).unwrap(), other, "{case}");
+        }
+    }
+}
