@@ -405,13 +405,19 @@ impl Filesystem for CacheFs {
                     (st.node_id(md.ino()), md.is_file(), md.nlink() as u32)
                 }
             };
-            fs::remove_file(&path)?;
+            let last_name = regular && nlink <= 1;
+            if last_name {
+                // The journal voids the file's dirty blocks before its store file goes.
+                st.delete_file_with(id, || fs::remove_file(&path))?;
+            } else {
+                fs::remove_file(&path)?;
+            }
             forget_attr(&mut st, parent.0);
             st.name_removed(parent.0, name);
-            if regular && nlink <= 1 {
-                st.file_deleted(id)?;
-            } else if !regular {
+            if !regular {
                 st.nodes.remove(&id);
+            } else if last_name {
+                // `delete_file_with` dropped it.
             } else if let Some(node) = st.nodes.get_mut(&id) {
                 node.attr = None; // another name remains; its link count changed
             }
@@ -465,17 +471,25 @@ impl Filesystem for CacheFs {
             st.meta_op();
             let moved = fs::symlink_metadata(&from_path)?;
             let replaced = fs::symlink_metadata(&to_path).ok();
-            fs::rename(&from_path, &to_path)?;
+            // A file the rename replaces loses its last name: the journal voids its dirty
+            // blocks before the rename (`State::delete_file_with`).
+            let doomed = replaced
+                .as_ref()
+                .filter(|old| old.ino() != moved.ino() && old.is_file() && old.nlink() <= 1)
+                .map(|old| st.node_id(old.ino()));
+            match doomed {
+                Some(old_id) => {
+                    st.delete_file_with(old_id, || fs::rename(&from_path, &to_path))?;
+                }
+                None => fs::rename(&from_path, &to_path)?,
+            }
             forget_attr(&mut st, parent.0);
             forget_attr(&mut st, newparent.0);
-            if let Some(old) = replaced {
+            if let (Some(old), None) = (replaced, doomed) {
                 if old.ino() != moved.ino() {
+                    // Another name keeps it (or it is no regular file): no cached data to drop.
                     let old_id = st.node_id(old.ino());
-                    if old.is_file() && old.nlink() <= 1 {
-                        st.file_deleted(old_id)?;
-                    } else {
-                        st.nodes.remove(&old_id);
-                    }
+                    st.nodes.remove(&old_id);
                 }
             }
             st.rename_paths(&from, &to);

@@ -25,6 +25,14 @@
 //! then cuts the store file, then records `Truncated` (file). A `Truncate` without its
 //! `Truncated` is redone by recovery (the store file may or may not have been cut), and every
 //! version recorded before a `Truncate` is cut at its size when written back.
+//!
+//! A file that loses its last name (unlink, rename over it) is first recorded `Deleted`
+//! (file), before its store file goes: replay then drops every version and truncate of the
+//! file recorded before it. Without it, a crash between the unlink and the `Clean`s of the
+//! file's dirty blocks left records naming a file the store no longer has (recovery failed,
+//! the mount would not start), or, once a new file reused the inode number, naming that new
+//! file (recovery would have written the deleted file's blocks into it). Records after the
+//! `Deleted` name the file that reuses the number.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
@@ -39,6 +47,7 @@ const KIND_MAP: u8 = 1;
 const KIND_CLEAN: u8 = 2;
 const KIND_TRUNCATE: u8 = 3;
 const KIND_TRUNCATED: u8 = 4;
+const KIND_DELETED: u8 = 5;
 
 /// A dirty block as the journal last recorded it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,6 +211,17 @@ pub fn replay(path: &Path) -> io::Result<Replay> {
                 seq,
                 done: false,
             }),
+            KIND_DELETED => {
+                // The file is gone: nothing recorded of it so far may reach the store (its
+                // inode number may name another file by now).
+                let keys: Vec<BlockKey> = by_key.keys().filter(|k| k.file == a).copied().collect();
+                for key in keys {
+                    for s in by_key.remove(&key).unwrap_or_default() {
+                        by_slot.remove(&s);
+                    }
+                }
+                truncates.retain(|t| t.file != a);
+            }
             KIND_TRUNCATED => {
                 for t in truncates.iter_mut().filter(|t| t.file == a) {
                     t.done = true;
@@ -267,6 +287,14 @@ impl Journal {
     /// Records that the store file `file` was cut (durably) as its last `truncate` said.
     pub fn truncated(&mut self, file: u64) -> io::Result<()> {
         let r = encode(KIND_TRUNCATED, 0, BlockKey::new(file, 0), 0, 0);
+        self.append(&r)
+    }
+
+    /// Records that the store file `file` is about to lose its last name: every version and
+    /// truncate of the file recorded so far is void (recovery must not write them, neither
+    /// into a store that no longer has the file nor into a new file that reuses its number).
+    pub fn deleted(&mut self, file: u64) -> io::Result<()> {
+        let r = encode(KIND_DELETED, 0, BlockKey::new(file, 0), 0, 0);
         self.append(&r)
     }
 
@@ -439,6 +467,36 @@ mod tests {
         // Done or not, versions older than the truncate stay cut.
         assert_eq!(r.bytes_to_write(&r.latest()[0], 100), 30);
         assert_eq!(r.bytes_to_write(&r.blocks[1][1], 100), 0);
+    }
+
+    #[test]
+    fn a_deleted_record_voids_the_files_earlier_records_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j");
+        let mut j = Journal::create(&path).unwrap();
+        j.map(0, BlockKey::new(4, 0), b"old").unwrap();
+        j.map(1, BlockKey::new(4, 1), b"old").unwrap();
+        j.map(2, BlockKey::new(5, 0), b"other").unwrap();
+        j.truncate(4, 10).unwrap();
+        j.deleted(4).unwrap();
+        let r = replay(&path).unwrap();
+        assert_eq!(
+            r.latest().iter().map(|d| d.key).collect::<Vec<_>>(),
+            [BlockKey::new(5, 0)]
+        );
+        assert!(
+            r.truncates.is_empty(),
+            "a deleted file's truncate is not redone"
+        );
+        // A new file reusing inode number 4: its records count.
+        j.map(3, BlockKey::new(4, 0), b"new").unwrap();
+        let keys: Vec<BlockKey> = replay(&path)
+            .unwrap()
+            .latest()
+            .iter()
+            .map(|d| d.key)
+            .collect();
+        assert_eq!(keys, [BlockKey::new(5, 0), BlockKey::new(4, 0)]);
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! The journal names files by inode number only, so its blocks are written back only into the
 //! store the cache directory records ([`StoreIdentity`]), and the journal is emptied only when
 //! every block it holds was written: a block whose file cannot be found keeps the journal.
+//! A file the mount itself deleted never leaves such blocks: its `Deleted` record, journaled
+//! before the store file goes, voids them (see [`crate::journal`]).
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};

@@ -6,7 +6,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 
 use super::State;
-use crate::core::{BlockKey, DevOp};
+use crate::core::{BlockKey, DevOp, FileId};
 use crate::recovery::pread_full;
 
 impl State {
@@ -37,11 +37,13 @@ impl State {
                     }
                 }
                 DevOp::Discard {
-                    slot, was_dirty, ..
+                    slot,
+                    key,
+                    was_dirty,
                 } => {
                     self.valid[slot as usize] = 0;
                     if was_dirty {
-                        self.journal_clean(slot)?;
+                        self.journal_clean(slot, key.file)?;
                     }
                 }
                 DevOp::Fill { slot, key } => {
@@ -226,7 +228,7 @@ impl State {
         // Slots an op after `first` writes (or frees): a later write-back of one of them
         // writes back that newer content, so it waits for its own batch.
         let mut touched: HashSet<u32> = HashSet::new();
-        let mut batch: Vec<u32> = Vec::new();
+        let mut batch: Vec<(u32, FileId)> = Vec::new();
         let mut to_sync: Vec<u64> = Vec::new();
         for (j, op) in ops.iter().enumerate().skip(first) {
             match *op {
@@ -238,7 +240,7 @@ impl State {
                     if promised && !to_sync.contains(&key.file) {
                         to_sync.push(key.file);
                     }
-                    batch.push(slot);
+                    batch.push((slot, key.file));
                     done.insert(j);
                 }
                 DevOp::Fill { slot, .. }
@@ -252,8 +254,8 @@ impl State {
         for file in to_sync {
             self.sync_store(file)?;
         }
-        for slot in batch {
-            self.journal_clean(slot)?;
+        for (slot, file) in batch {
+            self.journal_clean(slot, file)?;
         }
         Ok(())
     }
@@ -363,11 +365,14 @@ impl State {
         Ok(())
     }
 
-    /// Journals that (core) slot `slot` holds nothing dirty any more.
-    pub(super) fn journal_clean(&mut self, slot: u32) -> io::Result<()> {
+    /// Journals that (core) slot `slot`, a block of `file`, holds nothing dirty any more.
+    pub(super) fn journal_clean(&mut self, slot: u32, file: FileId) -> io::Result<()> {
         match self.journal.as_mut() {
             Some(j) if self.cfg.variant.is_write_back() => {
                 j.clean(self.slots.phys(slot))?;
+                // Until synced, a power loss may drop this record and keep an older `Map` of
+                // the file: a delete of the file must sync its `Deleted` record then.
+                self.cleaned_unsynced.insert(file);
                 self.journaled[slot as usize] = None;
                 self.slots.cleaned(slot, j.synced_seq());
                 Ok(())
@@ -394,6 +399,7 @@ impl State {
         self.journal.as_mut().expect("checked").compact(&live)?;
         // The journal names the live blocks only, durably.
         self.slots.synced();
+        self.cleaned_unsynced.clear();
         Ok(())
     }
 }

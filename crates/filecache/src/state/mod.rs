@@ -13,6 +13,8 @@ use crate::core::{BlockKey, FileCache, FileId, Variant};
 use crate::journal::Journal;
 use crate::recovery::{pread_full, recover};
 
+#[cfg(test)]
+mod delete_tests;
 mod exec;
 #[cfg(test)]
 mod powerloss_tests;
@@ -151,6 +153,9 @@ pub struct State {
     promised: u64,
     stats: MountStats,
     unsynced_store: HashSet<FileId>,
+    /// Files with a `Clean` record not yet synced: a power loss may drop it and keep an older
+    /// `Map` of the file, so deleting one of them needs its `Deleted` record durable.
+    cleaned_unsynced: HashSet<FileId>,
     open_files: usize,
     _lock: File,
 }
@@ -243,6 +248,7 @@ impl State {
             journal,
             stats,
             unsynced_store: HashSet::new(),
+            cleaned_unsynced: HashSet::new(),
             open_files: 0,
             _lock: lock,
         })
@@ -575,8 +581,72 @@ impl State {
         if let Some(j) = self.journal.as_mut() {
             j.sync()?;
             self.slots.synced();
+            self.cleaned_unsynced.clear();
         }
         Ok(())
+    }
+
+    /// File `id` loses its last name by `store_op` (the store's unlink, or a rename over it):
+    /// the journal voids the file's dirty blocks first ([`State::deleting`]), then the store
+    /// changes, then the cache drops the file ([`State::file_deleted`]).
+    pub fn delete_file_with(
+        &mut self,
+        id: u64,
+        store_op: impl FnOnce() -> io::Result<()>,
+    ) -> io::Result<()> {
+        let journaled = self.deleting(id)?;
+        if let Err(e) = store_op() {
+            if journaled {
+                self.delete_failed(id)?;
+            }
+            return Err(e);
+        }
+        self.file_deleted(id)
+    }
+
+    /// File `id` is about to lose its last name (an unlink, or a rename over it): called
+    /// before the store changes. Returns whether a `Deleted` record was journaled.
+    ///
+    /// Once the store file is gone, the journal's records of its dirty blocks name a file the
+    /// store does not have (recovery would fail and the mount not start) or, when a new file
+    /// reuses the inode number, that new file (recovery would write the deleted file's blocks
+    /// into it). So the journal first records the file deleted, which voids its earlier
+    /// records, and syncs it (one fdatasync of the journal: a power loss must not keep the
+    /// unlink without the record). Only a file the journal may still name as dirty pays
+    /// this: one with dirty blocks, or with a `Clean` record not yet synced (a power loss could
+    /// drop that and keep the `Map` before it). The data of a file being deleted need not
+    /// survive, so nothing is written back.
+    fn deleting(&mut self, id: u64) -> io::Result<bool> {
+        if !self.cfg.variant.is_write_back() {
+            return Ok(false);
+        }
+        let named = !self.core.dirty_of_file(id).is_empty() || self.cleaned_unsynced.contains(&id);
+        let Some(j) = self.journal.as_mut() else {
+            return Ok(false);
+        };
+        if !named {
+            return Ok(false);
+        }
+        j.deleted(id)?;
+        // The journal alone, as for a truncate: the record orders nothing in the block file
+        // or the store, and the slots earlier records gave up stay out of use until a full
+        // sync.
+        j.sync()?;
+        self.cleaned_unsynced.clear();
+        Ok(true)
+    }
+
+    /// The store refused the unlink or rename that [`State::deleting`] journaled: file `id`
+    /// lives on, so its dirty blocks are journaled again (the `Deleted` record voided them)
+    /// and synced, as durable as before.
+    fn delete_failed(&mut self, id: u64) -> io::Result<()> {
+        for (key, slot) in self.core.dirty_of_file(id) {
+            let data = self.slot_data(slot)?;
+            self.journal_map(slot, key, &data)?;
+        }
+        // Its first records' sequence numbers are kept (`journaled`): what an fsync promised
+        // stays promised.
+        self.sync_journal()
     }
 
     /// File `id` lost its last name: its cached blocks are freed and their write-back
