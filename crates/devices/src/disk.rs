@@ -219,6 +219,13 @@ impl Disk {
         }
         let share = service / u64::from(self.p.channels);
         self.cost_ps = self.cost_ps.saturating_add(u128::from(share.max(gap)));
+        self.count_op(kind, offset, len);
+        Some(end)
+    }
+
+    /// Counts a submitted op and remembers where it ended (the next op's seek distance).
+    #[inline]
+    fn count_op(&mut self, kind: IoKind, offset: u64, len: u64) {
         self.last_end = offset.saturating_add(len);
         self.ops += 1;
         match kind {
@@ -226,7 +233,6 @@ impl Disk {
             IoKind::Write => self.writes += 1,
             _ => {}
         }
-        Some(end)
     }
 
     /// `submit` in 128-bit picoseconds, saturating.
@@ -276,13 +282,7 @@ impl Disk {
         self.cost_ps = self
             .cost_ps
             .saturating_add(div_u128(service, u64::from(self.p.channels)).max(gap));
-        self.last_end = offset.saturating_add(len);
-        self.ops += 1;
-        match kind {
-            IoKind::Read => self.reads += 1,
-            IoKind::Write => self.writes += 1,
-            _ => {}
-        }
+        self.count_op(kind, offset, len);
         end
     }
 }
