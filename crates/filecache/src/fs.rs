@@ -414,12 +414,13 @@ impl Filesystem for CacheFs {
             }
             forget_attr(&mut st, parent.0);
             st.name_removed(parent.0, name);
+            // A regular file's last name: `delete_file_with` dropped its node.
             if !regular {
                 st.nodes.remove(&id);
-            } else if last_name {
-                // `delete_file_with` dropped it.
-            } else if let Some(node) = st.nodes.get_mut(&id) {
-                node.attr = None; // another name remains; its link count changed
+            } else if !last_name {
+                if let Some(node) = st.nodes.get_mut(&id) {
+                    node.attr = None; // another name remains; its link count changed
+                }
             }
             Ok(())
         })();

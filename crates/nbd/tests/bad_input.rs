@@ -312,7 +312,6 @@ impl tiercache_blockdev::BlockDevice for StartsFail {
 /// never sent when no other reply followed.
 #[test]
 fn a_started_read_that_fails_at_once_is_answered() {
-    use tiercache_blockdev::BlockDevice;
     let dev = Arc::new(StartsFail(MemDevice::new(1 << 20)));
     assert!(dev.hits_wait_for_device());
     let (sock, stats, _stop, _d) = serve(dev, ServerConfig::default());
@@ -397,7 +396,6 @@ impl tiercache_blockdev::BlockDevice for SlowStarts {
 /// NBD_CMD_DISC); its reply was dropped.
 #[test]
 fn a_disconnect_answers_the_reads_in_flight_first() {
-    use tiercache_blockdev::BlockDevice;
     let mem = MemDevice::new(1 << 20);
     mem.write_at(&[0x5a; 4096], 8192, false).unwrap();
     let dev = Arc::new(SlowStarts::new(mem, Duration::from_millis(50)));
