@@ -383,14 +383,7 @@ mod tests {
                     }
                 }
             }
-            loop {
-                let (a, b) = (q.pop().map(key), reference.pop().map(|r| r.0));
-                prop_assert_eq!(a, b);
-                if a.is_none() {
-                    break;
-                }
-            }
-            prop_assert!(q.is_empty());
+            drain_against(&mut q, &mut reference);
         }
     }
 
