@@ -163,7 +163,7 @@ impl Disk {
 
     /// Submits an op at `now` (calls must come in non-decreasing `now`); returns its completion
     /// time, [`Nanos::MAX`] when that lies at or beyond it (times saturate, never wrap).
-    #[inline]
+    #[inline(always)]
     pub fn submit(&mut self, now: Nanos, kind: IoKind, offset: u64, len: u64) -> Nanos {
         if let Some(costs) = &self.narrow {
             let c = costs[kind as usize];
@@ -177,7 +177,7 @@ impl Disk {
     /// `submit` in 64-bit picoseconds; `None` (and nothing changed) when a figure would not
     /// fit, for [`Disk::submit_wide`] to take. Every step is the wide path's: where nothing
     /// saturates the two agree exactly.
-    #[inline]
+    #[inline(always)]
     fn submit_narrow(
         &mut self,
         c: NarrowCosts,
@@ -237,6 +237,7 @@ impl Disk {
 
     /// `submit` in 128-bit picoseconds, saturating.
     #[cold]
+    #[inline(never)]
     fn submit_wide(&mut self, now: Nanos, kind: IoKind, offset: u64, len: u64) -> Nanos {
         let service = self.service_ps(kind, offset, len);
         let (spacing, bw) = match kind {

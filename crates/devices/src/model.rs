@@ -80,8 +80,9 @@ pub struct DeviceModel {
     pub(crate) inflight: u32,
     pub(crate) inflight_by_cause: [u32; 10],
     /// The same ops by origin (R, W, P, E), kept beside so executors polling the load per
-    /// request read it without summing causes.
-    inflight_by_origin: [u32; 4],
+    /// request read it without summing causes; the fifth slot counts the ops without origin
+    /// (trims, flushes), so an op's origin is counted without a branch ([`ORIGIN_SLOT`]).
+    inflight_by_origin: [u32; 5],
     pub(crate) max_inflight: u32,
     pub(crate) last_change: Nanos,
     pub(crate) c: DeviceCounters,
@@ -99,6 +100,12 @@ pub struct DeviceModel {
 
 /// [`DeviceModel::fixed_phases`] of a device whose ops' phases vary (an array).
 const VARIES: u8 = u8::MAX;
+
+/// The slot of `DeviceModel::inflight_by_origin` counting an op of each cause (in
+/// [`cause_index`] order): its origin's index ([`OpCause::origin`]), or 4 for a cause without
+/// origin. A table rather than `origin`'s match, so counting an op takes no branch (the
+/// `origin_slots_follow_origin` test keeps it in step).
+const ORIGIN_SLOT: [usize; 10] = [0, 0, 1, 2, 1, 3, 3, 4, 4, 3];
 
 impl DeviceModel {
     /// Builds the model of a configuration (validating it).
@@ -137,7 +144,7 @@ impl DeviceModel {
             fixed_phases,
             inflight: 0,
             inflight_by_cause: [0; 10],
-            inflight_by_origin: [0; 4],
+            inflight_by_origin: [0; 5],
             max_inflight: 0,
             last_change: 0,
             c: DeviceCounters::default(),
@@ -238,6 +245,29 @@ impl DeviceModel {
         }
     }
 
+    /// An op enters the device at `now` and its first phase is submitted: what
+    /// [`DeviceModel::op_started`] then, for an op with phases, [`DeviceModel::submit_phase`]
+    /// of phase 0 do, in one call (for an op without phases, `now`). The commonest device, a
+    /// lone disk, goes straight to its queue.
+    #[inline]
+    pub fn start_op(
+        &mut self,
+        now: Nanos,
+        kind: IoKind,
+        offset: u64,
+        len: u64,
+        cause: OpCause,
+    ) -> Nanos {
+        self.op_started(now, cause);
+        if let (None, Store::Disk(d)) = (&self.link, &mut self.store) {
+            return d.submit(now, kind, offset, len);
+        }
+        if self.phases(kind, offset, len) == 0 {
+            return now;
+        }
+        self.submit_phase(now, kind, offset, len, 0)
+    }
+
     /// Runs every phase of an op back to back, each starting when the previous one completes,
     /// and returns the completion time; no load accounting. Meant for wrapping a real file with
     /// a model (the engine's emulated slow backend): exact for single-phase devices (a device
@@ -273,7 +303,8 @@ impl DeviceModel {
     /// Ops queued or in service by origin (R, W, P, E, indexed by [`tiercache_core::Origin::index`]).
     #[inline]
     pub fn inflight_by_origin(&self) -> [u32; 4] {
-        self.inflight_by_origin
+        let [r, w, p, e, _] = self.inflight_by_origin;
+        [r, w, p, e]
     }
 
     /// Ops queued or in service by cause (indexed by [`cause_index`]).
@@ -287,9 +318,7 @@ impl DeviceModel {
         self.advance(now);
         self.inflight += 1;
         self.inflight_by_cause[cause_index(cause)] += 1;
-        if let Some(o) = cause.origin() {
-            self.inflight_by_origin[o.index()] += 1;
-        }
+        self.inflight_by_origin[ORIGIN_SLOT[cause_index(cause)]] += 1;
         self.max_inflight = self.max_inflight.max(self.inflight);
     }
 
@@ -306,9 +335,7 @@ impl DeviceModel {
         self.advance(now);
         self.inflight -= 1;
         self.inflight_by_cause[cause_index(cause)] -= 1;
-        if let Some(o) = cause.origin() {
-            self.inflight_by_origin[o.index()] -= 1;
-        }
+        self.inflight_by_origin[ORIGIN_SLOT[cause_index(cause)]] -= 1;
         self.c.ops += 1;
         self.c.latency_ns += (now - started) as u128;
         self.latency_ns = service_ewma(self.latency_ns, now - started);
@@ -377,6 +404,19 @@ impl DeviceCounters {
         WindowLoad {
             utilisation: util.clamp(0.0, 1.0),
             mean_queue_depth: (self.depth_area - earlier.depth_area) as f64 / dt as f64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origin_slots_follow_origin() {
+        for c in CAUSES {
+            let slot = c.origin().map_or(4, |o| o.index());
+            assert_eq!(ORIGIN_SLOT[cause_index(c)], slot, "{c:?}");
         }
     }
 }
