@@ -291,8 +291,8 @@ impl Sim<'_> {
                 debug_assert!(time >= self.now);
                 self.now = time;
                 self.handle(what);
-                if let Some(e) = self.error.take() {
-                    return Err(e);
+                if self.error.is_some() {
+                    return Err(self.error.take().expect("checked"));
                 }
                 if self.phase == Phase::Running {
                     self.check_window_end();

@@ -77,10 +77,6 @@ impl Sim<'_> {
 
     pub(super) fn arrive(&mut self, idx: u32) {
         self.pending_arrivals -= 1;
-        let (req, job) = {
-            let t = &self.tasks[idx as usize];
-            (t.req, t.job)
-        };
         let warm =
             self.arrived >= self.cfg.run.warmup_requests && self.now >= self.cfg.run.warmup_ns;
         if warm && self.window.is_none() {
@@ -94,6 +90,7 @@ impl Sim<'_> {
                 .requests
                 .is_some_and(|l| self.measured_arrived >= l);
         if over_time || over_count {
+            let job = self.tasks[idx as usize].job;
             self.jobs_done[job as usize] = true;
             self.free_task(idx);
             return;
@@ -104,10 +101,10 @@ impl Sim<'_> {
             self.measured_arrived += 1;
         }
         let t = &mut self.tasks[idx as usize];
-        if let Err(source) = self.cache.access(&req, Some(&mut t.plan)) {
+        if let Err(source) = self.cache.access(&t.req, Some(&mut t.plan)) {
             self.error = Some(SimError::Request {
                 index,
-                request: req,
+                request: t.req,
                 source,
             });
             return;
@@ -134,6 +131,7 @@ impl Sim<'_> {
         }
         match &mut self.host {
             Some(h) => {
+                let req = &self.tasks[idx as usize].req;
                 let key = ((req.volume.0 as u64) << 48) ^ self.geo.line_of(req.offset);
                 let at = h.submit(self.now, key, promos);
                 self.schedule(at, What::Issue(idx));
@@ -159,11 +157,6 @@ impl Sim<'_> {
         }
     }
 
-    #[inline]
-    pub(super) fn dev_of(&self, op: &DevOp) -> usize {
-        dev_index(&self.vol_dev, op)
-    }
-
     /// Issues every op of the next stage of a task, if any is left (the test is inlined: a
     /// task's last completions find none).
     #[inline]
@@ -185,14 +178,7 @@ impl Sim<'_> {
         let (mut issued, mut overflow) = (0, false);
         for op in ops.iter().take_while(|o| o.stage == stage) {
             let d = dev_index(&self.vol_dev, op);
-            let dev = &mut self.devs[d];
-            dev.op_started(now, op.cause);
-            let phases = dev.phases(op.kind, op.offset, op.len);
-            let done = if phases == 0 {
-                now
-            } else {
-                dev.submit_phase(now, op.kind, op.offset, op.len, 0)
-            };
+            let done = self.devs[d].start_op(now, op.kind, op.offset, op.len, op.cause);
             if d == 0 {
                 self.cache_fg_inflight += fg as u32;
             } else {
@@ -221,8 +207,10 @@ impl Sim<'_> {
 
     pub(super) fn phase_done(&mut self, idx: u32, j: u32, phase: u8) {
         let now = self.now;
-        let op = self.tasks[idx as usize].plan.ops[j as usize];
-        let d = self.dev_of(&op);
+        let t = &mut self.tasks[idx as usize];
+        // The op is read in place: most ops have one phase and need only a few of its fields.
+        let op = &t.plan.ops[j as usize];
+        let d = dev_index(&self.vol_dev, op);
         let dev = &mut self.devs[d];
         if phase + 1 < dev.phases(op.kind, op.offset, op.len) {
             let done = dev.submit_phase(now, op.kind, op.offset, op.len, phase + 1);
@@ -236,8 +224,8 @@ impl Sim<'_> {
             );
             return;
         }
-        let t = &mut self.tasks[idx as usize];
         dev.op_finished(now, t.stage_start, op.kind, op.len, op.cause);
+        let critical = op.critical;
         if d == 0 {
             if t.kind == TaskKind::Request {
                 self.cache_fg_inflight -= 1;
@@ -249,7 +237,7 @@ impl Sim<'_> {
             self.backend_inflight -= 1;
         }
         t.ops_left -= 1;
-        t.crit_left -= op.critical as u32;
+        t.crit_left -= critical as u32;
         t.stage_pending -= 1;
         let start_ack = t.kind == TaskKind::Request && t.crit_left == 0 && !t.ack_started;
         if t.stage_pending == 0 {
