@@ -85,6 +85,10 @@ pub struct DeviceModel {
     inflight_by_origin: [u32; 5],
     pub(crate) max_inflight: u32,
     pub(crate) last_change: Nanos,
+    /// Sum of the start times of the ops in flight, ns: with the completed ops' latencies
+    /// (`c.latency_ns`) it gives ∫ ops in flight dt without a step at every change
+    /// ([`DeviceModel::counters`]).
+    inflight_start_sum: u128,
     pub(crate) c: DeviceCounters,
     /// Moving average of device time per completed op, ns (see [`DeviceModel::service_ns`]).
     service_ns: Nanos,
@@ -147,6 +151,7 @@ impl DeviceModel {
             inflight_by_origin: [0; 5],
             max_inflight: 0,
             last_change: 0,
+            inflight_start_sum: 0,
             c: DeviceCounters::default(),
             service_ns: 0,
             latency_ns: 0,
@@ -281,9 +286,10 @@ impl DeviceModel {
         t
     }
 
-    pub(crate) fn advance(&mut self, now: Nanos) {
+    /// Notes a change of the ops in flight at `now` (calls come in non-decreasing `now`).
+    #[inline]
+    fn advance(&mut self, now: Nanos) {
         debug_assert!(now >= self.last_change);
-        self.c.depth_area += self.inflight as u128 * (now - self.last_change) as u128;
         self.last_change = now;
     }
 
@@ -316,13 +322,15 @@ impl DeviceModel {
     #[inline]
     pub fn op_started(&mut self, now: Nanos, cause: OpCause) {
         self.advance(now);
+        self.inflight_start_sum += u128::from(now);
         self.inflight += 1;
         self.inflight_by_cause[cause_index(cause)] += 1;
         self.inflight_by_origin[ORIGIN_SLOT[cause_index(cause)]] += 1;
         self.max_inflight = self.max_inflight.max(self.inflight);
     }
 
-    /// An op left the device (after its last phase); `started` is when it entered.
+    /// An op left the device (after its last phase); `started` is when it entered (the `now`
+    /// of its [`DeviceModel::op_started`]: the device's mean depth is reckoned from it).
     #[inline]
     pub fn op_finished(
         &mut self,
@@ -333,6 +341,7 @@ impl DeviceModel {
         cause: OpCause,
     ) {
         self.advance(now);
+        self.inflight_start_sum -= u128::from(started);
         self.inflight -= 1;
         self.inflight_by_cause[cause_index(cause)] -= 1;
         self.inflight_by_origin[ORIGIN_SLOT[cause_index(cause)]] -= 1;
@@ -360,7 +369,9 @@ impl DeviceModel {
         let mut c = self.c;
         let now = now.max(self.last_change);
         c.at = now;
-        c.depth_area += self.inflight as u128 * (now - self.last_change) as u128;
+        // ∫ ops in flight dt up to `now` is each op's time in the device up to then: the
+        // completed ops' latencies, and `now` less its start for each op in flight.
+        c.depth_area = c.latency_ns + self.inflight as u128 * now as u128 - self.inflight_start_sum;
         c.cost_ps = self.store_cost_ps();
         c
     }
@@ -411,6 +422,39 @@ impl DeviceCounters {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The depth area reckoned from start times and latencies is the step integral of the
+        /// ops in flight over time, op changes and snapshots at any instants.
+        #[test]
+        fn depth_area_is_the_integral_of_ops_in_flight(
+            steps in proptest::collection::vec((0u64..5_000, any::<bool>(), any::<prop::sample::Index>()), 1..300),
+        ) {
+            let mut d = DeviceModel::new("d", &DeviceConfig::preset("nvme-ssd")).unwrap();
+            let (mut now, mut last, mut area, mut inflight) = (0u64, 0u64, 0u128, 0u128);
+            let mut started: Vec<Nanos> = Vec::new();
+            for (dt, start, pick) in steps {
+                now += dt;
+                prop_assert_eq!(
+                    d.counters(now).depth_area,
+                    area + inflight * u128::from(now - last)
+                );
+                area += inflight * u128::from(now - last);
+                last = now;
+                if start || started.is_empty() {
+                    d.op_started(now, OpCause::ReadHit);
+                    started.push(now);
+                    inflight += 1;
+                } else {
+                    let s = started.swap_remove(pick.index(started.len()));
+                    d.op_finished(now, s, IoKind::Read, 4096, OpCause::ReadHit);
+                    inflight -= 1;
+                }
+                prop_assert_eq!(d.counters(now).depth_area, area);
+            }
+        }
+    }
 
     #[test]
     fn origin_slots_follow_origin() {
