@@ -212,21 +212,36 @@ impl EventQueue {
             self.filled[b / 64] &= !(1 << (b % 64));
             e
         } else {
-            let earliest = bucket.iter().map(|e| e.time).min().expect("filled bucket");
-            let mut i = 0;
-            while i < bucket.len() {
-                if bucket[i].time == earliest {
-                    self.due.push(bucket.swap_remove(i));
-                } else {
-                    i += 1;
+            // One pass finds the earliest time, where it is, and whether another event shares
+            // it; usually none does, and the event leaves the bucket as the loop below would
+            // take it (one `swap_remove`), without going through `due`.
+            let (mut earliest, mut at, mut tie) = (bucket[0].time, 0, false);
+            for (i, e) in bucket.iter().enumerate().skip(1) {
+                if e.time < earliest {
+                    (earliest, at, tie) = (e.time, i, false);
+                } else if e.time == earliest {
+                    tie = true;
                 }
             }
-            if bucket.is_empty() {
-                self.filled[b / 64] &= !(1 << (b % 64));
-            }
+            let e = if tie {
+                let mut i = 0;
+                while i < bucket.len() {
+                    if bucket[i].time == earliest {
+                        self.due.push(bucket.swap_remove(i));
+                    } else {
+                        i += 1;
+                    }
+                }
+                if bucket.is_empty() {
+                    self.filled[b / 64] &= !(1 << (b % 64));
+                }
+                self.due.sort_unstable_by_key(|e| Reverse(e.seq));
+                self.due.pop().expect("the earliest event")
+            } else {
+                // The bucket held another event: it is not empty.
+                bucket.swap_remove(at)
+            };
             let crowded = bucket.len() > CROWDED;
-            self.due.sort_unstable_by_key(|e| Reverse(e.seq));
-            let e = self.due.pop().expect("the earliest event");
             if crowded && self.shift > 0 && self.far.is_empty() && self.last_day() < DAYS / 4 {
                 self.in_calendar -= self.due.len() + 1;
                 self.set_clock(e.time);
