@@ -41,19 +41,23 @@ impl Lookahead {
         })
     }
 
-    /// The next request of `job` as the source would give it at `now`, keeping the following
-    /// ones drawn and hinted to `cache`.
+    /// The next request of `job` as the source would give it at `now`, written to `out`,
+    /// keeping the following ones drawn and hinted to `cache`; false (`out` unchanged) when
+    /// the job has no more.
     #[inline]
-    pub(super) fn next(
+    pub(super) fn next_into(
         &mut self,
         job: u32,
         now: Nanos,
         source: &mut dyn RequestSource,
         cache: &dyn PolicyCore,
-    ) -> Option<Request> {
+        out: &mut Request,
+    ) -> bool {
         let j = &mut self.jobs[job as usize];
         if !j.filled {
-            let mut r = source.next_request_at(job, now)?;
+            let Some(mut r) = source.next_request_at(job, now) else {
+                return false;
+            };
             j.filled = true;
             for slot in 0..DEPTH {
                 let d = source.next_request_at(job, now);
@@ -68,12 +72,16 @@ impl Lookahead {
                 cache.prefetch(soon, 2);
             }
             cache.prefetch(&r, 3);
-            return Some(r);
+            *out = r;
+            return true;
         }
         let h = j.head as usize;
         // The stream ended: it stays ended, never drawn past.
-        let mut r = j.drawn[h]?;
-        r.time_ns = r.time_ns.max(now);
+        let Some(r) = &j.drawn[h] else {
+            return false;
+        };
+        *out = *r;
+        out.time_ns = out.time_ns.max(now);
         // Refill the slot taken, now the newest, unless the stream's end is drawn.
         let refill = j.drawn[(h + DEPTH - 1) % DEPTH].is_some();
         if refill {
@@ -81,9 +89,9 @@ impl Lookahead {
         }
         j.head = ((h + 1) % DEPTH) as u8;
         // The newest gets its bucket hinted, the oldest drawn (its bucket hinted one call ago)
-        // its line entry, and `r` the coming victim.
+        // its line entry, and the request taken the coming victim.
         let newest = if refill { j.drawn[h].as_ref() } else { None };
-        cache.prefetch_ahead(newest, j.drawn[j.head as usize].as_ref(), &r);
-        Some(r)
+        cache.prefetch_ahead(newest, j.drawn[j.head as usize].as_ref(), out);
+        true
     }
 }

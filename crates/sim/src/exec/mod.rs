@@ -95,6 +95,8 @@ struct Sim<'a> {
     pending_arrivals: u64,
     arrived: u64,
     measured_arrived: u64,
+    /// The warm-up is over (both its request count and its time passed at an arrival).
+    warm: bool,
     inflight_requests: u64,
     phase: Phase,
     window: Option<Window>,
@@ -220,6 +222,7 @@ fn simulate_inner<'a>(
         pending_arrivals: 0,
         arrived: 0,
         measured_arrived: 0,
+        warm: false,
         inflight_requests: 0,
         phase: Phase::Running,
         window: None,

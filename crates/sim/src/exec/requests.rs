@@ -40,32 +40,34 @@ impl Sim<'_> {
                 return;
             }
         }
-        let next = match &mut self.lookahead {
-            Some(ahead) => ahead.next(job, self.now, &mut *self.source, &*self.cache),
-            None => {
-                let req = self.source.next_request_at(job, self.now);
-                if let Some(req) = &req {
-                    // Start loading the request's index bucket now: its arrival is planned a
-                    // few events later (a hint; it changes nothing).
-                    self.cache.prefetch(req, 1);
-                }
-                req
-            }
-        };
-        let Some(req) = next else {
-            self.jobs_done[job as usize] = true;
-            return;
-        };
-        if self.stop_at.is_some_and(|s| req.time_ns > s) {
-            self.jobs_done[job as usize] = true;
-            return;
-        }
+        // The request is drawn into a task slot, taken first (and given back when there is
+        // none): a request is 40 bytes, copied once rather than returned and stored.
         let idx = self.alloc_task();
         let t = &mut self.tasks[idx as usize];
-        t.req = req;
+        let drawn = match &mut self.lookahead {
+            Some(ahead) => {
+                ahead.next_into(job, self.now, &mut *self.source, &*self.cache, &mut t.req)
+            }
+            None => match self.source.next_request_at(job, self.now) {
+                Some(req) => {
+                    // Start loading the request's index bucket now: its arrival is planned a
+                    // few events later (a hint; it changes nothing).
+                    self.cache.prefetch(&req, 1);
+                    t.req = req;
+                    true
+                }
+                None => false,
+            },
+        };
+        if !drawn || self.stop_at.is_some_and(|s| t.req.time_ns > s) {
+            self.jobs_done[job as usize] = true;
+            self.free_task(idx);
+            return;
+        }
         t.job = job;
+        let req_time = t.req.time_ns;
         self.pending_arrivals += 1;
-        let at = req.time_ns.max(self.now);
+        let at = req_time.max(self.now);
         if at == self.now && self.arrival_next.is_none() && self.events.none_due() {
             // Nothing is queued for this instant, so the arrival would be the next event
             // popped, before anything scheduled after it: it skips the queue.
@@ -77,8 +79,12 @@ impl Sim<'_> {
 
     pub(super) fn arrive(&mut self, idx: u32) {
         self.pending_arrivals -= 1;
-        let warm =
-            self.arrived >= self.cfg.run.warmup_requests && self.now >= self.cfg.run.warmup_ns;
+        // Arrivals and the clock only grow: once warm, every later arrival is.
+        let warm = self.warm || {
+            self.warm =
+                self.arrived >= self.cfg.run.warmup_requests && self.now >= self.cfg.run.warmup_ns;
+            self.warm
+        };
         if warm && self.window.is_none() {
             self.take_window_snapshot();
         }
@@ -109,12 +115,7 @@ impl Sim<'_> {
             });
             return;
         }
-        let mut crit = 0;
-        let mut promos = 0;
-        for o in &t.plan.ops {
-            crit += o.critical as u32;
-            promos += (o.cause == OpCause::Promotion) as u32;
-        }
+        let crit = t.plan.ops.iter().map(|o| o.critical as u32).sum();
         t.kind = TaskKind::Request;
         t.arrival = self.now;
         t.next_op = 0;
@@ -131,7 +132,14 @@ impl Sim<'_> {
         }
         match &mut self.host {
             Some(h) => {
-                let req = &self.tasks[idx as usize].req;
+                let t = &self.tasks[idx as usize];
+                let promos = t
+                    .plan
+                    .ops
+                    .iter()
+                    .filter(|o| o.cause == OpCause::Promotion)
+                    .count() as u32;
+                let req = &t.req;
                 let key = ((req.volume.0 as u64) << 48) ^ self.geo.line_of(req.offset);
                 let at = h.submit(self.now, key, promos);
                 self.schedule(at, What::Issue(idx));
@@ -259,7 +267,7 @@ impl Sim<'_> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn start_ack(&mut self, idx: u32) {
         self.tasks[idx as usize].ack_started = true;
         match &mut self.host {
@@ -277,9 +285,9 @@ impl Sim<'_> {
         let t = &mut self.tasks[idx as usize];
         t.acked = true;
         let lat = now - t.arrival;
-        let (req, job, measured) = (t.req, t.job, t.measured);
-        let bytes = if matches!(req.op, Op::Read | Op::Write) {
-            req.len
+        let (op, volume, job, measured) = (t.req.op, t.req.volume, t.job, t.measured);
+        let bytes = if matches!(op, Op::Read | Op::Write) {
+            t.req.len
         } else {
             0
         };
@@ -287,8 +295,8 @@ impl Sim<'_> {
         if measured {
             // Each latency is recorded once, by kind; the all-requests histogram is their sum
             // (`build_metrics`).
-            self.tenancy.record_latency(req.volume, lat);
-            match req.op {
+            self.tenancy.record_latency(volume, lat);
+            match op {
                 Op::Read => {
                     self.lat_read.record(lat);
                     self.measured_reads += 1;
