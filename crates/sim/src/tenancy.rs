@@ -62,19 +62,30 @@ impl TenancyRecorder {
     }
 
     /// A measured request of `volume` took `latency_ns`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn record_latency(&mut self, volume: VolumeId, latency_ns: Nanos) {
         let v = volume.0 as usize;
-        if self.latency.len() <= v {
-            self.latency.resize(v + 1, (0, 0));
+        if v >= self.latency.len() || v >= self.interval_latency.len() {
+            self.grow_to(v);
         }
-        self.latency[v].0 += 1;
-        self.latency[v].1 += u128::from(latency_ns);
-        if self.interval_latency.len() <= v {
-            self.interval_latency.resize(v + 1, (0, 0));
+        let (n, sum) = &mut self.latency[v];
+        *n += 1;
+        *sum += u128::from(latency_ns);
+        let (n, sum) = &mut self.interval_latency[v];
+        *n += 1;
+        *sum += u128::from(latency_ns);
+    }
+
+    /// Makes room for volume `v` in both latency tallies (once per volume and interval: out
+    /// of the per-request path).
+    #[cold]
+    #[inline(never)]
+    fn grow_to(&mut self, v: usize) {
+        for tally in [&mut self.latency, &mut self.interval_latency] {
+            if tally.len() <= v {
+                tally.resize(v + 1, (0, 0));
+            }
         }
-        self.interval_latency[v].0 += 1;
-        self.interval_latency[v].1 += u128::from(latency_ns);
     }
 
     /// The measured window opens.

@@ -255,6 +255,7 @@ fn simulate_inner<'a>(
     sim.run()
 }
 impl Sim<'_> {
+    #[inline(always)]
     fn run(mut self) -> Result<SimOutput, SimError> {
         match self.source.arrival() {
             Arrival::Closed { jobs, iodepth } => {

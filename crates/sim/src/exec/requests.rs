@@ -152,7 +152,7 @@ impl Sim<'_> {
         self.poll_cleaner();
     }
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn issue_first(&mut self, idx: u32) {
         self.issue_stage(idx);
         let t = &self.tasks[idx as usize];
@@ -280,6 +280,7 @@ impl Sim<'_> {
     }
 
     /// Acknowledges a request (its slot is released by the caller once its ops are done too).
+    #[inline(always)]
     pub(super) fn ack(&mut self, idx: u32) {
         let now = self.now;
         let t = &mut self.tasks[idx as usize];
