@@ -46,7 +46,7 @@ impl Sim<'_> {
 
     /// Closes the measured window: no request can arrive any more and none is in flight.
     #[cold]
-    fn close_window(&mut self) {
+    pub(super) fn close_window(&mut self) {
         if let Some(tl) = &self.timeline {
             // Emit the partial last interval.
             if self.now > tl.next_tick - tl.interval {
