@@ -208,7 +208,12 @@ impl Disk {
         let gate = u64::try_from(self.gate_ps).ok()?;
         let start_ps = now.max(chan_free).checked_mul(PS_PER_NS as u64)?.max(gate);
         let new_gate = start_ps.checked_add(gap)?;
-        let end = start_ps.checked_add(service)?.div_ceil(PS_PER_NS as u64);
+        // Rounded up as `(ps + 999) / 1000`, a multiply and shifts, where `div_ceil` also
+        // tests the remainder; an end within 999 ps of `u64::MAX` takes the wide path.
+        let end = start_ps
+            .checked_add(service)?
+            .checked_add(PS_PER_NS as u64 - 1)?
+            / PS_PER_NS as u64;
         self.gate_ps = u128::from(new_gate);
         if !multi {
             self.single_free = end;
@@ -332,6 +337,25 @@ mod tests {
 
     fn kind(k: u8) -> IoKind {
         [IoKind::Read, IoKind::Write, IoKind::Trim, IoKind::Flush][k as usize % 4]
+    }
+
+    /// An end a picosecond past a whole nanosecond rounds up to the next; one on it does not.
+    #[test]
+    fn ends_round_up_to_whole_nanoseconds() {
+        let p = DiskParams {
+            read_base_ns: 10,
+            read_ns_per_byte: 0.001,
+            channels: 1,
+            ..DiskParams::default()
+        };
+        // 1 ps per byte on a 10 ns base: `len` ps past 10 ns.
+        for (len, end) in [(0, 10), (1, 11), (999, 11), (1000, 11), (1001, 12)] {
+            let mut narrow = Disk::new(p);
+            let mut wide = Disk::new(p);
+            wide.narrow = None;
+            assert_eq!(narrow.submit(0, IoKind::Read, 0, len), end, "{len} B");
+            assert_eq!(wide.submit(0, IoKind::Read, 0, len), end, "{len} B");
+        }
     }
 
     proptest! {
