@@ -193,8 +193,7 @@ impl LineTable {
             "removing a non-resident or pinned line"
         );
         assert_eq!(m.dirty, 0, "removing a dirty line would lose data");
-        let lines = &self.lines;
-        self.index.remove(m.key, |s| lines[s as usize].key);
+        self.index.remove(m.key, slot);
         self.lines[slot as usize] = LineMeta::EMPTY;
         self.touch(slot);
     }
