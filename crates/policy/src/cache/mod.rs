@@ -563,11 +563,13 @@ impl Cache {
         Ok(out)
     }
 
-    /// Counts an op's bytes and, when planning, records it.
-    #[inline]
-    /// Records an op of the plan being built and returns the stage it got: a backend read of
-    /// bytes that a victim write-back of this same plan writes is moved after that write (a
-    /// request can evict a dirty line it reads further on).
+    /// Counts an op's bytes and, when planning, records it, returning the stage it got: a
+    /// backend read of bytes that a victim write-back of this same plan writes is moved after
+    /// that write (a request can evict a dirty line it reads further on).
+    ///
+    /// Inlined at every call site: each builds its op with a constant device, kind and
+    /// cause, so the counting below folds to the one counter that op moves.
+    #[inline(always)]
     fn emit(&mut self, mut o: DevOp) -> Stage {
         if self.build_plan && o.device == Device::Backend {
             let (lo, hi) = (o.offset, o.offset + o.len);
