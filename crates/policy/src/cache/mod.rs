@@ -443,13 +443,12 @@ impl Cache {
                 if self.tenancy_observes {
                     self.observe_tenancy(req);
                 }
-                self.count_volume_lines(req.volume, req.op, &out);
-                self.count_volume_request(req.volume, req.op);
+                self.count_volume(req.volume, req.op, &out, true);
                 return Ok(out);
             }
         }
         let out = self.access_lines(req, plan)?;
-        self.count_volume_request(req.volume, req.op);
+        self.count_volume(req.volume, req.op, &out, true);
         let lines = self.geo.split(req.offset, req.len).count() as u32;
         self.stats.count_request(req.op, &out, lines);
         Ok(out)
@@ -480,7 +479,9 @@ impl Cache {
         plan: Option<&mut Plan>,
     ) -> Result<AccessOutcome, PolicyError> {
         self.geo.check_request(req.volume, req.offset, req.len)?;
-        self.access_lines(req, plan)
+        let out = self.access_lines(req, plan)?;
+        self.count_volume(req.volume, req.op, &out, false);
+        Ok(out)
     }
 
     fn access_lines(
@@ -497,16 +498,15 @@ impl Cache {
         let mut out = AccessOutcome::default();
         let mode = self.mode_for(req);
         match req.op {
-            Op::Read => {
-                for s in self.geo.split(req.offset, req.len) {
-                    self.read_line(req.volume, s, mode, &mut out);
-                }
-            }
-            Op::Write => {
-                for s in self.geo.split(req.offset, req.len) {
-                    self.write_line(req.volume, s, mode, &mut out);
-                }
-            }
+            // Most requests lie in one line: their slice is cut directly, not by a split.
+            Op::Read => match self.one_line(req) {
+                Some(s) => self.read_line(req.volume, s, mode, &mut out),
+                None => self.read_lines(req, mode, &mut out),
+            },
+            Op::Write => match self.one_line(req) {
+                Some(s) => self.write_line(req.volume, s, mode, &mut out),
+                None => self.write_lines(req, mode, &mut out),
+            },
             Op::Trim => {
                 for s in self.geo.split(req.offset, req.len) {
                     self.trim_line(req.volume, s);
@@ -544,7 +544,6 @@ impl Cache {
             && out.line_partial_hits == 0
             && out.line_misses == 0
             && out.line_bypasses == 0;
-        self.count_volume_lines(req.volume, req.op, &out);
         if let Some(plan) = plan {
             plan.clear();
             if self.scratch.len() <= 1 {
@@ -561,6 +560,16 @@ impl Cache {
             }
         }
         Ok(out)
+    }
+
+    /// The one slice of a request inside one line (`None` for an empty request or one
+    /// crossing a line boundary): what [`LineGeometry::split`] would yield, cut directly.
+    #[inline]
+    fn one_line(&self, req: &Request) -> Option<LineSlice> {
+        let index = self.geo.line_of(req.offset);
+        let start = req.offset - self.geo.line_start(index);
+        let end = start + req.len;
+        (req.len != 0 && end <= self.geo.line_size()).then_some(LineSlice { index, start, end })
     }
 
     /// Counts an op's bytes and, when planning, records it, returning the stage it got: a

@@ -60,12 +60,25 @@ impl Cache {
         Some(&mut self.volume_stats[v])
     }
 
-    /// Counts the lines of one request (or piece) for its volume.
+    /// Counts the lines of one request (or piece) for its volume, and the request itself if
+    /// `request` (see [`Cache::count_volume_request`]): one look-up of the volume's counters.
     #[inline]
-    pub(super) fn count_volume_lines(&mut self, volume: VolumeId, op: Op, out: &AccessOutcome) {
+    pub(super) fn count_volume(
+        &mut self,
+        volume: VolumeId,
+        op: Op,
+        out: &AccessOutcome,
+        request: bool,
+    ) {
         let Some(s) = self.volume_stats_of(volume, op) else {
             return;
         };
+        if request {
+            match op {
+                Op::Read => s.read_requests += 1,
+                _ => s.write_requests += 1,
+            }
+        }
         s.line_hits += u64::from(out.line_hits);
         s.line_partial_hits += u64::from(out.line_partial_hits);
         s.line_misses += u64::from(out.line_misses);
