@@ -1,6 +1,6 @@
 //! Tag index: line key → slot, a bucketed cuckoo table.
 //!
-//! Each entry is a `u64` holding the slot number and a 32-bit tag (the high half of the key's
+//! Each entry is a `u64` holding the slot number and a 31-bit tag (the high bits of the key's
 //! hash). Entries live in groups of [`WAYS`]; a key may sit in either of two groups, both
 //! derived from its tag, so a lookup reads at most two groups (the first, where inserts go
 //! first, holds most keys) and compares tags without touching the line table; only a tag match
@@ -19,7 +19,7 @@
 use tiercache_core::LineKey;
 use tiercache_eviction::Slot;
 
-/// No entry. Its tag half never matches: [`tag_of`] gives no tag of all ones.
+/// No entry. Its tag half never matches: tags have 31 bits.
 const EMPTY: u64 = u64::MAX;
 /// Entries per group.
 const WAYS: usize = 4;
@@ -43,15 +43,14 @@ pub struct SlotIndex {
     overflow: Vec<u64>,
 }
 
-/// The key's tag: a 32-bit hash, never `u32::MAX` (the tag half of [`EMPTY`]).
+/// The key's tag: a 31-bit hash (so never the tag half of [`EMPTY`], with no test for it).
 ///
 /// Fibonacci hashing (one multiplication, the high half kept): line keys are mostly runs of
 /// neighbouring indices, which it spreads evenly over the whole range (their products step by
 /// the golden ratio of 2^64), and a key's volume bits reach the high half too.
 #[inline(always)]
 fn tag_of(key: LineKey) -> u32 {
-    let t = (key.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32;
-    t - u32::from(t == u32::MAX)
+    (key.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 33) as u32
 }
 
 #[inline]
@@ -102,7 +101,7 @@ impl SlotIndex {
     /// The tag's first group.
     #[inline(always)]
     fn home(&self, tag: u32) -> usize {
-        ((u64::from(tag) * self.groups as u64) >> 32) as usize
+        ((u64::from(tag) * self.groups as u64) >> 31) as usize
     }
 
     /// The tag's second group: another group than `home` (the tables have two or more).
