@@ -46,8 +46,11 @@ impl Cache {
         if req.volume.0 >= tiercache_core::MAX_VOLUMES || index >> 48 != 0 {
             return;
         }
-        let key = LineKey::new(req.volume, index);
-        if let Some(slot) = self.table.prefetch(key, stage) {
+        // In range (checked above): packed as `LineKey::new` does, without its checks again.
+        let key = LineKey((u64::from(req.volume.0) << 48) | index);
+        if stage == 1 {
+            self.table.prefetch_bucket(key);
+        } else if let Some(slot) = self.table.prefetch_entry(key) {
             part.evict.prefetch(self.parts.numbers(), slot);
         }
     }
@@ -57,11 +60,8 @@ impl Cache {
     #[inline(always)]
     fn prefetch_victim(&self, part: &Partition) {
         if part.used >= part.capacity {
-            if let Some((victim, then)) = part.evict.victim_hint() {
+            if let Some((victim, then)) = part.evict.victim_hint_prefetching_next() {
                 self.table.prefetch_victim(victim, then);
-                if let Some(t) = then {
-                    part.evict.prefetch(self.parts.numbers(), t);
-                }
             }
         }
     }

@@ -120,15 +120,18 @@ impl LineTable {
         self.index.get(key, |s| self.lines[s as usize].key)
     }
 
-    /// Hints that `key` is accessed soon. Stage 1 loads its index bucket; stage 2 (a few
-    /// requests later, when the bucket has arrived) loads its line entry and returns the slot
-    /// guessed from the tag, for the replacement policy's own hint.
+    /// Hints that `key` is accessed soon, first stage: loads its index bucket.
     #[inline]
-    pub fn prefetch(&self, key: LineKey, stage: u8) -> Option<Slot> {
-        if stage == 1 {
-            self.index.prefetch(key);
-            return None;
-        }
+    pub fn prefetch_bucket(&self, key: LineKey) {
+        self.index.prefetch(key);
+    }
+
+    /// Hints that `key` is accessed soon, second stage (a few requests after
+    /// [`prefetch_bucket`](Self::prefetch_bucket), when the bucket has arrived): loads its
+    /// line entry and returns the slot guessed from the tag, for the replacement policy's own
+    /// hint.
+    #[inline]
+    pub fn prefetch_entry(&self, key: LineKey) -> Option<Slot> {
         let slot = self.index.guess(key)?;
         tiercache_core::hint::prefetch(self.lines.as_ptr().wrapping_add(slot as usize));
         Some(slot)
