@@ -423,7 +423,7 @@ impl Cache {
     /// Tells partition `p`'s policy that resident `slot` was hit, unless the line is leaving
     /// its partition (a shrink's victim under write-back, out of the policy already). Only
     /// pinned lines can be leaving, so the common case costs one test of a loaded flag.
-    #[inline]
+    #[inline(always)]
     fn policy_hit(&mut self, p: usize, slot: Slot, pinned: bool) {
         if !(pinned && self.leaving.contains(&slot)) {
             self.parts.order(p).hit(slot);
@@ -540,10 +540,9 @@ impl Cache {
             }
         }
         // A request over no line (zero length) found nothing: not a hit.
-        out.full_hit = out.line_hits > 0
-            && out.line_partial_hits == 0
-            && out.line_misses == 0
-            && out.line_bypasses == 0;
+        // The other three counters tested together, in one comparison.
+        out.full_hit =
+            out.line_hits > 0 && (out.line_partial_hits | out.line_misses | out.line_bypasses) == 0;
         if let Some(plan) = plan {
             plan.clear();
             if self.scratch.len() <= 1 {
