@@ -55,9 +55,17 @@ impl Cache {
         }
         let v = volume.0 as usize;
         if self.volume_stats.len() <= v {
-            self.volume_stats.resize(v + 1, VolumeStats::default());
+            self.grow_volume_stats(v);
         }
         Some(&mut self.volume_stats[v])
+    }
+
+    /// Makes counters up to volume `v` (once per volume: kept out of line so the counting
+    /// paths stay small enough to inline).
+    #[cold]
+    #[inline(never)]
+    fn grow_volume_stats(&mut self, v: usize) {
+        self.volume_stats.resize(v + 1, VolumeStats::default());
     }
 
     /// Counts the lines of one request (or piece) for its volume, and the request itself if
@@ -90,7 +98,7 @@ impl Cache {
     pub(super) fn count_volume_cache_write(&mut self, volume: VolumeId, len: u64) {
         let v = volume.0 as usize;
         if self.volume_stats.len() <= v {
-            self.volume_stats.resize(v + 1, VolumeStats::default());
+            self.grow_volume_stats(v);
         }
         self.volume_stats[v].cache_bytes_written += len;
     }
