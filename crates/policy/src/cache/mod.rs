@@ -188,6 +188,9 @@ pub struct Cache {
     /// The balancer's decision in force, and the running sums that pick the reads and
     /// writes it sends past the cache (see [`crate::balancing`]).
     balance: crate::balancing::BalanceDecision,
+    /// Whether `balance` may send a read or a write past the cache (a share not `<= 0`):
+    /// when not, [`Cache::mode_for`] skips the shares. Set with `balance`.
+    balance_bypasses: bool,
     bypass_sums: [f64; 2],
     default_mode: WritePolicy,
     volume_modes: Vec<Option<WritePolicy>>,
@@ -272,6 +275,7 @@ impl Cache {
             next_balance: None,
             balancer: crate::balancing::build(&cfg.balancing),
             balance: crate::balancing::BalanceDecision::KEEP,
+            balance_bypasses: crate::balancing::BalanceDecision::KEEP.may_bypass(),
             bypass_sums: [0.0; 2],
             default_mode: cfg.write_policy,
             volume_modes: Vec::new(),
