@@ -155,23 +155,27 @@ impl LineGeometry {
 
     /// Bitmap of the sub-blocks touched by byte range `[start, end)` within one line
     /// (offsets relative to the line start, `start < end <= line_size`).
+    #[inline]
     pub fn touched_mask(&self, start: u64, end: u64) -> u64 {
         debug_assert!(start < end && end <= self.line_size());
         let first = start >> self.sub_shift;
         let last = (end - 1) >> self.sub_shift;
-        mask_range(first as u32, last as u32 + 1)
+        // Bits first..=last, without branches (this runs for every line of every request):
+        // `last` < 64, so both shifts are in range.
+        (u64::MAX >> (63 - last)) & (u64::MAX << first)
     }
 
     /// Bitmap of the sub-blocks entirely covered by `[start, end)` within one line.
+    #[inline]
     pub fn covered_mask(&self, start: u64, end: u64) -> u64 {
-        let sub = self.sub_size();
-        let first = start.div_ceil(sub);
-        let last = end / sub;
-        if last <= first {
-            0
-        } else {
-            mask_range(first as u32, last as u32)
-        }
+        debug_assert!(start <= end && end <= self.line_size());
+        let first = start.div_ceil(self.sub_size());
+        let last = end >> self.sub_shift;
+        // Bits first..last (none when last <= first): bits below `last` and from `first` up,
+        // each shift of 64 meaning all or none.
+        let below_last = u64::MAX.checked_shr(64 - last as u32).unwrap_or(0);
+        let from_first = u64::MAX.checked_shl(first as u32).unwrap_or(0);
+        below_last & from_first
     }
 }
 
@@ -318,6 +322,46 @@ mod tests {
         assert_eq!(g.covered_mask(100, 600), 0);
         assert_eq!(g.covered_mask(0, 1024), 0b11);
         assert_eq!(g.covered_mask(512, 4096), 0xfe);
+    }
+
+    /// The masks are those of `mask_range` over the sub-blocks touched and covered, for every
+    /// byte range of a line, at the smallest, a middle and the largest line sizes.
+    #[test]
+    fn masks_match_their_definition() {
+        for line in [512u64, 4096, 1 << 20] {
+            let g = LineGeometry::new(line).unwrap();
+            let sub = g.sub_size();
+            // Every range of a small line; around each sub-block boundary of the larger ones.
+            let points: Vec<u64> = if line <= 4096 {
+                (0..=line).collect()
+            } else {
+                (0..=line / sub)
+                    .flat_map(|k| [k * sub, k * sub + 1, (k * sub).saturating_sub(1)])
+                    .filter(|&p| p <= line)
+                    .collect()
+            };
+            for &start in &points {
+                for &end in points.iter().filter(|&&e| e > start) {
+                    let touched = mask_range((start / sub) as u32, ((end - 1) / sub) as u32 + 1);
+                    assert_eq!(
+                        g.touched_mask(start, end),
+                        touched,
+                        "{line}: {start}..{end}"
+                    );
+                    let (first, last) = (start.div_ceil(sub), end / sub);
+                    let covered = if last <= first {
+                        0
+                    } else {
+                        mask_range(first as u32, last as u32)
+                    };
+                    assert_eq!(
+                        g.covered_mask(start, end),
+                        covered,
+                        "{line}: {start}..{end}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -158,6 +158,18 @@ pub trait Eviction: Send {
     fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
         None
     }
+
+    /// [`Eviction::victim_hint`], with [`Eviction::prefetch`] of the second slot done here: one
+    /// dynamic call for both (the default body is compiled for each policy, where both calls
+    /// are static). Changes nothing.
+    #[inline]
+    fn victim_hint_prefetching_next(&self) -> Option<(Slot, Option<Slot>)> {
+        let hint = self.victim_hint();
+        if let Some((_, Some(then))) = hint {
+            self.prefetch(then);
+        }
+        hint
+    }
 }
 
 /// Replacement policy selector, as written in configs.

@@ -73,6 +73,12 @@ impl BalanceDecision {
         bypass_writes_as: WritePolicy::WriteAround,
     };
 
+    /// Whether this decision may send a read or a write past the cache: a share that is not
+    /// `<= 0` (a NaN share counts, as the running sums would see it).
+    pub fn may_bypass(&self) -> bool {
+        !(self.bypass_reads <= 0.0 && self.bypass_writes <= 0.0)
+    }
+
     /// Another write policy, nothing sent past the cache.
     pub fn policy(p: WritePolicy) -> Self {
         BalanceDecision {

@@ -28,6 +28,7 @@ impl Cache {
         };
         let slot = if let Some(slot) = free {
             self.parts[p].used += 1;
+            self.table.install(slot, key, p as u16);
             slot
         } else {
             if part.linked() == 0 {
@@ -84,10 +85,10 @@ impl Cache {
             }
             self.stats.evictions += 1;
             self.parts[p].stats.evictions += 1;
-            self.table.remove(victim);
+            // The victim's slot takes `key` at once (remove then install, in one call).
+            self.table.replace(victim, key, p as u16);
             victim
         };
-        self.table.install(slot, key, p as u16);
         self.parts.order(p).insert(slot, key, false);
         Ok((slot, stage))
     }

@@ -188,6 +188,9 @@ pub struct Cache {
     /// The balancer's decision in force, and the running sums that pick the reads and
     /// writes it sends past the cache (see [`crate::balancing`]).
     balance: crate::balancing::BalanceDecision,
+    /// Whether `balance` may send a read or a write past the cache (a share not `<= 0`):
+    /// when not, [`Cache::mode_for`] skips the shares. Set with `balance`.
+    balance_bypasses: bool,
     bypass_sums: [f64; 2],
     default_mode: WritePolicy,
     volume_modes: Vec<Option<WritePolicy>>,
@@ -272,6 +275,7 @@ impl Cache {
             next_balance: None,
             balancer: crate::balancing::build(&cfg.balancing),
             balance: crate::balancing::BalanceDecision::KEEP,
+            balance_bypasses: crate::balancing::BalanceDecision::KEEP.may_bypass(),
             bypass_sums: [0.0; 2],
             default_mode: cfg.write_policy,
             volume_modes: Vec::new(),
@@ -423,7 +427,7 @@ impl Cache {
     /// Tells partition `p`'s policy that resident `slot` was hit, unless the line is leaving
     /// its partition (a shrink's victim under write-back, out of the policy already). Only
     /// pinned lines can be leaving, so the common case costs one test of a loaded flag.
-    #[inline]
+    #[inline(always)]
     fn policy_hit(&mut self, p: usize, slot: Slot, pinned: bool) {
         if !(pinned && self.leaving.contains(&slot)) {
             self.parts.order(p).hit(slot);
@@ -443,13 +447,12 @@ impl Cache {
                 if self.tenancy_observes {
                     self.observe_tenancy(req);
                 }
-                self.count_volume_lines(req.volume, req.op, &out);
-                self.count_volume_request(req.volume, req.op);
+                self.count_volume(req.volume, req.op, &out, true);
                 return Ok(out);
             }
         }
         let out = self.access_lines(req, plan)?;
-        self.count_volume_request(req.volume, req.op);
+        self.count_volume(req.volume, req.op, &out, true);
         let lines = self.geo.split(req.offset, req.len).count() as u32;
         self.stats.count_request(req.op, &out, lines);
         Ok(out)
@@ -480,7 +483,9 @@ impl Cache {
         plan: Option<&mut Plan>,
     ) -> Result<AccessOutcome, PolicyError> {
         self.geo.check_request(req.volume, req.offset, req.len)?;
-        self.access_lines(req, plan)
+        let out = self.access_lines(req, plan)?;
+        self.count_volume(req.volume, req.op, &out, false);
+        Ok(out)
     }
 
     fn access_lines(
@@ -497,16 +502,15 @@ impl Cache {
         let mut out = AccessOutcome::default();
         let mode = self.mode_for(req);
         match req.op {
-            Op::Read => {
-                for s in self.geo.split(req.offset, req.len) {
-                    self.read_line(req.volume, s, mode, &mut out);
-                }
-            }
-            Op::Write => {
-                for s in self.geo.split(req.offset, req.len) {
-                    self.write_line(req.volume, s, mode, &mut out);
-                }
-            }
+            // Most requests lie in one line: their slice is cut directly, not by a split.
+            Op::Read => match self.one_line(req) {
+                Some(s) => self.read_line(req.volume, s, mode, &mut out),
+                None => self.read_lines(req, mode, &mut out),
+            },
+            Op::Write => match self.one_line(req) {
+                Some(s) => self.write_line(req.volume, s, mode, &mut out),
+                None => self.write_lines(req, mode, &mut out),
+            },
             Op::Trim => {
                 for s in self.geo.split(req.offset, req.len) {
                     self.trim_line(req.volume, s);
@@ -540,11 +544,9 @@ impl Cache {
             }
         }
         // A request over no line (zero length) found nothing: not a hit.
-        out.full_hit = out.line_hits > 0
-            && out.line_partial_hits == 0
-            && out.line_misses == 0
-            && out.line_bypasses == 0;
-        self.count_volume_lines(req.volume, req.op, &out);
+        // The other three counters tested together, in one comparison.
+        out.full_hit =
+            out.line_hits > 0 && (out.line_partial_hits | out.line_misses | out.line_bypasses) == 0;
         if let Some(plan) = plan {
             plan.clear();
             if self.scratch.len() <= 1 {
@@ -563,11 +565,23 @@ impl Cache {
         Ok(out)
     }
 
-    /// Counts an op's bytes and, when planning, records it.
+    /// The one slice of a request inside one line (`None` for an empty request or one
+    /// crossing a line boundary): what [`LineGeometry::split`] would yield, cut directly.
     #[inline]
-    /// Records an op of the plan being built and returns the stage it got: a backend read of
-    /// bytes that a victim write-back of this same plan writes is moved after that write (a
-    /// request can evict a dirty line it reads further on).
+    fn one_line(&self, req: &Request) -> Option<LineSlice> {
+        let index = self.geo.line_of(req.offset);
+        let start = req.offset - self.geo.line_start(index);
+        let end = start + req.len;
+        (req.len != 0 && end <= self.geo.line_size()).then_some(LineSlice { index, start, end })
+    }
+
+    /// Counts an op's bytes and, when planning, records it, returning the stage it got: a
+    /// backend read of bytes that a victim write-back of this same plan writes is moved after
+    /// that write (a request can evict a dirty line it reads further on).
+    ///
+    /// Inlined at every call site: each builds its op with a constant device, kind and
+    /// cause, so the counting below folds to the one counter that op moves.
+    #[inline(always)]
     fn emit(&mut self, mut o: DevOp) -> Stage {
         if self.build_plan && o.device == Device::Backend {
             let (lo, hi) = (o.offset, o.offset + o.len);

@@ -81,6 +81,7 @@ impl Cache {
             (0.0..=1.0).contains(&d.bypass_reads) && (0.0..=1.0).contains(&d.bypass_writes)
         );
         self.balance = d;
+        self.balance_bypasses = d.may_bypass();
     }
 
     /// The write policy for `req`: the volume's, unless the balancer sends this request past
@@ -88,6 +89,10 @@ impl Cache {
     /// deterministic).
     pub(super) fn mode_for(&mut self, req: &Request) -> WritePolicy {
         let mode = self.write_policy(req.volume);
+        if !self.balance_bypasses {
+            // Both shares are `<= 0`: the test below would return `mode` for every op.
+            return mode;
+        }
         let d = self.balance;
         let (i, share, past) = match req.op {
             Op::Read => (0, d.bypass_reads, WritePolicy::PassThrough),
@@ -114,4 +119,68 @@ impl Cache {
 pub(super) fn next_on_grid(at: Nanos, now: Nanos, interval: Nanos) -> Nanos {
     at.saturating_add(((now - at) / interval).saturating_mul(interval))
         .saturating_add(interval)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::balancing::BalanceDecision;
+    use proptest::prelude::*;
+
+    fn share() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            Just(0.0),
+            Just(-0.0),
+            Just(-0.5),
+            Just(f64::NAN),
+            Just(1.0),
+            0.0..=1.0f64,
+        ]
+    }
+
+    proptest! {
+        /// `mode_for` with the `balance_bypasses` shortcut answers as the general path (the
+        /// flag forced on), request after request, with the same running sums and counter.
+        #[test]
+        fn shortcut_matches_the_general_path(
+            decisions in prop::collection::vec((share(), share(), any::<bool>()), 1..4),
+            ops in prop::collection::vec(0u8..4, 1..40),
+        ) {
+            let cfg = CacheConfig { capacity: 64 * 4096, ..CacheConfig::default() };
+            let mut fast = Cache::new(&cfg).unwrap();
+            let mut general = Cache::new(&cfg).unwrap();
+            for (reads, writes, around) in decisions {
+                let d = BalanceDecision {
+                    bypass_reads: reads,
+                    bypass_writes: writes,
+                    bypass_writes_as: if around {
+                        WritePolicy::WriteAround
+                    } else {
+                        WritePolicy::ReadOnly
+                    },
+                    ..BalanceDecision::KEEP
+                };
+                if (0.0..=1.0).contains(&reads) && (0.0..=1.0).contains(&writes) {
+                    fast.follow_balancing(d);
+                } else {
+                    // Set as `follow_balancing` does, past its debug check of the shares'
+                    // range: a NaN or negative share must not make the shortcut differ either.
+                    fast.balance = d;
+                    fast.balance_bypasses = d.may_bypass();
+                }
+                general.balance = d;
+                general.balance_bypasses = true;
+                for &op in &ops {
+                    let mut req = Request::read(0, 4096);
+                    req.op = [Op::Read, Op::Write, Op::Trim, Op::Flush][op as usize];
+                    prop_assert_eq!(fast.mode_for(&req), general.mode_for(&req));
+                }
+                prop_assert_eq!(
+                    fast.bypass_sums.map(f64::to_bits),
+                    general.bypass_sums.map(f64::to_bits)
+                );
+                prop_assert_eq!(fast.stats.balancer_bypassed, general.stats.balancer_bypassed);
+            }
+        }
+    }
 }

@@ -42,12 +42,12 @@ impl Cache {
     /// Stage 1 or 2 of [`Cache::prefetch`] (one partition).
     #[inline(always)]
     fn prefetch_line(&self, part: &Partition, req: &Request, stage: u8) {
-        let index = self.geo.line_of(req.offset);
-        if req.volume.0 >= tiercache_core::MAX_VOLUMES || index >> 48 != 0 {
-            return;
-        }
-        let key = LineKey::new(req.volume, index);
-        if let Some(slot) = self.table.prefetch(key, stage) {
+        // Packed as `LineKey::new` does, unchecked: for a hint any value is harmless (a
+        // request the cache rejects, or a wrong guess, only loads a line for nothing).
+        let key = LineKey((u64::from(req.volume.0) << 48) | self.geo.line_of(req.offset));
+        if stage == 1 {
+            self.table.prefetch_bucket(key);
+        } else if let Some(slot) = self.table.prefetch_entry(key) {
             part.evict.prefetch(self.parts.numbers(), slot);
         }
     }
@@ -57,11 +57,8 @@ impl Cache {
     #[inline(always)]
     fn prefetch_victim(&self, part: &Partition) {
         if part.used >= part.capacity {
-            if let Some((victim, then)) = part.evict.victim_hint() {
+            if let Some((victim, then)) = part.evict.victim_hint_prefetching_next() {
                 self.table.prefetch_victim(victim, then);
-                if let Some(t) = then {
-                    part.evict.prefetch(self.parts.numbers(), t);
-                }
             }
         }
     }

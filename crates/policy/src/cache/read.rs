@@ -52,6 +52,9 @@ impl Cache {
         })
     }
 
+    /// Reads one line's slice (inlined into the request's own path, where most requests are
+    /// one line; see [`Cache::read_lines`] for the others).
+    #[inline(always)]
     pub(super) fn read_line(
         &mut self,
         vol: VolumeId,
@@ -194,6 +197,14 @@ impl Cache {
             );
         }
         self.table.add_valid(slot, missing);
+    }
+
+    /// Reads every line of a request spanning several.
+    #[inline(never)]
+    pub(super) fn read_lines(&mut self, req: &Request, mode: WritePolicy, out: &mut AccessOutcome) {
+        for s in self.geo.split(req.offset, req.len) {
+            self.read_line(req.volume, s, mode, out);
+        }
     }
 
     /// Serves a read's slice of one line from the backend (a miss or a bypass).

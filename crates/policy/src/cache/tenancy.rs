@@ -55,17 +55,38 @@ impl Cache {
         }
         let v = volume.0 as usize;
         if self.volume_stats.len() <= v {
-            self.volume_stats.resize(v + 1, VolumeStats::default());
+            self.grow_volume_stats(v);
         }
         Some(&mut self.volume_stats[v])
     }
 
-    /// Counts the lines of one request (or piece) for its volume.
+    /// Makes counters up to volume `v` (once per volume: kept out of line so the counting
+    /// paths stay small enough to inline).
+    #[cold]
+    #[inline(never)]
+    fn grow_volume_stats(&mut self, v: usize) {
+        self.volume_stats.resize(v + 1, VolumeStats::default());
+    }
+
+    /// Counts the lines of one request (or piece) for its volume, and the request itself if
+    /// `request` (see [`Cache::count_volume_request`]): one look-up of the volume's counters.
     #[inline]
-    pub(super) fn count_volume_lines(&mut self, volume: VolumeId, op: Op, out: &AccessOutcome) {
+    pub(super) fn count_volume(
+        &mut self,
+        volume: VolumeId,
+        op: Op,
+        out: &AccessOutcome,
+        request: bool,
+    ) {
         let Some(s) = self.volume_stats_of(volume, op) else {
             return;
         };
+        if request {
+            match op {
+                Op::Read => s.read_requests += 1,
+                _ => s.write_requests += 1,
+            }
+        }
         s.line_hits += u64::from(out.line_hits);
         s.line_partial_hits += u64::from(out.line_partial_hits);
         s.line_misses += u64::from(out.line_misses);
@@ -77,7 +98,7 @@ impl Cache {
     pub(super) fn count_volume_cache_write(&mut self, volume: VolumeId, len: u64) {
         let v = volume.0 as usize;
         if self.volume_stats.len() <= v {
-            self.volume_stats.resize(v + 1, VolumeStats::default());
+            self.grow_volume_stats(v);
         }
         self.volume_stats[v].cache_bytes_written += len;
     }

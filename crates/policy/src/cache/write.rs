@@ -4,6 +4,9 @@
 use super::*;
 
 impl Cache {
+    /// Writes one line's slice (inlined into the request's own path, where most requests are
+    /// one line; see [`Cache::write_lines`] for the others).
+    #[inline(always)]
     pub(super) fn write_line(
         &mut self,
         vol: VolumeId,
@@ -103,6 +106,19 @@ impl Cache {
             );
             self.emit(backend_write(stage));
             self.table.add_valid(slot, covered);
+        }
+    }
+
+    /// Writes every line of a request spanning several.
+    #[inline(never)]
+    pub(super) fn write_lines(
+        &mut self,
+        req: &Request,
+        mode: WritePolicy,
+        out: &mut AccessOutcome,
+    ) {
+        for s in self.geo.split(req.offset, req.len) {
+            self.write_line(req.volume, s, mode, out);
         }
     }
 

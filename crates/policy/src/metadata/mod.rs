@@ -120,15 +120,18 @@ impl LineTable {
         self.index.get(key, |s| self.lines[s as usize].key)
     }
 
-    /// Hints that `key` is accessed soon. Stage 1 loads its index bucket; stage 2 (a few
-    /// requests later, when the bucket has arrived) loads its line entry and returns the slot
-    /// guessed from the tag, for the replacement policy's own hint.
+    /// Hints that `key` is accessed soon, first stage: loads its index bucket.
     #[inline]
-    pub fn prefetch(&self, key: LineKey, stage: u8) -> Option<Slot> {
-        if stage == 1 {
-            self.index.prefetch(key);
-            return None;
-        }
+    pub fn prefetch_bucket(&self, key: LineKey) {
+        self.index.prefetch(key);
+    }
+
+    /// Hints that `key` is accessed soon, second stage (a few requests after
+    /// [`prefetch_bucket`](Self::prefetch_bucket), when the bucket has arrived): loads its
+    /// line entry and returns the slot guessed from the tag, for the replacement policy's own
+    /// hint.
+    #[inline]
+    pub fn prefetch_entry(&self, key: LineKey) -> Option<Slot> {
         let slot = self.index.guess(key)?;
         tiercache_core::hint::prefetch(self.lines.as_ptr().wrapping_add(slot as usize));
         Some(slot)
@@ -193,9 +196,34 @@ impl LineTable {
             "removing a non-resident or pinned line"
         );
         assert_eq!(m.dirty, 0, "removing a dirty line would lose data");
-        let lines = &self.lines;
-        self.index.remove(m.key, |s| lines[s as usize].key);
+        self.index.remove(m.key, slot);
         self.lines[slot as usize] = LineMeta::EMPTY;
+        self.touch(slot);
+    }
+
+    /// [`remove`](Self::remove) then [`install`](Self::install) of `key` in the same slot (an
+    /// eviction reusing its victim's slot), in one call: the slot's entry is written once.
+    /// The slot is touched once: [`take_touched`](Self::take_touched) reports a slot once
+    /// however often it changed.
+    pub fn replace(&mut self, slot: Slot, key: LineKey, partition: u16) {
+        let m = &mut self.lines[slot as usize];
+        assert!(
+            m.resident && !m.pinned,
+            "removing a non-resident or pinned line"
+        );
+        assert_eq!(m.dirty, 0, "removing a dirty line would lose data");
+        let old = m.key;
+        *m = LineMeta {
+            key,
+            valid: 0,
+            dirty: 0,
+            partition,
+            pinned: false,
+            resident: true,
+        };
+        self.index.remove(old, slot);
+        let lines = &self.lines;
+        self.index.insert(key, slot, |s| lines[s as usize].key);
         self.touch(slot);
     }
 
@@ -337,5 +365,58 @@ impl LineTable {
             dirty.iter().all(|&s| self.lines[s as usize].dirty != 0),
             "clean line on dirty list"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use tiercache_core::VolumeId;
+
+    proptest! {
+        /// `replace` leaves the table (line entries, index answers, journal records) as
+        /// `remove` then `install` do, over random fills and evictions of a small table.
+        #[test]
+        fn replace_is_remove_then_install(
+            steps in prop::collection::vec((0u64..96, 0u32..24, any::<bool>()), 1..200),
+        ) {
+            let slots = 24;
+            let (mut fast, mut plain) = (LineTable::new(slots), LineTable::new(slots));
+            fast.set_journal(true);
+            plain.set_journal(true);
+            let mut keys: Vec<LineKey> = Vec::new();
+            for (index, pick, second_volume) in steps {
+                let key = LineKey::new(VolumeId(u32::from(second_volume)), index);
+                if fast.lookup(key).is_some() {
+                    continue;
+                }
+                keys.push(key);
+                match fast.take_free() {
+                    Some(slot) => {
+                        prop_assert_eq!(plain.take_free(), Some(slot));
+                        fast.install(slot, key, 1);
+                        plain.install(slot, key, 1);
+                    }
+                    None => {
+                        prop_assert_eq!(plain.take_free(), None);
+                        fast.replace(pick, key, 2);
+                        plain.remove(pick);
+                        plain.install(pick, key, 2);
+                    }
+                }
+                for s in 0..slots {
+                    prop_assert_eq!(fast.meta(s), plain.meta(s));
+                }
+                for &k in &keys {
+                    prop_assert_eq!(fast.lookup(k), plain.lookup(k));
+                }
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                fast.take_touched(&mut a);
+                plain.take_touched(&mut b);
+                prop_assert_eq!(a, b);
+                fast.audit();
+            }
+        }
     }
 }

@@ -360,10 +360,12 @@ impl ReplacementOrder {
         }
     }
 
-    /// The policy's likely next victims, for prefetching.
+    /// The policy's likely next victims, for prefetching, the policy's entry of the second
+    /// hinted too (what [`prefetch`](Self::prefetch) of it would do), in one call to the
+    /// policy.
     #[inline]
-    pub(crate) fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
-        let (v, then) = self.policy.victim_hint()?;
+    pub(crate) fn victim_hint_prefetching_next(&self) -> Option<(Slot, Option<Slot>)> {
+        let (v, then) = self.policy.victim_hint_prefetching_next()?;
         Some((self.slot(v), then.map(|t| self.slot(t))))
     }
 }
@@ -528,7 +530,12 @@ mod tests {
                 prop_assert_eq!(by_slot.len(), numbered.len(), "step {}: sizes", i);
                 prop_assert_eq!(by_slot.held_out(), numbered.held_out(), "step {}: held out", i);
                 prop_assert_eq!(by_slot.capacity(), numbered.capacity());
-                prop_assert_eq!(by_slot.victim_hint(), numbered.victim_hint(), "step {}: hints", i);
+                prop_assert_eq!(
+                    by_slot.victim_hint_prefetching_next(),
+                    numbered.victim_hint_prefetching_next(),
+                    "step {}: hints",
+                    i
+                );
                 let in_order: Vec<Slot> = tracked.keys().copied().collect();
                 by_slot.audit(&[], &in_order);
                 numbered.audit(&numbers, &in_order);
