@@ -28,9 +28,11 @@ impl<D: BlockDevice> Emulated<D> {
     }
 
     fn timed<T>(&self, kind: IoKind, offset: u64, len: u64, op: impl FnOnce() -> T) -> T {
-        let now = self.epoch.elapsed().as_nanos() as u64;
         let done = {
             let mut m = self.model.lock().unwrap_or_else(|e| e.into_inner());
+            // Read under the lock, so the model sees its ops in time order (it assumes time
+            // never goes back: a disk forgets channels that fell idle before `now`).
+            let now = self.epoch.elapsed().as_nanos() as u64;
             m.run_op(now, kind, offset, len)
         };
         let out = op();
