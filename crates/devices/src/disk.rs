@@ -435,6 +435,33 @@ mod tests {
         }
     }
 
+    /// The disk the proptests draw: reads as given, writes at a third of the base latency
+    /// and half the per-byte cost and ceilings.
+    fn test_params(
+        channels: u32,
+        base: u64,
+        seq_base: Option<u64>,
+        per_byte: f64,
+        iops: f64,
+        bandwidth: u64,
+    ) -> DiskParams {
+        DiskParams {
+            read_base_ns: base,
+            write_base_ns: base / 3,
+            seq_base_ns: seq_base,
+            read_ns_per_byte: per_byte,
+            write_ns_per_byte: per_byte / 2.0,
+            channels,
+            read_iops: iops,
+            write_iops: iops / 2.0,
+            read_bandwidth: bandwidth,
+            write_bandwidth: bandwidth / 2,
+            trim_ns: base / 7,
+            flush_ns: 1000,
+            ..DiskParams::default()
+        }
+    }
+
     proptest! {
         /// A heap of the channels used, pruned of the free ones, gives every op the end a list
         /// of all channels' free times gives, under light load (idle channels) and heavy, over
@@ -449,21 +476,7 @@ mod tests {
             bandwidth in prop_oneof![Just(0u64), 1u64..10_000_000_000],
             ops in proptest::collection::vec((prop_oneof![0u64..100, 0u64..3_000, 0u64..200_000], 0u8..4, 0u64..64, 0u64..65_536), 1..1200),
         ) {
-            let p = DiskParams {
-                read_base_ns: base,
-                write_base_ns: base / 3,
-                seq_base_ns: seq_base,
-                read_ns_per_byte: per_byte,
-                write_ns_per_byte: per_byte / 2.0,
-                channels,
-                read_iops: iops,
-                write_iops: iops / 2.0,
-                read_bandwidth: bandwidth,
-                write_bandwidth: bandwidth / 2,
-                trim_ns: base / 7,
-                flush_ns: 1000,
-                ..DiskParams::default()
-            };
+            let p = test_params(channels, base, seq_base, per_byte, iops, bandwidth);
             let mut disk = Disk::new(p);
             let mut plain = Plain { free: vec![0; channels as usize], gate_ps: 0, last_end: u64::MAX };
             let mut now = 0u64;
@@ -489,21 +502,7 @@ mod tests {
             bandwidth in prop_oneof![Just(0u64), 1u64..10_000_000_000],
             ops in proptest::collection::vec((0u64..50_000, 0u8..4, 0u64..64, 0u64..65_536), 1..200),
         ) {
-            let p = DiskParams {
-                read_base_ns: base,
-                write_base_ns: base / 3,
-                seq_base_ns: seq_base,
-                read_ns_per_byte: per_byte,
-                write_ns_per_byte: per_byte / 2.0,
-                channels,
-                read_iops: iops,
-                write_iops: iops / 2.0,
-                read_bandwidth: bandwidth,
-                write_bandwidth: bandwidth / 2,
-                trim_ns: base / 7,
-                flush_ns: 1000,
-                ..DiskParams::default()
-            };
+            let p = test_params(channels, base, seq_base, per_byte, iops, bandwidth);
             let mut narrow = Disk::new(p);
             let mut wide = Disk::new(p);
             wide.narrow = None;

@@ -191,11 +191,7 @@ impl LineTable {
     /// (the caller reuses it or calls [`release`](Self::release)).
     pub fn remove(&mut self, slot: Slot) {
         let m = self.lines[slot as usize];
-        assert!(
-            m.resident && !m.pinned,
-            "removing a non-resident or pinned line"
-        );
-        assert_eq!(m.dirty, 0, "removing a dirty line would lose data");
+        check_removable(&m);
         self.index.remove(m.key, slot);
         self.lines[slot as usize] = LineMeta::EMPTY;
         self.touch(slot);
@@ -207,11 +203,7 @@ impl LineTable {
     /// however often it changed.
     pub fn replace(&mut self, slot: Slot, key: LineKey, partition: u16) {
         let m = &mut self.lines[slot as usize];
-        assert!(
-            m.resident && !m.pinned,
-            "removing a non-resident or pinned line"
-        );
-        assert_eq!(m.dirty, 0, "removing a dirty line would lose data");
+        check_removable(m);
         let old = m.key;
         *m = LineMeta {
             key,
@@ -366,6 +358,16 @@ impl LineTable {
             "clean line on dirty list"
         );
     }
+}
+
+/// A line may leave its slot only resident, unpinned and clean (its data would be lost).
+#[inline]
+fn check_removable(m: &LineMeta) {
+    assert!(
+        m.resident && !m.pinned,
+        "removing a non-resident or pinned line"
+    );
+    assert_eq!(m.dirty, 0, "removing a dirty line would lose data");
 }
 
 #[cfg(test)]
