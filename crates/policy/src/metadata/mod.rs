@@ -39,6 +39,19 @@ impl LineMeta {
         pinned: false,
         resident: false,
     };
+
+    /// A line just placed: resident, nothing valid or dirty yet, unpinned.
+    #[inline]
+    fn fresh(key: LineKey, partition: u16) -> LineMeta {
+        LineMeta {
+            key,
+            valid: 0,
+            dirty: 0,
+            partition,
+            pinned: false,
+            resident: true,
+        }
+    }
 }
 
 /// All slots of the cache with their metadata, the key → slot index, the free-slot stack and
@@ -174,14 +187,7 @@ impl LineTable {
     pub fn install(&mut self, slot: Slot, key: LineKey, partition: u16) {
         let m = &mut self.lines[slot as usize];
         debug_assert!(!m.resident, "installing into an occupied slot");
-        *m = LineMeta {
-            key,
-            valid: 0,
-            dirty: 0,
-            partition,
-            pinned: false,
-            resident: true,
-        };
+        *m = LineMeta::fresh(key, partition);
         let lines = &self.lines;
         self.index.insert(key, slot, |s| lines[s as usize].key);
         self.touch(slot);
@@ -205,14 +211,7 @@ impl LineTable {
         let m = &mut self.lines[slot as usize];
         check_removable(m);
         let old = m.key;
-        *m = LineMeta {
-            key,
-            valid: 0,
-            dirty: 0,
-            partition,
-            pinned: false,
-            resident: true,
-        };
+        *m = LineMeta::fresh(key, partition);
         self.index.remove(old, slot);
         let lines = &self.lines;
         self.index.insert(key, slot, |s| lines[s as usize].key);
