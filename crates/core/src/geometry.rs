@@ -33,6 +33,13 @@ impl LineKey {
         LineKey(((volume.0 as u64) << INDEX_BITS) | index)
     }
 
+    /// Packs as [`LineKey::new`] does, without its range checks (an index past 48 bits spills
+    /// into the volume's bits): for hints such as a prefetch, where any key is harmless.
+    #[inline]
+    pub fn new_for_hint(volume: VolumeId, index: u64) -> Self {
+        LineKey(((volume.0 as u64) << INDEX_BITS) | index)
+    }
+
     /// Volume of this line.
     pub fn volume(self) -> VolumeId {
         VolumeId((self.0 >> INDEX_BITS) as u32)
@@ -151,6 +158,17 @@ impl LineGeometry {
             pos: offset,
             end: offset + len,
         }
+    }
+
+    /// The one slice of `[offset, offset+len)` when the range lies inside one line: what
+    /// [`split`](Self::split) would yield alone, cut directly (most requests are one line).
+    /// `None` for an empty range or one crossing a line boundary.
+    #[inline]
+    pub fn single_line(&self, offset: u64, len: u64) -> Option<LineSlice> {
+        let index = self.line_of(offset);
+        let start = offset - self.line_start(index);
+        let end = start + len;
+        (len != 0 && end <= self.line_size()).then_some(LineSlice { index, start, end })
     }
 
     /// Bitmap of the sub-blocks touched by byte range `[start, end)` within one line
@@ -324,6 +342,25 @@ mod tests {
         assert_eq!(g.covered_mask(512, 4096), 0xfe);
     }
 
+    /// `single_line` is `split`'s only slice when it has exactly one, and `None` otherwise.
+    #[test]
+    fn single_line_is_a_split_of_one_slice() {
+        for line in [512u64, 4096] {
+            let g = LineGeometry::new(line).unwrap();
+            for offset in (0..3 * line).step_by(64).chain([line - 1, 2 * line - 1]) {
+                for len in [0, 1, 63, 64, line - 1, line, line + 1, 2 * line] {
+                    let slices: Vec<LineSlice> = g.split(offset, len).collect();
+                    let expected = (slices.len() == 1).then(|| slices[0]);
+                    assert_eq!(
+                        g.single_line(offset, len),
+                        expected,
+                        "{line}: {offset}+{len}"
+                    );
+                }
+            }
+        }
+    }
+
     /// The masks are those of `mask_range` over the sub-blocks touched and covered, for every
     /// byte range of a line, at the smallest, a middle and the largest line sizes.
     #[test]
@@ -361,6 +398,21 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// In range, the hint's key is the checked one.
+    #[test]
+    fn a_hint_key_in_range_is_the_key() {
+        for (v, i) in [
+            (0, 0),
+            (7, 123_456_789),
+            (MAX_VOLUMES - 1, LineKey::MAX_INDEX - 1),
+        ] {
+            assert_eq!(
+                LineKey::new_for_hint(VolumeId(v), i),
+                LineKey::new(VolumeId(v), i)
+            );
         }
     }
 

@@ -503,11 +503,11 @@ impl Cache {
         let mode = self.mode_for(req);
         match req.op {
             // Most requests lie in one line: their slice is cut directly, not by a split.
-            Op::Read => match self.one_line(req) {
+            Op::Read => match self.geo.single_line(req.offset, req.len) {
                 Some(s) => self.read_line(req.volume, s, mode, &mut out),
                 None => self.read_lines(req, mode, &mut out),
             },
-            Op::Write => match self.one_line(req) {
+            Op::Write => match self.geo.single_line(req.offset, req.len) {
                 Some(s) => self.write_line(req.volume, s, mode, &mut out),
                 None => self.write_lines(req, mode, &mut out),
             },
@@ -563,16 +563,6 @@ impl Cache {
             }
         }
         Ok(out)
-    }
-
-    /// The one slice of a request inside one line (`None` for an empty request or one
-    /// crossing a line boundary): what [`LineGeometry::split`] would yield, cut directly.
-    #[inline]
-    fn one_line(&self, req: &Request) -> Option<LineSlice> {
-        let index = self.geo.line_of(req.offset);
-        let start = req.offset - self.geo.line_start(index);
-        let end = start + req.len;
-        (req.len != 0 && end <= self.geo.line_size()).then_some(LineSlice { index, start, end })
     }
 
     /// Counts an op's bytes and, when planning, records it, returning the stage it got: a

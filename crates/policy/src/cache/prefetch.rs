@@ -42,9 +42,9 @@ impl Cache {
     /// Stage 1 or 2 of [`Cache::prefetch`] (one partition).
     #[inline(always)]
     fn prefetch_line(&self, part: &Partition, req: &Request, stage: u8) {
-        // Packed as `LineKey::new` does, unchecked: for a hint any value is harmless (a
-        // request the cache rejects, or a wrong guess, only loads a line for nothing).
-        let key = LineKey((u64::from(req.volume.0) << 48) | self.geo.line_of(req.offset));
+        // Unchecked: a request the cache rejects, or a wrong guess, only loads a line for
+        // nothing.
+        let key = LineKey::new_for_hint(req.volume, self.geo.line_of(req.offset));
         if stage == 1 {
             self.table.prefetch_bucket(key);
         } else if let Some(slot) = self.table.prefetch_entry(key) {
