@@ -63,6 +63,20 @@ fn entry_tag(e: u64) -> u32 {
     (e >> 32) as u32
 }
 
+/// The slot of `key` among `entries`: a tag match confirmed by the stored key.
+#[inline(always)]
+fn find_among(
+    entries: &[u64],
+    tag: u32,
+    key: LineKey,
+    key_of: &impl Fn(Slot) -> LineKey,
+) -> Option<Slot> {
+    entries
+        .iter()
+        .find(|&&e| entry_tag(e) == tag && key_of(e as u32) == key)
+        .map(|&e| e as u32)
+}
+
 impl SlotIndex {
     /// Index for up to `capacity` keys.
     pub fn with_capacity(capacity: usize) -> Self {
@@ -158,10 +172,7 @@ impl SlotIndex {
         key: LineKey,
         key_of: &impl Fn(Slot) -> LineKey,
     ) -> Option<Slot> {
-        self.group(g)
-            .iter()
-            .find(|&&e| entry_tag(e) == tag && key_of(e as u32) == key)
-            .map(|&e| e as u32)
+        find_among(self.group(g), tag, key, key_of)
     }
 
     /// Hints that `key` is looked up soon: loads its first group.
@@ -206,10 +217,7 @@ impl SlotIndex {
         if let Some(s) = self.find_in(self.second(tag, home), tag, key, key_of) {
             return Some(s);
         }
-        self.spilled()
-            .iter()
-            .find(|&&e| entry_tag(e) == tag && key_of(e as u32) == key)
-            .map(|&e| e as u32)
+        find_among(self.spilled(), tag, key, key_of)
     }
 
     /// Where entries without room in their groups may be: the whole of a small table, a large
