@@ -295,16 +295,11 @@ impl Sim<'_> {
                 debug_assert!(time >= self.now);
                 self.now = time;
                 self.handle(what);
+                // Tested before taken: `take` would store at every event.
                 if self.error.is_some() {
                     return Err(self.error.take().expect("checked"));
                 }
-                // Requests in flight first: that test fails at nearly every event.
-                if self.inflight_requests == 0
-                    && self.pending_arrivals == 0
-                    && self.phase == Phase::Running
-                {
-                    self.close_window();
-                }
+                self.check_window_end();
             }
             if metrics.is_none() {
                 // The window closed and background work drained: final flush, if asked.
