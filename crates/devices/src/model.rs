@@ -213,8 +213,7 @@ impl DeviceModel {
         len: u64,
         phase: u8,
     ) -> Nanos {
-        if let (None, Store::Disk(d)) = (&self.link, &mut self.store) {
-            // The commonest device, one phase: straight to its queue.
+        if let Some(d) = self.lone_disk() {
             return d.submit(now, kind, offset, len);
         }
         let store_phase = match &self.link {
@@ -250,6 +249,16 @@ impl DeviceModel {
         }
     }
 
+    /// The disk of a device that is one disk without a link: the commonest device, whose ops
+    /// have one phase and go straight to its queue.
+    #[inline(always)]
+    fn lone_disk(&mut self) -> Option<&mut Disk> {
+        match (&self.link, &mut self.store) {
+            (None, Store::Disk(d)) => Some(d),
+            _ => None,
+        }
+    }
+
     /// An op enters the device at `now` and its first phase is submitted: what
     /// [`DeviceModel::op_started`] then, for an op with phases, [`DeviceModel::submit_phase`]
     /// of phase 0 do, in one call (for an op without phases, `now`). The commonest device, a
@@ -264,7 +273,7 @@ impl DeviceModel {
         cause: OpCause,
     ) -> Nanos {
         self.op_started(now, cause);
-        if let (None, Store::Disk(d)) = (&self.link, &mut self.store) {
+        if let Some(d) = self.lone_disk() {
             return d.submit(now, kind, offset, len);
         }
         if self.phases(kind, offset, len) == 0 {
@@ -324,8 +333,9 @@ impl DeviceModel {
         self.advance(now);
         self.inflight_start_sum += u128::from(now);
         self.inflight += 1;
-        self.inflight_by_cause[cause_index(cause)] += 1;
-        self.inflight_by_origin[ORIGIN_SLOT[cause_index(cause)]] += 1;
+        let ci = cause_index(cause);
+        self.inflight_by_cause[ci] += 1;
+        self.inflight_by_origin[ORIGIN_SLOT[ci]] += 1;
         self.max_inflight = self.max_inflight.max(self.inflight);
     }
 
@@ -343,8 +353,9 @@ impl DeviceModel {
         self.advance(now);
         self.inflight_start_sum -= u128::from(started);
         self.inflight -= 1;
-        self.inflight_by_cause[cause_index(cause)] -= 1;
-        self.inflight_by_origin[ORIGIN_SLOT[cause_index(cause)]] -= 1;
+        let ci = cause_index(cause);
+        self.inflight_by_cause[ci] -= 1;
+        self.inflight_by_origin[ORIGIN_SLOT[ci]] -= 1;
         self.c.ops += 1;
         self.c.latency_ns += (now - started) as u128;
         self.latency_ns = service_ewma(self.latency_ns, now - started);
@@ -352,7 +363,6 @@ impl DeviceModel {
         let sample = crate::disk::div_u128(spent, 1000);
         self.cost_at_last_finish = cost;
         self.service_ns = service_ewma(self.service_ns, sample.min(u64::MAX as u128) as u64);
-        let ci = cause_index(cause);
         self.c.by_cause[ci] += 1;
         match kind {
             IoKind::Read => self.c.bytes_read += len,
