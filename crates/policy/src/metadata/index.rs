@@ -63,6 +63,18 @@ fn entry_tag(e: u64) -> u32 {
     (e >> 32) as u32
 }
 
+/// Where group 0 starts in a table of `n` entries at address `addr`, and how many groups it
+/// has: a large table skips up to `WAYS - 1` entries so its groups are 32-byte aligned, and
+/// always sets that many aside, so the group count depends on `n` alone.
+fn group_layout(n: usize, addr: usize) -> (usize, usize) {
+    if n < SMALL {
+        return (0, n / WAYS);
+    }
+    let misalign = addr % (WAYS * 8);
+    let first = ((WAYS * 8 - misalign) % (WAYS * 8)) / 8;
+    (first, (n - (WAYS - 1)) / WAYS)
+}
+
 /// The slot of `key` among `entries`: a tag match confirmed by the stored key.
 #[inline(always)]
 fn find_among(
@@ -88,14 +100,7 @@ impl SlotIndex {
         // so where every key goes, does not depend on where the allocator put the table: the
         // same keys make the same table in every run.
         let small = n < SMALL;
-        let (first, groups) = if !small {
-            let misalign = entries.as_ptr() as usize % (WAYS * 8);
-            let first = ((WAYS * 8 - misalign) % (WAYS * 8)) / 8;
-            (first, (n - (WAYS - 1)) / WAYS)
-        } else {
-            (0, n / WAYS)
-        };
-        debug_assert!(first + groups * WAYS <= n);
+        let (first, groups) = group_layout(n, entries.as_ptr() as usize);
         Self {
             groups,
             entries,
@@ -454,6 +459,29 @@ mod tests {
             let mut universe = crowding_keys(&SlotIndex::with_capacity(200), 12);
             universe.extend(spread_keys(28).iter().map(|k| k + 1));
             run_against_model(200, &universe, &ops);
+        }
+    }
+
+    /// Every address an entry array can have (8-byte aligned) gets the same number of groups,
+    /// aligned to 32 bytes and inside the array, for small and large tables.
+    #[test]
+    fn the_group_count_depends_on_the_size_alone() {
+        for n in (8..600).chain([4_000, 4_001, 4_002, 4_003, 87_383]) {
+            let counts: Vec<usize> = (0..WAYS)
+                .map(|k| {
+                    let addr = 0x1000 + 8 * k;
+                    let (first, groups) = group_layout(n, addr);
+                    assert!(
+                        groups >= 2 && first + groups * WAYS <= n,
+                        "{n} at {addr:#x}"
+                    );
+                    if n >= SMALL {
+                        assert_eq!((addr + 8 * first) % (WAYS * 8), 0, "{n} at {addr:#x}");
+                    }
+                    groups
+                })
+                .collect();
+            assert!(counts.windows(2).all(|w| w[0] == w[1]), "{n}: {counts:?}");
         }
     }
 
