@@ -70,7 +70,9 @@ impl std::fmt::Display for BadArgument {
 impl std::error::Error for BadArgument {}
 
 /// Requests read per reader call.
-const READ_BATCH: usize = 4096;
+const READ_BATCH: usize = 16384;
+/// Requests ahead of the one being added whose sampler entries are hinted.
+const PREFETCH_AHEAD: usize = 8;
 
 /// Entry point of `tiercache analyze`.
 pub fn run(args: AnalyzeArgs) -> Result<()> {
@@ -153,13 +155,14 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<crate::Analysis> {
         exact: args.exact || (args.shards_rate.is_none() && args.shards_max_entries.is_none()),
     })
     .map_err(|e| BadArgument(format!("--line-size: {e}")))?;
-    // Batches: one reader call per few thousand requests, not one dynamic call per request.
-    let mut batch = Vec::with_capacity(READ_BATCH);
+    // Batches: one reader call per few thousand requests, not one dynamic call per request,
+    // decoded on a second thread while this one analyses the previous ones.
     let mut index = 0u64;
-    loop {
-        batch.clear();
-        let read = reader.next_batch(&mut batch, READ_BATCH);
-        for r in &batch {
+    let added = tiercache_trace::read_ahead::for_each_batch(&mut *reader, READ_BATCH, |batch| {
+        for (i, r) in batch.iter().enumerate() {
+            if let Some(ahead) = batch.get(i + PREFETCH_AHEAD) {
+                analyzer.prefetch(ahead);
+            }
             analyzer.add(r).map_err(|e| {
                 anyhow::anyhow!(
                     "{}: request {index} ({:?} of {} bytes at offset {}) cannot be addressed: {e}",
@@ -171,9 +174,12 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<crate::Analysis> {
             })?;
             index += 1;
         }
-        if read? == 0 {
-            break;
-        }
+        Ok::<(), anyhow::Error>(())
+    });
+    match added {
+        Ok(_) => {}
+        Err(tiercache_trace::read_ahead::BatchError::Read(e)) => return Err(e.into()),
+        Err(tiercache_trace::read_ahead::BatchError::Consume(e)) => return Err(e),
     }
     // What was left out of the analysis is said, as every command says it.
     for note in tiercache_trace::CounterNotes(reader.counters())

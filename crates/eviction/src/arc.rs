@@ -214,6 +214,11 @@ impl Eviction for ArcPolicy {
         }
     }
 
+    #[inline]
+    fn prefetch_incoming(&self, key: LineKey) {
+        self.ghosts.prefetch(key);
+    }
+
     fn len(&self) -> usize {
         self.lists.len(T1) + self.lists.len(T2)
     }

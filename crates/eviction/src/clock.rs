@@ -81,6 +81,18 @@ impl Eviction for Clock {
         None
     }
 
+    /// Of the two oldest slots, the first the hand would take (counter 0), and the slot after
+    /// it; a guess when both are referenced (the hand then moves on further).
+    #[inline]
+    fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
+        let v = self.lists.back(0)?;
+        let then = self.lists.newer(v);
+        match then {
+            Some(t) if self.counter[v as usize] > 0 => Some((t, self.lists.newer(t))),
+            _ => Some((v, then)),
+        }
+    }
+
     fn len(&self) -> usize {
         self.lists.len(0)
     }

@@ -50,6 +50,14 @@ impl Eviction for Fifo {
         Some(victim)
     }
 
+    /// The oldest slot and the one entered after it: exactly the next two victims when nothing
+    /// is pinned.
+    #[inline]
+    fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
+        let v = self.lists.back(0)?;
+        Some((v, self.lists.newer(v)))
+    }
+
     fn len(&self) -> usize {
         self.lists.len(0)
     }

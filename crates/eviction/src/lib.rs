@@ -152,6 +152,15 @@ pub trait Eviction: Send {
         let _ = slot;
     }
 
+    /// Hint that `key`, not resident, may soon be the incoming key of an [`Eviction::evict`]
+    /// or [`Eviction::insert`]: a policy that looks incoming keys up (ARC's and S3-FIFO's
+    /// ghosts) may start loading where that lookup begins. Changes nothing; the default does
+    /// nothing.
+    #[inline]
+    fn prefetch_incoming(&self, key: LineKey) {
+        let _ = key;
+    }
+
     /// For prefetching: the slot the next eviction would likely pick and the one after it,
     /// when the policy can tell cheaply (from memory it touches anyway). Default: no hint.
     #[inline]

@@ -241,6 +241,11 @@ impl Eviction for S3Fifo {
         }
     }
 
+    #[inline]
+    fn prefetch_incoming(&self, key: LineKey) {
+        self.ghost.prefetch(key);
+    }
+
     fn len(&self) -> usize {
         self.lists.len(SMALL) + self.lists.len(MAIN)
     }

@@ -86,6 +86,22 @@ impl Eviction for Sieve {
         None
     }
 
+    /// Of the hand's slot and the next one it visits, the first unvisited, and the slot after
+    /// it; a guess when both are visited (the hand then moves on further).
+    #[inline]
+    fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
+        let v = if self.hand == NIL {
+            self.lists.back(0)?
+        } else {
+            self.hand
+        };
+        let then = self.advance(v);
+        match then {
+            Some(t) if self.visited[v as usize] => Some((t, self.advance(t))),
+            _ => Some((v, then)),
+        }
+    }
+
     fn len(&self) -> usize {
         self.lists.len(0)
     }

@@ -41,6 +41,7 @@ pub mod format;
 mod lines;
 pub mod native;
 mod parse;
+pub mod read_ahead;
 pub mod reader;
 pub mod replay;
 pub mod stats;

@@ -40,6 +40,9 @@ pub(super) struct LineSim<E> {
     index: LineIndex,
     /// Key held by each used slot (to take a victim out of the index).
     keys: Vec<LineKey>,
+    /// The victim-after-next slot of the previous victim hint ([`u32::MAX`]: none), whose key
+    /// that hint started loading.
+    hinted_then: u32,
     capacity: u32,
     geo: LineGeometry,
     line_size: u64,
@@ -53,6 +56,7 @@ impl<E: Eviction> LineSim<E> {
             evict,
             index: LineIndex::new(capacity as usize),
             keys: Vec::with_capacity(capacity as usize),
+            hinted_then: u32::MAX,
             capacity,
             geo,
             line_size: geo.line_size(),
@@ -77,22 +81,32 @@ impl<E: Eviction> LineSim<E> {
         self.index.prefetch(self.hint_key(req));
     }
 
-    /// Hints for a request `ENTRY_AHEAD` ahead: its policy entry, when resident.
+    /// Hints for a request `ENTRY_AHEAD` ahead: its policy entry when resident, else where
+    /// the policy looks up an incoming key (a ghost).
     #[inline(always)]
     pub(super) fn hint_entry(&self, req: &Request) {
-        if let Some(slot) = self.index.get(self.hint_key(req)) {
-            self.evict.prefetch(slot);
+        let key = self.hint_key(req);
+        match self.index.get(key) {
+            Some(slot) => self.evict.prefetch(slot),
+            None => self.evict.prefetch_incoming(key),
         }
     }
 
-    /// Hints for the coming eviction, when full: the victim's key and index bucket.
+    /// Hints for the coming evictions, when full: the victim's index bucket, and the victim
+    /// after next's key, then (once an earlier hint has loaded that key) its bucket too, so
+    /// the bucket is loaded two evictions ahead without waiting on the key here.
     #[inline(always)]
-    pub(super) fn hint_victim(&self) {
+    pub(super) fn hint_victim(&mut self) {
         if self.keys.len() as u32 == self.capacity {
             if let Some((victim, then)) = self.evict.victim_hint() {
                 self.index.prefetch(self.keys[victim as usize]);
                 if let Some(t) = then {
-                    tiercache_core::hint::prefetch(self.keys.as_ptr().wrapping_add(t as usize));
+                    if t == self.hinted_then {
+                        self.index.prefetch(self.keys[t as usize]);
+                    } else {
+                        tiercache_core::hint::prefetch(self.keys.as_ptr().wrapping_add(t as usize));
+                        self.hinted_then = t;
+                    }
                 }
             }
         }
