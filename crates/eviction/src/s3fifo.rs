@@ -246,6 +246,24 @@ impl Eviction for S3Fifo {
         self.ghost.prefetch(key);
     }
 
+    /// The back of the queue the next eviction works on and the line after it (a guess: a
+    /// line of small with enough hits moves to main instead, one of main with a count goes
+    /// round again). Also starts loading the key of that next line and, for small, the ghost
+    /// bucket the victim's key goes to (its key was loaded as an earlier hint's next line).
+    #[inline]
+    fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
+        let from_main = self.lists.len(MAIN) > self.main_capacity || self.lists.len(SMALL) == 0;
+        let v = self.lists.back(if from_main { MAIN } else { SMALL })?;
+        let then = self.lists.newer(v);
+        if let Some(t) = then {
+            tiercache_core::hint::prefetch(self.keys.as_ptr().wrapping_add(t as usize));
+        }
+        if !from_main {
+            self.ghost.prefetch(LineKey(self.keys[v as usize]));
+        }
+        Some((v, then))
+    }
+
     fn len(&self) -> usize {
         self.lists.len(SMALL) + self.lists.len(MAIN)
     }

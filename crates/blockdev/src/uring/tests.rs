@@ -332,18 +332,34 @@ fn a_polling_reap_on_a_ring_that_cannot_be_entered_answers_each_read_once() {
     reap_on_a_ring_that_cannot_be_entered(ReapWait::No);
 }
 
+/// Runs [`reap_attempt`] on fresh threads (a ring given up stays given up for its thread)
+/// until one takes the give-up path: the second read's submission is an enter, which posts
+/// the first read's completion if the device was already done with it (a loaded machine
+/// makes that likely), and a read posted before the ring broke is answered with its data.
 fn reap_on_a_ring_that_cannot_be_entered(wait: ReapWait) {
+    for _ in 0..8 {
+        match std::thread::spawn(move || reap_attempt(wait)).join().unwrap() {
+            Some(true) | None => return,
+            Some(false) => {}
+        }
+    }
+    panic!("in 8 attempts every read was posted before the ring broke: the give-up path never ran");
+}
+
+/// Starts two reads, breaks the ring and reaps until both are answered: each once, the ones
+/// not posted before the break as errors, never an empty-handed waiting reap. `None`: skipped
+/// (no io_uring or no deferred task work here); `Some(gave_up)`: whether any read came back as
+/// an error (the ring was given up).
+fn reap_attempt(wait: ReapWait) -> Option<bool> {
     if !available() {
         eprintln!("skipping: no io_uring here");
-        return;
+        return None;
     }
-    let Some((_dir, f)) = direct_file(&[7u8; 1 << 20]) else {
-        return;
-    };
+    let (_dir, f) = direct_file(&[7u8; 1 << 20])?;
     let file = file_ref(&f);
     if !defers_task_work() {
         eprintln!("skipping: completions are posted without an enter on this kernel");
-        return;
+        return None;
     }
     for r in start_reads(file, &[(0, 4096, 31), (65536, 4096, 32)]).unwrap() {
         r.unwrap();
@@ -358,24 +374,25 @@ fn reap_on_a_ring_that_cannot_be_entered(wait: ReapWait) {
         );
         let n = reap_started(wait, &mut |tag, res| got.push((tag, res.is_err())));
         if wait != ReapWait::No {
-            assert_eq!(n, 2, "a waiting reap with reads in flight answers them all");
+            assert!(n > 0, "a waiting reap with reads in flight answers some");
         } else {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
     ENTERS_LEFT.with(|c| c.set(None));
     got.sort();
-    assert_eq!(
-        got,
-        vec![(31, true), (32, true)],
-        "answered once each, as errors"
-    );
-    assert!(!available(), "the thread runs without io_uring now");
+    let tags: Vec<u64> = got.iter().map(|&(tag, _)| tag).collect();
+    assert_eq!(tags, vec![31, 32], "answered once each");
     assert_eq!(started_in_flight(), 0);
     assert_eq!(
         reap_started(ReapWait::Completion, &mut |_, _| panic!("answered twice")),
         0
     );
+    let gave_up = got.iter().any(|&(_, failed)| failed);
+    if gave_up {
+        assert!(!available(), "the thread runs without io_uring now");
+    }
+    Some(gave_up)
 }
 
 /// A file holding `bytes` on a real disk (`TMPDIR`, else /var/tmp), opened O_DIRECT and out of

@@ -180,20 +180,27 @@ impl SlotIndex {
         find_among(self.group(g), tag, key, key_of)
     }
 
-    /// Hints that `key` is looked up soon: loads its first group.
+    /// Hints that `key` is looked up soon: loads both its groups (a miss, and a key placed in
+    /// its second group, read both).
     #[inline]
     pub fn prefetch(&self, key: LineKey) {
-        let at = self.first + self.home(tag_of(key)) * WAYS;
-        tiercache_core::hint::prefetch(self.entries.as_ptr().wrapping_add(at));
+        let tag = tag_of(key);
+        let home = self.home(tag);
+        for g in [home, self.second(tag, home)] {
+            let at = self.first + g * WAYS;
+            tiercache_core::hint::prefetch(self.entries.as_ptr().wrapping_add(at));
+        }
     }
 
-    /// The slot of the first entry in `key`'s first group whose tag matches `key`'s, without
-    /// confirming the key (a guess for prefetching: reads no line entry).
+    /// The slot of the first entry in `key`'s first group, else its second, whose tag matches
+    /// `key`'s, without confirming the key (a guess for prefetching: reads no line entry).
     #[inline]
     pub fn guess(&self, key: LineKey) -> Option<Slot> {
         let tag = tag_of(key);
-        self.group(self.home(tag))
-            .iter()
+        let home = self.home(tag);
+        [home, self.second(tag, home)]
+            .into_iter()
+            .flat_map(|g| self.group(g).iter())
             .find(|&&e| entry_tag(e) == tag)
             .map(|&e| e as u32)
     }
