@@ -338,7 +338,10 @@ fn a_polling_reap_on_a_ring_that_cannot_be_entered_answers_each_read_once() {
 /// makes that likely), and a read posted before the ring broke is answered with its data.
 fn reap_on_a_ring_that_cannot_be_entered(wait: ReapWait) {
     for _ in 0..8 {
-        match std::thread::spawn(move || reap_attempt(wait)).join().unwrap() {
+        match std::thread::spawn(move || reap_attempt(wait))
+            .join()
+            .unwrap()
+        {
             Some(true) | None => return,
             Some(false) => {}
         }
