@@ -6,7 +6,7 @@
 //! model ([`host`]), the cache yields a plan of device ops per request, the executor runs the
 //! plan's stages on the cache device and backend models ([`device`]), acknowledges the request
 //! when its critical ops complete, polls the cleaner and runs its flush jobs. The result is a
-//! [`RunMetrics`](tiercache_metrics::RunMetrics) and an optional per-interval timeline.
+//! [`RunMetrics`] and an optional per-interval timeline.
 //!
 //! [`hit_ratio_only`] drives the same cache with no timing at all, as fast as possible.
 //!
