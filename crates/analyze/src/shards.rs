@@ -116,19 +116,20 @@ impl HotFinder {
     /// hint: changes nothing).
     #[inline]
     pub(crate) fn prefetch(&self, h: u64) {
-        let mask = self.buckets.len() - 1;
-        tiercache_core::hint::prefetch(
-            self.buckets
-                .as_ptr()
-                .wrapping_add((h >> 32) as usize & mask),
-        );
+        tiercache_core::hint::prefetch(&self.buckets[self.bucket_of(h)]);
+    }
+
+    /// The bucket of a key with [`mix`] `h` (a power-of-two table: its high bits, masked).
+    #[inline]
+    fn bucket_of(&self, h: u64) -> usize {
+        (h >> 32) as usize & (self.buckets.len() - 1)
     }
 
     /// Counts an access to `key` (`h`: its [`mix`]).
     #[inline]
     pub(crate) fn offer(&mut self, key: u64, h: u64) -> Heat {
-        let mask = self.buckets.len() - 1;
-        let b = &mut self.buckets[(h >> 32) as usize & mask];
+        let at = self.bucket_of(h);
+        let b = &mut self.buckets[at];
         let mut weakest = 0;
         for i in 0..4 {
             let c = b.counts[i];

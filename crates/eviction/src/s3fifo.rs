@@ -134,6 +134,13 @@ impl S3Fifo {
         self.meta[slot as usize] & COUNTER
     }
 
+    /// Whether the next eviction works on main first: main holds more than its share, or
+    /// small is empty.
+    #[inline]
+    fn evicts_from_main(&self) -> bool {
+        self.lists.len(MAIN) > self.main_capacity || self.lists.len(SMALL) == 0
+    }
+
     /// Evicts from small; `None` if small empties (into main) or holds only pinned lines.
     fn evict_small(&mut self, pinned: &dyn Fn(Slot) -> bool) -> Option<Slot> {
         let mut passed_pinned = 0;
@@ -230,7 +237,7 @@ impl Eviction for S3Fifo {
             self.pending = Some((incoming.0, ghost_hit));
         }
         self.has_evicted = true;
-        if self.lists.len(MAIN) > self.main_capacity || self.lists.len(SMALL) == 0 {
+        if self.evicts_from_main() {
             // Small may move its last lines to main without a victim: main is tried again
             // (with only pinned lines in main at first, a shrink stopped with lines left).
             self.evict_main(pinned)
@@ -252,7 +259,7 @@ impl Eviction for S3Fifo {
     /// bucket the victim's key goes to (its key was loaded as an earlier hint's next line).
     #[inline]
     fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
-        let from_main = self.lists.len(MAIN) > self.main_capacity || self.lists.len(SMALL) == 0;
+        let from_main = self.evicts_from_main();
         let v = self.lists.back(if from_main { MAIN } else { SMALL })?;
         let then = self.lists.newer(v);
         if let Some(t) = then {

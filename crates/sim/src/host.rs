@@ -152,65 +152,62 @@ impl Host {
         self.busy_ns
     }
 
-    /// Runs `work` on the earliest free server from `now`: `work` gets the start time and
-    /// returns the end, when the server is free again. One sift of the heap's top (the
-    /// earliest server takes the new free time), not a pop and a push.
-    #[inline]
-    fn occupy(&mut self, now: Nanos, work: impl FnOnce(&mut [Lock], Nanos) -> Nanos) -> Nanos {
+    /// When the earliest free server can start work arriving at `now`. The server stays at
+    /// the top of the heap until [`Host::release_server`], which must come before the next
+    /// take.
+    fn take_server(&self, now: Nanos) -> Nanos {
         // `validate` refuses a host without servers (cores and LT workers are at least 1).
-        let mut server = self.servers.peek_mut().expect("a host has a server");
-        let start = now.max(server.0);
-        let end = work(&mut self.locks, start);
-        *server = Reverse(end);
-        self.busy_ns += (end - start) as u128;
-        end
+        now.max(self.servers.peek().expect("a host has a server").0)
+    }
+
+    /// The server taken by [`Host::take_server`] works from `from` and is free again at
+    /// `until`: one sift of the heap's top, not a pop and a push.
+    fn release_server(&mut self, from: Nanos, until: Nanos) {
+        self.busy_ns += (until - from) as u128;
+        *self.servers.peek_mut().expect("a host has a server") = Reverse(until);
     }
 
     /// Submission CPU of a request arriving at `now` whose first line hashes to `key_hash` and
     /// which promotes `promotions` lines. Returns when its device ops may be issued.
     pub fn submit(&mut self, now: Nanos, key_hash: u64, promotions: u32) -> Nanos {
-        let cfg = &self.cfg;
+        let start = self.take_server(now);
+        let critical = self.cfg.lock_hold_ns + self.cfg.promotion_ns * promotions as Nanos;
+        let ready = start + self.cfg.lookup_ns;
+        if self.locks.is_empty() {
+            let end = ready + critical;
+            self.release_server(start, end);
+            return end;
+        }
+        let shard =
+            (key_hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % self.locks.len();
         let max_waiters = self.servers.len() as Nanos;
-        let mut contended = false;
-        let end = {
-            let critical = cfg.lock_hold_ns + cfg.promotion_ns * promotions as Nanos;
-            let (lookup_ns, spin_penalty_ns) = (cfg.lookup_ns, cfg.spin_penalty_ns);
-            let work = |locks: &mut [Lock], start: Nanos| {
-                let ready = start + lookup_ns;
-                if locks.is_empty() {
-                    return ready + critical;
-                }
-                let shard =
-                    (key_hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % locks.len();
-                let lock = &mut locks[shard];
-                while lock.holds.front().is_some_and(|h| h.1 <= ready) {
-                    lock.holds.pop_front();
-                }
-                let acquire = ready.max(lock.free_at);
-                // Waiters spinning when this request takes the lock: queued holds that start
-                // after `ready` (holds start in FIFO order, so they form a suffix).
-                let waiting = lock.holds.len() - lock.holds.partition_point(|h| h.0 <= ready);
-                contended = acquire > ready;
-                let hold = critical + spin_penalty_ns * (waiting as Nanos).min(max_waiters);
-                let end = acquire + hold;
-                lock.holds.push_back((acquire, end));
-                lock.free_at = end;
-                // The core spins from `ready` to `acquire`: it stays busy all along.
-                end
-            };
-            self.occupy(now, work)
-        };
-        if contended {
+        let lock = &mut self.locks[shard];
+        while lock.holds.front().is_some_and(|h| h.1 <= ready) {
+            lock.holds.pop_front();
+        }
+        let acquire = ready.max(lock.free_at);
+        // Waiters spinning when this request takes the lock: queued holds that start after
+        // `ready` (holds start in FIFO order, so they form a suffix).
+        let waiting = lock.holds.len() - lock.holds.partition_point(|h| h.0 <= ready);
+        if acquire > ready {
             self.contended += 1;
         }
+        let hold = critical + self.cfg.spin_penalty_ns * (waiting as Nanos).min(max_waiters);
+        let end = acquire + hold;
+        lock.holds.push_back((acquire, end));
+        lock.free_at = end;
+        // The core spins from `ready` to `acquire`: it stays busy all along.
+        self.release_server(start, end);
         end
     }
 
     /// Completion CPU of a request whose last critical op completed at `now`. Returns when the
     /// request is acknowledged.
     pub fn complete(&mut self, now: Nanos) -> Nanos {
-        let completion_ns = self.cfg.completion_ns;
-        self.occupy(now, |_, start| start + completion_ns)
+        let start = self.take_server(now);
+        let end = start + self.cfg.completion_ns;
+        self.release_server(start, end);
+        end
     }
 }
 

@@ -187,8 +187,7 @@ impl SlotIndex {
         let tag = tag_of(key);
         let home = self.home(tag);
         for g in [home, self.second(tag, home)] {
-            let at = self.first + g * WAYS;
-            tiercache_core::hint::prefetch(self.entries.as_ptr().wrapping_add(at));
+            tiercache_core::hint::prefetch(self.group(g).as_ptr());
         }
     }
 
