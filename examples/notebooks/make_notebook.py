@@ -16,7 +16,8 @@ config gives the same record as `tiercache sim --json`.
 
 Set `TIERCACHE_TRACE` to your own trace (MSR, vSCSI, SPC, FIU, Tencent, Alibaba, SYSTOR,
 blkparse, fio iolog, oracleGeneral, native; compressed or not). Without it the notebook uses
-the MSR sample in `/work/shared/traces`, or makes a small synthetic MSR-format trace.
+the repository's MSR sample (`fixtures/traces/msr-hm0-sample.csv`), or makes a small synthetic
+MSR-format trace.
 """)
 
 code("""
@@ -46,7 +47,8 @@ def synthetic_msr(path, n=20_000, seed=1):
             f.write(f"{t0 + i * 1000},syn,0,{op},{int(b) * 4096},4096,100\\n")
     return path
 
-candidates = [os.environ.get("TIERCACHE_TRACE"), "/work/shared/traces/msr-hm0-sample.csv"]
+# Jupyter runs a notebook in its own directory: the fixture is two levels up.
+candidates = [os.environ.get("TIERCACHE_TRACE"), "../../fixtures/traces/msr-hm0-sample.csv"]
 TRACE = next((c for c in candidates if c and Path(c).exists()), None) or synthetic_msr(work / "synthetic.csv")
 print("trace:", TRACE)
 """)

@@ -17,12 +17,10 @@ import argparse
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-# The shared fixtures sit beside the checkout (../shared/traces), as the tests expect.
-TRACE = str(Path(__file__).resolve().parents[3] / "shared" / "traces" / "msr-hm0-sample.csv")
+TRACE = os.path.join(ROOT, "fixtures", "traces", "msr-hm0-sample.csv")
 
 # Analytical setting (SPEC §4.7): a client hit costs Tc, an array hit Tc + Ta, a disk read
 # Tc + Ta + Td; with constant devices each level's device takes the cumulative time.

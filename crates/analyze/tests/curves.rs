@@ -9,7 +9,7 @@ use tiercache_analyze::{Analyzer, EvictionKind, Options};
 use tiercache_core::{Op, Request, VolumeId};
 use tiercache_policy::{Cache, CacheConfig, CleaningConfig, PromotionConfig};
 
-const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces");
+const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/traces");
 
 fn core_lru_miss_ratio(reqs: &[Request], lines: u64) -> f64 {
     let cfg = CacheConfig {
@@ -69,7 +69,7 @@ fn exact_curve_equals_the_policy_core_on_fixtures_and_zipf() {
         "tencent-cbs-sample.csv.bz2",
     ] {
         let reader =
-            tiercache_trace::open(&format!("{SHARED}/{f}"), None, &Default::default()).unwrap();
+            tiercache_trace::open(&format!("{TRACES}/{f}"), None, &Default::default()).unwrap();
         traces.push(
             reader
                 .map(|r| r.unwrap())
@@ -418,7 +418,7 @@ fn analyze_command_runs_with_policies_and_plots() {
         args: tiercache_analyze::cli::AnalyzeArgs,
     }
     let dir = std::env::temp_dir().join(format!("analyze-plots-{}", std::process::id()));
-    let file = format!("{SHARED}/msr-hm0-sample.csv");
+    let file = format!("{TRACES}/msr-hm0-sample.csv");
     let cli = Cli::try_parse_from([
         "analyze",
         file.as_str(),

@@ -193,7 +193,7 @@ fn trace_workload_replays_a_fixture() {
     let cfg = dir.path().join("trace.toml");
     let trace = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/traces/msr-hm0-sample.csv"
+        "/../../fixtures/traces/msr-hm0-sample.csv"
     );
     std::fs::write(
         &cfg,
@@ -333,7 +333,7 @@ fn shipped_experiment_sweeps_and_reports() {
 fn trace_replay_filters_volumes() {
     let trace = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/traces/tencent-cbs-sample.csv.bz2"
+        "/../../fixtures/traces/tencent-cbs-sample.csv.bz2"
     );
     let stats = tiercache(&["trace", "stats", trace, "--json"]);
     assert!(
@@ -376,7 +376,7 @@ fn trace_replay_filters_volumes() {
 fn analyze_a_fixture() {
     let trace = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/traces/msr-hm0-sample.csv"
+        "/../../fixtures/traces/msr-hm0-sample.csv"
     );
     let out = tiercache(&[
         "analyze",

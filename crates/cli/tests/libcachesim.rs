@@ -17,7 +17,7 @@ use tiercache::sim_cmd::run_experiment;
 use tiercache_core::Request;
 use tiercache_trace::{OutputFormat, ReadOptions, VolumeMap};
 
-const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces");
+const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/traces");
 const SCRIPT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../scripts/compare_libcachesim.py"
@@ -94,7 +94,7 @@ fn compare(trace: &Path, sizes: &[u64]) {
 fn to_oracle(dir: &Path, fixture: &str) -> PathBuf {
     let out = dir.join(format!("{fixture}.oracleGeneral"));
     tiercache_trace::convert(
-        &format!("{SHARED}/{fixture}"),
+        &format!("{TRACES}/{fixture}"),
         None,
         out.to_str().unwrap(),
         OutputFormat::OracleGeneral,

@@ -284,7 +284,7 @@ fn a_volume_workload_seed_is_refused() {
 fn a_bad_replay_speed_is_refused() {
     let trace = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/traces/msr-hm0-sample.csv"
+        "/../../fixtures/traces/msr-hm0-sample.csv"
     );
     for speed in ["0", "-3.0", "nan"] {
         let text = format!("[workload]\ntrace = \"{trace}\"\nspeed = {speed}\n");

@@ -412,7 +412,7 @@ fn trace_and_analyze_end_quietly_when_their_reader_goes_away() {
 fn analyze_takes_the_reader_options_of_trace_stats() {
     let dir = tempfile::tempdir().unwrap();
     let src =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces/msr-hm0-sample.csv");
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/traces/msr-hm0-sample.csv");
     let src = src.to_str().unwrap();
     let og = dir.path().join("t.oracleGeneral.bin");
     let og = og.to_str().unwrap();

@@ -11,9 +11,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
-TRACES = Path(os.environ.get("TIERCACHE_TRACES", "/work/shared/traces"))
-if not TRACES.is_dir():
-    TRACES = REPO / "tests" / "traces"
+TRACES = Path(os.environ.get("TIERCACHE_TRACES", REPO / "fixtures" / "traces"))
 
 
 def _cli_path() -> str:

@@ -162,12 +162,12 @@ mod tests {
     use super::*;
     use crate::reader::{open, ReadOptions};
 
-    const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces");
+    const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/traces");
 
     #[test]
     fn open_loop_times_never_decrease() {
         let r = open(
-            &format!("{SHARED}/systor17-sample.csv.gz"),
+            &format!("{TRACES}/systor17-sample.csv.gz"),
             None,
             &ReadOptions::default(),
         )
@@ -201,7 +201,7 @@ mod tests {
         }
         text.push_str("9,h,0,Read,zz,512,1\n");
         std::fs::write(&bad, text).unwrap();
-        let sample = format!("{SHARED}/systor17-sample.csv.gz");
+        let sample = format!("{TRACES}/systor17-sample.csv.gz");
         let arrivals = [
             Arrival::Open,
             Arrival::Closed {
@@ -245,7 +245,7 @@ mod tests {
 
     #[test]
     fn a_speed_not_finite_and_positive_is_an_error_naming_the_field() {
-        let sample = format!("{SHARED}/systor17-sample.csv.gz");
+        let sample = format!("{TRACES}/systor17-sample.csv.gz");
         let reader = || open(&sample, None, &ReadOptions::default()).unwrap();
         for speed in [0.0, -2.0, f64::NAN, f64::INFINITY, -0.0] {
             let e = ReplaySource::try_new(reader(), Arrival::Open, speed)

@@ -6,10 +6,10 @@ use tiercache_core::{Request, VolumeId};
 use tiercache_trace::native::{NativeWriter, HEADER_LEN, RECORD_LEN};
 use tiercache_trace::{read_all, Compression, Format, ReadOptions, TraceError, VolumeMap};
 
-const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces");
+const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/traces");
 
 fn msr_lines() -> Vec<String> {
-    std::fs::read_to_string(format!("{SHARED}/msr-hm0-sample.csv"))
+    std::fs::read_to_string(format!("{TRACES}/msr-hm0-sample.csv"))
         .unwrap()
         .lines()
         .map(String::from)
@@ -82,7 +82,7 @@ fn unknown_opcodes_are_counted_not_dropped_silently() {
 #[test]
 fn vscsi_unknown_command_and_truncation() {
     let dir = tempfile::tempdir().unwrap();
-    let mut data = std::fs::read(format!("{SHARED}/cloudphysics-w.vscsi")).unwrap();
+    let mut data = std::fs::read(format!("{TRACES}/cloudphysics-w.vscsi")).unwrap();
     data.truncate(32 * 10);
     data[32 * 4 + 12] = 0x12; // INQUIRY: not a read or write
     let p = write(&dir, "w.vscsi", &data);
@@ -110,7 +110,7 @@ fn vscsi_unknown_command_and_truncation() {
     assert_eq!((reqs.len(), c.skipped_bad), (8, 1));
 
     // A record whose version byte disagrees is a bad record at its byte offset.
-    let mut data = std::fs::read(format!("{SHARED}/cloudphysics-w.vscsi")).unwrap();
+    let mut data = std::fs::read(format!("{TRACES}/cloudphysics-w.vscsi")).unwrap();
     data.truncate(32 * 4);
     data[32 * 3 + 15] = 7;
     let p = write(&dir, "v.vscsi", &data);
@@ -133,7 +133,7 @@ fn vscsi_version_2_layout() {
     // Build v2 records from the v1 fixture: u16 cmd, u16 ver, u32 sn, u32 len, u32 nSG, u64 lbn,
     // u64 ts, u64 rt.
     let dir = tempfile::tempdir().unwrap();
-    let v1 = std::fs::read(format!("{SHARED}/cloudphysics-w.vscsi")).unwrap();
+    let v1 = std::fs::read(format!("{TRACES}/cloudphysics-w.vscsi")).unwrap();
     let mut v2 = Vec::new();
     for r in v1.chunks_exact(32).take(500) {
         v2.extend_from_slice(&r[12..14]);
@@ -310,9 +310,9 @@ fn native_corruption_is_detected() {
 #[test]
 fn every_compression_by_magic_bytes() {
     let dir = tempfile::tempdir().unwrap();
-    let plain = std::fs::read(format!("{SHARED}/msr-hm0-sample.csv")).unwrap();
+    let plain = std::fs::read(format!("{TRACES}/msr-hm0-sample.csv")).unwrap();
     let (want, ..) = read_all(
-        &format!("{SHARED}/msr-hm0-sample.csv"),
+        &format!("{TRACES}/msr-hm0-sample.csv"),
         None,
         &ReadOptions::default(),
     )
@@ -372,7 +372,7 @@ fn too_many_volumes_is_an_error() {
 #[test]
 fn truncated_compressed_stream_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
-    let plain = std::fs::read(format!("{SHARED}/msr-hm0-sample.csv")).unwrap();
+    let plain = std::fs::read(format!("{TRACES}/msr-hm0-sample.csv")).unwrap();
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     gz.write_all(&plain).unwrap();
     let gz = gz.finish().unwrap();

@@ -1,10 +1,11 @@
-//! Every shared fixture and every sample under tests/data, read through `open` with format
-//! auto-detection: exact record and volume counts, first and last records with units checked.
+//! Every fixture under fixtures/traces and every sample under tests/data, read through `open`
+//! with format auto-detection: exact record and volume counts, first and last records with
+//! units checked.
 
 use tiercache_core::{Op, Request, VolumeId};
 use tiercache_trace::{read_all, BlkAction, Compression, CsvSpec, Format, ReadOptions};
 
-const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces");
+const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/traces");
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
 
 fn req(time_ns: u64, volume: u32, op: Op, offset: u64, len: u64) -> Request {
@@ -19,7 +20,7 @@ fn req(time_ns: u64, volume: u32, op: Op, offset: u64, len: u64) -> Request {
 
 #[test]
 fn msr_hm0_sample() {
-    let path = format!("{SHARED}/msr-hm0-sample.csv");
+    let path = format!("{TRACES}/msr-hm0-sample.csv");
     let (reqs, vols, c, meta) = read_all(&path, None, &ReadOptions::default()).unwrap();
     assert_eq!(meta.format, Format::Msr);
     assert_eq!(reqs.len(), 1000);
@@ -41,7 +42,7 @@ fn msr_hm0_sample() {
 
 #[test]
 fn cloudphysics_vscsi_v1() {
-    let path = format!("{SHARED}/cloudphysics-w.vscsi");
+    let path = format!("{TRACES}/cloudphysics-w.vscsi");
     let (reqs, vols, c, meta) = read_all(&path, None, &ReadOptions::default()).unwrap();
     assert_eq!(meta.format, Format::Vscsi);
     assert_eq!(reqs.len(), 113_872);
@@ -61,7 +62,7 @@ fn cloudphysics_vscsi_v1() {
 
 #[test]
 fn tencent_cbs_bzip2() {
-    let path = format!("{SHARED}/tencent-cbs-sample.csv.bz2");
+    let path = format!("{TRACES}/tencent-cbs-sample.csv.bz2");
     let (reqs, vols, c, meta) = read_all(&path, None, &ReadOptions::default()).unwrap();
     assert_eq!(meta.format, Format::Tencent);
     assert_eq!(meta.compression, Compression::Bzip2);
@@ -85,7 +86,7 @@ fn tencent_cbs_bzip2() {
 
 #[test]
 fn systor17_gzip_with_header() {
-    let path = format!("{SHARED}/systor17-sample.csv.gz");
+    let path = format!("{TRACES}/systor17-sample.csv.gz");
     let (reqs, vols, c, meta) = read_all(&path, None, &ReadOptions::default()).unwrap();
     assert_eq!(meta.format, Format::Systor);
     assert_eq!(meta.compression, Compression::Gzip);

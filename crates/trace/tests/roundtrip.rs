@@ -8,7 +8,7 @@ use tiercache_trace::{
     convert, read_all, Format, OutputFormat, ReadOptions, TraceWriter, VolumeMap,
 };
 
-const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces");
+const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/traces");
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
 
 fn inputs() -> Vec<String> {
@@ -19,7 +19,7 @@ fn inputs() -> Vec<String> {
         "systor17-sample.csv.gz",
     ]
     .iter()
-    .map(|f| format!("{SHARED}/{f}"))
+    .map(|f| format!("{TRACES}/{f}"))
     .collect();
     for f in [
         "sample.blkparse",
@@ -176,8 +176,8 @@ fn check_oracle(input: &str, line: u64) {
 
 #[test]
 fn fixtures_to_oracle_general() {
-    check_oracle(&format!("{SHARED}/msr-hm0-sample.csv"), 4096);
-    check_oracle(&format!("{SHARED}/cloudphysics-w.vscsi"), 8192);
+    check_oracle(&format!("{TRACES}/msr-hm0-sample.csv"), 4096);
+    check_oracle(&format!("{TRACES}/cloudphysics-w.vscsi"), 8192);
     check_oracle(&format!("{DATA}/sample.blkparse"), 512);
 }
 
@@ -328,7 +328,7 @@ fn writer_rejects_unrepresentable_requests() {
 
     // Converting a file onto itself would destroy the input: refused before anything is written.
     let msr = dir.path().join("m.csv");
-    std::fs::copy(format!("{SHARED}/msr-hm0-sample.csv"), &msr).unwrap();
+    std::fs::copy(format!("{TRACES}/msr-hm0-sample.csv"), &msr).unwrap();
     let m = msr.to_str().unwrap();
     let e = convert(
         m,

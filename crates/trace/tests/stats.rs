@@ -8,14 +8,14 @@ use tiercache_trace::cli::{run, TraceArgs};
 use tiercache_trace::native::NativeWriter;
 use tiercache_trace::{read_all, stats, Format, ReadOptions, StatsOptions, VolumeMap};
 
-const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces");
+const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/traces");
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
 
 #[test]
 fn msr_sample_matches_independent_counts() {
     // Reference values computed outside this crate (a short Python script over the CSV).
     let s = stats(
-        &format!("{SHARED}/msr-hm0-sample.csv"),
+        &format!("{TRACES}/msr-hm0-sample.csv"),
         None,
         &ReadOptions::default(),
         &StatsOptions::default(),
@@ -115,7 +115,7 @@ fn iops_series_coarsens_to_stay_bounded() {
         ..StatsOptions::default()
     };
     let s = stats(
-        &format!("{SHARED}/cloudphysics-w.vscsi"),
+        &format!("{TRACES}/cloudphysics-w.vscsi"),
         None,
         &ReadOptions::default(),
         &opts,
@@ -131,7 +131,7 @@ fn iops_series_coarsens_to_stay_bounded() {
 
 #[test]
 fn stats_are_deterministic_and_serialise() {
-    let p = format!("{SHARED}/tencent-cbs-sample.csv.bz2");
+    let p = format!("{TRACES}/tencent-cbs-sample.csv.bz2");
     let a = stats(&p, None, &ReadOptions::default(), &StatsOptions::default()).unwrap();
     let b = stats(&p, None, &ReadOptions::default(), &StatsOptions::default()).unwrap();
     let ja = serde_json::to_string(&a).unwrap();
@@ -237,7 +237,7 @@ fn cli(args: &[&str]) -> anyhow::Result<()> {
 #[test]
 fn cli_stats_and_convert() {
     let dir = tempfile::tempdir().unwrap();
-    let input = format!("{SHARED}/systor17-sample.csv.gz");
+    let input = format!("{TRACES}/systor17-sample.csv.gz");
     cli(&["trace", "stats", &input, "--line-size", "8192", "--json"]).unwrap();
     cli(&["trace", "stats", &input, "--format", "systor"]).unwrap();
     let out = dir.path().join("s.tctrace");
