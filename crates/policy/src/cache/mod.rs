@@ -460,31 +460,19 @@ impl Cache {
 
     /// As [`Cache::access`] for one piece of a request that other pieces (on other policy
     /// shards) share: every line-level counter moves, the request-level ones (`requests`,
-    /// `read_hit_requests`, …) do not; the caller counts the whole request once with
-    /// [`CacheStats::count_request`] on the pieces' [`AccessOutcome::combine`]d outcome.
-    /// The volume's request counters ([`crate::tenancy::VolumeStats`]' `read_requests`,
-    /// `write_requests`) do move, once per piece: a request cut into pieces is counted once
-    /// per piece there; [`Cache::access_part`] counts them not at all.
+    /// `read_hit_requests`, …) do not; the caller counts the whole request once
+    /// ([`crate::shards::RequestPieces`], which calls this). `first`: the request's first
+    /// piece, which counts the request for its volume ([`crate::tenancy::VolumeStats`]'
+    /// `read_requests`, `write_requests`), so that the volume counts it once too.
     pub fn access_piece(
         &mut self,
         req: &Request,
         plan: Option<&mut Plan>,
-    ) -> Result<AccessOutcome, PolicyError> {
-        let out = self.access_part(req, plan)?;
-        self.count_volume_request(req.volume, req.op);
-        Ok(out)
-    }
-
-    /// As [`Cache::access_piece`], without counting the request for its volume either: the
-    /// caller counts it once with [`Cache::count_volume_request`] (on one shard).
-    pub fn access_part(
-        &mut self,
-        req: &Request,
-        plan: Option<&mut Plan>,
+        first: bool,
     ) -> Result<AccessOutcome, PolicyError> {
         self.geo.check_request(req.volume, req.offset, req.len)?;
         let out = self.access_lines(req, plan)?;
-        self.count_volume(req.volume, req.op, &out, false);
+        self.count_volume(req.volume, req.op, &out, first);
         Ok(out)
     }
 

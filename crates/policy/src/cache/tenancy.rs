@@ -32,20 +32,6 @@ impl Cache {
             .observe(req.volume, first, last - first + 1, is_write);
     }
 
-    /// Counts one whole request for its volume (its request-level counters): once per
-    /// request, whatever the number of pieces (policy shards) it was cut into. An executor
-    /// that plans requests piece by piece with [`Cache::access_part`] calls it on one shard.
-    #[inline]
-    pub fn count_volume_request(&mut self, volume: VolumeId, op: Op) {
-        let Some(s) = self.volume_stats_of(volume, op) else {
-            return;
-        };
-        match op {
-            Op::Read => s.read_requests += 1,
-            _ => s.write_requests += 1,
-        }
-    }
-
     /// The counters of `volume`, made on first use, for a read or a write (`None` for the
     /// other ops, which volumes do not count).
     #[inline]
@@ -69,7 +55,7 @@ impl Cache {
     }
 
     /// Counts the lines of one request (or piece) for its volume, and the request itself if
-    /// `request` (see [`Cache::count_volume_request`]): one look-up of the volume's counters.
+    /// `request` (once per request, see [`Cache::access_piece`]): one look-up of the volume's counters.
     #[inline]
     pub(super) fn count_volume(
         &mut self,
