@@ -20,15 +20,27 @@
 //! byte written back was dirty and every dirty byte is written back before its slot is reused,
 //! as for cleaning.
 
-use super::*;
+use super::counters::Event;
+use super::{config_error, Cache, FlushJob, PolicyError};
+use crate::cleaning::DirtyState;
 use crate::partition::{PartitionId, PartitionInfo};
 use tiercache_core::MAX_VOLUMES;
+use tiercache_core::{OpCause, VolumeId};
+use tiercache_eviction::Slot;
 use tiercache_eviction::NO_INCOMING;
 
 /// Lines per flush job of a shrink.
 const SHRINK_JOB_LINES: usize = 128;
 
 impl Cache {
+    /// Adds a partition for `volume` (see [`Partitions::add`]) with its counters.
+    pub(super) fn add_partition(&mut self, volume: VolumeId) -> Result<usize, PolicyError> {
+        let p = self.parts.add(volume)?;
+        self.counters.add_partition();
+        debug_assert_eq!(self.counters.partitions.len(), self.parts.len());
+        Ok(p)
+    }
+
     /// Number of partitions (the shared one included).
     pub fn partition_count(&self) -> usize {
         self.parts.len()
@@ -41,13 +53,15 @@ impl Cache {
 
     /// Sizes, occupancy and counters of every partition, in [`PartitionId`] order.
     pub fn partition_stats(&self) -> Vec<PartitionInfo> {
-        (0..self.parts.len()).map(|p| self.parts.info(p)).collect()
+        (0..self.parts.len())
+            .map(|p| self.parts.info(p, self.counters.partitions[p]))
+            .collect()
     }
 
     /// Sizes, occupancy and counters of one partition.
     pub fn partition_info(&self, id: PartitionId) -> Option<PartitionInfo> {
         let p = id.0 as usize;
-        (p < self.parts.len()).then(|| self.parts.info(p))
+        (p < self.parts.len()).then(|| self.parts.info(p, self.counters.partitions[p]))
     }
 
     /// What a cleaner sees of one partition: its dirty lines against its capacity (jobs in
@@ -57,7 +71,7 @@ impl Cache {
         (p < self.parts.len()).then(|| DirtyState {
             dirty_lines: self.parts[p].dirty as u64,
             capacity_lines: self.parts[p].capacity as u64,
-            jobs_in_flight: self.jobs_in_flight,
+            jobs_in_flight: self.jobs.in_flight,
         })
     }
 
@@ -162,7 +176,7 @@ impl Cache {
         let p = match own {
             Some(p) => p,
             None => {
-                let p = self.parts.add(volume)?;
+                let p = self.add_partition(volume)?;
                 caps.push(0);
                 self.move_volume_lines(volume, shared, p);
                 p
@@ -242,11 +256,9 @@ impl Cache {
     /// Evicts `v` (already out of partition `p`'s order) for a shrink: a clean line is freed,
     /// a dirty one leaves through a write-back job (collected in `leaving`).
     fn evict_for_shrink(&mut self, p: usize, v: Slot, leaving: &mut Vec<Slot>) {
-        self.stats.evictions += 1;
-        self.parts[p].stats.evictions += 1;
-        if self.table.meta(v).dirty != 0 {
-            self.stats.dirty_evictions += 1;
-            self.parts[p].stats.dirty_evictions += 1;
+        let dirty = self.table.meta(v).dirty != 0;
+        self.record(Event::Eviction { p, dirty });
+        if dirty {
             self.parts[p].leaving += 1;
             self.leaving.insert(v);
             leaving.push(v);
@@ -262,7 +274,7 @@ impl Cache {
     pub(super) fn leave(&mut self, p: usize, slot: Slot) {
         self.parts[p].leaving -= 1;
         let m = *self.table.meta(slot);
-        let deferred = self.deferred_drops.remove(&slot);
+        let deferred = self.jobs.deferred_drops.remove(&slot);
         if m.valid == 0 {
             // Trimmed while leaving.
             self.invalidate(slot, 0);

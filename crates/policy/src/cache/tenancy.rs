@@ -10,9 +10,10 @@
 //! [`Cache::clean`]): a resize loses no dirty data and reuses no slot before its data is
 //! safe.
 
-use super::*;
+use super::{config_error, Cache, ExecutorState, FlushJob, PolicyError};
 use crate::tenancy::{TenancyReport, VolumePlan, VolumeStats, VolumeTenancy};
 use tiercache_core::MAX_VOLUMES;
+use tiercache_core::{Nanos, Op, Request, VolumeId};
 
 impl Cache {
     /// Feeds a read or write to the tenancy mode (only called when the mode observes).
@@ -32,66 +33,9 @@ impl Cache {
             .observe(req.volume, first, last - first + 1, is_write);
     }
 
-    /// The counters of `volume`, made on first use, for a read or a write (`None` for the
-    /// other ops, which volumes do not count).
-    #[inline]
-    fn volume_stats_of(&mut self, volume: VolumeId, op: Op) -> Option<&mut VolumeStats> {
-        if !matches!(op, Op::Read | Op::Write) {
-            return None;
-        }
-        let v = volume.0 as usize;
-        if self.volume_stats.len() <= v {
-            self.grow_volume_stats(v);
-        }
-        Some(&mut self.volume_stats[v])
-    }
-
-    /// Makes counters up to volume `v` (once per volume: kept out of line so the counting
-    /// paths stay small enough to inline).
-    #[cold]
-    #[inline(never)]
-    fn grow_volume_stats(&mut self, v: usize) {
-        self.volume_stats.resize(v + 1, VolumeStats::default());
-    }
-
-    /// Counts the lines of one request (or piece) for its volume, and the request itself if
-    /// `request` (once per request, see [`Cache::access_piece`]): one look-up of the volume's counters.
-    #[inline]
-    pub(super) fn count_volume(
-        &mut self,
-        volume: VolumeId,
-        op: Op,
-        out: &AccessOutcome,
-        request: bool,
-    ) {
-        let Some(s) = self.volume_stats_of(volume, op) else {
-            return;
-        };
-        if request {
-            match op {
-                Op::Read => s.read_requests += 1,
-                _ => s.write_requests += 1,
-            }
-        }
-        s.line_hits += u64::from(out.line_hits);
-        s.line_partial_hits += u64::from(out.line_partial_hits);
-        s.line_misses += u64::from(out.line_misses);
-        s.line_bypasses += u64::from(out.line_bypasses);
-    }
-
-    /// Counts bytes written to the cache device for `volume`.
-    #[inline]
-    pub(super) fn count_volume_cache_write(&mut self, volume: VolumeId, len: u64) {
-        let v = volume.0 as usize;
-        if self.volume_stats.len() <= v {
-            self.grow_volume_stats(v);
-        }
-        self.volume_stats[v].cache_bytes_written += len;
-    }
-
     /// What each volume did so far (index = volume id; volumes never seen are zero).
     pub fn volume_stats(&self) -> &[VolumeStats] {
-        &self.volume_stats
+        &self.counters.volumes
     }
 
     /// Replaces the tenancy mode (the configured one is built with the cache); the schedule
@@ -129,12 +73,12 @@ impl Cache {
     /// Moves the flush jobs of the last resize's shrinks to `jobs` (the executor runs them
     /// like cleaning jobs and reports them with [`Cache::flush_done`]).
     pub fn take_resize_jobs(&mut self, jobs: &mut Vec<FlushJob>) {
-        jobs.append(&mut self.resize_jobs);
+        jobs.append(&mut self.jobs.resize_jobs);
     }
 
     /// Whether flush jobs of a resize wait to be taken.
     pub(super) fn has_resize_jobs(&self) -> bool {
-        !self.resize_jobs.is_empty()
+        !self.jobs.resize_jobs.is_empty()
     }
 
     /// What the tenancy mode decided at its last boundary and what each volume did in the
@@ -147,12 +91,13 @@ impl Cache {
     fn decide_tenancy(&mut self, now: Nanos) {
         let capacity = self.capacity_lines();
         let interval: Vec<VolumeStats> = self
-            .volume_stats
+            .counters
+            .volumes
             .iter()
             .enumerate()
             .map(|(v, s)| s.since(self.tenancy_base.get(v)))
             .collect();
-        self.tenancy_base = self.volume_stats.clone();
+        self.tenancy_base = self.counters.volumes.clone();
         let fixed = self.cfg.tenancy.fixed_lines(self.geo.line_size());
         // Partitions the mode will not plan (static ones of volumes it has not seen or was
         // not given) keep their lines: the mode decides over the rest.
@@ -163,9 +108,9 @@ impl Cache {
             return;
         };
         self.apply_fixed(&mut plans);
-        let mut jobs = std::mem::take(&mut self.resize_jobs);
+        let mut jobs = std::mem::take(&mut self.jobs.resize_jobs);
         let applied = self.apply_allocation(&plans, &mut jobs);
-        self.resize_jobs = jobs;
+        self.jobs.resize_jobs = jobs;
         match applied {
             Ok(()) => {
                 for p in &plans {
@@ -315,7 +260,7 @@ impl Cache {
             let i = match self.parts.own(p.volume) {
                 Some(i) => i,
                 None => {
-                    let i = self.parts.add(p.volume)?;
+                    let i = self.add_partition(p.volume)?;
                     caps.push(0);
                     self.move_volume_lines(p.volume, shared, i);
                     i
