@@ -17,8 +17,8 @@ use crate::partition::Partitions;
 use crate::promotion::{self, Promotion};
 use crate::stats::CacheStats;
 use tiercache_core::{
-    DevOp, Device, GeometryError, IoKind, LineGeometry, LineKey, Nanos, Op, OpCause, Plan, Request,
-    Stage, VolumeId,
+    DevOp, Device, GeometryError, IoKind, LineGeometry, LineKey, Op, OpCause, Plan, Request, Stage,
+    VolumeId,
 };
 use tiercache_eviction::Slot;
 
@@ -38,6 +38,7 @@ mod write;
 use counters::{Counters, Event};
 use jobs::JobTracker;
 use modes::Balancing;
+use tenancy::TenancyState;
 
 pub use crate::executor::ExecutorState;
 pub use demote::DemoteOutcome;
@@ -200,20 +201,8 @@ pub struct Cache {
     /// Victim write-backs of the plan being built: (volume, start, end, stage).
     plan_write_backs: Vec<(VolumeId, u64, u64, Stage)>,
     build_plan: bool,
-    /// How volumes share the cache (SPEC §4.10), and whether it watches requests.
-    tenancy: Box<dyn crate::tenancy::TenancyMode>,
-    tenancy_observes: bool,
-    /// When the tenancy mode is polled next (`None`: not yet scheduled).
-    next_repartition: Option<Nanos>,
-    /// The tenancy mode's plan in force, decisions so far, and the last report.
-    tenancy_plans: Vec<crate::tenancy::VolumePlan>,
-    tenancy_decisions: u64,
-    /// Decisions whose partitions did not fit (not applied), and why the last one did not.
-    tenancy_refusals: u64,
-    tenancy_last_refusal: Option<String>,
-    tenancy_report: Option<crate::tenancy::TenancyReport>,
-    /// What each volume did at the last decision (index = volume id).
-    tenancy_base: Vec<crate::tenancy::VolumeStats>,
+    /// How volumes share the cache (SPEC §4.10): the mode and its decisions.
+    tenancy: TenancyState,
 }
 
 impl std::fmt::Debug for Cache {
@@ -272,15 +261,7 @@ impl Cache {
             scratch: Vec::with_capacity(64),
             plan_write_backs: Vec::new(),
             build_plan: false,
-            tenancy_observes: tenancy.observes(),
-            tenancy,
-            next_repartition: None,
-            tenancy_plans: Vec::new(),
-            tenancy_decisions: 0,
-            tenancy_refusals: 0,
-            tenancy_last_refusal: None,
-            tenancy_report: None,
-            tenancy_base: Vec::new(),
+            tenancy: TenancyState::new(tenancy),
         };
         for f in &cfg.tenancy.fixed {
             if let Some(p) = f.write_policy {
@@ -427,7 +408,7 @@ impl Cache {
         self.geo.check_request(req.volume, req.offset, req.len)?;
         if plan.is_none() {
             if let Some(out) = self.untimed_read_hit(req) {
-                if self.tenancy_observes {
+                if self.tenancy.observes {
                     self.observe_tenancy(req);
                 }
                 return Ok(out);
@@ -472,7 +453,7 @@ impl Cache {
         req: &Request,
         plan: Option<&mut Plan>,
     ) -> Result<AccessOutcome, PolicyError> {
-        if self.tenancy_observes {
+        if self.tenancy.observes {
             self.observe_tenancy(req);
         }
         self.build_plan = plan.is_some();

@@ -11,9 +11,47 @@
 //! safe.
 
 use super::{config_error, Cache, ExecutorState, FlushJob, PolicyError};
-use crate::tenancy::{TenancyReport, VolumePlan, VolumeStats, VolumeTenancy};
-use tiercache_core::MAX_VOLUMES;
-use tiercache_core::{Nanos, Op, Request, VolumeId};
+use crate::tenancy::{TenancyMode, TenancyReport, VolumePlan, VolumeStats, VolumeTenancy};
+use tiercache_core::{Nanos, Op, Request, VolumeId, MAX_VOLUMES};
+
+/// How volumes share the cache at run time: the tenancy mode, its schedule, the plan in
+/// force and what was decided so far.
+pub(super) struct TenancyState {
+    /// The mode (docs/design.md §4.10).
+    pub(super) mode: Box<dyn TenancyMode>,
+    /// Whether the mode watches requests (asked once: the request path tests the flag).
+    pub(super) observes: bool,
+    /// When the mode is polled next (`None`: not yet scheduled).
+    next_poll: Option<Nanos>,
+    /// The mode's plan in force.
+    plans: Vec<VolumePlan>,
+    /// Decisions so far.
+    decisions: u64,
+    /// Decisions whose partitions did not fit (not applied), and why the last one did not.
+    refusals: u64,
+    last_refusal: Option<String>,
+    /// What the mode decided at its last boundary.
+    report: Option<TenancyReport>,
+    /// What each volume did at the last decision (index = volume id).
+    base: Vec<VolumeStats>,
+}
+
+impl TenancyState {
+    /// `mode`'s state before its first poll.
+    pub(super) fn new(mode: Box<dyn TenancyMode>) -> Self {
+        Self {
+            observes: mode.observes(),
+            mode,
+            next_poll: None,
+            plans: Vec::new(),
+            decisions: 0,
+            refusals: 0,
+            last_refusal: None,
+            report: None,
+            base: Vec::new(),
+        }
+    }
+}
 
 impl Cache {
     /// Feeds a read or write to the tenancy mode (only called when the mode observes).
@@ -30,6 +68,7 @@ impl Cache {
         let first = self.geo.line_of(req.offset);
         let last = self.geo.line_of(req.end() - 1);
         self.tenancy
+            .mode
             .observe(req.volume, first, last - first + 1, is_write);
     }
 
@@ -41,9 +80,9 @@ impl Cache {
     /// Replaces the tenancy mode (the configured one is built with the cache); the schedule
     /// restarts at the next [`Cache::repartition`].
     pub fn set_tenancy(&mut self, mode: Box<dyn crate::tenancy::TenancyMode>) {
-        self.tenancy_observes = mode.observes();
-        self.tenancy = mode;
-        self.next_repartition = None;
+        self.tenancy.observes = mode.observes();
+        self.tenancy.mode = mode;
+        self.tenancy.next_poll = None;
     }
 
     /// Polls the tenancy mode if an interval ended by `state.now` and applies its decision
@@ -52,22 +91,22 @@ impl Cache {
     /// time, starts the schedule (and applies fixed shares at once). Shrinks' flush jobs wait
     /// for [`Cache::take_resize_jobs`] (or the next [`Cache::clean`]).
     pub fn repartition(&mut self, state: &ExecutorState) -> Option<Nanos> {
-        let interval = self.tenancy.interval_ns()?.max(1);
-        match self.next_repartition {
+        let interval = self.tenancy.mode.interval_ns()?.max(1);
+        match self.tenancy.next_poll {
             None => {
-                if self.tenancy.decides_at_start() {
+                if self.tenancy.mode.decides_at_start() {
                     self.decide_tenancy(state.now);
                 }
-                self.next_repartition = Some(state.now.saturating_add(interval));
+                self.tenancy.next_poll = Some(state.now.saturating_add(interval));
             }
             Some(at) if state.now >= at => {
                 self.decide_tenancy(state.now);
                 // Intervals with no poll in them (an idle executor) are skipped, not replayed.
-                self.next_repartition = Some(super::modes::next_on_grid(at, state.now, interval));
+                self.tenancy.next_poll = Some(super::modes::next_on_grid(at, state.now, interval));
             }
             Some(_) => {}
         }
-        self.next_repartition
+        self.tenancy.next_poll
     }
 
     /// Moves the flush jobs of the last resize's shrinks to `jobs` (the executor runs them
@@ -84,7 +123,7 @@ impl Cache {
     /// What the tenancy mode decided at its last boundary and what each volume did in the
     /// interval before (`None` for a shared cache, or before the first decision).
     pub fn tenancy_report(&self) -> Option<TenancyReport> {
-        self.tenancy_report.clone()
+        self.tenancy.report.clone()
     }
 
     /// Asks the mode for its decision, applies it and records the report.
@@ -95,15 +134,19 @@ impl Cache {
             .volumes
             .iter()
             .enumerate()
-            .map(|(v, s)| s.since(self.tenancy_base.get(v)))
+            .map(|(v, s)| s.since(self.tenancy.base.get(v)))
             .collect();
-        self.tenancy_base = self.counters.volumes.clone();
+        self.tenancy.base = self.counters.volumes.clone();
         let fixed = self.cfg.tenancy.fixed_lines(self.geo.line_size());
         // Partitions the mode will not plan (static ones of volumes it has not seen or was
         // not given) keep their lines: the mode decides over the rest.
         let kept = self.unplanned_partition_lines();
-        let Some(mut plans) = self.tenancy.decide(capacity.saturating_sub(fixed + kept)) else {
-            self.tenancy_decisions += 1;
+        let Some(mut plans) = self
+            .tenancy
+            .mode
+            .decide(capacity.saturating_sub(fixed + kept))
+        else {
+            self.tenancy.decisions += 1;
             self.record_tenancy_report(now, capacity, &interval);
             return;
         };
@@ -118,14 +161,14 @@ impl Cache {
                         self.set_write_policy(Some(p.volume), wp);
                     }
                 }
-                self.tenancy_plans = plans;
-                self.tenancy_decisions += 1;
+                self.tenancy.plans = plans;
+                self.tenancy.decisions += 1;
             }
             Err(e) => {
                 // Nothing changed; the report says so rather than showing a decision that
                 // did not take effect.
-                self.tenancy_refusals += 1;
-                self.tenancy_last_refusal = Some(e.to_string());
+                self.tenancy.refusals += 1;
+                self.tenancy.last_refusal = Some(e.to_string());
             }
         }
         self.record_tenancy_report(now, capacity, &interval);
@@ -138,7 +181,7 @@ impl Cache {
             .iter()
             .filter(|p| {
                 p.volume().is_some_and(|v| {
-                    !self.tenancy.plans_volume(v)
+                    !self.tenancy.mode.plans_volume(v)
                         && !self
                             .cfg
                             .tenancy
@@ -154,7 +197,8 @@ impl Cache {
     /// Records the report of a decision (or refusal) at `now`.
     fn record_tenancy_report(&mut self, now: Nanos, capacity: u64, interval: &[VolumeStats]) {
         let volumes = self
-            .tenancy_plans
+            .tenancy
+            .plans
             .iter()
             .map(|p| {
                 let v = p.volume.0 as usize;
@@ -172,15 +216,15 @@ impl Cache {
                 }
             })
             .collect();
-        self.tenancy_report = Some(TenancyReport {
-            mode: self.tenancy.name(),
-            decisions: self.tenancy_decisions,
+        self.tenancy.report = Some(TenancyReport {
+            mode: self.tenancy.mode.name(),
+            decisions: self.tenancy.decisions,
             at_ns: now,
             capacity_lines: capacity,
-            allocated_lines: self.tenancy_plans.iter().map(|p| p.allocation_lines).sum(),
+            allocated_lines: self.tenancy.plans.iter().map(|p| p.allocation_lines).sum(),
             volumes,
-            refused_decisions: self.tenancy_refusals,
-            last_refusal: self.tenancy_last_refusal.clone(),
+            refused_decisions: self.tenancy.refusals,
+            last_refusal: self.tenancy.last_refusal.clone(),
         });
     }
 
