@@ -1,5 +1,7 @@
 //! The cache's counters at their three levels (the cache, each partition, each volume) and
-//! the one place they move: [`Counters::record`] of an [`Event`].
+//! the one place they move: [`Counters::record`] of an [`Event`]. The cache's and the
+//! volumes' counters live here; each partition's lives in its partition (the request path
+//! indexes the partition anyway, so its counters cost no bounds check of their own).
 //!
 //! The request path records one event where the decision is taken (a read hit, a miss, an
 //! eviction, bytes written to the cache device); `record` is an `#[inline(always)]` match, so
@@ -8,7 +10,8 @@
 
 use super::AccessOutcome;
 use super::DemoteOutcome;
-use crate::stats::{BypassReason, CacheStats, PartitionStats};
+use crate::partition::Partitions;
+use crate::stats::{BypassReason, CacheStats};
 use crate::tenancy::VolumeStats;
 use tiercache_core::{DevOp, Device, IoKind, Op, OpCause, VolumeId};
 
@@ -87,34 +90,21 @@ pub(super) enum Event {
     },
 }
 
-/// The counters of one cache: its own, each partition's, each volume's.
+/// The counters of one cache: its own and each volume's (each partition's are in `parts`,
+/// given to [`Counters::record`]).
 #[derive(Debug, Clone, Default)]
 pub(super) struct Counters {
     /// The cache's counters.
     pub(super) global: CacheStats,
-    /// Each partition's (index = partition), one per partition from its creation.
-    pub(super) partitions: Vec<PartitionStats>,
     /// Each volume's (index = volume id), made on first use.
     pub(super) volumes: Vec<VolumeStats>,
 }
 
 impl Counters {
-    /// Counters of a cache with `partitions` partitions.
-    pub(super) fn new(partitions: usize) -> Self {
-        Self {
-            partitions: vec![PartitionStats::default(); partitions],
-            ..Self::default()
-        }
-    }
-
-    /// Counters for a partition just added (the next index).
-    pub(super) fn add_partition(&mut self) {
-        self.partitions.push(PartitionStats::default());
-    }
-
-    /// Counts `e` at every level it concerns.
+    /// Counts `e` at every level it concerns: here, and in the partition of `parts` it
+    /// names.
     #[inline(always)]
-    pub(super) fn record(&mut self, e: Event) {
+    pub(super) fn record(&mut self, parts: &mut Partitions, e: Event) {
         let g = &mut self.global;
         match e {
             Event::ReadHit { p } => {
@@ -122,45 +112,45 @@ impl Counters {
                 g.read_line_accesses += 1;
                 g.line_hits += 1;
                 g.read_line_hits += 1;
-                self.partitions[p].read_line_hits += 1;
+                parts[p].stats.read_line_hits += 1;
             }
             Event::ReadPartialHit { p } => {
                 g.line_accesses += 1;
                 g.read_line_accesses += 1;
                 g.line_partial_hits += 1;
-                self.partitions[p].read_line_partial_hits += 1;
+                parts[p].stats.read_line_partial_hits += 1;
             }
             Event::ReadMiss { p } => {
                 g.line_accesses += 1;
                 g.read_line_accesses += 1;
                 g.line_misses += 1;
-                self.partitions[p].read_line_misses += 1;
+                parts[p].stats.read_line_misses += 1;
             }
             Event::WriteHit { p } => {
                 g.line_accesses += 1;
                 g.write_line_accesses += 1;
                 g.line_hits += 1;
                 g.write_line_hits += 1;
-                self.partitions[p].write_line_hits += 1;
+                parts[p].stats.write_line_hits += 1;
             }
             Event::WriteMiss { p } => {
                 g.line_accesses += 1;
                 g.write_line_accesses += 1;
                 g.line_misses += 1;
-                self.partitions[p].write_line_misses += 1;
+                parts[p].stats.write_line_misses += 1;
             }
             Event::Promotion { p } => {
                 g.promotions += 1;
-                self.partitions[p].promotions += 1;
+                parts[p].stats.promotions += 1;
             }
             Event::WriteAllocation { p } => {
                 g.promotions += 1;
                 g.write_allocations += 1;
-                self.partitions[p].promotions += 1;
+                parts[p].stats.promotions += 1;
             }
             Event::Bypass(r) => g.bypass(r),
             Event::Eviction { p, dirty } => {
-                let s = &mut self.partitions[p];
+                let s = &mut parts[p].stats;
                 g.evictions += 1;
                 s.evictions += 1;
                 // Added rather than tested: no branch beyond the caller's own on `dirty`.
@@ -170,16 +160,16 @@ impl Counters {
             Event::Demotion => g.demotions += 1,
             Event::CacheWrite { p, volume, len } => {
                 g.cache_bytes_written += len;
-                self.partitions[p].cache_bytes_written += len;
+                parts[p].stats.cache_bytes_written += len;
                 self.volume(volume).cache_bytes_written += len;
             }
             Event::WrittenBack { p, bytes } => {
                 g.written_back_bytes += bytes;
-                self.partitions[p].written_back_bytes += bytes;
+                parts[p].stats.written_back_bytes += bytes;
             }
             Event::DemotedIn { p, bytes } => {
                 g.demoted_in_bytes += bytes;
-                self.partitions[p].demoted_in_bytes += bytes;
+                parts[p].stats.demoted_in_bytes += bytes;
             }
             Event::Dirtied { bytes } => g.dirtied_bytes += bytes,
             Event::TrimmedDirty { bytes } => g.trimmed_dirty_bytes += bytes,
@@ -220,7 +210,7 @@ impl Counters {
                 first,
             } => self.count_volume(volume, op, &out, first),
             Event::UntimedReadHit { p, volume, len } => {
-                self.partitions[p].read_line_hits += 1;
+                parts[p].stats.read_line_hits += 1;
                 g.requests += 1;
                 g.read_requests += 1;
                 g.read_hit_requests += 1;
@@ -240,8 +230,8 @@ impl Counters {
         }
     }
 
-    /// The counters of `volume`, made on first use.
-    #[inline]
+    /// The counters of `volume`, made on first use (inlined: it runs once per request).
+    #[inline(always)]
     fn volume(&mut self, volume: VolumeId) -> &mut VolumeStats {
         let v = volume.0 as usize;
         if self.volumes.len() <= v {
@@ -260,7 +250,7 @@ impl Counters {
 
     /// Counts the lines of one request (or piece) for its volume, and the request itself if
     /// `request`: one look-up of the volume's counters. Volumes count reads and writes only.
-    #[inline]
+    #[inline(always)]
     fn count_volume(&mut self, volume: VolumeId, op: Op, out: &AccessOutcome, request: bool) {
         if !matches!(op, Op::Read | Op::Write) {
             return;

@@ -192,7 +192,8 @@ pub struct Cache {
     balancing: Balancing,
     default_mode: WritePolicy,
     volume_modes: Vec<Option<WritePolicy>>,
-    /// The counters of the cache, its partitions and its volumes.
+    /// The counters of the cache and its volumes (each partition keeps its own), all moved
+    /// by [`Cache::record`].
     counters: Counters,
     /// Flush jobs in flight, and what waits for them.
     jobs: JobTracker,
@@ -235,7 +236,6 @@ impl Cache {
         }
         validate::check(cfg, lines)?;
         let parts = Partitions::new(cfg, lines as u32)?;
-        let counters = Counters::new(parts.len());
         let promotion = promotion::build(&cfg.promotion, lines);
         let cleaner = crate::cleaning::build(&cfg.cleaning);
         let tenancy =
@@ -256,7 +256,7 @@ impl Cache {
             balancing: Balancing::new(crate::balancing::build(&cfg.balancing)),
             default_mode: cfg.write_policy,
             volume_modes: Vec::new(),
-            counters,
+            counters: Counters::default(),
             jobs: JobTracker::default(),
             scratch: Vec::with_capacity(64),
             plan_write_backs: Vec::new(),
@@ -385,7 +385,7 @@ impl Cache {
     /// Counts `e` at every level it concerns (see [`Counters::record`]).
     #[inline(always)]
     fn record(&mut self, e: Event) {
-        self.counters.record(e);
+        self.counters.record(&mut self.parts, e);
     }
 
     /// Tells partition `p`'s policy that resident `slot` was hit, unless the line is leaving

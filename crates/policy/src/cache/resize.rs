@@ -33,14 +33,6 @@ use tiercache_eviction::NO_INCOMING;
 const SHRINK_JOB_LINES: usize = 128;
 
 impl Cache {
-    /// Adds a partition for `volume` (see [`Partitions::add`]) with its counters.
-    pub(super) fn add_partition(&mut self, volume: VolumeId) -> Result<usize, PolicyError> {
-        let p = self.parts.add(volume)?;
-        self.counters.add_partition();
-        debug_assert_eq!(self.counters.partitions.len(), self.parts.len());
-        Ok(p)
-    }
-
     /// Number of partitions (the shared one included).
     pub fn partition_count(&self) -> usize {
         self.parts.len()
@@ -53,15 +45,13 @@ impl Cache {
 
     /// Sizes, occupancy and counters of every partition, in [`PartitionId`] order.
     pub fn partition_stats(&self) -> Vec<PartitionInfo> {
-        (0..self.parts.len())
-            .map(|p| self.parts.info(p, self.counters.partitions[p]))
-            .collect()
+        (0..self.parts.len()).map(|p| self.parts.info(p)).collect()
     }
 
     /// Sizes, occupancy and counters of one partition.
     pub fn partition_info(&self, id: PartitionId) -> Option<PartitionInfo> {
         let p = id.0 as usize;
-        (p < self.parts.len()).then(|| self.parts.info(p, self.counters.partitions[p]))
+        (p < self.parts.len()).then(|| self.parts.info(p))
     }
 
     /// What a cleaner sees of one partition: its dirty lines against its capacity (jobs in
@@ -176,7 +166,7 @@ impl Cache {
         let p = match own {
             Some(p) => p,
             None => {
-                let p = self.add_partition(volume)?;
+                let p = self.parts.add(volume)?;
                 caps.push(0);
                 self.move_volume_lines(volume, shared, p);
                 p

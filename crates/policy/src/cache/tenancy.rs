@@ -304,7 +304,7 @@ impl Cache {
             let i = match self.parts.own(p.volume) {
                 Some(i) => i,
                 None => {
-                    let i = self.add_partition(p.volume)?;
+                    let i = self.parts.add(p.volume)?;
                     caps.push(0);
                     self.move_volume_lines(p.volume, shared, i);
                     i

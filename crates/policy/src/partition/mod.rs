@@ -12,9 +12,8 @@
 //! table, and their capacities sum to at most the table's size. A partition resized below the
 //! lines it holds evicts the excess at once (clean lines are dropped; dirty ones are written
 //! back by flush jobs and leave when those complete), so a partition may hold more than its
-//! capacity only while its shrink is in progress. This type keeps the domains and the
-//! volume → partition map; the cache keeps their counters (`cache/counters.rs`) and does
-//! the evicting (`cache/resize.rs`).
+//! capacity only while its shrink is in progress. This type keeps the domains, their
+//! counters and the volume → partition map; the cache (`cache/resize.rs`) does the evicting.
 
 use crate::cache::PolicyError;
 use crate::config::CacheConfig;
@@ -69,6 +68,8 @@ pub(crate) struct Partition {
     pub(crate) dirty_pinned: u32,
     /// Lines evicted by a shrink and waiting for their write-back job (not in `evict`).
     pub(crate) leaving: u32,
+    /// Counters.
+    pub(crate) stats: PartitionStats,
     /// Owning volume; `None` for the shared partition.
     volume: Option<VolumeId>,
 }
@@ -217,6 +218,7 @@ impl Partitions {
             pinned: 0,
             dirty_pinned: 0,
             leaving: 0,
+            stats: PartitionStats::default(),
             volume,
         });
         self.parts.len() - 1
@@ -295,8 +297,8 @@ impl Partitions {
         self.parts.iter()
     }
 
-    /// Snapshot of partition `p`, with its counters (kept by the cache).
-    pub(crate) fn info(&self, p: usize, stats: PartitionStats) -> PartitionInfo {
+    /// Snapshot of partition `p`.
+    pub(crate) fn info(&self, p: usize) -> PartitionInfo {
         let part = &self.parts[p];
         PartitionInfo {
             id: PartitionId(p as u16),
@@ -306,7 +308,7 @@ impl Partitions {
             dirty_lines: part.dirty as u64,
             pinned_lines: part.pinned as u64,
             leaving_lines: part.leaving as u64,
-            stats,
+            stats: part.stats,
         }
     }
 
