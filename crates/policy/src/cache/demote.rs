@@ -78,7 +78,7 @@ impl Cache {
     /// A line demoted from the level above: `req` is a write-shaped request (volume, offset,
     /// len, whole lines or sub-blocks) carrying clean data. Metadata changes at once; unless
     /// `plan` is `None` it is cleared and filled with the cache-device writes. Counted once
-    /// in [`CacheStats`]' `demotes_*` counters (a request over several lines is one demote).
+    /// in [`CacheStats`](crate::CacheStats)' `demotes_*` counters (a request over several lines is one demote).
     pub fn accept_demote(
         &mut self,
         req: &Request,
@@ -91,7 +91,7 @@ impl Cache {
 
     /// As [`Cache::accept_demote`] for one piece of a demote that other pieces (on other
     /// policy shards) share: nothing is counted; the caller counts the combined outcome with
-    /// [`CacheStats::count_demote`].
+    /// [`CacheStats::count_demote`](crate::CacheStats::count_demote).
     pub fn accept_demote_piece(
         &mut self,
         req: &Request,

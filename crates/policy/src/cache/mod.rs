@@ -3,12 +3,12 @@
 //! This file holds the types, the cache's state and its entry point ([`Cache::access`]); the
 //! rest is split by concern: `read` (the read path), `write` (the write path), `allocate`
 //! (slots and victims), `jobs` (flush jobs), `journal` (metadata updates and recovery),
-//! `modes` (write policies in force and the load balancer's state, [`modes::Balancing`]),
-//! `tenancy` (multi-tenant partitioning at run time), `resize` (partitions resized or
-//! created at run time; the domains themselves are `partition::Partitions`) and `counters`
-//! (the counters of the cache, its partitions and its volumes, moved by one
-//! [`counters::Counters::record`] per [`counters::Event`]). Flush jobs in flight are tracked
-//! by [`jobs::JobTracker`].
+//! `modes` (write policies in force and the load balancer's state, `modes::Balancing`),
+//! `tenancy` (multi-tenant partitioning at run time, `tenancy::TenancyState`), `resize`
+//! (partitions resized or created at run time; the domains themselves are
+//! `partition::Partitions`) and `counters` (the counters of the cache, its partitions and
+//! its volumes, moved by one `counters::Counters::record` per `counters::Event`). Flush
+//! jobs in flight are tracked by `jobs::JobTracker`.
 
 use crate::cleaning::CleaningPolicy;
 use crate::config::{CacheConfig, WritePolicy};
