@@ -107,3 +107,74 @@ impl RequestPieces {
         Some(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::RequestPieces;
+    use crate::cache::Cache;
+    use crate::config::CacheConfig;
+    use crate::shards::{ShardLayout, CHUNK_BYTES};
+    use crate::stats::CacheStats;
+    use tiercache_core::{Op, Request, VolumeId};
+
+    fn cfg(shards: u32) -> CacheConfig {
+        CacheConfig {
+            capacity: 1024 * 4096,
+            shards,
+            ..CacheConfig::default()
+        }
+    }
+
+    #[test]
+    fn pieces_cover_the_request_and_an_empty_one_is_one_piece_on_shard_0() {
+        let l = ShardLayout::new(&cfg(8)).unwrap();
+        let req = Request::read(CHUNK_BYTES / 2, 4 * CHUNK_BYTES);
+        let p: Vec<_> = l.request_pieces(&req).collect();
+        assert!(p.len() > 1);
+        assert_eq!(p.iter().map(|(_, r)| r.len).sum::<u64>(), req.len);
+        assert!(p
+            .iter()
+            .all(|(_, r)| r.op == Op::Read && r.volume == req.volume));
+        let flush = Request {
+            op: Op::Flush,
+            offset: 0,
+            len: 0,
+            ..req
+        };
+        let p: Vec<_> = l.request_pieces(&flush).collect();
+        assert_eq!(p, vec![(0, flush)]);
+    }
+
+    /// Pieces planned on their shards count the request once: in the request counters, and
+    /// for its volume on the first piece's shard only.
+    #[test]
+    fn a_request_cut_into_pieces_is_counted_once() {
+        let c = cfg(8);
+        let l = ShardLayout::new(&c).unwrap();
+        let mut shards: Vec<Cache> = (0..l.shards())
+            .map(|k| Cache::new(&l.shard_config(&c, k)).unwrap())
+            .collect();
+        let req = Request::read(0, 4 * CHUNK_BYTES);
+        let mut pieces = RequestPieces::new();
+        let mut n = 0;
+        for (k, piece) in l.request_pieces(&req) {
+            pieces.access(&mut shards[k], &piece, None).unwrap();
+            n += 1;
+        }
+        assert!(n > 1);
+        let mut requests = CacheStats::default();
+        let out = pieces.finish(&req, l.geo, &mut requests).unwrap();
+        assert_eq!(out.line_misses as u64, 4 * CHUNK_BYTES / 4096);
+        assert_eq!((requests.requests, requests.read_requests), (1, 1));
+        let read_requests: u64 = shards
+            .iter()
+            .map(|s| {
+                s.volume_stats()
+                    .get(VolumeId(0).0 as usize)
+                    .map_or(0, |v| v.read_requests)
+            })
+            .sum();
+        assert_eq!(read_requests, 1);
+        assert!(shards.iter().all(|s| s.stats().requests == 0));
+    }
+}
