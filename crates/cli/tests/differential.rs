@@ -17,7 +17,8 @@ use tiercache_blockdev::MemDevice;
 use tiercache_core::{Arrival, Op, Request, RequestSource, VolumeId};
 use tiercache_engine::{Engine, EngineConfig, Lookup};
 use tiercache_policy::{
-    CacheConfig, CacheStats, CleaningConfig, PolicyCore, PromotionConfig, ShardedCache, WritePolicy,
+    CacheConfig, CacheStats, CleaningConfig, Decide, PromotionConfig, Report, ShardedCache,
+    WritePolicy,
 };
 
 const VOLUME: u64 = 16 << 20;

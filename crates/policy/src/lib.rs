@@ -14,8 +14,12 @@
 //! - `victim/`: what happens to clean victims (drop, or demote to the level below);
 //! - `balancing/`: load balancing between cache and backend, polled per interval by both
 //!   executors (none, LBICA, SIB);
+//! - `executor`: the contract both executors drive a core through (the [`Decide`],
+//!   [`Background`] and [`Report`] traits, [`PolicyCore`] for all three, the engine-only
+//!   [`EngineCore`]), its protocol, and the executor's view of the devices;
 //! - `shards`: one cache's lines split among independent policy cores (`cache.shards`), the
-//!   same in both executors;
+//!   same in both executors, and the one helper that cuts a request into pieces and counts
+//!   it once ([`RequestPieces`]);
 //! - `partition/`: the replacement domains (per-volume partitions, resizable at run time);
 //! - `tenancy/`: how volumes share the cache (shared, static shares, ECI-Cache, TRD), polled
 //!   per interval by both executors, resizing the partitions and setting write policies;
@@ -46,9 +50,9 @@ pub use config::{
     CacheConfig, CleaningConfig, DirtyFullPolicy, EvictionKind, PartitionConfig, PromotionConfig,
     WritePolicy,
 };
-pub use executor::DeviceLoad;
+pub use executor::{Background, Decide, DeviceLoad, EngineCore, PolicyCore, Report};
 pub use partition::{PartitionId, PartitionInfo};
-pub use shards::{PolicyCore, ShardLayout, ShardedCache};
+pub use shards::{RequestPieces, ShardLayout, ShardedCache};
 pub use stats::{BypassReason, CacheStats, PartitionStats};
 pub use tenancy::{
     FixedVolume, TenancyConfig, TenancyModeKind, TenancyReport, VolumeStats, VolumeTenancy,

@@ -172,6 +172,19 @@ impl CacheStats {
         }
     }
 
+    /// Takes the request-level counters (`requests`, `read_requests`, `write_requests` and
+    /// the `*_hit_requests`) from `r`: an executor that cuts requests into shard pieces
+    /// counts them once in its own counters ([`crate::shards::RequestPieces::finish`]),
+    /// while its shards count lines.
+    pub fn take_request_counters(&mut self, r: &CacheStats) {
+        self.requests = r.requests;
+        self.read_requests = r.read_requests;
+        self.write_requests = r.write_requests;
+        self.full_hit_requests = r.full_hit_requests;
+        self.read_hit_requests = r.read_hit_requests;
+        self.write_hit_requests = r.write_hit_requests;
+    }
+
     /// Adds `o`'s counts to these (the stats of several cores, e.g. the shards of one cache).
     pub fn merge(&mut self, o: &CacheStats) {
         self.requests += o.requests;

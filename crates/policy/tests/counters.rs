@@ -3,7 +3,7 @@
 
 use tiercache_core::{Request, VolumeId};
 use tiercache_policy::{
-    Cache, CacheConfig, CleaningConfig, PolicyCore, PromotionConfig, ShardedCache, WritePolicy,
+    Cache, CacheConfig, CleaningConfig, Decide, PromotionConfig, Report, ShardedCache, WritePolicy,
 };
 
 fn config(shards: u32, promotion: PromotionConfig) -> CacheConfig {
@@ -73,7 +73,7 @@ fn a_request_across_shards_is_one_request_of_its_volume() {
             c.access(&on(vol, Request::write(i * 2048, 5 * 4096)), None)
                 .unwrap();
         }
-        let v = PolicyCore::volume_stats(&c);
+        let v = Report::volume_stats(&c);
         let s = c.stats_snapshot();
         assert_eq!(
             v.iter().map(|s| s.read_requests).sum::<u64>(),

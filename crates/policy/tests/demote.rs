@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use tiercache_core::{Device, IoKind, OpCause, Plan, Request, VolumeId};
 use tiercache_policy::{
-    Cache, CacheConfig, CleaningConfig, DemoteOutcome, EvictionKind, MetaUpdate, PolicyCore,
+    Cache, CacheConfig, CleaningConfig, Decide, DemoteOutcome, EvictionKind, MetaUpdate, Report,
     ShardedCache, WritePolicy,
 };
 

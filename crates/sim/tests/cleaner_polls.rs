@@ -1,15 +1,15 @@
 //! The executor skips a cleaner poll when the cache device is busy with foreground I/O, a poll
 //! is already scheduled and the policy core says such a poll can change nothing
-//! (`PolicyCore::cleaning_waits_for_idle_cache`). These tests run every configuration twice,
+//! (`Background::cleaning_waits_for_idle_cache`). These tests run every configuration twice,
 //! once through a wrapper that forbids the skip (every event polls, as before the skip
 //! existed), and require the same results to the byte.
 
 use proptest::prelude::*;
 use tiercache_core::{LineGeometry, Nanos, Plan, Request, VolumeId};
 use tiercache_policy::{
-    AccessOutcome, CacheConfig, CacheStats, CleaningConfig, DemoteOutcome, EvictionKind,
-    ExecutorState, FlushJob, PolicyCore, PolicyError, ShardedCache, TenancyConfig, TenancyModeKind,
-    WritePolicy,
+    AccessOutcome, Background, CacheConfig, CacheStats, CleaningConfig, Decide, DemoteOutcome,
+    EvictionKind, ExecutorState, FlushJob, PolicyCore, PolicyError, Report, ShardedCache,
+    TenancyConfig, TenancyModeKind, WritePolicy,
 };
 use tiercache_sim::testing::UniformSource;
 use tiercache_sim::{simulate, DeviceConfig, RunLimits, SimConfig, SimOutput};
@@ -22,13 +22,21 @@ struct Polls<'a> {
     cleans: u64,
 }
 
-impl PolicyCore for Polls<'_> {
+impl Decide for Polls<'_> {
     fn access(
         &mut self,
         req: &Request,
         plan: Option<&mut Plan>,
     ) -> Result<AccessOutcome, PolicyError> {
         self.inner.access(req, plan)
+    }
+    fn access_piece(
+        &mut self,
+        piece: &Request,
+        plan: Option<&mut Plan>,
+        first: bool,
+    ) -> Result<AccessOutcome, PolicyError> {
+        self.inner.access_piece(piece, plan, first)
     }
     fn accept_demote(
         &mut self,
@@ -37,6 +45,18 @@ impl PolicyCore for Polls<'_> {
     ) -> Result<DemoteOutcome, PolicyError> {
         self.inner.accept_demote(req, plan)
     }
+    fn would_hit(&self, req: &Request) -> bool {
+        self.inner.would_hit(req)
+    }
+    fn would_absorb(&self, req: &Request) -> bool {
+        self.inner.would_absorb(req)
+    }
+    fn prefetch(&self, req: &Request, stage: u8) {
+        self.inner.prefetch(req, stage)
+    }
+}
+
+impl Background for Polls<'_> {
     fn clean(&mut self, state: &ExecutorState, jobs: &mut Vec<FlushJob>) {
         self.cleans += 1;
         self.inner.clean(state, jobs)
@@ -53,8 +73,35 @@ impl PolicyCore for Polls<'_> {
     fn flush_all(&mut self, jobs: &mut Vec<FlushJob>) {
         self.inner.flush_all(jobs)
     }
+    fn balance(&mut self, state: &ExecutorState) -> Option<Nanos> {
+        self.inner.balance(state)
+    }
+    fn balance_decision(&self) -> tiercache_policy::BalanceDecision {
+        self.inner.balance_decision()
+    }
+    fn follow_balancing(&mut self, d: tiercache_policy::BalanceDecision) {
+        self.inner.follow_balancing(d)
+    }
+    fn set_balancer(&mut self, b: Box<dyn tiercache_policy::Balancer>) {
+        self.inner.set_balancer(b)
+    }
+    fn repartition(&mut self, state: &ExecutorState) -> Option<Nanos> {
+        self.inner.repartition(state)
+    }
+    fn take_resize_jobs(&mut self, jobs: &mut Vec<FlushJob>) {
+        self.inner.take_resize_jobs(jobs)
+    }
+    fn set_write_policy(&mut self, volume: Option<VolumeId>, policy: WritePolicy) {
+        self.inner.set_write_policy(volume, policy)
+    }
+}
+
+impl Report for Polls<'_> {
     fn stats_snapshot(&self) -> CacheStats {
         self.inner.stats_snapshot()
+    }
+    fn volume_stats(&self) -> Vec<tiercache_policy::tenancy::VolumeStats> {
+        self.inner.volume_stats()
     }
     fn resident_lines(&self) -> u64 {
         self.inner.resident_lines()
@@ -65,20 +112,17 @@ impl PolicyCore for Polls<'_> {
     fn capacity_lines(&self) -> u64 {
         self.inner.capacity_lines()
     }
+    fn jobs_in_flight(&self) -> u32 {
+        self.inner.jobs_in_flight()
+    }
     fn metadata_bytes(&self) -> usize {
         self.inner.metadata_bytes()
     }
     fn geometry(&self) -> LineGeometry {
         self.inner.geometry()
     }
-    fn set_write_policy(&mut self, volume: Option<VolumeId>, policy: WritePolicy) {
-        self.inner.set_write_policy(volume, policy)
-    }
     fn write_policy(&self, volume: VolumeId) -> WritePolicy {
         self.inner.write_policy(volume)
-    }
-    fn balance(&mut self, state: &ExecutorState) -> Option<Nanos> {
-        self.inner.balance(state)
     }
     fn balance_report(&self) -> Option<tiercache_policy::balancing::BalanceReport> {
         self.inner.balance_report()
@@ -86,20 +130,11 @@ impl PolicyCore for Polls<'_> {
     fn balanced_write_policy(&self) -> Option<WritePolicy> {
         self.inner.balanced_write_policy()
     }
-    fn repartition(&mut self, state: &ExecutorState) -> Option<Nanos> {
-        self.inner.repartition(state)
-    }
-    fn take_resize_jobs(&mut self, jobs: &mut Vec<FlushJob>) {
-        self.inner.take_resize_jobs(jobs)
-    }
     fn tenancy_report(&self) -> Option<tiercache_policy::tenancy::TenancyReport> {
         self.inner.tenancy_report()
     }
-    fn volume_stats(&self) -> Vec<tiercache_policy::tenancy::VolumeStats> {
-        self.inner.volume_stats()
-    }
-    fn prefetch(&self, req: &Request, stage: u8) {
-        self.inner.prefetch(req, stage)
+    fn audit(&self) {
+        self.inner.audit()
     }
 }
 

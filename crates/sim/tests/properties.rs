@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use tiercache_policy::{
-    CacheConfig, CleaningConfig, DirtyFullPolicy, EvictionKind, PolicyCore, PromotionConfig,
+    CacheConfig, CleaningConfig, DirtyFullPolicy, EvictionKind, PromotionConfig, Report,
     ShardedCache, WritePolicy,
 };
 use tiercache_sim::testing::UniformSource;
@@ -122,7 +122,7 @@ proptest! {
         prop_assert_eq!(out.metrics.latency_us.all.count, out.metrics.requests);
         prop_assert_eq!(s.line_hits + s.line_partial_hits + s.line_misses, s.line_accesses);
         prop_assert_eq!(out.backend_written_back_bytes, s.written_back_bytes);
-        prop_assert_eq!(PolicyCore::dirty_lines(&cache), 0);
+        prop_assert_eq!(Report::dirty_lines(&cache), 0);
         cache.audit();
         let tl_requests: u64 = out.timeline.iter().map(|r| r.requests).sum();
         prop_assert_eq!(tl_requests, total);

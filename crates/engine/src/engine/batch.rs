@@ -14,7 +14,7 @@ struct Decided {
     plan: Plan,
     updates: Vec<MetaUpdate>,
     ticket: Ticket,
-    outcome: AccessOutcome,
+    pieces: RequestPieces,
     started: Instant,
 }
 
@@ -31,7 +31,7 @@ impl Decided {
     }
 }
 
-impl Inner {
+impl<C: EngineCore> Inner<C> {
     /// Runs the reads of `reads` (`(offset, buffer)`) the cache alone serves, as
     /// [`request_on_cache_alone`](Self::request_on_cache_alone) does one, their cache reads
     /// batched. `None` for a read not served here (a miss, a read across shards, one behind a
@@ -67,14 +67,14 @@ impl Inner {
             match self.decide_hit(k, &req) {
                 None => {}
                 Some(Err(e)) => out[at] = Some(Err(e)),
-                Some(Ok((plan, updates, ticket, outcome))) => decided.push(Decided {
+                Some(Ok((plan, updates, ticket, pieces))) => decided.push(Decided {
                     at,
                     shard: k,
                     req,
                     plan,
                     updates,
                     ticket,
-                    outcome,
+                    pieces,
                     started: Instant::now(),
                 }),
             }
@@ -128,7 +128,7 @@ impl Inner {
                 plan,
                 updates,
                 ticket,
-                outcome,
+                pieces,
                 started,
             } = d;
             let shard = &self.shards[k];
@@ -156,14 +156,7 @@ impl Inner {
                 let mut core = self.core(shard);
                 core.order.end(ticket, result.is_ok());
             }
-            self.tally(
-                Op::Read,
-                &outcome,
-                self.geo.split(req.offset, req.len).count() as u32,
-            );
-            if let Some(v) = self.volume(volume) {
-                v.count_lines(Op::Read, &outcome);
-            }
+            self.tally(&req, pieces);
             self.account(volume, Op::Read, req.len, false, started, &result);
             out[at] = Some(result);
         }
@@ -178,7 +171,7 @@ impl Inner {
         &self,
         k: usize,
         req: &Request,
-    ) -> Option<io::Result<(Plan, Vec<MetaUpdate>, Ticket, AccessOutcome)>> {
+    ) -> Option<io::Result<(Plan, Vec<MetaUpdate>, Ticket, RequestPieces)>> {
         if let Err(e) = self.check_halted() {
             return Some(Err(e));
         }
@@ -207,20 +200,18 @@ impl Inner {
             v.in_flight.fetch_add(1, Relaxed);
         }
         let mut plan = Plan::new();
-        let outcome = match core.cache.access_piece(req, Some(&mut plan)) {
-            Ok(o) => o,
-            Err(e) => {
-                self.in_flight.fetch_sub(1, Relaxed);
-                if let Some(v) = vol {
-                    v.in_flight.fetch_sub(1, Relaxed);
-                }
-                return Some(Err(io_err(e)));
+        let mut pieces = RequestPieces::new();
+        if let Err(e) = pieces.access(&mut core.cache, req, Some(&mut plan)) {
+            self.in_flight.fetch_sub(1, Relaxed);
+            if let Some(v) = vol {
+                v.in_flight.fetch_sub(1, Relaxed);
             }
-        };
+            return Some(Err(io_err(e)));
+        }
         let mut updates = Vec::new();
         core.cache.drain_meta_updates(&mut updates);
         let (r, w) = locations(&self.geo, &plan, &updates);
         let ticket = core.order.register(r, w);
-        Some(Ok((plan, updates, ticket, outcome)))
+        Some(Ok((plan, updates, ticket, pieces)))
     }
 }

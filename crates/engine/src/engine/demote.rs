@@ -12,7 +12,7 @@ use super::*;
 use tiercache_blockdev::DemoteReply;
 use tiercache_policy::DemoteOutcome;
 
-impl Inner {
+impl<C: EngineCore> Inner<C> {
     /// Sends a clean victim's bytes (at volume address `addr`) to the level below and counts
     /// the answer. Nothing here depends on it: the victim is gone either way, and a demote
     /// that fails only costs a later miss.

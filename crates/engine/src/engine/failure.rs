@@ -3,14 +3,14 @@
 
 use super::*;
 
-impl Inner {
+impl<C: EngineCore> Inner<C> {
     /// An error if the engine has halted.
     /// A shard's policy core. A thread that panicked holding it may have left it half updated
     /// (a line in the index but not the lists, a dirty bit without its record …): serving from
     /// it could return wrong data, so the engine halts (fail-stop) as it does when a dirty
     /// line's write-back fails, and every request from now on gets EIO. A restart recovers
     /// from the cache device's durable records, which the core never wrote half.
-    pub(super) fn core<'a>(&self, shard: &'a Shard) -> MutexGuard<'a, Core> {
+    pub(super) fn core<'a>(&self, shard: &'a Shard<C>) -> MutexGuard<'a, Core<C>> {
         shard.core.lock().unwrap_or_else(|poisoned| {
             let _ = self.halted.set(
                 "a thread panicked while holding a policy core's lock, whose state may be \
@@ -139,10 +139,10 @@ pub(super) fn undefined_after_failure(
     out
 }
 
-impl Inner {
+impl<C: EngineCore> Inner<C> {
     /// Invalidates `u`'s sub-blocks, dirty or not, if its line still sits in the slot the
     /// failed plan wrote.
-    pub(super) fn invalidate_undefined(&self, core: &mut Core, u: &Undefined) {
+    pub(super) fn invalidate_undefined(&self, core: &mut Core<C>, u: &Undefined) {
         let Some(state) = core.cache.line_state(u.volume, u.index) else {
             return;
         };

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Inner {
+impl<C: EngineCore> Inner<C> {
     pub(super) fn executor_state(&self) -> ExecutorState {
         let now = self.now_ns();
         let busy = self.in_flight.load(Relaxed);
@@ -34,13 +34,25 @@ impl Inner {
         next
     }
 
-    /// Counts one whole request from its pieces' combined outcome over `lines` lines.
-    pub(super) fn tally(&self, op: Op, out: &AccessOutcome, lines: u32) {
-        lock(&self.request_tally).count_request(op, out, lines);
+    /// Counts one whole request `req` once, from its planned pieces: in the request
+    /// counters, and its lines in its volume's (nothing when no piece was planned).
+    pub(super) fn tally(&self, req: &Request, pieces: RequestPieces) {
+        if pieces.outcome().is_none() {
+            return;
+        }
+        let out = pieces.finish(req, self.geo, &mut lock(&self.request_tally));
+        if let (Some(o), Some(v)) = (out, self.volume(req.volume.0)) {
+            v.count_lines(req.op, &o);
+        }
     }
 
     /// Registers flush jobs with their share of the metadata updates.
-    pub(super) fn register_jobs(&self, k: usize, core: &mut Core, jobs: Vec<FlushJob>) -> Vec<Job> {
+    pub(super) fn register_jobs(
+        &self,
+        k: usize,
+        core: &mut Core<C>,
+        jobs: Vec<FlushJob>,
+    ) -> Vec<Job> {
         let mut ups = Vec::new();
         core.cache.drain_meta_updates(&mut ups);
         jobs.into_iter()
@@ -300,7 +312,7 @@ impl Inner {
         let (mut capacity_lines, mut resident_lines, mut dirty_lines) = (0, 0, 0);
         for sh in &self.shards {
             let core = lock(&sh.core);
-            cache.merge(core.cache.stats());
+            cache.merge(&core.cache.stats_snapshot());
             capacity_lines += core.cache.capacity_lines();
             resident_lines += core.cache.resident_lines();
             dirty_lines += core.cache.dirty_lines();
@@ -313,14 +325,7 @@ impl Inner {
             )
         };
         // The cores counted lines; whole requests are counted once, here.
-        let t = lock(&self.request_tally);
-        cache.requests = t.requests;
-        cache.read_requests = t.read_requests;
-        cache.write_requests = t.write_requests;
-        cache.full_hit_requests = t.full_hit_requests;
-        cache.read_hit_requests = t.read_hit_requests;
-        cache.write_hit_requests = t.write_hit_requests;
-        drop(t);
+        cache.take_request_counters(&lock(&self.request_tally));
         let c = &self.counters;
         let g = |a: &AtomicU64| a.load(Relaxed);
         EngineStats {

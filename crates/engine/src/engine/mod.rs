@@ -22,8 +22,8 @@ use tiercache_core::{
     DevOp, Device as Dev, IoKind, LineGeometry, LineKey, Op, OpCause, Plan, Request, VolumeId,
 };
 use tiercache_policy::{
-    AccessOutcome, Cache, CacheConfig, CacheStats, DirtyFullPolicy, ExecutorState, FlushJob,
-    MetaUpdate, PolicyError, ShardLayout,
+    AccessOutcome, Background, Cache, CacheConfig, CacheStats, DirtyFullPolicy, EngineCore,
+    ExecutorState, FlushJob, MetaUpdate, PolicyError, Report, RequestPieces, ShardLayout,
 };
 
 mod batch;
@@ -127,8 +127,11 @@ struct Job {
     ticket: Ticket,
 }
 
-struct Core {
-    cache: Cache,
+/// One shard's policy core and what the engine keeps beside it. `C` is the core's type
+/// (always [`Cache`]; a parameter so that the engine drives it through the executor traits
+/// only, docs/design.md §3).
+struct Core<C = Cache> {
+    cache: C,
     order: OrderingTable,
     updates: Vec<MetaUpdate>,
     /// Slots (of the shard) that took a demoted line whose record was not written (see
@@ -138,13 +141,13 @@ struct Core {
 
 /// One lock's share of the cache: a policy core over slots `base..base + capacity`, owning
 /// the lines whose 64 KiB chunk hashes to it (HT+FG); one shard holds everything otherwise.
-struct Shard {
-    core: Mutex<Core>,
+struct Shard<C = Cache> {
+    core: Mutex<Core<C>>,
     base: u32,
 }
 
-struct Inner {
-    shards: Vec<Shard>,
+struct Inner<C = Cache> {
+    shards: Vec<Shard<C>>,
     /// How lines map to shards (`cache.shards`, as the simulator runs them).
     shard_layout: ShardLayout,
     /// Held while a core decides under [`Lookup::HtCg`]: one lock over every shard.
@@ -207,7 +210,7 @@ struct Inner {
     halted: OnceLock<String>,
 }
 
-impl Inner {
+impl<C: EngineCore> Inner<C> {
     /// Whether cache hits cost a memory copy (the cache device is neither emulated slow nor
     /// opened O_DIRECT): what may run on a caller's own thread.
     fn cache_at_memory_speed(&self) -> bool {
@@ -317,12 +320,12 @@ impl Engine {
                 offset: 0,
                 len: 0,
             };
-            let out = core
-                .cache
-                .access_piece(&req, None)
+            let mut pieces = RequestPieces::new();
+            pieces
+                .access(&mut core.cache, &req, None)
                 .map_err(io::Error::other)?;
             drop(core);
-            self.inner.tally(Op::Flush, &out, 0);
+            self.inner.tally(&req, pieces);
         }
         self.inner.sync_all()
     }
@@ -375,14 +378,14 @@ impl Engine {
     /// Replaces the cache's load balancer (the configured one is built with the cores). A
     /// cache of several shards has one balancer, shard 0's, whose answer every shard follows.
     pub fn set_balancer(&self, b: Box<dyn tiercache_policy::Balancer>) {
-        self.inner.core(&self.inner.shards[0]).cache.set_balancer(b);
+        Background::set_balancer(&mut self.inner.core(&self.inner.shards[0]).cache, b);
         self.inner.kick();
     }
 
     /// Checks the policy core's invariants (tests).
     pub fn audit(&self) {
         for sh in &self.inner.shards {
-            lock(&sh.core).cache.audit();
+            Report::audit(&lock(&sh.core).cache);
         }
     }
 }

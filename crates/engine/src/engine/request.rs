@@ -4,9 +4,9 @@
 use super::failure::undefined_after_failure;
 use super::*;
 
-impl Inner {
+impl<C: EngineCore> Inner<C> {
     /// Whether every shard `op` of `len` bytes at `offset` touches would run it on the cache
-    /// alone ([`Cache::would_hit`] for reads, [`Cache::would_absorb`] for writes).
+    /// alone ([`Decide::would_hit`] for reads, [`Decide::would_absorb`] for writes).
     pub(super) fn runs_on_cache_alone(&self, volume: u32, op: Op, offset: u64, len: u64) -> bool {
         if self.lookup == Lookup::Lt || !self.in_volume(volume, offset, len) {
             return false;
@@ -103,34 +103,34 @@ impl Inner {
         }
         let mut client = client;
         let mut out = Ok(());
-        let mut outcome: Option<AccessOutcome> = None;
-        for (k, off, n) in self.pieces(volume, offset, len) {
+        let whole = Request {
+            time_ns: self.now_ns(),
+            volume: VolumeId(volume),
+            op,
+            offset,
+            len,
+        };
+        let mut pieces = RequestPieces::new();
+        for (k, piece) in self.shard_layout.request_pieces(&whole) {
+            // Each piece is stamped when its shard plans it.
             let req = Request {
                 time_ns: self.now_ns(),
-                volume: VolumeId(volume),
-                op,
-                offset: off,
-                len: n,
+                ..piece
             };
             out = self
                 .run_request(
                     k,
                     &req,
-                    sub_client(&mut client, off, n),
+                    sub_client(&mut client, req.offset, req.len),
                     false,
-                    &mut outcome,
+                    &mut pieces,
                 )
                 .expect("unconditional requests always run");
             if out.is_err() {
                 break;
             }
         }
-        if let Some(o) = outcome {
-            self.tally(op, &o, self.geo.split(offset, len).count() as u32);
-            if let Some(v) = self.volume(volume) {
-                v.count_lines(op, &o);
-            }
-        }
+        self.tally(&whole, pieces);
         if out.is_ok() && fua {
             out = self.sync_all();
         }
@@ -171,14 +171,9 @@ impl Inner {
             offset,
             len,
         };
-        let mut outcome = None;
-        let out = self.run_request(k, &req, client, true, &mut outcome);
-        if let Some(o) = outcome {
-            self.tally(op, &o, self.geo.split(offset, len).count() as u32);
-            if let Some(v) = self.volume(volume) {
-                v.count_lines(op, &o);
-            }
-        }
+        let mut pieces = RequestPieces::new();
+        let out = self.run_request(k, &req, client, true, &mut pieces);
+        self.tally(&req, pieces);
         match &out {
             Some(o) => self.account(volume, op, len, false, started, o),
             None => {
@@ -228,16 +223,15 @@ impl Inner {
         }
     }
 
-    /// Plans `req` (a piece of a request, on shard `k`) and executes it; with
-    /// `only_on_cache`, only if the cache alone serves it (else `None`, nothing done). The
-    /// piece's outcome is combined into `outcome` once planned.
+    /// Plans `req` (a piece of a request, on shard `k`) through `pieces` and executes it;
+    /// with `only_on_cache`, only if the cache alone serves it (else `None`, nothing done).
     pub(super) fn run_request(
         &self,
         k: usize,
         req: &Request,
         client: Client<'_>,
         only_on_cache: bool,
-        outcome: &mut Option<AccessOutcome>,
+        pieces: &mut RequestPieces,
     ) -> Option<io::Result<()>> {
         if let Err(e) = self.check_halted() {
             return Some(Err(e));
@@ -290,15 +284,8 @@ impl Inner {
                 Vec::new()
             };
             let mut plan = Plan::new();
-            // The volume counts the request once, on its first piece's shard.
-            let planned = if outcome.is_none() {
-                core.cache.access_piece(req, Some(&mut plan))
-            } else {
-                core.cache.access_part(req, Some(&mut plan))
-            };
-            match planned {
-                Ok(o) => *outcome = Some(outcome.map_or(o, |a| a.combine(&o))),
-                Err(e) => return Some(Err(io_err(e))),
+            if let Err(e) = pieces.access(&mut core.cache, req, Some(&mut plan)) {
+                return Some(Err(io_err(e)));
             }
             let mut updates = std::mem::take(&mut core.updates);
             updates.clear();
@@ -387,7 +374,7 @@ impl Inner {
     /// valid sub-blocks of each of its lines before it was planned.
     pub(super) fn forget_failed(
         &self,
-        shard: &Shard,
+        shard: &Shard<C>,
         req: &Request,
         plan: &Plan,
         valid_before: &[u64],
@@ -448,7 +435,7 @@ impl Inner {
     }
 
     /// The first slot past `shard`'s: the next shard's first, or the device's end.
-    pub(super) fn shard_slot_end(&self, shard: &Shard) -> u32 {
+    pub(super) fn shard_slot_end(&self, shard: &Shard<C>) -> u32 {
         self.shards
             .iter()
             .map(|s| s.base)
@@ -533,7 +520,7 @@ impl Inner {
     /// Runs `plan`'s ops stage by stage and persists its metadata updates.
     pub(super) fn execute(
         &self,
-        shard: &Shard,
+        shard: &Shard<C>,
         plan: &Plan,
         updates: &[MetaUpdate],
         client: Client<'_>,
@@ -580,7 +567,7 @@ impl Inner {
     /// client need not wait for are left.
     pub(super) fn resume(
         &self,
-        shard: &Shard,
+        shard: &Shard<C>,
         plan: &Plan,
         updates: &[MetaUpdate],
         p: Progress<'_>,

@@ -19,7 +19,8 @@ struct Started {
     req: Request,
     plan: Plan,
     ticket: Ticket,
-    outcome: AccessOutcome,
+    /// The read, planned as one piece (counted when it finishes).
+    pieces: RequestPieces,
     started: Instant,
 }
 
@@ -35,9 +36,9 @@ thread_local! {
     static NEXT_RING_TAG: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-impl Inner {
+impl<C: EngineCore> Inner<C> {
     fn key(&self) -> usize {
-        self as *const Inner as usize
+        self as *const Self as usize
     }
 
     /// Starts the reads `(tag, offset, len)` the cache alone serves. Per read: `None`, not
@@ -72,7 +73,7 @@ impl Inner {
                 offset,
                 len,
             };
-            let (plan, updates, mut ticket, outcome) = match self.decide_hit(k, &req) {
+            let (plan, updates, mut ticket, pieces) = match self.decide_hit(k, &req) {
                 None => continue,
                 Some(Err(e)) => {
                     out[at] = Some(Err(e));
@@ -109,7 +110,7 @@ impl Inner {
                         req,
                         plan,
                         ticket,
-                        outcome,
+                        pieces,
                         started,
                     },
                 ));
@@ -137,7 +138,7 @@ impl Inner {
                 req,
                 plan,
                 ticket,
-                outcome,
+                pieces,
                 started,
             };
             let delivered = result.map(|()| buf);
@@ -233,15 +234,8 @@ impl Inner {
             let _ = self.forget_failed(shard, &s.req, &s.plan, &[], e);
         }
         self.core(shard).order.end(s.ticket, result.is_ok());
-        self.tally(
-            Op::Read,
-            &s.outcome,
-            self.geo.split(s.req.offset, s.req.len).count() as u32,
-        );
+        self.tally(&s.req, s.pieces);
         let volume = s.req.volume.0;
-        if let Some(v) = self.volume(volume) {
-            v.count_lines(Op::Read, &s.outcome);
-        }
         self.account(volume, Op::Read, s.req.len, false, s.started, &result);
     }
 }

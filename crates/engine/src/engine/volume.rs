@@ -344,7 +344,7 @@ pub(super) struct ResizeRecords {
     ticket: Option<Ticket>,
 }
 
-impl Inner {
+impl<C: EngineCore> Inner<C> {
     /// Sets each listed volume's partition in every shard to its listed lines (shrinks
     /// first), runs the flush jobs of the shrinks, writes the records of dropped lines, and
     /// journals the layout.
@@ -355,7 +355,7 @@ impl Inner {
             let (work, records) = {
                 let mut core = inner.core(sh);
                 let mut jobs = Vec::new();
-                let current = |core: &Core, v: u32| {
+                let current = |core: &Core<C>, v: u32| {
                     let p = core.cache.partition_of(VolumeId(v));
                     core.cache
                         .partition_info(p)
@@ -468,7 +468,7 @@ impl Inner {
     pub(super) fn register_resize(
         &self,
         k: usize,
-        core: &mut Core,
+        core: &mut Core<C>,
         jobs: Vec<FlushJob>,
     ) -> (Vec<Job>, ResizeRecords) {
         let mut ups = Vec::new();

@@ -1,7 +1,12 @@
 //! Allocation: a free slot or a victim (clean first under `dirty_full = bypass`), and the
 //! write-back of a dirty victim.
 
-use super::*;
+use super::counters::Event;
+use super::{runs, Cache};
+use crate::config::DirtyFullPolicy;
+use crate::stats::BypassReason;
+use tiercache_core::{DevOp, Device, IoKind, LineKey, OpCause, Stage};
+use tiercache_eviction::Slot;
 
 impl Cache {
     /// Finds a slot for `key` in partition `p`, evicting (and, if dirty, writing back) a victim
@@ -71,8 +76,6 @@ impl Cache {
             if m.dirty != 0 {
                 let dirty = self.mark_clean(victim);
                 self.write_back_ops(victim, m.key, dirty, stage, for_write, OpCause::EvictFlush);
-                self.stats.dirty_evictions += 1;
-                self.parts[p].stats.dirty_evictions += 1;
                 stage += 2;
             } else if self.victims.on_clean_victim(m.key, m.valid)
                 == crate::victim::VictimAction::Demote
@@ -80,11 +83,13 @@ impl Cache {
                 // Read the line before its slot is reused; the request does not wait for the
                 // level below to take it.
                 self.demote_ops(victim, m.key, m.valid, stage);
-                self.stats.demotions += 1;
+                self.record(Event::Demotion);
                 stage += 1;
             }
-            self.stats.evictions += 1;
-            self.parts[p].stats.evictions += 1;
+            self.record(Event::Eviction {
+                p,
+                dirty: m.dirty != 0,
+            });
             // The victim's slot takes `key` at once (remove then install, in one call).
             self.table.replace(victim, key, p as u16);
             victim
@@ -144,7 +149,10 @@ impl Cache {
         let sub = self.geo.sub_size();
         let base = self.geo.line_start(key.index());
         let p = self.table.meta(slot).partition as usize;
-        self.parts[p].stats.written_back_bytes += dirty.count_ones() as u64 * sub;
+        self.record(Event::WrittenBack {
+            p,
+            bytes: dirty.count_ones() as u64 * sub,
+        });
         for (lo, hi) in runs(dirty) {
             let (a, b) = (lo as u64 * sub, hi as u64 * sub);
             let addr = self.cache_addr(slot, a);

@@ -33,7 +33,11 @@
 //!
 //! [`Eviction::insert_demoted`]: tiercache_eviction::Eviction::insert_demoted
 
-use super::*;
+use super::counters::Event;
+use super::{runs, Cache, PolicyError};
+use tiercache_core::geometry::LineSlice;
+use tiercache_core::{DevOp, IoKind, LineKey, OpCause, Plan, Request, VolumeId};
+use tiercache_eviction::Slot;
 
 /// What the level below did with a demoted line (SPEC §4.7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -74,20 +78,20 @@ impl Cache {
     /// A line demoted from the level above: `req` is a write-shaped request (volume, offset,
     /// len, whole lines or sub-blocks) carrying clean data. Metadata changes at once; unless
     /// `plan` is `None` it is cleared and filled with the cache-device writes. Counted once
-    /// in [`CacheStats`]' `demotes_*` counters (a request over several lines is one demote).
+    /// in [`CacheStats`](crate::CacheStats)' `demotes_*` counters (a request over several lines is one demote).
     pub fn accept_demote(
         &mut self,
         req: &Request,
         plan: Option<&mut Plan>,
     ) -> Result<DemoteOutcome, PolicyError> {
         let out = self.accept_demote_piece(req, plan)?;
-        self.stats.count_demote(out);
+        self.record(Event::Demote(out));
         Ok(out)
     }
 
     /// As [`Cache::accept_demote`] for one piece of a demote that other pieces (on other
     /// policy shards) share: nothing is counted; the caller counts the combined outcome with
-    /// [`CacheStats::count_demote`].
+    /// [`CacheStats::count_demote`](crate::CacheStats::count_demote).
     pub fn accept_demote_piece(
         &mut self,
         req: &Request,
@@ -187,8 +191,7 @@ impl Cache {
             let m = self.table.meta(victim);
             m.resident && !m.pinned && m.dirty == 0
         });
-        self.stats.evictions += 1;
-        self.parts[p].stats.evictions += 1;
+        self.record(Event::Eviction { p, dirty: false });
         self.table.remove(victim);
         Some(victim)
     }
@@ -200,7 +203,11 @@ impl Cache {
         for (lo, hi) in runs(mask) {
             let (a, b) = (lo as u64 * sub, hi as u64 * sub);
             let addr = self.cache_addr(slot, a);
-            self.count_cache_write(p, b - a);
+            self.record(Event::CacheWrite {
+                p,
+                volume: key.volume(),
+                len: b - a,
+            });
             self.emit(DevOp::cache(
                 IoKind::Write,
                 key.volume(),
@@ -212,7 +219,6 @@ impl Cache {
         }
         self.table.add_valid(slot, mask);
         let bytes = u64::from(mask.count_ones()) * sub;
-        self.stats.demoted_in_bytes += bytes;
-        self.parts[p].stats.demoted_in_bytes += bytes;
+        self.record(Event::DemotedIn { p, bytes });
     }
 }

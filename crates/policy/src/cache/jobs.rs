@@ -1,7 +1,47 @@
 //! Flush jobs: the cleaner's decisions turned into batches of dirty lines, and their
 //! completion or failure.
 
-use super::*;
+use super::counters::Event;
+use super::{Cache, ExecutorState, FlushJob};
+use crate::cleaning::DirtyState;
+use tiercache_core::{Device, LineKey, Nanos, OpCause, Plan};
+use tiercache_eviction::Slot;
+
+/// The flush jobs of one cache: how many are in flight, the next number, and what waits for
+/// them (clean sub-blocks to drop, a resize's jobs not yet taken by the executor).
+#[derive(Debug, Default)]
+pub(super) struct JobTracker {
+    /// Jobs issued and not yet reported done.
+    pub(super) in_flight: u32,
+    /// Number of the last job issued (jobs are numbered from 1).
+    last_id: u64,
+    /// Clean sub-blocks to drop from lines that were under write-back when a failed plan
+    /// asked for them to be dropped: the job's own sub-blocks (marked clean when it was made)
+    /// are the only copy of their data until it completes, so the drop waits for it.
+    pub(super) deferred_drops: std::collections::HashMap<Slot, u64>,
+    /// Flush jobs of the last resize's shrinks, until the executor takes them.
+    pub(super) resize_jobs: Vec<FlushJob>,
+}
+
+impl JobTracker {
+    /// Counts a new job in flight and returns its number.
+    fn issue(&mut self) -> u64 {
+        self.in_flight += 1;
+        self.last_id += 1;
+        self.last_id
+    }
+
+    /// Counts a job reported done (or failed).
+    fn done(&mut self) {
+        assert!(self.in_flight > 0, "flush_done without a job in flight");
+        self.in_flight -= 1;
+    }
+
+    /// Jobs issued and not yet reported done.
+    pub(super) fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+}
 
 impl Cache {
     /// Asks the cleaner for work given the executor's state; appends flush jobs to `jobs`.
@@ -50,7 +90,7 @@ impl Cache {
         DirtyState {
             dirty_lines: self.table.dirty_count(),
             capacity_lines: self.capacity_lines(),
-            jobs_in_flight: self.jobs_in_flight,
+            jobs_in_flight: self.jobs.in_flight,
         }
     }
 
@@ -74,8 +114,9 @@ impl Cache {
         if slots.is_empty() {
             return None;
         }
-        self.stats.cleaned_lines += slots.len() as u64;
-        self.stats.clean_jobs += 1;
+        self.record(Event::CleanJob {
+            lines: slots.len() as u64,
+        });
         Some(self.write_back_job(slots, OpCause::Clean))
     }
 
@@ -97,10 +138,8 @@ impl Cache {
         for o in self.scratch.drain(..) {
             plan.push(o);
         }
-        self.jobs_in_flight += 1;
-        self.next_job_id += 1;
         FlushJob {
-            id: self.next_job_id,
+            id: self.jobs.issue(),
             plan,
             slots,
             shard: 0,
@@ -112,11 +151,7 @@ impl Cache {
     /// were written again meanwhile (then they return to their partition's policy as recent
     /// lines). A partition still over its capacity then drops clean lines to fit.
     pub fn flush_done(&mut self, job: FlushJob) {
-        assert!(
-            self.jobs_in_flight > 0,
-            "flush_done without a job in flight"
-        );
-        self.jobs_in_flight -= 1;
+        self.jobs.done();
         for slot in job.slots {
             let m = *self.table.meta(slot);
             debug_assert!(m.pinned && m.resident);
@@ -131,7 +166,7 @@ impl Cache {
             if m.valid == 0 {
                 // Trimmed while under write-back: drop it now.
                 self.invalidate(slot, 0);
-            } else if let Some(mask) = self.deferred_drops.remove(&slot) {
+            } else if let Some(mask) = self.jobs.deferred_drops.remove(&slot) {
                 // Sub-blocks made dirty again (a failed job, a newer write) stay.
                 let drop = mask & m.valid & !self.table.meta(slot).dirty;
                 if drop != 0 {

@@ -1,7 +1,9 @@
 //! The metadata journal and recovery: slot updates for the executor to persist, lines
 //! restored from persisted records, and clean data dropped after a failed plan.
 
-use super::*;
+use super::{config_error, Cache, MetaUpdate, PolicyError};
+use tiercache_core::{LineKey, VolumeId};
+use tiercache_eviction::Slot;
 
 impl Cache {
     /// Turns recording of line-state changes on or off (off by default: the simulator has
@@ -48,7 +50,7 @@ impl Cache {
         dirty: u64,
     ) -> Result<(), PolicyError> {
         let bad = |reason: String| Err(config_error("restore", reason));
-        if self.stats.requests != 0 {
+        if self.counters.global.requests != 0 {
             return bad("lines can only be restored before the first request".into());
         }
         if slot >= self.table.slots() {
@@ -98,7 +100,7 @@ impl Cache {
             return false;
         }
         if m.pinned {
-            *self.deferred_drops.entry(slot).or_default() |= clean;
+            *self.jobs.deferred_drops.entry(slot).or_default() |= clean;
             return true;
         }
         self.invalidate(slot, clean);

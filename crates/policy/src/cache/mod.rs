@@ -3,26 +3,27 @@
 //! This file holds the types, the cache's state and its entry point ([`Cache::access`]); the
 //! rest is split by concern: `read` (the read path), `write` (the write path), `allocate`
 //! (slots and victims), `jobs` (flush jobs), `journal` (metadata updates and recovery),
-//! `modes` (write policies in force and the load balancer), `tenancy` (multi-tenant
-//! partitioning at run time) and
-//! `resize` (partitions resized or created at run time; the domains themselves are
-//! `partition::Partitions`).
+//! `modes` (write policies in force and the load balancer's state, `modes::Balancing`),
+//! `tenancy` (multi-tenant partitioning at run time, `tenancy::TenancyState`), `resize`
+//! (partitions resized or created at run time; the domains themselves are
+//! `partition::Partitions`) and `counters` (the counters of the cache, its partitions and
+//! its volumes, moved by one `counters::Counters::record` per `counters::Event`). Flush
+//! jobs in flight are tracked by `jobs::JobTracker`.
 
-use crate::cleaning::{CleaningPolicy, DirtyState};
-use crate::config::{CacheConfig, DirtyFullPolicy, WritePolicy};
-use crate::engine::{ReadMiss, WriteHit, WriteMiss};
+use crate::cleaning::CleaningPolicy;
+use crate::config::{CacheConfig, WritePolicy};
 use crate::metadata::LineTable;
 use crate::partition::Partitions;
 use crate::promotion::{self, Promotion};
-use crate::stats::{BypassReason, CacheStats};
-use tiercache_core::geometry::LineSlice;
+use crate::stats::CacheStats;
 use tiercache_core::{
-    DevOp, Device, GeometryError, IoKind, LineGeometry, LineKey, Nanos, Op, OpCause, Plan, Request,
-    Stage, VolumeId,
+    DevOp, Device, GeometryError, IoKind, LineGeometry, LineKey, Op, OpCause, Plan, Request, Stage,
+    VolumeId,
 };
 use tiercache_eviction::Slot;
 
 mod allocate;
+mod counters;
 mod demote;
 mod jobs;
 mod journal;
@@ -33,6 +34,11 @@ mod resize;
 mod tenancy;
 mod validate;
 mod write;
+
+use counters::{Counters, Event};
+use jobs::JobTracker;
+use modes::Balancing;
+use tenancy::TenancyState;
 
 pub use crate::executor::ExecutorState;
 pub use demote::DemoteOutcome;
@@ -182,47 +188,22 @@ pub struct Cache {
     /// The cleaner's [`CleaningPolicy::acts_only_on_idle_cache`], asked once.
     cleaner_waits_for_idle: bool,
     victims: Box<dyn crate::victim::VictimPolicy>,
-    balancer: Box<dyn crate::balancing::Balancer>,
-    /// When the balancer is polled next (`None`: never).
-    next_balance: Option<Nanos>,
-    /// The balancer's decision in force, and the running sums that pick the reads and
-    /// writes it sends past the cache (see [`crate::balancing`]).
-    balance: crate::balancing::BalanceDecision,
-    /// Whether `balance` may send a read or a write past the cache (a share not `<= 0`):
-    /// when not, [`Cache::mode_for`] skips the shares. Set with `balance`.
-    balance_bypasses: bool,
-    bypass_sums: [f64; 2],
+    /// The load balancer, its decision in force and its schedule.
+    balancing: Balancing,
     default_mode: WritePolicy,
     volume_modes: Vec<Option<WritePolicy>>,
-    stats: CacheStats,
-    jobs_in_flight: u32,
-    next_job_id: u64,
-    /// Clean sub-blocks to drop from lines that were under write-back when a failed plan
-    /// asked for them to be dropped: the job's own sub-blocks (marked clean when it was made)
-    /// are the only copy of their data until it completes, so the drop waits for it.
-    deferred_drops: std::collections::HashMap<Slot, u64>,
+    /// The counters of the cache and its volumes (each partition keeps its own), all moved
+    /// by [`Cache::record`].
+    counters: Counters,
+    /// Flush jobs in flight, and what waits for them.
+    jobs: JobTracker,
     /// Ops of the request being planned, before stage ordering.
     scratch: Vec<DevOp>,
     /// Victim write-backs of the plan being built: (volume, start, end, stage).
     plan_write_backs: Vec<(VolumeId, u64, u64, Stage)>,
     build_plan: bool,
-    /// How volumes share the cache (SPEC §4.10), and whether it watches requests.
-    tenancy: Box<dyn crate::tenancy::TenancyMode>,
-    tenancy_observes: bool,
-    /// When the tenancy mode is polled next (`None`: not yet scheduled).
-    next_repartition: Option<Nanos>,
-    /// Flush jobs of the last resize's shrinks, until the executor takes them.
-    resize_jobs: Vec<FlushJob>,
-    /// The tenancy mode's plan in force, decisions so far, and the last report.
-    tenancy_plans: Vec<crate::tenancy::VolumePlan>,
-    tenancy_decisions: u64,
-    /// Decisions whose partitions did not fit (not applied), and why the last one did not.
-    tenancy_refusals: u64,
-    tenancy_last_refusal: Option<String>,
-    tenancy_report: Option<crate::tenancy::TenancyReport>,
-    /// What each volume did (index = volume id), and its value at the last decision.
-    volume_stats: Vec<crate::tenancy::VolumeStats>,
-    tenancy_base: Vec<crate::tenancy::VolumeStats>,
+    /// How volumes share the cache (SPEC §4.10): the mode and its decisions.
+    tenancy: TenancyState,
 }
 
 impl std::fmt::Debug for Cache {
@@ -272,31 +253,15 @@ impl Cache {
             cleaner_waits_for_idle: cleaner.acts_only_on_idle_cache(),
             cleaner,
             victims: crate::victim::build(cfg.victim),
-            next_balance: None,
-            balancer: crate::balancing::build(&cfg.balancing),
-            balance: crate::balancing::BalanceDecision::KEEP,
-            balance_bypasses: crate::balancing::BalanceDecision::KEEP.may_bypass(),
-            bypass_sums: [0.0; 2],
+            balancing: Balancing::new(crate::balancing::build(&cfg.balancing)),
             default_mode: cfg.write_policy,
             volume_modes: Vec::new(),
-            stats: CacheStats::default(),
-            jobs_in_flight: 0,
-            next_job_id: 0,
-            deferred_drops: std::collections::HashMap::new(),
+            counters: Counters::default(),
+            jobs: JobTracker::default(),
             scratch: Vec::with_capacity(64),
             plan_write_backs: Vec::new(),
             build_plan: false,
-            tenancy_observes: tenancy.observes(),
-            tenancy,
-            next_repartition: None,
-            resize_jobs: Vec::new(),
-            tenancy_plans: Vec::new(),
-            tenancy_decisions: 0,
-            tenancy_refusals: 0,
-            tenancy_last_refusal: None,
-            tenancy_report: None,
-            volume_stats: Vec::new(),
-            tenancy_base: Vec::new(),
+            tenancy: TenancyState::new(tenancy),
         };
         for f in &cfg.tenancy.fixed {
             if let Some(p) = f.write_policy {
@@ -318,7 +283,7 @@ impl Cache {
 
     /// Counters so far.
     pub fn stats(&self) -> &CacheStats {
-        &self.stats
+        &self.counters.global
     }
 
     /// Lines the cache can hold.
@@ -338,7 +303,7 @@ impl Cache {
 
     /// Flush jobs issued and not yet reported done.
     pub fn jobs_in_flight(&self) -> u32 {
-        self.jobs_in_flight
+        self.jobs.in_flight()
     }
 
     /// Bytes of metadata: line table, index, dirty list, replacement and promotion structures.
@@ -417,11 +382,10 @@ impl Cache {
         self.parts.of_volume(volume)
     }
 
-    /// Counts `len` bytes written to the cache device for a line of partition `p` (the
-    /// cache's own total is counted by `emit`).
-    #[inline]
-    fn count_cache_write(&mut self, p: usize, len: u64) {
-        self.parts[p].stats.cache_bytes_written += len;
+    /// Counts `e` at every level it concerns (see [`Counters::record`]).
+    #[inline(always)]
+    fn record(&mut self, e: Event) {
+        self.counters.record(&mut self.parts, e);
     }
 
     /// Tells partition `p`'s policy that resident `slot` was hit, unless the line is leaving
@@ -444,47 +408,43 @@ impl Cache {
         self.geo.check_request(req.volume, req.offset, req.len)?;
         if plan.is_none() {
             if let Some(out) = self.untimed_read_hit(req) {
-                if self.tenancy_observes {
+                if self.tenancy.observes {
                     self.observe_tenancy(req);
                 }
-                self.count_volume(req.volume, req.op, &out, true);
                 return Ok(out);
             }
         }
         let out = self.access_lines(req, plan)?;
-        self.count_volume(req.volume, req.op, &out, true);
         let lines = self.geo.split(req.offset, req.len).count() as u32;
-        self.stats.count_request(req.op, &out, lines);
+        self.record(Event::Request {
+            volume: req.volume,
+            op: req.op,
+            out,
+            lines,
+        });
         Ok(out)
     }
 
     /// As [`Cache::access`] for one piece of a request that other pieces (on other policy
     /// shards) share: every line-level counter moves, the request-level ones (`requests`,
-    /// `read_hit_requests`, …) do not; the caller counts the whole request once with
-    /// [`CacheStats::count_request`] on the pieces' [`AccessOutcome::combine`]d outcome.
-    /// The volume's request counters ([`crate::tenancy::VolumeStats`]' `read_requests`,
-    /// `write_requests`) do move, once per piece: a request cut into pieces is counted once
-    /// per piece there; [`Cache::access_part`] counts them not at all.
+    /// `read_hit_requests`, …) do not; the caller counts the whole request once
+    /// ([`crate::shards::RequestPieces`], which calls this). `first`: the request's first
+    /// piece, which counts the request for its volume ([`crate::tenancy::VolumeStats`]'
+    /// `read_requests`, `write_requests`), so that the volume counts it once too.
     pub fn access_piece(
         &mut self,
         req: &Request,
         plan: Option<&mut Plan>,
-    ) -> Result<AccessOutcome, PolicyError> {
-        let out = self.access_part(req, plan)?;
-        self.count_volume_request(req.volume, req.op);
-        Ok(out)
-    }
-
-    /// As [`Cache::access_piece`], without counting the request for its volume either: the
-    /// caller counts it once with [`Cache::count_volume_request`] (on one shard).
-    pub fn access_part(
-        &mut self,
-        req: &Request,
-        plan: Option<&mut Plan>,
+        first: bool,
     ) -> Result<AccessOutcome, PolicyError> {
         self.geo.check_request(req.volume, req.offset, req.len)?;
         let out = self.access_lines(req, plan)?;
-        self.count_volume(req.volume, req.op, &out, false);
+        self.record(Event::Piece {
+            volume: req.volume,
+            op: req.op,
+            out,
+            first,
+        });
         Ok(out)
     }
 
@@ -493,7 +453,7 @@ impl Cache {
         req: &Request,
         plan: Option<&mut Plan>,
     ) -> Result<AccessOutcome, PolicyError> {
-        if self.tenancy_observes {
+        if self.tenancy.observes {
             self.observe_tenancy(req);
         }
         self.build_plan = plan.is_some();
@@ -589,27 +549,9 @@ impl Cache {
                 _ => {}
             }
         }
-        match (o.device, o.kind) {
-            (Device::Cache, IoKind::Read) => self.stats.cache_bytes_read += o.len,
-            // Each partition's share is counted where the write is planned
-            // (`count_cache_write`), where the partition is at hand.
-            (Device::Cache, IoKind::Write) => {
-                self.stats.cache_bytes_written += o.len;
-                self.count_volume_cache_write(o.volume, o.len);
-            }
-            (Device::Backend, IoKind::Read) => self.stats.backend_bytes_read += o.len,
-            (Device::Backend, IoKind::Write) if o.cause == OpCause::Demote => {
-                // Clean data handed down, not written to the backend.
-                self.stats.demoted_bytes += o.len;
-            }
-            (Device::Backend, IoKind::Write) => {
-                self.stats.backend_bytes_written += o.len;
-                if matches!(o.cause, OpCause::Clean | OpCause::EvictFlush) {
-                    self.stats.written_back_bytes += o.len;
-                }
-            }
-            _ => {}
-        }
+        // Cache writes are counted where they are planned (`Event::CacheWrite`), where the
+        // partition is at hand; write-backs by `write_back_ops` (`Event::WrittenBack`).
+        self.record(Event::Op(o));
         if self.build_plan {
             self.scratch.push(o);
         }
@@ -698,7 +640,7 @@ impl Cache {
                 "partition {i}: eviction policy capacity"
             );
         }
-        let s = &self.stats;
+        let s = &self.counters.global;
         assert_eq!(
             s.line_hits + s.line_partial_hits + s.line_misses,
             s.line_accesses,

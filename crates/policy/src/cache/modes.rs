@@ -1,7 +1,40 @@
 //! The write policy in force for each request: per-volume overrides, the load balancer's
 //! decision and its share of requests sent past the cache.
 
-use super::*;
+use super::counters::Event;
+use super::{Cache, ExecutorState};
+use crate::balancing::{BalanceDecision, BalanceReport, Balancer};
+use crate::config::WritePolicy;
+use tiercache_core::{Nanos, Op, Request, VolumeId};
+
+/// The load balancer of one cache, its decision in force and its schedule (see
+/// [`crate::balancing`]).
+pub(super) struct Balancing {
+    /// The balancer polled (the configured one, or one set by the executor).
+    balancer: Box<dyn Balancer>,
+    /// When the balancer is polled next (`None`: not yet scheduled).
+    next_poll: Option<Nanos>,
+    /// The decision in force: this cache's balancer's, or the one it follows.
+    decision: BalanceDecision,
+    /// Whether `decision` may send a read or a write past the cache (a share not `<= 0`):
+    /// when not, [`Cache::mode_for`] skips the shares. Set with `decision`.
+    may_bypass: bool,
+    /// Running sums of the read and write shares that pick the requests sent past the cache.
+    bypass_sums: [f64; 2],
+}
+
+impl Balancing {
+    /// `balancer`'s state before its first poll: the configured write policy in force.
+    pub(super) fn new(balancer: Box<dyn Balancer>) -> Self {
+        Self {
+            balancer,
+            next_poll: None,
+            decision: BalanceDecision::KEEP,
+            may_bypass: BalanceDecision::KEEP.may_bypass(),
+            bypass_sums: [0.0; 2],
+        }
+    }
+}
 
 impl Cache {
     /// Changes the write policy of one volume, or of all volumes (clearing per-volume ones).
@@ -28,60 +61,60 @@ impl Cache {
             .get(volume.0 as usize)
             .copied()
             .flatten()
-            .or(self.balance.write_policy)
+            .or(self.balancing.decision.write_policy)
             .unwrap_or(self.default_mode)
     }
 
     /// Replaces the load balancer (the configured one is built with the cache); executors and
     /// tests may supply their own.
-    pub fn set_balancer(&mut self, b: Box<dyn crate::balancing::Balancer>) {
-        self.balancer = b;
-        self.next_balance = None;
+    pub fn set_balancer(&mut self, b: Box<dyn Balancer>) {
+        self.balancing.balancer = b;
+        self.balancing.next_poll = None;
     }
 
     /// Polls the balancer if an interval ended by `state.now` and applies its answer; returns
     /// when it wants the next poll (`None`: never). Executors call it at that time (the
     /// first call, at any time, starts the schedule).
     pub fn balance(&mut self, state: &ExecutorState) -> Option<Nanos> {
-        let interval = self.balancer.interval_ns()?.max(1);
-        match self.next_balance {
-            None => self.next_balance = Some(state.now.saturating_add(interval)),
+        let interval = self.balancing.balancer.interval_ns()?.max(1);
+        match self.balancing.next_poll {
+            None => self.balancing.next_poll = Some(state.now.saturating_add(interval)),
             Some(at) if state.now >= at => {
-                let d = self.balancer.poll(state, self.default_mode);
-                self.stats.balancer_changes += u64::from(d != self.balance);
+                let d = self.balancing.balancer.poll(state, self.default_mode);
+                let changed = d != self.balancing.decision;
                 self.follow_balancing(d);
-                self.stats.balancer_polls += 1;
+                self.record(Event::BalancerPoll { changed });
                 // Intervals with no poll in them (an idle executor) are skipped, not replayed.
-                self.next_balance = Some(next_on_grid(at, state.now, interval));
+                self.balancing.next_poll = Some(next_on_grid(at, state.now, interval));
             }
             Some(_) => {}
         }
-        self.next_balance
+        self.balancing.next_poll
     }
 
     /// The write policy the balancer has in force (`None`: the configured one).
     pub fn balanced_write_policy(&self) -> Option<WritePolicy> {
-        self.balance.write_policy
+        self.balancing.decision.write_policy
     }
 
     /// The balancer's decision in force.
-    pub fn balance_decision(&self) -> crate::balancing::BalanceDecision {
-        self.balance
+    pub fn balance_decision(&self) -> BalanceDecision {
+        self.balancing.decision
     }
 
     /// What the balancer saw and decided at its last poll.
-    pub fn balance_report(&self) -> Option<crate::balancing::BalanceReport> {
-        self.balancer.report()
+    pub fn balance_report(&self) -> Option<BalanceReport> {
+        self.balancing.balancer.report()
     }
 
     /// Puts a balancing decision in force here: the cache's own balancer's, or, for a cache
     /// of several shards, shard 0's, which every shard follows.
-    pub fn follow_balancing(&mut self, d: crate::balancing::BalanceDecision) {
+    pub fn follow_balancing(&mut self, d: BalanceDecision) {
         debug_assert!(
             (0.0..=1.0).contains(&d.bypass_reads) && (0.0..=1.0).contains(&d.bypass_writes)
         );
-        self.balance = d;
-        self.balance_bypasses = d.may_bypass();
+        self.balancing.decision = d;
+        self.balancing.may_bypass = d.may_bypass();
     }
 
     /// The write policy for `req`: the volume's, unless the balancer sends this request past
@@ -89,11 +122,11 @@ impl Cache {
     /// deterministic).
     pub(super) fn mode_for(&mut self, req: &Request) -> WritePolicy {
         let mode = self.write_policy(req.volume);
-        if !self.balance_bypasses {
+        if !self.balancing.may_bypass {
             // Both shares are `<= 0`: the test below would return `mode` for every op.
             return mode;
         }
-        let d = self.balance;
+        let d = self.balancing.decision;
         let (i, share, past) = match req.op {
             Op::Read => (0, d.bypass_reads, WritePolicy::PassThrough),
             Op::Write => (1, d.bypass_writes, d.bypass_writes_as),
@@ -102,10 +135,11 @@ impl Cache {
         if share <= 0.0 {
             return mode;
         }
-        self.bypass_sums[i] += share;
-        if self.bypass_sums[i] >= 1.0 {
-            self.bypass_sums[i] -= 1.0;
-            self.stats.balancer_bypassed += 1;
+        let sum = &mut self.balancing.bypass_sums[i];
+        *sum += share;
+        if *sum >= 1.0 {
+            *sum -= 1.0;
+            self.record(Event::BalancerBypass);
             past
         } else {
             mode
@@ -123,9 +157,10 @@ pub(super) fn next_on_grid(at: Nanos, now: Nanos, interval: Nanos) -> Nanos {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::balancing::BalanceDecision;
+    use super::{BalanceDecision, Cache};
+    use crate::config::{CacheConfig, WritePolicy};
     use proptest::prelude::*;
+    use tiercache_core::{Op, Request};
 
     fn share() -> impl Strategy<Value = f64> {
         prop_oneof![
@@ -139,7 +174,7 @@ mod tests {
     }
 
     proptest! {
-        /// `mode_for` with the `balance_bypasses` shortcut answers as the general path (the
+        /// `mode_for` with the `may_bypass` shortcut answers as the general path (the
         /// flag forced on), request after request, with the same running sums and counter.
         #[test]
         fn shortcut_matches_the_general_path(
@@ -165,21 +200,24 @@ mod tests {
                 } else {
                     // Set as `follow_balancing` does, past its debug check of the shares'
                     // range: a NaN or negative share must not make the shortcut differ either.
-                    fast.balance = d;
-                    fast.balance_bypasses = d.may_bypass();
+                    fast.balancing.decision = d;
+                    fast.balancing.may_bypass = d.may_bypass();
                 }
-                general.balance = d;
-                general.balance_bypasses = true;
+                general.balancing.decision = d;
+                general.balancing.may_bypass = true;
                 for &op in &ops {
                     let mut req = Request::read(0, 4096);
                     req.op = [Op::Read, Op::Write, Op::Trim, Op::Flush][op as usize];
                     prop_assert_eq!(fast.mode_for(&req), general.mode_for(&req));
                 }
                 prop_assert_eq!(
-                    fast.bypass_sums.map(f64::to_bits),
-                    general.bypass_sums.map(f64::to_bits)
+                    fast.balancing.bypass_sums.map(f64::to_bits),
+                    general.balancing.bypass_sums.map(f64::to_bits)
                 );
-                prop_assert_eq!(fast.stats.balancer_bypassed, general.stats.balancer_bypassed);
+                prop_assert_eq!(
+                    fast.stats().balancer_bypassed,
+                    general.stats().balancer_bypassed
+                );
             }
         }
     }

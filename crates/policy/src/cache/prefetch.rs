@@ -1,8 +1,9 @@
 //! Hints to the memory system for executors that read requests ahead: they change nothing
 //! but where the metadata of coming requests sits.
 
-use super::*;
+use super::Cache;
 use crate::partition::Partition;
+use tiercache_core::{LineKey, Request};
 
 impl Cache {
     /// Hint that `req` is processed soon, for loops that read ahead (hit-ratio-only runs):

@@ -1,7 +1,13 @@
 //! The read path: hits, partial hits and misses of one line, promotion decisions, and the
 //! fast untimed hit.
 
-use super::*;
+use super::counters::Event;
+use super::{runs, AccessOutcome, Cache};
+use crate::config::WritePolicy;
+use crate::engine::ReadMiss;
+use crate::stats::BypassReason;
+use tiercache_core::geometry::LineSlice;
+use tiercache_core::{DevOp, IoKind, LineKey, Op, OpCause, Request, VolumeId};
 
 impl Cache {
     /// Hit-ratio-only fast path for the commonest request: a read inside one line that finds
@@ -28,23 +34,17 @@ impl Cache {
             return None;
         }
         let (p, pinned) = (m.partition as usize, m.pinned);
-        self.parts[p].stats.read_line_hits += 1;
+        self.record(Event::UntimedReadHit {
+            p,
+            volume: req.volume,
+            len: req.len,
+        });
         if !pinned || !self.leaving.contains(&slot) {
             self.parts.order(p).hit(slot);
         }
         if self.promotion_learns {
             self.promotion.on_hit(key);
         }
-        let s = &mut self.stats;
-        s.requests += 1;
-        s.read_requests += 1;
-        s.read_hit_requests += 1;
-        s.full_hit_requests += 1;
-        s.line_accesses += 1;
-        s.read_line_accesses += 1;
-        s.line_hits += 1;
-        s.read_line_hits += 1;
-        s.cache_bytes_read += req.len;
         Some(AccessOutcome {
             line_hits: 1,
             full_hit: true,
@@ -67,13 +67,10 @@ impl Cache {
         let line_base = self.geo.line_start(s.index);
         let rules = mode.rules();
         let sub = self.geo.sub_size();
-        self.stats.line_accesses += 1;
-        self.stats.read_line_accesses += 1;
         let Some(slot) = self.table.lookup(key) else {
-            self.stats.line_misses += 1;
             out.line_misses += 1;
             let p = self.partition(vol);
-            self.parts[p].stats.read_line_misses += 1;
+            self.record(Event::ReadMiss { p });
             let reason = if rules.read_miss == ReadMiss::BackendOnly {
                 Some(BypassReason::Mode)
             } else {
@@ -92,7 +89,11 @@ impl Cache {
                                 OpCause::ReadMiss,
                             ));
                             let a = self.cache_addr(slot, 0);
-                            self.count_cache_write(p, l);
+                            self.record(Event::CacheWrite {
+                                p,
+                                volume: vol,
+                                len: l,
+                            });
                             self.emit(
                                 DevOp::cache(
                                     IoKind::Write,
@@ -106,8 +107,7 @@ impl Cache {
                                 .critical(false),
                             );
                             self.table.add_valid(slot, self.geo.full_mask());
-                            self.stats.promotions += 1;
-                            self.parts[p].stats.promotions += 1;
+                            self.record(Event::Promotion { p });
                             return;
                         }
                         Err(r) => Some(r),
@@ -117,7 +117,7 @@ impl Cache {
                 }
             };
             if let Some(r) = reason {
-                self.stats.bypass(r);
+                self.record(Event::Bypass(r));
                 out.line_bypasses += 1;
             }
             self.read_slice_from_backend(vol, line_base, s);
@@ -127,9 +127,8 @@ impl Cache {
         let p = m.partition as usize;
         if rules.reads_bypass_cache && m.dirty & need == 0 {
             // Pass-through: the backend has current data for every needed sub-block.
-            self.stats.line_misses += 1;
-            self.parts[p].stats.read_line_misses += 1;
-            self.stats.bypass(BypassReason::Mode);
+            self.record(Event::ReadMiss { p });
+            self.record(Event::Bypass(BypassReason::Mode));
             out.line_misses += 1;
             out.line_bypasses += 1;
             self.read_slice_from_backend(vol, line_base, s);
@@ -140,9 +139,7 @@ impl Cache {
             self.promotion.on_hit(key);
         }
         if m.valid & need == need {
-            self.parts[p].stats.read_line_hits += 1;
-            self.stats.line_hits += 1;
-            self.stats.read_line_hits += 1;
+            self.record(Event::ReadHit { p });
             out.line_hits += 1;
             let a = self.cache_addr(slot, s.start);
             self.emit(DevOp::cache(
@@ -156,8 +153,7 @@ impl Cache {
             return;
         }
         // Partial hit: valid sub-blocks from the cache, the rest from the backend, then filled in.
-        self.stats.line_partial_hits += 1;
-        self.parts[p].stats.read_line_partial_hits += 1;
+        self.record(Event::ReadPartialHit { p });
         out.line_partial_hits += 1;
         for (lo, hi) in runs(need & m.valid) {
             let (a, b) = ((lo as u64 * sub).max(s.start), (hi as u64 * sub).min(s.end));
@@ -182,7 +178,11 @@ impl Cache {
                 OpCause::ReadMiss,
             ));
             let addr = self.cache_addr(slot, a);
-            self.count_cache_write(p, b - a);
+            self.record(Event::CacheWrite {
+                p,
+                volume: vol,
+                len: b - a,
+            });
             self.emit(
                 DevOp::cache(
                     IoKind::Write,

@@ -20,9 +20,13 @@
 //! byte written back was dirty and every dirty byte is written back before its slot is reused,
 //! as for cleaning.
 
-use super::*;
+use super::counters::Event;
+use super::{config_error, Cache, FlushJob, PolicyError};
+use crate::cleaning::DirtyState;
 use crate::partition::{PartitionId, PartitionInfo};
 use tiercache_core::MAX_VOLUMES;
+use tiercache_core::{OpCause, VolumeId};
+use tiercache_eviction::Slot;
 use tiercache_eviction::NO_INCOMING;
 
 /// Lines per flush job of a shrink.
@@ -57,7 +61,7 @@ impl Cache {
         (p < self.parts.len()).then(|| DirtyState {
             dirty_lines: self.parts[p].dirty as u64,
             capacity_lines: self.parts[p].capacity as u64,
-            jobs_in_flight: self.jobs_in_flight,
+            jobs_in_flight: self.jobs.in_flight,
         })
     }
 
@@ -242,11 +246,9 @@ impl Cache {
     /// Evicts `v` (already out of partition `p`'s order) for a shrink: a clean line is freed,
     /// a dirty one leaves through a write-back job (collected in `leaving`).
     fn evict_for_shrink(&mut self, p: usize, v: Slot, leaving: &mut Vec<Slot>) {
-        self.stats.evictions += 1;
-        self.parts[p].stats.evictions += 1;
-        if self.table.meta(v).dirty != 0 {
-            self.stats.dirty_evictions += 1;
-            self.parts[p].stats.dirty_evictions += 1;
+        let dirty = self.table.meta(v).dirty != 0;
+        self.record(Event::Eviction { p, dirty });
+        if dirty {
             self.parts[p].leaving += 1;
             self.leaving.insert(v);
             leaving.push(v);
@@ -262,7 +264,7 @@ impl Cache {
     pub(super) fn leave(&mut self, p: usize, slot: Slot) {
         self.parts[p].leaving -= 1;
         let m = *self.table.meta(slot);
-        let deferred = self.deferred_drops.remove(&slot);
+        let deferred = self.jobs.deferred_drops.remove(&slot);
         if m.valid == 0 {
             // Trimmed while leaving.
             self.invalidate(slot, 0);

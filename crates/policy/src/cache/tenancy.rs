@@ -10,9 +10,48 @@
 //! [`Cache::clean`]): a resize loses no dirty data and reuses no slot before its data is
 //! safe.
 
-use super::*;
-use crate::tenancy::{TenancyReport, VolumePlan, VolumeStats, VolumeTenancy};
-use tiercache_core::MAX_VOLUMES;
+use super::{config_error, Cache, ExecutorState, FlushJob, PolicyError};
+use crate::tenancy::{TenancyMode, TenancyReport, VolumePlan, VolumeStats, VolumeTenancy};
+use tiercache_core::{Nanos, Op, Request, VolumeId, MAX_VOLUMES};
+
+/// How volumes share the cache at run time: the tenancy mode, its schedule, the plan in
+/// force and what was decided so far.
+pub(super) struct TenancyState {
+    /// The mode (docs/design.md §4.10).
+    pub(super) mode: Box<dyn TenancyMode>,
+    /// Whether the mode watches requests (asked once: the request path tests the flag).
+    pub(super) observes: bool,
+    /// When the mode is polled next (`None`: not yet scheduled).
+    next_poll: Option<Nanos>,
+    /// The mode's plan in force.
+    plans: Vec<VolumePlan>,
+    /// Decisions so far.
+    decisions: u64,
+    /// Decisions whose partitions did not fit (not applied), and why the last one did not.
+    refusals: u64,
+    last_refusal: Option<String>,
+    /// What the mode decided at its last boundary.
+    report: Option<TenancyReport>,
+    /// What each volume did at the last decision (index = volume id).
+    base: Vec<VolumeStats>,
+}
+
+impl TenancyState {
+    /// `mode`'s state before its first poll.
+    pub(super) fn new(mode: Box<dyn TenancyMode>) -> Self {
+        Self {
+            observes: mode.observes(),
+            mode,
+            next_poll: None,
+            plans: Vec::new(),
+            decisions: 0,
+            refusals: 0,
+            last_refusal: None,
+            report: None,
+            base: Vec::new(),
+        }
+    }
+}
 
 impl Cache {
     /// Feeds a read or write to the tenancy mode (only called when the mode observes).
@@ -29,91 +68,21 @@ impl Cache {
         let first = self.geo.line_of(req.offset);
         let last = self.geo.line_of(req.end() - 1);
         self.tenancy
+            .mode
             .observe(req.volume, first, last - first + 1, is_write);
-    }
-
-    /// Counts one whole request for its volume (its request-level counters): once per
-    /// request, whatever the number of pieces (policy shards) it was cut into. An executor
-    /// that plans requests piece by piece with [`Cache::access_part`] calls it on one shard.
-    #[inline]
-    pub fn count_volume_request(&mut self, volume: VolumeId, op: Op) {
-        let Some(s) = self.volume_stats_of(volume, op) else {
-            return;
-        };
-        match op {
-            Op::Read => s.read_requests += 1,
-            _ => s.write_requests += 1,
-        }
-    }
-
-    /// The counters of `volume`, made on first use, for a read or a write (`None` for the
-    /// other ops, which volumes do not count).
-    #[inline]
-    fn volume_stats_of(&mut self, volume: VolumeId, op: Op) -> Option<&mut VolumeStats> {
-        if !matches!(op, Op::Read | Op::Write) {
-            return None;
-        }
-        let v = volume.0 as usize;
-        if self.volume_stats.len() <= v {
-            self.grow_volume_stats(v);
-        }
-        Some(&mut self.volume_stats[v])
-    }
-
-    /// Makes counters up to volume `v` (once per volume: kept out of line so the counting
-    /// paths stay small enough to inline).
-    #[cold]
-    #[inline(never)]
-    fn grow_volume_stats(&mut self, v: usize) {
-        self.volume_stats.resize(v + 1, VolumeStats::default());
-    }
-
-    /// Counts the lines of one request (or piece) for its volume, and the request itself if
-    /// `request` (see [`Cache::count_volume_request`]): one look-up of the volume's counters.
-    #[inline]
-    pub(super) fn count_volume(
-        &mut self,
-        volume: VolumeId,
-        op: Op,
-        out: &AccessOutcome,
-        request: bool,
-    ) {
-        let Some(s) = self.volume_stats_of(volume, op) else {
-            return;
-        };
-        if request {
-            match op {
-                Op::Read => s.read_requests += 1,
-                _ => s.write_requests += 1,
-            }
-        }
-        s.line_hits += u64::from(out.line_hits);
-        s.line_partial_hits += u64::from(out.line_partial_hits);
-        s.line_misses += u64::from(out.line_misses);
-        s.line_bypasses += u64::from(out.line_bypasses);
-    }
-
-    /// Counts bytes written to the cache device for `volume`.
-    #[inline]
-    pub(super) fn count_volume_cache_write(&mut self, volume: VolumeId, len: u64) {
-        let v = volume.0 as usize;
-        if self.volume_stats.len() <= v {
-            self.grow_volume_stats(v);
-        }
-        self.volume_stats[v].cache_bytes_written += len;
     }
 
     /// What each volume did so far (index = volume id; volumes never seen are zero).
     pub fn volume_stats(&self) -> &[VolumeStats] {
-        &self.volume_stats
+        &self.counters.volumes
     }
 
     /// Replaces the tenancy mode (the configured one is built with the cache); the schedule
     /// restarts at the next [`Cache::repartition`].
     pub fn set_tenancy(&mut self, mode: Box<dyn crate::tenancy::TenancyMode>) {
-        self.tenancy_observes = mode.observes();
-        self.tenancy = mode;
-        self.next_repartition = None;
+        self.tenancy.observes = mode.observes();
+        self.tenancy.mode = mode;
+        self.tenancy.next_poll = None;
     }
 
     /// Polls the tenancy mode if an interval ended by `state.now` and applies its decision
@@ -122,64 +91,69 @@ impl Cache {
     /// time, starts the schedule (and applies fixed shares at once). Shrinks' flush jobs wait
     /// for [`Cache::take_resize_jobs`] (or the next [`Cache::clean`]).
     pub fn repartition(&mut self, state: &ExecutorState) -> Option<Nanos> {
-        let interval = self.tenancy.interval_ns()?.max(1);
-        match self.next_repartition {
+        let interval = self.tenancy.mode.interval_ns()?.max(1);
+        match self.tenancy.next_poll {
             None => {
-                if self.tenancy.decides_at_start() {
+                if self.tenancy.mode.decides_at_start() {
                     self.decide_tenancy(state.now);
                 }
-                self.next_repartition = Some(state.now.saturating_add(interval));
+                self.tenancy.next_poll = Some(state.now.saturating_add(interval));
             }
             Some(at) if state.now >= at => {
                 self.decide_tenancy(state.now);
                 // Intervals with no poll in them (an idle executor) are skipped, not replayed.
-                self.next_repartition = Some(super::modes::next_on_grid(at, state.now, interval));
+                self.tenancy.next_poll = Some(super::modes::next_on_grid(at, state.now, interval));
             }
             Some(_) => {}
         }
-        self.next_repartition
+        self.tenancy.next_poll
     }
 
     /// Moves the flush jobs of the last resize's shrinks to `jobs` (the executor runs them
     /// like cleaning jobs and reports them with [`Cache::flush_done`]).
     pub fn take_resize_jobs(&mut self, jobs: &mut Vec<FlushJob>) {
-        jobs.append(&mut self.resize_jobs);
+        jobs.append(&mut self.jobs.resize_jobs);
     }
 
     /// Whether flush jobs of a resize wait to be taken.
     pub(super) fn has_resize_jobs(&self) -> bool {
-        !self.resize_jobs.is_empty()
+        !self.jobs.resize_jobs.is_empty()
     }
 
     /// What the tenancy mode decided at its last boundary and what each volume did in the
     /// interval before (`None` for a shared cache, or before the first decision).
     pub fn tenancy_report(&self) -> Option<TenancyReport> {
-        self.tenancy_report.clone()
+        self.tenancy.report.clone()
     }
 
     /// Asks the mode for its decision, applies it and records the report.
     fn decide_tenancy(&mut self, now: Nanos) {
         let capacity = self.capacity_lines();
         let interval: Vec<VolumeStats> = self
-            .volume_stats
+            .counters
+            .volumes
             .iter()
             .enumerate()
-            .map(|(v, s)| s.since(self.tenancy_base.get(v)))
+            .map(|(v, s)| s.since(self.tenancy.base.get(v)))
             .collect();
-        self.tenancy_base = self.volume_stats.clone();
+        self.tenancy.base = self.counters.volumes.clone();
         let fixed = self.cfg.tenancy.fixed_lines(self.geo.line_size());
         // Partitions the mode will not plan (static ones of volumes it has not seen or was
         // not given) keep their lines: the mode decides over the rest.
         let kept = self.unplanned_partition_lines();
-        let Some(mut plans) = self.tenancy.decide(capacity.saturating_sub(fixed + kept)) else {
-            self.tenancy_decisions += 1;
+        let Some(mut plans) = self
+            .tenancy
+            .mode
+            .decide(capacity.saturating_sub(fixed + kept))
+        else {
+            self.tenancy.decisions += 1;
             self.record_tenancy_report(now, capacity, &interval);
             return;
         };
         self.apply_fixed(&mut plans);
-        let mut jobs = std::mem::take(&mut self.resize_jobs);
+        let mut jobs = std::mem::take(&mut self.jobs.resize_jobs);
         let applied = self.apply_allocation(&plans, &mut jobs);
-        self.resize_jobs = jobs;
+        self.jobs.resize_jobs = jobs;
         match applied {
             Ok(()) => {
                 for p in &plans {
@@ -187,14 +161,14 @@ impl Cache {
                         self.set_write_policy(Some(p.volume), wp);
                     }
                 }
-                self.tenancy_plans = plans;
-                self.tenancy_decisions += 1;
+                self.tenancy.plans = plans;
+                self.tenancy.decisions += 1;
             }
             Err(e) => {
                 // Nothing changed; the report says so rather than showing a decision that
                 // did not take effect.
-                self.tenancy_refusals += 1;
-                self.tenancy_last_refusal = Some(e.to_string());
+                self.tenancy.refusals += 1;
+                self.tenancy.last_refusal = Some(e.to_string());
             }
         }
         self.record_tenancy_report(now, capacity, &interval);
@@ -207,7 +181,7 @@ impl Cache {
             .iter()
             .filter(|p| {
                 p.volume().is_some_and(|v| {
-                    !self.tenancy.plans_volume(v)
+                    !self.tenancy.mode.plans_volume(v)
                         && !self
                             .cfg
                             .tenancy
@@ -223,7 +197,8 @@ impl Cache {
     /// Records the report of a decision (or refusal) at `now`.
     fn record_tenancy_report(&mut self, now: Nanos, capacity: u64, interval: &[VolumeStats]) {
         let volumes = self
-            .tenancy_plans
+            .tenancy
+            .plans
             .iter()
             .map(|p| {
                 let v = p.volume.0 as usize;
@@ -241,15 +216,15 @@ impl Cache {
                 }
             })
             .collect();
-        self.tenancy_report = Some(TenancyReport {
-            mode: self.tenancy.name(),
-            decisions: self.tenancy_decisions,
+        self.tenancy.report = Some(TenancyReport {
+            mode: self.tenancy.mode.name(),
+            decisions: self.tenancy.decisions,
             at_ns: now,
             capacity_lines: capacity,
-            allocated_lines: self.tenancy_plans.iter().map(|p| p.allocation_lines).sum(),
+            allocated_lines: self.tenancy.plans.iter().map(|p| p.allocation_lines).sum(),
             volumes,
-            refused_decisions: self.tenancy_refusals,
-            last_refusal: self.tenancy_last_refusal.clone(),
+            refused_decisions: self.tenancy.refusals,
+            last_refusal: self.tenancy.last_refusal.clone(),
         });
     }
 

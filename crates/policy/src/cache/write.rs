@@ -1,7 +1,14 @@
 //! The write path: write hits and misses per write policy, dirty sub-blocks, partial-line
 //! fills, trims and invalidation.
 
-use super::*;
+use super::counters::Event;
+use super::{runs, AccessOutcome, Cache};
+use crate::config::WritePolicy;
+use crate::engine::{WriteHit, WriteMiss};
+use crate::stats::BypassReason;
+use tiercache_core::geometry::LineSlice;
+use tiercache_core::{DevOp, IoKind, LineKey, OpCause, Request, Stage, VolumeId};
+use tiercache_eviction::Slot;
 
 impl Cache {
     /// Writes one line's slice (inlined into the request's own path, where most requests are
@@ -20,19 +27,15 @@ impl Cache {
         let line_base = self.geo.line_start(s.index);
         let len = s.end - s.start;
         let rules = mode.rules();
-        self.stats.line_accesses += 1;
-        self.stats.write_line_accesses += 1;
         let backend_write = |stage| {
             DevOp::backend(IoKind::Write, vol, line_base + s.start, len, OpCause::Write)
                 .at_stage(stage)
         };
         if let Some(slot) = self.table.lookup(key) {
             let m = *self.table.meta(slot);
-            self.stats.line_hits += 1;
-            self.stats.write_line_hits += 1;
             out.line_hits += 1;
             let p = m.partition as usize;
-            self.parts[p].stats.write_line_hits += 1;
+            self.record(Event::WriteHit { p });
             self.policy_hit(p, slot, m.pinned);
             if self.promotion_learns {
                 self.promotion.on_hit(key);
@@ -49,7 +52,11 @@ impl Cache {
                 }
                 WriteHit::CacheAndBackend => {
                     let a = self.cache_addr(slot, s.start);
-                    self.count_cache_write(p, len);
+                    self.record(Event::CacheWrite {
+                        p,
+                        volume: vol,
+                        len,
+                    });
                     self.emit(DevOp::cache(
                         IoKind::Write,
                         vol,
@@ -68,10 +75,9 @@ impl Cache {
             }
             return;
         }
-        self.stats.line_misses += 1;
         out.line_misses += 1;
         let p = self.partition(vol);
-        self.parts[p].stats.write_line_misses += 1;
+        self.record(Event::WriteMiss { p });
         let alloc = match rules.write_miss {
             WriteMiss::BackendOnly => Err(BypassReason::Mode),
             WriteMiss::AllocateDirty | WriteMiss::AllocateThrough => self.allocate(p, key, true),
@@ -79,20 +85,22 @@ impl Cache {
         let (slot, stage) = match alloc {
             Ok(x) => x,
             Err(r) => {
-                self.stats.bypass(r);
+                self.record(Event::Bypass(r));
                 out.line_bypasses += 1;
                 self.emit(backend_write(0));
                 return;
             }
         };
-        self.stats.promotions += 1;
-        self.stats.write_allocations += 1;
-        self.parts[p].stats.promotions += 1;
+        self.record(Event::WriteAllocation { p });
         let a = self.cache_addr(slot, s.start);
         if rules.write_miss == WriteMiss::AllocateDirty {
             self.write_dirty(vol, slot, line_base, s, touched & !covered, stage);
         } else {
-            self.count_cache_write(p, len);
+            self.record(Event::CacheWrite {
+                p,
+                volume: vol,
+                len,
+            });
             self.emit(
                 DevOp::cache(
                     IoKind::Write,
@@ -136,7 +144,11 @@ impl Cache {
     ) {
         let stage = self.fill_edges(vol, slot, line_base, edges, s.start, s.end, stage);
         let (a, len) = (self.cache_addr(slot, s.start), s.end - s.start);
-        self.count_cache_write(self.table.meta(slot).partition as usize, len);
+        self.record(Event::CacheWrite {
+            p: self.table.meta(slot).partition as usize,
+            volume: vol,
+            len,
+        });
         self.emit(
             DevOp::cache(
                 IoKind::Write,
@@ -149,7 +161,7 @@ impl Cache {
             .at_stage(stage),
         );
         self.mark_dirty(slot, self.geo.touched_mask(s.start, s.end));
-        self.stats.dirtied_bytes += len;
+        self.record(Event::Dirtied { bytes: len });
     }
 
     /// Reads the parts of the sub-blocks a dirty write only partly covers (`edges`) that the
@@ -181,7 +193,11 @@ impl Cache {
                             .at_stage(stage),
                     );
                     let addr = self.cache_addr(slot, x);
-                    self.count_cache_write(self.table.meta(slot).partition as usize, y - x);
+                    self.record(Event::CacheWrite {
+                        p: self.table.meta(slot).partition as usize,
+                        volume: vol,
+                        len: y - x,
+                    });
                     self.emit(
                         DevOp::cache(
                             IoKind::Write,
@@ -211,7 +227,9 @@ impl Cache {
             return;
         }
         let dropped = self.invalidate(slot, covered);
-        self.stats.trimmed_dirty_bytes += dropped.count_ones() as u64 * self.geo.sub_size();
+        self.record(Event::TrimmedDirty {
+            bytes: dropped.count_ones() as u64 * self.geo.sub_size(),
+        });
     }
 
     /// Invalidates sub-blocks of a line and drops the line once nothing in it is valid.
@@ -230,7 +248,7 @@ impl Cache {
             }
         }
         if dropped_now {
-            self.stats.invalidations += 1;
+            self.record(Event::Invalidation);
             self.parts.order(p).remove(slot);
             self.table.remove(slot);
             self.table.release(slot);

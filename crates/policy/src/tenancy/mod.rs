@@ -15,7 +15,7 @@
 //! the reuse-distance modes keep an incremental LRU stack per volume (`analysis`, built on
 //! `tiercache-analyze`'s exact stack, optionally spatially sampled as in SHARDS), so a request
 //! costs one stack access per line. Both executors poll the cache
-//! ([`crate::PolicyCore::repartition`]) as they poll the load balancer; at an interval
+//! ([`crate::Background::repartition`]) as they poll the load balancer; at an interval
 //! boundary the mode answers with a [`VolumePlan`] per volume and the cache resizes the
 //! partitions (a shrink evicts, writing dirty lines back through flush jobs) and sets the
 //! write policies. When the demands exceed the cache, lines go by marginal gain in hits per
@@ -348,7 +348,7 @@ pub fn allocate_by_gain(
 
 /// What the tenancy mode decided at its last interval boundary and what each volume did in
 /// the interval before it (SPEC §4.10's per-VM figures), from
-/// [`crate::PolicyCore::tenancy_report`].
+/// [`crate::Report::tenancy_report`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TenancyReport {
     /// Mode name.

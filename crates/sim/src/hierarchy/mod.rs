@@ -6,7 +6,7 @@
 //! only connects them. A miss's backend op at one level is a request to the next after the
 //! link; a demote (a backend write marked [`tiercache_core::OpCause::Demote`]) crosses the link
 //! and is offered to the next level's
-//! [`accept_demote`](tiercache_policy::PolicyCore::accept_demote).
+//! [`accept_demote`](tiercache_policy::Decide::accept_demote).
 //!
 //! - `config`: [`HierarchyConfig`] (`[hierarchy]` in a config document) and its validation;
 //! - `executor`: [`HierarchySim`], the run (timing model in its docs);
