@@ -28,8 +28,7 @@ mod tests {
     #[test]
     fn runner_errors_keep_their_exit_code() {
         let bad = tiercache_run::experiment::load_str("[cache]\nline_size = \"x\"\n", "t", &[])
-            .err()
-            .expect("a bad line size");
+            .expect_err("a bad line size");
         let e = anyhow::Error::from(bad).context("outer");
         assert_eq!(exit_code(&e), 2, "{}", render(&e));
         assert_eq!(exit_code(&anyhow::anyhow!("disk on fire")), 1);

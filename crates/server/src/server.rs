@@ -389,10 +389,12 @@ impl Running {
             .duration_ns
             .map(|d| self.started + Duration::from_nanos(d));
         let mut next_stats = self.started;
+        let signalled = || self.signals && SIGNALLED.load(Relaxed);
+        let listening = || self.server.as_ref().is_some_and(|t| !t.is_finished());
         while !self.stop_asked.load(Relaxed)
-            && !(self.signals && SIGNALLED.load(Relaxed))
+            && !signalled()
             && deadline.is_none_or(|d| Instant::now() < d)
-            && !self.server.as_ref().is_none_or(JoinHandle::is_finished)
+            && listening()
             && self.served.halted().is_none()
         {
             if let Some(f) = &s.stats_file {
