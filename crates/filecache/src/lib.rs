@@ -21,6 +21,8 @@ pub mod core;
 pub mod fs;
 pub mod journal;
 #[cfg(test)]
+// Its recorder is driven by the mount's power-loss tests only.
+#[cfg_attr(not(feature = "fuse"), allow(dead_code))]
 mod powerloss;
 pub mod recovery;
 pub mod sim;
