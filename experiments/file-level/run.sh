@@ -10,7 +10,7 @@ if [ "${1:-}" = "--quick" ]; then QUICK="--quick"; shift; fi
 OUT=${1:-$ROOT/results/file-level}
 mkdir -p "$OUT"
 cd "$ROOT"
-cargo run --release -q -p tiercache-filecache --example file_level -- $QUICK \
+cargo run --release -q -p tiercache-run --example file_level -- $QUICK \
   --json "$OUT/sim.jsonl" | tee "$OUT/sim.md"
 cargo build --release -q -p tiercache
 if [ -n "$QUICK" ]; then

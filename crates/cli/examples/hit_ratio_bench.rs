@@ -10,8 +10,8 @@
 
 use std::time::Instant;
 
-use tiercache::experiment::load_str;
-use tiercache::sim_cmd::run_experiment;
+use tiercache_run::experiment::load_str;
+use tiercache_run::sim::run_experiment;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

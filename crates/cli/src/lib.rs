@@ -1,21 +1,15 @@
-//! Library side of the `tiercache` command: the typed experiment (one config resolved into a
-//! policy core, a workload and a simulator setup) and the subcommands, so that integration tests
-//! and other front ends run exactly what the command runs.
+//! Library side of the `tiercache` command: the subcommands' arguments, printing and exit
+//! codes, around the runners of `tiercache_run` (config resolution, sim, hierarchy, sweep,
+//! bench) and the serve lifecycle of `tiercache_server`, so that integration tests run
+//! exactly what the command runs.
 
 #![warn(missing_docs)]
 
 pub mod bench_cmd;
-pub mod bench_trace;
 pub mod errors;
-pub mod experiment;
 pub mod hierarchy_cmd;
 pub mod mount_cmd;
-pub mod progress;
-pub mod python;
 pub mod serve_cmd;
-pub mod serve_exports;
-pub mod serve_metrics;
 pub mod sim_cmd;
 pub mod sweep_cmd;
 pub mod tune_cmd;
-pub mod volumes;

@@ -16,13 +16,13 @@ pub struct TuneArgs {
 
 /// Entry point of `tiercache tune`: runs the search and exits with its exit code.
 pub fn run(args: TuneArgs) -> Result<()> {
-    let status = crate::python::module("tiercache.tune", &args.args)
+    let status = tiercache_run::python::module("tiercache.tune", &args.args)
         .status()
         .with_context(|| {
             format!(
                 "tune: starting {}: {}",
-                crate::python::interpreter(),
-                crate::python::INSTALL_HINT
+                tiercache_run::python::interpreter(),
+                tiercache_run::python::INSTALL_HINT
             )
         })?;
     match status.code() {

@@ -6,9 +6,9 @@
 //! the mechanism behind the finding were broken (e.g. promotion ignoring nhit, flushes not
 //! stalling writes, locks not contending).
 
-use tiercache::experiment::load_str;
-use tiercache::sim_cmd::run_experiment;
 use tiercache_metrics::RunMetrics;
+use tiercache_run::experiment::load_str;
+use tiercache_run::sim::run_experiment;
 
 /// RAM-disk cache over a RAID-5 of six SATA SSDs, 8 × QD16 4 KiB requests.
 const RAM_OVER_SSD: &str = r#"

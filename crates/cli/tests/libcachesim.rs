@@ -12,9 +12,9 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, Zipf};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use tiercache::experiment::load_str;
-use tiercache::sim_cmd::run_experiment;
 use tiercache_core::Request;
+use tiercache_run::experiment::load_str;
+use tiercache_run::sim::run_experiment;
 use tiercache_trace::{OutputFormat, ReadOptions, VolumeMap};
 
 const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/traces");

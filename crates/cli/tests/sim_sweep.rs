@@ -2,7 +2,7 @@
 //! workloads, duplicate output files, and fields that must not be silently ignored.
 
 use std::process::Command;
-use tiercache::experiment::{load_str, Workload};
+use tiercache_run::experiment::{load_str, Workload};
 
 fn tiercache(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_tiercache"))

@@ -17,23 +17,31 @@
 #![warn(missing_docs)]
 
 pub mod core;
+#[cfg(feature = "fuse")]
 pub mod fs;
 pub mod journal;
 #[cfg(test)]
+// Its recorder is driven by the mount's power-loss tests only.
+#[cfg_attr(not(feature = "fuse"), allow(dead_code))]
 mod powerloss;
 pub mod recovery;
 pub mod sim;
+#[cfg(feature = "fuse")]
 pub mod state;
 pub mod store;
 pub mod workload;
 
 pub use crate::core::{Allocation, BlockKey, DevOp, FileCache, FileId, Variant, WritePolicy};
+#[cfg(feature = "fuse")]
 pub use crate::state::{MountConfig, MountStats, State};
 
+#[cfg(feature = "fuse")]
 use std::path::Path;
+#[cfg(feature = "fuse")]
 use std::sync::{Arc, Mutex};
 
 /// FUSE session options of a mount: one request thread (the state is behind one lock anyway).
+#[cfg(feature = "fuse")]
 pub fn fuse_config() -> fuser::Config {
     let mut config = fuser::Config::default();
     config.mount_options.extend([
@@ -46,6 +54,7 @@ pub fn fuse_config() -> fuser::Config {
 
 /// Opens the cache over the store (recovering what a crash left) and mounts it at
 /// `mountpoint` in a background thread; dropping the session unmounts.
+#[cfg(feature = "fuse")]
 pub fn spawn_mount(
     cfg: MountConfig,
     mountpoint: &Path,

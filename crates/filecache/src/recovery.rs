@@ -224,7 +224,8 @@ pub fn recover(store: &Path, cache: &CacheDir) -> Result<u64, RecoveryError> {
     Ok(written)
 }
 
-#[cfg(test)]
+// The crash left by a mount's state: needs the mount.
+#[cfg(all(test, feature = "fuse"))]
 mod tests {
     use super::*;
     use crate::store::StoreLatency;

@@ -11,7 +11,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::path::{Path, PathBuf};
-use tiercache::experiment;
+use tiercache_run::experiment;
 use tiercache_trace::{Format, ReadOptions, TraceReader};
 
 create_exception!(
@@ -30,8 +30,11 @@ create_exception!(
 /// The Python exception of an error: its message as the command renders it, the class by the
 /// command's exit code.
 fn to_py(e: anyhow::Error) -> PyErr {
-    let text = tiercache::errors::render(&e);
-    if tiercache::errors::exit_code(&e) == 2 {
+    let text = tiercache_run::errors::render(&e);
+    let input = e.chain().any(|c| {
+        tiercache_run::errors::is_input_cause(c) || c.is::<tiercache_analyze::cli::BadArgument>()
+    });
+    if input {
         InputError::new_err(text)
     } else {
         TiercacheError::new_err(text)
@@ -80,13 +83,13 @@ fn run_config(
             )?,
             (None, None) => experiment::load(None, &overrides)?,
         };
-        let runs = tiercache::sim_cmd::select_runs(runs, only.as_deref(), skip_bad)?;
+        let runs = tiercache_run::sim::select_runs(runs, only.as_deref(), skip_bad)?;
         let mut out = Vec::with_capacity(runs.len());
         for e in &runs {
             for n in &e.notes {
                 eprintln!("tiercache: note: run `{}`: {n}", e.name);
             }
-            let o = tiercache::sim_cmd::run_experiment(e)?;
+            let o = tiercache_run::sim::run_experiment(e)?;
             out.push(o.record.to_json_line()?);
         }
         Ok(out)
@@ -362,33 +365,8 @@ fn analyze(
     .map_err(to_py)
 }
 
-#[allow(clippy::too_many_arguments)] // one per option of `tiercache sweep`
-fn sweep_args(
-    spec: PathBuf,
-    out: Option<PathBuf>,
-    jobs: Option<usize>,
-    ci: bool,
-    set: Vec<String>,
-    retry_failed: bool,
-    progress: bool,
-    ray: Option<String>,
-) -> tiercache_sweep::cli::SweepArgs {
-    tiercache_sweep::cli::SweepArgs {
-        spec,
-        out,
-        jobs,
-        no_retry_failed: !retry_failed,
-        ci,
-        set,
-        list: false,
-        no_progress: !progress,
-        backend: tiercache_sweep::cli::BackendKind::Sim,
-        ray,
-    }
-}
-
 /// Runs a sweep exactly as `tiercache sweep` (with `--ray ADDRESS` when `ray` is given) and
-/// returns its summary as JSON (`None`-like `"null"` never: a sweep always runs here).
+/// returns its summary as JSON.
 #[pyfunction]
 #[pyo3(signature = (spec, out=None, jobs=None, ci=false, set=Vec::new(), retry_failed=true, progress=true, ray=None))]
 #[allow(clippy::too_many_arguments)]
@@ -403,10 +381,18 @@ fn run_sweep(
     progress: bool,
     ray: Option<String>,
 ) -> PyResult<String> {
-    let args = sweep_args(spec, out, jobs, ci, set, retry_failed, progress, ray);
+    let opts = tiercache_run::sweep::SweepOptions {
+        spec,
+        out,
+        jobs,
+        retry_failed,
+        ci,
+        set,
+        progress,
+        ray,
+    };
     py.allow_threads(|| {
-        let s = tiercache::sweep_cmd::run_sweep(args)?
-            .ok_or_else(|| anyhow::anyhow!("the sweep ran nothing"))?;
+        let s = tiercache_run::sweep::run_sweep(&opts)?;
         Ok(serde_json::json!({
             "total": s.total,
             "skipped": s.skipped,
@@ -429,9 +415,8 @@ fn run_sweep(
 #[pyfunction]
 #[pyo3(signature = (spec, ci=false, set=Vec::new()))]
 fn sweep_points(spec: PathBuf, ci: bool, set: Vec<String>) -> PyResult<Vec<String>> {
-    let args = sweep_args(spec, None, None, ci, set, true, false, None);
-    let (_, points) =
-        tiercache_sweep::cli::load_points(&args).map_err(|e| to_py(anyhow::Error::from(e)))?;
+    let (_, points) = tiercache_run::sweep::load_points(&spec, ci, &set)
+        .map_err(|e| to_py(anyhow::Error::from(e)))?;
     Ok(points
         .iter()
         .map(|p| tiercache_sweep::ray::point_payload(p).to_string())
@@ -447,7 +432,7 @@ fn simulate_point(py: Python<'_>, payload: &str) -> PyResult<String> {
         serde_json::from_str(payload).map_err(|e| input_err(format!("point payload: {e}")))?;
     let p =
         tiercache_sweep::ray::point_from_payload(&v).map_err(|e| to_py(anyhow::Error::from(e)))?;
-    py.allow_threads(|| tiercache::sweep_cmd::simulate_point(&p))
+    py.allow_threads(|| tiercache_run::sweep::simulate_point(&p))
         .map(|v| v.to_string())
         .map_err(TiercacheError::new_err)
 }

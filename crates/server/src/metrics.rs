@@ -1,4 +1,4 @@
-//! The live counters of `tiercache serve` as Prometheus text (exposition format 0.0.4) on an
+//! The live counters of a served cache as Prometheus text (exposition format 0.0.4) on an
 //! optional HTTP address (`serve.metrics_listen`): `GET /metrics`. Per export (label
 //! `export`) and overall: requests, bytes, line hits and misses, allocation, dirty lines,
 //! queue depths, latency histograms, backend faults.

@@ -1,6 +1,6 @@
 //! The typed experiment: one config document resolved into a policy core, a workload (synthetic
-//! or a trace) and a simulator setup. `sim`, `sweep` and later `bench` share this resolution, so
-//! one config language describes a design everywhere.
+//! or a trace) and a simulator setup. `sim`, `sweep`, `bench` and the Python package share
+//! this resolution, so one config language describes a design everywhere.
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -453,7 +453,11 @@ impl Experiment {
     }
 
     /// Opens the request source.
-    pub fn source(&self) -> Result<Box<dyn RequestSource + Send>> {
+    pub fn source(&self) -> crate::Result<Box<dyn RequestSource + Send>> {
+        self.open_source().map_err(crate::RunError::from)
+    }
+
+    fn open_source(&self) -> Result<Box<dyn RequestSource + Send>> {
         match &self.workload {
             Workload::Synthetic(spec) => {
                 Ok(Box::new(SyntheticWorkload::new(spec).context("workload")?))
@@ -496,7 +500,11 @@ pub fn filtered(
 impl Experiment {
     /// The trace replay as batches (the batched hit-ratio path), or `None` for a synthetic
     /// workload. Same requests, times and volume choice as [`Experiment::source`].
-    pub fn trace_batches(&self) -> Result<Option<TraceBatches>> {
+    pub fn trace_batches(&self) -> crate::Result<Option<TraceBatches>> {
+        self.open_trace_batches().map_err(crate::RunError::from)
+    }
+
+    fn open_trace_batches(&self) -> Result<Option<TraceBatches>> {
         let Workload::Trace(t) = &self.workload else {
             return Ok(None);
         };
@@ -623,7 +631,11 @@ impl RequestSource for VolumeFilter {
 }
 
 /// Loads a config (or the embedded default), applies overrides and resolves every variant.
-pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Vec<Experiment>> {
+pub fn load(path: Option<&Path>, overrides: &[String]) -> crate::Result<Vec<Experiment>> {
+    load_any(path, overrides).map_err(crate::RunError::from)
+}
+
+fn load_any(path: Option<&Path>, overrides: &[String]) -> Result<Vec<Experiment>> {
     let (doc, base_dir) = match path {
         Some(p) => (
             Document::load(p)?,
@@ -638,7 +650,7 @@ pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Vec<Experiment>
 }
 
 /// Parses config text (named `source` in errors), applies overrides and resolves every variant.
-pub fn load_str(text: &str, source: &str, overrides: &[String]) -> Result<Vec<Experiment>> {
+pub fn load_str(text: &str, source: &str, overrides: &[String]) -> crate::Result<Vec<Experiment>> {
     load_str_in(text, source, Path::new("."), overrides)
 }
 
@@ -649,8 +661,11 @@ pub fn load_str_in(
     source: &str,
     base_dir: &Path,
     overrides: &[String],
-) -> Result<Vec<Experiment>> {
-    resolve(Document::parse(text, source)?, base_dir, overrides)
+) -> crate::Result<Vec<Experiment>> {
+    Document::parse(text, source)
+        .map_err(anyhow::Error::from)
+        .and_then(|doc| resolve(doc, base_dir, overrides))
+        .map_err(crate::RunError::from)
 }
 
 /// `[workload]` keys a trace replay takes (see [`TraceWorkload`]).

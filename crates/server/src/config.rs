@@ -1,0 +1,251 @@
+//! The config of a served cache: `[cache]` (as for `sim`), `[engine]`, `[serve]` and
+//! `[ram_level]`, resolved into a [`ServeSetup`] with relative paths made absolute and the
+//! serving limits checked.
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tiercache_config::Document;
+use tiercache_core::units::{de_bytes, de_nanos, de_opt_nanos};
+use tiercache_engine::{EngineConfig, RamLevelConfig};
+use tiercache_policy::CacheConfig;
+
+/// The embedded `tiercache serve` config (examples/serve.toml).
+pub const DEFAULT_SERVE_CONFIG: &str = include_str!("../../../examples/serve.toml");
+
+/// The `[serve]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeConfig {
+    /// Unix socket to listen on (used unless `listen` is set).
+    pub socket: PathBuf,
+    /// TCP address to listen on instead, e.g. `127.0.0.1:10809`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    /// Requests run concurrently per connection (cache hits run at once in the connection's
+    /// reader). Default: matched to the cores, two per core, so one can wait on the backend
+    /// while the other computes (at least 8).
+    pub workers: usize,
+    /// Largest read or write accepted.
+    #[serde(deserialize_with = "de_bytes")]
+    pub max_payload: u64,
+    /// How long a connection with reads in flight on an O_DIRECT cache device polls for
+    /// their completions and its next request before it sleeps (at most 10 ms; 0: sleeps at
+    /// once). Spends up to a core per busy connection to save a thread wake-up per round
+    /// trip, which matters where wake-ups are slow (virtual machines).
+    #[serde(deserialize_with = "de_nanos")]
+    pub busy_poll_ns: u64,
+    /// Export name shown to clients that list exports.
+    pub export_name: String,
+    /// File rewritten with the live counters (JSON) while serving, and with the final ones
+    /// at exit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stats_file: Option<PathBuf>,
+    /// How often the stats file is rewritten.
+    #[serde(deserialize_with = "de_nanos")]
+    pub stats_interval_ns: u64,
+    /// Stop after this long (benchmarks, tests); default: until SIGINT or SIGTERM.
+    #[serde(
+        deserialize_with = "de_opt_nanos",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub duration_ns: Option<u64>,
+    /// Write every dirty line back before exiting (detach).
+    pub flush_on_exit: bool,
+    /// Several exports, one per volume, each over its own backend and sharing the cache
+    /// device (`[[serve.exports]]`); none: `engine.backend_path` is the one export.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exports: Vec<crate::exports::ExportConfig>,
+    /// HTTP address serving the live counters as Prometheus text at `/metrics` (and
+    /// taking partition resizes at `POST /partitions`), e.g. `127.0.0.1:9100`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_listen: Option<String>,
+    /// Offer tiercache's DEMOTE extension (docs/nbd-demote.md) to tiercache peers above.
+    pub demote: ServeDemoteConfig,
+}
+
+/// The `[serve.demote]` section: demotes from tiercache caches above, and the bounded state
+/// that keeps them from installing stale data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeDemoteConfig {
+    /// Offer the extension (peers that do not ask are served as before).
+    pub accept: bool,
+    /// Granularity of the race checks; demotes must cover whole blocks.
+    #[serde(deserialize_with = "de_bytes")]
+    pub block_size: u64,
+    /// Write-table entries (8 bytes each).
+    pub table_entries: usize,
+    /// Ledger entries per session (24 bytes each): blocks a peer can demote unchecked-by-read.
+    pub ledger_entries: usize,
+    /// Sessions (peers) with a ledger at once.
+    pub max_sessions: usize,
+}
+
+impl Default for ServeDemoteConfig {
+    fn default() -> Self {
+        let d = tiercache_nbd::DemoteConfig::default();
+        Self {
+            accept: true,
+            block_size: d.block_size,
+            table_entries: d.table_entries,
+            ledger_entries: d.ledger_entries,
+            max_sessions: d.max_sessions,
+        }
+    }
+}
+
+impl ServeDemoteConfig {
+    /// The bounds of the NBD server's demote tracking.
+    pub fn bounds(&self) -> tiercache_nbd::DemoteConfig {
+        tiercache_nbd::DemoteConfig {
+            block_size: self.block_size,
+            table_entries: self.table_entries,
+            ledger_entries: self.ledger_entries,
+            max_sessions: self.max_sessions,
+        }
+    }
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        Self {
+            socket: PathBuf::from("/tmp/tiercache.sock"),
+            listen: None,
+            workers: default_workers(),
+            max_payload: 32 << 20,
+            busy_poll_ns: 0,
+            export_name: String::new(),
+            stats_file: None,
+            stats_interval_ns: 1_000_000_000,
+            duration_ns: None,
+            flush_on_exit: false,
+            exports: Vec::new(),
+            metrics_listen: None,
+            demote: ServeDemoteConfig::default(),
+        }
+    }
+}
+
+fn default_workers() -> usize {
+    let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
+    (2 * cores).max(8)
+}
+
+/// A resolved serve config.
+pub struct ServeSetup {
+    /// Policy settings.
+    pub cache: CacheConfig,
+    /// Devices.
+    pub engine: EngineConfig,
+    /// Sockets and reporting.
+    pub serve: ServeConfig,
+    /// A RAM cache level above the engine (`[ram_level]`), if configured.
+    pub ram_level: Option<RamLevelConfig>,
+    /// The whole document, for result records.
+    pub config_json: serde_json::Value,
+}
+
+/// Loads a serve config (or the embedded default) and applies overrides. Relative device
+/// paths are relative to the config file. `serve` and `flush` run one cache: a config with
+/// `[[variant]]`s is refused (`bench` runs each variant, see [`setup_of`]).
+pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<ServeSetup> {
+    let (doc, base) = load_doc(path, overrides)?;
+    let variants = doc.variants()?;
+    if variants.len() > 1 {
+        bail!(tiercache_config::ConfigError::Invalid {
+            context: doc.context(),
+            message: format!(
+                "the config has {} [[variant]]s but a served cache is one design: keep one (or run them with `tiercache bench`)",
+                variants.len()
+            ),
+        });
+    }
+    setup_of(&doc, path.map(|_| base.as_path()))
+}
+
+/// The config document (or the embedded default) with overrides applied, and the directory
+/// relative paths start from.
+pub fn load_doc(path: Option<&Path>, overrides: &[String]) -> Result<(Document, PathBuf)> {
+    let (mut doc, base) = match path {
+        Some(p) => (
+            Document::load(p)?,
+            p.parent().map(Path::to_path_buf).unwrap_or_default(),
+        ),
+        None => (
+            Document::parse(DEFAULT_SERVE_CONFIG, "<embedded examples/serve.toml>")?,
+            PathBuf::from("."),
+        ),
+    };
+    doc.apply_overrides(overrides)?;
+    Ok((doc, base))
+}
+
+/// The setup one document (a config, or one of its variants) describes. Relative paths start
+/// from `base` when given (a config file's directory).
+pub fn setup_of(doc: &Document, base: Option<&Path>) -> Result<ServeSetup> {
+    let table = doc.value.as_table().context("the config must be a table")?;
+    let has = |k: &str| table.contains_key(k);
+    let cache: CacheConfig = if has("cache") {
+        doc.typed(Some("cache"))?
+    } else {
+        CacheConfig::default()
+    };
+    let mut engine: EngineConfig = if has("engine") {
+        doc.typed(Some("engine"))?
+    } else {
+        EngineConfig::default()
+    };
+    let mut serve: ServeConfig = if has("serve") {
+        doc.typed(Some("serve"))?
+    } else {
+        ServeConfig::default()
+    };
+    let ram_level: Option<RamLevelConfig> = if has("ram_level") {
+        Some(doc.typed(Some("ram_level"))?)
+    } else {
+        None
+    };
+    if let Some(base) = base {
+        for p in [&mut engine.cache_path, &mut engine.backend_path] {
+            let remote = p.to_str().is_some_and(tiercache_nbd::NbdUri::is_uri);
+            if p.is_relative() && !remote {
+                *p = base.join(&*p);
+            }
+        }
+        if serve.socket.is_relative() {
+            serve.socket = base.join(&serve.socket);
+        }
+        if let Some(f) = &mut serve.stats_file {
+            if f.is_relative() {
+                *f = base.join(&*f);
+            }
+        }
+        crate::exports::resolve_paths(&mut serve.exports, base);
+    }
+    crate::exports::validate(&serve.exports, cache.capacity)?;
+    if serve.workers > 1024 {
+        bail!(tiercache_config::ConfigError::Invalid {
+            context: doc.context(),
+            message: format!("serve.workers = {}: at most 1024", serve.workers),
+        });
+    }
+    if Duration::from_nanos(serve.busy_poll_ns) > tiercache_nbd::MAX_BUSY_POLL {
+        bail!(tiercache_config::ConfigError::Invalid {
+            context: doc.context(),
+            message: format!(
+                "serve.busy_poll_ns = {}: at most {} (10 ms); longer polling only burns the core",
+                serve.busy_poll_ns,
+                tiercache_nbd::MAX_BUSY_POLL.as_nanos()
+            ),
+        });
+    }
+    Ok(ServeSetup {
+        cache,
+        engine,
+        serve,
+        ram_level,
+        config_json: doc.to_json(),
+    })
+}
