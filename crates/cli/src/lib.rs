@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod analyze_cmd;
 pub mod bench_cmd;
 pub mod bench_trace;
 pub mod errors;
@@ -12,10 +13,13 @@ pub mod hierarchy_cmd;
 pub mod mount_cmd;
 pub mod progress;
 pub mod python;
+pub mod report_cmd;
 pub mod serve_cmd;
 pub mod serve_exports;
 pub mod serve_metrics;
 pub mod sim_cmd;
+pub mod sweep_args;
 pub mod sweep_cmd;
+pub mod trace_cmd;
 pub mod tune_cmd;
 pub mod volumes;

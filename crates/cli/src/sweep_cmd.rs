@@ -4,8 +4,8 @@
 
 use crate::experiment::Experiment;
 use crate::sim_cmd::run_experiment;
+use crate::sweep_args::{BackendKind, SweepArgs};
 use anyhow::{bail, Context, Result};
-use tiercache_sweep::cli::{BackendKind, SweepArgs};
 use tiercache_sweep::{PointSpec, RunSummary};
 
 /// Runs one sweep point in the simulator and returns its result record, with the timeline
@@ -48,11 +48,11 @@ pub fn run_sweep(mut args: SweepArgs) -> Result<Option<RunSummary>> {
             let backend = tiercache_sweep::ray::RayBackend::start(driver)
                 .with_context(|| format!("--ray {address}: {}", crate::python::INSTALL_HINT))?;
             args.jobs = Some(args.jobs.unwrap_or(backend.cluster_cpus()));
-            tiercache_sweep::cli::run(&args, &backend)
+            crate::sweep_args::run(&args, &backend)
         }
         _ => {
             let backend = |p: &PointSpec| simulate_point(p);
-            tiercache_sweep::cli::run(&args, &backend)
+            crate::sweep_args::run(&args, &backend)
         }
     }
 }

@@ -333,9 +333,9 @@ fn analyze(
                 .map_err(|e| input_err(format!("policies: `{p}`: {e}")))
         })
         .collect::<PyResult<Vec<_>>>()?;
-    let args = tiercache_analyze::cli::AnalyzeArgs {
+    let opts = tiercache_analyze::FileOptions {
         file: path,
-        input: tiercache_trace::cli::InputArgs {
+        input: tiercache_trace::InputOptions {
             format,
             skip_bad,
             csv_map,
@@ -350,13 +350,11 @@ fn analyze(
         policies,
         minisim_rate,
         write_reuse_threshold,
-        json: true,
         interval,
         burst_factor,
-        plots: None,
     };
     py.allow_threads(|| {
-        let a = tiercache_analyze::cli::analyze(&args)?;
+        let a = tiercache_analyze::analyze_file(&opts, &mut tiercache::analyze_cmd::print_note)?;
         Ok(serde_json::to_string(&a)?)
     })
     .map_err(to_py)
@@ -372,8 +370,8 @@ fn sweep_args(
     retry_failed: bool,
     progress: bool,
     ray: Option<String>,
-) -> tiercache_sweep::cli::SweepArgs {
-    tiercache_sweep::cli::SweepArgs {
+) -> tiercache::sweep_args::SweepArgs {
+    tiercache::sweep_args::SweepArgs {
         spec,
         out,
         jobs,
@@ -382,7 +380,7 @@ fn sweep_args(
         set,
         list: false,
         no_progress: !progress,
-        backend: tiercache_sweep::cli::BackendKind::Sim,
+        backend: tiercache::sweep_args::BackendKind::Sim,
         ray,
     }
 }
@@ -429,9 +427,14 @@ fn run_sweep(
 #[pyfunction]
 #[pyo3(signature = (spec, ci=false, set=Vec::new()))]
 fn sweep_points(spec: PathBuf, ci: bool, set: Vec<String>) -> PyResult<Vec<String>> {
-    let args = sweep_args(spec, None, None, ci, set, true, false, None);
+    let opts = tiercache_sweep::SweepOptions {
+        ci,
+        set,
+        progress: false,
+        ..tiercache_sweep::SweepOptions::new(spec)
+    };
     let (_, points) =
-        tiercache_sweep::cli::load_points(&args).map_err(|e| to_py(anyhow::Error::from(e)))?;
+        tiercache_sweep::load_points(&opts).map_err(|e| to_py(anyhow::Error::from(e)))?;
     Ok(points
         .iter()
         .map(|p| tiercache_sweep::ray::point_payload(p).to_string())

@@ -1,10 +1,9 @@
-//! `tiercache sweep SPEC`: argument struct (clap derive) and runner; the binary supplies the
-//! backend that runs one point.
+//! `tiercache sweep SPEC`: the argument struct (clap derive) and the run around the sweep
+//! library, printing the point list and the summary; [`crate::sweep_cmd`] supplies the backend
+//! that runs one point.
 
-use crate::runner::{default_out_dir, run_points, Backend, RunOptions, RunSummary};
-use crate::spec::{PointSpec, SweepSpec};
-use crate::SweepError;
 use std::path::PathBuf;
+use tiercache_sweep::{Backend, RunSummary, SweepOptions};
 
 /// `tiercache sweep SPEC`.
 #[derive(Debug, Clone, clap::Args)]
@@ -56,22 +55,28 @@ pub enum BackendKind {
     Bench,
 }
 
-/// Loads the spec, applies `--ci` and `--set`, and expands it.
-pub fn load_points(args: &SweepArgs) -> Result<(SweepSpec, Vec<PointSpec>), SweepError> {
-    let mut spec = SweepSpec::load(&args.spec)?;
-    if args.ci {
-        spec.apply_ci()?;
+impl SweepArgs {
+    /// The sweep library's options these arguments describe.
+    pub fn options(&self) -> SweepOptions {
+        SweepOptions {
+            spec: self.spec.clone(),
+            out: self.out.clone(),
+            jobs: self.jobs,
+            retry_failed: !self.no_retry_failed,
+            ci: self.ci,
+            set: self.set.clone(),
+            progress: !self.no_progress,
+        }
     }
-    spec.apply_overrides(&args.set)?;
-    let points = spec.expand()?;
-    Ok((spec, points))
 }
 
 /// Runs `tiercache sweep` with the given backend. Prints a one-line summary on stderr. Returns
-/// [`SweepError::PointsFailed`] (after every point ran) when any point failed, now or in an
-/// earlier run that `--no-retry-failed` did not retry, so the command exits non-zero; the failures are in the results with their errors.
+/// [`tiercache_sweep::SweepError::PointsFailed`] (after every point ran) when any point failed,
+/// now or in an earlier run that `--no-retry-failed` did not retry, so the command exits
+/// non-zero; the failures are in the results with their errors.
 pub fn run(args: &SweepArgs, backend: &dyn Backend) -> anyhow::Result<Option<RunSummary>> {
-    let (spec, points) = load_points(args)?;
+    let opts = args.options();
+    let (spec, points) = tiercache_sweep::load_points(&opts)?;
     if args.list {
         println!(
             "{:>5}  {:16}  {:20}  {:>3}  design",
@@ -93,23 +98,7 @@ pub fn run(args: &SweepArgs, backend: &dyn Backend) -> anyhow::Result<Option<Run
         );
         return Ok(None);
     }
-    // A CI run resolves to other points than the full one: keep its results apart.
-    let out_dir = args.out.clone().unwrap_or_else(|| {
-        default_out_dir(&if args.ci {
-            format!("{}-ci", spec.name)
-        } else {
-            spec.name.clone()
-        })
-    });
-    let opts = RunOptions {
-        out_dir,
-        jobs: args.jobs.unwrap_or(0),
-        retry_failed: !args.no_retry_failed,
-        progress: !args.no_progress,
-        sweep_name: spec.name.clone(),
-        sweep_description: spec.description.clone(),
-    };
-    let summary = run_points(&points, backend, &opts)?;
+    let summary = tiercache_sweep::run_sweep(&opts, &spec, &points, backend)?;
     let not_retried = if summary.not_retried > 0 {
         format!(
             ", {} failed before and not retried (--no-retry-failed)",
@@ -144,14 +133,8 @@ pub fn run(args: &SweepArgs, backend: &dyn Backend) -> anyhow::Result<Option<Run
     for (point, error) in &summary.first_errors {
         eprintln!("  point {point} failed: {error}");
     }
-    if summary.failed + summary.not_retried > 0 {
-        return Err(SweepError::PointsFailed {
-            failed: summary.failed + summary.not_retried,
-            not_retried: summary.not_retried,
-            total: summary.total,
-            results: summary.results_jsonl.clone(),
-        }
-        .into());
+    if let Some(failure) = summary.failure() {
+        return Err(failure.into());
     }
     Ok(Some(summary))
 }
