@@ -71,7 +71,7 @@ fn the_report_renders_in_headless_chromium() {
     let bin = chromium();
     let problem = bin
         .is_none()
-        .then(|| "not on PATH (or set CHROMIUM to the browser)".to_string());
+        .then(|| "not on PATH, and CHROMIUM names no browser".to_string());
     if !tiercache_testsupport::require("chromium", "chromium", problem) {
         return;
     }

@@ -9,9 +9,6 @@
 
 use std::path::{Path, PathBuf};
 
-/// How to install the tools the tests need, named in every message.
-pub const SETUP_HINT: &str = "`bash scripts/setup.sh` installs it";
-
 /// Whether the tests run on CI: the environment variable `CI` is set (to anything).
 pub fn on_ci() -> bool {
     std::env::var_os("CI").is_some()
@@ -20,12 +17,14 @@ pub fn on_ci() -> bool {
 /// The guard of a test needing `tool`: `problem` is why it cannot run (`None`: it can).
 /// Returns whether the test can run. When it cannot: on CI, panics naming the tool, the problem
 /// and how to install it (`package`, by `scripts/setup.sh`); elsewhere prints that the test is
-/// skipped and why, and returns `false` (the test then returns).
+/// skipped and why, and returns `false` (the test then returns). A panic points at the caller.
+#[track_caller]
 pub fn require(tool: &str, package: &str, problem: Option<String>) -> bool {
     let Some(problem) = problem else {
         return true;
     };
-    let message = format!("{tool} unavailable: {problem} ({package}: {SETUP_HINT})");
+    let message =
+        format!("{tool} unavailable ({problem}): `bash scripts/setup.sh` installs {package}");
     assert!(
         !on_ci(),
         "{message}; CI is set, so this test fails instead of skipping"
@@ -70,6 +69,7 @@ pub fn fuse_problem() -> Option<String> {
 }
 
 /// The guard of a FUSE test: [`require`] with [`fuse_problem`].
+#[track_caller]
 pub fn fuse() -> bool {
     require("FUSE", "fuse3", fuse_problem())
 }
