@@ -59,8 +59,9 @@ impl Default for Layout {
 }
 
 /// FxHash of a `u64` key, as `rustc-hash` 2 computes it (a multiply, then a rotation so that
-/// the table's bucket bits get the high bits): the per-key map is the hottest structure and
-/// SipHash would cost a third more per access, while the crate stays free of dependencies.
+/// the table's bucket bits get the high bits): the map is `rustc-hash`'s `FxHashMap` as before
+/// (the std map with this hasher), without the dependency. The per-key map is the hottest
+/// structure; SipHash would cost more per access.
 #[derive(Debug, Clone, Copy, Default)]
 struct FxHasher64 {
     hash: u64,
