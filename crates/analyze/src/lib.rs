@@ -26,13 +26,14 @@
 #![warn(missing_docs)]
 
 pub mod characterise;
-pub mod cli;
+mod file;
 pub mod minisim;
 pub mod plots;
 pub mod reuse;
 pub mod shards;
 pub mod stack;
 
+pub use file::{analyze_file, AnalyzeError, FileOptions};
 use minisim::{MiniSim, PolicyCurve};
 use reuse::{Advice, ReuseAnalyzer};
 use serde::Serialize;

@@ -92,7 +92,7 @@ pub struct IntervalReuse {
 /// the previous access's kind, and one histogram slot counts it by kind. The all-access,
 /// read, write and useful histograms are derived from that when asked for (the useful
 /// histogram *is* the read one: a useful reuse is a reuse whose later access is a read).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ReuseAnalyzer {
     stack: StackDistance,
     /// Accesses by stack distance `d` (index; 0 unused): `[reads, writes]`.
@@ -103,6 +103,18 @@ pub struct ReuseAnalyzer {
     pub types: [u64; 4],
     /// Reuses of the current interval.
     interval: IntervalReuse,
+}
+
+impl Default for ReuseAnalyzer {
+    fn default() -> Self {
+        Self {
+            stack: StackDistance::with_layout(crate::stack::LAYOUT),
+            counts: Vec::new(),
+            cold: [0; 2],
+            types: [0; 4],
+            interval: IntervalReuse::default(),
+        }
+    }
 }
 
 impl ReuseAnalyzer {

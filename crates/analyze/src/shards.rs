@@ -45,12 +45,8 @@ pub const HOT_LINES: usize = 1024;
 /// Frequency-table entries in fixed-rate mode (fixed-size mode: the bound, at least 64).
 const TABLE_ENTRIES: usize = 1 << 13;
 
-pub(crate) fn mix(key: u64) -> u64 {
-    let mut z = key.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+// The sampling hash of a line: SplitMix64 of its number.
+pub(crate) use tiercache_core::splitmix::hash64 as mix;
 
 /// Whether a line with [`mix`] `h` is sampled at threshold `threshold` (see
 /// [`sample_threshold`]).
@@ -213,7 +209,7 @@ impl ClassStack {
         Self {
             sampled: FxHashMap::default(),
             hot: Vec::new(),
-            marks: Marks::new(),
+            marks: Marks::with_layout(crate::stack::LAYOUT),
         }
     }
 
@@ -627,7 +623,7 @@ mod tests {
     }
 
     fn exact_miss_ratio(keys: &[u64], sizes: &[u64]) -> Vec<f64> {
-        let mut s = StackDistance::new();
+        let mut s = StackDistance::with_layout(crate::stack::LAYOUT);
         let ds: Vec<Option<u64>> = keys.iter().map(|&k| s.access(k)).collect();
         sizes
             .iter()

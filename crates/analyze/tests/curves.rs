@@ -408,29 +408,18 @@ fn minisim_lru_at_ten_percent_stays_within_0_02_of_exact() {
     }
 }
 
-/// `tiercache analyze` end to end on a fixture with mini-simulations and plots.
+/// A trace file analysed as `tiercache analyze` does, with mini-simulations, and plotted.
 #[test]
-fn analyze_command_runs_with_policies_and_plots() {
-    use clap::Parser;
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: tiercache_analyze::cli::AnalyzeArgs,
-    }
+fn a_file_is_analysed_with_policies_and_plotted() {
+    use tiercache_analyze::{analyze_file, EvictionKind, FileOptions};
     let dir = std::env::temp_dir().join(format!("analyze-plots-{}", std::process::id()));
-    let file = format!("{TRACES}/msr-hm0-sample.csv");
-    let cli = Cli::try_parse_from([
-        "analyze",
-        file.as_str(),
-        "--policies",
-        "lru,fifo,s3fifo",
-        "--minisim-rate",
-        "0.5",
-        "--plots",
-        dir.to_str().unwrap(),
-    ])
-    .unwrap();
-    tiercache_analyze::cli::run(cli.args).unwrap();
+    let opts = FileOptions {
+        policies: vec![EvictionKind::Lru, EvictionKind::Fifo, EvictionKind::S3Fifo],
+        minisim_rate: 0.5,
+        ..FileOptions::new(format!("{TRACES}/msr-hm0-sample.csv"))
+    };
+    let analysis = analyze_file(&opts, &mut |note| eprintln!("note: {note}")).unwrap();
+    tiercache_analyze::plots::write(&analysis, &dir).unwrap();
     let mrc = std::fs::read_to_string(dir.join("mrc.svg")).unwrap();
     assert!(mrc.contains("s3-fifo (mini-sim, 50.00%)"), "{mrc}");
     std::fs::remove_dir_all(&dir).unwrap();

@@ -10,7 +10,8 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         // The runners' kinds (config, trace, policy, simulator, sweep, engine errors).
         tiercache_run::errors::is_input_cause(c)
             || c.is::<tiercache_report::ReportError>()
-            || c.is::<tiercache_analyze::cli::BadArgument>()
+            || c.downcast_ref::<tiercache_analyze::AnalyzeError>()
+                .is_some_and(tiercache_analyze::AnalyzeError::is_input_error)
             || c.is::<crate::mount_cmd::BadMountArgument>()
     });
     if input_error {

@@ -5,11 +5,14 @@
 
 #![warn(missing_docs)]
 
+pub mod analyze_cmd;
 pub mod bench_cmd;
 pub mod errors;
 pub mod hierarchy_cmd;
 pub mod mount_cmd;
+pub mod report_cmd;
 pub mod serve_cmd;
 pub mod sim_cmd;
 pub mod sweep_cmd;
+pub mod trace_cmd;
 pub mod tune_cmd;

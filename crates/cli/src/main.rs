@@ -2,7 +2,10 @@
 //! and calls into the library crates; this file only parses arguments and maps errors to exit
 //! codes (2 for bad input: configs, arguments, traces; 1 for anything else).
 
-use tiercache::{bench_cmd, hierarchy_cmd, mount_cmd, serve_cmd, sim_cmd, sweep_cmd, tune_cmd};
+use tiercache::{
+    analyze_cmd, bench_cmd, hierarchy_cmd, mount_cmd, report_cmd, serve_cmd, sim_cmd, sweep_cmd,
+    trace_cmd, tune_cmd,
+};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -26,13 +29,13 @@ enum Command {
     /// from a config's `[hierarchy]` section: per-level hits, demotes, links and latency.
     Hierarchy(hierarchy_cmd::HierarchyArgs),
     /// Run a design-space sweep (axes × workloads × repetitions) in parallel, resumably.
-    Sweep(tiercache_sweep::cli::SweepArgs),
+    Sweep(sweep_cmd::SweepArgs),
     /// Turn sweep results into one self-contained HTML report with SVG plots.
-    Report(tiercache_report::cli::ReportArgs),
+    Report(report_cmd::ReportArgs),
     /// Read, summarise and convert block I/O traces.
-    Trace(tiercache_trace::cli::TraceArgs),
+    Trace(trace_cmd::TraceArgs),
     /// Analyse a trace: exact and SHARDS miss-ratio curves, reuse distances, sizing advice.
-    Analyze(tiercache_analyze::cli::AnalyzeArgs),
+    Analyze(analyze_cmd::AnalyzeArgs),
     /// Run the cache for real and serve it over NBD (Unix socket or TCP).
     Serve(serve_cmd::ServeArgs),
     /// Write every dirty line of a (stopped) cache back: afterwards the backend alone is complete.
@@ -54,11 +57,11 @@ fn main() -> ExitCode {
         Command::Sim(args) => sim_cmd::run(args),
         Command::Hierarchy(args) => hierarchy_cmd::run(args),
         Command::Sweep(args) => sweep_cmd::run(args),
-        Command::Report(args) => tiercache_report::cli::run(&args).map(|path| {
+        Command::Report(args) => report_cmd::run(&args).map(|path| {
             eprintln!("report: {}", path.display());
         }),
-        Command::Trace(args) => tiercache_trace::cli::run(args),
-        Command::Analyze(args) => tiercache_analyze::cli::run(args),
+        Command::Trace(args) => trace_cmd::run(args),
+        Command::Analyze(args) => analyze_cmd::run(args),
         Command::Serve(args) => serve_cmd::run(args),
         Command::Flush(args) => mount_cmd::flush(args),
         Command::Mount(args) => mount_cmd::run(args),

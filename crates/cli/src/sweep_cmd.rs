@@ -1,30 +1,15 @@
 //! `tiercache sweep`: run every point of a sweep spec through the simulator (the default
 //! backend), in parallel and resumably, into tidy result records; locally or, with `--ray`, as
-//! one Ray task per point. The runner is `tiercache_run::sweep`'s; this converts the arguments
-//! and prints `--list`.
+//! one Ray task per point. The runner is `tiercache_run::sweep`'s; this holds the arguments,
+//! converts them and prints `--list`.
 
 use anyhow::{bail, Result};
-use tiercache_run::sweep::{load_points, SweepOptions};
-use tiercache_sweep::cli::{BackendKind, SweepArgs};
-use tiercache_sweep::RunSummary;
+use std::path::PathBuf;
+use tiercache_sweep::{load_points, RunSummary, SweepOptions};
 
 /// Entry point of `tiercache sweep`.
 pub fn run(args: SweepArgs) -> Result<()> {
     run_sweep(args).map(|_| ())
-}
-
-/// The runner's options of the command's arguments.
-pub fn options(args: &SweepArgs) -> SweepOptions {
-    SweepOptions {
-        spec: args.spec.clone(),
-        out: args.out.clone(),
-        jobs: args.jobs,
-        retry_failed: !args.no_retry_failed,
-        ci: args.ci,
-        set: args.set.clone(),
-        progress: !args.no_progress,
-        ray: args.ray.clone(),
-    }
 }
 
 /// Runs `tiercache sweep` and returns what it did (`None` for `--list`).
@@ -36,12 +21,15 @@ pub fn run_sweep(args: SweepArgs) -> Result<Option<RunSummary>> {
         list(&args)?;
         return Ok(None);
     }
-    Ok(Some(tiercache_run::sweep::run_sweep(&options(&args))?))
+    Ok(Some(tiercache_run::sweep::run_sweep(
+        &args.options(),
+        args.ray.as_deref(),
+    )?))
 }
 
 /// `--list`: the points (id, workload, rep, design) without running them.
 fn list(args: &SweepArgs) -> Result<()> {
-    let (spec, points) = load_points(&args.spec, args.ci, &args.set)?;
+    let (spec, points) = load_points(&args.options())?;
     println!(
         "{:>5}  {:16}  {:20}  {:>3}  design",
         "index", "point", "workload", "rep"
@@ -61,4 +49,69 @@ fn list(args: &SweepArgs) -> Result<()> {
         spec.repetitions
     );
     Ok(())
+}
+
+/// `tiercache sweep SPEC`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SweepArgs {
+    /// Sweep spec (TOML): base config, `[[axis]]`, `[[workload]]`, repetitions.
+    pub spec: PathBuf,
+    /// Output directory for results.jsonl and results.csv (default: results/NAME, or
+    /// results/NAME-ci with --ci, NAME being the sweep's name).
+    #[arg(short, long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Points run in parallel (default: one per core).
+    #[arg(short, long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Do not rerun points that failed in an earlier run.
+    #[arg(long)]
+    pub no_retry_failed: bool,
+    /// Apply the spec's `[ci]` profile (smaller runs, fewer repetitions and designs).
+    #[arg(long)]
+    pub ci: bool,
+    /// Override a key of the base configuration (repeatable), e.g. `--set run.requests=50000`.
+    /// A key that an axis, a workload's `set` or the spec's `seed` sets is refused: those are
+    /// applied over the base for every point.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// List the points (id, workload, rep, design) without running them.
+    #[arg(long)]
+    pub list: bool,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// What runs each point.
+    #[arg(long, value_enum, default_value_t = BackendKind::Sim)]
+    pub backend: BackendKind,
+    /// Run each point as a task on a Ray cluster (needs the tiercache Python package and Ray):
+    /// ADDRESS as `ray.init` takes it (`auto`, the default: the cluster `ray start` made on this
+    /// machine; `local`: start one for this sweep; `HOST:PORT`; `ray://HOST:10001`). Points in
+    /// flight: --jobs, or the cluster's CPUs.
+    #[arg(long, value_name = "ADDRESS", num_args = 0..=1, default_missing_value = "auto")]
+    pub ray: Option<String>,
+}
+
+/// The executor of sweep points (the binary maps each to a [`Backend`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendKind {
+    /// The discrete-event simulator (virtual time).
+    Sim,
+    /// The real engine measured with a benchmark: not available for sweeps yet (the command
+    /// says so and stops); `tiercache bench CONFIG` runs one config on the engine.
+    Bench,
+}
+
+impl SweepArgs {
+    /// The sweep library's options these arguments describe.
+    pub fn options(&self) -> SweepOptions {
+        SweepOptions {
+            spec: self.spec.clone(),
+            out: self.out.clone(),
+            jobs: self.jobs,
+            retry_failed: !self.no_retry_failed,
+            ci: self.ci,
+            set: self.set.clone(),
+            progress: !self.no_progress,
+        }
+    }
 }

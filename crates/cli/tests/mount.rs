@@ -12,13 +12,6 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-fn fuse_available() -> bool {
-    Path::new("/dev/fuse").exists()
-        && ["/usr/bin/fusermount3", "/bin/fusermount3"]
-            .iter()
-            .any(|p| Path::new(p).exists())
-}
-
 fn is_mounted(mnt: &Path) -> bool {
     let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let want = mnt.to_string_lossy().to_string();
@@ -147,10 +140,9 @@ impl Drop for MountProcess {
 }
 
 /// A temporary directory holding `store`, `cache` and `mnt` (in that order after it); `None`
-/// (the test is skipped, and says so) without FUSE.
+/// (the test is skipped, and says so) without FUSE, and a failure on CI.
 fn mount_dirs() -> Option<(tempfile::TempDir, PathBuf, PathBuf, PathBuf)> {
-    if !fuse_available() {
-        eprintln!("skipped: no /dev/fuse or fusermount3 (scripts/setup.sh installs fuse3)");
+    if !tiercache_testsupport::fuse() {
         return None;
     }
     let dir = tempfile::tempdir().unwrap();

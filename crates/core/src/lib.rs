@@ -11,6 +11,7 @@ pub mod lookup;
 pub mod plan;
 pub mod request;
 pub mod source;
+pub mod splitmix;
 pub mod units;
 
 pub use geometry::{GeometryError, LineGeometry, LineKey, MAX_VOLUMES};

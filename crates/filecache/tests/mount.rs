@@ -2,7 +2,8 @@
 //! store before the call returns, data matches a plain directory under random operations for
 //! all four variants, and concurrent readers and writers of one file see atomic, ordered
 //! writes. Every mount is unmounted on drop (also when a test fails) and a watchdog ends a hung
-//! test run.
+//! test run. Without FUSE the tests are skipped, saying so, except on CI (`CI` set), where
+//! they fail.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -37,11 +38,6 @@ fn watchdog() {
 }
 
 static MOUNTS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-
-fn fuse_available() -> bool {
-    Path::new("/dev/fuse").exists()
-        && (Path::new("/usr/bin/fusermount3").exists() || Path::new("/bin/fusermount3").exists())
-}
 
 struct Mounted {
     session: Option<fuser::BackgroundSession>,
@@ -121,10 +117,10 @@ impl Mounted {
     }
 }
 
+/// Returns from the test without FUSE (saying so), and fails it on CI.
 macro_rules! need_fuse {
     () => {
-        if !fuse_available() {
-            eprintln!("skipped: no /dev/fuse or fusermount3 (scripts/setup.sh installs fuse3)");
+        if !tiercache_testsupport::fuse() {
             return;
         }
     };

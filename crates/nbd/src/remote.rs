@@ -411,9 +411,6 @@ fn session_id() -> u64 {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    let mut x = now ^ ((std::process::id() as u64) << 32) ^ COUNT.fetch_add(1, Relaxed);
-    // splitmix64's finaliser.
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
+    let x = now ^ ((std::process::id() as u64) << 32) ^ COUNT.fetch_add(1, Relaxed);
+    tiercache_core::splitmix::mix64(x)
 }

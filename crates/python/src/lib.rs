@@ -336,9 +336,9 @@ fn analyze(
                 .map_err(|e| input_err(format!("policies: `{p}`: {e}")))
         })
         .collect::<PyResult<Vec<_>>>()?;
-    let args = tiercache_analyze::cli::AnalyzeArgs {
+    let opts = tiercache_analyze::FileOptions {
         file: path,
-        input: tiercache_trace::cli::InputArgs {
+        input: tiercache_trace::InputOptions {
             format,
             skip_bad,
             csv_map,
@@ -353,13 +353,11 @@ fn analyze(
         policies,
         minisim_rate,
         write_reuse_threshold,
-        json: true,
         interval,
         burst_factor,
-        plots: None,
     };
     py.allow_threads(|| {
-        let a = tiercache_analyze::cli::analyze(&args)?;
+        let a = tiercache_analyze::analyze_file(&opts, &mut tiercache_run::print_note)?;
         Ok(serde_json::to_string(&a)?)
     })
     .map_err(to_py)
@@ -381,7 +379,7 @@ fn run_sweep(
     progress: bool,
     ray: Option<String>,
 ) -> PyResult<String> {
-    let opts = tiercache_run::sweep::SweepOptions {
+    let opts = tiercache_sweep::SweepOptions {
         spec,
         out,
         jobs,
@@ -389,10 +387,9 @@ fn run_sweep(
         ci,
         set,
         progress,
-        ray,
     };
     py.allow_threads(|| {
-        let s = tiercache_run::sweep::run_sweep(&opts)?;
+        let s = tiercache_run::sweep::run_sweep(&opts, ray.as_deref())?;
         Ok(serde_json::json!({
             "total": s.total,
             "skipped": s.skipped,
@@ -415,8 +412,14 @@ fn run_sweep(
 #[pyfunction]
 #[pyo3(signature = (spec, ci=false, set=Vec::new()))]
 fn sweep_points(spec: PathBuf, ci: bool, set: Vec<String>) -> PyResult<Vec<String>> {
-    let (_, points) = tiercache_run::sweep::load_points(&spec, ci, &set)
-        .map_err(|e| to_py(anyhow::Error::from(e)))?;
+    let opts = tiercache_sweep::SweepOptions {
+        ci,
+        set,
+        progress: false,
+        ..tiercache_sweep::SweepOptions::new(spec)
+    };
+    let (_, points) =
+        tiercache_sweep::load_points(&opts).map_err(|e| to_py(anyhow::Error::from(e)))?;
     Ok(points
         .iter()
         .map(|p| tiercache_sweep::ray::point_payload(p).to_string())

@@ -10,10 +10,10 @@
 
 #![warn(missing_docs)]
 
-pub mod cli;
 mod data;
 mod hierarchy;
 mod html;
+mod place;
 mod tenancy;
 /// The SVG charts, from their own crate (the workload analysis draws with them too).
 pub mod svg {
@@ -22,6 +22,7 @@ pub mod svg {
 
 pub use data::{lookup, lookup_f64, Design, ResultSet, Run, Stat};
 pub use html::build_report;
+pub use place::{page_place, PagePlace};
 
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,7 @@
 //! The report in a real headless browser (Debian's chromium): every plot rendered with a
 //! non-empty box, no console errors, and a screenshot kept under the target directory. Skipped,
-//! with the reason printed, only when chromium is not installed.
+//! with the reason printed, only when chromium is not installed, and never on CI (`CI` set:
+//! the test fails instead).
 
 mod common;
 
@@ -13,17 +14,7 @@ fn chromium() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("CHROMIUM") {
         return Some(PathBuf::from(p));
     }
-    ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .find_map(|name| {
-            let out = Command::new("sh")
-                .arg("-c")
-                .arg(format!("command -v {name}"))
-                .output()
-                .ok()?;
-            let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
-        })
+    tiercache_testsupport::find_on_path(&["chromium", "chromium-browser", "google-chrome"])
 }
 
 /// Runs headless chromium with `extra` arguments on `page`; returns (stdout, stderr).
@@ -77,10 +68,14 @@ fn console_errors(stderr: &str) -> Vec<String> {
 
 #[test]
 fn the_report_renders_in_headless_chromium() {
-    let Some(bin) = chromium() else {
-        println!("SKIPPED: chromium not found (install it with `apt-get install -y chromium`, or set CHROMIUM)");
+    let bin = chromium();
+    let problem = bin
+        .is_none()
+        .then(|| "not on PATH, and CHROMIUM names no browser".to_string());
+    if !tiercache_testsupport::require("chromium", "chromium", problem) {
         return;
-    };
+    }
+    let bin = bin.unwrap();
     let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("report-browser");
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();

@@ -5,7 +5,8 @@
 mod common;
 
 use std::collections::BTreeMap;
-use tiercache_report::{build_report, cli, Better, MetricSpec, ReportOptions, ResultSet};
+use std::path::PathBuf;
+use tiercache_report::{build_report, page_place, Better, MetricSpec, ReportOptions, ResultSet};
 use tiercache_sweep::{read_results, Status};
 
 fn assert_well_formed_plot(svg: &str) {
@@ -108,22 +109,40 @@ fn summary_matches_a_brute_force_reference() {
         .contains("named by their <b>line_size · promotion · lookup</b>"));
 }
 
+/// What `tiercache report` does with the library, its printing and checks aside: the page of
+/// `inputs` (default options but `max_series`) where the command puts it; returns its path.
+fn write_page(
+    inputs: &[PathBuf],
+    out: Option<PathBuf>,
+    title: Option<String>,
+    max_series: usize,
+) -> PathBuf {
+    let set = ResultSet::load(inputs).unwrap();
+    let place = page_place(inputs, out, None, title);
+    let opts = ReportOptions {
+        title: place.title,
+        description: place.description,
+        max_series,
+        ..Default::default()
+    };
+    build_report(&set, &opts)
+        .write(&place.out, &place.svg_dir)
+        .unwrap();
+    place.out
+}
+
 #[test]
 fn every_plot_is_present_well_formed_and_self_contained() {
     let dir = tempfile::tempdir().unwrap();
     let jsonl = common::run_fake_sweep(dir.path());
     let out = dir.path().join("out/report.html");
-    let args = cli::ReportArgs {
-        results: vec![dir.path().to_path_buf()],
-        out: Some(out.clone()),
-        svg_dir: None,
-        title: Some("fake <sweep> & co".into()),
-        metrics: vec![],
-        heat: None,
-        max_bars: 40,
-        max_series: 4,
-    };
-    assert_eq!(cli::run(&args).unwrap(), out);
+    let page = write_page(
+        &[dir.path().to_path_buf()],
+        Some(out.clone()),
+        Some("fake <sweep> & co".into()),
+        4,
+    );
+    assert_eq!(page, out);
     let html = std::fs::read_to_string(&out).unwrap();
     let set = ResultSet::load(&[&jsonl]).unwrap();
     let report = build_report(
@@ -321,22 +340,7 @@ fn a_sweep_whose_runs_all_failed_still_gets_a_page_and_no_input_is_an_error() {
     let report = build_report(&set, &ReportOptions::default());
     assert!(report.plots.is_empty() && report.summary.is_empty());
     assert!(report.html.contains("Failed runs (72)") && report.html.contains("no device"));
-    let empty = dir.path().join("empty.jsonl");
-    std::fs::write(&empty, "").unwrap();
-    let args = cli::ReportArgs {
-        results: vec![empty],
-        out: None,
-        svg_dir: None,
-        title: None,
-        metrics: vec![],
-        heat: None,
-        max_bars: 40,
-        max_series: 8,
-    };
-    assert!(cli::run(&args)
-        .unwrap_err()
-        .to_string()
-        .contains("no results"));
+    // An empty input is refused by the command: `report_cmd`'s tests in `crates/cli`.
 }
 
 /// Hierarchy records alone make a report (no sweep runs): loaded as hierarchies, nothing
@@ -349,17 +353,7 @@ fn hierarchy_records_alone_are_loaded_and_reported() {
     assert_eq!(set.hierarchies.len(), 6);
     assert!(set.runs.is_empty() && set.malformed.is_empty());
     let out = dir.path().join("report.html");
-    let args = cli::ReportArgs {
-        results: vec![hier],
-        out: Some(out.clone()),
-        svg_dir: None,
-        title: None,
-        metrics: vec![],
-        heat: None,
-        max_bars: 40,
-        max_series: 8,
-    };
-    assert_eq!(cli::run(&args).unwrap(), out);
+    assert_eq!(write_page(&[hier], Some(out.clone()), None, 8), out);
     let html = std::fs::read_to_string(&out).unwrap();
     assert_eq!(
         html.matches("<table>").count(),

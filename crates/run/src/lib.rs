@@ -30,3 +30,9 @@ pub mod sweep;
 pub mod volumes;
 
 pub use errors::{Result, RunError};
+
+/// Prints a note on stderr as every command does (`tiercache: note: …`): something the user
+/// should know about what ran, that is not an error.
+pub fn print_note(note: &str) {
+    eprintln!("tiercache: note: {note}");
+}

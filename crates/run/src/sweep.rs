@@ -1,52 +1,16 @@
 //! The sweep runner: a sweep spec's points run through the simulator (locally in parallel, or
 //! one Ray task per point), resumably, into tidy result records; and one point on its own.
 //!
-//! The options are a plain struct, not the command's arguments: the command converts its
-//! arguments, the Python package builds them from keywords.
+//! The options are `tiercache_sweep`'s plain [`SweepOptions`] (loading and running points is
+//! that crate's); this adds the backends (the simulator, or Ray) and the summary a person reads.
+//! The command converts its arguments into them, the Python package builds them from keywords.
 
 use crate::experiment::Experiment;
 use crate::sim::run_experiment;
 use anyhow::{Context, Result};
-use std::path::PathBuf;
-use tiercache_sweep::{default_out_dir, run_points, PointSpec, RunOptions, RunSummary};
-use tiercache_sweep::{SweepError, SweepSpec};
+use tiercache_sweep::{PointSpec, RunSummary};
 
-/// How to run a sweep.
-#[derive(Debug, Clone, Default)]
-pub struct SweepOptions {
-    /// The sweep spec (TOML).
-    pub spec: PathBuf,
-    /// Output directory (default: `results/NAME`, or `results/NAME-ci` with `ci`).
-    pub out: Option<PathBuf>,
-    /// Points run in parallel (default: one per core, or the Ray cluster's CPUs).
-    pub jobs: Option<usize>,
-    /// Rerun points that failed in an earlier run.
-    pub retry_failed: bool,
-    /// Apply the spec's `[ci]` profile.
-    pub ci: bool,
-    /// Overrides of the base configuration (`KEY=VALUE`).
-    pub set: Vec<String>,
-    /// Draw a progress bar (on a terminal).
-    pub progress: bool,
-    /// Run each point as a task on this Ray cluster (`auto`, `local`, `HOST:PORT`, …).
-    pub ray: Option<String>,
-}
-
-/// Loads the spec, applies the `[ci]` profile (when `ci`) and the overrides `set`, and expands
-/// it into its points.
-pub fn load_points(
-    spec: &std::path::Path,
-    ci: bool,
-    set: &[String],
-) -> Result<(SweepSpec, Vec<PointSpec>), SweepError> {
-    let mut s = SweepSpec::load(spec)?;
-    if ci {
-        s.apply_ci()?;
-    }
-    s.apply_overrides(set)?;
-    let points = s.expand()?;
-    Ok((s, points))
-}
+pub use tiercache_sweep::{load_points, SweepOptions};
 
 /// Runs one sweep point in the simulator and returns its result record, with the timeline
 /// when the point's config asks for one; a failure is the message the results record.
@@ -68,56 +32,36 @@ pub fn simulate_point(p: &PointSpec) -> std::result::Result<serde_json::Value, S
     Ok(v)
 }
 
-/// Runs every point of the sweep not already done and returns what it did. Prints a one-line
-/// summary on stderr. Fails with [`SweepError::PointsFailed`] (after every point ran) when any
-/// point failed, now or in an earlier run not retried; the failures are in the results.
-pub fn run_sweep(opts: &SweepOptions) -> crate::Result<RunSummary> {
-    run_any(opts).map_err(crate::RunError::from)
+/// Runs every point of the sweep not already done, in the simulator (or, with `ray`, one Ray
+/// task per point on that cluster: `auto`, `local`, `HOST:PORT`), and returns what it did.
+/// Prints a one-line summary on stderr. Fails with [`tiercache_sweep::SweepError::PointsFailed`]
+/// (after every point ran) when any point failed, now or in an earlier run not retried; the
+/// failures are in the results.
+pub fn run_sweep(opts: &SweepOptions, ray: Option<&str>) -> crate::Result<RunSummary> {
+    run_any(opts, ray).map_err(crate::RunError::from)
 }
 
-fn run_any(opts: &SweepOptions) -> Result<RunSummary> {
-    match &opts.ray {
+fn run_any(opts: &SweepOptions, ray: Option<&str>) -> Result<RunSummary> {
+    let (spec, points) = load_points(opts)?;
+    let summary = match ray {
         Some(address) => {
             let driver = crate::python::module(
                 "tiercache.ray_driver",
-                &["--address".to_string(), address.clone()],
+                &["--address".to_string(), address.to_string()],
             );
             let backend = tiercache_sweep::ray::RayBackend::start(driver)
                 .with_context(|| format!("--ray {address}: {}", crate::python::INSTALL_HINT))?;
-            let jobs = opts.jobs.unwrap_or(backend.cluster_cpus());
-            run_with(opts, jobs, &backend)
+            let opts = SweepOptions {
+                jobs: Some(opts.jobs.unwrap_or(backend.cluster_cpus())),
+                ..opts.clone()
+            };
+            tiercache_sweep::run_sweep(&opts, &spec, &points, &backend)?
         }
         None => {
             let backend = |p: &PointSpec| simulate_point(p);
-            run_with(opts, opts.jobs.unwrap_or(0), &backend)
+            tiercache_sweep::run_sweep(opts, &spec, &points, &backend)?
         }
-    }
-}
-
-/// Runs the sweep's points on `backend`, `jobs` at a time (0: one per core).
-fn run_with(
-    opts: &SweepOptions,
-    jobs: usize,
-    backend: &dyn tiercache_sweep::Backend,
-) -> Result<RunSummary> {
-    let (spec, points) = load_points(&opts.spec, opts.ci, &opts.set)?;
-    // A CI run resolves to other points than the full one: keep its results apart.
-    let out_dir = opts.out.clone().unwrap_or_else(|| {
-        default_out_dir(&if opts.ci {
-            format!("{}-ci", spec.name)
-        } else {
-            spec.name.clone()
-        })
-    });
-    let run = RunOptions {
-        out_dir,
-        jobs,
-        retry_failed: opts.retry_failed,
-        progress: opts.progress,
-        sweep_name: spec.name.clone(),
-        sweep_description: spec.description.clone(),
     };
-    let summary = run_points(&points, backend, &run)?;
     let not_retried = if summary.not_retried > 0 {
         format!(
             ", {} failed before and not retried (--no-retry-failed)",
@@ -152,14 +96,8 @@ fn run_with(
     for (point, error) in &summary.first_errors {
         eprintln!("  point {point} failed: {error}");
     }
-    if summary.failed + summary.not_retried > 0 {
-        return Err(SweepError::PointsFailed {
-            failed: summary.failed + summary.not_retried,
-            not_retried: summary.not_retried,
-            total: summary.total,
-            results: summary.results_jsonl.clone(),
-        }
-        .into());
+    if let Some(failure) = summary.failure() {
+        return Err(failure.into());
     }
     Ok(summary)
 }

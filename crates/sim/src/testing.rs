@@ -113,7 +113,7 @@ fn job_state(seed: u64, job: u64) -> u64 {
         return seed.wrapping_mul(PHI) | 1;
     }
     let mut state = (seed ^ job.wrapping_mul(PHI)).wrapping_sub(PHI);
-    tiercache_workload::dist::splitmix64(&mut state) | 1
+    tiercache_core::splitmix::splitmix64(&mut state) | 1
 }
 
 impl RequestSource for UniformSource {

@@ -1,45 +1,143 @@
 //! The timed simulator's results are fixed: fixed configurations' full results (metrics,
-//! timeline, final counters), serialised to JSON, hash to values computed with the simulator
-//! before its speed work (commit 5dd122d). An optimisation of the executor or the device models
-//! that changes any event's order or time changes a hash. When a change of results is meant
-//! (a model fixed), recompute the hashes and say why in the commit. New result fields change
-//! the bytes too: the hashes were last recomputed when the demote counters and the tenancy
-//! record were added, after checking field by field that every earlier value was identical,
-//! and again when a plan's contiguous backend reads came to merge past the cache ops of their
-//! stage (the two-line requests of the open-loop run read the backend in fewer, larger ops).
-//! The closed-loop hash changed once more when `UniformSource` gave each job its own random
-//! stream (so the executor may draw a job's requests ahead): that hash was computed with the
-//! executor as it was before the draw-ahead and the new event queue, then held unchanged by
-//! them. It changed again when dirty lines came to be held out of the replacement policy
-//! under `dirty_full = "bypass"`: with `metadata_bytes` zeroed, the result hashes the same
-//! before and after (15119699467168760034); the held-out bits add 1 KiB of metadata.
+//! timeline, final counters, end time, bytes written back, latency sample counts) equal, field
+//! by field and exactly, the records in `tests/golden/<case>.json`. An optimisation of the
+//! executor or the device models that changes any event's order or time changes a field; a
+//! mismatch prints every field that changed (path, expected, actual). When a change of results
+//! is meant (a model fixed), regenerate the records with
+//! `TIERCACHE_BLESS=1 cargo test -p tiercache-sim --test golden` (never on CI: the test refuses
+//! to bless there), check the diff of the JSON files and say why in the commit.
+//!
+//! History: the results were first fixed, as FNV-1a hashes of their JSON, with the simulator
+//! before its speed work (commit 5dd122d). The hashes were recomputed when the demote counters
+//! and the tenancy record were added, after checking field by field that every earlier value
+//! was identical, and again when a plan's contiguous backend reads came to merge past the cache
+//! ops of their stage (the two-line requests of the open-loop run read the backend in fewer,
+//! larger ops). The closed-loop hash changed once more when `UniformSource` gave each job its
+//! own random stream (so the executor may draw a job's requests ahead): that hash was computed
+//! with the executor as it was before the draw-ahead and the new event queue, then held
+//! unchanged by them. It changed again when dirty lines came to be held out of the replacement
+//! policy under `dirty_full = "bypass"`: with `metadata_bytes` zeroed, the result hashed the
+//! same before and after; the held-out bits add 1 KiB of metadata. The JSON records replaced
+//! the hashes (17002254944445930613 and 6353532219807021471) and were written by the code
+//! those hashes were last checked against, in the same run as the check.
 
 use tiercache_policy::{Cache, CacheConfig};
 use tiercache_sim::testing::UniformSource;
 use tiercache_sim::{simulate, DeviceConfig, HostConfig, SimConfig, SimOutput, VolumeBackend};
 
-/// FNV-1a, 64 bits: a stable hash of the result's bytes (no dependency, same on every
-/// platform).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+/// Everything a run reports, as one JSON record (the fields the hashes covered).
+fn result_record(out: &SimOutput) -> Value {
+    json!({
+        "metrics": out.metrics,
+        "timeline": out.timeline,
+        "final_stats": out.final_stats,
+        "end_ns": out.end_ns,
+        "backend_written_back_bytes": out.backend_written_back_bytes,
+        "latency_count": out.latency.count(),
+        "read_latency_count": out.read_latency.count(),
+        "write_latency_count": out.write_latency.count(),
     })
 }
 
-/// Everything a run reports, as JSON bytes.
-fn result_json(out: &SimOutput) -> String {
-    let mut s = serde_json::to_string(&out.metrics).unwrap();
-    s.push_str(&serde_json::to_string(&out.timeline).unwrap());
-    s.push_str(&serde_json::to_string(&out.final_stats).unwrap());
-    s.push_str(&format!(
-        "{} {} {} {} {}",
-        out.end_ns,
-        out.backend_written_back_bytes,
-        out.latency.count(),
-        out.read_latency.count(),
-        out.write_latency.count()
-    ));
-    s
+fn golden_path(case: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/golden/{case}.json"))
+}
+
+/// Appends to `diffs` every field where `actual` differs from `expected`: `(path, expected,
+/// actual)`, a missing field shown as `(absent)`. Numbers are equal when of the same kind and,
+/// for floats, the same bits (`-0.0` is not `0.0`), as the bytes the hashes covered were.
+fn diff(path: &str, expected: &Value, actual: &Value, diffs: &mut Vec<(String, String, String)>) {
+    let child = |key: &str| {
+        if path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match (expected, actual) {
+        (Value::Object(e), Value::Object(a)) => {
+            for (k, ev) in e {
+                match a.get(k) {
+                    Some(av) => diff(&child(k), ev, av, diffs),
+                    None => diffs.push((child(k), ev.to_string(), "(absent)".into())),
+                }
+            }
+            for (k, av) in a.iter().filter(|(k, _)| !e.contains_key(*k)) {
+                diffs.push((child(k), "(absent)".into(), av.to_string()));
+            }
+        }
+        (Value::Array(e), Value::Array(a)) => {
+            if e.len() != a.len() {
+                diffs.push((
+                    format!("{path}.len()"),
+                    e.len().to_string(),
+                    a.len().to_string(),
+                ));
+            }
+            for (i, (ev, av)) in e.iter().zip(a).enumerate() {
+                diff(&format!("{path}[{i}]"), ev, av, diffs);
+            }
+        }
+        (Value::Number(e), Value::Number(a)) => {
+            let same = match (e.as_f64(), a.as_f64()) {
+                _ if e.is_f64() != a.is_f64() => false,
+                (Some(x), Some(y)) if e.is_f64() => x.to_bits() == y.to_bits(),
+                _ => e == a,
+            };
+            if !same {
+                diffs.push((path.to_string(), e.to_string(), a.to_string()));
+            }
+        }
+        (e, a) if e != a => diffs.push((path.to_string(), e.to_string(), a.to_string())),
+        _ => {}
+    }
+}
+
+/// Compares the run's record with the golden record of `case` (or, with `TIERCACHE_BLESS=1`,
+/// writes it), failing with every field that changed.
+fn check(case: &str, out: &SimOutput) {
+    // Serialised and read back, as the file is: what is compared is what would be stored.
+    let actual: Value =
+        serde_json::from_str(&serde_json::to_string(&result_record(out)).unwrap()).unwrap();
+    let path = golden_path(case);
+    if std::env::var_os("TIERCACHE_BLESS").is_some_and(|v| v == "1") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "TIERCACHE_BLESS must not be set on CI: golden results are regenerated by hand"
+        );
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let text = serde_json::to_string_pretty(&actual).unwrap() + "\n";
+        std::fs::write(&path, text).unwrap();
+        eprintln!("blessed {}", path.display());
+        return;
+    }
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (TIERCACHE_BLESS=1 writes it from the current code)",
+            path.display()
+        )
+    });
+    let expected: Value = serde_json::from_str(&text).unwrap();
+    let mut diffs = Vec::new();
+    diff("", &expected, &actual, &mut diffs);
+    if !diffs.is_empty() {
+        let shown: Vec<String> = diffs
+            .iter()
+            .take(100)
+            .map(|(p, e, a)| format!("  {p}: expected {e}, actual {a}"))
+            .collect();
+        panic!(
+            "{case}: {} fields differ from {} (first {}):\n{}\nIf the change is meant, \
+             regenerate with TIERCACHE_BLESS=1 and say why in the commit.",
+            diffs.len(),
+            path.display(),
+            shown.len(),
+            shown.join("\n")
+        );
+    }
 }
 
 fn cache(extra: &str) -> Cache {
@@ -66,10 +164,7 @@ fn write_back_on_two_devices_is_unchanged() {
     cfg.run.timeline_interval_ns = Some(2_000_000);
     let out = simulate(&mut c, &mut src, &cfg).unwrap();
     assert_eq!(out.metrics.requests, 20_000);
-    assert_eq!(
-        fnv1a(result_json(&out).as_bytes()),
-        17_002_254_944_445_930_613
-    );
+    check("write_back_on_two_devices", &out);
 }
 
 /// Open loop with the host CPU model, a RAID-5 backend behind a link (multi-phase ops) and a
@@ -102,8 +197,5 @@ fn open_loop_with_host_raid_and_volume_backends_is_unchanged() {
     cfg.run.timeline_interval_ns = Some(5_000_000);
     let out = simulate(&mut c, &mut src, &cfg).unwrap();
     assert_eq!(out.metrics.requests, 50_000);
-    assert_eq!(
-        fnv1a(result_json(&out).as_bytes()),
-        6_353_532_219_807_021_471
-    );
+    check("open_loop_with_host_raid_and_volume_backends", &out);
 }

@@ -59,7 +59,7 @@
 #![warn(missing_docs)]
 
 mod canonical;
-pub mod cli;
+mod command;
 mod parquet_out;
 pub mod ray;
 mod results;
@@ -68,6 +68,7 @@ mod spec;
 mod spec_set;
 
 pub use canonical::{fnv1a64, value_label};
+pub use command::{load_points, run_sweep, SweepOptions};
 pub use results::{
     flatten_scalars, json_lines, latest_per_point, read_results, tidy_table, write_csv,
     write_csv_file, write_csv_lines, ExistingResults, ResultLine, Status,

@@ -308,22 +308,30 @@ fn results_do_not_depend_on_the_number_of_threads() {
     assert_eq!(collect(1), collect(3));
 }
 
+/// What `tiercache sweep` does with the library: load, run, and fail when any point failed.
+fn sweep(
+    opts: &tiercache_sweep::SweepOptions,
+    backend: &dyn tiercache_sweep::Backend,
+) -> Result<tiercache_sweep::RunSummary, SweepError> {
+    let (spec, points) = tiercache_sweep::load_points(opts)?;
+    let summary = tiercache_sweep::run_sweep(opts, &spec, &points, backend)?;
+    match summary.failure() {
+        Some(e) => Err(e),
+        None => Ok(summary),
+    }
+}
+
 #[test]
-fn the_cli_reports_failures_after_running_everything() {
+fn a_sweep_reports_failures_after_running_everything() {
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("s.toml");
     std::fs::write(&spec, SPEC).unwrap();
-    let args = tiercache_sweep::cli::SweepArgs {
-        spec: spec.clone(),
+    let args = tiercache_sweep::SweepOptions {
         out: Some(dir.path().join("out")),
         jobs: Some(2),
-        no_retry_failed: false,
-        ci: false,
         set: vec!["run.requests=7".into()],
-        list: false,
-        no_progress: true,
-        backend: tiercache_sweep::cli::BackendKind::Sim,
-        ray: None,
+        progress: false,
+        ..tiercache_sweep::SweepOptions::new(&spec)
     };
     let failing = |p: &PointSpec| {
         assert_eq!(
@@ -337,28 +345,26 @@ fn the_cli_reports_failures_after_running_everything() {
             Ok(fake_record(p))
         }
     };
-    let e = tiercache_sweep::cli::run(&args, &failing).unwrap_err();
-    match e.downcast_ref::<SweepError>() {
-        Some(SweepError::PointsFailed { failed, total, .. }) => {
-            assert_eq!((*failed, *total), (18, 36))
-        }
+    let e = sweep(&args, &failing).unwrap_err();
+    match e {
+        SweepError::PointsFailed { failed, total, .. } => assert_eq!((failed, total), (18, 36)),
         other => panic!("unexpected error {other:?}"),
     }
     let res = read_results(&dir.path().join("out/results.jsonl")).unwrap();
     assert_eq!(res.lines.len(), 36);
     // Not retrying them does not make them done: the rerun fails too, counting them.
-    let no_retry = tiercache_sweep::cli::SweepArgs {
-        no_retry_failed: true,
+    let no_retry = tiercache_sweep::SweepOptions {
+        retry_failed: false,
         ..args.clone()
     };
-    let e = tiercache_sweep::cli::run(&no_retry, &|p: &PointSpec| Ok(fake_record(p))).unwrap_err();
-    match e.downcast_ref::<SweepError>() {
-        Some(SweepError::PointsFailed {
+    let e = sweep(&no_retry, &|p: &PointSpec| Ok(fake_record(p))).unwrap_err();
+    match &e {
+        SweepError::PointsFailed {
             failed,
             not_retried,
             total,
             ..
-        }) => assert_eq!((*failed, *not_retried, *total), (18, 18, 36)),
+        } => assert_eq!((*failed, *not_retried, *total), (18, 18, 36)),
         other => panic!("unexpected error {other:?}"),
     }
     assert!(
@@ -366,9 +372,7 @@ fn the_cli_reports_failures_after_running_everything() {
             .contains("18 of them in an earlier run, not retried"),
         "{e}"
     );
-    let ok = tiercache_sweep::cli::run(&args, &|p: &PointSpec| Ok(fake_record(p)))
-        .unwrap()
-        .unwrap();
+    let ok = sweep(&args, &|p: &PointSpec| Ok(fake_record(p))).unwrap();
     assert_eq!((ok.skipped, ok.ok), (18, 18));
 }
 

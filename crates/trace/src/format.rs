@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 /// A trace format tiercache reads (and, for some, writes). Names are kebab-case in configs and on
 /// the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {
     /// MSR Cambridge CSV (SNIA IOTTA 388).

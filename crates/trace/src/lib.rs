@@ -27,17 +27,18 @@
 //! [`TraceMeta::epoch_unix_ns`] where the format carries it.
 //!
 //! Writers ([`writer`]) stream the native format, oracleGeneral (one record per line-sized block,
-//! `next_access_vtime` computed) and fio iolog v3. [`stats()`] summarises a trace. [`cli`] holds
-//! the `tiercache trace` subcommands.
+//! `next_access_vtime` computed) and fio iolog v3. [`stats()`] summarises a trace. The
+//! `tiercache trace` subcommands are the `tiercache` binary's; [`InputOptions`] is how every
+//! command describes the trace it reads.
 #![warn(missing_docs)]
 
 mod binary;
-pub mod cli;
 pub mod compress;
 pub mod csv;
 pub mod error;
 mod footprint;
 pub mod format;
+mod input;
 mod lines;
 pub mod native;
 mod parse;
@@ -54,6 +55,7 @@ pub use compress::Compression;
 pub use csv::{CsvSpec, OpNames, TimeUnit};
 pub use error::TraceError;
 pub use format::{detect, Format};
+pub use input::InputOptions;
 pub use native::{NativeReader, NativeTrace, NativeWriter};
 pub use reader::{
     open, read_all, ReadCounters, ReadOptions, TraceMeta, TraceReader, MAX_DATA_REQUEST_LEN,

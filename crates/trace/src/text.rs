@@ -88,7 +88,7 @@ impl LineParser for FiuParser {
 }
 
 /// The blkparse action kept: each I/O appears once per stage it passes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BlkAction {
     /// `Q`: the I/O arrives at the block layer (the application's view).

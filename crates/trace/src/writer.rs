@@ -14,7 +14,7 @@ use std::os::unix::fs::FileExt;
 use tiercache_core::{LineGeometry, LineKey, Op, Request, VolumeId};
 
 /// A format tiercache writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum OutputFormat {
     /// The native binary format ([`crate::native`]): lossless.

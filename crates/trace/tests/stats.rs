@@ -1,12 +1,11 @@
-//! Trace statistics against hand-computed and reference-model values; the CLI end to end.
+//! Trace statistics against hand-computed and reference-model values (the `tiercache trace`
+//! command end to end is tested with the binary, in `crates/cli`).
 
-use clap::Parser;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use tiercache_core::{Op, Request, VolumeId};
-use tiercache_trace::cli::{run, TraceArgs};
 use tiercache_trace::native::NativeWriter;
-use tiercache_trace::{read_all, stats, Format, ReadOptions, StatsOptions, VolumeMap};
+use tiercache_trace::{stats, ReadOptions, StatsOptions, VolumeMap};
 
 const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/traces");
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
@@ -215,81 +214,4 @@ proptest! {
         let max = reqs.iter().map(|r| r.time_ns).max().unwrap();
         prop_assert_eq!(s.duration_ns, max);
     }
-}
-
-#[derive(Parser)]
-struct Cli {
-    #[command(subcommand)]
-    cmd: Top,
-}
-
-#[derive(clap::Subcommand)]
-enum Top {
-    Trace(TraceArgs),
-}
-
-fn cli(args: &[&str]) -> anyhow::Result<()> {
-    let Top::Trace(t) =
-        Cli::try_parse_from(std::iter::once("tiercache").chain(args.iter().copied()))?.cmd;
-    run(t)
-}
-
-#[test]
-fn cli_stats_and_convert() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = format!("{TRACES}/systor17-sample.csv.gz");
-    cli(&["trace", "stats", &input, "--line-size", "8192", "--json"]).unwrap();
-    cli(&["trace", "stats", &input, "--format", "systor"]).unwrap();
-    let out = dir.path().join("s.tctrace");
-    let out = out.to_str().unwrap();
-    cli(&["trace", "convert", &input, out, "--to", "native"]).unwrap();
-    assert_eq!(
-        read_all(out, None, &ReadOptions::default())
-            .unwrap()
-            .0
-            .len(),
-        999
-    );
-    let og = dir.path().join("s.og");
-    cli(&[
-        "trace",
-        "convert",
-        out,
-        og.to_str().unwrap(),
-        "--to",
-        "oracle-general",
-        "--line-size",
-        "65536",
-    ])
-    .unwrap();
-    assert!(std::fs::metadata(&og).unwrap().len() > 999 * 24);
-    let fio = dir.path().join("s.iolog");
-    cli(&[
-        "trace",
-        "convert",
-        out,
-        fio.to_str().unwrap(),
-        "--to",
-        "fio-iolog",
-    ])
-    .unwrap();
-    let (_, _, _, m) = read_all(fio.to_str().unwrap(), None, &ReadOptions::default()).unwrap();
-    assert_eq!(m.format, Format::FioIolog);
-
-    // Errors surface with context; bad arguments are refused.
-    let e = cli(&["trace", "stats", "/nonexistent/trace.csv"]).unwrap_err();
-    assert!(format!("{e:#}").contains("/nonexistent/trace.csv"), "{e:#}");
-    assert!(cli(&["trace", "stats", &input, "--line-size", "1000"]).is_err());
-    assert!(cli(&["trace", "stats", &input, "--format", "csv"]).is_err());
-    assert!(cli(&["trace", "convert", &input, out, "--to", "msr"]).is_err());
-    cli(&[
-        "trace",
-        "stats",
-        &input,
-        "--format",
-        "csv",
-        "--csv-map",
-        "time=0:s:unix,op=2,volume=3,offset=4,len=5,header",
-    ])
-    .unwrap();
 }

@@ -253,15 +253,9 @@ impl Permutation {
     }
 }
 
-/// SplitMix64 step: derives independent 64-bit keys from one seed.
-#[inline]
-pub fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+/// SplitMix64 step: derives independent 64-bit keys from one seed (defined once, in
+/// `tiercache-core`; here under its old path).
+pub use tiercache_core::splitmix::splitmix64;
 
 #[cfg(test)]
 mod tests {

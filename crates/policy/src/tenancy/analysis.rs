@@ -1,6 +1,6 @@
 //! Incremental per-volume reuse analysis for the reuse-distance modes.
 //!
-//! Each volume keeps one LRU stack of its lines (`tiercache-analyze`'s exact stack, a Fenwick
+//! Each volume keeps one LRU stack of its lines (`tiercache-stackdist`'s exact stack, a Fenwick
 //! tree over access times: O(log M) per access) for its whole life, so a reuse reaching back
 //! before the interval counts at its true distance. Per interval it collects what the modes
 //! need: the largest stack distance of every reuse (TRD + 1) and of reads only (URD + 1), a hit
@@ -12,19 +12,14 @@
 //! (SHARDS, fixed rate): distances are scaled by `1 / rate` and each sampled access weighs
 //! `1 / rate`.
 
-use tiercache_analyze::stack::StackDistance;
+// SplitMix64 of a line number spreads line numbers over the sampling modulus (the hash of the
+// analysis's SHARDS, so that both sample the same lines).
+use tiercache_core::splitmix::hash64 as mix;
 use tiercache_core::VolumeId;
+use tiercache_stackdist::StackDistance;
 
 /// Hash modulus of the spatial sampling.
 const MODULUS: u64 = 1 << 24;
-
-/// A SplitMix64 finaliser: spreads line numbers over the sampling modulus.
-fn mix(key: u64) -> u64 {
-    let mut z = key.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
 
 /// Hits an LRU partition of each size would have had over one interval: reuses by stack
 /// distance, in buckets of `granule` lines (bucket `b` holds distances in

@@ -1,8 +1,11 @@
-//! `tiercache report RESULTS`: argument struct (clap derive) and runner.
+//! `tiercache report RESULTS`: the argument struct (clap derive) and the run, printing what
+//! the report library made.
 
-use crate::{build_report, MetricSpec, ReportOptions, ResultSet};
 use anyhow::Context;
 use std::path::PathBuf;
+use tiercache_report::{
+    build_report, page_place, MetricSpec, ReportError, ReportOptions, ResultSet,
+};
 
 /// `tiercache report RESULTS...`.
 #[derive(Debug, Clone, clap::Args)]
@@ -47,15 +50,15 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
     for note in &results.notes {
         eprintln!("report: note: {note}");
     }
+    let inputs = || {
+        args.results
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     if results.runs.is_empty() && results.hierarchies.is_empty() {
-        return Err(crate::ReportError::Empty(
-            args.results
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-        )
-        .into());
+        return Err(ReportError::Empty(inputs()).into());
     }
     let mut opts = ReportOptions::default();
     if !args.metrics.is_empty() {
@@ -73,43 +76,15 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
     }
     opts.max_bars = args.max_bars.max(2);
     opts.max_series = args.max_series.max(1);
-    let first = &args.results[0];
-    // The first input's directory: a sweep's output directory names the sweep and says what
-    // it is about, and the page goes there by default.
-    let dir = if first.is_dir() {
-        first.clone()
-    } else {
-        first.parent().map(PathBuf::from).unwrap_or_default()
-    };
-    let about: Option<serde_json::Value> =
-        std::fs::read_to_string(dir.join(tiercache_sweep::SWEEP_JSON))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok());
-    let sweep_name = about
-        .as_ref()
-        .and_then(|a| a["name"].as_str())
-        .filter(|n| !n.is_empty())
-        .map(str::to_string);
-    opts.description = about
-        .as_ref()
-        .and_then(|a| a["description"].as_str())
-        .map(str::to_string);
-    opts.title = args
-        .title
-        .clone()
-        .or(sweep_name.map(|n| format!("tiercache report: {n}")))
-        .unwrap_or_else(|| match dir.file_name() {
-            Some(n) => format!("tiercache report: {}", n.to_string_lossy()),
-            None => "tiercache report".into(),
-        });
-    let out = args.out.clone().unwrap_or_else(|| dir.join("report.html"));
-    let svg_dir = args.svg_dir.clone().unwrap_or_else(|| {
-        let stem = out
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "report".into());
-        out.with_file_name(format!("{stem}-plots"))
-    });
+    let place = page_place(
+        &args.results,
+        args.out.clone(),
+        args.svg_dir.clone(),
+        args.title.clone(),
+    );
+    opts.title = place.title;
+    opts.description = place.description;
+    let (out, svg_dir) = (place.out, place.svg_dir);
     let report = build_report(&results, &opts);
     let svgs = report.write(&out, &svg_dir)?;
     eprintln!(
@@ -125,20 +100,15 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
             r.workload,
             r.metric.label,
             r.best.0,
-            crate::svg::fmt_num(r.best.1)
+            tiercache_report::svg::fmt_num(r.best.1)
         );
     }
     // The page lists the failures with their errors; the command still fails, saying why
     // there is nothing to plot.
     if !results.runs.is_empty() && results.runs.iter().all(|r| !r.ok) {
-        return Err(crate::ReportError::AllFailed {
+        return Err(ReportError::AllFailed {
             runs: results.runs.len(),
-            inputs: args
-                .results
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
+            inputs: inputs(),
             page: out.display().to_string(),
             first: results.runs[0]
                 .error
@@ -148,4 +118,31 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
         .into());
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An input without results is refused, naming it, as bad input (exit code 2).
+    #[test]
+    fn an_empty_input_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.jsonl");
+        std::fs::write(&empty, "").unwrap();
+        let args = ReportArgs {
+            results: vec![empty],
+            out: None,
+            svg_dir: None,
+            title: None,
+            metrics: vec![],
+            heat: None,
+            max_bars: 40,
+            max_series: 8,
+        };
+        let e = run(&args).unwrap_err();
+        assert!(e.to_string().contains("no results"), "{e}");
+        assert!(e.to_string().contains("empty.jsonl"), "{e}");
+        assert_eq!(crate::errors::exit_code(&e), 2);
+    }
 }

@@ -1,0 +1,105 @@
+//! Test support shared by the workspace's integration tests (a dev-dependency only).
+//!
+//! A test that needs an external tool (FUSE, a browser, fio, nbdkit, ...) may skip itself on a
+//! developer's machine without it, saying so; on CI (the environment variable `CI` set, as CI
+//! services set it) a missing tool fails the test instead, so that a suite cannot pass there by
+//! skipping what it was meant to check. `scripts/setup.sh` installs every tool.
+
+#![warn(missing_docs)]
+
+use std::path::{Path, PathBuf};
+
+/// Whether the tests run on CI: the environment variable `CI` is set (to anything).
+pub fn on_ci() -> bool {
+    std::env::var_os("CI").is_some()
+}
+
+/// The guard of a test needing `tool`: `problem` is why it cannot run (`None`: it can).
+/// Returns whether the test can run. When it cannot: on CI, panics naming the tool, the problem
+/// and how to install it (`package`, by `scripts/setup.sh`); elsewhere prints that the test is
+/// skipped and why, and returns `false` (the test then returns). A panic points at the caller.
+#[track_caller]
+pub fn require(tool: &str, package: &str, problem: Option<String>) -> bool {
+    let Some(problem) = problem else {
+        return true;
+    };
+    let message =
+        format!("{tool} unavailable ({problem}): `bash scripts/setup.sh` installs {package}");
+    assert!(
+        !on_ci(),
+        "{message}; CI is set, so this test fails instead of skipping"
+    );
+    eprintln!("skipped: {message}");
+    false
+}
+
+/// The first of `names` found on `PATH`, as a path.
+pub fn find_on_path(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    names.iter().find_map(|name| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(name))
+            .find(|p| is_executable(p))
+    })
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Why FUSE mounts cannot be made here, if they cannot: no `/dev/fuse`, a `/dev/fuse` this
+/// process cannot open (a container started without the device), or no `fusermount3`.
+pub fn fuse_problem() -> Option<String> {
+    if let Err(e) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+    {
+        return Some(format!("cannot open /dev/fuse ({e})"));
+    }
+    if find_on_path(&["fusermount3"]).is_none()
+        && !["/usr/bin/fusermount3", "/bin/fusermount3"]
+            .iter()
+            .any(|p| is_executable(Path::new(p)))
+    {
+        return Some("no fusermount3".into());
+    }
+    None
+}
+
+/// The guard of a FUSE test: [`require`] with [`fuse_problem`].
+#[track_caller]
+pub fn fuse() -> bool {
+    require("FUSE", "fuse3", fuse_problem())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_present_tool_runs_and_a_shell_is_found() {
+        assert!(require("sh", "dash", None));
+        assert!(find_on_path(&["no-such-tool-here", "sh"]).is_some());
+        assert!(find_on_path(&["no-such-tool-here"]).is_none());
+    }
+
+    #[test]
+    fn a_missing_tool_skips_here_and_fails_on_ci() {
+        let r = std::panic::catch_unwind(|| {
+            require("no-such-tool", "no-package", Some("not installed".into()))
+        });
+        match r {
+            Ok(runs) => assert!(!on_ci() && !runs),
+            Err(panic) => {
+                assert!(on_ci());
+                let m = panic.downcast_ref::<String>().unwrap();
+                assert!(
+                    m.contains("no-such-tool") && m.contains("scripts/setup.sh"),
+                    "{m}"
+                );
+            }
+        }
+    }
+}
