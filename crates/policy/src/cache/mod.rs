@@ -33,6 +33,7 @@ mod resize;
 mod tenancy;
 mod validate;
 mod write;
+mod write_back;
 
 pub use crate::executor::ExecutorState;
 pub use demote::DemoteOutcome;
