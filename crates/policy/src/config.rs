@@ -33,7 +33,7 @@ pub enum WritePolicy {
     /// PT: everything goes to the backend; cached copies written over are invalidated.
     PassThrough,
     /// WBA: write hits as WB (cache, dirty); write misses go to the backend only, as WA; read
-    /// misses promote. The file-level wb-around variant (SPEC §4.9).
+    /// misses promote. The file-level wb-around variant (docs/design.md §4.5, §4.9).
     WriteBackAround,
 }
 
