@@ -1,16 +1,36 @@
-//! The file-level policy core (SPEC §4.9): (file, block) → cache slot, a dirty bit per block,
-//! LRU replacement, admission on read miss, and the four write variants as a table.
+//! The file-level cache (docs/design.md §4.9) on the policy core: (file, block) keys, the four
+//! write variants, deletes and truncates, and the [`DevOp`] lists the FUSE file system
+//! ([`crate::fs`]) and the simulator ([`crate::sim`]) execute.
 //!
-//! The core moves no data. Each call appends the device operations the request needs to a
-//! [`DevOp`] list, in the order they must happen; the FUSE file system ([`crate::fs`]) and the
-//! simulator ([`crate::sim`]) execute the same lists, so both run one policy.
+//! Every decision — hit or miss, the victim, promotion, write-back, what a write does in each
+//! variant — is made by the project's policy core, [`tiercache_policy::Cache`] (§3), with
+//! lines of one block, LRU, promotion on every read miss, and the variant as its write mode
+//! (§4.5: wb → WB, wb-around → WBA, wt → WT, wt-around → WA). This module only maps keys and
+//! translates: (file, block) onto the core's (volume, line) through per-file extents
+//! (`keys`, limits [`MAX_BLOCKS_PER_FILE`] and [`FileCache::max_files`]), the core's
+//! [`tiercache_policy::Plan`] into [`DevOp`]s (`translate`; a cache-device op's offset / line
+//! size is the slot). A delete or truncate is the core's TRIM of each cached block: the line
+//! is dropped and its dirty data never written back. A flush is a write-back job over the
+//! chosen lines (`Cache::write_back_lines`), completed at once.
+//!
+//! The core writes whole lines: a write that leaves old bytes of an allocated block in place
+//! (`needs_fill`) gets a [`DevOp::Fill`] before its [`DevOp::CacheWrite`], the executor's way
+//! of completing the line the core made valid.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::str::FromStr;
 
-use tiercache_core::LineKey;
-use tiercache_eviction::{build, Eviction, EvictionKind, Slot};
+use tiercache_core::{Plan, Request};
+use tiercache_eviction::Slot;
+use tiercache_policy::{
+    Cache, CacheConfig, CleaningConfig, DirtyFullPolicy, EvictionKind, MetaUpdate, PromotionConfig,
+};
+
+mod keys;
+mod translate;
+
+pub use keys::MAX_BLOCKS_PER_FILE;
 
 /// Identity of a file in the store (its inode number there: stable across renames).
 pub type FileId = u64;
@@ -100,6 +120,17 @@ impl Variant {
     /// Whether dirty data can exist (write-back).
     pub fn is_write_back(self) -> bool {
         self.write == WritePolicy::WriteBack
+    }
+
+    /// The policy core's write mode running this variant (docs/design.md §4.5).
+    pub fn core_mode(self) -> tiercache_policy::WritePolicy {
+        use tiercache_policy::WritePolicy as M;
+        match (self.write, self.alloc) {
+            (WritePolicy::WriteBack, Allocation::WriteAllocate) => M::WriteBack,
+            (WritePolicy::WriteBack, Allocation::WriteAround) => M::WriteBackAround,
+            (WritePolicy::WriteThrough, Allocation::WriteAllocate) => M::WriteThrough,
+            (WritePolicy::WriteThrough, Allocation::WriteAround) => M::WriteAround,
+        }
     }
 }
 
@@ -207,47 +238,133 @@ pub struct CoreStats {
     pub write_backs_cancelled: u64,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct SlotState {
-    key: BlockKey,
-    dirty: bool,
+/// Why a call of the file-level cache cannot be carried out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FileCacheError {
+    /// A block index at or past [`MAX_BLOCKS_PER_FILE`].
+    #[error("block {block} of file {file} is past the {MAX_BLOCKS_PER_FILE} blocks a cached file may have")]
+    BlockOutOfRange {
+        /// The file.
+        file: FileId,
+        /// The block asked for.
+        block: u64,
+    },
+    /// Every extent of the key space is in use ([`FileCache::max_files`] files have cached
+    /// blocks).
+    #[error("more than {max} files with cached blocks")]
+    TooManyFiles {
+        /// Files that may have cached blocks at once.
+        max: u64,
+    },
+    /// The policy core refused the geometry or a request (a block size that is not a power of
+    /// two from 512 B to 1 MiB, a capacity past its limit, a bad restore).
+    #[error("policy core: {0}")]
+    Core(String),
 }
 
-/// The file-level cache policy: deterministic, no I/O.
+impl From<tiercache_policy::PolicyError> for FileCacheError {
+    fn from(e: tiercache_policy::PolicyError) -> Self {
+        FileCacheError::Core(e.to_string())
+    }
+}
+
+/// The file-level cache: deterministic, no I/O; its decisions are the policy core's.
 pub struct FileCache {
     variant: Variant,
     capacity: u32,
-    slots: Vec<Option<SlotState>>,
-    free: Vec<Slot>,
-    files: HashMap<FileId, BTreeMap<u64, Slot>>,
-    lru: Box<dyn Eviction>,
-    dirty: u64,
-    stats: CoreStats,
+    /// The policy core (`None` for a cache of zero blocks, which the core does not build:
+    /// every request goes to the store).
+    core: Option<Cache>,
+    line: u64,
+    extents: keys::Extents,
+    /// The block each core slot holds, mirrored from the core's slot updates
+    /// (`Cache::drain_meta_updates`): names victims and serves `slot_state`.
+    slots: Vec<Option<BlockKey>>,
+    /// Cached blocks of each file (mirrored likewise): deletes, truncates and per-file
+    /// flushes visit only those.
+    files: HashMap<FileId, BTreeSet<u64>>,
+    plan: Plan,
+    updates: Vec<MetaUpdate>,
+    /// Counters of a cache of zero blocks.
+    uncached: CoreStats,
 }
 
-fn line_key(key: BlockKey) -> LineKey {
-    // Only ghost-keeping policies look at keys; LRU stores nothing for them. Mix both parts so
-    // distinct blocks get distinct keys in practice.
-    LineKey(key.file.rotate_left(32) ^ key.block)
+impl fmt::Debug for FileCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileCache")
+            .field("variant", &self.variant)
+            .field("capacity", &self.capacity)
+            .field("core", &self.core)
+            .finish_non_exhaustive()
+    }
 }
 
 impl FileCache {
-    /// A cache of `capacity` blocks (0: every request goes to the store) running `variant`.
+    /// A cache of `capacity` blocks of 4 KiB (0: every request goes to the store) running
+    /// `variant`. Panics if the policy core refuses the capacity (2^31 blocks or more); see
+    /// [`FileCache::with_block_size`].
     pub fn new(capacity: u32, variant: Variant) -> Self {
-        FileCache {
+        Self::with_block_size(capacity, variant, 4096)
+            .expect("the policy core takes this capacity of 4 KiB lines")
+    }
+
+    /// The policy core's settings for a cache of `capacity` blocks of `block_size` bytes (a
+    /// power of two of at least 512) running `variant`: a block is one line, of the block's
+    /// size up to the core's largest line (1 MiB; the core moves no data, so past that only
+    /// its byte counters are in 1 MiB units); LRU; promotion on every miss; the variant's
+    /// write mode; no cleaning, a full cache evicting its LRU block dirty or not
+    /// (docs/design.md §4.5, §4.6, §4.9). The simulator's block level runs the same.
+    pub fn core_config(
+        capacity: u32,
+        variant: Variant,
+        block_size: u64,
+    ) -> Result<CacheConfig, FileCacheError> {
+        if block_size < tiercache_core::geometry::MIN_LINE || !block_size.is_power_of_two() {
+            return Err(FileCacheError::Core(format!(
+                "block size {block_size} is not a power of two of at least 512"
+            )));
+        }
+        let line = block_size.min(tiercache_core::geometry::MAX_LINE);
+        Ok(CacheConfig {
+            capacity: capacity as u64 * line,
+            line_size: line,
+            eviction: EvictionKind::Lru,
+            promotion: PromotionConfig::Always,
+            write_policy: variant.core_mode(),
+            cleaning: CleaningConfig::None,
+            dirty_full: DirtyFullPolicy::EvictThenWrite,
+            ..CacheConfig::default()
+        })
+    }
+
+    /// A cache of `capacity` blocks of `block_size` bytes running `variant` (see
+    /// [`FileCache::core_config`]).
+    pub fn with_block_size(
+        capacity: u32,
+        variant: Variant,
+        block_size: u64,
+    ) -> Result<Self, FileCacheError> {
+        let cfg = Self::core_config(capacity, variant, block_size)?;
+        let line = cfg.line_size;
+        let core = if capacity == 0 {
+            None
+        } else {
+            let mut core = Cache::new(&cfg)?;
+            core.set_journal(true);
+            Some(core)
+        };
+        Ok(FileCache {
             variant,
             capacity,
+            core,
+            line,
+            extents: keys::Extents::new(line),
             slots: vec![None; capacity as usize],
-            free: (0..capacity).rev().collect(),
             files: HashMap::new(),
-            lru: build(
-                EvictionKind::Lru,
-                capacity as usize,
-                capacity.max(1) as usize,
-            ),
-            dirty: 0,
-            stats: CoreStats::default(),
-        }
+            plan: Plan::new(),
+            updates: Vec::new(),
+            uncached: CoreStats::default(),
+        })
     }
 
     /// The variant this cache runs.
@@ -260,9 +377,22 @@ impl FileCache {
         self.capacity
     }
 
+    /// Most files that may have cached blocks at once (past it a read or write of another
+    /// file's block is refused with [`FileCacheError::TooManyFiles`]): 2^32 with 4 KiB blocks.
+    pub fn max_files(&self) -> u64 {
+        self.extents.max_files()
+    }
+
+    /// The policy core (`None` for a cache of zero blocks): its counters and metadata.
+    pub fn policy(&self) -> Option<&Cache> {
+        self.core.as_ref()
+    }
+
     /// Blocks resident.
     pub fn len(&self) -> usize {
-        self.lru.len()
+        self.core
+            .as_ref()
+            .map_or(0, |c| c.resident_lines() as usize)
     }
 
     /// Whether nothing is cached.
@@ -272,28 +402,46 @@ impl FileCache {
 
     /// Dirty blocks resident.
     pub fn dirty_blocks(&self) -> u64 {
-        self.dirty
+        self.core.as_ref().map_or(0, |c| c.dirty_lines())
     }
 
-    /// Decision counters so far.
+    /// Decision counters so far, read off the core's counters: a block is one line, a
+    /// dropped line was dropped by a delete, truncate or discard (TRIM), and a dirty line is
+    /// dirty whole (the core writes whole lines).
     pub fn stats(&self) -> CoreStats {
-        self.stats
+        let Some(core) = &self.core else {
+            return self.uncached;
+        };
+        let s = core.stats();
+        CoreStats {
+            read_hits: s.read_line_hits,
+            read_misses: s.read_line_accesses - s.read_line_hits,
+            write_hits: s.write_line_hits,
+            write_misses: s.write_line_accesses - s.write_line_hits,
+            admissions: s.promotions,
+            evictions: s.evictions,
+            write_backs: s.dirty_evictions + s.cleaned_lines,
+            freed_by_delete: s.invalidations,
+            write_backs_cancelled: s.trimmed_dirty_bytes / self.line,
+        }
     }
 
     /// Where `key` is cached and whether it is dirty.
     pub fn lookup(&self, key: BlockKey) -> Option<(Slot, bool)> {
-        let slot = *self.files.get(&key.file)?.get(&key.block)?;
-        let state = self.slots[slot as usize].expect("indexed slot is occupied");
-        Some((slot, state.dirty))
+        let core = self.core.as_ref()?;
+        if key.block >= MAX_BLOCKS_PER_FILE {
+            return None;
+        }
+        let (volume, index) = self.extents.line(self.extents.get(key.file)?, key.block);
+        let s = core.line_state(volume, index)?;
+        Some((s.slot, s.dirty != 0))
     }
 
     /// The block `slot` holds, and whether it is dirty.
     pub fn slot_state(&self, slot: Slot) -> Option<(BlockKey, bool)> {
-        self.slots
-            .get(slot as usize)
-            .copied()
-            .flatten()
-            .map(|s| (s.key, s.dirty))
+        let key = (*self.slots.get(slot as usize)?)?;
+        let (_, dirty) = self.lookup(key)?;
+        Some((key, dirty))
     }
 
     /// Dirty blocks of `file`, by block index.
@@ -303,328 +451,245 @@ impl FileCache {
         };
         blocks
             .iter()
-            .filter(|(_, &slot)| self.slots[slot as usize].is_some_and(|s| s.dirty))
-            .map(|(&block, &slot)| (BlockKey::new(file, block), slot))
+            .filter_map(|&b| {
+                let key = BlockKey::new(file, b);
+                self.lookup(key)
+                    .filter(|&(_, dirty)| dirty)
+                    .map(|(slot, _)| (key, slot))
+            })
             .collect()
     }
 
-    /// A read of (part of) block `key`. Admission on miss: the block is filled from the store.
+    /// A read of (part of) block `key`; a miss promotes the block (filled from the store).
     /// Returns whether it hit.
-    pub fn read(&mut self, key: BlockKey, ops: &mut Vec<DevOp>) -> bool {
-        if let Some((slot, _)) = self.lookup(key) {
-            self.stats.read_hits += 1;
-            self.lru.hit(slot);
-            ops.push(DevOp::CacheRead { slot, key });
-            return true;
+    pub fn read(&mut self, key: BlockKey, ops: &mut Vec<DevOp>) -> Result<bool, FileCacheError> {
+        if self.core.is_none() {
+            self.uncached.read_misses += 1;
+            ops.push(DevOp::StoreRead { key });
+            return Ok(false);
         }
-        self.stats.read_misses += 1;
-        match self.allocate(key, ops) {
-            Some(slot) => {
-                ops.push(DevOp::Fill { slot, key });
-                ops.push(DevOp::CacheRead { slot, key });
-            }
-            None => ops.push(DevOp::StoreRead { key }),
-        }
-        false
+        let (volume, index) = self.map(key)?;
+        let req = Request::read(index * self.line, self.line).on_volume(volume);
+        self.access(key, &req, false, ops)
     }
 
     /// A write of (part of) block `key`. `needs_fill`: the block holds store data the write
-    /// does not cover (a partial write inside the file), so allocating it reads the block first.
-    pub fn write(&mut self, key: BlockKey, needs_fill: bool, ops: &mut Vec<DevOp>) -> bool {
-        let write_back = self.variant.is_write_back();
-        if let Some((slot, was_dirty)) = self.lookup(key) {
-            self.stats.write_hits += 1;
-            self.lru.hit(slot);
-            ops.push(DevOp::CacheWrite {
-                slot,
-                key,
-                fresh: false,
-                dirty: write_back,
-            });
-            if write_back {
-                if !was_dirty {
-                    self.set_dirty(slot, true);
-                }
-            } else {
-                ops.push(DevOp::StoreWrite { key });
-            }
-            return true;
-        }
-        self.stats.write_misses += 1;
-        if self.variant.alloc == Allocation::WriteAround {
+    /// does not cover (a partial write inside the file), so allocating it reads the block
+    /// first. Returns whether it hit.
+    pub fn write(
+        &mut self,
+        key: BlockKey,
+        needs_fill: bool,
+        ops: &mut Vec<DevOp>,
+    ) -> Result<bool, FileCacheError> {
+        if self.core.is_none() {
+            self.uncached.write_misses += 1;
             ops.push(DevOp::StoreWrite { key });
-            return false;
+            return Ok(false);
         }
-        match self.allocate(key, ops) {
-            Some(slot) => {
-                if needs_fill {
-                    ops.push(DevOp::Fill { slot, key });
-                }
-                ops.push(DevOp::CacheWrite {
-                    slot,
-                    key,
-                    fresh: !needs_fill,
-                    dirty: write_back,
-                });
-                if write_back {
-                    self.set_dirty(slot, true);
-                } else {
-                    ops.push(DevOp::StoreWrite { key });
-                }
-            }
-            None => ops.push(DevOp::StoreWrite { key }),
-        }
-        false
+        let (volume, index) = self.map(key)?;
+        let req = Request::write(index * self.line, self.line).on_volume(volume);
+        self.access(key, &req, needs_fill, ops)
     }
 
     /// `file` was deleted: every cached block is freed and no write-back of it happens.
     pub fn delete_file(&mut self, file: FileId, ops: &mut Vec<DevOp>) {
         self.truncate(file, 0, ops);
-        self.files.remove(&file);
     }
 
     /// `file` was truncated to `first_dropped` blocks: blocks from there on are freed and
     /// their write-backs cancelled. (The executor trims the tail of a partial last block.)
     pub fn truncate(&mut self, file: FileId, first_dropped: u64, ops: &mut Vec<DevOp>) {
-        let Some(blocks) = self.files.get_mut(&file) else {
+        let Some(blocks) = self.files.get(&file) else {
             return;
         };
-        let dropped = blocks.split_off(&first_dropped);
-        if blocks.is_empty() {
-            self.files.remove(&file);
+        let dropped: Vec<u64> = blocks.range(first_dropped..).copied().collect();
+        for block in dropped {
+            self.trim(BlockKey::new(file, block), ops);
         }
-        for (block, slot) in dropped {
-            let state = self.slots[slot as usize]
-                .take()
-                .expect("indexed slot is occupied");
-            self.lru.remove(slot);
-            self.free.push(slot);
-            self.stats.freed_by_delete += 1;
-            if state.dirty {
-                self.dirty -= 1;
-                self.stats.write_backs_cancelled += 1;
-            }
-            ops.push(DevOp::Discard {
-                slot,
-                key: BlockKey::new(file, block),
-                was_dirty: state.dirty,
-            });
-        }
+        self.sync();
     }
 
     /// One block leaves the cache without write-back (a block cache told by TRIM).
     pub fn discard(&mut self, key: BlockKey, ops: &mut Vec<DevOp>) {
-        let Some(blocks) = self.files.get_mut(&key.file) else {
-            return;
-        };
-        let Some(slot) = blocks.remove(&key.block) else {
-            return;
-        };
-        if blocks.is_empty() {
-            self.files.remove(&key.file);
-        }
-        let state = self.slots[slot as usize]
-            .take()
-            .expect("indexed slot is occupied");
-        self.lru.remove(slot);
-        self.free.push(slot);
-        self.stats.freed_by_delete += 1;
-        if state.dirty {
-            self.dirty -= 1;
-            self.stats.write_backs_cancelled += 1;
-        }
-        ops.push(DevOp::Discard {
-            slot,
-            key,
-            was_dirty: state.dirty,
-        });
+        self.trim(key, ops);
+        self.sync();
     }
 
-    /// Writes every dirty block of `file` (or of all files) back; they stay cached, clean.
+    /// Writes every dirty block of `file` (or of all files) back, in (file, block) order;
+    /// they stay cached, clean.
     pub fn flush(&mut self, file: Option<FileId>, ops: &mut Vec<DevOp>) {
-        let mut dirty: Vec<(BlockKey, Slot)> = match file {
-            Some(f) => self.dirty_of_file(f),
+        let mut dirty: Vec<BlockKey> = match file {
+            Some(f) => self.dirty_of_file(f).into_iter().map(|(k, _)| k).collect(),
             None => self
-                .slots
-                .iter()
-                .enumerate()
-                .filter_map(|(slot, s)| s.filter(|s| s.dirty).map(|s| (s.key, slot as Slot)))
+                .files
+                .keys()
+                .flat_map(|&f| self.dirty_of_file(f))
+                .map(|(k, _)| k)
                 .collect(),
         };
         // Store order (file, block): sequential runs for the store.
         dirty.sort_unstable();
-        for (key, slot) in dirty {
-            ops.push(DevOp::WriteBack { slot, key });
-            self.set_dirty(slot, false);
-            self.stats.write_backs += 1;
-        }
-    }
-
-    fn set_dirty(&mut self, slot: Slot, dirty: bool) {
-        let state = self.slots[slot as usize]
-            .as_mut()
-            .expect("slot is occupied");
-        if state.dirty != dirty {
-            state.dirty = dirty;
-            if dirty {
-                self.dirty += 1;
-            } else {
-                self.dirty -= 1;
+        let lines: Vec<_> = dirty
+            .iter()
+            .filter_map(|k| Some(self.extents.line(self.extents.get(k.file)?, k.block)))
+            .collect();
+        let Some(core) = self.core.as_mut() else {
+            return;
+        };
+        if let Some(job) = core.write_back_lines(lines) {
+            for &slot in job.slots() {
+                let key = self.slots[slot as usize].expect("a dirty slot is mirrored");
+                ops.push(DevOp::WriteBack { slot, key });
             }
+            // The executor runs the ops before its next call: the job is done as far as the
+            // policy goes (the old core marked the blocks clean at once, too).
+            core.flush_done(job);
         }
+        self.sync();
     }
 
-    /// Finds a slot for `key` (evicting the LRU block, written back first if dirty) and
-    /// indexes it. `None` for a cache of zero blocks.
-    fn allocate(&mut self, key: BlockKey, ops: &mut Vec<DevOp>) -> Option<Slot> {
-        if self.capacity == 0 {
-            return None;
+    /// Recovery: puts block `key` back into `slot` (dirty or clean) before any request, as
+    /// the engine restores lines from its journal (`Cache::restore_line`). Restore in
+    /// ascending slot order.
+    pub fn restore(
+        &mut self,
+        slot: Slot,
+        key: BlockKey,
+        dirty: bool,
+    ) -> Result<(), FileCacheError> {
+        let Some(core) = self.core.as_ref() else {
+            return Err(FileCacheError::Core(
+                "a cache of zero blocks holds none".into(),
+            ));
+        };
+        let full = core.geometry().full_mask();
+        let (volume, index) = self.map(key)?;
+        let core = self.core.as_mut().expect("checked");
+        let restored = core.restore_line(slot, volume, index, full, if dirty { full } else { 0 });
+        self.sync();
+        if self.files.get(&key.file).is_none_or(|b| b.is_empty()) {
+            self.extents.unmap(key.file);
         }
-        let slot = match self.free.pop() {
-            Some(slot) => slot,
-            None => {
-                let victim = self
-                    .lru
-                    .evict(line_key(key), &|_| false)
-                    .expect("a full cache has a victim");
-                let state = self.slots[victim as usize]
-                    .take()
-                    .expect("victim slot is occupied");
-                let blocks = self
-                    .files
-                    .get_mut(&state.key.file)
-                    .expect("victim's file is indexed");
-                blocks.remove(&state.key.block);
-                if blocks.is_empty() {
-                    self.files.remove(&state.key.file);
+        restored.map_err(Into::into)
+    }
+
+    /// The core's line for `key`, mapping its file to an extent if it has none.
+    fn map(&mut self, key: BlockKey) -> Result<(tiercache_core::VolumeId, u64), FileCacheError> {
+        if key.block >= MAX_BLOCKS_PER_FILE {
+            return Err(FileCacheError::BlockOutOfRange {
+                file: key.file,
+                block: key.block,
+            });
+        }
+        let extent = self.extents.get_or_map(key.file)?;
+        Ok(self.extents.line(extent, key.block))
+    }
+
+    /// Runs one line's read or write through the core and translates its plan.
+    fn access(
+        &mut self,
+        key: BlockKey,
+        req: &Request,
+        needs_fill: bool,
+        ops: &mut Vec<DevOp>,
+    ) -> Result<bool, FileCacheError> {
+        let core = self.core.as_mut().expect("callers check");
+        let result = core.access(req, Some(&mut self.plan));
+        let out = match result {
+            Ok(out) => out,
+            Err(e) => {
+                self.sync();
+                if !self.files.contains_key(&key.file) {
+                    self.extents.unmap(key.file);
                 }
-                self.stats.evictions += 1;
-                if state.dirty {
-                    self.dirty -= 1;
-                    self.stats.write_backs += 1;
-                    ops.push(DevOp::WriteBack {
-                        slot: victim,
-                        key: state.key,
-                    });
-                }
-                victim
+                return Err(e.into());
             }
         };
-        self.slots[slot as usize] = Some(SlotState { key, dirty: false });
-        self.files
-            .entry(key.file)
-            .or_default()
-            .insert(key.block, slot);
-        self.lru.insert(slot, line_key(key));
-        self.stats.admissions += 1;
-        Some(slot)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn k(file: u64, block: u64) -> BlockKey {
-        BlockKey::new(file, block)
-    }
-
-    #[test]
-    fn variants_parse_by_name() {
-        for v in Variant::ALL {
-            assert_eq!(v.name().parse::<Variant>().unwrap(), v);
-        }
-        assert!("wx".parse::<Variant>().is_err());
-    }
-
-    #[test]
-    fn read_miss_admits_then_hits() {
-        let mut c = FileCache::new(2, Variant::WB);
-        let mut ops = Vec::new();
-        assert!(!c.read(k(1, 0), &mut ops));
-        assert_eq!(
+        let dirty = core
+            .line_state(req.volume, req.offset / self.line)
+            .is_some_and(|s| s.dirty != 0);
+        let hit = out.line_hits == 1;
+        translate::plan_ops(
+            &self.plan,
+            self.line,
+            &self.slots,
+            key,
+            translate::Line {
+                hit,
+                needs_fill,
+                dirty,
+            },
             ops,
-            vec![
-                DevOp::Fill {
-                    slot: 0,
-                    key: k(1, 0)
-                },
-                DevOp::CacheRead {
-                    slot: 0,
-                    key: k(1, 0)
+        );
+        self.sync();
+        if !self.files.contains_key(&key.file) {
+            // Nothing of it cached (a write around the cache): the extent goes back.
+            self.extents.unmap(key.file);
+        }
+        Ok(hit)
+    }
+
+    /// Drops `key`'s line with the core's TRIM (its dirty data is not written back) and
+    /// reports it discarded. The mirror is brought up to date by the caller (`sync`).
+    fn trim(&mut self, key: BlockKey, ops: &mut Vec<DevOp>) {
+        let Some(state) = self.lookup(key) else {
+            return;
+        };
+        let (volume, index) = self
+            .extents
+            .line(self.extents.get(key.file).expect("cached"), key.block);
+        let core = self.core.as_mut().expect("a cached block has a core");
+        let req = Request::trim(index * self.line, self.line).on_volume(volume);
+        // Planned as nothing: the store forgets the block through the file system (delete,
+        // truncate) or the executor's own TRIM, not through this op list.
+        core.access(&req, None)
+            .expect("a mapped block's line is addressable");
+        ops.push(DevOp::Discard {
+            slot: state.0,
+            key,
+            was_dirty: state.1,
+        });
+    }
+
+    /// Brings the slot and file mirrors up to the core's slot updates since the last call;
+    /// files left with no cached block give their extent back.
+    fn sync(&mut self) {
+        let Some(core) = self.core.as_mut() else {
+            return;
+        };
+        self.updates.clear();
+        core.drain_meta_updates(&mut self.updates);
+        let mut emptied = Vec::new();
+        // Old contents first: a slot taken from one block of a file and another slot given a
+        // block of the same file must not unmap it in between.
+        for u in &self.updates {
+            if let Some(old) = self.slots[u.slot as usize].take() {
+                if let Some(blocks) = self.files.get_mut(&old.file) {
+                    blocks.remove(&old.block);
+                    if blocks.is_empty() {
+                        emptied.push(old.file);
+                    }
                 }
-            ]
-        );
-        ops.clear();
-        assert!(c.read(k(1, 0), &mut ops));
-        assert_eq!(
-            ops,
-            vec![DevOp::CacheRead {
-                slot: 0,
-                key: k(1, 0)
-            }]
-        );
-    }
-
-    #[test]
-    fn the_four_variants_on_a_write_miss() {
-        for v in Variant::ALL {
-            let mut c = FileCache::new(4, v);
-            let mut ops = Vec::new();
-            c.write(k(1, 0), false, &mut ops);
-            let to_store = ops.iter().any(|o| matches!(o, DevOp::StoreWrite { .. }));
-            let to_cache = ops.iter().any(|o| matches!(o, DevOp::CacheWrite { .. }));
-            match v.name() {
-                "wb" => assert!(to_cache && !to_store && c.dirty_blocks() == 1),
-                "wb-around" | "wt-around" => assert!(!to_cache && to_store && c.is_empty()),
-                "wt" => assert!(to_cache && to_store && c.dirty_blocks() == 0),
-                _ => unreachable!(),
             }
         }
-    }
-
-    #[test]
-    fn delete_frees_blocks_and_cancels_write_back() {
-        let mut c = FileCache::new(4, Variant::WB);
-        let mut ops = Vec::new();
-        for b in 0..3 {
-            c.write(k(7, b), false, &mut ops);
+        for u in &self.updates {
+            if let Some((volume, index)) = u.line {
+                let key = self
+                    .extents
+                    .key_of(volume, index)
+                    .expect("a resident line belongs to a mapped file");
+                self.slots[u.slot as usize] = Some(key);
+                self.files.entry(key.file).or_default().insert(key.block);
+            }
         }
-        ops.clear();
-        c.delete_file(7, &mut ops);
-        assert_eq!(ops.len(), 3);
-        assert!(ops.iter().all(|o| matches!(
-            o,
-            DevOp::Discard {
-                was_dirty: true,
-                ..
+        for file in emptied {
+            if self.files.get(&file).is_some_and(|b| b.is_empty()) {
+                self.files.remove(&file);
+                self.extents.unmap(file);
             }
-        )));
-        assert!(c.is_empty());
-        assert_eq!(c.dirty_blocks(), 0);
-        ops.clear();
-        c.flush(None, &mut ops);
-        assert!(ops.is_empty(), "nothing of a deleted file is written back");
-    }
-
-    #[test]
-    fn eviction_writes_back_dirty_victim_in_lru_order() {
-        let mut c = FileCache::new(2, Variant::WB);
-        let mut ops = Vec::new();
-        c.write(k(1, 0), false, &mut ops);
-        c.read(k(1, 1), &mut ops);
-        c.read(k(1, 0), &mut ops); // 1/1 is now least recent
-        ops.clear();
-        c.write(k(2, 0), false, &mut ops);
-        assert!(!ops.iter().any(|o| matches!(o, DevOp::WriteBack { .. })));
-        ops.clear();
-        c.read(k(3, 0), &mut ops); // victim 1/0, dirty
-        assert_eq!(
-            ops[0],
-            DevOp::WriteBack {
-                slot: 0,
-                key: k(1, 0)
-            }
-        );
+        }
     }
 }
+#[cfg(test)]
+mod tests;

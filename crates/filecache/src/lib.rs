@@ -1,18 +1,20 @@
 //! File-level caching (SPEC §4.9): a host-side cache of a slow file store on fast local
 //! storage that knows files.
 //!
-//! - [`core`]: the policy core, (file, block) → slot with cached and dirty bits, LRU, admission
-//!   on read miss, the four variants (write-back or write-through × write-allocate or
-//!   write-around), deletes and truncates freeing blocks and cancelling their write-back. It
-//!   yields device operations; it does no I/O.
+//! - [`core`]: the file-level cache on the project's policy core (`tiercache_policy::Cache`,
+//!   docs/design.md §3): (file, block) keys mapped onto the core's lines, LRU, admission on
+//!   read miss, the four variants (write-back or write-through × write-allocate or
+//!   write-around) as the core's write modes, deletes and truncates freeing blocks and
+//!   cancelling their write-back (the core's TRIM). It yields device operations; it does no
+//!   I/O.
 //! - [`state`], [`fs`], [`journal`], [`store`]: the real executor, a FUSE file system
 //!   (`tiercache mount`) presenting a store directory with its data cached in a cache directory;
 //!   metadata goes through to the store at once; dirty blocks are journaled so an fsync'd write
 //!   survives `kill -9`.
 //! - [`workload`]: file-operation streams shaped like a mail, file and web server, run against a
 //!   real directory or fed to the simulator.
-//! - [`sim`]: the simulator executing those streams on the same core (file level) and on a
-//!   block-level cache behind a simple file allocator, with and without TRIM.
+//! - [`sim`]: the simulator executing those streams on the file-level cache and on the
+//!   block-level policy core itself behind a simple file allocator, with and without TRIM.
 
 #![warn(missing_docs)]
 
@@ -31,7 +33,10 @@ pub mod state;
 pub mod store;
 pub mod workload;
 
-pub use crate::core::{Allocation, BlockKey, DevOp, FileCache, FileId, Variant, WritePolicy};
+pub use crate::core::{
+    Allocation, BlockKey, DevOp, FileCache, FileCacheError, FileId, Variant, WritePolicy,
+    MAX_BLOCKS_PER_FILE,
+};
 #[cfg(feature = "fuse")]
 pub use crate::state::{MountConfig, MountStats, State};
 

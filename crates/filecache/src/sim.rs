@@ -1,15 +1,20 @@
 //! File-level against block-level caching on the same file workloads (SPEC §4.9).
 //!
-//! The file-level cache is [`FileCache`] keyed by (file, block), exactly the core the mount
+//! The file-level cache is [`FileCache`] keyed by (file, block), exactly the cache the mount
 //! runs: a delete frees the file's blocks and cancels their write-back. The block-level cache
-//! is the same core keyed by one volume's block addresses; a simple file allocator (lowest free
+//! is the project's block cache itself, [`tiercache_policy::Cache`] (docs/design.md §3), over
+//! one volume of block addresses with the same settings (lines of one block, LRU, promotion
+//! always, the variant's write mode, no cleaning); a simple file allocator (lowest free
 //! address first, as file systems reuse freed space) places each file's blocks. Without TRIM
 //! the block cache never learns that a deleted file's blocks are dead: it keeps them and
-//! writes the dirty ones back; with TRIM each freed address is discarded. Block-level writes
+//! writes the dirty ones back; with TRIM each freed address is the core's TRIM. Block-level writes
 //! are whole blocks (the file system writes pages); file-level writes are what the
 //! application wrote, so a partial append to an uncached block reads it first.
 
 use std::collections::{BTreeSet, HashMap};
+
+use tiercache_core::{Device, IoKind, OpCause, Plan, Request};
+use tiercache_policy::Cache;
 
 use crate::core::{BlockKey, DevOp, FileCache, Variant};
 use crate::workload::FileOp;
@@ -113,9 +118,31 @@ impl Allocator {
     }
 }
 
+/// The cache a simulation runs.
+enum Under {
+    /// The file-level cache.
+    File(Box<FileCache>),
+    /// The block-level policy core (`None` for a cache of zero blocks: all to the store).
+    Block(Option<Box<Cache>>, Plan),
+}
+
+/// The block-level core: the file cache's core settings (one line a block, LRU, promotion
+/// always, the variant's write mode, no cleaning), so that the two levels differ only in their
+/// keys (docs/design.md §4.9).
+fn block_core(cfg: &SimConfig) -> Option<Box<Cache>> {
+    if cfg.capacity_blocks == 0 {
+        return None;
+    }
+    let core_cfg = FileCache::core_config(cfg.capacity_blocks, cfg.variant, cfg.block_size)
+        .expect("a simulated block size is a power of two of at least 512");
+    Some(Box::new(
+        Cache::new(&core_cfg).expect("the file cache's core settings"),
+    ))
+}
+
 struct Sim {
     cfg: SimConfig,
-    cache: FileCache,
+    cache: Under,
     sizes: HashMap<u32, u64>,
     /// Block level: each file's block addresses.
     extents: HashMap<u32, Vec<u64>>,
@@ -135,6 +162,7 @@ impl Sim {
         }
     }
 
+    /// Counts the file-level cache's ops.
     fn account(&mut self) {
         let ops = std::mem::take(&mut self.ops);
         for op in &ops {
@@ -160,29 +188,83 @@ impl Sim {
         self.ops.clear();
     }
 
+    /// Counts the block-level core's plan, in blocks (ops of contiguous lines are merged).
+    fn account_plan(&mut self, plan: &Plan) {
+        let bs = self.line();
+        for o in &plan.ops {
+            let blocks = o.len.div_ceil(bs);
+            match (o.device, o.kind, o.cause) {
+                (Device::Backend, IoKind::Write, OpCause::EvictFlush | OpCause::Clean) => {
+                    self.result.write_backs += blocks;
+                    self.result.store_blocks_written += blocks;
+                    for lba in o.offset / bs..o.offset / bs + blocks {
+                        if !self.live(BlockKey::new(0, lba)) {
+                            self.result.dead_write_backs += 1;
+                        }
+                    }
+                }
+                (Device::Backend, IoKind::Write, _) => self.result.store_blocks_written += blocks,
+                (Device::Backend, IoKind::Read, _) => self.result.store_blocks_read += blocks,
+                // Writes and promotions (a read miss's fill).
+                (Device::Cache, IoKind::Write, _) => self.result.cache_blocks_written += blocks,
+                _ => {}
+            }
+        }
+    }
+
+    /// The block-level core's line size (the block size up to 1 MiB).
+    fn line(&self) -> u64 {
+        self.cfg.block_size.min(tiercache_core::geometry::MAX_LINE)
+    }
+
+    /// One request of one block to the block-level core; returns whether it hit.
+    fn block_access(&mut self, req: Request) -> bool {
+        let Under::Block(core, plan) = &mut self.cache else {
+            unreachable!("block level")
+        };
+        let Some(core) = core else {
+            match req.op {
+                tiercache_core::Op::Read => self.result.store_blocks_read += 1,
+                tiercache_core::Op::Write => self.result.store_blocks_written += 1,
+                _ => {}
+            }
+            return false;
+        };
+        let out = core
+            .access(&req, Some(plan))
+            .expect("block addresses stay far below the core's range");
+        let plan = std::mem::take(plan);
+        self.account_plan(&plan);
+        if let Under::Block(_, p) = &mut self.cache {
+            *p = plan;
+        }
+        out.line_hits == 1
+    }
+
     /// Writes bytes [from, to) of `file` (which had `old` bytes).
     fn write(&mut self, file: u32, old: u64, from: u64, to: u64) {
         let bs = self.cfg.block_size;
         for block in from / bs..to.div_ceil(bs) {
-            match self.cfg.level {
-                Level::File => {
+            match &mut self.cache {
+                Under::File(cache) => {
                     let start = block * bs;
                     let needs_fill = start < old && from > start;
-                    self.cache
-                        .write(BlockKey::new(file as u64, block), needs_fill, &mut self.ops);
+                    cache
+                        .write(BlockKey::new(file as u64, block), needs_fill, &mut self.ops)
+                        .expect("workload files stay within the cache's key space");
+                    self.account();
                 }
-                Level::Block { .. } => {
+                Under::Block(..) => {
                     let extent = self.extents.entry(file).or_default();
                     while extent.len() as u64 <= block {
                         extent.push(self.alloc.alloc());
                     }
                     let lba = self.extents[&file][block as usize];
                     // The file system writes whole pages: no fill at block level.
-                    self.cache
-                        .write(BlockKey::new(0, lba), false, &mut self.ops);
+                    let line = self.line();
+                    self.block_access(Request::write(lba * line, line));
                 }
             }
-            self.account();
         }
     }
 
@@ -202,34 +284,75 @@ impl Sim {
             FileOp::Read { file } => {
                 let size = self.sizes.get(&file).copied().unwrap_or(0);
                 for block in 0..size.div_ceil(bs) {
-                    let key = match self.cfg.level {
-                        Level::File => BlockKey::new(file as u64, block),
-                        Level::Block { .. } => {
-                            BlockKey::new(0, self.extents[&file][block as usize])
+                    self.result.block_reads += 1;
+                    let hit = match &mut self.cache {
+                        Under::File(cache) => {
+                            let key = BlockKey::new(file as u64, block);
+                            let hit = cache
+                                .read(key, &mut self.ops)
+                                .expect("workload files stay within the cache's key space");
+                            self.account();
+                            hit
+                        }
+                        Under::Block(..) => {
+                            let lba = self.extents[&file][block as usize];
+                            let line = self.line();
+                            self.block_access(Request::read(lba * line, line))
                         }
                     };
-                    self.result.block_reads += 1;
-                    if self.cache.read(key, &mut self.ops) {
+                    if hit {
                         self.result.read_hits += 1;
                     }
-                    self.account();
                 }
             }
             FileOp::Delete { file } => {
                 self.result.files_deleted += 1;
                 self.sizes.remove(&file);
-                match self.cfg.level {
-                    Level::File => self.cache.delete_file(file as u64, &mut self.ops),
-                    Level::Block { trim } => {
+                match (&mut self.cache, self.cfg.level) {
+                    (Under::File(cache), _) => {
+                        cache.delete_file(file as u64, &mut self.ops);
+                        self.account();
+                    }
+                    (Under::Block(..), Level::Block { trim }) => {
+                        let line = self.line();
                         for lba in self.extents.remove(&file).unwrap_or_default() {
                             self.alloc.free.insert(lba);
                             if trim {
-                                self.cache.discard(BlockKey::new(0, lba), &mut self.ops);
+                                self.block_access(Request::trim(lba * line, line));
                             }
                         }
                     }
+                    (Under::Block(..), Level::File) => unreachable!("a level has its cache"),
                 }
+            }
+        }
+    }
+
+    /// Writes back what is dirty (it must reach the store too) and takes the counters of
+    /// blocks freed and write-backs cancelled.
+    fn finish(&mut self) {
+        let line = self.line();
+        match &mut self.cache {
+            Under::File(cache) => {
+                cache.flush(None, &mut self.ops);
+                let core = cache.stats();
                 self.account();
+                self.result.freed_by_delete = core.freed_by_delete;
+                self.result.write_backs_cancelled = core.write_backs_cancelled;
+            }
+            Under::Block(None, _) => {}
+            Under::Block(Some(core), _) => {
+                let mut jobs = Vec::new();
+                core.flush_all(&mut jobs);
+                let s = core.stats().clone();
+                for job in jobs {
+                    self.account_plan(&job.plan);
+                    if let Under::Block(Some(core), _) = &mut self.cache {
+                        core.flush_done(job);
+                    }
+                }
+                self.result.freed_by_delete = s.invalidations;
+                self.result.write_backs_cancelled = s.trimmed_dirty_bytes / line;
             }
         }
     }
@@ -239,7 +362,13 @@ impl Sim {
 pub fn simulate(ops: &[FileOp], cfg: SimConfig) -> SimResult {
     let mut sim = Sim {
         cfg,
-        cache: FileCache::new(cfg.capacity_blocks, cfg.variant),
+        cache: match cfg.level {
+            Level::File => Under::File(Box::new(
+                FileCache::with_block_size(cfg.capacity_blocks, cfg.variant, cfg.block_size)
+                    .expect("a simulated block size is a power of two of at least 512"),
+            )),
+            Level::Block { .. } => Under::Block(block_core(&cfg), Plan::new()),
+        },
         sizes: HashMap::new(),
         extents: HashMap::new(),
         alloc: Allocator::default(),
@@ -254,11 +383,7 @@ pub fn simulate(ops: &[FileOp], cfg: SimConfig) -> SimResult {
     for op in ops {
         sim.step(op);
     }
-    sim.cache.flush(None, &mut sim.ops);
-    sim.account();
-    let core = sim.cache.stats();
-    sim.result.freed_by_delete = core.freed_by_delete;
-    sim.result.write_backs_cancelled = core.write_backs_cancelled;
+    sim.finish();
     sim.result
 }
 

@@ -32,6 +32,9 @@ pub enum WritePolicy {
     ReadOnly,
     /// PT: everything goes to the backend; cached copies written over are invalidated.
     PassThrough,
+    /// WBA: write hits as WB (cache, dirty); write misses go to the backend only, as WA; read
+    /// misses promote. The file-level wb-around variant (docs/design.md §4.5, §4.9).
+    WriteBackAround,
 }
 
 /// Promotion (admission) policy, SPEC §4.3.

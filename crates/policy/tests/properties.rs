@@ -36,6 +36,7 @@ fn mode_strategy() -> impl Strategy<Value = WritePolicy> {
         Just(WritePolicy::WriteOnly),
         Just(WritePolicy::ReadOnly),
         Just(WritePolicy::PassThrough),
+        Just(WritePolicy::WriteBackAround),
     ]
 }
 

@@ -237,5 +237,6 @@ pub(crate) fn policy_name(p: WritePolicy) -> &'static str {
         WritePolicy::WriteOnly => "write-only",
         WritePolicy::ReadOnly => "read-only",
         WritePolicy::PassThrough => "pass-through",
+        WritePolicy::WriteBackAround => "write-back-around",
     }
 }

@@ -160,6 +160,14 @@ pub struct State {
     _lock: File,
 }
 
+/// A block the cache cannot key (past its blocks per file or files, design.md §4.9): the file
+/// is too big for the cache, EFBIG.
+/// Checked for a request's last block before any block goes to the core, so a refusal (of the
+/// first block only: a file is mapped whole) leaves no decision unexecuted.
+fn too_big(_: crate::core::FileCacheError) -> io::Error {
+    io::Error::from_raw_os_error(libc::EFBIG)
+}
+
 /// A write or truncate changed the file: its modification and change times are now.
 fn touch(node: &mut Node) {
     if let Some(attr) = node.attr.as_mut() {
@@ -233,8 +241,11 @@ impl State {
             recovered_blocks: recovered,
             ..MountStats::default()
         };
+        let core =
+            FileCache::with_block_size(cfg.capacity_blocks, cfg.variant, cfg.block_size as u64)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         Ok(State {
-            core: FileCache::new(cfg.capacity_blocks, cfg.variant),
+            core,
             valid: vec![0; cfg.capacity_blocks as usize],
             slots: slots::Slots::new(cfg.capacity_blocks),
             journaled: vec![None; cfg.capacity_blocks as usize],
@@ -487,9 +498,14 @@ impl State {
             return Ok(out);
         }
         let bs = self.bs();
+        if end.div_ceil(bs) > crate::core::MAX_BLOCKS_PER_FILE {
+            return Err(io::Error::from_raw_os_error(libc::EFBIG));
+        }
         let mut ops = Vec::new();
         for block in offset / bs..end.div_ceil(bs) {
-            self.core.read(BlockKey::new(id, block), &mut ops);
+            self.core
+                .read(BlockKey::new(id, block), &mut ops)
+                .map_err(too_big)?;
         }
         self.execute(&ops, offset, &mut out, None)?;
         self.stats.bytes_read += out.len() as u64;
@@ -513,6 +529,9 @@ impl State {
             self.store_write(id, data, offset)?;
         } else {
             let bs = self.bs();
+            if end.div_ceil(bs) > crate::core::MAX_BLOCKS_PER_FILE {
+                return Err(io::Error::from_raw_os_error(libc::EFBIG));
+            }
             let mut ops = Vec::new();
             for block in offset / bs..end.div_ceil(bs) {
                 let start = block * bs;
@@ -522,7 +541,8 @@ impl State {
                 let old_end = old_size.min(start + bs);
                 let needs_fill = start < old_size && (lo > start || hi < old_end);
                 self.core
-                    .write(BlockKey::new(id, block), needs_fill, &mut ops);
+                    .write(BlockKey::new(id, block), needs_fill, &mut ops)
+                    .map_err(too_big)?;
             }
             let mut scratch = data.to_vec();
             self.execute(&ops, offset, &mut scratch, Some(data))?;

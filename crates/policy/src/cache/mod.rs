@@ -34,6 +34,7 @@ mod resize;
 mod tenancy;
 mod validate;
 mod write;
+mod write_back;
 
 use counters::{Counters, Event};
 use jobs::JobTracker;

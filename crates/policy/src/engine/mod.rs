@@ -9,7 +9,7 @@ use crate::config::WritePolicy;
 /// What a write does to a line that is resident.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteHit {
-    /// Update the cache and mark dirty; ack (WB, WO).
+    /// Update the cache and mark dirty; ack (WB, WO, WBA).
     CacheDirty,
     /// Update cache and backend; ack after both (WT, WA).
     CacheAndBackend,
@@ -24,14 +24,14 @@ pub enum WriteMiss {
     AllocateDirty,
     /// Allocate a line, write cache and backend (WT).
     AllocateThrough,
-    /// Backend only, no allocation (WA, RO, PT).
+    /// Backend only, no allocation (WA, RO, PT, WBA).
     BackendOnly,
 }
 
 /// What a read does when the line is not resident.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadMiss {
-    /// Serve from the backend and promote per the promotion policy (WB, WT, WA, RO).
+    /// Serve from the backend and promote per the promotion policy (WB, WT, WA, RO, WBA).
     Promote,
     /// Serve from the backend without promoting (WO, PT).
     BackendOnly,
@@ -67,6 +67,7 @@ impl WritePolicy {
             WritePolicy::PassThrough => {
                 (H::InvalidateToBackend, M::BackendOnly, R::BackendOnly, true)
             }
+            WritePolicy::WriteBackAround => (H::CacheDirty, M::BackendOnly, R::Promote, false),
         };
         ModeRules {
             write_hit,
@@ -76,7 +77,8 @@ impl WritePolicy {
         }
     }
 
-    /// Short name as in the literature (WB, WT, WA, WO, RO, PT).
+    /// Short name as in the literature (WB, WT, WA, WO, RO, PT), and WBA for write-back
+    /// with write-around misses.
     pub fn short_name(self) -> &'static str {
         match self {
             WritePolicy::WriteBack => "WB",
@@ -85,6 +87,7 @@ impl WritePolicy {
             WritePolicy::WriteOnly => "WO",
             WritePolicy::ReadOnly => "RO",
             WritePolicy::PassThrough => "PT",
+            WritePolicy::WriteBackAround => "WBA",
         }
     }
 }
@@ -108,6 +111,7 @@ mod tests {
             (WritePolicy::WriteOnly, "dirty", "allocate-dirty", "backend"),
             (WritePolicy::ReadOnly, "invalidate", "backend", "promote"),
             (WritePolicy::PassThrough, "invalidate", "backend", "backend"),
+            (WritePolicy::WriteBackAround, "dirty", "backend", "promote"),
         ];
         for (mode, hit, miss, read) in table {
             let r = mode.rules();

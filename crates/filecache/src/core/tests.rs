@@ -1,0 +1,167 @@
+//! Unit tests of the file-level cache: its API on small caches, the key space's limits,
+//! extents and restore (the equivalence with the old core is `tests/equivalence.rs`).
+
+use super::*;
+
+fn k(file: u64, block: u64) -> BlockKey {
+    BlockKey::new(file, block)
+}
+
+#[test]
+fn variants_parse_by_name() {
+    for v in Variant::ALL {
+        assert_eq!(v.name().parse::<Variant>().unwrap(), v);
+    }
+    assert!("wx".parse::<Variant>().is_err());
+}
+
+#[test]
+fn read_miss_admits_then_hits() {
+    let mut c = FileCache::new(2, Variant::WB);
+    let mut ops = Vec::new();
+    assert!(!c.read(k(1, 0), &mut ops).unwrap());
+    assert_eq!(
+        ops,
+        vec![
+            DevOp::Fill {
+                slot: 0,
+                key: k(1, 0)
+            },
+            DevOp::CacheRead {
+                slot: 0,
+                key: k(1, 0)
+            }
+        ]
+    );
+    ops.clear();
+    assert!(c.read(k(1, 0), &mut ops).unwrap());
+    assert_eq!(
+        ops,
+        vec![DevOp::CacheRead {
+            slot: 0,
+            key: k(1, 0)
+        }]
+    );
+}
+
+#[test]
+fn the_four_variants_on_a_write_miss() {
+    for v in Variant::ALL {
+        let mut c = FileCache::new(4, v);
+        let mut ops = Vec::new();
+        c.write(k(1, 0), false, &mut ops).unwrap();
+        let to_store = ops.iter().any(|o| matches!(o, DevOp::StoreWrite { .. }));
+        let to_cache = ops.iter().any(|o| matches!(o, DevOp::CacheWrite { .. }));
+        match v.name() {
+            "wb" => assert!(to_cache && !to_store && c.dirty_blocks() == 1),
+            "wb-around" | "wt-around" => assert!(!to_cache && to_store && c.is_empty()),
+            "wt" => assert!(to_cache && to_store && c.dirty_blocks() == 0),
+            _ => unreachable!(),
+        }
+    }
+}
+
+#[test]
+fn delete_frees_blocks_and_cancels_write_back() {
+    let mut c = FileCache::new(4, Variant::WB);
+    let mut ops = Vec::new();
+    for b in 0..3 {
+        c.write(k(7, b), false, &mut ops).unwrap();
+    }
+    ops.clear();
+    c.delete_file(7, &mut ops);
+    assert_eq!(ops.len(), 3);
+    assert!(ops.iter().all(|o| matches!(
+        o,
+        DevOp::Discard {
+            was_dirty: true,
+            ..
+        }
+    )));
+    assert!(c.is_empty());
+    assert_eq!(c.dirty_blocks(), 0);
+    ops.clear();
+    c.flush(None, &mut ops);
+    assert!(ops.is_empty(), "nothing of a deleted file is written back");
+}
+
+#[test]
+fn eviction_writes_back_dirty_victim_in_lru_order() {
+    let mut c = FileCache::new(2, Variant::WB);
+    let mut ops = Vec::new();
+    c.write(k(1, 0), false, &mut ops).unwrap();
+    c.read(k(1, 1), &mut ops).unwrap();
+    c.read(k(1, 0), &mut ops).unwrap(); // 1/1 is now least recent
+    ops.clear();
+    c.write(k(2, 0), false, &mut ops).unwrap();
+    assert!(!ops.iter().any(|o| matches!(o, DevOp::WriteBack { .. })));
+    ops.clear();
+    c.read(k(3, 0), &mut ops).unwrap(); // victim 1/0, dirty
+    assert_eq!(
+        ops[0],
+        DevOp::WriteBack {
+            slot: 0,
+            key: k(1, 0)
+        }
+    );
+}
+
+#[test]
+fn past_the_limits_a_typed_error_not_a_panic() {
+    let mut c = FileCache::new(2, Variant::WB);
+    let mut ops = Vec::new();
+    let far = k(1, MAX_BLOCKS_PER_FILE);
+    assert_eq!(
+        c.write(far, false, &mut ops),
+        Err(FileCacheError::BlockOutOfRange {
+            file: 1,
+            block: MAX_BLOCKS_PER_FILE
+        })
+    );
+    assert!(c.read(far, &mut ops).is_err());
+    assert!(ops.is_empty());
+    assert_eq!(c.lookup(k(1, u64::MAX)), None);
+    c.truncate(1, u64::MAX, &mut ops);
+    c.discard(far, &mut ops);
+    assert!(ops.is_empty() && c.is_empty());
+    assert_eq!(c.max_files(), 1 << 32);
+    assert!(FileCache::with_block_size(4, Variant::WB, 3000).is_err());
+    assert!(FileCache::with_block_size(0, Variant::WB, 3000).is_err());
+}
+
+#[test]
+fn a_file_keeps_its_extent_while_it_has_cached_blocks() {
+    let mut c = FileCache::new(1, Variant::WT_AROUND);
+    let mut ops = Vec::new();
+    c.write(k(1, 0), false, &mut ops).unwrap(); // around the cache: nothing mapped
+    assert!(c.extents.get(1).is_none());
+    c.read(k(1, 0), &mut ops).unwrap();
+    assert!(c.extents.get(1).is_some());
+    c.read(k(2, 0), &mut ops).unwrap(); // evicts 1/0
+    assert!(c.extents.get(1).is_none());
+    assert_eq!(c.slot_state(0), Some((k(2, 0), false)));
+    c.delete_file(2, &mut ops);
+    assert!(c.extents.get(2).is_none() && c.is_empty());
+}
+
+#[test]
+fn restored_blocks_are_cached_and_dirty_ones_written_back() {
+    let mut c = FileCache::new(4, Variant::WB);
+    c.restore(1, k(5, 3), true).unwrap();
+    c.restore(2, k(5, 4), false).unwrap();
+    assert!(c.restore(2, k(6, 0), false).is_err(), "slot taken");
+    assert_eq!(c.lookup(k(5, 3)), Some((1, true)));
+    assert_eq!(c.dirty_of_file(5), vec![(k(5, 3), 1)]);
+    let mut ops = Vec::new();
+    assert!(c.read(k(5, 4), &mut ops).unwrap());
+    ops.clear();
+    c.flush(None, &mut ops);
+    assert_eq!(
+        ops,
+        vec![DevOp::WriteBack {
+            slot: 1,
+            key: k(5, 3)
+        }]
+    );
+    assert_eq!(c.dirty_blocks(), 0);
+}
