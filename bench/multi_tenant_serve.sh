@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Three VMs' volumes behind one `tiercache serve` cache, one of them scanning: how well the
-# others keep their cache under each partitioning mode, side by side in one run (SPEC §4.10).
+# others keep their cache under each partitioning mode, side by side in one run
+# (docs/design.md §4.10).
 #
 # Exports vm1 and vm2 read a 12 MiB hot set each (4 KiB random reads, zipf 1.1, QD 8); vm3
 # reads its whole 512 MiB volume sequentially in 64 KiB blocks, over and over (a scan). The

@@ -5,7 +5,7 @@
 #
 # The volume: 1 GiB from a file on a real disk (/var/tmp), served by `nbdkit file ...
 # cache=none` (disk, the default) or by a cache-less `tiercache serve` that makes the file
-# behave like the SPEC §5 SATA SSD preset (sata-ssd: an emulated slow backend both caches
+# behave like the docs/design.md §5 SATA SSD preset (sata-ssd: an emulated slow backend both caches
 # sit in front of). The workload: fio's nbd engine, 70/30 random read/write, 4 KiB, zipf(1.1),
 # QD 16, over the whole volume. Three ways to reach the volume:
 #   1. uncached: fio straight at the remote export;

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `tiercache serve` with LBICA against the same cache without balancing, side by side in one
-# run (SPEC §4.8): the cache file is made as slow as an enterprise SATA SSD (sata-ssd-863a)
-# and the backend file as slow as a RAID-5 of six SATA SSDs (sata-ssd-5100), a backend with
-# more bandwidth than the cache, so that the cache device saturates first. (Over an emulated
-# 7.2K HDD the backend saturated first, on write-back alone, and LBICA never saw a burst.)
+# run (docs/design.md §4.8): the cache file is made as slow as an enterprise SATA SSD
+# (sata-ssd-863a) and the backend file as slow as a RAID-5 of six SATA SSDs (sata-ssd-5100), a
+# backend with more bandwidth than the cache, so that the cache device saturates first. (Over an
+# emulated 7.2K HDD the backend saturated first, on write-back alone, and LBICA never saw a burst.)
 # fio drives bursts of 50/50 64 KiB zipf(1.1) random I/O over a working set the cache holds
 # (QD 32; after every 2,000 I/Os it pauses 100 ms): 64 KiB ops reach the 863a's 520 MB/s at
 # a request rate the engine serves on a small machine. For each, the stats file is sampled

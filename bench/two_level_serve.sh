@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cache hierarchies for real (SPEC §4.7): `tiercache serve` with a RAM level (256 MiB of
+# Cache hierarchies for real (docs/design.md §4.7): `tiercache serve` with a RAM level (256 MiB of
 # process memory) above a 1 GiB cache file above a 4 GiB backend file, side by side in one
 # run with the same engine at one level and with both levels inclusive:
 #

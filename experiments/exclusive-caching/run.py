@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Exclusive caching with DEMOTE (SPEC §4.7): writes the configs of every point and runs them
-through `tiercache hierarchy --json`, appending one record per run to results.jsonl.
+"""Exclusive caching with DEMOTE (docs/design.md §4.7): writes the configs of every point and runs
+them through `tiercache hierarchy --json`, appending one record per run to results.jsonl.
 
 Three parts, every point a variant name `part/workload/setting/design`:
 - designs:  the eight designs (LRU/MRU client x LRU/MRU array x demote or not) on the four
@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TRACE = os.path.join(ROOT, "fixtures", "traces", "msr-hm0-sample.csv")
 
-# Analytical setting (SPEC §4.7): a client hit costs Tc, an array hit Tc + Ta, a disk read
+# Analytical setting (docs/design.md §4.7): a client hit costs Tc, an array hit Tc + Ta, a disk read
 # Tc + Ta + Td; with constant devices each level's device takes the cumulative time.
 TC, TA, TD = 2_000, 200_000, 5_000_000
 LINE = 4096

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The file-level experiment (SPEC §4.9): the simulator's tables (four variants × three file
-# workloads; file-level vs block-level ± TRIM at three cache sizes), then the real Postmark run
+# The file-level experiment (docs/design.md §4.9): the simulator's tables (four variants × three
+# file workloads; file-level vs block-level ± TRIM at three cache sizes), then the real Postmark run
 # on `tiercache mount` against the slow store, rclone and the fast directory.
 # Usage: experiments/file-level/run.sh [--quick] [OUTDIR]   (default OUTDIR: results/file-level)
 set -euo pipefail

@@ -1,5 +1,5 @@
-//! Workload characterisation (SPEC §7): request sizes, read/write bytes, IOPS per interval
-//! with burst detection, inter-arrival times, working set over time.
+//! Workload characterisation (docs/design.md §7): request sizes, read/write bytes, IOPS per
+//! interval with burst detection, inter-arrival times, working set over time.
 
 use crate::reuse::IntervalReuse;
 use rustc_hash::FxHashSet;

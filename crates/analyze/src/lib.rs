@@ -1,4 +1,4 @@
-//! Workload analysis (SPEC §4.10, §7): what a cache would see before choosing one.
+//! Workload analysis (docs/design.md §4.10, §7): what a cache would see before choosing one.
 //!
 //! - exact LRU miss-ratio curves in one pass ([`stack`], O(log M) per line access), for all,
 //!   read and write accesses, overall and per volume;
@@ -458,7 +458,7 @@ impl Analyzer {
             let (all, useful) = (&shared.all(), &shared.useful());
             let (ta, tu) = (all.reuses().max(1) as f64, useful.reuses().max(1) as f64);
             // Histograms are by stack distance d (1 = the same line again); a reuse distance
-            // (SPEC §4.10: distinct lines in between) is d − 1.
+            // (docs/design.md §4.10: distinct lines in between) is d − 1.
             let max = all.max_distance().max(useful.max_distance()).max(2) - 1;
             let (mut ca, mut cu, mut d, mut out) = (0u64, 0u64, 0usize, Vec::new());
             let mut next = 1u64;

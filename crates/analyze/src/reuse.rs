@@ -1,12 +1,12 @@
 //! Exact LRU miss-ratio curves and reuse distances: traditional (TRD, every reuse) and useful
 //! (URD, reuses whose later access is a read), reuse types, and ECI-style sizing advice
-//! (SPEC §4.10).
+//! (docs/design.md §4.10).
 //!
 //! Definitions. The *stack distance* `d` of an access is the number of distinct lines touched
 //! since the previous access to its line, itself included (1 = immediate reuse); an LRU cache of
-//! `C` lines hits it iff `d <= C`. The *reuse distance* of SPEC §4.10 counts the other lines in
-//! between, `d - 1`: in W1 W2 R1 R3 R5 R6 R2 the reuse of 2 has reuse distance 4 (lines 1, 3, 5,
-//! 6), and a cache of `max URD + 1` = 5 lines captures every useful reuse.
+//! `C` lines hits it iff `d <= C`. The *reuse distance* of docs/design.md §4.10 counts the other
+//! lines in between, `d - 1`: in W1 W2 R1 R3 R5 R6 R2 the reuse of 2 has reuse distance 4 (lines 1,
+//! 3, 5, 6), and a cache of `max URD + 1` = 5 lines captures every useful reuse.
 
 use crate::stack::StackDistance;
 use serde::Serialize;

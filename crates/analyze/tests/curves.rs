@@ -425,8 +425,8 @@ fn a_file_is_analysed_with_policies_and_plotted() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Per-interval reuse on a hand-built trace: SPEC's W1 W2 R1 R3 R5 R6 R2 in the first second,
-/// nothing in the second, then W5 R7 R1 W9 W9 W3 in the third.
+/// Per-interval reuse on a hand-built trace: docs/design.md §4.10's W1 W2 R1 R3 R5 R6 R2 in the
+/// first second, nothing in the second, then W5 R7 R1 W9 W9 W3 in the third.
 #[test]
 fn reuse_per_interval_counts_the_reuses_ending_in_each_interval() {
     let second = 1_000_000_000u64;
@@ -468,7 +468,7 @@ fn reuse_per_interval_counts_the_reuses_ending_in_each_interval() {
             r.trd_demand_lines,
         )
     };
-    // R1 at distance 2, R2 at 5 (max URD 4, SPEC §4.10).
+    // R1 at distance 2, R2 at 5 (max URD 4, docs/design.md §4.10).
     assert_eq!(reuse(0), (2, 2, 5, 5));
     assert_eq!(reuse(1), (0, 0, 0, 0));
     // W5 at 3, R1 at 6 (3 5 6 2 7 since), W9 at 1, W3 at 7 (5 6 2 7 1 9 since): the URD
@@ -622,8 +622,8 @@ fn trims_drop_whole_lines_as_the_core_does() {
     );
 }
 
-/// The reuse CDF is by reuse distance (distinct lines in between, SPEC §4.10), not stack
-/// distance: the SPEC's example W1 W2 R1 R3 R5 R6 R2 has reuses at distances 1 and 4.
+/// The reuse CDF is by reuse distance (distinct lines in between, docs/design.md §4.10), not stack
+/// distance: docs/design.md §4.10's example W1 W2 R1 R3 R5 R6 R2 has reuses at distances 1 and 4.
 #[test]
 fn the_reuse_cdf_is_by_reuse_distance() {
     let reqs: Vec<Request> = [

@@ -217,7 +217,7 @@ pub trait BlockDevice: Send + Sync {
     }
 
     /// Offers a clean copy of `data` at `off`, which a cache above evicts, to the cache level
-    /// this device is (exclusive caching, SPEC §4.7). The device keeps it only if
+    /// this device is (exclusive caching, docs/design.md §4.7). The device keeps it only if
     /// `still_valid()` holds when it decides (a cache calls it under the lock its writes are
     /// decided under, so no write of these bytes can be decided in between). Default: takes
     /// nothing ([`DemoteReply::Rejected`]).

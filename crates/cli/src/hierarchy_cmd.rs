@@ -1,4 +1,4 @@
-//! `tiercache hierarchy`: run a cache hierarchy (SPEC §4.7) from a config's `[hierarchy]`
+//! `tiercache hierarchy`: run a cache hierarchy (docs/design.md §4.7) from a config's `[hierarchy]`
 //! section, each `[[variant]]` in turn, and print the per-level table or one JSON record per
 //! run. The runs are `tiercache_run::hierarchy`'s.
 

@@ -25,7 +25,7 @@ struct Cli {
 enum Command {
     /// Simulate a cache architecture on a workload or trace (virtual time or hit-ratio only).
     Sim(sim_cmd::SimArgs),
-    /// Simulate a cache hierarchy (clients over shared levels over a backend, SPEC §4.7)
+    /// Simulate a cache hierarchy (clients over shared levels over a backend, docs/design.md §4.7)
     /// from a config's `[hierarchy]` section: per-level hits, demotes, links and latency.
     Hierarchy(hierarchy_cmd::HierarchyArgs),
     /// Run a design-space sweep (axes × workloads × repetitions) in parallel, resumably.

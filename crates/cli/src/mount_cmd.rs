@@ -1,6 +1,6 @@
 //! `tiercache mount`: a FUSE file system presenting a slow store directory with its data
-//! cached in a fast cache directory (SPEC §4.9), and `tiercache flush --file-cache`: write a
-//! stopped mount's dirty blocks back to its store.
+//! cached in a fast cache directory (docs/design.md §4.9), and `tiercache flush --file-cache`:
+//! write a stopped mount's dirty blocks back to its store.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

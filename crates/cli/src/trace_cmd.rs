@@ -243,7 +243,7 @@ mod tests {
     use clap::{Parser, ValueEnum};
     use tiercache_trace::{read_all, ReadOptions};
 
-    const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces");
+    const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/traces");
 
     /// The command-line names are the library's names, for every value.
     #[test]
@@ -285,7 +285,7 @@ mod tests {
     #[test]
     fn cli_stats_and_convert() {
         let dir = tempfile::tempdir().unwrap();
-        let input = format!("{SHARED}/systor17-sample.csv.gz");
+        let input = format!("{TRACES}/systor17-sample.csv.gz");
         cli(&["trace", "stats", &input, "--line-size", "8192", "--json"]).unwrap();
         cli(&["trace", "stats", &input, "--format", "systor"]).unwrap();
         let out = dir.path().join("s.tctrace");

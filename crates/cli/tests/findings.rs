@@ -1,4 +1,4 @@
-//! The SPEC §8 findings, reproduced as directions with margins on modelled devices.
+//! The docs/design.md §8 findings, reproduced as directions with margins on modelled devices.
 //!
 //! Each test builds configs in the same language users write, runs them through the same code
 //! as `tiercache sim`, and checks the direction of an effect the literature reports — not exact

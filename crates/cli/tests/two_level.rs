@@ -1,5 +1,5 @@
-//! Cache hierarchies for real (SPEC §4.7): `tiercache serve` with a RAM level above the cache
-//! device under fio verify, kill -9 and a warm restart; and a tiercache in front of another
+//! Cache hierarchies for real (docs/design.md §4.7): `tiercache serve` with a RAM level above the
+//! cache device under fio verify, kill -9 and a warm restart; and a tiercache in front of another
 //! tiercache over NBD, demoting clean evictions through the DEMOTE extension, counted on both
 //! sides.
 
@@ -212,7 +212,7 @@ fn a_tiercache_in_front_of_a_tiercache_demotes_over_nbd() {
     }
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    // The lower cache: an "array" cache (MRU, SPEC §4.7) over a backend file.
+    // The lower cache: an "array" cache (MRU, docs/design.md §4.7) over a backend file.
     let lower = r#"
 [cache]
 capacity = "8MiB"

@@ -1,4 +1,4 @@
-//! Shared vocabulary of tiercache (SPEC §2–§3).
+//! Shared vocabulary of tiercache (docs/design.md §2–§3).
 //!
 //! Every other crate speaks in these types: a [`Request`] arrives from a workload, a trace or an
 //! NBD client; the policy core turns it into a [`Plan`] of [`DevOp`]s; an executor (simulator or

@@ -1,10 +1,10 @@
-//! The lookup architecture (SPEC §4.1): how requests take the policy core's lock. One enum for
-//! both executors: the engine runs it (threads and locks), the simulator models it (host cores
-//! as servers, locks as resources with hold times).
+//! The lookup architecture (docs/design.md §4.1): how requests take the policy core's lock. One
+//! enum for both executors: the engine runs it (threads and locks), the simulator models it (host
+//! cores as servers, locks as resources with hold times).
 
 use serde::{Deserialize, Serialize};
 
-/// How requests take the policy core's lock (SPEC §4.1).
+/// How requests take the policy core's lock (docs/design.md §4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Lookup {

@@ -37,7 +37,7 @@ pub enum IoKind {
     Flush,
 }
 
-/// Why an op is issued. Executors account device load by cause (LBICA's R/W/P/E classes, SPEC §4.8).
+/// Why an op is issued. Executors account device load by cause (LBICA's R/W/P/E classes, docs/design.md §4.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum OpCause {
     /// Application read served from the cache (R).
@@ -58,13 +58,13 @@ pub enum OpCause {
     Trim,
     /// Application flush passed on.
     Flush,
-    /// A clean victim handed to the level below (DEMOTE, SPEC §4.7): its data is already
+    /// A clean victim handed to the level below (DEMOTE, docs/design.md §4.7): its data is already
     /// there or further down, so the level below may refuse it.
     Demote,
 }
 
 /// Where a device op's work comes from, as load balancing classifies the work queued at a
-/// device (SPEC §4.8: R, W, P, E).
+/// device (docs/design.md §4.8: R, W, P, E).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Origin {
     /// An application read (R): served from the cache, or from the backend on a miss.

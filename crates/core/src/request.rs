@@ -38,7 +38,7 @@ impl Op {
     }
 }
 
-/// One block request: (time, volume, op, byte offset, byte length) as in SPEC §2.
+/// One block request: (time, volume, op, byte offset, byte length) as in docs/design.md §2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Request {
     /// Arrival time in ns since the start of the workload or trace.

@@ -167,7 +167,7 @@ pub struct DeviceConfig {
     pub link: Option<LinkConfig>,
     /// Device model: `queueing` (the default: channels, ceilings, FIFO queue) or `constant`
     /// (every op takes `latency_ns`, however many are in flight: the analytical setting of
-    /// SPEC §4.7).
+    /// docs/design.md §4.7).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelKind>,
     /// Time of every op of a `constant` device (reads, writes, trims and flushes alike).

@@ -1,5 +1,5 @@
-//! Device models (SPEC §5): single devices, RAID arrays and network links, their configuration
-//! and presets.
+//! Device models (docs/design.md §5): single devices, RAID arrays and network links, their
+//! configuration and presets.
 //!
 //! A single device is a FIFO queue in front of `channels` identical servers (its internal
 //! parallelism). An op of `len` bytes takes `base + len × ns_per_byte` once it holds a channel,

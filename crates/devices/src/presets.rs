@@ -1,4 +1,4 @@
-//! Device presets (SPEC §5), from public datasheets and measurements.
+//! Device presets (docs/design.md §5), from public datasheets and measurements.
 
 use crate::*;
 
@@ -31,7 +31,7 @@ pub(crate) fn per_byte(bw: f64) -> f64 {
     1e9 / bw
 }
 
-/// Preset parameters. Derivations (SPEC §5 table, 4 KiB ops): the per-byte time is the
+/// Preset parameters. Derivations (docs/design.md §5 table, 4 KiB ops): the per-byte time is the
 /// interface transfer time at the sequential bandwidth; `base = latency − 4096 × per_byte`;
 /// `channels ≈ IOPS × latency` (Little's law: that many ops must be in service at once to reach
 /// the rated IOPS at the rated latency); the IOPS and bandwidth ceilings are the rated figures.
@@ -61,10 +61,10 @@ pub(crate) fn preset(name: &str) -> Option<Preset> {
             warranty_years: 5.0,
             ..d
         },
-        // Samsung 863a-class enterprise SATA SSD (the cache LBICA was evaluated with, SPEC §5):
-        // datasheet 97K/25K random 4 KiB IOPS (QD32), 520/485 MB/s sequential, 3 DWPD over 5
-        // years. Latency not in the table: 100 µs read, 40 µs write (DRAM-buffered) assumed;
-        // channels = 97K × 100 µs ≈ 10; 1.92 ns/B → 4 KiB 7.9 µs → base 92.1 µs read,
+        // Samsung 863a-class enterprise SATA SSD (the cache LBICA was evaluated with,
+        // docs/design.md §5): datasheet 97K/25K random 4 KiB IOPS (QD32), 520/485 MB/s sequential,
+        // 3 DWPD over 5 years. Latency not in the table: 100 µs read, 40 µs write (DRAM-buffered)
+        // assumed; channels = 97K × 100 µs ≈ 10; 1.92 ns/B → 4 KiB 7.9 µs → base 92.1 µs read,
         // 31.6 µs write. Price: about $500/TB (enterprise SATA, street price of its day).
         "sata-ssd-863a" => DiskParams {
             read_base_ns: 92_100,
@@ -79,7 +79,7 @@ pub(crate) fn preset(name: &str) -> Option<Preset> {
             trim_ns: 50_000,
             flush_ns: 20_000,
             price_per_tb: 500.0,
-            // 3 DWPD over 5 years (SPEC §5, Samsung 863a datasheet).
+            // 3 DWPD over 5 years (docs/design.md §5, Samsung 863a datasheet).
             dwpd: 3.0,
             warranty_years: 5.0,
             ..d
@@ -236,7 +236,7 @@ pub(crate) fn preset(name: &str) -> Option<Preset> {
             ..d
         },
         // Links: 10 Gbit/s = 1.25 GB/s, 25 µs one way (switch + stack); slower links for
-        // DEMOTE bandwidth sweeps (SPEC §4.7).
+        // DEMOTE bandwidth sweeps (docs/design.md §4.7).
         "net-10g" => {
             return Some(Preset::Link(LinkParams {
                 bandwidth: 1_250_000_000,

@@ -1,4 +1,4 @@
-//! The real cache (SPEC §1, §3): the deterministic policy core of `tiercache-policy`,
+//! The real cache (docs/design.md §1, §3): the deterministic policy core of `tiercache-policy`,
 //! executed with real I/O on files and block devices by concurrent threads — the same plans
 //! the simulator executes in virtual time.
 //!

@@ -1,5 +1,5 @@
-//! Two cache levels in one process (SPEC §4.7): a RAM level (process memory) above the engine's
-//! cache device above the backend.
+//! Two cache levels in one process (docs/design.md §4.7): a RAM level (process memory) above the
+//! engine's cache device above the backend.
 //!
 //! The RAM level is the same policy core, run by a second [`Engine`] whose cache device is
 //! memory and whose backend is the engine below itself (an engine is a [`BlockDevice`] like

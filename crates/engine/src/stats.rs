@@ -62,7 +62,7 @@ impl DemoteCounters {
     }
 }
 
-/// Demotes (exclusive caching, SPEC §4.7): sent to the level below (clean victims of this
+/// Demotes (exclusive caching, docs/design.md §4.7): sent to the level below (clean victims of this
 /// cache), and received from a level above. Every demote is accepted, already held,
 /// rejected, or (sent only) failed on the way.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -1,5 +1,5 @@
-//! Demotes in the engine (SPEC §4.7): an engine takes clean lines from above (recorded at a
-//! clean shutdown, so a restart finds them; `demote_crash.rs` crashes in between), a RAM
+//! Demotes in the engine (docs/design.md §4.7): an engine takes clean lines from above (recorded at
+//! a clean shutdown, so a restart finds them; `demote_crash.rs` crashes in between), a RAM
 //! level above an engine reads and writes like one volume with every demote accounted for, and over NBD two clients racing writes and demotes
 //! of stale copies on the same blocks never leave anything but the latest write.
 

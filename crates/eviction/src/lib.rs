@@ -1,4 +1,5 @@
-//! Replacement (eviction) policies, every one the same shape behind [`Eviction`] (SPEC §4.4).
+//! Replacement (eviction) policies, every one the same shape behind [`Eviction`]
+//! (docs/design.md §4.4).
 //!
 //! The policy core owns the line table; a policy only orders *slots* (indices into that table)
 //! and chooses victims. Adding a policy is one file in this crate plus one arm in [`build`].
@@ -21,7 +22,7 @@
 //! resized by a multi-tenant cache): ARC and S3-FIFO re-derive their targets and ghost sizes
 //! from it, and the caller evicts any excess. [`Eviction::insert_cold`] places a line where
 //! it is evicted next, [`Eviction::insert_demoted`] where it is evicted last (the lower level of
-//! a cache hierarchy, SPEC §4.7).
+//! a cache hierarchy, docs/design.md §4.7).
 //!
 //! Semantics follow libCacheSim's implementations with all objects of size 1 (`capacity` is
 //! its cache size in objects); `tests/libcachesim_golden.rs` checks every policy but MRU
@@ -119,13 +120,13 @@ pub trait Eviction: Send {
     fn set_capacity(&mut self, lines: usize);
     /// Inserts a line at the "evict next" end instead of where [`Eviction::insert`] puts it
     /// (the lower level of a cache hierarchy inserts blocks the level above now holds there,
-    /// SPEC §4.7). The default is `insert`; each policy documents what it does.
+    /// docs/design.md §4.7). The default is `insert`; each policy documents what it does.
     fn insert_cold(&mut self, slot: Slot, key: LineKey) {
         self.insert(slot, key);
     }
-    /// Inserts a line demoted from the level above at the policy's "evict last" end (SPEC
-    /// §4.7: an exclusive lower level keeps what the level above no longer holds longest).
-    /// The default is `insert`, which is that end for the recency policies and FIFO; MRU,
+    /// Inserts a line demoted from the level above at the policy's "evict last" end
+    /// (docs/design.md §4.7: an exclusive lower level keeps what the level above no longer holds
+    /// longest). The default is `insert`, which is that end for the recency policies and FIFO; MRU,
     /// whose `insert` is its evict-next end, puts the line at its other end. S3-FIFO keeps
     /// the default, so a demoted line enters its small queue, which is evicted first (as any
     /// new line does there): it stays only if the level above's next access finds it soon.

@@ -67,15 +67,15 @@ impl Eviction for Mru {
     }
 
     /// Same as `insert`: MRU's victim end is the front, where every line enters. (The "MRU
-    /// array" of SPEC §4.7, which inserts disk-read blocks at its evict-next end and demoted
-    /// ones at its evict-last end, is an [`crate::Lru`] with `insert_cold` for disk reads.)
+    /// array" of docs/design.md §4.7, which inserts disk-read blocks at its evict-next end and
+    /// demoted ones at its evict-last end, is an [`crate::Lru`] with `insert_cold` for disk reads.)
     #[inline]
     fn insert_cold(&mut self, slot: Slot, _key: LineKey) {
         self.lists.push_front(0, slot);
     }
 
     /// At the back (the least recent end), which MRU evicts last: a demoted line waits there
-    /// while the lines read for the level above (now held there) go first (SPEC §4.7).
+    /// while the lines read for the level above (now held there) go first (docs/design.md §4.7).
     #[inline]
     fn insert_demoted(&mut self, slot: Slot, _key: LineKey) {
         self.lists.push_back(0, slot);

@@ -69,7 +69,7 @@ pub enum Allocation {
     WriteAround,
 }
 
-/// One of the four file-level variants (SPEC §4.5, §4.9).
+/// One of the four file-level variants (docs/design.md §4.5, §4.9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Variant {
     /// Write policy.

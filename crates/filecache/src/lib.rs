@@ -1,4 +1,4 @@
-//! File-level caching (SPEC §4.9): a host-side cache of a slow file store on fast local
+//! File-level caching (docs/design.md §4.9): a host-side cache of a slow file store on fast local
 //! storage that knows files.
 //!
 //! - [`core`]: the file-level cache on the project's policy core (`tiercache_policy::Cache`,

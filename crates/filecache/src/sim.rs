@@ -1,4 +1,4 @@
-//! File-level against block-level caching on the same file workloads (SPEC §4.9).
+//! File-level against block-level caching on the same file workloads (docs/design.md §4.9).
 //!
 //! The file-level cache is [`FileCache`] keyed by (file, block), exactly the cache the mount
 //! runs: a delete frees the file's blocks and cancels their write-back. The block-level cache

@@ -1,6 +1,6 @@
-//! File workloads (SPEC §6, file-level): streams of creates, appends, reads and deletes shaped
-//! like a mail server (Postmark), a file server and a web server. A stream is deterministic in
-//! its seed; [`run_on_dir`] performs it on a real directory (a `tiercache mount`, a store),
+//! File workloads (docs/design.md §6, file-level): streams of creates, appends, reads and deletes
+//! shaped like a mail server (Postmark), a file server and a web server. A stream is deterministic
+//! in its seed; [`run_on_dir`] performs it on a real directory (a `tiercache mount`, a store),
 //! and [`crate::sim`] executes it in the simulator.
 
 use std::fmt;

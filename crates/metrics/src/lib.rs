@@ -1,4 +1,4 @@
-//! Run metrics of tiercache (SPEC §7).
+//! Run metrics of tiercache (docs/design.md §7).
 //!
 //! Every run — a simulation or a benchmark of the real engine — produces one [`RunRecord`]: its
 //! tool version, kind, name, seed, whole configuration and a [`RunMetrics`]. Tables, plots and

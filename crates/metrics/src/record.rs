@@ -55,7 +55,7 @@ pub struct DeviceMetrics {
     pub ops_by_cause: BTreeMap<String, u64>,
 }
 
-/// Every metric of one run (SPEC §7). Counts and bytes cover the measured window (after
+/// Every metric of one run (docs/design.md §7). Counts and bytes cover the measured window (after
 /// warm-up); `_end` fields describe the state when the run stopped.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

@@ -1,5 +1,5 @@
-//! Multi-tenant results (SPEC §4.10): per volume and overall, what each got of the cache, what
-//! it did with it, what it cost and how it wore the device; plus the per-interval decisions.
+//! Multi-tenant results (docs/design.md §4.10): per volume and overall, what each got of the cache,
+//! what it did with it, what it cost and how it wore the device; plus the per-interval decisions.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

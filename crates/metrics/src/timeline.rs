@@ -48,7 +48,7 @@ pub struct TimelineRow {
     /// Line-level bypasses (all reasons).
     pub bypasses: u64,
     /// Estimated time to drain the cache device's queue at the interval's end, µs: ops in
-    /// flight × the device time one op consumed on average in the interval (SPEC §4.8).
+    /// flight × the device time one op consumed on average in the interval (docs/design.md §4.8).
     pub cache_qtime_us: f64,
     /// The same for the backend (all backend devices).
     pub backend_qtime_us: f64,

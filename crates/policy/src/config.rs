@@ -16,7 +16,7 @@ pub(crate) fn duration_too_long(ns: Nanos) -> Option<String> {
         .then(|| format!("{ns} ns exceeds the limit of one year ({MAX_DURATION_NS} ns)"))
 }
 
-/// Write policy (cache mode), exactly the table of SPEC §4.5.
+/// Write policy (cache mode), exactly the table of docs/design.md §4.5.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum WritePolicy {
@@ -37,7 +37,7 @@ pub enum WritePolicy {
     WriteBackAround,
 }
 
-/// Promotion (admission) policy, SPEC §4.3.
+/// Promotion (admission) policy, docs/design.md §4.3.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "policy", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum PromotionConfig {
@@ -84,7 +84,7 @@ fn default_hotspot_lines() -> u32 {
     16
 }
 
-/// Cleaning (flushing) policy, SPEC §4.6.
+/// Cleaning (flushing) policy, docs/design.md §4.6.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "policy", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum CleaningConfig {
@@ -98,7 +98,8 @@ pub enum CleaningConfig {
         batch: u32,
     },
     /// Every `period_ns`, flush a batch of the oldest dirty lines (made dirty longest ago; the
-    /// SPEC's LRU-most first differs for dirty lines read since), whatever the load.
+    /// usual LRU-most first, docs/design.md §4.6, differs for dirty lines read since), whatever the
+    /// load.
     Aggressive {
         /// Period between batches.
         #[serde(deserialize_with = "de_nanos")]
@@ -128,7 +129,8 @@ fn default_lazy_batch() -> u32 {
     32
 }
 
-/// What a write (or promotion) does when it needs a line and the victim is dirty (SPEC §4.6).
+/// What a write (or promotion) does when it needs a line and the victim is dirty
+/// (docs/design.md §4.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DirtyFullPolicy {
@@ -183,12 +185,12 @@ pub struct CacheConfig {
     /// each (its fine-grained lookup, `ht-fg`, locks per shard), the simulator runs them in
     /// virtual time. 1 is one global policy. Part of the cache device's layout.
     pub shards: u32,
-    /// Load balancing between the cache device and the backend (SPEC §4.8).
+    /// Load balancing between the cache device and the backend (docs/design.md §4.8).
     pub balancing: crate::balancing::BalancingConfig,
-    /// What happens to clean victims: dropped, or demoted to the level below (SPEC §4.7).
+    /// What happens to clean victims: dropped, or demoted to the level below (docs/design.md §4.7).
     pub victim: crate::victim::VictimConfig,
     /// How volumes share the cache: one shared cache (the default), or partitions sized
-    /// per interval (SPEC §4.10).
+    /// per interval (docs/design.md §4.10).
     pub tenancy: crate::tenancy::TenancyConfig,
 }
 

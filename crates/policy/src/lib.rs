@@ -1,4 +1,4 @@
-//! The deterministic cache policy core of tiercache (SPEC §3–§4).
+//! The deterministic cache policy core of tiercache (docs/design.md §3–§4).
 //!
 //! [`Cache`] knows nothing of time, threads or files. For each request it decides hit or miss,
 //! what to promote, what to evict, how a write is handled and what to bypass, updates its

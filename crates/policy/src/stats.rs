@@ -114,8 +114,8 @@ pub struct CacheStats {
     pub demotions: u64,
     /// Bytes of clean victims sent to the level below (not counted as backend writes).
     pub demoted_bytes: u64,
-    /// Demotes received from the level above (SPEC §4.7): each was accepted, already held or
-    /// rejected (`demotes_received = demotes_accepted + demotes_already_held +
+    /// Demotes received from the level above (docs/design.md §4.7): each was accepted, already held
+    /// or rejected (`demotes_received = demotes_accepted + demotes_already_held +
     /// demotes_rejected`).
     #[serde(default)]
     pub demotes_received: u64,

@@ -1,4 +1,4 @@
-//! The receiving side of DEMOTE (SPEC §4.7): outcomes and resident lines against a simple
+//! The receiving side of DEMOTE (docs/design.md §4.7): outcomes and resident lines against a simple
 //! model (a recency list with dirty flags), the insertion points of LRU and MRU, partial
 //! lines, plans, sharded caches and the conservation of demote counters.
 
@@ -384,8 +384,8 @@ fn two_levels(client: &mut Cache, array: &mut Cache, reads: &[u64]) -> (u64, u64
 }
 
 proptest! {
-    /// SPEC §4.7: an LRU client demoting to an MRU array is one LRU cache of the summed size
-    /// (same hits on any stream); LRU over LRU without demote never does better.
+    /// docs/design.md §4.7: an LRU client demoting to an MRU array is one LRU cache of the summed
+    /// size (same hits on any stream); LRU over LRU without demote never does better.
     #[test]
     fn lru_over_mru_demote_is_one_lru(
         reads in proptest::collection::vec(0u64..40, 1..400),

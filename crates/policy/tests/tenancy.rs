@@ -1,6 +1,6 @@
-//! Multi-tenant caches (SPEC §4.10): tenancy modes driving partitions and write policies.
+//! Multi-tenant caches (docs/design.md §4.10): tenancy modes driving partitions and write policies.
 //!
-//! - the URD example of SPEC §4.10 gives a demand of 5 lines through the cache;
+//! - the URD example of docs/design.md §4.10 gives a demand of 5 lines through the cache;
 //! - a volume whose reuses are all writes over writes gets cache writes off (read-only), and
 //!   its writes then leave the cache device alone;
 //! - property: on random multi-volume traces, ECI's demand never exceeds TRD's for a volume

@@ -441,8 +441,8 @@ fn simulate_point(py: Python<'_>, payload: &str) -> PyResult<String> {
 }
 
 /// The price of a design's cache: the cache device's price per TB (its preset's, or the
-/// config's `price_per_tb`) × `cache.capacity`, in dollars (SPEC §4: performance per cost is
-/// device price × allocated capacity). `config_json` is a record's `config`.
+/// config's `price_per_tb`) × `cache.capacity`, in dollars (docs/design.md §4: performance per cost
+/// is device price × allocated capacity). `config_json` is a record's `config`.
 #[pyfunction]
 fn cache_cost_dollars(config_json: &str) -> PyResult<f64> {
     let v: serde_json::Value =

@@ -53,7 +53,7 @@ def test_tune_finds_the_grids_best_in_fewer_trials(data, grid, objective, budget
 
 def test_a_cache_price_is_the_device_price_times_capacity():
     cfg = {"cache": {"capacity": "1GiB"}, "devices": {"cache": "ram-disk"}}
-    # ram-disk: 6,400 $/TB (SPEC §5)
+    # ram-disk: 6,400 $/TB (docs/design.md §5)
     assert tiercache._native.cache_cost_dollars(json.dumps(cfg)) == pytest.approx(6400 * (1 << 30) / 1e12)
 
 

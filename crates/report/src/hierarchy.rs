@@ -1,5 +1,5 @@
-//! Cache hierarchies (SPEC §4.7) in a report: the records `tiercache hierarchy --json` writes
-//! (`"kind": "hierarchy"`), such as the exclusive-caching experiment's.
+//! Cache hierarchies (docs/design.md §4.7) in a report: the records `tiercache hierarchy --json`
+//! writes (`"kind": "hierarchy"`), such as the exclusive-caching experiment's.
 //!
 //! A run's name is read as `GROUP/DESIGN`: everything before the last `/` is the setting the
 //! designs are compared in (e.g. `designs/zipf/-`), the last part the design

@@ -293,7 +293,7 @@ fn timeline_plot(
 
 /// Load balancing over time for one design whose timeline carries a balancer's records: the
 /// cache and backend queue times with the intervals of a burst shaded, and the write policy
-/// in force (SPEC §4.8). `None` when the design ran no balancer.
+/// in force (docs/design.md §4.8). `None` when the design ran no balancer.
 fn balancing_plots(id: &str, workload: &str, d: &Design<'_>) -> Vec<Plot> {
     let Some(rows) = d.first_ok().and_then(|r| timeline_rows(&r.record)) else {
         return Vec::new();

@@ -1,4 +1,4 @@
-//! Multi-tenant plots (SPEC §4.10): how a design's tenancy mode split the cache among the
+//! Multi-tenant plots (docs/design.md §4.10): how a design's tenancy mode split the cache among the
 //! volumes over time, stacked, from the per-decision records of `metrics.tenancy.intervals`.
 
 use crate::data::{lookup, lookup_f64, Design};

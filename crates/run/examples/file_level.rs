@@ -1,5 +1,5 @@
-//! The file-level experiment (SPEC §4.9) in the simulator: the four variants on the three file
-//! workloads, then file-level against block-level caching (without and with TRIM) at several
+//! The file-level experiment (docs/design.md §4.9) in the simulator: the four variants on the three
+//! file workloads, then file-level against block-level caching (without and with TRIM) at several
 //! cache sizes. Prints Markdown tables; deterministic (fixed seeds). The runs are
 //! [`tiercache_run::file_level::run_file_level`]; this prints them.
 //!

@@ -1,5 +1,5 @@
-//! The hierarchy runner (`tiercache hierarchy`): a cache hierarchy (SPEC §4.7) from a config's
-//! `[hierarchy]` section, each `[[variant]]` in turn, into one record per run.
+//! The hierarchy runner (`tiercache hierarchy`): a cache hierarchy (docs/design.md §4.7) from a
+//! config's `[hierarchy]` section, each `[[variant]]` in turn, into one record per run.
 
 use anyhow::{Context, Result};
 use serde::Serialize;

@@ -1,6 +1,6 @@
-//! `[[volumes]]`: several volumes sharing one cache (SPEC §4.10), each with its own workload —
-//! a synthetic spec, or volumes of the `[workload]` trace — and optional fixed settings (its
-//! own backend device, a fixed partition size, a fixed write policy).
+//! `[[volumes]]`: several volumes sharing one cache (docs/design.md §4.10), each with its own
+//! workload — a synthetic spec, or volumes of the `[workload]` trace — and optional fixed settings
+//! (its own backend device, a fixed partition size, a fixed write policy).
 //!
 //! ```toml
 //! [workload]                    # only when volumes take their requests from a trace

@@ -1,4 +1,4 @@
-//! Host CPU model for the lookup architectures (SPEC §4.1).
+//! Host CPU model for the lookup architectures (docs/design.md §4.1).
 //!
 //! Host cores (or, for LT, worker threads) are servers. Every request costs CPU twice: at
 //! submission (`lookup_ns` of hashing and request handling, then the metadata critical section:

@@ -1,4 +1,4 @@
-//! The discrete-event simulator of tiercache (SPEC §3, §5).
+//! The discrete-event simulator of tiercache (docs/design.md §3, §5).
 //!
 //! [`simulate`] runs a [`Cache`](tiercache_policy::Cache) — the deterministic policy core —
 //! against device models in virtual time: requests from a

@@ -1,4 +1,4 @@
-//! Multi-tenant results of a run (SPEC §4.10): the tenancy mode's decisions as they were
+//! Multi-tenant results of a run (docs/design.md §4.10): the tenancy mode's decisions as they were
 //! made, per-volume latencies, and from them the run's [`TenancyMetrics`] — per volume and
 //! overall allocation, hit ratio, latency, cache writes, cost of the allocated cache, IOPS per
 //! dollar and the cache device's projected lifetime.

@@ -1,4 +1,4 @@
-//! Cache hierarchies (SPEC §4.7): LRU-over-MRU with DEMOTE is one LRU of the summed size,
+//! Cache hierarchies (docs/design.md §4.7): LRU-over-MRU with DEMOTE is one LRU of the summed size,
 //! inclusive LRU-LRU never beats it, hits and demotes are conserved, runs are deterministic,
 //! the constant-latency model reproduces the analytical mean latency, and bad configs name
 //! their field.
@@ -127,8 +127,8 @@ fn check_conservation(r: &HierarchyResult) {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
-    /// SPEC §4.7: LRU client + MRU array + DEMOTE = one LRU cache of the summed capacity, on
-    /// any stream; LRU-LRU without demote never does better.
+    /// docs/design.md §4.7: LRU client + MRU array + DEMOTE = one LRU cache of the summed capacity,
+    /// on any stream; LRU-LRU without demote never does better.
     #[test]
     fn lru_over_mru_with_demote_is_one_lru(
         lines in proptest::collection::vec(0u64..48, 1..400),
@@ -209,8 +209,8 @@ fn runs_are_deterministic() {
     assert!(link.utilisation > 0.0 && link.utilisation <= 1.0);
 }
 
-/// SPEC §4.7's latency model: with constant devices and no links, a client hit costs Tc, an
-/// array hit Tc + Ta and a disk read Tc + Ta + Td, so the mean is
+/// docs/design.md §4.7's latency model: with constant devices and no links, a client hit costs Tc,
+/// an array hit Tc + Ta and a disk read Tc + Ta + Td, so the mean is
 /// (h_c + h_a + h_d)·Tc + (h_a + h_d)·Ta + h_d·Td with the measured hit fractions.
 #[test]
 fn constant_model_reproduces_the_analytical_mean() {

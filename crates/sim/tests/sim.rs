@@ -377,7 +377,7 @@ fn duration_limit_and_timeline() {
 
 /// Every submitter issues 4 KiB reads (90 %) and writes of a hot set that fits the cache, after a
 /// warm-up that loads it: a RAM-disk cache over a fast SSD array, where the host CPU is the
-/// bottleneck (SPEC §8).
+/// bottleneck (docs/design.md §8).
 fn scaling_iops(lookup: LookupArch, submitters: u32) -> f64 {
     let mut c = cache(64 << 20, CleaningConfig::None);
     let warmup = 12_000;
@@ -438,7 +438,7 @@ fn fine_grained_locking_scales_where_coarse_locking_and_few_workers_saturate() {
 #[test]
 fn on_a_slow_backend_the_lookup_architecture_hardly_matters() {
     // SSD cache over an HDD array with a working set far beyond the cache: the disks bound
-    // throughput and the host CPU model changes little (SPEC §8).
+    // throughput and the host CPU model changes little (docs/design.md §8).
     let iops = |lookup| {
         let mut c = cache(64 << 20, CleaningConfig::None);
         let mut src = UniformSource::closed(3, 16, 1, 300, 16 << 30, 4096, 0.9);

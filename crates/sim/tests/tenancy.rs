@@ -1,5 +1,5 @@
-//! Multi-tenant runs in the simulator (SPEC §4.10): the tenancy mode is polled at interval
-//! boundaries of virtual time, partitions are resized with the shrinks' write-backs run as
+//! Multi-tenant runs in the simulator (docs/design.md §4.10): the tenancy mode is polled at
+//! interval boundaries of virtual time, partitions are resized with the shrinks' write-backs run as
 //! flush jobs, and the run records per-volume and per-decision results.
 //!
 //! - every decision allocates at most the cache, and a final flush leaves nothing dirty

@@ -1,4 +1,4 @@
-//! SPEC §4.7's workload archetypes, scaled to a cache hierarchy: named workloads whose
+//! docs/design.md §4.7's workload archetypes, scaled to a cache hierarchy: named workloads whose
 //! working set is set by the sum of the levels' capacities (`aggregate`).
 //!
 //! | archetype | addresses | working set |

@@ -1,4 +1,4 @@
-//! fio-like synthetic block workloads for tiercache (SPEC §6 and the §4.7 archetypes).
+//! fio-like synthetic block workloads for tiercache (docs/design.md §6 and the §4.7 archetypes).
 //!
 //! A [`WorkloadSpec`] (deserialised from a config, with documented defaults) describes jobs and
 //! queue depth (closed loop) or an arrival rate (open loop), the read/write/trim mix, a weighted

@@ -1,5 +1,5 @@
 //! Several request sources as one: the volumes of a multi-tenant run, each with its own
-//! workload, sharing one cache (SPEC §4.10).
+//! workload, sharing one cache (docs/design.md §4.10).
 //!
 //! Each part is a source and the volume its requests go to (their own volume ids are replaced).
 //! All parts must have the same arrival model:

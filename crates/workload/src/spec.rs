@@ -1,4 +1,4 @@
-//! The workload specification: what a user writes in a config (SPEC §6, §4.7 archetypes).
+//! The workload specification: what a user writes in a config (docs/design.md §6, §4.7 archetypes).
 //!
 //! Sizes accept an integer number of bytes or a string with a unit (`"4KiB"`, `"10GiB"`), times an
 //! integer number of nanoseconds or a string (`"100us"`, `"2s"`). Unknown fields are errors.
@@ -30,7 +30,7 @@ const MAX_IODEPTH: u32 = 65_536;
 /// Most requests in flight, `jobs × iodepth` (an executor allocates a slot for each).
 const MAX_IN_FLIGHT: u64 = 1 << 20;
 
-/// A fio-like synthetic workload (SPEC §6).
+/// A fio-like synthetic workload (docs/design.md §6).
 ///
 /// Closed loop (`iodepth`, the default) or open loop (`rate_iops`); every field has a documented
 /// default so `WorkloadSpec::default()` is a valid read-only, uniform, 4 KiB, 1 GiB, unbounded

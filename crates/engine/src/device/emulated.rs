@@ -1,4 +1,4 @@
-//! A device that takes as long as a modelled one (SPEC §5 presets), for building a
+//! A device that takes as long as a modelled one (docs/design.md §5 presets), for building a
 //! fast-cache/slow-backend system on one machine.
 
 use std::io;

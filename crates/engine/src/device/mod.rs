@@ -2,7 +2,7 @@
 //! runs on (a [`tiercache_blockdev::FileDevice`], a [`tiercache_blockdev::MemDevice`], or
 //! another engine).
 //!
-//! [`Emulated`] makes any device take as long as a SPEC §5 preset would, so a
+//! [`Emulated`] makes any device take as long as a docs/design.md §5 preset would, so a
 //! fast-cache/slow-backend system can be built on one machine; [`CrashDevice`] records every
 //! write so tests can rebuild the device as a power loss would leave it; [`NbdBackend`] is a
 //! remote NBD export; [`VolumeSet`] lays several volumes' backends end to end.

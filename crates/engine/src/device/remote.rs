@@ -1,4 +1,4 @@
-//! A remote NBD export as the backend (host-side caching of a network volume, SPEC §4.7).
+//! A remote NBD export as the backend (host-side caching of a network volume, docs/design.md §4.7).
 
 use std::io;
 use tiercache_blockdev::{BlockDevice, DemoteReply, RemoteStats};

@@ -1,5 +1,5 @@
-//! Demotes (exclusive caching, SPEC §4.7): clean victims sent down to the level below, and
-//! clean lines taken from a level above.
+//! Demotes (exclusive caching, docs/design.md §4.7): clean victims sent down to the level below,
+//! and clean lines taken from a level above.
 //!
 //! Taking one runs like a write of clean data: the shard's core decides under its lock
 //! ([`Cache::accept_demote`]: insert at the evict-last end if a free slot or a clean victim
@@ -165,8 +165,8 @@ fn unrecorded(u: &MetaUpdate) -> bool {
 
 impl Engine {
     /// Takes a clean copy of `data` at `offset` that a cache level above evicts (DEMOTE,
-    /// SPEC §4.7), if `still_valid()` holds when each shard's core decides (it is called under
-    /// the lock writes are decided under; pass `&|| true` when the caller orders demotes
+    /// docs/design.md §4.7), if `still_valid()` holds when each shard's core decides (it is called
+    /// under the lock writes are decided under; pass `&|| true` when the caller orders demotes
     /// after the writes they could race with). Accepted: it is kept, at the evict-last end;
     /// already held: nothing was written; rejected: nothing was done (a demote across policy
     /// shards may be rejected by one after another took its piece: each piece is a clean

@@ -1,6 +1,6 @@
 //! tiercache's DEMOTE extension to NBD (documented in `docs/nbd-demote.md`): an upper cache
 //! hands a clean line it evicts to the cache serving the export, which may keep it (exclusive
-//! caching, SPEC §4.7).
+//! caching, docs/design.md §4.7).
 //!
 //! Negotiation: the client sends option [`OPT_TIERCACHE_DEMOTE`] (payload: an 8-byte session
 //! id) before `NBD_OPT_GO`; a tiercache server whose device takes demotes acknowledges it,

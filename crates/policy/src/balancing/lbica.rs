@@ -1,5 +1,5 @@
-//! LBICA (SPEC §4.8): when the cache device is the bottleneck, characterise what is queued at
-//! it and change how the cache is used by the group the queue falls in.
+//! LBICA (docs/design.md §4.8): when the cache device is the bottleneck, characterise what is
+//! queued at it and change how the cache is used by the group the queue falls in.
 //!
 //! | group | queue mostly | policy |
 //! | --- | --- | --- |
@@ -8,8 +8,8 @@
 //! | 3 | W + E (writes) | WB, the tail of the queue to the backend |
 //! | 4 | P alone (sequential reads) | WB |
 //!
-//! SPEC §4.8 defines LBICA over a write-back cache ("keep WB", "return to WB"). Over another
-//! configured policy it never makes the cache hold data the configured policy would not:
+//! docs/design.md §4.8 defines LBICA over a write-back cache ("keep WB", "return to WB"). Over
+//! another configured policy it never makes the cache hold data the configured policy would not:
 //! groups 3 and 4 keep the configured policy (group 3 still sends its tail around the
 //! cache), and group 1 stops promotions with RO instead of WO when the configured policy
 //! keeps no dirty data (write-through, write-around, read-only): WO absorbs writes as dirty
@@ -22,8 +22,9 @@
 //! its latency: for a parallel device the two differ by its parallelism, and comparing a
 //! cache queue against the backend's per-op *throughput* called a lightly loaded NVMe cache
 //! over a RAID-5 array a burst and sent its reads to the array (22× the latency of plain
-//! write-back in the first full-size run of `experiments/load-balancing`). SPEC §4.8 compares
-//! the two queue times alone; with an idle backend that calls any queue at the cache a burst.
+//! write-back in the first full-size run of `experiments/load-balancing`). docs/design.md §4.8
+//! compares the two queue times alone; with an idle backend that calls any queue at the cache a
+//! burst.
 //!
 //! A burst must be seen at `confirm_polls` consecutive polls (default 2) before the policy
 //! changes: a cache that keeps up with its load (an NVMe cache at 90 % of its write IOPS under
@@ -407,7 +408,8 @@ mod tests {
                 c.audit();
             }
         }
-        // Over write-back, group 3 keeps write-back (as SPEC §4.8 says) and group 1 is WO.
+        // Over write-back, group 3 keeps write-back (as docs/design.md §4.8 says) and group 1 is
+        // WO.
         let mut l = Lbica::new(1_000_000, 0.6, 0.6).confirmed_after(1);
         let wb = WritePolicy::WriteBack;
         assert_eq!(

@@ -1,5 +1,5 @@
-//! Load balancing between the cache device and the backend (SPEC §4.8): policies that watch
-//! the executor's queues and change how the cache is used while it is the bottleneck.
+//! Load balancing between the cache device and the backend (docs/design.md §4.8): policies that
+//! watch the executor's queues and change how the cache is used while it is the bottleneck.
 //!
 //! One small file per policy behind [`Balancer`]. Both executors poll the cache's balancer
 //! once per [`Balancer::interval_ns`] with their [`ExecutorState`] (the simulator from its
@@ -88,7 +88,7 @@ impl BalanceDecision {
     }
 }
 
-/// What a balancer saw and decided at its last poll (SPEC §4.8's per-interval report).
+/// What a balancer saw and decided at its last poll (docs/design.md §4.8's per-interval report).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct BalanceReport {
     /// The cache device was the bottleneck (its queue time exceeded the backend's).
@@ -107,7 +107,7 @@ pub struct BalanceReport {
     pub bypass_writes: f64,
 }
 
-/// Load-balancing policy, SPEC §4.8 (`cache.balancing`).
+/// Load-balancing policy, docs/design.md §4.8 (`cache.balancing`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(tag = "policy", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum BalancingConfig {
@@ -116,7 +116,7 @@ pub enum BalancingConfig {
     #[serde(deserialize_with = "crate::config::no_fields")]
     None,
     /// LBICA: in a burst, characterise the cache device's queue (R, W, P, E) and switch the
-    /// write policy by group (SPEC §4.8).
+    /// write policy by group (docs/design.md §4.8).
     Lbica {
         /// Interval between polls.
         #[serde(default = "default_interval_ns", deserialize_with = "de_nanos")]
@@ -135,7 +135,7 @@ pub enum BalancingConfig {
         confirm_polls: u32,
     },
     /// SIB: selective I/O bypass for a write-through cache: while the cache device is the
-    /// bottleneck, the requests at the tail of its queue go to the backend (SPEC §4.8).
+    /// bottleneck, the requests at the tail of its queue go to the backend (docs/design.md §4.8).
     Sib {
         /// Interval between polls.
         #[serde(default = "default_interval_ns", deserialize_with = "de_nanos")]

@@ -1,5 +1,5 @@
-//! SIB, selective I/O bypass (the baseline of SPEC §4.8, for a write-through cache): while
-//! the cache device is the bottleneck, the requests that would finish sooner at the backend
+//! SIB, selective I/O bypass (the baseline of docs/design.md §4.8, for a write-through cache):
+//! while the cache device is the bottleneck, the requests that would finish sooner at the backend
 //! go there.
 //!
 //! The k-th op queued at the cache completes after about `k × cache_service` (device time per

@@ -1,5 +1,5 @@
-//! The receiving side of DEMOTE (SPEC §4.7): a clean line the level above evicts is offered to
-//! this level, which keeps it if it can make room without cost.
+//! The receiving side of DEMOTE (docs/design.md §4.7): a clean line the level above evicts is
+//! offered to this level, which keeps it if it can make room without cost.
 //!
 //! Rules, per line of the demote request:
 //! - only whole sub-blocks are taken (a sub-block the request covers in part is ignored:
@@ -39,7 +39,7 @@ use tiercache_core::geometry::LineSlice;
 use tiercache_core::{DevOp, IoKind, LineKey, OpCause, Plan, Request, VolumeId};
 use tiercache_eviction::Slot;
 
-/// What the level below did with a demoted line (SPEC §4.7).
+/// What the level below did with a demoted line (docs/design.md §4.7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DemoteOutcome {
     /// The line was taken (all or some of its sub-blocks were written to this cache).

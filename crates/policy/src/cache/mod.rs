@@ -203,7 +203,7 @@ pub struct Cache {
     /// Victim write-backs of the plan being built: (volume, start, end, stage).
     plan_write_backs: Vec<(VolumeId, u64, u64, Stage)>,
     build_plan: bool,
-    /// How volumes share the cache (SPEC §4.10): the mode and its decisions.
+    /// How volumes share the cache (docs/design.md §4.10): the mode and its decisions.
     tenancy: TenancyState,
 }
 

@@ -78,7 +78,7 @@ impl Cache {
                 if self.promotion.should_promote(key, occ) {
                     match self.allocate(p, key, false) {
                         Ok((slot, stage)) => {
-                            // Promotion fetches the whole line (SPEC §4.2): the request waits for the
+                            // Promotion fetches the whole line (docs/design.md §4.2): the request waits for the
                             // backend read; the cache write follows in the background.
                             let l = self.geo.line_size();
                             let fetched = self.emit(DevOp::backend(

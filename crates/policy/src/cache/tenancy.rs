@@ -1,5 +1,5 @@
-//! Multi-tenancy at run time (SPEC §4.10): the cache feeds each request to its tenancy mode,
-//! applies the mode's decision at interval boundaries (partition sizes and per-volume write
+//! Multi-tenancy at run time (docs/design.md §4.10): the cache feeds each request to its tenancy
+//! mode, applies the mode's decision at interval boundaries (partition sizes and per-volume write
 //! policies), and counts what each volume did.
 //!
 //! A decision gives each listed volume a partition of its allocation (creating it, with the

@@ -3,7 +3,10 @@
 //! unmount, in store order). The cleaner's jobs (`jobs.rs`) pick lines themselves; this one
 //! shares their plan and completion (`Cache::flush_done`).
 
-use super::*;
+use super::counters::Event;
+use super::{Cache, FlushJob};
+use tiercache_core::{LineKey, OpCause, VolumeId};
+use tiercache_eviction::Slot;
 
 impl Cache {
     /// A flush job writing back those of `lines` (volume, line index) that are resident, dirty
@@ -26,8 +29,9 @@ impl Cache {
         if slots.is_empty() {
             return None;
         }
-        self.stats.cleaned_lines += slots.len() as u64;
-        self.stats.clean_jobs += 1;
+        self.record(Event::CleanJob {
+            lines: slots.len() as u64,
+        });
         Some(self.write_back_job(slots, OpCause::Clean))
     }
 }

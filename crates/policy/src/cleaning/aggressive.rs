@@ -1,10 +1,10 @@
 //! Aggressive (periodic) cleaning: every period, a batch of the oldest dirty lines, whatever
-//! the load (SPEC §4.6).
+//! the load (docs/design.md §4.6).
 //!
-//! A deviation: the SPEC picks the batch LRU-most first; this takes the lines made dirty
-//! longest ago (the dirty list's order, O(batch) for every replacement policy). The two differ
-//! when a dirty line is read after it was written: it is flushed first here though recently
-//! used, and a less recently used dirty line may then be evicted dirty.
+//! A deviation: the usual description (docs/design.md §4.6) picks the batch LRU-most first; this
+//! takes the lines made dirty longest ago (the dirty list's order, O(batch) for every replacement
+//! policy). The two differ when a dirty line is read after it was written: it is flushed first here
+//! though recently used, and a less recently used dirty line may then be evicted dirty.
 
 use super::{CleaningPolicy, DirtyState};
 use crate::cache::ExecutorState;

@@ -1,5 +1,5 @@
-//! Lazy cleaning: flush only when the cache device has been idle for a while (SPEC §4.6), so
-//! cleaning never takes bandwidth from requests.
+//! Lazy cleaning: flush only when the cache device has been idle for a while (docs/design.md §4.6),
+//! so cleaning never takes bandwidth from requests.
 
 use super::{CleaningPolicy, DirtyState};
 use crate::cache::ExecutorState;

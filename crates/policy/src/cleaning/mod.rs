@@ -1,4 +1,4 @@
-//! Cleaning (flushing) policies, SPEC §4.6: when to write dirty data back and how much.
+//! Cleaning (flushing) policies, docs/design.md §4.6: when to write dirty data back and how much.
 //!
 //! One small file per policy behind [`CleaningPolicy`]. A policy only decides *how many* lines
 //! to flush now, and when it wants to be asked again; the cache picks the lines (least recently

@@ -1,5 +1,5 @@
 //! Threshold cleaning: flush while dirty data exceeds a high watermark, down to a low one
-//! (SPEC §4.6).
+//! (docs/design.md §4.6).
 
 use super::{CleaningPolicy, DirtyState};
 use crate::cache::ExecutorState;

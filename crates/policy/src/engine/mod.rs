@@ -1,8 +1,8 @@
-//! Write policies (cache modes) as one table: SPEC §4.5, row for row.
+//! Write policies (cache modes) as one table: docs/design.md §4.5, row for row.
 //!
 //! Each mode answers three questions; the cache core carries out the answers. Keeping the modes as
-//! data rather than code paths makes the table testable against the SPEC and lets load balancing
-//! switch modes at run time without special cases.
+//! data rather than code paths makes the table testable against docs/design.md §4.5 and lets load
+//! balancing switch modes at run time without special cases.
 
 use crate::config::WritePolicy;
 
@@ -51,7 +51,7 @@ pub struct ModeRules {
 }
 
 impl WritePolicy {
-    /// The rules of this mode (SPEC §4.5).
+    /// The rules of this mode (docs/design.md §4.5).
     pub const fn rules(self) -> ModeRules {
         use ReadMiss as R;
         use WriteHit as H;
@@ -96,7 +96,7 @@ impl WritePolicy {
 mod tests {
     use super::*;
 
-    /// The SPEC §4.5 table, transcribed as strings, checked against the rules.
+    /// The docs/design.md §4.5 table, transcribed as strings, checked against the rules.
     #[test]
     fn matches_spec_table() {
         let table = [

@@ -1,6 +1,6 @@
 //! The executor's view of the devices: the one narrow interface through which run-time state
-//! reaches the policies (SPEC §3). Both executors fill it the same way, in the same units:
-//! the simulator from its device models, the engine from its real in-flight counters and
+//! reaches the policies (docs/design.md §3). Both executors fill it the same way, in the same
+//! units: the simulator from its device models, the engine from its real in-flight counters and
 //! measured service times.
 
 use tiercache_core::{Nanos, Origin};
@@ -29,7 +29,7 @@ pub struct DeviceLoad {
 }
 
 impl DeviceLoad {
-    /// Estimated time to drain what is queued now, ns (SPEC §4.8: queue length × service
+    /// Estimated time to drain what is queued now, ns (docs/design.md §4.8: queue length × service
     /// time).
     pub fn queue_time_ns(&self) -> Nanos {
         u64::from(self.queued).saturating_mul(self.service_ns)

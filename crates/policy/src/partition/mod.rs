@@ -1,4 +1,4 @@
-//! Partitions: the replacement domains of one cache (SPEC §4.4, §4.10).
+//! Partitions: the replacement domains of one cache (docs/design.md §4.4, §4.10).
 //!
 //! Every resident line belongs to exactly one partition, which has its own replacement
 //! policy, capacity and counters. A cache starts with the static partitions of its config

@@ -2,8 +2,8 @@
 //! the cache only ever evicts clean lines.
 //!
 //! Under `dirty_full = "bypass"` a victim must be clean: a request that finds no clean line
-//! goes around the cache instead of waiting for a write-back (SPEC §4.6). Asking the policy
-//! for its victim while passing over dirty lines costs a walk past every dirty line at its
+//! goes around the cache instead of waiting for a write-back (docs/design.md §4.6). Asking the
+//! policy for its victim while passing over dirty lines costs a walk past every dirty line at its
 //! evict-next end, and under a burst of writes with lazy cleaning that is most of the cache,
 //! on every miss. So, as Open CAS keeps clean and dirty lines on separate LRU lists, a line
 //! that becomes dirty leaves the policy (it is then on the line table's dirty list only,

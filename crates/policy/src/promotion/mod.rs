@@ -1,4 +1,4 @@
-//! Promotion (admission) policies, SPEC §4.3: one trait, one file per policy.
+//! Promotion (admission) policies, docs/design.md §4.3: one trait, one file per policy.
 
 mod nhit;
 mod smq;

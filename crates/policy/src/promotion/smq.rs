@@ -1,4 +1,4 @@
-//! SMQ-style admission, after Linux dm-cache's stochastic multiqueue (SPEC §4.3).
+//! SMQ-style admission, after Linux dm-cache's stochastic multiqueue (docs/design.md §4.3).
 //!
 //! Hotspot entries track regions of `hotspot_lines` lines in a 64-level queue. Every access to a
 //! region moves its entry up one level; every period the levels are redistributed so each holds

@@ -1,11 +1,11 @@
 //! Policy shards: one cache's lines split among independent policy cores.
 //!
-//! A production cache that takes one lock per request cannot scale with cores (SPEC §4.1), so
-//! it shards: each shard is a whole policy core (replacement list, promotion table, cleaner)
-//! over its own share of the slots, owning the lines whose 64 KiB chunk hashes to it. That
-//! changes the policy (replacement is per shard, each shard cleans by itself), so it is a
-//! property of the cache (`cache.shards`), not of an executor: [`ShardLayout`] is the one
-//! description both executors use. The engine puts a lock on each shard; the simulator runs
+//! A production cache that takes one lock per request cannot scale with cores
+//! (docs/design.md §4.1), so it shards: each shard is a whole policy core (replacement list,
+//! promotion table, cleaner) over its own share of the slots, owning the lines whose 64 KiB chunk
+//! hashes to it. That changes the policy (replacement is per shard, each shard cleans by itself),
+//! so it is a property of the cache (`cache.shards`), not of an executor: [`ShardLayout`] is the
+//! one description both executors use. The engine puts a lock on each shard; the simulator runs
 //! [`ShardedCache`], the same shards in one thread. Same config, same decisions: both cut a
 //! request with [`ShardLayout::request_pieces`] and plan and count it through
 //! [`RequestPieces`].

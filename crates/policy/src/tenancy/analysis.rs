@@ -395,7 +395,7 @@ mod tests {
 
     #[test]
     fn spec_example_gives_max_urd_4_and_demand_5() {
-        // W1 W2 R1 R3 R5 R6 R2 (SPEC §4.10).
+        // W1 W2 R1 R3 R5 R6 R2 (docs/design.md §4.10).
         let iv = run(
             &[
                 (true, 1),

@@ -1,6 +1,6 @@
-//! `eci`: ECI-Cache (SPEC §4.10). Each interval, every volume's demand is its largest useful
-//! reuse distance + 1 (reads after reads or writes: the only reuses a cache turns into hits),
-//! or the knee of its URD hit curve; demands beyond the cache are cut by marginal gain along
+//! `eci`: ECI-Cache (docs/design.md §4.10). Each interval, every volume's demand is its largest
+//! useful reuse distance + 1 (reads after reads or writes: the only reuses a cache turns into
+//! hits), or the knee of its URD hit curve; demands beyond the cache are cut by marginal gain along
 //! the URD curves. A volume whose reuses are mostly write-after-read or write-after-write
 //! (share above `waw_war_threshold`) runs read-only: caching its writes costs device time and
 //! wear and earns no later hit. Others run write-back.

@@ -1,6 +1,6 @@
-//! Multi-tenant caches (SPEC §4.10): several volumes share one cache; a tenancy mode decides,
-//! once per interval, how many lines each volume's partition gets and which write policy it
-//! runs under.
+//! Multi-tenant caches (docs/design.md §4.10): several volumes share one cache; a tenancy mode
+//! decides, once per interval, how many lines each volume's partition gets and which write policy
+//! it runs under.
 //!
 //! One file per mode behind [`TenancyMode`]:
 //! - `shared`: one cache, no partitions (what a cache without a tenancy section does);
@@ -114,8 +114,8 @@ pub enum Sizing {
     Knee,
 }
 
-/// Multi-tenant partitioning, SPEC §4.10 (`cache.tenancy`). One flat table so that a sweep
-/// can vary `mode` alone.
+/// Multi-tenant partitioning, docs/design.md §4.10 (`cache.tenancy`). One flat table so that a
+/// sweep can vary `mode` alone.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TenancyConfig {
@@ -347,7 +347,7 @@ pub fn allocate_by_gain(
 }
 
 /// What the tenancy mode decided at its last interval boundary and what each volume did in
-/// the interval before it (SPEC §4.10's per-VM figures), from
+/// the interval before it (docs/design.md §4.10's per-VM figures), from
 /// [`crate::Report::tenancy_report`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TenancyReport {

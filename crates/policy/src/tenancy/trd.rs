@@ -1,5 +1,5 @@
-//! `trd`: the Centaur-like baseline (SPEC §4.10). Each interval, every volume's demand is its
-//! largest traditional reuse distance + 1 (every reuse, writes included), or the knee of its
+//! `trd`: the Centaur-like baseline (docs/design.md §4.10). Each interval, every volume's demand is
+//! its largest traditional reuse distance + 1 (every reuse, writes included), or the knee of its
 //! plain LRU hit curve; demands beyond the cache are cut by marginal gain along those curves.
 //! Write policies are left as configured: a volume whose reuse is rewrites gets lines that
 //! earn no read hit.

@@ -1,4 +1,4 @@
-//! Demote clean victims (DEMOTE, SPEC §4.7): the level below gets the chance to keep what
+//! Demote clean victims (DEMOTE, docs/design.md §4.7): the level below gets the chance to keep what
 //! this level no longer holds, so two levels hold different lines (exclusive caching).
 
 use super::{VictimAction, VictimPolicy};

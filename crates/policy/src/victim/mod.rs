@@ -1,4 +1,5 @@
-//! Victim handling: what happens to a clean line the replacement policy evicts (SPEC §4.7).
+//! Victim handling: what happens to a clean line the replacement policy evicts
+//! (docs/design.md §4.7).
 //!
 //! One small file per policy behind [`VictimPolicy`]. A dirty victim is always written back
 //! first (that is the write policy's business, not this family's); a clean one is either

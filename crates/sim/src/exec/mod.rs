@@ -150,7 +150,7 @@ pub fn simulate(
 pub trait SimObserver {
     /// Called at the end of every timeline interval (so only with `run.timeline_interval_ns`),
     /// after its row is recorded and before later events run. It may act on the cache — e.g. a
-    /// load balancer (SPEC §4.8) switching write policies with
+    /// load balancer (docs/design.md §4.8) switching write policies with
     /// [`Background::set_write_policy`](tiercache_policy::Background::set_write_policy) when the row shows the cache device is the bottleneck.
     fn on_interval(&mut self, row: &TimelineRow, cache: &mut dyn PolicyCore);
 }

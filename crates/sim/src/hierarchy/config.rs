@@ -1,4 +1,4 @@
-//! The configuration of a cache hierarchy (SPEC §4.7): clients, each with its own cache
+//! The configuration of a cache hierarchy (docs/design.md §4.7): clients, each with its own cache
 //! level(s), over shared levels over one backend, joined by links.
 //!
 //! ```toml

@@ -15,7 +15,7 @@
 //! directions: a request crosses it down as a command (no payload, or a write's data) and
 //! back up with a read's data; a demote crosses it down with its line. So demotes delay the
 //! reads queued behind them on the link, which is what makes demotion stop paying on slow
-//! links (SPEC §4.7).
+//! links (docs/design.md §4.7).
 //!
 //! Not modelled in hierarchies: the host CPU, cleaners (dirty lines are written down when
 //! they are evicted; nothing is flushed at the end) and load balancing.

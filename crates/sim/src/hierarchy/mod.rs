@@ -1,5 +1,5 @@
-//! Cache hierarchies (SPEC §4.7): clients with their own cache levels over shared levels over
-//! one backend, joined by links; inclusive, or exclusive with DEMOTE.
+//! Cache hierarchies (docs/design.md §4.7): clients with their own cache levels over shared levels
+//! over one backend, joined by links; inclusive, or exclusive with DEMOTE.
 //!
 //! Every level is the one policy core ([`tiercache_policy::Cache`], or its shards), so a
 //! level behaves exactly as a single-level cache with the same `[cache]` settings; this module
