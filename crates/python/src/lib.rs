@@ -32,7 +32,9 @@ create_exception!(
 fn to_py(e: anyhow::Error) -> PyErr {
     let text = tiercache_run::errors::render(&e);
     let input = e.chain().any(|c| {
-        tiercache_run::errors::is_input_cause(c) || c.is::<tiercache_analyze::cli::BadArgument>()
+        tiercache_run::errors::is_input_cause(c)
+            || c.downcast_ref::<tiercache_analyze::AnalyzeError>()
+                .is_some_and(tiercache_analyze::AnalyzeError::is_input_error)
     });
     if input {
         InputError::new_err(text)
