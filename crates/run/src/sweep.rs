@@ -6,6 +6,7 @@
 //! The command converts its arguments into them, the Python package builds them from keywords.
 
 use crate::experiment::Experiment;
+use crate::hierarchy::HierarchyRun;
 use crate::sim::run_experiment;
 use anyhow::{Context, Result};
 use tiercache_sweep::{PointSpec, RunSummary};
@@ -13,8 +14,13 @@ use tiercache_sweep::{PointSpec, RunSummary};
 pub use tiercache_sweep::{load_points, SweepOptions};
 
 /// Runs one sweep point in the simulator and returns its result record, with the timeline
-/// when the point's config asks for one; a failure is the message the results record.
+/// when the point's config asks for one; a failure is the message the results record. A point
+/// whose document has a `[hierarchy]` runs the hierarchy runner instead (its record has
+/// `kind = "hierarchy"`, see [`hierarchy_point_name`] for its name).
 pub fn simulate_point(p: &PointSpec) -> std::result::Result<serde_json::Value, String> {
+    if p.doc.value.get("hierarchy").is_some() {
+        return hierarchy_point(p);
+    }
     let e = Experiment::from_document(&p.name, &p.doc, &p.base_dir).map_err(|e| e.to_string())?;
     // What `sim` says of a config (an unbounded run, a cache larger than its data), a sweep
     // says of its point.
@@ -30,6 +36,31 @@ pub fn simulate_point(p: &PointSpec) -> std::result::Result<serde_json::Value, S
         v["timeline"] = serde_json::to_value(&out.timeline).map_err(|e| e.to_string())?;
     }
     Ok(v)
+}
+
+/// The name of a hierarchy point's record: the workload, then each axis's value label, joined
+/// by `/` (`zipf/1G/LRU-MRU-demote`). The report reads a hierarchy run's name as
+/// `GROUP/DESIGN` (docs/design.md §9), so the last axis is the design compared within a table
+/// and the others, with the workload, the setting it is compared in.
+pub fn hierarchy_point_name(p: &PointSpec) -> String {
+    let labels = p.axes.iter().map(|a| a.label.as_str());
+    let design: Vec<&str> = if p.axes.is_empty() {
+        vec![&p.name]
+    } else {
+        labels.collect()
+    };
+    std::iter::once(p.workload.as_str())
+        .chain(design)
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// One hierarchy point: the point's resolved document is one run (a spec drops the `[[variant]]`
+/// tables of its base, docs/design.md §9: the axes are the designs).
+fn hierarchy_point(p: &PointSpec) -> std::result::Result<serde_json::Value, String> {
+    let run = HierarchyRun::new(hierarchy_point_name(p), p.doc.clone(), p.base_dir.clone());
+    let record = run.run().map_err(|e| format!("{:#}", e.into_anyhow()))?;
+    serde_json::to_value(&record).map_err(|e| e.to_string())
 }
 
 /// Runs every point of the sweep not already done, in the simulator (or, with `ray`, one Ray
