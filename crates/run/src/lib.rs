@@ -6,7 +6,7 @@
 //!   config's variants make ([`sim::select_runs`]);
 //! - [`hierarchy`]: a `[hierarchy]` config's runs;
 //! - [`sweep`]: one sweep point ([`sweep::simulate_point`]) and a whole sweep
-//!   ([`sweep::run_sweep`]);
+//!   ([`sweep::run_sweep`]; on the engine, `sweep::run_bench_sweep`);
 //! - [`file_level`]: the file-level against block-level experiment;
 //! - `bench` (feature `engine`): the real engine served over NBD and driven by fio.
 //!

@@ -72,6 +72,54 @@ pub fn run_sweep(opts: &SweepOptions, ray: Option<&str>) -> crate::Result<RunSum
     run_any(opts, ray).map_err(crate::RunError::from)
 }
 
+/// Runs every point of the sweep not already done on the real engine under fio, one at a time
+/// (two engines and their fio clients sharing the cores would measure each other: `jobs` is 1,
+/// and a note says so), into `results/NAME-bench` (`NAME-ci-bench` with `ci`) unless `out`
+/// names a directory. A directory holding another backend's results is refused: the point ids
+/// are the same, so its points would be skipped as done. As [`run_sweep`] otherwise.
+#[cfg(feature = "engine")]
+pub fn run_bench_sweep(opts: &SweepOptions) -> crate::Result<RunSummary> {
+    let run = || -> Result<RunSummary> {
+        crate::bench::check_fio()?;
+        let mut set = opts.set.iter().filter_map(|o| o.split_once('='));
+        if let Some((key, _)) = set.find(|(k, _)| !crate::bench::bench_reads(k)) {
+            anyhow::bail!("--set {}: not read by --backend bench (it runs [cache], [engine], [serve], [workload] and [bench]); sweep it with --backend sim", key.trim());
+        }
+        let (spec, points) = load_points(opts)?;
+        crate::print_note(&format!(
+            "--backend bench runs one point at a time (jobs = 1{}): concurrent engines and fio clients would measure each other",
+            opts.jobs
+                .filter(|j| *j != 1)
+                .map_or(String::new(), |j| format!(", not --jobs {j}"))
+        ));
+        let ci = if opts.ci { "-ci" } else { "" };
+        let out = opts.out.clone().unwrap_or_else(|| {
+            tiercache_sweep::default_out_dir(&format!("{}{ci}-bench", spec.name))
+        });
+        let old = tiercache_sweep::read_results(&out.join(tiercache_sweep::RESULTS_JSONL))?;
+        if let Some(kind) = old
+            .lines
+            .iter()
+            .filter_map(|l| l.record.get("kind").and_then(|k| k.as_str()))
+            .find(|k| *k != "bench")
+        {
+            anyhow::bail!(
+                "{}: holds `{kind}` results of the same points; give --backend bench another directory (--out)",
+                out.display()
+            );
+        }
+        let opts = SweepOptions {
+            jobs: Some(1),
+            out: Some(out),
+            ..opts.clone()
+        };
+        let summary =
+            tiercache_sweep::run_sweep(&opts, &spec, &points, &crate::bench::bench_point)?;
+        finish(&spec, summary)
+    };
+    run().map_err(crate::RunError::from)
+}
+
 fn run_any(opts: &SweepOptions, ray: Option<&str>) -> Result<RunSummary> {
     let (spec, points) = load_points(opts)?;
     let summary = match ray {
@@ -93,6 +141,11 @@ fn run_any(opts: &SweepOptions, ray: Option<&str>) -> Result<RunSummary> {
             tiercache_sweep::run_sweep(opts, &spec, &points, &backend)?
         }
     };
+    finish(&spec, summary)
+}
+
+/// Says what a sweep did on stderr (one line, the first errors) and fails when a point failed.
+fn finish(spec: &tiercache_sweep::SweepSpec, summary: RunSummary) -> Result<RunSummary> {
     let not_retried = if summary.not_retried > 0 {
         format!(
             ", {} failed before and not retried (--no-retry-failed)",
