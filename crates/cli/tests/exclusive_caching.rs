@@ -8,25 +8,14 @@
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+
+use common::tiercache_ok as tiercache;
 
 fn spec(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../experiments/exclusive-caching")
         .join(name)
-}
-
-fn tiercache(args: &[&str]) -> std::process::Output {
-    let o = Command::new(env!("CARGO_BIN_EXE_tiercache"))
-        .args(args)
-        .output()
-        .expect("run tiercache");
-    assert!(
-        o.status.success(),
-        "tiercache {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o
 }
 
 /// Runs a spec's `--ci` profile into `out` and returns its records by name.

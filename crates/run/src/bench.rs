@@ -253,14 +253,15 @@ pub fn check_fio() -> crate::Result<()> {
     Ok(())
 }
 
-/// Sections of a config `bench` reads (and `run.seed`, its fio seed); a sweep point that varies
-/// any other key would give every value the same measurement (docs/design.md §9).
-const BENCH_SECTIONS: [&str; 6] = ["name", "cache", "engine", "serve", "workload", "bench"];
+/// What `bench` reads of a config (`run.seed` is its fio seed); a sweep point that varies any
+/// other key would give every value the same measurement (docs/design.md §9).
+const BENCH_READS: [&str; 7] = [
+    "name", "cache", "engine", "serve", "workload", "bench", "run.seed",
+];
 
 /// Whether `bench` reads the config key `key` (dotted, as `--set` takes it).
 pub fn bench_reads(key: &str) -> bool {
-    let section = key.trim().split(['.', '[']).next().unwrap_or_default();
-    BENCH_SECTIONS.contains(&section) || key.trim() == "run.seed"
+    crate::reads(&BENCH_READS, key)
 }
 
 /// The first key of `p`'s own overrides (its workload's `set`, its axes) that `bench` does not

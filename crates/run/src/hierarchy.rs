@@ -40,29 +40,14 @@ pub fn run_document(doc: &Document, base_dir: &Path) -> crate::Result<HierarchyR
     run_any(doc, base_dir).map_err(crate::RunError::from)
 }
 
-/// Top-level keys a hierarchy document may have: anything else (a `[cache]`, a `[workload]`,
+/// What a hierarchy run reads of a document: anything else (a `[cache]`, a `[workload]`,
 /// `run.requests`) is for `sim`, and a hierarchy run would ignore it.
-const HIERARCHY_KEYS: [&str; 3] = ["name", "hierarchy", "run"];
+const HIERARCHY_READS: [&str; 3] = ["name", "hierarchy", "run.seed"];
 
 fn run_any(doc: &Document, base_dir: &Path) -> Result<HierarchyResult> {
-    // A result is never silently wrong (docs/design.md §4.7): refuse what this runner would not
+    // A result is never silently wrong (docs/design.md §9): refuse what this runner would not
     // read, naming the key.
-    let top = doc.value.as_table().into_iter().flatten();
-    for (k, v) in top {
-        let unread = if k == "run" {
-            v.as_table()
-                .and_then(|t| t.keys().find(|k| *k != "seed"))
-                .map(|s| format!("run.{s}"))
-        } else {
-            (!HIERARCHY_KEYS.contains(&k.as_str())).then(|| k.clone())
-        };
-        if let Some(key) = unread {
-            anyhow::bail!(
-                "{}: `{key}` is not read by a hierarchy run (it takes `name`, `[hierarchy]` and `run.seed`)",
-                doc.context()
-            );
-        }
-    }
+    crate::refuse_unread(doc, &HIERARCHY_READS)?;
     let mut cfg: HierarchyConfig = doc.typed(Some("hierarchy"))?;
     seed_clients(doc, &mut cfg)?;
     let sim = HierarchySim::new(&cfg)?;

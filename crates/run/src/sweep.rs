@@ -16,10 +16,15 @@ pub use tiercache_sweep::{load_points, SweepOptions};
 /// Runs one sweep point in the simulator and returns its result record, with the timeline
 /// when the point's config asks for one; a failure is the message the results record. A point
 /// whose document has a `[hierarchy]` runs the hierarchy runner instead (its record has
-/// `kind = "hierarchy"`, see [`hierarchy_point_name`] for its name).
+/// `kind = "hierarchy"`, see [`hierarchy_point_name`] for its name); one with a `[file_level]`
+/// runs the file-level simulator (`kind = "file_level"`, [`crate::file_level`]).
 pub fn simulate_point(p: &PointSpec) -> std::result::Result<serde_json::Value, String> {
     if p.doc.value.get("hierarchy").is_some() {
         return hierarchy_point(p);
+    }
+    if p.doc.value.get("file_level").is_some() {
+        return crate::file_level::file_level_record(&p.name, &p.doc)
+            .map_err(|e| format!("{:#}", e.into_anyhow()));
     }
     let e = Experiment::from_document(&p.name, &p.doc, &p.base_dir).map_err(|e| e.to_string())?;
     // What `sim` says of a config (an unbounded run, a cache larger than its data), a sweep

@@ -18,8 +18,16 @@ fn experiments() -> Vec<PathBuf> {
 }
 
 /// Requests a point runs: `run.requests`, or for a hierarchy (docs/design.md §4.7) the sum of
-/// its archetype clients' (a trace client replays a small fixture).
+/// its archetype clients' (a trace client replays a small fixture), or for a file-level point
+/// (§4.9) 1 with the smoke run's sizes (`quick`) and 2 without (its sizes are the experiment's).
 fn requests(doc: &toml::Value) -> i64 {
+    if let Some(f) = lookup(doc, "file_level") {
+        return if f.get("quick").and_then(|q| q.as_bool()) == Some(true) {
+            1
+        } else {
+            2
+        };
+    }
     match lookup(doc, "hierarchy.clients").and_then(|c| c.as_array()) {
         Some(clients) => clients
             .iter()
