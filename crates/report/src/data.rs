@@ -47,7 +47,8 @@ pub struct ResultSet {
     /// directory, inputs whose workloads were renamed to keep them apart.
     pub notes: Vec<String>,
     /// Cache-hierarchy records (`"kind": "hierarchy"`, from `tiercache hierarchy --json` or a
-    /// sweep's hierarchy points, their latest outcomes), in file order: they have levels, not a run's metrics, and get a section of their own.
+    /// sweep's hierarchy points, their latest outcomes), in file order: they have levels, not a
+    /// run's metrics, and get a section of their own.
     pub hierarchies: Vec<serde_json::Value>,
 }
 
