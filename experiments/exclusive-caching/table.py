@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Tables of the exclusive-caching experiment from its results.jsonl (records of
-`tiercache hierarchy --json`, named `part/workload/setting/design`).
+"""Tables of the exclusive-caching experiment from its results: the sweeps' results.jsonl
+(`tiercache sweep sweep.toml` and `sweep-bw.toml`: result lines whose records are hierarchy
+records named `workload/design` and `workload/link/design`) and run.py's results.jsonl (records
+of `tiercache hierarchy --json`, named `part/workload/setting/design`), in any mix.
 
-Usage: table.py results/exclusive-caching/results.jsonl
+Usage: table.py results/exclusive-caching/results.jsonl [results/exclusive-caching-bw/results.jsonl ...]
 """
 
 import json
@@ -33,18 +35,39 @@ def mean_us(rec):
     return rec["result"]["latency_us"]["mean"]
 
 
+# The part each sweep is (its spec's `name`), and how its record names read.
+SWEEPS = {"exclusive-caching": "designs", "exclusive-caching-bw": "bw"}
+
+
+def key(line):
+    """(part, workload, setting, design) of a result line or a bare record."""
+    if "point" in line:  # a sweep's result line: the record is the hierarchy record
+        names = line["record"]["name"].split("/")
+        part = SWEEPS[line["sweep"]]
+        if part == "designs":
+            workload, design = names
+            return part, workload, "-", design
+        return (part, *names)
+    part, workload, setting, design = line["name"].split("/")
+    return part, workload, setting, design
+
+
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2:
         sys.exit(__doc__)
     parts = defaultdict(dict)
-    with open(sys.argv[1]) as f:
-        for n, line in enumerate(f, 1):
-            try:
-                rec = json.loads(line)
-                part, workload, setting, design = rec["name"].split("/")
-            except (ValueError, KeyError) as e:
-                sys.exit(f"{sys.argv[1]}:{n}: not a hierarchy record of this experiment: {e}")
-            parts[part][(workload, setting, design)] = rec
+    for path in sys.argv[1:]:
+        with open(path) as f:
+            for n, text in enumerate(f, 1):
+                try:
+                    line = json.loads(text)
+                    if line.get("status", "ok") != "ok":
+                        continue  # a failed point; a rerun's later line replaces it
+                    part, workload, setting, design = key(line)
+                except (ValueError, KeyError) as e:
+                    sys.exit(f"{path}:{n}: not a result of this experiment: {e!r}")
+                # A later line (a rerun) wins.
+                parts[part][(workload, setting, design)] = line.get("record", line)
 
     print("## Eight designs x four archetypes (constant model; hit fractions of all requests)\n")
     print("| workload | design | client | array | backend | mean µs | demotes sent | accepted | held | rejected |")

@@ -1,5 +1,5 @@
 //! `tiercache sweep`: run every point of a sweep spec through the simulator (the default
-//! backend), in parallel and resumably, into tidy result records; locally or, with `--ray`, as
+//! backend; or the real engine under fio with `--backend bench`), in parallel and resumably, into tidy result records; locally or, with `--ray`, as
 //! one Ray task per point. The runner is `tiercache_run::sweep`'s; this holds the arguments,
 //! converts them and prints `--list`.
 
@@ -14,17 +14,19 @@ pub fn run(args: SweepArgs) -> Result<()> {
 
 /// Runs `tiercache sweep` and returns what it did (`None` for `--list`).
 pub fn run_sweep(args: SweepArgs) -> Result<Option<RunSummary>> {
-    if matches!(args.backend, BackendKind::Bench) {
-        bail!("--backend bench: sweeps run in the simulator only so far; run a config on the real engine with `tiercache bench CONFIG`");
-    }
     if args.list {
         list(&args)?;
         return Ok(None);
     }
-    Ok(Some(tiercache_run::sweep::run_sweep(
-        &args.options(),
-        args.ray.as_deref(),
-    )?))
+    Ok(Some(match args.backend {
+        BackendKind::Bench => {
+            if args.ray.is_some() {
+                bail!("--backend bench with --ray: bench points run one at a time on this machine; drop --ray");
+            }
+            tiercache_run::sweep::run_bench_sweep(&args.options())?
+        }
+        BackendKind::Sim => tiercache_run::sweep::run_sweep(&args.options(), args.ray.as_deref())?,
+    }))
 }
 
 /// `--list`: the points (id, workload, rep, design) without running them.
@@ -96,8 +98,9 @@ pub struct SweepArgs {
 pub enum BackendKind {
     /// The discrete-event simulator (virtual time).
     Sim,
-    /// The real engine measured with a benchmark: not available for sweeps yet (the command
-    /// says so and stops); `tiercache bench CONFIG` runs one config on the engine.
+    /// The real engine under fio, as `tiercache bench` runs a config: one point at a time
+    /// (`--jobs` is 1), into `results/NAME-bench`; a point that varies a key bench does not read
+    /// fails naming it.
     Bench,
 }
 

@@ -303,13 +303,24 @@ pub fn set_path(root: &mut Value, text: &str) -> Result<(), ConfigError> {
         Ok(mut t) => t.remove("v").expect("parsed"),
         Err(_) => Value::String(raw.to_string()),
     };
+    set_value(root, key, value).map_err(|reason| err(&reason))
+}
+
+/// Sets the dotted `key` (whose parts may be `name[k]`, element k of an existing array:
+/// `hierarchy.clients[0].link`) to `value` in a TOML tree, creating tables on the way; the
+/// error says which part is not a table or not an element. `--set`, `[[variant]]` and sweep
+/// axes all set keys through it, so every place takes the same key paths.
+pub fn set_value(root: &mut Value, key: &str, value: Value) -> Result<(), String> {
     let parts: Vec<&str> = key.split('.').map(str::trim).collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Err(format!("`{key}` is not a dotted key path"));
+    }
     let mut cur = root;
     for (i, p) in parts.iter().enumerate() {
         let last = i + 1 == parts.len();
         let table = cur
             .as_table_mut()
-            .ok_or_else(|| err(&format!("`{}` is not a table", parts[..i].join("."))))?;
+            .ok_or_else(|| format!("`{}` is not a table", parts[..i].join(".")))?;
         // `name[k]`: element k of an existing array (`hierarchy.clients[0].link=…`).
         if let Some((name, index)) = element(p) {
             let at = || {
@@ -320,15 +331,15 @@ pub fn set_path(root: &mut Value, text: &str) -> Result<(), ConfigError> {
                     .collect::<Vec<_>>()
                     .join(".")
             };
-            let index = index.ok_or_else(|| err(&format!("`{p}`: the index is not a number")))?;
+            let index = index.ok_or_else(|| format!("`{p}`: the index is not a number"))?;
             let array = table
                 .get_mut(name)
                 .and_then(Value::as_array_mut)
-                .ok_or_else(|| err(&format!("`{}` is not an array", at())))?;
+                .ok_or_else(|| format!("`{}` is not an array", at()))?;
             let len = array.len();
             let slot = array
                 .get_mut(index)
-                .ok_or_else(|| err(&format!("`{}` has no element {index} (it has {len})", at())))?;
+                .ok_or_else(|| format!("`{}` has no element {index} (it has {len})", at()))?;
             if last {
                 *slot = value;
                 return Ok(());
@@ -345,6 +356,16 @@ pub fn set_path(root: &mut Value, text: &str) -> Result<(), ConfigError> {
             .or_insert_with(|| Value::Table(Default::default()));
     }
     unreachable!("loop returns at the last part")
+}
+
+/// The value at the dotted `key` (parts may be `name[k]`, as for [`set_value`]), if any.
+pub fn lookup<'a>(root: &'a Value, key: &str) -> Option<&'a Value> {
+    key.split('.')
+        .map(str::trim)
+        .try_fold(root, |v, p| match element(p) {
+            Some((name, index)) => v.get(name)?.as_array()?.get(index?),
+            None => v.get(p),
+        })
 }
 
 /// `name[k]` as `(name, Some(k))` (`None` when `k` is not a number); `None` for a plain key.
@@ -383,6 +404,24 @@ mod tests {
         assert!(!err.contains("u32"), "{err}");
         assert_eq!(plain_types("expected u640"), "expected u640");
         assert!(!err.contains("\nin `"), "{err}");
+    }
+
+    /// `lookup` reads the key paths `set_value` writes, array elements included.
+    #[test]
+    fn lookup_reads_array_elements() {
+        let d = Document::parse("[[clients]]\nname = 'a'\nlink = { latency = 1 }\n", "t").unwrap();
+        assert_eq!(
+            lookup(&d.value, "clients[0].link.latency").and_then(Value::as_integer),
+            Some(1)
+        );
+        for missing in [
+            "clients[1].name",
+            "clients[x].name",
+            "clients.name",
+            "nothing",
+        ] {
+            assert!(lookup(&d.value, missing).is_none(), "{missing}");
+        }
     }
 
     /// `name[k]` addresses element k of an array (it was taken for a key named `clients[0]`,

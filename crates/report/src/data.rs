@@ -46,8 +46,9 @@ pub struct ResultSet {
     /// What loading did that the reader should know: lines of other specs left out of a sweep
     /// directory, inputs whose workloads were renamed to keep them apart.
     pub notes: Vec<String>,
-    /// Cache-hierarchy records (`"kind": "hierarchy"`, from `tiercache hierarchy --json`), in
-    /// file order: they have levels, not a run's metrics, and get a section of their own.
+    /// Cache-hierarchy records (`"kind": "hierarchy"`, from `tiercache hierarchy --json` or a
+    /// sweep's hierarchy points, their latest outcomes), in file order: they have levels, not a
+    /// run's metrics, and get a section of their own.
     pub hierarchies: Vec<serde_json::Value>,
 }
 
@@ -310,6 +311,19 @@ fn read_input(path: &Path, set: &mut ResultSet) -> Result<Input, ReportError> {
             .retain(|l| points.contains(l.point.as_str()));
         input.left_out = Some(before - input.sweep_lines.len());
     }
+    // A sweep's hierarchy points (docs/design.md §9) are hierarchy records like those of
+    // `tiercache hierarchy --json`: their latest outcomes go to the hierarchy section.
+    let hierarchy =
+        |l: &ResultLine| l.record.get("kind").and_then(|k| k.as_str()) == Some("hierarchy");
+    let points: BTreeSet<String> = latest_per_point(&input.sweep_lines)
+        .into_iter()
+        .filter(|l| l.status == Status::Ok && hierarchy(l))
+        .map(|l| {
+            set.hierarchies.push(l.record.clone());
+            l.point.clone()
+        })
+        .collect();
+    input.sweep_lines.retain(|l| !points.contains(&l.point));
     Ok(input)
 }
 

@@ -343,6 +343,53 @@ fn a_sweep_whose_runs_all_failed_still_gets_a_page_and_no_input_is_an_error() {
     // An empty input is refused by the command: `report_cmd`'s tests in `crates/cli`.
 }
 
+/// A sweep's hierarchy points (docs/design.md §9: the record of each point is a hierarchy
+/// record) are reported as the same records from `tiercache hierarchy --json` are: loaded as
+/// hierarchies, not as runs, with the same tables on the page.
+#[test]
+fn hierarchy_records_of_a_sweep_are_reported_as_hierarchies() {
+    let dir = tempfile::tempdir().unwrap();
+    let hier = common::write_fake_hierarchies(&dir.path().join("hierarchy.jsonl"));
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&hier)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let spec = tiercache_sweep::SweepSpec::parse(
+        "[base]\nn = 0\n[[axis]]\nkey = 'n'\nvalues = [0, 1, 2, 3, 4, 5]\n",
+        "h.toml",
+        std::path::Path::new("."),
+        "h",
+    )
+    .unwrap();
+    let points = spec.expand().unwrap();
+    let backend = |p: &tiercache_sweep::PointSpec| -> Result<serde_json::Value, String> {
+        Ok(records[p.index].clone())
+    };
+    let sweep_dir = dir.path().join("sweep");
+    let opts = tiercache_sweep::RunOptions {
+        progress: false,
+        ..tiercache_sweep::RunOptions::new(&sweep_dir)
+    };
+    tiercache_sweep::run_points(&points, &backend, &opts).unwrap();
+    let set = ResultSet::load(&[&sweep_dir]).unwrap();
+    assert_eq!(set.hierarchies, records);
+    assert!(set.runs.is_empty() && set.malformed.is_empty());
+    let html = |input: PathBuf, name: &str| {
+        let out = dir.path().join(name);
+        write_page(&[input], Some(out.clone()), None, 8);
+        let page = std::fs::read_to_string(&out).unwrap();
+        let at = page
+            .find("<h2 id=\"hierarchies\">")
+            .expect("a hierarchy section");
+        page[at..].to_string()
+    };
+    assert_eq!(
+        html(sweep_dir.clone(), "sweep.html"),
+        html(hier, "bare.html")
+    );
+}
+
 /// Hierarchy records alone make a report (no sweep runs): loaded as hierarchies, nothing
 /// counted malformed, each group's table on the page with the level link's utilisation.
 #[test]

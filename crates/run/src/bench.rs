@@ -253,6 +253,55 @@ pub fn check_fio() -> crate::Result<()> {
     Ok(())
 }
 
+/// What `bench` reads of a config (`run.seed` is its fio seed); a sweep point that varies any
+/// other key would give every value the same measurement (docs/design.md §9).
+const BENCH_READS: [&str; 7] = [
+    "name", "cache", "engine", "serve", "workload", "bench", "run.seed",
+];
+
+/// Whether `bench` reads the config key `key` (dotted, as `--set` takes it).
+pub fn bench_reads(key: &str) -> bool {
+    crate::reads(&BENCH_READS, key)
+}
+
+/// The first key of `p`'s own overrides (its workload's `set`, its axes) that `bench` does not
+/// read: the simulator's devices, `run.requests`, a `[hierarchy]`.
+fn unread_key(p: &tiercache_sweep::PointSpec) -> Option<String> {
+    if p.doc.value.get("hierarchy").is_some() {
+        return Some("hierarchy".into());
+    }
+    p.overrides
+        .iter()
+        .filter_map(|o| o.split_once('='))
+        .map(|(k, _)| k.trim())
+        .find(|k| !bench_reads(k))
+        .map(str::to_string)
+}
+
+/// Runs one sweep point on a fresh engine under fio (`tiercache sweep --backend bench`) and
+/// returns its record, a `RunRecord` of kind `bench`, the shape of the simulator's. A point
+/// whose own settings (workload `set`, axes) include a key `bench` does not read fails naming
+/// the point and the key, rather than measuring every value alike.
+pub fn bench_point(
+    p: &tiercache_sweep::PointSpec,
+) -> std::result::Result<serde_json::Value, String> {
+    if let Some(key) = unread_key(p) {
+        return Err(format!(
+            "point {} ({} / {}): `{key}` is not read by --backend bench (it runs [cache], [engine], [serve], [workload] and [bench] for [bench].runtime_ns under fio); sweep it with --backend sim",
+            p.id, p.workload, p.name
+        ));
+    }
+    let run = BenchRun {
+        name: p.name.clone(),
+        doc: p.doc.clone(),
+        base: p.base_dir.clone(),
+    };
+    let record = run
+        .run(None)
+        .map_err(|e| format!("{:#}", e.into_anyhow()))?;
+    serde_json::to_value(&record).map_err(|e| e.to_string())
+}
+
 impl BenchRun {
     /// Benchmarks the design on a fresh engine: fio's own JSON output goes to `fio_output`
     /// when given (else to a private file removed afterwards).

@@ -87,8 +87,7 @@ pub fn run_file_level(quick: bool) -> FileLevelResults {
         ..FileLevelResults::default()
     };
     for (kind, ops) in &streams {
-        let written = summarize(ops).bytes_written;
-        let capacity = ((written / BLOCK) / 4).max(64) as u32;
+        let capacity = capacity_of(ops, 4);
         for variant in Variant::ALL {
             let result = simulate(
                 ops,
@@ -106,9 +105,8 @@ pub fn run_file_level(quick: bool) -> FileLevelResults {
         }
     }
     for (kind, ops) in &streams {
-        let written_blocks = summarize(ops).bytes_written / BLOCK;
         for fraction in [32, 8, 2] {
-            let capacity = (written_blocks / fraction).max(64) as u32;
+            let capacity = capacity_of(ops, fraction);
             for level in [
                 Level::File,
                 Level::Block { trim: false },
@@ -133,9 +131,138 @@ pub fn run_file_level(quick: bool) -> FileLevelResults {
     out
 }
 
+/// The `[file_level]` section: one run of the file-level simulator (docs/design.md §4.9), the
+/// shape of a sweep point. Its workload is seeded by `run.seed` (1 when absent; the experiment
+/// uses 42).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileLevelConfig {
+    /// `mail`, `fileserver` or `webserver`.
+    pub workload: String,
+    /// The smoke run's sizes (`run.sh --quick`) instead of the full experiment's.
+    #[serde(default)]
+    pub quick: bool,
+    /// `file`, `block` or `block+trim`.
+    pub level: String,
+    /// `wb`, `wb-around`, `wt` or `wt-around`.
+    pub variant: String,
+    /// Cache size in blocks of [`BLOCK`] bytes.
+    #[serde(default)]
+    pub capacity_blocks: Option<u32>,
+    /// Cache size as 1/N of the blocks the workload writes (at least 64 blocks), as the
+    /// experiment's tables size it; give this or `capacity_blocks`.
+    #[serde(default)]
+    pub capacity_fraction: Option<u64>,
+}
+
+/// What a file-level run reads of a document.
+const FILE_LEVEL_READS: [&str; 3] = ["name", "file_level", "run.seed"];
+
+/// Runs a `[file_level]` document: one workload through one cache. Errors name the key.
+pub fn run_file_level_doc(doc: &tiercache_config::Document) -> crate::Result<SimResult> {
+    let run = || -> anyhow::Result<SimResult> {
+        crate::refuse_unread(doc, &FILE_LEVEL_READS)?;
+        let cfg: FileLevelConfig = doc.typed(Some("file_level"))?;
+        let bad = |key: &str, e: &dyn std::fmt::Display| {
+            anyhow::anyhow!("{}: file_level.{key}: {e}", doc.context())
+        };
+        let kind: WorkloadKind = cfg.workload.parse().map_err(|e| bad("workload", &e))?;
+        let variant: Variant = cfg.variant.parse().map_err(|e| bad("variant", &e))?;
+        let level = [
+            Level::File,
+            Level::Block { trim: false },
+            Level::Block { trim: true },
+        ]
+        .into_iter()
+        .find(|l| l.name() == cfg.level)
+        .ok_or_else(|| bad("level", &"expected file, block or block+trim"))?;
+        let spec = WorkloadSpec {
+            seed: crate::experiment::run_seed(doc)?,
+            ..workload_spec(kind, cfg.quick)
+        };
+        let ops = generate(&spec);
+        let capacity_blocks = match (cfg.capacity_blocks, cfg.capacity_fraction) {
+            (Some(b), None) if b > 0 => b,
+            (None, Some(n)) if n > 0 => capacity_of(&ops, n),
+            _ => {
+                return Err(bad(
+                    "capacity_blocks",
+                    &"give a positive capacity_blocks or capacity_fraction, not both",
+                ))
+            }
+        };
+        Ok(simulate(
+            &ops,
+            SimConfig {
+                level,
+                variant,
+                capacity_blocks,
+                block_size: BLOCK,
+            },
+        ))
+    };
+    run().map_err(crate::RunError::from)
+}
+
+/// A cache of 1/`fraction` of the blocks `ops` writes, at least 64 blocks.
+fn capacity_of(ops: &[tiercache_filecache::workload::FileOp], fraction: u64) -> u32 {
+    ((summarize(ops).bytes_written / BLOCK) / fraction).max(64) as u32
+}
+
+/// The record of a `[file_level]` sweep point: `kind = "file_level"`, its counts under
+/// `metrics` (with `hit_ratio`, the block read hit ratio, and the store's bytes written), so the
+/// tidy table and the report read them as they read a run's (docs/design.md §9).
+pub fn file_level_record(
+    name: &str,
+    doc: &tiercache_config::Document,
+) -> crate::Result<serde_json::Value> {
+    let r = run_file_level_doc(doc)?;
+    let mut metrics =
+        serde_json::to_value(&r).map_err(|e| crate::RunError::from(anyhow::Error::from(e)))?;
+    metrics["hit_ratio"] = r.hit_ratio().into();
+    metrics["store_bytes_written"] = (r.store_blocks_written * BLOCK).into();
+    Ok(serde_json::json!({
+        "tool": tiercache_metrics::TOOL_NAME,
+        "version": env!("CARGO_PKG_VERSION"),
+        "kind": "file_level",
+        "name": name,
+        "seed": crate::experiment::run_seed(doc).map_err(|e| crate::RunError::from(anyhow::Error::from(e)))?,
+        "config": doc.to_json(),
+        "metrics": metrics,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `[file_level]` document names what it gets wrong by key, and what it would not read.
+    #[test]
+    fn file_level_documents_name_their_errors() {
+        let err = |text: &str| {
+            let doc = tiercache_config::Document::parse(text, "point p").unwrap();
+            format!("{:#}", run_file_level_doc(&doc).unwrap_err().into_anyhow())
+        };
+        let base =
+            "[file_level]\nworkload = 'mail'\nquick = true\nlevel = 'file'\nvariant = 'wb'\n";
+        for (extra, says) in [
+            (
+                "capacity_fraction = 4\n[run]\nrequests = 5\n",
+                "`run.requests`",
+            ),
+            ("capacity_fraction = 4\n[cache]\ncapacity = 5\n", "`cache`"),
+            ("", "file_level.capacity_blocks"),
+            ("capacity_blocks = 64\ncapacity_fraction = 4\n", "not both"),
+        ] {
+            let e = err(&format!("{base}{extra}"));
+            assert!(e.contains(says) && e.contains("point p"), "{e}");
+        }
+        let e = err(&format!(
+            "{}capacity_fraction = 4\n",
+            base.replace("'file'", "'disk'")
+        ));
+        assert!(e.contains("file_level.level"), "{e}");
+    }
 
     /// The quick experiment runs every table's rows, and a delete-aware file-level cache
     /// writes back no dead blocks.

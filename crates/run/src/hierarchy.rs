@@ -40,8 +40,16 @@ pub fn run_document(doc: &Document, base_dir: &Path) -> crate::Result<HierarchyR
     run_any(doc, base_dir).map_err(crate::RunError::from)
 }
 
+/// What a hierarchy run reads of a document: anything else (a `[cache]`, a `[workload]`,
+/// `run.requests`) is for `sim`, and a hierarchy run would ignore it.
+const HIERARCHY_READS: [&str; 3] = ["name", "hierarchy", "run.seed"];
+
 fn run_any(doc: &Document, base_dir: &Path) -> Result<HierarchyResult> {
-    let cfg: HierarchyConfig = doc.typed(Some("hierarchy"))?;
+    // A result is never silently wrong (docs/design.md §9): refuse what this runner would not
+    // read, naming the key.
+    crate::refuse_unread(doc, &HIERARCHY_READS)?;
+    let mut cfg: HierarchyConfig = doc.typed(Some("hierarchy"))?;
+    seed_clients(doc, &mut cfg)?;
     let sim = HierarchySim::new(&cfg)?;
     let mut sources: Vec<Box<dyn RequestSource>> = Vec::new();
     for (i, c) in cfg.clients.iter().enumerate() {
@@ -79,6 +87,26 @@ fn run_any(doc: &Document, base_dir: &Path) -> Result<HierarchyResult> {
         }
     }
     Ok(sim.run(&mut sources)?)
+}
+
+/// Seeds every client that has no seed of its own from `run.seed` (1 when absent): client `i`
+/// gets `run.seed + i`, so repetitions of a sweep (which set `run.seed`, docs/design.md §9)
+/// differ, and without `run.seed` an archetype client keeps its default, `i + 1`. A synthetic
+/// client's `seed` defaults to 0 and is left alone unless the document sets `run.seed`.
+fn seed_clients(doc: &Document, cfg: &mut HierarchyConfig) -> Result<()> {
+    let explicit = tiercache_config::lookup(&doc.value, "run.seed").is_some();
+    let seed = crate::experiment::run_seed(doc)?;
+    for (i, c) in cfg.clients.iter_mut().enumerate() {
+        let own = format!("hierarchy.clients[{i}].workload.synthetic.seed");
+        if c.workload.archetype.is_some() && c.workload.seed.is_none() {
+            c.workload.seed = Some(seed + i as u64);
+        } else if let Some(spec) = c.workload.synthetic.as_mut() {
+            if explicit && tiercache_config::lookup(&doc.value, &own).is_none() {
+                spec.seed = seed + i as u64;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One run of a hierarchy config: a variant, with overrides applied.
@@ -122,6 +150,16 @@ pub fn hierarchy_runs(
 }
 
 impl HierarchyRun {
+    /// A run of `doc` named `name`, relative trace paths starting from `base_dir` (a sweep
+    /// point's resolved document is one run).
+    pub fn new(name: String, doc: Document, base_dir: PathBuf) -> Self {
+        Self {
+            name,
+            doc,
+            base_dir,
+        }
+    }
+
     /// Runs it into its record.
     pub fn run(&self) -> crate::Result<HierarchyRecord> {
         let result = run_document(&self.doc, &self.base_dir)
@@ -141,25 +179,60 @@ impl HierarchyRun {
 mod tests {
     use super::*;
 
+    const SMALL: &str = r#"
+        [hierarchy]
+        backend = { model = "constant", latency_ns = "5ms" }
+        [[hierarchy.levels]]
+        name = "array"
+        cache = { capacity = "64KiB" }
+        device = { model = "constant", latency_ns = "200us" }
+        [[hierarchy.clients]]
+        name = "host"
+        workload = { archetype = "zipf", requests = 2000 }
+        "#;
+
+    /// A key a hierarchy run would not read (a sweep's `--set run.requests`, a `[cache]`) is an
+    /// error naming it, not a result that silently ignored it.
+    #[test]
+    fn keys_a_hierarchy_does_not_read_are_refused_by_name() {
+        for (extra, key) in [
+            ("[run]\nrequests = 10\n", "`run.requests`"),
+            ("[cache]\nline_size = 4096\n", "`cache`"),
+        ] {
+            let doc = Document::parse(&format!("{SMALL}\n{extra}"), "point p").unwrap();
+            let e = format!(
+                "{:#}",
+                run_document(&doc, Path::new("."))
+                    .unwrap_err()
+                    .into_anyhow()
+            );
+            assert!(e.contains(key) && e.contains("point p"), "{e}");
+        }
+    }
+
+    /// `run.seed` seeds the clients (a sweep's repetitions differ); seed 1, the default, gives
+    /// what a config without it gives.
+    #[test]
+    fn run_seed_seeds_the_clients() {
+        let run = |extra: &str| {
+            let doc = Document::parse(&format!("{SMALL}\n{extra}"), "t").unwrap();
+            let r = run_document(&doc, Path::new(".")).unwrap();
+            r.levels.iter().map(|l| l.hit_fraction).collect::<Vec<_>>()
+        };
+        let plain = run("");
+        assert_eq!(run("[run]\nseed = 1\n"), plain);
+        assert_ne!(run("[run]\nseed = 2\n"), plain);
+    }
+
     /// A synthetic client nothing bounds is measured over the default request count, as
     /// `sim` measures an unbounded run (it ran for ever).
     #[test]
     fn an_unbounded_synthetic_client_is_bounded_by_default() {
-        let doc = Document::parse(
-            r#"
-            [hierarchy]
-            backend = { model = "constant", latency_ns = "5ms" }
-            [[hierarchy.levels]]
-            name = "array"
-            cache = { capacity = "16MiB" }
-            device = { model = "constant", latency_ns = "200us" }
-            [[hierarchy.clients]]
-            name = "host"
-            workload = { synthetic = { footprint = "64MiB" } }
-            "#,
-            "test",
-        )
-        .unwrap();
+        let text = SMALL.replace(
+            r#"{ archetype = "zipf", requests = 2000 }"#,
+            r#"{ synthetic = { footprint = "64MiB" } }"#,
+        );
+        let doc = Document::parse(&text, "test").unwrap();
         let r = run_document(&doc, Path::new(".")).unwrap();
         assert_eq!(r.requests, crate::experiment::DEFAULT_RUN_REQUESTS);
     }

@@ -6,7 +6,7 @@
 //!   config's variants make ([`sim::select_runs`]);
 //! - [`hierarchy`]: a `[hierarchy]` config's runs;
 //! - [`sweep`]: one sweep point ([`sweep::simulate_point`]) and a whole sweep
-//!   ([`sweep::run_sweep`]);
+//!   ([`sweep::run_sweep`]; on the engine, `sweep::run_bench_sweep`);
 //! - [`file_level`]: the file-level against block-level experiment;
 //! - `bench` (feature `engine`): the real engine served over NBD and driven by fio.
 //!
@@ -30,6 +30,40 @@ pub mod sweep;
 pub mod volumes;
 
 pub use errors::{Result, RunError};
+
+/// Whether a runner that reads `read` (top-level sections such as `cache`, or whole dotted keys
+/// such as `run.seed`) reads the config key `key` (dotted, as `--set` takes it). A runner never
+/// takes a key it would ignore (docs/design.md §9): every sweep backend checks with this.
+pub fn reads(read: &[&str], key: &str) -> bool {
+    let key = key.trim();
+    let section = key.split(['.', '[']).next().unwrap_or_default();
+    read.iter().any(|r| *r == section || *r == key)
+}
+
+/// Fails naming the first key of `doc` (a top-level key, or a key of a top-level table read in
+/// part) that a runner reading `read` (as for [`reads`]) does not read, and what it reads.
+pub(crate) fn refuse_unread(doc: &tiercache_config::Document, read: &[&str]) -> anyhow::Result<()> {
+    // A table read only in part (`run`, of which `run.seed`) is checked key by key.
+    let partly = |k: &str| read.iter().any(|r| r.starts_with(&format!("{k}.")));
+    let top = doc.value.as_table().into_iter().flatten();
+    let keys = top.flat_map(|(k, v)| match v.as_table() {
+        Some(t) if partly(k) => t.keys().map(|s| format!("{k}.{s}")).collect(),
+        _ => vec![k.clone()],
+    });
+    for key in keys {
+        if !reads(read, &key) {
+            anyhow::bail!(
+                "{}: `{key}` is not read by this run (it reads {})",
+                doc.context(),
+                read.iter()
+                    .map(|r| format!("`{r}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+    Ok(())
+}
 
 /// Prints a note on stderr as every command does (`tiercache: note: …`): something the user
 /// should know about what ran, that is not an error.

@@ -146,18 +146,38 @@ pub fn latest_per_point(lines: &[ResultLine]) -> Vec<&ResultLine> {
     v
 }
 
-/// Adds every scalar leaf under `v` to `out` by dotted path (arrays are skipped: timelines and
-/// CDFs do not fit a table cell).
+/// Adds every scalar leaf under `v` to `out` by dotted path. An array of objects that each have
+/// a string `name` (a hierarchy's levels and clients, docs/design.md §9) is read as a table by
+/// that name (`result.levels.array.hit_fraction`); other arrays are skipped: timelines and CDFs
+/// do not fit a table cell.
 pub fn flatten_scalars(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, String>) {
+    let join = |k: &str| {
+        if prefix.is_empty() {
+            k.to_string()
+        } else {
+            format!("{prefix}.{k}")
+        }
+    };
     match v {
+        serde_json::Value::Array(a)
+            if !a.is_empty() && a.iter().all(|x| x["name"].is_string() && x.is_object()) =>
+        {
+            for x in a {
+                let p = join(x["name"].as_str().unwrap_or_default());
+                // The name is in the column's path already.
+                for (k, y) in x
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter(|(k, _)| *k != "name")
+                {
+                    flatten_scalars(&format!("{p}.{k}"), y, out);
+                }
+            }
+        }
         serde_json::Value::Object(m) => {
             for (k, x) in m {
-                let p = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                flatten_scalars(&p, x, out);
+                flatten_scalars(&join(k), x, out);
             }
         }
         serde_json::Value::Array(_) | serde_json::Value::Null => {}
@@ -178,9 +198,14 @@ fn csv_field(s: &str) -> String {
     }
 }
 
+/// The sections of a result record whose scalars are table columns: a run record's `metrics`,
+/// a hierarchy record's `result` (docs/design.md §9).
+const MEASURED: [&str; 2] = ["metrics", "result"];
+
 /// The tidy table of a sweep: one row per point (its latest result), columns `point`,
 /// `workload`, `name`, `rep`, `seed`, `default`, `status`, one per axis (its label), one per
-/// scalar metric (`metrics.<dotted path>`), then `error` and `elapsed_s`. Missing cells are
+/// scalar measurement (`metrics.<dotted path>`, or `result.<dotted path>` for a hierarchy),
+/// then `error` and `elapsed_s`. Missing cells are
 /// `None`. Shared by the CSV and Parquet writers so both hold the same table.
 pub fn tidy_table(lines: &[ResultLine]) -> (Vec<String>, Vec<Vec<Option<String>>>) {
     let rows = latest_per_point(lines);
@@ -196,8 +221,12 @@ pub fn tidy_table(lines: &[ResultLine]) -> (Vec<String>, Vec<Vec<Option<String>>
         .iter()
         .map(|r| {
             let mut m = BTreeMap::new();
-            if let Some(metrics) = r.record.get("metrics") {
-                flatten_scalars("", metrics, &mut m);
+            // A run record measures under `metrics`, a hierarchy record under `result`
+            // (docs/design.md §9).
+            for section in MEASURED {
+                if let Some(v) = r.record.get(section) {
+                    flatten_scalars(section, v, &mut m);
+                }
             }
             m
         })
@@ -210,7 +239,7 @@ pub fn tidy_table(lines: &[ResultLine]) -> (Vec<String>, Vec<Vec<Option<String>>
     .map(|s| s.to_string())
     .collect();
     header.extend(axes.iter().cloned());
-    header.extend(metric_cols.iter().map(|c| format!("metrics.{c}")));
+    header.extend(metric_cols.iter().map(|c| c.to_string()));
     header.extend(["error".to_string(), "elapsed_s".to_string()]);
     let mut table = Vec::with_capacity(rows.len());
     for (r, m) in rows.iter().zip(&flat) {
@@ -248,7 +277,8 @@ pub fn tidy_table(lines: &[ResultLine]) -> (Vec<String>, Vec<Vec<Option<String>>
 
 /// Writes a tidy CSV: one row per point (latest outcome), columns `point, workload, name, rep,
 /// seed, default, status`, one column per axis (its value label), every scalar under the
-/// record's `metrics` (dotted paths, union over all rows, sorted), then `error` and `elapsed_s`.
+/// record's `metrics` or `result` (dotted paths, union over all rows, sorted), then `error` and
+/// `elapsed_s`.
 pub fn write_csv(lines: &[ResultLine], out: &mut dyn Write) -> std::io::Result<()> {
     let (header, rows) = tidy_table(lines);
     let join = |cells: &mut dyn Iterator<Item = String>| {

@@ -5,7 +5,7 @@ use crate::canonical::{fnv1a64, value_label, write_canonical};
 use crate::SweepError;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use tiercache_config::Document;
+use tiercache_config::{lookup, set_value, Document};
 use toml::Value;
 
 /// Most points a sweep may expand to (each is built, with its configuration, in memory).
@@ -459,30 +459,6 @@ fn point_id(workload: &str, rep: u32, doc: &Value) -> String {
     let mut text = format!("{workload}\u{0}{rep}\u{0}");
     write_canonical(doc, &mut text);
     format!("{:016x}", fnv1a64(text.as_bytes()))
-}
-
-/// The value at a dotted path, if present.
-pub(crate) fn lookup<'a>(root: &'a Value, key: &str) -> Option<&'a Value> {
-    key.split('.').try_fold(root, |v, part| v.get(part.trim()))
-}
-
-/// Sets a dotted path to a value, creating intermediate tables.
-fn set_value(root: &mut Value, key: &str, value: Value) -> Result<(), String> {
-    let parts: Vec<&str> = key.split('.').map(str::trim).collect();
-    let mut cur = root;
-    for (i, p) in parts.iter().enumerate() {
-        let table = cur
-            .as_table_mut()
-            .ok_or_else(|| format!("`{}` is not a table", parts[..i].join(".")))?;
-        if i + 1 == parts.len() {
-            table.insert((*p).to_string(), value);
-            return Ok(());
-        }
-        cur = table
-            .entry((*p).to_string())
-            .or_insert_with(|| Value::Table(Default::default()));
-    }
-    Err("empty key".into())
 }
 
 /// A value as inline TOML text (for the recorded `key=value` overrides).

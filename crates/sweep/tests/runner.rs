@@ -468,3 +468,47 @@ fn a_last_line_cut_inside_a_utf8_character_is_one_malformed_line() {
     let s2 = run_points(&pts, &|p: &PointSpec| Ok(fake_record(p)), &opts(dir.path())).unwrap();
     assert_eq!((s2.skipped, s2.ok, s2.malformed_lines), (10, 26, 1));
 }
+
+/// A hierarchy record (docs/design.md §9) is tabled from its `result`, its levels and clients
+/// by name (`result.levels.array.hit_fraction`); the name itself is no column, and arrays of
+/// anything else stay in the JSON.
+#[test]
+fn hierarchy_records_are_tabled_by_level_name() {
+    let pts = points();
+    let backend = |p: &PointSpec| -> Result<serde_json::Value, String> {
+        Ok(json!({ "kind": "hierarchy", "name": p.name, "result": {
+            "requests": 10,
+            "latency_us": { "mean": 2.5 },
+            "levels": [{ "name": "array", "hit_fraction": 0.25 },
+                       { "name": "host.client", "hit_fraction": 0.5 }],
+            "clients": [{ "name": "host", "served_by": [["array", 0.25]] }],
+        }}))
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_points(&pts[..1], &backend, &opts(dir.path())).unwrap();
+    let (header, rows) =
+        tiercache_sweep::tidy_table(&read_results(&s.results_jsonl).unwrap().lines);
+    let cell = |col: &str| {
+        let i = header
+            .iter()
+            .position(|h| h == col)
+            .unwrap_or_else(|| panic!("{col}: {header:?}"));
+        rows[0][i].clone()
+    };
+    assert_eq!(cell("result.requests").as_deref(), Some("10"));
+    assert_eq!(cell("result.latency_us.mean").as_deref(), Some("2.5"));
+    assert_eq!(
+        cell("result.levels.array.hit_fraction").as_deref(),
+        Some("0.25")
+    );
+    assert_eq!(
+        cell("result.levels.host.client.hit_fraction").as_deref(),
+        Some("0.5")
+    );
+    assert!(
+        !header
+            .iter()
+            .any(|h| h.ends_with(".name") || h.contains("served_by")),
+        "{header:?}"
+    );
+}

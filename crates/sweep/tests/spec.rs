@@ -516,6 +516,37 @@ points = 8
     );
 }
 
+/// An axis key may name an element of an array of tables, as `--set` may
+/// (`hierarchy.clients[0].levels[0].cache.eviction`, docs/design.md §4.7); the default design
+/// is found through it, and an element the base lacks is an error naming the axis.
+#[test]
+fn axis_keys_address_array_elements() {
+    let spec = |key: &str| {
+        SweepSpec::parse(
+            &format!(
+                "[[base.clients]]\nname = 'host'\nlevels = [{{ eviction = 'lru' }}]\n\
+                 [[axis]]\nname = 'client'\nkey = '{key}'\nvalues = ['mru', 'lru']\n"
+            ),
+            "test.toml",
+            Path::new("."),
+            "test",
+        )
+        .unwrap()
+        .expand()
+    };
+    let pts = spec("clients[0].levels[0].eviction").unwrap();
+    assert_eq!(
+        pts[0].doc.value["clients"][0]["levels"][0]["eviction"].as_str(),
+        Some("mru")
+    );
+    assert!(pts[1].is_default && !pts[0].is_default);
+    let e = spec("clients[1].eviction").unwrap_err().to_string();
+    assert!(
+        e.contains("axis `client`") && e.contains("has no element 1"),
+        "{e}"
+    );
+}
+
 #[test]
 fn command_line_set_on_a_key_the_spec_sets_is_refused() {
     let swept = r#"

@@ -1,0 +1,164 @@
+//! The exclusive-caching experiment as sweeps (`experiments/exclusive-caching/sweep.toml` and
+//! `sweep-bw.toml`, docs/design.md §4.7): their `--ci` profiles run hierarchy points, the
+//! records hold what `crates/sim/tests/hierarchy.rs` asserts of a hierarchy (every request
+//! served once, the analytical mean of the constant model) and §8's finding (exclusive caching
+//! multiplies the array's hits on RANDOM and ZIPF and cuts the mean latency; an MRU client wins
+//! the sequential loop), and `tiercache report` renders their hierarchy tables.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+mod common;
+
+use common::tiercache_ok as tiercache;
+
+fn spec(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../experiments/exclusive-caching")
+        .join(name)
+}
+
+/// Runs a spec's `--ci` profile into `out` and returns its records by name.
+fn sweep_ci(spec: &Path, out: &Path) -> BTreeMap<String, Value> {
+    tiercache(&[
+        "sweep",
+        spec.to_str().unwrap(),
+        "--ci",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
+    text.lines()
+        .map(|l| {
+            let line: Value = serde_json::from_str(l).unwrap();
+            assert_eq!(line["status"], "ok", "{line}");
+            let rec = line["record"].clone();
+            assert_eq!(rec["kind"], "hierarchy", "{rec}");
+            (rec["name"].as_str().unwrap().to_string(), rec)
+        })
+        .collect()
+}
+
+fn hit(rec: &Value, level: &str) -> f64 {
+    rec["result"]["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == level)
+        .unwrap_or_else(|| panic!("no level {level}: {rec}"))["hit_fraction"]
+        .as_f64()
+        .unwrap()
+}
+
+fn mean_us(rec: &Value) -> f64 {
+    rec["result"]["latency_us"]["mean"].as_f64().unwrap()
+}
+
+#[test]
+fn the_designs_sweep_reproduces_the_exclusive_caching_finding() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("designs");
+    let recs = sweep_ci(&spec("sweep.toml"), &out);
+    assert_eq!(recs.len(), 4 * 8, "four workloads x eight designs");
+    // base.toml's constant model (docs/design.md §4.7): Tc, Ta, Td in µs.
+    let (tc, ta, td) = (2.0, 200.0, 5000.0);
+    for (name, rec) in &recs {
+        let (c, a, d) = (
+            hit(rec, "host.client"),
+            hit(rec, "array"),
+            hit(rec, "backend"),
+        );
+        assert!(
+            (c + a + d - 1.0).abs() < 1e-9,
+            "{name}: every request served once"
+        );
+        // The analytical mean is that of whole-line reads: the archetypes', not the trace's.
+        let formula = (c + a + d) * tc + (a + d) * ta + d * td;
+        assert!(
+            name.starts_with("trace/") || (mean_us(rec) - formula).abs() <= formula * 1e-9,
+            "{name}: simulated {} µs, formula {formula} µs",
+            mean_us(rec)
+        );
+        let sent = rec["result"]["levels"][0]["demotes_sent"].as_u64().unwrap();
+        assert_eq!(
+            sent > 0,
+            name.ends_with("-demote"),
+            "{name}: {sent} demotes sent"
+        );
+    }
+    for w in ["random", "zipf"] {
+        let none = &recs[&format!("{w}/LRU-LRU-none")];
+        let demote = &recs[&format!("{w}/LRU-MRU-demote")];
+        assert!(
+            hit(demote, "array") > 2.0 * hit(none, "array"),
+            "{w}: exclusive caching multiplies the array's hits ({} against {})",
+            hit(demote, "array"),
+            hit(none, "array")
+        );
+        assert!(
+            mean_us(demote) < 0.8 * mean_us(none),
+            "{w}: and cuts the mean latency"
+        );
+        // The client level is LRU in both: demoting changes only what the array holds.
+        assert_eq!(hit(demote, "host.client"), hit(none, "host.client"), "{w}");
+    }
+    // On the sequential loop an MRU client wins.
+    let best = recs
+        .iter()
+        .filter(|(n, _)| n.starts_with("sequential/"))
+        .min_by(|a, b| mean_us(a.1).total_cmp(&mean_us(b.1)))
+        .unwrap();
+    assert!(best.0.starts_with("sequential/MRU-"), "best: {}", best.0);
+
+    // The report renders one hierarchy table per workload, from the sweep directory.
+    tiercache(&["report", out.to_str().unwrap()]);
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("<h2 id=\"hierarchies\">Cache hierarchies</h2><p>32 runs in 4 settings"),
+        "no hierarchy section"
+    );
+    for w in ["random", "sequential", "zipf", "trace"] {
+        assert!(html.contains(&format!(">{w}</h3>")), "no table for {w}");
+    }
+    assert_eq!(
+        html.matches("<table>").count(),
+        4,
+        "one table per workload, nothing else"
+    );
+}
+
+#[test]
+fn the_link_sweep_loses_the_benefit_on_a_slow_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bw");
+    let recs = sweep_ci(&spec("sweep-bw.toml"), &out);
+    assert_eq!(
+        recs.len(),
+        2 * 5 * 2,
+        "two workloads x five links x two designs"
+    );
+    for w in ["random", "zipf"] {
+        let ratio = |link: &str| {
+            mean_us(&recs[&format!("{w}/{link}/LRU-MRU-demote")])
+                / mean_us(&recs[&format!("{w}/{link}/LRU-LRU-none")])
+        };
+        assert!(
+            ratio("1G") < 0.8,
+            "{w}: demotion pays on a fast link ({})",
+            ratio("1G")
+        );
+        assert!(
+            ratio("10M") > ratio("1G"),
+            "{w}: less so on a slow one ({} against {})",
+            ratio("10M"),
+            ratio("1G")
+        );
+    }
+    tiercache(&["report", out.to_str().unwrap()]);
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert_eq!(
+        html.matches("<table>").count(),
+        10,
+        "one table per workload and link"
+    );
+}
