@@ -11,16 +11,9 @@ fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_tiercache")
 }
 
+/// Whether `tool` runs; on CI a missing tool fails the test instead of skipping it.
 fn have(tool: &str) -> bool {
-    let ok = Command::new(tool).arg("--version").output().is_ok();
-    if !ok {
-        assert!(
-            std::env::var("CI").is_err(),
-            "{tool} missing on CI (scripts/setup.sh installs it)"
-        );
-        eprintln!("skipping: {tool} not installed");
-    }
-    ok
+    tiercache_testsupport::tool(tool)
 }
 
 /// A server process, killed if a test fails before stopping it.

@@ -17,15 +17,7 @@ const LINE: u64 = 4096;
 
 /// Whether nbdkit runs; on CI a missing nbdkit fails the test instead of skipping it.
 fn have_nbdkit() -> bool {
-    let ok = Command::new("nbdkit").arg("--version").output().is_ok();
-    if !ok {
-        assert!(
-            std::env::var("CI").is_err(),
-            "nbdkit missing on CI (scripts/setup.sh installs it)"
-        );
-        eprintln!("skipping: nbdkit not installed");
-    }
-    ok
+    tiercache_testsupport::tool("nbdkit")
 }
 
 /// An nbdkit serving `file` on `sock`, killed when dropped.

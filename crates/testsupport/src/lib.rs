@@ -33,6 +33,28 @@ pub fn require(tool: &str, package: &str, problem: Option<String>) -> bool {
     false
 }
 
+/// The Debian package `scripts/setup.sh` installs a command-line tool from.
+fn package_of(tool: &str) -> &str {
+    match tool {
+        "qemu-io" | "qemu-nbd" | "qemu-img" => "qemu-utils",
+        "nbdcopy" | "nbdinfo" => "libnbd-bin",
+        "nbdsh" => "python3-libnbd",
+        "fusermount3" => "fuse3",
+        other => other,
+    }
+}
+
+/// The guard of a test that runs the command-line tool `tool`: whether `tool --version` runs,
+/// under [`require`]'s rules (on CI a missing tool fails the test).
+#[track_caller]
+pub fn tool(tool: &str) -> bool {
+    let problem = match std::process::Command::new(tool).arg("--version").output() {
+        Ok(_) => None,
+        Err(e) => Some(format!("`{tool} --version`: {e}")),
+    };
+    require(tool, package_of(tool), problem)
+}
+
 /// The first of `names` found on `PATH`, as a path.
 pub fn find_on_path(names: &[&str]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;

@@ -2,22 +2,13 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
 use tiercache_blockdev::BlockDevice;
 use tiercache_nbd::*;
 
 /// Whether `tool` runs; on CI a missing tool fails the test instead of skipping it.
 pub fn have(tool: &str) -> bool {
-    let ok = Command::new(tool).arg("--version").output().is_ok();
-    if !ok {
-        assert!(
-            std::env::var("CI").is_err(),
-            "{tool} missing on CI (scripts/setup.sh installs it)"
-        );
-        eprintln!("skipping: {tool} not installed");
-    }
-    ok
+    tiercache_testsupport::tool(tool)
 }
 
 /// A server over `dev` on a new Unix socket; returns the socket path, stats and its stop
