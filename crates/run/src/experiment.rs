@@ -165,6 +165,25 @@ fn default_oracle_line_size() -> u64 {
 }
 
 impl TraceWorkload {
+    /// The trace opened and replayed as configured (arrival from `replay`, `jobs` and
+    /// `iodepth`; `speed`), every volume; an open error names `key` before the file.
+    pub fn replay(&self, key: &str) -> Result<tiercache_trace::ReplaySource> {
+        let opts = self.read_options();
+        let path = self.trace.to_str().context("trace path is not UTF-8")?;
+        let reader = tiercache_trace::open(path, self.format, &opts)
+            .with_context(|| format!("{key}{}", self.trace.display()))?;
+        let arrival = match self.replay {
+            ReplayMode::Timestamps => Arrival::Open,
+            ReplayMode::Fast => Arrival::Closed {
+                jobs: self.jobs,
+                iodepth: self.iodepth,
+            },
+        };
+        Ok(tiercache_trace::ReplaySource::new(
+            reader, arrival, self.speed,
+        ))
+    }
+
     /// How to read the trace (opening a `csv` trace without `csv` names the key).
     pub fn read_options(&self) -> tiercache_trace::ReadOptions {
         tiercache_trace::ReadOptions {
@@ -463,21 +482,7 @@ impl Experiment {
                 Ok(Box::new(SyntheticWorkload::new(spec).context("workload")?))
             }
             Workload::Volumes(parts) => crate::volumes::source(parts),
-            Workload::Trace(t) => {
-                let opts = t.read_options();
-                let path = t.trace.to_str().context("trace path is not UTF-8")?;
-                let reader = tiercache_trace::open(path, t.format, &opts)
-                    .with_context(|| format!("workload.trace {}", t.trace.display()))?;
-                let arrival = match t.replay {
-                    ReplayMode::Timestamps => Arrival::Open,
-                    ReplayMode::Fast => Arrival::Closed {
-                        jobs: t.jobs,
-                        iodepth: t.iodepth,
-                    },
-                };
-                let replay = tiercache_trace::ReplaySource::new(reader, arrival, t.speed);
-                Ok(filtered(replay, t.volumes.clone()))
-            }
+            Workload::Trace(t) => Ok(filtered(t.replay("workload.trace ")?, t.volumes.clone())),
         }
     }
 }
@@ -508,19 +513,8 @@ impl Experiment {
         let Workload::Trace(t) = &self.workload else {
             return Ok(None);
         };
-        let opts = t.read_options();
-        let path = t.trace.to_str().context("trace path is not UTF-8")?;
-        let reader = tiercache_trace::open(path, t.format, &opts)
-            .with_context(|| format!("workload.trace {}", t.trace.display()))?;
-        let arrival = match t.replay {
-            ReplayMode::Timestamps => Arrival::Open,
-            ReplayMode::Fast => Arrival::Closed {
-                jobs: t.jobs,
-                iodepth: t.iodepth,
-            },
-        };
         Ok(Some(TraceBatches {
-            replay: tiercache_trace::ReplaySource::new(reader, arrival, t.speed),
+            replay: t.replay("workload.trace ")?,
             choice: (!t.volumes.is_empty()).then(|| VolumeChoice::new(t.volumes.clone())),
         }))
     }

@@ -24,11 +24,11 @@
 //! Volume `i` has id `i` unless `id` says otherwise; a synthetic volume's workload is seeded
 //! with `run.seed + id`, so volumes draw independent streams.
 
-use crate::experiment::{ReplayMode, TraceWorkload};
+use crate::experiment::TraceWorkload;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use tiercache_config::{ConfigError, Document};
-use tiercache_core::{Arrival, VolumeId};
+use tiercache_core::VolumeId;
 use tiercache_policy::{CacheConfig, FixedVolume, WritePolicy};
 use tiercache_sim::{DeviceConfig, VolumeBackend};
 use tiercache_workload::mix::BoxedSource;
@@ -208,19 +208,10 @@ pub fn source(parts: &[VolumePart]) -> Result<Box<dyn tiercache_core::RequestSou
 
 /// The replay of `t`'s chosen volumes.
 fn trace_source(t: &TraceWorkload) -> Result<BoxedSource> {
-    let opts = t.read_options();
-    let path = t.trace.to_str().context("trace path is not UTF-8")?;
-    let reader = tiercache_trace::open(path, t.format, &opts)
-        .with_context(|| t.trace.display().to_string())?;
-    let arrival = match t.replay {
-        ReplayMode::Timestamps => Arrival::Open,
-        ReplayMode::Fast => Arrival::Closed {
-            jobs: t.jobs,
-            iodepth: t.iodepth,
-        },
-    };
-    let replay = tiercache_trace::ReplaySource::new(reader, arrival, t.speed);
-    Ok(crate::experiment::filtered(replay, t.volumes.clone()))
+    Ok(crate::experiment::filtered(
+        t.replay("")?,
+        t.volumes.clone(),
+    ))
 }
 
 #[cfg(test)]
