@@ -68,6 +68,17 @@ impl ShardedCache {
         }
     }
 
+    /// What every request or demote spread over the shards starts with: the request checked
+    /// against the whole cache's geometry, the caller's plan cleared. Returns the line size.
+    fn begin(&self, req: &Request, plan: &mut Option<&mut Plan>) -> Result<u64, PolicyError> {
+        let geo = self.layout.geo;
+        geo.check_request(req.volume, req.offset, req.len)?;
+        if let Some(p) = plan.as_deref_mut() {
+            p.clear();
+        }
+        Ok(geo.line_size())
+    }
+
     /// Moves a shard's plan to the whole cache's slots and appends it to `plan`.
     fn append_rebased(plan: &mut Plan, piece: &Plan, base_bytes: u64) {
         for o in &piece.ops {
@@ -89,13 +100,8 @@ impl ShardedCache {
         plan: Option<&mut Plan>,
         mut pieces: RequestPieces,
     ) -> Result<RequestPieces, PolicyError> {
-        let geo = self.layout.geo;
-        geo.check_request(req.volume, req.offset, req.len)?;
-        let line = geo.line_size();
         let mut plan = plan;
-        if let Some(p) = plan.as_deref_mut() {
-            p.clear();
-        }
+        let line = self.begin(req, &mut plan)?;
         let Self {
             layout,
             shards,
@@ -163,13 +169,8 @@ impl Decide for ShardedCache {
         if self.shards.len() == 1 {
             return self.shards[0].accept_demote(req, plan);
         }
-        let geo = self.layout.geo;
-        geo.check_request(req.volume, req.offset, req.len)?;
-        let line = geo.line_size();
         let mut plan = plan;
-        if let Some(p) = plan.as_deref_mut() {
-            p.clear();
-        }
+        let line = self.begin(req, &mut plan)?;
         let Self {
             layout,
             shards,
