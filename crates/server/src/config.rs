@@ -57,10 +57,15 @@ pub struct ServeConfig {
     /// device (`[[serve.exports]]`); none: `engine.backend_path` is the one export.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub exports: Vec<crate::exports::ExportConfig>,
-    /// HTTP address serving the live counters as Prometheus text at `/metrics` (and
-    /// taking partition resizes at `POST /partitions`), e.g. `127.0.0.1:9100`.
+    /// HTTP address serving the live counters as Prometheus text at `GET /metrics` (only
+    /// that: operator actions go over the control socket), e.g. `127.0.0.1:9100`; a bare
+    /// port (`"9100"`) listens on loopback.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics_listen: Option<String>,
+    /// The control socket (`tiercache status`, `stats`, `set`, `flush --live`, `detach`): a
+    /// Unix socket only this user can open. Default: `socket` with `.ctl` appended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control_socket: Option<PathBuf>,
     /// Offer tiercache's DEMOTE extension (docs/nbd-demote.md) to tiercache peers above.
     pub demote: ServeDemoteConfig,
 }
@@ -123,8 +128,18 @@ impl Default for ServeConfig {
             flush_on_exit: false,
             exports: Vec::new(),
             metrics_listen: None,
+            control_socket: None,
             demote: ServeDemoteConfig::default(),
         }
+    }
+}
+
+impl ServeConfig {
+    /// The control socket's path: `control_socket`, or `socket` with `.ctl` appended.
+    pub fn control_path(&self) -> PathBuf {
+        self.control_socket
+            .clone()
+            .unwrap_or_else(|| crate::control::default_path(&self.socket))
     }
 }
 
@@ -216,6 +231,11 @@ pub fn setup_of(doc: &Document, base: Option<&Path>) -> Result<ServeSetup> {
         }
         if serve.socket.is_relative() {
             serve.socket = base.join(&serve.socket);
+        }
+        if let Some(c) = &mut serve.control_socket {
+            if c.is_relative() {
+                *c = base.join(&*c);
+            }
         }
         if let Some(f) = &mut serve.stats_file {
             if f.is_relative() {

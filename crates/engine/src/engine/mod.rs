@@ -30,6 +30,7 @@ mod batch;
 mod demote;
 mod failure;
 mod flusher;
+mod live;
 mod open;
 mod request;
 mod started;

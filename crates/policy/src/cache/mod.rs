@@ -27,6 +27,7 @@ mod counters;
 mod demote;
 mod jobs;
 mod journal;
+mod live;
 mod modes;
 mod prefetch;
 mod read;
