@@ -30,13 +30,20 @@ impl Engine {
     }
 
     /// The policies in force: the config the engine was opened with, with what
-    /// [`set_policies`](Self::set_policies) changed since.
+    /// [`set_policies`](Self::set_policies) changed since (the whole cache's capacity and
+    /// shard count, not one shard's).
     pub fn policies(&self) -> CacheConfig {
-        self.inner
-            .core(&self.inner.shards[0])
-            .cache
-            .config()
-            .clone()
+        let layout = &self.inner.shard_layout;
+        CacheConfig {
+            capacity: u64::from(layout.total_lines()) * self.inner.geo.line_size(),
+            shards: layout.shards() as u32,
+            ..self
+                .inner
+                .core(&self.inner.shards[0])
+                .cache
+                .config()
+                .clone()
+        }
     }
 
     /// The write policy in force for `volume` now: its own, else the load balancer's, else the

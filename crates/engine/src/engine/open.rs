@@ -205,7 +205,10 @@ impl Engine {
             };
             (backend, cache_cfg.clone(), None)
         };
-        if cfg.lookup == Lookup::HtFg && cache_cfg.shards <= 1 {
+        // Only where sharding is possible: partitions (static or a tenancy mode's) need one
+        // shard, and a config that has them chose it.
+        let can_shard = cache_cfg.partitions.is_empty() && !cache_cfg.tenancy.partitions();
+        if cfg.lookup == Lookup::HtFg && cache_cfg.shards <= 1 && can_shard {
             notes.push(
                 "engine.lookup = ht-fg with cache.shards = 1: one policy core behind one lock; \
                  set cache.shards (the shipped serve configs use 16) for a lock per shard"
