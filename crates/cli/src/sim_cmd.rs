@@ -235,7 +235,7 @@ fn device_name(v: &serde_json::Value) -> String {
 /// Bytes in the largest binary unit that divides them (`256 MiB`, `4 KiB`).
 fn size(bytes: u64) -> String {
     for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{} {unit}", bytes >> shift);
         }
     }

@@ -182,8 +182,8 @@ fn resize(dir: &Path, kib: [u64; 3]) {
         .zip(kib)
         .map(|(n, k)| format!("exports.{n}.partition={k}KiB"))
         .collect();
-    let (ok, err) = set(dir, &settings);
-    assert!(ok, "resize {kib:?}: {err}");
+    let (done, err) = set(dir, &settings);
+    assert!(done, "resize {kib:?}: {err}");
 }
 
 #[test]
@@ -318,10 +318,10 @@ fn three_exports_verified_while_resized_then_killed_and_restarted() {
         );
     }
     // Bad resizes are refused with the reason.
-    let (ok, err) = set(dir.path(), &["exports.vm9.partition=4KiB".into()]);
-    assert!(!ok && err.contains("vm9"), "{err}");
-    let (ok, err) = set(dir.path(), &["exports.vm1.partition=64MiB".into()]);
-    assert!(!ok && err.contains("the cache has"), "{err}");
+    let (done, err) = set(dir.path(), &["exports.vm9.partition=4KiB".into()]);
+    assert!(!done && err.contains("vm9"), "{err}");
+    let (done, err) = set(dir.path(), &["exports.vm1.partition=64MiB".into()]);
+    assert!(!done && err.contains("the cache has"), "{err}");
     // The metrics listener changes nothing: a resize there is refused and points to the
     // control socket.
     let (status, body) = http(&server.metrics, "POST", "/partitions?vm1=4KiB");
@@ -461,8 +461,8 @@ fn eci_sizes_the_exports_live_and_a_restart_loses_nothing() {
         allocated <= 2048.0,
         "partitions of {allocated} lines in a 2048-line cache"
     );
-    let (ok, err) = set(dir.path(), &["exports.vm1.partition=4KiB".into()]);
-    assert!(!ok && err.contains("sizes the partitions"), "{err}");
+    let (done, err) = set(dir.path(), &["exports.vm1.partition=4KiB".into()]);
+    assert!(!done && err.contains("sizes the partitions"), "{err}");
     // Kill -9 and restart: every export's data reads back.
     server.child.kill().unwrap();
     server.child.wait().unwrap();
