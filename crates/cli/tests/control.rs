@@ -362,3 +362,88 @@ fn completions_and_man_pages_come_from_the_command_definition() {
     let out = ok(&tiercache(&["man"]), "man");
     assert!(out.starts_with(".ie") || out.contains(".TH"), "{out}");
 }
+
+/// Metric names (`tiercache_…`) in a PromQL expression.
+fn metric_names(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = expr;
+    while let Some(at) = rest.find("tiercache_") {
+        rest = &rest[at..];
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        out.push(rest[..end].to_string());
+        rest = &rest[end..];
+    }
+    out
+}
+
+#[test]
+fn the_grafana_dashboard_queries_what_the_server_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path());
+    let _server = start(
+        dir.path(),
+        &cfg,
+        &["--set", "serve.metrics_listen=127.0.0.1:0"],
+    );
+    let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
+    let at = log
+        .find("metrics on http://")
+        .expect("metrics address logged")
+        + 18;
+    let addr = &log[at..at + log[at..].find('/').unwrap()];
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    use std::io::{Read, Write};
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: t\r\n\r\n").unwrap();
+    let mut metrics = String::new();
+    s.read_to_string(&mut metrics).unwrap();
+    let dash: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("examples/grafana/tiercache.json")).unwrap(),
+    )
+    .expect("the dashboard is JSON");
+    assert_eq!(dash["uid"], "tiercache");
+    let panels = dash["panels"].as_array().expect("panels");
+    assert!(panels.len() >= 8);
+    let mut ids = std::collections::BTreeSet::new();
+    let mut queried = 0;
+    for p in panels {
+        let title = p["title"].as_str().expect("a title");
+        assert!(
+            ids.insert(p["id"].as_u64().expect("an id")),
+            "{title}: id twice"
+        );
+        for k in ["h", "w", "x", "y"] {
+            assert!(p["gridPos"][k].is_u64(), "{title}: gridPos.{k}");
+        }
+        assert_eq!(p["datasource"]["type"], "prometheus", "{title}");
+        for t in p["targets"].as_array().expect("targets") {
+            let expr = t["expr"].as_str().expect("an expr");
+            let names = metric_names(expr);
+            assert!(!names.is_empty(), "{title}: {expr}");
+            for name in names {
+                let family = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s))
+                    .filter(|f| metrics.contains(&format!("# TYPE {f} histogram")))
+                    .unwrap_or(&name);
+                assert!(
+                    metrics.contains(&format!("# TYPE {family} ")),
+                    "{title}: {name} is not served:\n{metrics}"
+                );
+                if expr.contains("by (export") {
+                    assert!(
+                        metrics.contains(&format!("{name}{{export=\"")),
+                        "{title}: {name} has no export label"
+                    );
+                }
+                queried += 1;
+            }
+        }
+    }
+    assert!(queried >= 20, "{queried} metrics queried");
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}

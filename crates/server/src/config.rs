@@ -63,7 +63,8 @@ pub struct ServeConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics_listen: Option<String>,
     /// The control socket (`tiercache status`, `stats`, `set`, `flush --live`, `detach`): a
-    /// Unix socket only this user can open. Default: `socket` with `.ctl` appended.
+    /// Unix socket only this user can open. Default: `socket` with `.ctl` appended, or with a
+    /// TCP `listen`, `tiercache-ADDR.ctl` in the temporary directory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub control_socket: Option<PathBuf>,
     /// Offer tiercache's DEMOTE extension (docs/nbd-demote.md) to tiercache peers above.
@@ -135,11 +136,21 @@ impl Default for ServeConfig {
 }
 
 impl ServeConfig {
-    /// The control socket's path: `control_socket`, or `socket` with `.ctl` appended.
+    /// The control socket's path: `control_socket`, or `socket` with `.ctl` appended, or for
+    /// a TCP listener `tiercache-ADDR.ctl` in the temporary directory (`bound`: the address
+    /// actually bound, which differs from `listen` for port 0).
+    pub fn control_path_bound(&self, bound: Option<&str>) -> PathBuf {
+        match (&self.control_socket, &self.listen) {
+            (Some(p), _) => p.clone(),
+            (None, None) => crate::control::default_path(&self.socket),
+            (None, Some(listen)) => crate::control::default_tcp_path(bound.unwrap_or(listen)),
+        }
+    }
+
+    /// The control socket's path as the config gives it (see
+    /// [`control_path_bound`](Self::control_path_bound)).
     pub fn control_path(&self) -> PathBuf {
-        self.control_socket
-            .clone()
-            .unwrap_or_else(|| crate::control::default_path(&self.socket))
+        self.control_path_bound(None)
     }
 }
 

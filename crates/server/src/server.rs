@@ -326,7 +326,7 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
     let metrics_addr = metrics.as_ref().map(|m| m.addr.clone());
     let lifecycle = Arc::new(crate::control::Lifecycle::new(stop_asked.clone()));
     let control = (|| {
-        let path = s.control_path();
+        let path = s.control_path_bound(addr.strip_prefix("nbd://"));
         let exports = if s.exports.is_empty() {
             vec![crate::control::ExportInfo {
                 name: s.export_name.clone(),

@@ -1,7 +1,8 @@
 //! The control socket of a served cache: an operator's actions on the running server, as
 //! Open CAS's `casadm` offers them (`tiercache status`, `stats`, `set`, `flush --live`,
-//! `detach`), over a Unix socket only its owner can open (`serve.control_socket`, by default
-//! the NBD socket's path with `.ctl` appended; docs/design.md §10).
+//! `detach`), over a Unix socket only its owner can open (`serve.control_socket`; by default
+//! the NBD socket's path with `.ctl` appended, or for a TCP listener `tiercache-ADDR.ctl` in
+//! the temporary directory; docs/design.md §10).
 //!
 //! The protocol is JSON lines: the client sends one [`Request`] line; the server answers with
 //! zero or more [`Reply::Progress`] lines (a flush or a detach draining dirty lines) and one
@@ -85,6 +86,23 @@ pub fn default_path(socket: &Path) -> PathBuf {
     let mut s = socket.as_os_str().to_owned();
     s.push(".ctl");
     PathBuf::from(s)
+}
+
+/// The control socket path of a server listening on TCP at `addr` (`127.0.0.1:10809`), unless
+/// configured: in the temporary directory, named after the address, so that servers on
+/// different ports have different sockets.
+pub fn default_tcp_path(addr: &str) -> PathBuf {
+    let name: String = addr
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    std::env::temp_dir().join(format!("tiercache-{name}.ctl"))
 }
 
 /// A client of one server's control socket.
