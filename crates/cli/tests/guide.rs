@@ -160,6 +160,7 @@ pages! {
     design_space => "design-space.md",
     vm_disk => "vm-disk.md",
     operating => "operating.md",
+    exclusive_caching => "exclusive-caching.md",
     load_balancing => "load-balancing.md",
     tenants => "tenants.md",
 }
