@@ -18,6 +18,7 @@ command -v nbdkit >/dev/null || need_apt+=(nbdkit)
 command -v fusermount3 >/dev/null || need_apt+=(fuse3)       # tiercache mount (FUSE) and its tests
 command -v postmark >/dev/null || need_apt+=(postmark)       # bench/postmark_file_cache.sh
 command -v rclone >/dev/null || need_apt+=(rclone)           # its caching-mount comparator
+command -v systemd-analyze >/dev/null || need_apt+=(systemd) # verifies examples/systemd's unit
 if [ "${#need_apt[@]}" -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -447,3 +447,27 @@ fn the_grafana_dashboard_queries_what_the_server_serves() {
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
+
+#[test]
+fn the_systemd_unit_verifies() {
+    if !tiercache_testsupport::tool("systemd-analyze") {
+        return;
+    }
+    let unit = std::fs::read_to_string(repo().join("examples/systemd/tiercache@.service")).unwrap();
+    assert!(unit.contains("ExecStart=/usr/local/bin/tiercache serve /etc/tiercache/%i.toml"));
+    // The unit as installed, with this build's binary where `cargo install` puts it.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiercache@vm1.service");
+    std::fs::write(&path, unit.replace("/usr/local/bin/tiercache", bin())).unwrap();
+    let o = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    ok(&o, "systemd-analyze verify");
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -40,6 +40,7 @@ fn package_of(tool: &str) -> &str {
         "nbdcopy" | "nbdinfo" => "libnbd-bin",
         "nbdsh" => "python3-libnbd",
         "fusermount3" => "fuse3",
+        "systemd-analyze" => "systemd",
         other => other,
     }
 }
