@@ -158,7 +158,41 @@ fn status_set_flush_and_detach_drive_a_running_server_and_lose_nothing() {
     )
     .spawn()
     .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    // Every live-settable policy changes, several times, while fio's writes are in flight.
+    let rounds = [
+        [
+            "cache.write_policy=write-around",
+            r#"cache.promotion={policy="nhit",n=2}"#,
+        ],
+        [
+            "cache.write_policy=write-back",
+            r#"cache.cleaning={policy="aggressive",period_ns="1ms",batch=16}"#,
+        ],
+        [
+            "cache.write_policy=read-only",
+            r#"cache.balancing={policy="lbica"}"#,
+        ],
+        [
+            "cache.write_policy=write-back",
+            r#"cache.promotion={policy="always"}"#,
+        ],
+    ];
+    let mut changed = 0;
+    for round in rounds.iter().cycle().take(12) {
+        if a.try_wait().unwrap().is_some() {
+            break;
+        }
+        ok(
+            &tiercache(&[&["set", "--config", c][..], &round[..]].concat()),
+            "set under fio",
+        );
+        changed += 1;
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    assert!(
+        changed >= 2,
+        "the policies changed while fio ran ({changed} times)"
+    );
     let out = ok(
         &tiercache(&[
             "set",
@@ -166,6 +200,7 @@ fn status_set_flush_and_detach_drive_a_running_server_and_lose_nothing() {
             c,
             "cache.write_policy=write-through",
             r#"cache.cleaning={policy="threshold",high=0.9,low=0.5}"#,
+            r#"cache.balancing={policy="none"}"#,
         ]),
         "set",
     );
