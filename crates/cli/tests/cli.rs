@@ -422,7 +422,16 @@ fn analyze_a_fixture() {
     let v = &a["volumes"][0]["advice"];
     assert!(v["urd_demand_lines"].as_u64().unwrap() <= v["trd_demand_lines"].as_u64().unwrap());
     let text = tiercache(&["analyze", trace]);
-    assert!(String::from_utf8_lossy(&text.stdout).contains("URD-dem"));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("URD-dem"));
+    // Its first line says what was analysed and how.
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.starts_with("analysed ")
+            && first.contains("4 KiB lines")
+            && first.contains("exact LRU"),
+        "{first}"
+    );
     fails_naming(&["analyze", trace, "--line-size", "1000"], "line-size");
     fails_naming(
         &["analyze", "/nonexistent/trace.csv"],
