@@ -2,7 +2,9 @@
 //! command blocks marked `tested` run in order, in one shell per page, against the built
 //! `tiercache` (on `PATH`), in a scratch directory that holds the repository's `examples/`,
 //! `fixtures/` and `experiments/` as a checkout does; a block failing fails its page. Every
-//! `sh` block is either `tested` or says `untested` (listed when the tests run). The book
+//! `sh` block is either `tested` or says `untested` (listed when the tests run); `python
+//! tested` blocks are run by the Python package's tests (`crates/python/tests/test_guide.py`),
+//! against the installed wheel. The book
 //! builds with mdbook, and every link of the built HTML (and of the README into the guide)
 //! resolves, fragments included.
 
@@ -66,7 +68,7 @@ fn tested_pages() -> BTreeSet<String> {
             let text = std::fs::read_to_string(&p).unwrap();
             if blocks(&text)
                 .iter()
-                .any(|b| words(&b.info).contains(&"tested"))
+                .any(|b| is_shell(&b.info) && words(&b.info).contains(&"tested"))
             {
                 pages.insert(p.file_name().unwrap().to_string_lossy().into_owned());
             }
@@ -87,7 +89,7 @@ fn run_page(page: &str) {
     let mut n = 0;
     for b in blocks(&text) {
         let w = words(&b.info);
-        if !w.contains(&"tested") {
+        if !is_shell(&b.info) || !w.contains(&"tested") {
             continue;
         }
         for need in w.iter().filter_map(|x| x.strip_prefix("needs=")) {
@@ -181,6 +183,16 @@ fn every_shell_block_is_tested_or_says_why_not() {
         let text = std::fs::read_to_string(&p).unwrap();
         for b in blocks(&text) {
             let w = words(&b.info);
+            if w.first() == Some(&"python") {
+                // Run by the Python package's tests (crates/python/tests/test_guide.py).
+                assert!(
+                    w.contains(&"tested"),
+                    "{}:{}: a python block must be `python tested`",
+                    p.display(),
+                    b.line
+                );
+                continue;
+            }
             if !is_shell(&b.info) {
                 continue;
             }
