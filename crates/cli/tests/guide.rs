@@ -169,6 +169,7 @@ pages! {
     exclusive_caching => "exclusive-caching.md",
     load_balancing => "load-balancing.md",
     slow_mount => "slow-mount.md",
+    reproducing => "reproducing.md",
     tenants => "tenants.md",
 }
 
