@@ -194,5 +194,17 @@ mod tests {
             default_path(Path::new("/tmp/a.sock")),
             PathBuf::from("/tmp/a.sock.ctl")
         );
+        // TCP servers on different ports (and addresses) get different sockets, named so a
+        // person can tell which is which.
+        let a = default_tcp_path("127.0.0.1:10809");
+        assert_eq!(
+            a,
+            std::env::temp_dir().join("tiercache-127.0.0.1-10809.ctl")
+        );
+        assert_ne!(a, default_tcp_path("127.0.0.1:10810"));
+        assert_ne!(
+            default_tcp_path("[::1]:10809"),
+            default_tcp_path("127.0.0.1:10809")
+        );
     }
 }
