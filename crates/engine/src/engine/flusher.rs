@@ -1,6 +1,7 @@
 //! Background cleaning: the executor state the cleaners see, flush jobs run in decision
 //! order, the flusher thread, a full flush (detach), and the counters.
 
+use super::degraded::predecessor_failed;
 use super::*;
 
 impl<C: EngineCore> Inner<C> {
@@ -98,9 +99,7 @@ impl<C: EngineCore> Inner<C> {
         let mut cleaned = 0;
         let mut result = (|| {
             if ticket.predecessor_failed() {
-                return Err(io::Error::other(
-                    "an earlier request on the same cache lines failed",
-                ));
+                return Err(predecessor_failed());
             }
             let mut scratch = Scratch::new(Client::None);
             // The job's backend writes (distinct lines) go to the backend together, pipelined
@@ -228,6 +227,9 @@ impl<C: EngineCore> Inner<C> {
             if let Some(t) = self.repartition() {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
+            self.check_degrade();
+            // Degraded: every dirty line goes back to the backend as soon as it can be read.
+            let draining = self.health.is_degraded();
             for (k, sh) in self.shards.iter().enumerate() {
                 let mut core = self.core(sh);
                 if self.halted.get().is_some() {
@@ -235,7 +237,11 @@ impl<C: EngineCore> Inner<C> {
                 }
                 let state = self.executor_state();
                 let mut jobs = Vec::new();
-                core.cache.clean(&state, &mut jobs);
+                if draining && core.cache.dirty_lines() > 0 {
+                    core.cache.flush_all(&mut jobs);
+                } else {
+                    core.cache.clean(&state, &mut jobs);
+                }
                 if let Some(t) = core.cache.next_clean_poll(&state) {
                     next = Some(next.map_or(t, |n| n.min(t)));
                 }
@@ -273,6 +279,12 @@ impl<C: EngineCore> Inner<C> {
     }
 
     pub(super) fn flush_everything(&self) -> io::Result<()> {
+        self.write_back_all()?;
+        self.sync_for_client()
+    }
+
+    /// Writes every dirty line back (not synced).
+    pub(super) fn write_back_all(&self) -> io::Result<()> {
         loop {
             self.check_halted()?;
             let mut work = Vec::new();
@@ -304,7 +316,7 @@ impl<C: EngineCore> Inner<C> {
             }
             result?;
         }
-        self.sync_all()
+        Ok(())
     }
 
     pub(super) fn stats(&self) -> EngineStats {
@@ -358,6 +370,7 @@ impl<C: EngineCore> Inner<C> {
             backend_in_flight: u64::from(self.backend_load.queued()),
             recovery: self.recovery.clone(),
             halted: self.halted.get().cloned(),
+            health: self.health.stats(),
             backend_link: self.backend.link_stats(),
             demotes: c.demotes.snapshot(),
             read_latency: LatencySummary::of(&self.latency.read),
