@@ -16,8 +16,9 @@ use tiercache_core::Nanos;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum OnErrorAction {
-    /// Write back the dirty data it can read, then serve every request from the backend
-    /// (dirty lines still unreadable stay, and reads of them fail: the cache held the only copy).
+    /// Serve every request from the backend (dirty lines stay until the cleaner, a FLUSH or
+    /// a detach writes them back; reads of dirty data the cache cannot read fail: it held
+    /// the only copy).
     #[default]
     PassThrough,
     /// Halt: every request fails until a restart (fail-stop, for operators who want a cache
@@ -377,8 +378,8 @@ impl Health {
             st.reason = Some(reason.clone());
         }
         self.log(format!(
-            "DEGRADED: {reason}; serving in pass-through from the backend (dirty data it can \
-             read is written back); return it to service once the device is fixed"
+            "DEGRADED: {reason}; serving in pass-through from the backend (dirty lines are \
+             written back as the cleaner runs); return it to service once the device is fixed"
         ));
         true
     }

@@ -57,9 +57,25 @@ impl<C: EngineCore> Inner<C> {
             time_ns: self.now_ns(),
             ..*req
         };
-        let out = self
-            .run_request_past_cache(k, &req, client, &mut pieces)
+        let mut client = client;
+        let (off, len) = (req.offset, req.len);
+        let mut out = self
+            .run_request_past_cache(k, &req, sub_client(&mut client, off, len), &mut pieces)
             .unwrap_or_else(|| Err(io::Error::other("not planned")));
+        if req.op == Op::Write && out.as_ref().is_err_and(|e| self.may_serve_past_cache(e)) {
+            // A write landing inside dirty sub-blocks without covering them merges into the
+            // cache even in pass-through (only the cache holds the rest of them): write the
+            // dirty data back first (what can be read), then the write goes to the backend.
+            let _ = self.write_back_all();
+            let mut pieces = RequestPieces::new();
+            let again = Request {
+                time_ns: self.now_ns(),
+                ..req
+            };
+            out = self
+                .run_request_past_cache(k, &again, client, &mut pieces)
+                .unwrap_or_else(|| Err(io::Error::other("not planned")));
+        }
         match &out {
             Ok(()) => self.health.served_past_cache(),
             Err(e) => {
@@ -98,8 +114,8 @@ impl<C: EngineCore> Inner<C> {
         }
     }
 
-    /// Serves every request in pass-through from now on; the flusher writes back the dirty
-    /// lines it can read.
+    /// Serves every request in pass-through from now on (the cleaner writes dirty lines back
+    /// as configured).
     pub(super) fn enter_degraded(&self, reason: String) {
         if self.health.enter_degraded(reason) {
             for sh in &self.shards {
@@ -137,7 +153,7 @@ impl Engine {
     }
 
     /// Puts the engine in degraded mode now (an operator taking a failing cache device out of
-    /// service): pass-through, dirty data written back as it can be read.
+    /// service): pass-through.
     pub fn degrade(&self, reason: &str) {
         self.inner
             .enter_degraded(format!("operator request: {reason}"));
