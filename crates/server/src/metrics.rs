@@ -5,7 +5,8 @@
 //!
 //! The same listener takes operator resizes: `POST /partitions?vm1=16MiB&vm2=8MiB` gives the
 //! named exports partitions of those sizes (shrinking ones write their dirty lines back
-//! first; the layout is journaled on the cache device).
+//! first; the layout is journaled on the cache device); and `POST /degraded?off` returns a
+//! degraded cache to service once its device is fixed (`?on` takes it out).
 
 use anyhow::{Context, Result};
 use std::fmt::Write as _;
@@ -364,6 +365,47 @@ pub fn render(src: &MetricsSource) -> String {
     for (name, kind, help, v) in overall {
         Family::new(&mut out, name, kind, help).sample("", v);
     }
+    // Device health and degraded mode (docs/design.md §10).
+    let h = &e.health;
+    Family::new(
+        &mut out,
+        "degraded",
+        "gauge",
+        "1 while the cache serves in pass-through after cache-device errors.",
+    )
+    .sample("", h.degraded as u8 as f64);
+    let mut f = Family::new(
+        &mut out,
+        "degraded_transitions_total",
+        "counter",
+        "Entries into degraded mode and returns to service.",
+    );
+    f.sample("direction=\"entered\"", h.degraded_entered as f64);
+    f.sample("direction=\"left\"", h.degraded_left as f64);
+    Family::new(
+        &mut out,
+        "served_past_cache_total",
+        "counter",
+        "Requests a cache-device error failed that were served from the backend.",
+    )
+    .sample("", h.served_past_cache as f64);
+    let mut f = Family::new(
+        &mut out,
+        "device_errors_total",
+        "counter",
+        "Device errors by device, op and kind (eio, enospc, other).",
+    );
+    for c in &h.errors {
+        f.sample(
+            &format!(
+                "device=\"{}\",op=\"{}\",kind=\"{}\"",
+                c.device.name(),
+                c.op.name(),
+                c.class.name()
+            ),
+            c.count as f64,
+        );
+    }
     let (r, w) = src.engine.latency_buckets();
     Family::new(
         &mut out,
@@ -439,7 +481,32 @@ fn handle(src: &MetricsSource, req: tiny_http::Request) {
                 Err(e) => text(400, format!("{e}\n"), plain),
             },
         },
-        _ => text(404, "GET /metrics or POST /partitions?EXPORT=SIZE\n".into(), plain),
+        // The operator's switch for degraded mode (docs/design.md §10): `on` takes a failing
+        // cache device out of service, `off` returns a fixed one to it.
+        (tiny_http::Method::Post, "/degraded") => match query {
+            "off" => {
+                let was = src.engine.return_to_service();
+                text(
+                    200,
+                    if was {
+                        "returned to service\n".into()
+                    } else {
+                        "not degraded\n".into()
+                    },
+                    plain,
+                )
+            }
+            "on" => {
+                src.engine.degrade("POST /degraded?on");
+                text(200, "degraded: serving in pass-through\n".into(), plain)
+            }
+            _ => text(400, "POST /degraded?on or /degraded?off\n".into(), plain),
+        },
+        _ => text(
+            404,
+            "GET /metrics, POST /partitions?EXPORT=SIZE or POST /degraded?on|off\n".into(),
+            plain,
+        ),
     };
     let _ = req.respond(resp);
 }

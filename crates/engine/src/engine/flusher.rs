@@ -219,7 +219,10 @@ impl<C: EngineCore> Inner<C> {
         let cache_failed = result.as_ref().is_err_and(crate::health::is_cache_error);
         core.order.end(ticket, !cache_failed);
         Counters::add(&self.counters.flush_jobs, 1);
-        Counters::add(&self.counters.flushed_lines, lines);
+        // Lines written back: a failed job's stay dirty, and are counted when written.
+        if !failed {
+            Counters::add(&self.counters.flushed_lines, lines);
+        }
         result
     }
 
