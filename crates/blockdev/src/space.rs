@@ -21,6 +21,8 @@ pub fn free_bytes(path: &Path) -> io::Result<u64> {
     }
     // SAFETY: statvfs returned 0, so it filled the struct.
     let st = unsafe { st.assume_init() };
+    // The field types differ between targets (u32 on some 32-bit ones).
+    #[allow(clippy::unnecessary_cast)]
     Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
 }
 
