@@ -153,3 +153,82 @@ fn http_get(addr: &str, path: &str) -> String {
     s.read_to_string(&mut body).unwrap();
     body
 }
+
+/// Faults injected from the config (`[[engine.cache_faults]]`, for demonstrations): every
+/// cache read past the first MiB fails with EIO; the server says so at start, logs the first
+/// error, degrades past the threshold (metrics and log), and `POST /degraded?off` returns it
+/// to service (logged and counted).
+#[test]
+fn faults_from_the_config_degrade_the_server_and_an_operator_returns_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("serve.toml");
+    let extra = r#"
+[[engine.cache_faults]]
+op = "read"
+kind = "eio"
+start = "1MiB"
+[engine.on_error]
+threshold = 2
+window_ns = "10s"
+"#;
+    std::fs::write(&path, config(dir.path(), dir.path(), extra)).unwrap();
+    let setup = tiercache_server::config::load(Some(&path), &[]).unwrap();
+    let said = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = said.clone();
+    let server = Server::builder(setup)
+        .log(move |m| log.lock().unwrap().push(m.to_string()))
+        .start()
+        .unwrap();
+    let uri: NbdUri = server.addr().parse().unwrap();
+    let t = Duration::from_secs(30);
+    let conn = Connection::open(&uri, t).unwrap();
+    for i in 0..8u64 {
+        conn.call(
+            Command::Write,
+            false,
+            i * (256 << 10),
+            256 << 10,
+            &chunk(i),
+            t,
+        )
+        .unwrap();
+    }
+    let metrics_addr = server.metrics_addr().unwrap().to_string();
+    for i in 0..8u64 {
+        // Write-back: this data is only in the cache, whose reads fail; such a read may fail
+        // (the cache held the only copy), and its errors degrade the engine.
+        let _ = conn.call(Command::Read, false, i * (256 << 10), 256 << 10, &[], t);
+    }
+    let metrics = http_get(&metrics_addr, "/metrics");
+    assert!(metrics.contains("tiercache_degraded 1"), "{metrics}");
+    let said_now = said.lock().unwrap().join("\n");
+    assert!(said_now.contains("1 fault rule(s) injected"), "{said_now}");
+    assert!(
+        said_now.contains("first eio read error on the cache device"),
+        "{said_now}"
+    );
+    let back = http_post(&metrics_addr, "/degraded?off");
+    assert!(back.contains("returned to service"), "{back}");
+    let metrics = http_get(&metrics_addr, "/metrics");
+    assert!(metrics.contains("tiercache_degraded 0"), "{metrics}");
+    assert!(
+        metrics.contains("tiercache_degraded_transitions_total{direction=\"left\"} 1"),
+        "{metrics}"
+    );
+    drop(conn);
+    let report = server.stop().unwrap();
+    assert!(report.engine.health.cache_errors() >= 2);
+}
+
+fn http_post(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
+}
