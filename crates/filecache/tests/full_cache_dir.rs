@@ -53,6 +53,13 @@ fn a_full_cache_directory_is_found_at_mount_and_every_fsynced_file_lands() {
     );
     assert!(fs::metadata(dir.path().join("cache/blocks")).map_or(0, |m| m.len()) == 0);
 
+    // 680 blocks fit their block file (2.8 MiB with spares) but not the journal beside it.
+    let e = State::open(config(dir.path(), 680))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("journal may take 340800 bytes"), "{e}");
+
     // 2 MiB fits: 40 files of 256 KiB, each written and fsynced, all succeed.
     let mnt = dir.path().join("mnt");
     let (session, state) = tiercache_filecache::spawn_mount(config(dir.path(), 512), &mnt).unwrap();

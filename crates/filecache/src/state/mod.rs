@@ -213,6 +213,36 @@ fn reserve_blocks(file: &File, path: &Path, cache_dir: &Path, len: u64) -> io::R
     }
 }
 
+/// Checks that the cache directory has room for the journal at its largest
+/// ([`crate::journal::max_bytes`]) once the block file took the `to_take` bytes it still
+/// lacks: a journal append failing with ENOSPC would fail a write the store could take.
+fn check_journal_room(
+    journal: &Path,
+    cache_dir: &Path,
+    capacity_blocks: u32,
+    to_take: u64,
+) -> io::Result<()> {
+    let most = crate::journal::max_bytes(capacity_blocks);
+    let now = std::fs::metadata(journal).map_or(0, |m| m.len());
+    let free = tiercache_blockdev::space::free_bytes(cache_dir)?;
+    if to_take > free {
+        // The block file itself does not fit: its allocation says so.
+        return Ok(());
+    }
+    let free = free - to_take;
+    if now.saturating_add(free) < most {
+        return Err(io::Error::new(
+            io::ErrorKind::StorageFull,
+            format!(
+                "cache directory {}: the cache's journal may take {most} bytes, and {free} bytes \
+                 are free there besides the block file: make room, or lower --cache-size",
+                cache_dir.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl State {
     /// Opens the cache (recovering dirty blocks a crash left) over the store.
     pub fn open(cfg: MountConfig) -> io::Result<State> {
@@ -256,6 +286,14 @@ impl State {
                 .open(cache.blocks())?;
             let total = cfg.capacity_blocks + slots::spare_slots(cfg.capacity_blocks);
             let len = total as u64 * cfg.block_size as u64;
+            // The block file's blocks still to take count against the journal's room.
+            let to_take = len.saturating_sub(blocks.metadata()?.blocks() * 512);
+            check_journal_room(
+                &cache.journal(),
+                &cfg.cache_dir,
+                cfg.capacity_blocks,
+                to_take,
+            )?;
             reserve_blocks(&blocks, &cache.blocks(), &cfg.cache_dir, len)?;
             blocks.set_len(len)?;
             (Some(blocks), Some(Journal::create(&cache.journal())?))
