@@ -16,9 +16,8 @@ use tiercache_core::Nanos;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum OnErrorAction {
-    /// Serve every request from the backend (dirty lines stay until the cleaner, a FLUSH or
-    /// a detach writes them back; reads of dirty data the cache cannot read fail: it held
-    /// the only copy).
+    /// Write back the dirty data it can read, and serve every request from the backend
+    /// (reads of dirty data the cache cannot read fail: it held the only copy).
     #[default]
     PassThrough,
     /// Halt: every request fails until a restart (fail-stop, for operators who want a cache
@@ -378,8 +377,8 @@ impl Health {
             st.reason = Some(reason.clone());
         }
         self.log(format!(
-            "DEGRADED: {reason}; serving in pass-through from the backend (dirty lines are \
-             written back as the cleaner runs); return it to service once the device is fixed"
+            "DEGRADED: {reason}; serving in pass-through from the backend (dirty data it can \
+             read is written back); return it to service once the device is fixed"
         ));
         true
     }

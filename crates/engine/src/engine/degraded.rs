@@ -114,8 +114,8 @@ impl<C: EngineCore> Inner<C> {
         }
     }
 
-    /// Serves every request in pass-through from now on (the cleaner writes dirty lines back
-    /// as configured).
+    /// Serves every request in pass-through from now on; the flusher writes back the dirty
+    /// lines it can read.
     pub(super) fn enter_degraded(&self, reason: String) {
         if self.health.enter_degraded(reason) {
             for sh in &self.shards {

@@ -212,12 +212,15 @@ impl<C: EngineCore> Inner<C> {
                 result = result.and(Err(e));
             }
         }
-        // A job the cache device failed passes its failure on: plans decided on its lines
+        // Once the cache device fails ops, a failed job (the cache failed it, or a job before
+        // it whose lines it waited for) passes its failure on: plans decided on its lines
         // being on the backend (a pass-through read of them, planned while the job had them
         // marked clean) must not read the backend's stale copy. They fail, and are served
-        // again past the cache, now seeing the lines dirty (docs/design.md §10).
-        let cache_failed = result.as_ref().is_err_and(crate::health::is_cache_error);
-        core.order.end(ticket, !cache_failed);
+        // again past the cache, now seeing the lines dirty (docs/design.md §10). Without
+        // cache trouble nothing plans such reads but a configured pass-through, and a job
+        // the backend failed completes its ticket as before.
+        core.order
+            .end(ticket, !(failed && self.health.cache_trouble()));
         Counters::add(&self.counters.flush_jobs, 1);
         // Lines written back: a failed job's stay dirty, and are counted when written.
         if !failed {
@@ -235,12 +238,11 @@ impl<C: EngineCore> Inner<C> {
             if let Some(t) = self.repartition() {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
-            // Degraded mode starts here when a flush job's errors passed the threshold. Its
-            // dirty lines are written back by the configured cleaner (and by FLUSH or a
-            // detach): a drain of every line with `flush_all` jobs while clients run lost
-            // data under failing cache reads in the fault sweep (tests/degraded.rs), so it
-            // is not done.
+            // Degraded mode starts here when a flush job's errors passed the threshold; while
+            // degraded, every dirty line goes back to the backend as soon as it can be read
+            // (jobs failing on unreadable lines leave them dirty, retried after a backoff).
             self.check_degrade();
+            let draining = self.health.is_degraded();
             for (k, sh) in self.shards.iter().enumerate() {
                 let mut core = self.core(sh);
                 if self.halted.get().is_some() {
@@ -248,7 +250,11 @@ impl<C: EngineCore> Inner<C> {
                 }
                 let state = self.executor_state();
                 let mut jobs = Vec::new();
-                core.cache.clean(&state, &mut jobs);
+                if draining && core.cache.dirty_lines() > 0 {
+                    core.cache.flush_all(&mut jobs);
+                } else {
+                    core.cache.clean(&state, &mut jobs);
+                }
                 if let Some(t) = core.cache.next_clean_poll(&state) {
                     next = Some(next.map_or(t, |n| n.min(t)));
                 }
