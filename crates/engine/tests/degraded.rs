@@ -11,11 +11,15 @@
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::sync::Arc;
-use tiercache_blockdev::MemDevice;
+use tiercache_blockdev::{BlockDevice, MemDevice};
+use tiercache_engine::device::NbdBackend;
 use tiercache_engine::device::{FaultDevice, FaultKind, FaultOp, FaultRule};
 use tiercache_engine::health::{DeviceOp, DeviceRole, ErrorClass};
 use tiercache_engine::slot_table::Layout;
 use tiercache_engine::{Engine, EngineConfig, OnErrorAction, OnErrorConfig};
+use tiercache_nbd::{
+    serve_unix, NbdUri, Remote, RemoteConfig, ServerConfig, ServerStats, Shutdown,
+};
 use tiercache_policy::{
     CacheConfig, CleaningConfig, DirtyFullPolicy, PromotionConfig, WritePolicy,
 };
@@ -55,18 +59,29 @@ struct Rig {
 }
 
 fn rig(policy: WritePolicy, rules: Vec<FaultRule>, on_error: OnErrorConfig) -> Rig {
+    let backend = Arc::new(MemDevice::new(VOLUME as usize));
+    rig_over(policy, rules, on_error, backend.clone(), backend)
+}
+
+/// The engine over the failing cache device and `backend` (whose bytes `image` holds).
+fn rig_over(
+    policy: WritePolicy,
+    rules: Vec<FaultRule>,
+    on_error: OnErrorConfig,
+    backend: Arc<dyn BlockDevice>,
+    image: Arc<MemDevice>,
+) -> Rig {
     let cache = Arc::new(FaultDevice::new(
         MemDevice::new(layout().device_len() as usize),
         rules,
         7,
     ));
-    let backend = Arc::new(MemDevice::new(VOLUME as usize));
     let ecfg = EngineConfig {
         on_error,
         ..EngineConfig::default()
     };
     let engine =
-        Engine::with_devices(&cache_config(policy), &ecfg, cache.clone(), backend.clone()).unwrap();
+        Engine::with_devices(&cache_config(policy), &ecfg, cache.clone(), backend).unwrap();
     let log = Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = log.clone();
     engine.set_log(Arc::new(move |m: &str| {
@@ -75,9 +90,46 @@ fn rig(policy: WritePolicy, rules: Vec<FaultRule>, on_error: OnErrorConfig) -> R
     Rig {
         engine,
         cache,
-        backend,
+        backend: image,
         log,
     }
+}
+
+/// Where the failing cache sits.
+#[derive(Clone, Copy, Debug)]
+enum Topology {
+    /// One engine over a local backend.
+    Single,
+    /// A small write-through engine above the failing one (two levels; clients talk to the
+    /// upper).
+    TwoLevel,
+    /// The failing engine over a remote backend (an NBD export served in process).
+    Remote,
+}
+
+/// The backend of a remote topology: `image` served over NBD on a Unix socket in `dir`.
+fn remote_backend(
+    image: Arc<MemDevice>,
+    dir: &std::path::Path,
+) -> (Arc<dyn BlockDevice>, Shutdown) {
+    let sock = dir.join("nbd.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let stop = Shutdown::new();
+    let cfg = ServerConfig {
+        max_payload: 32 << 20,
+        workers: 4,
+        export_name: String::new(),
+        busy_poll: std::time::Duration::ZERO,
+    };
+    let (dev, sd) = (image as Arc<dyn BlockDevice>, stop.clone());
+    std::thread::spawn(move || {
+        serve_unix(listener, dev, cfg, Arc::new(ServerStats::default()), sd)
+    });
+    let uri: NbdUri = format!("nbd+unix:///?socket={}", sock.display())
+        .parse()
+        .unwrap();
+    let remote = Remote::connect(uri, RemoteConfig::default()).unwrap();
+    (Arc::new(NbdBackend(remote)), stop)
 }
 
 /// The first scenario in miniature: the cache device runs out of room (every slot
@@ -184,7 +236,7 @@ struct Outcome {
     to_degraded_ms: Option<f64>,
 }
 
-fn sweep_one(policy: WritePolicy, fault: Fault, seed: u64) -> Outcome {
+fn sweep_one(topology: Topology, policy: WritePolicy, fault: Fault, seed: u64) -> Outcome {
     let data = layout().data_offset;
     // Faults on the slot data (a failing region of the device), from the 50th op on, each op
     // with chance 0.2; latency spikes everywhere.
@@ -200,7 +252,32 @@ fn sweep_one(policy: WritePolicy, fault: Fault, seed: u64) -> Outcome {
     .range(data, u64::MAX)
     .after(50)
     .probability(0.2);
-    let r = rig(policy, vec![rule], OnErrorConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let image = Arc::new(MemDevice::new(VOLUME as usize));
+    let mut _remote = None;
+    let backend: Arc<dyn BlockDevice> = match topology {
+        Topology::Remote => {
+            let (b, stop) = remote_backend(image.clone(), dir.path());
+            _remote = Some(StopOnDrop(stop));
+            b
+        }
+        _ => image.clone(),
+    };
+    let r = rig_over(policy, vec![rule], OnErrorConfig::default(), backend, image);
+    // Two levels: clients talk to an engine whose backend is the failing one.
+    let upper = matches!(topology, Topology::TwoLevel).then(|| {
+        let cfg = CacheConfig {
+            capacity: CAPACITY / 4,
+            write_policy: WritePolicy::WriteThrough,
+            ..cache_config(policy)
+        };
+        let ram = Arc::new(MemDevice::new(
+            Layout::new((CAPACITY / 4 / LINE) as u32, LINE).device_len() as usize,
+        ));
+        let lower: Arc<dyn BlockDevice> = Arc::new(Lower(&r.engine as *const Engine));
+        Engine::with_devices(&cfg, &EngineConfig::default(), ram, lower).unwrap()
+    });
+    let client: &Engine = upper.as_ref().unwrap_or(&r.engine);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let mut shadow = vec![0u8; VOLUME as usize];
     // Writes acknowledged, for counting lost ones at the end.
@@ -222,7 +299,7 @@ fn sweep_one(policy: WritePolicy, fault: Fault, seed: u64) -> Outcome {
             off &= !4095;
         }
         if rng.gen_bool(0.5) {
-            match r.engine.read(&mut buf[..len], off as u64) {
+            match client.read(&mut buf[..len], off as u64) {
                 Ok(()) => {
                     if let Some(i) = (0..len).find(|&i| buf[i] != shadow[off + i]) {
                         let last = acked.iter().rposition(|(o, l, _)| {
@@ -254,7 +331,7 @@ fn sweep_one(policy: WritePolicy, fault: Fault, seed: u64) -> Outcome {
         } else {
             let v = (n % 250) as u8 + 1;
             let data = vec![v; len];
-            match r.engine.write(&data, off as u64, false) {
+            match client.write(&data, off as u64, false) {
                 Ok(()) => {
                     shadow[off..off + len].copy_from_slice(&data);
                     acked.push((off as u64, len, v));
@@ -273,12 +350,16 @@ fn sweep_one(policy: WritePolicy, fault: Fault, seed: u64) -> Outcome {
     r.engine.return_to_service();
     let mut got = vec![0u8; 1 << 20];
     for at in (0..VOLUME as usize).step_by(1 << 20) {
-        r.engine.read(&mut got, at as u64).unwrap();
+        client.read(&mut got, at as u64).unwrap();
         assert!(
             got == shadow[at..at + (1 << 20)],
             "{policy:?} {fault:?}: MiB at {at}"
         );
     }
+    if let Some(u) = &upper {
+        u.flush_all().unwrap();
+    }
+    drop(upper);
     r.engine.flush_all().unwrap();
     let img = r.backend.snapshot();
     // A write is lost if a byte of it that no later write covered differs on the backend.
@@ -299,51 +380,92 @@ fn sweep_one(policy: WritePolicy, fault: Fault, seed: u64) -> Outcome {
     }
 }
 
-/// The fault sweep: each fault kind under each write policy. No write fails, no read fails
-/// unless the cache held the only copy, no acknowledged write is lost.
+/// The fault sweep: each fault kind under each write policy, for one engine, two levels and
+/// a remote backend. No write fails, no read fails unless the cache held the only copy, no
+/// acknowledged write is lost.
 #[test]
 fn fault_sweep_loses_nothing_and_fails_only_lost_only_copies() {
     println!(
-        "| fault | write policy | ops | client errors | unexplained errors | acked writes lost | first fault → degraded |"
+        "| configuration | fault | write policy | ops | client errors | unexplained errors | acked writes lost | first fault → degraded |"
     );
-    println!("|---|---|---|---|---|---|---|");
-    for (i, fault) in [
+    println!("|---|---|---|---|---|---|---|---|");
+    let faults = [
         Fault::EioRead,
         Fault::EioWrite,
         Fault::Enospc,
         Fault::Latency,
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        for (j, policy) in [
-            WritePolicy::WriteBack,
-            WritePolicy::WriteThrough,
-            WritePolicy::WriteAround,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            // The latency spikes are slow by design: fewer policies are enough to show them.
-            if matches!(fault, Fault::Latency) && j > 0 {
-                continue;
-            }
-            let o = sweep_one(policy, fault, (i * 10 + j) as u64);
-            println!(
-                "| {fault:?} | {} | {} | {} | {} | {} | {} |",
-                policy.short_name(),
-                o.ops,
-                o.client_errors,
-                o.unexplained_errors,
-                o.lost_writes,
-                o.to_degraded_ms
-                    .map_or("not degraded".into(), |ms| format!("{ms:.1} ms"))
-            );
-            assert_eq!(o.unexplained_errors, 0, "{fault:?} {policy:?}");
-            assert_eq!(o.lost_writes, 0, "{fault:?} {policy:?}");
-            if !matches!(fault, Fault::Latency) {
-                assert!(o.to_degraded_ms.is_some(), "{fault:?} {policy:?} degraded");
+    ];
+    let policies = [
+        WritePolicy::WriteBack,
+        WritePolicy::WriteThrough,
+        WritePolicy::WriteAround,
+    ];
+    let topologies = [Topology::Single, Topology::TwoLevel, Topology::Remote];
+    for (t, topology) in topologies.into_iter().enumerate() {
+        for (i, fault) in faults.into_iter().enumerate() {
+            for (j, policy) in policies.into_iter().enumerate() {
+                // Latency spikes are slow by design: one policy is enough to show them.
+                if matches!(fault, Fault::Latency) && j > 0 {
+                    continue;
+                }
+                let o = sweep_one(topology, policy, fault, (t * 100 + i * 10 + j) as u64);
+                println!(
+                    "| {topology:?} | {fault:?} | {} | {} | {} | {} | {} | {} |",
+                    policy.short_name(),
+                    o.ops,
+                    o.client_errors,
+                    o.unexplained_errors,
+                    o.lost_writes,
+                    o.to_degraded_ms
+                        .map_or("not degraded".into(), |ms| format!("{ms:.1} ms"))
+                );
+                let what = format!("{topology:?} {fault:?} {policy:?}");
+                assert_eq!(o.unexplained_errors, 0, "{what}");
+                assert_eq!(o.lost_writes, 0, "{what}");
+                if !matches!(fault, Fault::Latency) {
+                    assert!(o.to_degraded_ms.is_some(), "{what}: degraded");
+                }
             }
         }
+    }
+}
+
+/// Shuts an in-process NBD server down when dropped.
+struct StopOnDrop(Shutdown);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.trigger();
+    }
+}
+
+/// The failing engine as the upper engine's backend, borrowed for one run: `sweep_one` drops
+/// the upper engine before the engine this points to.
+struct Lower(*const Engine);
+
+// SAFETY: `Lower` only hands out `&Engine`, and `Engine` is Send + Sync; the pointer stays
+// valid while the upper engine (its only holder) lives, see the type's comment.
+unsafe impl Send for Lower {}
+unsafe impl Sync for Lower {}
+
+impl Lower {
+    fn get(&self) -> &Engine {
+        // SAFETY: valid while the upper engine lives (see the type's comment).
+        unsafe { &*self.0 }
+    }
+}
+
+impl BlockDevice for Lower {
+    fn size(&self) -> u64 {
+        self.get().size()
+    }
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        self.get().read(buf, off)
+    }
+    fn write_at(&self, data: &[u8], off: u64, fua: bool) -> std::io::Result<()> {
+        self.get().write(data, off, fua)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.get().flush()
     }
 }
