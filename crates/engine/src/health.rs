@@ -120,9 +120,16 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
-    /// The class of `e`.
+    /// The class of `e` (of the device error under a [`CacheDeviceError`], e.g. a lower
+    /// engine's, reported to the one above).
     pub fn of(e: &io::Error) -> Self {
-        match e.raw_os_error() {
+        if let Some(inner) = e
+            .get_ref()
+            .and_then(|i| i.downcast_ref::<CacheDeviceError>())
+        {
+            return Self::of(&inner.source);
+        }
+        match errno_of(e) {
             Some(libc::EIO) => ErrorClass::Eio,
             Some(libc::ENOSPC) | Some(libc::EDQUOT) => ErrorClass::Enospc,
             _ if e.kind() == io::ErrorKind::StorageFull => ErrorClass::Enospc,
@@ -155,6 +162,17 @@ pub struct CacheDeviceError {
     pub offset: u64,
     /// The device's error (errno kept).
     pub source: io::Error,
+}
+
+/// The errno of `e`, or of the device error under a [`CacheDeviceError`].
+pub fn errno_of(e: &io::Error) -> Option<i32> {
+    match e
+        .get_ref()
+        .and_then(|i| i.downcast_ref::<CacheDeviceError>())
+    {
+        Some(inner) => errno_of(&inner.source),
+        None => e.raw_os_error(),
+    }
 }
 
 /// Whether `e` is (or wraps) a [`CacheDeviceError`].
@@ -314,9 +332,7 @@ impl Health {
         let i = index(role, op, class);
         self.counts[i].fetch_add(1, Relaxed);
         if !self.logged[i].swap(true, Relaxed) {
-            let errno = e
-                .raw_os_error()
-                .map_or("no errno".to_string(), |n| format!("errno {n}"));
+            let errno = errno_of(e).map_or("no errno".to_string(), |n| format!("errno {n}"));
             self.log(format!(
                 "first {} {} error on the {} device at offset {offset} ({errno}): {e}; \
                  further ones are counted",
@@ -515,6 +531,11 @@ mod tests {
             source: io::Error::from_raw_os_error(libc::EIO),
         });
         assert!(is_cache_error(&e));
+        assert_eq!(
+            ErrorClass::of(&e),
+            ErrorClass::Eio,
+            "the errno under the wrapper"
+        );
         assert!(!is_cache_error(&io::Error::from_raw_os_error(libc::EIO)));
         assert_eq!(
             ErrorClass::of(&io::Error::from_raw_os_error(libc::EDQUOT)),
