@@ -74,12 +74,11 @@ impl BlockDevice for Watched {
         self.seen(DeviceOp::Write, off, self.inner.write_zeroes(off, len, fua))
     }
     fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<io::Result<()>> {
-        let offsets: Vec<u64> = reads.iter().map(|r| r.0).collect();
-        self.inner
-            .read_many(reads)
+        let results = self.inner.read_many(reads);
+        results
             .into_iter()
-            .zip(offsets)
-            .map(|(r, off)| self.seen(DeviceOp::Read, off, r))
+            .enumerate()
+            .map(|(i, r)| self.seen(DeviceOp::Read, reads[i].0, r))
             .collect()
     }
     fn write_many(&self, writes: &[(u64, &[u8])]) -> io::Result<()> {
