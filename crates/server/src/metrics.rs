@@ -361,6 +361,47 @@ pub fn render(src: &MetricsSource) -> String {
     for (name, kind, help, v) in overall {
         Family::new(&mut out, name, kind, help).sample("", v);
     }
+    // Device health and degraded mode (docs/design.md §11).
+    let h = &e.health;
+    Family::new(
+        &mut out,
+        "degraded",
+        "gauge",
+        "1 while the cache serves in pass-through after cache-device errors.",
+    )
+    .sample("", h.degraded as u8 as f64);
+    let mut f = Family::new(
+        &mut out,
+        "degraded_transitions_total",
+        "counter",
+        "Entries into degraded mode and returns to service.",
+    );
+    f.sample("direction=\"entered\"", h.degraded_entered as f64);
+    f.sample("direction=\"left\"", h.degraded_left as f64);
+    Family::new(
+        &mut out,
+        "served_past_cache_total",
+        "counter",
+        "Requests a cache-device error failed that were served from the backend.",
+    )
+    .sample("", h.served_past_cache as f64);
+    let mut f = Family::new(
+        &mut out,
+        "device_errors_total",
+        "counter",
+        "Device errors by device, op and kind (eio, enospc, other).",
+    );
+    for c in &h.errors {
+        f.sample(
+            &format!(
+                "device=\"{}\",op=\"{}\",kind=\"{}\"",
+                c.device.name(),
+                c.op.name(),
+                c.class.name()
+            ),
+            c.count as f64,
+        );
+    }
     let (r, w) = src.engine.latency_buckets();
     Family::new(
         &mut out,

@@ -167,6 +167,8 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
         Engine::open_volumes(&setup.cache, &setup.engine, &volumes)
             .context("starting the engine")?,
     );
+    // Device errors and degraded-mode transitions go to the server's log.
+    engine.set_log(log.clone());
     let initial = crate::exports::initial_partitions(&s.exports, setup.cache.line_size);
     if !initial.is_empty() {
         engine
@@ -514,7 +516,7 @@ impl Running {
         }
         let st = served.engine.stats();
         (self.log)(&format!(
-            "stopped: {} reads, {} writes, hit ratio {:.3}, {} dirty lines kept (durable)",
+            "stopped: {} reads, {} writes, hit ratio {:.3}, {} dirty lines kept (durable){}",
             st.reads,
             st.writes,
             if st.cache.line_accesses > 0 {
@@ -523,6 +525,15 @@ impl Running {
                 0.0
             },
             st.dirty_lines,
+            if st.health.degraded {
+                format!(
+                    "; DEGRADED ({}), {} cache-device errors",
+                    st.health.degraded_reason.as_deref().unwrap_or("?"),
+                    st.health.cache_errors()
+                )
+            } else {
+                String::new()
+            },
         ));
         if s.listen.is_none() {
             let _ = std::fs::remove_file(&s.socket);

@@ -41,7 +41,10 @@ impl Cache {
                 self.promotion.on_hit(key);
             }
             let mut action = rules.write_hit;
-            if action == WriteHit::InvalidateToBackend && m.dirty & touched & !covered != 0 {
+            // Under a flush job (pinned) the line's sub-blocks count as clean before the backend
+            // has them: should the job fail, they are dirty again, so they count as dirty here.
+            let maybe_dirty = if m.pinned { m.dirty | m.valid } else { m.dirty };
+            if action == WriteHit::InvalidateToBackend && maybe_dirty & touched & !covered != 0 {
                 // The write lands inside dirty sub-blocks without covering them: only the cache
                 // holds the rest of those sub-blocks, so merge there instead of invalidating.
                 action = WriteHit::CacheDirty;

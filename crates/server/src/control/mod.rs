@@ -41,7 +41,8 @@ pub enum Request {
     Stats,
     /// Changes policies live, each setting `KEY=VALUE` as `--set` spells it: `cache.*` keys
     /// of the live-settable policies (`write_policy`, `cleaning`, `promotion`, `balancing`),
-    /// `exports.NAME.write_policy` and `exports.NAME.partition`. All or nothing per key kind:
+    /// `exports.NAME.write_policy`, `exports.NAME.partition`, and `degraded=on|off` (take the
+    /// cache device out of service, or return it). All or nothing per key kind:
     /// an invalid setting is refused, naming it, before any cache-wide policy changes.
     Set {
         /// The settings.

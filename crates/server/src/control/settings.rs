@@ -3,6 +3,8 @@
 //! the result read back as a cache config), so values, units and errors are the config's; of
 //! them only the policies that are no part of the cache device's layout may change. Export
 //! keys (`exports.NAME.write_policy`, `exports.NAME.partition`) act on one export.
+//! `degraded=on|off` is the operator's switch for degraded mode (docs/design.md §11): `on`
+//! takes a failing cache device out of service, `off` returns a fixed one to it.
 
 use anyhow::{anyhow, bail, Context, Result};
 use tiercache_config::Document;
@@ -19,6 +21,7 @@ struct Plan {
     cache: Option<CacheConfig>,
     write_policies: Vec<(u32, WritePolicy)>,
     partitions: Vec<(u32, u64)>,
+    degraded: Option<bool>,
 }
 
 /// Applies `settings`; answers what is in force afterwards, one line per setting.
@@ -27,6 +30,17 @@ pub(super) fn apply(src: &ControlSource, settings: &[String]) -> Result<Vec<Stri
         bail!("nothing to set: give KEY=VALUE settings (`tiercache set cache.write_policy=write-through`)");
     }
     let plan = parse(src, settings)?;
+    let mut answers = Vec::new();
+    if let Some(on) = plan.degraded {
+        if on {
+            src.engine.degrade("tiercache set degraded=on");
+            answers.push("degraded: serving in pass-through".to_string());
+        } else if src.engine.return_to_service() {
+            answers.push("returned to service".to_string());
+        } else {
+            answers.push("not degraded".to_string());
+        }
+    }
     // The checks are done: now the changes, cache-wide ones first (they clear per-export
     // write policies, which the settings may then give again).
     if let Some(cfg) = &plan.cache {
@@ -42,10 +56,8 @@ pub(super) fn apply(src: &ControlSource, settings: &[String]) -> Result<Vec<Stri
             .set_volume_partitions(&plan.partitions)
             .context("exports.*.partition")?;
     }
-    Ok(settings
-        .iter()
-        .map(|s| format!("set {}", s.trim()))
-        .collect())
+    answers.extend(settings.iter().map(|s| format!("set {}", s.trim())));
+    Ok(answers)
 }
 
 fn parse(src: &ControlSource, settings: &[String]) -> Result<Plan> {
@@ -56,7 +68,13 @@ fn parse(src: &ControlSource, settings: &[String]) -> Result<Plan> {
             .split_once('=')
             .ok_or_else(|| anyhow!("{s:?}: expected KEY=VALUE"))?;
         let key = key.trim();
-        if key.starts_with("cache.") {
+        if key == "degraded" {
+            plan.degraded = Some(match value.trim().trim_matches('"') {
+                "on" | "true" => true,
+                "off" | "false" => false,
+                other => bail!("degraded: {other:?} is neither `on` nor `off`"),
+            });
+        } else if key.starts_with("cache.") {
             cache_keys.push(s.clone());
         } else if let Some(rest) = key.strip_prefix("exports.") {
             let (name, field) = rest.rsplit_once('.').ok_or_else(|| {
@@ -96,7 +114,7 @@ fn parse(src: &ControlSource, settings: &[String]) -> Result<Plan> {
             }
         } else {
             bail!(
-                "{key}: a running server takes cache.{{{}}} and exports.NAME.{{write_policy,partition}}",
+                "{key}: a running server takes cache.{{{}}}, exports.NAME.{{write_policy,partition}} and degraded=on|off",
                 LIVE_CACHE_KEYS.join(",")
             );
         }
