@@ -218,6 +218,35 @@ fn action_fail_halts_past_the_threshold() {
     assert!(r.engine.halted().is_some());
 }
 
+/// A cache device whose flushes fail cannot make write-back data durable: a client FLUSH then
+/// degrades the engine, writes every dirty line back, syncs the backend, and succeeds.
+#[test]
+fn a_failed_cache_flush_writes_dirty_data_back_and_the_flush_succeeds() {
+    let r = rig(WritePolicy::WriteBack, Vec::new(), OnErrorConfig::default());
+    // From now on (start-up syncs the device too).
+    r.cache
+        .set_rules(vec![FaultRule::new(FaultOp::Flush, FaultKind::Eio)]);
+    let data = vec![0x3cu8; 64 << 10];
+    r.engine.write(&data, 1 << 20, false).unwrap();
+    assert!(r.engine.stats().dirty_lines > 0);
+    r.engine.flush().unwrap();
+    assert!(r.engine.degraded());
+    assert_eq!(r.engine.stats().dirty_lines, 0, "written back");
+    assert_eq!(
+        &r.backend.snapshot()[1 << 20..(1 << 20) + (64 << 10)],
+        &data[..]
+    );
+    // FUA writes go the same way.
+    r.engine.write(&[7u8; 4096], 0, true).unwrap();
+    assert_eq!(&r.backend.snapshot()[..4096], &[7u8; 4096][..]);
+    let h = r.engine.health();
+    assert!(h.count(DeviceRole::Cache, DeviceOp::Flush, ErrorClass::Eio) >= 1);
+    assert!(h
+        .degraded_reason
+        .unwrap()
+        .contains("cache-device flush failed"));
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Fault {
     EioRead,
