@@ -85,6 +85,8 @@ pub(super) struct LevelMetrics {
     pub(super) measured_bytes: u64,
     pub(super) dirty_max: u64,
     pub(super) end_stats: Option<(CacheStats, Vec<DeviceCounters>)>,
+    /// The policy's counters when the window closed, once the metrics are built.
+    pub(super) stats_end: Option<CacheStats>,
     pub(super) dirty_end: u64,
     pub(super) resident_end: u64,
     pub(super) host_busy_end: u128,
@@ -299,10 +301,7 @@ impl<'a> Sim<'a> {
             .zip(metrics)
             .map(|(lv, metrics)| {
                 let w = lv.m.window.as_ref().expect("window opened");
-                let end_stats = lv.m.end_stats.as_ref().map_or_else(
-                    || lv.cache.stats_snapshot(),
-                    |(stats, _)| stats.clone(),
-                );
+                let end_stats = lv.m.stats_end.clone().expect("metrics built");
                 let mut counters = lv.c.clone();
                 counters.link_busy_ps = lv.m.link_busy_end - w.link_busy.min(lv.m.link_busy_end);
                 LevelOutput {

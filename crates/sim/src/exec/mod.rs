@@ -237,6 +237,9 @@ impl Sim<'_> {
                 }
             }
         }
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
         for l in 0..self.levels.len() as u16 {
             self.poll_cleaner(l);
             self.poll_balancer(l);
@@ -301,6 +304,11 @@ impl Sim<'_> {
             }
         }
         Ok(metrics)
+    }
+
+    /// The hierarchy's counters count: the measured window is open.
+    fn counting(&self) -> bool {
+        self.window_at.is_some() && self.phase == Phase::Running
     }
 
     #[inline]

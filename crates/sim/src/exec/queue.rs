@@ -122,6 +122,7 @@ impl EventQueue {
     }
 
     /// True when no event is pending.
+    #[cfg(test)]
     pub(super) fn is_empty(&self) -> bool {
         self.now.is_empty() && self.due.is_empty() && self.in_calendar == 0 && self.far.is_empty()
     }

@@ -206,8 +206,11 @@ impl Sim<'_> {
         t.crossed = true;
         t.arrival = now;
         let (down, _) = payload(&t.req);
+        let counting = self.window_at.is_some() && self.phase == Phase::Running;
         let cl = &mut self.clients[t.client as usize];
-        cl.link_bytes.0 += down;
+        if counting {
+            cl.link_bytes.0 += down;
+        }
         let at = cl
             .link
             .as_mut()
@@ -221,6 +224,7 @@ impl Sim<'_> {
     fn arrive_from_above(&mut self, idx: u32) {
         let now = self.now;
         let warm = self.window_at.is_some();
+        let counting = self.counting();
         let index = self.arrived;
         let t = &mut self.tasks[idx as usize];
         let l = t.level;
@@ -255,10 +259,15 @@ impl Sim<'_> {
         if let Some(outcome) = outcome {
             let parent_level = self.tasks[parent as usize].level;
             let c = &mut self.levels[parent_level as usize].c;
-            match outcome {
-                tiercache_policy::DemoteOutcome::Accepted => c.demotes_accepted += 1,
-                tiercache_policy::DemoteOutcome::AlreadyHeld => c.demotes_already_held += 1,
-                tiercache_policy::DemoteOutcome::Rejected => c.demotes_rejected += 1,
+            if counting {
+                // Counted with its outcome: a demote crossing the link as the window closes
+                // is in neither count.
+                c.demotes_sent += 1;
+                match outcome {
+                    tiercache_policy::DemoteOutcome::Accepted => c.demotes_accepted += 1,
+                    tiercache_policy::DemoteOutcome::AlreadyHeld => c.demotes_already_held += 1,
+                    tiercache_policy::DemoteOutcome::Rejected => c.demotes_rejected += 1,
+                }
             }
             if self.tasks[idx as usize].ops_left == 0 {
                 self.finish_demote(idx);
@@ -267,7 +276,7 @@ impl Sim<'_> {
             }
             return;
         }
-        if warm {
+        if counting {
             let lv = &mut self.levels[l as usize];
             lv.c.requests_in += 1;
             lv.m.dirty_max = lv.m.dirty_max.max(lv.cache.dirty_lines());
@@ -419,12 +428,12 @@ impl Sim<'_> {
             },
         };
         let (down, _) = payload(&req);
+        let counting = self.counting();
         let lv = &mut self.levels[l];
-        if demote {
-            lv.c.demotes_sent += 1;
+        if demote && counting {
             lv.c.demote_bytes += op.len;
         }
-        let at = lv.cross(now, down, true);
+        let at = lv.cross(now, down, true, counting);
         let idx = self.alloc_task();
         let t = &mut self.tasks[idx as usize];
         t.kind = if demote {
@@ -552,10 +561,13 @@ impl Sim<'_> {
     #[cold]
     fn cross_client_link_up(&mut self, idx: u32, c: u16, at: Nanos) -> Nanos {
         let (_, up) = payload(&self.tasks[idx as usize].req);
+        let counting = self.counting();
         let cl = &mut self.clients[c as usize];
         match cl.link.as_mut() {
             Some(link) => {
-                cl.link_bytes.1 += up;
+                if counting {
+                    cl.link_bytes.1 += up;
+                }
                 link.run_op(at, tiercache_core::IoKind::Write, 0, up)
             }
             None => at,
@@ -645,7 +657,8 @@ impl Sim<'_> {
                 let (parent, op, served) = (t.parent, t.parent_op, t.served);
                 let (_, up) = payload(&t.req);
                 let pl = self.tasks[parent as usize].level as usize;
-                let at = self.levels[pl].cross(self.now, up, false);
+                let counting = self.counting();
+                let at = self.levels[pl].cross(self.now, up, false, counting);
                 self.schedule(
                     at,
                     What::Below {
@@ -662,14 +675,17 @@ impl Sim<'_> {
 
 impl Level<'_> {
     /// Books `bytes` on this level's link from `now` (no link: no cost): when they are across.
-    pub(super) fn cross(&mut self, now: Nanos, bytes: u64, down: bool) -> Nanos {
+    /// Its bytes are counted when `counting`.
+    pub(super) fn cross(&mut self, now: Nanos, bytes: u64, down: bool, counting: bool) -> Nanos {
         let Some(link) = self.link.as_mut() else {
             return now;
         };
-        if down {
-            self.c.link_bytes_down += bytes;
-        } else {
-            self.c.link_bytes_up += bytes;
+        if counting {
+            if down {
+                self.c.link_bytes_down += bytes;
+            } else {
+                self.c.link_bytes_up += bytes;
+            }
         }
         link.run_op(now, tiercache_core::IoKind::Write, 0, bytes)
     }

@@ -299,6 +299,7 @@ impl Sim<'_> {
             );
         }
         m.devices = devices;
+        lv.m.stats_end = Some(end_stats);
         // Validated when the run started.
         let cache_device = lv.cache_device.resolve("cache_device").ok();
         m.tenancy = lv.tenancy.metrics(
