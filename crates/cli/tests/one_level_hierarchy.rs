@@ -91,14 +91,13 @@ fn split_inline(s: &str) -> String {
             out.push(ch);
         }
     }
-    out.lines()
-        .map(str::trim)
-        .collect::<Vec<_>>()
-        .join("\n")
+    out.lines().map(str::trim).collect::<Vec<_>>().join("\n")
 }
 
 fn hierarchy_config(c: &Case) -> String {
-    let host = c.host.map_or(String::new(), |h| format!("host = {{ {h} }}\n"));
+    let host = c
+        .host
+        .map_or(String::new(), |h| format!("host = {{ {h} }}\n"));
     format!(
         "name = \"one\"\n[run]\nseed = 7\n[hierarchy]\nwarmup_requests = 1000\nfinal_flush = {}\n\
          backend = {}\n[[hierarchy.clients]]\nname = \"c\"\nworkload = {{ synthetic = {{ {} }} }}\n\

@@ -20,8 +20,7 @@ impl Sim<'_> {
                 queued: lv.backend_inflight,
                 by_origin: Default::default(),
                 service_ns: below.service_ns,
-                latency_ns: below.latency_ns
-                    + lv.link.as_ref().map_or(0, |link| link.latency_ns()),
+                latency_ns: below.latency_ns + lv.link.as_ref().map_or(0, |link| link.latency_ns()),
             }
         } else if lv.devs.len() == 2 {
             // One backend device: its own figures (what the weighted sums below give for one).

@@ -288,6 +288,7 @@ impl<'a> Sim<'a> {
             observer,
             window_end: None,
             backend_served: 0,
+            timelines: run_limits.timeline_interval_ns.is_some(),
         })
     }
 

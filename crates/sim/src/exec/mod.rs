@@ -60,8 +60,8 @@ mod requests;
 mod window;
 
 use events::{Task, TaskKind, What, BACKEND, NOT_SERVED};
-pub(crate) use levels::{ClientSetup, LevelCounters, LevelSetup, LevelsOutput};
 use levels::{Client, Level};
+pub(crate) use levels::{ClientSetup, LevelCounters, LevelSetup, LevelsOutput};
 use lookahead::Lookahead;
 use queue::EventQueue;
 use window::TimelineState;
@@ -112,6 +112,8 @@ struct Sim<'a> {
     window_end: Option<Nanos>,
     /// Measured client requests served by the backend (hierarchy runs).
     backend_served: u64,
+    /// The levels keep timelines (`run.timeline_interval_ns`).
+    timelines: bool,
 }
 
 /// Runs `cache` on the devices of `cfg` with requests from `source` until the source ends or a
@@ -216,7 +218,9 @@ pub(crate) fn simulate_levels<'a>(
 }
 
 impl Sim<'_> {
-    #[inline(always)]
+    /// The event loop (one copy for single-level and hierarchy runs: `handle` and what it
+    /// calls are inlined into it).
+    #[inline(never)]
     fn run(&mut self) -> Result<Vec<RunMetrics>, SimError> {
         for c in 0..self.clients.len() {
             match self.clients[c].source.arrival() {
@@ -261,7 +265,7 @@ impl Sim<'_> {
                         None => break,
                     },
                 };
-                if self.phase == Phase::Running && self.levels[0].timeline.is_some() {
+                if self.timelines && self.phase == Phase::Running {
                     self.ticks_until(time);
                 }
                 debug_assert!(time >= self.now);
@@ -342,6 +346,7 @@ impl Sim<'_> {
         }
     }
 
+    #[inline(always)]
     fn handle(&mut self, what: What) {
         match what {
             What::Arrive(idx) => self.arrive(idx),

@@ -200,6 +200,7 @@ impl Sim<'_> {
     /// A request of a client with a link of its own crosses it down before it arrives at its
     /// top level (its latency counts from now).
     #[cold]
+    #[inline(never)]
     fn cross_client_link(&mut self, idx: u32) {
         let now = self.now;
         let t = &mut self.tasks[idx as usize];
@@ -211,16 +212,17 @@ impl Sim<'_> {
         if counting {
             cl.link_bytes.0 += down;
         }
-        let at = cl
-            .link
-            .as_mut()
-            .expect("checked")
-            .run_op(now, tiercache_core::IoKind::Write, 0, down);
+        let at =
+            cl.link
+                .as_mut()
+                .expect("checked")
+                .run_op(now, tiercache_core::IoKind::Write, 0, down);
         self.schedule(at, What::Arrive(idx));
     }
 
     /// A request or demote from the level above arrives: planned by this level's core.
     #[cold]
+    #[inline(never)]
     fn arrive_from_above(&mut self, idx: u32) {
         let now = self.now;
         let warm = self.window_at.is_some();
@@ -286,6 +288,7 @@ impl Sim<'_> {
     }
 
     /// A demote's writes at this level are done: its op at the level above is.
+    #[inline(never)]
     fn finish_demote(&mut self, idx: u32) {
         let t = &self.tasks[idx as usize];
         let (parent, op) = (t.parent, t.parent_op);
@@ -367,6 +370,7 @@ impl Sim<'_> {
 
     /// Issues the next stage of a task at a level with a level below: its cache ops go to
     /// the cache device, its backend ops down the link to the level below.
+    #[inline(never)]
     fn issue_stage_above(&mut self, idx: u32) {
         let now = self.now;
         let t = &self.tasks[idx as usize];
@@ -410,6 +414,7 @@ impl Sim<'_> {
 
     /// Op `j` of task `parent` (a backend op of its level) crosses the level's link down and
     /// becomes a request (or, a demote, an offer) at the level below.
+    #[inline(never)]
     fn send_below(&mut self, parent: u32, j: u32, op: &DevOp) {
         let now = self.now;
         let l = self.tasks[parent as usize].level as usize;
@@ -487,6 +492,7 @@ impl Sim<'_> {
     }
 
     /// Op `j` of task `idx`, sent to the level below, is back; its data came from `served`.
+    #[inline(never)]
     pub(super) fn below_done(&mut self, idx: u32, j: u32, served: u16) {
         let t = &mut self.tasks[idx as usize];
         let l = t.level as usize;
@@ -559,6 +565,7 @@ impl Sim<'_> {
 
     /// A client's request's answer crosses its link up from `at`: when it reaches the client.
     #[cold]
+    #[inline(never)]
     fn cross_client_link_up(&mut self, idx: u32, c: u16, at: Nanos) -> Nanos {
         let (_, up) = payload(&self.tasks[idx as usize].req);
         let counting = self.counting();
@@ -634,6 +641,7 @@ impl Sim<'_> {
     /// A hierarchy's side of an acknowledgement: a client's request counts where its data
     /// came from; a sub-request answers its op at the level above, across the link.
     #[cold]
+    #[inline(never)]
     fn ack_hierarchy(&mut self, idx: u32, lat: Nanos) {
         let t = &self.tasks[idx as usize];
         match t.kind {

@@ -134,10 +134,7 @@ impl Sim<'_> {
             lv.m.dirty_max = lv.m.dirty_max.max(dirty);
         }
         let report = lv.cache.balance_report();
-        let policy_index = lv
-            .cache
-            .balanced_write_policy()
-            .map_or(0, |p| p as u8 + 1);
+        let policy_index = lv.cache.balanced_write_policy().map_or(0, |p| p as u8 + 1);
         let ldevs = &lv.devs;
         let Some(tl) = &mut lv.timeline else { return };
         let start = tl.next_tick - tl.interval;
@@ -225,7 +222,10 @@ impl Sim<'_> {
         let end = self.window_end.expect("window closed");
         let lv = &mut self.levels[l];
         let (end_stats, end_devs) = lv.m.end_stats.take().expect("window closed");
-        let w = lv.m.window.as_ref().expect("window opened before it closed");
+        let w =
+            lv.m.window
+                .as_ref()
+                .expect("window opened before it closed");
         let m_ = &lv.m;
         let duration = end - w.at;
         let secs = duration as f64 / 1e9;
