@@ -144,3 +144,29 @@ fn one_level_hierarchy_is_sim() {
         assert_eq!(hier["result"]["levels"][0]["requests_in"], a["requests"]);
     }
 }
+
+/// `tiercache hierarchy` is an alias of `sim`: the same record; and `sim`'s options a
+/// hierarchy run does not read are refused, naming them, rather than ignored.
+#[test]
+fn hierarchy_is_an_alias_of_sim() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hier.toml");
+    std::fs::write(&path, hierarchy_config(&CASES[2])).unwrap();
+    let p = path.to_str().unwrap();
+    let a = tiercache(&["sim", p, "--json"]).stdout;
+    let b = tiercache(&["hierarchy", p, "--json"]).stdout;
+    assert!(!a.is_empty());
+    assert_eq!(a, b);
+    for opt in [
+        ["--timeline", "t.csv"].as_slice(),
+        ["--skip-bad"].as_slice(),
+    ] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_tiercache"))
+            .args(["sim", p])
+            .args(opt)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(opt[0]), "{err}");
+    }
+}
