@@ -1,6 +1,7 @@
-//! `tiercache hierarchy`: run a cache hierarchy (docs/design.md §4.7) from a config's `[hierarchy]`
-//! section, each `[[variant]]` in turn, and print the per-level table or one JSON record per
-//! run. The runs are `tiercache_run::hierarchy`'s.
+//! `tiercache sim` on a config with a `[hierarchy]` section (`tiercache hierarchy` is an alias
+//! of `sim`): run the cache hierarchy (docs/design.md §4.7), each `[[variant]]` in turn, and
+//! print the per-level table or one JSON record per run. The runs are
+//! `tiercache_run::hierarchy`'s.
 
 use anyhow::Result;
 use clap::Args;
@@ -8,7 +9,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use tiercache_run::hierarchy::hierarchy_runs;
 
-/// Arguments of `tiercache hierarchy`.
+/// What `tiercache sim` passes on for a hierarchy config.
 #[derive(Debug, Args)]
 pub struct HierarchyArgs {
     /// Config (TOML) with a `[hierarchy]` section.
@@ -24,7 +25,7 @@ pub struct HierarchyArgs {
     pub only: Option<String>,
 }
 
-/// Entry point of `tiercache hierarchy`.
+/// Runs a hierarchy config (from `tiercache sim`).
 pub fn run(args: HierarchyArgs) -> Result<()> {
     let runs = hierarchy_runs(&args.config, &args.overrides, args.only.as_deref())?;
     let stdout = std::io::stdout();

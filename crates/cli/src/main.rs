@@ -3,8 +3,8 @@
 //! codes (2 for bad input: configs, arguments, traces; 1 for anything else).
 
 use tiercache::{
-    analyze_cmd, bench_cmd, control_cmd, hierarchy_cmd, install_cmd, mount_cmd, report_cmd,
-    serve_cmd, sim_cmd, sweep_cmd, trace_cmd, tune_cmd,
+    analyze_cmd, bench_cmd, control_cmd, install_cmd, mount_cmd, report_cmd, serve_cmd, sim_cmd,
+    sweep_cmd, trace_cmd, tune_cmd,
 };
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -23,11 +23,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Simulate a cache architecture on a workload or trace (virtual time or hit-ratio only).
+    /// Simulate a cache architecture on a workload or trace (virtual time or hit-ratio only);
+    /// a config with a `[hierarchy]` section runs its levels (clients over shared levels over
+    /// a backend, docs/design.md §4.7) in the same event loop: per-level hits, demotes, links
+    /// and latency. `hierarchy` is an alias.
+    #[command(visible_alias = "hierarchy")]
     Sim(sim_cmd::SimArgs),
-    /// Simulate a cache hierarchy (clients over shared levels over a backend, docs/design.md §4.7)
-    /// from a config's `[hierarchy]` section: per-level hits, demotes, links and latency.
-    Hierarchy(hierarchy_cmd::HierarchyArgs),
     /// Run a design-space sweep (axes × workloads × repetitions) in parallel, resumably.
     Sweep(sweep_cmd::SweepArgs),
     /// Turn sweep results into one self-contained HTML report with SVG plots.
@@ -72,7 +73,6 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(args) => sim_cmd::run(args),
-        Command::Hierarchy(args) => hierarchy_cmd::run(args),
         Command::Sweep(args) => sweep_cmd::run(args),
         Command::Report(args) => report_cmd::run(&args).map(|path| {
             eprintln!("report: {}", path.display());

@@ -36,10 +36,25 @@ pub struct SimArgs {
 
 /// Entry point of `tiercache sim`.
 pub fn run(args: SimArgs) -> Result<()> {
-    // A config with a `[hierarchy]` section describes several levels: it runs as
-    // `tiercache hierarchy` does (per-level table, or one record per run with the levels).
+    // A config with a `[hierarchy]` section describes several levels: the hierarchy runner
+    // (per-level table, or one record per run with the levels).
     if let Some(path) = &args.config {
         if tiercache_run::hierarchy::has_hierarchy(path)? {
+            // Refused rather than ignored: a result is never silently other than asked.
+            if args.timeline.is_some() {
+                anyhow::bail!(
+                    "--timeline: a hierarchy config ({}) has no single timeline; each level's \
+                     record holds its metrics (result.levels[i].metrics)",
+                    path.display()
+                );
+            }
+            if args.skip_bad {
+                anyhow::bail!(
+                    "--skip-bad: not read for a hierarchy config ({}): its trace clients stop \
+                     at the first malformed record",
+                    path.display()
+                );
+            }
             return crate::hierarchy_cmd::run(crate::hierarchy_cmd::HierarchyArgs {
                 config: path.clone(),
                 overrides: args.overrides,

@@ -11,15 +11,25 @@ pub(super) enum What {
     Issue(u32),
     /// Phase `phase` of op `op` of a task completed.
     Phase { task: u32, op: u32, phase: u8 },
+    /// Op `op` of a task, sent to the level below, is done there and back across the link;
+    /// `served` is the level (or [`BACKEND`]) its data came from.
+    Below { task: u32, op: u32, served: u16 },
     /// Completion CPU done: acknowledge.
     Ack(u32),
-    /// The cleaner asked to be polled.
-    Poll,
-    /// A load-balancing interval ended.
-    Balance,
-    /// A tenancy interval ended (partitions may be resized).
-    Repartition,
+    /// The cleaner of a level asked to be polled.
+    Poll(u16),
+    /// A load-balancing interval of a level ended.
+    Balance(u16),
+    /// A tenancy interval of a level ended (partitions may be resized).
+    Repartition(u16),
 }
+
+/// Where a request's data came from when it was the backend (a level's index otherwise).
+pub(super) const BACKEND: u16 = u16::MAX;
+/// A demote's answer: it serves no data.
+pub(super) const NOT_SERVED: u16 = u16::MAX - 1;
+/// No parent task.
+pub(super) const NO_TASK: u32 = u32::MAX;
 
 /// An event as the queue returns it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,8 +41,22 @@ pub(super) struct Event {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum TaskKind {
+    /// A client's request, at its top level.
     Request,
+    /// A backend op of the level above (its `parent`), a request at this level.
+    Sub,
+    /// A demote of the level above, offered to this level.
+    Demote,
+    /// A flush job of this level.
     Flush,
+}
+
+impl TaskKind {
+    /// A request (a client's or the level above's): acknowledged, its cache ops foreground.
+    #[inline(always)]
+    pub(super) fn is_request(self) -> bool {
+        matches!(self, TaskKind::Request | TaskKind::Sub)
+    }
 }
 
 /// A request or flush job in flight. Slots are reused with their plan buffers.
@@ -54,6 +78,17 @@ pub(super) struct Task {
     pub(super) flush: Option<FlushJob>,
     /// Allocated (guards against releasing a slot twice).
     pub(super) live: bool,
+    /// The level it runs at.
+    pub(super) level: u16,
+    /// The client whose request it is (requests only).
+    pub(super) client: u16,
+    /// Where its data came from: the deepest level (or [`BACKEND`]) a critical op reached.
+    pub(super) served: u16,
+    /// A request that crossed its client's link down already.
+    pub(super) crossed: bool,
+    /// The task and op at the level above this sub-request or demote answers.
+    pub(super) parent: u32,
+    pub(super) parent_op: u32,
 }
 
 impl Task {
@@ -74,6 +109,12 @@ impl Task {
             acked: false,
             flush: None,
             live: false,
+            level: 0,
+            client: 0,
+            served: 0,
+            crossed: false,
+            parent: NO_TASK,
+            parent_op: 0,
         }
     }
 }

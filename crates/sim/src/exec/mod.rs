@@ -17,7 +17,7 @@ use tiercache_metrics::{
 };
 use tiercache_policy::{CacheStats, DeviceLoad, ExecutorState, FlushJob, PolicyCore};
 
-use crate::config::SimConfig;
+use crate::config::{RunLimits, SimConfig};
 use crate::device::{DeviceCounters, DeviceModel, CAUSE_NAMES};
 use crate::host::Host;
 use crate::stats::{fill_policy_metrics, stats_diff};
@@ -53,15 +53,18 @@ pub struct SimOutput {
 
 mod background;
 mod events;
+mod levels;
 mod lookahead;
 mod queue;
 mod requests;
 mod window;
 
-use events::{Task, TaskKind, What};
+use events::{Task, TaskKind, What, BACKEND, NOT_SERVED};
+use levels::{Client, Level};
+pub(crate) use levels::{ClientSetup, LevelCounters, LevelSetup, LevelsOutput};
 use lookahead::Lookahead;
 use queue::EventQueue;
-use window::{TimelineState, Window};
+use window::TimelineState;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -71,17 +74,19 @@ enum Phase {
     Draining,
 }
 
+/// The executor: one or more cache levels (docs/design.md §4.7) fed by one or more clients,
+/// one event loop. A single-level run is one level and one client; a hierarchy's level passes
+/// its backend ops as requests to the level below (across its link), the lowest level to its
+/// backend devices.
 struct Sim<'a> {
-    cache: &'a mut dyn PolicyCore,
-    source: &'a mut dyn RequestSource,
-    /// Closed-loop requests drawn ahead, when the source allows it.
-    lookahead: Option<Lookahead>,
-    cfg: &'a SimConfig,
-    geo: LineGeometry,
-    devs: Vec<DeviceModel>,
-    /// Backend device index per volume (volumes past the end use device 1).
-    vol_dev: Vec<u16>,
-    host: Option<Host>,
+    /// The cache levels; a client's requests enter at its top level.
+    levels: Vec<Level<'a>>,
+    /// The request sources.
+    clients: Vec<Client<'a>>,
+    /// A hierarchy run: per-client and per-level hierarchy figures are kept (a single-level
+    /// run skips them).
+    hierarchy: bool,
+    run_limits: &'a RunLimits,
     now: Nanos,
     events: EventQueue,
     /// A request arriving now whose arrival comes before every event queued: it is handled
@@ -90,43 +95,25 @@ struct Sim<'a> {
     arrival_next: Option<u32>,
     tasks: Vec<Task>,
     free: Vec<u32>,
-    closed: bool,
-    jobs_done: Vec<bool>,
     pending_arrivals: u64,
     arrived: u64,
     measured_arrived: u64,
     /// The warm-up is over (both its request count and its time passed at an arrival).
     warm: bool,
+    /// When the measured window opened.
+    window_at: Option<Nanos>,
     inflight_requests: u64,
     phase: Phase,
-    window: Option<Window>,
     stop_at: Option<Nanos>,
     cleaning: bool,
-    poll_at: Option<Nanos>,
-    job_buf: Vec<FlushJob>,
-    cache_fg_inflight: u32,
-    cache_last_fg: Nanos,
-    backend_inflight: u32,
-    /// Latencies of measured requests that neither read nor write (trims, flushes). Tallies
-    /// (the histogram's buckets in an array), made recorders when the metrics are built.
-    lat_other: LatencyTally,
-    lat_read: LatencyTally,
-    lat_write: LatencyTally,
-    measured_done: u64,
-    measured_reads: u64,
-    measured_writes: u64,
-    measured_bytes: u64,
     last_ack: Nanos,
-    dirty_max: u64,
-    timeline: Option<TimelineState>,
     error: Option<SimError>,
     observer: Option<&'a mut dyn SimObserver>,
     window_end: Option<Nanos>,
-    end_stats: Option<(CacheStats, Vec<DeviceCounters>)>,
-    dirty_end: u64,
-    resident_end: u64,
-    host_busy_end: u128,
-    tenancy: crate::tenancy::TenancyRecorder,
+    /// Measured client requests served by the backend (hierarchy runs).
+    backend_served: u64,
+    /// The levels keep timelines (`run.timeline_interval_ns`).
+    timelines: bool,
 }
 
 /// Runs `cache` on the devices of `cfg` with requests from `source` until the source ends or a
@@ -172,113 +159,102 @@ fn simulate_inner<'a>(
     observer: Option<&'a mut dyn SimObserver>,
 ) -> Result<SimOutput, SimError> {
     cfg.validate()?;
-    let mut devs = vec![
-        DeviceModel::new("cache", &cfg.cache_device)?,
-        DeviceModel::new("backend", &cfg.backend)?,
-    ];
-    let mut vol_dev = Vec::new();
-    for vb in &cfg.volume_backends {
-        devs.push(DeviceModel::new(
-            &format!("backend-vol{}", vb.volume),
-            &vb.device,
-        )?);
-        let v = vb.volume as usize;
-        if vol_dev.len() <= v {
-            vol_dev.resize(v + 1, 1u16);
-        }
-        vol_dev[v] = (devs.len() - 1) as u16;
-    }
-    let host = match &cfg.host {
-        Some(h) => Some(Host::new(h)?),
-        None => None,
-    };
-    let timeline = cfg.run.timeline_interval_ns.map(|interval| TimelineState {
-        interval,
-        next_tick: interval,
-        prev_stats: cache.stats_snapshot(),
-        prev_devs: devs.iter().map(|d| d.counters(0)).collect(),
-        done: 0,
-        bytes: 0,
-        latency_sum: 0,
-        rows: Vec::new(),
-    });
-    let geo = cache.geometry();
-    let sim = Sim {
+    let level = LevelSetup {
         cache,
-        source,
-        lookahead: None,
-        cfg,
-        geo,
-        devs,
-        vol_dev,
-        host,
-        now: 0,
-        events: EventQueue::new(),
-        arrival_next: None,
-        tasks: Vec::new(),
-        free: Vec::new(),
-        closed: false,
-        jobs_done: Vec::new(),
-        pending_arrivals: 0,
-        arrived: 0,
-        measured_arrived: 0,
-        warm: false,
-        inflight_requests: 0,
-        phase: Phase::Running,
-        window: None,
-        stop_at: None,
-        cleaning: true,
-        poll_at: None,
-        job_buf: Vec::new(),
-        cache_fg_inflight: 0,
-        cache_last_fg: 0,
-        backend_inflight: 0,
-        lat_other: LatencyTally::new(),
-        lat_read: LatencyTally::new(),
-        lat_write: LatencyTally::new(),
-        measured_done: 0,
-        measured_reads: 0,
-        measured_writes: 0,
-        measured_bytes: 0,
-        last_ack: 0,
-        dirty_max: 0,
-        timeline,
-        error: None,
-        observer,
-        window_end: None,
-        end_stats: None,
-        dirty_end: 0,
-        resident_end: 0,
-        host_busy_end: 0,
-        tenancy: Default::default(),
+        cache_device: &cfg.cache_device,
+        cache_device_name: "cache",
+        backend: Some((&cfg.backend, &cfg.volume_backends)),
+        host: cfg.host.as_ref(),
+        link: None,
+        below: None,
+        depth: 0,
     };
-    sim.run()
+    let client = ClientSetup {
+        source,
+        top: 0,
+        offset: 0,
+        link: None,
+    };
+    let mut sim = Sim::new(vec![level], vec![client], &cfg.run, observer, false)?;
+    let mut metrics = sim.run()?;
+    let metrics = metrics.swap_remove(0);
+    let end = sim.now;
+    let lv = sim.levels.swap_remove(0);
+    let counters: Vec<DeviceCounters> = lv.devs.iter().map(|d| d.counters(end)).collect();
+    let backend_written_back_bytes = counters[1..]
+        .iter()
+        .map(|c| {
+            c.written_by_cause[crate::device::cause_index(OpCause::Clean)]
+                + c.written_by_cause[crate::device::cause_index(OpCause::EvictFlush)]
+        })
+        .sum();
+    Ok(SimOutput {
+        metrics,
+        timeline: lv.timeline.map(|t| t.rows).unwrap_or_default(),
+        latency: lv.m.lat_all(),
+        read_latency: lv.m.lat_read.to_recorder(),
+        write_latency: lv.m.lat_write.to_recorder(),
+        final_stats: lv.cache.stats_snapshot(),
+        backend_written_back_bytes,
+        devices: lv
+            .devs
+            .iter()
+            .map(|d| d.name().to_string())
+            .zip(counters)
+            .collect(),
+        end_ns: end,
+    })
 }
+
+/// Runs the levels of a hierarchy (docs/design.md §4.7) fed by its clients in one event loop.
+pub(crate) fn simulate_levels<'a>(
+    levels: Vec<LevelSetup<'a>>,
+    clients: Vec<ClientSetup<'a>>,
+    run: &'a RunLimits,
+) -> Result<LevelsOutput, SimError> {
+    let mut sim = Sim::new(levels, clients, run, None, true)?;
+    let metrics = sim.run()?;
+    Ok(sim.levels_output(metrics))
+}
+
 impl Sim<'_> {
-    #[inline(always)]
-    fn run(mut self) -> Result<SimOutput, SimError> {
-        match self.source.arrival() {
-            Arrival::Closed { jobs, iodepth } => {
-                self.closed = true;
-                self.jobs_done = vec![false; jobs as usize];
-                self.lookahead = Lookahead::new(&*self.source, jobs);
-                for _ in 0..iodepth {
-                    for job in 0..jobs {
-                        self.fetch(job);
+    /// The event loop (one copy for single-level and hierarchy runs: `handle` and what it
+    /// calls are inlined into it).
+    #[inline(never)]
+    fn run(&mut self) -> Result<Vec<RunMetrics>, SimError> {
+        for c in 0..self.clients.len() {
+            match self.clients[c].source.arrival() {
+                Arrival::Closed { jobs, iodepth } => {
+                    let cl = &mut self.clients[c];
+                    cl.closed = true;
+                    cl.jobs_done = vec![false; jobs as usize];
+                    cl.lookahead = Lookahead::new(&*cl.source, jobs);
+                    for _ in 0..iodepth {
+                        for job in 0..jobs {
+                            self.fetch(c as u16, job);
+                        }
                     }
                 }
-            }
-            Arrival::Open => {
-                self.jobs_done = vec![false];
-                self.fetch(0);
+                Arrival::Open => {
+                    self.clients[c].jobs_done = vec![false];
+                    self.fetch(c as u16, 0);
+                }
             }
         }
-        self.poll_cleaner();
-        self.poll_balancer();
-        self.poll_repartition();
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        for l in 0..self.levels.len() as u16 {
+            self.poll_cleaner(l);
+            self.poll_balancer(l);
+            self.poll_repartition(l);
+        }
         self.check_window_end();
         let mut metrics = None;
         let mut flush_start = None;
+        // The final flush runs level by level, top to bottom: a level's write-backs are
+        // writes at the level below, flushed in its turn.
+        let mut flush_level = 0;
         loop {
             loop {
                 let (time, what) = match self.arrival_next.take() {
@@ -289,7 +265,7 @@ impl Sim<'_> {
                         None => break,
                     },
                 };
-                if self.timeline.is_some() && self.phase == Phase::Running {
+                if self.timelines && self.phase == Phase::Running {
                     self.ticks_until(time);
                 }
                 debug_assert!(time >= self.now);
@@ -303,50 +279,40 @@ impl Sim<'_> {
             }
             if metrics.is_none() {
                 // The window closed and background work drained: final flush, if asked.
-                metrics = Some(self.build_metrics());
-                if self.cfg.run.final_flush {
+                metrics = Some(
+                    (0..self.levels.len())
+                        .map(|l| self.build_metrics(l))
+                        .collect::<Vec<_>>(),
+                );
+                if self.run_limits.final_flush {
                     flush_start = Some(self.now);
-                    let mut jobs = Vec::new();
-                    self.cache.flush_all(&mut jobs);
-                    for job in jobs {
-                        self.start_flush(job);
-                    }
-                    if !self.events.is_empty() || self.arrival_next.is_some() {
-                        continue;
-                    }
+                } else {
+                    break;
                 }
             }
-            break;
+            if flush_level == self.levels.len() {
+                break;
+            }
+            let l = flush_level;
+            flush_level += 1;
+            let mut jobs = Vec::new();
+            self.levels[l].cache.flush_all(&mut jobs);
+            for job in jobs {
+                self.start_flush(l as u16, job);
+            }
         }
         let mut metrics = metrics.expect("built above");
         if let Some(start) = flush_start {
-            metrics.final_flush_ns = self.now - start;
+            for m in &mut metrics {
+                m.final_flush_ns = self.now - start;
+            }
         }
-        let counters: Vec<DeviceCounters> =
-            self.devs.iter().map(|d| d.counters(self.now)).collect();
-        let backend_written_back_bytes = counters[1..]
-            .iter()
-            .map(|c| {
-                c.written_by_cause[crate::device::cause_index(OpCause::Clean)]
-                    + c.written_by_cause[crate::device::cause_index(OpCause::EvictFlush)]
-            })
-            .sum();
-        Ok(SimOutput {
-            metrics,
-            timeline: self.timeline.take().map(|t| t.rows).unwrap_or_default(),
-            latency: self.lat_all(),
-            read_latency: self.lat_read.to_recorder(),
-            write_latency: self.lat_write.to_recorder(),
-            final_stats: self.cache.stats_snapshot(),
-            backend_written_back_bytes,
-            devices: self
-                .devs
-                .iter()
-                .map(|d| d.name().to_string())
-                .zip(counters)
-                .collect(),
-            end_ns: self.now,
-        })
+        Ok(metrics)
+    }
+
+    /// The hierarchy's counters count: the measured window is open.
+    fn counting(&self) -> bool {
+        self.window_at.is_some() && self.phase == Phase::Running
     }
 
     #[inline]
@@ -354,7 +320,10 @@ impl Sim<'_> {
         if time == Nanos::MAX {
             // A timer that far off never fires. A request or an op cannot: device models and
             // sources saturate there rather than wrap.
-            if !matches!(what, What::Poll | What::Balance | What::Repartition) {
+            if !matches!(
+                what,
+                What::Poll(_) | What::Balance(_) | What::Repartition(_)
+            ) {
                 self.time_overflow();
             }
             return;
@@ -377,25 +346,27 @@ impl Sim<'_> {
         }
     }
 
+    #[inline(always)]
     fn handle(&mut self, what: What) {
         match what {
             What::Arrive(idx) => self.arrive(idx),
             What::Issue(idx) => self.issue_first(idx),
             What::Phase { task, op, phase } => self.phase_done(task, op, phase),
+            What::Below { task, op, served } => self.below_done(task, op, served),
             What::Ack(idx) => {
                 self.ack(idx);
                 if self.tasks[idx as usize].ops_left == 0 {
                     self.free_task(idx);
                 }
             }
-            What::Poll => {
-                if self.poll_at == Some(self.now) {
-                    self.poll_at = None;
-                    self.poll_cleaner();
+            What::Poll(l) => {
+                if self.levels[l as usize].poll_at == Some(self.now) {
+                    self.levels[l as usize].poll_at = None;
+                    self.poll_cleaner(l);
                 }
             }
-            What::Balance => self.poll_balancer(),
-            What::Repartition => self.poll_repartition(),
+            What::Balance(l) => self.poll_balancer(l),
+            What::Repartition(l) => self.poll_repartition(l),
         }
     }
 }

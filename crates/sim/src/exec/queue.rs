@@ -122,6 +122,7 @@ impl EventQueue {
     }
 
     /// True when no event is pending.
+    #[cfg(test)]
     pub(super) fn is_empty(&self) -> bool {
         self.now.is_empty() && self.due.is_empty() && self.in_calendar == 0 && self.far.is_empty()
     }
@@ -197,6 +198,7 @@ impl EventQueue {
 
     /// Moves the clock to the earliest calendar or `far` event (nothing is due and `now` is
     /// empty) and returns it; the other events at that time become `due`.
+    #[inline(always)]
     fn advance(&mut self) -> Option<Event> {
         debug_assert!(self.due.is_empty() && self.now.is_empty());
         if self.in_calendar == 0 {
@@ -474,10 +476,10 @@ mod tests {
             ] {
                 let mut q = EventQueue::new();
                 let day = 1u64 << INITIAL_SHIFT;
-                q.push(clock_day * day, What::Poll);
+                q.push(clock_day * day, What::Poll(0));
                 q.pop();
                 for &o in &offsets {
-                    q.push((clock_day + o) * day, What::Poll);
+                    q.push((clock_day + o) * day, What::Poll(0));
                 }
                 let expected = *offsets.iter().max().unwrap() as usize;
                 assert_eq!(q.last_day(), expected, "clock day {clock_day}, {offsets:?}");
@@ -504,8 +506,8 @@ mod tests {
     #[should_panic(expected = "before the clock")]
     fn scheduling_in_the_past_is_refused() {
         let mut q = EventQueue::new();
-        q.push(10, What::Poll);
+        q.push(10, What::Poll(0));
         q.pop();
-        q.push(9, What::Poll);
+        q.push(9, What::Poll(0));
     }
 }

@@ -8,6 +8,8 @@ pub(super) struct Window {
     pub(super) stats: CacheStats,
     pub(super) devs: Vec<DeviceCounters>,
     pub(super) host_busy: u128,
+    /// The level's link's busy time, ps.
+    pub(super) link_busy: u128,
 }
 
 pub(super) struct TimelineState {
@@ -22,18 +24,31 @@ pub(super) struct TimelineState {
 }
 
 impl Sim<'_> {
+    /// Opens the measured window: every level's state now.
     pub(super) fn take_window_snapshot(&mut self) {
         let now = self.now;
-        self.window = Some(Window {
-            at: now,
-            stats: self.cache.stats_snapshot(),
-            devs: self.devs.iter().map(|d| d.counters(now)).collect(),
-            host_busy: self.host.as_ref().map_or(0, |h| h.busy_ns()),
-        });
-        self.tenancy.window_start(&*self.cache);
-        self.stop_at = self.cfg.run.duration_ns.map(|d| now.saturating_add(d));
+        self.window_at = Some(now);
+        for lv in &mut self.levels {
+            lv.m.window = Some(Window {
+                at: now,
+                stats: lv.cache.stats_snapshot(),
+                devs: lv.devs.iter().map(|d| d.counters(now)).collect(),
+                host_busy: lv.host.as_ref().map_or(0, |h| h.busy_ns()),
+                link_busy: lv.link.as_ref().map_or(0, |k| k.counters(now).cost_ps),
+            });
+            lv.tenancy.window_start(&*lv.cache);
+            // The hierarchy's counters cover the window.
+            lv.c = LevelCounters::default();
+        }
+        for c in &mut self.clients {
+            c.link_bytes = (0, 0);
+            c.link_busy_at_window = c.link.as_ref().map_or(0, |k| k.counters(now).cost_ps);
+        }
+        self.stop_at = self.run_limits.duration_ns.map(|d| now.saturating_add(d));
         // The balancer's first interval starts with the measured window.
-        self.poll_balancer();
+        for l in 0..self.levels.len() as u16 {
+            self.poll_balancer(l);
+        }
     }
 
     /// Closes the measured window, while it is open, once no request can arrive any more and
@@ -50,28 +65,34 @@ impl Sim<'_> {
     /// Closes the measured window: no request can arrive any more and none is in flight.
     #[cold]
     fn close_window(&mut self) {
-        if let Some(tl) = &self.timeline {
-            // Emit the partial last interval.
-            if self.now > tl.next_tick - tl.interval {
-                let end = self.now;
-                self.emit_row(end);
+        for l in 0..self.levels.len() {
+            if let Some(tl) = &self.levels[l].timeline {
+                // Emit the partial last interval.
+                if self.now > tl.next_tick - tl.interval {
+                    let end = self.now;
+                    self.emit_row(l, end);
+                }
             }
         }
         self.phase = Phase::Draining;
         self.cleaning = false;
-        if self.window.is_none() {
+        if self.window_at.is_none() {
             self.take_window_snapshot();
         }
         self.window_end = Some(self.now.max(self.last_ack));
-        self.end_stats = Some((
-            self.cache.stats_snapshot(),
-            self.devs.iter().map(|d| d.counters(self.now)).collect(),
-        ));
-        self.dirty_max = self.dirty_max.max(self.cache.dirty_lines());
-        self.dirty_end = self.cache.dirty_lines();
-        self.resident_end = self.cache.resident_lines();
-        self.host_busy_end = self.host.as_ref().map_or(0, |h| h.busy_ns());
-        self.tenancy.window_end(&*self.cache);
+        let now = self.now;
+        for lv in &mut self.levels {
+            lv.m.end_stats = Some((
+                lv.cache.stats_snapshot(),
+                lv.devs.iter().map(|d| d.counters(now)).collect(),
+            ));
+            lv.m.dirty_max = lv.m.dirty_max.max(lv.cache.dirty_lines());
+            lv.m.dirty_end = lv.cache.dirty_lines();
+            lv.m.resident_end = lv.cache.resident_lines();
+            lv.m.host_busy_end = lv.host.as_ref().map_or(0, |h| h.busy_ns());
+            lv.m.link_busy_end = lv.link.as_ref().map_or(0, |k| k.counters(now).cost_ps);
+            lv.tenancy.window_end(&*lv.cache);
+        }
     }
 
     /// Emits the rows of the intervals that end at or before `time`, the time of the next
@@ -80,8 +101,14 @@ impl Sim<'_> {
     /// they become one row spanning them all: rows grow with the activity, not with the clock
     /// (a trace idle for a year at a 1 ms interval makes one row, not 3e10).
     pub(super) fn ticks_until(&mut self, time: Nanos) {
+        for l in 0..self.levels.len() {
+            self.level_ticks_until(l, time);
+        }
+    }
+
+    fn level_ticks_until(&mut self, l: usize, time: Nanos) {
         let mut idle = false;
-        while let Some(tl) = &self.timeline {
+        while let Some(tl) = &self.levels[l].timeline {
             if tl.next_tick > time {
                 break;
             }
@@ -90,27 +117,26 @@ impl Sim<'_> {
             } else {
                 tl.next_tick
             };
-            self.emit_row(end);
+            self.emit_row(l, end);
             idle = true;
         }
     }
 
     /// Emits the row of the interval ending at `end` (normally the next tick).
-    pub(super) fn emit_row(&mut self, end: Nanos) {
-        let stats = self.cache.stats_snapshot();
-        let devs: Vec<DeviceCounters> = self.devs.iter().map(|d| d.counters(end)).collect();
-        let dirty = self.cache.dirty_lines();
-        let resident = self.cache.resident_lines();
-        let warm_at = self.window.as_ref().map(|w| w.at);
+    pub(super) fn emit_row(&mut self, l: usize, end: Nanos) {
+        let lv = &mut self.levels[l];
+        let stats = lv.cache.stats_snapshot();
+        let devs: Vec<DeviceCounters> = lv.devs.iter().map(|d| d.counters(end)).collect();
+        let dirty = lv.cache.dirty_lines();
+        let resident = lv.cache.resident_lines();
+        let warm_at = self.window_at;
         if warm_at.is_some() {
-            self.dirty_max = self.dirty_max.max(dirty);
+            lv.m.dirty_max = lv.m.dirty_max.max(dirty);
         }
-        let report = self.cache.balance_report();
-        let policy_index = self
-            .cache
-            .balanced_write_policy()
-            .map_or(0, |p| p as u8 + 1);
-        let Some(tl) = &mut self.timeline else { return };
+        let report = lv.cache.balance_report();
+        let policy_index = lv.cache.balanced_write_policy().map_or(0, |p| p as u8 + 1);
+        let ldevs = &lv.devs;
+        let Some(tl) = &mut lv.timeline else { return };
         let start = tl.next_tick - tl.interval;
         let secs = (end - start) as f64 / 1e9;
         let d = stats_diff(&tl.prev_stats, &stats);
@@ -129,7 +155,7 @@ impl Sim<'_> {
             } else {
                 (b.cost_ps - a.cost_ps.min(b.cost_ps)) as f64 / ops as f64
             };
-            self.devs[i].inflight() as f64 * per_op_ps / 1e6
+            ldevs[i].inflight() as f64 * per_op_ps / 1e6
         };
         let cache_qtime_us = qtime_us(0);
         let backend_qtime_us: f64 = (1..devs.len()).map(qtime_us).sum();
@@ -137,7 +163,7 @@ impl Sim<'_> {
             let i = crate::device::cause_index(c);
             devs[0].by_cause[i] - tl.prev_devs[0].by_cause[i]
         };
-        let queued = self.devs[0].inflight_by_cause();
+        let queued = ldevs[0].inflight_by_cause();
         let q = |c: OpCause| queued[crate::device::cause_index(c)] as u64;
         tl.rows.push(TimelineRow {
             start_ns: start,
@@ -184,58 +210,55 @@ impl Sim<'_> {
         tl.latency_sum = 0;
         tl.next_tick = end + tl.interval;
         let row = *tl.rows.last().expect("just pushed");
-        if let Some(obs) = self.observer.as_deref_mut() {
-            obs.on_interval(&row, &mut *self.cache);
+        if l == 0 {
+            if let Some(obs) = self.observer.as_deref_mut() {
+                obs.on_interval(&row, &mut *self.levels[0].cache);
+            }
         }
     }
 
-    /// Latencies of every measured request: reads, writes and the rest together.
-    pub(super) fn lat_all(&self) -> LatencyRecorder {
-        let mut all = self.lat_read.to_recorder();
-        all.merge(&self.lat_write.to_recorder());
-        all.merge(&self.lat_other.to_recorder());
-        all
-    }
-
-    pub(super) fn build_metrics(&mut self) -> RunMetrics {
-        let w = self
-            .window
-            .as_ref()
-            .expect("window opened before it closed");
-        let (end_stats, end_devs) = self.end_stats.take().expect("window closed");
+    /// Level `l`'s metrics of the measured window.
+    pub(super) fn build_metrics(&mut self, l: usize) -> RunMetrics {
         let end = self.window_end.expect("window closed");
+        let lv = &mut self.levels[l];
+        let (end_stats, end_devs) = lv.m.end_stats.take().expect("window closed");
+        let w =
+            lv.m.window
+                .as_ref()
+                .expect("window opened before it closed");
+        let m_ = &lv.m;
         let duration = end - w.at;
         let secs = duration as f64 / 1e9;
         let mut m = RunMetrics {
-            requests: self.measured_done,
-            read_requests: self.measured_reads,
-            write_requests: self.measured_writes,
-            bytes: self.measured_bytes,
+            requests: m_.measured_done,
+            read_requests: m_.measured_reads,
+            write_requests: m_.measured_writes,
+            bytes: m_.measured_bytes,
             duration_ns: duration,
             iops: if duration == 0 {
                 0.0
             } else {
-                self.measured_done as f64 / secs
+                m_.measured_done as f64 / secs
             },
             bandwidth_bytes_per_s: if duration == 0 {
                 0.0
             } else {
-                self.measured_bytes as f64 / secs
+                m_.measured_bytes as f64 / secs
             },
             latency_us: LatencyBreakdown {
-                all: self.lat_all().summary(),
-                read: self.lat_read.to_recorder().summary(),
-                write: self.lat_write.to_recorder().summary(),
+                all: m_.lat_all().summary(),
+                read: m_.lat_read.to_recorder().summary(),
+                write: m_.lat_write.to_recorder().summary(),
             },
-            dirty_lines_end: self.dirty_end,
-            dirty_lines_max: self.dirty_max,
-            resident_lines_end: self.resident_end,
-            metadata_bytes: self.cache.metadata_bytes() as u64,
+            dirty_lines_end: m_.dirty_end,
+            dirty_lines_max: m_.dirty_max,
+            resident_lines_end: m_.resident_end,
+            metadata_bytes: lv.cache.metadata_bytes() as u64,
             ..Default::default()
         };
         fill_policy_metrics(&mut m, &stats_diff(&w.stats, &end_stats));
         let mut devices = BTreeMap::new();
-        for ((dev, a), b) in self.devs.iter().zip(&w.devs).zip(&end_devs) {
+        for ((dev, a), b) in lv.devs.iter().zip(&w.devs).zip(&end_devs) {
             let load = b.load_since(a);
             let ops = b.ops - a.ops;
             devices.insert(
@@ -260,8 +283,8 @@ impl Sim<'_> {
                 },
             );
         }
-        if let Some(h) = &self.host {
-            let busy = self.host_busy_end - w.host_busy;
+        if let Some(h) = &lv.host {
+            let busy = m_.host_busy_end - w.host_busy;
             let util = if duration == 0 {
                 0.0
             } else {
@@ -276,10 +299,11 @@ impl Sim<'_> {
             );
         }
         m.devices = devices;
+        lv.m.stats_end = Some(end_stats);
         // Validated when the run started.
-        let cache_device = self.cfg.cache_device.resolve("cache_device").ok();
-        m.tenancy = self.tenancy.metrics(
-            &*self.cache,
+        let cache_device = lv.cache_device.resolve("cache_device").ok();
+        m.tenancy = lv.tenancy.metrics(
+            &*lv.cache,
             &crate::tenancy::WindowFacts {
                 start: w.at,
                 end,

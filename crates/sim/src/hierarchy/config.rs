@@ -23,7 +23,9 @@
 //! ```
 //!
 //! Each level's `cache` is a whole `[cache]` section (capacity, line size, eviction,
-//! promotion, write policy, shards, `victim`); `victim = "demote"` on one level makes just that
+//! promotion, write policy, cleaning, load balancing, tenancy, shards, `victim`) and runs as a
+//! single-level cache with it does, cleaner and balancer included; a level may add `host` (a
+//! `[host]` CPU model); `victim = "demote"` on one level makes just that
 //! level exclusive with the next, `exclusive = true` every level that has a level below. A
 //! `link` always leads *down* from where it is written: a client's from its lowest own level to
 //! the first shared level (or the backend), a level's to the next level (or the backend).
@@ -55,6 +57,11 @@ pub struct HierarchyConfig {
     /// order over every client.
     #[serde(default)]
     pub warmup_requests: u64,
+    /// After the measured window, write every level's dirty lines back, level by level from
+    /// the top (a level's write-backs are writes at the level below, flushed in its turn), as
+    /// `run.final_flush` does in a single-level run.
+    #[serde(default)]
+    pub final_flush: bool,
 }
 
 /// One cache level: a policy core and its device.
@@ -71,6 +78,10 @@ pub struct LevelConfig {
     /// Link from this level down to the next (or the backend).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<LinkConfig>,
+    /// The level's host CPU model, as a single-level run's `[host]` (None: CPU costs
+    /// nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::host::HostConfig>,
 }
 
 /// One client: its workload and its own cache levels above the shared ones.

@@ -3,8 +3,9 @@
 //! a table.
 
 use super::executor::HierarchySim;
+use crate::exec::LevelsOutput;
 use serde::{Deserialize, Serialize};
-use tiercache_metrics::{ratio, LatencySummary};
+use tiercache_metrics::{ratio, LatencyRecorder, LatencySummary, RunMetrics};
 use tiercache_policy::VictimConfig;
 
 /// The result of one hierarchy run.
@@ -58,6 +59,12 @@ pub struct LevelResult {
     pub demotes_received: u64,
     /// The link down from this level, if it has one.
     pub link: Option<LinkResult>,
+    /// The level's own figures over the measured window, as a single-level run reports its
+    /// cache (docs/design.md §9's `metrics`): the requests that reached it and their latency
+    /// there, its policy's counters, its devices (`cache`, and `backend` for the lowest
+    /// level). A one-level hierarchy's equal `sim`'s. None for the backend row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<RunMetrics>,
 }
 
 /// Traffic of one link over the measured window.
@@ -90,45 +97,44 @@ pub struct ClientResult {
     pub link: Option<LinkResult>,
 }
 
-pub(crate) fn collect(sim: &HierarchySim) -> HierarchyResult {
-    let (start, end) = sim.measured_window();
+pub(crate) fn collect(sim: &HierarchySim, out: &LevelsOutput) -> HierarchyResult {
+    let (start, end) = out.window;
     let elapsed = end - start;
-    let requests: u64 = sim.clients_view().map(|c| c.requests).sum();
-    let util = |cost_ps: u128, since: u128| {
+    let requests: u64 = out.clients.iter().map(|c| c.requests).sum();
+    let util = |busy_ps: u128| {
         if elapsed == 0 {
             0.0
         } else {
-            ((cost_ps - since.min(cost_ps)) as f64 / (elapsed as f64 * 1000.0)).clamp(0.0, 1.0)
+            (busy_ps as f64 / (elapsed as f64 * 1000.0)).clamp(0.0, 1.0)
         }
     };
     let mut levels = Vec::new();
-    // Clients' own levels first, then the shared ones (built first), top to bottom.
-    let mut order: Vec<&super::executor::Node> = sim.nodes.iter().collect();
-    order.sort_by_key(|n| n.client.is_none());
-    for n in order {
-        let s = crate::stats_diff(&n.stats_at_warmup, &n.core.stats_snapshot());
-        let cfg = level_cache(sim, n);
+    // Clients' own levels first, then the shared ones, top to bottom: the nodes' order.
+    for (n, o) in sim.nodes.iter().zip(&out.levels) {
+        let s = crate::stats_diff(&o.stats.0, &o.stats.1);
+        let c = &o.counters;
         levels.push(LevelResult {
             name: n.name.clone(),
             shared: n.client.is_none(),
             capacity: n.core.capacity_lines() * n.core.geometry().line_size(),
-            eviction: format!("{:?}", cfg.eviction).to_lowercase(),
-            demotes: cfg.victim == VictimConfig::Demote,
-            hit_fraction: ratio(n.c.served, requests),
-            served: n.c.served,
-            requests_in: n.c.requests_in,
+            eviction: format!("{:?}", n.cache.eviction).to_lowercase(),
+            demotes: n.cache.victim == VictimConfig::Demote,
+            hit_fraction: ratio(c.served, requests),
+            served: c.served,
+            requests_in: c.requests_in,
             line_hit_ratio: ratio(s.line_hits, s.line_accesses),
-            demotes_sent: n.c.demotes_sent,
-            demotes_accepted: n.c.demotes_accepted,
-            demotes_already_held: n.c.demotes_already_held,
-            demotes_rejected: n.c.demotes_rejected,
+            demotes_sent: c.demotes_sent,
+            demotes_accepted: c.demotes_accepted,
+            demotes_already_held: c.demotes_already_held,
+            demotes_rejected: c.demotes_rejected,
             demotes_received: s.demotes_received,
-            link: n.link.as_ref().map(|l| LinkResult {
-                bytes_down: n.c.link_bytes_down,
-                bytes_up: n.c.link_bytes_up,
-                demote_bytes: n.c.demote_bytes,
-                utilisation: util(l.counters(end).cost_ps, n.link_cost_at_warmup),
+            link: n.link.as_ref().map(|_| LinkResult {
+                bytes_down: c.link_bytes_down,
+                bytes_up: c.link_bytes_up,
+                demote_bytes: c.demote_bytes,
+                utilisation: util(c.link_busy_ps),
             }),
+            metrics: Some(o.metrics.clone()),
         });
     }
     levels.push(LevelResult {
@@ -137,8 +143,8 @@ pub(crate) fn collect(sim: &HierarchySim) -> HierarchyResult {
         capacity: 0,
         eviction: "-".into(),
         demotes: false,
-        hit_fraction: ratio(sim.backend_served(), requests),
-        served: sim.backend_served(),
+        hit_fraction: ratio(out.backend_served, requests),
+        served: out.backend_served,
         requests_in: 0,
         line_hit_ratio: 0.0,
         demotes_sent: 0,
@@ -147,10 +153,16 @@ pub(crate) fn collect(sim: &HierarchySim) -> HierarchyResult {
         demotes_rejected: 0,
         demotes_received: 0,
         link: None,
+        metrics: None,
     });
+    let mut overall = LatencyRecorder::new();
     let clients = sim
-        .clients_view()
-        .map(|c| {
+        .config()
+        .clients
+        .iter()
+        .zip(&out.clients)
+        .map(|(cfg, c)| {
+            overall.merge(&c.latency);
             let mut served_by: Vec<(String, f64)> = c
                 .served
                 .iter()
@@ -160,15 +172,15 @@ pub(crate) fn collect(sim: &HierarchySim) -> HierarchyResult {
                 .collect();
             served_by.push(("backend".into(), ratio(c.served_backend, c.requests)));
             ClientResult {
-                name: c.name.to_string(),
+                name: cfg.name.clone(),
                 requests: c.requests,
                 latency_us: c.latency.summary(),
                 served_by,
-                link: c.link_cost_ps.map(|(cost, since)| LinkResult {
-                    bytes_down: c.link_bytes.0,
-                    bytes_up: c.link_bytes.1,
+                link: c.link.map(|(down, up, busy)| LinkResult {
+                    bytes_down: down,
+                    bytes_up: up,
                     demote_bytes: 0,
-                    utilisation: util(cost, since),
+                    utilisation: util(busy),
                 }),
             }
         })
@@ -176,24 +188,10 @@ pub(crate) fn collect(sim: &HierarchySim) -> HierarchyResult {
     HierarchyResult {
         requests,
         elapsed_ns: elapsed,
-        latency_us: sim.overall_latency().summary(),
+        latency_us: overall.summary(),
         levels,
         clients,
     }
-}
-
-fn level_cache(sim: &HierarchySim, n: &super::executor::Node) -> tiercache_policy::CacheConfig {
-    let cfg = sim.config();
-    let has_below = n.below.is_some();
-    let level = match n.client {
-        Some(c) => cfg.clients[c]
-            .levels
-            .iter()
-            .find(|l| format!("{}.{}", cfg.clients[c].name, l.name) == n.name),
-        None => cfg.levels.iter().find(|l| l.name == n.name),
-    }
-    .expect("every node comes from a level of the config");
-    cfg.effective_cache(level, has_below)
 }
 
 impl HierarchyResult {
