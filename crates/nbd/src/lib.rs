@@ -19,6 +19,7 @@ mod exports;
 mod proto;
 mod remote;
 mod server;
+pub mod tls;
 
 pub use client::{ClientError, Connection, ExportInfo, NbdUri, Sent, Target};
 pub use demote::{DemoteConfig, DemoteExport, DemoteTracker};
@@ -26,5 +27,6 @@ pub use exports::{serve_tcp_exports, serve_unix_exports, Export, Exports, Export
 pub use remote::{Remote, RemoteConfig};
 pub use server::{
     serve_connection, serve_connection_to, serve_tcp, serve_unix, ServerConfig, ServerStats,
-    Shutdown, MAX_BUSY_POLL,
+    Shutdown, Stream, MAX_BUSY_POLL,
 };
+pub use tls::{ClientRule, ClientTls, ServerTls, ServerTlsFiles, TlsError, TlsMode};

@@ -4,19 +4,21 @@
 
 mod handshake;
 mod listen;
+mod upgrade;
 
 pub(crate) use listen::accept_loop;
 pub use listen::{serve_tcp, serve_unix, Shutdown, Stream};
 
 use crate::exports::Exports;
 use crate::proto::*;
-use handshake::{handshake, HandshakeIo};
+use handshake::{greet, options, HandshakeIo, Negotiation, Outcome};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 use tiercache_blockdev::{BlockDevice, ReapWait};
+use upgrade::Transport;
 
 /// Server counters, readable while serving.
 #[derive(Default, Debug, serde::Serialize)]
@@ -42,6 +44,17 @@ pub struct ServerStats {
     /// Connections the listener failed to accept for want of a resource (file descriptors,
     /// memory) or because the client gave up first; the listener goes on.
     pub accept_errors: AtomicU64,
+    /// TLS sessions set up (`NBD_OPT_STARTTLS` and a completed TLS handshake).
+    pub tls_sessions: AtomicU64,
+    /// TLS handshakes that failed (a certificate refused either way, a peer speaking no
+    /// TLS): each ended its connection.
+    pub tls_handshake_failures: AtomicU64,
+    /// Options refused with `NBD_REP_ERR_TLS_REQD` (or connections closed, for
+    /// `NBD_OPT_EXPORT_NAME`) because TLS was not up.
+    pub tls_required: AtomicU64,
+    /// Exports refused to a TLS client whose identity may not use them
+    /// (`NBD_REP_ERR_POLICY`).
+    pub authz_refusals: AtomicU64,
 }
 
 /// Server limits and settings.
@@ -61,6 +74,9 @@ pub struct ServerConfig {
     /// takes tens of microseconds (a virtual machine's idle vCPU), the device otherwise
     /// idles between a batch's completions and the client's next requests.
     pub busy_poll: Duration,
+    /// TLS offered or required, and who may use which export (`None`: no TLS,
+    /// `NBD_OPT_STARTTLS` refused).
+    pub tls: Option<Arc<crate::tls::ServerTls>>,
 }
 
 /// The longest [`ServerConfig::busy_poll`]: beyond a few device latencies spinning only burns
@@ -74,6 +90,7 @@ impl Default for ServerConfig {
             workers: 8,
             export_name: String::new(),
             busy_poll: Duration::ZERO,
+            tls: None,
         }
     }
 }
@@ -186,20 +203,58 @@ pub fn serve_connection_to<S: Stream>(
     shutdown: &Shutdown,
 ) -> io::Result<()> {
     stats.connections.fetch_add(1, Relaxed);
-    let writer = Mutex::new(BufWriter::with_capacity(256 << 10, s.try_clone()?));
     // A shutdown ends this connection's wait for its client (its reading side).
     let closer = s.try_clone()?;
     let _registered = shutdown.register(Box::new(move || closer.shutdown_read()));
-    let mut reader = BufReader::with_capacity(256 << 10, s);
+    let mut writer = Mutex::new(BufWriter::with_capacity(
+        256 << 10,
+        Transport::Plain(s.try_clone()?),
+    ));
+    let mut reader = BufReader::with_capacity(256 << 10, Transport::Plain(s.try_clone()?));
     let mut demote_session = None;
-    let dev = {
+    let mut neg = Negotiation::default();
+    {
         let mut hs = HandshakeIo {
             r: &mut reader,
             w: &writer,
         };
-        match handshake(&mut hs, exports, cfg, stats, &mut demote_session)? {
-            Some(dev) => dev,
-            None => return Ok(()),
+        if !greet(&mut hs, stats, &mut neg)? {
+            return Ok(());
+        }
+    }
+    let dev = loop {
+        let mut hs = HandshakeIo {
+            r: &mut reader,
+            w: &writer,
+        };
+        match options(&mut hs, exports, cfg, stats, &mut demote_session, &neg)? {
+            Outcome::Go(dev) => break dev,
+            Outcome::Close => return Ok(()),
+            Outcome::StartTls => {
+                let Some(tls) = cfg.tls.as_ref() else {
+                    return Ok(()); // Acknowledged only with TLS configured.
+                };
+                // Bytes the client sent after STARTTLS (its TLS hello) may sit in the
+                // reader's buffer already: they open the session.
+                let early = reader.buffer().to_vec();
+                let session = tls
+                    .session()
+                    .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
+                let t = crate::tls::TlsStream::new(s.try_clone()?, session.into(), &early)?;
+                if t.handshake().is_err() {
+                    // A certificate refused, an expired one, a client that speaks no TLS:
+                    // the alert went out; this connection ends, the server goes on.
+                    stats.tls_handshake_failures.fetch_add(1, Relaxed);
+                    return Ok(());
+                }
+                stats.tls_sessions.fetch_add(1, Relaxed);
+                neg.tls = true;
+                neg.identity = t
+                    .peer_certificate()
+                    .and_then(|der| crate::tls::PeerIdentity::of_certificate(&der));
+                reader = BufReader::with_capacity(256 << 10, Transport::Tls(t.try_clone()?));
+                writer = Mutex::new(BufWriter::with_capacity(256 << 10, Transport::Tls(t)));
+            }
         }
     };
     let demotes = demote_session.is_some();
@@ -379,7 +434,7 @@ fn read_fast_batch<W: Write>(
 /// go out at once: the client sends its next requests as it gets them, and those are started
 /// as they arrive. (Sleeping on a completion alone held each arriving request until the
 /// device's next completion.)
-fn answer_started<S: Read, W: Write>(
+fn answer_started<S: Stream, W: Write>(
     dev: &dyn BlockDevice,
     stats: &ServerStats,
     writer: &Mutex<BufWriter<W>>,
@@ -396,7 +451,11 @@ fn answer_started<S: Read, W: Write>(
         let Some(fd) = fd else {
             return Ok(());
         };
-        if *in_flight == 0 || !reader.buffer().is_empty() || readable(fd) {
+        if *in_flight == 0
+            || !reader.buffer().is_empty()
+            || reader.get_ref().buffered()
+            || readable(fd)
+        {
             return Ok(());
         }
         if wait != ReapWait::No && n == 0 {
@@ -543,7 +602,7 @@ fn transmission<S: Stream, W: Write>(
             )?;
         }
         if let (Some(fd), false) = (fd, cfg.busy_poll.is_zero()) {
-            if reader.buffer().is_empty() {
+            if reader.buffer().is_empty() && !reader.get_ref().buffered() {
                 // The next request is polled for before the read below sleeps on it.
                 let until = Instant::now() + cfg.busy_poll;
                 while !readable(fd) && Instant::now() < until && !shutdown.is_triggered() {
