@@ -1,7 +1,7 @@
 //! The serve lifecycle of tiercache as a library, beside the engine and the NBD server it
 //! puts together: the `[serve]` config ([`config`]), a [`Server`] builder whose
 //! [`ServerHandle`] stops cleanly ([`server`]), several exports ([`exports`]), the stats file,
-//! the Prometheus metrics listener ([`metrics`]) and detaching a stopped cache ([`flush`]).
+//! the Prometheus metrics listener ([`metrics`]), NBD over TLS ([`tls`]) and detaching a stopped cache ([`flush`]).
 //! The `tiercache serve` and `flush` commands are argument parsing around these.
 //!
 //! A crate of its own rather than a module of the engine: the metrics listener brings an HTTP
@@ -15,6 +15,7 @@ pub mod flush;
 pub mod metrics;
 pub mod server;
 mod stats;
+pub mod tls;
 
 pub use config::{ServeConfig, ServeSetup};
 pub use server::{ServeReport, Server, ServerBuilder, ServerHandle};
