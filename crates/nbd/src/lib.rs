@@ -16,6 +16,7 @@ use tiercache_blockdev::BlockDevice;
 pub mod client;
 pub mod demote;
 mod exports;
+pub mod fuzzing;
 mod proto;
 mod remote;
 mod server;
