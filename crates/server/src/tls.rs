@@ -1,4 +1,4 @@
-//! `[serve.tls]`: NBD over TLS for the served cache (docs/design.md §10), and the rule that a
+//! `[serve.tls]`: NBD over TLS for the served cache (docs/nbd-tls.md), and the rule that a
 //! TCP listener beyond loopback needs it.
 
 use anyhow::{bail, Context, Result};

@@ -1,4 +1,4 @@
-//! NBD over TLS (the protocol's `NBD_OPT_STARTTLS`, docs/design.md §10): the server's
+//! NBD over TLS (the protocol's `NBD_OPT_STARTTLS`, docs/nbd-tls.md): the server's
 //! credentials and mode ([`ServerTls`], [`TlsMode`] as nbdkit's `--tls` spells it), the
 //! client's ([`ClientTls`], from an `nbds://` URI), the per-export authorisation of client
 //! identities ([`ClientRule`]) and the stream that carries a connection once the upgrade is
