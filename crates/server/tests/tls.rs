@@ -111,3 +111,76 @@ fn plaintext_beyond_loopback_is_refused_at_load_unless_allowed() {
     );
     tiercache_server::config::load(Some(&path), &["serve.allow_plaintext=true".into()]).unwrap();
 }
+
+#[test]
+fn a_cache_whose_backend_is_nbds_writes_back_over_tls() {
+    let pki = pki::Pki::new("tiercache test CA");
+    let sdir = pki.server_dir("server", false);
+    let upper_creds = pki.client_dir("upper", Some("upper-cache"));
+    let dir = tempfile::tempdir().unwrap();
+    let lower_dir = dir.path().join("lower");
+    std::fs::create_dir_all(&lower_dir).unwrap();
+    let path = lower_dir.join("serve.toml");
+    std::fs::write(
+        &path,
+        config(
+            &lower_dir,
+            &format!(
+                "listen = \"127.0.0.1:0\"\nflush_on_exit = true\n[serve.tls]\nmode = \"require\"\ncertificates = \"{}\"\nverify_peer = true\n[[serve.tls.clients]]\nidentity = \"upper-cache\"\nexports = [\"vol\"]\n",
+                sdir.display()
+            ),
+        ),
+    )
+    .unwrap();
+    let lower = Server::builder(tiercache_server::config::load(Some(&path), &[]).unwrap())
+        .log(|_| {})
+        .start()
+        .unwrap();
+    let port = lower.addr().rsplit(':').next().unwrap().to_string();
+    let upper_dir = dir.path().join("upper");
+    std::fs::create_dir_all(&upper_dir).unwrap();
+    let upper_toml = format!(
+        r#"
+[cache]
+capacity = "2MiB"
+line_size = "4KiB"
+write_policy = "write-back"
+[engine]
+cache_path = "{d}/cache.img"
+backend_path = "nbds://127.0.0.1:{port}/vol?tls-certificates={c}"
+[serve]
+socket = "{d}/nbd.sock"
+flush_on_exit = true
+"#,
+        d = upper_dir.display(),
+        c = upper_creds.display()
+    );
+    let path = upper_dir.join("serve.toml");
+    std::fs::write(&path, upper_toml).unwrap();
+    let upper = Server::builder(tiercache_server::config::load(Some(&path), &[]).unwrap())
+        .log(|_| {})
+        .start()
+        .unwrap();
+    let t = Duration::from_secs(10);
+    let conn = Connection::open(&upper.addr().parse().unwrap(), t).unwrap();
+    let data: Vec<u8> = (0..65536u32).map(|i| (i * 13) as u8).collect();
+    conn.call(Command::Write, false, 1 << 20, 65536, &data, t)
+        .unwrap();
+    drop(conn);
+    // Detaching the upper cache writes its dirty lines back over TLS.
+    upper.stop().unwrap();
+    let direct: NbdUri = format!(
+        "nbds://127.0.0.1:{port}/vol?tls-certificates={}",
+        upper_creds.display()
+    )
+    .parse()
+    .unwrap();
+    let conn = Connection::open(&direct, t).unwrap();
+    assert!(
+        conn.call(Command::Read, false, 1 << 20, 65536, &[], t)
+            .unwrap()
+            == data
+    );
+    drop(conn);
+    lower.stop().unwrap();
+}

@@ -30,6 +30,8 @@ struct Shared<S: Write> {
     control: Mutex<S>,
     /// The socket's descriptor, for polling.
     fd: Option<RawFd>,
+    /// A close_notify went out (once is enough).
+    closed: std::sync::atomic::AtomicBool,
 }
 
 struct Reading<S> {
@@ -59,6 +61,7 @@ impl<S: Stream> TlsStream<S> {
                 writing: Mutex::new(socket.try_clone()?),
                 fd: socket.raw_fd(),
                 control: Mutex::new(socket),
+                closed: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
@@ -93,6 +96,36 @@ impl<S: Stream> TlsStream<S> {
         s.peer_certificates()
             .and_then(|c| c.first())
             .map(|c| c.as_ref().to_vec())
+    }
+
+    /// Ends the TLS session (a close_notify, best effort: the peer may be gone), so the
+    /// peer tells a clean end from a cut connection, as the protocol asks of a disconnect.
+    fn close_notify(&self) {
+        if self
+            .shared
+            .closed
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            return;
+        }
+        let Ok(mut socket) = self.shared.writing.try_lock() else {
+            // A writer is mid-record (a shutdown from another thread): no alert to splice in.
+            return;
+        };
+        let mut out = Vec::new();
+        {
+            let mut s = lock(&self.shared.session);
+            if s.is_handshaking() {
+                return;
+            }
+            s.send_close_notify();
+            while s.wants_write() {
+                if s.write_tls(&mut out).is_err() {
+                    break;
+                }
+            }
+        }
+        let _ = socket.write_all(&out).and_then(|_| socket.flush());
     }
 
     /// Sends the records rustls has sealed (the socket's write lock first, then the
@@ -206,6 +239,7 @@ impl<S: Stream> Stream for TlsStream<S> {
         })
     }
     fn shutdown(&self) {
+        self.close_notify();
         lock(&self.shared.control).shutdown()
     }
     fn shutdown_read(&self) {
@@ -229,7 +263,11 @@ impl<S: Stream> Stream for TlsStream<S> {
 
 impl<S: Write> Drop for Shared<S> {
     fn drop(&mut self) {
-        // The last handle: a close_notify, so the peer tells a clean end from a cut one.
+        // The last handle, not shut down first: a close_notify, so the peer tells a clean end
+        // from a cut one.
+        if *self.closed.get_mut() {
+            return;
+        }
         let s = self.session.get_mut().unwrap_or_else(|e| e.into_inner());
         if !s.is_handshaking() {
             s.send_close_notify();
