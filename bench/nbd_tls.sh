@@ -17,25 +17,27 @@ cargo build -q --profile test --manifest-path "$ROOT/Cargo.toml" -p tiercache-nb
 BIN=${CARGO_TARGET_DIR:-$ROOT/target}/debug/examples/nbd_tls_bench
 W=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$W"' EXIT
+# fio's nbd engine may not name local files in a URI (libnbd's allow_local_file is off), so
+# its credentials are libnbd's default directory under a HOME of this run's own.
+mkdir -p "$W/.pki"
 "$BIN" certs "$W/pki"
+cp -r "$W/pki" "$W/.pki/libnbd"
 PLAIN=10890; TLS=10891; KIT=10892
 "$BIN" serve $PLAIN 256 &
 "$BIN" serve $TLS 256 "$W/pki" &
-nbdkit -f --exit-with-parent -i 127.0.0.1 -p $KIT --tls=require --tls-certificates="$W/pki" memory 256M &
+nbdkit -f --exit-with-parent -i 127.0.0.1 -p $KIT --tls=require --tls-certificates="$W/pki" memory 256M 2>/dev/null &
 sleep 1
 iops() { # URI
-  fio --name=tls --ioengine=nbd --uri="$1" --rw=randread --bs=4k --iodepth=16 --size=256m \
+  HOME=$W fio --name=tls --ioengine=nbd --uri="$1" --rw=randread --bs=4k --iodepth=16 --size=256m \
       --time_based --runtime="$SECS" --output-format=json 2>/dev/null |
-    python3 -c 'import json,sys; print(round(json.load(sys.stdin)["jobs"][0]["read"]["iops"]))'
+    python3 -c 'import json,sys; t=sys.stdin.read(); print(round(json.loads(t[t.index("{"):])["jobs"][0]["read"]["iops"]))'
 }
-# fio's nbd engine asks libnbd for the URI's TLS (tls-certificates=DIR).
-Q="tls-certificates=$W/pki"
 declare -A R
 for name in plain tls nbdkit_tls; do R[$name]=""; done
 for r in $(seq "$ROUNDS"); do
   R[plain]+="$(iops "nbd://127.0.0.1:$PLAIN/") "
-  R[tls]+="$(iops "nbds://127.0.0.1:$TLS/?$Q") "
-  R[nbdkit_tls]+="$(iops "nbds://127.0.0.1:$KIT/?$Q") "
+  R[tls]+="$(iops "nbds://127.0.0.1:$TLS/") "
+  R[nbdkit_tls]+="$(iops "nbds://127.0.0.1:$KIT/") "
 done
 python3 - "${R[plain]}" "${R[tls]}" "${R[nbdkit_tls]}" <<'PY'
 import statistics, sys, json

@@ -37,6 +37,8 @@ struct Shared<S: Write> {
 struct Reading<S> {
     socket: S,
     raw: Vec<u8>,
+    /// Where the socket is read into (allocated once: a read per request batch).
+    chunk: Vec<u8>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -57,6 +59,7 @@ impl<S: Stream> TlsStream<S> {
                 reading: Mutex::new(Reading {
                     socket: socket.try_clone()?,
                     raw: early.to_vec(),
+                    chunk: vec![0u8; RAW_CHUNK],
                 }),
                 writing: Mutex::new(socket.try_clone()?),
                 fd: socket.raw_fd(),
@@ -147,18 +150,20 @@ impl<S: Stream> TlsStream<S> {
     /// `false` at the peer's end of stream (told to rustls).
     fn read_more(&self) -> io::Result<bool> {
         let mut r = lock(&self.shared.reading);
+        let Reading { socket, raw, chunk } = &mut *r;
         let mut open = true;
-        if r.raw.is_empty() {
-            let mut chunk = vec![0u8; RAW_CHUNK];
-            let n = r.socket.read(&mut chunk)?;
-            chunk.truncate(n);
-            r.raw = chunk;
+        let outcome = if raw.is_empty() {
+            let n = socket.read(chunk)?;
             open = n > 0;
-        }
-        let outcome = {
             let mut s = lock(&self.shared.session);
-            let taken = s.read_tls(&mut &r.raw[..])?;
-            r.raw.drain(..taken);
+            let taken = s.read_tls(&mut &chunk[..n])?;
+            // What rustls did not take yet waits for the next call.
+            raw.extend_from_slice(&chunk[taken..n]);
+            s.process_new_packets().map(|_| s.wants_write())
+        } else {
+            let mut s = lock(&self.shared.session);
+            let taken = s.read_tls(&mut &raw[..])?;
+            raw.drain(..taken);
             s.process_new_packets().map(|_| s.wants_write())
         };
         drop(r);
