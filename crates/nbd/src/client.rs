@@ -272,6 +272,10 @@ impl ExportInfo {
     pub fn can_trim(&self) -> bool {
         self.flags & FLAG_SEND_TRIM != 0
     }
+    /// The server accepts CACHE (a prefetch).
+    pub fn can_cache(&self) -> bool {
+        self.flags & FLAG_SEND_CACHE != 0
+    }
     /// The server accepts WRITE_ZEROES.
     pub fn can_write_zeroes(&self) -> bool {
         self.flags & FLAG_SEND_WRITE_ZEROES != 0
@@ -353,6 +357,8 @@ pub enum Command {
     Trim,
     /// WRITE_ZEROES over a range.
     WriteZeroes,
+    /// CACHE a range (a prefetch hint; no data comes back).
+    Cache,
     /// tiercache's DEMOTE (payload as WRITE; only on a connection that negotiated it, see
     /// [`crate::demote`]). The reply's error field is the outcome.
     Demote,
@@ -366,6 +372,7 @@ impl Command {
             Command::Flush => CMD_FLUSH,
             Command::Trim => CMD_TRIM,
             Command::WriteZeroes => CMD_WRITE_ZEROES,
+            Command::Cache => CMD_CACHE,
             Command::Demote => crate::demote::CMD_TIERCACHE_DEMOTE,
         }
     }

@@ -29,6 +29,7 @@ pub(crate) const FLAG_SEND_FLUSH: u16 = 1 << 2;
 pub(crate) const FLAG_SEND_FUA: u16 = 1 << 3;
 pub(crate) const FLAG_SEND_TRIM: u16 = 1 << 5;
 pub(crate) const FLAG_SEND_WRITE_ZEROES: u16 = 1 << 6;
+pub(crate) const FLAG_SEND_CACHE: u16 = 1 << 10;
 pub(crate) const FLAG_CAN_MULTI_CONN: u16 = 1 << 8;
 pub(crate) const CMD_FLAG_FUA: u16 = 1;
 
@@ -37,6 +38,7 @@ pub(crate) const CMD_WRITE: u16 = 1;
 pub(crate) const CMD_DISC: u16 = 2;
 pub(crate) const CMD_FLUSH: u16 = 3;
 pub(crate) const CMD_TRIM: u16 = 4;
+pub(crate) const CMD_CACHE: u16 = 5;
 pub(crate) const CMD_WRITE_ZEROES: u16 = 6;
 
 pub(crate) const EIO: u32 = 5;

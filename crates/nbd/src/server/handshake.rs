@@ -15,8 +15,12 @@ fn opt_reply(s: &mut impl Write, opt: u32, typ: u32, data: &[u8]) -> io::Result<
 
 /// The export description (size, transmission flags) of `dev`.
 fn export_info(dev: &dyn BlockDevice) -> Vec<u8> {
-    let mut flags =
-        FLAG_HAS_FLAGS | FLAG_SEND_FLUSH | FLAG_SEND_FUA | FLAG_SEND_TRIM | FLAG_SEND_WRITE_ZEROES;
+    let mut flags = FLAG_HAS_FLAGS
+        | FLAG_SEND_FLUSH
+        | FLAG_SEND_FUA
+        | FLAG_SEND_TRIM
+        | FLAG_SEND_WRITE_ZEROES
+        | FLAG_SEND_CACHE;
     if dev.multi_conn() {
         flags |= FLAG_CAN_MULTI_CONN;
     }

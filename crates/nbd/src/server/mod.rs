@@ -140,6 +140,7 @@ fn run(job: &mut Job, dev: &dyn BlockDevice, stats: &ServerStats) -> u32 {
         CMD_FLUSH => dev.flush(),
         CMD_TRIM => dev.trim(job.offset, len),
         CMD_WRITE_ZEROES => dev.write_zeroes(job.offset, len, fua),
+        CMD_CACHE => prefetch(dev, job.offset, len),
         crate::demote::CMD_TIERCACHE_DEMOTE => {
             return crate::demote::run(dev, &job.payload, job.offset)
         }
@@ -156,6 +157,22 @@ fn run(job: &mut Job, dev: &dyn BlockDevice, stats: &ServerStats) -> u32 {
             EIO
         }
     }
+}
+
+/// Bytes `NBD_CMD_CACHE` reads at a time: its length (up to 4 GiB) never sizes a buffer.
+const PREFETCH_CHUNK: u64 = 1 << 20;
+
+/// `NBD_CMD_CACHE`: reads the range through the device, in chunks, so that a cache below
+/// holds it (as its promotion policy decides for reads); the data goes nowhere.
+fn prefetch(dev: &dyn BlockDevice, offset: u64, len: u64) -> io::Result<()> {
+    let mut buf = vec![0u8; PREFETCH_CHUNK.min(len) as usize];
+    let mut at = 0;
+    while at < len {
+        let n = PREFETCH_CHUNK.min(len - at) as usize;
+        dev.read_at(&mut buf[..n], offset + at)?;
+        at += n as u64;
+    }
+    Ok(())
 }
 
 fn reply<W: Write>(
@@ -649,7 +666,7 @@ fn transmission<S: Stream, W: Write>(
                 return Ok(());
             }
             CMD_READ => !in_range || len > cfg.max_payload,
-            CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES => !in_range,
+            CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES | CMD_CACHE => !in_range,
             CMD_FLUSH => false,
             crate::demote::CMD_TIERCACHE_DEMOTE => {
                 !demotes || !in_range || crate::demote::tracker_of(dev).is_none()
