@@ -1,4 +1,4 @@
-//! NBD, both sides: a server (fixed newstyle handshake, simple replies) over any
+//! NBD, both sides: a server (fixed newstyle handshake, STARTTLS, structured replies to READs when asked for) over any
 //! [`BlockDevice`], and a client ([`Connection`], pooled with retries and reconnection as
 //! [`Remote`]) so a remote export can be a cache's backend.
 //!

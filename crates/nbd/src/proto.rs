@@ -12,6 +12,7 @@ pub(crate) const OPT_LIST: u32 = 3;
 pub(crate) const OPT_STARTTLS: u32 = 5;
 pub(crate) const OPT_INFO: u32 = 6;
 pub(crate) const OPT_GO: u32 = 7;
+pub(crate) const OPT_STRUCTURED_REPLY: u32 = 8;
 pub(crate) const REP_ACK: u32 = 1;
 pub(crate) const REP_SERVER: u32 = 2;
 pub(crate) const REP_INFO: u32 = 3;

@@ -80,7 +80,7 @@ fn cache_reads_the_range_through_the_device_in_chunks() {
 }
 
 #[test]
-fn nbdinfo_sees_can_cache() {
+fn nbdinfo_sees_can_cache_and_structured_replies() {
     if !common::have("nbdinfo") {
         return;
     }

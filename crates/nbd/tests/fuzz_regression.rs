@@ -85,6 +85,13 @@ fn the_seeds_reach_what_they_were_written_for() {
     assert!(o.transmission && o.requests == 2, "{o:?}");
     let o = serve_input(&seed("nbd_server_options", "export_name"), None, false);
     assert!(o.transmission && o.requests == 1, "{o:?}");
+    // Structured replies: the READs' replies are chunks (16 + 4 + 8 + data, or + 6 for the
+    // out-of-range one), longer than simple replies (16 + data) would be.
+    let o = serve_input(&seed("nbd_server_options", "structured"), None, false);
+    assert!(o.transmission && o.requests == 12, "{o:?}");
+    let options = 20 + 20 + (20 + 14) + (20 + 12) + 20; // two STRUCTURED_REPLY, GO's three
+    let chunks = 16 + (20 + 8 + 4) + (20 + 6) + 8 * (20 + 8 + 4096);
+    assert_eq!(o.reply_bytes, 18 + options + chunks, "{o:?}");
     let o = serve_input(&seed("nbd_server_options", "too_big"), None, false);
     assert!(!o.transmission && o.protocol_errors == 1, "{o:?}");
     let o = serve_input(

@@ -50,6 +50,8 @@ pub(super) struct Negotiation {
     pub(super) tls: bool,
     /// Who the client is (its certificate), once TLS is up.
     pub(super) identity: Option<crate::tls::PeerIdentity>,
+    /// The client asked for structured replies (`NBD_OPT_STRUCTURED_REPLY`).
+    pub(super) structured: bool,
 }
 
 /// Sends the server's greeting and reads the client's flags; `false`: the connection ends
@@ -123,7 +125,7 @@ pub(super) fn options<S: Read + Write>(
     cfg: &ServerConfig,
     stats: &ServerStats,
     demote_session: &mut Option<Arc<crate::demote::Ledger>>,
-    neg: &Negotiation,
+    neg: &mut Negotiation,
 ) -> io::Result<Outcome> {
     let mode = cfg.tls.as_ref().map_or(TlsMode::Off, |t| t.mode);
     loop {
@@ -178,6 +180,15 @@ pub(super) fn options<S: Read + Write>(
                     opt_reply(s, opt, REP_ACK, &[])?;
                     s.flush()?;
                     return Ok(Outcome::StartTls);
+                };
+                opt_reply(s, opt, rep, &[])?;
+            }
+            OPT_STRUCTURED_REPLY => {
+                let rep = if len != 0 {
+                    REP_ERR_INVALID
+                } else {
+                    neg.structured = true;
+                    REP_ACK
                 };
                 opt_reply(s, opt, rep, &[])?;
             }
@@ -284,7 +295,7 @@ pub(super) fn options<S: Read + Write>(
 /// The handshake reads through the buffered reader and writes through the shared writer.
 pub(super) struct HandshakeIo<'a, R, W: Write> {
     pub(super) r: &'a mut R,
-    pub(super) w: &'a Mutex<BufWriter<W>>,
+    pub(super) w: &'a Mutex<Replies<W>>,
 }
 
 impl<R: Read, W: Write> Read for HandshakeIo<'_, R, W> {

@@ -4,6 +4,7 @@
 
 mod handshake;
 mod listen;
+mod replies;
 mod upgrade;
 
 pub(crate) use listen::accept_loop;
@@ -12,6 +13,7 @@ pub use listen::{serve_tcp, serve_unix, Shutdown, Stream};
 use crate::exports::Exports;
 use crate::proto::*;
 use handshake::{greet, options, HandshakeIo, Negotiation, Outcome};
+use replies::{reply, Replies};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -175,29 +177,6 @@ fn prefetch(dev: &dyn BlockDevice, offset: u64, len: u64) -> io::Result<()> {
     Ok(())
 }
 
-fn reply<W: Write>(
-    w: &Mutex<BufWriter<W>>,
-    handle: &[u8; 8],
-    err: u32,
-    data: &[u8],
-    more: bool,
-) -> io::Result<()> {
-    let mut w = w.lock().unwrap_or_else(|e| e.into_inner());
-    let mut h = [0u8; 16];
-    h[0..4].copy_from_slice(&SIMPLE_MAGIC.to_be_bytes());
-    h[4..8].copy_from_slice(&err.to_be_bytes());
-    h[8..16].copy_from_slice(handle);
-    w.write_all(&h)?;
-    if err == 0 {
-        w.write_all(data)?;
-    }
-    // Replies batch while the reader still has requests buffered.
-    if !more {
-        w.flush()?;
-    }
-    Ok(())
-}
-
 /// Serves one connection until the client disconnects, breaks the protocol, or `shutdown`
 /// triggers. Requests run on `cfg.workers` threads.
 pub fn serve_connection<S: Stream>(
@@ -223,10 +202,10 @@ pub fn serve_connection_to<S: Stream>(
     // A shutdown ends this connection's wait for its client (its reading side).
     let closer = s.try_clone()?;
     let _registered = shutdown.register(Box::new(move || closer.shutdown_read()));
-    let mut writer = Mutex::new(BufWriter::with_capacity(
+    let mut writer = Mutex::new(Replies::new(BufWriter::with_capacity(
         256 << 10,
         Transport::Plain(s.try_clone()?),
-    ));
+    )));
     let mut reader = BufReader::with_capacity(256 << 10, Transport::Plain(s.try_clone()?));
     let mut demote_session = None;
     let mut neg = Negotiation::default();
@@ -244,7 +223,7 @@ pub fn serve_connection_to<S: Stream>(
             r: &mut reader,
             w: &writer,
         };
-        match options(&mut hs, exports, cfg, stats, &mut demote_session, &neg)? {
+        match options(&mut hs, exports, cfg, stats, &mut demote_session, &mut neg)? {
             Outcome::Go(dev) => break dev,
             Outcome::Close => return Ok(()),
             Outcome::StartTls => {
@@ -270,10 +249,19 @@ pub fn serve_connection_to<S: Stream>(
                     .peer_certificate()
                     .and_then(|der| crate::tls::PeerIdentity::of_certificate(&der));
                 reader = BufReader::with_capacity(256 << 10, Transport::Tls(t.try_clone()?));
-                writer = Mutex::new(BufWriter::with_capacity(256 << 10, Transport::Tls(t)));
+                writer = Mutex::new(Replies::new(BufWriter::with_capacity(
+                    256 << 10,
+                    Transport::Tls(t),
+                )));
+                // Negotiated in the clear, structured replies are negotiated again.
+                neg.structured = false;
             }
         }
     };
+    writer
+        .get_mut()
+        .unwrap_or_else(|e| e.into_inner())
+        .set_structured(neg.structured);
     let demotes = demote_session.is_some();
     let dev = crate::demote::for_connection(dev, demote_session);
     stats.sessions.fetch_add(1, Relaxed);
@@ -402,7 +390,7 @@ fn read_fast_batch<W: Write>(
     reads: Vec<([u8; 8], u64, u32)>,
     dev: &dyn BlockDevice,
     stats: &ServerStats,
-    writer: &Mutex<BufWriter<W>>,
+    writer: &Mutex<Replies<W>>,
     tx: &mpsc::SyncSender<Job>,
     more: bool,
 ) -> io::Result<()> {
@@ -454,7 +442,7 @@ fn read_fast_batch<W: Write>(
 fn answer_started<S: Stream, W: Write>(
     dev: &dyn BlockDevice,
     stats: &ServerStats,
-    writer: &Mutex<BufWriter<W>>,
+    writer: &Mutex<Replies<W>>,
     reader: &BufReader<S>,
     fd: Option<RawFd>,
     busy_poll: Duration,
@@ -504,7 +492,7 @@ fn hand_over<W: Write>(
     job: Job,
     dev: &dyn BlockDevice,
     stats: &ServerStats,
-    writer: &Mutex<BufWriter<W>>,
+    writer: &Mutex<Replies<W>>,
     started: &mut usize,
 ) -> io::Result<bool> {
     let mut job = job;
@@ -528,7 +516,7 @@ fn hand_over<W: Write>(
 fn answer_all_started<W: Write>(
     dev: &dyn BlockDevice,
     stats: &ServerStats,
-    writer: &Mutex<BufWriter<W>>,
+    writer: &Mutex<Replies<W>>,
     in_flight: &mut usize,
 ) -> io::Result<()> {
     while *in_flight > 0 {
@@ -544,7 +532,7 @@ fn answer_all_started<W: Write>(
 fn reap_and_answer<W: Write>(
     dev: &dyn BlockDevice,
     stats: &ServerStats,
-    writer: &Mutex<BufWriter<W>>,
+    writer: &Mutex<Replies<W>>,
     wait: ReapWait,
     in_flight: &mut usize,
 ) -> io::Result<usize> {
@@ -594,11 +582,24 @@ fn transmission<S: Stream, W: Write>(
     cfg: &ServerConfig,
     stats: &ServerStats,
     shutdown: &Shutdown,
-    writer: &Mutex<BufWriter<W>>,
+    writer: &Mutex<Replies<W>>,
     pool: Option<&mpsc::SyncSender<Job>>,
     demotes: bool,
 ) -> io::Result<()> {
     let fd = reader.get_ref().raw_fd();
+    let structured = writer
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .structured();
+    // Structured replies name a READ's offset: each READ taken is told to the writer first.
+    let taken = |reads: &[([u8; 8], u64, u32)]| {
+        if structured {
+            let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
+            for &(h, o, _) in reads {
+                w.read_taken(h, o);
+            }
+        }
+    };
     let mut read_buf = Vec::new();
     // Reads started on the device (see `BlockDevice::start_reads`) not answered yet.
     let mut started_reads = 0usize;
@@ -645,6 +646,9 @@ fn transmission<S: Stream, W: Write>(
         let handle: [u8; 8] = h[8..16].try_into().unwrap();
         let offset = u64::from_be_bytes(h[16..24].try_into().unwrap());
         let len = u32::from_be_bytes(h[24..28].try_into().unwrap());
+        if typ == CMD_READ {
+            taken(&[(handle, offset, len)]);
+        }
         let in_range = offset
             .checked_add(len as u64)
             .is_some_and(|e| e <= dev.size());
@@ -685,6 +689,7 @@ fn transmission<S: Stream, W: Write>(
                 // finish, while the reader goes on taking requests.
                 let reads =
                     take_waiting_reads(reader, dev, cfg, stats, (handle, offset, len), READ_BATCH);
+                taken(&reads[1..]);
                 let tags: Vec<(u64, u64, u32)> = reads
                     .iter()
                     .map(|&(h, o, l)| (u64::from_be_bytes(h), o, l))
@@ -730,6 +735,7 @@ fn transmission<S: Stream, W: Write>(
                 // start at once); the ones it does not claim go to the workers.
                 let reads =
                     take_waiting_reads(reader, dev, cfg, stats, (handle, offset, len), READ_BATCH);
+                taken(&reads[1..]);
                 read_fast_batch(reads, dev, stats, writer, tx, !reader.buffer().is_empty())?;
                 continue;
             }
