@@ -3,7 +3,8 @@
 # libCacheSim (the reference simulator the hit ratios are checked against), and the real NBD
 # clients and servers the engine is tested and benchmarked with: fio (nbd engine), qemu-io and
 # qemu-nbd (qemu-utils), nbdcopy and nbdsh (libnbd-bin, python3-libnbd), nbdkit; fuse3 for
-# `tiercache mount`, postmark and rclone for its benchmark.
+# `tiercache mount`, postmark and rclone for its benchmark; mdbook builds the user guide
+# (docs/guide), whose tests build it and check its links.
 # Idempotent: installs only what is missing. Needs root (or sudo) for apt-get.
 set -euo pipefail
 
@@ -17,6 +18,7 @@ command -v nbdkit >/dev/null || need_apt+=(nbdkit)
 command -v fusermount3 >/dev/null || need_apt+=(fuse3)       # tiercache mount (FUSE) and its tests
 command -v postmark >/dev/null || need_apt+=(postmark)       # bench/postmark_file_cache.sh
 command -v rclone >/dev/null || need_apt+=(rclone)           # its caching-mount comparator
+command -v systemd-analyze >/dev/null || need_apt+=(systemd) # verifies examples/systemd's unit
 if [ "${#need_apt[@]}" -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -41,4 +43,11 @@ done
 if [ "${#py_need[@]}" -gt 0 ]; then
   echo "setup: installing ${py_need[*]} (PyPI)"
   python3 -m pip install -q "${py_need[@]}"
+fi
+
+# mdbook (the user guide, docs/guide) is not packaged by Debian: from crates.io, without the
+# features the tests do not use (serve, watch, search), so the build stays short.
+if ! command -v mdbook >/dev/null; then
+  echo "setup: installing mdbook (crates.io)"
+  cargo install mdbook --locked --no-default-features
 fi

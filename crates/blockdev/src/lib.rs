@@ -15,6 +15,7 @@
 
 mod file;
 mod mem;
+pub mod space;
 pub mod uring;
 
 pub use file::{open_rw, FileDevice, DIRECT_ALIGN};

@@ -100,9 +100,30 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
             serde_json::to_string(&analysis).context("serialising the analysis")?
         )?;
     } else {
+        writeln!(out, "{}", describe(&args))?;
         write!(out, "{analysis}")?;
     }
     Ok(())
+}
+
+/// What was analysed and how, in one line above the analysis: the trace, the line size, how
+/// the miss-ratio curve was computed.
+fn describe(args: &AnalyzeArgs) -> String {
+    let line = if args.line_size.is_multiple_of(1024) {
+        format!("{} KiB", args.line_size / 1024)
+    } else {
+        format!("{} B", args.line_size)
+    };
+    let exact = if args.exact { " and exactly" } else { "" };
+    let curve = match (args.shards_rate, args.shards_max_entries) {
+        (Some(r), _) => format!("estimated by SHARDS sampling at rate {r}{exact}"),
+        (None, Some(n)) => format!("estimated by SHARDS with at most {n} sampled lines{exact}"),
+        (None, None) => "from exact LRU stack distances".to_string(),
+    };
+    format!(
+        "analysed {} in {line} lines; miss-ratio curve {curve}; intervals of {}\n",
+        args.file, args.interval
+    )
 }
 
 #[cfg(test)]

@@ -7,8 +7,10 @@
 
 pub mod analyze_cmd;
 pub mod bench_cmd;
+pub mod control_cmd;
 pub mod errors;
 pub mod hierarchy_cmd;
+pub mod install_cmd;
 pub mod mount_cmd;
 pub mod report_cmd;
 pub mod serve_cmd;

@@ -3,11 +3,11 @@
 //! codes (2 for bad input: configs, arguments, traces; 1 for anything else).
 
 use tiercache::{
-    analyze_cmd, bench_cmd, hierarchy_cmd, mount_cmd, report_cmd, serve_cmd, sim_cmd, sweep_cmd,
-    trace_cmd, tune_cmd,
+    analyze_cmd, bench_cmd, control_cmd, hierarchy_cmd, install_cmd, mount_cmd, report_cmd,
+    serve_cmd, sim_cmd, sweep_cmd, trace_cmd, tune_cmd,
 };
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -38,8 +38,20 @@ enum Command {
     Analyze(analyze_cmd::AnalyzeArgs),
     /// Run the cache for real and serve it over NBD (Unix socket or TCP).
     Serve(serve_cmd::ServeArgs),
-    /// Write every dirty line of a (stopped) cache back: afterwards the backend alone is complete.
+    /// Write every dirty line of a stopped cache back (afterwards the backend alone is
+    /// complete), or with --live of a running server's cache while it serves.
     Flush(mount_cmd::FlushAnyArgs),
+    /// A running server's state: exports, occupancy, dirty lines, hit ratios, queue depths,
+    /// the policies in force, partitions (over its control socket).
+    Status(control_cmd::StatusArgs),
+    /// A running server's counters: the cache's, per export, per partition.
+    Stats(control_cmd::StatsArgs),
+    /// Change a running server's policies live: write policy (cache-wide or per export),
+    /// cleaning, promotion, balancing, partition sizes.
+    Set(control_cmd::SetArgs),
+    /// Detach a running server's cache: turn write-through, write every dirty line back while
+    /// serving, then stop the server with the backends alone complete.
+    Detach(control_cmd::DetachArgs),
     /// Mount a slow store directory through a file-level cache on fast storage (FUSE).
     Mount(mount_cmd::MountArgs),
     /// Run the engine for real under fio (nbd engine) from the config's workload; print the
@@ -49,6 +61,11 @@ enum Command {
     /// (Optuna TPE; needs the tiercache Python package). `tiercache tune --help` for options.
     #[command(disable_help_flag = true)]
     Tune(tune_cmd::TuneArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(install_cmd::CompletionsArgs),
+    /// Write the man pages (tiercache.1 and one per command) into a directory, or print
+    /// tiercache.1.
+    Man(install_cmd::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -67,6 +84,12 @@ fn main() -> ExitCode {
         Command::Mount(args) => mount_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
         Command::Tune(args) => tune_cmd::run(args),
+        Command::Status(args) => control_cmd::status(args),
+        Command::Stats(args) => control_cmd::stats(args),
+        Command::Set(args) => control_cmd::set(args),
+        Command::Detach(args) => control_cmd::detach(args),
+        Command::Completions(args) => install_cmd::completions(args, Cli::command()),
+        Command::Man(args) => install_cmd::man(args, Cli::command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

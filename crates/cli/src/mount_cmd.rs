@@ -242,22 +242,27 @@ pub fn run(args: MountArgs) -> Result<()> {
     {
         let st = state.lock().unwrap_or_else(|p| p.into_inner());
         let recovered = st.stats().recovered_blocks;
+        let cache = if capacity == 0 {
+            "uncached".to_string()
+        } else {
+            format!(
+                "a {variant} cache of {}{} (LRU)",
+                size_text(capacity),
+                args.cache_dir
+                    .as_ref()
+                    .map_or_else(String::new, |d| format!(" in {}", d.display()))
+            )
+        };
         eprintln!(
-            "tiercache mount: {} on {} ({} cache of {} B{}){}",
+            "tiercache mount: {} on {}, {cache}{}; Ctrl-C or `fusermount3 -u {}` unmounts",
             args.store.display(),
             args.mountpoint.display(),
-            if capacity == 0 {
-                "no".to_string()
-            } else {
-                variant.to_string()
-            },
-            capacity,
-            if capacity == 0 { "" } else { ", LRU" },
             if recovered > 0 {
                 format!("; wrote back {recovered} dirty blocks a crash left")
             } else {
                 String::new()
-            }
+            },
+            args.mountpoint.display(),
         );
     }
     let started = Instant::now();
@@ -323,6 +328,16 @@ pub fn run(args: MountArgs) -> Result<()> {
     unmounted.context("the FUSE session ended with an error")?;
     flushed?;
     stats_written
+}
+
+/// Bytes in the largest binary unit that divides them (`256 MiB`), else in bytes.
+fn size_text(bytes: u64) -> String {
+    for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{} {unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes} B")
 }
 
 /// Runs `tiercache flush`: a file cache when `--file-cache` is given, else the block cache.

@@ -27,6 +27,20 @@ pub struct FlushArgs {
     /// Override a config key (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
+    /// Flush a running server's cache while it serves (over its control socket) instead of a
+    /// stopped one's.
+    #[arg(long)]
+    pub live: bool,
+    /// With --live: turn the cache write-through first, so no new line becomes dirty and the
+    /// drain ends under any load.
+    #[arg(long, requires = "live")]
+    pub write_through: bool,
+    /// With --live: the server's control socket (instead of finding it from the config).
+    #[arg(long, value_name = "PATH", requires = "live")]
+    pub control: Option<PathBuf>,
+    /// With --live: no progress lines.
+    #[arg(long, short, requires = "live")]
+    pub quiet: bool,
 }
 
 /// Serves until SIGINT/SIGTERM or the configured duration; then stops accepting, lets open
@@ -40,6 +54,14 @@ pub fn run(args: ServeArgs) -> Result<()> {
 /// `tiercache flush`: opens the cache (recovering it), writes every dirty line back and
 /// syncs the backend.
 pub fn flush(args: FlushArgs) -> Result<()> {
+    if args.live {
+        let server = crate::control_cmd::ServerArgs {
+            config: args.config,
+            overrides: args.overrides,
+            control: args.control,
+        };
+        return crate::control_cmd::flush_live(&server, args.write_through, args.quiet);
+    }
     let setup = load(args.config.as_deref(), &args.overrides)?;
     let done = tiercache_server::flush::flush(&setup)?;
     let backends = if setup.serve.exports.is_empty() {

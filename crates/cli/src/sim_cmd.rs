@@ -107,9 +107,154 @@ pub fn run(args: SimArgs) -> Result<()> {
         }
     }
     if !args.json {
-        write!(stdout.lock(), "{}", tiercache_metrics::render_table(&rows))?;
+        let mut out = stdout.lock();
+        writeln!(out, "{}", describe(&runs))?;
+        write!(out, "{}", tiercache_metrics::render_table(&rows))?;
     }
     Ok(())
+}
+
+/// What a table's runs simulated, in two lines a person reads above it: the cache and its
+/// devices, then the workload and how much of it was measured. Read from the first run's
+/// config as written (its spellings, its units); variants change some of it, and the table
+/// names them.
+pub fn describe(runs: &[Experiment]) -> String {
+    let Some(e) = runs.first() else {
+        return String::new();
+    };
+    let c = &e.config_json;
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    let device = |v: &serde_json::Value| -> String {
+        match v {
+            serde_json::Value::Object(m) => {
+                if let Some(raid) = m.get("raid") {
+                    let members = text(&m["members"]);
+                    let member = device_name(&m["member"]);
+                    format!("{} of {members} × {member}", text(raid))
+                } else {
+                    device_name(v)
+                }
+            }
+            other => device_name(other),
+        }
+    };
+    // The run names are the table's first column; the base's design is described.
+    let designs = if runs.len() > 1 {
+        format!("{} designs (the table's rows) varying ", runs.len())
+    } else {
+        String::new()
+    };
+    let cache = format!(
+        "a {} cache, {} lines, {}",
+        size(e.cache.capacity),
+        size(e.cache.line_size),
+        tiercache_server::control::config_name(&e.cache.write_policy)
+    );
+    let first = match e.mode {
+        tiercache_run::experiment::RunMode::Timed => format!(
+            "{designs}{cache}, on {} over {}, simulated in virtual time (seed {})",
+            device(&c["devices"]["cache"]).if_empty("the default cache device"),
+            device(&c["devices"]["backend"]).if_empty("the default backend"),
+            e.seed
+        ),
+        tiercache_run::experiment::RunMode::HitRatio => format!(
+            "{designs}{cache}: the policy alone, no timing (run.mode = \"hit-ratio\", seed {})",
+            e.seed
+        ),
+    };
+    let w = &c["workload"];
+    let mut work = Vec::new();
+    if let Some(t) = w.get("trace") {
+        work.push(format!("trace {}", text(t)));
+    } else if c.get("volumes").is_some() {
+        work.push("several volumes ([[volumes]])".to_string());
+    } else {
+        if let (Some(j), Some(q)) = (w.get("jobs"), w.get("iodepth")) {
+            work.push(format!("{} jobs × QD {}", text(j), text(q)));
+        }
+        if let Some(r) = w.get("read_fraction").and_then(|v| v.as_f64()) {
+            work.push(format!("{:.0}% reads", r * 100.0));
+        }
+        if let Some(b) = w.get("block_sizes").and_then(|v| v.as_array()) {
+            let sizes: Vec<String> = b.iter().map(|x| text(&x["size"])).collect();
+            work.push(format!("{} blocks", sizes.join("/")));
+        }
+        let dist = &w["distribution"];
+        if let Some(t) = dist.get("type") {
+            let params: Vec<String> = dist
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(k, _)| *k != "type")
+                .map(|(k, v)| format!("{k} {}", text(v)))
+                .collect();
+            let params = if params.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", params.join(", "))
+            };
+            let over = w
+                .get("footprint")
+                .map_or_else(String::new, |f| format!(" over {}", text(f)));
+            work.push(format!("{}{params}{over}", text(t)));
+        }
+    }
+    let r = &c["run"];
+    let mut measured = String::new();
+    if let Some(n) = r.get("requests") {
+        measured = format!("; {} requests measured", text(n));
+        if let Some(w) = r.get("warmup_requests") {
+            measured += &format!(" after {} of warm-up", text(w));
+        }
+    } else if let Some(d) = r.get("duration_ns") {
+        measured = format!("; {} measured", text(d));
+    }
+    format!(
+        "{first}\nworkload: {}{measured}\n",
+        work.join(", ").if_empty("as configured")
+    )
+}
+
+/// A device as configs name it: a preset's name, or its model's fields.
+fn device_name(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => String::new(),
+        serde_json::Value::Object(m) => m
+            .get("preset")
+            .and_then(|p| p.as_str())
+            .map_or_else(|| v.to_string(), str::to_string),
+        other => other.to_string(),
+    }
+}
+
+/// Bytes in the largest binary unit that divides them (`256 MiB`, `4 KiB`).
+fn size(bytes: u64) -> String {
+    for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{} {unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes} B")
+}
+
+/// A fallback for an empty description.
+trait IfEmpty {
+    fn if_empty(self, fallback: &str) -> String;
+}
+
+impl IfEmpty for String {
+    fn if_empty(self, fallback: &str) -> String {
+        if self.is_empty() {
+            fallback.to_string()
+        } else {
+            self
+        }
+    }
 }
 
 /// Fails, naming both runs, when two runs' timeline files (`paths`, one per run, or the

@@ -79,8 +79,8 @@ pub struct SweepArgs {
     /// List the points (id, workload, rep, design) without running them.
     #[arg(long)]
     pub list: bool,
-    /// No progress bar.
-    #[arg(long)]
+    /// No progress lines (`--quiet`, `-q`, as the other commands spell it).
+    #[arg(long, visible_alias = "quiet", short = 'q')]
     pub no_progress: bool,
     /// What runs each point.
     #[arg(long, value_enum, default_value_t = BackendKind::Sim)]

@@ -82,6 +82,22 @@ fn table_lists_every_variant() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).unwrap();
+    // Above the table, what was simulated: the cache, its devices, the workload, as configs
+    // spell them.
+    let said: String = text.lines().take(2).collect::<Vec<_>>().join("\n");
+    for needle in [
+        "7 designs",
+        "256 MiB cache",
+        "write-back",
+        "ram-disk",
+        "raid5 of 6 × sata-ssd-5100",
+        "8 jobs × QD 16",
+        "80% reads",
+        "zipf",
+        "5000 requests measured",
+    ] {
+        assert!(said.contains(needle), "{needle} missing from\n{said}");
+    }
     for v in [
         "always-4k",
         "nhit2-4k",
@@ -406,7 +422,16 @@ fn analyze_a_fixture() {
     let v = &a["volumes"][0]["advice"];
     assert!(v["urd_demand_lines"].as_u64().unwrap() <= v["trd_demand_lines"].as_u64().unwrap());
     let text = tiercache(&["analyze", trace]);
-    assert!(String::from_utf8_lossy(&text.stdout).contains("URD-dem"));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("URD-dem"));
+    // Its first line says what was analysed and how.
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.starts_with("analysed ")
+            && first.contains("4 KiB lines")
+            && first.contains("exact LRU"),
+        "{first}"
+    );
     fails_naming(&["analyze", trace, "--line-size", "1000"], "line-size");
     fails_naming(
         &["analyze", "/nonexistent/trace.csv"],

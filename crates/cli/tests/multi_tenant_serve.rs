@@ -1,7 +1,8 @@
 //! `tiercache serve` with several exports on one cache: fio verify on three exports at once
 //! while their partitions are resized, kill -9 and a warm restart (each volume's lines back
 //! in its partition, nothing lost), and the Prometheus endpoint's counters moving as requests
-//! are served.
+//! are served. Partitions are resized over the control socket (`tiercache set`); the metrics
+//! listener refuses every action.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -89,7 +90,10 @@ fn start(dir: &Path, cfg: &Path) -> Server {
             let rest = &text[at + "metrics on http://".len()..];
             server.metrics = rest[..rest.find('/').unwrap()].to_string();
         }
-        if !server.metrics.is_empty() && dir.join("nbd.sock").exists() {
+        if !server.metrics.is_empty()
+            && dir.join("nbd.sock").exists()
+            && dir.join("nbd.sock.ctl").exists()
+        {
             return server;
         }
         assert!(
@@ -156,15 +160,30 @@ fn ok(o: &std::process::Output, what: &str) {
     );
 }
 
-/// Resizes the partitions (lines of 4 KiB) through the metrics listener.
-fn resize(addr: &str, kib: [u64; 3]) {
-    let q: Vec<String> = EXPORTS
+/// `tiercache set SETTINGS` against the server of the config in `dir`: (success, stderr).
+fn set(dir: &Path, settings: &[String]) -> (bool, String) {
+    let o = Command::new(bin())
+        .arg("set")
+        .args(settings)
+        .arg("--config")
+        .arg(dir.join("serve.toml"))
+        .output()
+        .unwrap();
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
+}
+
+/// Resizes the partitions (lines of 4 KiB) over the control socket.
+fn resize(dir: &Path, kib: [u64; 3]) {
+    let settings: Vec<String> = EXPORTS
         .iter()
         .zip(kib)
-        .map(|(n, k)| format!("{n}={k}KiB"))
+        .map(|(n, k)| format!("exports.{n}.partition={k}KiB"))
         .collect();
-    let (status, body) = http(addr, "POST", &format!("/partitions?{}", q.join("&")));
-    assert_eq!(status, 200, "resize {kib:?}: {body}");
+    let (done, err) = set(dir, &settings);
+    assert!(done, "resize {kib:?}: {err}");
 }
 
 #[test]
@@ -205,7 +224,7 @@ fn three_exports_verified_while_resized_then_killed_and_restarted() {
     let t = Instant::now();
     let mut runs: Vec<Option<Child>> = runs.into_iter().map(Some).collect();
     while runs.iter().any(|r| r.is_some()) {
-        resize(&server.metrics, layouts[i % layouts.len()]);
+        resize(dir.path(), layouts[i % layouts.len()]);
         i += 1;
         for r in &mut runs {
             if r.as_mut().is_some_and(|c| c.try_wait().unwrap().is_some()) {
@@ -224,7 +243,7 @@ fn three_exports_verified_while_resized_then_killed_and_restarted() {
     );
     // The last layout is the one in force, journaled.
     let last = [1536u64, 3072, 2048];
-    resize(&server.metrics, last);
+    resize(dir.path(), last);
     let after = http(&server.metrics, "GET", "/metrics").1;
     for (e, kib) in EXPORTS.iter().zip(last) {
         let l = format!(
@@ -299,12 +318,17 @@ fn three_exports_verified_while_resized_then_killed_and_restarted() {
         );
     }
     // Bad resizes are refused with the reason.
-    let (status, body) = http(&server.metrics, "POST", "/partitions?vm9=4KiB");
-    assert_eq!(status, 400);
-    assert!(body.contains("vm9"), "{body}");
-    let (status, body) = http(&server.metrics, "POST", "/partitions?vm1=64MiB");
-    assert_eq!(status, 400);
-    assert!(body.contains("the cache has"), "{body}");
+    let (done, err) = set(dir.path(), &["exports.vm9.partition=4KiB".into()]);
+    assert!(!done && err.contains("vm9"), "{err}");
+    let (done, err) = set(dir.path(), &["exports.vm1.partition=64MiB".into()]);
+    assert!(!done && err.contains("the cache has"), "{err}");
+    // The metrics listener changes nothing: a resize there is refused and points to the
+    // control socket.
+    let (status, body) = http(&server.metrics, "POST", "/partitions?vm1=4KiB");
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("tiercache set"), "{body}");
+    let (status, _) = http(&server.metrics, "POST", "/metrics");
+    assert_eq!(status, 405);
     // Detach: stop, write every dirty line back, and each backend file alone holds its
     // export's phase A data.
     let o = Command::new("kill")
@@ -437,9 +461,8 @@ fn eci_sizes_the_exports_live_and_a_restart_loses_nothing() {
         allocated <= 2048.0,
         "partitions of {allocated} lines in a 2048-line cache"
     );
-    let (status, body) = http(&server.metrics, "POST", "/partitions?vm1=4KiB");
-    assert_eq!(status, 409, "{body}");
-    assert!(body.contains("sizes the partitions"), "{body}");
+    let (done, err) = set(dir.path(), &["exports.vm1.partition=4KiB".into()]);
+    assert!(!done && err.contains("sizes the partitions"), "{err}");
     // Kill -9 and restart: every export's data reads back.
     server.child.kill().unwrap();
     server.child.wait().unwrap();

@@ -97,6 +97,24 @@ pub struct EngineConfig {
     /// Longest sleep of the background flusher between polls.
     #[serde(deserialize_with = "de_nanos")]
     pub flusher_poll_ns: Nanos,
+    /// Allocate a cache file's blocks when it is created or extended (fallocate), so a file
+    /// system without room for it is an error at start naming the path, the size asked and
+    /// the space free, not ENOSPC mid-run. Off: the file stays sparse (its blocks are taken
+    /// as lines are written; running out is then a cache-device error, docs/design.md §11).
+    pub cache_preallocate: bool,
+    /// What cache-device errors do (docs/design.md §11): past `threshold` within
+    /// `window_ns`, serve in pass-through (`action = "pass-through"`) or halt (`"fail"`).
+    pub on_error: crate::health::OnErrorConfig,
+    /// Faults injected into the cache device (tests and demonstrations; docs/design.md §11):
+    /// `[[engine.cache_faults]]` entries with `op`, `kind`, and optionally `start`, `end`,
+    /// `after`, `count`, `probability`, `latency_ns`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cache_faults: Vec<crate::device::FaultRule>,
+    /// Faults injected into the backend, as `cache_faults`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub backend_faults: Vec<crate::device::FaultRule>,
+    /// Seed of the injected faults' chances.
+    pub fault_seed: u64,
 }
 
 /// The `[engine.remote]` section: the NBD client pool of a remote backend.
@@ -182,6 +200,11 @@ impl Default for EngineConfig {
             format: false,
             force_format: false,
             flusher_poll_ns: 20_000_000,
+            cache_preallocate: true,
+            on_error: crate::health::OnErrorConfig::default(),
+            cache_faults: Vec::new(),
+            backend_faults: Vec::new(),
+            fault_seed: 0,
         }
     }
 }

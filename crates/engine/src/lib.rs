@@ -9,13 +9,15 @@
 //! - [`exec`]: one plan's ops with real bytes, routed by volume address;
 //! - [`slot_table`]: crash-consistent metadata on the cache device;
 //! - [`Engine`]: requests in, background flusher, detach, live counters, demotes;
-//! - [`ram_level`]: a RAM cache level above the engine, exclusive with demote or inclusive.
+//! - [`ram_level`]: a RAM cache level above the engine, exclusive with demote or inclusive;
+//! - [`health`]: device errors counted, degraded mode (docs/design.md §11).
 #![warn(missing_docs)]
 
 pub mod config;
 pub mod device;
 mod engine;
 pub mod exec;
+pub mod health;
 mod load;
 pub mod ordering;
 pub mod partition_log;
@@ -25,5 +27,6 @@ mod stats;
 
 pub use config::{EngineConfig, IoEngine, Lookup, VolumeConfig, DEFAULT_BACKEND_SIZE};
 pub use engine::{Engine, EngineError, VolumeHandle, VolumeStats};
+pub use health::{HealthStats, OnErrorAction, OnErrorConfig};
 pub use ram_level::{RamLevelConfig, TwoLevel, TwoLevelStats};
 pub use stats::{DemoteStats, EngineStats, LatencyBuckets, LatencySummary};

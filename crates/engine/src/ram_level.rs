@@ -70,9 +70,9 @@ impl RamLevelConfig {
             return Err(EngineError::Setting {
                 field: "ram_level.write_policy",
                 reason: format!(
-                    "{:?}: the RAM level holds only clean data (write-through or read-only), \
+                    "{}: the RAM level holds only clean data (write-through or read-only), \
                      so a crash loses nothing",
-                    self.write_policy
+                    self.write_policy.name()
                 ),
             });
         }

@@ -253,6 +253,8 @@ pub struct EngineStats {
     /// written back, so the only copy of acknowledged data is on the cache device (a restart
     /// recovers it). Every request since was answered with an error.
     pub halted: Option<String>,
+    /// Device errors by device, op and errno, and the degraded state (docs/design.md §11).
+    pub health: crate::health::HealthStats,
     /// A remote backend's connection, fault and retry counters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backend_link: Option<tiercache_blockdev::RemoteStats>,

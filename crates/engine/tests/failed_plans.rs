@@ -135,6 +135,20 @@ fn check_bytes(what: &str, got: &[u8], at: u64, w: u64, wlen: u64) {
     }
 }
 
+/// Checks the bytes `got` of `[at, at + got.len())` after an acknowledged write of
+/// `[w, w + wlen)` over a backend of OLD: NEW inside, OLD outside.
+fn check_written(what: &str, got: &[u8], at: u64, w: u64, wlen: u64) {
+    for (i, &b) in got.iter().enumerate() {
+        let addr = at + i as u64;
+        let want = if (w..w + wlen).contains(&addr) {
+            NEW
+        } else {
+            OLD
+        };
+        assert_eq!(b, want, "{what}: byte {addr} (the write covers {w}+{wlen})");
+    }
+}
+
 /// Reads the line at `at` through the engine, writes everything back, and checks both the
 /// read and the backend's copy against [`check_bytes`].
 fn check_line_after(engine: &Engine, backend: &Backend, at: u64, w: u64, wlen: u64) {
@@ -341,8 +355,10 @@ impl BlockDevice for CacheDevice {
 
 /// A read miss is answered as soon as the backend's bytes are in (its fill of the cache goes
 /// on in the background); a 100-byte write to the line, planned as a hit on that fill, waits
-/// for it; the fill's cache write fails. The read's answer stands; the write fails, and
-/// nothing of the line is left valid over bytes the fill never wrote.
+/// for it; the fill's cache write fails. The read's answer stands; nothing of the line is
+/// left valid over bytes the fill never wrote, and the write, failed by a cache-device error,
+/// is served again past the cache (docs/design.md §11): it succeeds, and its bytes are read
+/// back and reach the backend.
 #[test]
 fn a_sub_block_write_behind_a_failing_background_fill_leaves_no_undefined_bytes() {
     for lookup in [Lookup::HtFg, Lookup::HtCg] {
@@ -379,18 +395,18 @@ fn a_sub_block_write_behind_a_failing_background_fill_leaves_no_undefined_bytes(
             let write = s.spawn(|| engine.write(&[NEW; 100], w, false));
             wait_for("the write's plan", || engine.stats().dirty_lines == 1);
             cache_dev.gate.open();
-            let e = write.join().unwrap().unwrap_err();
-            assert!(e.to_string().contains("earlier request"), "{lookup:?}: {e}");
+            write.join().unwrap().unwrap();
         });
         wait_for("the background fill's end", || {
-            engine.stats().errors == 2 && engine.stats().in_flight == 0
+            engine.stats().errors == 1 && engine.stats().in_flight == 0
         });
+        assert_eq!(engine.health().served_past_cache, 1, "{lookup:?}");
         let mut b = vec![0u8; LINE as usize];
         engine.read(&mut b, line).unwrap();
-        check_bytes("read back", &b, line, w, wlen);
+        check_written("read back", &b, line, w, wlen);
         engine.flush_all().unwrap();
         let img = backend.bytes.snapshot();
-        check_bytes(
+        check_written(
             "on the backend after a detach",
             &img[line as usize..(line + LINE) as usize],
             line,

@@ -49,6 +49,15 @@ const KIND_TRUNCATE: u8 = 3;
 const KIND_TRUNCATED: u8 = 4;
 const KIND_DELETED: u8 = 5;
 
+/// The most bytes the journal of a cache of `capacity_blocks` takes on its file system: the
+/// records it holds before the mount compacts it (`4 × capacity + 4096`, see
+/// `State::maybe_compact`), those a request adds past that, and the compacted copy written
+/// beside it (one record per block) before it replaces the journal.
+pub fn max_bytes(capacity_blocks: u32) -> u64 {
+    let c = capacity_blocks as u64;
+    (4 * c + 4096 + 1024 + c) * RECORD as u64
+}
+
 /// A dirty block as the journal last recorded it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DirtyRecord {

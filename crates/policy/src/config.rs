@@ -37,6 +37,21 @@ pub enum WritePolicy {
     WriteBackAround,
 }
 
+impl WritePolicy {
+    /// The name configs give it (`write-back`), for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::WriteBack => "write-back",
+            Self::WriteThrough => "write-through",
+            Self::WriteAround => "write-around",
+            Self::WriteOnly => "write-only",
+            Self::ReadOnly => "read-only",
+            Self::PassThrough => "pass-through",
+            Self::WriteBackAround => "write-back-around",
+        }
+    }
+}
+
 /// Promotion (admission) policy, docs/design.md §4.3.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "policy", rename_all = "kebab-case", deny_unknown_fields)]

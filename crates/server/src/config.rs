@@ -57,10 +57,16 @@ pub struct ServeConfig {
     /// device (`[[serve.exports]]`); none: `engine.backend_path` is the one export.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub exports: Vec<crate::exports::ExportConfig>,
-    /// HTTP address serving the live counters as Prometheus text at `/metrics` (and
-    /// taking partition resizes at `POST /partitions`), e.g. `127.0.0.1:9100`.
+    /// HTTP address serving the live counters as Prometheus text at `GET /metrics` (only
+    /// that: operator actions go over the control socket), e.g. `127.0.0.1:9100`; a bare
+    /// port (`"9100"`) listens on loopback.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics_listen: Option<String>,
+    /// The control socket (`tiercache status`, `stats`, `set`, `flush --live`, `detach`): a
+    /// Unix socket only this user can open. Default: `socket` with `.ctl` appended, or with a
+    /// TCP `listen`, `tiercache-ADDR.ctl` in the temporary directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control_socket: Option<PathBuf>,
     /// Offer tiercache's DEMOTE extension (docs/nbd-demote.md) to tiercache peers above.
     pub demote: ServeDemoteConfig,
     /// NBD over TLS (`[serve.tls]`, docs/nbd-tls.md).
@@ -128,10 +134,30 @@ impl Default for ServeConfig {
             flush_on_exit: false,
             exports: Vec::new(),
             metrics_listen: None,
+            control_socket: None,
             demote: ServeDemoteConfig::default(),
             tls: crate::tls::ServeTlsConfig::default(),
             allow_plaintext: false,
         }
+    }
+}
+
+impl ServeConfig {
+    /// The control socket's path: `control_socket`, or `socket` with `.ctl` appended, or for
+    /// a TCP listener `tiercache-ADDR.ctl` in the temporary directory (`bound`: the address
+    /// actually bound, which differs from `listen` for port 0).
+    pub fn control_path_bound(&self, bound: Option<&str>) -> PathBuf {
+        match (&self.control_socket, &self.listen) {
+            (Some(p), _) => p.clone(),
+            (None, None) => crate::control::default_path(&self.socket),
+            (None, Some(listen)) => crate::control::default_tcp_path(bound.unwrap_or(listen)),
+        }
+    }
+
+    /// The control socket's path as the config gives it (see
+    /// [`control_path_bound`](Self::control_path_bound)).
+    pub fn control_path(&self) -> PathBuf {
+        self.control_path_bound(None)
     }
 }
 
@@ -223,6 +249,11 @@ pub fn setup_of(doc: &Document, base: Option<&Path>) -> Result<ServeSetup> {
         }
         if serve.socket.is_relative() {
             serve.socket = base.join(&serve.socket);
+        }
+        if let Some(c) = &mut serve.control_socket {
+            if c.is_relative() {
+                *c = base.join(&*c);
+            }
         }
         if let Some(f) = &mut serve.stats_file {
             if f.is_relative() {

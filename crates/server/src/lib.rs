@@ -1,7 +1,8 @@
 //! The serve lifecycle of tiercache as a library, beside the engine and the NBD server it
 //! puts together: the `[serve]` config ([`config`]), a [`Server`] builder whose
 //! [`ServerHandle`] stops cleanly ([`server`]), several exports ([`exports`]), the stats file,
-//! the Prometheus metrics listener ([`metrics`]), NBD over TLS ([`tls`]) and detaching a stopped cache ([`flush`]).
+//! the Prometheus metrics listener ([`metrics`]), the operator's control socket
+//! ([`control`]), NBD over TLS ([`tls`]) and detaching a stopped cache ([`flush`]).
 //! The `tiercache serve` and `flush` commands are argument parsing around these.
 //!
 //! A crate of its own rather than a module of the engine: the metrics listener brings an HTTP
@@ -10,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod control;
 pub mod exports;
 pub mod flush;
 pub mod metrics;

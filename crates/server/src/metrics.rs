@@ -3,9 +3,10 @@
 //! `export`) and overall: requests, bytes, line hits and misses, allocation, dirty lines,
 //! queue depths, latency histograms, backend faults.
 //!
-//! The same listener takes operator resizes: `POST /partitions?vm1=16MiB&vm2=8MiB` gives the
-//! named exports partitions of those sizes (shrinking ones write their dirty lines back
-//! first; the layout is journaled on the cache device).
+//! It serves metrics only: whoever reaches the port reads counters and changes nothing.
+//! Operator actions (resizing partitions, changing policies, flushing) go over the control
+//! socket ([`crate::control`]), which only the server's user can open. A bare port listens on
+//! loopback.
 
 use anyhow::{Context, Result};
 use std::fmt::Write as _;
@@ -24,10 +25,6 @@ pub struct MetricsSource {
     pub server: Arc<ServerStats>,
     /// (export name, volume id) of each export.
     pub exports: Vec<(String, u32)>,
-    /// Cache line size (resizes are given in bytes).
-    pub line_size: u64,
-    /// The tenancy mode sizing the partitions (operators resize only a `shared` cache).
-    pub tenancy: tiercache_policy::TenancyModeKind,
 }
 
 /// One metric family being written.
@@ -364,6 +361,47 @@ pub fn render(src: &MetricsSource) -> String {
     for (name, kind, help, v) in overall {
         Family::new(&mut out, name, kind, help).sample("", v);
     }
+    // Device health and degraded mode (docs/design.md §11).
+    let h = &e.health;
+    Family::new(
+        &mut out,
+        "degraded",
+        "gauge",
+        "1 while the cache serves in pass-through after cache-device errors.",
+    )
+    .sample("", h.degraded as u8 as f64);
+    let mut f = Family::new(
+        &mut out,
+        "degraded_transitions_total",
+        "counter",
+        "Entries into degraded mode and returns to service.",
+    );
+    f.sample("direction=\"entered\"", h.degraded_entered as f64);
+    f.sample("direction=\"left\"", h.degraded_left as f64);
+    Family::new(
+        &mut out,
+        "served_past_cache_total",
+        "counter",
+        "Requests a cache-device error failed that were served from the backend.",
+    )
+    .sample("", h.served_past_cache as f64);
+    let mut f = Family::new(
+        &mut out,
+        "device_errors_total",
+        "counter",
+        "Device errors by device, op and kind (eio, enospc, other).",
+    );
+    for c in &h.errors {
+        f.sample(
+            &format!(
+                "device=\"{}\",op=\"{}\",kind=\"{}\"",
+                c.device.name(),
+                c.op.name(),
+                c.class.name()
+            ),
+            c.count as f64,
+        );
+    }
     let (r, w) = src.engine.latency_buckets();
     Family::new(
         &mut out,
@@ -382,31 +420,9 @@ pub fn render(src: &MetricsSource) -> String {
     out
 }
 
-/// Applies `POST /partitions?NAME=SIZE&...`: (volume, lines) per named export.
-fn partitions_of_query(src: &MetricsSource, query: &str) -> Result<Vec<(u32, u64)>, String> {
-    let mut sizes = Vec::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (name, size) = pair
-            .split_once('=')
-            .ok_or_else(|| format!("{pair:?}: expected EXPORT=SIZE"))?;
-        let volume = src
-            .exports
-            .iter()
-            .find(|e| e.0 == name)
-            .map(|e| e.1)
-            .ok_or_else(|| format!("{name:?}: no such export"))?;
-        let bytes = tiercache_core::units::parse_bytes(size).map_err(|e| format!("{name}: {e}"))?;
-        sizes.push((volume, bytes / src.line_size.max(1)));
-    }
-    if sizes.is_empty() {
-        return Err("no EXPORT=SIZE given".into());
-    }
-    Ok(sizes)
-}
-
 fn handle(src: &MetricsSource, req: tiny_http::Request) {
     let url = req.url().to_string();
-    let (path, query) = url.split_once('?').unwrap_or((&url, ""));
+    let path = url.split_once('?').map_or(url.as_str(), |(p, _)| p);
     let text = |code: u16, body: String, kind: &str| {
         tiny_http::Response::from_string(body)
             .with_status_code(code)
@@ -420,26 +436,17 @@ fn handle(src: &MetricsSource, req: tiny_http::Request) {
         (tiny_http::Method::Get, "/metrics") => {
             text(200, render(src), "text/plain; version=0.0.4; charset=utf-8")
         }
-        (tiny_http::Method::Post, "/partitions")
-            if src.tenancy != tiercache_policy::TenancyModeKind::Shared =>
-        {
-            text(
-                409,
-                format!(
-                    "cache.tenancy.mode = {:?} sizes the partitions; resize by hand only a shared cache\n",
-                    src.tenancy
-                ),
-                plain,
-            )
-        }
-        (tiny_http::Method::Post, "/partitions") => match partitions_of_query(src, query) {
-            Err(e) => text(400, format!("{e}\n"), plain),
-            Ok(sizes) => match src.engine.set_volume_partitions(&sizes) {
-                Ok(()) => text(200, format!("{sizes:?}\n"), plain),
-                Err(e) => text(400, format!("{e}\n"), plain),
-            },
-        },
-        _ => text(404, "GET /metrics or POST /partitions?EXPORT=SIZE\n".into(), plain),
+        (_, "/metrics") => text(
+            405,
+            "GET /metrics only: the metrics listener changes nothing (operator actions go over the control socket: `tiercache set`)\n".into(),
+            plain,
+        ),
+        (tiny_http::Method::Post, "/partitions") => text(
+            404,
+            "partitions are resized over the control socket: `tiercache set exports.NAME.partition=SIZE`\n".into(),
+            plain,
+        ),
+        _ => text(404, "GET /metrics\n".into(), plain),
     };
     let _ = req.respond(resp);
 }
@@ -453,9 +460,15 @@ pub struct MetricsServer {
 }
 
 impl MetricsServer {
-    /// Listens on `listen` (e.g. `127.0.0.1:9100`; port 0 picks one) and serves `src`.
+    /// Listens on `listen` (e.g. `127.0.0.1:9100`, or a bare port on loopback; port 0 picks
+    /// one) and serves `src`.
     pub fn start(listen: &str, src: MetricsSource) -> Result<Self> {
-        let server = tiny_http::Server::http(listen)
+        let bind = if listen.parse::<u16>().is_ok() {
+            format!("127.0.0.1:{listen}")
+        } else {
+            listen.to_string()
+        };
+        let server = tiny_http::Server::http(&bind)
             .map_err(|e| anyhow::anyhow!("{e}"))
             .with_context(|| format!("serve.metrics_listen {listen}"))?;
         let addr = server

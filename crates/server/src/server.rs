@@ -167,6 +167,8 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
         Engine::open_volumes(&setup.cache, &setup.engine, &volumes)
             .context("starting the engine")?,
     );
+    // Device errors and degraded-mode transitions go to the server's log.
+    engine.set_log(log.clone());
     let initial = crate::exports::initial_partitions(&s.exports, setup.cache.line_size);
     if !initial.is_empty() {
         engine
@@ -175,7 +177,7 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
     }
     let rec = engine.stats().recovery;
     log(&format!(
-        "{} over {} ({} MiB), {:?} cache ({} lines; recovered {} lines, {} dirty{})",
+        "{} over {} ({} MiB), {} cache ({} lines; recovered {} lines, {} dirty{})",
         setup.engine.cache_path.display(),
         if s.exports.is_empty() {
             setup.engine.backend_path.display().to_string()
@@ -183,7 +185,7 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
             format!("{} exports", s.exports.len())
         },
         engine.volumes().iter().map(|v| v.1).sum::<u64>() >> 20,
-        setup.cache.write_policy,
+        crate::control::config_name(&setup.cache.write_policy),
         engine.stats().capacity_lines,
         rec.lines,
         rec.dirty_lines,
@@ -209,10 +211,10 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
             let t =
                 TwoLevel::new(r, &setup.cache, engine.clone()).context("starting the RAM level")?;
             log(&format!(
-                "RAM level of {} MiB ({} lines, {:?}) above it, {}",
+                "RAM level of {} MiB ({} lines, {}) above it, {}",
                 r.capacity >> 20,
                 t.ram().stats().capacity_lines,
-                r.eviction,
+                crate::control::config_name(&r.eviction),
                 if r.exclusive {
                     "exclusive (clean victims demoted below)"
                 } else {
@@ -304,8 +306,6 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
                             .map(|e| (e.name.clone(), e.volume))
                             .collect()
                     },
-                    line_size: setup.cache.line_size,
-                    tenancy: setup.cache.tenancy.mode,
                 },
             )?;
             log(&format!("metrics on http://{}/metrics", m.addr));
@@ -344,6 +344,56 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
     };
     let stop_asked = Arc::new(AtomicBool::new(false));
     let metrics_addr = metrics.as_ref().map(|m| m.addr.clone());
+    let lifecycle = Arc::new(crate::control::Lifecycle::new(stop_asked.clone()));
+    let control = (|| {
+        let path = s.control_path_bound(addr.strip_prefix("nbd://"));
+        let exports = if s.exports.is_empty() {
+            vec![crate::control::ExportInfo {
+                name: s.export_name.clone(),
+                volume: served.engine.volumes()[0].0,
+                backend: setup.engine.backend_path.display().to_string(),
+            }]
+        } else {
+            s.exports
+                .iter()
+                .map(|e| crate::control::ExportInfo {
+                    name: e.name.clone(),
+                    volume: e.volume,
+                    backend: e.backend_path.display().to_string(),
+                })
+                .collect()
+        };
+        let c = crate::control::ControlServer::start(
+            &path,
+            crate::control::ControlSource {
+                engine: served.engine.clone(),
+                server: stats.clone(),
+                exports,
+                cache_path: setup.engine.cache_path.clone(),
+                address: addr.clone(),
+                metrics_address: metrics_addr.clone(),
+                line_size: setup.cache.line_size,
+                tenancy: setup.cache.tenancy.mode,
+                lookup: crate::control::config_name(&setup.engine.lookup),
+                started,
+                lifecycle: lifecycle.clone(),
+            },
+        )?;
+        log(&format!(
+            "control on {} (tiercache status, stats, set, flush --live, detach)",
+            path.display()
+        ));
+        Ok::<_, anyhow::Error>(c)
+    })();
+    let control = match control {
+        Ok(c) => c,
+        Err(e) => {
+            // Nothing is served without its control socket: stop the listener just started.
+            stop.trigger();
+            let _ = server.join();
+            return Err(e);
+        }
+    };
     let running = Running {
         setup,
         log,
@@ -355,6 +405,8 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
         started,
         stop_asked: stop_asked.clone(),
         _metrics: metrics,
+        lifecycle,
+        _control: control,
     };
     let supervisor = std::thread::Builder::new()
         .name("tiercache-serve".into())
@@ -381,12 +433,35 @@ struct Running {
     stop_asked: Arc<AtomicBool>,
     /// Kept alive while serving; dropped (stopped) with the supervisor.
     _metrics: Option<crate::metrics::MetricsServer>,
+    /// The stop as the control socket drives it (`detach`).
+    lifecycle: Arc<crate::control::Lifecycle>,
+    /// The control socket; dropped (stopped, its file removed) with the supervisor.
+    _control: crate::control::ControlServer,
 }
 
 impl Running {
     /// Serves until asked to stop (or the duration, a signal, the engine halting), then
     /// stops cleanly.
-    fn supervise(mut self) -> Result<ServeReport> {
+    fn supervise(self) -> Result<ServeReport> {
+        let lifecycle = self.lifecycle.clone();
+        let report = self.serve_and_stop();
+        lifecycle.finished(match &report {
+            Ok(r) => Ok(format!(
+                "stopped with {} dirty lines{}",
+                r.engine.dirty_lines,
+                if r.engine.dirty_lines == 0 {
+                    ": the backends alone are complete"
+                } else {
+                    ""
+                }
+            )),
+            Err(e) => Err(format!("{e:#}")),
+        });
+        report
+    }
+
+    /// Serves until asked to stop, then stops cleanly.
+    fn serve_and_stop(mut self) -> Result<ServeReport> {
         let watched = self.watch();
         // Stop accepting whatever ended the watch (a stats file that cannot be written too).
         self.stop.trigger();
@@ -445,7 +520,7 @@ impl Running {
             // demotes.
             t.ram().shutdown().context("stopping the RAM level")?;
         }
-        if s.flush_on_exit {
+        if s.flush_on_exit || self.lifecycle.detach.load(Relaxed) {
             served
                 .engine
                 .flush_all()
@@ -459,7 +534,7 @@ impl Running {
         }
         let st = served.engine.stats();
         (self.log)(&format!(
-            "stopped: {} reads, {} writes, hit ratio {:.3}, {} dirty lines kept (durable)",
+            "stopped: {} reads, {} writes, hit ratio {:.3}, {} dirty lines kept (durable){}",
             st.reads,
             st.writes,
             if st.cache.line_accesses > 0 {
@@ -468,6 +543,15 @@ impl Running {
                 0.0
             },
             st.dirty_lines,
+            if st.health.degraded {
+                format!(
+                    "; DEGRADED ({}), {} cache-device errors",
+                    st.health.degraded_reason.as_deref().unwrap_or("?"),
+                    st.health.cache_errors()
+                )
+            } else {
+                String::new()
+            },
         ));
         if s.listen.is_none() {
             let _ = std::fs::remove_file(&s.socket);

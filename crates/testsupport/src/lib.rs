@@ -40,6 +40,7 @@ fn package_of(tool: &str) -> &str {
         "nbdcopy" | "nbdinfo" => "libnbd-bin",
         "nbdsh" => "python3-libnbd",
         "fusermount3" => "fuse3",
+        "systemd-analyze" => "systemd",
         other => other,
     }
 }
@@ -94,6 +95,48 @@ pub fn fuse_problem() -> Option<String> {
 #[track_caller]
 pub fn fuse() -> bool {
     require("FUSE", "fuse3", fuse_problem())
+}
+
+/// A small tmpfs this test mounted (a full file system on demand); unmounted when dropped.
+pub struct Tmpfs {
+    path: PathBuf,
+}
+
+impl Tmpfs {
+    /// Where it is mounted.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(&self.path)
+            .status();
+    }
+}
+
+/// Mounts a tmpfs of `size` (`mount -t tmpfs -o size=SIZE`, e.g. `"3m"`) on the empty
+/// directory `at`, under [`require`]'s rules (it needs root and `mount`, from util-linux):
+/// `None` when it cannot be made here and the test skips.
+#[track_caller]
+pub fn tmpfs(at: &Path, size: &str) -> Option<Tmpfs> {
+    let out = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+        .arg(at)
+        .output();
+    let problem = match out {
+        Ok(o) if o.status.success() => None,
+        Ok(o) => Some(format!(
+            "mount -t tmpfs failed (needs root): {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Some(format!("mount: {e}")),
+    };
+    require("a tmpfs mount (root)", "util-linux", problem).then(|| Tmpfs {
+        path: at.to_path_buf(),
+    })
 }
 
 #[cfg(test)]

@@ -5,15 +5,19 @@
 //! [`Emulated`] makes any device take as long as a docs/design.md §5 preset would, so a
 //! fast-cache/slow-backend system can be built on one machine; [`CrashDevice`] records every
 //! write so tests can rebuild the device as a power loss would leave it; [`NbdBackend`] is a
-//! remote NBD export; [`VolumeSet`] lays several volumes' backends end to end.
+//! remote NBD export; [`VolumeSet`] lays several volumes' backends end to end;
+//! [`FaultDevice`] fails or stalls chosen ops (fault injection, docs/design.md §11).
 
 mod crash;
 mod emulated;
+mod fault;
 mod remote;
 mod volumes;
+pub(crate) mod watched;
 
 pub use crash::{CrashDevice, CrashLog};
 pub use emulated::Emulated;
+pub use fault::{FaultDevice, FaultKind, FaultOp, FaultRule};
 pub use remote::NbdBackend;
 pub use volumes::{DuplicateVolume, VolumeSet};
 

@@ -3,6 +3,7 @@
 //! are nothing but one cache read go to the device together ([`BlockDevice::read_many`](tiercache_blockdev::BlockDevice::read_many): one
 //! io_uring submission for a file device with io_uring on); any other plan runs as usual.
 
+use super::degraded::predecessor_failed;
 use super::*;
 
 /// A read decided and registered, waiting for its ops to run.
@@ -134,9 +135,7 @@ impl<C: EngineCore> Inner<C> {
             let shard = &self.shards[k];
             let result = match results[j].take() {
                 Some(r) => r,
-                None if ticket.predecessor_failed() => Err(io::Error::other(
-                    "an earlier request on the same cache lines failed",
-                )),
+                None if ticket.predecessor_failed() => Err(predecessor_failed()),
                 None => {
                     let (offset, buf) = &mut reads[at];
                     let client = Client::Read {
@@ -156,6 +155,18 @@ impl<C: EngineCore> Inner<C> {
                 let mut core = self.core(shard);
                 core.order.end(ticket, result.is_ok());
             }
+            let result = match result {
+                Err(e) if self.may_serve_past_cache(&e) => {
+                    let (offset, buf) = &mut reads[at];
+                    let client = Client::Read {
+                        volume,
+                        offset: *offset,
+                        buf,
+                    };
+                    self.serve_past_cache(k, &req, client, &e)
+                }
+                r => r,
+            };
             self.tally(&req, pieces);
             self.account(volume, Op::Read, req.len, false, started, &result);
             out[at] = Some(result);

@@ -8,6 +8,7 @@
 //! so a crash may forget it, and a slot cycling through demoted lines then costs no metadata
 //! I/O at all.
 
+use super::degraded::predecessor_failed;
 use super::*;
 use tiercache_blockdev::DemoteReply;
 use tiercache_policy::DemoteOutcome;
@@ -122,9 +123,7 @@ impl<C: EngineCore> Inner<C> {
             data,
         };
         let result = if ticket.predecessor_failed() {
-            Err(io::Error::other(
-                "an earlier request on the same cache lines failed",
-            ))
+            Err(predecessor_failed())
         } else {
             self.execute(shard, &plan, &updates, client, false)
                 .map(|_| DemoteReply::Accepted)

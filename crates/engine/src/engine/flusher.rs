@@ -1,6 +1,7 @@
 //! Background cleaning: the executor state the cleaners see, flush jobs run in decision
 //! order, the flusher thread, a full flush (detach), and the counters.
 
+use super::degraded::predecessor_failed;
 use super::*;
 
 impl<C: EngineCore> Inner<C> {
@@ -98,9 +99,7 @@ impl<C: EngineCore> Inner<C> {
         let mut cleaned = 0;
         let mut result = (|| {
             if ticket.predecessor_failed() {
-                return Err(io::Error::other(
-                    "an earlier request on the same cache lines failed",
-                ));
+                return Err(predecessor_failed());
             }
             let mut scratch = Scratch::new(Client::None);
             // The job's backend writes (distinct lines) go to the backend together, pipelined
@@ -213,9 +212,20 @@ impl<C: EngineCore> Inner<C> {
                 result = result.and(Err(e));
             }
         }
-        core.order.complete(ticket);
+        // Once the cache device fails ops, a failed job (the cache failed it, or a job before
+        // it whose lines it waited for) passes its failure on: plans decided on its lines
+        // being on the backend (a pass-through read of them, planned while the job had them
+        // marked clean) must not read the backend's stale copy. They fail, and are served
+        // again past the cache, now seeing the lines dirty (docs/design.md §11). Without
+        // cache trouble nothing plans such reads but a configured pass-through, and a job
+        // the backend failed completes its ticket as before.
+        core.order
+            .end(ticket, !(failed && self.health.cache_trouble()));
         Counters::add(&self.counters.flush_jobs, 1);
-        Counters::add(&self.counters.flushed_lines, lines);
+        // Lines written back: a failed job's stay dirty, and are counted when written.
+        if !failed {
+            Counters::add(&self.counters.flushed_lines, lines);
+        }
         result
     }
 
@@ -228,6 +238,11 @@ impl<C: EngineCore> Inner<C> {
             if let Some(t) = self.repartition() {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
+            // Degraded mode starts here when a flush job's errors passed the threshold; while
+            // degraded, every dirty line goes back to the backend as soon as it can be read
+            // (jobs failing on unreadable lines leave them dirty, retried after a backoff).
+            self.check_degrade();
+            let draining = self.health.is_degraded();
             for (k, sh) in self.shards.iter().enumerate() {
                 let mut core = self.core(sh);
                 if self.halted.get().is_some() {
@@ -235,7 +250,11 @@ impl<C: EngineCore> Inner<C> {
                 }
                 let state = self.executor_state();
                 let mut jobs = Vec::new();
-                core.cache.clean(&state, &mut jobs);
+                if draining && core.cache.dirty_lines() > 0 {
+                    core.cache.flush_all(&mut jobs);
+                } else {
+                    core.cache.clean(&state, &mut jobs);
+                }
                 if let Some(t) = core.cache.next_clean_poll(&state) {
                     next = Some(next.map_or(t, |n| n.min(t)));
                 }
@@ -273,6 +292,12 @@ impl<C: EngineCore> Inner<C> {
     }
 
     pub(super) fn flush_everything(&self) -> io::Result<()> {
+        self.write_back_all()?;
+        self.sync_for_client()
+    }
+
+    /// Writes every dirty line back (not synced).
+    pub(super) fn write_back_all(&self) -> io::Result<()> {
         loop {
             self.check_halted()?;
             let mut work = Vec::new();
@@ -304,7 +329,7 @@ impl<C: EngineCore> Inner<C> {
             }
             result?;
         }
-        self.sync_all()
+        Ok(())
     }
 
     pub(super) fn stats(&self) -> EngineStats {
@@ -358,6 +383,7 @@ impl<C: EngineCore> Inner<C> {
             backend_in_flight: u64::from(self.backend_load.queued()),
             recovery: self.recovery.clone(),
             halted: self.halted.get().cloned(),
+            health: self.health.stats(),
             backend_link: self.backend.link_stats(),
             demotes: c.demotes.snapshot(),
             read_latency: LatencySummary::of(&self.latency.read),

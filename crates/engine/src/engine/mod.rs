@@ -27,9 +27,11 @@ use tiercache_policy::{
 };
 
 mod batch;
+mod degraded;
 mod demote;
 mod failure;
 mod flusher;
+mod live;
 mod open;
 mod request;
 mod started;
@@ -208,6 +210,11 @@ struct Inner<C = Cache> {
     /// written to the cache device (reusing the slot would lose the data); a restart recovers
     /// the line from its record. Fail-stop, as the simplest state that loses nothing.
     halted: OnceLock<String>,
+    /// Device errors and the degraded state (docs/design.md §11).
+    health: Arc<crate::health::Health>,
+    /// Set by the cache device's watcher when its errors pass `engine.on_error.threshold`:
+    /// the engine degrades at its next look (after the failed op).
+    degrade_due: Arc<AtomicBool>,
 }
 
 impl<C: EngineCore> Inner<C> {
@@ -327,7 +334,7 @@ impl Engine {
             drop(core);
             self.inner.tally(&req, pieces);
         }
-        self.inner.sync_all()
+        self.inner.sync_for_client()
     }
 
     /// Writes every dirty line back and syncs the backend: afterwards the backend alone holds

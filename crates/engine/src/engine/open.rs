@@ -4,7 +4,10 @@
 
 use super::*;
 use crate::config::VolumeConfig;
+use crate::device::watched::Watched;
 use crate::device::VolumeSet;
+use crate::device::{FaultDevice, FaultRule};
+use crate::health::DeviceRole;
 use crate::partition_log::PartitionLog;
 
 impl Engine {
@@ -44,6 +47,25 @@ impl Engine {
                 path: cfg.cache_path.display().to_string(),
                 source,
             })?;
+        let mut notes = Vec::new();
+        if cfg.cache_preallocate {
+            if let Some(note) =
+                preallocate_cache(&cache_lock, &cfg.cache_path, layout.device_len())?
+            {
+                notes.push(note);
+            }
+        }
+        for (field, rules) in [
+            ("engine.cache_faults", &cfg.cache_faults),
+            ("engine.backend_faults", &cfg.backend_faults),
+        ] {
+            for (i, r) in rules.iter().enumerate() {
+                r.validate().map_err(|(key, reason)| EngineError::Setting {
+                    field,
+                    reason: format!("entry {}: {key}: {reason}", i + 1),
+                })?;
+            }
+        }
         let cache_file = open(
             "cache device",
             &cfg.cache_path,
@@ -81,7 +103,13 @@ impl Engine {
             Some(m) => Arc::new(Emulated::new(cache_file, "engine.cache_device", m)?),
             None => Arc::new(cache_file),
         };
-        let mut notes = Vec::new();
+        let cache_dev = with_faults(
+            cache_dev,
+            &cfg.cache_faults,
+            cfg.fault_seed,
+            &mut notes,
+            "cache",
+        );
         let mut overrides = Vec::new();
         let remote_uri = cfg
             .backend_path
@@ -205,7 +233,10 @@ impl Engine {
             };
             (backend, cache_cfg.clone(), None)
         };
-        if cfg.lookup == Lookup::HtFg && cache_cfg.shards <= 1 {
+        // Only where sharding is possible: partitions (static or a tenancy mode's) need one
+        // shard, and a config that has them chose it.
+        let can_shard = cache_cfg.partitions.is_empty() && !cache_cfg.tenancy.partitions();
+        if cfg.lookup == Lookup::HtFg && cache_cfg.shards <= 1 && can_shard {
             notes.push(
                 "engine.lookup = ht-fg with cache.shards = 1: one policy core behind one lock; \
                  set cache.shards (the shipped serve configs use 16) for a lock per shard"
@@ -224,6 +255,13 @@ impl Engine {
             });
         }
         let extents = extents.unwrap_or_else(|| vec![(0, 0, backend.size())]);
+        let backend = with_faults(
+            backend,
+            &cfg.backend_faults,
+            cfg.fault_seed.wrapping_add(1),
+            &mut notes,
+            "backend",
+        );
         let mut engine = Self::with_volume_devices(&cache_cfg, cfg, cache_dev, backend, extents)
             .map_err(|e| match e {
                 EngineError::Metadata(source) => EngineError::CacheMetadata {
@@ -295,6 +333,25 @@ impl Engine {
                 ),
             });
         }
+        cfg.on_error
+            .validate()
+            .map_err(|(field, reason)| EngineError::Setting { field, reason })?;
+        // Every op of both devices goes through a watcher that counts its errors (and marks
+        // the cache device's, so a request they fail is served from the backend).
+        let health = Arc::new(crate::health::Health::new(cfg.on_error.clone()));
+        let degrade_due = Arc::new(AtomicBool::new(false));
+        let cache_dev: Arc<dyn BlockDevice> = Arc::new(Watched::new(
+            cache_dev,
+            DeviceRole::Cache,
+            health.clone(),
+            degrade_due.clone(),
+        ));
+        let backend: Arc<dyn BlockDevice> = Arc::new(Watched::new(
+            backend,
+            DeviceRole::Backend,
+            health.clone(),
+            degrade_due.clone(),
+        ));
         if let Some(n) = cfg.shards {
             return Err(EngineError::Setting {
                 field: "engine.shards",
@@ -510,6 +567,8 @@ impl Engine {
             poll: Duration::from_nanos(cfg.flusher_poll_ns.max(1_000_000)),
             backend_unsynced: AtomicU64::new(u64::MAX),
             halted: OnceLock::new(),
+            health,
+            degrade_due,
         });
         let worker = inner.clone();
         let flusher = std::thread::Builder::new()
@@ -569,4 +628,67 @@ fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
         return Some((u64::MAX, m.rdev()));
     }
     Some((m.dev(), m.ino()))
+}
+
+/// `dev` under the fault `rules` (none: `dev` itself), with a note saying faults are on.
+fn with_faults(
+    dev: Arc<dyn BlockDevice>,
+    rules: &[FaultRule],
+    seed: u64,
+    notes: &mut Vec<String>,
+    what: &str,
+) -> Arc<dyn BlockDevice> {
+    if rules.is_empty() {
+        return dev;
+    }
+    notes.push(format!(
+        "engine.{what}_faults: {} fault rule(s) injected into the {what} device (testing)",
+        rules.len()
+    ));
+    Arc::new(FaultDevice::new(dev, rules.to_vec(), seed))
+}
+
+/// Allocates the blocks of the cache file at `path` (open as `file`) up to `len` bytes, so a
+/// file system without the room is an error now, naming the path, the size asked and the
+/// space free (docs/design.md §11). A block device, or a file system that cannot allocate
+/// ahead, is left as it is (the latter with a note, returned).
+fn preallocate_cache(
+    file: &std::fs::File,
+    path: &std::path::Path,
+    len: u64,
+) -> Result<Option<String>, EngineError> {
+    use tiercache_blockdev::space::{free_bytes, preallocate, Preallocated};
+    let is_file = file
+        .metadata()
+        .map(|m| m.file_type().is_file())
+        .unwrap_or(false);
+    if !is_file {
+        return Ok(None);
+    }
+    match preallocate(file, len) {
+        Ok(Preallocated::Done) => Ok(None),
+        Ok(Preallocated::Unsupported) => Ok(Some(format!(
+            "engine.cache_preallocate: the file system of {} cannot allocate ahead; the cache \
+             file stays sparse, and running out of room there is a cache-device error",
+            path.display()
+        ))),
+        Err(e) => {
+            let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+            let free = free_bytes(dir.unwrap_or(std::path::Path::new(".")))
+                .map(|b| format!("{b} bytes free there"))
+                .unwrap_or_else(|_| "free space unknown".into());
+            Err(EngineError::Open {
+                what: "cache device",
+                path: path.display().to_string(),
+                source: std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "allocating {len} bytes for the cache file failed ({e}); {free}: \
+                         make room, lower cache.capacity, or set \
+                         engine.cache_preallocate = false to run it sparse"
+                    ),
+                ),
+            })
+        }
+    }
 }

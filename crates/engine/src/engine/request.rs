@@ -1,8 +1,10 @@
 //! The request path: a request cut into pieces by shard, planned by its shard's policy core,
 //! executed stage by stage in decision order, answered, and finished in the background.
 
+use super::degraded::predecessor_failed;
 use super::failure::undefined_after_failure;
 use super::*;
+use tiercache_policy::WritePolicy;
 
 impl<C: EngineCore> Inner<C> {
     /// Whether every shard `op` of `len` bytes at `offset` touches would run it on the cache
@@ -126,13 +128,19 @@ impl<C: EngineCore> Inner<C> {
                     &mut pieces,
                 )
                 .expect("unconditional requests always run");
+            if let Err(e) = &out {
+                if self.may_serve_past_cache(e) {
+                    let sub = sub_client(&mut client, req.offset, req.len);
+                    out = self.serve_past_cache(k, &req, sub, e);
+                }
+            }
             if out.is_err() {
                 break;
             }
         }
         self.tally(&whole, pieces);
         if out.is_ok() && fua {
-            out = self.sync_all();
+            out = self.sync_for_client();
         }
         self.account(volume, op, len, fua, started, &out);
         out
@@ -172,7 +180,19 @@ impl<C: EngineCore> Inner<C> {
             len,
         };
         let mut pieces = RequestPieces::new();
-        let out = self.run_request(k, &req, client, true, &mut pieces);
+        let mut client = client;
+        let mut out = self.run_request(
+            k,
+            &req,
+            sub_client(&mut client, offset, len),
+            true,
+            &mut pieces,
+        );
+        if let Some(Err(e)) = &out {
+            if self.may_serve_past_cache(e) {
+                out = Some(self.serve_past_cache(k, &req, client, e));
+            }
+        }
         self.tally(&req, pieces);
         match &out {
             Some(o) => self.account(volume, op, len, false, started, o),
@@ -233,6 +253,30 @@ impl<C: EngineCore> Inner<C> {
         only_on_cache: bool,
         pieces: &mut RequestPieces,
     ) -> Option<io::Result<()>> {
+        self.run_request_as(k, req, client, only_on_cache, pieces, false)
+    }
+
+    /// As [`run_request`](Self::run_request), planned in pass-through whatever the write
+    /// policy (see [`serve_past_cache`](Self::serve_past_cache)).
+    pub(super) fn run_request_past_cache(
+        &self,
+        k: usize,
+        req: &Request,
+        client: Client<'_>,
+        pieces: &mut RequestPieces,
+    ) -> Option<io::Result<()>> {
+        self.run_request_as(k, req, client, false, pieces, true)
+    }
+
+    fn run_request_as(
+        &self,
+        k: usize,
+        req: &Request,
+        client: Client<'_>,
+        only_on_cache: bool,
+        pieces: &mut RequestPieces,
+        past_cache: bool,
+    ) -> Option<io::Result<()>> {
         if let Err(e) = self.check_halted() {
             return Some(Err(e));
         }
@@ -284,7 +328,16 @@ impl<C: EngineCore> Inner<C> {
                 Vec::new()
             };
             let mut plan = Plan::new();
-            if let Err(e) = pieces.access(&mut core.cache, req, Some(&mut plan)) {
+            if past_cache {
+                // For this plan only (decided under this lock): then back to what is in force.
+                core.cache
+                    .force_write_policy(Some(WritePolicy::PassThrough));
+            }
+            let planned = pieces.access(&mut core.cache, req, Some(&mut plan));
+            if past_cache {
+                core.cache.force_write_policy(self.forced_mode());
+            }
+            if let Err(e) = planned {
                 return Some(Err(io_err(e)));
             }
             let mut updates = std::mem::take(&mut core.updates);
@@ -302,9 +355,7 @@ impl<C: EngineCore> Inner<C> {
         let may_defer = req.op == Op::Read && self.lookup != Lookup::Lt && self.answer_reads_early;
         let executed = if ticket.predecessor_failed() {
             // Decided on what that plan was to leave (a fill, say) that is not there.
-            Err(io::Error::other(
-                "an earlier request on the same cache lines failed",
-            ))
+            Err(predecessor_failed())
         } else {
             self.execute(shard, &plan, &updates, client, may_defer)
         };
@@ -717,6 +768,26 @@ impl<C: EngineCore> Inner<C> {
     /// requests wrote to it since its last sync.
     pub(super) fn sync_all(&self) -> io::Result<()> {
         self.table.sync(&*self.cache_dev)?;
+        self.sync_backend()
+    }
+
+    /// [`sync_all`](Self::sync_all) for a client's FLUSH or FUA: when the cache device
+    /// cannot sync, what it holds is not durable there, so the engine degrades, writes every
+    /// dirty line back and syncs the backend; the flush succeeds if that does (the cache
+    /// device then holds no data a client wrote that the backend lacks).
+    pub(super) fn sync_for_client(&self) -> io::Result<()> {
+        match self.sync_all() {
+            Err(e) if self.may_serve_past_cache(&e) => {
+                self.enter_degraded(format!("a cache-device flush failed ({e})"));
+                self.write_back_all()?;
+                self.sync_backend()
+            }
+            r => r,
+        }
+    }
+
+    /// Syncs the backend if requests wrote to it since its last sync.
+    fn sync_backend(&self) -> io::Result<()> {
         let since = self.backend_unsynced.swap(u64::MAX, Relaxed);
         if since != u64::MAX {
             if let Err(e) = self.backend.flush_since(since) {

@@ -6,6 +6,7 @@
 //!
 //! Started reads belong to the thread that started them (its ring): they are reaped there.
 
+use super::degraded::predecessor_failed;
 use super::*;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -119,9 +120,7 @@ impl<C: EngineCore> Inner<C> {
             // Anything else runs now; its bytes are delivered by the next reap.
             let mut buf = vec![0u8; len as usize];
             let result = if ticket.predecessor_failed() {
-                Err(io::Error::other(
-                    "an earlier request on the same cache lines failed",
-                ))
+                Err(predecessor_failed())
             } else {
                 let client = Client::Read {
                     volume,
@@ -142,7 +141,7 @@ impl<C: EngineCore> Inner<C> {
                 started,
             };
             let delivered = result.map(|()| buf);
-            self.finish_started(s, delivered.as_ref().map(|_| ()).map_err(copy_err));
+            let delivered = self.finish_started(s, delivered);
             READY.with(|r| r.borrow_mut().push((self.key(), tag, delivered)));
             out[at] = Some(Ok(()));
         }
@@ -161,8 +160,11 @@ impl<C: EngineCore> Inner<C> {
                     out[at] = Some(Ok(()));
                 }
                 Some(Err(e)) => {
-                    self.finish_started(s, Err(copy_err(&e)));
-                    out[at] = Some(Err(e));
+                    // Served past the cache if it can be, delivered by the next reap.
+                    let tag = s.tag;
+                    let delivered = self.finish_started(s, Err(e));
+                    READY.with(|q| q.borrow_mut().push((self.key(), tag, delivered)));
+                    out[at] = Some(Ok(()));
                 }
                 None => read_now.push((at, s, addr, len)),
             }
@@ -178,8 +180,7 @@ impl<C: EngineCore> Inner<C> {
             let rs = self.cache_dev.read_many(&mut ios);
             for ((at, s, _, _), (r, b)) in read_now.into_iter().zip(rs.into_iter().zip(bufs)) {
                 let tag = s.tag;
-                let delivered = r.map(|()| b);
-                self.finish_started(s, delivered.as_ref().map(|_| ()).map_err(copy_err));
+                let delivered = self.finish_started(s, r.map(|()| b));
                 READY.with(|q| q.borrow_mut().push((self.key(), tag, delivered)));
                 out[at] = Some(Ok(()));
             }
@@ -210,6 +211,9 @@ impl<C: EngineCore> Inner<C> {
         if !mine_in_flight {
             return n;
         }
+        // Reads the cache device failed: served past it once the ring is reaped (not from
+        // inside its completion callback).
+        let mut failed: Vec<(Started, io::Error)> = Vec::new();
         n += self.cache_dev.reap_started(
             if n == 0 { wait } else { ReapWait::No },
             &mut |ring_tag, res| {
@@ -217,26 +221,52 @@ impl<C: EngineCore> Inner<C> {
                     return;
                 };
                 debug_assert_eq!(s.engine, me, "another engine's read reaped here");
-                let tag = s.tag;
-                self.finish_started(s, res.as_ref().map(|_| ()).map_err(copy_err));
-                f(tag, res);
+                match res {
+                    Ok(bytes) => {
+                        let tag = s.tag;
+                        let _ = self.finish_started(s, Ok(Vec::new()));
+                        f(tag, Ok(bytes));
+                    }
+                    Err(e) => failed.push((s, e)),
+                }
             },
         );
+        for (s, e) in failed {
+            let tag = s.tag;
+            let delivered = self.finish_started(s, Err(e));
+            f(tag, delivered.as_deref().map_err(copy_err));
+        }
         n
     }
 
     /// Ends a started read's plan: its ticket, counters and latency; a failure forgets what
-    /// the plan touched, as any failed read does.
-    fn finish_started(&self, s: Started, result: io::Result<()>) {
+    /// the plan touched, as any failed read does, and a cache-device error has the read
+    /// served past the cache. Returns the read's bytes (as given on success), or its error.
+    fn finish_started(&self, s: Started, result: io::Result<Vec<u8>>) -> io::Result<Vec<u8>> {
         let shard = &self.shards[s.shard];
         if let Err(e) = &result {
             // The request's error is the one to report; forgetting is best effort.
             let _ = self.forget_failed(shard, &s.req, &s.plan, &[], e);
         }
         self.core(shard).order.end(s.ticket, result.is_ok());
+        let result = match result {
+            Err(e) if self.may_serve_past_cache(&e) => {
+                let mut buf = vec![0u8; s.req.len as usize];
+                let client = Client::Read {
+                    volume: s.req.volume.0,
+                    offset: s.req.offset,
+                    buf: &mut buf,
+                };
+                self.serve_past_cache(s.shard, &s.req, client, &e)
+                    .map(|()| buf)
+            }
+            r => r,
+        };
         self.tally(&s.req, s.pieces);
         let volume = s.req.volume.0;
-        self.account(volume, Op::Read, s.req.len, false, s.started, &result);
+        let status = result.as_ref().map(|_| ()).map_err(copy_err);
+        self.account(volume, Op::Read, s.req.len, false, s.started, &status);
+        result
     }
 }
 

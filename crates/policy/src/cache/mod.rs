@@ -27,6 +27,7 @@ mod counters;
 mod demote;
 mod jobs;
 mod journal;
+mod live;
 mod modes;
 mod prefetch;
 mod read;
@@ -193,6 +194,8 @@ pub struct Cache {
     balancing: Balancing,
     default_mode: WritePolicy,
     volume_modes: Vec<Option<WritePolicy>>,
+    /// A write policy over every other (an executor's degraded mode, docs/design.md §11).
+    forced_mode: Option<WritePolicy>,
     /// The counters of the cache and its volumes (each partition keeps its own), all moved
     /// by [`Cache::record`].
     counters: Counters,
@@ -257,6 +260,7 @@ impl Cache {
             balancing: Balancing::new(crate::balancing::build(&cfg.balancing)),
             default_mode: cfg.write_policy,
             volume_modes: Vec::new(),
+            forced_mode: None,
             counters: Counters::default(),
             jobs: JobTracker::default(),
             scratch: Vec::with_capacity(64),

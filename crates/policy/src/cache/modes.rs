@@ -54,9 +54,24 @@ impl Cache {
         }
     }
 
-    /// Write policy in force for a volume: its own override, else the balancer's choice,
-    /// else the configured one.
+    /// Puts `policy` over every volume's and the balancer's (`None`: lifts it), keeping them
+    /// for when it is lifted: an executor serving past a failing cache device
+    /// (docs/design.md §11) forces pass-through.
+    pub fn force_write_policy(&mut self, policy: Option<WritePolicy>) {
+        self.forced_mode = policy;
+    }
+
+    /// The write policy forced over the others, if any.
+    pub fn forced_write_policy(&self) -> Option<WritePolicy> {
+        self.forced_mode
+    }
+
+    /// Write policy in force for a volume: a forced one, else its own override, else the
+    /// balancer's choice, else the configured one.
     pub fn write_policy(&self, volume: VolumeId) -> WritePolicy {
+        if let Some(f) = self.forced_mode {
+            return f;
+        }
         self.volume_modes
             .get(volume.0 as usize)
             .copied()
@@ -122,7 +137,7 @@ impl Cache {
     /// deterministic).
     pub(super) fn mode_for(&mut self, req: &Request) -> WritePolicy {
         let mode = self.write_policy(req.volume);
-        if !self.balancing.may_bypass {
+        if !self.balancing.may_bypass || self.forced_mode.is_some() {
             // Both shares are `<= 0`: the test below would return `mode` for every op.
             return mode;
         }

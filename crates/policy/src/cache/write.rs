@@ -41,7 +41,10 @@ impl Cache {
                 self.promotion.on_hit(key);
             }
             let mut action = rules.write_hit;
-            if action == WriteHit::InvalidateToBackend && m.dirty & touched & !covered != 0 {
+            // Under a flush job (pinned) the line's sub-blocks count as clean before the backend
+            // has them: should the job fail, they are dirty again, so they count as dirty here.
+            let maybe_dirty = if m.pinned { m.dirty | m.valid } else { m.dirty };
+            if action == WriteHit::InvalidateToBackend && maybe_dirty & touched & !covered != 0 {
                 // The write lands inside dirty sub-blocks without covering them: only the cache
                 // holds the rest of those sub-blocks, so merge there instead of invalidating.
                 action = WriteHit::CacheDirty;
@@ -284,5 +287,58 @@ impl Cache {
             self.parts.order(p).became_clean(slot, m.key);
         }
         was
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cache::Cache;
+    use crate::config::{CacheConfig, WritePolicy};
+    use tiercache_core::{Device, IoKind, Plan, Request, VolumeId};
+
+    /// A pass-through write into part of a sub-block of a line a flush job is writing back
+    /// merges into the cache (the job may fail, leaving the rest of that sub-block dirty and
+    /// only there) rather than invalidating it; after the job fails the line's data is
+    /// still dirty in the cache.
+    #[test]
+    fn a_partial_pass_through_write_into_a_line_under_write_back_merges() {
+        let cfg = CacheConfig {
+            capacity: 64 * 4096,
+            line_size: 4096,
+            write_policy: WritePolicy::WriteBack,
+            ..CacheConfig::default()
+        };
+        let mut c = Cache::new(&cfg).unwrap();
+        c.access(&Request::write(0, 4096), None).unwrap();
+        let mut jobs = Vec::new();
+        c.flush_all(&mut jobs);
+        assert_eq!(jobs.len(), 1, "one job, line 0 marked clean under it");
+        assert_eq!(c.line_state(VolumeId(0), 0).unwrap().dirty, 0);
+        c.force_write_policy(Some(WritePolicy::PassThrough));
+        let mut plan = Plan::new();
+        c.access(&Request::write(100, 50), Some(&mut plan)).unwrap();
+        assert!(
+            plan.ops
+                .iter()
+                .any(|o| o.device == Device::Cache && o.kind == IoKind::Write),
+            "merged into the cache: {:?}",
+            plan.ops
+        );
+        c.flush_failed(jobs.pop().unwrap());
+        let l = c.line_state(VolumeId(0), 0).unwrap();
+        assert_eq!(
+            l.valid & l.dirty,
+            l.valid,
+            "every valid sub-block dirty again"
+        );
+        // A write covering whole sub-blocks still goes to the backend and invalidates them.
+        c.flush_all(&mut jobs);
+        let mut plan = Plan::new();
+        c.access(&Request::write(512, 1024), Some(&mut plan))
+            .unwrap();
+        assert!(plan
+            .ops
+            .iter()
+            .all(|o| !(o.device == Device::Cache && o.kind == IoKind::Write)));
     }
 }

@@ -162,6 +162,9 @@ impl EngineCore for Cache {
     fn flush_failed(&mut self, job: FlushJob) {
         Cache::flush_failed(self, job)
     }
+    fn force_write_policy(&mut self, policy: Option<WritePolicy>) {
+        Cache::force_write_policy(self, policy)
+    }
     fn drop_clean(&mut self, volume: VolumeId, index: u64) -> bool {
         Cache::drop_clean(self, volume, index)
     }

@@ -228,6 +228,10 @@ pub trait EngineCore: PolicyCore {
     ) -> Result<(), PolicyError>;
     /// The executor could not complete `job`: its lines stay dirty and are unpinned.
     fn flush_failed(&mut self, job: FlushJob);
+    /// Forces `policy` over every other write policy (`None`: lifts it): the engine serving
+    /// past a failing cache device (see
+    /// [`Cache::force_write_policy`](crate::Cache::force_write_policy)).
+    fn force_write_policy(&mut self, policy: Option<WritePolicy>);
     /// Forgets the clean sub-blocks of line `index` of `volume` (a failed plan left them
     /// undefined); returns whether the line was resident.
     fn drop_clean(&mut self, volume: VolumeId, index: u64) -> bool;

@@ -66,8 +66,8 @@ impl ShardLayout {
             return Err(PolicyError::Config {
                 field: "shards",
                 reason: format!(
-                    "tenancy mode {:?} partitions the cache and needs one shard (shards = 1)",
-                    cfg.tenancy.mode
+                    "tenancy mode \"{}\" partitions the cache and needs one shard (shards = 1)",
+                    cfg.tenancy.mode.name()
                 ),
             });
         }

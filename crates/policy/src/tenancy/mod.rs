@@ -103,6 +103,18 @@ pub enum TenancyModeKind {
     Trd,
 }
 
+impl TenancyModeKind {
+    /// The name configs give it (`eci`), for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Shared => "shared",
+            Self::Static => "static",
+            Self::Eci => "eci",
+            Self::Trd => "trd",
+        }
+    }
+}
+
 /// How a reuse-distance mode turns a volume's interval into a demand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -1,0 +1,57 @@
+//! Policies changed on a running engine (an operator's `tiercache set` through the serve
+//! control socket): every shard's core takes the change between two of its requests, under
+//! its own lock, and the flusher is woken so that a new cleaner is asked at once.
+
+use super::Engine;
+use tiercache_core::VolumeId;
+use tiercache_policy::{CacheConfig, PolicyError, Report, WritePolicy};
+
+impl Engine {
+    /// Puts `cfg`'s write policy, cleaning, promotion and balancing in force on every shard
+    /// ([`tiercache_policy::Cache::set_policies`]); the other fields are not read. Checked on
+    /// the first shard before any shard changes, so an invalid setting changes nothing.
+    pub fn set_policies(&self, cfg: &CacheConfig) -> Result<(), PolicyError> {
+        for sh in &self.inner.shards {
+            self.inner.core(sh).cache.set_policies(cfg)?;
+        }
+        self.inner.kick();
+        Ok(())
+    }
+
+    /// Sets the write policy of one volume (another volume keeps its own).
+    pub fn set_volume_write_policy(&self, volume: u32, policy: WritePolicy) {
+        for sh in &self.inner.shards {
+            self.inner
+                .core(sh)
+                .cache
+                .set_write_policy(Some(VolumeId(volume)), policy);
+        }
+        self.inner.kick();
+    }
+
+    /// The policies in force: the config the engine was opened with, with what
+    /// [`set_policies`](Self::set_policies) changed since (the whole cache's capacity and
+    /// shard count, not one shard's).
+    pub fn policies(&self) -> CacheConfig {
+        let layout = &self.inner.shard_layout;
+        CacheConfig {
+            capacity: u64::from(layout.total_lines()) * self.inner.geo.line_size(),
+            shards: layout.shards() as u32,
+            ..self
+                .inner
+                .core(&self.inner.shards[0])
+                .cache
+                .config()
+                .clone()
+        }
+    }
+
+    /// The write policy in force for `volume` now: its own, else the load balancer's, else the
+    /// cache's.
+    pub fn write_policy_in_force(&self, volume: u32) -> WritePolicy {
+        Report::write_policy(
+            &self.inner.core(&self.inner.shards[0]).cache,
+            VolumeId(volume),
+        )
+    }
+}
