@@ -37,13 +37,43 @@ pub enum Target {
 }
 
 /// An NBD URI (the subset of the NBD URI spec a backend needs): `nbd://host[:port]/[export]`
-/// or `nbd+unix:///[export]?socket=PATH`.
+/// or `nbd+unix:///[export]?socket=PATH`, and their TLS forms `nbds://` and `nbds+unix://`
+/// with `tls-certificates=DIR` (libnbd's parameter: `ca-cert.pem`, and `client-cert.pem`
+/// with `client-key.pem` for a client certificate) and optionally `tls-hostname=NAME`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NbdUri {
     /// Server address.
     pub target: Target,
     /// Export name (empty: the server's default export).
     pub export: String,
+    /// TLS, required (`nbds`): no data goes to a server that does not take STARTTLS.
+    pub tls: Option<UriTls>,
+}
+
+/// The TLS settings of an `nbds://` URI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UriTls {
+    /// Directory of PEM files, laid out as libnbd's and qemu's (`ca-cert.pem`,
+    /// `client-cert.pem`, `client-key.pem`).
+    pub certificates: PathBuf,
+    /// The name the server's certificate must carry (default: the URI's host; `localhost`
+    /// over a Unix socket).
+    pub hostname: Option<String>,
+}
+
+impl NbdUri {
+    /// The client TLS credentials this URI asks for, loaded (`None`: plain `nbd://`).
+    pub fn client_tls(&self) -> Result<Option<crate::tls::ClientTls>, crate::tls::TlsError> {
+        let Some(t) = &self.tls else {
+            return Ok(None);
+        };
+        let name = match (&t.hostname, &self.target) {
+            (Some(h), _) => h.as_str(),
+            (None, Target::Tcp { host, .. }) => host.as_str(),
+            (None, Target::Unix(_)) => "localhost",
+        };
+        crate::tls::ClientTls::from_dir(&t.certificates, name).map(Some)
+    }
 }
 
 /// Why a string is not an NBD URI.
@@ -101,6 +131,7 @@ impl FromStr for NbdUri {
         let export =
             percent_decode(path).ok_or_else(|| err("bad percent-encoding in the export name"))?;
         let mut socket = None;
+        let (mut certificates, mut hostname) = (None, None);
         for kv in query
             .into_iter()
             .flat_map(|q| q.split('&'))
@@ -112,12 +143,48 @@ impl FromStr for NbdUri {
                         percent_decode(v).ok_or_else(|| err("bad percent-encoding in socket="))?,
                     )
                 }
-                Some((k, _)) if k.starts_with("tls") => return Err(err("TLS is not supported")),
+                Some(("tls-certificates", v)) => {
+                    certificates = Some(PathBuf::from(
+                        percent_decode(v)
+                            .ok_or_else(|| err("bad percent-encoding in tls-certificates="))?,
+                    ))
+                }
+                Some(("tls-hostname", v)) => {
+                    hostname = Some(
+                        percent_decode(v).ok_or_else(|| err("bad percent-encoding in tls-hostname="))?,
+                    )
+                }
+                Some(("tls-psk-file" | "tls-username", _)) => {
+                    return Err(err(
+                        "TLS with pre-shared keys is not supported (rustls implements no external PSKs): use X.509 certificates (tls-certificates=DIR)",
+                    ))
+                }
+                Some((k, _)) if k.starts_with("tls") => {
+                    return Err(err(&format!(
+                        "unsupported TLS parameter `{k}` (tiercache takes tls-certificates= and tls-hostname=)"
+                    )))
+                }
                 _ => return Err(err(&format!("unknown query parameter `{kv}`"))),
             }
         }
+        let secure = matches!(scheme, "nbds" | "nbds+unix");
+        if !secure && (certificates.is_some() || hostname.is_some()) {
+            return Err(err("tls-* parameters belong to nbds:// and nbds+unix://"));
+        }
+        let tls = match (secure, certificates) {
+            (false, _) => None,
+            (true, Some(certificates)) => Some(UriTls {
+                certificates,
+                hostname,
+            }),
+            (true, None) => {
+                return Err(err(
+                    "nbds:// needs tls-certificates=DIR (a directory holding ca-cert.pem, and client-cert.pem with client-key.pem for a client certificate)",
+                ))
+            }
+        };
         let target = match scheme {
-            "nbd" => {
+            "nbd" | "nbds" => {
                 if socket.is_some() {
                     return Err(err("socket= belongs to nbd+unix://"));
                 }
@@ -138,7 +205,7 @@ impl FromStr for NbdUri {
                     port,
                 }
             }
-            "nbd+unix" => {
+            "nbd+unix" | "nbds+unix" => {
                 if !authority.is_empty() {
                     return Err(err(
                         "nbd+unix:// takes no host (write nbd+unix:///export?socket=PATH)",
@@ -148,22 +215,38 @@ impl FromStr for NbdUri {
                     socket.ok_or_else(|| err("nbd+unix:// needs ?socket=PATH"))?,
                 ))
             }
-            "nbds" | "nbds+unix" => return Err(err("TLS is not supported")),
             other => return Err(err(&format!("unknown scheme `{other}`"))),
         };
-        Ok(NbdUri { target, export })
+        Ok(NbdUri {
+            target,
+            export,
+            tls,
+        })
     }
 }
 
 impl fmt::Display for NbdUri {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = if self.tls.is_some() { "s" } else { "" };
         match &self.target {
             Target::Tcp { host, port } if host.contains(':') => {
-                write!(f, "nbd://[{host}]:{port}/{}", self.export)
+                write!(f, "nbd{s}://[{host}]:{port}/{}", self.export)?
             }
-            Target::Tcp { host, port } => write!(f, "nbd://{host}:{port}/{}", self.export),
-            Target::Unix(p) => write!(f, "nbd+unix:///{}?socket={}", self.export, p.display()),
+            Target::Tcp { host, port } => write!(f, "nbd{s}://{host}:{port}/{}", self.export)?,
+            Target::Unix(p) => write!(f, "nbd{s}+unix:///{}?socket={}", self.export, p.display())?,
         }
+        if let Some(t) = &self.tls {
+            let sep = if matches!(self.target, Target::Unix(_)) {
+                '&'
+            } else {
+                '?'
+            };
+            write!(f, "{sep}tls-certificates={}", t.certificates.display())?;
+            if let Some(h) = &t.hostname {
+                write!(f, "&tls-hostname={h}")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -188,6 +271,10 @@ impl ExportInfo {
     /// The server accepts TRIM.
     pub fn can_trim(&self) -> bool {
         self.flags & FLAG_SEND_TRIM != 0
+    }
+    /// The server accepts CACHE (a prefetch).
+    pub fn can_cache(&self) -> bool {
+        self.flags & FLAG_SEND_CACHE != 0
     }
     /// The server accepts WRITE_ZEROES.
     pub fn can_write_zeroes(&self) -> bool {
@@ -270,6 +357,8 @@ pub enum Command {
     Trim,
     /// WRITE_ZEROES over a range.
     WriteZeroes,
+    /// CACHE a range (a prefetch hint; no data comes back).
+    Cache,
     /// tiercache's DEMOTE (payload as WRITE; only on a connection that negotiated it, see
     /// [`crate::demote`]). The reply's error field is the outcome.
     Demote,
@@ -283,14 +372,34 @@ impl Command {
             Command::Flush => CMD_FLUSH,
             Command::Trim => CMD_TRIM,
             Command::WriteZeroes => CMD_WRITE_ZEROES,
+            Command::Cache => CMD_CACHE,
             Command::Demote => crate::demote::CMD_TIERCACHE_DEMOTE,
         }
     }
 }
 
-trait Socket: Read + Write + Send + Sync + 'static {
+pub(crate) trait Socket: Read + Write + Send + Sync + 'static {
     fn clone_socket(&self) -> io::Result<Box<dyn Socket>>;
     fn close(&self);
+}
+
+/// A connection's socket is what a TLS session runs over.
+impl crate::server::Stream for Box<dyn Socket> {
+    fn try_clone(&self) -> io::Result<Self> {
+        self.clone_socket()
+    }
+    fn shutdown(&self) {
+        self.close()
+    }
+}
+
+impl Socket for crate::tls::TlsStream<Box<dyn Socket>> {
+    fn clone_socket(&self) -> io::Result<Box<dyn Socket>> {
+        Ok(Box::new(crate::server::Stream::try_clone(self)?))
+    }
+    fn close(&self) {
+        crate::server::Stream::shutdown(self)
+    }
 }
 
 impl Socket for UnixStream {
@@ -425,12 +534,52 @@ fn negotiate_demote(s: &mut dyn Socket, session: u64) -> Result<bool, ClientErro
     }
 }
 
-/// The handshake: the export, and whether the server took the DEMOTE extension.
-fn handshake(
-    s: &mut dyn Socket,
-    export: &str,
-    demote_session: Option<u64>,
-) -> Result<(ExportInfo, bool), ClientError> {
+/// Asks for TLS (`NBD_OPT_STARTTLS`, the first option, so that nothing else is said in the
+/// clear) and runs the TLS handshake: the socket the rest of the connection runs over. A
+/// refusal ends the connection (an `nbds://` URI insists on TLS: a man in the middle that
+/// answers STARTTLS with an error must not get a plaintext session).
+fn start_tls(
+    mut s: Box<dyn Socket>,
+    tls: &crate::tls::ClientTls,
+) -> Result<Box<dyn Socket>, ClientError> {
+    send_option(&mut *s, OPT_STARTTLS, &[])?;
+    if u64::from_be_bytes(rd(&mut *s)?) != REPLY_MAGIC {
+        return Err(ClientError::Protocol("bad option reply magic".into()));
+    }
+    let opt = u32::from_be_bytes(rd(&mut *s)?);
+    let typ = u32::from_be_bytes(rd(&mut *s)?);
+    let len = u32::from_be_bytes(rd(&mut *s)?);
+    if opt != OPT_STARTTLS {
+        return Err(ClientError::Protocol(format!(
+            "reply to option {opt}, asked {OPT_STARTTLS}"
+        )));
+    }
+    if typ != REP_ACK {
+        let mut msg = vec![0u8; len.min(MAX_OPTION_LEN) as usize];
+        let _ = s.read_exact(&mut msg);
+        let msg = String::from_utf8_lossy(&msg);
+        return Err(ClientError::Handshake(format!(
+            "the server refused TLS (reply {typ:#x}{}{msg}); an nbds:// URI does not fall back to plaintext",
+            if msg.is_empty() { "" } else { ": " }
+        )));
+    }
+    if len != 0 {
+        return Err(ClientError::Protocol(
+            "STARTTLS acknowledged with data".into(),
+        ));
+    }
+    let session = tls
+        .session()
+        .map_err(|e| ClientError::Handshake(format!("TLS: {e}")))?;
+    let t = crate::tls::TlsStream::new(s, session.into(), &[])?;
+    t.handshake()
+        .map_err(|e| ClientError::Handshake(format!("TLS handshake: {e}")))?;
+    Ok(Box::new(t))
+}
+
+/// The server's greeting, and the client's flags: whether both sides dropped the zeroes
+/// after `NBD_OPT_EXPORT_NAME`'s reply.
+fn greet(s: &mut dyn Socket) -> Result<bool, ClientError> {
     let proto = |m: String| ClientError::Protocol(m);
     let magic: [u8; 8] = rd(s)?;
     if &magic != NBDMAGIC {
@@ -449,6 +598,17 @@ fn handshake(
     let no_zeroes = hflags & HANDSHAKE_NO_ZEROES != 0;
     let client_flags = HANDSHAKE_FIXED_NEWSTYLE as u32 | if no_zeroes { 2 } else { 0 };
     s.write_all(&client_flags.to_be_bytes())?;
+    Ok(no_zeroes)
+}
+
+/// Option haggling: the export, and whether the server took the DEMOTE extension.
+fn options(
+    s: &mut dyn Socket,
+    export: &str,
+    demote_session: Option<u64>,
+    no_zeroes: bool,
+) -> Result<(ExportInfo, bool), ClientError> {
+    let proto = |m: String| ClientError::Protocol(m);
     if export.len() > 4096 {
         return Err(ClientError::Invalid("export name over 4096 bytes".into()));
     }
@@ -537,8 +697,15 @@ impl Connection {
         losses: Arc<AtomicU64>,
         demote_session: Option<u64>,
     ) -> Result<Self, ClientError> {
+        let tls = uri
+            .client_tls()
+            .map_err(|e| ClientError::Handshake(e.to_string()))?;
         let mut s = open_socket(&uri.target, timeout)?;
-        let (info, demote) = handshake(&mut *s, &uri.export, demote_session)?;
+        let no_zeroes = greet(&mut *s)?;
+        if let Some(tls) = &tls {
+            s = start_tls(s, tls)?;
+        }
+        let (info, demote) = options(&mut *s, &uri.export, demote_session, no_zeroes)?;
         // The reader's socket keeps the connect-time read timeout; it treats a timeout as "no
         // reply yet" (see `read_full`). Stalls are the callers' timeouts to detect.
         let reader_sock = s.clone_socket()?;

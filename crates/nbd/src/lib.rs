@@ -1,4 +1,4 @@
-//! NBD, both sides: a server (fixed newstyle handshake, simple replies) over any
+//! NBD, both sides: a server (fixed newstyle handshake, STARTTLS, structured replies to READs when asked for) over any
 //! [`BlockDevice`], and a client ([`Connection`], pooled with retries and reconnection as
 //! [`Remote`]) so a remote export can be a cache's backend.
 //!
@@ -16,9 +16,11 @@ use tiercache_blockdev::BlockDevice;
 pub mod client;
 pub mod demote;
 mod exports;
+pub mod fuzzing;
 mod proto;
 mod remote;
 mod server;
+pub mod tls;
 
 pub use client::{ClientError, Connection, ExportInfo, NbdUri, Sent, Target};
 pub use demote::{DemoteConfig, DemoteExport, DemoteTracker};
@@ -26,5 +28,6 @@ pub use exports::{serve_tcp_exports, serve_unix_exports, Export, Exports, Export
 pub use remote::{Remote, RemoteConfig};
 pub use server::{
     serve_connection, serve_connection_to, serve_tcp, serve_unix, ServerConfig, ServerStats,
-    Shutdown, MAX_BUSY_POLL,
+    Shutdown, Stream, MAX_BUSY_POLL,
 };
+pub use tls::{ClientRule, ClientTls, ServerTls, ServerTlsFiles, TlsError, TlsMode};

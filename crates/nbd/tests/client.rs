@@ -48,7 +48,7 @@ fn uris_parse_and_print() {
     for (bad, why) in [
         ("nbd+unix:///x", "socket"),
         ("nbd://host:99999/x", "port"),
-        ("nbds://host/x", "TLS"),
+        ("nbds://host/x", "tls-certificates"),
         ("http://host/x", "scheme"),
         ("nbd:///x", "host"),
         ("nbd://h/x?socket=/s", "socket="),

@@ -69,6 +69,11 @@ pub struct ServeConfig {
     pub control_socket: Option<PathBuf>,
     /// Offer tiercache's DEMOTE extension (docs/nbd-demote.md) to tiercache peers above.
     pub demote: ServeDemoteConfig,
+    /// NBD over TLS (`[serve.tls]`, docs/nbd-tls.md).
+    pub tls: crate::tls::ServeTlsConfig,
+    /// Serve in the clear on a TCP address beyond loopback (refused otherwise: anyone who
+    /// reaches the port would read and write every export).
+    pub allow_plaintext: bool,
 }
 
 /// The `[serve.demote]` section: demotes from tiercache caches above, and the bounded state
@@ -131,6 +136,8 @@ impl Default for ServeConfig {
             metrics_listen: None,
             control_socket: None,
             demote: ServeDemoteConfig::default(),
+            tls: crate::tls::ServeTlsConfig::default(),
+            allow_plaintext: false,
         }
     }
 }
@@ -254,8 +261,22 @@ pub fn setup_of(doc: &Document, base: Option<&Path>) -> Result<ServeSetup> {
             }
         }
         crate::exports::resolve_paths(&mut serve.exports, base);
+        serve.tls.resolve_paths(base);
     }
     crate::exports::validate(&serve.exports, cache.capacity)?;
+    let invalid = |e: anyhow::Error| tiercache_config::ConfigError::Invalid {
+        context: doc.context(),
+        message: format!("{e:#}"),
+    };
+    let export_names: Vec<&str> = if serve.exports.is_empty() {
+        vec![serve.export_name.as_str()]
+    } else {
+        serve.exports.iter().map(|e| e.name.as_str()).collect()
+    };
+    serve.tls.validate(&export_names).map_err(invalid)?;
+    if let Some(listen) = &serve.listen {
+        crate::tls::check_listen(listen, serve.tls.mode, serve.allow_plaintext).map_err(invalid)?;
+    }
     if serve.workers > 1024 {
         bail!(tiercache_config::ConfigError::Invalid {
             context: doc.context(),

@@ -2,7 +2,7 @@
 //! puts together: the `[serve]` config ([`config`]), a [`Server`] builder whose
 //! [`ServerHandle`] stops cleanly ([`server`]), several exports ([`exports`]), the stats file,
 //! the Prometheus metrics listener ([`metrics`]), the operator's control socket
-//! ([`control`]) and detaching a stopped cache ([`flush`]).
+//! ([`control`]), NBD over TLS ([`tls`]) and detaching a stopped cache ([`flush`]).
 //! The `tiercache serve` and `flush` commands are argument parsing around these.
 //!
 //! A crate of its own rather than a module of the engine: the metrics listener brings an HTTP
@@ -17,6 +17,7 @@ pub mod flush;
 pub mod metrics;
 pub mod server;
 mod stats;
+pub mod tls;
 
 pub use config::{ServeConfig, ServeSetup};
 pub use server::{ServeReport, Server, ServerBuilder, ServerHandle};

@@ -230,7 +230,25 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
         workers: s.workers,
         export_name: s.export_name.clone(),
         busy_poll: Duration::from_nanos(s.busy_poll_ns),
+        tls: s.tls.server_tls()?,
     };
+    if let Some(tls) = &cfg.tls {
+        log(&format!(
+            "TLS {} (NBD_OPT_STARTTLS){}",
+            match tls.mode {
+                tiercache_nbd::TlsMode::Require => "required",
+                _ => "offered",
+            },
+            if s.tls.clients.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; exports authorised for {} client identities",
+                    s.tls.clients.len()
+                )
+            }
+        ));
+    }
     if !cfg.busy_poll.is_zero() {
         log(&format!(
             "each connection polls {} µs for its next request and its reads' completions before it sleeps (serve.busy_poll_ns)",

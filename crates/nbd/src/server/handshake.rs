@@ -1,6 +1,7 @@
 //! The handshake phase: options, export information, the export chosen.
 
 use super::*;
+use crate::tls::TlsMode;
 
 fn opt_reply(s: &mut impl Write, opt: u32, typ: u32, data: &[u8]) -> io::Result<()> {
     let mut v = Vec::with_capacity(20 + data.len());
@@ -14,8 +15,12 @@ fn opt_reply(s: &mut impl Write, opt: u32, typ: u32, data: &[u8]) -> io::Result<
 
 /// The export description (size, transmission flags) of `dev`.
 fn export_info(dev: &dyn BlockDevice) -> Vec<u8> {
-    let mut flags =
-        FLAG_HAS_FLAGS | FLAG_SEND_FLUSH | FLAG_SEND_FUA | FLAG_SEND_TRIM | FLAG_SEND_WRITE_ZEROES;
+    let mut flags = FLAG_HAS_FLAGS
+        | FLAG_SEND_FLUSH
+        | FLAG_SEND_FUA
+        | FLAG_SEND_TRIM
+        | FLAG_SEND_WRITE_ZEROES
+        | FLAG_SEND_CACHE;
     if dev.multi_conn() {
         flags |= FLAG_CAN_MULTI_CONN;
     }
@@ -25,14 +30,37 @@ fn export_info(dev: &dyn BlockDevice) -> Vec<u8> {
     export
 }
 
-/// Runs the handshake; the chosen export's device when the client entered transmission.
-pub(super) fn handshake<S: Read + Write>(
+/// How option haggling ended.
+pub(super) enum Outcome {
+    /// The client entered transmission on this device.
+    Go(Arc<dyn BlockDevice>),
+    /// The connection ends (the client aborted, broke the protocol, or was refused in a way
+    /// that has no error reply).
+    Close,
+    /// `NBD_OPT_STARTTLS` was acknowledged: the TLS handshake comes next, then more options.
+    StartTls,
+}
+
+/// What the option haggling of one connection knows so far.
+#[derive(Default)]
+pub(super) struct Negotiation {
+    /// The client asked for no zeroes after `NBD_OPT_EXPORT_NAME`'s reply.
+    pub(super) no_zeroes: bool,
+    /// TLS is up.
+    pub(super) tls: bool,
+    /// Who the client is (its certificate), once TLS is up.
+    pub(super) identity: Option<crate::tls::PeerIdentity>,
+    /// The client asked for structured replies (`NBD_OPT_STRUCTURED_REPLY`).
+    pub(super) structured: bool,
+}
+
+/// Sends the server's greeting and reads the client's flags; `false`: the connection ends
+/// (a client flag the server does not know).
+pub(super) fn greet<S: Read + Write>(
     s: &mut S,
-    exports: &Exports,
-    cfg: &ServerConfig,
     stats: &ServerStats,
-    demote_session: &mut Option<Arc<crate::demote::Ledger>>,
-) -> io::Result<Option<Arc<dyn BlockDevice>>> {
+    neg: &mut Negotiation,
+) -> io::Result<bool> {
     let mut hello = Vec::new();
     hello.extend_from_slice(NBDMAGIC);
     hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
@@ -44,29 +72,97 @@ pub(super) fn handshake<S: Read + Write>(
     if client_flags & !(CLIENT_FIXED_NEWSTYLE | CLIENT_NO_ZEROES) != 0 {
         // The protocol: a server MUST close the connection on a client flag it does not know.
         stats.protocol_errors.fetch_add(1, Relaxed);
-        return Ok(None);
+        return Ok(false);
     }
-    let no_zeroes = client_flags & CLIENT_NO_ZEROES != 0;
+    neg.no_zeroes = client_flags & CLIENT_NO_ZEROES != 0;
+    Ok(true)
+}
+
+/// Reads past `len` bytes of option data (never held); `false` at the end of the stream.
+fn skip<S: Read>(s: &mut S, len: u32) -> io::Result<()> {
+    let skipped = io::copy(&mut (&mut *s).take(u64::from(len)), &mut io::sink())?;
+    if skipped < u64::from(len) {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(())
+}
+
+/// Whether `export` is refused to this client: TLS is required for it (`NBD_REP_ERR_TLS_REQD`,
+/// before the upgrade) or the client's identity may not use it (`NBD_REP_ERR_POLICY`).
+/// Counted.
+fn refusal(
+    export: &str,
+    cfg: &ServerConfig,
+    stats: &ServerStats,
+    neg: &Negotiation,
+) -> Option<(u32, String)> {
+    let tls = cfg.tls.as_ref()?;
+    if tls.allows(neg.identity.as_ref(), export) {
+        return None;
+    }
+    if !neg.tls {
+        // Authorised exports are TLS-only: an identity comes with TLS.
+        stats.tls_required.fetch_add(1, Relaxed);
+        return Some((REP_ERR_TLS_REQD, format!("export {export:?} needs TLS")));
+    }
+    stats.authz_refusals.fetch_add(1, Relaxed);
+    let who = neg
+        .identity
+        .as_ref()
+        .map_or("a client without a certificate".to_string(), |i| {
+            format!("{:?}", i.subject)
+        });
+    Some((
+        REP_ERR_POLICY,
+        format!("{who} may not use export {export:?}"),
+    ))
+}
+
+/// Option haggling until the client enters transmission, leaves, or starts TLS.
+pub(super) fn options<S: Read + Write>(
+    s: &mut S,
+    exports: &Exports,
+    cfg: &ServerConfig,
+    stats: &ServerStats,
+    demote_session: &mut Option<Arc<crate::demote::Ledger>>,
+    neg: &mut Negotiation,
+) -> io::Result<Outcome> {
+    let mode = cfg.tls.as_ref().map_or(TlsMode::Off, |t| t.mode);
     loop {
         if u64::from_be_bytes(rd(s)?) != IHAVEOPT {
             stats.protocol_errors.fetch_add(1, Relaxed);
-            return Ok(None);
+            return Ok(Outcome::Close);
         }
         let opt = u32::from_be_bytes(rd(s)?);
         let len = u32::from_be_bytes(rd(s)?);
+        if mode == TlsMode::Require && !neg.tls && opt != OPT_STARTTLS && opt != OPT_ABORT {
+            // FORCEDTLS: nothing is answered in the clear but the way to TLS (a man in the
+            // middle learns nothing and cannot steer the session to plaintext).
+            stats.tls_required.fetch_add(1, Relaxed);
+            if opt == OPT_EXPORT_NAME || len > MAX_OPTION_SKIP {
+                // No error reply exists for EXPORT_NAME: the protocol says close.
+                return Ok(Outcome::Close);
+            }
+            skip(s, len)?;
+            opt_reply(
+                s,
+                opt,
+                REP_ERR_TLS_REQD,
+                b"TLS is required: send NBD_OPT_STARTTLS",
+            )?;
+            s.flush()?;
+            continue;
+        }
         if len > MAX_OPTION_LEN {
             stats.protocol_errors.fetch_add(1, Relaxed);
             if opt == OPT_EXPORT_NAME || len > MAX_OPTION_SKIP {
                 // No error reply exists for this option; and reading past gigabytes a broken
                 // or hostile client announced would only tie the connection up.
-                return Ok(None);
+                return Ok(Outcome::Close);
             }
             // The protocol's answer to an option too long to hold: its data is read past
             // (never held) and refused with NBD_REP_ERR_TOO_BIG; the handshake goes on.
-            let skipped = io::copy(&mut (&mut *s).take(u64::from(len)), &mut io::sink())?;
-            if skipped < u64::from(len) {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
+            skip(s, len)?;
             opt_reply(s, opt, REP_ERR_TOO_BIG, &[])?;
             s.flush()?;
             continue;
@@ -74,28 +170,61 @@ pub(super) fn handshake<S: Read + Write>(
         let mut data = vec![0u8; len as usize];
         s.read_exact(&mut data)?;
         match opt {
+            OPT_STARTTLS => {
+                let rep = if len != 0 || neg.tls {
+                    // A second STARTTLS (or one with data): the protocol's INVALID.
+                    REP_ERR_INVALID
+                } else if mode == TlsMode::Off {
+                    REP_ERR_POLICY
+                } else {
+                    opt_reply(s, opt, REP_ACK, &[])?;
+                    s.flush()?;
+                    return Ok(Outcome::StartTls);
+                };
+                opt_reply(s, opt, rep, &[])?;
+            }
+            OPT_STRUCTURED_REPLY => {
+                let rep = if len != 0 {
+                    REP_ERR_INVALID
+                } else {
+                    neg.structured = true;
+                    REP_ACK
+                };
+                opt_reply(s, opt, rep, &[])?;
+            }
             OPT_EXPORT_NAME => {
                 // No error reply exists for this option: an unknown name ends the connection.
                 let Some(e) = exports.find(&data) else {
-                    return Ok(None);
+                    return Ok(Outcome::Close);
                 };
+                if refusal(&e.name, cfg, stats, neg).is_some() {
+                    return Ok(Outcome::Close);
+                }
                 let mut out = export_info(&*e.device);
-                if !no_zeroes {
+                if !neg.no_zeroes {
                     out.extend_from_slice(&[0u8; 124]);
                 }
                 s.write_all(&out)?;
                 s.flush()?;
-                return Ok(Some(e.device.clone()));
+                return Ok(Outcome::Go(e.device.clone()));
             }
             OPT_ABORT => {
                 let _ = opt_reply(s, opt, REP_ACK, &[]);
-                return Ok(None);
+                let _ = s.flush();
+                return Ok(Outcome::Close);
             }
             OPT_LIST => {
                 if len != 0 {
                     opt_reply(s, opt, REP_ERR_INVALID, &[])?;
                 } else {
-                    for e in exports.list() {
+                    // Exports this client may not use are not shown (the protocol allows
+                    // leaving TLS-only exports out).
+                    let visible = exports.list().iter().filter(|e| {
+                        cfg.tls
+                            .as_ref()
+                            .is_none_or(|t| t.allows(neg.identity.as_ref(), &e.name))
+                    });
+                    for e in visible {
                         let name = e.name.as_bytes();
                         let mut d = (name.len() as u32).to_be_bytes().to_vec();
                         d.extend_from_slice(name);
@@ -126,6 +255,11 @@ pub(super) fn handshake<S: Read + Write>(
                     s.flush()?;
                     continue;
                 };
+                if let Some((rep, why)) = refusal(&e.name, cfg, stats, neg) {
+                    opt_reply(s, opt, rep, why.as_bytes())?;
+                    s.flush()?;
+                    continue;
+                }
                 let mut info = INFO_EXPORT.to_be_bytes().to_vec();
                 info.extend_from_slice(&export_info(&*e.device));
                 opt_reply(s, opt, REP_INFO, &info)?;
@@ -137,7 +271,7 @@ pub(super) fn handshake<S: Read + Write>(
                 opt_reply(s, opt, REP_ACK, &[])?;
                 if opt == OPT_GO {
                     s.flush()?;
-                    return Ok(Some(e.device.clone()));
+                    return Ok(Outcome::Go(e.device.clone()));
                 }
             }
             // A demote session belongs to one device's write tracking, and the option comes
@@ -161,7 +295,7 @@ pub(super) fn handshake<S: Read + Write>(
 /// The handshake reads through the buffered reader and writes through the shared writer.
 pub(super) struct HandshakeIo<'a, R, W: Write> {
     pub(super) r: &'a mut R,
-    pub(super) w: &'a Mutex<BufWriter<W>>,
+    pub(super) w: &'a Mutex<Replies<W>>,
 }
 
 impl<R: Read, W: Write> Read for HandshakeIo<'_, R, W> {

@@ -95,6 +95,11 @@ pub trait Stream: Read + Write + Send + Sized + 'static {
     fn raw_fd(&self) -> Option<RawFd> {
         None
     }
+    /// Whether bytes wait inside the stream that polling its descriptor would not show
+    /// (decrypted TLS records).
+    fn buffered(&self) -> bool {
+        false
+    }
 }
 
 /// The socket streams: the same methods under the same names.

@@ -4,19 +4,23 @@
 
 mod handshake;
 mod listen;
+mod replies;
+mod upgrade;
 
 pub(crate) use listen::accept_loop;
 pub use listen::{serve_tcp, serve_unix, Shutdown, Stream};
 
 use crate::exports::Exports;
 use crate::proto::*;
-use handshake::{handshake, HandshakeIo};
+use handshake::{greet, options, HandshakeIo, Negotiation, Outcome};
+use replies::{reply, Replies};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 use tiercache_blockdev::{BlockDevice, ReapWait};
+use upgrade::Transport;
 
 /// Server counters, readable while serving.
 #[derive(Default, Debug, serde::Serialize)]
@@ -42,6 +46,17 @@ pub struct ServerStats {
     /// Connections the listener failed to accept for want of a resource (file descriptors,
     /// memory) or because the client gave up first; the listener goes on.
     pub accept_errors: AtomicU64,
+    /// TLS sessions set up (`NBD_OPT_STARTTLS` and a completed TLS handshake).
+    pub tls_sessions: AtomicU64,
+    /// TLS handshakes that failed (a certificate refused either way, a peer speaking no
+    /// TLS): each ended its connection.
+    pub tls_handshake_failures: AtomicU64,
+    /// Options refused with `NBD_REP_ERR_TLS_REQD` (or connections closed, for
+    /// `NBD_OPT_EXPORT_NAME`) because TLS was not up.
+    pub tls_required: AtomicU64,
+    /// Exports refused to a TLS client whose identity may not use them
+    /// (`NBD_REP_ERR_POLICY`).
+    pub authz_refusals: AtomicU64,
 }
 
 /// Server limits and settings.
@@ -61,6 +76,9 @@ pub struct ServerConfig {
     /// takes tens of microseconds (a virtual machine's idle vCPU), the device otherwise
     /// idles between a batch's completions and the client's next requests.
     pub busy_poll: Duration,
+    /// TLS offered or required, and who may use which export (`None`: no TLS,
+    /// `NBD_OPT_STARTTLS` refused).
+    pub tls: Option<Arc<crate::tls::ServerTls>>,
 }
 
 /// The longest [`ServerConfig::busy_poll`]: beyond a few device latencies spinning only burns
@@ -74,6 +92,7 @@ impl Default for ServerConfig {
             workers: 8,
             export_name: String::new(),
             busy_poll: Duration::ZERO,
+            tls: None,
         }
     }
 }
@@ -123,6 +142,7 @@ fn run(job: &mut Job, dev: &dyn BlockDevice, stats: &ServerStats) -> u32 {
         CMD_FLUSH => dev.flush(),
         CMD_TRIM => dev.trim(job.offset, len),
         CMD_WRITE_ZEROES => dev.write_zeroes(job.offset, len, fua),
+        CMD_CACHE => prefetch(dev, job.offset, len),
         crate::demote::CMD_TIERCACHE_DEMOTE => {
             return crate::demote::run(dev, &job.payload, job.offset)
         }
@@ -141,25 +161,18 @@ fn run(job: &mut Job, dev: &dyn BlockDevice, stats: &ServerStats) -> u32 {
     }
 }
 
-fn reply<W: Write>(
-    w: &Mutex<BufWriter<W>>,
-    handle: &[u8; 8],
-    err: u32,
-    data: &[u8],
-    more: bool,
-) -> io::Result<()> {
-    let mut w = w.lock().unwrap_or_else(|e| e.into_inner());
-    let mut h = [0u8; 16];
-    h[0..4].copy_from_slice(&SIMPLE_MAGIC.to_be_bytes());
-    h[4..8].copy_from_slice(&err.to_be_bytes());
-    h[8..16].copy_from_slice(handle);
-    w.write_all(&h)?;
-    if err == 0 {
-        w.write_all(data)?;
-    }
-    // Replies batch while the reader still has requests buffered.
-    if !more {
-        w.flush()?;
+/// Bytes `NBD_CMD_CACHE` reads at a time: its length (up to 4 GiB) never sizes a buffer.
+const PREFETCH_CHUNK: u64 = 1 << 20;
+
+/// `NBD_CMD_CACHE`: reads the range through the device, in chunks, so that a cache below
+/// holds it (as its promotion policy decides for reads); the data goes nowhere.
+fn prefetch(dev: &dyn BlockDevice, offset: u64, len: u64) -> io::Result<()> {
+    let mut buf = vec![0u8; PREFETCH_CHUNK.min(len) as usize];
+    let mut at = 0;
+    while at < len {
+        let n = PREFETCH_CHUNK.min(len - at) as usize;
+        dev.read_at(&mut buf[..n], offset + at)?;
+        at += n as u64;
     }
     Ok(())
 }
@@ -186,22 +199,69 @@ pub fn serve_connection_to<S: Stream>(
     shutdown: &Shutdown,
 ) -> io::Result<()> {
     stats.connections.fetch_add(1, Relaxed);
-    let writer = Mutex::new(BufWriter::with_capacity(256 << 10, s.try_clone()?));
     // A shutdown ends this connection's wait for its client (its reading side).
     let closer = s.try_clone()?;
     let _registered = shutdown.register(Box::new(move || closer.shutdown_read()));
-    let mut reader = BufReader::with_capacity(256 << 10, s);
+    let mut writer = Mutex::new(Replies::new(BufWriter::with_capacity(
+        256 << 10,
+        Transport::Plain(s.try_clone()?),
+    )));
+    let mut reader = BufReader::with_capacity(256 << 10, Transport::Plain(s.try_clone()?));
     let mut demote_session = None;
-    let dev = {
+    let mut neg = Negotiation::default();
+    {
         let mut hs = HandshakeIo {
             r: &mut reader,
             w: &writer,
         };
-        match handshake(&mut hs, exports, cfg, stats, &mut demote_session)? {
-            Some(dev) => dev,
-            None => return Ok(()),
+        if !greet(&mut hs, stats, &mut neg)? {
+            return Ok(());
+        }
+    }
+    let dev = loop {
+        let mut hs = HandshakeIo {
+            r: &mut reader,
+            w: &writer,
+        };
+        match options(&mut hs, exports, cfg, stats, &mut demote_session, &mut neg)? {
+            Outcome::Go(dev) => break dev,
+            Outcome::Close => return Ok(()),
+            Outcome::StartTls => {
+                let Some(tls) = cfg.tls.as_ref() else {
+                    return Ok(()); // Acknowledged only with TLS configured.
+                };
+                // Bytes the client sent after STARTTLS (its TLS hello) may sit in the
+                // reader's buffer already: they open the session.
+                let early = reader.buffer().to_vec();
+                let session = tls
+                    .session()
+                    .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
+                let t = crate::tls::TlsStream::new(s.try_clone()?, session.into(), &early)?;
+                if t.handshake().is_err() {
+                    // A certificate refused, an expired one, a client that speaks no TLS:
+                    // the alert went out; this connection ends, the server goes on.
+                    stats.tls_handshake_failures.fetch_add(1, Relaxed);
+                    return Ok(());
+                }
+                stats.tls_sessions.fetch_add(1, Relaxed);
+                neg.tls = true;
+                neg.identity = t
+                    .peer_certificate()
+                    .and_then(|der| crate::tls::PeerIdentity::of_certificate(&der));
+                reader = BufReader::with_capacity(256 << 10, Transport::Tls(t.try_clone()?));
+                writer = Mutex::new(Replies::new(BufWriter::with_capacity(
+                    256 << 10,
+                    Transport::Tls(t),
+                )));
+                // Negotiated in the clear, structured replies are negotiated again.
+                neg.structured = false;
+            }
         }
     };
+    writer
+        .get_mut()
+        .unwrap_or_else(|e| e.into_inner())
+        .set_structured(neg.structured);
     let demotes = demote_session.is_some();
     let dev = crate::demote::for_connection(dev, demote_session);
     stats.sessions.fetch_add(1, Relaxed);
@@ -330,7 +390,7 @@ fn read_fast_batch<W: Write>(
     reads: Vec<([u8; 8], u64, u32)>,
     dev: &dyn BlockDevice,
     stats: &ServerStats,
-    writer: &Mutex<BufWriter<W>>,
+    writer: &Mutex<Replies<W>>,
     tx: &mpsc::SyncSender<Job>,
     more: bool,
 ) -> io::Result<()> {
@@ -379,10 +439,10 @@ fn read_fast_batch<W: Write>(
 /// go out at once: the client sends its next requests as it gets them, and those are started
 /// as they arrive. (Sleeping on a completion alone held each arriving request until the
 /// device's next completion.)
-fn answer_started<S: Read, W: Write>(
+fn answer_started<S: Stream, W: Write>(
     dev: &dyn BlockDevice,
     stats: &ServerStats,
-    writer: &Mutex<BufWriter<W>>,
+    writer: &Mutex<Replies<W>>,
     reader: &BufReader<S>,
     fd: Option<RawFd>,
     busy_poll: Duration,
@@ -396,7 +456,11 @@ fn answer_started<S: Read, W: Write>(
         let Some(fd) = fd else {
             return Ok(());
         };
-        if *in_flight == 0 || !reader.buffer().is_empty() || readable(fd) {
+        if *in_flight == 0
+            || !reader.buffer().is_empty()
+            || reader.get_ref().buffered()
+            || readable(fd)
+        {
             return Ok(());
         }
         if wait != ReapWait::No && n == 0 {
@@ -428,7 +492,7 @@ fn hand_over<W: Write>(
     job: Job,
     dev: &dyn BlockDevice,
     stats: &ServerStats,
-    writer: &Mutex<BufWriter<W>>,
+    writer: &Mutex<Replies<W>>,
     started: &mut usize,
 ) -> io::Result<bool> {
     let mut job = job;
@@ -452,7 +516,7 @@ fn hand_over<W: Write>(
 fn answer_all_started<W: Write>(
     dev: &dyn BlockDevice,
     stats: &ServerStats,
-    writer: &Mutex<BufWriter<W>>,
+    writer: &Mutex<Replies<W>>,
     in_flight: &mut usize,
 ) -> io::Result<()> {
     while *in_flight > 0 {
@@ -468,7 +532,7 @@ fn answer_all_started<W: Write>(
 fn reap_and_answer<W: Write>(
     dev: &dyn BlockDevice,
     stats: &ServerStats,
-    writer: &Mutex<BufWriter<W>>,
+    writer: &Mutex<Replies<W>>,
     wait: ReapWait,
     in_flight: &mut usize,
 ) -> io::Result<usize> {
@@ -518,11 +582,24 @@ fn transmission<S: Stream, W: Write>(
     cfg: &ServerConfig,
     stats: &ServerStats,
     shutdown: &Shutdown,
-    writer: &Mutex<BufWriter<W>>,
+    writer: &Mutex<Replies<W>>,
     pool: Option<&mpsc::SyncSender<Job>>,
     demotes: bool,
 ) -> io::Result<()> {
     let fd = reader.get_ref().raw_fd();
+    let structured = writer
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .structured();
+    // Structured replies name a READ's offset: each READ taken is told to the writer first.
+    let taken = |reads: &[([u8; 8], u64, u32)]| {
+        if structured {
+            let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
+            for &(h, o, _) in reads {
+                w.read_taken(h, o);
+            }
+        }
+    };
     let mut read_buf = Vec::new();
     // Reads started on the device (see `BlockDevice::start_reads`) not answered yet.
     let mut started_reads = 0usize;
@@ -543,7 +620,7 @@ fn transmission<S: Stream, W: Write>(
             )?;
         }
         if let (Some(fd), false) = (fd, cfg.busy_poll.is_zero()) {
-            if reader.buffer().is_empty() {
+            if reader.buffer().is_empty() && !reader.get_ref().buffered() {
                 // The next request is polled for before the read below sleeps on it.
                 let until = Instant::now() + cfg.busy_poll;
                 while !readable(fd) && Instant::now() < until && !shutdown.is_triggered() {
@@ -569,6 +646,9 @@ fn transmission<S: Stream, W: Write>(
         let handle: [u8; 8] = h[8..16].try_into().unwrap();
         let offset = u64::from_be_bytes(h[16..24].try_into().unwrap());
         let len = u32::from_be_bytes(h[24..28].try_into().unwrap());
+        if typ == CMD_READ {
+            taken(&[(handle, offset, len)]);
+        }
         let in_range = offset
             .checked_add(len as u64)
             .is_some_and(|e| e <= dev.size());
@@ -590,7 +670,7 @@ fn transmission<S: Stream, W: Write>(
                 return Ok(());
             }
             CMD_READ => !in_range || len > cfg.max_payload,
-            CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES => !in_range,
+            CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES | CMD_CACHE => !in_range,
             CMD_FLUSH => false,
             crate::demote::CMD_TIERCACHE_DEMOTE => {
                 !demotes || !in_range || crate::demote::tracker_of(dev).is_none()
@@ -609,6 +689,7 @@ fn transmission<S: Stream, W: Write>(
                 // finish, while the reader goes on taking requests.
                 let reads =
                     take_waiting_reads(reader, dev, cfg, stats, (handle, offset, len), READ_BATCH);
+                taken(&reads[1..]);
                 let tags: Vec<(u64, u64, u32)> = reads
                     .iter()
                     .map(|&(h, o, l)| (u64::from_be_bytes(h), o, l))
@@ -654,6 +735,7 @@ fn transmission<S: Stream, W: Write>(
                 // start at once); the ones it does not claim go to the workers.
                 let reads =
                     take_waiting_reads(reader, dev, cfg, stats, (handle, offset, len), READ_BATCH);
+                taken(&reads[1..]);
                 read_fast_batch(reads, dev, stats, writer, tx, !reader.buffer().is_empty())?;
                 continue;
             }

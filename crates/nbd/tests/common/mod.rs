@@ -1,6 +1,8 @@
 //! Shared test helpers: a server on a fresh Unix socket, tool detection.
 #![allow(dead_code)]
 
+pub mod pki;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use tiercache_blockdev::BlockDevice;
