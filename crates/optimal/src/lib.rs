@@ -25,7 +25,7 @@ mod stack;
 pub mod writeback;
 
 pub use belady::Belady;
-pub use future::{Future, FutureIndex, FutureReader};
+pub use future::{Future, FutureIndex, FutureIndexBuilder, FutureReader};
 pub use stack::{opt_curve, OptCurve};
 
 use tiercache_core::{GeometryError, LineGeometry, LineKey, Op, Request};
