@@ -1,5 +1,5 @@
 //! The optimum beside the curves (docs/design.md §10): Belady's OPT miss ratio at every size
-//! of the curve, in one pass of the OPT stack, and, with cost weights, the write-back cost
+//! of the curve, one MIN cache per size side by side in one pass over the spilled accesses, and, with cost weights, the write-back cost
 //! bound beside what LRU, Belady and the chosen policies pay in the same model.
 //!
 //! The line accesses are spilled as they come (`tiercache_optimal::FutureIndex`: the trace's
@@ -10,8 +10,10 @@
 use serde::Serialize;
 use tiercache_core::{LineGeometry, Op, Request};
 use tiercache_eviction::EvictionKind;
-use tiercache_optimal::writeback::{belady_cost, lower_bound, policy_cost, BackendOps, CostWeights};
-use tiercache_optimal::{line_accesses, opt_curve, FutureIndex, LineAccess};
+use tiercache_optimal::writeback::{
+    belady_cost, lower_bound, policy_cost, BackendOps, CostWeights,
+};
+use tiercache_optimal::{line_accesses, opt_misses_at, FutureIndex, LineAccess};
 
 /// One point of the OPT curve.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -132,26 +134,39 @@ impl OptTracker {
         };
         let run = || -> Result<OptAnalysis, tiercache_optimal::OptimalError> {
             let index = b.finish()?;
-            let curve = opt_curve(&index)?;
+            let misses = opt_misses_at(&index, sizes)?;
+            let accesses = index.len();
             let points = sizes
                 .iter()
-                .map(|&lines| OptPoint {
+                .zip(&misses)
+                .map(|(&lines, &m)| OptPoint {
                     lines,
-                    miss_ratio: curve.miss_ratio(lines),
+                    miss_ratio: if accesses == 0 {
+                        0.0
+                    } else {
+                        m as f64 / accesses as f64
+                    },
                 })
                 .collect();
             let writeback = match weights {
                 None => None,
                 Some(w) => {
                     let mut kinds = vec![EvictionKind::Lru];
-                    kinds.extend(policies.iter().filter(|k| **k != EvictionKind::Lru && EvictionKind::ALL.contains(k)));
+                    kinds.extend(
+                        policies
+                            .iter()
+                            .filter(|k| **k != EvictionKind::Lru && EvictionKind::ALL.contains(k)),
+                    );
                     let mut out = Vec::new();
                     for &lines in sizes {
                         let mut costs = Vec::new();
                         for &k in &kinds {
                             let n = lines.min(index.distinct() as u64) as usize;
                             let mut p = tiercache_eviction::build(k, n, n);
-                            costs.push((k.to_string(), Costed::of(policy_cost(&index, lines, p.as_mut())?, w)));
+                            costs.push((
+                                k.to_string(),
+                                Costed::of(policy_cost(&index, lines, p.as_mut())?, w),
+                            ));
                         }
                         out.push(WritebackPoint {
                             lines,
@@ -168,8 +183,8 @@ impl OptTracker {
                 }
             };
             Ok(OptAnalysis {
-                line_accesses: curve.accesses(),
-                footprint_lines: curve.footprint(),
+                line_accesses: accesses,
+                footprint_lines: index.distinct() as u64,
                 curve: points,
                 writeback,
             })
@@ -197,7 +212,11 @@ pub(crate) fn fmt_writeback(
     }
     writeln!(f, " {:>10}", "gap")?;
     for p in &wb.points {
-        write!(f, "  {:>12} {:>14.1} {:>14.1}", p.lines, p.bound.cost, p.belady.cost)?;
+        write!(
+            f,
+            "  {:>12} {:>14.1} {:>14.1}",
+            p.lines, p.bound.cost, p.belady.cost
+        )?;
         for (_, c) in &p.policies {
             write!(f, " {:>14.1}", c.cost)?;
         }

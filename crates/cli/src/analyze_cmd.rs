@@ -105,7 +105,9 @@ fn parse_weights(s: &str) -> Result<tiercache_analyze::CostWeights, String> {
             read: weight(r)?,
             write: weight(w)?,
         }),
-        _ => Err(format!("{s:?}: expected READ,WRITE (two weights, e.g. 1,1)")),
+        _ => Err(format!(
+            "{s:?}: expected READ,WRITE (two weights, e.g. 1,1)"
+        )),
     }
 }
 

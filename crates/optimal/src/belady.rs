@@ -132,3 +132,25 @@ impl Belady {
         self.at[item.1 as usize] = i as u32;
     }
 }
+
+/// Belady's miss counts at each of `sizes` (lines), one MIN cache per size side by side in one
+/// pass over `index`: O(log c) per access and size, memory the caches' plus 4 bytes per distinct
+/// line and size. Exact at the sizes given; [`crate::opt_curve`] gives every size at once, at a
+/// cost that depends on the trace.
+pub fn opt_misses_at(
+    index: &crate::FutureIndex,
+    sizes: &[u64],
+) -> Result<Vec<u64>, crate::OptimalError> {
+    let mut caches: Vec<Belady> = sizes
+        .iter()
+        .map(|&c| Belady::new(c, index.distinct()))
+        .collect();
+    let mut misses = vec![0u64; sizes.len()];
+    let mut r = index.reader()?;
+    while let Some(f) = r.next_future()? {
+        for (b, m) in caches.iter_mut().zip(misses.iter_mut()) {
+            *m += !b.access(&f) as u64;
+        }
+    }
+    Ok(misses)
+}

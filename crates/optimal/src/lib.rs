@@ -8,7 +8,9 @@
 //! - [`Belady`]: MIN at one cache size (evict the line used furthest in the future), an
 //!   indexed heap over the resident lines: exact miss counts.
 //! - [`opt_curve`]: OPT is a stack algorithm, so one pass of Mattson's priority stack gives
-//!   the OPT stack distance of every access and with it the miss count at every size.
+//!   the OPT stack distance of every access and with it the miss count at every size. Its cost
+//!   depends on the trace (see its module); [`opt_misses_at`] gives the counts at chosen sizes
+//!   in one pass at a bounded O(log c) per access and size.
 //! - [`writeback`]: the cost of a write-back cache (a miss costs a backend read, evicting dirty
 //!   data a write-back): the exact optimum by exhaustive search on small traces, and a lower
 //!   bound that any policy's cost is at least, computed at scale.
@@ -24,7 +26,7 @@ mod future;
 mod stack;
 pub mod writeback;
 
-pub use belady::Belady;
+pub use belady::{opt_misses_at, Belady};
 pub use future::{Future, FutureIndex, FutureIndexBuilder, FutureReader};
 pub use stack::{opt_curve, OptCurve};
 

@@ -11,6 +11,13 @@
 //! are the positions whose next use exceeds every one above: a max-segment-tree over stack
 //! positions finds each in O(log F), F the footprint, so an access costs O((moves + 1) log F)
 //! instead of O(d).
+//!
+//! The moves depend on the trace. Lines never used again stop a sweep (nothing comes after
+//! them), but they sink to the bottom, and the live lines above tend to sort by next use, every
+//! one a move: on a trace with many long-lived lines and many misses an access can cost
+//! O(live lines). On the cloudphysics fixture (1.1 M line accesses over 269 K lines) this takes
+//! minutes where [`crate::opt_misses_at`] at twenty sizes takes about a second, so `analyze`
+//! uses the latter; this one is the all-sizes reference the tests hold the others to.
 
 use crate::{FutureIndex, OptimalError, NEVER};
 
@@ -95,7 +102,15 @@ impl MaxTree {
         self.descend(1, 0, self.size, lo, hi, v)
     }
 
-    fn descend(&self, node: usize, nlo: usize, nhi: usize, lo: usize, hi: usize, v: u64) -> Option<usize> {
+    fn descend(
+        &self,
+        node: usize,
+        nlo: usize,
+        nhi: usize,
+        lo: usize,
+        hi: usize,
+        v: u64,
+    ) -> Option<usize> {
         if nhi <= lo || nlo >= hi || self.t[node] <= v {
             return None;
         }

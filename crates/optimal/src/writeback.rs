@@ -149,7 +149,11 @@ pub fn lower_bound(index: &FutureIndex, lines: u64) -> Result<BackendOps, Optima
         if a.write {
             // The previous write's data, if still held, is overwritten here for free.
             for_writes.release(a.id);
-            let until = if a.next_write == NEVER { end } else { a.next_write };
+            let until = if a.next_write == NEVER {
+                end
+            } else {
+                a.next_write
+            };
             ops.writes += for_writes.hold(a.id, until);
         }
     }
@@ -214,11 +218,7 @@ pub fn belady_cost(index: &FutureIndex, lines: u64) -> Result<BackendOps, Optima
     let mut ops = BackendOps::default();
     let mut r = index.reader()?;
     while let Some(a) = r.next_future()? {
-        let victim = if b.contains(a.id) {
-            None
-        } else {
-            b.furthest()
-        };
+        let victim = if b.contains(a.id) { None } else { b.furthest() };
         let evictions = b.evictions();
         let hit = b.access(&a);
         if !hit {
@@ -307,12 +307,7 @@ pub fn exact_optimum(
                 // Miss: read it, then cache it or not.
                 let c = cost + w.read;
                 offer((res, dirty), c);
-                room(
-                    &mut |(r, d), c| offer((r | x, d), c),
-                    res,
-                    dirty,
-                    c,
-                );
+                room(&mut |(r, d), c| offer((r | x, d), c), res, dirty, c);
             } else {
                 // Sent to the backend; a resident copy stays, clean.
                 offer((res, dirty & !x), cost + w.write);
@@ -320,12 +315,7 @@ pub fn exact_optimum(
                     // Absorbed: the older dirty data (if any) is overwritten.
                     offer((res, dirty | x), cost);
                 } else {
-                    room(
-                        &mut |(r, d), c| offer((r | x, d | x), c),
-                        res,
-                        dirty,
-                        cost,
-                    );
+                    room(&mut |(r, d), c| offer((r | x, d | x), c), res, dirty, cost);
                 }
             }
         }

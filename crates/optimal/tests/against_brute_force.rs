@@ -8,7 +8,7 @@ use tiercache_eviction::{build, EvictionKind};
 use tiercache_optimal::writeback::{
     belady_cost, exact_optimum, lower_bound, policy_cost, CostWeights,
 };
-use tiercache_optimal::{opt_curve, Belady, FutureIndex, LineAccess};
+use tiercache_optimal::{opt_curve, opt_misses_at, Belady, FutureIndex, LineAccess};
 
 fn accesses(raw: &[(u8, bool)]) -> Vec<LineAccess> {
     raw.iter()
@@ -92,8 +92,11 @@ proptest! {
         let index = FutureIndex::from_accesses(acc.iter().copied()).unwrap();
         let curve = opt_curve(&index).unwrap();
         prop_assert_eq!(curve.accesses(), acc.len() as u64);
-        for lines in 0..=index.distinct() as u64 + 1 {
+        let sizes: Vec<u64> = (0..=index.distinct() as u64 + 1).collect();
+        let side_by_side = opt_misses_at(&index, &sizes).unwrap();
+        for &lines in &sizes {
             prop_assert_eq!(curve.misses(lines), belady_misses(&index, lines), "{} lines", lines);
+            prop_assert_eq!(side_by_side[lines as usize], curve.misses(lines));
         }
     }
 

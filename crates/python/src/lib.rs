@@ -361,7 +361,8 @@ fn analyze(
         interval,
         burst_factor,
         opt: opt || writeback_cost.is_some(),
-        writeback: writeback_cost.map(|(read, write)| tiercache_analyze::CostWeights { read, write }),
+        writeback: writeback_cost
+            .map(|(read, write)| tiercache_analyze::CostWeights { read, write }),
     };
     py.allow_threads(|| {
         let a = tiercache_analyze::analyze_file(&opts, &mut tiercache_run::print_note)?;

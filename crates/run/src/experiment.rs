@@ -383,9 +383,7 @@ impl Experiment {
                 Some("needs run.mode = \"hit-ratio\": it knows the future, so it has no timed counterpart")
             } else if !matches!(workload, Workload::Trace(_)) {
                 Some("needs a trace workload (workload.trace): it reads the requests twice")
-            } else if cache.shards > 1
-                || !cache.partitions.is_empty()
-                || cache.tenancy.partitions()
+            } else if cache.shards > 1 || !cache.partitions.is_empty() || cache.tenancy.partitions()
             {
                 Some("models one cache of cache.capacity: no cache.shards, partitions or partitioning tenancy")
             } else {

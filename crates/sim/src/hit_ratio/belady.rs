@@ -167,7 +167,10 @@ pub fn hit_ratio_belady(
             let mut all_hit = !split.is_empty();
             let end = req.offset + req.len;
             for a in &split {
-                let f = reader.next_future().map_err(optimal_error)?.ok_or_else(changed)?;
+                let f = reader
+                    .next_future()
+                    .map_err(optimal_error)?
+                    .ok_or_else(changed)?;
                 if f.write != a.write {
                     return Err(changed());
                 }
