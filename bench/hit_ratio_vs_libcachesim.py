@@ -7,9 +7,13 @@ simulation loop over its own reader (scripts/compare_libcachesim.py --time, PyPI
 `libcachesim`), optionally an older tiercache binary too (--base). Both simulate the same file at
 the same size, and their miss ratios must agree (checked; a mismatch is printed and fails).
 
+`--policies belady` compares Belady's MIN: tiercache computes each line's next use itself (two
+passes over the file, next uses spilled to temporary files), libCacheSim reads them from the
+records.
+
 Printed per policy: the miss ratio, each side's median and min-max CPU seconds (user + sys of the
 whole process, from wait4: on a shared, busy machine wall time mostly measures waiting for a
-core), the ratio of medians libCacheSim / tiercache (>1: tiercache is faster), and the same with
+core), each side's peak resident memory (ru_maxrss, the largest over the rounds), the ratio of medians libCacheSim / tiercache (>1: tiercache is faster), and the same with
 libCacheSim's in-process loop time only (its Python start-up left out, which favours it), plus
 wall-clock medians.
 
@@ -41,14 +45,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
+# Peak resident set (MiB) of the last process `run` waited for (ru_maxrss, KiB on Linux).
+LAST_PEAK_MIB = [0.0]
+
+
 def run(cmd):
-    """Runs cmd; returns (stdout, wall seconds, CPU seconds of the process and its children)."""
+    """Runs cmd; returns (stdout, wall seconds, CPU seconds of the process and its children).
+    Its peak resident memory is left in LAST_PEAK_MIB[0]."""
     started = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out = p.stdout.read()
     err = p.stderr.read()
     _, status, usage = os.wait4(p.pid, 0)
     wall = time.perf_counter() - started
+    LAST_PEAK_MIB[0] = usage.ru_maxrss / 1024
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({p.returncode}): {err.decode(errors='replace')}")
@@ -153,7 +163,7 @@ def main():
             sys.exit(0 if multi_size(args, trace, lcs_script, tmp) else 1)
     print(f"trace {trace}: {requests} requests, cache {args.lines} lines, {args.rounds} rounds")
     header = (f"{'policy':8} {'miss ratio':>10} | {'tiercache cpu s':>22} | {'libCacheSim cpu s':>22} |"
-              f" {'ratio':>5} {'loop':>5} | {'wall tc':>7} {'wall lcs':>8}")
+              f" {'ratio':>5} {'loop':>5} | {'wall tc':>7} {'wall lcs':>8} | {'peak MiB tc':>11} {'lcs':>7}")
     if args.base:
         header += f" | {'base cpu s':>22} {'new/base':>8}"
     print(header)
@@ -162,6 +172,7 @@ def main():
             cfg = tiercache_config(trace, policy, args.lines, tmp)
             times = {name: ([], []) for name, _ in sides}
             lcs_cpu, lcs_wall, lcs_loop = [], [], []
+            peak = {"tiercache": 0.0, "libcachesim": 0.0}
             miss = {}
             for r in range(args.rounds):
                 jobs = [("libcachesim", None)] + sides
@@ -177,18 +188,22 @@ def main():
                         lcs_wall.append(wall)
                         lcs_loop.append(j.get("cpu_seconds", j["seconds"]))
                         miss["libcachesim"] = j["miss_ratio"]
+                        peak["libcachesim"] = max(peak["libcachesim"], LAST_PEAK_MIB[0])
                     else:
                         out, wall, cpu = run([binary, "sim", cfg, "--json"])
                         m = json.loads(out.splitlines()[0])["metrics"]
                         times[name][0].append(cpu)
                         times[name][1].append(wall)
                         miss[name] = 1.0 - m["hit_ratio"]
+                        if name == "tiercache":
+                            peak["tiercache"] = max(peak["tiercache"], LAST_PEAK_MIB[0])
             agree = all(abs(v - miss["libcachesim"]) < 1e-6 for v in miss.values())
             failed |= not agree
             tc_cpu, tc_wall = times["tiercache"]
             line = (f"{policy:8} {miss['tiercache']:10.7f} | {span(tc_cpu):>22} | {span(lcs_cpu):>22} |"
                     f" {med(lcs_cpu) / med(tc_cpu):5.2f} {med(lcs_loop) / med(tc_cpu):5.2f} |"
-                    f" {med(tc_wall):7.2f} {med(lcs_wall):8.2f}")
+                    f" {med(tc_wall):7.2f} {med(lcs_wall):8.2f} |"
+                    f" {peak['tiercache']:11.0f} {peak['libcachesim']:7.0f}")
             if args.base:
                 b_cpu = times["base"][0]
                 line += f" | {span(b_cpu):>22} {med(b_cpu) / med(tc_cpu):8.2f}"

@@ -42,6 +42,8 @@ POLICIES = {
     "arc": lcs.ARC,
     "s3-fifo": lcs.S3FIFO,
     "sieve": lcs.Sieve,
+    # Belady's MIN: reads each request's next access time from the oracleGeneral records.
+    "belady": lcs.Belady,
 }
 
 

@@ -41,6 +41,11 @@ pub struct FileOptions {
     pub interval: String,
     /// An interval is in a burst when its IOPS exceed this factor × the median's (positive).
     pub burst_factor: f64,
+    /// Belady's OPT curve beside LRU's (docs/design.md §12).
+    pub opt: bool,
+    /// With it, the write-back cost bound and the policies' costs at these weights (positive
+    /// and finite).
+    pub writeback: Option<tiercache_optimal::writeback::CostWeights>,
 }
 
 impl FileOptions {
@@ -60,6 +65,8 @@ impl FileOptions {
             write_reuse_threshold: d.write_reuse_threshold,
             interval: "1s".into(),
             burst_factor: d.burst_factor,
+            opt: false,
+            writeback: None,
         }
     }
 }
@@ -135,6 +142,14 @@ pub fn analyze_file(
             opts.write_reuse_threshold
         )));
     }
+    if let Some(w) = opts.writeback {
+        if !(w.read >= 0.0 && w.write >= 0.0 && w.read.is_finite() && w.write.is_finite()) {
+            return Err(bad(format!(
+                "--writeback-cost {},{}: two non-negative finite weights (read, write)",
+                w.read, w.write
+            )));
+        }
+    }
     if opts.shards_max_entries == Some(0) {
         return Err(bad("--shards-max-entries 0: must be at least 1".into()));
     }
@@ -166,6 +181,8 @@ pub fn analyze_file(
         policies: opts.policies.clone(),
         minisim_rate: opts.minisim_rate,
         exact: opts.exact || (opts.shards_rate.is_none() && opts.shards_max_entries.is_none()),
+        opt: opts.opt,
+        writeback: opts.writeback,
     })
     .map_err(|e| bad(format!("--line-size: {e}")))?;
     // Batches: one reader call per few thousand requests, not one dynamic call per request,

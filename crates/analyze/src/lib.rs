@@ -28,6 +28,7 @@
 pub mod characterise;
 mod file;
 pub mod minisim;
+pub mod opt;
 pub mod plots;
 pub mod reuse;
 pub mod shards;
@@ -41,6 +42,7 @@ use shards::Shards;
 use std::collections::BTreeMap;
 use tiercache_core::{LineGeometry, LineKey, Op, Request, VolumeId};
 pub use tiercache_eviction::EvictionKind;
+pub use tiercache_optimal::writeback::CostWeights;
 
 /// What to compute.
 #[derive(Debug, Clone)]
@@ -69,6 +71,11 @@ pub struct Options {
     /// analysis, reuse distributions, per-interval working sets and reuses) are `None`: a
     /// sampled analysis then costs the reader, the request counts and the sampler only.
     pub exact: bool,
+    /// Compute Belady's OPT curve beside the others ([`opt`]; also when `policies` names
+    /// `belady`). Spills the line accesses to temporary files.
+    pub opt: bool,
+    /// With OPT, the write-back cost bound and each policy's cost at these weights.
+    pub writeback: Option<tiercache_optimal::writeback::CostWeights>,
 }
 
 impl Default for Options {
@@ -84,6 +91,8 @@ impl Default for Options {
             policies: Vec::new(),
             minisim_rate: 0.01,
             exact: true,
+            opt: false,
+            writeback: None,
         }
     }
 }
@@ -108,6 +117,9 @@ pub struct CurvePoint {
     /// SHARDS estimate, when sampling was asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shards_miss_ratio: Option<f64>,
+    /// Belady's (OPT) miss ratio over all line accesses, when asked for ([`Options::opt`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opt_miss_ratio: Option<f64>,
 }
 
 /// Per-volume summary.
@@ -171,6 +183,9 @@ pub struct Analysis {
     pub reuse_cdf: Option<Vec<(u64, f64, f64)>>,
     /// Sizes, mix in bytes, IOPS and working set per interval, bursts, inter-arrival times.
     pub characterisation: characterise::Characterisation,
+    /// Belady's OPT curve and the write-back costs, when asked for ([`Options::opt`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opt: Option<opt::OptAnalysis>,
     /// Other policies' curves by miniature simulation, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub minisim: Option<MiniSimCurves>,
@@ -226,6 +241,10 @@ pub struct Analyzer {
     /// Line accesses, counted here when the stacks (which count them) do not run.
     line_accesses: u64,
     characteriser: Option<characterise::Characteriser>,
+    /// The line accesses for OPT, when asked for.
+    opt: Option<opt::OptTracker>,
+    /// Why OPT was asked for and not computed.
+    opt_failure: Option<String>,
 }
 
 impl Analyzer {
@@ -245,9 +264,19 @@ impl Analyzer {
         } else {
             characterise::Characteriser::requests_only(geo, opts.interval_ns, opts.burst_factor)
         };
-        let minisim = (!opts.policies.is_empty())
-            .then(|| MiniSim::new(&opts.policies, opts.minisim_rate, &opts.sizes));
+        // Belady is not simulated in miniature: asking for it asks for the exact OPT curve.
+        let online: Vec<EvictionKind> = opts
+            .policies
+            .iter()
+            .copied()
+            .filter(|k| *k != EvictionKind::Belady)
+            .collect();
+        let want_opt = opts.opt || opts.writeback.is_some() || online.len() < opts.policies.len();
+        let minisim =
+            (!online.is_empty()).then(|| MiniSim::new(&online, opts.minisim_rate, &opts.sizes));
         Ok(Self {
+            opt: want_opt.then(|| opt::OptTracker::new(geo)),
+            opt_failure: None,
             minisim,
             opts,
             geo,
@@ -276,6 +305,9 @@ impl Analyzer {
             self.geo.check_request(r.volume, r.offset, r.len)?;
         }
         self.requests += 1;
+        if let Some(o) = &mut self.opt {
+            o.add(r, self.requests - 1);
+        }
         if let Some(c) = &mut self.characteriser {
             let (global, per_volume) = (&mut self.global, &mut self.per_volume);
             c.add_with(r, &mut || close_interval(global, per_volume));
@@ -428,6 +460,7 @@ impl Analyzer {
                 } else {
                     None
                 },
+                opt_miss_ratio: None,
             })
             .collect()
     }
@@ -453,6 +486,9 @@ impl Analyzer {
         if !self.exact {
             return self.finish_sampled(characterisation);
         }
+        // OPT first: its spilled accesses are worked on while nothing else is borrowed.
+        let mut opt_curve = self.curve(Some(&self.shared()), true);
+        let opt = self.opt_analysis(&mut opt_curve);
         let shared = self.shared();
         let reuse_cdf = {
             let (all, useful) = (&shared.all(), &shared.useful());
@@ -488,9 +524,10 @@ impl Analyzer {
                 curve: self.curve(Some(a), false),
             })
             .collect();
-        let curve = self.curve(Some(&shared), true);
+        let curve = opt_curve;
         let minisim = self.minisim_curves(&curve);
         Analysis {
+            opt,
             line_size: self.opts.line_size,
             requests: self.requests,
             read_requests: self.reads,
@@ -518,9 +555,11 @@ impl Analyzer {
 
     /// The analysis of a sampled run (no exact stacks): counts, SHARDS, mini-simulations and
     /// the request characterisation; every exact output `None`.
-    fn finish_sampled(&self, characterisation: characterise::Characterisation) -> Analysis {
-        let curve = self.curve(None, true);
+    fn finish_sampled(&mut self, characterisation: characterise::Characterisation) -> Analysis {
+        let mut curve = self.curve(None, true);
+        let opt = self.opt_analysis(&mut curve);
         Analysis {
+            opt,
             line_size: self.opts.line_size,
             requests: self.requests,
             read_requests: self.reads,
@@ -546,8 +585,27 @@ impl Analyzer {
         }
     }
 
+    /// The OPT analysis at the curve's sizes, its miss ratios put into `curve`; `None` when not
+    /// asked for or when it failed (the failure goes to the notes).
+    fn opt_analysis(&mut self, curve: &mut [CurvePoint]) -> Option<opt::OptAnalysis> {
+        let tracker = self.opt.take()?;
+        let sizes: Vec<u64> = curve.iter().map(|p| p.lines).collect();
+        match tracker.finish(&sizes, &self.opts.policies, self.opts.writeback) {
+            Ok(a) => {
+                for (p, o) in curve.iter_mut().zip(&a.curve) {
+                    p.opt_miss_ratio = (a.line_accesses > 0).then_some(o.miss_ratio);
+                }
+                Some(a)
+            }
+            Err(e) => {
+                self.opt_failure = Some(format!("OPT not computed: {e}"));
+                None
+            }
+        }
+    }
+
     fn notes(&self) -> Vec<String> {
-        let mut notes = Vec::new();
+        let mut notes: Vec<String> = self.opt_failure.iter().cloned().collect();
         if self.trims_not_sampled > 0 {
             notes.push(format!(
                 "{} trims were not applied to the sampled estimates (SHARDS, miniature \
@@ -720,14 +778,19 @@ impl std::fmt::Display for Analysis {
                 "LRU miss-ratio curve (all volumes share the cache; sampled analysis: exact curves not computed, `-`; sizes up to the estimated footprint):"
             )?;
         }
-        writeln!(
+        let with_opt = self.opt.is_some();
+        write!(
             f,
             "  {:>12} {:>12} {:>8} {:>8} {:>8} {:>8}",
             "lines", "bytes", "all", "reads", "writes", "shards"
         )?;
+        if with_opt {
+            write!(f, " {:>8}", "OPT")?;
+        }
+        writeln!(f)?;
         let show = |m: Option<f64>| m.map_or("-".to_string(), |m| format!("{m:.4}"));
         for p in &self.curve {
-            writeln!(
+            write!(
                 f,
                 "  {:>12} {:>12} {:>8} {:>8} {:>8} {:>8}",
                 p.lines,
@@ -737,6 +800,13 @@ impl std::fmt::Display for Analysis {
                 show(p.write_miss_ratio),
                 show(p.shards_miss_ratio)
             )?;
+            if with_opt {
+                write!(f, " {:>8}", show(p.opt_miss_ratio))?;
+            }
+            writeln!(f)?;
+        }
+        if let Some(wb) = self.opt.as_ref().and_then(|o| o.writeback.as_ref()) {
+            opt::fmt_writeback(f, wb)?;
         }
         if let Some(m) = &self.minisim {
             writeln!(

@@ -43,6 +43,9 @@ pub fn render(a: &Analysis) -> Vec<(&'static str, String)> {
             }
         }
     }
+    if a.curve.iter().any(|p| p.opt_miss_ratio.is_some()) {
+        mrc.push(exact("OPT (Belady), all", |p| p.opt_miss_ratio));
+    }
     if a.curve.iter().any(|p| p.shards_miss_ratio.is_some()) {
         mrc.push(series(
             "LRU SHARDS",

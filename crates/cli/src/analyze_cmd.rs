@@ -36,7 +36,8 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     pub exact: bool,
     /// Also estimate the curves of these replacement policies by sampled mini-simulation,
-    /// comma separated (lru, mru, fifo, clock, arc, s3fifo, sieve).
+    /// comma separated (lru, mru, fifo, clock, arc, s3fifo, sieve); `belady` asks for the
+    /// exact OPT curve (as --opt does).
     #[arg(long, value_delimiter = ',')]
     pub policies: Vec<EvictionKind>,
     /// Sampling rate of the mini-simulations.
@@ -45,6 +46,15 @@ pub struct AnalyzeArgs {
     /// WAR+WAW share of reuses above which the advice disables cache writes.
     #[arg(long, default_value_t = 0.5)]
     pub write_reuse_threshold: f64,
+    /// Also compute Belady's exact OPT miss ratio at every size, in one pass of the OPT stack
+    /// (the line accesses are spilled to temporary files: memory follows the footprint).
+    #[arg(long)]
+    pub opt: bool,
+    /// With OPT, the write-back cost of LRU, Belady and --policies against a lower bound no
+    /// policy can beat, at these weights: the cost of a backend read and of a backend write
+    /// of one line, e.g. `1,1` or `80,120` (microseconds of an HDD).
+    #[arg(long, value_name = "READ,WRITE", value_parser = parse_weights)]
+    pub writeback_cost: Option<tiercache_analyze::CostWeights>,
     /// Print the analysis as JSON.
     #[arg(long)]
     pub json: bool,
@@ -75,7 +85,29 @@ impl AnalyzeArgs {
             write_reuse_threshold: self.write_reuse_threshold,
             interval: self.interval.clone(),
             burst_factor: self.burst_factor,
+            opt: self.opt || self.writeback_cost.is_some(),
+            writeback: self.writeback_cost,
         }
+    }
+}
+
+/// `READ,WRITE`: two non-negative weights.
+fn parse_weights(s: &str) -> Result<tiercache_analyze::CostWeights, String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    let weight = |t: &str| {
+        t.parse::<f64>()
+            .ok()
+            .filter(|w| *w >= 0.0 && w.is_finite())
+            .ok_or_else(|| format!("{t:?} is not a non-negative number"))
+    };
+    match parts.as_slice() {
+        [r, w] => Ok(tiercache_analyze::CostWeights {
+            read: weight(r)?,
+            write: weight(w)?,
+        }),
+        _ => Err(format!(
+            "{s:?}: expected READ,WRITE (two weights, e.g. 1,1)"
+        )),
     }
 }
 

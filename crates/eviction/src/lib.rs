@@ -200,6 +200,10 @@ pub enum EvictionKind {
     S3Fifo,
     /// SIEVE.
     Sieve,
+    /// Belady's MIN (evict the line used furthest in the future): offline, it needs every
+    /// line's next use, so only a whole-trace replay runs it (`sim` in hit-ratio mode, crate
+    /// `tiercache-optimal`); it is not in [`EvictionKind::ALL`] and [`build`] refuses it.
+    Belady,
 }
 
 impl EvictionKind {
@@ -224,6 +228,7 @@ impl EvictionKind {
             EvictionKind::Arc => "arc",
             EvictionKind::S3Fifo => "s3-fifo",
             EvictionKind::Sieve => "sieve",
+            EvictionKind::Belady => "belady",
         }
     }
 }
@@ -237,19 +242,25 @@ impl fmt::Display for EvictionKind {
 /// A policy name that is not one of [`EvictionKind::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown eviction policy {0:?} (expected one of lru, mru, fifo, clock, arc, s3-fifo, sieve)"
+    "unknown eviction policy {0:?} (expected one of lru, mru, fifo, clock, arc, s3-fifo, sieve, or belady offline)"
 )]
 pub struct UnknownEviction(pub String);
 
 impl FromStr for EvictionKind {
     type Err = UnknownEviction;
 
-    /// Parses a config name, ignoring ASCII case; `s3fifo` is accepted for `s3-fifo`.
+    /// Parses a config name, ignoring ASCII case; `s3fifo` is accepted for `s3-fifo`, and
+    /// `belady` (also `opt`, `min`) names the offline [`EvictionKind::Belady`].
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let lower = s.trim().to_ascii_lowercase();
-        let name = if lower == "s3fifo" { "s3-fifo" } else { &lower };
+        let name = match lower.as_str() {
+            "s3fifo" => "s3-fifo",
+            "opt" | "min" => "belady",
+            other => other,
+        };
         EvictionKind::ALL
             .into_iter()
+            .chain([EvictionKind::Belady])
             .find(|k| k.as_str() == name)
             .ok_or_else(|| UnknownEviction(s.to_string()))
     }
@@ -262,7 +273,9 @@ impl FromStr for EvictionKind {
 /// [`Eviction::grow_slots`] raises the limit), so the policies do not allocate while running.
 ///
 /// # Panics
-/// If `slot_limit` does not fit in `u32` link space (more than about 4 billion slots).
+/// If `slot_limit` does not fit in `u32` link space (more than about 4 billion slots), or for
+/// [`EvictionKind::Belady`], which no online cache can run (the policy core refuses it in its
+/// configuration check before building anything; offline replays use `tiercache-optimal`).
 pub fn build(kind: EvictionKind, capacity: usize, slot_limit: usize) -> Box<dyn Eviction> {
     let mut policy: Box<dyn Eviction> = match kind {
         EvictionKind::Lru => Box::new(Lru::new(slot_limit)),
@@ -272,6 +285,9 @@ pub fn build(kind: EvictionKind, capacity: usize, slot_limit: usize) -> Box<dyn 
         EvictionKind::Arc => return Box::new(ArcPolicy::new(capacity, slot_limit)),
         EvictionKind::S3Fifo => return Box::new(S3Fifo::new(capacity, slot_limit)),
         EvictionKind::Sieve => Box::new(Sieve::new(slot_limit)),
+        EvictionKind::Belady => {
+            panic!("belady needs the future: it runs only in an offline replay (tiercache-optimal)")
+        }
     };
     policy.set_capacity(capacity);
     policy
@@ -292,6 +308,13 @@ mod tests {
             assert_eq!(build(kind, 4, 4).name(), name);
         }
         assert_eq!("s3fifo".parse::<EvictionKind>(), Ok(EvictionKind::S3Fifo));
+        for name in ["belady", "OPT", "min"] {
+            assert_eq!(name.parse::<EvictionKind>(), Ok(EvictionKind::Belady));
+        }
+        assert_eq!(
+            serde_json::to_string(&EvictionKind::Belady).unwrap(),
+            "\"belady\""
+        );
         let err = "lfu".parse::<EvictionKind>().unwrap_err();
         assert_eq!(err, UnknownEviction("lfu".into()));
         assert!(err.to_string().contains("\"lfu\""));

@@ -19,6 +19,7 @@ fn memory_per_slot_is_small_and_reported() {
             // S3-FIFO): key 8, links 8, owner 1 and 16 of table (an 8-byte bucket, at most
             // half full), plus the lists' sentinels.
             EvictionKind::Arc | EvictionKind::S3Fifo => 50.1,
+            EvictionKind::Belady => unreachable!("offline, not in ALL"),
         };
         assert!(per_slot >= 8.0, "{kind} reports {per_slot} bytes per slot");
         assert!(per_slot <= bound, "{kind} uses {per_slot} bytes per slot");

@@ -308,9 +308,10 @@ fn open_trace(
     })
 }
 
-/// Analyses a trace as `tiercache analyze --json` does and returns that JSON.
+/// Analyses a trace as `tiercache analyze --json` does and returns that JSON (`opt`: Belady's
+/// OPT curve too; `writeback_cost = (read, write)`: the write-back cost bound and policies' costs).
 #[pyfunction]
-#[pyo3(signature = (path, format=None, skip_bad=false, line_size=4096, sizes=Vec::new(), shards_rate=None, shards_max_entries=None, exact=false, policies=Vec::new(), minisim_rate=0.01, write_reuse_threshold=0.5, interval="1s".to_string(), burst_factor=2.0, oracle_line_size=4096, csv_map=None))]
+#[pyo3(signature = (path, format=None, skip_bad=false, line_size=4096, sizes=Vec::new(), shards_rate=None, shards_max_entries=None, exact=false, policies=Vec::new(), minisim_rate=0.01, write_reuse_threshold=0.5, interval="1s".to_string(), burst_factor=2.0, oracle_line_size=4096, csv_map=None, opt=false, writeback_cost=None))]
 #[allow(clippy::too_many_arguments)]
 fn analyze(
     py: Python<'_>,
@@ -329,6 +330,8 @@ fn analyze(
     burst_factor: f64,
     oracle_line_size: u64,
     csv_map: Option<String>,
+    opt: bool,
+    writeback_cost: Option<(f64, f64)>,
 ) -> PyResult<String> {
     let format = parse_format(format)?;
     let policies = policies
@@ -357,6 +360,9 @@ fn analyze(
         write_reuse_threshold,
         interval,
         burst_factor,
+        opt: opt || writeback_cost.is_some(),
+        writeback: writeback_cost
+            .map(|(read, write)| tiercache_analyze::CostWeights { read, write }),
     };
     py.allow_threads(|| {
         let a = tiercache_analyze::analyze_file(&opts, &mut tiercache_run::print_note)?;

@@ -375,8 +375,29 @@ impl Experiment {
             })?;
             Workload::Synthetic(Box::new(spec))
         };
-        // Check the cache now so a bad value is reported before anything runs.
-        tiercache_policy::ShardedCache::new(&cache).map_err(|e| invalid(e.to_string()))?;
+        // Check the cache now so a bad value is reported before anything runs. Belady runs
+        // offline (docs/design.md §12): its own conditions, and the other fields checked as
+        // for an online cache.
+        if cache.eviction == tiercache_policy::EvictionKind::Belady {
+            let why = if head.mode != RunMode::HitRatio {
+                Some("needs run.mode = \"hit-ratio\": it knows the future, so it has no timed counterpart")
+            } else if !matches!(workload, Workload::Trace(_)) {
+                Some("needs a trace workload (workload.trace): it reads the requests twice")
+            } else if cache.shards > 1 || !cache.partitions.is_empty() || cache.tenancy.partitions()
+            {
+                Some("models one cache of cache.capacity: no cache.shards, partitions or partitioning tenancy")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(invalid(format!("cache.eviction = \"belady\" {why}")));
+            }
+            let mut online = cache.clone();
+            online.eviction = tiercache_policy::EvictionKind::Lru;
+            tiercache_policy::Cache::new(&online).map_err(|e| invalid(e.to_string()))?;
+        } else {
+            tiercache_policy::ShardedCache::new(&cache).map_err(|e| invalid(e.to_string()))?;
+        }
         if cache.victim == tiercache_policy::VictimConfig::Demote {
             // The policy demotes; no executor has a cache level below one to take it yet.
             return Err(invalid(

@@ -46,7 +46,33 @@ pub fn run_experiment(e: &Experiment) -> crate::Result<Outcome> {
     run_any(e).map_err(crate::RunError::from)
 }
 
+/// Runs Belady's MIN (`cache.eviction = "belady"`): a hit-ratio replay of a trace, read twice
+/// (once to learn each line's next use, once to simulate), docs/design.md §12.
+fn run_belady(e: &Experiment) -> Result<Outcome> {
+    // The conditions were checked when the config was resolved (experiment.rs).
+    let (Some(mut first), Some(mut second)) = (e.trace_batches()?, e.trace_batches()?) else {
+        anyhow::bail!(
+            "run `{}`: cache.eviction = \"belady\" needs a trace workload (workload.trace): it reads the requests twice",
+            e.name
+        );
+    };
+    let metrics = tiercache_sim::hit_ratio_belady(&e.cache, &mut first, &mut second, &e.sim.run)
+        .with_context(|| format!("run `{}`", e.name))?;
+    for batches in [&mut first, &mut second] {
+        if let Some(err) = batches.take_error() {
+            return Err(anyhow::anyhow!(err)).with_context(|| format!("run `{}`", e.name));
+        }
+    }
+    for note in first.input_notes() {
+        eprintln!("tiercache: note: run `{}`: {note}", e.name);
+    }
+    finish(e, metrics, Vec::new())
+}
+
 fn run_any(e: &Experiment) -> Result<Outcome> {
+    if e.cache.eviction == tiercache_policy::EvictionKind::Belady {
+        return run_belady(e);
+    }
     // One core, or the shards of `cache.shards`, as the engine runs them. Each is its own
     // type on the hit-ratio path, which is monomorphised for speed.
     enum Core {

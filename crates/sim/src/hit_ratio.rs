@@ -10,8 +10,11 @@ use tiercache_eviction::{ArcPolicy, Clock, EvictionKind, Fifo, Lru, Mru, S3Fifo,
 use tiercache_metrics::RunMetrics;
 use tiercache_policy::{Cache, CacheConfig, PolicyCore, PromotionConfig};
 
+mod belady;
 mod index;
 mod lines;
+
+pub use belady::hit_ratio_belady;
 #[cfg(test)]
 mod tests;
 
@@ -290,6 +293,9 @@ pub enum BatchedOutcome {
 /// policy whose reads go through the cache (write-back, write-through, write-around,
 /// read-only), with any replacement policy.
 pub fn batched_supports(cfg: &CacheConfig) -> Result<(), &'static str> {
+    if cfg.eviction == EvictionKind::Belady {
+        return Err("belady, which runs offline (hit_ratio_belady)");
+    }
     if !cfg.partitions.is_empty() {
         return Err("static partitions");
     }
@@ -364,5 +370,10 @@ pub fn hit_ratio_batched(
             run,
             meta,
         ),
+        // Refused by `batched_supports` above.
+        EvictionKind::Belady => Ok(BatchedOutcome::Unsupported {
+            index: 0,
+            reason: "belady",
+        }),
     }
 }

@@ -48,6 +48,8 @@ pub fn model(kind: EvictionKind, capacity: usize) -> Box<dyn Model> {
         }),
         EvictionKind::Arc => Box::new(ArcModel::new(capacity)),
         EvictionKind::S3Fifo => Box::new(S3FifoModel::new(capacity, true)),
+        // Offline (tiercache-optimal has its own exhaustive-search tests); never in `ALL`.
+        EvictionKind::Belady => unreachable!("belady is not an online policy"),
     }
 }
 

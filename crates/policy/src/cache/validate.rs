@@ -7,6 +7,13 @@ use crate::config::{CacheConfig, CleaningConfig, PromotionConfig};
 
 /// Checks `cfg` for a cache of `lines` lines.
 pub(super) fn check(cfg: &CacheConfig, lines: u64) -> Result<(), PolicyError> {
+    if cfg.eviction == crate::config::EvictionKind::Belady {
+        return Err(config_error(
+            "eviction",
+            "belady needs every line's next use, which only a whole-trace replay knows: \
+             use it with run.mode = \"hit-ratio\" and a trace workload",
+        ));
+    }
     match cfg.promotion {
         PromotionConfig::Nhit {
             n,
