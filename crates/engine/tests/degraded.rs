@@ -120,6 +120,7 @@ fn remote_backend(
         workers: 4,
         export_name: String::new(),
         busy_poll: std::time::Duration::ZERO,
+        ..ServerConfig::default()
     };
     let (dev, sd) = (image as Arc<dyn BlockDevice>, stop.clone());
     std::thread::spawn(move || {
