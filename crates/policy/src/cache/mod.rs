@@ -319,6 +319,21 @@ impl Cache {
             + self.promotion.memory_bytes()
     }
 
+    /// Bytes of metadata by structure (their [`total`](crate::metadata::MetadataMemory::total)
+    /// is [`metadata_bytes`](Self::metadata_bytes) plus the journal's pending list).
+    pub fn metadata_memory(&self) -> crate::metadata::MetadataMemory {
+        crate::metadata::MetadataMemory {
+            eviction: self
+                .parts
+                .iter()
+                .map(|p| p.evict.memory_bytes())
+                .sum::<usize>(),
+            partitions: self.parts.numbers_bytes(),
+            promotion: self.promotion.memory_bytes(),
+            ..self.table.memory()
+        }
+    }
+
     /// Bytes of metadata excluding the promotion table (the per-line budget of 64 bytes).
     pub fn line_metadata_bytes(&self) -> usize {
         self.table.memory_bytes()

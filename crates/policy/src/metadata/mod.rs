@@ -13,6 +13,56 @@ pub use list::SlotList;
 use tiercache_core::LineKey;
 use tiercache_eviction::Slot;
 
+/// Heap bytes of a policy core's metadata, by structure (docs/design.md §10): what the
+/// memory benchmark (`crates/engine/examples/memory_per_line.rs`) prints per line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MetadataMemory {
+    /// The line entries: key, valid and dirty sub-block masks, partition, flags.
+    pub line_entries: usize,
+    /// The key → slot index.
+    pub index: usize,
+    /// The stack of freed slots.
+    pub free_slots: usize,
+    /// The dirty list's links (least recently written first).
+    pub dirty_list: usize,
+    /// The replacement policies' lists, bits and ghosts.
+    pub eviction: usize,
+    /// The partitions' per-slot numbers.
+    pub partitions: usize,
+    /// The promotion (admission) policy's tables.
+    pub promotion: usize,
+    /// Slots changed since the executor last took them (the journal's pending list).
+    pub journal: usize,
+}
+
+impl MetadataMemory {
+    /// Every structure's bytes.
+    pub fn total(&self) -> usize {
+        self.line_entries
+            + self.index
+            + self.free_slots
+            + self.dirty_list
+            + self.eviction
+            + self.partitions
+            + self.promotion
+            + self.journal
+    }
+
+    /// The sum, structure by structure, of two (the shards of one cache).
+    pub fn plus(&self, o: &MetadataMemory) -> MetadataMemory {
+        MetadataMemory {
+            line_entries: self.line_entries + o.line_entries,
+            index: self.index + o.index,
+            free_slots: self.free_slots + o.free_slots,
+            dirty_list: self.dirty_list + o.dirty_list,
+            eviction: self.eviction + o.eviction,
+            partitions: self.partitions + o.partitions,
+            promotion: self.promotion + o.promotion,
+            journal: self.journal + o.journal,
+        }
+    }
+}
+
 /// State of one resident line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LineMeta {
@@ -308,10 +358,24 @@ impl LineTable {
 
     /// Heap bytes of the table, index and dirty list.
     pub fn memory_bytes(&self) -> usize {
-        self.lines.capacity() * std::mem::size_of::<LineMeta>()
-            + self.index.memory_bytes()
-            + self.free.capacity() * std::mem::size_of::<Slot>()
-            + self.dirty.memory_bytes()
+        let m = self.memory();
+        m.line_entries + m.index + m.free_slots + m.dirty_list
+    }
+
+    /// Heap bytes of the table by structure (the replacement, partition and promotion
+    /// fields are the caller's to fill).
+    pub fn memory(&self) -> MetadataMemory {
+        MetadataMemory {
+            line_entries: self.lines.capacity() * std::mem::size_of::<LineMeta>(),
+            index: self.index.memory_bytes(),
+            free_slots: self.free.capacity() * std::mem::size_of::<Slot>(),
+            dirty_list: self.dirty.memory_bytes(),
+            journal: self
+                .touched
+                .as_ref()
+                .map_or(0, |t| t.capacity() * std::mem::size_of::<Slot>()),
+            ..MetadataMemory::default()
+        }
     }
 
     /// Every resident slot (for audits and tests).

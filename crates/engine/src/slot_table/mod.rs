@@ -18,8 +18,14 @@
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-use std::sync::{Mutex, MutexGuard, RwLock};
+use std::sync::RwLock;
 use tiercache_blockdev::BlockDevice;
+
+mod shadow;
+#[cfg(test)]
+mod tests;
+
+use shadow::{line_key, Shadow, NO_LINE, ODD_LINE, SETTLED_NEWEST_SEQ};
 
 const MAGIC: &[u8; 8] = b"TIERCSLT";
 const VERSION: u32 = 1;
@@ -124,67 +130,6 @@ pub struct RecoveryReport {
     pub corrupt_records: u64,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct SlotState {
-    seq: u64,
-    /// Copy (0 = A, 1 = B) holding `seq`.
-    copy: u8,
-    line: Option<(u32, u64)>,
-    /// Dirty sub-blocks of the newest record.
-    dirty: u64,
-    /// What a crash may leave in each copy (see [`SlotTable::may_recover_other`]).
-    copies: [CopyState; 2],
-}
-
-/// What one copy of a slot's record may hold after a crash: its newest record (if that
-/// write landed), the durable one it replaced, one written in between (`mixed`), or a torn
-/// one, which recovery ignores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct CopyState {
-    /// The line of the newest record written to this copy, as a [`line_key`], and its
-    /// sequence number.
-    newest: u64,
-    newest_seq: u64,
-    /// The sync epoch it was written in (see [`SlotTable::sync`]).
-    epoch: u64,
-    /// The line and sequence number of the newest record of this copy known durable when a
-    /// later one was written.
-    durable: u64,
-    durable_seq: u64,
-    /// A record written to this copy after `durable`, and replaced without a sync since,
-    /// named a line other than `durable` and `newest`.
-    mixed: bool,
-}
-
-/// No line (an empty slot, or a copy never written).
-const NO_LINE: u64 = u64::MAX;
-/// A line that does not fit a key (recovery refuses those): never equal to a served line.
-const ODD_LINE: u64 = u64::MAX - 1;
-
-/// A line as one `u64` for the crash bookkeeping.
-fn line_key(line: Option<(u32, u64)>) -> u64 {
-    match line {
-        None => NO_LINE,
-        Some((v, i)) if v < 1 << 15 && i < 1 << 48 => (v as u64) << 48 | i,
-        Some(_) => ODD_LINE,
-    }
-}
-
-impl CopyState {
-    /// A copy holding record `seq` of `line`, durable (`seq` 0: no record).
-    fn durable(line: Option<(u32, u64)>, seq: u64) -> Self {
-        let k = line_key(line);
-        Self {
-            newest: k,
-            newest_seq: seq,
-            epoch: 0,
-            durable: k,
-            durable_seq: seq,
-            mixed: false,
-        }
-    }
-}
-
 /// An opened table, the recovered non-empty slots (ascending) and the recovery report.
 pub type Opened = (SlotTable, Vec<(u32, SlotRecord)>, RecoveryReport);
 
@@ -198,9 +143,13 @@ pub type Opened = (SlotTable, Vec<(u32, SlotRecord)>, RecoveryReport);
 #[derive(Debug)]
 pub struct SlotTable {
     layout: Layout,
-    /// One lock per slot: record writes of different slots go to the device at once (one
-    /// table-wide lock held across the device write serialised them behind each other).
-    slots: Box<[Mutex<SlotState>]>,
+    /// What the records of every slot name, and what a crash may leave of them (a striped
+    /// lock: record writes of slots in different stripes go to the device at once).
+    shadow: Shadow,
+    /// The sequence number of the next record (of any slot): above every number on the
+    /// device at open and every stand-in of a settled slot (see `shadow`), so each slot's
+    /// records grow.
+    next_seq: AtomicU64,
     /// Held shared by a record write across its bookkeeping and device write, exclusively by
     /// [`sync`](Self::sync) while it opens the next epoch: so every record of an epoch was
     /// handed to the device before that epoch's sync starts.
@@ -344,14 +293,7 @@ impl SlotTable {
         dev.read_at(&mut sb, 0)?;
         let mut report = RecoveryReport::default();
         // Epoch 0: what the device holds at open, durable.
-        let fresh = State {
-            seq: 0,
-            copy: 1,
-            line: None,
-            dirty: 0,
-            copies: [CopyState::durable(None, 0); 2],
-        };
-        type State = SlotState;
+        let mut shadow = Shadow::new(layout.slots, mask_bits(&layout));
         // A blank device (a new file) is formatted without being asked; anything else without
         // a superblock (another filesystem, a cache whose first bytes were lost) is not.
         let blank = !format && sb.iter().all(|&b| b == 0) && {
@@ -380,7 +322,7 @@ impl SlotTable {
             dev.write_at(&superblock(&layout), 0, false)?;
             dev.flush()?;
             report.formatted = true;
-            let table = Self::with_states(layout, vec![fresh; layout.slots as usize]);
+            let table = Self::with_shadow(layout, shadow, 0);
             return Ok((table, Vec::new(), report));
         }
         let sbk = Superblock::parse(&sb).map_err(|e| match e {
@@ -403,8 +345,8 @@ impl SlotTable {
                 });
             }
         }
-        let mut states = vec![fresh; layout.slots as usize];
         let mut found = Vec::new();
+        let mut max_seq = 0u64;
         let per_chunk = 8192u64;
         let mut buf = vec![0u8; (per_chunk * SLOT_BYTES) as usize];
         let mut slot = 0u64;
@@ -415,12 +357,13 @@ impl SlotTable {
             for i in 0..n {
                 let base = (i * SLOT_BYTES) as usize;
                 let mut best: Option<(u64, u8, SlotRecord)> = None;
-                let mut copies = [CopyState::durable(None, 0); 2];
+                let mut keys = [NO_LINE; 2];
                 for copy in 0..2u8 {
                     let at = base + copy as usize * RECORD_BYTES as usize;
                     match decode(&bytes[at..at + RECORD_BYTES as usize]) {
                         Ok(Some((seq, rec))) => {
-                            copies[copy as usize] = CopyState::durable(rec.line, seq);
+                            keys[copy as usize] = line_key(rec.line);
+                            max_seq = max_seq.max(seq);
                             if best.is_none_or(|b| seq > b.0) {
                                 best = Some((seq, copy, rec));
                             }
@@ -431,15 +374,8 @@ impl SlotTable {
                     }
                 }
                 let s = (slot + i) as usize;
-                states[s].copies = copies;
-                if let Some((seq, copy, rec)) = best {
-                    states[s] = SlotState {
-                        seq,
-                        copy,
-                        line: rec.line,
-                        dirty: rec.dirty,
-                        copies,
-                    };
+                if let Some((_, copy, rec)) = best {
+                    shadow.restore(s as u32, copy, rec.line, keys[1 - copy as usize], rec.dirty);
                     if rec.line.is_some() && rec.valid != 0 {
                         report.lines += 1;
                         report.dirty_lines += (rec.dirty != 0) as u64;
@@ -449,25 +385,20 @@ impl SlotTable {
             }
             slot += n;
         }
-        let table = Self::with_states(layout, states);
+        let table = Self::with_shadow(layout, shadow, max_seq);
         Ok((table, found, report))
     }
 
-    fn with_states(layout: Layout, states: Vec<SlotState>) -> Self {
+    /// A table over `shadow`, whose device holds sequence numbers up to `max_seq`.
+    fn with_shadow(layout: Layout, shadow: Shadow, max_seq: u64) -> Self {
         Self {
             layout,
-            slots: states.into_iter().map(Mutex::new).collect(),
+            shadow,
+            next_seq: AtomicU64::new(max_seq.max(SETTLED_NEWEST_SEQ) + 1),
             gate: RwLock::new(()),
             epoch: AtomicU64::new(1),
             durable: AtomicU64::new(0),
         }
-    }
-
-    /// The state of `slot`, locked.
-    fn slot(&self, slot: u32) -> MutexGuard<'_, SlotState> {
-        self.slots[slot as usize]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Syncs `dev` (the cache device): every record written before this call is durable
@@ -481,6 +412,7 @@ impl SlotTable {
         };
         dev.flush()?;
         self.durable.fetch_max(e, SeqCst);
+        self.shadow.settle(self.durable.load(SeqCst));
         Ok(())
     }
 
@@ -493,8 +425,7 @@ impl SlotTable {
         let want = line_key(Some(line));
         let other = |k: u64| k != NO_LINE && (k != want || k == ODD_LINE);
         let durable = self.durable.load(SeqCst);
-        let st = self.slot(slot);
-        let copies = &st.copies;
+        let copies = &self.shadow.lock(slot).copies();
         (0..2).any(|c| {
             let (me, them) = (&copies[c], &copies[1 - c]);
             let (me_synced, them_synced) = (me.epoch <= durable, them.epoch <= durable);
@@ -528,15 +459,20 @@ impl SlotTable {
 
     /// The line the newest record of `slot` names.
     pub fn persisted_line(&self, slot: u32) -> Option<(u32, u64)> {
-        self.slot(slot).line
+        self.shadow.lock(slot).line()
+    }
+
+    /// Heap bytes of the in-memory state of the records (see `shadow`).
+    pub fn memory_bytes(&self) -> usize {
+        self.shadow.memory_bytes()
     }
 
     /// Whether writing `rec` as `slot`'s newest record would drop dirty sub-blocks the
     /// newest record holds (of the same line, or of a line the slot no longer holds).
     pub fn drops_dirty(&self, slot: u32, rec: &SlotRecord) -> bool {
-        let st = self.slot(slot);
-        let kept = if rec.line == st.line { rec.dirty } else { 0 };
-        st.dirty & !kept != 0
+        let st = self.shadow.lock(slot);
+        let kept = if rec.line == st.line() { rec.dirty } else { 0 };
+        st.dirty() & !kept != 0
     }
 
     /// Writes `rec` as the newest record of `slot` (durable at the device's next sync).
@@ -556,28 +492,34 @@ impl SlotTable {
             rec.dirty & !rec.valid == 0 && (rec.line.is_some() || rec.valid == 0),
             "slot {slot}: record {rec:?} is inconsistent"
         );
+        // The shadow keeps dirty masks as wide as the line's sub-blocks.
+        assert!(
+            rec.valid & !self.shadow.mask_max() == 0,
+            "slot {slot}: record {rec:?} is inconsistent: more sub-blocks than a line has"
+        );
         let _epoch = self.gate.read().unwrap_or_else(|e| e.into_inner());
-        let mut st = self.slot(slot);
+        let mut st = self.shadow.lock(slot);
+        let held = st.line();
         // A slot changes lines through an empty record: the engine clears the old line's
         // record (durably) before the new line's bytes land, so a crash never pairs them.
         assert!(
-            rec.line.is_none() || st.line.is_none() || st.line == rec.line,
+            rec.line.is_none() || held.is_none() || held == rec.line,
             "slot {slot}: record of line {:?} written over line {:?}'s",
             rec.line,
-            st.line
+            held
         );
-        let copy = 1 - st.copy;
+        let copy = 1 - st.copy();
         // Recovery keeps the copy with the larger sequence number: it must grow.
-        let seq = st
-            .seq
-            .checked_add(1)
-            .expect("slot record sequence overflow");
+        let seq = self.next_seq.fetch_add(1, SeqCst);
+        assert!(seq < u64::MAX / 2, "slot record sequence overflow");
         let at = SUPERBLOCK_BYTES + slot as u64 * SLOT_BYTES + copy as u64 * RECORD_BYTES;
         // Records stay inside the table, never over the slot data.
         debug_assert!(at + RECORD_BYTES <= self.layout.data_offset);
-        let c = &mut st.copies[copy as usize];
+        let durable = self.durable.load(SeqCst);
+        let epoch = self.epoch.load(SeqCst);
+        let c = &mut st.copies_mut()[copy as usize];
         let key = line_key(rec.line);
-        if c.epoch <= self.durable.load(SeqCst) {
+        if c.epoch <= durable {
             // The record replaced in this copy was durable: a crash leaves it or this one.
             c.durable = c.newest;
             c.durable_seq = c.newest_seq;
@@ -588,255 +530,16 @@ impl SlotTable {
         }
         c.newest = key;
         c.newest_seq = seq;
-        c.epoch = self.epoch.load(SeqCst);
+        c.epoch = epoch;
         // Bookkeeping first: a failed write may still have reached the device.
         dev.write_at(&encode(seq, rec), at, false)?;
-        st.seq = seq;
-        st.copy = copy;
-        st.line = rec.line;
-        st.dirty = rec.dirty;
+        st.written(copy, rec.line, rec.dirty);
         Ok(())
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tiercache_blockdev::MemDevice;
-
-    fn rec(v: u32, i: u64, valid: u64, dirty: u64) -> SlotRecord {
-        SlotRecord {
-            line: Some((v, i)),
-            valid,
-            dirty,
-        }
-    }
-
-    #[test]
-    fn round_trip_and_torn_records_fall_back() {
-        let layout = Layout::new(10, 4096);
-        let dev = MemDevice::new(layout.device_len() as usize);
-        let (t, found, rep) = SlotTable::open(&dev, layout, false).unwrap();
-        assert!(rep.formatted && found.is_empty());
-        t.write(&dev, 3, &rec(0, 77, 0xff, 0x0f)).unwrap();
-        t.write(&dev, 3, &rec(0, 77, 0xff, 0)).unwrap();
-        t.write(&dev, 5, &rec(1, 9, 1, 1)).unwrap();
-        t.write(&dev, 6, &rec(1, 10, 1, 1)).unwrap();
-        t.write(&dev, 6, &SlotRecord::EMPTY).unwrap();
-        let (_, found, rep) = SlotTable::open(&dev, layout, false).unwrap();
-        assert_eq!(found, vec![(3, rec(0, 77, 0xff, 0)), (5, rec(1, 9, 1, 1))]);
-        assert_eq!((rep.lines, rep.dirty_lines, rep.corrupt_records), (2, 1, 0));
-        // Tear slot 3's newest record (copy B, seq 2): recovery falls back to seq 1.
-        let at = SUPERBLOCK_BYTES + 3 * SLOT_BYTES + RECORD_BYTES + 20;
-        dev.write_at(&[0xAA; 8], at, false).unwrap();
-        let (_, found, rep) = SlotTable::open(&dev, layout, false).unwrap();
-        assert_eq!(found[0], (3, rec(0, 77, 0xff, 0x0f)));
-        assert_eq!(rep.corrupt_records, 1);
-    }
-
-    /// What a crash may recover, against what recovery does with the writes lost or torn.
-    #[test]
-    fn records_a_crash_may_recover_are_known() {
-        let layout = Layout::new(4, 4096);
-        let dev = MemDevice::new(layout.device_len() as usize);
-        let (t, _, _) = SlotTable::open(&dev, layout, false).unwrap();
-        let (old, new) = ((0, 5), (0, 6));
-        t.write(&dev, 1, &rec(0, 5, 1, 1)).unwrap();
-        assert!(!t.may_recover_other(1, old) && t.may_recover_other(1, new));
-        t.sync(&dev).unwrap();
-        let synced = dev.snapshot();
-        // Freed without a sync: the empty record may be lost, and `old` recovered.
-        t.write(&dev, 1, &SlotRecord::EMPTY).unwrap();
-        assert!(
-            t.may_recover_other(1, new),
-            "the empty record is not durable"
-        );
-        let lost = MemDevice::from_bytes(synced);
-        let (_, found, _) = SlotTable::open(&lost, layout, false).unwrap();
-        assert_eq!(
-            found,
-            vec![(1, rec(0, 5, 1, 1))],
-            "what that crash recovers"
-        );
-        t.sync(&dev).unwrap();
-        assert!(!t.may_recover_other(1, new), "durably freed");
-        // One record of `new` after it: at worst the empty one is recovered.
-        t.write(&dev, 1, &rec(0, 6, 1, 1)).unwrap();
-        assert!(!t.may_recover_other(1, new));
-        // A second one goes over the empty copy: losing the first and tearing the second
-        // leaves the copy the first was to replace, naming `old`.
-        t.write(&dev, 1, &rec(0, 6, 3, 1)).unwrap();
-        assert!(t.may_recover_other(1, new));
-        t.sync(&dev).unwrap();
-        assert!(!t.may_recover_other(1, new));
-        // `old` back, synced; a clear writes both copies.
-        t.write(&dev, 1, &SlotRecord::EMPTY).unwrap();
-        t.write(&dev, 1, &rec(0, 5, 1, 0)).unwrap();
-        t.sync(&dev).unwrap();
-        let before = dev.snapshot();
-        t.clear(&dev, 1).unwrap();
-        assert!(t.may_recover_other(1, new));
-        t.sync(&dev).unwrap();
-        assert!(!t.may_recover_other(1, new), "durably cleared, both copies");
-        // The same with one empty record instead, synced: the other copy still names `old`.
-        let d2 = MemDevice::from_bytes(before);
-        let (t2, _, _) = SlotTable::open(&d2, layout, false).unwrap();
-        t2.write(&d2, 1, &SlotRecord::EMPTY).unwrap();
-        t2.sync(&d2).unwrap();
-        t2.write(&d2, 1, &rec(0, 6, 1, 1)).unwrap();
-        assert!(
-            !t2.may_recover_other(1, new),
-            "the other copy is older and durable"
-        );
-        t2.write(&d2, 1, &rec(0, 6, 3, 1)).unwrap();
-        assert!(
-            t2.may_recover_other(1, new),
-            "both copies unsynced: the older one may win"
-        );
-    }
-
-    /// A slot changes lines only through an empty record.
-    #[test]
-    #[should_panic(expected = "written over line")]
-    fn a_line_replacing_another_without_a_clear_is_refused() {
-        let layout = Layout::new(4, 4096);
-        let dev = MemDevice::new(layout.device_len() as usize);
-        let (t, _, _) = SlotTable::open(&dev, layout, false).unwrap();
-        t.write(&dev, 2, &rec(0, 7, 1, 1)).unwrap();
-        t.write(&dev, 2, &rec(0, 7, 3, 0)).unwrap();
-        t.write(&dev, 2, &SlotRecord::EMPTY).unwrap();
-        t.write(&dev, 2, &rec(0, 8, 1, 0)).unwrap();
-        t.write(&dev, 2, &rec(0, 9, 1, 0)).unwrap();
-    }
-
-    #[test]
-    #[should_panic(expected = "inconsistent")]
-    fn dirty_data_that_is_not_valid_is_refused() {
-        let layout = Layout::new(4, 4096);
-        let dev = MemDevice::new(layout.device_len() as usize);
-        let (t, _, _) = SlotTable::open(&dev, layout, false).unwrap();
-        t.write(&dev, 0, &rec(0, 1, 0b01, 0b10)).unwrap();
-    }
-
-    #[test]
-    #[should_panic(expected = "beyond the table")]
-    fn a_slot_out_of_range_is_refused() {
-        let layout = Layout::new(4, 4096);
-        let dev = MemDevice::new(layout.device_len() as usize);
-        let (t, _, _) = SlotTable::open(&dev, layout, false).unwrap();
-        t.write(&dev, 4, &SlotRecord::EMPTY).unwrap();
-    }
-
-    #[test]
-    fn superblock_mismatch_and_corruption_are_named() {
-        let layout = Layout::new(10, 4096);
-        let dev = MemDevice::new(Layout::new(20, 4096).device_len() as usize);
-        SlotTable::open(&dev, layout, false).unwrap();
-        let e = SlotTable::open(&dev, Layout::new(20, 4096), false).unwrap_err();
-        assert!(e.to_string().contains("lines is 10 on disk but 20"), "{e}");
-        dev.write_at(&[1], 13, false).unwrap();
-        let e = SlotTable::open(&dev, layout, false).unwrap_err();
-        assert!(e.to_string().contains("checksum"), "{e}");
-        let small = MemDevice::new(4096);
-        assert!(matches!(
-            SlotTable::open(&small, layout, false),
-            Err(SlotTableError::TooSmall { .. })
-        ));
-    }
-
-    /// A device whose writes are volatile until `flush`, which copies them to the image a
-    /// crash would leave. Writes pause before landing, to widen the window in which a sync
-    /// could overtake a record write that has already taken its epoch.
-    struct Volatile {
-        mem: MemDevice,
-        durable: Mutex<Vec<u8>>,
-    }
-
-    impl BlockDevice for Volatile {
-        fn size(&self) -> u64 {
-            self.mem.size()
-        }
-        fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-            self.mem.read_at(buf, off)
-        }
-        fn write_at(&self, data: &[u8], off: u64, fua: bool) -> io::Result<()> {
-            std::thread::sleep(std::time::Duration::from_micros(20));
-            self.mem.write_at(data, off, fua)
-        }
-        fn flush(&self) -> io::Result<()> {
-            *self.durable.lock().unwrap() = self.mem.snapshot();
-            Ok(())
-        }
-    }
-
-    /// Every record `t` counts durable (its copy's epoch synced) is in `image`, the device's
-    /// durable bytes as of the last sync; how many were checked.
-    fn check_durable(t: &SlotTable, image: &[u8]) -> usize {
-        let durable_epoch = t.durable.load(SeqCst);
-        let mut checked = 0;
-        for slot in 0..t.layout.slots {
-            let st = t.slot(slot);
-            for c in 0..2u64 {
-                let copy = &st.copies[c as usize];
-                if copy.newest_seq == 0 || copy.epoch > durable_epoch {
-                    continue;
-                }
-                let at = (SUPERBLOCK_BYTES + slot as u64 * SLOT_BYTES + c * RECORD_BYTES) as usize;
-                let seq = decode(&image[at..at + RECORD_BYTES as usize])
-                    .expect("a checksummed record")
-                    .map_or(0, |(seq, _)| seq);
-                assert_eq!(
-                    seq, copy.newest_seq,
-                    "slot {slot} copy {c}: counted durable"
-                );
-                checked += 1;
-            }
-        }
-        checked
-    }
-
-    /// Record writes of many slots run at once while syncs run: after each sync, every
-    /// record the table counts durable is in the image that sync made durable. Without the
-    /// gate, a write that took its epoch before a sync bumped it could land after that
-    /// sync's flush and still be counted durable.
-    #[test]
-    fn records_counted_durable_are_durable_under_concurrent_writes_and_syncs() {
-        let layout = Layout::new(64, 4096);
-        let dev = Volatile {
-            mem: MemDevice::new(layout.device_len() as usize),
-            durable: Mutex::new(Vec::new()),
-        };
-        let (t, _, _) = SlotTable::open(&dev.mem, layout, false).unwrap();
-        let stop = std::sync::atomic::AtomicBool::new(false);
-        let checked = std::thread::scope(|sc| {
-            let (t, dev, stop) = (&t, &dev, &stop);
-            let syncer = sc.spawn(move || {
-                let mut checked = 0;
-                while !stop.load(SeqCst) {
-                    t.sync(dev).unwrap();
-                    // The only syncer: the image is this sync's.
-                    let image = dev.durable.lock().unwrap().clone();
-                    checked += check_durable(t, &image);
-                }
-                checked
-            });
-            let writers: Vec<_> = (0..4u32)
-                .map(|w| {
-                    sc.spawn(move || {
-                        for n in 0..300u64 {
-                            let slot = w * 16 + (n % 16) as u32;
-                            t.write(dev, slot, &rec(0, slot as u64, 0xff, n & 0xff))
-                                .unwrap();
-                        }
-                    })
-                })
-                .collect();
-            for h in writers {
-                h.join().unwrap();
-            }
-            stop.store(true, SeqCst);
-            syncer.join().unwrap()
-        });
-        assert!(checked > 0, "no record was counted durable");
-    }
+/// Bits of a dirty mask for the layout's lines (all 64 for a line size the geometry refuses,
+/// which the engine never configures).
+fn mask_bits(layout: &Layout) -> u32 {
+    tiercache_core::LineGeometry::new(layout.line_size).map_or(64, |g| g.subs_per_line())
 }
