@@ -244,7 +244,7 @@ impl Cache {
         let mut cache = Self {
             cfg: cfg.clone(),
             geo,
-            table: LineTable::new(lines as u32),
+            table: LineTable::with_sub_blocks(lines as u32, geo.subs_per_line()),
             parts,
             leaving: Default::default(),
             // Asked once through the trait and kept, so the hit path skips the call for
