@@ -28,11 +28,14 @@ mod tests;
 use shadow::{line_key, Shadow, NO_LINE, ODD_LINE, SETTLED_NEWEST_SEQ};
 
 const MAGIC: &[u8; 8] = b"TIERCSLT";
-const VERSION: u32 = 1;
+/// Format 1: 64-byte records (any line). Format 2: 32-byte records, for lines of up to 16
+/// sub-blocks (docs/design.md §10). A device keeps the format it was formatted with.
+const WIDE: u32 = 1;
+const COMPACT: u32 = 2;
 /// Bytes reserved for the superblock.
 pub const SUPERBLOCK_BYTES: u64 = 4096;
-const RECORD_BYTES: u64 = 64;
-const SLOT_BYTES: u64 = 2 * RECORD_BYTES;
+/// The largest record.
+const MAX_RECORD_BYTES: usize = 64;
 
 /// Where things are on the cache device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,17 +46,44 @@ pub struct Layout {
     pub line_size: u64,
     /// Byte offset of slot 0's data.
     pub data_offset: u64,
+    /// Record format (1: 64-byte records, 2: 32-byte records).
+    pub version: u32,
 }
 
 impl Layout {
-    /// The layout for `slots` lines of `line_size` bytes.
+    /// The layout a device is formatted with for `slots` lines of `line_size` bytes: 32-byte
+    /// records where a line's masks fit them (up to 16 sub-blocks: lines up to 8 KiB).
     pub fn new(slots: u32, line_size: u64) -> Self {
-        let table_end = SUPERBLOCK_BYTES + slots as u64 * SLOT_BYTES;
-        Self {
+        let compact =
+            tiercache_core::LineGeometry::new(line_size).is_ok_and(|g| g.subs_per_line() <= 16);
+        Self::with_version(if compact { COMPACT } else { WIDE }, slots, line_size)
+    }
+
+    /// The layout of record format `version` (1 or 2).
+    pub fn with_version(version: u32, slots: u32, line_size: u64) -> Self {
+        let mut l = Self {
             slots,
             line_size,
-            data_offset: table_end.div_ceil(4096) * 4096,
+            data_offset: 0,
+            version,
+        };
+        let table_end = SUPERBLOCK_BYTES + slots as u64 * l.slot_bytes();
+        l.data_offset = table_end.div_ceil(4096) * 4096;
+        l
+    }
+
+    /// Bytes of one record.
+    pub fn record_bytes(&self) -> u64 {
+        if self.version == COMPACT {
+            32
+        } else {
+            64
         }
+    }
+
+    /// Bytes of one slot's two records.
+    pub fn slot_bytes(&self) -> u64 {
+        2 * self.record_bytes()
     }
 
     /// Bytes the cache device needs.
@@ -160,9 +190,24 @@ pub struct SlotTable {
     durable: AtomicU64,
 }
 
-fn encode(seq: u64, r: &SlotRecord) -> [u8; RECORD_BYTES as usize] {
-    let mut b = [0u8; RECORD_BYTES as usize];
+/// A record in format `version`: the bytes, of which the first `record_bytes` are written.
+///
+/// Format 2 (32 bytes): `seq u64, volume u16, flags u8, 0u8, index u48, valid u16, dirty u16,
+/// crc u32` over the 22 bytes before it, zero padded. Format 1 (64 bytes): see the module doc.
+fn encode(version: u32, seq: u64, r: &SlotRecord) -> [u8; MAX_RECORD_BYTES] {
+    let mut b = [0u8; MAX_RECORD_BYTES];
     let (vol, index) = r.line.unwrap_or((0, 0));
+    if version == COMPACT {
+        b[0..8].copy_from_slice(&seq.to_le_bytes());
+        b[8..10].copy_from_slice(&(vol as u16).to_le_bytes());
+        b[10] = r.line.is_some() as u8;
+        b[12..18].copy_from_slice(&index.to_le_bytes()[..6]);
+        b[18..20].copy_from_slice(&(r.valid as u16).to_le_bytes());
+        b[20..22].copy_from_slice(&(r.dirty as u16).to_le_bytes());
+        let crc = crc32fast::hash(&b[0..22]);
+        b[22..26].copy_from_slice(&crc.to_le_bytes());
+        return b;
+    }
     b[0..8].copy_from_slice(&seq.to_le_bytes());
     b[8..12].copy_from_slice(&vol.to_le_bytes());
     b[12..16].copy_from_slice(&(r.line.is_some() as u32).to_le_bytes());
@@ -176,12 +221,29 @@ fn encode(seq: u64, r: &SlotRecord) -> [u8; RECORD_BYTES as usize] {
 
 /// `Ok(None)`: never written. `Err(())`: checksum failed.
 #[allow(clippy::result_unit_err)]
-fn decode(b: &[u8]) -> Result<Option<(u64, SlotRecord)>, ()> {
+fn decode(version: u32, b: &[u8]) -> Result<Option<(u64, SlotRecord)>, ()> {
     if b.iter().all(|&x| x == 0) {
         return Ok(None);
     }
     let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
     let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+    if version == COMPACT {
+        let u16_at = |i: usize| u64::from(u16::from_le_bytes(b[i..i + 2].try_into().unwrap()));
+        if crc32fast::hash(&b[0..22]) != u32_at(22) {
+            return Err(());
+        }
+        let present = b[10] & 1 == 1;
+        let mut index = [0u8; 8];
+        index[..6].copy_from_slice(&b[12..18]);
+        return Ok(Some((
+            u64_at(0),
+            SlotRecord {
+                line: present.then(|| (u16_at(8) as u32, u64::from_le_bytes(index))),
+                valid: if present { u16_at(18) } else { 0 },
+                dirty: if present { u16_at(20) } else { 0 },
+            },
+        )));
+    }
     if crc32fast::hash(&b[0..40]) != u32_at(40) {
         return Err(());
     }
@@ -199,7 +261,7 @@ fn decode(b: &[u8]) -> Result<Option<(u64, SlotRecord)>, ()> {
 fn superblock(layout: &Layout) -> Vec<u8> {
     let mut b = vec![0u8; 64];
     b[0..8].copy_from_slice(MAGIC);
-    b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    b[8..12].copy_from_slice(&layout.version.to_le_bytes());
     b[12..20].copy_from_slice(&layout.line_size.to_le_bytes());
     b[20..28].copy_from_slice(&(layout.slots as u64).to_le_bytes());
     b[28..36].copy_from_slice(&layout.data_offset.to_le_bytes());
@@ -263,7 +325,8 @@ impl SlotTable {
         let slots = u32::try_from(on_disk.lines).map_err(|_| {
             SlotTableError::CorruptSuperblock(format!("lines {} out of range", on_disk.lines))
         })?;
-        let layout = Layout::new(slots, on_disk.line_size);
+        let version = known_version(on_disk.version)?;
+        let layout = Layout::with_version(version, slots, on_disk.line_size);
         if layout.data_offset != on_disk.data_offset {
             return Err(SlotTableError::CorruptSuperblock(format!(
                 "data_offset {} does not follow from {slots} lines",
@@ -277,6 +340,9 @@ impl SlotTable {
     /// `format`), else checks the superblock against `layout` and recovers every slot.
     /// Returns the table, the recovered records of non-empty slots (ascending slot order) and
     /// a report.
+    ///
+    /// A device of the other record format with the same slots and line size is opened in
+    /// its own format ([`layout`](Self::layout) says which): formatting is what changes it.
     pub fn open(
         dev: &dyn BlockDevice,
         layout: Layout,
@@ -292,8 +358,6 @@ impl SlotTable {
         let mut sb = vec![0u8; 64];
         dev.read_at(&mut sb, 0)?;
         let mut report = RecoveryReport::default();
-        // Epoch 0: what the device holds at open, durable.
-        let mut shadow = Shadow::new(layout.slots, mask_bits(&layout));
         // A blank device (a new file) is formatted without being asked; anything else without
         // a superblock (another filesystem, a cache whose first bytes were lost) is not.
         let blank = !format && sb.iter().all(|&b| b == 0) && {
@@ -322,6 +386,7 @@ impl SlotTable {
             dev.write_at(&superblock(&layout), 0, false)?;
             dev.flush()?;
             report.formatted = true;
+            let shadow = Shadow::new(layout.slots, mask_bits(&layout));
             let table = Self::with_shadow(layout, shadow, 0);
             return Ok((table, Vec::new(), report));
         }
@@ -331,8 +396,12 @@ impl SlotTable {
             )),
             e => e,
         })?;
+        // A device of the other format is read in its own.
+        let layout = match known_version(sbk.version)? {
+            v if v != layout.version => Layout::with_version(v, layout.slots, layout.line_size),
+            _ => layout,
+        };
         for (name, on_disk, configured) in [
-            ("version", sbk.version, VERSION as u64),
             ("line_size", sbk.line_size, layout.line_size),
             ("lines", sbk.lines, layout.slots as u64),
             ("data_offset", sbk.data_offset, layout.data_offset),
@@ -345,22 +414,25 @@ impl SlotTable {
                 });
             }
         }
+        // Epoch 0: what the device holds at open, durable.
+        let mut shadow = Shadow::new(layout.slots, mask_bits(&layout));
+        let (record_bytes, slot_bytes) = (layout.record_bytes(), layout.slot_bytes());
         let mut found = Vec::new();
         let mut max_seq = 0u64;
         let per_chunk = 8192u64;
-        let mut buf = vec![0u8; (per_chunk * SLOT_BYTES) as usize];
+        let mut buf = vec![0u8; (per_chunk * slot_bytes) as usize];
         let mut slot = 0u64;
         while slot < layout.slots as u64 {
             let n = per_chunk.min(layout.slots as u64 - slot);
-            let bytes = &mut buf[..(n * SLOT_BYTES) as usize];
-            dev.read_at(bytes, SUPERBLOCK_BYTES + slot * SLOT_BYTES)?;
+            let bytes = &mut buf[..(n * slot_bytes) as usize];
+            dev.read_at(bytes, SUPERBLOCK_BYTES + slot * slot_bytes)?;
             for i in 0..n {
-                let base = (i * SLOT_BYTES) as usize;
+                let base = (i * slot_bytes) as usize;
                 let mut best: Option<(u64, u8, SlotRecord)> = None;
                 let mut keys = [NO_LINE; 2];
                 for copy in 0..2u8 {
-                    let at = base + copy as usize * RECORD_BYTES as usize;
-                    match decode(&bytes[at..at + RECORD_BYTES as usize]) {
+                    let at = base + (copy as u64 * record_bytes) as usize;
+                    match decode(layout.version, &bytes[at..at + record_bytes as usize]) {
                         Ok(Some((seq, rec))) => {
                             keys[copy as usize] = line_key(rec.line);
                             max_seq = max_seq.max(seq);
@@ -492,6 +564,14 @@ impl SlotTable {
             rec.dirty & !rec.valid == 0 && (rec.line.is_some() || rec.valid == 0),
             "slot {slot}: record {rec:?} is inconsistent"
         );
+        // A compact record holds a line of a 16-bit volume and a 48-bit index.
+        assert!(
+            self.layout.version != COMPACT
+                || rec
+                    .line
+                    .is_none_or(|(v, i)| v <= u16::MAX as u32 && i < 1 << 48),
+            "slot {slot}: record {rec:?} does not fit the compact format"
+        );
         // The shadow keeps dirty masks as wide as the line's sub-blocks.
         assert!(
             rec.valid & !self.shadow.mask_max() == 0,
@@ -512,9 +592,10 @@ impl SlotTable {
         // Recovery keeps the copy with the larger sequence number: it must grow.
         let seq = self.next_seq.fetch_add(1, SeqCst);
         assert!(seq < u64::MAX / 2, "slot record sequence overflow");
-        let at = SUPERBLOCK_BYTES + slot as u64 * SLOT_BYTES + copy as u64 * RECORD_BYTES;
+        let rb = self.layout.record_bytes();
+        let at = SUPERBLOCK_BYTES + slot as u64 * self.layout.slot_bytes() + copy as u64 * rb;
         // Records stay inside the table, never over the slot data.
-        debug_assert!(at + RECORD_BYTES <= self.layout.data_offset);
+        debug_assert!(at + rb <= self.layout.data_offset);
         let durable = self.durable.load(SeqCst);
         let epoch = self.epoch.load(SeqCst);
         let c = &mut st.copies_mut()[copy as usize];
@@ -532,9 +613,24 @@ impl SlotTable {
         c.newest_seq = seq;
         c.epoch = epoch;
         // Bookkeeping first: a failed write may still have reached the device.
-        dev.write_at(&encode(seq, rec), at, false)?;
+        dev.write_at(
+            &encode(self.layout.version, seq, rec)[..rb as usize],
+            at,
+            false,
+        )?;
         st.written(copy, rec.line, rec.dirty);
         Ok(())
+    }
+}
+
+/// The record format a superblock names, if this build reads it.
+fn known_version(v: u64) -> Result<u32, SlotTableError> {
+    match v {
+        1 => Ok(WIDE),
+        2 => Ok(COMPACT),
+        _ => Err(SlotTableError::CorruptSuperblock(format!(
+            "version {v}: this build reads record formats 1 and 2"
+        ))),
     }
 }
 

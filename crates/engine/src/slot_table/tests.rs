@@ -28,7 +28,7 @@ fn round_trip_and_torn_records_fall_back() {
     assert_eq!(found, vec![(3, rec(0, 77, 0xff, 0)), (5, rec(1, 9, 1, 1))]);
     assert_eq!((rep.lines, rep.dirty_lines, rep.corrupt_records), (2, 1, 0));
     // Tear slot 3's newest record (copy B, seq 2): recovery falls back to seq 1.
-    let at = SUPERBLOCK_BYTES + 3 * SLOT_BYTES + RECORD_BYTES + 20;
+    let at = SUPERBLOCK_BYTES + 3 * layout.slot_bytes() + layout.record_bytes() + 12;
     dev.write_at(&[0xAA; 8], at, false).unwrap();
     let (_, found, rep) = SlotTable::open(&dev, layout, false).unwrap();
     assert_eq!(found[0], (3, rec(0, 77, 0xff, 0x0f)));
@@ -182,9 +182,10 @@ fn check_durable(t: &SlotTable, image: &[u8]) -> usize {
             if copy.epoch > durable_epoch {
                 continue;
             }
-            let at = (SUPERBLOCK_BYTES + slot as u64 * SLOT_BYTES + c * RECORD_BYTES) as usize;
-            let on_disk =
-                decode(&image[at..at + RECORD_BYTES as usize]).expect("a checksummed record");
+            let rb = t.layout.record_bytes();
+            let at = (SUPERBLOCK_BYTES + slot as u64 * t.layout.slot_bytes() + c * rb) as usize;
+            let on_disk = decode(t.layout.version, &image[at..at + rb as usize])
+                .expect("a checksummed record");
             if copy.newest_seq > SETTLED_NEWEST_SEQ {
                 // Written since the open: its own sequence number.
                 assert_eq!(
@@ -447,8 +448,11 @@ proptest::proptest! {
     /// of the table before it was made compact, and a reopen recovers what the model's
     /// device holds.
     #[test]
-    fn compact_shadow_answers_as_the_reference(steps in proptest::collection::vec(step(), 1..120)) {
-        let layout = Layout::new(6, 4096);
+    fn compact_shadow_answers_as_the_reference(
+        steps in proptest::collection::vec(step(), 1..120),
+        version in 1u32..=2,
+    ) {
+        let layout = Layout::with_version(version, 6, 4096);
         let dev = Failing {
             mem: MemDevice::new(layout.device_len() as usize),
             failing: false.into(),
@@ -499,4 +503,68 @@ proptest::proptest! {
             }
         }
     }
+}
+
+/// Both record formats round trip every field a record holds, and the compact one takes
+/// 64 bytes a slot (two 32-byte copies) where the wide one takes 128.
+#[test]
+fn both_record_formats_round_trip() {
+    let recs = [
+        SlotRecord::EMPTY,
+        rec(0, 0, 1, 0),
+        rec(7, (1 << 48) - 1, 0xffff, 0x8001),
+        rec(u16::MAX as u32, 12345, 0xff, 0x0f),
+    ];
+    for version in [1, 2] {
+        let layout = Layout::with_version(version, 4, 4096);
+        assert_eq!(layout.slot_bytes(), if version == 2 { 64 } else { 128 });
+        for (i, r) in recs.iter().enumerate() {
+            let b = encode(version, 5 + i as u64, r);
+            let n = layout.record_bytes() as usize;
+            assert!(b[n..].iter().all(|&x| x == 0), "record within its size");
+            assert_eq!(decode(version, &b[..n]), Ok(Some((5 + i as u64, *r))));
+            // Any flipped bit of the checksummed bytes is caught.
+            let mut torn = b;
+            torn[9] ^= 0x10;
+            assert_eq!(decode(version, &torn[..n]), Err(()));
+        }
+    }
+    assert_eq!(
+        Layout::new(4, 4096).version,
+        2,
+        "4 KiB lines: compact records"
+    );
+    assert_eq!(Layout::new(4, 8192).version, 2, "16 sub-blocks still fit");
+    assert_eq!(
+        Layout::new(4, 65536).version,
+        1,
+        "64 sub-blocks need the wide records"
+    );
+}
+
+/// A device written in the wide format by an earlier build opens in its own format under
+/// the configured (compact) layout: its lines recover, new records go in its format, and
+/// formatting it makes it compact.
+#[test]
+fn a_wide_device_keeps_its_format_until_formatted() {
+    let wide = Layout::with_version(1, 8, 4096);
+    let dev = MemDevice::new(wide.device_len() as usize);
+    let (t, _, _) = SlotTable::open(&dev, wide, false).unwrap();
+    t.write(&dev, 2, &rec(0, 40, 0xff, 0x0f)).unwrap();
+    t.sync(&dev).unwrap();
+    drop(t);
+    let compact = Layout::new(8, 4096);
+    assert_eq!(compact.version, 2);
+    let (t, found, _) = SlotTable::open(&dev, compact, false).unwrap();
+    assert_eq!(t.layout(), wide, "opened in the device's format");
+    assert_eq!(found, vec![(2, rec(0, 40, 0xff, 0x0f))]);
+    t.write(&dev, 2, &rec(0, 40, 0xff, 0)).unwrap();
+    t.write(&dev, 5, &rec(0, 41, 1, 1)).unwrap();
+    drop(t);
+    let (_, found, _) = SlotTable::open(&dev, compact, false).unwrap();
+    assert_eq!(found, vec![(2, rec(0, 40, 0xff, 0)), (5, rec(0, 41, 1, 1))]);
+    let (t, found, rep) = SlotTable::open(&dev, compact, true).unwrap();
+    assert!(rep.formatted && found.is_empty());
+    assert_eq!(t.layout(), compact);
+    assert_eq!(SlotTable::on_disk_layout(&dev).unwrap(), compact);
 }
