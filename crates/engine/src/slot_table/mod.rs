@@ -5,13 +5,16 @@
 //!
 //! | bytes | contents |
 //! | --- | --- |
-//! | 0 .. 4096 | superblock: magic `TIERCSLT`, version, line size, slot count, data offset, CRC-32 |
-//! | 4096 .. data offset | slot table: per slot two 64-byte records, A and B |
+//! | 0 .. 4096 | superblock: magic `TIERCSLT`, version (the record format), line size, slot count, data offset, CRC-32 |
+//! | 4096 .. data offset | slot table: per slot two records, A and B (32 bytes each in format 2, 64 in format 1) |
 //! | data offset .. | slot data, slot × line size |
 //!
-//! A record is `seq u64, volume u32, flags u32, index u64, valid u64, dirty u64, crc u32`
-//! (little endian, zero padded to 64 bytes; bit 0 of flags: the slot holds a line). An update
-//! of a slot writes the copy *not* holding its newest record, with the next sequence number:
+//! Format 2 (lines of up to 16 sub-blocks, so up to 8 KiB: 64 bytes a slot, docs/design.md
+//! §10): `seq u64, volume u16, flags u8, 0u8, index u48, valid u16, dirty u16, crc u32`, zero
+//! padded to 32 bytes. Format 1 (wider lines, and devices formatted by earlier builds):
+//! `seq u64, volume u32, flags u32, index u64, valid u64, dirty u64, crc u32`, zero padded to
+//! 64 bytes. Little endian; bit 0 of flags: the slot holds a line. An update
+//! of a slot writes the copy *not* holding its newest record, with a larger sequence number:
 //! a write torn by power loss damages only that copy, whose CRC then fails, and recovery keeps
 //! the other — the previous state. A record whose CRC fails is counted and never trusted; an
 //! all-zero record is a slot never written.

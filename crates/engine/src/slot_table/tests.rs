@@ -259,6 +259,9 @@ mod reference {
     use super::super::shadow::{line_key, CopyState, NO_LINE, ODD_LINE};
     use super::SlotRecord;
 
+    /// What one copy holds on the device: (seq, line, dirty).
+    type OnDisk = (u64, Option<(u32, u64)>, u64);
+
     #[derive(Debug, Clone, Copy)]
     struct Slot {
         seq: u64,
@@ -267,7 +270,7 @@ mod reference {
         dirty: u64,
         copies: [CopyState; 2],
         /// What each copy holds on the device: (seq, line, dirty).
-        disk: [(u64, Option<(u32, u64)>, u64); 2],
+        disk: [OnDisk; 2],
     }
 
     #[derive(Debug)]

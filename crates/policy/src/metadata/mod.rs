@@ -369,11 +369,10 @@ impl LineTable {
         let (v, d) = self.masks(slot);
         let dropped = d & mask;
         self.set_masks(slot, v & !mask, d & !mask);
-        if dropped != 0 {
-            if d & !mask == 0 {
-                self.dirty.unlink(slot);
-                self.dirty_count -= 1;
-            }
+        // The line was dirty and is clean now: it leaves the dirty list.
+        if dropped != 0 && d & !mask == 0 {
+            self.dirty.unlink(slot);
+            self.dirty_count -= 1;
         }
         self.touch(slot);
         dropped
