@@ -37,6 +37,11 @@ const WIDE: u32 = 1;
 const COMPACT: u32 = 2;
 /// Bytes reserved for the superblock.
 pub const SUPERBLOCK_BYTES: u64 = 4096;
+/// A record write syncs first when more than 1/16 of the slots (at least
+/// [`MIN_UNSETTLED_LIMIT`]) are unsettled: their crash states (about 100 bytes each) then
+/// cost at most about 6 bytes a slot.
+const UNSETTLED_SHARE: usize = 16;
+const MIN_UNSETTLED_LIMIT: usize = 4096;
 /// The largest record.
 const MAX_RECORD_BYTES: usize = 64;
 
@@ -183,6 +188,9 @@ pub struct SlotTable {
     /// device at open and every stand-in of a settled slot (see `shadow`), so each slot's
     /// records grow.
     next_seq: AtomicU64,
+    /// Most slots left unsettled (written since the last sync) before a record write syncs
+    /// the device first: bounds the memory of their crash states (docs/design.md §10).
+    unsettled_limit: usize,
     /// Held shared by a record write across its bookkeeping and device write, exclusively by
     /// [`sync`](Self::sync) while it opens the next epoch: so every record of an epoch was
     /// handed to the device before that epoch's sync starts.
@@ -470,6 +478,7 @@ impl SlotTable {
             layout,
             shadow,
             next_seq: AtomicU64::new(max_seq.max(SETTLED_NEWEST_SEQ) + 1),
+            unsettled_limit: (layout.slots as usize / UNSETTLED_SHARE).max(MIN_UNSETTLED_LIMIT),
             gate: RwLock::new(()),
             epoch: AtomicU64::new(1),
             durable: AtomicU64::new(0),
@@ -580,6 +589,11 @@ impl SlotTable {
             rec.valid & !self.shadow.mask_max() == 0,
             "slot {slot}: record {rec:?} is inconsistent: more sub-blocks than a line has"
         );
+        if self.shadow.unsettled() > self.unsettled_limit {
+            // Many slots written and no sync: one now settles them (a sync only makes more
+            // records durable, which no caller minds).
+            self.sync(dev)?;
+        }
         let _epoch = self.gate.read().unwrap_or_else(|e| e.into_inner());
         let mut st = self.shadow.lock(slot);
         let held = st.line();

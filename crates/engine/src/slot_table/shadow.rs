@@ -14,8 +14,11 @@
 //! copy is the one the flags name; an unsettled slot's copies get stand-ins (2 for the
 //! newest, 1 for the other) below every number written since the open.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::collections::HashMap as StdHashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{
+    AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed,
+};
 use std::sync::{Mutex, MutexGuard};
 
 /// No line (an empty slot, or a copy never written).
@@ -25,6 +28,30 @@ pub(super) const ODD_LINE: u64 = u64::MAX - 1;
 /// The stand-in sequence numbers of a settled slot's copies; numbers written are above.
 pub(super) const SETTLED_NEWEST_SEQ: u64 = 2;
 const SETTLED_OTHER_SEQ: u64 = 1;
+/// Hashes a slot number with a multiplication and a shift (the maps are keyed by slots of the
+/// table, not by input an attacker chooses, and a record write inserts into one: SipHash
+/// would cost more than the rest of the bookkeeping). The shift brings the product's mixed
+/// high bits down to where the table picks buckets: the slots of a stripe share their low
+/// bits.
+#[derive(Default)]
+pub(super) struct SlotHasher(u64);
+
+impl Hasher for SlotHasher {
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (u64::from(n) ^ self.0).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type HashMap<K, V> = StdHashMap<K, V, BuildHasherDefault<SlotHasher>>;
+
 /// Lock stripes: record writes of slots in different stripes run at once.
 const STRIPES: usize = 256;
 
@@ -170,6 +197,8 @@ pub(super) struct Shadow {
     flags: Box<[AtomicU8]>,
     dirty: Masks,
     stripes: Box<[Mutex<Stripe>]>,
+    /// Slots unsettled now, over every stripe.
+    unsettled: AtomicUsize,
 }
 
 /// A slot's stripe, locked: its state is read and changed through this.
@@ -191,7 +220,13 @@ impl Shadow {
                 .collect(),
             dirty: Masks::new(n, mask_bits),
             stripes: (0..STRIPES).map(|_| Mutex::default()).collect(),
+            unsettled: AtomicUsize::new(0),
         }
+    }
+
+    /// Slots written since a sync last settled them.
+    pub fn unsettled(&self) -> usize {
+        self.unsettled.load(Relaxed)
     }
 
     /// The widest dirty mask a slot may hold.
@@ -264,8 +299,13 @@ impl Shadow {
                     REL_OTHER_LISTED
                 };
                 self.flags[i].store(copy as u8 | rel << REL_SHIFT, Relaxed);
+                self.unsettled.fetch_sub(1, Relaxed);
                 false
             });
+            // A burst of writes between syncs leaves no room behind once settled.
+            if unsettled.capacity() > 4 * unsettled.len() + 64 {
+                unsettled.shrink_to(2 * unsettled.len());
+            }
         }
     }
 
@@ -378,6 +418,7 @@ impl SlotGuard<'_> {
             };
             self.shadow.flags[i].store(self.copy() | rel << REL_SHIFT, Relaxed);
             self.stripe.unsettled.insert(self.slot, c);
+            self.shadow.unsettled.fetch_add(1, Relaxed);
         }
         self.stripe
             .unsettled

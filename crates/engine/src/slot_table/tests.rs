@@ -571,3 +571,57 @@ fn a_wide_device_keeps_its_format_until_formatted() {
     assert_eq!(t.layout(), compact);
     assert_eq!(SlotTable::on_disk_layout(&dev).unwrap(), compact);
 }
+
+/// A memory device that counts its syncs.
+struct CountingSyncs {
+    mem: MemDevice,
+    syncs: std::sync::atomic::AtomicU64,
+}
+
+impl BlockDevice for CountingSyncs {
+    fn size(&self) -> u64 {
+        self.mem.size()
+    }
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
+        self.mem.read_at(buf, off)
+    }
+    fn write_at(&self, data: &[u8], off: u64, fua: bool) -> io::Result<()> {
+        self.mem.write_at(data, off, fua)
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.syncs.fetch_add(1, SeqCst);
+        self.mem.flush()
+    }
+}
+
+/// Record writes to many slots with no sync between: the table syncs on its own before the
+/// slots written since the last sync pass their limit, so the memory of their crash states
+/// stays bounded (a few bytes a slot), and every record is still recovered.
+#[test]
+fn slots_written_without_syncs_are_bounded() {
+    let slots = 80_000u32;
+    let layout = Layout::new(slots, 4096);
+    let dev = CountingSyncs {
+        mem: MemDevice::new(layout.device_len() as usize),
+        syncs: 0.into(),
+    };
+    let (t, _, _) = SlotTable::open(&dev, layout, false).unwrap();
+    let after_open = dev.syncs.load(SeqCst);
+    let limit = t.unsettled_limit;
+    assert_eq!(limit, 5000);
+    for s in 0..3 * limit as u32 {
+        t.write(&dev, s, &rec(0, u64::from(s), 1, 1)).unwrap();
+        assert!(t.shadow.unsettled() <= limit + 1, "slot {s}");
+    }
+    assert!(
+        dev.syncs.load(SeqCst) - after_open >= 2,
+        "the table synced on its own"
+    );
+    assert!(
+        t.memory_bytes() < slots as usize * 24,
+        "{} bytes for {slots} slots",
+        t.memory_bytes()
+    );
+    let (_, found, _) = SlotTable::open(&dev.mem, layout, false).unwrap();
+    assert_eq!(found.len(), 3 * limit);
+}
