@@ -37,10 +37,10 @@ const WIDE: u32 = 1;
 const COMPACT: u32 = 2;
 /// Bytes reserved for the superblock.
 pub const SUPERBLOCK_BYTES: u64 = 4096;
-/// A record write syncs first when more than 1/16 of the slots (at least
+/// A record write syncs first when more than 1/64 of the slots (at least
 /// [`MIN_UNSETTLED_LIMIT`]) are unsettled: their crash states (about 100 bytes each) then
-/// cost at most about 6 bytes a slot.
-const UNSETTLED_SHARE: usize = 16;
+/// cost at most about 2 bytes a slot, for one device sync per that many record writes.
+const UNSETTLED_SHARE: usize = 64;
 const MIN_UNSETTLED_LIMIT: usize = 4096;
 /// The largest record.
 const MAX_RECORD_BYTES: usize = 64;

@@ -599,8 +599,8 @@ impl BlockDevice for CountingSyncs {
 /// stays bounded (a few bytes a slot), and every record is still recovered.
 #[test]
 fn slots_written_without_syncs_are_bounded() {
-    let slots = 80_000u32;
-    let layout = Layout::new(slots, 4096);
+    let slots = 400_000u32;
+    let layout = Layout::new(slots, 512);
     let dev = CountingSyncs {
         mem: MemDevice::new(layout.device_len() as usize),
         syncs: 0.into(),
@@ -608,7 +608,7 @@ fn slots_written_without_syncs_are_bounded() {
     let (t, _, _) = SlotTable::open(&dev, layout, false).unwrap();
     let after_open = dev.syncs.load(SeqCst);
     let limit = t.unsettled_limit;
-    assert_eq!(limit, 5000);
+    assert_eq!(limit, 6250);
     for s in 0..3 * limit as u32 {
         t.write(&dev, s, &rec(0, u64::from(s), 1, 1)).unwrap();
         assert!(t.shadow.unsettled() <= limit + 1, "slot {s}");
@@ -618,7 +618,7 @@ fn slots_written_without_syncs_are_bounded() {
         "the table synced on its own"
     );
     assert!(
-        t.memory_bytes() < slots as usize * 24,
+        t.memory_bytes() < slots as usize * 16,
         "{} bytes for {slots} slots",
         t.memory_bytes()
     );

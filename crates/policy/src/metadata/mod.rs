@@ -169,8 +169,8 @@ impl LineTable {
             out.append(t);
             // A recovery or a resize touches every slot at once; requests touch a few. Keep
             // no room for the former (4 bytes a line) once it is taken.
-            if t.capacity() > 1 << 16 {
-                t.shrink_to(1 << 10);
+            if t.capacity() > 1 << 10 {
+                t.shrink_to(1 << 8);
             }
         }
     }
