@@ -184,13 +184,6 @@ pub struct SlotTable {
     /// What the records of every slot name, and what a crash may leave of them (a striped
     /// lock: record writes of slots in different stripes go to the device at once).
     shadow: Shadow,
-    /// The sequence number of the next record (of any slot): above every number on the
-    /// device at open and every stand-in of a settled slot (see `shadow`), so each slot's
-    /// records grow.
-    next_seq: AtomicU64,
-    /// Most slots left unsettled (written since the last sync) before a record write syncs
-    /// the device first: bounds the memory of their crash states (docs/design.md §10).
-    unsettled_limit: usize,
     /// Held shared by a record write across its bookkeeping and device write, exclusively by
     /// [`sync`](Self::sync) while it opens the next epoch: so every record of an epoch was
     /// handed to the device before that epoch's sync starts.
@@ -397,7 +390,11 @@ impl SlotTable {
             dev.write_at(&superblock(&layout), 0, false)?;
             dev.flush()?;
             report.formatted = true;
-            let shadow = Shadow::new(layout.slots, mask_bits(&layout));
+            let shadow = Shadow::new(
+                layout.slots,
+                mask_bits(&layout),
+                unsettled_limit(&layout) / shadow::STRIPES,
+            );
             let table = Self::with_shadow(layout, shadow, 0);
             return Ok((table, Vec::new(), report));
         }
@@ -426,7 +423,11 @@ impl SlotTable {
             }
         }
         // Epoch 0: what the device holds at open, durable.
-        let mut shadow = Shadow::new(layout.slots, mask_bits(&layout));
+        let mut shadow = Shadow::new(
+            layout.slots,
+            mask_bits(&layout),
+            unsettled_limit(&layout) / shadow::STRIPES,
+        );
         let (record_bytes, slot_bytes) = (layout.record_bytes(), layout.slot_bytes());
         let mut found = Vec::new();
         let mut max_seq = 0u64;
@@ -473,12 +474,13 @@ impl SlotTable {
     }
 
     /// A table over `shadow`, whose device holds sequence numbers up to `max_seq`.
-    fn with_shadow(layout: Layout, shadow: Shadow, max_seq: u64) -> Self {
+    fn with_shadow(layout: Layout, mut shadow: Shadow, max_seq: u64) -> Self {
+        // Above every number on the device and every stand-in of a settled slot (see
+        // `shadow`), so each slot's records grow.
+        shadow.start_sequence(max_seq.max(SETTLED_NEWEST_SEQ) + 1);
         Self {
             layout,
             shadow,
-            next_seq: AtomicU64::new(max_seq.max(SETTLED_NEWEST_SEQ) + 1),
-            unsettled_limit: (layout.slots as usize / UNSETTLED_SHARE).max(MIN_UNSETTLED_LIMIT),
             gate: RwLock::new(()),
             epoch: AtomicU64::new(1),
             durable: AtomicU64::new(0),
@@ -589,7 +591,7 @@ impl SlotTable {
             rec.valid & !self.shadow.mask_max() == 0,
             "slot {slot}: record {rec:?} is inconsistent: more sub-blocks than a line has"
         );
-        if self.shadow.unsettled() > self.unsettled_limit {
+        if self.shadow.lock(slot).crowded() {
             // Many slots written and no sync: one now settles them (a sync only makes more
             // records durable, which no caller minds).
             self.sync(dev)?;
@@ -607,7 +609,7 @@ impl SlotTable {
         );
         let copy = 1 - st.copy();
         // Recovery keeps the copy with the larger sequence number: it must grow.
-        let seq = self.next_seq.fetch_add(1, SeqCst);
+        let seq = st.next_seq();
         assert!(seq < u64::MAX / 2, "slot record sequence overflow");
         let rb = self.layout.record_bytes();
         let at = SUPERBLOCK_BYTES + slot as u64 * self.layout.slot_bytes() + copy as u64 * rb;
@@ -638,6 +640,13 @@ impl SlotTable {
         st.written(copy, rec.line, rec.dirty);
         Ok(())
     }
+}
+
+/// The most slots left unsettled (written since the last sync, see `shadow`) before a
+/// record write syncs the device first: bounds the memory of their crash states
+/// (docs/design.md §10). Each lock stripe holds its share.
+fn unsettled_limit(layout: &Layout) -> usize {
+    (layout.slots as usize / UNSETTLED_SHARE).max(MIN_UNSETTLED_LIMIT)
 }
 
 /// The record format a superblock names, if this build reads it.

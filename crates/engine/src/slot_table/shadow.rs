@@ -16,9 +16,7 @@
 
 use std::collections::HashMap as StdHashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{
-    AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed,
-};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 
 /// No line (an empty slot, or a copy never written).
@@ -53,7 +51,7 @@ impl Hasher for SlotHasher {
 type HashMap<K, V> = StdHashMap<K, V, BuildHasherDefault<SlotHasher>>;
 
 /// Lock stripes: record writes of slots in different stripes run at once.
-const STRIPES: usize = 256;
+pub(super) const STRIPES: usize = 256;
 
 /// A line as one `u64` for the crash bookkeeping.
 pub(super) fn line_key(line: Option<(u32, u64)>) -> u64 {
@@ -187,6 +185,9 @@ pub(super) struct Stripe {
     others: HashMap<u32, u64>,
     /// Slots whose newest record names a line that does not fit a key, exactly.
     odd: HashMap<u32, (u32, u64)>,
+    /// The sequence number of the stripe's next record: a slot is always in the same
+    /// stripe, so its records' numbers grow, and stripes do not share a counter.
+    next_seq: u64,
 }
 
 /// Every slot's state (see the module doc). The arrays are atomics so that a stripe's lock
@@ -197,8 +198,8 @@ pub(super) struct Shadow {
     flags: Box<[AtomicU8]>,
     dirty: Masks,
     stripes: Box<[Mutex<Stripe>]>,
-    /// Slots unsettled now, over every stripe.
-    unsettled: AtomicUsize,
+    /// Most unsettled slots a stripe keeps room for between syncs (see `settle`).
+    room: usize,
 }
 
 /// A slot's stripe, locked: its state is read and changed through this.
@@ -209,8 +210,9 @@ pub(super) struct SlotGuard<'a> {
 }
 
 impl Shadow {
-    /// `slots` slots, each empty in both copies, durable; dirty masks of `mask_bits` bits.
-    pub fn new(slots: u32, mask_bits: u32) -> Self {
+    /// `slots` slots, each empty in both copies, durable; dirty masks of `mask_bits` bits;
+    /// a stripe keeps room for `unsettled_limit` slots.
+    pub fn new(slots: u32, mask_bits: u32, unsettled_limit: usize) -> Self {
         let n = slots as usize;
         Self {
             keys: (0..n).map(|_| AtomicU64::new(NO_LINE)).collect(),
@@ -220,13 +222,24 @@ impl Shadow {
                 .collect(),
             dirty: Masks::new(n, mask_bits),
             stripes: (0..STRIPES).map(|_| Mutex::default()).collect(),
-            unsettled: AtomicUsize::new(0),
+            room: unsettled_limit,
+        }
+    }
+
+    /// Numbers the next records of every stripe from `first` on.
+    pub fn start_sequence(&mut self, first: u64) {
+        for s in self.stripes.iter_mut() {
+            s.get_mut().unwrap_or_else(|e| e.into_inner()).next_seq = first;
         }
     }
 
     /// Slots written since a sync last settled them.
+    #[cfg(test)]
     pub fn unsettled(&self) -> usize {
-        self.unsettled.load(Relaxed)
+        self.stripes
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).unsettled.len())
+            .sum()
     }
 
     /// The widest dirty mask a slot may hold.
@@ -299,12 +312,13 @@ impl Shadow {
                     REL_OTHER_LISTED
                 };
                 self.flags[i].store(copy as u8 | rel << REL_SHIFT, Relaxed);
-                self.unsettled.fetch_sub(1, Relaxed);
                 false
             });
-            // A burst of writes between syncs leaves no room behind once settled.
-            if unsettled.capacity() > 4 * unsettled.len() + 64 {
-                unsettled.shrink_to(2 * unsettled.len());
+            // Room for the stripe's share of the limit stays (refilling it after each sync
+            // would cost the writes that do); more, left by a burst, is given back.
+            let keep = self.room + 8;
+            if unsettled.capacity() > 2 * keep.max(unsettled.len()) {
+                unsettled.shrink_to(keep.max(unsettled.len()));
             }
         }
     }
@@ -378,6 +392,18 @@ impl SlotGuard<'_> {
         }
     }
 
+    /// Whether the stripe holds its share of unsettled slots (a sync should come first).
+    pub fn crowded(&self) -> bool {
+        self.stripe.unsettled.len() >= self.shadow.room
+    }
+
+    /// A sequence number for the slot's next record, above all its earlier ones.
+    pub fn next_seq(&mut self) -> u64 {
+        let n = self.stripe.next_seq;
+        self.stripe.next_seq += 1;
+        n
+    }
+
     /// The newest record's dirty sub-blocks.
     pub fn dirty(&self) -> u64 {
         self.shadow.dirty.get(self.slot as usize)
@@ -418,7 +444,6 @@ impl SlotGuard<'_> {
             };
             self.shadow.flags[i].store(self.copy() | rel << REL_SHIFT, Relaxed);
             self.stripe.unsettled.insert(self.slot, c);
-            self.shadow.unsettled.fetch_add(1, Relaxed);
         }
         self.stripe
             .unsettled

@@ -607,7 +607,7 @@ fn slots_written_without_syncs_are_bounded() {
     };
     let (t, _, _) = SlotTable::open(&dev, layout, false).unwrap();
     let after_open = dev.syncs.load(SeqCst);
-    let limit = t.unsettled_limit;
+    let limit = unsettled_limit(&layout);
     assert_eq!(limit, 6250);
     for s in 0..3 * limit as u32 {
         t.write(&dev, s, &rec(0, u64::from(s), 1, 1)).unwrap();
