@@ -591,13 +591,21 @@ impl SlotTable {
             rec.valid & !self.shadow.mask_max() == 0,
             "slot {slot}: record {rec:?} is inconsistent: more sub-blocks than a line has"
         );
-        if self.shadow.lock(slot).crowded() {
+        let mut synced = false;
+        let (_epoch, mut st) = loop {
+            let epoch = self.gate.read().unwrap_or_else(|e| e.into_inner());
+            let st = self.shadow.lock(slot);
+            // Once is enough: slots a sync cannot settle (a failed write's) must not make
+            // every write sync.
+            if synced || !st.crowded() {
+                break (epoch, st);
+            }
             // Many slots written and no sync: one now settles them (a sync only makes more
-            // records durable, which no caller minds).
+            // records durable, which no caller minds). It takes the gate and every stripe.
+            drop((st, epoch));
             self.sync(dev)?;
-        }
-        let _epoch = self.gate.read().unwrap_or_else(|e| e.into_inner());
-        let mut st = self.shadow.lock(slot);
+            synced = true;
+        };
         let held = st.line();
         // A slot changes lines through an empty record: the engine clears the old line's
         // record (durably) before the new line's bytes land, so a crash never pairs them.

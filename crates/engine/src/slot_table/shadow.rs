@@ -9,8 +9,8 @@
 //! record is empty — the key itself); a line that fits none of those (a device left odd by
 //! crashes) sits in a per-stripe map. A slot written since the last sync (*unsettled*)
 //! keeps both copies' crash states ([`CopyState`]) in its stripe's map until a sync makes
-//! them durable, when it settles again. Sequence numbers are the table's (one counter for
-//! every slot, above every number on the device): a settled slot needs none, as its newest
+//! them durable, when it settles again. Sequence numbers are the stripe's (a counter per
+//! stripe, started above every number on the device): a settled slot needs none, as its newest
 //! copy is the one the flags name; an unsettled slot's copies get stand-ins (2 for the
 //! newest, 1 for the other) below every number written since the open.
 
