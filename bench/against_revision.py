@@ -28,9 +28,14 @@ import subprocess
 import sys
 
 METRICS = {
-    # label: the figure's name; value: a rate (higher is better).
+    # label: the figure's name; value: a rate (higher is better) unless said otherwise.
     "timed": r"^(?P<label>timed simulation|hit-ratio-only):.*= (?P<value>[0-9.]+) M requests/s",
     "clean_victim": r"^(?P<label>\S+)\s+(?P<value>[0-9.]+) M misses/s",
+    # The engine's request path (crates/engine/examples/request_path_cost.rs), per hit: a
+    # time, so here new / base below 1 is faster.
+    "request_path": r"^\s+(?P<label>engine: \S+ \S+)[^\n]*?(?P<value>[0-9.]+) ns/op",
+    # The policy core alone (crates/policy/examples/hit_ratio_throughput.rs).
+    "hit_ratio_throughput": r"(?P<label>requests_per_s)=(?P<value>[0-9.]+)",
 }
 
 

@@ -150,6 +150,13 @@ pub struct OrderingTable<D: Completion = Done> {
     in_flight: usize,
 }
 
+impl<D: Completion> OrderingTable<D> {
+    /// Heap bytes of the table (its buckets; the waiters' vectors are per plan in flight).
+    pub fn memory_bytes(&self) -> usize {
+        self.locations.capacity() * (std::mem::size_of::<(Location, LocationState<D>)>() + 1)
+    }
+}
+
 impl<D: Completion> Default for OrderingTable<D> {
     fn default() -> Self {
         Self {

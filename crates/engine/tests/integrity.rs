@@ -475,11 +475,19 @@ fn recovered_records_outside_the_backend_are_named() {
     let err = reopen(cache_dev.snapshot(), VOLUME / 2);
     assert!(err.contains("outside the backend"), "{err}");
 
-    // Records naming an index past 2^48 and a volume the engine does not serve.
-    let layout = Layout::new((cfg.capacity / 4096) as u32, 4096);
+    // Records naming an index past 2^48 and a volume the engine does not serve. The compact
+    // records (format 2) cannot name the first, second and last: a device of the wide
+    // format (1, an earlier build's) can.
     for line in [(0u32, 1u64 << 50), (0, u64::MAX), (7, 0), (u32::MAX, 3)] {
+        let fits = line.0 <= u32::from(u16::MAX) && line.1 < 1 << 48;
+        let lines = (cfg.capacity / 4096) as u32;
+        let layout = if fits {
+            Layout::new(lines, 4096)
+        } else {
+            Layout::with_version(1, lines, 4096)
+        };
         let dev = MemDevice::from_bytes(cache_dev.snapshot());
-        let (table, _, _) = SlotTable::open(&dev, layout, false).unwrap();
+        let (table, _, _) = SlotTable::open(&dev, layout, !fits).unwrap();
         table
             .write(
                 &dev,

@@ -40,6 +40,23 @@ mod volume;
 use volume::VolumeState;
 pub use volume::{VolumeHandle, VolumeStats};
 
+impl Engine {
+    /// Heap bytes of the engine's metadata by structure: the policy cores, the slot table's
+    /// shadow, the ordering tables (what the memory benchmark prints per line).
+    pub fn metadata_memory(&self) -> EngineMemory {
+        let mut m = EngineMemory {
+            slot_table: self.inner.table.memory_bytes(),
+            ..EngineMemory::default()
+        };
+        for s in &self.inner.shards {
+            let core = lock(&s.core);
+            m.core = m.core.plus(&core.cache.metadata_memory());
+            m.ordering += core.order.memory_bytes() + core.unrecorded.capacity();
+        }
+        m
+    }
+}
+
 /// Why the engine cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -238,6 +255,24 @@ pub struct Engine {
     /// The exclusive lock on the cache device's file, held while the engine lives (None for
     /// devices given directly).
     cache_lock: Option<std::fs::File>,
+}
+
+/// Heap bytes of an engine's metadata by structure (docs/design.md §13).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct EngineMemory {
+    /// The policy cores of every shard, by structure.
+    pub core: tiercache_policy::metadata::MetadataMemory,
+    /// The slot table's in-memory shadow of the on-device records (the journal shadow).
+    pub slot_table: usize,
+    /// The ordering tables of plans in flight and the unrecorded-demote marks.
+    pub ordering: usize,
+}
+
+impl EngineMemory {
+    /// Every structure's bytes.
+    pub fn total(&self) -> usize {
+        self.core.total() + self.slot_table + self.ordering
+    }
 }
 
 /// Writes wake the flusher at most this often (1 ms): cleaning starts that much after the

@@ -408,6 +408,8 @@ impl Engine {
             }
         }
         let (table, found, recovery) = SlotTable::open(&*cache_dev, layout, cfg.format)?;
+        // The device's own record format (an older device keeps its wider records).
+        let layout = table.layout();
         let (mut partition_log, journaled) = PartitionLog::open(&*cache_dev)?;
         let journaled = if recovery.formatted {
             // A formatted device has no layout (the superblock's spare bytes may hold an old

@@ -61,7 +61,7 @@ impl Cache {
                     v.ok_or(BypassReason::AllPinned)?
                 }
             };
-            let m = *self.table.meta(victim);
+            let m = self.table.meta(victim);
             debug_assert!(m.resident && !m.pinned && m.partition as usize == p);
             // A request may evict a line it touched itself (a long request over a small cache):
             // its ops on the victim's slot must finish before the slot is written back or reused.

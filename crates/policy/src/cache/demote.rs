@@ -139,7 +139,7 @@ impl Cache {
         }
         let key = LineKey::new(vol, s.index);
         if let Some(slot) = self.table.lookup(key) {
-            let m = *self.table.meta(slot);
+            let m = self.table.meta(slot);
             let p = m.partition as usize;
             let missing = mask & !m.valid;
             // Moved to the evict-last end, unless a shrink is taking it out of its policy.

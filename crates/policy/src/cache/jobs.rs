@@ -153,7 +153,7 @@ impl Cache {
     pub fn flush_done(&mut self, job: FlushJob) {
         self.jobs.done();
         for slot in job.slots {
-            let m = *self.table.meta(slot);
+            let m = self.table.meta(slot);
             debug_assert!(m.pinned && m.resident);
             self.table.set_pinned(slot, false);
             let p = m.partition as usize;

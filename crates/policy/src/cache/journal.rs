@@ -94,7 +94,7 @@ impl Cache {
         let Some(slot) = self.table.lookup(LineKey::new(volume, index)) else {
             return false;
         };
-        let m = *self.table.meta(slot);
+        let m = self.table.meta(slot);
         let clean = m.valid & !m.dirty;
         if clean == 0 {
             return false;

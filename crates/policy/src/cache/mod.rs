@@ -247,7 +247,7 @@ impl Cache {
         let mut cache = Self {
             cfg: cfg.clone(),
             geo,
-            table: LineTable::new(lines as u32),
+            table: LineTable::with_sub_blocks(lines as u32, geo.subs_per_line()),
             parts,
             leaving: Default::default(),
             // Asked once through the trait and kept, so the hit path skips the call for
@@ -321,6 +321,21 @@ impl Cache {
                 .sum::<usize>()
             + self.parts.numbers_bytes()
             + self.promotion.memory_bytes()
+    }
+
+    /// Bytes of metadata by structure (their [`total`](crate::metadata::MetadataMemory::total)
+    /// is [`metadata_bytes`](Self::metadata_bytes) plus the journal's pending list).
+    pub fn metadata_memory(&self) -> crate::metadata::MetadataMemory {
+        crate::metadata::MetadataMemory {
+            eviction: self
+                .parts
+                .iter()
+                .map(|p| p.evict.memory_bytes())
+                .sum::<usize>(),
+            partitions: self.parts.numbers_bytes(),
+            promotion: self.promotion.memory_bytes(),
+            ..self.table.memory()
+        }
     }
 
     /// Bytes of metadata excluding the promotion table (the per-line budget of 64 bytes).

@@ -123,7 +123,7 @@ impl Cache {
             self.read_slice_from_backend(vol, line_base, s);
             return;
         };
-        let m = *self.table.meta(slot);
+        let m = self.table.meta(slot);
         let p = m.partition as usize;
         if rules.reads_bypass_cache && m.dirty & need == 0 {
             // Pass-through: the backend has current data for every needed sub-block.

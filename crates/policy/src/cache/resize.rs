@@ -263,7 +263,7 @@ impl Cache {
     /// set): free its slot, or keep it if it holds dirty data again.
     pub(super) fn leave(&mut self, p: usize, slot: Slot) {
         self.parts[p].leaving -= 1;
-        let m = *self.table.meta(slot);
+        let m = self.table.meta(slot);
         let deferred = self.jobs.deferred_drops.remove(&slot);
         if m.valid == 0 {
             // Trimmed while leaving.
@@ -296,7 +296,7 @@ impl Cache {
             })
             .collect();
         for s in slots {
-            let m = *self.table.meta(s);
+            let m = self.table.meta(s);
             if m.pinned && self.leaving.contains(&s) {
                 self.parts[from].leaving -= 1;
                 self.parts[to].leaving += 1;

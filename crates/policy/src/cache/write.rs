@@ -32,7 +32,7 @@ impl Cache {
                 .at_stage(stage)
         };
         if let Some(slot) = self.table.lookup(key) {
-            let m = *self.table.meta(slot);
+            let m = self.table.meta(slot);
             out.line_hits += 1;
             let p = m.partition as usize;
             self.record(Event::WriteHit { p });
@@ -238,7 +238,7 @@ impl Cache {
     /// Invalidates sub-blocks of a line and drops the line once nothing in it is valid.
     /// Returns the dirty sub-blocks discarded.
     pub(super) fn invalidate(&mut self, slot: Slot, mask: u64) -> u64 {
-        let m = *self.table.meta(slot);
+        let m = self.table.meta(slot);
         let p = m.partition as usize;
         let dropped = self.table.invalidate(slot, mask);
         let dropped_now = self.table.meta(slot).valid == 0 && !m.pinned;
@@ -263,7 +263,7 @@ impl Cache {
     /// Marks sub-blocks of a resident line dirty; a line turning dirty leaves its policy when
     /// dirty lines are held out of it (a line leaving its partition is in no policy).
     pub(super) fn mark_dirty(&mut self, slot: Slot, mask: u64) {
-        let m = *self.table.meta(slot);
+        let m = self.table.meta(slot);
         if m.dirty == 0 {
             let p = m.partition as usize;
             self.parts[p].dirty += 1;
@@ -278,7 +278,7 @@ impl Cache {
     /// Marks a line clean (its dirty data handed to a write-back); a line held out of its
     /// policy while dirty re-enters it. Returns the dirty mask it had.
     pub(super) fn mark_clean(&mut self, slot: Slot) -> u64 {
-        let m = *self.table.meta(slot);
+        let m = self.table.meta(slot);
         let was = self.table.make_clean(slot);
         if was != 0 {
             let p = m.partition as usize;

@@ -13,6 +13,56 @@ pub use list::SlotList;
 use tiercache_core::LineKey;
 use tiercache_eviction::Slot;
 
+/// Heap bytes of a policy core's metadata, by structure (docs/design.md §13): what the
+/// memory benchmark (`crates/engine/examples/memory_per_line.rs`) prints per line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MetadataMemory {
+    /// The line entries: key, valid and dirty sub-block masks, partition, flags.
+    pub line_entries: usize,
+    /// The key → slot index.
+    pub index: usize,
+    /// The stack of freed slots.
+    pub free_slots: usize,
+    /// The dirty list's links (least recently written first).
+    pub dirty_list: usize,
+    /// The replacement policies' lists, bits and ghosts.
+    pub eviction: usize,
+    /// The partitions' per-slot numbers.
+    pub partitions: usize,
+    /// The promotion (admission) policy's tables.
+    pub promotion: usize,
+    /// Slots changed since the executor last took them (the journal's pending list).
+    pub journal: usize,
+}
+
+impl MetadataMemory {
+    /// Every structure's bytes.
+    pub fn total(&self) -> usize {
+        self.line_entries
+            + self.index
+            + self.free_slots
+            + self.dirty_list
+            + self.eviction
+            + self.partitions
+            + self.promotion
+            + self.journal
+    }
+
+    /// The sum, structure by structure, of two (the shards of one cache).
+    pub fn plus(&self, o: &MetadataMemory) -> MetadataMemory {
+        MetadataMemory {
+            line_entries: self.line_entries + o.line_entries,
+            index: self.index + o.index,
+            free_slots: self.free_slots + o.free_slots,
+            dirty_list: self.dirty_list + o.dirty_list,
+            eviction: self.eviction + o.eviction,
+            partitions: self.partitions + o.partitions,
+            promotion: self.promotion + o.promotion,
+            journal: self.journal + o.journal,
+        }
+    }
+}
+
 /// State of one resident line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LineMeta {
@@ -30,27 +80,34 @@ pub struct LineMeta {
     pub resident: bool,
 }
 
-impl LineMeta {
-    const EMPTY: LineMeta = LineMeta {
+/// Bit of [`Entry::flags`]: the slot holds a line.
+const RESIDENT: u8 = 1;
+/// Bit of [`Entry::flags`]: the line is pinned.
+const PINNED: u8 = 2;
+
+/// One slot's state as stored: 16 bytes, the sub-block masks inside when a line has at
+/// most 16 sub-blocks (lines up to 8 KiB), else in [`LineTable::wide`] (docs/design.md §13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    key: LineKey,
+    valid: u16,
+    dirty: u16,
+    partition: u16,
+    flags: u8,
+}
+
+impl Entry {
+    const EMPTY: Entry = Entry {
         key: LineKey(0),
         valid: 0,
         dirty: 0,
         partition: 0,
-        pinned: false,
-        resident: false,
+        flags: 0,
     };
 
-    /// A line just placed: resident, nothing valid or dirty yet, unpinned.
     #[inline]
-    fn fresh(key: LineKey, partition: u16) -> LineMeta {
-        LineMeta {
-            key,
-            valid: 0,
-            dirty: 0,
-            partition,
-            pinned: false,
-            resident: true,
-        }
+    fn resident(&self) -> bool {
+        self.flags & RESIDENT != 0
     }
 }
 
@@ -58,7 +115,10 @@ impl LineMeta {
 /// the dirty list (least recently written first).
 #[derive(Debug)]
 pub struct LineTable {
-    lines: Vec<LineMeta>,
+    lines: Vec<Entry>,
+    /// Valid and dirty masks of every slot when lines have more than 16 sub-blocks (else
+    /// empty: they are in the entries).
+    wide: Vec<[u64; 2]>,
     index: SlotIndex,
     /// Slots never used yet are `fresh..slots`; slots freed later are recycled from `free`.
     fresh: Slot,
@@ -71,10 +131,22 @@ pub struct LineTable {
 }
 
 impl LineTable {
-    /// Table of `slots` free slots.
+    /// Table of `slots` free slots, for lines of up to 64 sub-blocks.
     pub fn new(slots: u32) -> Self {
+        Self::with_sub_blocks(slots, 64)
+    }
+
+    /// Table of `slots` free slots, for lines of `subs` sub-blocks (at most 64): up to 16,
+    /// the masks are kept in the 16-byte entries.
+    pub fn with_sub_blocks(slots: u32, subs: u32) -> Self {
+        assert!(subs <= 64, "a line has at most 64 sub-blocks");
         Self {
-            lines: vec![LineMeta::EMPTY; slots as usize],
+            lines: vec![Entry::EMPTY; slots as usize],
+            wide: if subs > 16 {
+                vec![[0; 2]; slots as usize]
+            } else {
+                Vec::new()
+            },
             index: SlotIndex::with_capacity(slots as usize),
             fresh: 0,
             free: Vec::new(),
@@ -95,6 +167,11 @@ impl LineTable {
             t.sort_unstable();
             t.dedup();
             out.append(t);
+            // A recovery or a resize touches every slot at once; requests touch a few. Keep
+            // no room for the former (4 bytes a line) once it is taken.
+            if t.capacity() > 1 << 10 {
+                t.shrink_to(1 << 8);
+            }
         }
     }
 
@@ -155,7 +232,7 @@ impl LineTable {
     #[inline]
     pub fn prefetch_victim(&self, victim: Slot, then: Option<Slot>) {
         if let Some(m) = self.lines.get(victim as usize) {
-            if m.resident {
+            if m.resident() {
                 self.index.prefetch(m.key);
             }
         }
@@ -166,8 +243,45 @@ impl LineTable {
 
     /// Metadata of a slot.
     #[inline]
-    pub fn meta(&self, slot: Slot) -> &LineMeta {
-        &self.lines[slot as usize]
+    pub fn meta(&self, slot: Slot) -> LineMeta {
+        let e = &self.lines[slot as usize];
+        let (valid, dirty) = self.masks(slot);
+        LineMeta {
+            key: e.key,
+            valid,
+            dirty,
+            partition: e.partition,
+            pinned: e.flags & PINNED != 0,
+            resident: e.resident(),
+        }
+    }
+
+    /// Valid and dirty sub-blocks of a slot.
+    #[inline]
+    fn masks(&self, slot: Slot) -> (u64, u64) {
+        if self.wide.is_empty() {
+            let e = &self.lines[slot as usize];
+            (u64::from(e.valid), u64::from(e.dirty))
+        } else {
+            let [v, d] = self.wide[slot as usize];
+            (v, d)
+        }
+    }
+
+    /// Sets a slot's valid and dirty sub-blocks (which fit the table's line).
+    #[inline]
+    fn set_masks(&mut self, slot: Slot, valid: u64, dirty: u64) {
+        if self.wide.is_empty() {
+            let e = &mut self.lines[slot as usize];
+            debug_assert!(
+                valid >> 16 == 0,
+                "more sub-blocks than the table's line has"
+            );
+            e.valid = valid as u16;
+            e.dirty = dirty as u16;
+        } else {
+            self.wide[slot as usize] = [valid, dirty];
+        }
     }
 
     /// Takes a free slot, if any.
@@ -185,9 +299,11 @@ impl LineTable {
     /// Places `key` in a free slot taken with [`take_free`](Self::take_free) or freed by
     /// [`remove`](Self::remove).
     pub fn install(&mut self, slot: Slot, key: LineKey, partition: u16) {
-        let m = &mut self.lines[slot as usize];
-        debug_assert!(!m.resident, "installing into an occupied slot");
-        *m = LineMeta::fresh(key, partition);
+        debug_assert!(
+            !self.lines[slot as usize].resident(),
+            "installing into an occupied slot"
+        );
+        self.place(slot, key, partition);
         let lines = &self.lines;
         self.index.insert(key, slot, |s| lines[s as usize].key);
         self.touch(slot);
@@ -196,10 +312,11 @@ impl LineTable {
     /// Removes a resident, clean, unpinned line; the slot is *not* returned to the free stack
     /// (the caller reuses it or calls [`release`](Self::release)).
     pub fn remove(&mut self, slot: Slot) {
-        let m = self.lines[slot as usize];
+        let m = self.meta(slot);
         check_removable(&m);
         self.index.remove(m.key, slot);
-        self.lines[slot as usize] = LineMeta::EMPTY;
+        self.lines[slot as usize] = Entry::EMPTY;
+        self.set_masks(slot, 0, 0);
         self.touch(slot);
     }
 
@@ -208,40 +325,54 @@ impl LineTable {
     /// The slot is touched once: [`take_touched`](Self::take_touched) reports a slot once
     /// however often it changed.
     pub fn replace(&mut self, slot: Slot, key: LineKey, partition: u16) {
-        let m = &mut self.lines[slot as usize];
-        check_removable(m);
+        let m = self.meta(slot);
+        check_removable(&m);
         let old = m.key;
-        *m = LineMeta::fresh(key, partition);
+        self.place(slot, key, partition);
         self.index.remove(old, slot);
         let lines = &self.lines;
         self.index.insert(key, slot, |s| lines[s as usize].key);
         self.touch(slot);
     }
 
+    /// A line just placed in `slot`: resident, nothing valid or dirty yet, unpinned.
+    #[inline]
+    fn place(&mut self, slot: Slot, key: LineKey, partition: u16) {
+        self.lines[slot as usize] = Entry {
+            key,
+            valid: 0,
+            dirty: 0,
+            partition,
+            flags: RESIDENT,
+        };
+        if !self.wide.is_empty() {
+            self.wide[slot as usize] = [0; 2];
+        }
+    }
+
     /// Returns a removed slot to the free stack.
     pub fn release(&mut self, slot: Slot) {
-        debug_assert!(!self.lines[slot as usize].resident);
+        debug_assert!(!self.lines[slot as usize].resident());
         self.free.push(slot);
     }
 
     /// Marks sub-blocks valid.
     pub fn add_valid(&mut self, slot: Slot, mask: u64) {
-        self.lines[slot as usize].valid |= mask;
+        let (v, d) = self.masks(slot);
+        self.set_masks(slot, v | mask, d);
         self.touch(slot);
     }
 
     /// Marks sub-blocks invalid (and not dirty): their cached copy is stale or discarded.
     /// Returns the dirty sub-blocks that were discarded.
     pub fn invalidate(&mut self, slot: Slot, mask: u64) -> u64 {
-        let m = &mut self.lines[slot as usize];
-        let dropped = m.dirty & mask;
-        m.valid &= !mask;
-        if dropped != 0 {
-            m.dirty &= !mask;
-            if m.dirty == 0 {
-                self.dirty.unlink(slot);
-                self.dirty_count -= 1;
-            }
+        let (v, d) = self.masks(slot);
+        let dropped = d & mask;
+        self.set_masks(slot, v & !mask, d & !mask);
+        // The line was dirty and is clean now: it leaves the dirty list.
+        if dropped != 0 && d & !mask == 0 {
+            self.dirty.unlink(slot);
+            self.dirty_count -= 1;
         }
         self.touch(slot);
         dropped
@@ -249,14 +380,13 @@ impl LineTable {
 
     /// Marks sub-blocks valid and dirty, moving the line to the most recently written end.
     pub fn make_dirty(&mut self, slot: Slot, mask: u64) {
-        let m = &mut self.lines[slot as usize];
-        m.valid |= mask;
-        if m.dirty == 0 {
+        let (v, d) = self.masks(slot);
+        if d == 0 {
             self.dirty_count += 1;
         } else {
             self.dirty.unlink(slot);
         }
-        m.dirty |= mask;
+        self.set_masks(slot, v | mask, d | mask);
         self.dirty.push_back(slot);
         self.touch(slot);
     }
@@ -264,10 +394,9 @@ impl LineTable {
     /// Marks a line clean (after its dirty data was handed to a write-back). Returns the dirty
     /// mask it had.
     pub fn make_clean(&mut self, slot: Slot) -> u64 {
-        let m = &mut self.lines[slot as usize];
-        let was = m.dirty;
+        let (v, was) = self.masks(slot);
         if was != 0 {
-            m.dirty = 0;
+            self.set_masks(slot, v, 0);
             self.dirty.unlink(slot);
             self.dirty_count -= 1;
         }
@@ -277,13 +406,18 @@ impl LineTable {
 
     /// Moves a resident line to another partition (the caller moves it between policies).
     pub fn set_partition(&mut self, slot: Slot, partition: u16) {
-        debug_assert!(self.lines[slot as usize].resident);
+        debug_assert!(self.lines[slot as usize].resident());
         self.lines[slot as usize].partition = partition;
     }
 
     /// Pins or unpins a line.
     pub fn set_pinned(&mut self, slot: Slot, pinned: bool) {
-        self.lines[slot as usize].pinned = pinned;
+        let e = &mut self.lines[slot as usize];
+        e.flags = if pinned {
+            e.flags | PINNED
+        } else {
+            e.flags & !PINNED
+        };
     }
 
     /// Dirty lines, least recently written first.
@@ -308,10 +442,25 @@ impl LineTable {
 
     /// Heap bytes of the table, index and dirty list.
     pub fn memory_bytes(&self) -> usize {
-        self.lines.capacity() * std::mem::size_of::<LineMeta>()
-            + self.index.memory_bytes()
-            + self.free.capacity() * std::mem::size_of::<Slot>()
-            + self.dirty.memory_bytes()
+        let m = self.memory();
+        m.line_entries + m.index + m.free_slots + m.dirty_list
+    }
+
+    /// Heap bytes of the table by structure (the replacement, partition and promotion
+    /// fields are the caller's to fill).
+    pub fn memory(&self) -> MetadataMemory {
+        MetadataMemory {
+            line_entries: self.lines.capacity() * std::mem::size_of::<Entry>()
+                + self.wide.capacity() * std::mem::size_of::<[u64; 2]>(),
+            index: self.index.memory_bytes(),
+            free_slots: self.free.capacity() * std::mem::size_of::<Slot>(),
+            dirty_list: self.dirty.memory_bytes(),
+            journal: self
+                .touched
+                .as_ref()
+                .map_or(0, |t| t.capacity() * std::mem::size_of::<Slot>()),
+            ..MetadataMemory::default()
+        }
     }
 
     /// Every resident slot (for audits and tests).
@@ -319,14 +468,15 @@ impl LineTable {
         self.lines
             .iter()
             .enumerate()
-            .filter(|(_, m)| m.resident)
+            .filter(|(_, m)| m.resident())
             .map(|(i, _)| i as Slot)
     }
 
     /// Checks the table's invariants; panics with a description on violation.
     pub fn audit(&self) {
         let mut resident = 0;
-        for (i, m) in self.lines.iter().enumerate() {
+        for i in 0..self.lines.len() {
+            let m = self.meta(i as Slot);
             if m.resident {
                 resident += 1;
                 assert_eq!(
@@ -353,7 +503,7 @@ impl LineTable {
         let dirty: Vec<Slot> = self.dirty.iter().collect();
         assert_eq!(dirty.len() as u64, self.dirty_count, "dirty count");
         assert!(
-            dirty.iter().all(|&s| self.lines[s as usize].dirty != 0),
+            dirty.iter().all(|&s| self.masks(s).1 != 0),
             "clean line on dirty list"
         );
     }
@@ -417,6 +567,138 @@ mod tests {
                 plain.take_touched(&mut b);
                 prop_assert_eq!(a, b);
                 fast.audit();
+            }
+        }
+    }
+
+    /// The reference for [`LineTable`]: each slot's line as plain fields, the dirty order
+    /// as a vector.
+    #[derive(Debug, Clone, Default)]
+    struct ModelTable {
+        lines: Vec<Option<LineMeta>>,
+        dirty_order: Vec<Slot>,
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Place(u64),
+        Evict(u32, u64),
+        Remove(u32),
+        Valid(u32, u64),
+        Invalidate(u32, u64),
+        Dirty(u32, u64),
+        Clean(u32),
+        Pin(u32, bool),
+        Partition(u32, u16),
+    }
+
+    fn op(subs: u32) -> impl Strategy<Value = Op> {
+        let mask = move || {
+            (any::<u64>()).prop_map(move |m| if subs == 64 { m } else { m & ((1 << subs) - 1) })
+        };
+        prop_oneof![
+            (0u64..40).prop_map(Op::Place),
+            (0u32..12, 0u64..40).prop_map(|(s, k)| Op::Evict(s, k)),
+            (0u32..12).prop_map(Op::Remove),
+            (0u32..12, mask()).prop_map(|(s, m)| Op::Valid(s, m)),
+            (0u32..12, mask()).prop_map(|(s, m)| Op::Invalidate(s, m)),
+            (0u32..12, mask()).prop_map(|(s, m)| Op::Dirty(s, m)),
+            (0u32..12).prop_map(Op::Clean),
+            (0u32..12, any::<bool>()).prop_map(|(s, p)| Op::Pin(s, p)),
+            (0u32..12, 0u16..3).prop_map(|(s, p)| Op::Partition(s, p)),
+        ]
+    }
+
+    proptest! {
+        /// The compact table (masks inside 16-byte entries for lines of up to 16 sub-blocks,
+        /// beside them for wider ones) answers as the plain model over random placements,
+        /// evictions, removals, mask changes, pins and partition moves.
+        #[test]
+        fn compact_entries_match_the_model(
+            subs in prop::sample::select(vec![1u32, 8, 16, 32, 64]),
+            ops in prop::collection::vec(op(64), 1..150),
+        ) {
+            let slots = 12;
+            let full = if subs == 64 { u64::MAX } else { (1u64 << subs) - 1 };
+            let mut t = LineTable::with_sub_blocks(slots, subs);
+            let mut m = ModelTable { lines: vec![None; slots as usize], ..Default::default() };
+            for o in ops {
+                let held = |m: &ModelTable, s: u32| m.lines[s as usize];
+                match o {
+                    Op::Place(k) => {
+                        let key = LineKey(k);
+                        if t.lookup(key).is_some() { continue; }
+                        if let Some(s) = t.take_free() {
+                            prop_assert!(held(&m, s).is_none());
+                            t.install(s, key, 0);
+                            m.lines[s as usize] = Some(LineMeta { key, valid: 0, dirty: 0, partition: 0, pinned: false, resident: true });
+                        }
+                    }
+                    Op::Evict(s, k) => {
+                        let key = LineKey(k);
+                        match held(&m, s) {
+                            Some(l) if !l.pinned && l.dirty == 0 && t.lookup(key).is_none() => {
+                                t.replace(s, key, 1);
+                                m.lines[s as usize] = Some(LineMeta { key, valid: 0, dirty: 0, partition: 1, pinned: false, resident: true });
+                            }
+                            _ => continue,
+                        }
+                    }
+                    Op::Remove(s) => match held(&m, s) {
+                        Some(l) if !l.pinned && l.dirty == 0 => {
+                            t.remove(s);
+                            t.release(s);
+                            m.lines[s as usize] = None;
+                        }
+                        _ => continue,
+                    },
+                    Op::Valid(s, mask) => if let Some(l) = &mut m.lines[s as usize] {
+                        t.add_valid(s, mask & full);
+                        l.valid |= mask & full;
+                    },
+                    Op::Invalidate(s, mask) => if let Some(l) = &mut m.lines[s as usize] {
+                        let dropped = t.invalidate(s, mask & full);
+                        prop_assert_eq!(dropped, l.dirty & mask & full);
+                        l.valid &= !(mask & full);
+                        l.dirty &= !(mask & full);
+                        if dropped != 0 && l.dirty == 0 {
+                            m.dirty_order.retain(|&x| x != s);
+                        }
+                    },
+                    Op::Dirty(s, mask) => if let Some(l) = &mut m.lines[s as usize] {
+                        if mask & full == 0 { continue; }
+                        t.make_dirty(s, mask & full);
+                        l.valid |= mask & full;
+                        l.dirty |= mask & full;
+                        m.dirty_order.retain(|&x| x != s);
+                        m.dirty_order.push(s);
+                    },
+                    Op::Clean(s) => if let Some(l) = &mut m.lines[s as usize] {
+                        prop_assert_eq!(t.make_clean(s), l.dirty);
+                        l.dirty = 0;
+                        m.dirty_order.retain(|&x| x != s);
+                    },
+                    Op::Pin(s, p) => if let Some(l) = &mut m.lines[s as usize] {
+                        t.set_pinned(s, p);
+                        l.pinned = p;
+                    },
+                    Op::Partition(s, p) => if let Some(l) = &mut m.lines[s as usize] {
+                        t.set_partition(s, p);
+                        l.partition = p;
+                    },
+                }
+                for s in 0..slots {
+                    match held(&m, s) {
+                        Some(l) => {
+                            prop_assert_eq!(t.meta(s), l);
+                            prop_assert_eq!(t.lookup(l.key), Some(s));
+                        }
+                        None => prop_assert!(!t.meta(s).resident && t.meta(s).dirty == 0),
+                    }
+                }
+                prop_assert_eq!(t.dirty_iter().collect::<Vec<_>>(), m.dirty_order.clone());
+                prop_assert_eq!(t.dirty_count(), m.dirty_order.len() as u64);
+                t.audit();
             }
         }
     }

@@ -5,28 +5,45 @@
 //!
 //! | bytes | contents |
 //! | --- | --- |
-//! | 0 .. 4096 | superblock: magic `TIERCSLT`, version, line size, slot count, data offset, CRC-32 |
-//! | 4096 .. data offset | slot table: per slot two 64-byte records, A and B |
+//! | 0 .. 4096 | superblock: magic `TIERCSLT`, version (the record format), line size, slot count, data offset, CRC-32 |
+//! | 4096 .. data offset | slot table: per slot two records, A and B (32 bytes each in format 2, 64 in format 1) |
 //! | data offset .. | slot data, slot × line size |
 //!
-//! A record is `seq u64, volume u32, flags u32, index u64, valid u64, dirty u64, crc u32`
-//! (little endian, zero padded to 64 bytes; bit 0 of flags: the slot holds a line). An update
-//! of a slot writes the copy *not* holding its newest record, with the next sequence number:
+//! Format 2 (lines of up to 16 sub-blocks, so up to 8 KiB: 64 bytes a slot, docs/design.md
+//! §13): `seq u64, volume u16, flags u8, 0u8, index u48, valid u16, dirty u16, crc u32`, zero
+//! padded to 32 bytes. Format 1 (wider lines, and devices formatted by earlier builds):
+//! `seq u64, volume u32, flags u32, index u64, valid u64, dirty u64, crc u32`, zero padded to
+//! 64 bytes. Little endian; bit 0 of flags: the slot holds a line. An update
+//! of a slot writes the copy *not* holding its newest record, with a larger sequence number:
 //! a write torn by power loss damages only that copy, whose CRC then fails, and recovery keeps
 //! the other — the previous state. A record whose CRC fails is counted and never trusted; an
 //! all-zero record is a slot never written.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-use std::sync::{Mutex, MutexGuard, RwLock};
+use std::sync::RwLock;
 use tiercache_blockdev::BlockDevice;
 
+mod shadow;
+#[cfg(test)]
+mod tests;
+
+use shadow::{line_key, Shadow, NO_LINE, ODD_LINE, SETTLED_NEWEST_SEQ};
+
 const MAGIC: &[u8; 8] = b"TIERCSLT";
-const VERSION: u32 = 1;
+/// Format 1: 64-byte records (any line). Format 2: 32-byte records, for lines of up to 16
+/// sub-blocks (docs/design.md §13). A device keeps the format it was formatted with.
+const WIDE: u32 = 1;
+const COMPACT: u32 = 2;
 /// Bytes reserved for the superblock.
 pub const SUPERBLOCK_BYTES: u64 = 4096;
-const RECORD_BYTES: u64 = 64;
-const SLOT_BYTES: u64 = 2 * RECORD_BYTES;
+/// A record write syncs first when more than 1/64 of the slots (at least
+/// [`MIN_UNSETTLED_LIMIT`]) are unsettled: their crash states (about 100 bytes each) then
+/// cost at most about 2 bytes a slot, for one device sync per that many record writes.
+const UNSETTLED_SHARE: usize = 64;
+const MIN_UNSETTLED_LIMIT: usize = 4096;
+/// The largest record.
+const MAX_RECORD_BYTES: usize = 64;
 
 /// Where things are on the cache device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,17 +54,44 @@ pub struct Layout {
     pub line_size: u64,
     /// Byte offset of slot 0's data.
     pub data_offset: u64,
+    /// Record format (1: 64-byte records, 2: 32-byte records).
+    pub version: u32,
 }
 
 impl Layout {
-    /// The layout for `slots` lines of `line_size` bytes.
+    /// The layout a device is formatted with for `slots` lines of `line_size` bytes: 32-byte
+    /// records where a line's masks fit them (up to 16 sub-blocks: lines up to 8 KiB).
     pub fn new(slots: u32, line_size: u64) -> Self {
-        let table_end = SUPERBLOCK_BYTES + slots as u64 * SLOT_BYTES;
-        Self {
+        let compact =
+            tiercache_core::LineGeometry::new(line_size).is_ok_and(|g| g.subs_per_line() <= 16);
+        Self::with_version(if compact { COMPACT } else { WIDE }, slots, line_size)
+    }
+
+    /// The layout of record format `version` (1 or 2).
+    pub fn with_version(version: u32, slots: u32, line_size: u64) -> Self {
+        let mut l = Self {
             slots,
             line_size,
-            data_offset: table_end.div_ceil(4096) * 4096,
+            data_offset: 0,
+            version,
+        };
+        let table_end = SUPERBLOCK_BYTES + slots as u64 * l.slot_bytes();
+        l.data_offset = table_end.div_ceil(4096) * 4096;
+        l
+    }
+
+    /// Bytes of one record.
+    pub fn record_bytes(&self) -> u64 {
+        if self.version == COMPACT {
+            32
+        } else {
+            64
         }
+    }
+
+    /// Bytes of one slot's two records.
+    pub fn slot_bytes(&self) -> u64 {
+        2 * self.record_bytes()
     }
 
     /// Bytes the cache device needs.
@@ -124,67 +168,6 @@ pub struct RecoveryReport {
     pub corrupt_records: u64,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct SlotState {
-    seq: u64,
-    /// Copy (0 = A, 1 = B) holding `seq`.
-    copy: u8,
-    line: Option<(u32, u64)>,
-    /// Dirty sub-blocks of the newest record.
-    dirty: u64,
-    /// What a crash may leave in each copy (see [`SlotTable::may_recover_other`]).
-    copies: [CopyState; 2],
-}
-
-/// What one copy of a slot's record may hold after a crash: its newest record (if that
-/// write landed), the durable one it replaced, one written in between (`mixed`), or a torn
-/// one, which recovery ignores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct CopyState {
-    /// The line of the newest record written to this copy, as a [`line_key`], and its
-    /// sequence number.
-    newest: u64,
-    newest_seq: u64,
-    /// The sync epoch it was written in (see [`SlotTable::sync`]).
-    epoch: u64,
-    /// The line and sequence number of the newest record of this copy known durable when a
-    /// later one was written.
-    durable: u64,
-    durable_seq: u64,
-    /// A record written to this copy after `durable`, and replaced without a sync since,
-    /// named a line other than `durable` and `newest`.
-    mixed: bool,
-}
-
-/// No line (an empty slot, or a copy never written).
-const NO_LINE: u64 = u64::MAX;
-/// A line that does not fit a key (recovery refuses those): never equal to a served line.
-const ODD_LINE: u64 = u64::MAX - 1;
-
-/// A line as one `u64` for the crash bookkeeping.
-fn line_key(line: Option<(u32, u64)>) -> u64 {
-    match line {
-        None => NO_LINE,
-        Some((v, i)) if v < 1 << 15 && i < 1 << 48 => (v as u64) << 48 | i,
-        Some(_) => ODD_LINE,
-    }
-}
-
-impl CopyState {
-    /// A copy holding record `seq` of `line`, durable (`seq` 0: no record).
-    fn durable(line: Option<(u32, u64)>, seq: u64) -> Self {
-        let k = line_key(line);
-        Self {
-            newest: k,
-            newest_seq: seq,
-            epoch: 0,
-            durable: k,
-            durable_seq: seq,
-            mixed: false,
-        }
-    }
-}
-
 /// An opened table, the recovered non-empty slots (ascending) and the recovery report.
 pub type Opened = (SlotTable, Vec<(u32, SlotRecord)>, RecoveryReport);
 
@@ -198,9 +181,9 @@ pub type Opened = (SlotTable, Vec<(u32, SlotRecord)>, RecoveryReport);
 #[derive(Debug)]
 pub struct SlotTable {
     layout: Layout,
-    /// One lock per slot: record writes of different slots go to the device at once (one
-    /// table-wide lock held across the device write serialised them behind each other).
-    slots: Box<[Mutex<SlotState>]>,
+    /// What the records of every slot name, and what a crash may leave of them (a striped
+    /// lock: record writes of slots in different stripes go to the device at once).
+    shadow: Shadow,
     /// Held shared by a record write across its bookkeeping and device write, exclusively by
     /// [`sync`](Self::sync) while it opens the next epoch: so every record of an epoch was
     /// handed to the device before that epoch's sync starts.
@@ -211,9 +194,24 @@ pub struct SlotTable {
     durable: AtomicU64,
 }
 
-fn encode(seq: u64, r: &SlotRecord) -> [u8; RECORD_BYTES as usize] {
-    let mut b = [0u8; RECORD_BYTES as usize];
+/// A record in format `version`: the bytes, of which the first `record_bytes` are written.
+///
+/// Format 2 (32 bytes): `seq u64, volume u16, flags u8, 0u8, index u48, valid u16, dirty u16,
+/// crc u32` over the 22 bytes before it, zero padded. Format 1 (64 bytes): see the module doc.
+fn encode(version: u32, seq: u64, r: &SlotRecord) -> [u8; MAX_RECORD_BYTES] {
+    let mut b = [0u8; MAX_RECORD_BYTES];
     let (vol, index) = r.line.unwrap_or((0, 0));
+    if version == COMPACT {
+        b[0..8].copy_from_slice(&seq.to_le_bytes());
+        b[8..10].copy_from_slice(&(vol as u16).to_le_bytes());
+        b[10] = r.line.is_some() as u8;
+        b[12..18].copy_from_slice(&index.to_le_bytes()[..6]);
+        b[18..20].copy_from_slice(&(r.valid as u16).to_le_bytes());
+        b[20..22].copy_from_slice(&(r.dirty as u16).to_le_bytes());
+        let crc = crc32fast::hash(&b[0..22]);
+        b[22..26].copy_from_slice(&crc.to_le_bytes());
+        return b;
+    }
     b[0..8].copy_from_slice(&seq.to_le_bytes());
     b[8..12].copy_from_slice(&vol.to_le_bytes());
     b[12..16].copy_from_slice(&(r.line.is_some() as u32).to_le_bytes());
@@ -227,12 +225,29 @@ fn encode(seq: u64, r: &SlotRecord) -> [u8; RECORD_BYTES as usize] {
 
 /// `Ok(None)`: never written. `Err(())`: checksum failed.
 #[allow(clippy::result_unit_err)]
-fn decode(b: &[u8]) -> Result<Option<(u64, SlotRecord)>, ()> {
+fn decode(version: u32, b: &[u8]) -> Result<Option<(u64, SlotRecord)>, ()> {
     if b.iter().all(|&x| x == 0) {
         return Ok(None);
     }
     let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
     let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+    if version == COMPACT {
+        let u16_at = |i: usize| u64::from(u16::from_le_bytes(b[i..i + 2].try_into().unwrap()));
+        if crc32fast::hash(&b[0..22]) != u32_at(22) {
+            return Err(());
+        }
+        let present = b[10] & 1 == 1;
+        let mut index = [0u8; 8];
+        index[..6].copy_from_slice(&b[12..18]);
+        return Ok(Some((
+            u64_at(0),
+            SlotRecord {
+                line: present.then(|| (u16_at(8) as u32, u64::from_le_bytes(index))),
+                valid: if present { u16_at(18) } else { 0 },
+                dirty: if present { u16_at(20) } else { 0 },
+            },
+        )));
+    }
     if crc32fast::hash(&b[0..40]) != u32_at(40) {
         return Err(());
     }
@@ -250,7 +265,7 @@ fn decode(b: &[u8]) -> Result<Option<(u64, SlotRecord)>, ()> {
 fn superblock(layout: &Layout) -> Vec<u8> {
     let mut b = vec![0u8; 64];
     b[0..8].copy_from_slice(MAGIC);
-    b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    b[8..12].copy_from_slice(&layout.version.to_le_bytes());
     b[12..20].copy_from_slice(&layout.line_size.to_le_bytes());
     b[20..28].copy_from_slice(&(layout.slots as u64).to_le_bytes());
     b[28..36].copy_from_slice(&layout.data_offset.to_le_bytes());
@@ -314,7 +329,8 @@ impl SlotTable {
         let slots = u32::try_from(on_disk.lines).map_err(|_| {
             SlotTableError::CorruptSuperblock(format!("lines {} out of range", on_disk.lines))
         })?;
-        let layout = Layout::new(slots, on_disk.line_size);
+        let version = known_version(on_disk.version)?;
+        let layout = Layout::with_version(version, slots, on_disk.line_size);
         if layout.data_offset != on_disk.data_offset {
             return Err(SlotTableError::CorruptSuperblock(format!(
                 "data_offset {} does not follow from {slots} lines",
@@ -328,6 +344,9 @@ impl SlotTable {
     /// `format`), else checks the superblock against `layout` and recovers every slot.
     /// Returns the table, the recovered records of non-empty slots (ascending slot order) and
     /// a report.
+    ///
+    /// A device of the other record format with the same slots and line size is opened in
+    /// its own format ([`layout`](Self::layout) says which): formatting is what changes it.
     pub fn open(
         dev: &dyn BlockDevice,
         layout: Layout,
@@ -343,15 +362,6 @@ impl SlotTable {
         let mut sb = vec![0u8; 64];
         dev.read_at(&mut sb, 0)?;
         let mut report = RecoveryReport::default();
-        // Epoch 0: what the device holds at open, durable.
-        let fresh = State {
-            seq: 0,
-            copy: 1,
-            line: None,
-            dirty: 0,
-            copies: [CopyState::durable(None, 0); 2],
-        };
-        type State = SlotState;
         // A blank device (a new file) is formatted without being asked; anything else without
         // a superblock (another filesystem, a cache whose first bytes were lost) is not.
         let blank = !format && sb.iter().all(|&b| b == 0) && {
@@ -380,7 +390,12 @@ impl SlotTable {
             dev.write_at(&superblock(&layout), 0, false)?;
             dev.flush()?;
             report.formatted = true;
-            let table = Self::with_states(layout, vec![fresh; layout.slots as usize]);
+            let shadow = Shadow::new(
+                layout.slots,
+                mask_bits(&layout),
+                unsettled_limit(&layout) / shadow::STRIPES,
+            );
+            let table = Self::with_shadow(layout, shadow, 0);
             return Ok((table, Vec::new(), report));
         }
         let sbk = Superblock::parse(&sb).map_err(|e| match e {
@@ -389,8 +404,12 @@ impl SlotTable {
             )),
             e => e,
         })?;
+        // A device of the other format is read in its own.
+        let layout = match known_version(sbk.version)? {
+            v if v != layout.version => Layout::with_version(v, layout.slots, layout.line_size),
+            _ => layout,
+        };
         for (name, on_disk, configured) in [
-            ("version", sbk.version, VERSION as u64),
             ("line_size", sbk.line_size, layout.line_size),
             ("lines", sbk.lines, layout.slots as u64),
             ("data_offset", sbk.data_offset, layout.data_offset),
@@ -403,24 +422,32 @@ impl SlotTable {
                 });
             }
         }
-        let mut states = vec![fresh; layout.slots as usize];
+        // Epoch 0: what the device holds at open, durable.
+        let mut shadow = Shadow::new(
+            layout.slots,
+            mask_bits(&layout),
+            unsettled_limit(&layout) / shadow::STRIPES,
+        );
+        let (record_bytes, slot_bytes) = (layout.record_bytes(), layout.slot_bytes());
         let mut found = Vec::new();
+        let mut max_seq = 0u64;
         let per_chunk = 8192u64;
-        let mut buf = vec![0u8; (per_chunk * SLOT_BYTES) as usize];
+        let mut buf = vec![0u8; (per_chunk * slot_bytes) as usize];
         let mut slot = 0u64;
         while slot < layout.slots as u64 {
             let n = per_chunk.min(layout.slots as u64 - slot);
-            let bytes = &mut buf[..(n * SLOT_BYTES) as usize];
-            dev.read_at(bytes, SUPERBLOCK_BYTES + slot * SLOT_BYTES)?;
+            let bytes = &mut buf[..(n * slot_bytes) as usize];
+            dev.read_at(bytes, SUPERBLOCK_BYTES + slot * slot_bytes)?;
             for i in 0..n {
-                let base = (i * SLOT_BYTES) as usize;
+                let base = (i * slot_bytes) as usize;
                 let mut best: Option<(u64, u8, SlotRecord)> = None;
-                let mut copies = [CopyState::durable(None, 0); 2];
+                let mut keys = [NO_LINE; 2];
                 for copy in 0..2u8 {
-                    let at = base + copy as usize * RECORD_BYTES as usize;
-                    match decode(&bytes[at..at + RECORD_BYTES as usize]) {
+                    let at = base + (copy as u64 * record_bytes) as usize;
+                    match decode(layout.version, &bytes[at..at + record_bytes as usize]) {
                         Ok(Some((seq, rec))) => {
-                            copies[copy as usize] = CopyState::durable(rec.line, seq);
+                            keys[copy as usize] = line_key(rec.line);
+                            max_seq = max_seq.max(seq);
                             if best.is_none_or(|b| seq > b.0) {
                                 best = Some((seq, copy, rec));
                             }
@@ -431,15 +458,8 @@ impl SlotTable {
                     }
                 }
                 let s = (slot + i) as usize;
-                states[s].copies = copies;
-                if let Some((seq, copy, rec)) = best {
-                    states[s] = SlotState {
-                        seq,
-                        copy,
-                        line: rec.line,
-                        dirty: rec.dirty,
-                        copies,
-                    };
+                if let Some((_, copy, rec)) = best {
+                    shadow.restore(s as u32, copy, rec.line, keys[1 - copy as usize], rec.dirty);
                     if rec.line.is_some() && rec.valid != 0 {
                         report.lines += 1;
                         report.dirty_lines += (rec.dirty != 0) as u64;
@@ -449,25 +469,22 @@ impl SlotTable {
             }
             slot += n;
         }
-        let table = Self::with_states(layout, states);
+        let table = Self::with_shadow(layout, shadow, max_seq);
         Ok((table, found, report))
     }
 
-    fn with_states(layout: Layout, states: Vec<SlotState>) -> Self {
+    /// A table over `shadow`, whose device holds sequence numbers up to `max_seq`.
+    fn with_shadow(layout: Layout, mut shadow: Shadow, max_seq: u64) -> Self {
+        // Above every number on the device and every stand-in of a settled slot (see
+        // `shadow`), so each slot's records grow.
+        shadow.start_sequence(max_seq.max(SETTLED_NEWEST_SEQ) + 1);
         Self {
             layout,
-            slots: states.into_iter().map(Mutex::new).collect(),
+            shadow,
             gate: RwLock::new(()),
             epoch: AtomicU64::new(1),
             durable: AtomicU64::new(0),
         }
-    }
-
-    /// The state of `slot`, locked.
-    fn slot(&self, slot: u32) -> MutexGuard<'_, SlotState> {
-        self.slots[slot as usize]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Syncs `dev` (the cache device): every record written before this call is durable
@@ -481,6 +498,7 @@ impl SlotTable {
         };
         dev.flush()?;
         self.durable.fetch_max(e, SeqCst);
+        self.shadow.settle(self.durable.load(SeqCst));
         Ok(())
     }
 
@@ -493,8 +511,7 @@ impl SlotTable {
         let want = line_key(Some(line));
         let other = |k: u64| k != NO_LINE && (k != want || k == ODD_LINE);
         let durable = self.durable.load(SeqCst);
-        let st = self.slot(slot);
-        let copies = &st.copies;
+        let copies = &self.shadow.lock(slot).copies();
         (0..2).any(|c| {
             let (me, them) = (&copies[c], &copies[1 - c]);
             let (me_synced, them_synced) = (me.epoch <= durable, them.epoch <= durable);
@@ -528,15 +545,20 @@ impl SlotTable {
 
     /// The line the newest record of `slot` names.
     pub fn persisted_line(&self, slot: u32) -> Option<(u32, u64)> {
-        self.slot(slot).line
+        self.shadow.lock(slot).line()
+    }
+
+    /// Heap bytes of the in-memory state of the records (see `shadow`).
+    pub fn memory_bytes(&self) -> usize {
+        self.shadow.memory_bytes()
     }
 
     /// Whether writing `rec` as `slot`'s newest record would drop dirty sub-blocks the
     /// newest record holds (of the same line, or of a line the slot no longer holds).
     pub fn drops_dirty(&self, slot: u32, rec: &SlotRecord) -> bool {
-        let st = self.slot(slot);
-        let kept = if rec.line == st.line { rec.dirty } else { 0 };
-        st.dirty & !kept != 0
+        let st = self.shadow.lock(slot);
+        let kept = if rec.line == st.line() { rec.dirty } else { 0 };
+        st.dirty() & !kept != 0
     }
 
     /// Writes `rec` as the newest record of `slot` (durable at the device's next sync).
@@ -556,28 +578,56 @@ impl SlotTable {
             rec.dirty & !rec.valid == 0 && (rec.line.is_some() || rec.valid == 0),
             "slot {slot}: record {rec:?} is inconsistent"
         );
-        let _epoch = self.gate.read().unwrap_or_else(|e| e.into_inner());
-        let mut st = self.slot(slot);
+        // A compact record holds a line of a 16-bit volume and a 48-bit index.
+        assert!(
+            self.layout.version != COMPACT
+                || rec
+                    .line
+                    .is_none_or(|(v, i)| v <= u16::MAX as u32 && i < 1 << 48),
+            "slot {slot}: record {rec:?} does not fit the compact format"
+        );
+        // The shadow keeps dirty masks as wide as the line's sub-blocks.
+        assert!(
+            rec.valid & !self.shadow.mask_max() == 0,
+            "slot {slot}: record {rec:?} is inconsistent: more sub-blocks than a line has"
+        );
+        let mut synced = false;
+        let (_epoch, mut st) = loop {
+            let epoch = self.gate.read().unwrap_or_else(|e| e.into_inner());
+            let st = self.shadow.lock(slot);
+            // Once is enough: slots a sync cannot settle (a failed write's) must not make
+            // every write sync.
+            if synced || !st.crowded() {
+                break (epoch, st);
+            }
+            // Many slots written and no sync: one now settles them (a sync only makes more
+            // records durable, which no caller minds). It takes the gate and every stripe.
+            drop((st, epoch));
+            self.sync(dev)?;
+            synced = true;
+        };
+        let held = st.line();
         // A slot changes lines through an empty record: the engine clears the old line's
         // record (durably) before the new line's bytes land, so a crash never pairs them.
         assert!(
-            rec.line.is_none() || st.line.is_none() || st.line == rec.line,
+            rec.line.is_none() || held.is_none() || held == rec.line,
             "slot {slot}: record of line {:?} written over line {:?}'s",
             rec.line,
-            st.line
+            held
         );
-        let copy = 1 - st.copy;
+        let copy = 1 - st.copy();
         // Recovery keeps the copy with the larger sequence number: it must grow.
-        let seq = st
-            .seq
-            .checked_add(1)
-            .expect("slot record sequence overflow");
-        let at = SUPERBLOCK_BYTES + slot as u64 * SLOT_BYTES + copy as u64 * RECORD_BYTES;
+        let seq = st.next_seq();
+        assert!(seq < u64::MAX / 2, "slot record sequence overflow");
+        let rb = self.layout.record_bytes();
+        let at = SUPERBLOCK_BYTES + slot as u64 * self.layout.slot_bytes() + copy as u64 * rb;
         // Records stay inside the table, never over the slot data.
-        debug_assert!(at + RECORD_BYTES <= self.layout.data_offset);
-        let c = &mut st.copies[copy as usize];
+        debug_assert!(at + rb <= self.layout.data_offset);
+        let durable = self.durable.load(SeqCst);
+        let epoch = self.epoch.load(SeqCst);
+        let c = &mut st.copies_mut()[copy as usize];
         let key = line_key(rec.line);
-        if c.epoch <= self.durable.load(SeqCst) {
+        if c.epoch <= durable {
             // The record replaced in this copy was durable: a crash leaves it or this one.
             c.durable = c.newest;
             c.durable_seq = c.newest_seq;
@@ -588,255 +638,38 @@ impl SlotTable {
         }
         c.newest = key;
         c.newest_seq = seq;
-        c.epoch = self.epoch.load(SeqCst);
+        c.epoch = epoch;
         // Bookkeeping first: a failed write may still have reached the device.
-        dev.write_at(&encode(seq, rec), at, false)?;
-        st.seq = seq;
-        st.copy = copy;
-        st.line = rec.line;
-        st.dirty = rec.dirty;
+        dev.write_at(
+            &encode(self.layout.version, seq, rec)[..rb as usize],
+            at,
+            false,
+        )?;
+        st.written(copy, rec.line, rec.dirty);
         Ok(())
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tiercache_blockdev::MemDevice;
+/// The most slots left unsettled (written since the last sync, see `shadow`) before a
+/// record write syncs the device first: bounds the memory of their crash states
+/// (docs/design.md §13). Each lock stripe holds its share.
+fn unsettled_limit(layout: &Layout) -> usize {
+    (layout.slots as usize / UNSETTLED_SHARE).max(MIN_UNSETTLED_LIMIT)
+}
 
-    fn rec(v: u32, i: u64, valid: u64, dirty: u64) -> SlotRecord {
-        SlotRecord {
-            line: Some((v, i)),
-            valid,
-            dirty,
-        }
+/// The record format a superblock names, if this build reads it.
+fn known_version(v: u64) -> Result<u32, SlotTableError> {
+    match v {
+        1 => Ok(WIDE),
+        2 => Ok(COMPACT),
+        _ => Err(SlotTableError::CorruptSuperblock(format!(
+            "version {v}: this build reads record formats 1 and 2"
+        ))),
     }
+}
 
-    #[test]
-    fn round_trip_and_torn_records_fall_back() {
-        let layout = Layout::new(10, 4096);
-        let dev = MemDevice::new(layout.device_len() as usize);
-        let (t, found, rep) = SlotTable::open(&dev, layout, false).unwrap();
-        assert!(rep.formatted && found.is_empty());
-        t.write(&dev, 3, &rec(0, 77, 0xff, 0x0f)).unwrap();
-        t.write(&dev, 3, &rec(0, 77, 0xff, 0)).unwrap();
-        t.write(&dev, 5, &rec(1, 9, 1, 1)).unwrap();
-        t.write(&dev, 6, &rec(1, 10, 1, 1)).unwrap();
-        t.write(&dev, 6, &SlotRecord::EMPTY).unwrap();
-        let (_, found, rep) = SlotTable::open(&dev, layout, false).unwrap();
-        assert_eq!(found, vec![(3, rec(0, 77, 0xff, 0)), (5, rec(1, 9, 1, 1))]);
-        assert_eq!((rep.lines, rep.dirty_lines, rep.corrupt_records), (2, 1, 0));
-        // Tear slot 3's newest record (copy B, seq 2): recovery falls back to seq 1.
-        let at = SUPERBLOCK_BYTES + 3 * SLOT_BYTES + RECORD_BYTES + 20;
-        dev.write_at(&[0xAA; 8], at, false).unwrap();
-        let (_, found, rep) = SlotTable::open(&dev, layout, false).unwrap();
-        assert_eq!(found[0], (3, rec(0, 77, 0xff, 0x0f)));
-        assert_eq!(rep.corrupt_records, 1);
-    }
-
-    /// What a crash may recover, against what recovery does with the writes lost or torn.
-    #[test]
-    fn records_a_crash_may_recover_are_known() {
-        let layout = Layout::new(4, 4096);
-        let dev = MemDevice::new(layout.device_len() as usize);
-        let (t, _, _) = SlotTable::open(&dev, layout, false).unwrap();
-        let (old, new) = ((0, 5), (0, 6));
-        t.write(&dev, 1, &rec(0, 5, 1, 1)).unwrap();
-        assert!(!t.may_recover_other(1, old) && t.may_recover_other(1, new));
-        t.sync(&dev).unwrap();
-        let synced = dev.snapshot();
-        // Freed without a sync: the empty record may be lost, and `old` recovered.
-        t.write(&dev, 1, &SlotRecord::EMPTY).unwrap();
-        assert!(
-            t.may_recover_other(1, new),
-            "the empty record is not durable"
-        );
-        let lost = MemDevice::from_bytes(synced);
-        let (_, found, _) = SlotTable::open(&lost, layout, false).unwrap();
-        assert_eq!(
-            found,
-            vec![(1, rec(0, 5, 1, 1))],
-            "what that crash recovers"
-        );
-        t.sync(&dev).unwrap();
-        assert!(!t.may_recover_other(1, new), "durably freed");
-        // One record of `new` after it: at worst the empty one is recovered.
-        t.write(&dev, 1, &rec(0, 6, 1, 1)).unwrap();
-        assert!(!t.may_recover_other(1, new));
-        // A second one goes over the empty copy: losing the first and tearing the second
-        // leaves the copy the first was to replace, naming `old`.
-        t.write(&dev, 1, &rec(0, 6, 3, 1)).unwrap();
-        assert!(t.may_recover_other(1, new));
-        t.sync(&dev).unwrap();
-        assert!(!t.may_recover_other(1, new));
-        // `old` back, synced; a clear writes both copies.
-        t.write(&dev, 1, &SlotRecord::EMPTY).unwrap();
-        t.write(&dev, 1, &rec(0, 5, 1, 0)).unwrap();
-        t.sync(&dev).unwrap();
-        let before = dev.snapshot();
-        t.clear(&dev, 1).unwrap();
-        assert!(t.may_recover_other(1, new));
-        t.sync(&dev).unwrap();
-        assert!(!t.may_recover_other(1, new), "durably cleared, both copies");
-        // The same with one empty record instead, synced: the other copy still names `old`.
-        let d2 = MemDevice::from_bytes(before);
-        let (t2, _, _) = SlotTable::open(&d2, layout, false).unwrap();
-        t2.write(&d2, 1, &SlotRecord::EMPTY).unwrap();
-        t2.sync(&d2).unwrap();
-        t2.write(&d2, 1, &rec(0, 6, 1, 1)).unwrap();
-        assert!(
-            !t2.may_recover_other(1, new),
-            "the other copy is older and durable"
-        );
-        t2.write(&d2, 1, &rec(0, 6, 3, 1)).unwrap();
-        assert!(
-            t2.may_recover_other(1, new),
-            "both copies unsynced: the older one may win"
-        );
-    }
-
-    /// A slot changes lines only through an empty record.
-    #[test]
-    #[should_panic(expected = "written over line")]
-    fn a_line_replacing_another_without_a_clear_is_refused() {
-        let layout = Layout::new(4, 4096);
-        let dev = MemDevice::new(layout.device_len() as usize);
-        let (t, _, _) = SlotTable::open(&dev, layout, false).unwrap();
-        t.write(&dev, 2, &rec(0, 7, 1, 1)).unwrap();
-        t.write(&dev, 2, &rec(0, 7, 3, 0)).unwrap();
-        t.write(&dev, 2, &SlotRecord::EMPTY).unwrap();
-        t.write(&dev, 2, &rec(0, 8, 1, 0)).unwrap();
-        t.write(&dev, 2, &rec(0, 9, 1, 0)).unwrap();
-    }
-
-    #[test]
-    #[should_panic(expected = "inconsistent")]
-    fn dirty_data_that_is_not_valid_is_refused() {
-        let layout = Layout::new(4, 4096);
-        let dev = MemDevice::new(layout.device_len() as usize);
-        let (t, _, _) = SlotTable::open(&dev, layout, false).unwrap();
-        t.write(&dev, 0, &rec(0, 1, 0b01, 0b10)).unwrap();
-    }
-
-    #[test]
-    #[should_panic(expected = "beyond the table")]
-    fn a_slot_out_of_range_is_refused() {
-        let layout = Layout::new(4, 4096);
-        let dev = MemDevice::new(layout.device_len() as usize);
-        let (t, _, _) = SlotTable::open(&dev, layout, false).unwrap();
-        t.write(&dev, 4, &SlotRecord::EMPTY).unwrap();
-    }
-
-    #[test]
-    fn superblock_mismatch_and_corruption_are_named() {
-        let layout = Layout::new(10, 4096);
-        let dev = MemDevice::new(Layout::new(20, 4096).device_len() as usize);
-        SlotTable::open(&dev, layout, false).unwrap();
-        let e = SlotTable::open(&dev, Layout::new(20, 4096), false).unwrap_err();
-        assert!(e.to_string().contains("lines is 10 on disk but 20"), "{e}");
-        dev.write_at(&[1], 13, false).unwrap();
-        let e = SlotTable::open(&dev, layout, false).unwrap_err();
-        assert!(e.to_string().contains("checksum"), "{e}");
-        let small = MemDevice::new(4096);
-        assert!(matches!(
-            SlotTable::open(&small, layout, false),
-            Err(SlotTableError::TooSmall { .. })
-        ));
-    }
-
-    /// A device whose writes are volatile until `flush`, which copies them to the image a
-    /// crash would leave. Writes pause before landing, to widen the window in which a sync
-    /// could overtake a record write that has already taken its epoch.
-    struct Volatile {
-        mem: MemDevice,
-        durable: Mutex<Vec<u8>>,
-    }
-
-    impl BlockDevice for Volatile {
-        fn size(&self) -> u64 {
-            self.mem.size()
-        }
-        fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-            self.mem.read_at(buf, off)
-        }
-        fn write_at(&self, data: &[u8], off: u64, fua: bool) -> io::Result<()> {
-            std::thread::sleep(std::time::Duration::from_micros(20));
-            self.mem.write_at(data, off, fua)
-        }
-        fn flush(&self) -> io::Result<()> {
-            *self.durable.lock().unwrap() = self.mem.snapshot();
-            Ok(())
-        }
-    }
-
-    /// Every record `t` counts durable (its copy's epoch synced) is in `image`, the device's
-    /// durable bytes as of the last sync; how many were checked.
-    fn check_durable(t: &SlotTable, image: &[u8]) -> usize {
-        let durable_epoch = t.durable.load(SeqCst);
-        let mut checked = 0;
-        for slot in 0..t.layout.slots {
-            let st = t.slot(slot);
-            for c in 0..2u64 {
-                let copy = &st.copies[c as usize];
-                if copy.newest_seq == 0 || copy.epoch > durable_epoch {
-                    continue;
-                }
-                let at = (SUPERBLOCK_BYTES + slot as u64 * SLOT_BYTES + c * RECORD_BYTES) as usize;
-                let seq = decode(&image[at..at + RECORD_BYTES as usize])
-                    .expect("a checksummed record")
-                    .map_or(0, |(seq, _)| seq);
-                assert_eq!(
-                    seq, copy.newest_seq,
-                    "slot {slot} copy {c}: counted durable"
-                );
-                checked += 1;
-            }
-        }
-        checked
-    }
-
-    /// Record writes of many slots run at once while syncs run: after each sync, every
-    /// record the table counts durable is in the image that sync made durable. Without the
-    /// gate, a write that took its epoch before a sync bumped it could land after that
-    /// sync's flush and still be counted durable.
-    #[test]
-    fn records_counted_durable_are_durable_under_concurrent_writes_and_syncs() {
-        let layout = Layout::new(64, 4096);
-        let dev = Volatile {
-            mem: MemDevice::new(layout.device_len() as usize),
-            durable: Mutex::new(Vec::new()),
-        };
-        let (t, _, _) = SlotTable::open(&dev.mem, layout, false).unwrap();
-        let stop = std::sync::atomic::AtomicBool::new(false);
-        let checked = std::thread::scope(|sc| {
-            let (t, dev, stop) = (&t, &dev, &stop);
-            let syncer = sc.spawn(move || {
-                let mut checked = 0;
-                while !stop.load(SeqCst) {
-                    t.sync(dev).unwrap();
-                    // The only syncer: the image is this sync's.
-                    let image = dev.durable.lock().unwrap().clone();
-                    checked += check_durable(t, &image);
-                }
-                checked
-            });
-            let writers: Vec<_> = (0..4u32)
-                .map(|w| {
-                    sc.spawn(move || {
-                        for n in 0..300u64 {
-                            let slot = w * 16 + (n % 16) as u32;
-                            t.write(dev, slot, &rec(0, slot as u64, 0xff, n & 0xff))
-                                .unwrap();
-                        }
-                    })
-                })
-                .collect();
-            for h in writers {
-                h.join().unwrap();
-            }
-            stop.store(true, SeqCst);
-            syncer.join().unwrap()
-        });
-        assert!(checked > 0, "no record was counted durable");
-    }
+/// Bits of a dirty mask for the layout's lines (all 64 for a line size the geometry refuses,
+/// which the engine never configures).
+fn mask_bits(layout: &Layout) -> u32 {
+    tiercache_core::LineGeometry::new(layout.line_size).map_or(64, |g| g.subs_per_line())
 }

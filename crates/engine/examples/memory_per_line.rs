@@ -1,0 +1,355 @@
+//! Memory per cache line (docs/design.md §13): anonymous memory (`RssAnon` of
+//! `/proc/self/status`) per line of a full cache, for the engine and for the simulator's
+//! policy core, per eviction policy, promotion policy, line size and cache size; with the
+//! heap bytes of each structure (line entries, index, dirty list, replacement lists,
+//! promotion tables, the slot table's shadow of the on-device records) per line, and the
+//! engine's start-up time against reading its metadata sequentially.
+//!
+//! ```text
+//! cargo run --release -p tiercache-engine --example memory_per_line -- \
+//!     [--gib 1,8] [--line 4096,65536] [--eviction lru,clock,...] [--promotion always,nhit,smq] \
+//!     [--what engine,core] [--dir /tmp] [--json]
+//! ```
+//!
+//! Every measurement runs in a child process of its own (this program run again), so one
+//! cache's freed memory never counts for the next. The engine's cache is filled the way a
+//! restart finds a full cache: every slot's record names a clean line, written to a sparse
+//! cache file (data area untouched) by a preparing child, then a measuring child opens the
+//! engine on it (recovery restores every line), serves 100,000 hits and reads its memory.
+//! Before the open the cache file's pages are dropped from the page cache
+//! (`posix_fadvise(DONTNEED)`), so the start-up time includes reading the metadata from the
+//! disk; the same metadata read sequentially with 1 MiB `pread`s, also cold, is the anchor
+//! (`dd` with `bs=1M` does the same). The simulator's policy core (one shard, as `tiercache
+//! sim` runs by default) is filled by reading every line of its capacity once (twice for
+//! `nhit`) in hit-ratio-only mode.
+
+use std::fs::File;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+use tiercache_blockdev::FileDevice;
+use tiercache_core::{LineGeometry, Request, VolumeId};
+use tiercache_engine::slot_table::{Layout, SlotRecord, SlotTable};
+use tiercache_engine::{Engine, EngineConfig};
+use tiercache_policy::metadata::MetadataMemory;
+use tiercache_policy::{
+    Cache, CacheConfig, CleaningConfig, EvictionKind, PromotionConfig, ShardLayout, WritePolicy,
+};
+
+/// The engine's shards, as the shipped configs set them (`SUGGESTED_SHARDS`).
+const ENGINE_SHARDS: u32 = tiercache_engine::config::SUGGESTED_SHARDS;
+/// Hits served after the open, before memory is read.
+const HITS: u64 = 100_000;
+
+/// Anonymous resident memory of this process, in bytes.
+fn rss_anon() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    s.lines()
+        .find_map(|l| l.strip_prefix("RssAnon:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("RssAnon in /proc/self/status")
+        * 1024
+}
+
+/// Drops `path`'s pages from the page cache (they are clean: synced first).
+fn drop_cached(path: &Path) {
+    let f = File::open(path).expect("open to drop cached pages");
+    f.sync_all().expect("sync");
+    // SAFETY: a plain system call on a file descriptor this function owns for its duration.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(rc, 0, "posix_fadvise");
+}
+
+fn promotion(name: &str) -> PromotionConfig {
+    match name {
+        "always" => PromotionConfig::Always,
+        "nhit" => PromotionConfig::Nhit {
+            n: 2,
+            table_ratio: 1.0,
+            occupancy_threshold: 0.0,
+        },
+        "smq" => PromotionConfig::Smq { hotspot_lines: 16 },
+        other => panic!("--promotion {other}: one of always, nhit, smq"),
+    }
+}
+
+fn eviction(name: &str) -> EvictionKind {
+    serde_json::from_str(&format!("\"{name}\""))
+        .unwrap_or_else(|_| panic!("--eviction {name}: a policy name such as lru, clock, s3-fifo"))
+}
+
+fn cache_config(gib: u64, line: u64, evict: &str, promo: &str, shards: u32) -> CacheConfig {
+    CacheConfig {
+        capacity: gib << 30,
+        line_size: line,
+        write_policy: WritePolicy::WriteBack,
+        eviction: eviction(evict),
+        promotion: promotion(promo),
+        cleaning: CleaningConfig::None,
+        shards,
+        ..CacheConfig::default()
+    }
+}
+
+fn paths(dir: &Path, gib: u64, line: u64) -> (PathBuf, PathBuf) {
+    (
+        dir.join(format!("memory-per-line-{gib}g-{line}.cache")),
+        dir.join(format!("memory-per-line-{gib}g-{line}.backend")),
+    )
+}
+
+/// Writes a full cache's records (every slot a clean line in its shard) on a sparse cache
+/// file, and prints the seconds a cold sequential read of the metadata takes.
+fn prepare(gib: u64, line: u64, dir: &Path) {
+    let cfg = cache_config(gib, line, "lru", "always", ENGINE_SHARDS);
+    let geo = LineGeometry::new(line).expect("line size");
+    let slots = (cfg.capacity / line) as u32;
+    let layout = Layout::new(slots, line);
+    let (cache, _) = paths(dir, gib, line);
+    let _ = std::fs::remove_file(&cache);
+    let dev = FileDevice::open(&cache, layout.device_len()).expect("cache file");
+    let (table, _, _) = SlotTable::open(&dev, layout, true).expect("format");
+    let shards = ShardLayout::new(&cfg).expect("shards");
+    let mut filled = vec![0u32; shards.shards()];
+    let mut left = slots;
+    let mut index = 0u64;
+    while left > 0 {
+        let k = shards.shard_of(VolumeId(0), index);
+        if filled[k] < shards.lines(k) {
+            let rec = SlotRecord {
+                line: Some((0, index)),
+                valid: geo.full_mask(),
+                dirty: 0,
+            };
+            table
+                .write(&dev, shards.base(k) + filled[k], &rec)
+                .expect("record");
+            filled[k] += 1;
+            left -= 1;
+        }
+        index += 1;
+    }
+    table.sync(&dev).expect("sync");
+    drop(table);
+    drop(dev);
+    // The backend must hold every line named.
+    let (_, backend) = paths(dir, gib, line);
+    let f = File::create(&backend).expect("backend");
+    f.set_len((index * line).max(1 << 20))
+        .expect("backend size");
+    drop_cached(&cache);
+    let f = File::open(&cache).expect("cache file");
+    let mut buf = vec![0u8; 1 << 20];
+    let t = Instant::now();
+    let mut at = 0u64;
+    while at < layout.data_offset {
+        let n = (layout.data_offset - at).min(buf.len() as u64) as usize;
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut buf[..n], at).expect("read");
+        at += n as u64;
+    }
+    println!(
+        "{{\"metadata_bytes\":{},\"read_seconds\":{:.4},\"backend_bytes\":{}}}",
+        layout.data_offset,
+        t.elapsed().as_secs_f64(),
+        index * line
+    );
+}
+
+fn per_line(m: &MetadataMemory, lines: f64) -> serde_json::Value {
+    serde_json::json!({
+        "line_entries": m.line_entries as f64 / lines,
+        "index": m.index as f64 / lines,
+        "free_slots": m.free_slots as f64 / lines,
+        "dirty_list": m.dirty_list as f64 / lines,
+        "eviction": m.eviction as f64 / lines,
+        "partitions": m.partitions as f64 / lines,
+        "promotion": m.promotion as f64 / lines,
+        "journal": m.journal as f64 / lines,
+    })
+}
+
+/// Opens the engine on a prepared cache file, serves hits, prints its memory.
+fn measure_engine(gib: u64, line: u64, evict: &str, promo: &str, dir: &Path) {
+    let cfg = cache_config(gib, line, evict, promo, ENGINE_SHARDS);
+    let (cache, backend) = paths(dir, gib, line);
+    let backend_size = std::fs::metadata(&backend).expect("prepared backend").len();
+    let ecfg = EngineConfig {
+        cache_path: cache.clone(),
+        backend_path: backend,
+        backend_size: Some(backend_size),
+        cache_mapped_reads: false,
+        ..EngineConfig::default()
+    };
+    drop_cached(&cache);
+    let before = rss_anon();
+    let t = Instant::now();
+    let engine = Engine::open(&cfg, &ecfg).expect("engine");
+    let open_seconds = t.elapsed().as_secs_f64();
+    let lines = (cfg.capacity / line) as f64;
+    assert_eq!(
+        engine.stats().resident_lines as f64,
+        lines,
+        "every line recovered"
+    );
+    // Hits over the whole cache: reads and writes (write-back: lines go dirty).
+    let mut buf = vec![0u8; 4096];
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..HITS {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let at = (x % (backend_size / 4096)) * 4096;
+        if i % 2 == 0 {
+            engine.read(&mut buf, at).expect("read");
+        } else {
+            engine.write(&buf, at, false).expect("write");
+        }
+    }
+    let after = rss_anon();
+    let m = engine.metadata_memory();
+    println!(
+        "{}",
+        serde_json::json!({
+            "what": "engine", "gib": gib, "line_size": line, "eviction": evict,
+            "promotion": promo, "lines": lines as u64,
+            "rss_anon_per_line": (after - before) as f64 / lines,
+            "heap_per_line": m.total() as f64 / lines,
+            "core": per_line(&m.core, lines),
+            "slot_table": m.slot_table as f64 / lines,
+            "ordering": m.ordering as f64 / lines,
+            "open_seconds": open_seconds,
+        })
+    );
+    drop(engine);
+}
+
+/// Fills the simulator's policy core (hit-ratio-only) and prints its memory.
+fn measure_core(gib: u64, line: u64, evict: &str, promo: &str) {
+    let cfg = cache_config(gib, line, evict, promo, 1);
+    let before = rss_anon();
+    let mut cache = Cache::new(&cfg).expect("cache");
+    let lines = cache.capacity_lines();
+    for _pass in 0..2 {
+        for i in 0..lines {
+            cache
+                .access(&Request::read(i * line, line), None)
+                .expect("request");
+        }
+        if cache.resident_lines() == lines {
+            break;
+        }
+    }
+    let after = rss_anon();
+    let m = cache.metadata_memory();
+    let n = lines as f64;
+    println!(
+        "{}",
+        serde_json::json!({
+            "what": "core", "gib": gib, "line_size": line, "eviction": evict,
+            "promotion": promo, "lines": lines, "resident": cache.resident_lines(),
+            "rss_anon_per_line": (after - before) as f64 / n,
+            "heap_per_line": m.total() as f64 / n,
+            "core": per_line(&m, n),
+        })
+    );
+}
+
+fn child(args: &[String]) -> serde_json::Value {
+    let out = Command::new(std::env::current_exe().expect("own path"))
+        .arg("--child")
+        .args(args)
+        .output()
+        .expect("run the measuring child");
+    assert!(
+        out.status.success(),
+        "child {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    serde_json::from_str(text.trim()).expect("child's JSON")
+}
+
+fn list<'a>(args: &'a [String], flag: &str, default: &'a str) -> Vec<&'a str> {
+    args.iter()
+        .position(|a| a == flag)
+        .map_or(default, |i| {
+            args.get(i + 1).expect("a value after the flag")
+        })
+        .split(',')
+        .collect()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--child") {
+        let num = |i: usize| args[i].parse::<u64>().expect("number");
+        match args[1].as_str() {
+            "prepare" => prepare(num(2), num(3), Path::new(&args[4])),
+            "engine" => measure_engine(num(2), num(3), &args[4], &args[5], Path::new(&args[6])),
+            "core" => measure_core(num(2), num(3), &args[4], &args[5]),
+            other => panic!("unknown child {other}"),
+        }
+        return;
+    }
+    let gibs = list(&args, "--gib", "1,8");
+    let line_sizes = list(&args, "--line", "4096,65536");
+    let evictions = list(&args, "--eviction", "lru,clock,s3-fifo,arc");
+    let promotions = list(&args, "--promotion", "always,nhit,smq");
+    let what = list(&args, "--what", "engine,core");
+    let dir = list(&args, "--dir", "/tmp")[0].to_string();
+    let json = args.iter().any(|a| a == "--json");
+    if !json {
+        println!(
+            "{:6} {:>4} {:>6} {:8} {:7} {:>9} {:>8} {:>8} {:>7} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>7} {:>7}",
+            "what", "GiB", "line", "evict", "promo", "lines", "anon/ln", "heap/ln", "entries",
+            "index", "dirty", "evict", "promo", "other", "slots", "open_s", "read_s"
+        );
+    }
+    for &gib in &gibs {
+        for &line in &line_sizes {
+            let mut read_seconds = None;
+            if what.contains(&"engine") {
+                let p = child(&["prepare".into(), gib.into(), line.into(), dir.clone()]);
+                read_seconds = p["read_seconds"].as_f64();
+            }
+            for &w in &what {
+                for &e in &evictions {
+                    for &p in &promotions {
+                        let mut a: Vec<String> =
+                            vec![w.into(), gib.into(), line.into(), e.into(), p.into()];
+                        if w == "engine" {
+                            a.push(dir.clone());
+                        }
+                        let mut r = child(&a);
+                        if json {
+                            r["metadata_read_seconds"] = read_seconds.into();
+                            println!("{r}");
+                            continue;
+                        }
+                        let c = &r["core"];
+                        let f = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0);
+                        let other = f(&c["free_slots"])
+                            + f(&c["partitions"])
+                            + f(&c["journal"])
+                            + f(&r["ordering"]);
+                        println!(
+                            "{:6} {:>4} {:>6} {:8} {:7} {:>9} {:>8.1} {:>8.1} {:>7.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>7} {:>7}",
+                            w, gib, line, e, p, r["lines"], f(&r["rss_anon_per_line"]),
+                            f(&r["heap_per_line"]), f(&c["line_entries"]), f(&c["index"]),
+                            f(&c["dirty_list"]), f(&c["eviction"]), f(&c["promotion"]), other,
+                            f(&r["slot_table"]),
+                            r["open_seconds"].as_f64().map_or("-".into(), |s| format!("{s:.3}")),
+                            if w == "engine" { read_seconds.map_or("-".into(), |s| format!("{s:.3}")) } else { "-".into() },
+                        );
+                    }
+                }
+            }
+            if what.contains(&"engine") {
+                let (c, b) = paths(Path::new(&dir), gib.parse().unwrap(), line.parse().unwrap());
+                let _ = std::fs::remove_file(c);
+                let _ = std::fs::remove_file(b);
+            }
+        }
+    }
+}
