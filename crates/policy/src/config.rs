@@ -187,6 +187,11 @@ pub struct CacheConfig {
     pub write_policy: WritePolicy,
     /// Cleaning policy.
     pub cleaning: CleaningConfig,
+    /// Which dirty lines a flush batch takes and the order it writes them back in (the
+    /// cleaning family's order parameter, docs/design.md §4.6): `written` (default, least
+    /// recently written first), `address` or `sweep` (ascending backend address, as the
+    /// kernel caches write back).
+    pub cleaning_order: crate::cleaning::CleaningOrder,
     /// Answer to a needed victim being dirty.
     pub dirty_full: DirtyFullPolicy,
     /// Static partitions; volumes without one share the rest of the cache. Partitions can be
@@ -221,6 +226,7 @@ impl Default for CacheConfig {
                 idle_ns: default_idle_ns(),
                 batch: default_lazy_batch(),
             },
+            cleaning_order: crate::cleaning::CleaningOrder::Written,
             dirty_full: DirtyFullPolicy::EvictThenWrite,
             partitions: Vec::new(),
             shards: 1,

@@ -46,6 +46,7 @@ pub use cache::{
     AccessOutcome, Cache, DemoteOutcome, ExecutorState, FlushJob, LineState, MetaUpdate,
     PolicyError,
 };
+pub use cleaning::CleaningOrder;
 pub use config::{
     CacheConfig, CleaningConfig, DirtyFullPolicy, EvictionKind, PartitionConfig, PromotionConfig,
     WritePolicy,

@@ -3,7 +3,7 @@
 
 use super::counters::Event;
 use super::{Cache, ExecutorState, FlushJob};
-use crate::cleaning::DirtyState;
+use crate::cleaning::{sort_by_address, sweep_batch, CleaningOrder, DirtyState};
 use tiercache_core::{Device, LineKey, Nanos, OpCause, Plan};
 use tiercache_eviction::Slot;
 
@@ -21,6 +21,9 @@ pub(super) struct JobTracker {
     pub(super) deferred_drops: std::collections::HashMap<Slot, u64>,
     /// Flush jobs of the last resize's shrinks, until the executor takes them.
     pub(super) resize_jobs: Vec<FlushJob>,
+    /// Where the next `sweep`-ordered batch starts (a [`LineKey`]'s integer; see
+    /// [`crate::cleaning::CleaningOrder::Sweep`]).
+    sweep_cursor: u64,
 }
 
 impl JobTracker {
@@ -95,22 +98,56 @@ impl Cache {
     }
 
     /// Up to `n` dirty, unpinned lines (of partition `only`, or of any), least recently written
-    /// first.
+    /// first (a shrink's choice, whatever the cleaning order).
     pub(super) fn dirty_unpinned(&self, n: usize, only: Option<usize>) -> Vec<Slot> {
         self.table
             .dirty_iter()
-            .filter(|&s| {
-                let m = self.table.meta(s);
-                !m.pinned && only.is_none_or(|p| m.partition as usize == p)
-            })
+            .filter(|&s| self.flushable(s, only))
             .take(n)
             .collect()
     }
 
+    /// Whether `s` (dirty) may join a flush batch of partition `only` (or of any).
+    fn flushable(&self, s: Slot, only: Option<usize>) -> bool {
+        let m = self.table.meta(s);
+        !m.pinned && only.is_none_or(|p| m.partition as usize == p)
+    }
+
+    /// Up to `n` dirty, unpinned lines (of partition `only`, or of any), chosen and ordered
+    /// as the configured [`CleaningOrder`] says: least recently written first (`written`),
+    /// the same lines in ascending backend address (`address`), or the next lines of an
+    /// address-order sweep (`sweep`, which moves the sweep's cursor).
+    fn cleaning_batch(&mut self, n: usize, only: Option<usize>) -> Vec<Slot> {
+        match self.cfg.cleaning_order {
+            CleaningOrder::Written => self.dirty_unpinned(n, only),
+            CleaningOrder::Address => {
+                let mut slots = self.dirty_unpinned(n, only);
+                sort_by_address(&mut slots, |&s| self.table.meta(s).key);
+                slots
+            }
+            CleaningOrder::Sweep => {
+                let keys = sweep_batch(
+                    self.table
+                        .dirty_iter()
+                        .filter(|&s| self.flushable(s, only))
+                        .map(|s| self.table.meta(s).key),
+                    self.jobs.sweep_cursor,
+                    n,
+                );
+                if let Some(last) = keys.last() {
+                    self.jobs.sweep_cursor = last.0.wrapping_add(1);
+                }
+                keys.into_iter()
+                    .map(|k| self.table.lookup(k).expect("a dirty line is resident"))
+                    .collect()
+            }
+        }
+    }
+
     /// Builds a flush job of up to `n` dirty, unpinned lines (of partition `only`, or of any),
-    /// least recently written first.
+    /// in the configured cleaning order (see [`Cache::cleaning_batch`]).
     pub(super) fn make_job(&mut self, n: usize, only: Option<usize>) -> Option<FlushJob> {
-        let slots = self.dirty_unpinned(n, only);
+        let slots = self.cleaning_batch(n, only);
         if slots.is_empty() {
             return None;
         }
@@ -206,8 +243,23 @@ impl Cache {
     }
 
     /// Final flush: jobs covering every dirty, unpinned line (128 lines a job).
+    /// Under an address order the jobs go in ascending backend address, sorted once (not a
+    /// sweep per job).
     pub fn flush_all(&mut self, jobs: &mut Vec<FlushJob>) {
-        while let Some(job) = self.make_job(128, None) {
+        const LINES: usize = 128;
+        if self.cfg.cleaning_order == CleaningOrder::Written {
+            while let Some(job) = self.make_job(LINES, None) {
+                jobs.push(job);
+            }
+            return;
+        }
+        let mut slots = self.dirty_unpinned(usize::MAX, None);
+        sort_by_address(&mut slots, |&s| self.table.meta(s).key);
+        for chunk in slots.chunks(LINES) {
+            self.record(Event::CleanJob {
+                lines: chunk.len() as u64,
+            });
+            let job = self.write_back_job(chunk.to_vec(), OpCause::Clean);
             jobs.push(job);
         }
     }

@@ -2,17 +2,19 @@
 //!
 //! One small file per policy behind [`CleaningPolicy`]. A policy only decides *how many* lines
 //! to flush now, and when it wants to be asked again; the cache picks the lines (least recently
-//! written first) and builds the flush jobs. Adding a policy is a file here, a
+//! written first, or as [`CleaningOrder`] says) and builds the flush jobs. Adding a policy is a file here, a
 //! [`CleaningConfig`] variant and a line in [`build`].
 
 mod aggressive;
 mod lazy;
 mod never;
+mod order;
 mod threshold;
 
 pub use aggressive::Aggressive;
 pub use lazy::Lazy;
 pub use never::Never;
+pub use order::{sort_by_address, sweep_batch, CleaningOrder};
 pub use threshold::Threshold;
 
 use crate::cache::ExecutorState;
