@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Exclusive caching with DEMOTE (docs/design.md §4.7), the part a sweep spec cannot express:
-writes the configs of every point and runs them through `tiercache hierarchy --json`, appending
+writes the configs of every point and runs them through `tiercache sim --json` (a config with a
+`[hierarchy]` section runs its levels in the simulator's event loop), appending
 one record per run to results.jsonl, each named `clients/sharing/count/design`:
 
 - clients:  1 to 8 clients, each with its own client cache, sharing one array, with
@@ -61,7 +62,7 @@ def document(clients, array_bytes, array_evict, demote, workload, warmup, array_
 
 def run(bin_path, path, out):
     with open(out, "a") as f:
-        subprocess.run([bin_path, "hierarchy", path, "--json"], stdout=f, check=True)
+        subprocess.run([bin_path, "sim", path, "--json"], stdout=f, check=True)
 
 
 def main():

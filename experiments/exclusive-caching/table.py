@@ -2,7 +2,7 @@
 """Tables of the exclusive-caching experiment from its results: the sweeps' results.jsonl
 (`tiercache sweep sweep.toml` and `sweep-bw.toml`: result lines whose records are hierarchy
 records named `workload/design` and `workload/link/design`) and run.py's results.jsonl (records
-of `tiercache hierarchy --json`, named `part/workload/setting/design`), in any mix.
+of `tiercache sim --json`, named `part/workload/setting/design`), in any mix.
 
 Usage: table.py results/exclusive-caching/results.jsonl [results/exclusive-caching-bw/results.jsonl ...]
 """

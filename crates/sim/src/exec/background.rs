@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Sim<'_> {
+impl<const MULTI: bool> Sim<'_, MULTI> {
     pub(super) fn exec_state(&self, l: u16) -> ExecutorState {
         let lv = &self.levels[l as usize];
         let load = |d: &DeviceModel| DeviceLoad {

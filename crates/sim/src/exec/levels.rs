@@ -181,13 +181,12 @@ pub(crate) struct ClientOutput {
     pub link: Option<(u64, u64, u128)>,
 }
 
-impl<'a> Sim<'a> {
+impl<'a, const MULTI: bool> Sim<'a, MULTI> {
     pub(super) fn new(
         levels: Vec<LevelSetup<'a>>,
         clients: Vec<ClientSetup<'a>>,
         run_limits: &'a RunLimits,
         observer: Option<&'a mut dyn SimObserver>,
-        hierarchy: bool,
     ) -> Result<Self, SimError> {
         let n = levels.len();
         let mut built = Vec::with_capacity(n);
@@ -265,9 +264,8 @@ impl<'a> Sim<'a> {
             })
             .collect();
         Ok(Sim {
-            levels: built,
-            clients,
-            hierarchy,
+            levels: PerRun::new(built),
+            clients: PerRun::new(clients),
             run_limits,
             now: 0,
             events: EventQueue::new(),

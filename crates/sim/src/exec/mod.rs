@@ -78,14 +78,15 @@ enum Phase {
 /// one event loop. A single-level run is one level and one client; a hierarchy's level passes
 /// its backend ops as requests to the level below (across its link), the lowest level to its
 /// backend devices.
-struct Sim<'a> {
+///
+/// `MULTI` is a hierarchy run: per-client and per-level hierarchy figures are kept. A
+/// single-level run (`MULTI` false) skips them and its level and client lookups are constants,
+/// so its event loop compiles to what one level and one client need.
+struct Sim<'a, const MULTI: bool> {
     /// The cache levels; a client's requests enter at its top level.
-    levels: Vec<Level<'a>>,
+    levels: PerRun<Level<'a>, MULTI>,
     /// The request sources.
-    clients: Vec<Client<'a>>,
-    /// A hierarchy run: per-client and per-level hierarchy figures are kept (a single-level
-    /// run skips them).
-    hierarchy: bool,
+    clients: PerRun<Client<'a>, MULTI>,
     run_limits: &'a RunLimits,
     now: Nanos,
     events: EventQueue,
@@ -114,6 +115,69 @@ struct Sim<'a> {
     backend_served: u64,
     /// The levels keep timelines (`run.timeline_interval_ns`).
     timelines: bool,
+}
+
+/// The levels or the clients of a run, indexed by number. In a single-level run (`MULTI`
+/// false) there is exactly one (`PerRun::new` checks) and every index is 0: a constant the
+/// event loop's lookups fold, rather than a number read from a task and checked against the
+/// length at every event.
+struct PerRun<T, const MULTI: bool>(Vec<T>);
+
+impl<T, const MULTI: bool> PerRun<T, MULTI> {
+    /// Panics when a single-level run is given other than one item: `index` relies on it.
+    fn new(items: Vec<T>) -> Self {
+        assert!(
+            MULTI || items.len() == 1,
+            "a single-level run has one level and one client"
+        );
+        PerRun(items)
+    }
+
+    /// The items, handed back once the run is over.
+    fn into_vec(self) -> Vec<T> {
+        self.0
+    }
+}
+
+// Only slices are lent out, never the `Vec`: the number of items is fixed from `new` on.
+impl<T, const MULTI: bool> std::ops::Deref for PerRun<T, MULTI> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        &self.0
+    }
+}
+
+impl<T, const MULTI: bool> std::ops::DerefMut for PerRun<T, MULTI> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        &mut self.0
+    }
+}
+
+impl<T, const MULTI: bool> std::ops::Index<usize> for PerRun<T, MULTI> {
+    type Output = T;
+    #[inline(always)]
+    fn index(&self, i: usize) -> &T {
+        if MULTI {
+            &self.0[i]
+        } else {
+            // SAFETY: without MULTI, `new` checked there is exactly one item, and the `Vec`
+            // is never lent out mutably (only its slice, whose length cannot change), so
+            // index 0 is in bounds.
+            unsafe { self.0.get_unchecked(0) }
+        }
+    }
+}
+
+impl<T, const MULTI: bool> std::ops::IndexMut<usize> for PerRun<T, MULTI> {
+    #[inline(always)]
+    fn index_mut(&mut self, i: usize) -> &mut T {
+        if MULTI {
+            &mut self.0[i]
+        } else {
+            // SAFETY: as in `index`: exactly one item, a length that cannot change.
+            unsafe { self.0.get_unchecked_mut(0) }
+        }
+    }
 }
 
 /// Runs `cache` on the devices of `cfg` with requests from `source` until the source ends or a
@@ -175,11 +239,11 @@ fn simulate_inner<'a>(
         offset: 0,
         link: None,
     };
-    let mut sim = Sim::new(vec![level], vec![client], &cfg.run, observer, false)?;
+    let mut sim = Sim::<false>::new(vec![level], vec![client], &cfg.run, observer)?;
     let mut metrics = sim.run()?;
     let metrics = metrics.swap_remove(0);
     let end = sim.now;
-    let lv = sim.levels.swap_remove(0);
+    let lv = sim.levels.into_vec().swap_remove(0);
     let counters: Vec<DeviceCounters> = lv.devs.iter().map(|d| d.counters(end)).collect();
     let backend_written_back_bytes = counters[1..]
         .iter()
@@ -212,12 +276,12 @@ pub(crate) fn simulate_levels<'a>(
     clients: Vec<ClientSetup<'a>>,
     run: &'a RunLimits,
 ) -> Result<LevelsOutput, SimError> {
-    let mut sim = Sim::new(levels, clients, run, None, true)?;
+    let mut sim = Sim::<true>::new(levels, clients, run, None)?;
     let metrics = sim.run()?;
     Ok(sim.levels_output(metrics))
 }
 
-impl Sim<'_> {
+impl<const MULTI: bool> Sim<'_, MULTI> {
     /// The event loop (one copy for single-level and hierarchy runs: `handle` and what it
     /// calls are inlined into it).
     #[inline(never)]
@@ -368,5 +432,41 @@ impl Sim<'_> {
             What::Balance(l) => self.poll_balancer(l),
             What::Repartition(l) => self.poll_repartition(l),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PerRun;
+
+    #[test]
+    fn single_run_lookups_all_reach_its_one_item() {
+        let mut one = PerRun::<u32, false>::new(vec![7]);
+        // Every index is the one item (the unchecked lookup), read and written.
+        assert_eq!(one[0], 7);
+        assert_eq!(one[3], 7);
+        one[5] += 1;
+        assert_eq!(one[0], 8);
+        assert_eq!(one.len(), 1);
+        assert_eq!(one.into_vec(), vec![8]);
+    }
+
+    #[test]
+    fn hierarchy_lookups_are_by_index() {
+        let mut many = PerRun::<u32, true>::new(vec![1, 2, 3]);
+        many[2] += 10;
+        assert_eq!((many[0], many[1], many[2]), (1, 2, 13));
+    }
+
+    #[test]
+    #[should_panic(expected = "one level and one client")]
+    fn single_run_refuses_two_items() {
+        let _ = PerRun::<u32, false>::new(vec![1, 2]);
+    }
+
+    #[test]
+    #[should_panic(expected = "one level and one client")]
+    fn single_run_refuses_none() {
+        let _ = PerRun::<u32, false>::new(Vec::new());
     }
 }

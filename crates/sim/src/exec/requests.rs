@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Sim<'_> {
+impl<const MULTI: bool> Sim<'_, MULTI> {
     #[inline]
     pub(super) fn alloc_task(&mut self) -> u32 {
         let idx = match self.free.pop() {
@@ -66,7 +66,8 @@ impl Sim<'_> {
             self.free_task(idx);
             return;
         }
-        if cl.offset != 0 {
+        // A single-level run's client has no offset.
+        if MULTI && cl.offset != 0 {
             // The client's place on the backend, added: past 2^64 it is an error of that
             // request (as the cache's own range check reports it).
             let Some(offset) = t.req.offset.checked_add(cl.offset) else {
@@ -85,9 +86,12 @@ impl Sim<'_> {
         }
         t.kind = TaskKind::Request;
         t.job = job;
-        t.client = c;
-        t.level = cl.top;
-        t.crossed = false;
+        if MULTI {
+            // A single-level run's tasks all stay at level 0, client 0 (`PerRun`).
+            t.client = c;
+            t.level = cl.top;
+            t.crossed = false;
+        }
         let req_time = t.req.time_ns;
         self.pending_arrivals += 1;
         let at = req_time.max(self.now);
@@ -101,7 +105,7 @@ impl Sim<'_> {
     }
 
     pub(super) fn arrive(&mut self, idx: u32) {
-        if self.hierarchy {
+        if MULTI {
             let t = &self.tasks[idx as usize];
             if t.kind != TaskKind::Request {
                 return self.arrive_from_above(idx);
@@ -150,7 +154,7 @@ impl Sim<'_> {
             return;
         }
         let crit = t.plan.ops.iter().map(|o| o.critical as u32).sum();
-        if !t.crossed {
+        if !MULTI || !t.crossed {
             t.arrival = self.now;
         }
         t.next_op = 0;
@@ -160,12 +164,16 @@ impl Sim<'_> {
         t.measured = warm;
         t.ack_started = false;
         t.acked = false;
-        t.served = l;
+        if MULTI {
+            t.served = l;
+        }
         self.inflight_requests += 1;
         if warm {
             // The figure covers the measured window, as in the hit-ratio runner.
             lv.m.dirty_max = lv.m.dirty_max.max(lv.cache.dirty_lines());
-            lv.c.requests_in += 1;
+            if MULTI {
+                lv.c.requests_in += 1;
+            }
         }
         self.submit(idx);
         let c = self.tasks[idx as usize].client;
@@ -303,6 +311,17 @@ impl Sim<'_> {
         );
     }
 
+    /// `kind` is a request (a client's or the level above's); a single-level run has no
+    /// sub-requests, so there it is one comparison.
+    #[inline(always)]
+    fn is_request(kind: TaskKind) -> bool {
+        if MULTI {
+            kind.is_request()
+        } else {
+            kind == TaskKind::Request
+        }
+    }
+
     #[inline(always)]
     pub(super) fn issue_first(&mut self, idx: u32) {
         self.issue_stage(idx);
@@ -326,82 +345,54 @@ impl Sim<'_> {
         }
     }
 
+    /// Issues the ops of the next stage: each to its device, or, at a level with a level
+    /// below, a backend op down the link to that level (`send_below`), in plan order. The
+    /// device call has this one call site, so it is inlined here.
     #[inline(never)]
     fn issue_next_stage(&mut self, idx: u32) {
         let now = self.now;
-        let t = &mut self.tasks[idx as usize];
-        let lv = &mut self.levels[t.level as usize];
-        if lv.below.is_some() {
-            return self.issue_stage_above(idx);
-        }
-        let first = t.next_op as usize;
-        let ops = &t.plan.ops[first..];
-        let stage = ops[0].stage;
-        let fg = t.kind.is_request();
-        let (mut issued, mut overflow) = (0, false);
-        for op in ops.iter().take_while(|o| o.stage == stage) {
-            let d = dev_index(&lv.vol_dev, op);
-            let done = lv.devs[d].start_op(now, op.kind, op.offset, op.len, op.cause);
-            if d == 0 {
-                lv.cache_fg_inflight += fg as u32;
-            } else {
-                lv.backend_inflight += 1;
-            }
-            // As `schedule` does: an op cannot complete at the end of time.
-            if done == Nanos::MAX {
-                overflow = true;
-            } else {
-                let what = What::Phase {
-                    task: idx,
-                    op: (first + issued) as u32,
-                    phase: 0,
-                };
-                self.events.push(done, what);
-            }
-            issued += 1;
-        }
-        t.stage_start = now;
-        t.stage_pending = issued as u32;
-        t.next_op = (first + issued) as u32;
-        if overflow {
-            self.time_overflow();
-        }
-    }
-
-    /// Issues the next stage of a task at a level with a level below: its cache ops go to
-    /// the cache device, its backend ops down the link to the level below.
-    #[inline(never)]
-    fn issue_stage_above(&mut self, idx: u32) {
-        let now = self.now;
-        let t = &self.tasks[idx as usize];
-        let l = t.level as usize;
-        let first = t.next_op as usize;
-        let n = t.plan.ops.len();
-        let stage = t.plan.ops[first].stage;
-        let fg = t.kind.is_request();
+        let first = self.tasks[idx as usize].next_op as usize;
         let mut j = first;
         let mut overflow = false;
-        while j < n && self.tasks[idx as usize].plan.ops[j].stage == stage {
-            let op = self.tasks[idx as usize].plan.ops[j];
-            let lv = &mut self.levels[l];
-            if op.device == Device::Cache {
-                let done = lv.devs[0].start_op(now, op.kind, op.offset, op.len, op.cause);
-                lv.cache_fg_inflight += fg as u32;
+        loop {
+            let t = &mut self.tasks[idx as usize];
+            let lv = &mut self.levels[t.level as usize];
+            let below = MULTI && lv.below.is_some();
+            let ops = &t.plan.ops[first..];
+            let stage = ops[0].stage;
+            let fg = Self::is_request(t.kind);
+            let mut send = None;
+            for op in ops[j - first..].iter().take_while(|o| o.stage == stage) {
+                j += 1;
+                if below && op.device == Device::Backend {
+                    // Sent once the task is no longer borrowed, then the stage goes on.
+                    lv.backend_inflight += 1;
+                    send = Some(*op);
+                    break;
+                }
+                let d = dev_index(&lv.vol_dev, op);
+                let done = lv.devs[d].start_op(now, op.kind, op.offset, op.len, op.cause);
+                if d == 0 {
+                    lv.cache_fg_inflight += fg as u32;
+                } else {
+                    lv.backend_inflight += 1;
+                }
+                // As `schedule` does: an op cannot complete at the end of time.
                 if done == Nanos::MAX {
                     overflow = true;
                 } else {
                     let what = What::Phase {
                         task: idx,
-                        op: j as u32,
+                        op: (j - 1) as u32,
                         phase: 0,
                     };
                     self.events.push(done, what);
                 }
-            } else {
-                lv.backend_inflight += 1;
-                self.send_below(idx, j as u32, &op);
             }
-            j += 1;
+            match send {
+                Some(op) => self.send_below(idx, (j - 1) as u32, &op),
+                None => break,
+            }
         }
         let t = &mut self.tasks[idx as usize];
         t.stage_start = now;
@@ -476,7 +467,7 @@ impl Sim<'_> {
         dev.op_finished(now, t.stage_start, op.kind, op.len, op.cause);
         let critical = op.critical;
         if d == 0 {
-            if t.kind.is_request() {
+            if Self::is_request(t.kind) {
                 lv.cache_fg_inflight -= 1;
                 if lv.cache_fg_inflight == 0 {
                     lv.cache_last_fg = now;
@@ -484,7 +475,7 @@ impl Sim<'_> {
             }
         } else {
             lv.backend_inflight -= 1;
-            if critical {
+            if MULTI && critical {
                 t.served = BACKEND;
             }
         }
@@ -515,7 +506,7 @@ impl Sim<'_> {
         t.ops_left -= 1;
         t.crit_left -= critical as u32;
         t.stage_pending -= 1;
-        let start_ack = t.kind.is_request() && t.crit_left == 0 && !t.ack_started;
+        let start_ack = Self::is_request(t.kind) && t.crit_left == 0 && !t.ack_started;
         if t.stage_pending == 0 {
             self.issue_stage(idx);
         }
@@ -544,16 +535,13 @@ impl Sim<'_> {
         match &mut self.levels[l as usize].host {
             Some(h) => {
                 let mut at = h.complete(self.now);
-                if self.hierarchy && kind == TaskKind::Request {
+                if MULTI && kind == TaskKind::Request {
                     at = self.cross_client_link_up(idx, c, at);
                 }
                 self.schedule(at, What::Ack(idx));
             }
             None => {
-                if self.hierarchy
-                    && kind == TaskKind::Request
-                    && self.clients[c as usize].link.is_some()
-                {
+                if MULTI && kind == TaskKind::Request && self.clients[c as usize].link.is_some() {
                     let at = self.cross_client_link_up(idx, c, self.now);
                     self.schedule(at, What::Ack(idx));
                 } else {
@@ -594,7 +582,7 @@ impl Sim<'_> {
         } else {
             0
         };
-        let sub = t.kind == TaskKind::Sub;
+        let sub = MULTI && t.kind == TaskKind::Sub;
         let lv = &mut self.levels[l as usize];
         if !sub {
             self.inflight_requests -= 1;
@@ -626,7 +614,7 @@ impl Sim<'_> {
             tl.bytes += bytes;
             tl.latency_sum += lat as u128;
         }
-        if self.hierarchy {
+        if MULTI {
             self.ack_hierarchy(idx, lat);
         }
         if !sub {

@@ -23,12 +23,12 @@ pub(super) struct TimelineState {
     pub(super) rows: Vec<TimelineRow>,
 }
 
-impl Sim<'_> {
+impl<const MULTI: bool> Sim<'_, MULTI> {
     /// Opens the measured window: every level's state now.
     pub(super) fn take_window_snapshot(&mut self) {
         let now = self.now;
         self.window_at = Some(now);
-        for lv in &mut self.levels {
+        for lv in self.levels.iter_mut() {
             lv.m.window = Some(Window {
                 at: now,
                 stats: lv.cache.stats_snapshot(),
@@ -40,7 +40,7 @@ impl Sim<'_> {
             // The hierarchy's counters cover the window.
             lv.c = LevelCounters::default();
         }
-        for c in &mut self.clients {
+        for c in self.clients.iter_mut() {
             c.link_bytes = (0, 0);
             c.link_busy_at_window = c.link.as_ref().map_or(0, |k| k.counters(now).cost_ps);
         }
@@ -81,7 +81,7 @@ impl Sim<'_> {
         }
         self.window_end = Some(self.now.max(self.last_ack));
         let now = self.now;
-        for lv in &mut self.levels {
+        for lv in self.levels.iter_mut() {
             lv.m.end_stats = Some((
                 lv.cache.stats_snapshot(),
                 lv.devs.iter().map(|d| d.counters(now)).collect(),
