@@ -29,6 +29,8 @@ type DirListEntry = (u64, FileType, std::ffi::OsString);
 /// The FUSE file system; share its state with [`CacheFs::state`] (stats, flush).
 pub struct CacheFs {
     state: Arc<Mutex<State>>,
+    /// The background cleaner, stopped when the file system is dropped (at unmount).
+    _cleaner: Option<crate::cleaner::Cleaner>,
     dirs: Mutex<std::collections::HashMap<u64, Vec<DirListEntry>>>,
     next_dir: std::sync::atomic::AtomicU64,
 }
@@ -58,9 +60,20 @@ fn time(secs: i64, nsecs: i64) -> SystemTime {
 
 impl CacheFs {
     /// A file system over `state`.
+    /// Starts the background cleaner too (docs/design.md §4.9); if its thread cannot start,
+    /// the mount serves without it (dirty blocks then wait for eviction, fsync or unmount) and
+    /// says so.
     pub fn new(state: Arc<Mutex<State>>) -> Self {
+        let cleaner = match crate::cleaner::Cleaner::spawn(&state) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("tiercache mount: the background cleaner did not start ({e})");
+                None
+            }
+        };
         CacheFs {
             state,
+            _cleaner: cleaner,
             dirs: Mutex::new(std::collections::HashMap::new()),
             next_dir: std::sync::atomic::AtomicU64::new(1),
         }

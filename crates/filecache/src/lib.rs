@@ -20,6 +20,8 @@
 
 pub mod core;
 #[cfg(feature = "fuse")]
+pub mod cleaner;
+#[cfg(feature = "fuse")]
 pub mod fs;
 pub mod journal;
 #[cfg(test)]
@@ -39,6 +41,8 @@ pub use crate::core::{
 };
 #[cfg(feature = "fuse")]
 pub use crate::state::{MountConfig, MountStats, State};
+/// The cleaning policies a mount's background cleaner runs (docs/design.md §4.6).
+pub use tiercache_policy::CleaningConfig;
 
 #[cfg(feature = "fuse")]
 use std::path::Path;

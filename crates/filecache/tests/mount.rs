@@ -16,7 +16,7 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use tiercache_filecache::store::StoreLatency;
-use tiercache_filecache::{MountConfig, State, Variant};
+use tiercache_filecache::{CleaningConfig, MountConfig, State, Variant};
 
 /// Ends the test process if the FUSE tests hang (a deadlocked mount would otherwise block
 /// `cargo test` forever); mounts are lazily unmounted first.
@@ -61,6 +61,22 @@ impl Mounted {
         direct_io: bool,
         setup: impl FnOnce(&Path, &mut TestMounts),
     ) -> Mounted {
+        Mounted::with_cleaning(
+            variant,
+            capacity_blocks,
+            direct_io,
+            CleaningConfig::None,
+            setup,
+        )
+    }
+    /// A mount whose background cleaner runs `cleaning`.
+    fn with_cleaning(
+        variant: Variant,
+        capacity_blocks: u32,
+        direct_io: bool,
+        cleaning: CleaningConfig,
+        setup: impl FnOnce(&Path, &mut TestMounts),
+    ) -> Mounted {
         watchdog();
         let dir = tempfile::tempdir().unwrap();
         for d in ["store", "cache", "mnt"] {
@@ -76,6 +92,7 @@ impl Mounted {
             variant,
             latency: StoreLatency::default(),
             direct_io,
+            cleaning,
         };
         let mnt = dir.path().join("mnt");
         MOUNTS.lock().unwrap().push(mnt.clone());
@@ -550,4 +567,80 @@ fn files_on_another_file_system_inside_the_store_are_refused() {
     assert_eq!(fs::read(mnt.join("a")).unwrap(), b"outer a, cached");
     m.unmount();
     assert_eq!(fs::read(store.join("sub/y")).unwrap(), b"inner y");
+}
+
+/// Polls the mount's counters until `done` holds of them; the bound only ends a hang (a
+/// failure), it measures nothing.
+fn wait_for(m: &Mounted, what: &str, done: impl Fn(&tiercache_filecache::MountStats) -> bool) {
+    for _ in 0..3000 {
+        if done(&m.stats()) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("{what}: never happened; counters {:?}", m.stats());
+}
+
+#[test]
+fn the_background_cleaner_writes_dirty_blocks_back_while_mounted() {
+    need_fuse!();
+    let capacity = 32u32;
+    let policies = [
+        // Idle-triggered: everything drains once the mount is quiet.
+        (
+            CleaningConfig::Lazy {
+                idle_ns: 20_000_000,
+                batch: 4,
+            },
+            0u64,
+        ),
+        // Threshold-triggered: drains to the low watermark (8 of 32 blocks).
+        (
+            CleaningConfig::Threshold {
+                high: 0.5,
+                low: 0.25,
+                batch: 2,
+            },
+            8,
+        ),
+    ];
+    for (cleaning, left) in policies {
+        let m = Mounted::with_cleaning(Variant::WB, capacity, false, cleaning.clone(), |_, _| {});
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+        let data: Vec<u8> = (0..24 * 4096).map(|_| rng.gen()).collect();
+        // No fsync, no close before the drain: only the cleaner can write these back.
+        let mut f = File::create(m.mnt().join("f")).unwrap();
+        f.write_all(&data).unwrap();
+        wait_for(&m, "writes reach the mount", |s| s.bytes_written >= data.len() as u64);
+        wait_for(&m, "the cleaner drains", |s| s.dirty_blocks <= left);
+        let s = m.stats();
+        assert!(
+            s.cleaned_blocks >= 24 - left,
+            "{cleaning:?}: {} blocks cleaned",
+            s.cleaned_blocks
+        );
+        assert_eq!(s.cleaner_errors, 0);
+        if left == 0 {
+            // Still mounted, the file still open: the store alone has the data.
+            assert_eq!(fs::read(m.store().join("f")).unwrap(), data, "{cleaning:?}");
+        } else {
+            // The cleaned blocks (least recently written first) are in the store.
+            let store = fs::read(m.store().join("f")).unwrap();
+            let cleaned = (24 - left as usize) * 4096;
+            assert_eq!(&store[..cleaned], &data[..cleaned], "{cleaning:?}");
+        }
+        drop(f);
+        assert_eq!(fs::read(m.mnt().join("f")).unwrap(), data);
+    }
+}
+
+#[test]
+fn without_a_cleaner_dirty_blocks_stay_until_unmount() {
+    need_fuse!();
+    let m = Mounted::new(Variant::WB, 32);
+    fs::write(m.mnt().join("f"), vec![7u8; 8 * 4096]).unwrap();
+    // What the cleaner test waits for does not happen by itself: the blocks stay dirty.
+    std::thread::sleep(Duration::from_millis(300));
+    let s = m.stats();
+    assert_eq!((s.dirty_blocks, s.cleaned_blocks), (8, 0));
 }

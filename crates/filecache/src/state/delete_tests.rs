@@ -22,6 +22,7 @@ fn open(dir: &Path) -> State {
         variant: Variant::WB,
         latency: StoreLatency::default(),
         direct_io: false,
+        cleaning: tiercache_policy::CleaningConfig::None,
     })
     .unwrap()
 }

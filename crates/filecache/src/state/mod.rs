@@ -15,6 +15,7 @@ use crate::recovery::{pread_full, recover};
 
 #[cfg(test)]
 mod delete_tests;
+mod cleaner;
 mod exec;
 #[cfg(test)]
 mod powerloss_tests;
@@ -47,6 +48,9 @@ pub struct MountConfig {
     /// Open files with FOPEN_DIRECT_IO: every read and write reaches the mount (no kernel page
     /// cache), so each request up to the FUSE maximum is atomic against the others.
     pub direct_io: bool,
+    /// The background cleaner's policy (docs/design.md §4.6, §4.9): when dirty blocks are
+    /// written back without waiting for eviction, fsync or unmount. `None`: never.
+    pub cleaning: tiercache_policy::CleaningConfig,
 }
 
 /// Counters of a mount (also written as JSON to the stats file).
@@ -92,6 +96,11 @@ pub struct MountStats {
     pub cross_device_refused: u64,
     /// Dirty blocks a restart found in the journal and wrote back.
     pub recovered_blocks: u64,
+    /// Dirty blocks the background cleaner wrote back.
+    pub cleaned_blocks: u64,
+    /// Background cleaning passes that failed (the store refused a write-back; the blocks
+    /// are retried by the next pass, fsync or unmount).
+    pub cleaner_errors: u64,
     /// Dirty blocks resident now.
     pub dirty_blocks: u64,
     /// Blocks resident now.
@@ -157,6 +166,10 @@ pub struct State {
     /// `Map` of the file, so deleting one of them needs its `Deleted` record durable.
     cleaned_unsynced: HashSet<FileId>,
     open_files: usize,
+    /// When the mount opened: the cleaner's clock starts there.
+    opened: std::time::Instant,
+    /// When the last data request (read, write, truncate, fsync) arrived, on that clock.
+    last_request_ns: u64,
     _lock: File,
 }
 
@@ -317,9 +330,19 @@ impl State {
             recovered_blocks: recovered,
             ..MountStats::default()
         };
-        let core =
-            FileCache::with_block_size(cfg.capacity_blocks, cfg.variant, cfg.block_size as u64)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        // Only a write-back cache has anything to clean.
+        let cleaning = if cfg.variant.is_write_back() {
+            cfg.cleaning.clone()
+        } else {
+            tiercache_policy::CleaningConfig::None
+        };
+        let core = FileCache::with_cleaning(
+            cfg.capacity_blocks,
+            cfg.variant,
+            cfg.block_size as u64,
+            cleaning,
+        )
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         Ok(State {
             core,
             valid: vec![0; cfg.capacity_blocks as usize],
@@ -337,6 +360,8 @@ impl State {
             unsynced_store: HashSet::new(),
             cleaned_unsynced: HashSet::new(),
             open_files: 0,
+            opened: std::time::Instant::now(),
+            last_request_ns: 0,
             _lock: lock,
         })
     }
@@ -558,6 +583,7 @@ impl State {
             .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?
             .size;
         self.stats.reads += 1;
+        self.note_request();
         if offset >= file_size || size == 0 {
             return Ok(Vec::new());
         }
@@ -596,6 +622,7 @@ impl State {
             .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?
             .size;
         self.stats.writes += 1;
+        self.note_request();
         self.stats.bytes_written += data.len() as u64;
         if data.is_empty() {
             return Ok(());
@@ -648,6 +675,7 @@ impl State {
     /// cache or written back to; otherwise the store file).
     pub fn fsync(&mut self, id: u64) -> io::Result<()> {
         self.stats.fsyncs += 1;
+        self.note_request();
         if self.cached(id) && self.cfg.variant.is_write_back() {
             self.sync_journal()?;
             self.promised = self.journal.as_ref().map_or(0, |j| j.synced_seq());
@@ -790,6 +818,7 @@ impl State {
     /// bytes below the new size intact. A truncate that cuts no journaled data needs none of
     /// this (its store file is synced by the next fsync).
     pub fn truncate(&mut self, id: u64, size: u64) -> io::Result<()> {
+        self.note_request();
         let f = self.store_file(id)?;
         let bs = self.bs();
         let journaled_cut = self.journal.is_some()
