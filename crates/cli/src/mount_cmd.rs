@@ -42,6 +42,10 @@ pub struct MountArgs {
     /// and each is atomic against the others.
     #[arg(long)]
     pub direct_io: bool,
+    /// Do not let the kernel keep pages across opens or buffer writes (FUSE writeback
+    /// caching): every write reaches the mount as it is made, every open reads again.
+    #[arg(long)]
+    pub no_kernel_cache: bool,
     /// Background cleaner of a write-back cache (docs/design.md §4.6, §4.9): `lazy` writes
     /// dirty blocks back once the mount has served no data request for 1 s, `threshold` while
     /// more than half the cache is dirty (down to a quarter), `none` never (they wait for
@@ -134,6 +138,7 @@ pub fn mount_config(args: &MountArgs) -> Result<MountConfig> {
         variant,
         latency: StoreLatency { data, meta },
         direct_io: args.direct_io,
+        kernel_cache: !args.no_kernel_cache,
         cleaning: parse_cleaning(&args.cleaning).map_err(|e| bad("cleaning", e))?,
     })
 }

@@ -42,7 +42,9 @@ impl Cleaner {
                         match st.clean_step() {
                             // More may be due at once: the lock is let go in between.
                             Ok((n, _)) if n > 0 => Duration::ZERO,
-                            Ok((_, next)) => next.map_or(POLL, |w| w.clamp(Duration::from_millis(1), POLL)),
+                            Ok((_, next)) => {
+                                next.map_or(POLL, |w| w.clamp(Duration::from_millis(1), POLL))
+                            }
                             Err(e) => {
                                 st.note_cleaner_error();
                                 if !failed_before {

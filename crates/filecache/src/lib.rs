@@ -18,9 +18,9 @@
 
 #![warn(missing_docs)]
 
-pub mod core;
 #[cfg(feature = "fuse")]
 pub mod cleaner;
+pub mod core;
 #[cfg(feature = "fuse")]
 pub mod fs;
 pub mod journal;
@@ -49,7 +49,14 @@ use std::path::Path;
 #[cfg(feature = "fuse")]
 use std::sync::{Arc, Mutex};
 
-/// FUSE session options of a mount: one request thread (the state is behind one lock anyway).
+/// Request threads of a mount: requests on different files proceed in parallel where they
+/// do not need the mount's lock (docs/design.md §4.9), and a request waiting on the store does
+/// not hold up the others' replies.
+#[cfg(feature = "fuse")]
+pub const REQUEST_THREADS: usize = 4;
+
+/// FUSE session options of a mount: [`REQUEST_THREADS`] threads, each with its own
+/// `/dev/fuse` descriptor.
 #[cfg(feature = "fuse")]
 pub fn fuse_config() -> fuser::Config {
     let mut config = fuser::Config::default();
@@ -57,7 +64,8 @@ pub fn fuse_config() -> fuser::Config {
         fuser::MountOption::FSName("tiercache".to_string()),
         fuser::MountOption::Subtype("tiercache".to_string()),
     ]);
-    config.n_threads = Some(1);
+    config.n_threads = Some(REQUEST_THREADS);
+    config.clone_fd = true;
     config
 }
 

@@ -243,6 +243,7 @@ mod tests {
             variant: Variant::WB,
             latency: StoreLatency::default(),
             direct_io: false,
+            kernel_cache: true,
             cleaning: tiercache_policy::CleaningConfig::None,
         })
         .unwrap();

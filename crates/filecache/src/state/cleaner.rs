@@ -43,5 +43,4 @@ impl State {
     pub fn note_cleaner_error(&mut self) {
         self.stats.cleaner_errors += 1;
     }
-
 }

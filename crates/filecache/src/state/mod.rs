@@ -13,9 +13,10 @@ use crate::core::{BlockKey, FileCache, FileId, Variant};
 use crate::journal::Journal;
 use crate::recovery::{pread_full, recover};
 
+mod cleaner;
 #[cfg(test)]
 mod delete_tests;
-mod cleaner;
+mod direct;
 mod exec;
 #[cfg(test)]
 mod powerloss_tests;
@@ -23,6 +24,7 @@ mod slots;
 #[cfg(test)]
 mod tests;
 use crate::store::{CacheDir, StoreIdentity, StoreLatency};
+pub use direct::StoreIo;
 
 /// Root's node id in FUSE.
 pub const ROOT: u64 = 1;
@@ -48,6 +50,12 @@ pub struct MountConfig {
     /// Open files with FOPEN_DIRECT_IO: every read and write reaches the mount (no kernel page
     /// cache), so each request up to the FUSE maximum is atomic against the others.
     pub direct_io: bool,
+    /// Let the kernel cache what it can (docs/design.md §4.9): pages kept across opens
+    /// (FOPEN_KEEP_CACHE) and written back by the kernel in large requests (FUSE writeback
+    /// caching), as the mount is the store's only writer. Writes then reach the mount at
+    /// close, fsync, or the kernel's own write-back rather than at each `write`; fsync'd
+    /// data is as durable as before. Ignored with `direct_io`.
+    pub kernel_cache: bool,
     /// The background cleaner's policy (docs/design.md §4.6, §4.9): when dirty blocks are
     /// written back without waiting for eviction, fsync or unmount. `None`: never.
     pub cleaning: tiercache_policy::CleaningConfig,
@@ -101,6 +109,9 @@ pub struct MountStats {
     /// Background cleaning passes that failed (the store refused a write-back; the blocks
     /// are retried by the next pass, fsync or unmount).
     pub cleaner_errors: u64,
+    /// The most store data operations of uncached files seen in flight at once (they run
+    /// in parallel, outside the mount's lock).
+    pub store_ops_in_flight_peak: u64,
     /// Dirty blocks resident now.
     pub dirty_blocks: u64,
     /// Blocks resident now.
@@ -125,6 +136,9 @@ pub struct Node {
     /// Attributes last read from the store (size aside), served to getattr without a store
     /// round trip: the mount is the store's only writer, and its own changes update them.
     pub attr: Option<fuser::FileAttr>,
+    /// Orders a truncate against this file's uncached reads and writes in flight, which run
+    /// without the mount's lock ([`StoreIo`]).
+    pub io: Arc<std::sync::RwLock<()>>,
 }
 
 /// Everything a mount holds, behind one lock.
@@ -168,6 +182,8 @@ pub struct State {
     open_files: usize,
     /// When the mount opened: the cleaner's clock starts there.
     opened: std::time::Instant,
+    /// Uncached store data operations in flight now, and the most seen at once.
+    in_flight: Arc<(std::sync::atomic::AtomicU64, std::sync::atomic::AtomicU64)>,
     /// When the last data request (read, write, truncate, fsync) arrived, on that clock.
     last_request_ns: u64,
     _lock: File,
@@ -182,7 +198,7 @@ fn too_big(_: crate::core::FileCacheError) -> io::Error {
 }
 
 /// A write or truncate changed the file: its modification and change times are now.
-fn touch(node: &mut Node) {
+pub(super) fn touch(node: &mut Node) {
     if let Some(attr) = node.attr.as_mut() {
         let now = std::time::SystemTime::now();
         attr.mtime = now;
@@ -324,6 +340,7 @@ impl State {
                 handles: 0,
                 file: None,
                 attr: None,
+                io: Arc::default(),
             },
         );
         let stats = MountStats {
@@ -361,6 +378,7 @@ impl State {
             cleaned_unsynced: HashSet::new(),
             open_files: 0,
             opened: std::time::Instant::now(),
+            in_flight: Arc::default(),
             last_request_ns: 0,
             _lock: lock,
         })
@@ -376,6 +394,7 @@ impl State {
         let mut s = self.stats.clone();
         s.core = self.core.stats();
         s.dirty_blocks = self.core.dirty_blocks();
+        s.store_ops_in_flight_peak = self.in_flight.1.load(std::sync::atomic::Ordering::Relaxed);
         s.cached_blocks = self.core.len() as u64;
         s
     }
@@ -472,6 +491,7 @@ impl State {
                         handles: 0,
                         file: None,
                         attr: None,
+                        io: Arc::default(),
                     },
                 );
             }
