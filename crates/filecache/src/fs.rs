@@ -280,8 +280,8 @@ impl Filesystem for CacheFs {
         size: Option<u64>,
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
+        ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
@@ -296,6 +296,29 @@ impl Filesystem for CacheFs {
             .map(|l| l.write().unwrap_or_else(|p| p.into_inner()));
         let mut st = self.lock();
         let id = ino.0;
+        // The kernel's write-back of a file's times after writes it buffered (FUSE writeback
+        // caching: mtime and ctime, nothing else, through the open file that wrote): kept in
+        // the mount's attributes, as for writes received one by one (`touch` in `state`),
+        // not a store round trip; the store's own times follow the data written back. A
+        // user's utimensat or futimens names no file handle (only a truncate does), so it
+        // still reaches the store.
+        if let (Some(_), Some(TimeOrNow::SpecificTime(m)), Some(c), None, None, None, None, None) =
+            (fh, mtime, ctime, mode, uid, gid, size, atime)
+        {
+            if let Some(node) = st.nodes.get_mut(&id) {
+                let (regular, file_size) = (node.regular, node.size);
+                if let Some(attr) = node.attr.as_mut() {
+                    attr.mtime = m;
+                    attr.ctime = c;
+                    let mut attr = *attr;
+                    if regular {
+                        attr.size = file_size;
+                        attr.blocks = file_size.div_ceil(512);
+                    }
+                    return reply.attr(&TTL, &attr);
+                }
+            }
+        }
         let result = (|| -> io::Result<fs::Metadata> {
             let rel = st
                 .nodes

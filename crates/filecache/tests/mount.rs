@@ -748,3 +748,55 @@ fn writers_of_different_files_proceed_in_parallel() {
     );
     concurrent_writers(&m, 4, 24);
 }
+
+#[test]
+fn with_the_kernels_write_back_a_users_times_still_reach_the_store() {
+    need_fuse!();
+    let m = Mounted::with_options(
+        Variant::WB,
+        64,
+        false,
+        true,
+        CleaningConfig::None,
+        StoreLatency::default(),
+        |_, _| {},
+    );
+    let f = File::create(m.mnt().join("f")).unwrap();
+    f.write_all_at(&[5u8; 3 * 4096], 0).unwrap();
+    let t = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    // A user's futimens through a file open for write, whose pages the kernel buffers,
+    // reaches the store; the kernel's own time updates at close and fsync do not undo it.
+    f.set_modified(t).unwrap();
+    assert_eq!(
+        fs::metadata(m.store().join("f"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        t
+    );
+    f.sync_all().unwrap();
+    drop(f);
+    assert_eq!(
+        fs::metadata(m.mnt().join("f")).unwrap().modified().unwrap(),
+        t
+    );
+    let later = t + Duration::from_secs(86_400);
+    File::options()
+        .write(true)
+        .open(m.mnt().join("f"))
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    assert_eq!(
+        fs::metadata(m.store().join("f"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        later
+    );
+    assert_eq!(
+        m.stats().dirty_blocks,
+        3,
+        "no write-back changed the store's times"
+    );
+}
