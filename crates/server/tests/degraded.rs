@@ -230,10 +230,7 @@ window_ns = "10s"
         )
         .unwrap_err()
         .to_string();
-    assert!(
-        again.contains("degraded") && again.contains("maybe"),
-        "{again}"
-    );
+    assert!(again.contains("degraded") && again.contains("maybe"), "{again}");
     let metrics = http_get(&metrics_addr, "/metrics");
     assert!(metrics.contains("tiercache_degraded 0"), "{metrics}");
     assert!(
