@@ -1,7 +1,7 @@
 //! FUSE glue: [`CacheFs`] presents the store through the cache. Namespace and attribute
 //! operations (create, mkdir, unlink, rmdir, rename, setattr, symlink) go to the store before
 //! the reply, so the store's namespace never depends on the cache; file data goes through
-//! [`State`]'s data path. Requests are served on several threads (docs/design.md §4.9): the
+//! [`State`]'s data path. Requests may be served on several threads (docs/design.md §4.9): the
 //! mount's lock serialises namespace operations and the cache's data path (POSIX-consistent
 //! for concurrent readers and writers of one file); reads and writes of uncached files do
 //! their store I/O outside it, ordered against truncates by a per-file lock.

@@ -11,7 +11,8 @@ impl State {
         self.opened.elapsed().as_nanos() as u64
     }
 
-    /// A data request arrived: the cache is not idle.
+    /// A request arrived (data, or one that reached the store's namespace): the mount is
+    /// not idle.
     pub(super) fn note_request(&mut self) {
         self.last_request_ns = self.now_ns();
     }

@@ -401,6 +401,9 @@ impl State {
 
     /// Counts one namespace/attribute operation on the store and pays its latency.
     pub fn meta_op(&mut self) {
+        // A mount busy creating or deleting files is not idle: a lazy cleaner would write
+        // back blocks about to be deleted, holding up the deletes.
+        self.note_request();
         self.stats.store_meta_ops += 1;
         self.cfg.latency.meta_op();
     }
