@@ -18,7 +18,10 @@
 # Usage: bench/postmark_file_cache.sh [FILES] [TRANSACTIONS]
 # Environment: STORE_LATENCY (1ms), STORE_META_LATENCY (100us), CACHE_SIZE (256MiB),
 #   FAST_DIR (/dev/shm), SLOW_DIR (/var/tmp), TIERCACHE (target/release/tiercache), ONLY (a
-#   space-separated subset of the contender names), REPS (1).
+#   space-separated subset of the contender names), REPS (1), STORE_TIERCACHE (the binary
+#   serving the slow store: $TIERCACHE; set it to compare two builds over the same store),
+#   TC_ARGS (more `tiercache mount` options for the tc-* contenders), BASELINE_TIERCACHE
+#   (another build: contenders base-wb, base-wt... run it, for a before/after in one run).
 set -euo pipefail
 
 FILES=${1:-1000}
@@ -30,6 +33,8 @@ FAST_DIR=${FAST_DIR:-/dev/shm}
 SLOW_DIR=${SLOW_DIR:-/var/tmp}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TIERCACHE=${TIERCACHE:-$ROOT/target/release/tiercache}
+STORE_TIERCACHE=${STORE_TIERCACHE:-$TIERCACHE}
+TC_ARGS=${TC_ARGS:-}
 ONLY=${ONLY:-"fast uncached tc-wb tc-wb-around tc-wt tc-wt-around rclone"}
 REPS=${REPS:-1}
 
@@ -68,7 +73,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$TIERCACHE" mount "$BACKING" "$STORE" --cache-size 0 \
+# The store is slow at every operation: no kernel caching in front of it (a build without the
+# option has none).
+STORE_ARGS=()
+"$STORE_TIERCACHE" mount --help | grep -q -- --no-kernel-cache && STORE_ARGS+=(--no-kernel-cache)
+"$STORE_TIERCACHE" mount "$BACKING" "$STORE" --cache-size 0 "${STORE_ARGS[@]}" \
   --store-latency "$STORE_LATENCY" --store-meta-latency "$STORE_META_LATENCY" \
   --stats "$SLOW/store-stats.json" 2>"$SLOW/store.log" &
 PIDS+=($!)
@@ -104,11 +113,15 @@ run_one() {
   case $name in
     fast) read -r TX[$name] WALL[$name] < <(postmark_in "$FAST/dir") ;;
     uncached) read -r TX[$name] WALL[$name] < <(postmark_in "$STORE") ;;
-    tc-*)
-      local variant=${name#tc-}
+    tc-*|base-*)
+      local variant=${name#*-} bin=$TIERCACHE args=$TC_ARGS
+      if [[ $name == base-* ]]; then
+        bin=${BASELINE_TIERCACHE:?base-* contenders need BASELINE_TIERCACHE}
+        args=
+      fi
       rm -rf "$FAST/cache" && mkdir -p "$FAST/cache"
-      "$TIERCACHE" mount "$STORE" "$MNT" --cache-dir "$FAST/cache" --cache-size "$CACHE_SIZE" \
-        --variant "$variant" --stats "$SLOW/$name-stats.json" 2>"$SLOW/$name.log" &
+      "$bin" mount "$STORE" "$MNT" --cache-dir "$FAST/cache" --cache-size "$CACHE_SIZE" \
+        --variant "$variant" $args --stats "$SLOW/$name-stats.json" 2>"$SLOW/$name.log" &
       local pid=$!
       wait_mounted "$MNT"
       read -r TX[$name] WALL[$name] < <(postmark_in "$MNT")

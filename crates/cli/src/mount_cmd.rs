@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use tiercache_filecache::recovery::{recover, RecoveryError};
 use tiercache_filecache::store::{parse_duration, CacheDir, StoreLatency};
-use tiercache_filecache::{MountConfig, Variant};
+use tiercache_filecache::{CleaningConfig, MountConfig, Variant};
 
 use crate::serve_cmd;
 
@@ -42,6 +42,17 @@ pub struct MountArgs {
     /// and each is atomic against the others.
     #[arg(long)]
     pub direct_io: bool,
+    /// Do not let the kernel keep pages across opens or buffer writes (FUSE writeback
+    /// caching): every write reaches the mount as it is made, every open reads again.
+    #[arg(long)]
+    pub no_kernel_cache: bool,
+    /// Background cleaner of a write-back cache (docs/design.md §4.6, §4.9): `lazy` writes
+    /// dirty blocks back once the mount has served no data request for 1 s, `threshold` while
+    /// more than half the cache is dirty (down to a quarter), `none` never (they wait for
+    /// eviction, fsync-free unmount or `flush`); or the policy as JSON, e.g.
+    /// '{"policy":"lazy","idle_ns":"200ms","batch":64}'.
+    #[arg(long, default_value = "lazy", value_name = "POLICY")]
+    pub cleaning: String,
     /// Write the mount's counters as JSON to this file every second and at exit.
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
@@ -127,6 +138,40 @@ pub fn mount_config(args: &MountArgs) -> Result<MountConfig> {
         variant,
         latency: StoreLatency { data, meta },
         direct_io: args.direct_io,
+        kernel_cache: !args.no_kernel_cache,
+        cleaning: parse_cleaning(&args.cleaning).map_err(|e| bad("cleaning", e))?,
+    })
+}
+
+/// `--cleaning`: a policy's name with the mount's defaults, or the policy as JSON.
+fn parse_cleaning(text: &str) -> Result<CleaningConfig, String> {
+    Ok(match text.trim() {
+        "none" => CleaningConfig::None,
+        "lazy" => CleaningConfig::Lazy {
+            idle_ns: 1_000_000_000,
+            batch: 64,
+        },
+        "threshold" => CleaningConfig::Threshold {
+            high: 0.5,
+            low: 0.25,
+            batch: 64,
+        },
+        json if json.starts_with('{') => {
+            let cfg: CleaningConfig = serde_json::from_str(json).map_err(|e| e.to_string())?;
+            if let CleaningConfig::Threshold { high, low, .. } = cfg {
+                if !(0.0..=1.0).contains(&low) || !(low..=1.0).contains(&high) {
+                    return Err(format!(
+                        "threshold needs 0 <= low <= high <= 1, got low {low} and high {high}"
+                    ));
+                }
+            }
+            cfg
+        }
+        other => {
+            return Err(format!(
+                "unknown policy {other:?}: none, lazy, threshold, or a JSON policy such as                  '{{\"policy\":\"lazy\",\"idle_ns\":\"200ms\"}}'"
+            ))
+        }
     })
 }
 

@@ -300,6 +300,33 @@ fn flush_of_a_missing_file_cache_is_a_clear_error() {
 }
 
 #[test]
+fn mount_rejects_a_bad_cleaning_policy_naming_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    for (bad, said) in [
+        ("sometimes", "sometimes"),
+        (
+            r#"{"policy":"threshold","high":0.2,"low":0.5,"batch":4}"#,
+            "low",
+        ),
+        (r#"{"policy":"lazy","idle":3}"#, "idle"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))
+            .arg("mount")
+            .arg(dir.path())
+            .arg(dir.path())
+            .args(["--cache-dir", "/tmp/x", "--cleaning", bad])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--cleaning") && err.contains(said),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
 fn mount_rejects_a_bad_variant_naming_the_option() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))

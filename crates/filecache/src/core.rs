@@ -344,7 +344,19 @@ impl FileCache {
         variant: Variant,
         block_size: u64,
     ) -> Result<Self, FileCacheError> {
-        let cfg = Self::core_config(capacity, variant, block_size)?;
+        Self::with_cleaning(capacity, variant, block_size, CleaningConfig::None)
+    }
+
+    /// A cache as [`FileCache::with_block_size`] whose core runs the cleaning policy
+    /// `cleaning` when asked ([`FileCache::clean`]): the mount's background cleaner.
+    pub fn with_cleaning(
+        capacity: u32,
+        variant: Variant,
+        block_size: u64,
+        cleaning: CleaningConfig,
+    ) -> Result<Self, FileCacheError> {
+        let mut cfg = Self::core_config(capacity, variant, block_size)?;
+        cfg.cleaning = cleaning;
         let line = cfg.line_size;
         let core = if capacity == 0 {
             None
@@ -547,6 +559,33 @@ impl FileCache {
             core.flush_done(job);
         }
         self.sync();
+    }
+
+    /// Asks the core's cleaning policy (docs/design.md §4.6; chosen by
+    /// [`FileCache::with_cleaning`], none by default) for write-backs now, `now_ns` being the
+    /// time and `idle_ns` how long the cache has served no request: the blocks it picks (least
+    /// recently written first) become [`DevOp::WriteBack`]s, done as far as the policy goes,
+    /// as in [`FileCache::flush`]. Returns when the policy wants to be asked again (`None`:
+    /// only after the next request).
+    pub fn clean(&mut self, now_ns: u64, idle_ns: u64, ops: &mut Vec<DevOp>) -> Option<u64> {
+        let core = self.core.as_mut()?;
+        let state = tiercache_policy::ExecutorState {
+            now: now_ns,
+            cache_idle_ns: idle_ns,
+            ..Default::default()
+        };
+        let mut jobs = Vec::new();
+        core.clean(&state, &mut jobs);
+        for job in jobs {
+            for &slot in job.slots() {
+                let key = self.slots[slot as usize].expect("a dirty slot is mirrored");
+                ops.push(DevOp::WriteBack { slot, key });
+            }
+            core.flush_done(job);
+        }
+        let next = core.next_clean_poll(&state);
+        self.sync();
+        next
     }
 
     /// Recovery: puts block `key` back into `slot` (dirty or clean) before any request, as

@@ -1,8 +1,10 @@
 //! FUSE glue: [`CacheFs`] presents the store through the cache. Namespace and attribute
 //! operations (create, mkdir, unlink, rmdir, rename, setattr, symlink) go to the store before
 //! the reply, so the store's namespace never depends on the cache; file data goes through
-//! [`State`]'s data path. One lock serialises requests: simple, and POSIX-consistent for
-//! concurrent readers and writers of one file.
+//! [`State`]'s data path. Requests may be served on several threads (docs/design.md §4.9): the
+//! mount's lock serialises namespace operations and the cache's data path (POSIX-consistent
+//! for concurrent readers and writers of one file); reads and writes of uncached files do
+//! their store I/O outside it, ordered against truncates by a per-file lock.
 
 use std::ffi::OsStr;
 use std::fs::{self, OpenOptions};
@@ -13,9 +15,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+    WriteFlags,
 };
 
 use crate::state::{State, ROOT};
@@ -29,6 +32,8 @@ type DirListEntry = (u64, FileType, std::ffi::OsString);
 /// The FUSE file system; share its state with [`CacheFs::state`] (stats, flush).
 pub struct CacheFs {
     state: Arc<Mutex<State>>,
+    /// The background cleaner, stopped when the file system is dropped (at unmount).
+    _cleaner: Option<crate::cleaner::Cleaner>,
     dirs: Mutex<std::collections::HashMap<u64, Vec<DirListEntry>>>,
     next_dir: std::sync::atomic::AtomicU64,
 }
@@ -58,9 +63,20 @@ fn time(secs: i64, nsecs: i64) -> SystemTime {
 
 impl CacheFs {
     /// A file system over `state`.
+    /// Starts the background cleaner too (docs/design.md §4.9); if its thread cannot start,
+    /// the mount serves without it (dirty blocks then wait for eviction, fsync or unmount) and
+    /// says so.
     pub fn new(state: Arc<Mutex<State>>) -> Self {
+        let cleaner = match crate::cleaner::Cleaner::spawn(&state) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("tiercache mount: the background cleaner did not start ({e})");
+                None
+            }
+        };
         CacheFs {
             state,
+            _cleaner: cleaner,
             dirs: Mutex::new(std::collections::HashMap::new()),
             next_dir: std::sync::atomic::AtomicU64::new(1),
         }
@@ -127,8 +143,13 @@ fn node_metadata(st: &mut State, id: u64) -> io::Result<fs::Metadata> {
 }
 
 fn open_flags(st: &State) -> FopenFlags {
-    if st.config().direct_io {
+    let cfg = st.config();
+    if cfg.direct_io {
         FopenFlags::FOPEN_DIRECT_IO
+    } else if cfg.kernel_cache {
+        // The mount is the store's only writer: what the kernel cached of a file is still
+        // its content at the next open.
+        FopenFlags::FOPEN_KEEP_CACHE
     } else {
         FopenFlags::empty()
     }
@@ -198,6 +219,25 @@ impl CacheFs {
 }
 
 impl Filesystem for CacheFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        let cfg = self.lock().config().clone();
+        if cfg.kernel_cache && !cfg.direct_io {
+            // The kernel buffers writes and sends them in large requests at its write-back,
+            // close (flush) and fsync, which writes the pages out before FUSE_FSYNC: what an
+            // fsync acknowledged is journaled as before (docs/design.md §4.9).
+            if config
+                .add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE)
+                .is_err()
+            {
+                eprintln!(
+                    "tiercache mount: the kernel offers no FUSE writeback caching; every \
+                     write reaches the mount as it is made"
+                );
+            }
+        }
+        Ok(())
+    }
+
     fn destroy(&mut self) {
         let mut st = self.lock();
         if let Err(e) = st.sync_journal() {
@@ -240,16 +280,45 @@ impl Filesystem for CacheFs {
         size: Option<u64>,
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
+        ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        // A truncate waits for the file's uncached reads and writes in flight (their I/O
+        // lock first, then the mount's: the order they take them in).
+        let io_lock = size.and_then(|_| self.lock().file_io_lock(ino.0));
+        let _exclusive = io_lock
+            .as_ref()
+            .map(|l| l.write().unwrap_or_else(|p| p.into_inner()));
         let mut st = self.lock();
         let id = ino.0;
+        // The kernel's write-back of a file's times after writes it buffered (FUSE writeback
+        // caching: mtime and ctime, nothing else, through the open file that wrote): kept in
+        // the mount's attributes, as for writes received one by one (`touch` in `state`),
+        // not a store round trip; the store's own times follow the data written back. A
+        // user's utimensat or futimens names no file handle (only a truncate does), so it
+        // still reaches the store.
+        if let (Some(_), Some(TimeOrNow::SpecificTime(m)), Some(c), None, None, None, None, None) =
+            (fh, mtime, ctime, mode, uid, gid, size, atime)
+        {
+            if let Some(node) = st.nodes.get_mut(&id) {
+                let (regular, file_size) = (node.regular, node.size);
+                if let Some(attr) = node.attr.as_mut() {
+                    attr.mtime = m;
+                    attr.ctime = c;
+                    let mut attr = *attr;
+                    if regular {
+                        attr.size = file_size;
+                        attr.blocks = file_size.div_ceil(512);
+                    }
+                    return reply.attr(&TTL, &attr);
+                }
+            }
+        }
         let result = (|| -> io::Result<fs::Metadata> {
             let rel = st
                 .nodes
@@ -509,6 +578,13 @@ impl Filesystem for CacheFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        // O_TRUNC is a truncate: as in setattr.
+        let io_lock = (flags.0 & libc::O_TRUNC != 0)
+            .then(|| self.lock().file_io_lock(ino.0))
+            .flatten();
+        let _exclusive = io_lock
+            .as_ref()
+            .map(|l| l.write().unwrap_or_else(|p| p.into_inner()));
         let mut st = self.lock();
         let result = (|| -> io::Result<()> {
             st.open_handle(ino.0)?;
@@ -576,9 +652,35 @@ impl Filesystem for CacheFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let mut st = self.lock();
-        match st.read(ino.0, offset, size) {
-            Ok(data) => reply.data(&data),
+        let io = {
+            let mut st = self.lock();
+            match st.uncached_io(ino.0) {
+                Ok(Some(io)) => io,
+                Ok(None) => {
+                    return match st.read(ino.0, offset, size) {
+                        Ok(data) => reply.data(&data),
+                        Err(e) => reply.error(errno(&e)),
+                    }
+                }
+                Err(e) => return reply.error(errno(&e)),
+            }
+        };
+        // Uncached: the store alone, without the mount's lock (docs/design.md §4.9).
+        let _shared = io.io.read().unwrap_or_else(|p| p.into_inner());
+        let result = (|| -> io::Result<(Vec<u8>, Option<usize>)> {
+            let file_size = self.lock().file_size(ino.0)?;
+            if offset >= file_size || size == 0 {
+                return Ok((Vec::new(), None));
+            }
+            let len = (offset + size as u64).min(file_size) - offset;
+            let (data, n) = io.read(offset, len as usize)?;
+            Ok((data, Some(n)))
+        })();
+        match result {
+            Ok((data, from_store)) => {
+                self.lock().uncached_read_done(from_store, data.len());
+                reply.data(&data)
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -595,9 +697,28 @@ impl Filesystem for CacheFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let mut st = self.lock();
-        match st.write(ino.0, offset, data) {
-            Ok(()) => reply.written(data.len() as u32),
+        let io = {
+            let mut st = self.lock();
+            match st.uncached_io(ino.0) {
+                Ok(Some(io)) if !data.is_empty() => io,
+                Ok(_) => {
+                    return match st.write(ino.0, offset, data) {
+                        Ok(()) => reply.written(data.len() as u32),
+                        Err(e) => reply.error(errno(&e)),
+                    }
+                }
+                Err(e) => return reply.error(errno(&e)),
+            }
+        };
+        // Uncached: the store alone, without the mount's lock; the file's I/O lock is held
+        // until its size is updated, so no truncate comes in between.
+        let _shared = io.io.read().unwrap_or_else(|p| p.into_inner());
+        match io.write(offset, data) {
+            Ok(()) => {
+                let end = offset + data.len() as u64;
+                self.lock().uncached_write_done(ino.0, end, data.len());
+                reply.written(data.len() as u32)
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }

@@ -18,6 +18,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "fuse")]
+pub mod cleaner;
 pub mod core;
 #[cfg(feature = "fuse")]
 pub mod fs;
@@ -39,21 +41,34 @@ pub use crate::core::{
 };
 #[cfg(feature = "fuse")]
 pub use crate::state::{MountConfig, MountStats, State};
+/// The cleaning policies a mount's background cleaner runs (docs/design.md §4.6).
+pub use tiercache_policy::CleaningConfig;
 
 #[cfg(feature = "fuse")]
 use std::path::Path;
 #[cfg(feature = "fuse")]
 use std::sync::{Arc, Mutex};
 
-/// FUSE session options of a mount: one request thread (the state is behind one lock anyway).
+/// Request threads of a mount without a cache: requests on different files proceed in
+/// parallel, their store I/O outside the mount's lock (docs/design.md §4.9). A mount with a
+/// cache serves on one thread: its data path is under the lock anyway, and the kernel's
+/// release of a closed file must reach it before a later unlink of that file does (on
+/// several threads the unlink can overtake it and find the file still open, and its dirty
+/// blocks would be written back instead of dropped).
 #[cfg(feature = "fuse")]
-pub fn fuse_config() -> fuser::Config {
+pub const REQUEST_THREADS: usize = 4;
+
+/// FUSE session options of a mount on `threads` request threads, each with its own
+/// `/dev/fuse` descriptor.
+#[cfg(feature = "fuse")]
+pub fn fuse_config(threads: usize) -> fuser::Config {
     let mut config = fuser::Config::default();
     config.mount_options.extend([
         fuser::MountOption::FSName("tiercache".to_string()),
         fuser::MountOption::Subtype("tiercache".to_string()),
     ]);
-    config.n_threads = Some(1);
+    config.n_threads = Some(threads.max(1));
+    config.clone_fd = true;
     config
 }
 
@@ -64,8 +79,13 @@ pub fn spawn_mount(
     cfg: MountConfig,
     mountpoint: &Path,
 ) -> std::io::Result<(fuser::BackgroundSession, Arc<Mutex<State>>)> {
+    let threads = if cfg.capacity_blocks == 0 {
+        REQUEST_THREADS
+    } else {
+        1
+    };
     let state = Arc::new(Mutex::new(State::open(cfg)?));
     let fs = fs::CacheFs::new(state.clone());
-    let session = fuser::spawn_mount(fs, mountpoint, &fuse_config())?;
+    let session = fuser::spawn_mount(fs, mountpoint, &fuse_config(threads))?;
     Ok((session, state))
 }

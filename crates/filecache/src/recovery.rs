@@ -243,6 +243,8 @@ mod tests {
             variant: Variant::WB,
             latency: StoreLatency::default(),
             direct_io: false,
+            kernel_cache: true,
+            cleaning: tiercache_policy::CleaningConfig::None,
         })
         .unwrap();
         for (name, len) in [("f", 1500), ("g", 100)] {

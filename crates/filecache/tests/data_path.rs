@@ -24,6 +24,8 @@ fn data_path_matches_a_byte_vector_model() {
                 variant,
                 latency: StoreLatency::default(),
                 direct_io: false,
+                kernel_cache: true,
+                cleaning: tiercache_policy::CleaningConfig::None,
             })
             .unwrap();
             let md = std::fs::metadata(store.join("f")).unwrap();

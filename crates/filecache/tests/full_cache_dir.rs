@@ -19,6 +19,8 @@ fn config(dir: &Path, capacity_blocks: u32) -> MountConfig {
         variant: Variant::WB,
         latency: StoreLatency::default(),
         direct_io: false,
+        kernel_cache: true,
+        cleaning: tiercache_policy::CleaningConfig::None,
     }
 }
 

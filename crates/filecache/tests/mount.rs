@@ -16,7 +16,7 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use tiercache_filecache::store::StoreLatency;
-use tiercache_filecache::{MountConfig, State, Variant};
+use tiercache_filecache::{CleaningConfig, MountConfig, State, Variant};
 
 /// Ends the test process if the FUSE tests hang (a deadlocked mount would otherwise block
 /// `cargo test` forever); mounts are lazily unmounted first.
@@ -61,6 +61,27 @@ impl Mounted {
         direct_io: bool,
         setup: impl FnOnce(&Path, &mut TestMounts),
     ) -> Mounted {
+        Mounted::with_options(
+            variant,
+            capacity_blocks,
+            direct_io,
+            true,
+            CleaningConfig::None,
+            StoreLatency::default(),
+            setup,
+        )
+    }
+    /// A mount with the kernel's caching on or off, whose background cleaner runs
+    /// `cleaning`.
+    fn with_options(
+        variant: Variant,
+        capacity_blocks: u32,
+        direct_io: bool,
+        kernel_cache: bool,
+        cleaning: CleaningConfig,
+        latency: StoreLatency,
+        setup: impl FnOnce(&Path, &mut TestMounts),
+    ) -> Mounted {
         watchdog();
         let dir = tempfile::tempdir().unwrap();
         for d in ["store", "cache", "mnt"] {
@@ -74,8 +95,10 @@ impl Mounted {
             capacity_blocks,
             block_size: 4096,
             variant,
-            latency: StoreLatency::default(),
+            latency,
             direct_io,
+            kernel_cache,
+            cleaning,
         };
         let mnt = dir.path().join("mnt");
         MOUNTS.lock().unwrap().push(mnt.clone());
@@ -410,8 +433,16 @@ fn concurrent_readers_and_writers_see_ordered_writes_through_the_page_cache() {
 #[test]
 fn an_open_file_keeps_its_data_after_unlink_or_rename_over() {
     need_fuse!();
-    for direct_io in [true, false] {
-        let m = Mounted::with_direct_io(Variant::WB, 64, direct_io);
+    for (direct_io, kernel_cache) in [(true, false), (false, false), (false, true)] {
+        let m = Mounted::with_options(
+            Variant::WB,
+            64,
+            direct_io,
+            kernel_cache,
+            CleaningConfig::None,
+            StoreLatency::default(),
+            |_, _| {},
+        );
         let data: Vec<u8> = (0..10_000).map(|i| (i % 251) as u8 + 1).collect();
         let open = |p: &Path| {
             OpenOptions::new()
@@ -432,6 +463,10 @@ fn an_open_file_keeps_its_data_after_unlink_or_rename_over() {
         // through the handle too.
         let f = open(&m.mnt().join("scratch"));
         f.write_all_at(&data, 0).unwrap();
+        if kernel_cache {
+            // The kernel holds written pages until its write-back; an fsync sends them.
+            f.sync_data().unwrap();
+        }
         assert_eq!(
             m.stats().dirty_blocks,
             3,
@@ -550,4 +585,218 @@ fn files_on_another_file_system_inside_the_store_are_refused() {
     assert_eq!(fs::read(mnt.join("a")).unwrap(), b"outer a, cached");
     m.unmount();
     assert_eq!(fs::read(store.join("sub/y")).unwrap(), b"inner y");
+}
+
+/// Polls the mount's counters until `done` holds of them; the bound only ends a hang (a
+/// failure), it measures nothing.
+fn wait_for(m: &Mounted, what: &str, done: impl Fn(&tiercache_filecache::MountStats) -> bool) {
+    for _ in 0..3000 {
+        if done(&m.stats()) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("{what}: never happened; counters {:?}", m.stats());
+}
+
+#[test]
+fn the_background_cleaner_writes_dirty_blocks_back_while_mounted() {
+    need_fuse!();
+    let capacity = 32u32;
+    let policies = [
+        // Idle-triggered: everything drains once the mount is quiet.
+        (
+            CleaningConfig::Lazy {
+                idle_ns: 20_000_000,
+                batch: 4,
+            },
+            0u64,
+        ),
+        // Threshold-triggered: drains to the low watermark (8 of 32 blocks).
+        (
+            CleaningConfig::Threshold {
+                high: 0.5,
+                low: 0.25,
+                batch: 2,
+            },
+            8,
+        ),
+    ];
+    for (cleaning, left) in policies {
+        let m = Mounted::with_options(
+            Variant::WB,
+            capacity,
+            false,
+            true,
+            cleaning.clone(),
+            StoreLatency::default(),
+            |_, _| {},
+        );
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+        let data: Vec<u8> = (0..24 * 4096).map(|_| rng.gen()).collect();
+        // No fsync, no unmount: only the cleaner can write these back. The close hands the
+        // kernel's buffered pages to the mount.
+        fs::write(m.mnt().join("f"), &data).unwrap();
+        wait_for(&m, "writes reach the mount", |s| {
+            s.bytes_written >= data.len() as u64
+        });
+        wait_for(&m, "the cleaner drains", |s| s.dirty_blocks <= left);
+        let s = m.stats();
+        assert!(
+            s.cleaned_blocks >= 24 - left,
+            "{cleaning:?}: {} blocks cleaned",
+            s.cleaned_blocks
+        );
+        assert_eq!(s.cleaner_errors, 0);
+        if left == 0 {
+            // Still mounted, the file still open: the store alone has the data.
+            assert_eq!(fs::read(m.store().join("f")).unwrap(), data, "{cleaning:?}");
+        } else {
+            // The cleaned blocks (least recently written first) are in the store.
+            let store = fs::read(m.store().join("f")).unwrap();
+            let cleaned = (24 - left as usize) * 4096;
+            assert_eq!(&store[..cleaned], &data[..cleaned], "{cleaning:?}");
+        }
+        assert_eq!(fs::read(m.mnt().join("f")).unwrap(), data);
+    }
+}
+
+#[test]
+fn without_a_cleaner_dirty_blocks_stay_until_unmount() {
+    need_fuse!();
+    let m = Mounted::new(Variant::WB, 32);
+    fs::write(m.mnt().join("f"), vec![7u8; 8 * 4096]).unwrap();
+    // What the cleaner test waits for does not happen by itself: the blocks stay dirty.
+    std::thread::sleep(Duration::from_millis(300));
+    let s = m.stats();
+    assert_eq!((s.dirty_blocks, s.cleaned_blocks), (8, 0));
+}
+
+/// Writers of different files at once, each through its own handle, every write reaching
+/// the mount (no kernel write-back): each file reads back as its writer wrote it.
+fn concurrent_writers(m: &Mounted, writers: usize, chunks: usize) {
+    let chunk = 4096usize;
+    std::thread::scope(|scope| {
+        for w in 0..writers {
+            let path = m.mnt().join(format!("w{w}"));
+            scope.spawn(move || {
+                let f = File::create(&path).unwrap();
+                for c in 0..chunks {
+                    let buf = vec![(w * 31 + c) as u8; chunk];
+                    f.write_all_at(&buf, (c * chunk) as u64).unwrap();
+                }
+                f.sync_all().unwrap();
+            });
+        }
+    });
+    for w in 0..writers {
+        let back = fs::read(m.mnt().join(format!("w{w}"))).unwrap();
+        assert_eq!(back.len(), chunks * chunk, "writer {w}");
+        for c in 0..chunks {
+            assert!(
+                back[c * chunk..(c + 1) * chunk]
+                    .iter()
+                    .all(|&b| b == (w * 31 + c) as u8),
+                "writer {w}, chunk {c}"
+            );
+        }
+    }
+}
+
+#[test]
+fn writers_of_different_files_proceed_in_parallel() {
+    need_fuse!();
+    // Uncached (the store alone, slowed): the writers' store operations overlap.
+    let slow = StoreLatency {
+        data: Duration::from_millis(20),
+        meta: Duration::ZERO,
+    };
+    let m = Mounted::with_options(
+        Variant::WB,
+        0,
+        false,
+        false,
+        CleaningConfig::None,
+        slow,
+        |_, _| {},
+    );
+    concurrent_writers(&m, 4, 8);
+    let s = m.stats();
+    assert_eq!(s.store_writes, 32);
+    assert!(
+        s.store_ops_in_flight_peak >= 2,
+        "store writes of different files never overlapped: {s:?}"
+    );
+    for w in 0..4 {
+        assert_eq!(
+            fs::metadata(m.store().join(format!("w{w}"))).unwrap().len(),
+            8 * 4096
+        );
+    }
+    // Cached, write-back, with the cleaner running: the same data, every block accounted.
+    let m = Mounted::with_options(
+        Variant::WB,
+        64,
+        false,
+        false,
+        CleaningConfig::Lazy {
+            idle_ns: 1_000_000,
+            batch: 4,
+        },
+        StoreLatency::default(),
+        |_, _| {},
+    );
+    concurrent_writers(&m, 4, 24);
+}
+
+#[test]
+fn with_the_kernels_write_back_a_users_times_still_reach_the_store() {
+    need_fuse!();
+    let m = Mounted::with_options(
+        Variant::WB,
+        64,
+        false,
+        true,
+        CleaningConfig::None,
+        StoreLatency::default(),
+        |_, _| {},
+    );
+    let f = File::create(m.mnt().join("f")).unwrap();
+    f.write_all_at(&[5u8; 3 * 4096], 0).unwrap();
+    let t = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    // A user's futimens through a file open for write, whose pages the kernel buffers,
+    // reaches the store; the kernel's own time updates at close and fsync do not undo it.
+    f.set_modified(t).unwrap();
+    assert_eq!(
+        fs::metadata(m.store().join("f"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        t
+    );
+    f.sync_all().unwrap();
+    drop(f);
+    assert_eq!(
+        fs::metadata(m.mnt().join("f")).unwrap().modified().unwrap(),
+        t
+    );
+    let later = t + Duration::from_secs(86_400);
+    File::options()
+        .write(true)
+        .open(m.mnt().join("f"))
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    assert_eq!(
+        fs::metadata(m.store().join("f"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        later
+    );
+    assert_eq!(
+        m.stats().dirty_blocks,
+        3,
+        "no write-back changed the store's times"
+    );
 }

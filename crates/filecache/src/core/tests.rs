@@ -165,3 +165,69 @@ fn restored_blocks_are_cached_and_dirty_ones_written_back() {
     );
     assert_eq!(c.dirty_blocks(), 0);
 }
+
+/// The blocks a cleaning pass writes back, in order.
+fn written_back(ops: &[DevOp]) -> Vec<BlockKey> {
+    ops.iter()
+        .filter_map(|op| match op {
+            DevOp::WriteBack { key, .. } => Some(*key),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn cleaning_follows_the_cores_policy_least_recently_written_first() {
+    let threshold = CleaningConfig::Threshold {
+        high: 0.5,
+        low: 0.25,
+        batch: 2,
+    };
+    let mut c = FileCache::with_cleaning(16, Variant::WB, 4096, threshold).unwrap();
+    let mut ops = Vec::new();
+    for b in 0..6 {
+        c.write(k(1, b), false, &mut ops).unwrap();
+    }
+    ops.clear();
+    // 6 of 16 dirty: under the high watermark, nothing to clean.
+    c.clean(0, 0, &mut ops);
+    assert!(written_back(&ops).is_empty());
+    for b in 6..10 {
+        c.write(k(1, b), false, &mut ops).unwrap();
+    }
+    ops.clear();
+    // 10 of 16: batches until 4 (the low watermark) are left, oldest writes first.
+    let mut cleaned = Vec::new();
+    for _ in 0..10 {
+        c.clean(0, 0, &mut ops);
+        cleaned.extend(written_back(&ops));
+        ops.clear();
+    }
+    assert_eq!(cleaned, (0..6).map(|b| k(1, b)).collect::<Vec<_>>());
+    assert_eq!(c.dirty_blocks(), 4);
+    // The cleaned blocks stay cached, clean.
+    assert_eq!(c.lookup(k(1, 0)).map(|(_, dirty)| dirty), Some(false));
+
+    // Lazy: nothing while the mount is busy, everything once it has been idle long enough.
+    let lazy = CleaningConfig::Lazy {
+        idle_ns: 1_000,
+        batch: 3,
+    };
+    let mut c = FileCache::with_cleaning(16, Variant::WB, 4096, lazy).unwrap();
+    for b in 0..5 {
+        c.write(k(2, b), false, &mut ops).unwrap();
+    }
+    ops.clear();
+    assert!(c.clean(10_000, 10, &mut ops).is_some());
+    assert!(written_back(&ops).is_empty());
+    c.clean(10_000, 5_000, &mut ops);
+    c.clean(10_000, 5_000, &mut ops);
+    assert_eq!(written_back(&ops).len(), 5);
+    assert_eq!(c.dirty_blocks(), 0);
+    // Without a policy (the simulator's): never.
+    let mut c = FileCache::new(16, Variant::WB);
+    c.write(k(3, 0), false, &mut ops).unwrap();
+    ops.clear();
+    c.clean(10_000, 1 << 40, &mut ops);
+    assert!(written_back(&ops).is_empty());
+}

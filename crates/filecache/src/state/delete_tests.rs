@@ -22,6 +22,8 @@ fn open(dir: &Path) -> State {
         variant: Variant::WB,
         latency: StoreLatency::default(),
         direct_io: false,
+        kernel_cache: true,
+        cleaning: tiercache_policy::CleaningConfig::None,
     })
     .unwrap()
 }

@@ -13,8 +13,10 @@ use crate::core::{BlockKey, FileCache, FileId, Variant};
 use crate::journal::Journal;
 use crate::recovery::{pread_full, recover};
 
+mod cleaner;
 #[cfg(test)]
 mod delete_tests;
+mod direct;
 mod exec;
 #[cfg(test)]
 mod powerloss_tests;
@@ -22,6 +24,7 @@ mod slots;
 #[cfg(test)]
 mod tests;
 use crate::store::{CacheDir, StoreIdentity, StoreLatency};
+pub use direct::StoreIo;
 
 /// Root's node id in FUSE.
 pub const ROOT: u64 = 1;
@@ -47,6 +50,15 @@ pub struct MountConfig {
     /// Open files with FOPEN_DIRECT_IO: every read and write reaches the mount (no kernel page
     /// cache), so each request up to the FUSE maximum is atomic against the others.
     pub direct_io: bool,
+    /// Let the kernel cache what it can (docs/design.md §4.9): pages kept across opens
+    /// (FOPEN_KEEP_CACHE) and written back by the kernel in large requests (FUSE writeback
+    /// caching), as the mount is the store's only writer. Writes then reach the mount at
+    /// close, fsync, or the kernel's own write-back rather than at each `write`; fsync'd
+    /// data is as durable as before. Ignored with `direct_io`.
+    pub kernel_cache: bool,
+    /// The background cleaner's policy (docs/design.md §4.6, §4.9): when dirty blocks are
+    /// written back without waiting for eviction, fsync or unmount. `None`: never.
+    pub cleaning: tiercache_policy::CleaningConfig,
 }
 
 /// Counters of a mount (also written as JSON to the stats file).
@@ -92,6 +104,14 @@ pub struct MountStats {
     pub cross_device_refused: u64,
     /// Dirty blocks a restart found in the journal and wrote back.
     pub recovered_blocks: u64,
+    /// Dirty blocks the background cleaner wrote back.
+    pub cleaned_blocks: u64,
+    /// Background cleaning passes that failed (the store refused a write-back; the blocks
+    /// are retried by the next pass, fsync or unmount).
+    pub cleaner_errors: u64,
+    /// The most store data operations of uncached files seen in flight at once (they run
+    /// in parallel, outside the mount's lock).
+    pub store_ops_in_flight_peak: u64,
     /// Dirty blocks resident now.
     pub dirty_blocks: u64,
     /// Blocks resident now.
@@ -116,6 +136,9 @@ pub struct Node {
     /// Attributes last read from the store (size aside), served to getattr without a store
     /// round trip: the mount is the store's only writer, and its own changes update them.
     pub attr: Option<fuser::FileAttr>,
+    /// Orders a truncate against this file's uncached reads and writes in flight, which run
+    /// without the mount's lock ([`StoreIo`]).
+    pub io: Arc<std::sync::RwLock<()>>,
 }
 
 /// Everything a mount holds, behind one lock.
@@ -157,6 +180,12 @@ pub struct State {
     /// `Map` of the file, so deleting one of them needs its `Deleted` record durable.
     cleaned_unsynced: HashSet<FileId>,
     open_files: usize,
+    /// When the mount opened: the cleaner's clock starts there.
+    opened: std::time::Instant,
+    /// Uncached store data operations in flight now, and the most seen at once.
+    in_flight: Arc<(std::sync::atomic::AtomicU64, std::sync::atomic::AtomicU64)>,
+    /// When the last data request (read, write, truncate, fsync) arrived, on that clock.
+    last_request_ns: u64,
     _lock: File,
 }
 
@@ -169,7 +198,7 @@ fn too_big(_: crate::core::FileCacheError) -> io::Error {
 }
 
 /// A write or truncate changed the file: its modification and change times are now.
-fn touch(node: &mut Node) {
+pub(super) fn touch(node: &mut Node) {
     if let Some(attr) = node.attr.as_mut() {
         let now = std::time::SystemTime::now();
         attr.mtime = now;
@@ -311,15 +340,26 @@ impl State {
                 handles: 0,
                 file: None,
                 attr: None,
+                io: Arc::default(),
             },
         );
         let stats = MountStats {
             recovered_blocks: recovered,
             ..MountStats::default()
         };
-        let core =
-            FileCache::with_block_size(cfg.capacity_blocks, cfg.variant, cfg.block_size as u64)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        // Only a write-back cache has anything to clean.
+        let cleaning = if cfg.variant.is_write_back() {
+            cfg.cleaning.clone()
+        } else {
+            tiercache_policy::CleaningConfig::None
+        };
+        let core = FileCache::with_cleaning(
+            cfg.capacity_blocks,
+            cfg.variant,
+            cfg.block_size as u64,
+            cleaning,
+        )
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         Ok(State {
             core,
             valid: vec![0; cfg.capacity_blocks as usize],
@@ -337,6 +377,9 @@ impl State {
             unsynced_store: HashSet::new(),
             cleaned_unsynced: HashSet::new(),
             open_files: 0,
+            opened: std::time::Instant::now(),
+            in_flight: Arc::default(),
+            last_request_ns: 0,
             _lock: lock,
         })
     }
@@ -351,12 +394,16 @@ impl State {
         let mut s = self.stats.clone();
         s.core = self.core.stats();
         s.dirty_blocks = self.core.dirty_blocks();
+        s.store_ops_in_flight_peak = self.in_flight.1.load(std::sync::atomic::Ordering::Relaxed);
         s.cached_blocks = self.core.len() as u64;
         s
     }
 
     /// Counts one namespace/attribute operation on the store and pays its latency.
     pub fn meta_op(&mut self) {
+        // A mount busy creating or deleting files is not idle: a lazy cleaner would write
+        // back blocks about to be deleted, holding up the deletes.
+        self.note_request();
         self.stats.store_meta_ops += 1;
         self.cfg.latency.meta_op();
     }
@@ -447,6 +494,7 @@ impl State {
                         handles: 0,
                         file: None,
                         attr: None,
+                        io: Arc::default(),
                     },
                 );
             }
@@ -558,6 +606,7 @@ impl State {
             .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?
             .size;
         self.stats.reads += 1;
+        self.note_request();
         if offset >= file_size || size == 0 {
             return Ok(Vec::new());
         }
@@ -596,6 +645,7 @@ impl State {
             .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?
             .size;
         self.stats.writes += 1;
+        self.note_request();
         self.stats.bytes_written += data.len() as u64;
         if data.is_empty() {
             return Ok(());
@@ -648,6 +698,7 @@ impl State {
     /// cache or written back to; otherwise the store file).
     pub fn fsync(&mut self, id: u64) -> io::Result<()> {
         self.stats.fsyncs += 1;
+        self.note_request();
         if self.cached(id) && self.cfg.variant.is_write_back() {
             self.sync_journal()?;
             self.promised = self.journal.as_ref().map_or(0, |j| j.synced_seq());
@@ -790,6 +841,7 @@ impl State {
     /// bytes below the new size intact. A truncate that cuts no journaled data needs none of
     /// this (its store file is synced by the next fsync).
     pub fn truncate(&mut self, id: u64, size: u64) -> io::Result<()> {
+        self.note_request();
         let f = self.store_file(id)?;
         let bs = self.bs();
         let journaled_cut = self.journal.is_some()

@@ -29,6 +29,8 @@ fn one_file(capacity: u32) -> (tempfile::TempDir, State, u64) {
         variant: Variant::WB,
         latency: StoreLatency::default(),
         direct_io: false,
+        kernel_cache: true,
+        cleaning: tiercache_policy::CleaningConfig::None,
     })
     .unwrap();
     let md = std::fs::metadata(dir.path().join("store/f")).unwrap();

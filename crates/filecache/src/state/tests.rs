@@ -31,6 +31,8 @@ fn open_variant(dir: &Path, variant: Variant) -> State {
         variant,
         latency: StoreLatency::default(),
         direct_io: false,
+        kernel_cache: true,
+        cleaning: tiercache_policy::CleaningConfig::None,
     })
     .unwrap()
 }
