@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Tables of the exclusive-caching experiment from its results: the sweeps' results.jsonl
-(`tiercache sweep sweep.toml` and `sweep-bw.toml`: result lines whose records are hierarchy
-records named `workload/design` and `workload/link/design`) and run.py's results.jsonl (records
-of `tiercache sim --json`, named `part/workload/setting/design`), in any mix.
+(`tiercache sweep sweep.toml`, `sweep-bw.toml` and `sweep-clients.toml`: result lines whose
+records are hierarchy records named `workload/design`, `workload/link/design` and
+`clients/sharing/count/design`) and records of `tiercache sim --json`, in any mix.
 
 Usage: table.py results/exclusive-caching/results.jsonl [results/exclusive-caching-bw/results.jsonl ...]
 """
@@ -36,7 +36,11 @@ def mean_us(rec):
 
 
 # The part each sweep is (its spec's `name`), and how its record names read.
-SWEEPS = {"exclusive-caching": "designs", "exclusive-caching-bw": "bw"}
+SWEEPS = {
+    "exclusive-caching": "designs",
+    "exclusive-caching-bw": "bw",
+    "exclusive-caching-clients": "clients",
+}
 
 
 def key(line):
@@ -47,6 +51,9 @@ def key(line):
         if part == "designs":
             workload, design = names
             return part, workload, "-", design
+        if part == "clients":  # clients/sharing/count/design
+            _, sharing, count, design = names
+            return part, sharing, count, design
         return (part, *names)
     part, workload, setting, design = line["name"].split("/")
     return part, workload, setting, design

@@ -1,5 +1,6 @@
-//! The exclusive-caching experiment as sweeps (`experiments/exclusive-caching/sweep.toml` and
-//! `sweep-bw.toml`, docs/design.md §4.7): their `--ci` profiles run hierarchy points, the
+//! The exclusive-caching experiment as sweeps (`experiments/exclusive-caching/sweep.toml`,
+//! `sweep-bw.toml` and `sweep-clients.toml`, docs/design.md §4.7): their `--ci` profiles run
+//! hierarchy points, the
 //! records hold what `crates/sim/tests/hierarchy.rs` asserts of a hierarchy (every request
 //! served once, the analytical mean of the constant model) and §8's finding (exclusive caching
 //! multiplies the array's hits on RANDOM and ZIPF and cuts the mean latency; an MRU client wins
@@ -161,4 +162,69 @@ fn the_link_sweep_loses_the_benefit_on_a_slow_link() {
         10,
         "one table per workload and link"
     );
+}
+
+#[test]
+fn the_clients_sweep_shares_the_array_only_when_ranges_overlap() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("clients");
+    let recs = sweep_ci(&spec("sweep-clients.toml"), &out);
+    assert_eq!(
+        recs.len(),
+        2 * 4 * 2,
+        "two sharings x four counts x two designs"
+    );
+    for (name, rec) in &recs {
+        // `clients/SHARING/COUNT/DESIGN`: `hierarchy.client_count` made COUNT clients.
+        let count: usize = name.split('/').nth(2).unwrap().parse().unwrap();
+        assert_eq!(rec["config"]["hierarchy"]["client_count"], count, "{name}");
+        let levels = rec["result"]["levels"].as_array().unwrap();
+        let client_levels: Vec<&Value> = levels
+            .iter()
+            .filter(|l| l["name"].as_str().unwrap().ends_with(".client"))
+            .collect();
+        let names: Vec<String> = (0..count).map(|i| format!("c{i}.client")).collect();
+        assert_eq!(
+            client_levels
+                .iter()
+                .map(|l| l["name"].as_str().unwrap())
+                .collect::<Vec<_>>(),
+            names,
+            "{name}: one client cache per replica"
+        );
+        // Every measured request entered one client's cache: 8 000 minus 2 000 warming up.
+        let entered: u64 = client_levels
+            .iter()
+            .map(|l| l["requests_in"].as_u64().unwrap())
+            .sum();
+        assert_eq!(entered, 6_000, "{name}");
+        // Every request is served once, at one client cache, the array or the backend.
+        let served: f64 = (0..count)
+            .map(|i| hit(rec, &format!("c{i}.client")))
+            .sum::<f64>()
+            + hit(rec, "array")
+            + hit(rec, "backend");
+        assert!((served - 1.0).abs() < 1e-9, "{name}: {served}");
+    }
+    for design in ["LRU-LRU-none", "LRU-MRU-demote"] {
+        let array =
+            |sharing: &str, n: u32| hit(&recs[&format!("clients/{sharing}/{n}/{design}")], "array");
+        // One client: its range is the same however it is placed.
+        assert_eq!(array("disjoint", 1), array("shared", 1), "{design}");
+        for n in [2, 4, 8] {
+            assert!(
+                array("shared", n) > array("disjoint", n),
+                "{design}, {n} clients: a block one client fetched is an array hit for another \
+                 only when their ranges overlap ({} against {})",
+                array("shared", n),
+                array("disjoint", n)
+            );
+        }
+    }
+    // Demotion keeps the array useful as the clients multiply (disjoint ranges: under LRU the
+    // array holds little beyond the client caches).
+    for n in [1, 2, 4, 8] {
+        let at = |d: &str| hit(&recs[&format!("clients/disjoint/{n}/{d}")], "array");
+        assert!(at("LRU-MRU-demote") > at("LRU-LRU-none"), "{n} clients");
+    }
 }

@@ -30,6 +30,13 @@
 //! `link` always leads *down* from where it is written: a client's from its lowest own level to
 //! the first shared level (or the backend), a level's to the next level (or the backend).
 //! Without a link the hop costs nothing.
+//!
+//! `client_count = N` (with `client_sharing = "disjoint"`, the default, or `"shared"`) makes
+//! the one `[[hierarchy.clients]]` entry a template replicated N times when the document is
+//! read ([`HierarchyConfig::clients`] holds the replicas): replica `i` is named `{name}{i}`,
+//! gets the template's requests split evenly (the remainder to replica 0) and, when disjoint,
+//! the offset `offset + (i << 40)`; an explicit seed becomes `seed + i` (without one, replica
+//! `i` is seeded as the `i`-th client of a hand-written list would be).
 
 use crate::SimError;
 use serde::{Deserialize, Serialize};
@@ -40,7 +47,7 @@ use tiercache_workload::{Archetype, WorkloadSpec};
 
 /// `[hierarchy]`: the whole tree of caches.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "HierarchyDocument")]
 pub struct HierarchyConfig {
     /// Every level with a level below it demotes its clean victims (exclusive caching);
     /// levels may also set `cache.victim = "demote"` one by one.
@@ -126,6 +133,125 @@ pub struct ClientWorkload {
     /// are relative to the config file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<PathBuf>,
+}
+
+/// The most replicas `client_count` may ask for: each is a full client with its own levels, so
+/// an input field must not size memory without bound.
+const MAX_CLIENT_COUNT: u64 = 1024;
+
+/// Whether the replicas of a `client_count` template address disjoint ranges or the same one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ClientSharing {
+    /// Replica `i` adds `i << 40` to the template's offset: no block is shared.
+    #[default]
+    Disjoint,
+    /// Every replica keeps the template's offset: they request the same blocks.
+    Shared,
+}
+
+/// `[hierarchy]` as written: [`HierarchyConfig`] plus the client template fields, expanded
+/// away on reading so that every consumer sees plain clients.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HierarchyDocument {
+    #[serde(default)]
+    exclusive: bool,
+    #[serde(default)]
+    levels: Vec<LevelConfig>,
+    clients: Vec<ClientConfig>,
+    backend: DeviceConfig,
+    #[serde(default)]
+    warmup_requests: u64,
+    #[serde(default)]
+    final_flush: bool,
+    #[serde(default)]
+    client_count: Option<u64>,
+    #[serde(default)]
+    client_sharing: Option<ClientSharing>,
+}
+
+impl TryFrom<HierarchyDocument> for HierarchyConfig {
+    type Error = String;
+
+    fn try_from(d: HierarchyDocument) -> Result<Self, String> {
+        let clients = match d.client_count {
+            None if d.client_sharing.is_some() => {
+                return Err("client_sharing: goes with client_count (which is not given)".into())
+            }
+            None => d.clients,
+            Some(n) => replicate_clients(d.clients, n, d.client_sharing.unwrap_or_default())?,
+        };
+        Ok(HierarchyConfig {
+            exclusive: d.exclusive,
+            levels: d.levels,
+            clients,
+            backend: d.backend,
+            warmup_requests: d.warmup_requests,
+            final_flush: d.final_flush,
+        })
+    }
+}
+
+/// The `n` replicas of the single client in `template` (module docs).
+fn replicate_clients(
+    template: Vec<ClientConfig>,
+    n: u64,
+    sharing: ClientSharing,
+) -> Result<Vec<ClientConfig>, String> {
+    if n == 0 || n > MAX_CLIENT_COUNT {
+        return Err(format!(
+            "client_count: {n} is out of range (1 to {MAX_CLIENT_COUNT})"
+        ));
+    }
+    let [t]: [ClientConfig; 1] = template.try_into().map_err(|c: Vec<ClientConfig>| {
+        format!(
+            "client_count: replicates one [[hierarchy.clients]] entry, the template, but {} are given",
+            c.len()
+        )
+    })?;
+    if t.workload.trace.is_some() {
+        return Err(
+            "client_count: a trace client cannot be replicated (its requests cannot be split)"
+                .into(),
+        );
+    }
+    // The split of `total` requests: even, the remainder to replica 0.
+    let share = |total: u64, i: u64| total / n + if i == 0 { total % n } else { 0 };
+    let archetype_total = t.workload.requests.unwrap_or(100_000);
+    if t.workload.archetype.is_some() && archetype_total < n {
+        return Err(format!(
+            "client_count: {n} clients cannot split {archetype_total} requests (each needs one)"
+        ));
+    }
+    let mut out = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let mut c = t.clone();
+        c.name = format!("{}{i}", t.name);
+        if sharing == ClientSharing::Disjoint {
+            c.offset = t
+                .offset
+                .checked_add(i << 40)
+                .ok_or_else(|| format!("client_count: replica {i}'s offset overflows"))?;
+        }
+        let w = &mut c.workload;
+        if w.archetype.is_some() {
+            w.requests = Some(share(archetype_total, i));
+            w.seed = t.workload.seed.map(|s| s.wrapping_add(i));
+        } else if let Some(spec) = w.synthetic.as_mut() {
+            if let Some(total) = spec.requests {
+                if total < n {
+                    return Err(format!(
+                        "client_count: {n} clients cannot split {total} requests (each needs one)"
+                    ));
+                }
+                spec.requests = Some(share(total, i));
+            }
+            spec.seed = spec.seed.wrapping_add(i);
+        }
+        out.push(c);
+    }
+    Ok(out)
 }
 
 fn config_error(field: String, reason: impl Into<String>) -> SimError {
@@ -264,5 +390,116 @@ impl HierarchyConfig {
             c.victim = VictimConfig::Demote;
         }
         c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(hierarchy: &str, clients: &str) -> Result<HierarchyConfig, String> {
+        let text = format!(
+            r#"{hierarchy}
+backend = {{ model = "constant", latency_ns = 1000 }}
+[[levels]]
+name = "array"
+cache = {{ capacity = 65536 }}
+device = {{ model = "constant", latency_ns = 10 }}
+{clients}"#
+        );
+        toml::from_str::<HierarchyConfig>(&text).map_err(|e| e.to_string())
+    }
+
+    const ONE: &str = r#"[[clients]]
+name = "c"
+offset = 4096
+workload = { archetype = "zipf", requests = 1003 }
+[[clients.levels]]
+name = "client"
+cache = { capacity = 16384 }
+device = { model = "constant", latency_ns = 1 }
+"#;
+
+    #[test]
+    fn client_count_replicates_the_template_disjoint() {
+        let cfg = parse("client_count = 4", ONE).unwrap();
+        let names: Vec<_> = cfg.clients.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["c0", "c1", "c2", "c3"]);
+        let requests: Vec<_> = cfg.clients.iter().map(|c| c.workload.requests).collect();
+        assert_eq!(requests, [Some(253), Some(250), Some(250), Some(250)]);
+        let offsets: Vec<_> = cfg.clients.iter().map(|c| c.offset).collect();
+        assert_eq!(
+            offsets,
+            [4096, 4096 + (1 << 40), 4096 + (2 << 40), 4096 + (3 << 40)]
+        );
+        // No seed in the template: each replica is seeded by its index, as a written list is.
+        assert!(cfg.clients.iter().all(|c| c.workload.seed.is_none()));
+        assert_eq!(cfg.synthetic_spec(1).unwrap().seed, 2);
+        cfg.validate("hierarchy").unwrap();
+    }
+
+    #[test]
+    fn shared_replicas_keep_the_offset_and_explicit_seeds_step() {
+        let one = ONE.replace("requests = 1003", "requests = 1003, seed = 7");
+        let cfg = parse("client_count = 3\nclient_sharing = \"shared\"", &one).unwrap();
+        assert!(cfg.clients.iter().all(|c| c.offset == 4096));
+        let seeds: Vec<_> = cfg.clients.iter().map(|c| c.workload.seed).collect();
+        assert_eq!(seeds, [Some(7), Some(8), Some(9)]);
+    }
+
+    #[test]
+    fn a_count_of_one_renames_and_keeps_everything_else() {
+        let cfg = parse("client_count = 1", ONE).unwrap();
+        assert_eq!(cfg.clients.len(), 1);
+        assert_eq!(cfg.clients[0].name, "c0");
+        assert_eq!(cfg.clients[0].workload.requests, Some(1003));
+        assert_eq!(cfg.clients[0].offset, 4096);
+    }
+
+    #[test]
+    fn bad_client_counts_are_refused_by_name() {
+        for (head, clients, says) in [
+            ("client_count = 0", ONE.to_string(), "out of range"),
+            ("client_count = 1025", ONE.to_string(), "out of range"),
+            (
+                "client_count = 2",
+                format!("{ONE}{}", ONE.replace("\"c\"", "\"d\"")),
+                "2 are given",
+            ),
+            ("client_count = 2000", ONE.to_string(), "out of range"),
+            ("client_count = 1004", ONE.to_string(), "cannot split"),
+            (
+                "client_sharing = \"shared\"",
+                ONE.to_string(),
+                "goes with client_count",
+            ),
+            (
+                "client_count = 2\nclient_sharing = \"both\"",
+                ONE.to_string(),
+                "unknown variant",
+            ),
+        ] {
+            let err = parse(head, &clients).unwrap_err();
+            assert!(err.contains(says), "{head}: {err}");
+            if says != "unknown variant" {
+                assert!(err.contains("client_"), "{head}: {err}");
+            }
+        }
+        let trace = ONE.replace(
+            r#"{ archetype = "zipf", requests = 1003 }"#,
+            r#"{ trace = "t.csv" }"#,
+        );
+        assert!(parse("client_count = 2", &trace)
+            .unwrap_err()
+            .contains("trace"));
+    }
+
+    #[test]
+    fn serialized_replicas_read_back_as_the_same_clients() {
+        let cfg = parse("client_count = 2", ONE).unwrap();
+        let text = toml::to_string(&cfg).unwrap();
+        let back: HierarchyConfig = toml::from_str(&text).unwrap();
+        assert_eq!(back.clients.len(), 2);
+        assert_eq!(back.clients[1].offset, cfg.clients[1].offset);
     }
 }
