@@ -101,7 +101,7 @@ fn a_cache_file_on_a_full_file_system_degrades_and_loses_nothing() {
     }
     // Metrics say it degraded, and why.
     let metrics_addr = server.metrics_addr().unwrap().to_string();
-    let metrics = http_get(&metrics_addr, "/metrics");
+    let metrics = http(&metrics_addr, "GET", "/metrics");
     assert!(metrics.contains("tiercache_degraded 1"), "{metrics}");
     assert!(
         metrics.contains(
@@ -140,13 +140,14 @@ fn a_cache_file_on_a_full_file_system_degrades_and_loses_nothing() {
     }
 }
 
-/// A GET over a plain TCP connection (the metrics listener speaks HTTP/1.1).
-fn http_get(addr: &str, path: &str) -> String {
+/// One HTTP/1.1 request with an empty body over a plain TCP connection (the metrics listener
+/// speaks HTTP/1.1); the whole response, status line included.
+fn http(addr: &str, method: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut body = String::new();
@@ -199,7 +200,7 @@ window_ns = "10s"
         // (the cache held the only copy), and its errors degrade the engine.
         let _ = conn.call(Command::Read, false, i * (256 << 10), 256 << 10, &[], t);
     }
-    let metrics = http_get(&metrics_addr, "/metrics");
+    let metrics = http(&metrics_addr, "GET", "/metrics");
     assert!(metrics.contains("tiercache_degraded 1"), "{metrics}");
     let said_now = said.lock().unwrap().join("\n");
     assert!(said_now.contains("1 fault rule(s) injected"), "{said_now}");
@@ -208,7 +209,7 @@ window_ns = "10s"
         "{said_now}"
     );
     // The metrics listener changes nothing: the switch is the control socket's.
-    let refused = http_post(&metrics_addr, "/degraded?off");
+    let refused = http(&metrics_addr, "POST", "/degraded?off");
     assert!(refused.starts_with("HTTP/1.1 404"), "{refused}");
     let control = tiercache_server::control::Client::new(dir.path().join("nbd.sock.ctl"));
     let back = control
@@ -234,7 +235,7 @@ window_ns = "10s"
         again.contains("degraded") && again.contains("maybe"),
         "{again}"
     );
-    let metrics = http_get(&metrics_addr, "/metrics");
+    let metrics = http(&metrics_addr, "GET", "/metrics");
     assert!(metrics.contains("tiercache_degraded 0"), "{metrics}");
     assert!(
         metrics.contains("tiercache_degraded_transitions_total{direction=\"left\"} 1"),
@@ -243,17 +244,4 @@ window_ns = "10s"
     drop(conn);
     let report = server.stop().unwrap();
     assert!(report.engine.health.cache_errors() >= 2);
-}
-
-fn http_post(addr: &str, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    body
 }
