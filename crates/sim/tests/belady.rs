@@ -3,7 +3,6 @@
 //! has fewer; on reads only it counts requests and bytes as the batched path does; a trace that
 //! changes between its two passes is an error, not a wrong count.
 
-use std::collections::HashSet;
 use tiercache_core::{LineGeometry, Op, Request};
 use tiercache_optimal::{line_accesses, opt_misses_at, FutureIndex};
 use tiercache_policy::{Cache, CacheConfig, EvictionKind};
@@ -12,33 +11,16 @@ use tiercache_sim::{
     RunLimits, SimError,
 };
 
-const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/traces");
-const FIXTURES: [&str; 4] = [
-    "msr-hm0-sample.csv",
-    "cloudphysics-w.vscsi",
-    "systor17-sample.csv.gz",
-    "tencent-cbs-sample.csv.bz2",
-];
-const LINE: u64 = 4096;
+mod common;
+use common::{footprint_lines, FIXTURES, LINE};
 
+/// The fixture's reads and writes with data (trims drop lines in the core and reference none
+/// here: left out of both).
 fn fixture(name: &str) -> Vec<Request> {
-    let reader = tiercache_trace::open(&format!("{TRACES}/{name}"), None, &Default::default())
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-    reader
-        .map(|r| r.unwrap_or_else(|e| panic!("{name}: {e}")))
-        // Trims drop lines in the core and reference none here: leave them out of both.
+    common::fixture(name)
+        .into_iter()
         .filter(|r| matches!(r.op, Op::Read | Op::Write) && r.len > 0)
         .collect()
-}
-
-fn footprint_lines(reqs: &[Request]) -> u64 {
-    let mut lines = HashSet::new();
-    for r in reqs {
-        for l in r.offset / LINE..=(r.offset + r.len - 1) / LINE {
-            lines.insert((r.volume, l));
-        }
-    }
-    lines.len() as u64
 }
 
 fn belady(cfg: &CacheConfig, reqs: &[Request], run: &RunLimits) -> tiercache_metrics::RunMetrics {

@@ -4,40 +4,14 @@
 //! the first request it does not model (docs/design.md §3: one core; the fast path's contract
 //! is this equivalence).
 
-use std::collections::HashSet;
 use tiercache_core::{Op, Request};
 use tiercache_policy::{Cache, CacheConfig, EvictionKind};
 use tiercache_sim::{
     hit_ratio_batched, hit_ratio_only_iter, BatchedOutcome, IterBatches, RunLimits,
 };
 
-const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/traces");
-const FIXTURES: [&str; 4] = [
-    "msr-hm0-sample.csv",
-    "cloudphysics-w.vscsi",
-    "systor17-sample.csv.gz",
-    "tencent-cbs-sample.csv.bz2",
-];
-const LINE: u64 = 4096;
-
-fn fixture(name: &str) -> Vec<Request> {
-    let reader = tiercache_trace::open(&format!("{TRACES}/{name}"), None, &Default::default())
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-    reader
-        .map(|r| r.unwrap_or_else(|e| panic!("{name}: {e}")))
-        .collect()
-}
-
-/// Distinct (volume, line) pairs the requests touch.
-fn footprint_lines(reqs: &[Request]) -> u64 {
-    let mut lines = HashSet::new();
-    for r in reqs.iter().filter(|r| r.len > 0) {
-        for l in r.offset / LINE..=(r.offset + r.len - 1) / LINE {
-            lines.insert((r.volume, l));
-        }
-    }
-    lines.len() as u64
-}
+mod common;
+use common::{fixture, footprint_lines, FIXTURES, LINE};
 
 #[test]
 fn batched_path_equals_the_core_on_every_fixture_and_policy() {
