@@ -53,6 +53,14 @@ pub struct MountArgs {
     /// '{"policy":"lazy","idle_ns":"200ms","batch":64}'.
     #[arg(long, default_value = "lazy", value_name = "POLICY")]
     pub cleaning: String,
+    /// Cache-device errors (block file, journal) that switch the mount to pass-through
+    /// (degraded mode, docs/design.md §11): each error adds 1 to a score that halves every
+    /// `--error-halflife`; at this score the mount degrades.
+    #[arg(long, default_value = "8")]
+    pub error_threshold: f64,
+    /// The error score's half-life (`60s`, `500ms`).
+    #[arg(long, default_value = "60s")]
+    pub error_halflife: String,
     /// Write the mount's counters as JSON to this file every second and at exit.
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
@@ -140,6 +148,18 @@ pub fn mount_config(args: &MountArgs) -> Result<MountConfig> {
         direct_io: args.direct_io,
         kernel_cache: !args.no_kernel_cache,
         cleaning: parse_cleaning(&args.cleaning).map_err(|e| bad("cleaning", e))?,
+        on_error: tiercache_filecache::state::OnError {
+            threshold: if args.error_threshold.is_finite() && args.error_threshold >= 1.0 {
+                args.error_threshold
+            } else {
+                return Err(bad("error-threshold", "must be a number of at least 1"));
+            },
+            halflife: match parse_duration(&args.error_halflife) {
+                Ok(d) if !d.is_zero() => d,
+                Ok(_) => return Err(bad("error-halflife", "must be longer than zero")),
+                Err(e) => return Err(bad("error-halflife", e)),
+            },
+        },
     })
 }
 

@@ -472,6 +472,26 @@ impl FileCache {
             .collect()
     }
 
+    /// Every dirty block, in (file, block) order.
+    pub fn dirty_all(&self) -> Vec<(BlockKey, Slot)> {
+        let mut files: Vec<FileId> = self.files.keys().copied().collect();
+        files.sort_unstable();
+        files
+            .into_iter()
+            .flat_map(|f| self.dirty_of_file(f))
+            .collect()
+    }
+
+    /// Every cached block that is clean.
+    pub fn clean_all(&self) -> Vec<BlockKey> {
+        self.slots
+            .iter()
+            .flatten()
+            .filter(|&&k| self.lookup(k).is_some_and(|(_, dirty)| !dirty))
+            .copied()
+            .collect()
+    }
+
     /// A read of (part of) block `key`; a miss promotes the block (filled from the store).
     /// Returns whether it hit.
     pub fn read(&mut self, key: BlockKey, ops: &mut Vec<DevOp>) -> Result<bool, FileCacheError> {

@@ -40,6 +40,7 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::core::BlockKey;
+use crate::faults::{device_error, CacheFaults, Op, Target};
 
 const MAGIC: u32 = 0x5446_4a31; // "TFJ1"
 const RECORD: usize = 40;
@@ -136,6 +137,8 @@ pub struct Journal {
     /// there (fault-injection tests of the write path).
     #[cfg(test)]
     pub(crate) appends_before_crash: Option<u64>,
+    /// Faults injected into its writes and syncs (docs/design.md §11).
+    faults: Option<std::sync::Arc<CacheFaults>>,
 }
 
 fn encode(kind: u8, slot: u32, key: BlockKey, len: u32, crc: u32) -> [u8; RECORD] {
@@ -264,7 +267,20 @@ impl Journal {
             synced: 0,
             #[cfg(test)]
             appends_before_crash: None,
+            faults: None,
         })
+    }
+
+    /// Injects `faults` into this journal's writes and syncs (`None`: no more).
+    pub fn set_faults(&mut self, faults: Option<std::sync::Arc<CacheFaults>>) {
+        self.faults = faults;
+    }
+
+    fn check(&self, op: Op, offset: u64, len: u64) -> io::Result<()> {
+        match &self.faults {
+            Some(f) => f.check(Target::Journal, op, offset, len),
+            None => Ok(()),
+        }
     }
 
     /// Records that `slot` now holds dirty `key`: `data` is its valid content.
@@ -315,9 +331,13 @@ impl Journal {
             }
             *left -= 1;
         }
+        let at = self.records * RECORD as u64;
+        self.check(Op::Write, at, RECORD as u64)?;
         #[cfg(test)]
-        crate::powerloss::write(&self.path, self.records * RECORD as u64, r);
-        self.file.write_all(r)?;
+        crate::powerloss::write(&self.path, at, r);
+        self.file
+            .write_all(r)
+            .map_err(|e| device_error(Target::Journal, Op::Write, at, e))?;
         self.records += 1;
         self.appended += 1;
         Ok(())
@@ -340,7 +360,11 @@ impl Journal {
 
     /// Makes every record written so far durable.
     pub fn sync(&mut self) -> io::Result<()> {
-        self.file.sync_data()?;
+        let at = self.records * RECORD as u64;
+        self.check(Op::Sync, 0, at)?;
+        self.file
+            .sync_data()
+            .map_err(|e| device_error(Target::Journal, Op::Sync, 0, e))?;
         self.synced = self.appended;
         #[cfg(test)]
         crate::powerloss::sync(&self.path);
@@ -350,33 +374,51 @@ impl Journal {
     /// Replaces the journal by one holding only `live` (the dirty blocks now): written beside,
     /// synced, then renamed over, so a crash leaves either the old or the new journal.
     pub fn compact(&mut self, live: &[(u32, BlockKey, Vec<u8>)]) -> io::Result<()> {
+        let records: Vec<(u32, BlockKey, u32, u32)> = live
+            .iter()
+            .map(|(slot, key, data)| (*slot, *key, data.len() as u32, crc32fast::hash(data)))
+            .collect();
+        self.rewrite(&records)
+    }
+
+    /// Replaces the journal by one holding a `Map` record per entry of `records` (slot, block,
+    /// valid bytes, CRC of those bytes), as [`Journal::compact`] does: the mount's way of
+    /// keeping only the dirty blocks it could not write back when its journal fails.
+    pub fn rewrite(&mut self, records: &[(u32, BlockKey, u32, u32)]) -> io::Result<()> {
         let tmp = self.path.with_extension("compact");
+        let fail = |op, e| device_error(Target::Journal, op, 0, e);
+        let mut buf = Vec::with_capacity(records.len() * RECORD);
+        for &(slot, key, len, crc) in records {
+            buf.extend_from_slice(&encode(KIND_MAP, slot, key, len, crc));
+        }
+        self.check(Op::Write, 0, buf.len() as u64)?;
         let mut f = OpenOptions::new()
             .create(true)
             .write(true)
             .truncate(true)
-            .open(&tmp)?;
-        let mut buf = Vec::with_capacity(live.len() * RECORD);
-        for (slot, key, data) in live {
-            buf.extend_from_slice(&encode(
-                KIND_MAP,
-                *slot,
-                *key,
-                data.len() as u32,
-                crc32fast::hash(data),
-            ));
-        }
-        f.write_all(&buf)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &self.path)?;
+            .open(&tmp)
+            .map_err(|e| fail(Op::Write, e))?;
+        f.write_all(&buf).map_err(|e| fail(Op::Write, e))?;
+        f.sync_all().map_err(|e| fail(Op::Sync, e))?;
+        std::fs::rename(&tmp, &self.path).map_err(|e| fail(Op::Write, e))?;
         if let Some(dir) = self.path.parent() {
-            File::open(dir)?.sync_all()?;
+            File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| fail(Op::Sync, e))?;
         }
-        self.file = OpenOptions::new().append(true).open(&self.path)?;
-        self.records = live.len() as u64;
+        self.file = OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map_err(|e| fail(Op::Write, e))?;
+        self.records = records.len() as u64;
         // Every live block is now named by a durable record, and nothing else is named.
         self.synced = self.appended;
         Ok(())
+    }
+
+    /// The journal's path.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 }
 

@@ -21,6 +21,7 @@
 #[cfg(feature = "fuse")]
 pub mod cleaner;
 pub mod core;
+pub mod faults;
 #[cfg(feature = "fuse")]
 pub mod fs;
 pub mod journal;

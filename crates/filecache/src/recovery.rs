@@ -245,6 +245,7 @@ mod tests {
             direct_io: false,
             kernel_cache: true,
             cleaning: tiercache_policy::CleaningConfig::None,
+            on_error: Default::default(),
         })
         .unwrap();
         for (name, len) in [("f", 1500), ("g", 100)] {

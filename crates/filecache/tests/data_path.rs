@@ -26,6 +26,7 @@ fn data_path_matches_a_byte_vector_model() {
                 direct_io: false,
                 kernel_cache: true,
                 cleaning: tiercache_policy::CleaningConfig::None,
+                on_error: Default::default(),
             })
             .unwrap();
             let md = std::fs::metadata(store.join("f")).unwrap();

@@ -21,6 +21,7 @@ fn config(dir: &Path, capacity_blocks: u32) -> MountConfig {
         direct_io: false,
         kernel_cache: true,
         cleaning: tiercache_policy::CleaningConfig::None,
+        on_error: Default::default(),
     }
 }
 

@@ -99,6 +99,7 @@ impl Mounted {
             direct_io,
             kernel_cache,
             cleaning,
+            on_error: Default::default(),
         };
         let mnt = dir.path().join("mnt");
         MOUNTS.lock().unwrap().push(mnt.clone());

@@ -24,6 +24,7 @@ fn open(dir: &Path) -> State {
         direct_io: false,
         kernel_cache: true,
         cleaning: tiercache_policy::CleaningConfig::None,
+        on_error: Default::default(),
     })
     .unwrap()
 }

@@ -7,6 +7,7 @@ use std::os::unix::fs::FileExt;
 
 use super::State;
 use crate::core::{BlockKey, DevOp, FileId};
+use crate::faults::{device_error, Op, Target};
 use crate::recovery::pread_full;
 
 impl State {
@@ -29,7 +30,9 @@ impl State {
         let mut last_fill: Option<(u32, Vec<u8>)> = None;
         // Write-backs already done by a batch that started at an earlier one.
         let mut written_back: HashSet<usize> = HashSet::new();
+        self.exec_cleaned.clear();
         for (i, op) in ops.iter().enumerate() {
+            self.exec_failed_at = i;
             match *op {
                 DevOp::WriteBack { .. } => {
                     if !written_back.contains(&i) {
@@ -228,7 +231,7 @@ impl State {
         // Slots an op after `first` writes (or frees): a later write-back of one of them
         // writes back that newer content, so it waits for its own batch.
         let mut touched: HashSet<u32> = HashSet::new();
-        let mut batch: Vec<(u32, FileId)> = Vec::new();
+        let mut batch: Vec<(usize, u32, FileId)> = Vec::new();
         let mut to_sync: Vec<u64> = Vec::new();
         for (j, op) in ops.iter().enumerate().skip(first) {
             match *op {
@@ -240,7 +243,7 @@ impl State {
                     if promised && !to_sync.contains(&key.file) {
                         to_sync.push(key.file);
                     }
-                    batch.push((slot, key.file));
+                    batch.push((j, slot, key.file));
                     done.insert(j);
                 }
                 DevOp::Fill { slot, .. }
@@ -254,8 +257,10 @@ impl State {
         for file in to_sync {
             self.sync_store(file)?;
         }
-        for (slot, file) in batch {
+        for (j, slot, file) in batch {
             self.journal_clean(slot, file)?;
+            // A plan that fails later knows this victim is in the store.
+            self.exec_cleaned.insert(j);
         }
         Ok(())
     }
@@ -269,10 +274,24 @@ impl State {
             .as_ref()
             .expect("a cache with slots has a block file");
         let at = self.slots.phys(slot) as u64 * self.cfg.block_size as u64;
-        let n = pread_full(blocks, &mut data, at)?;
+        let n = self.read_phys_at(blocks, &mut data, at)?;
         data.truncate(n);
         self.stats.cache_bytes_read += n as u64;
         Ok(data)
+    }
+
+    /// Reads the block file at byte `at` into `data` (what it has: a short file gives less),
+    /// through the fault injector; a failure is a cache-device error.
+    pub(super) fn read_phys_at(
+        &self,
+        blocks: &std::fs::File,
+        data: &mut [u8],
+        at: u64,
+    ) -> io::Result<usize> {
+        if let Some(f) = &self.faults {
+            f.check(Target::Blocks, Op::Read, at, data.len() as u64)?;
+        }
+        pread_full(blocks, data, at).map_err(|e| device_error(Target::Blocks, Op::Read, at, e))
     }
 
     /// Writes `data` at byte `at` of (core) slot `slot`.
@@ -284,8 +303,18 @@ impl State {
     /// gave them up are not durable yet), syncs.
     fn ensure_spare(&mut self) -> io::Result<()> {
         if !self.slots.has_free() {
-            self.sync_journal()?;
+            self.sync_journal_raw()?;
             self.stats.spare_syncs += 1;
+        }
+        if !self.slots.has_free() {
+            // Every spare holds a block the cache could not read (docs/design.md §11): the
+            // cache has no room for a second version, as if its device were full.
+            return Err(device_error(
+                Target::Blocks,
+                Op::Write,
+                0,
+                io::Error::from_raw_os_error(libc::ENOSPC),
+            ));
         }
         Ok(())
     }
@@ -312,6 +341,7 @@ impl State {
     /// record names it).
     fn write_to_spare(&mut self, slot: u32, key: BlockKey, data: &[u8]) -> io::Result<()> {
         self.ensure_spare()?;
+        self.journal_usable()?;
         let to = self.slots.spare().expect("ensured");
         self.write_phys(to, 0, data)?;
         let j = self
@@ -333,7 +363,12 @@ impl State {
             .as_ref()
             .expect("a cache with slots has a block file");
         let offset = phys as u64 * self.cfg.block_size as u64 + at as u64;
-        blocks.write_all_at(data, offset)?;
+        if let Some(f) = &self.faults {
+            f.check(Target::Blocks, Op::Write, offset, data.len() as u64)?;
+        }
+        blocks
+            .write_all_at(data, offset)
+            .map_err(|e| device_error(Target::Blocks, Op::Write, offset, e))?;
         #[cfg(test)]
         crate::powerloss::write(
             &crate::store::CacheDir::new(&self.cfg.cache_dir).blocks(),
@@ -347,15 +382,34 @@ impl State {
     /// Makes the blocks file durable.
     pub(super) fn sync_blocks(&self) -> io::Result<()> {
         if let Some(b) = self.blocks.as_ref() {
-            b.sync_data()?;
+            if let Some(f) = &self.faults {
+                f.check(Target::Blocks, Op::Sync, 0, 0)?;
+            }
+            b.sync_data()
+                .map_err(|e| device_error(Target::Blocks, Op::Sync, 0, e))?;
             #[cfg(test)]
             crate::powerloss::sync(&crate::store::CacheDir::new(&self.cfg.cache_dir).blocks());
         }
         Ok(())
     }
 
+    /// A journal that failed an op takes no new version until it is rewritten: the error its
+    /// failure was.
+    fn journal_usable(&self) -> io::Result<()> {
+        if self.health.journal_broken {
+            return Err(device_error(
+                Target::Journal,
+                Op::Write,
+                0,
+                io::Error::from_raw_os_error(libc::EIO),
+            ));
+        }
+        Ok(())
+    }
+
     /// Journals that (core) slot `slot` holds dirty `key` with valid content `data`.
     pub(super) fn journal_map(&mut self, slot: u32, key: BlockKey, data: &[u8]) -> io::Result<()> {
+        self.journal_usable()?;
         if let Some(j) = self.journal.as_mut() {
             let seq = j.next_seq();
             j.map(self.slots.phys(slot), key, data)?;
@@ -369,7 +423,10 @@ impl State {
     pub(super) fn journal_clean(&mut self, slot: u32, file: FileId) -> io::Result<()> {
         match self.journal.as_mut() {
             Some(j) if self.cfg.variant.is_write_back() => {
-                j.clean(self.slots.phys(slot))?;
+                // A broken journal takes no record (its rewrite names what is left).
+                if !self.health.journal_broken {
+                    j.clean(self.slots.phys(slot))?;
+                }
                 // Until synced, a power loss may drop this record and keep an older `Map` of
                 // the file: a delete of the file must sync its `Deleted` record then.
                 self.cleaned_unsynced.insert(file);

@@ -14,10 +14,13 @@ use crate::journal::Journal;
 use crate::recovery::{pread_full, recover};
 
 mod cleaner;
+mod degrade;
 #[cfg(test)]
 mod delete_tests;
 mod direct;
 mod exec;
+mod namespace;
+mod passthrough;
 #[cfg(test)]
 mod powerloss_tests;
 mod slots;
@@ -25,6 +28,7 @@ mod space;
 #[cfg(test)]
 mod tests;
 use crate::store::{CacheDir, StoreIdentity, StoreLatency};
+pub use degrade::{decayed_score, OnError};
 pub use direct::StoreIo;
 use space::{check_journal_room, reserve_blocks};
 
@@ -61,6 +65,8 @@ pub struct MountConfig {
     /// The background cleaner's policy (docs/design.md §4.6, §4.9): when dirty blocks are
     /// written back without waiting for eviction, fsync or unmount. `None`: never.
     pub cleaning: tiercache_policy::CleaningConfig,
+    /// When cache-device errors switch the mount to pass-through (docs/design.md §11).
+    pub on_error: OnError,
 }
 
 /// Counters of a mount (also written as JSON to the stats file).
@@ -118,6 +124,19 @@ pub struct MountStats {
     pub dirty_blocks: u64,
     /// Blocks resident now.
     pub cached_blocks: u64,
+    /// Serving in pass-through because of cache-device errors (docs/design.md §11).
+    pub degraded: bool,
+    /// Why it degraded.
+    pub degraded_reason: Option<String>,
+    /// Nanoseconds from the first cache-device error to degraded mode.
+    pub first_error_to_degraded_ns: Option<u64>,
+    /// Cache-device errors by file, op and kind (`blocks_write_enospc`, `journal_sync_eio`).
+    pub cache_errors: std::collections::BTreeMap<String, u64>,
+    /// Requests served past the cache (a cache-device error, or degraded mode).
+    pub served_past_cache: u64,
+    /// Dirty blocks set aside because the cache could not read them for a write-back (counted
+    /// in `dirty_blocks` too; written back once readable).
+    pub stranded_blocks: u64,
 }
 
 /// A node the mount knows: its store path (relative) and, for files, the authoritative size.
@@ -188,6 +207,16 @@ pub struct State {
     in_flight: Arc<(std::sync::atomic::AtomicU64, std::sync::atomic::AtomicU64)>,
     /// When the last data request (read, write, truncate, fsync) arrived, on that clock.
     last_request_ns: u64,
+    /// Faults injected into the block file (and the journal's own copy), for tests.
+    faults: Option<Arc<crate::faults::CacheFaults>>,
+    /// Cache-device errors and the degraded state.
+    health: degrade::Health,
+    /// Dirty blocks the core no longer tracks, set aside where they lie.
+    stranded: HashMap<BlockKey, degrade::Stranded>,
+    /// The ops of the plan being executed whose `Clean` is recorded (write-backs done).
+    exec_cleaned: HashSet<usize>,
+    /// The op of the plan being executed that runs (or failed).
+    exec_failed_at: usize,
     _lock: File,
 }
 
@@ -316,6 +345,11 @@ impl State {
             opened: std::time::Instant::now(),
             in_flight: Arc::default(),
             last_request_ns: 0,
+            faults: None,
+            health: degrade::Health::default(),
+            stranded: HashMap::new(),
+            exec_cleaned: HashSet::new(),
+            exec_failed_at: 0,
             _lock: lock,
         })
     }
@@ -332,7 +366,23 @@ impl State {
         s.dirty_blocks = self.core.dirty_blocks();
         s.store_ops_in_flight_peak = self.in_flight.1.load(std::sync::atomic::Ordering::Relaxed);
         s.cached_blocks = self.core.len() as u64;
+        s.stranded_blocks = self.stranded.len() as u64;
+        s.dirty_blocks += s.stranded_blocks;
+        s.degraded = self.health.degraded;
+        s.degraded_reason = self.health.reason.clone();
+        s.first_error_to_degraded_ns = self.health.first_error_to_degraded_ns;
+        s.cache_errors = self.health.counts.clone();
+        s.served_past_cache = self.health.served_past_cache;
         s
+    }
+
+    /// Injects `faults` into the block file's and the journal's I/O from now on (`None`:
+    /// none): the mount's fault injection (docs/design.md §11).
+    pub fn set_cache_faults(&mut self, faults: Option<Arc<crate::faults::CacheFaults>>) {
+        if let Some(j) = self.journal.as_mut() {
+            j.set_faults(faults.clone());
+        }
+        self.faults = faults;
     }
 
     /// Counts one namespace/attribute operation on the store and pays its latency.
@@ -562,13 +612,23 @@ impl State {
         if end.div_ceil(bs) > crate::core::MAX_BLOCKS_PER_FILE {
             return Err(io::Error::from_raw_os_error(libc::EFBIG));
         }
+        let blocks = offset / bs..end.div_ceil(bs);
+        if self.past_cache(id, blocks.clone()) {
+            self.read_past_cache(id, offset, &mut out)?;
+            self.stats.bytes_read += out.len() as u64;
+            return Ok(out);
+        }
+        let pre = self.dirty_before(id, blocks.clone());
         let mut ops = Vec::new();
-        for block in offset / bs..end.div_ceil(bs) {
+        for block in blocks.clone() {
             self.core
                 .read(BlockKey::new(id, block), &mut ops)
                 .map_err(too_big)?;
         }
-        self.execute(&ops, offset, &mut out, None)?;
+        if let Err(e) = self.execute(&ops, offset, &mut out, None) {
+            self.served_past_error(e, &ops, &pre, id, blocks)?;
+            self.read_past_cache(id, offset, &mut out)?;
+        }
         self.stats.bytes_read += out.len() as u64;
         Ok(out)
     }
@@ -594,8 +654,16 @@ impl State {
             if end.div_ceil(bs) > crate::core::MAX_BLOCKS_PER_FILE {
                 return Err(io::Error::from_raw_os_error(libc::EFBIG));
             }
+            let blocks = offset / bs..end.div_ceil(bs);
+            let pre = if self.past_cache(id, blocks.clone()) {
+                None
+            } else {
+                Some(self.dirty_before(id, blocks.clone()))
+            };
             let mut ops = Vec::new();
-            for block in offset / bs..end.div_ceil(bs) {
+            // Served past the cache, the core plans nothing.
+            let planned = if pre.is_some() { blocks.clone() } else { 0..0 };
+            for block in planned {
                 let start = block * bs;
                 let lo = offset.max(start);
                 let hi = end.min(start + bs);
@@ -606,13 +674,69 @@ impl State {
                     .write(BlockKey::new(id, block), needs_fill, &mut ops)
                     .map_err(too_big)?;
             }
-            let mut scratch = data.to_vec();
-            self.execute(&ops, offset, &mut scratch, Some(data))?;
+            match pre {
+                None => self.write_past_cache(id, offset, data)?,
+                Some(pre) => {
+                    let mut scratch = data.to_vec();
+                    if let Err(e) = self.execute(&ops, offset, &mut scratch, Some(data)) {
+                        self.served_past_error(e, &ops, &pre, id, blocks)?;
+                        self.write_past_cache(id, offset, data)?;
+                    }
+                }
+            }
         }
         let node = self.nodes.get_mut(&id).expect("checked");
         node.size = node.size.max(end);
         touch(node);
-        self.maybe_compact()?;
+        if self.health.degraded {
+            return Ok(());
+        }
+        if let Err(e) = self.maybe_compact() {
+            if !crate::faults::is_device_error(&e) {
+                return Err(e);
+            }
+            // The write is in the cache (or the store) already: a journal that cannot be
+            // compacted is retired (degraded mode), the write stands.
+            self.degrade_on(&e);
+        }
+        Ok(())
+    }
+
+    /// The request's blocks (of file `id`) that are dirty now, and where.
+    fn dirty_before(
+        &self,
+        id: u64,
+        blocks: std::ops::Range<u64>,
+    ) -> HashMap<BlockKey, tiercache_eviction::Slot> {
+        blocks
+            .filter_map(|b| {
+                let key = BlockKey::new(id, b);
+                match self.core.lookup(key) {
+                    Some((slot, true)) => Some((key, slot)),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    /// A request's plan `ops` failed with `e`: a store error is the client's; a cache-device
+    /// error is counted, the plan's leftovers repaired, and the mount degraded if the errors
+    /// call for it; the caller then serves the request past the cache.
+    fn served_past_error(
+        &mut self,
+        e: io::Error,
+        ops: &[crate::core::DevOp],
+        pre: &HashMap<BlockKey, tiercache_eviction::Slot>,
+        id: u64,
+        blocks: std::ops::Range<u64>,
+    ) -> io::Result<()> {
+        if !crate::faults::is_device_error(&e) {
+            return Err(e);
+        }
+        self.count_error(&e);
+        let failed_at = self.exec_failed_at;
+        self.repair(ops, failed_at, pre, Some((id, blocks)))?;
+        self.maybe_degrade();
         Ok(())
     }
 
@@ -635,11 +759,38 @@ impl State {
     pub fn fsync(&mut self, id: u64) -> io::Result<()> {
         self.stats.fsyncs += 1;
         self.note_request();
-        if self.cached(id) && self.cfg.variant.is_write_back() {
-            self.sync_journal()?;
-            self.promised = self.journal.as_ref().map_or(0, |j| j.synced_seq());
-        } else {
+        if self.cached(id) && self.cfg.variant.is_write_back() && !self.health.degraded {
+            match self.sync_journal_raw() {
+                Ok(()) => {
+                    self.promised = self.journal.as_ref().map_or(0, |j| j.synced_seq());
+                    return Ok(());
+                }
+                Err(e) if crate::faults::is_device_error(&e) => self.degrade_on(&e),
+                Err(e) => return Err(e),
+            }
+        }
+        if !self.health.degraded {
+            return self.sync_store(id);
+        }
+        self.fsync_degraded(id)
+    }
+
+    /// fsync of a degraded mount: the file's dirty blocks the cache can read are written back,
+    /// and the store files written are synced. Dirty data of the file the cache cannot read
+    /// makes it fail (EIO): that data is not durable anywhere.
+    fn fsync_degraded(&mut self, id: u64) -> io::Result<()> {
+        let (_, left) = self.drain(Some(id))?;
+        self.sync_written_back()?;
+        if self.store_file(id).is_ok() {
             self.sync_store(id)?;
+        }
+        if let Some(j) = self.journal.as_mut() {
+            if let Err(e) = j.sync() {
+                self.degrade_on(&e);
+            }
+        }
+        if left > 0 {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
         }
         Ok(())
     }
@@ -647,182 +798,58 @@ impl State {
     /// Writes every dirty block back and syncs the store: afterwards the store alone is
     /// complete.
     pub fn flush_all(&mut self) -> io::Result<u64> {
-        let mut ops = Vec::new();
-        self.core.flush(None, &mut ops);
-        let n = ops.len() as u64;
-        self.execute(&ops, 0, &mut [], None)?;
-        self.sync_journal()?;
-        Ok(n)
+        let dirty = |st: &Self| st.core.dirty_blocks() + st.stranded.len() as u64;
+        let before = dirty(self);
+        if !self.health.degraded {
+            let mut ops = Vec::new();
+            self.core.flush(None, &mut ops);
+            let done = self
+                .execute(&ops, 0, &mut [], None)
+                .and_then(|()| self.sync_journal_raw());
+            match done {
+                Ok(()) if self.stranded.is_empty() => return Ok(before),
+                Ok(()) => {}
+                Err(e) if crate::faults::is_device_error(&e) => {
+                    let failed_at = self.exec_failed_at;
+                    self.repair(&ops, failed_at, &HashMap::new(), None)?;
+                    self.degrade_on(&e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let (_, left) = self.drain(None)?;
+        self.sync_written_back()?;
+        if left > 0 {
+            eprintln!(
+                "tiercache mount: {left} dirty blocks could not be read from the cache; the \
+                 journal keeps them for a restart"
+            );
+        }
+        Ok(before - dirty(self))
     }
 
-    /// Makes the journal durable (clean unmount, fsync): a later mount or `flush` writes
-    /// back. The blocks file and the store files written to are synced first: the records
-    /// name their data.
+    /// Makes the journal durable (clean unmount): a later mount or `flush` writes back. A
+    /// cache-device error degrades the mount (its dirty blocks are written back) rather than
+    /// failing.
     pub fn sync_journal(&mut self) -> io::Result<()> {
+        match self.sync_journal_raw() {
+            Err(e) if crate::faults::is_device_error(&e) => {
+                self.degrade_on(&e);
+                self.sync_written_back()
+            }
+            r => r,
+        }
+    }
+
+    /// Makes the journal durable (fsync): the blocks file and the store files written to are
+    /// synced first, the records name their data.
+    pub(super) fn sync_journal_raw(&mut self) -> io::Result<()> {
         self.sync_blocks()?;
         self.sync_written_back()?;
         if let Some(j) = self.journal.as_mut() {
             j.sync()?;
             self.slots.synced();
             self.cleaned_unsynced.clear();
-        }
-        Ok(())
-    }
-
-    /// File `id` loses its last name by `store_op` (the store's unlink, or a rename over it):
-    /// the journal voids the file's dirty blocks first ([`State::deleting`]), then the store
-    /// changes, then the cache drops the file ([`State::file_deleted`]).
-    pub fn delete_file_with(
-        &mut self,
-        id: u64,
-        store_op: impl FnOnce() -> io::Result<()>,
-    ) -> io::Result<()> {
-        let journaled = self.deleting(id)?;
-        if let Err(e) = store_op() {
-            if journaled {
-                self.delete_failed(id)?;
-            }
-            return Err(e);
-        }
-        self.file_deleted(id)
-    }
-
-    /// File `id` is about to lose its last name (an unlink, or a rename over it): called
-    /// before the store changes. Returns whether a `Deleted` record was journaled.
-    ///
-    /// Once the store file is gone, the journal's records of its dirty blocks name a file the
-    /// store does not have (recovery would fail and the mount not start) or, when a new file
-    /// reuses the inode number, that new file (recovery would write the deleted file's blocks
-    /// into it). So the journal first records the file deleted, which voids its earlier
-    /// records, and syncs it (one fdatasync of the journal: a power loss must not keep the
-    /// unlink without the record). Only a file the journal may still name as dirty pays
-    /// this: one with dirty blocks, or with a `Clean` record not yet synced (a power loss could
-    /// drop that and keep the `Map` before it). The data of a file being deleted need not
-    /// survive, so nothing is written back.
-    fn deleting(&mut self, id: u64) -> io::Result<bool> {
-        if !self.cfg.variant.is_write_back() {
-            return Ok(false);
-        }
-        let named = !self.core.dirty_of_file(id).is_empty() || self.cleaned_unsynced.contains(&id);
-        let Some(j) = self.journal.as_mut() else {
-            return Ok(false);
-        };
-        if !named {
-            return Ok(false);
-        }
-        j.deleted(id)?;
-        // The journal alone, as for a truncate: the record orders nothing in the block file
-        // or the store, and the slots earlier records gave up stay out of use until a full
-        // sync.
-        j.sync()?;
-        self.cleaned_unsynced.clear();
-        Ok(true)
-    }
-
-    /// The store refused the unlink or rename that [`State::deleting`] journaled: file `id`
-    /// lives on, so its dirty blocks are journaled again (the `Deleted` record voided them)
-    /// and synced, as durable as before.
-    fn delete_failed(&mut self, id: u64) -> io::Result<()> {
-        for (key, slot) in self.core.dirty_of_file(id) {
-            let data = self.slot_data(slot)?;
-            self.journal_map(slot, key, &data)?;
-        }
-        // Its first records' sequence numbers are kept (`journaled`): what an fsync promised
-        // stays promised.
-        self.sync_journal()
-    }
-
-    /// File `id` lost its last name: its cached blocks are freed and their write-back
-    /// cancelled. A file still open is read and written through its open store file from now
-    /// on, uncached: its dirty blocks are written there first, so the open handles keep
-    /// seeing its data.
-    pub fn file_deleted(&mut self, id: u64) -> io::Result<()> {
-        self.stats.files_deleted += 1;
-        let mut ops = Vec::new();
-        if self.nodes.get(&id).is_some_and(|n| n.handles > 0) {
-            self.core.flush(Some(id), &mut ops);
-        }
-        self.core.delete_file(id, &mut ops);
-        self.execute(&ops, 0, &mut [], None)?;
-        let remove = match self.nodes.get_mut(&id) {
-            Some(node) if node.handles > 0 => {
-                node.unlinked = true;
-                false
-            }
-            Some(_) => true,
-            None => false,
-        };
-        if remove {
-            if let Some(node) = self.nodes.remove(&id) {
-                if node.file.is_some() {
-                    self.open_files -= 1;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Truncates file `id` to `size`, through to the store at once; cached blocks past the end
-    /// are freed (their write-back cancelled) and the partial last block is trimmed.
-    ///
-    /// When the cut reaches journaled dirty data, the store file and the journal must change
-    /// together: a crash between the two would leave the old dirty blocks to be written back
-    /// over a store already cut (old dirty data past the new end, clean data there lost), or a
-    /// journal already trimmed over a store not cut (stale store data past the new end). So
-    /// the journal first records the truncate and is synced (one fdatasync: a power loss
-    /// must not keep the cut without the record), then drops and trims the blocks, then the
-    /// store file is cut and synced, then the journal records the cut done. Recovery redoes a
-    /// truncate not recorded done and cuts every version recorded before it at its size, so
-    /// every crash point recovers to the file before or after the truncate, with the dirty
-    /// bytes below the new size intact. A truncate that cuts no journaled data needs none of
-    /// this (its store file is synced by the next fsync).
-    pub fn truncate(&mut self, id: u64, size: u64) -> io::Result<()> {
-        self.note_request();
-        let f = self.store_file(id)?;
-        let bs = self.bs();
-        let journaled_cut = self.journal.is_some()
-            && self.cfg.variant.is_write_back()
-            && self
-                .core
-                .dirty_of_file(id)
-                .iter()
-                .any(|&(key, slot)| key.block * bs + self.valid[slot as usize] as u64 > size);
-        if journaled_cut {
-            let j = self.journal.as_mut().expect("checked");
-            j.truncate(id, size)?;
-            // The journal alone: the records before this one need not be durable for the
-            // truncate (recovery cuts whatever version it finds), and the slots they gave up
-            // stay out of use until a full sync.
-            j.sync()?;
-        }
-        let mut ops = Vec::new();
-        self.core.truncate(id, size.div_ceil(bs), &mut ops);
-        self.execute(&ops, 0, &mut [], None)?;
-        if !size.is_multiple_of(bs) {
-            let key = BlockKey::new(id, size / bs);
-            if let Some((slot, dirty)) = self.core.lookup(key) {
-                let keep = (size % bs) as u32;
-                if self.valid[slot as usize] > keep {
-                    self.valid[slot as usize] = keep;
-                    if dirty {
-                        let data = self.slot_data(slot)?;
-                        self.journal_map(slot, key, &data)?;
-                    }
-                }
-            }
-        }
-        self.meta_op();
-        f.set_len(size)?;
-        if journaled_cut {
-            self.sync_store(id)?;
-            self.journal.as_mut().expect("checked").truncated(id)?;
-        } else if self.cfg.variant.is_write_back() {
-            // An fsync of a write-back mount syncs the store files listed here.
-            self.unsynced_store.insert(id);
-        }
-        if let Some(node) = self.nodes.get_mut(&id) {
-            node.size = size;
-            touch(node);
         }
         Ok(())
     }

@@ -31,6 +31,7 @@ fn one_file(capacity: u32) -> (tempfile::TempDir, State, u64) {
         direct_io: false,
         kernel_cache: true,
         cleaning: tiercache_policy::CleaningConfig::None,
+        on_error: Default::default(),
     })
     .unwrap();
     let md = std::fs::metadata(dir.path().join("store/f")).unwrap();

@@ -125,6 +125,23 @@ impl Slots {
         self.named[p] = None;
     }
 
+    /// Core slot `slot` moves to a free slot, leaving its old place out of use (it holds a
+    /// dirty block the mount could not read or write back: docs/design.md §11) until
+    /// [`Slots::release`]. Returns the old place, or `None` if no slot is free.
+    pub(super) fn strand(&mut self, slot: u32) -> Option<u32> {
+        let to = self.free.pop()?;
+        let from = std::mem::replace(&mut self.phys[slot as usize], to);
+        self.pinned[from as usize] = false;
+        self.named[from as usize] = None;
+        Some(from)
+    }
+
+    /// A place [`Slots::strand`] left out of use is given up: free after the next sync (the
+    /// record that gives it up is not durable yet).
+    pub(super) fn release(&mut self, phys: u32) {
+        self.quarantine.push(phys);
+    }
+
     /// The journal was synced: every record that gave a slot up is durable.
     pub(super) fn synced(&mut self) {
         self.free.append(&mut self.quarantine);

@@ -33,6 +33,7 @@ fn open_variant(dir: &Path, variant: Variant) -> State {
         direct_io: false,
         kernel_cache: true,
         cleaning: tiercache_policy::CleaningConfig::None,
+        on_error: Default::default(),
     })
     .unwrap()
 }
