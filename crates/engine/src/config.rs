@@ -102,8 +102,9 @@ pub struct EngineConfig {
     /// the space free, not ENOSPC mid-run. Off: the file stays sparse (its blocks are taken
     /// as lines are written; running out is then a cache-device error, docs/design.md §11).
     pub cache_preallocate: bool,
-    /// What cache-device errors do (docs/design.md §11): past `threshold` within
-    /// `window_ns`, serve in pass-through (`action = "pass-through"`) or halt (`"fail"`).
+    /// What cache-device errors do (docs/design.md §11): once their score (halving every
+    /// `halflife_ns`) reaches `threshold`, serve in pass-through (`action = "pass-through"`)
+    /// or halt (`"fail"`).
     pub on_error: crate::health::OnErrorConfig,
     /// Faults injected into the cache device (tests and demonstrations; docs/design.md §11):
     /// `[[engine.cache_faults]]` entries with `op`, `kind`, and optionally `start`, `end`,

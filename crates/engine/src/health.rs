@@ -1,6 +1,7 @@
 //! Device health and degraded mode (docs/design.md §11): errors counted per device, op and
-//! errno; the first of each kind logged with its offset; past `engine.on_error.threshold`
-//! cache-device errors within `window_ns`, the engine serves in pass-through (or halts, with
+//! errno; the first of each kind logged with its offset; once the cache-device error score
+//! (each error adds 1, the score halves every `halflife_ns`, bcache's `io_error_halflife`)
+//! reaches `engine.on_error.threshold`, the engine serves in pass-through (or halts, with
 //! `action = "fail"`) until an operator returns it to service.
 
 use serde::{Deserialize, Serialize};
@@ -29,11 +30,14 @@ pub enum OnErrorAction {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OnErrorConfig {
-    /// Cache-device errors within `window_ns` that make the engine degrade (at least 1).
+    /// The cache-device error score that makes the engine degrade (at least 1): each error
+    /// adds 1 (bcache's `io_error_limit`), the score is rounded to whole errors.
     pub threshold: u32,
-    /// The window errors are counted in.
-    #[serde(deserialize_with = "de_nanos")]
-    pub window_ns: Nanos,
+    /// The score halves every `halflife_ns` (bcache's `io_error_halflife`): a burst of
+    /// `threshold` errors degrades, the same spread over many half-lives does not. Older
+    /// configurations' `window_ns` is read as this.
+    #[serde(deserialize_with = "de_nanos", alias = "window_ns")]
+    pub halflife_ns: Nanos,
     /// What happens then.
     pub action: OnErrorAction,
 }
@@ -42,7 +46,7 @@ impl Default for OnErrorConfig {
     fn default() -> Self {
         Self {
             threshold: 8,
-            window_ns: 60_000_000_000,
+            halflife_ns: 60_000_000_000,
             action: OnErrorAction::PassThrough,
         }
     }
@@ -57,8 +61,8 @@ impl OnErrorConfig {
                 "must be at least 1 (1: degrade at the first cache-device error)".into(),
             ));
         }
-        if self.window_ns == 0 {
-            return Err(("engine.on_error.window_ns", "must be positive".into()));
+        if self.halflife_ns == 0 {
+            return Err(("engine.on_error.halflife_ns", "must be positive".into()));
         }
         Ok(())
     }
@@ -263,8 +267,9 @@ pub struct Health {
     config: OnErrorConfig,
     counts: [AtomicU64; KINDS],
     logged: [AtomicBool; KINDS],
-    /// Times (ns since `epoch`) of cache-device errors still inside the window.
-    recent: Mutex<VecDeque<u64>>,
+    /// The cache-device error score and when (ns since `epoch`) it was last brought up to
+    /// date.
+    score: Mutex<(f64, u64)>,
     degraded: AtomicBool,
     /// A cache-device error was seen since start (or since the last return to service).
     cache_trouble: AtomicBool,
@@ -276,6 +281,11 @@ pub struct Health {
 
 const MAX_EVENTS: usize = 32;
 
+/// `score` after `elapsed_ns` of halving every `halflife_ns`.
+pub fn decayed(score: f64, elapsed_ns: u64, halflife_ns: Nanos) -> f64 {
+    score * 0.5f64.powf(elapsed_ns as f64 / halflife_ns.max(1) as f64)
+}
+
 impl Health {
     /// Healthy, under `config`.
     pub fn new(config: OnErrorConfig) -> Self {
@@ -283,7 +293,7 @@ impl Health {
             config,
             counts: std::array::from_fn(|_| AtomicU64::new(0)),
             logged: std::array::from_fn(|_| AtomicBool::new(false)),
-            recent: Mutex::new(VecDeque::new()),
+            score: Mutex::new((0.0, 0)),
             degraded: AtomicBool::new(false),
             cache_trouble: AtomicBool::new(false),
             served_past_cache: AtomicU64::new(0),
@@ -350,19 +360,23 @@ impl Health {
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
             st.first_error_ns.get_or_insert(now);
         }
-        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
-        recent.push_back(now);
-        while recent
-            .front()
-            .is_some_and(|&t| now.saturating_sub(t) > self.config.window_ns)
-        {
-            recent.pop_front();
-        }
-        // Bounded by the threshold: older entries cannot matter any more.
-        while recent.len() > self.config.threshold as usize {
-            recent.pop_front();
-        }
-        recent.len() >= self.config.threshold as usize && !self.is_degraded()
+        let mut score = self.score.lock().unwrap_or_else(|e| e.into_inner());
+        let (value, at) = *score;
+        let value = decayed(value, now.saturating_sub(at), self.config.halflife_ns) + 1.0;
+        *score = (value, now);
+        // Rounded to whole errors: `threshold` errors within about a half-life reach it (two
+        // errors a half-life apart score 1.5), not only ones at the same instant.
+        value.round() >= self.config.threshold as f64 && !self.is_degraded()
+    }
+
+    /// The cache-device error score now.
+    pub fn error_score(&self) -> f64 {
+        let (value, at) = *self.score.lock().unwrap_or_else(|e| e.into_inner());
+        decayed(
+            value,
+            self.now_ns().saturating_sub(at),
+            self.config.halflife_ns,
+        )
     }
 
     /// Counts a request piece served from the backend after a cache-device error failed it.
@@ -400,15 +414,12 @@ impl Health {
     }
 
     /// Leaves degraded mode (the operator fixed the device); `false` if it was not degraded.
-    /// The error window starts again empty; the counts stay.
+    /// The error score starts again at zero; the counts stay.
     pub fn leave_degraded(&self) -> bool {
         if !self.degraded.swap(false, Relaxed) {
             return false;
         }
-        self.recent
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        *self.score.lock().unwrap_or_else(|e| e.into_inner()) = (0.0, self.now_ns());
         self.cache_trouble.store(false, Relaxed);
         {
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -462,7 +473,7 @@ mod tests {
         h
     }
 
-    /// The threshold counts cache errors only, within the window; the first error of each
+    /// The threshold counts cache errors only, by their score; the first error of each
     /// kind is logged once; entering and leaving are logged and counted.
     #[test]
     fn threshold_window_and_transitions() {
@@ -505,22 +516,57 @@ mod tests {
         );
         assert!(s.events.iter().any(|e| e.contains("DEGRADED: test")));
         assert!(s.events.last().unwrap().contains("returned to service"));
-        // The window starts again empty.
+        // The score starts again at zero.
         assert!(!h.record(DeviceRole::Cache, DeviceOp::Read, 0, &eio));
+        assert!(h.error_score() <= 1.0);
     }
 
-    /// Errors older than the window do not count towards the threshold.
+    /// Old errors fade: after many half-lives an error counts for almost nothing.
     #[test]
-    fn old_errors_leave_the_window() {
+    fn old_errors_fade_with_the_half_life() {
         let h = quiet(OnErrorConfig {
             threshold: 2,
-            window_ns: 1,
+            halflife_ns: 1,
             ..OnErrorConfig::default()
         });
         let eio = io::Error::from_raw_os_error(libc::EIO);
         assert!(!h.record(DeviceRole::Cache, DeviceOp::Read, 0, &eio));
         std::thread::sleep(std::time::Duration::from_millis(2));
         assert!(!h.record(DeviceRole::Cache, DeviceOp::Read, 0, &eio));
+    }
+
+    /// The decay itself: halves per half-life, exactly; a burst reaches the threshold where
+    /// the same errors a half-life apart each do not.
+    #[test]
+    fn the_score_halves_every_half_life() {
+        let h = 1_000;
+        assert_eq!(decayed(8.0, 0, h), 8.0);
+        assert!((decayed(8.0, h, h) - 4.0).abs() < 1e-12);
+        assert!((decayed(8.0, 3 * h, h) - 1.0).abs() < 1e-12);
+        // One error per half-life converges to 2 (1 + 1/2 + 1/4 + ...): never 3.
+        let mut s = 0.0;
+        for _ in 0..20 {
+            s = decayed(s, h, h) + 1.0;
+        }
+        assert!(s < 2.0 && s > 1.99, "{s}");
+        // Three at once reach 3.
+        let burst = (0..3).fold(0.0, |s, _| decayed(s, 0, h) + 1.0);
+        assert!(burst >= 3.0);
+    }
+
+    /// Older configurations' `window_ns` is read as the half-life; `halflife_ns` of zero is
+    /// refused, naming the field.
+    #[test]
+    fn config_reads_halflife_and_the_old_window_name() {
+        let c: OnErrorConfig = serde_json::from_str(r#"{"halflife_ns": "10s"}"#).unwrap();
+        assert_eq!(c.halflife_ns, 10_000_000_000);
+        let c: OnErrorConfig = serde_json::from_str(r#"{"window_ns": "2s"}"#).unwrap();
+        assert_eq!(c.halflife_ns, 2_000_000_000);
+        let c = OnErrorConfig {
+            halflife_ns: 0,
+            ..OnErrorConfig::default()
+        };
+        assert_eq!(c.validate().unwrap_err().0, "engine.on_error.halflife_ns");
     }
 
     #[test]

@@ -170,7 +170,7 @@ kind = "eio"
 start = "1MiB"
 [engine.on_error]
 threshold = 2
-window_ns = "10s"
+halflife_ns = "10s"
 "#;
     std::fs::write(&path, config(dir.path(), dir.path(), extra)).unwrap();
     let setup = tiercache_server::config::load(Some(&path), &[]).unwrap();

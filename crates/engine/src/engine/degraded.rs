@@ -98,9 +98,11 @@ impl<C: EngineCore> Inner<C> {
         }
         let c = self.health.config();
         let reason = format!(
-            "{} cache-device errors within {} ms (engine.on_error.threshold)",
+            "cache-device error score {:.1} reached engine.on_error.threshold {} (half-life \
+             {} ms)",
+            self.health.error_score().max(c.threshold as f64),
             c.threshold,
-            c.window_ns / 1_000_000
+            c.halflife_ns / 1_000_000
         );
         match c.action {
             OnErrorAction::PassThrough => self.enter_degraded(reason),

@@ -26,7 +26,8 @@ impl State {
     pub fn clean_step(&mut self) -> io::Result<(u64, Option<std::time::Duration>)> {
         if self.health.degraded || !self.stranded.is_empty() {
             // Dirty blocks the cache could not read are tried again every second.
-            let (n, left) = self.drain(None)?;
+            let degraded = self.health.degraded;
+            let (n, left) = self.drain_some(None, !degraded)?;
             self.stats.cleaned_blocks += n;
             let again = (left > 0).then_some(std::time::Duration::from_secs(1));
             if self.health.degraded || n + left > 0 {

@@ -19,8 +19,9 @@ use crate::faults::{as_device_error, is_device_error, ErrorKind, Op, Target};
 /// `--error-halflife`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct OnError {
-    /// The error score at which the mount degrades: each error adds 1, and the score halves
-    /// every `halflife` (bcache's `io_error_limit` and `io_error_halflife`).
+    /// The error score at which the mount degrades: each error adds 1, the score halves
+    /// every `halflife` (bcache's `io_error_limit` and `io_error_halflife`) and is rounded to
+    /// whole errors (so `threshold` errors within about a half-life reach it).
     pub threshold: f64,
     /// How fast old errors are forgotten.
     pub halflife: Duration,
@@ -124,7 +125,7 @@ impl State {
             h.degrade_now
                 .get_or_insert_with(|| format!("the block file failed a sync ({kind:?})"));
         }
-        h.degrade_now.is_some() || h.score >= self.cfg.on_error.threshold
+        h.degrade_now.is_some() || h.score.round() >= self.cfg.on_error.threshold
     }
 
     /// Handles a cache-device error `e` of an operation that has no pass-through form for one
@@ -151,7 +152,7 @@ impl State {
                 self.now_ns(),
                 self.cfg.on_error.halflife,
             );
-            (score >= self.cfg.on_error.threshold).then(|| {
+            (score.round() >= self.cfg.on_error.threshold).then(|| {
                 format!(
                     "{} cache device errors (score {:.1} reached the threshold {})",
                     self.health.counts.values().sum::<u64>(),
@@ -320,8 +321,21 @@ impl State {
     /// Writes back every dirty block (of `file`, or all) the cache can read, syncs their store
     /// files, and lets them go. Returns the blocks written and those left (unreadable).
     pub(super) fn drain(&mut self, file: Option<FileId>) -> io::Result<(u64, u64)> {
+        self.drain_some(file, false)
+    }
+
+    /// [`State::drain`] of the stranded blocks only (`stranded_only`), or of all.
+    pub(super) fn drain_some(
+        &mut self,
+        file: Option<FileId>,
+        stranded_only: bool,
+    ) -> io::Result<(u64, u64)> {
         let bs = self.bs();
-        let mut keys: Vec<BlockKey> = self.core.dirty_all().into_iter().map(|(k, _)| k).collect();
+        let mut keys: Vec<BlockKey> = if stranded_only {
+            Vec::new()
+        } else {
+            self.core.dirty_all().into_iter().map(|(k, _)| k).collect()
+        };
         keys.extend(self.stranded.keys().copied());
         keys.retain(|k| file.is_none_or(|f| k.file == f));
         keys.sort_unstable();
