@@ -95,7 +95,18 @@ struct Cell {
 }
 
 fn open(dir: &Path, variant: Variant, threshold: f64, capacity: u32) -> (State, Vec<u64>) {
-    let mut st = State::open(config(dir, variant, threshold, capacity)).unwrap();
+    // The cache directory's lock may still be held an instant by a child another test forked
+    // (a FUSE mount's helper, between its fork and exec): wait for it.
+    let mut tries = 0;
+    let mut st = loop {
+        match State::open(config(dir, variant, threshold, capacity)) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => break r.unwrap(),
+        }
+    };
     let ids = (0..FILES)
         .map(|f| {
             let rel = PathBuf::from(format!("f{f}"));
