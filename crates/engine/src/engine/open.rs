@@ -309,6 +309,32 @@ impl Engine {
         backend: Arc<dyn BlockDevice>,
         extents: Vec<(u32, u64, u64)>,
     ) -> Result<Self, EngineError> {
+        Self::open_devices(cache_cfg, cfg, cache_dev, backend, extents, true)
+    }
+
+    /// As [`with_devices`](Self::with_devices) without the watcher on the devices
+    /// (`device/watched.rs`): only to measure the watcher's cost on the request path
+    /// (`examples/request_path_cost.rs`). Errors are then neither counted nor marked, so a
+    /// cache-device error fails its request: never serve with it.
+    #[doc(hidden)]
+    pub fn with_devices_unwatched(
+        cache_cfg: &CacheConfig,
+        cfg: &EngineConfig,
+        cache_dev: Arc<dyn BlockDevice>,
+        backend: Arc<dyn BlockDevice>,
+    ) -> Result<Self, EngineError> {
+        let extents = vec![(0, 0, backend.size())];
+        Self::open_devices(cache_cfg, cfg, cache_dev, backend, extents, false)
+    }
+
+    fn open_devices(
+        cache_cfg: &CacheConfig,
+        cfg: &EngineConfig,
+        cache_dev: Arc<dyn BlockDevice>,
+        backend: Arc<dyn BlockDevice>,
+        extents: Vec<(u32, u64, u64)>,
+        watch: bool,
+    ) -> Result<Self, EngineError> {
         if extents.is_empty() {
             return Err(EngineError::Setting {
                 field: "serve.exports",
@@ -340,18 +366,24 @@ impl Engine {
         // the cache device's, so a request they fail is served from the backend).
         let health = Arc::new(crate::health::Health::new(cfg.on_error.clone()));
         let degrade_due = Arc::new(AtomicBool::new(false));
-        let cache_dev: Arc<dyn BlockDevice> = Arc::new(Watched::new(
-            cache_dev,
-            DeviceRole::Cache,
-            health.clone(),
-            degrade_due.clone(),
-        ));
-        let backend: Arc<dyn BlockDevice> = Arc::new(Watched::new(
-            backend,
-            DeviceRole::Backend,
-            health.clone(),
-            degrade_due.clone(),
-        ));
+        let (cache_dev, backend): (Arc<dyn BlockDevice>, Arc<dyn BlockDevice>) = if watch {
+            (
+                Arc::new(Watched::new(
+                    cache_dev,
+                    DeviceRole::Cache,
+                    health.clone(),
+                    degrade_due.clone(),
+                )),
+                Arc::new(Watched::new(
+                    backend,
+                    DeviceRole::Backend,
+                    health.clone(),
+                    degrade_due.clone(),
+                )),
+            )
+        } else {
+            (cache_dev, backend)
+        };
         if let Some(n) = cfg.shards {
             return Err(EngineError::Setting {
                 field: "engine.shards",
