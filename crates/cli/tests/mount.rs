@@ -327,6 +327,32 @@ fn mount_rejects_a_bad_cleaning_policy_naming_the_option() {
 }
 
 #[test]
+fn mount_rejects_a_bad_error_threshold_or_halflife_naming_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    for (option, bad, said) in [
+        ("--error-threshold", "0.5", "at least 1"),
+        ("--error-threshold", "NaN", "at least 1"),
+        ("--error-threshold", "many", "many"),
+        ("--error-halflife", "0", "longer than zero"),
+        ("--error-halflife", "soon", "soon"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))
+            .arg("mount")
+            .arg(dir.path())
+            .arg(dir.path())
+            .args(["--cache-dir", "/tmp/x", option, bad])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{option} {bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(option) && err.contains(said),
+            "{option} {bad}: {err}"
+        );
+    }
+}
+
+#[test]
 fn mount_rejects_a_bad_variant_naming_the_option() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))
