@@ -3,7 +3,9 @@
 //! `listen` accepts connections and stops the server.
 
 mod handshake;
+mod jobs;
 mod listen;
+mod meta;
 mod replies;
 mod upgrade;
 
@@ -13,6 +15,7 @@ pub use listen::{serve_tcp, serve_unix, Shutdown, Stream};
 use crate::exports::Exports;
 use crate::proto::*;
 use handshake::{greet, options, HandshakeIo, Negotiation, Outcome};
+use jobs::{read_payload, run, Job};
 use replies::{reply, Replies};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::os::fd::RawFd;
@@ -97,86 +100,6 @@ impl Default for ServerConfig {
     }
 }
 
-/// Bytes of a payload taken for granted before they arrive: the buffer grows by this much, or
-/// by what it holds already (doubling), as bytes come.
-const PAYLOAD_STEP: usize = 1 << 20;
-
-/// Reads a `len`-byte payload into `payload`, which grows with the bytes that arrive (at most
-/// double them), not with the header's length: a header alone holds no memory.
-fn read_payload(reader: &mut impl Read, len: usize, payload: &mut Vec<u8>) -> io::Result<()> {
-    payload.clear();
-    while payload.len() < len {
-        let have = payload.len();
-        let next = (have + PAYLOAD_STEP.max(have)).min(len);
-        payload.reserve_exact(next - have);
-        payload.resize(next, 0);
-        reader.read_exact(&mut payload[have..])?;
-    }
-    Ok(())
-}
-
-/// One request, validated and with its payload read.
-struct Job {
-    typ: u16,
-    flags: u16,
-    handle: [u8; 8],
-    offset: u64,
-    len: u32,
-    payload: Vec<u8>,
-}
-
-/// Runs `job` on `dev`; returns the NBD error (0 = ok) and the read data.
-fn run(job: &mut Job, dev: &dyn BlockDevice, stats: &ServerStats) -> u32 {
-    let fua = job.flags & CMD_FLAG_FUA != 0;
-    let len = job.len as u64;
-    let res = match job.typ {
-        CMD_READ => {
-            job.payload.resize(job.len as usize, 0);
-            dev.read_at(&mut job.payload, job.offset).map(|_| {
-                stats.bytes_read.fetch_add(len, Relaxed);
-            })
-        }
-        CMD_WRITE => dev.write_at(&job.payload, job.offset, fua).map(|_| {
-            stats.bytes_written.fetch_add(len, Relaxed);
-        }),
-        CMD_FLUSH => dev.flush(),
-        CMD_TRIM => dev.trim(job.offset, len),
-        CMD_WRITE_ZEROES => dev.write_zeroes(job.offset, len, fua),
-        CMD_CACHE => prefetch(dev, job.offset, len),
-        crate::demote::CMD_TIERCACHE_DEMOTE => {
-            return crate::demote::run(dev, &job.payload, job.offset)
-        }
-        _ => unreachable!("validated before dispatch"),
-    };
-    match res {
-        Ok(()) => 0,
-        Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
-            stats.einval.fetch_add(1, Relaxed);
-            EINVAL
-        }
-        Err(_) => {
-            stats.eio.fetch_add(1, Relaxed);
-            EIO
-        }
-    }
-}
-
-/// Bytes `NBD_CMD_CACHE` reads at a time: its length (up to 4 GiB) never sizes a buffer.
-const PREFETCH_CHUNK: u64 = 1 << 20;
-
-/// `NBD_CMD_CACHE`: reads the range through the device, in chunks, so that a cache below
-/// holds it (as its promotion policy decides for reads); the data goes nowhere.
-fn prefetch(dev: &dyn BlockDevice, offset: u64, len: u64) -> io::Result<()> {
-    let mut buf = vec![0u8; PREFETCH_CHUNK.min(len) as usize];
-    let mut at = 0;
-    while at < len {
-        let n = PREFETCH_CHUNK.min(len - at) as usize;
-        dev.read_at(&mut buf[..n], offset + at)?;
-        at += n as u64;
-    }
-    Ok(())
-}
-
 /// Serves one connection until the client disconnects, breaks the protocol, or `shutdown`
 /// triggers. Requests run on `cfg.workers` threads.
 pub fn serve_connection<S: Stream>(
@@ -253,8 +176,8 @@ pub fn serve_connection_to<S: Stream>(
                     256 << 10,
                     Transport::Tls(t),
                 )));
-                // Negotiated in the clear, structured replies are negotiated again.
-                neg.structured = false;
+                // Negotiated in the clear, structured replies and contexts are negotiated again.
+                neg.forget_plaintext_options();
             }
         }
     };
@@ -263,6 +186,7 @@ pub fn serve_connection_to<S: Stream>(
         .unwrap_or_else(|e| e.into_inner())
         .set_structured(neg.structured);
     let demotes = demote_session.is_some();
+    let contexts = std::mem::take(&mut neg.contexts);
     let dev = crate::demote::for_connection(dev, demote_session);
     stats.sessions.fetch_add(1, Relaxed);
     let (tx, rx) = mpsc::sync_channel::<Job>(cfg.workers.max(1) * 4);
@@ -303,6 +227,7 @@ pub fn serve_connection_to<S: Stream>(
             &writer,
             (cfg.workers > 0).then_some(&tx),
             demotes,
+            &contexts,
         );
         // Started reads still in flight end here (their plans hold ordering tickets).
         while dev_ref.reap_started(ReapWait::Completion, &mut |_, _| {}) > 0 {}
@@ -574,7 +499,8 @@ fn readable(fd: RawFd) -> bool {
     r != 0
 }
 
-/// Serves requests until the client leaves; `demotes`: the client negotiated DEMOTE.
+/// Serves requests until the client leaves; `demotes`: the client negotiated DEMOTE;
+/// `contexts`: the metadata contexts block status reports.
 #[allow(clippy::too_many_arguments)] // the connection's parts, each used on the request path
 fn transmission<S: Stream, W: Write>(
     reader: &mut BufReader<S>,
@@ -585,6 +511,7 @@ fn transmission<S: Stream, W: Write>(
     writer: &Mutex<Replies<W>>,
     pool: Option<&mpsc::SyncSender<Job>>,
     demotes: bool,
+    contexts: &[meta::MetaContext],
 ) -> io::Result<()> {
     let fd = reader.get_ref().raw_fd();
     let structured = writer
@@ -672,6 +599,8 @@ fn transmission<S: Stream, W: Write>(
             CMD_READ => !in_range || len > cfg.max_payload,
             CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES | CMD_CACHE => !in_range,
             CMD_FLUSH => false,
+            // Asked with no context selected, or of no bytes: the protocol's EINVAL.
+            CMD_BLOCK_STATUS => contexts.is_empty() || !in_range || len == 0,
             crate::demote::CMD_TIERCACHE_DEMOTE => {
                 !demotes || !in_range || crate::demote::tracker_of(dev).is_none()
             }
@@ -681,6 +610,28 @@ fn transmission<S: Stream, W: Write>(
         if invalid {
             stats.einval.fetch_add(1, Relaxed);
             reply(writer, &handle, EINVAL, &[], more)?;
+            continue;
+        }
+        if typ == CMD_BLOCK_STATUS {
+            // Answered here: a lookup of metadata, with no data to move.
+            let req_one = flags & CMD_FLAG_REQ_ONE != 0;
+            let chunks: io::Result<Vec<_>> = contexts
+                .iter()
+                .map(|&c| meta::block_status(dev, c, offset, len, req_one).map(|x| (c.id(), x)))
+                .collect();
+            match chunks {
+                Ok(chunks) => replies::block_status(writer, &handle, &chunks, more)?,
+                Err(_) => {
+                    stats.eio.fetch_add(1, Relaxed);
+                    reply(writer, &handle, EIO, &[], more)?;
+                }
+            }
+            continue;
+        }
+        if typ == CMD_WRITE_ZEROES && flags & CMD_FLAG_FAST_ZERO != 0 && !dev.fast_zeroes() {
+            // No faster than writing the zeroes: refused at once, nothing changed (the
+            // client writes them itself, or skips what it knows reads as zero).
+            reply(writer, &handle, ENOTSUP, &[], more)?;
             continue;
         }
         if let (CMD_READ, Some(tx)) = (typ, pool) {
@@ -784,26 +735,5 @@ fn transmission<S: Stream, W: Write>(
                 reply(writer, &handle, err, data, more)?;
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A payload's buffer grows with the bytes that arrive: a header promising 32 MiB followed
-    /// by 100 bytes holds about 1 MiB, not 32 (the buffer was zero-filled to the header's
-    /// length first); a whole payload reads exactly.
-    #[test]
-    fn a_payload_holds_memory_by_the_bytes_that_arrive() {
-        let mut payload = Vec::new();
-        let e = read_payload(&mut &[7u8; 100][..], 32 << 20, &mut payload).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
-        assert!(payload.capacity() <= PAYLOAD_STEP, "{}", payload.capacity());
-        let data: Vec<u8> = (0..(3 << 20) + 5).map(|i| i as u8).collect();
-        read_payload(&mut &data[..], data.len(), &mut payload).unwrap();
-        assert!(payload == data);
-        read_payload(&mut &data[..4096], 4096, &mut payload).unwrap();
-        assert!(payload[..] == data[..4096]);
     }
 }

@@ -56,6 +56,42 @@ const STRUCTURED_MAGIC: u32 = 0x668e_33ef;
 const REPLY_FLAG_DONE: u16 = 1;
 const REPLY_TYPE_OFFSET_DATA: u16 = 1;
 const REPLY_TYPE_ERROR: u16 = (1 << 15) + 1;
+const REPLY_TYPE_BLOCK_STATUS: u16 = 5;
+
+/// Answers a BLOCK_STATUS: one `NBD_REPLY_TYPE_BLOCK_STATUS` chunk per context (its id and
+/// extents), the last one flagged done. Extent lengths fit 32 bits: none is longer than the
+/// request's 32-bit length.
+pub(super) fn block_status<W: Write>(
+    w: &Mutex<Replies<W>>,
+    handle: &[u8; 8],
+    chunks: &[(u32, Vec<tiercache_blockdev::Extent>)],
+    more: bool,
+) -> io::Result<()> {
+    let mut w = w.lock().unwrap_or_else(|e| e.into_inner());
+    for (i, (id, extents)) in chunks.iter().enumerate() {
+        let done = if i + 1 == chunks.len() {
+            REPLY_FLAG_DONE
+        } else {
+            0
+        };
+        let mut c = Vec::with_capacity(24 + 8 * extents.len());
+        c.extend_from_slice(&STRUCTURED_MAGIC.to_be_bytes());
+        c.extend_from_slice(&done.to_be_bytes());
+        c.extend_from_slice(&REPLY_TYPE_BLOCK_STATUS.to_be_bytes());
+        c.extend_from_slice(handle);
+        c.extend_from_slice(&((4 + 8 * extents.len()) as u32).to_be_bytes());
+        c.extend_from_slice(&id.to_be_bytes());
+        for e in extents {
+            c.extend_from_slice(&(e.len.min(u64::from(u32::MAX)) as u32).to_be_bytes());
+            c.extend_from_slice(&e.flags.to_be_bytes());
+        }
+        w.write_all(&c)?;
+    }
+    if !more {
+        w.flush()?;
+    }
+    Ok(())
+}
 
 /// Sends one reply: `data` follows a successful READ's. `more`: requests wait in the
 /// reader's buffer (replies batch until they are taken).
