@@ -4,6 +4,8 @@ pub(crate) const NBDMAGIC: &[u8; 8] = b"NBDMAGIC";
 pub(crate) const IHAVEOPT: u64 = 0x4948_4156_454F_5054;
 pub(crate) const REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
 pub(crate) const REQ_MAGIC: u32 = 0x2560_9513;
+/// The 32-byte request header of a connection that negotiated extended headers.
+pub(crate) const EXT_REQ_MAGIC: u32 = 0x21e4_1c71;
 pub(crate) const SIMPLE_MAGIC: u32 = 0x6744_6698;
 
 pub(crate) const OPT_EXPORT_NAME: u32 = 1;
@@ -15,6 +17,7 @@ pub(crate) const OPT_GO: u32 = 7;
 pub(crate) const OPT_STRUCTURED_REPLY: u32 = 8;
 pub(crate) const OPT_LIST_META_CONTEXT: u32 = 9;
 pub(crate) const OPT_SET_META_CONTEXT: u32 = 10;
+pub(crate) const OPT_EXTENDED_HEADERS: u32 = 11;
 pub(crate) const REP_ACK: u32 = 1;
 pub(crate) const REP_SERVER: u32 = 2;
 pub(crate) const REP_INFO: u32 = 3;
@@ -25,6 +28,7 @@ pub(crate) const REP_ERR_INVALID: u32 = (1 << 31) + 3;
 pub(crate) const REP_ERR_TLS_REQD: u32 = (1 << 31) + 5;
 pub(crate) const REP_ERR_UNKNOWN: u32 = (1 << 31) + 6;
 pub(crate) const REP_ERR_TOO_BIG: u32 = (1 << 31) + 9;
+pub(crate) const REP_ERR_EXT_HEADER_REQD: u32 = (1 << 31) + 10;
 pub(crate) const INFO_EXPORT: u16 = 0;
 pub(crate) const INFO_BLOCK_SIZE: u16 = 3;
 
@@ -42,6 +46,8 @@ pub(crate) const CMD_FLAG_FUA: u16 = 1;
 pub(crate) const CMD_FLAG_REQ_ONE: u16 = 1 << 3;
 /// `NBD_CMD_WRITE_ZEROES`: fail at once with `NBD_ENOTSUP` unless zeroing is fast.
 pub(crate) const CMD_FLAG_FAST_ZERO: u16 = 1 << 4;
+/// Extended headers: the length field is a payload's, which follows the header.
+pub(crate) const CMD_FLAG_PAYLOAD_LEN: u16 = 1 << 5;
 
 pub(crate) const CMD_READ: u16 = 0;
 pub(crate) const CMD_WRITE: u16 = 1;

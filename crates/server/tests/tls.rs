@@ -92,20 +92,27 @@ exports = ["vol"]
     let other_ca = pki::Pki::new("another CA");
     let stranger = other_ca.client_dir("eve", Some("alice"));
     Connection::open(&at(&stranger), t).err().unwrap();
-    // The TLS counters, live on /metrics.
-    let metrics = http_get(server.metrics_addr().unwrap(), "/metrics");
-    for (name, want) in [
+    // The TLS counters, live on /metrics. The refused client may hear of its failure before
+    // the server has counted it: the endpoint is read until it shows them (or 10 s pass).
+    let want = [
         ("tiercache_nbd_tls_handshakes_total", 2),
         ("tiercache_nbd_tls_handshake_failures_total", 1),
         ("tiercache_nbd_tls_required_total", 1),
         ("tiercache_nbd_authz_refusals_total", 1),
-    ] {
-        let line = metrics
-            .lines()
-            .find(|l| l.split_whitespace().next() == Some(name))
-            .unwrap_or_else(|| panic!("{name} missing:\n{metrics}"));
-        assert_eq!(line, format!("{name} {want}"), "{metrics}");
+    ];
+    let shows = |metrics: &str| {
+        want.iter()
+            .all(|(name, v)| metrics.lines().any(|l| l == format!("{name} {v}")))
+    };
+    let mut metrics = String::new();
+    for _ in 0..200 {
+        metrics = http_get(server.metrics_addr().unwrap(), "/metrics");
+        if shows(&metrics) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
+    assert!(shows(&metrics), "{want:?} not in:\n{metrics}");
     server.stop().unwrap();
     let stats: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("stats.json")).unwrap()).unwrap();

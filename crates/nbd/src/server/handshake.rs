@@ -61,6 +61,9 @@ pub(super) struct Negotiation {
     pub(super) identity: Option<crate::tls::PeerIdentity>,
     /// The client asked for structured replies (`NBD_OPT_STRUCTURED_REPLY`).
     pub(super) structured: bool,
+    /// The client negotiated extended headers (`NBD_OPT_EXTENDED_HEADERS`): 32-byte requests
+    /// with 64-bit lengths, every reply an extended chunk.
+    pub(super) extended: bool,
     /// The metadata contexts the last `NBD_OPT_SET_META_CONTEXT` selected, and the export it
     /// named: block status is answered only on that export.
     pub(super) contexts: Vec<MetaContext>,
@@ -71,6 +74,7 @@ impl Negotiation {
     /// What TLS starting forgets: options negotiated in the clear are negotiated again.
     pub(super) fn forget_plaintext_options(&mut self) {
         self.structured = false;
+        self.extended = false;
         self.contexts.clear();
         self.meta_export = None;
     }
@@ -215,11 +219,29 @@ pub(super) fn options<S: Read + Write>(
             OPT_STRUCTURED_REPLY => {
                 let rep = if len != 0 {
                     REP_ERR_INVALID
+                } else if neg.extended {
+                    // Extended headers take precedence (the protocol's answer).
+                    REP_ERR_EXT_HEADER_REQD
                 } else {
                     neg.structured = true;
                     REP_ACK
                 };
                 opt_reply(s, opt, rep, &[])?;
+            }
+            OPT_EXTENDED_HEADERS => {
+                let rep = if len != 0 {
+                    REP_ERR_INVALID
+                } else {
+                    neg.extended = true;
+                    REP_ACK
+                };
+                opt_reply(s, opt, rep, &[])?;
+            }
+            OPT_EXPORT_NAME if neg.extended => {
+                // A client with extended headers must use GO (EXPORT_NAME has no way to
+                // refuse): the protocol broken, the connection ends.
+                stats.protocol_errors.fetch_add(1, Relaxed);
+                return Ok(Outcome::Close);
             }
             OPT_EXPORT_NAME => {
                 // No error reply exists for this option: an unknown name ends the connection.
@@ -230,7 +252,7 @@ pub(super) fn options<S: Read + Write>(
                     return Ok(Outcome::Close);
                 }
                 neg.entering(&e.name);
-                let mut out = export_info(&*e.device, neg.structured);
+                let mut out = export_info(&*e.device, neg.structured || neg.extended);
                 if !neg.no_zeroes {
                     out.extend_from_slice(&[0u8; 124]);
                 }
@@ -291,7 +313,7 @@ pub(super) fn options<S: Read + Write>(
                     continue;
                 }
                 let mut info = INFO_EXPORT.to_be_bytes().to_vec();
-                info.extend_from_slice(&export_info(&*e.device, neg.structured));
+                info.extend_from_slice(&export_info(&*e.device, neg.structured || neg.extended));
                 opt_reply(s, opt, REP_INFO, &info)?;
                 let mut bs = INFO_BLOCK_SIZE.to_be_bytes().to_vec();
                 for v in [1u32, 4096, cfg.max_payload] {
@@ -312,7 +334,9 @@ pub(super) fn options<S: Read + Write>(
                     neg.contexts.clear();
                     neg.meta_export = None;
                 }
-                let Some((name, queries)) = meta::parse(&data).filter(|_| neg.structured) else {
+                let replies_carry_data = neg.structured || neg.extended;
+                let Some((name, queries)) = meta::parse(&data).filter(|_| replies_carry_data)
+                else {
                     // Malformed, or before structured replies (which block status needs).
                     opt_reply(s, opt, REP_ERR_INVALID, &[])?;
                     s.flush()?;

@@ -31,14 +31,14 @@ pub(super) struct Job {
     pub(super) flags: u16,
     pub(super) handle: [u8; 8],
     pub(super) offset: u64,
-    pub(super) len: u32,
+    pub(super) len: u64,
     pub(super) payload: Vec<u8>,
 }
 
 /// Runs `job` on `dev`; returns the NBD error (0 = ok) and the read data.
 pub(super) fn run(job: &mut Job, dev: &dyn BlockDevice, stats: &ServerStats) -> u32 {
     let fua = job.flags & CMD_FLAG_FUA != 0;
-    let len = job.len as u64;
+    let len = job.len;
     let res = match job.typ {
         CMD_READ => {
             job.payload.resize(job.len as usize, 0);

@@ -107,13 +107,13 @@ pub(super) fn block_status(
     dev: &dyn BlockDevice,
     c: MetaContext,
     offset: u64,
-    len: u32,
+    len: u64,
     req_one: bool,
 ) -> io::Result<Vec<Extent>> {
     let mut x = match c {
-        MetaContext::Allocation => dev.allocation(offset, len.into())?,
+        MetaContext::Allocation => dev.allocation(offset, len)?,
         MetaContext::CacheState => dev
-            .cache_state(offset, len.into())
+            .cache_state(offset, len)
             .unwrap_or_else(|| Err(io::Error::other("the export is no cache")))?,
     };
     if x.is_empty() {
