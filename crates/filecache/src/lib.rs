@@ -23,6 +23,7 @@ pub mod cleaner;
 pub mod core;
 #[cfg(feature = "fuse")]
 pub mod fs;
+pub mod fuzzing;
 pub mod journal;
 #[cfg(test)]
 // Its recorder is driven by the mount's power-loss tests only.
