@@ -7,6 +7,10 @@ pub(crate) const REQ_MAGIC: u32 = 0x2560_9513;
 /// The 32-byte request header of a connection that negotiated extended headers.
 pub(crate) const EXT_REQ_MAGIC: u32 = 0x21e4_1c71;
 pub(crate) const SIMPLE_MAGIC: u32 = 0x6744_6698;
+pub(crate) const STRUCTURED_MAGIC: u32 = 0x668e_33ef;
+pub(crate) const REPLY_FLAG_DONE: u16 = 1;
+pub(crate) const REPLY_TYPE_NONE: u16 = 0;
+pub(crate) const REPLY_TYPE_BLOCK_STATUS: u16 = 5;
 
 pub(crate) const OPT_EXPORT_NAME: u32 = 1;
 pub(crate) const OPT_ABORT: u32 = 2;

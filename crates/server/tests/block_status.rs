@@ -4,7 +4,9 @@
 //! nbdkit does and `--map=tiercache:state` the cache's resident and dirty ranges; `nbdcopy`
 //! skips the holes (the backend bytes the cache read, measured, are the data's, against the
 //! whole volume with extents off); `qemu-img map` sees the same layout; fast zero is refused
-//! at once and a plain zero done; `NBD_CMD_FLAG_REQ_ONE` is honoured.
+//! at once and a plain zero done; `NBD_CMD_FLAG_REQ_ONE` is honoured; a cache whose backend
+//! is a remote NBD export (nbdkit's file plugin) reports the remote's holes, and all data
+//! when the remote offers no block status.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
@@ -295,4 +297,82 @@ print("ok")
         )));
     assert!(out.contains("ok"), "{out}");
     server.stop().unwrap();
+}
+
+/// nbdkit's file plugin serving `file` on a Unix socket (`extra` flags first); killed on drop.
+struct Nbdkit(std::process::Child);
+
+impl Drop for Nbdkit {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn nbdkit_file(sock: &Path, file: &Path, extra: &[&str]) -> Nbdkit {
+    let child = Command::new("nbdkit")
+        .args(["-f", "--exit-with-parent"])
+        .args(extra)
+        .arg("-U")
+        .arg(sock)
+        .arg("file")
+        .arg(file)
+        .spawn()
+        .unwrap();
+    for _ in 0..500 {
+        if sock.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(sock.exists(), "nbdkit did not start");
+    Nbdkit(child)
+}
+
+#[test]
+fn a_remote_backends_holes_show_through_the_cache() {
+    if !(tiercache_testsupport::tool("nbdkit") && tiercache_testsupport::tool("nbdinfo")) {
+        return;
+    }
+    for (extra, holes) in [(&[][..], true), (&["--no-sr"][..], false)] {
+        let dir = workdir();
+        let file = dir.path().join("remote.img");
+        let f = std::fs::File::create(&file).unwrap();
+        f.set_len(VOLUME).unwrap();
+        f.write_all_at(&[9; 65536], 3 * MIB).unwrap();
+        f.sync_all().unwrap();
+        let remote_sock = dir.path().join("remote.sock");
+        let _nbdkit = nbdkit_file(&remote_sock, &file, extra);
+        let path = dir.path().join("serve.toml");
+        std::fs::write(
+            &path,
+            format!(
+                r#"
+[cache]
+capacity = "4MiB"
+line_size = "64KiB"
+[engine]
+cache_path = "{d}/cache.img"
+backend_path = "nbd+unix:///?socket={d}/remote.sock"
+[serve]
+socket = "{d}/nbd.sock"
+"#,
+                d = dir.path().display()
+            ),
+        )
+        .unwrap();
+        let setup = tiercache_server::config::load(Some(&path), &[]).unwrap();
+        let server = Server::builder(setup).log(|_| {}).start().unwrap();
+        let m = map(server.addr(), "base:allocation");
+        if holes {
+            assert_eq!(flags_at(&m, 0), 3, "{m:?}");
+            assert_eq!(flags_at(&m, 3 * MIB), 0, "{m:?}");
+            assert_eq!(flags_at(&m, 3 * MIB + 65536), 3, "{m:?}");
+            assert_eq!(flags_at(&m, VOLUME - 1), 3, "{m:?}");
+        } else {
+            // No structured replies, so no block status from the remote: all data.
+            assert_eq!(m, vec![(0, VOLUME, 0)]);
+        }
+        server.stop().unwrap();
+    }
 }

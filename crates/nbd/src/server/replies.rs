@@ -81,14 +81,10 @@ impl<W: Write> Write for Replies<W> {
     }
 }
 
-const STRUCTURED_MAGIC: u32 = 0x668e_33ef;
 const EXT_REPLY_MAGIC: u32 = 0x6e8a_278c;
-const REPLY_TYPE_NONE: u16 = 0;
 const REPLY_TYPE_BLOCK_STATUS_EXT: u16 = 6;
-const REPLY_FLAG_DONE: u16 = 1;
 const REPLY_TYPE_OFFSET_DATA: u16 = 1;
 const REPLY_TYPE_ERROR: u16 = (1 << 15) + 1;
-const REPLY_TYPE_BLOCK_STATUS: u16 = 5;
 
 /// Answers a BLOCK_STATUS at `offset`: one `NBD_REPLY_TYPE_BLOCK_STATUS` chunk per context
 /// (its id and extents; `_EXT` with 64-bit lengths and flags under extended headers), the
