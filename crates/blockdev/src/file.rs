@@ -1,6 +1,7 @@
 //! A file or block device through pread/pwrite, buffered or O_DIRECT.
 
-use crate::{check_range, uring, BlockDevice, ReapWait};
+use crate::extent::{HOLE, ZERO};
+use crate::{check_range, uring, BlockDevice, Extent, Extents, ReapWait};
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -361,6 +362,45 @@ impl BlockDevice for FileDevice {
         }
         Ok(())
     }
+    /// The file's holes, found with `SEEK_DATA` / `SEEK_HOLE`; where the file system (or a
+    /// block device) has no holes to tell, all data.
+    fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<Extent>> {
+        use std::os::fd::AsRawFd;
+        check_range(offset, len, self.len)?;
+        let fd = self.file.as_raw_fd();
+        // SAFETY: lseek only reads its integer arguments; the fd is owned by `self.file` and
+        // open for the call. The file position it moves is used by nothing (transfers are
+        // positioned: pread/pwrite, io_uring, the mapping), and each call's answer is its
+        // return value, so concurrent calls do not disturb each other.
+        let seek = |at: u64, whence| unsafe { libc::lseek(fd, at as libc::off_t, whence) };
+        let end = offset + len;
+        let mut x = Extents::new();
+        let mut at = offset;
+        while at < end && !x.full() {
+            let data = seek(at, libc::SEEK_DATA);
+            if data < 0 {
+                // ENXIO: no data from `at` to the end of the file. Anything else (EINVAL: the
+                // file system cannot tell): data, which is always a correct answer.
+                let hole = io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO);
+                x.push(end - at, if hole { HOLE | ZERO } else { 0 });
+                break;
+            }
+            let data = (data as u64).clamp(at, end);
+            x.push(data - at, HOLE | ZERO);
+            if data == end {
+                break;
+            }
+            let hole = seek(data, libc::SEEK_HOLE);
+            let hole = if hole < 0 {
+                end
+            } else {
+                (hole as u64).clamp(data + 1, end)
+            };
+            x.push(hole - data, 0);
+            at = hole;
+        }
+        Ok(x.into_vec())
+    }
 }
 
 /// Opens `path` read-write, creating it empty when missing (never truncating).
@@ -376,6 +416,44 @@ pub fn open_rw(path: &Path) -> io::Result<File> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sparse file's holes are reported as holes that read as zeroes, its data as data,
+    /// a query cut to its range; where the file system keeps no holes (all data) the data
+    /// is still reported where it was written.
+    #[test]
+    fn holes_of_a_sparse_file_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("dev");
+        let d = FileDevice::open(&p, 4 << 20).unwrap();
+        d.write_at(&[7u8; 65536], 1 << 20, false).unwrap();
+        let x = d.allocation(0, 4 << 20).unwrap();
+        assert_eq!(x.iter().map(|e| e.len).sum::<u64>(), 4 << 20, "{x:?}");
+        let at = |off: u64| {
+            let mut pos = 0;
+            x.iter()
+                .find(|e| {
+                    pos += e.len;
+                    off < pos
+                })
+                .unwrap()
+                .flags
+        };
+        assert_eq!(at((1 << 20) + 100), 0, "{x:?}");
+        if x.len() > 1 {
+            // The file system keeps holes: the start and the end are ones.
+            assert_eq!(at(0), HOLE | ZERO, "{x:?}");
+            assert_eq!(at((4 << 20) - 1), HOLE | ZERO, "{x:?}");
+        }
+        let part = d.allocation((1 << 20) + 4096, 4096).unwrap();
+        assert_eq!(
+            part,
+            vec![Extent {
+                len: 4096,
+                flags: 0
+            }]
+        );
+        d.allocation(4 << 20, 1).unwrap_err();
+    }
 
     #[test]
     fn creates_extends_and_punches_holes() {

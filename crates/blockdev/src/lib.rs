@@ -13,11 +13,13 @@
 //! a network link) and [`ReapWait`] (what a reap of started reads waits for).
 #![warn(missing_docs)]
 
+pub mod extent;
 mod file;
 mod mem;
 pub mod space;
 pub mod uring;
 
+pub use extent::{Extent, Extents};
 pub use file::{open_rw, FileDevice, DIRECT_ALIGN};
 pub use mem::MemDevice;
 
@@ -239,6 +241,33 @@ pub trait BlockDevice: Send + Sync {
     fn demote_tracker(&self) -> Option<Arc<dyn Any + Send + Sync>> {
         None
     }
+
+    /// The allocation of the bytes from `off`: runs of [`extent::HOLE`] / [`extent::ZERO`]
+    /// state or data (flags 0), the first at `off`, covering at least one byte when `len` is
+    /// not zero, at most [`extent::MAX_EXTENTS`] runs, and no further than `len` (a reply may
+    /// cover less; the caller asks again). Default: checks the range, all data (always true:
+    /// data may hold zeroes).
+    fn allocation(&self, off: u64, len: u64) -> io::Result<Vec<Extent>> {
+        check_range(off, len, self.size())?;
+        let mut x = Extents::new();
+        x.push(len, 0);
+        Ok(x.into_vec())
+    }
+
+    /// What a cache holds of the bytes from `off`: runs of [`extent::RESIDENT`] and
+    /// [`extent::DIRTY`] state, as [`allocation`](Self::allocation) bounds them. Default:
+    /// `None`, the device is no cache.
+    fn cache_state(&self, off: u64, len: u64) -> Option<io::Result<Vec<Extent>>> {
+        let _ = (off, len);
+        None
+    }
+
+    /// Whether [`write_zeroes`](Self::write_zeroes) takes less time than writing the zeroes
+    /// (NBD's fast zero: a client that asks for it is refused at once otherwise). Default:
+    /// `false`.
+    fn fast_zeroes(&self) -> bool {
+        false
+    }
 }
 
 impl<D: BlockDevice + ?Sized> BlockDevice for Arc<D> {
@@ -309,6 +338,15 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Arc<D> {
     }
     fn demote_tracker(&self) -> Option<Arc<dyn Any + Send + Sync>> {
         (**self).demote_tracker()
+    }
+    fn allocation(&self, off: u64, len: u64) -> io::Result<Vec<Extent>> {
+        (**self).allocation(off, len)
+    }
+    fn cache_state(&self, off: u64, len: u64) -> Option<io::Result<Vec<Extent>>> {
+        (**self).cache_state(off, len)
+    }
+    fn fast_zeroes(&self) -> bool {
+        (**self).fast_zeroes()
     }
 }
 

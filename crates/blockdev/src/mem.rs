@@ -57,6 +57,10 @@ impl BlockDevice for MemDevice {
     fn multi_conn(&self) -> bool {
         true
     }
+    /// Zeroing memory sends no payload and writes nothing through a device.
+    fn fast_zeroes(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub mod config;
 pub mod device;
 mod engine;
 pub mod exec;
+pub mod fuzzing;
 pub mod health;
 mod load;
 pub mod ordering;

@@ -237,4 +237,24 @@ impl BlockDevice for TwoLevel {
         // From a cache above this whole stack: into the top level.
         self.ram.demote(off, data, still_valid)
     }
+    fn allocation(&self, off: u64, len: u64) -> io::Result<Vec<tiercache_blockdev::Extent>> {
+        // The RAM level's backend is the level below, whose backend is the volume's.
+        BlockDevice::allocation(&self.ram, off, len)
+    }
+    /// Either level holding a byte makes it resident; either holding it dirty, dirty.
+    fn cache_state(
+        &self,
+        off: u64,
+        len: u64,
+    ) -> Option<io::Result<Vec<tiercache_blockdev::Extent>>> {
+        let both = (|| {
+            let top = BlockDevice::cache_state(&self.ram, off, len).transpose()?;
+            let below = BlockDevice::cache_state(&*self.lower, off, len).transpose()?;
+            Ok(match (top, below) {
+                (Some(a), Some(b)) => tiercache_blockdev::extent::zip_with(&a, &b, |x, y| x | y),
+                (a, b) => a.or(b).unwrap_or_default(),
+            })
+        })();
+        Some(both)
+    }
 }

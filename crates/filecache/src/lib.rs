@@ -24,6 +24,7 @@ pub mod core;
 pub mod faults;
 #[cfg(feature = "fuse")]
 pub mod fs;
+pub mod fuzzing;
 pub mod journal;
 #[cfg(test)]
 // Its recorder is driven by the mount's power-loss tests only.

@@ -82,6 +82,9 @@ pub struct Remote {
     losses: Arc<AtomicU64>,
     /// The pool's DEMOTE session id, when asked for.
     demote_session: Option<u64>,
+    /// The connection block status is asked on, once opened (`Some(None)`: the server has
+    /// no `base:allocation` to offer).
+    status: Mutex<Option<Option<crate::client::StatusConnection>>>,
 }
 
 impl Remote {
@@ -113,7 +116,40 @@ impl Remote {
             counters: RemoteCounters::default(),
             losses,
             demote_session,
+            status: Mutex::new(None),
         })
+    }
+
+    /// The allocation of `len` bytes at `offset` (as
+    /// [`tiercache_blockdev::BlockDevice::allocation`]): the server's `base:allocation`, asked
+    /// on a connection of its own, opened at the first query. Where the server offers none,
+    /// or the query fails (the connection is dropped, to be opened again at the next), all
+    /// data: always a correct answer, so a broken link only costs the holes.
+    pub fn allocation(&self, offset: u64, len: u64) -> Vec<tiercache_blockdev::Extent> {
+        let all_data = || vec![tiercache_blockdev::Extent { len, flags: 0 }];
+        if len == 0 {
+            return Vec::new();
+        }
+        let mut st = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        if st.is_none() {
+            match crate::client::StatusConnection::open(&self.uri, self.cfg.connect_timeout) {
+                Ok(c) => *st = Some(c),
+                Err(_) => return all_data(),
+            }
+        }
+        let Some(Some(conn)) = st.as_ref() else {
+            return all_data();
+        };
+        // A request's length is 32 bits: a longer query is answered in part (the protocol
+        // lets a reply cover less; the caller asks again from where it ended).
+        let ask = len.min(u64::from(u32::MAX) & !4095) as u32;
+        match conn.allocation(offset, ask) {
+            Ok(x) => x,
+            Err(_) => {
+                *st = None;
+                all_data()
+            }
+        }
     }
 
     /// The export as first connected.

@@ -92,6 +92,21 @@ fn the_seeds_reach_what_they_were_written_for() {
     let options = 20 + 20 + (20 + 14) + (20 + 12) + 20; // two STRUCTURED_REPLY, GO's three
     let chunks = 16 + (20 + 8 + 4) + (20 + 6) + 8 * (20 + 8 + 4096);
     assert_eq!(o.reply_bytes, 18 + options + chunks, "{o:?}");
+    // Metadata contexts, block status and fast zero; extended headers (every command).
+    let o = serve_input(
+        &seed("nbd_server_options", "meta_block_status"),
+        None,
+        false,
+    );
+    assert!(
+        o.transmission && o.requests == 4 && o.protocol_errors == 0,
+        "{o:?}"
+    );
+    let o = serve_input(&seed("nbd_server_options", "extended_headers"), None, false);
+    assert!(
+        o.transmission && o.requests == 6 && o.protocol_errors == 0,
+        "{o:?}"
+    );
     let o = serve_input(&seed("nbd_server_options", "too_big"), None, false);
     assert!(!o.transmission && o.protocol_errors == 1, "{o:?}");
     let o = serve_input(

@@ -215,6 +215,17 @@ pub fn load_doc(path: Option<&Path>, overrides: &[String]) -> Result<(Document, 
     Ok((doc, base))
 }
 
+/// The setups a config's text describes (one per variant), or the first error, every path
+/// relative to the working directory: what the `config_loader` fuzz target drives (for any
+/// text, setups or a named error, never a panic).
+pub fn load_text(text: &str) -> Result<Vec<ServeSetup>> {
+    let doc = Document::parse(text, "<text>")?;
+    doc.variants()?
+        .iter()
+        .map(|(_, d)| setup_of(d, None))
+        .collect()
+}
+
 /// The setup one document (a config, or one of its variants) describes. Relative paths start
 /// from `base` when given (a config file's directory).
 pub fn setup_of(doc: &Document, base: Option<&Path>) -> Result<ServeSetup> {

@@ -234,7 +234,7 @@ pub fn render(src: &MetricsSource) -> String {
         .sample("", t.decisions as f64);
     }
     let link = e.backend_link.as_ref();
-    let overall: [(&str, &str, &str, f64); 22] = [
+    let overall: [(&str, &str, &str, f64); 26] = [
         ("reads_total", "counter", "Reads served.", e.reads as f64),
         ("writes_total", "counter", "Writes served.", e.writes as f64),
         (
@@ -350,6 +350,30 @@ pub fn render(src: &MetricsSource) -> String {
             "counter",
             "NBD connections accepted.",
             src.server.connections.load(Relaxed) as f64,
+        ),
+        (
+            "nbd_tls_handshakes_total",
+            "counter",
+            "TLS sessions set up (NBD_OPT_STARTTLS and a completed TLS handshake).",
+            src.server.tls_sessions.load(Relaxed) as f64,
+        ),
+        (
+            "nbd_tls_handshake_failures_total",
+            "counter",
+            "TLS handshakes that failed (a certificate refused either way, a peer speaking no TLS).",
+            src.server.tls_handshake_failures.load(Relaxed) as f64,
+        ),
+        (
+            "nbd_tls_required_total",
+            "counter",
+            "Options refused with NBD_REP_ERR_TLS_REQD (or connections closed) before TLS.",
+            src.server.tls_required.load(Relaxed) as f64,
+        ),
+        (
+            "nbd_authz_refusals_total",
+            "counter",
+            "Exports refused to a TLS client whose identity may not use them.",
+            src.server.authz_refusals.load(Relaxed) as f64,
         ),
         (
             "halted",

@@ -1,7 +1,7 @@
 //! `[serve.tls]` through the serve lifecycle: a server built from a config with TLS required
 //! and exports authorised per client certificate, reached over `nbds://` (TCP, the server's
 //! certificate checked against 127.0.0.1); a plaintext client refused; its TLS counters in
-//! the stats file; and a listener beyond loopback without TLS refused at load.
+//! the stats file and on the live `/metrics`; and a listener beyond loopback without TLS refused at load.
 
 #[path = "../../nbd/tests/common/pki.rs"]
 #[allow(dead_code)] // shared with the NBD crate's tests, which use all of it
@@ -45,6 +45,7 @@ fn a_served_cache_requires_tls_and_authorises_its_export() {
             dir.path(),
             &format!(
                 r#"listen = "127.0.0.1:0"
+metrics_listen = "127.0.0.1:0"
 [serve.tls]
 mode = "require"
 certificates = "{}"
@@ -87,6 +88,31 @@ exports = ["vol"]
     let plain: NbdUri = server.addr().parse().unwrap();
     let e = Connection::open(&plain, t).err().unwrap().to_string();
     assert!(e.contains("0x80000005"), "{e}");
+    // A client certificate of another CA: the handshake fails (and is counted).
+    let other_ca = pki::Pki::new("another CA");
+    let stranger = other_ca.client_dir("eve", Some("alice"));
+    Connection::open(&at(&stranger), t).err().unwrap();
+    // The TLS counters, live on /metrics. The refused client may hear of its failure before
+    // the server has counted it: the endpoint is read until it shows them (or 10 s pass).
+    let want = [
+        ("tiercache_nbd_tls_handshakes_total", 2),
+        ("tiercache_nbd_tls_handshake_failures_total", 1),
+        ("tiercache_nbd_tls_required_total", 1),
+        ("tiercache_nbd_authz_refusals_total", 1),
+    ];
+    let shows = |metrics: &str| {
+        want.iter()
+            .all(|(name, v)| metrics.lines().any(|l| l == format!("{name} {v}")))
+    };
+    let mut metrics = String::new();
+    for _ in 0..200 {
+        metrics = http_get(server.metrics_addr().unwrap(), "/metrics");
+        if shows(&metrics) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(shows(&metrics), "{want:?} not in:\n{metrics}");
     server.stop().unwrap();
     let stats: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("stats.json")).unwrap()).unwrap();
@@ -94,6 +120,17 @@ exports = ["vol"]
     assert_eq!(nbd["tls_sessions"], 2, "{nbd}");
     assert_eq!(nbd["authz_refusals"], 1, "{nbd}");
     assert_eq!(nbd["tls_required"], 1, "{nbd}");
+    assert_eq!(nbd["tls_handshake_failures"], 1, "{nbd}");
+}
+
+/// The body of a `GET path` on `addr`.
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
 }
 
 #[test]

@@ -38,6 +38,7 @@ pub mod csv;
 pub mod error;
 mod footprint;
 pub mod format;
+pub mod fuzzing;
 mod input;
 mod lines;
 pub mod native;

@@ -34,6 +34,11 @@ impl BlockDevice for NbdBackend {
     fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
         Ok(self.0.trim(offset, len)?)
     }
+    /// The remote's holes, where it reports them (`base:allocation`); all data otherwise.
+    fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<tiercache_blockdev::Extent>> {
+        tiercache_blockdev::check_range(offset, len, self.0.size())?;
+        Ok(self.0.allocation(offset, len))
+    }
     fn takes_demotes(&self) -> bool {
         self.0.demote_enabled()
     }

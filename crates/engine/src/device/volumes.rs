@@ -103,6 +103,10 @@ impl BlockDevice for VolumeSet {
         let (m, at) = self.route(offset, len)?;
         m.dev.trim(at, len)
     }
+    fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<tiercache_blockdev::Extent>> {
+        let (m, at) = self.route(offset, len)?;
+        m.dev.allocation(at, len)
+    }
 }
 
 #[cfg(test)]

@@ -106,6 +106,12 @@ impl BlockDevice for Watched {
     fn epoch(&self) -> u64 {
         self.inner.epoch()
     }
+    fn allocation(&self, off: u64, len: u64) -> io::Result<Vec<tiercache_blockdev::Extent>> {
+        self.inner.allocation(off, len)
+    }
+    fn fast_zeroes(&self) -> bool {
+        self.inner.fast_zeroes()
+    }
     fn flush_since(&self, epoch: u64) -> io::Result<()> {
         self.seen(DeviceOp::Flush, 0, self.inner.flush_since(epoch))
     }

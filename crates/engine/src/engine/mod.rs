@@ -35,6 +35,7 @@ mod live;
 mod open;
 mod request;
 mod started;
+mod status;
 mod volume;
 
 use volume::VolumeState;
@@ -515,6 +516,16 @@ impl BlockDevice for Engine {
         still_valid: &dyn Fn() -> bool,
     ) -> io::Result<tiercache_blockdev::DemoteReply> {
         Engine::demote(self, off, data, still_valid)
+    }
+    fn allocation(&self, off: u64, len: u64) -> io::Result<Vec<tiercache_blockdev::Extent>> {
+        self.inner.allocation(self.primary(), off, len)
+    }
+    fn cache_state(
+        &self,
+        off: u64,
+        len: u64,
+    ) -> Option<io::Result<Vec<tiercache_blockdev::Extent>>> {
+        Some(self.inner.cache_state(self.primary(), off, len))
     }
 }
 

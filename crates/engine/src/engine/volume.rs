@@ -530,6 +530,16 @@ impl tiercache_blockdev::BlockDevice for VolumeHandle {
     fn size(&self) -> u64 {
         self.size
     }
+    fn allocation(&self, off: u64, len: u64) -> io::Result<Vec<tiercache_blockdev::Extent>> {
+        self.engine.inner.allocation(self.volume, off, len)
+    }
+    fn cache_state(
+        &self,
+        off: u64,
+        len: u64,
+    ) -> Option<io::Result<Vec<tiercache_blockdev::Extent>>> {
+        Some(self.engine.inner.cache_state(self.volume, off, len))
+    }
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
         self.engine.read_volume(self.volume, buf, off)
     }

@@ -16,8 +16,10 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+mod status;
 mod uri;
 
+pub use status::StatusConnection;
 pub use uri::{NbdUri, Target, UriError, UriTls, DEFAULT_PORT};
 
 /// What the server said about the export.

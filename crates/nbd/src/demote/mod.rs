@@ -581,6 +581,19 @@ impl BlockDevice for Tracked {
     fn demote_tracker(&self) -> Option<Arc<dyn Any + Send + Sync>> {
         Some(self.tracker.clone())
     }
+    fn allocation(&self, off: u64, len: u64) -> io::Result<Vec<tiercache_blockdev::Extent>> {
+        self.inner.allocation(off, len)
+    }
+    fn cache_state(
+        &self,
+        off: u64,
+        len: u64,
+    ) -> Option<io::Result<Vec<tiercache_blockdev::Extent>>> {
+        self.inner.cache_state(off, len)
+    }
+    fn fast_zeroes(&self) -> bool {
+        self.inner.fast_zeroes()
+    }
 }
 
 /// A device that takes demotes, exported with race-safety tracking: serve this instead of
@@ -673,6 +686,19 @@ impl BlockDevice for DemoteExport {
     }
     fn demote_tracker(&self) -> Option<Arc<dyn Any + Send + Sync>> {
         Some(self.tracker.clone())
+    }
+    fn allocation(&self, off: u64, len: u64) -> io::Result<Vec<tiercache_blockdev::Extent>> {
+        self.inner.allocation(off, len)
+    }
+    fn cache_state(
+        &self,
+        off: u64,
+        len: u64,
+    ) -> Option<io::Result<Vec<tiercache_blockdev::Extent>>> {
+        self.inner.cache_state(off, len)
+    }
+    fn fast_zeroes(&self) -> bool {
+        self.inner.fast_zeroes()
     }
 }
 

@@ -1,5 +1,6 @@
 //! The handshake phase: options, export information, the export chosen.
 
+use super::meta::{self, MetaContext};
 use super::*;
 use crate::tls::TlsMode;
 
@@ -13,16 +14,24 @@ fn opt_reply(s: &mut impl Write, opt: u32, typ: u32, data: &[u8]) -> io::Result<
     s.write_all(&v)
 }
 
-/// The export description (size, transmission flags) of `dev`.
-fn export_info(dev: &dyn BlockDevice) -> Vec<u8> {
+/// The export description (size, transmission flags) of `dev`; `structured`: the client
+/// negotiated structured replies.
+fn export_info(dev: &dyn BlockDevice, structured: bool) -> Vec<u8> {
     let mut flags = FLAG_HAS_FLAGS
         | FLAG_SEND_FLUSH
         | FLAG_SEND_FUA
         | FLAG_SEND_TRIM
         | FLAG_SEND_WRITE_ZEROES
-        | FLAG_SEND_CACHE;
+        | FLAG_SEND_CACHE
+        // Offered whatever the device: a fast zero it cannot do is refused at once, which
+        // the protocol counts as fast (copying tools then write the zeroes themselves).
+        | FLAG_SEND_FAST_ZERO;
     if dev.multi_conn() {
         flags |= FLAG_CAN_MULTI_CONN;
+    }
+    if structured {
+        // Every READ is answered in one data chunk: "don't fragment" always holds.
+        flags |= FLAG_SEND_DF;
     }
     let mut export = Vec::new();
     export.extend_from_slice(&dev.size().to_be_bytes());
@@ -52,6 +61,30 @@ pub(super) struct Negotiation {
     pub(super) identity: Option<crate::tls::PeerIdentity>,
     /// The client asked for structured replies (`NBD_OPT_STRUCTURED_REPLY`).
     pub(super) structured: bool,
+    /// The client negotiated extended headers (`NBD_OPT_EXTENDED_HEADERS`): 32-byte requests
+    /// with 64-bit lengths, every reply an extended chunk.
+    pub(super) extended: bool,
+    /// The metadata contexts the last `NBD_OPT_SET_META_CONTEXT` selected, and the export it
+    /// named: block status is answered only on that export.
+    pub(super) contexts: Vec<MetaContext>,
+    meta_export: Option<String>,
+}
+
+impl Negotiation {
+    /// What TLS starting forgets: options negotiated in the clear are negotiated again.
+    pub(super) fn forget_plaintext_options(&mut self) {
+        self.structured = false;
+        self.extended = false;
+        self.contexts.clear();
+        self.meta_export = None;
+    }
+
+    /// Entering transmission on `export`: contexts selected for another export are dropped.
+    fn entering(&mut self, export: &str) {
+        if self.meta_export.as_deref() != Some(export) {
+            self.contexts.clear();
+        }
+    }
 }
 
 /// Sends the server's greeting and reads the client's flags; `false`: the connection ends
@@ -186,11 +219,29 @@ pub(super) fn options<S: Read + Write>(
             OPT_STRUCTURED_REPLY => {
                 let rep = if len != 0 {
                     REP_ERR_INVALID
+                } else if neg.extended {
+                    // Extended headers take precedence (the protocol's answer).
+                    REP_ERR_EXT_HEADER_REQD
                 } else {
                     neg.structured = true;
                     REP_ACK
                 };
                 opt_reply(s, opt, rep, &[])?;
+            }
+            OPT_EXTENDED_HEADERS => {
+                let rep = if len != 0 {
+                    REP_ERR_INVALID
+                } else {
+                    neg.extended = true;
+                    REP_ACK
+                };
+                opt_reply(s, opt, rep, &[])?;
+            }
+            OPT_EXPORT_NAME if neg.extended => {
+                // A client with extended headers must use GO (EXPORT_NAME has no way to
+                // refuse): the protocol broken, the connection ends.
+                stats.protocol_errors.fetch_add(1, Relaxed);
+                return Ok(Outcome::Close);
             }
             OPT_EXPORT_NAME => {
                 // No error reply exists for this option: an unknown name ends the connection.
@@ -200,7 +251,8 @@ pub(super) fn options<S: Read + Write>(
                 if refusal(&e.name, cfg, stats, neg).is_some() {
                     return Ok(Outcome::Close);
                 }
-                let mut out = export_info(&*e.device);
+                neg.entering(&e.name);
+                let mut out = export_info(&*e.device, neg.structured || neg.extended);
                 if !neg.no_zeroes {
                     out.extend_from_slice(&[0u8; 124]);
                 }
@@ -261,7 +313,7 @@ pub(super) fn options<S: Read + Write>(
                     continue;
                 }
                 let mut info = INFO_EXPORT.to_be_bytes().to_vec();
-                info.extend_from_slice(&export_info(&*e.device));
+                info.extend_from_slice(&export_info(&*e.device, neg.structured || neg.extended));
                 opt_reply(s, opt, REP_INFO, &info)?;
                 let mut bs = INFO_BLOCK_SIZE.to_be_bytes().to_vec();
                 for v in [1u32, 4096, cfg.max_payload] {
@@ -270,9 +322,45 @@ pub(super) fn options<S: Read + Write>(
                 opt_reply(s, opt, REP_INFO, &bs)?;
                 opt_reply(s, opt, REP_ACK, &[])?;
                 if opt == OPT_GO {
+                    neg.entering(&e.name);
                     s.flush()?;
                     return Ok(Outcome::Go(e.device.clone()));
                 }
+            }
+            OPT_LIST_META_CONTEXT | OPT_SET_META_CONTEXT => {
+                let set = opt == OPT_SET_META_CONTEXT;
+                if set {
+                    // A SET replaces the selection even when it fails.
+                    neg.contexts.clear();
+                    neg.meta_export = None;
+                }
+                let replies_carry_data = neg.structured || neg.extended;
+                let Some((name, queries)) = meta::parse(&data).filter(|_| replies_carry_data)
+                else {
+                    // Malformed, or before structured replies (which block status needs).
+                    opt_reply(s, opt, REP_ERR_INVALID, &[])?;
+                    s.flush()?;
+                    continue;
+                };
+                let Some(e) = exports.find(name) else {
+                    opt_reply(s, opt, REP_ERR_UNKNOWN, &[])?;
+                    s.flush()?;
+                    continue;
+                };
+                if let Some((rep, why)) = refusal(&e.name, cfg, stats, neg) {
+                    opt_reply(s, opt, rep, why.as_bytes())?;
+                    s.flush()?;
+                    continue;
+                }
+                let chosen = meta::select(&*e.device, &queries, !set);
+                for &c in &chosen {
+                    opt_reply(s, opt, REP_META_CONTEXT, &meta::reply_data(c, !set))?;
+                }
+                if set {
+                    neg.contexts = chosen;
+                    neg.meta_export = Some(e.name.clone());
+                }
+                opt_reply(s, opt, REP_ACK, &[])?;
             }
             // A demote session belongs to one device's write tracking, and the option comes
             // before the client names its export: it is offered by single-export servers.
