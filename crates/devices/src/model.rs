@@ -122,6 +122,9 @@ impl DeviceModel {
     pub fn from_resolved(name: &str, r: &ResolvedDevice) -> Self {
         let store = match &r.kind {
             ResolvedKind::None => Store::None,
+            ResolvedKind::Disk(p) if p.geometry.is_some() => {
+                Store::Queued(Box::new(QueuedDisk::new(*p)))
+            }
             ResolvedKind::Disk(p) => Store::Disk(Disk::new(*p)),
             ResolvedKind::Constant { latency_ns } => Store::Constant(*latency_ns),
             ResolvedKind::Array {
@@ -139,7 +142,7 @@ impl DeviceModel {
         let fixed_phases = match &store {
             Store::Array(_) => VARIES,
             Store::None => link.is_some() as u8,
-            Store::Disk(_) | Store::Constant(_) => 1 + link.is_some() as u8,
+            Store::Disk(_) | Store::Constant(_) | Store::Queued(_) => 1 + link.is_some() as u8,
         };
         Self {
             name: name.to_string(),
@@ -179,6 +182,7 @@ impl DeviceModel {
         match &self.store {
             Store::None | Store::Constant(_) => (0, 0),
             Store::Disk(d) => (d.reads, d.writes),
+            Store::Queued(q) => (q.reads, q.writes),
             Store::Array(a) => a
                 .members
                 .iter()
@@ -195,7 +199,7 @@ impl DeviceModel {
         let store = match &self.store {
             Store::Array(a) => a.phases(kind, offset, len),
             Store::None => 0,
-            Store::Disk(_) | Store::Constant(_) => 1,
+            Store::Disk(_) | Store::Constant(_) | Store::Queued(_) => 1,
         };
         store + self.link.is_some() as u8
     }
@@ -245,6 +249,7 @@ impl DeviceModel {
             Store::None => now,
             Store::Constant(ns) => now.saturating_add(*ns),
             Store::Disk(d) => d.submit(now, kind, offset, len),
+            Store::Queued(q) => q.run_one(now, kind, offset, len),
             Store::Array(a) => a.submit_phase(now, kind, offset, len, store_phase),
         }
     }
@@ -280,6 +285,64 @@ impl DeviceModel {
             return now;
         }
         self.submit_phase(now, kind, offset, len, 0)
+    }
+
+    /// Whether the device is a positional disk that reorders its queue
+    /// ([`QueuedDisk`]): an executor submits to it with [`DeviceModel::start_queued`] and
+    /// wakes it when it asks ([`DeviceModel::wake_request`]), as an op's completion is only
+    /// known when the op starts service.
+    #[inline(always)]
+    pub fn is_queued(&self) -> bool {
+        matches!(self.store, Store::Queued(_))
+    }
+
+    /// An op enters a queueing device at `now` ([`DeviceModel::is_queued`]); `tag` names it in
+    /// `done`, where every op whose completion became known is pushed as `(tag, completion)`
+    /// (this op's if it was acknowledged from the drive's cache or started at once).
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_queued(
+        &mut self,
+        now: Nanos,
+        kind: IoKind,
+        offset: u64,
+        len: u64,
+        cause: OpCause,
+        tag: u64,
+        done: &mut Vec<(u64, Nanos)>,
+    ) {
+        self.op_started(now, cause);
+        match &mut self.store {
+            Store::Queued(q) => q.submit(now, kind, offset, len, tag, done),
+            _ => {
+                let end = self.submit_phase(now, kind, offset, len, 0);
+                done.push((tag, end));
+            }
+        }
+    }
+
+    /// Delivers a wake a queueing device asked for ([`DeviceModel::wake_request`]) at `now`;
+    /// completions go to `done` as in [`DeviceModel::start_queued`].
+    pub fn wake(&mut self, now: Nanos, done: &mut Vec<(u64, Nanos)>) {
+        if let Store::Queued(q) = &mut self.store {
+            q.wake(now, done);
+        }
+    }
+
+    /// When a queueing device wants to be woken ([`DeviceModel::wake`]), if it has not asked
+    /// already; `None` for every other device.
+    pub fn wake_request(&mut self) -> Option<Nanos> {
+        match &mut self.store {
+            Store::Queued(q) => q.wake_request(),
+            _ => None,
+        }
+    }
+
+    /// The queueing disk of the device, if it is one.
+    pub fn queued_disk(&self) -> Option<&QueuedDisk> {
+        match &self.store {
+            Store::Queued(q) => Some(q),
+            _ => None,
+        }
     }
 
     /// Runs every phase of an op back to back, each starting when the previous one completes,
@@ -410,6 +473,7 @@ impl DeviceModel {
             // No capacity limit: a constant device is never busy.
             Store::None | Store::Constant(_) => 0,
             Store::Disk(d) => d.cost_ps,
+            Store::Queued(q) => q.cost_ps,
             Store::Array(a) => crate::disk::div_u128(
                 a.members.iter().map(|m| m.cost_ps).sum::<u128>(),
                 a.members.len() as u64,

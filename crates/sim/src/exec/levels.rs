@@ -287,6 +287,7 @@ impl<'a, const MULTI: bool> Sim<'a, MULTI> {
             window_end: None,
             backend_served: 0,
             timelines: run_limits.timeline_interval_ns.is_some(),
+            device_done: Vec::new(),
         })
     }
 

@@ -115,6 +115,8 @@ struct Sim<'a, const MULTI: bool> {
     backend_served: u64,
     /// The levels keep timelines (`run.timeline_interval_ns`).
     timelines: bool,
+    /// Completions a queueing disk handed back, `(tag, time)` (scratch, reused).
+    device_done: Vec<(u64, Nanos)>,
 }
 
 /// The levels or the clients of a run, indexed by number. In a single-level run (`MULTI`
@@ -431,6 +433,7 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
             }
             What::Balance(l) => self.poll_balancer(l),
             What::Repartition(l) => self.poll_repartition(l),
+            What::Wake { level, dev } => self.wake_device(level, dev),
         }
     }
 }
