@@ -95,8 +95,13 @@ pub struct DeviceModel {
     /// Moving average of op latency (submission to completion), ns (see
     /// [`DeviceModel::latency_ns`]).
     latency_ns: Nanos,
-    /// Device time consumed when the last op completed, ps.
+    /// Device time consumed when the service estimate last took a sample, ps.
     cost_at_last_finish: u128,
+    /// Ops whose device time was booked when the estimate last took a sample
+    /// ([`DeviceModel::booked_ops`]).
+    booked_at_last_finish: u64,
+    /// Ops that entered the device ([`DeviceModel::op_started`]).
+    started_ops: u64,
     /// Phases of every op when they do not depend on the op (every store but an array), so
     /// the executor's two questions per op are a field read: [`VARIES`] for arrays.
     fixed_phases: u8,
@@ -159,6 +164,8 @@ impl DeviceModel {
             service_ns: 0,
             latency_ns: 0,
             cost_at_last_finish: 0,
+            booked_at_last_finish: 0,
+            started_ops: 0,
         }
     }
 
@@ -396,6 +403,7 @@ impl DeviceModel {
         self.advance(now);
         self.inflight_start_sum += u128::from(now);
         self.inflight += 1;
+        self.started_ops += 1;
         let ci = cause_index(cause);
         self.inflight_by_cause[ci] += 1;
         self.inflight_by_origin[ORIGIN_SLOT[ci]] += 1;
@@ -422,10 +430,21 @@ impl DeviceModel {
         self.c.ops += 1;
         self.c.latency_ns += (now - started) as u128;
         self.latency_ns = service_ewma(self.latency_ns, now - started);
-        let (cost, spent) = self.cost_since_last_finish();
-        let sample = crate::disk::div_u128(spent, 1000);
-        self.cost_at_last_finish = cost;
-        self.service_ns = service_ewma(self.service_ns, sample.min(u64::MAX as u128) as u64);
+        // One sample per completion: the device time booked since the last sample, per op it
+        // was booked for. A FIFO disk books an op's time when the op is submitted, a
+        // queueing disk when it starts one: a completion after a batch of submissions sees
+        // the batch's time, and those after it, with nothing booked, keep the estimate (as
+        // the time between completions, the estimate fell to nothing while a long queue
+        // drained, and a disk thousands of ops deep looked idle to the balancers).
+        let booked = self.booked_ops();
+        let ops = booked - self.booked_at_last_finish;
+        if ops > 0 {
+            let (cost, spent) = self.cost_since_last_finish();
+            let sample = crate::disk::div_u128(spent, 1000) / u128::from(ops);
+            self.cost_at_last_finish = cost;
+            self.booked_at_last_finish = booked;
+            self.service_ns = service_ewma(self.service_ns, sample.min(u64::MAX as u128) as u64);
+        }
         self.c.by_cause[ci] += 1;
         match kind {
             IoKind::Read => self.c.bytes_read += len,
@@ -434,6 +453,16 @@ impl DeviceModel {
                 self.c.written_by_cause[ci] += len;
             }
             _ => {}
+        }
+    }
+
+    /// Ops whose device time has been booked so far: the ops a queueing disk started (its
+    /// destages too), the ops that entered any other device.
+    #[inline]
+    fn booked_ops(&self) -> u64 {
+        match &self.store {
+            Store::Queued(q) => q.dispatched,
+            _ => self.started_ops,
         }
     }
 
@@ -512,10 +541,56 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn cost_now(d: &DeviceModel, now: Nanos) -> u128 {
+        d.counters(now).cost_ps
+    }
+
+    /// A disk given a batch of ops at once keeps its service time while the batch drains
+    /// (it fell to nothing before: the completions after the first saw no time booked), so
+    /// a queue thousands of ops deep does not look idle.
+    #[test]
+    fn a_drained_batch_keeps_the_service_time() {
+        for preset in ["hdd-7200-sas", "hdd-c2-sas"] {
+            let mut d = DeviceModel::new("d", &DeviceConfig::preset(preset)).unwrap();
+            let mut ends = Vec::new();
+            let mut done = Vec::new();
+            for i in 0..200u64 {
+                let offset = (i * 7_919) % 1000 * (1 << 30);
+                if d.is_queued() {
+                    d.start_queued(
+                        0,
+                        IoKind::Read,
+                        offset,
+                        4096,
+                        OpCause::ReadMiss,
+                        i,
+                        &mut done,
+                    );
+                } else {
+                    ends.push(d.start_op(0, IoKind::Read, offset, 4096, OpCause::ReadMiss));
+                }
+            }
+            while let Some(w) = d.wake_request() {
+                d.wake(w, &mut done);
+            }
+            ends.extend(done.iter().map(|x| x.1));
+            ends.sort_unstable();
+            for &e in &ends {
+                d.op_finished(e, 0, IoKind::Read, 4096, OpCause::ReadMiss);
+            }
+            let svc = d.service_ns();
+            let mean = ends.last().unwrap() / 200;
+            assert!(
+                svc as f64 > 0.5 * mean as f64 && (svc as f64) < 2.0 * mean as f64,
+                "{preset}: service {svc} ns, mean op {mean} ns"
+            );
+        }
+    }
+
     proptest! {
-        /// The service-time average follows the device time spent between completions as the
-        /// counters report it (saturating), on a lone disk and on an array, at the end of time
-        /// too (a per-byte time that saturates the cost).
+        /// The service-time average follows the device time booked between completions per
+        /// op booked, as the counters report it (saturating), on a lone disk and on an array,
+        /// at the end of time too (a per-byte time that saturates the cost).
         #[test]
         fn service_average_follows_the_device_time_between_completions(
             preset in prop_oneof![Just("nvme-ssd"), Just("sata-ssd-5100")],
@@ -540,11 +615,12 @@ mod tests {
                 }
             }
             let mut d = DeviceModel::from_resolved("d", &r);
-            let (mut now, mut before, mut avg) = (0u64, 0u128, 0u64);
+            let (mut now, mut before, mut avg, mut booked) = (0u64, 0u128, 0u64, 0u128);
             let mut started: Vec<Nanos> = Vec::new();
             for (dt, start, pick, len) in steps {
                 now = now.saturating_add(dt);
                 if start || started.is_empty() {
+                    booked += 1;
                     d.op_started(now, OpCause::ReadMiss);
                     let mut t = now;
                     for phase in 0..d.phases(IoKind::Read, len * 512, len) {
@@ -554,10 +630,12 @@ mod tests {
                 } else {
                     let s = started.swap_remove(pick.index(started.len()));
                     d.op_finished(now, s, IoKind::Read, len, OpCause::ReadMiss);
-                    let cost = d.counters(now).cost_ps;
-                    let sample = (cost.saturating_sub(before) / 1000).min(u128::from(u64::MAX));
-                    avg = service_ewma(avg, sample as u64);
-                    before = cost;
+                    // Per op booked since the last sample; none booked, no sample.
+                    if let Some(per_op) = (cost_now(&d, now).saturating_sub(before) / 1000).checked_div(booked) {
+                        avg = service_ewma(avg, per_op.min(u128::from(u64::MAX)) as u64);
+                        before = cost_now(&d, now);
+                        booked = 0;
+                    }
                     prop_assert_eq!(d.service_ns(), avg);
                 }
             }

@@ -126,6 +126,9 @@ pub struct QueuedDisk {
     wake_armed: bool,
     /// Device time consumed, ps.
     pub(crate) cost_ps: u128,
+    /// Pieces of work the head started (commands and destages): the ops its device time
+    /// was booked for.
+    pub dispatched: u64,
     /// Media reads served.
     pub reads: u64,
     /// Media writes served (destages included).
@@ -153,6 +156,7 @@ impl QueuedDisk {
             head: 0,
             wake_armed: false,
             cost_ps: 0,
+            dispatched: 0,
             reads: 0,
             writes: 0,
             cached_writes: 0,
@@ -317,6 +321,7 @@ impl QueuedDisk {
         };
         let end = now.saturating_add(service);
         self.busy_until = end;
+        self.dispatched += 1;
         self.cost_ps = self
             .cost_ps
             .saturating_add(u128::from(service) * crate::disk::PS_PER_NS);
