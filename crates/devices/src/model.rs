@@ -440,7 +440,13 @@ impl DeviceModel {
         let ops = booked - self.booked_at_last_finish;
         if ops > 0 {
             let (cost, spent) = self.cost_since_last_finish();
-            let sample = crate::disk::div_u128(spent, 1000) / u128::from(ops);
+            let per_batch = crate::disk::div_u128(spent, 1000);
+            // One op booked is the common case: no division (a 128-bit one is a library call).
+            let sample = if ops == 1 {
+                per_batch
+            } else {
+                crate::disk::div_u128(per_batch, ops)
+            };
             self.cost_at_last_finish = cost;
             self.booked_at_last_finish = booked;
             self.service_ns = service_ewma(self.service_ns, sample.min(u64::MAX as u128) as u64);
