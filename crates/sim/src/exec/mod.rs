@@ -234,6 +234,7 @@ fn simulate_inner<'a>(
         link: None,
         below: None,
         depth: 0,
+        sync_demotes: false,
     };
     let client = ClientSetup {
         source,

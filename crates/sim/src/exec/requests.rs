@@ -153,6 +153,9 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
             });
             return;
         }
+        if MULTI && lv.sync_demotes {
+            make_demotes_critical(&mut t.plan);
+        }
         let crit = t.plan.ops.iter().map(|o| o.critical as u32).sum();
         if !MULTI || !t.crossed {
             t.arrival = self.now;
@@ -259,6 +262,9 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
         t.arrival = now;
         t.next_op = 0;
         t.stage_pending = 0;
+        if self.levels[l as usize].sync_demotes {
+            make_demotes_critical(&mut t.plan);
+        }
         t.crit_left = t.plan.ops.iter().map(|o| o.critical as u32).sum();
         t.ops_left = t.plan.ops.len() as u32;
         t.measured = warm;
@@ -703,6 +709,18 @@ fn payload(req: &Request) -> (u64, u64) {
         Op::Read => (0, req.len),
         Op::Write => (req.len, 0),
         Op::Trim | Op::Flush => (0, 0),
+    }
+}
+
+/// Marks a plan's demote ops (the victim's reads from this level's device and its transfer
+/// below, both `OpCause::Demote`) critical: the request is acknowledged once the level below
+/// has taken the block (docs/design.md §4.7, `hierarchy.demote_cost = "synchronous"`).
+#[cold]
+fn make_demotes_critical(plan: &mut tiercache_core::Plan) {
+    for op in &mut plan.ops {
+        if op.cause == OpCause::Demote {
+            op.critical = true;
+        }
     }
 }
 
