@@ -24,6 +24,12 @@ pub const MAX_OP_NS: Nanos = 3_600_000_000_000;
 /// below one op per [`MAX_OP_NS`] either); 0 still means "no ceiling" where it does.
 pub const MIN_BYTES_PER_S: u64 = 1000;
 
+/// Most commands a disk may queue (SAS drives take up to 256 tagged commands).
+pub const MAX_QUEUE_DEPTH: u32 = 256;
+
+/// Largest write cache of a disk, bytes (16 GiB: drives carry tens to hundreds of MiB).
+pub const MAX_WRITE_CACHE: u64 = 16 << 30;
+
 /// RAID level of an array.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -146,6 +152,18 @@ pub struct DeviceConfig {
     /// Warranty period the endurance rating covers, years.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warranty_years: Option<f64>,
+    /// Commands a positional disk (a preset with a geometry, e.g. `hdd-c2-sas`) queues and
+    /// serves shortest positioning time first; 1 serves them in arrival order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_depth: Option<u32>,
+    /// Volatile write cache of a positional disk in bytes (accepts `"64MiB"`; 0 turns it off:
+    /// writes reach the media before they are acknowledged).
+    #[serde(
+        default,
+        deserialize_with = "de_opt_bytes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub write_cache: Option<u64>,
     /// Makes this an array of `members` copies of `member`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raid: Option<RaidLevel>,
@@ -250,7 +268,7 @@ impl DeviceConfig {
     }
 
     pub(crate) fn has_disk_fields(&self) -> Option<&'static str> {
-        let fields: [(&'static str, bool); 13] = [
+        let fields: [(&'static str, bool); 15] = [
             ("read_base_ns", self.read_base_ns.is_some()),
             ("write_base_ns", self.write_base_ns.is_some()),
             ("seq_base_ns", self.seq_base_ns.is_some()),
@@ -263,6 +281,8 @@ impl DeviceConfig {
             ("write_bandwidth", self.write_bandwidth.is_some()),
             ("trim_ns", self.trim_ns.is_some()),
             ("flush_ns", self.flush_ns.is_some()),
+            ("queue_depth", self.queue_depth.is_some()),
+            ("write_cache", self.write_cache.is_some()),
             ("preset", self.preset.is_some()),
         ];
         fields.iter().find(|f| f.1).map(|f| f.0)
@@ -341,6 +361,14 @@ impl DeviceConfig {
             else {
                 return Err(err("member", "a member must be a single device".into()));
             };
+            if m.geometry.is_some() {
+                return Err(err(
+                    "member",
+                    "a positional (queueing) disk cannot be an array member yet: use a FIFO \
+                     preset such as `hdd-7200-sas`"
+                        .into(),
+                ));
+            }
             let stripe_unit = self.stripe_unit.unwrap_or(64 * 1024);
             if !(512..=MAX_STRIPE_UNIT).contains(&stripe_unit) || !stripe_unit.is_power_of_two() {
                 return Err(err(
@@ -435,6 +463,40 @@ impl DeviceConfig {
         over!(price_per_tb);
         over!(dwpd);
         over!(warranty_years);
+        over!(queue_depth);
+        over!(write_cache);
+        if p.geometry.is_none() {
+            for (f, set) in [
+                ("queue_depth", p.queue_depth != 1),
+                ("write_cache", p.write_cache != 0),
+            ] {
+                if set {
+                    return Err(err(
+                        f,
+                        "only on a positional disk (a preset with a geometry: hdd-c2-sas)".into(),
+                    ));
+                }
+            }
+        } else {
+            if !(1..=MAX_QUEUE_DEPTH).contains(&p.queue_depth) {
+                return Err(err(
+                    "queue_depth",
+                    format!("{} must be in 1..={MAX_QUEUE_DEPTH}", p.queue_depth),
+                ));
+            }
+            if p.write_cache > MAX_WRITE_CACHE {
+                return Err(err(
+                    "write_cache",
+                    format!("{} B is over {MAX_WRITE_CACHE} B (16 GiB)", p.write_cache),
+                ));
+            }
+            if link.is_some() {
+                return Err(err(
+                    "link",
+                    "a positional (queueing) disk cannot sit behind a link yet".into(),
+                ));
+            }
+        }
         if self.seq_base_ns.is_some() {
             p.seq_base_ns = self.seq_base_ns;
         }
@@ -618,6 +680,15 @@ pub struct DiskParams {
     pub dwpd: f64,
     /// Warranty period of the rating, years.
     pub warranty_years: f64,
+    /// Commands the drive queues and reorders (1: served in arrival order); only with a
+    /// `geometry` (docs/design.md §5.1).
+    pub queue_depth: u32,
+    /// Volatile write cache, bytes (0: writes go to the media before they are acknowledged);
+    /// only with a `geometry`.
+    pub write_cache: u64,
+    /// The positional model's mechanics: set, the device is a [`QueuedDisk`] (seek and
+    /// rotation per op, shortest positioning time first) rather than a FIFO of base times.
+    pub geometry: Option<Geometry>,
 }
 
 impl Default for DiskParams {
@@ -638,6 +709,9 @@ impl Default for DiskParams {
             price_per_tb: 0.0,
             dwpd: 0.0,
             warranty_years: 5.0,
+            queue_depth: 1,
+            write_cache: 0,
+            geometry: None,
         }
     }
 }

@@ -31,6 +31,7 @@ mod limit_tests;
 mod link;
 mod model;
 mod presets;
+mod queued;
 mod raid;
 
 pub use config::*;
@@ -38,6 +39,7 @@ pub use disk::*;
 pub(crate) use link::*;
 pub use model::*;
 pub use presets::*;
+pub use queued::*;
 pub(crate) use raid::*;
 
 /// A device configuration that cannot be modelled.

@@ -95,8 +95,13 @@ pub struct DeviceModel {
     /// Moving average of op latency (submission to completion), ns (see
     /// [`DeviceModel::latency_ns`]).
     latency_ns: Nanos,
-    /// Device time consumed when the last op completed, ps.
+    /// Device time consumed when the service estimate last took a sample, ps.
     cost_at_last_finish: u128,
+    /// Ops whose device time was booked when the estimate last took a sample
+    /// ([`DeviceModel::booked_ops`]).
+    booked_at_last_finish: u64,
+    /// Ops that entered the device ([`DeviceModel::op_started`]).
+    started_ops: u64,
     /// Phases of every op when they do not depend on the op (every store but an array), so
     /// the executor's two questions per op are a field read: [`VARIES`] for arrays.
     fixed_phases: u8,
@@ -122,6 +127,9 @@ impl DeviceModel {
     pub fn from_resolved(name: &str, r: &ResolvedDevice) -> Self {
         let store = match &r.kind {
             ResolvedKind::None => Store::None,
+            ResolvedKind::Disk(p) if p.geometry.is_some() => {
+                Store::Queued(Box::new(QueuedDisk::new(*p)))
+            }
             ResolvedKind::Disk(p) => Store::Disk(Disk::new(*p)),
             ResolvedKind::Constant { latency_ns } => Store::Constant(*latency_ns),
             ResolvedKind::Array {
@@ -139,7 +147,7 @@ impl DeviceModel {
         let fixed_phases = match &store {
             Store::Array(_) => VARIES,
             Store::None => link.is_some() as u8,
-            Store::Disk(_) | Store::Constant(_) => 1 + link.is_some() as u8,
+            Store::Disk(_) | Store::Constant(_) | Store::Queued(_) => 1 + link.is_some() as u8,
         };
         Self {
             name: name.to_string(),
@@ -156,6 +164,8 @@ impl DeviceModel {
             service_ns: 0,
             latency_ns: 0,
             cost_at_last_finish: 0,
+            booked_at_last_finish: 0,
+            started_ops: 0,
         }
     }
 
@@ -179,6 +189,7 @@ impl DeviceModel {
         match &self.store {
             Store::None | Store::Constant(_) => (0, 0),
             Store::Disk(d) => (d.reads, d.writes),
+            Store::Queued(q) => (q.reads, q.writes),
             Store::Array(a) => a
                 .members
                 .iter()
@@ -195,7 +206,7 @@ impl DeviceModel {
         let store = match &self.store {
             Store::Array(a) => a.phases(kind, offset, len),
             Store::None => 0,
-            Store::Disk(_) | Store::Constant(_) => 1,
+            Store::Disk(_) | Store::Constant(_) | Store::Queued(_) => 1,
         };
         store + self.link.is_some() as u8
     }
@@ -245,6 +256,7 @@ impl DeviceModel {
             Store::None => now,
             Store::Constant(ns) => now.saturating_add(*ns),
             Store::Disk(d) => d.submit(now, kind, offset, len),
+            Store::Queued(q) => q.run_one(now, kind, offset, len),
             Store::Array(a) => a.submit_phase(now, kind, offset, len, store_phase),
         }
     }
@@ -280,6 +292,64 @@ impl DeviceModel {
             return now;
         }
         self.submit_phase(now, kind, offset, len, 0)
+    }
+
+    /// Whether the device is a positional disk that reorders its queue
+    /// ([`QueuedDisk`]): an executor submits to it with [`DeviceModel::start_queued`] and
+    /// wakes it when it asks ([`DeviceModel::wake_request`]), as an op's completion is only
+    /// known when the op starts service.
+    #[inline(always)]
+    pub fn is_queued(&self) -> bool {
+        matches!(self.store, Store::Queued(_))
+    }
+
+    /// An op enters a queueing device at `now` ([`DeviceModel::is_queued`]); `tag` names it in
+    /// `done`, where every op whose completion became known is pushed as `(tag, completion)`
+    /// (this op's if it was acknowledged from the drive's cache or started at once).
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_queued(
+        &mut self,
+        now: Nanos,
+        kind: IoKind,
+        offset: u64,
+        len: u64,
+        cause: OpCause,
+        tag: u64,
+        done: &mut Vec<(u64, Nanos)>,
+    ) {
+        self.op_started(now, cause);
+        match &mut self.store {
+            Store::Queued(q) => q.submit(now, kind, offset, len, tag, done),
+            _ => {
+                let end = self.submit_phase(now, kind, offset, len, 0);
+                done.push((tag, end));
+            }
+        }
+    }
+
+    /// Delivers a wake a queueing device asked for ([`DeviceModel::wake_request`]) at `now`;
+    /// completions go to `done` as in [`DeviceModel::start_queued`].
+    pub fn wake(&mut self, now: Nanos, done: &mut Vec<(u64, Nanos)>) {
+        if let Store::Queued(q) = &mut self.store {
+            q.wake(now, done);
+        }
+    }
+
+    /// When a queueing device wants to be woken ([`DeviceModel::wake`]), if it has not asked
+    /// already; `None` for every other device.
+    pub fn wake_request(&mut self) -> Option<Nanos> {
+        match &mut self.store {
+            Store::Queued(q) => q.wake_request(),
+            _ => None,
+        }
+    }
+
+    /// The queueing disk of the device, if it is one.
+    pub fn queued_disk(&self) -> Option<&QueuedDisk> {
+        match &self.store {
+            Store::Queued(q) => Some(q),
+            _ => None,
+        }
     }
 
     /// Runs every phase of an op back to back, each starting when the previous one completes,
@@ -333,6 +403,7 @@ impl DeviceModel {
         self.advance(now);
         self.inflight_start_sum += u128::from(now);
         self.inflight += 1;
+        self.started_ops += 1;
         let ci = cause_index(cause);
         self.inflight_by_cause[ci] += 1;
         self.inflight_by_origin[ORIGIN_SLOT[ci]] += 1;
@@ -359,10 +430,27 @@ impl DeviceModel {
         self.c.ops += 1;
         self.c.latency_ns += (now - started) as u128;
         self.latency_ns = service_ewma(self.latency_ns, now - started);
-        let (cost, spent) = self.cost_since_last_finish();
-        let sample = crate::disk::div_u128(spent, 1000);
-        self.cost_at_last_finish = cost;
-        self.service_ns = service_ewma(self.service_ns, sample.min(u64::MAX as u128) as u64);
+        // One sample per completion: the device time booked since the last sample, per op it
+        // was booked for. A FIFO disk books an op's time when the op is submitted, a
+        // queueing disk when it starts one: a completion after a batch of submissions sees
+        // the batch's time, and those after it, with nothing booked, keep the estimate (as
+        // the time between completions, the estimate fell to nothing while a long queue
+        // drained, and a disk thousands of ops deep looked idle to the balancers).
+        let booked = self.booked_ops();
+        let ops = booked - self.booked_at_last_finish;
+        if ops > 0 {
+            let (cost, spent) = self.cost_since_last_finish();
+            let per_batch = crate::disk::div_u128(spent, 1000);
+            // One op booked is the common case: no division (a 128-bit one is a library call).
+            let sample = if ops == 1 {
+                per_batch
+            } else {
+                crate::disk::div_u128(per_batch, ops)
+            };
+            self.cost_at_last_finish = cost;
+            self.booked_at_last_finish = booked;
+            self.service_ns = service_ewma(self.service_ns, sample.min(u64::MAX as u128) as u64);
+        }
         self.c.by_cause[ci] += 1;
         match kind {
             IoKind::Read => self.c.bytes_read += len,
@@ -371,6 +459,16 @@ impl DeviceModel {
                 self.c.written_by_cause[ci] += len;
             }
             _ => {}
+        }
+    }
+
+    /// Ops whose device time has been booked so far: the ops a queueing disk started (its
+    /// destages too), the ops that entered any other device.
+    #[inline]
+    fn booked_ops(&self) -> u64 {
+        match &self.store {
+            Store::Queued(q) => q.dispatched,
+            _ => self.started_ops,
         }
     }
 
@@ -410,6 +508,7 @@ impl DeviceModel {
             // No capacity limit: a constant device is never busy.
             Store::None | Store::Constant(_) => 0,
             Store::Disk(d) => d.cost_ps,
+            Store::Queued(q) => q.cost_ps,
             Store::Array(a) => crate::disk::div_u128(
                 a.members.iter().map(|m| m.cost_ps).sum::<u128>(),
                 a.members.len() as u64,
@@ -448,10 +547,56 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn cost_now(d: &DeviceModel, now: Nanos) -> u128 {
+        d.counters(now).cost_ps
+    }
+
+    /// A disk given a batch of ops at once keeps its service time while the batch drains
+    /// (it fell to nothing before: the completions after the first saw no time booked), so
+    /// a queue thousands of ops deep does not look idle.
+    #[test]
+    fn a_drained_batch_keeps_the_service_time() {
+        for preset in ["hdd-7200-sas", "hdd-c2-sas"] {
+            let mut d = DeviceModel::new("d", &DeviceConfig::preset(preset)).unwrap();
+            let mut ends = Vec::new();
+            let mut done = Vec::new();
+            for i in 0..200u64 {
+                let offset = (i * 7_919) % 1000 * (1 << 30);
+                if d.is_queued() {
+                    d.start_queued(
+                        0,
+                        IoKind::Read,
+                        offset,
+                        4096,
+                        OpCause::ReadMiss,
+                        i,
+                        &mut done,
+                    );
+                } else {
+                    ends.push(d.start_op(0, IoKind::Read, offset, 4096, OpCause::ReadMiss));
+                }
+            }
+            while let Some(w) = d.wake_request() {
+                d.wake(w, &mut done);
+            }
+            ends.extend(done.iter().map(|x| x.1));
+            ends.sort_unstable();
+            for &e in &ends {
+                d.op_finished(e, 0, IoKind::Read, 4096, OpCause::ReadMiss);
+            }
+            let svc = d.service_ns();
+            let mean = ends.last().unwrap() / 200;
+            assert!(
+                svc as f64 > 0.5 * mean as f64 && (svc as f64) < 2.0 * mean as f64,
+                "{preset}: service {svc} ns, mean op {mean} ns"
+            );
+        }
+    }
+
     proptest! {
-        /// The service-time average follows the device time spent between completions as the
-        /// counters report it (saturating), on a lone disk and on an array, at the end of time
-        /// too (a per-byte time that saturates the cost).
+        /// The service-time average follows the device time booked between completions per
+        /// op booked, as the counters report it (saturating), on a lone disk and on an array,
+        /// at the end of time too (a per-byte time that saturates the cost).
         #[test]
         fn service_average_follows_the_device_time_between_completions(
             preset in prop_oneof![Just("nvme-ssd"), Just("sata-ssd-5100")],
@@ -476,11 +621,12 @@ mod tests {
                 }
             }
             let mut d = DeviceModel::from_resolved("d", &r);
-            let (mut now, mut before, mut avg) = (0u64, 0u128, 0u64);
+            let (mut now, mut before, mut avg, mut booked) = (0u64, 0u128, 0u64, 0u128);
             let mut started: Vec<Nanos> = Vec::new();
             for (dt, start, pick, len) in steps {
                 now = now.saturating_add(dt);
                 if start || started.is_empty() {
+                    booked += 1;
                     d.op_started(now, OpCause::ReadMiss);
                     let mut t = now;
                     for phase in 0..d.phases(IoKind::Read, len * 512, len) {
@@ -490,10 +636,12 @@ mod tests {
                 } else {
                     let s = started.swap_remove(pick.index(started.len()));
                     d.op_finished(now, s, IoKind::Read, len, OpCause::ReadMiss);
-                    let cost = d.counters(now).cost_ps;
-                    let sample = (cost.saturating_sub(before) / 1000).min(u128::from(u64::MAX));
-                    avg = service_ewma(avg, sample as u64);
-                    before = cost;
+                    // Per op booked since the last sample; none booked, no sample.
+                    if let Some(per_op) = (cost_now(&d, now).saturating_sub(before) / 1000).checked_div(booked) {
+                        avg = service_ewma(avg, per_op.min(u128::from(u64::MAX)) as u64);
+                        before = cost_now(&d, now);
+                        booked = 0;
+                    }
                     prop_assert_eq!(d.service_ns(), avg);
                 }
             }

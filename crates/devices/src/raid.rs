@@ -12,6 +12,9 @@ pub(crate) enum Store {
     Array(Array),
     /// Every op takes this long (ns), however many are in flight.
     Constant(Nanos),
+    /// A positional disk that queues and reorders (boxed: its queues and cache are large, and
+    /// its ops take the executor's tagged path, not the per-op match).
+    Queued(Box<QueuedDisk>),
 }
 
 /// Runtime state of an array.

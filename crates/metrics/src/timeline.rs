@@ -48,11 +48,14 @@ pub struct TimelineRow {
     /// Line-level bypasses (all reasons).
     pub bypasses: u64,
     /// Estimated time to drain the cache device's queue at the interval's end, µs: ops in
-    /// flight × the device time one op consumed on average in the interval (docs/design.md §4.8).
+    /// flight × the device's service time (device time per op), as the balancers estimate it
+    /// (docs/design.md §4.8).
     pub cache_qtime_us: f64,
     /// The same for the backend (all backend devices).
     pub backend_qtime_us: f64,
-    /// Whether the cache device was the bottleneck (`cache_qtime_us > backend_qtime_us`).
+    /// Whether the cache device was the bottleneck at the interval's end, by the balancers'
+    /// test: its queue takes longer to drain than a request sent to the backend would wait
+    /// (`backend_qtime_us` plus one backend op's latency).
     pub cache_bottleneck: bool,
     /// Cache-device ops completed in the interval by LBICA class: application read hits (R).
     pub cache_ops_r: u64,

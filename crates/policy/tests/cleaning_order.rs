@@ -200,3 +200,53 @@ fn an_address_ordered_batch_of_adjacent_lines_is_one_backend_write() {
     assert_eq!(backend_ops_of_one_job(CleaningOrder::Address), 1);
     assert_eq!(backend_ops_of_one_job(CleaningOrder::Sweep), 1);
 }
+
+/// The backend lines the shrink of volume 0's partition writes back, job by job: 40 dirty
+/// lines written in a scattered order into a 64-line partition shrunk to 8.
+fn shrink_write_back(order: CleaningOrder) -> Vec<Vec<u64>> {
+    let mut c = Cache::new(&CacheConfig {
+        capacity: 128 * LINE,
+        line_size: LINE,
+        eviction: EvictionKind::Lru,
+        write_policy: WritePolicy::WriteBack,
+        cleaning: CleaningConfig::None,
+        cleaning_order: order,
+        ..CacheConfig::default()
+    })
+    .unwrap();
+    let mut jobs = Vec::new();
+    c.set_partition(tiercache_core::VolumeId(0), 64, &mut jobs)
+        .unwrap();
+    assert!(jobs.is_empty());
+    for i in 0..40u64 {
+        write(&mut c, (i * 37) % 41);
+    }
+    c.set_partition(tiercache_core::VolumeId(0), 8, &mut jobs)
+        .unwrap();
+    let lines = jobs.iter().map(backend_lines).collect();
+    for job in jobs {
+        c.flush_done(job);
+    }
+    c.audit();
+    lines
+}
+
+/// The eviction write-back of a shrink is batched: under an address order each batch writes
+/// ascending backend address; the same lines leave as under `written`.
+#[test]
+fn a_shrinks_write_back_follows_the_cleaning_order() {
+    let written = shrink_write_back(CleaningOrder::Written);
+    let flat = |jobs: &[Vec<u64>]| jobs.iter().flatten().copied().collect::<BTreeSet<u64>>();
+    assert_eq!(flat(&written).len(), 32, "40 dirty lines, 8 stay");
+    assert!(
+        written.iter().any(|j| j.windows(2).any(|w| w[0] > w[1])),
+        "written order is not ascending here: {written:?}"
+    );
+    for order in [CleaningOrder::Address, CleaningOrder::Sweep] {
+        let jobs = shrink_write_back(order);
+        assert_eq!(flat(&jobs), flat(&written), "{order:?}: the same lines");
+        for j in &jobs {
+            assert!(j.windows(2).all(|w| w[0] < w[1]), "{order:?}: {j:?}");
+        }
+    }
+}

@@ -253,6 +253,53 @@ fn constant_model_reproduces_the_analytical_mean() {
     }
 }
 
+/// `hierarchy.demote_cost`: under `synchronous` (Wong and Wilkes's accounting) a request
+/// that demotes a victim waits for the client's read of it and the array's write of it
+/// (Tc + Ta under the constant model); under `background` (the default) neither. The hits
+/// are the same: only where the time goes changes.
+#[test]
+fn synchronous_demotes_cost_the_arrays_time() {
+    let (tc, ta, td) = (2_000.0, 150_000.0, 5_000_000.0);
+    let text = two_levels("lru", "mru", true, 256, 512)
+        .replace(
+            "latency_ns = 1000 }",
+            &format!("latency_ns = {} }}", tc + ta + td),
+        )
+        .replace(
+            "latency_ns = 100 }",
+            &format!("latency_ns = {} }}", tc + ta),
+        )
+        .replace("latency_ns = 10 }", &format!("latency_ns = {tc} }}"))
+        .replace(
+            "archetype = \"random\"",
+            "archetype = \"zipf\", requests = 20000",
+        );
+    let run = |cost: tiercache_sim::hierarchy::DemoteCost| {
+        let mut cfg = parse(&text);
+        cfg.demote_cost = cost;
+        let spec = cfg.synthetic_spec(0).unwrap();
+        let mut s: Vec<Box<dyn RequestSource>> =
+            vec![Box::new(SyntheticWorkload::new(&spec).unwrap())];
+        HierarchySim::new(&cfg).unwrap().run(&mut s).unwrap()
+    };
+    let bg = run(tiercache_sim::hierarchy::DemoteCost::Background);
+    let sync = run(tiercache_sim::hierarchy::DemoteCost::Synchronous);
+    let fractions = |r: &tiercache_sim::hierarchy::HierarchyResult| {
+        r.levels.iter().map(|l| l.hit_fraction).collect::<Vec<_>>()
+    };
+    assert_eq!(fractions(&bg), fractions(&sync));
+    let sent = sync.levels.iter().map(|l| l.demotes_sent).sum::<u64>() as f64;
+    assert!(sent > 0.0);
+    // The measured requests' demotes each add the client's read and the array's write.
+    let per_request = sent / sync.requests as f64;
+    let extra = (sync.latency_us.mean - bg.latency_us.mean) * 1000.0;
+    let want = per_request * (tc + tc + ta);
+    assert!(
+        (extra - want).abs() < 0.1 * want,
+        "{extra} ns more per request, {want} ns expected ({per_request} demotes a request)"
+    );
+}
+
 /// A closed-loop client's bursts hold its requests back through each off period, as in
 /// `sim` (the issue time ignored the request's own, so off periods did not exist): with
 /// 100 µs on and 900 µs off, the run takes several times longer than always on.

@@ -22,7 +22,7 @@
 
 use super::counters::Event;
 use super::{config_error, Cache, FlushJob, PolicyError};
-use crate::cleaning::DirtyState;
+use crate::cleaning::{sort_by_address, CleaningOrder, DirtyState};
 use crate::partition::{PartitionId, PartitionInfo};
 use tiercache_core::MAX_VOLUMES;
 use tiercache_core::{OpCause, VolumeId};
@@ -236,6 +236,11 @@ impl Cache {
             }
         }
         if let Some(jobs) = jobs {
+            // The eviction write-back is batched: under an address order its jobs write in
+            // ascending backend address, as the cleaner's do (the same lines leave).
+            if self.cfg.cleaning_order != CleaningOrder::Written {
+                sort_by_address(&mut leaving, |&s| self.table.meta(s).key);
+            }
             for chunk in leaving.chunks(SHRINK_JOB_LINES) {
                 let job = self.write_back_job(chunk.to_vec(), OpCause::EvictFlush);
                 jobs.push(job);

@@ -22,6 +22,8 @@ pub(super) enum What {
     Balance(u16),
     /// A tenancy interval of a level ended (partitions may be resized).
     Repartition(u16),
+    /// A queueing disk (device `dev` of level `level`) asked to be woken: its head is free.
+    Wake { level: u16, dev: u16 },
 }
 
 /// Where a request's data came from when it was the backend (a level's index otherwise).

@@ -31,6 +31,9 @@ pub(crate) struct LevelSetup<'a> {
     /// Order along a client's path down: where a request's data came from is the deepest
     /// level (highest depth) a critical op of it reached.
     pub depth: u32,
+    /// Its demotes are on the requesting path (`hierarchy.demote_cost = "synchronous"`): a
+    /// request that demotes a victim is acknowledged once the demote is done below.
+    pub sync_demotes: bool,
 }
 
 /// What a client is built from.
@@ -116,6 +119,8 @@ pub(super) struct Level<'a> {
     pub(super) link: Option<DeviceModel>,
     pub(super) below: Option<u16>,
     pub(super) depth: u32,
+    /// Demotes are critical ops of the request that makes them (see [`LevelSetup`]).
+    pub(super) sync_demotes: bool,
     pub(super) poll_at: Option<Nanos>,
     pub(super) job_buf: Vec<FlushJob>,
     pub(super) cache_fg_inflight: u32,
@@ -234,6 +239,7 @@ impl<'a, const MULTI: bool> Sim<'a, MULTI> {
                 link: s.link,
                 below: s.below,
                 depth: s.depth,
+                sync_demotes: s.sync_demotes,
                 poll_at: None,
                 job_buf: Vec::new(),
                 cache_fg_inflight: 0,
@@ -287,6 +293,7 @@ impl<'a, const MULTI: bool> Sim<'a, MULTI> {
             window_end: None,
             backend_served: 0,
             timelines: run_limits.timeline_interval_ns.is_some(),
+            device_done: Vec::new(),
         })
     }
 

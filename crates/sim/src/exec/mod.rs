@@ -115,6 +115,8 @@ struct Sim<'a, const MULTI: bool> {
     backend_served: u64,
     /// The levels keep timelines (`run.timeline_interval_ns`).
     timelines: bool,
+    /// Completions a queueing disk handed back, `(tag, time)` (scratch, reused).
+    device_done: Vec<(u64, Nanos)>,
 }
 
 /// The levels or the clients of a run, indexed by number. In a single-level run (`MULTI`
@@ -232,6 +234,7 @@ fn simulate_inner<'a>(
         link: None,
         below: None,
         depth: 0,
+        sync_demotes: false,
     };
     let client = ClientSetup {
         source,
@@ -431,6 +434,7 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
             }
             What::Balance(l) => self.poll_balancer(l),
             What::Repartition(l) => self.poll_repartition(l),
+            What::Wake { level, dev } => self.wake_device(level, dev),
         }
     }
 }

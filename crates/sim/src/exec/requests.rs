@@ -153,6 +153,9 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
             });
             return;
         }
+        if MULTI && lv.sync_demotes {
+            make_demotes_critical(&mut t.plan);
+        }
         let crit = t.plan.ops.iter().map(|o| o.critical as u32).sum();
         if !MULTI || !t.crossed {
             t.arrival = self.now;
@@ -259,6 +262,9 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
         t.arrival = now;
         t.next_op = 0;
         t.stage_pending = 0;
+        if self.levels[l as usize].sync_demotes {
+            make_demotes_critical(&mut t.plan);
+        }
         t.crit_left = t.plan.ops.iter().map(|o| o.critical as u32).sum();
         t.ops_left = t.plan.ops.len() as u32;
         t.measured = warm;
@@ -371,12 +377,22 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
                     break;
                 }
                 let d = dev_index(&lv.vol_dev, op);
-                let done = lv.devs[d].start_op(now, op.kind, op.offset, op.len, op.cause);
                 if d == 0 {
                     lv.cache_fg_inflight += fg as u32;
                 } else {
                     lv.backend_inflight += 1;
                 }
+                let dev = &mut lv.devs[d];
+                if dev.is_queued() {
+                    // Its completion is known when the disk starts it, maybe later.
+                    let tag = task_op_tag(idx, (j - 1) as u32);
+                    let done = &mut self.device_done;
+                    dev.start_queued(now, op.kind, op.offset, op.len, op.cause, tag, done);
+                    let wake = dev.wake_request();
+                    overflow |= deliver(&mut self.events, done, wake, t.level, d);
+                    continue;
+                }
+                let done = dev.start_op(now, op.kind, op.offset, op.len, op.cause);
                 // As `schedule` does: an op cannot complete at the end of time.
                 if done == Nanos::MAX {
                     overflow = true;
@@ -693,6 +709,80 @@ fn payload(req: &Request) -> (u64, u64) {
         Op::Read => (0, req.len),
         Op::Write => (req.len, 0),
         Op::Trim | Op::Flush => (0, 0),
+    }
+}
+
+/// Marks a plan's demote ops (the victim's reads from this level's device and its transfer
+/// below, both `OpCause::Demote`) critical: the request is acknowledged once the level below
+/// has taken the block (docs/design.md §4.7, `hierarchy.demote_cost = "synchronous"`).
+#[cold]
+fn make_demotes_critical(plan: &mut tiercache_core::Plan) {
+    for op in &mut plan.ops {
+        if op.cause == OpCause::Demote {
+            op.critical = true;
+        }
+    }
+}
+
+/// The tag of op `op` of task `task` at a queueing disk.
+#[inline]
+fn task_op_tag(task: u32, op: u32) -> u64 {
+    (u64::from(task) << 32) | u64::from(op)
+}
+
+/// Schedules what a queueing disk (device `dev` of level `level`) handed back: the
+/// completions in `done` (emptied) as the ops' phase events, and the wake it asked for.
+/// Returns whether a time reached the end of time.
+fn deliver(
+    events: &mut EventQueue,
+    done: &mut Vec<(u64, Nanos)>,
+    wake: Option<Nanos>,
+    level: u16,
+    dev: usize,
+) -> bool {
+    let mut overflow = false;
+    for (tag, end) in done.drain(..) {
+        if end == Nanos::MAX {
+            overflow = true;
+            continue;
+        }
+        let what = What::Phase {
+            task: (tag >> 32) as u32,
+            op: tag as u32,
+            phase: 0,
+        };
+        events.push(end, what);
+    }
+    if let Some(at) = wake {
+        if at == Nanos::MAX {
+            return true;
+        }
+        let what = What::Wake {
+            level,
+            dev: dev as u16,
+        };
+        events.push(at, what);
+    }
+    overflow
+}
+
+impl<const MULTI: bool> Sim<'_, MULTI> {
+    /// A queueing disk's wake: its head is free and takes the next command or destage.
+    #[inline(never)]
+    pub(super) fn wake_device(&mut self, level: u16, dev: u16) {
+        let now = self.now;
+        let d = &mut self.levels[level as usize].devs[dev as usize];
+        d.wake(now, &mut self.device_done);
+        let wake = d.wake_request();
+        if deliver(
+            &mut self.events,
+            &mut self.device_done,
+            wake,
+            level,
+            dev as usize,
+        ) {
+            self.time_overflow();
+        }
     }
 }
 

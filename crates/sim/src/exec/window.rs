@@ -124,6 +124,9 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
 
     /// Emits the row of the interval ending at `end` (normally the next tick).
     pub(super) fn emit_row(&mut self, l: usize, end: Nanos) {
+        // What the balancers see at this instant: the row's queue times and bottleneck flag
+        // are theirs, so a row and a poll never disagree on the same state.
+        let state = self.exec_state(l as u16);
         let lv = &mut self.levels[l];
         let stats = lv.cache.stats_snapshot();
         let devs: Vec<DeviceCounters> = lv.devs.iter().map(|d| d.counters(end)).collect();
@@ -146,19 +149,8 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
             .map(|(a, b)| a.load_since(b))
             .collect();
         let backends = &loads[1..];
-        // Drain-time estimate per device: ops in flight now × device time per op in the window.
-        let qtime_us = |i: usize| {
-            let (a, b) = (&tl.prev_devs[i], &devs[i]);
-            let ops = b.ops - a.ops;
-            let per_op_ps = if ops == 0 {
-                0.0
-            } else {
-                (b.cost_ps - a.cost_ps.min(b.cost_ps)) as f64 / ops as f64
-            };
-            ldevs[i].inflight() as f64 * per_op_ps / 1e6
-        };
-        let cache_qtime_us = qtime_us(0);
-        let backend_qtime_us: f64 = (1..devs.len()).map(qtime_us).sum();
+        let cache_qtime_us = state.cache.queue_time_ns() as f64 / 1e3;
+        let backend_qtime_us = state.backend.queue_time_ns() as f64 / 1e3;
         let by = |c: OpCause| {
             let i = crate::device::cause_index(c);
             devs[0].by_cause[i] - tl.prev_devs[0].by_cause[i]
@@ -188,7 +180,7 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
             bypasses: d.total_bypasses(),
             cache_qtime_us,
             backend_qtime_us,
-            cache_bottleneck: cache_qtime_us > backend_qtime_us,
+            cache_bottleneck: state.cache.queue_time_ns() > state.backend.wait_ns(),
             cache_ops_r: by(OpCause::ReadHit),
             cache_ops_w: by(OpCause::Write) + by(OpCause::Fill),
             cache_ops_p: by(OpCause::Promotion),

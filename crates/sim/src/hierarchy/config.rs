@@ -69,6 +69,24 @@ pub struct HierarchyConfig {
     /// `run.final_flush` does in a single-level run.
     #[serde(default)]
     pub final_flush: bool,
+    /// Where a demote's time goes (docs/design.md §4.7).
+    #[serde(default)]
+    pub demote_cost: DemoteCost,
+}
+
+/// Where a demote's time goes (`hierarchy.demote_cost`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DemoteCost {
+    /// In the background: the request that evicts the victim is acknowledged when its own
+    /// data is served; the demote's read, link transfer and write at the level below queue
+    /// like any other op but add nothing to its latency.
+    #[default]
+    Background,
+    /// On the requesting path, as Wong and Wilkes account it: the request is acknowledged
+    /// only once the level below has taken the block (the victim's read here, the link, and
+    /// the write at the receiving level, about its hit time under the constant model).
+    Synchronous,
 }
 
 /// One cache level: a policy core and its device.
@@ -166,6 +184,8 @@ struct HierarchyDocument {
     #[serde(default)]
     final_flush: bool,
     #[serde(default)]
+    demote_cost: DemoteCost,
+    #[serde(default)]
     client_count: Option<u64>,
     #[serde(default)]
     client_sharing: Option<ClientSharing>,
@@ -189,6 +209,7 @@ impl TryFrom<HierarchyDocument> for HierarchyConfig {
             backend: d.backend,
             warmup_requests: d.warmup_requests,
             final_flush: d.final_flush,
+            demote_cost: d.demote_cost,
         })
     }
 }

@@ -27,7 +27,7 @@
 //! Where the data of a measured client request came from is the deepest level (or the
 //! backend) a critical op of it reached, through the levels below that answered it.
 
-use super::config::HierarchyConfig;
+use super::config::{DemoteCost, HierarchyConfig};
 use super::results::HierarchyResult;
 use crate::config::RunLimits;
 use crate::exec::{simulate_levels, ClientSetup, LevelSetup, LevelsOutput};
@@ -267,6 +267,7 @@ impl HierarchySim {
                 },
                 below: n.below.map(|b| b as u16),
                 depth: n.depth,
+                sync_demotes: self.cfg.demote_cost == DemoteCost::Synchronous,
             });
         }
         let mut clients = Vec::new();

@@ -44,6 +44,6 @@ mod config;
 mod executor;
 mod results;
 
-pub use config::{ClientConfig, ClientWorkload, HierarchyConfig, LevelConfig};
+pub use config::{ClientConfig, ClientWorkload, DemoteCost, HierarchyConfig, LevelConfig};
 pub use executor::HierarchySim;
 pub use results::{ClientResult, HierarchyResult, LevelResult, LinkResult};

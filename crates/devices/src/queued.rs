@@ -1,0 +1,396 @@
+//! A hard disk that queues like one (docs/design.md §5.1): a positional model (seek by distance,
+//! rotational position by time), up to `queue_depth` commands queued in the drive and served
+//! shortest positioning time first, contiguous commands served in one pass, and an optional
+//! volatile write cache (writes acknowledged once cached, destaged in the background, emptied by
+//! a flush).
+//!
+//! Unlike [`crate::Disk`], an op's completion is not known when it is submitted: a command
+//! submitted later may be served first. The device hands back each op's completion time when
+//! the op starts service (with its `tag`), and asks its executor to be woken when its head
+//! frees ([`QueuedDisk::wake_request`]), where it picks the next command.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::*;
+
+/// Longest a command may wait in the drive's queue before it is served ahead of shorter
+/// positioning times (firmware ages commands so none starves under SPTF).
+pub const AGE_LIMIT_NS: Nanos = 500_000_000;
+
+/// Dirty runs of the write cache considered at each pick, on each side of the head: the
+/// nearest by address hold the shortest seeks, and a bounded look keeps a pick cheap however
+/// full the cache is.
+const DESTAGE_LOOK: usize = 16;
+
+/// Most bytes one destage writes: contiguous dirty runs merge into one media write up to this.
+const DESTAGE_MERGE_MAX: u64 = 1 << 20;
+
+/// The mechanical figures of a disk (from its datasheet; see the presets).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Geometry {
+    /// Spindle speed, revolutions per minute.
+    pub rpm: f64,
+    /// Bytes on one track (one revolution's transfer).
+    pub track_bytes: u64,
+    /// Addressable bytes (the seek distance is a fraction of it).
+    pub capacity: u64,
+    /// Read seek time over a fraction `x` of the stroke: `a + b·√x + c·x` ns (`x > 0`), fitted
+    /// to the datasheet's single-track, average and full-stroke figures.
+    pub read_seek: [f64; 3],
+    /// Write seek time, as `read_seek` (writes settle longer).
+    pub write_seek: [f64; 3],
+    /// Controller overhead per command that is not a continuation of the previous one, ns.
+    pub overhead_ns: Nanos,
+}
+
+impl Geometry {
+    /// One revolution, ns.
+    pub fn revolution_ns(&self) -> f64 {
+        60e9 / self.rpm
+    }
+
+    /// Media transfer time per byte, ns (a track per revolution).
+    pub fn ns_per_byte(&self) -> f64 {
+        self.revolution_ns() / self.track_bytes as f64
+    }
+
+    /// Seek time from byte `from` to byte `to` for `kind`, ns: none on the same track.
+    pub fn seek_ns(&self, kind: IoKind, from: u64, to: u64) -> f64 {
+        if from / self.track_bytes == to / self.track_bytes {
+            return 0.0;
+        }
+        let x = (from.abs_diff(to) as f64 / self.capacity as f64).min(1.0);
+        let [a, b, c] = match kind {
+            IoKind::Write => self.write_seek,
+            _ => self.read_seek,
+        };
+        a + b * x.sqrt() + c * x
+    }
+
+    /// The mean seek of `kind` over uniformly random pairs of positions, ns: `a + b·8/15 +
+    /// c/3` (E√|X−Y| = 8/15 and E|X−Y| = 1/3 for X, Y uniform on 0..1).
+    pub fn mean_seek_ns(&self, kind: IoKind) -> f64 {
+        let [a, b, c] = match kind {
+            IoKind::Write => self.write_seek,
+            _ => self.read_seek,
+        };
+        a + b * 8.0 / 15.0 + c / 3.0
+    }
+
+    /// Fits `a + b·√x + c·x` to a single-track, an average and a full-stroke seek time (ns).
+    pub fn fit_seek(single: f64, average: f64, full: f64) -> [f64; 3] {
+        // a = single; b + c = full − a; b·8/15 + c/3 = average − a.
+        let a = single;
+        let span = full - a;
+        let b = (average - a - span / 3.0) / (8.0 / 15.0 - 1.0 / 3.0);
+        [a, b, span - b]
+    }
+}
+
+/// A command in the drive.
+#[derive(Debug, Clone, Copy)]
+struct Cmd {
+    kind: IoKind,
+    offset: u64,
+    len: u64,
+    tag: u64,
+    arrived: Nanos,
+}
+
+/// What the head does next.
+#[derive(Debug, Clone, Copy)]
+enum Pick {
+    /// Command `i` of the queue.
+    Cmd(usize),
+    /// The dirty run at this offset (destage).
+    Destage(u64),
+}
+
+/// Runtime state of a queueing disk.
+#[derive(Debug, Clone)]
+pub struct QueuedDisk {
+    p: DiskParams,
+    g: Geometry,
+    /// Commands in the drive (at most `queue_depth`), in arrival order.
+    queue: Vec<Cmd>,
+    /// Commands the host holds until the drive has room, in arrival order.
+    host: VecDeque<Cmd>,
+    /// The write cache's dirty runs, offset → length.
+    dirty: BTreeMap<u64, u64>,
+    dirty_bytes: u64,
+    /// When the head is free.
+    busy_until: Nanos,
+    /// The byte after the last one the head transferred.
+    head: u64,
+    /// A wake is pending with the executor (asked for and not yet delivered).
+    wake_armed: bool,
+    /// Device time consumed, ps.
+    pub(crate) cost_ps: u128,
+    /// Pieces of work the head started (commands and destages): the ops its device time
+    /// was booked for.
+    pub dispatched: u64,
+    /// Media reads served.
+    pub reads: u64,
+    /// Media writes served (destages included).
+    pub writes: u64,
+    /// Writes acknowledged from the write cache.
+    pub cached_writes: u64,
+    /// Reads served from the write cache.
+    pub cache_read_hits: u64,
+}
+
+impl QueuedDisk {
+    /// A drive at rest, its head at byte 0. `p.geometry` must be set.
+    pub fn new(p: DiskParams) -> Self {
+        let g = p
+            .geometry
+            .expect("a queueing disk is built from parameters with a geometry");
+        Self {
+            p,
+            g,
+            queue: Vec::with_capacity(p.queue_depth as usize),
+            host: VecDeque::new(),
+            dirty: BTreeMap::new(),
+            dirty_bytes: 0,
+            busy_until: 0,
+            head: 0,
+            wake_armed: false,
+            cost_ps: 0,
+            dispatched: 0,
+            reads: 0,
+            writes: 0,
+            cached_writes: 0,
+            cache_read_hits: 0,
+        }
+    }
+
+    /// Parameters.
+    pub fn params(&self) -> &DiskParams {
+        &self.p
+    }
+
+    /// Bytes in the write cache not yet on the media.
+    pub fn dirty_bytes(&self) -> u64 {
+        self.dirty_bytes
+    }
+
+    /// Commands queued in the drive or held by the host, not yet in service.
+    pub fn queued(&self) -> usize {
+        self.queue.len() + self.host.len()
+    }
+
+    /// Submits an op at `now` (calls in non-decreasing `now`); `tag` names it in `done`, where
+    /// each op whose completion became known is pushed as `(tag, completion)`: this op's, if
+    /// the write cache acknowledges it or the head starts it now.
+    pub fn submit(
+        &mut self,
+        now: Nanos,
+        kind: IoKind,
+        offset: u64,
+        len: u64,
+        tag: u64,
+        done: &mut Vec<(u64, Nanos)>,
+    ) {
+        let ack = now.saturating_add(self.g.overhead_ns);
+        match kind {
+            IoKind::Write if self.p.write_cache > 0 && self.cache_write(offset, len) => {
+                self.cached_writes += 1;
+                done.push((tag, ack));
+            }
+            IoKind::Read if self.cached(offset, len) => {
+                self.cache_read_hits += 1;
+                done.push((tag, ack));
+            }
+            _ => {
+                let cmd = Cmd {
+                    kind,
+                    offset,
+                    len,
+                    tag,
+                    arrived: now,
+                };
+                if self.queue.len() < self.p.queue_depth as usize {
+                    self.queue.push(cmd);
+                } else {
+                    self.host.push_back(cmd);
+                }
+            }
+        }
+        if self.busy_until <= now {
+            self.dispatch(now, done);
+        }
+    }
+
+    /// The executor's wake at `now` (the time [`QueuedDisk::wake_request`] gave): the head is
+    /// free, the next command or destage starts; completions go to `done` as in `submit`.
+    pub fn wake(&mut self, now: Nanos, done: &mut Vec<(u64, Nanos)>) {
+        self.wake_armed = false;
+        if self.busy_until <= now {
+            self.dispatch(now, done);
+        }
+    }
+
+    /// When the executor should call [`QueuedDisk::wake`], if it has not been asked already:
+    /// the head's free time while work waits. Asked once per busy period.
+    pub fn wake_request(&mut self) -> Option<Nanos> {
+        if self.wake_armed || (self.queue.is_empty() && self.dirty.is_empty()) {
+            return None;
+        }
+        self.wake_armed = true;
+        Some(self.busy_until)
+    }
+
+    /// Runs one op to its completion as if the drive held nothing else the caller waits on
+    /// (the emulated backend's sequential use, [`DeviceModel::run_op`]): submitted at `now`,
+    /// the head woken each time it frees until this op is done.
+    pub fn run_one(&mut self, now: Nanos, kind: IoKind, offset: u64, len: u64) -> Nanos {
+        const MINE: u64 = u64::MAX;
+        let mut done = Vec::new();
+        self.submit(now, kind, offset, len, MINE, &mut done);
+        loop {
+            if let Some(&(_, end)) = done.iter().find(|d| d.0 == MINE) {
+                return end;
+            }
+            self.wake(self.busy_until.max(now), &mut done);
+        }
+    }
+
+    /// Caches a write if there is room; a rewrite of a cached run's start replaces it.
+    fn cache_write(&mut self, offset: u64, len: u64) -> bool {
+        let old = self.dirty.get(&offset).copied().unwrap_or(0);
+        let grown = len.saturating_sub(old);
+        if self.dirty_bytes + grown > self.p.write_cache {
+            return false;
+        }
+        self.dirty.insert(offset, len.max(old));
+        self.dirty_bytes += grown;
+        true
+    }
+
+    /// Whether one dirty run holds all of `offset..offset + len`.
+    fn cached(&self, offset: u64, len: u64) -> bool {
+        self.dirty
+            .range(..=offset)
+            .next_back()
+            .is_some_and(|(&o, &l)| o + l >= offset.saturating_add(len))
+    }
+
+    /// Positioning time of an op starting at `offset` if the head starts toward it at `now`,
+    /// ns: nothing for a continuation of the last transfer (the run is merged: no command
+    /// overhead, no seek, no rotational wait), otherwise the command overhead, the seek and
+    /// the wait for the sector to come round.
+    fn positioning_ns(&self, now: Nanos, kind: IoKind, offset: u64) -> Nanos {
+        if offset == self.head {
+            return 0;
+        }
+        let rev = self.g.revolution_ns();
+        let arrive =
+            now as f64 + self.g.overhead_ns as f64 + self.g.seek_ns(kind, self.head, offset);
+        let angle_now = (arrive / rev).fract();
+        let target = (offset % self.g.track_bytes) as f64 / self.g.track_bytes as f64;
+        let wait = (target - angle_now).rem_euclid(1.0) * rev;
+        (arrive + wait - now as f64).ceil() as Nanos
+    }
+
+    /// Starts the next piece of work on the free head at `now`, if any.
+    fn dispatch(&mut self, now: Nanos, done: &mut Vec<(u64, Nanos)>) {
+        let Some(pick) = self.pick(now) else {
+            return;
+        };
+        let (kind, offset, len) = match pick {
+            Pick::Cmd(i) => {
+                let c = self.queue[i];
+                (c.kind, c.offset, c.len)
+            }
+            Pick::Destage(at) => (IoKind::Write, at, self.destage_run(at)),
+        };
+        let service = match kind {
+            IoKind::Read | IoKind::Write => {
+                let pos = self.positioning_ns(now, kind, offset);
+                let xfer = (len as f64 * self.g.ns_per_byte()).ceil() as Nanos;
+                self.head = offset.saturating_add(len);
+                if kind == IoKind::Read {
+                    self.reads += 1;
+                } else {
+                    self.writes += 1;
+                }
+                pos.saturating_add(xfer)
+            }
+            IoKind::Trim => self.p.trim_ns,
+            IoKind::Flush => self.p.flush_ns,
+        };
+        let end = now.saturating_add(service);
+        self.busy_until = end;
+        self.dispatched += 1;
+        self.cost_ps = self
+            .cost_ps
+            .saturating_add(u128::from(service) * crate::disk::PS_PER_NS);
+        if let Pick::Cmd(i) = pick {
+            let c = self.queue.remove(i);
+            done.push((c.tag, end));
+            if let Some(next) = self.host.pop_front() {
+                self.queue.push(next);
+            }
+        }
+    }
+
+    /// Removes the dirty run at `at` and the runs contiguous after it (up to
+    /// [`DESTAGE_MERGE_MAX`] bytes) from the cache; returns the bytes to write.
+    fn destage_run(&mut self, at: u64) -> u64 {
+        let mut len = self.dirty.remove(&at).expect("picked from the cache");
+        while len < DESTAGE_MERGE_MAX {
+            match self.dirty.get(&(at + len)).copied() {
+                Some(l) => {
+                    self.dirty.remove(&(at + len));
+                    len += l;
+                }
+                None => break,
+            }
+        }
+        self.dirty_bytes -= len;
+        len
+    }
+
+    /// Shortest positioning time first over the queued commands and the dirty runs nearest
+    /// the head; a command past [`AGE_LIMIT_NS`] goes first, and a flush waits for the cache
+    /// to empty (the dirty runs go first).
+    fn pick(&self, now: Nanos) -> Option<Pick> {
+        if let Some(i) = self
+            .queue
+            .iter()
+            .position(|c| now.saturating_sub(c.arrived) >= AGE_LIMIT_NS)
+        {
+            if self.queue[i].kind != IoKind::Flush || self.dirty.is_empty() {
+                return Some(Pick::Cmd(i));
+            }
+        }
+        let flush_waits =
+            !self.dirty.is_empty() && self.queue.iter().any(|c| c.kind == IoKind::Flush);
+        let mut best: Option<(Nanos, Pick)> = None;
+        let mut consider = |t: Nanos, p: Pick| {
+            if best.is_none_or(|(b, _)| t < b) {
+                best = Some((t, p));
+            }
+        };
+        if !flush_waits {
+            for (i, c) in self.queue.iter().enumerate() {
+                let t = match c.kind {
+                    IoKind::Read | IoKind::Write => self.positioning_ns(now, c.kind, c.offset),
+                    IoKind::Flush if !self.dirty.is_empty() => continue,
+                    IoKind::Trim | IoKind::Flush => 0,
+                };
+                consider(t, Pick::Cmd(i));
+            }
+        }
+        let after = self.dirty.range(self.head..).take(DESTAGE_LOOK);
+        let before = self.dirty.range(..self.head).rev().take(DESTAGE_LOOK);
+        for (&o, _) in after.chain(before) {
+            consider(self.positioning_ns(now, IoKind::Write, o), Pick::Destage(o));
+        }
+        best.map(|(_, p)| p)
+    }
+}
+
+#[cfg(test)]
+#[path = "queued_tests.rs"]
+mod tests;
