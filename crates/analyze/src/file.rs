@@ -118,12 +118,35 @@ fn bad(text: String) -> AnalyzeError {
     AnalyzeError::BadArgument(text)
 }
 
+/// How far [`analyze_file_with_progress`] has got, for a progress display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Reading the trace: this many requests analysed so far (reported once per batch).
+    Reading {
+        /// Requests analysed so far.
+        requests: u64,
+    },
+    /// The trace is read; the curves, distances and advice are being computed (with `opt`,
+    /// the OPT pass over the spilled accesses, the longest part).
+    Finishing,
+}
+
 /// Checks the options, reads the trace and analyses it. What was left out of the analysis (the
 /// reader's skipped records, the analysis's notes) goes to `note`, one line each, before a
 /// trace with no read or write is refused.
 pub fn analyze_file(
     opts: &FileOptions,
     note: &mut dyn FnMut(&str),
+) -> Result<Analysis, AnalyzeError> {
+    analyze_file_with_progress(opts, note, &mut |_| {})
+}
+
+/// [`analyze_file`], telling `progress` how far it has got (a few times per million requests,
+/// never per request).
+pub fn analyze_file_with_progress(
+    opts: &FileOptions,
+    note: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(Progress),
 ) -> Result<Analysis, AnalyzeError> {
     if let Some(r) = opts.shards_rate {
         if !(r > 0.0 && r <= 1.0) {
@@ -205,6 +228,7 @@ pub fn analyze_file(
                 })?;
             index += 1;
         }
+        progress(Progress::Reading { requests: index });
         Ok::<(), AnalyzeError>(())
     });
     read.map_err(|e| match e {
@@ -216,6 +240,7 @@ pub fn analyze_file(
         note(line);
     }
     let volumes = reader.volumes();
+    progress(Progress::Finishing);
     let analysis = analyzer.finish(&|v| volumes.name(v).unwrap_or("?").to_string());
     for line in &analysis.notes {
         note(line);

@@ -34,7 +34,7 @@ pub mod reuse;
 pub mod shards;
 pub mod stack;
 
-pub use file::{analyze_file, AnalyzeError, FileOptions};
+pub use file::{analyze_file, analyze_file_with_progress, AnalyzeError, FileOptions, Progress};
 use minisim::{MiniSim, PolicyCurve};
 use reuse::{Advice, ReuseAnalyzer};
 use serde::Serialize;

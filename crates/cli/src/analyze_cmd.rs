@@ -55,9 +55,9 @@ pub struct AnalyzeArgs {
     /// of one line, e.g. `1,1` or `80,120` (microseconds of an HDD).
     #[arg(long, value_name = "READ,WRITE", value_parser = parse_weights)]
     pub writeback_cost: Option<tiercache_analyze::CostWeights>,
-    /// Print the analysis as JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// `--json`: the analysis as one JSON document; `--quiet`: no notes, no progress bar.
+    #[command(flatten)]
+    pub output: crate::output::OutputArgs,
     /// Interval of trace time for the IOPS and working-set timelines (e.g. `1s`, `100ms`).
     #[arg(long, default_value = "1s")]
     pub interval: String,
@@ -113,8 +113,35 @@ fn parse_weights(s: &str) -> Result<tiercache_analyze::CostWeights, String> {
 
 /// Entry point of `tiercache analyze`.
 pub fn run(args: AnalyzeArgs) -> Result<()> {
-    let analysis =
-        tiercache_analyze::analyze_file(&args.options(), &mut tiercache_run::print_note)?;
+    let bar = args.output.progress().then(|| {
+        let bar =
+            indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} {spinner} {human_pos} requests analysed ({per_sec}) {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        bar
+    });
+    let analysis = tiercache_analyze::analyze_file_with_progress(
+        &args.options(),
+        &mut tiercache_run::print_note,
+        &mut |p| {
+            let Some(bar) = &bar else { return };
+            match p {
+                tiercache_analyze::Progress::Reading { requests } => bar.set_position(requests),
+                tiercache_analyze::Progress::Finishing => {
+                    bar.set_message("computing the curves and distances")
+                }
+            }
+        },
+    );
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let analysis = analysis?;
     if let Some(dir) = &args.plots {
         for p in tiercache_analyze::plots::write(&analysis, dir)
             .with_context(|| format!("--plots {}", dir.display()))?
@@ -125,7 +152,7 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
     // Written, not printed: a closed stdout is an error for `main` (where a closed pipe ends
     // the command quietly), not a panic.
     let mut out = std::io::stdout().lock();
-    if args.json {
+    if args.output.json {
         writeln!(
             out,
             "{}",

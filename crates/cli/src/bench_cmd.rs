@@ -18,9 +18,10 @@ pub struct BenchArgs {
     /// Override a config key (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
-    /// Print the result record as JSON instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    /// `--json`: one JSON result record per run (JSON lines, as `sim`) instead of the table;
+    /// `--quiet`: no notes, no progress bar while fio fills the cache (`bench.prewarm`).
+    #[command(flatten)]
+    pub output: crate::output::OutputArgs,
     /// Keep fio's own JSON output in this file (the variant's name is added to the file name
     /// when the config has several).
     #[arg(long, value_name = "FILE")]
@@ -47,13 +48,13 @@ pub fn run(args: BenchArgs) -> Result<()> {
             }
         });
         let record = run.run(fio_output)?;
-        if args.json {
+        if args.output.json {
             writeln!(stdout.lock(), "{}", record.to_json_line()?)?;
         } else {
             rows.push((record.name.clone(), record.metrics));
         }
     }
-    if !args.json {
+    if !args.output.json {
         write!(stdout.lock(), "{}", tiercache_metrics::render_table(&rows))?;
     }
     Ok(())

@@ -42,9 +42,10 @@ pub struct StatusArgs {
     /// Which server.
     #[command(flatten)]
     pub server: ServerArgs,
-    /// Print the status as one JSON object.
-    #[arg(long)]
-    pub json: bool,
+    /// `--json`: the status as one JSON object (`--quiet` is accepted: nothing is printed on
+    /// stderr but errors).
+    #[command(flatten)]
+    pub output: crate::output::OutputArgs,
 }
 
 /// Arguments of `tiercache stats`.
@@ -53,9 +54,10 @@ pub struct StatsArgs {
     /// Which server.
     #[command(flatten)]
     pub server: ServerArgs,
-    /// Print every counter as one JSON object.
-    #[arg(long)]
-    pub json: bool,
+    /// `--json`: every counter as one JSON object (`--quiet` is accepted: nothing is printed
+    /// on stderr but errors).
+    #[command(flatten)]
+    pub output: crate::output::OutputArgs,
 }
 
 /// Arguments of `tiercache set`.
@@ -73,9 +75,10 @@ pub struct SetArgs {
     /// The config the server was started with, to find its control socket.
     #[arg(long, value_name = "CONFIG")]
     pub config: Option<PathBuf>,
-    /// Print the status afterwards as JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// `--json`: the status afterwards as one JSON object (`--quiet` is accepted: nothing is
+    /// printed on stderr but errors).
+    #[command(flatten)]
+    pub output: crate::output::OutputArgs,
 }
 
 /// Arguments of `tiercache detach`.
@@ -84,16 +87,16 @@ pub struct DetachArgs {
     /// Which server.
     #[command(flatten)]
     pub server: ServerArgs,
-    /// No progress lines.
-    #[arg(long, short)]
-    pub quiet: bool,
+    /// `--quiet`: no progress lines; `--json`: the outcome as one JSON object.
+    #[command(flatten)]
+    pub output: crate::output::OutputArgs,
 }
 
 /// `tiercache status`.
 pub fn status(args: StatusArgs) -> Result<()> {
     let v = args.server.client()?.call(&Request::Status, |_| {})?;
     let mut out = std::io::stdout().lock();
-    if args.json {
+    if args.output.json {
         writeln!(out, "{v}")?;
         return Ok(());
     }
@@ -106,7 +109,7 @@ pub fn status(args: StatusArgs) -> Result<()> {
 pub fn stats(args: StatsArgs) -> Result<()> {
     let v = args.server.client()?.call(&Request::Stats, |_| {})?;
     let mut out = std::io::stdout().lock();
-    if args.json {
+    if args.output.json {
         writeln!(out, "{v}")?;
     } else {
         write!(out, "{}", render_stats(&v))?;
@@ -128,7 +131,7 @@ pub fn set(args: SetArgs) -> Result<()> {
         |_| {},
     )?;
     let mut out = std::io::stdout().lock();
-    if args.json {
+    if args.output.json {
         writeln!(out, "{}", v["status"])?;
         return Ok(());
     }
@@ -141,10 +144,18 @@ pub fn set(args: SetArgs) -> Result<()> {
 }
 
 /// `tiercache flush --live`: drains a running server's dirty lines.
-pub fn flush_live(server: &ServerArgs, write_through: bool, quiet: bool) -> Result<()> {
+pub fn flush_live(
+    server: &ServerArgs,
+    write_through: bool,
+    output: crate::output::OutputArgs,
+) -> Result<()> {
     let v = server
         .client()?
-        .call(&Request::Flush { write_through }, progress(quiet))?;
+        .call(&Request::Flush { write_through }, progress(output.quiet))?;
+    if output.json {
+        println!("{v}");
+        return Ok(());
+    }
     println!(
         "flushed {} lines while serving; {} dirty now; write policy {}",
         v["flushed_lines"],
@@ -159,7 +170,11 @@ pub fn detach(args: DetachArgs) -> Result<()> {
     let v = args
         .server
         .client()?
-        .call(&Request::Detach, progress(args.quiet))?;
+        .call(&Request::Detach, progress(args.output.quiet))?;
+    if args.output.json {
+        println!("{v}");
+        return Ok(());
+    }
     println!(
         "detached: {} lines written back while serving; the server {}",
         v["flushed_lines"],

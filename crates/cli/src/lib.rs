@@ -12,6 +12,7 @@ pub mod errors;
 pub mod hierarchy_cmd;
 pub mod install_cmd;
 pub mod mount_cmd;
+pub mod output;
 pub mod report_cmd;
 pub mod serve_cmd;
 pub mod sim_cmd;

@@ -69,13 +69,41 @@ enum Command {
     Man(install_cmd::ManArgs),
 }
 
+impl Command {
+    /// The command's `--quiet`/`--json` (`tune`, `completions` and `man` take neither: `tune`
+    /// hands its arguments to Python, the others print what they are asked for).
+    fn output(&self) -> Option<tiercache::output::OutputArgs> {
+        Some(match self {
+            Command::Sim(a) => a.output,
+            Command::Sweep(a) => a.output,
+            Command::Report(a) => a.output,
+            Command::Trace(a) => a.output(),
+            Command::Analyze(a) => a.output,
+            Command::Serve(a) => a.output,
+            Command::Flush(a) => a.block.output,
+            Command::Status(a) => a.output,
+            Command::Stats(a) => a.output,
+            Command::Set(a) => a.output,
+            Command::Detach(a) => a.output,
+            Command::Mount(a) => a.output,
+            Command::Bench(a) => a.output,
+            Command::Tune(_) | Command::Completions(_) | Command::Man(_) => return None,
+        })
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(output) = cli.command.output() {
+        output.apply();
+    }
     let result = match cli.command {
         Command::Sim(args) => sim_cmd::run(args),
         Command::Sweep(args) => sweep_cmd::run(args),
         Command::Report(args) => report_cmd::run(&args).map(|path| {
-            eprintln!("report: {}", path.display());
+            if !args.output.json {
+                eprintln!("report: {}", path.display());
+            }
         }),
         Command::Trace(args) => trace_cmd::run(args),
         Command::Analyze(args) => analyze_cmd::run(args),

@@ -71,6 +71,11 @@ pub struct MountArgs {
     /// Unmount after this long (tests, benchmarks); default: until SIGINT, SIGTERM or unmount.
     #[arg(long)]
     pub duration: Option<String>,
+    /// `--quiet`: no first line saying what is mounted; `--json`: the mount's final counters
+    /// (as `--stats` writes them) as one JSON document on stdout at unmount, instead of the
+    /// summary line on stderr.
+    #[command(flatten)]
+    pub output: crate::output::OutputArgs,
 }
 
 /// Arguments of `tiercache flush`: the block cache of `serve`, or a file cache of `mount`.
@@ -318,17 +323,19 @@ pub fn run(args: MountArgs) -> Result<()> {
                     .map_or_else(String::new, |d| format!(" in {}", d.display()))
             )
         };
-        eprintln!(
-            "tiercache mount: {} on {}, {cache}{}; Ctrl-C or `fusermount3 -u {}` unmounts",
-            args.store.display(),
-            args.mountpoint.display(),
-            if recovered > 0 {
-                format!("; wrote back {recovered} dirty blocks a crash left")
-            } else {
-                String::new()
-            },
-            args.mountpoint.display(),
-        );
+        if !args.output.quiet {
+            eprintln!(
+                "tiercache mount: {} on {}, {cache}{}; Ctrl-C or `fusermount3 -u {}` unmounts",
+                args.store.display(),
+                args.mountpoint.display(),
+                if recovered > 0 {
+                    format!("; wrote back {recovered} dirty blocks a crash left")
+                } else {
+                    String::new()
+                },
+                args.mountpoint.display(),
+            );
+        }
     }
     let started = Instant::now();
     let mut last_stats = Instant::now();
@@ -379,7 +386,10 @@ pub fn run(args: MountArgs) -> Result<()> {
         Some(path) => write_stats(path, &stats),
         None => Ok(()),
     };
-    eprintln!(
+    if args.output.json {
+        println!("{}", serde_json::to_string(&stats)?);
+    } else {
+        eprintln!(
         "tiercache mount: unmounted; {} reads, {} writes, block hits {} of {} reads, {} write-backs, {} blocks freed by deletes ({} write-backs cancelled), {} dirty blocks left journaled (`tiercache flush --file-cache` writes them back)",
         stats.reads,
         stats.writes,
@@ -390,6 +400,7 @@ pub fn run(args: MountArgs) -> Result<()> {
         stats.core.write_backs_cancelled,
         stats.dirty_blocks
     );
+    }
     unmounted.context("the FUSE session ended with an error")?;
     flushed?;
     stats_written
@@ -432,9 +443,16 @@ pub fn flush(args: FlushAnyArgs) -> Result<()> {
             )))
         }
     };
-    eprintln!(
-        "tiercache flush: wrote back {n} dirty blocks; {} alone is complete",
-        store.display()
-    );
+    if args.block.output.json {
+        println!(
+            "{}",
+            serde_json::json!({"written_back_blocks": n, "store": store})
+        );
+    } else {
+        eprintln!(
+            "tiercache flush: wrote back {n} dirty blocks; {} alone is complete",
+            store.display()
+        );
+    }
     Ok(())
 }

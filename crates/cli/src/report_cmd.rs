@@ -36,6 +36,10 @@ pub struct ReportArgs {
     /// Most lines per CDF or timeline chart.
     #[arg(long, default_value_t = 8)]
     pub max_series: usize,
+    /// `--json`: where the page and plots went and the best design per workload and metric,
+    /// as one JSON document on stdout (instead of the summary on stderr); `--quiet`: no notes.
+    #[command(flatten)]
+    pub output: crate::output::OutputArgs,
 }
 
 /// Runs `tiercache report`: reads the results, writes the HTML page and the SVG files, and prints
@@ -48,7 +52,9 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
         eprintln!("report: skipped an unreadable line at {line}");
     }
     for note in &results.notes {
-        eprintln!("report: note: {note}");
+        if !args.output.quiet {
+            eprintln!("report: note: {note}");
+        }
     }
     let inputs = || {
         args.results
@@ -87,21 +93,41 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
     let (out, svg_dir) = (place.out, place.svg_dir);
     let report = build_report(&results, &opts);
     let svgs = report.write(&out, &svg_dir)?;
-    eprintln!(
-        "report: {} runs, {} plots -> {} (SVG files in {})",
-        results.runs.len() + results.hierarchies.len(),
-        svgs.len(),
-        out.display(),
-        svg_dir.display()
-    );
-    for r in &report.summary {
-        eprintln!(
-            "  {:<16} {:<22} best {} ({})",
-            r.workload,
-            r.metric.label,
-            r.best.0,
-            tiercache_report::svg::fmt_num(r.best.1)
+    if args.output.json {
+        let best: Vec<_> = report
+            .summary
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "workload": r.workload, "metric": r.metric.label,
+                    "design": r.best.0, "value": r.best.1,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({
+                "report": out, "svg_dir": svg_dir, "runs": results.runs.len() + results.hierarchies.len(),
+                "plots": svgs, "best": best,
+            })
         );
+    } else {
+        eprintln!(
+            "report: {} runs, {} plots -> {} (SVG files in {})",
+            results.runs.len() + results.hierarchies.len(),
+            svgs.len(),
+            out.display(),
+            svg_dir.display()
+        );
+        for r in &report.summary {
+            eprintln!(
+                "  {:<16} {:<22} best {} ({})",
+                r.workload,
+                r.metric.label,
+                r.best.0,
+                tiercache_report::svg::fmt_num(r.best.1)
+            );
+        }
     }
     // The page lists the failures with their errors; the command still fails, saying why
     // there is nothing to plot.
@@ -139,6 +165,7 @@ mod tests {
             heat: None,
             max_bars: 40,
             max_series: 8,
+            output: Default::default(),
         };
         let e = run(&args).unwrap_err();
         assert!(e.to_string().contains("no results"), "{e}");

@@ -17,6 +17,10 @@ pub struct ServeArgs {
     /// Override a config key: `--set engine.backend_path=/dev/sdb` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
+    /// `--quiet`: no notes in the server's log; `--json`: the engine's final counters as one
+    /// JSON document on stdout once the server stops.
+    #[command(flatten)]
+    pub output: crate::output::OutputArgs,
 }
 
 /// Arguments of `tiercache flush`.
@@ -38,16 +42,29 @@ pub struct FlushArgs {
     /// With --live: the server's control socket (instead of finding it from the config).
     #[arg(long, value_name = "PATH", requires = "live")]
     pub control: Option<PathBuf>,
-    /// With --live: no progress lines.
-    #[arg(long, short, requires = "live")]
-    pub quiet: bool,
+    /// `--quiet`: no progress lines (with --live); `--json`: what was written back as one
+    /// JSON document on stdout.
+    #[command(flatten)]
+    pub output: crate::output::OutputArgs,
 }
 
 /// Serves until SIGINT/SIGTERM or the configured duration; then stops accepting, lets open
 /// requests finish, makes everything durable (or detaches) and writes the final counters.
 pub fn run(args: ServeArgs) -> Result<()> {
     let setup = load(args.config.as_deref(), &args.overrides)?;
-    Server::builder(setup).stop_on_signals().start()?.wait()?;
+    let mut builder = Server::builder(setup).stop_on_signals();
+    if args.output.quiet {
+        // Notes (`note: …`) only: the rest of the log is the server's account of itself.
+        builder = builder.log(|m: &str| {
+            if !m.starts_with("note:") {
+                eprintln!("tiercache serve: {m}");
+            }
+        });
+    }
+    let report = builder.start()?.wait()?;
+    if args.output.json {
+        println!("{}", serde_json::json!({ "engine": report.engine }));
+    }
     Ok(())
 }
 
@@ -60,7 +77,7 @@ pub fn flush(args: FlushArgs) -> Result<()> {
             overrides: args.overrides,
             control: args.control,
         };
-        return crate::control_cmd::flush_live(&server, args.write_through, args.quiet);
+        return crate::control_cmd::flush_live(&server, args.write_through, args.output);
     }
     let setup = load(args.config.as_deref(), &args.overrides)?;
     let done = tiercache_server::flush::flush(&setup)?;
@@ -75,9 +92,16 @@ pub fn flush(args: FlushArgs) -> Result<()> {
             .collect();
         format!("the backends {} are", names.join(", "))
     };
-    println!(
-        "flushed {} dirty lines ({} written back); {backends} complete",
-        done.dirty_lines, done.flushed_lines,
-    );
+    if args.output.json {
+        println!(
+            "{}",
+            serde_json::json!({"dirty_lines": done.dirty_lines, "flushed_lines": done.flushed_lines})
+        );
+    } else {
+        println!(
+            "flushed {} dirty lines ({} written back); {backends} complete",
+            done.dirty_lines, done.flushed_lines,
+        );
+    }
     Ok(())
 }

@@ -16,9 +16,10 @@ pub struct SimArgs {
     /// variant after the variant's own `set`: the command line wins.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
-    /// Print one JSON result record per run (JSON lines) instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    /// `--json`: one JSON result record per run (JSON lines: one document with one design)
+    /// instead of the table; `--quiet`: no notes, no progress bar.
+    #[command(flatten)]
+    pub output: crate::output::OutputArgs,
     /// Write the per-interval timeline of every run as CSV (the run name is added to the file
     /// name when the config has several variants). A run whose tenancy mode made decisions
     /// also gets its per-volume, per-interval records (allocation, write policy, hits, cache
@@ -58,7 +59,7 @@ pub fn run(args: SimArgs) -> Result<()> {
             return crate::hierarchy_cmd::run(crate::hierarchy_cmd::HierarchyArgs {
                 config: path.clone(),
                 overrides: args.overrides,
-                json: args.json,
+                json: args.output.json,
                 only: args.only,
             });
         }
@@ -96,7 +97,7 @@ pub fn run(args: SimArgs) -> Result<()> {
     let mut timelines = timelines.into_iter();
     for e in &runs {
         for n in &e.notes {
-            eprintln!("tiercache: note: run `{}`: {n}", e.name);
+            args.output.note(&format!("run `{}`: {n}", e.name));
         }
         let out = run_experiment(e)?;
         if let Some((mut f, path)) = timelines.next() {
@@ -114,14 +115,14 @@ pub fn run(args: SimArgs) -> Result<()> {
                 tiercache_metrics::write_tenancy_csv(&t.intervals, &mut f)?;
             }
         }
-        if args.json {
+        if args.output.json {
             let mut lock = stdout.lock();
             writeln!(lock, "{}", out.record.to_json_line()?)?;
         } else {
             rows.push((e.name.clone(), out.record.metrics));
         }
     }
-    if !args.json {
+    if !args.output.json {
         let mut out = stdout.lock();
         writeln!(out, "{}", describe(&runs))?;
         write!(out, "{}", tiercache_metrics::render_table(&rows))?;

@@ -9,7 +9,32 @@ use tiercache_sweep::{load_points, RunSummary, SweepOptions};
 
 /// Entry point of `tiercache sweep`.
 pub fn run(args: SweepArgs) -> Result<()> {
-    run_sweep(args).map(|_| ())
+    let json = args.output.json;
+    if let Some(s) = run_sweep(args)? {
+        if json {
+            println!("{}", summary_json(&s));
+        }
+    }
+    Ok(())
+}
+
+/// What a sweep did, as `--json` prints it.
+fn summary_json(s: &RunSummary) -> serde_json::Value {
+    serde_json::json!({
+        "points": s.total,
+        "already_done": s.skipped,
+        "not_retried": s.not_retried,
+        "ok": s.ok,
+        "failed": s.failed,
+        "malformed_lines": s.malformed_lines,
+        "other_lines": s.other_lines,
+        "first_errors": s.first_errors.iter().map(|(point, error)| {
+            serde_json::json!({"point": point, "error": error})
+        }).collect::<Vec<_>>(),
+        "results_jsonl": s.results_jsonl,
+        "results_csv": s.results_csv,
+        "results_parquet": s.results_parquet,
+    })
 }
 
 /// Runs `tiercache sweep` and returns what it did (`None` for `--list`).
@@ -32,6 +57,22 @@ pub fn run_sweep(args: SweepArgs) -> Result<Option<RunSummary>> {
 /// `--list`: the points (id, workload, rep, design) without running them.
 fn list(args: &SweepArgs) -> Result<()> {
     let (spec, points) = load_points(&args.options())?;
+    if args.output.json {
+        let points: Vec<_> = points
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "index": p.index, "point": p.id, "workload": p.workload, "rep": p.rep,
+                    "design": p.name, "default": p.is_default,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"sweep": spec.name, "points": points})
+        );
+        return Ok(());
+    }
     println!(
         "{:>5}  {:16}  {:20}  {:>3}  design",
         "index", "point", "workload", "rep"
@@ -79,9 +120,10 @@ pub struct SweepArgs {
     /// List the points (id, workload, rep, design) without running them.
     #[arg(long)]
     pub list: bool,
-    /// No progress lines (`--quiet`, `-q`, as the other commands spell it).
-    #[arg(long, visible_alias = "quiet", short = 'q')]
-    pub no_progress: bool,
+    /// `--quiet` (`-q`, also `--no-progress`): no progress bar and no notes; `--json`: the
+    /// summary (or with `--list`, the points) as one JSON document on stdout.
+    #[command(flatten)]
+    pub output: crate::output::OutputArgs,
     /// What runs each point.
     #[arg(long, value_enum, default_value_t = BackendKind::Sim)]
     pub backend: BackendKind,
@@ -114,7 +156,7 @@ impl SweepArgs {
             retry_failed: !self.no_retry_failed,
             ci: self.ci,
             set: self.set.clone(),
-            progress: !self.no_progress,
+            progress: !self.output.quiet,
         }
     }
 }

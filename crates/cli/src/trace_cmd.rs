@@ -161,9 +161,9 @@ pub struct StatsArgs {
     /// Initial IOPS interval in seconds (doubles to keep at most 4096 points).
     #[arg(long, default_value_t = 1.0)]
     pub interval: f64,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
+    /// `--json`: the summary as one JSON document; `--quiet`: no notes.
+    #[command(flatten)]
+    pub output: crate::output::OutputArgs,
 }
 
 /// `tiercache trace convert IN OUT --to FORMAT`.
@@ -182,9 +182,19 @@ pub struct ConvertArgs {
     /// Line size for oracleGeneral output (one record per line touched).
     #[arg(long, default_value_t = 4096)]
     pub line_size: u64,
-    /// Print the summary as JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// `--json`: the conversion's summary as one JSON document; `--quiet`: no notes.
+    #[command(flatten)]
+    pub flags: crate::output::OutputArgs,
+}
+
+impl TraceArgs {
+    /// The subcommand's `--quiet`/`--json`.
+    pub fn output(&self) -> crate::output::OutputArgs {
+        match &self.command {
+            TraceCommand::Stats(a) => a.output,
+            TraceCommand::Convert(a) => a.flags,
+        }
+    }
 }
 
 /// Runs a `tiercache trace` subcommand, printing to stdout.
@@ -206,7 +216,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<()> {
             // Written, not printed: a closed stdout is an error for `main` (where a closed
             // pipe ends the command quietly), not a panic.
             let mut out = std::io::stdout().lock();
-            if a.json {
+            if a.output.json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&s)?)?;
             } else {
                 write!(out, "{s}")?;
@@ -227,7 +237,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<()> {
             // Written, not printed: a closed stdout is an error for `main` (where a closed
             // pipe ends the command quietly), not a panic.
             let mut out = std::io::stdout().lock();
-            if a.json {
+            if a.flags.json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&s)?)?;
             } else {
                 write!(out, "{s}")?;

@@ -506,3 +506,80 @@ fn the_systemd_unit_verifies() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// `tiercache ARGS` run as the user `nobody` (uid and gid 65534, no supplementary groups) by
+/// `setpriv`; `None` when this process cannot switch users (not root, or no `setpriv`): the
+/// test is then skipped, and fails under CI.
+fn as_nobody(args: &[&str]) -> Option<Output> {
+    // SAFETY: `geteuid` has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let problem = if !root {
+        Some("switching to another user needs root".to_string())
+    } else {
+        match Command::new("setpriv").arg("--version").output() {
+            Ok(_) => None,
+            Err(e) => Some(format!("`setpriv --version`: {e}")),
+        }
+    };
+    if !tiercache_testsupport::require("setpriv", "util-linux", problem) {
+        return None;
+    }
+    Some(
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(bin())
+            .args(args)
+            .output()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn another_user_is_refused_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    // `nobody` must reach the socket's directory (the socket's own mode is what keeps it out).
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cfg = write_config(dir.path());
+    std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let _server = start(dir.path(), &cfg, &[]);
+    let ctl = dir.path().join("nbd.sock.ctl");
+    let ctl_s = ctl.to_str().unwrap();
+    // SAFETY: `geteuid` has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    // The file mode keeps the other user out at connect.
+    let Some(o) = as_nobody(&["status", "--control", ctl_s]) else {
+        return;
+    };
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "nobody was let in: {err}");
+    assert!(
+        err.contains("permission denied") && err.contains(&format!("uid {me}")),
+        "{err}"
+    );
+    // A socket whose mode was loosened (copied, chmod-ed) still refuses the other user: the
+    // server checks the peer's uid and says why.
+    std::fs::set_permissions(&ctl, std::fs::Permissions::from_mode(0o666)).unwrap();
+    for args in [
+        &["status", "--control", ctl_s][..],
+        &[
+            "set",
+            "--control",
+            ctl_s,
+            "cache.write_policy=write-through",
+        ][..],
+        &["detach", "--control", ctl_s][..],
+    ] {
+        let o = as_nobody(args).unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}: nobody was let in: {err}");
+        assert!(
+            err.contains(&format!(
+                "uid 65534 may not control a server run by uid {me}"
+            )),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // Nothing the refused user asked for happened: the server runs, write-back as started.
+    assert_eq!(status(&cfg)["policy"]["write_policy"], "write-back");
+}

@@ -170,6 +170,13 @@ pages! {
     load_balancing => "load-balancing.md",
     slow_mount => "slow-mount.md",
     reproducing => "reproducing.md",
+    seed_block_cache => "seed-block-cache.md",
+    seed_exclusive => "seed-exclusive.md",
+    seed_load_balancing => "seed-load-balancing.md",
+    seed_file_level => "seed-file-level.md",
+    seed_multi_tenant => "seed-multi-tenant.md",
+    tls => "tls.md",
+    degraded => "degraded.md",
     tenants => "tenants.md",
 }
 

@@ -425,20 +425,7 @@ fn bench_one(
     };
     let uri = format!("nbd+unix:///?socket={}", sock.display());
     if let (true, Load::Synthetic(workload)) = (bench.prewarm, &load) {
-        let o = Command::new("fio")
-            .args([
-                "--name=prewarm",
-                "--ioengine=nbd",
-                &format!("--uri={uri}"),
-                "--rw=read",
-                "--bs=1m",
-                "--iodepth=4",
-            ])
-            .arg(format!("--size={}", workload.footprint))
-            .output()?;
-        if !o.status.success() {
-            bail!("fio prewarm: {}", String::from_utf8_lossy(&o.stderr));
-        }
+        prewarm(&uri, workload.footprint, &stats, dir.path())?;
     }
     let before = engine.stats();
     let out_json = fio_output.unwrap_or_else(|| dir.path().join("fio.json"));
@@ -519,13 +506,69 @@ fn bench_one(
     // recorded as run, and said.
     let mut config = setup.config_json.clone();
     for (key, value) in engine.overrides() {
-        eprintln!("tiercache bench: note: `{name}` ran with {key} = {value}");
+        crate::print_note(&format!("bench: `{name}` ran with {key} = {value}"));
         set_json_path(&mut config, key, serde_json::Value::String(value.clone()));
     }
     for note in engine.notes() {
-        eprintln!("tiercache bench: note: {note}");
+        crate::print_note(&format!("bench: {note}"));
     }
     Ok(RunRecord::new(RunKind::Bench, name, seed, config, m))
+}
+
+/// Fills the cache before the run (`bench.prewarm`): fio reads the whole footprint once
+/// through the server; on a terminal (and not `--quiet`) a bar shows the bytes read so far
+/// against the footprint, from the server's own counter.
+fn prewarm(uri: &str, footprint: u64, stats: &ServerStats, dir: &Path) -> Result<()> {
+    use std::sync::atomic::Ordering::Relaxed;
+    // fio's messages go to a file, not a pipe: a pipe nobody reads while the bar is drawn
+    // could fill and stall fio.
+    let log = dir.join("prewarm.log");
+    let mut child = Command::new("fio")
+        .args([
+            "--name=prewarm",
+            "--ioengine=nbd",
+            &format!("--uri={uri}"),
+            "--rw=read",
+            "--bs=1m",
+            "--iodepth=4",
+        ])
+        .arg(format!("--size={footprint}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log)?)
+        .spawn()?;
+    let start = stats.bytes_read.load(Relaxed);
+    let bar = crate::show_progress().then(|| {
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(footprint),
+            indicatif::ProgressDrawTarget::stderr(),
+        );
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:40.cyan/blue}] {bytes}/{total_bytes} filling the cache ({bytes_per_sec})",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if let Some(bar) = &bar {
+            bar.set_position(stats.bytes_read.load(Relaxed).saturating_sub(start));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    if !status.success() {
+        bail!(
+            "fio prewarm: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

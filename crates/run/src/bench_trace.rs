@@ -81,7 +81,7 @@ pub fn prepare(t: &TraceWorkload, iolog: &Path) -> Result<IologReplay> {
         .to_string()
         .lines()
     {
-        eprintln!("tiercache: note: bench: {note}");
+        crate::print_note(&format!("bench: {note}"));
     }
     let mut fio_args = vec![format!("--read_iolog={}", iolog.display())];
     match t.replay {

@@ -58,10 +58,10 @@ fn run_any(doc: &Document, base_dir: &Path) -> Result<HierarchyResult> {
             if spec.requests.is_none() && spec.duration_ns.is_none() {
                 // Nothing would end this client: bounded as `sim` bounds an unbounded run.
                 spec.requests = Some(crate::experiment::DEFAULT_RUN_REQUESTS);
-                eprintln!(
-                    "tiercache: note: {field}: nothing bounds this client's workload (requests, duration_ns): measuring {} requests",
+                crate::print_note(&format!(
+                    "{field}: nothing bounds this client's workload (requests, duration_ns): measuring {} requests",
                     crate::experiment::DEFAULT_RUN_REQUESTS
-                );
+                ));
             }
             sources.push(Box::new(
                 SyntheticWorkload::new(&spec).with_context(|| field.clone())?,

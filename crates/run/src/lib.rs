@@ -65,8 +65,32 @@ pub(crate) fn refuse_unread(doc: &tiercache_config::Document, read: &[&str]) -> 
     Ok(())
 }
 
+/// Whether notes and progress are silenced (`--quiet`), process-wide: notes are printed from
+/// deep inside runs (sweeps' worker threads included), where passing a flag down every call
+/// would thread the command line through the library.
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Silences (or restores) notes and progress bars on stderr for the rest of the process, as
+/// every command's `--quiet` does. Errors are still printed.
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether [`set_quiet`] silenced notes and progress.
+pub fn quiet() -> bool {
+    QUIET.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether a progress bar should be drawn: stderr is a terminal and nothing silenced it.
+pub fn show_progress() -> bool {
+    use std::io::IsTerminal;
+    !quiet() && std::io::stderr().is_terminal()
+}
+
 /// Prints a note on stderr as every command does (`tiercache: note: …`): something the user
-/// should know about what ran, that is not an error.
+/// should know about what ran, that is not an error. Nothing under `--quiet`.
 pub fn print_note(note: &str) {
-    eprintln!("tiercache: note: {note}");
+    if !quiet() {
+        eprintln!("tiercache: note: {note}");
+    }
 }

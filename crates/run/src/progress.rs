@@ -2,7 +2,6 @@
 //! by a wrapper around it and drawn by a bar a few times a second (nothing off a terminal).
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use tiercache_core::{Arrival, Nanos, Request, RequestSource, SourceError};
@@ -50,7 +49,7 @@ pub fn with_progress<T>(
     source: &mut (dyn RequestSource + Send),
     f: impl FnOnce(&mut (dyn RequestSource + Send)) -> T,
 ) -> T {
-    if !std::io::stderr().is_terminal() {
+    if !crate::show_progress() {
         return f(source);
     }
     let count = Arc::new(AtomicU64::new(0));

@@ -32,7 +32,7 @@ fn run_batched(e: &Experiment, cache: &Cache) -> Result<Option<RunMetrics>> {
                 return Err(anyhow::anyhow!(err)).with_context(|| format!("run `{}`", e.name));
             }
             for note in batches.input_notes() {
-                eprintln!("tiercache: note: run `{}`: {note}", e.name);
+                crate::print_note(&format!("run `{}`: {note}", e.name));
             }
             Ok(Some(*m))
         }
@@ -64,7 +64,7 @@ fn run_belady(e: &Experiment) -> Result<Outcome> {
         }
     }
     for note in first.input_notes() {
-        eprintln!("tiercache: note: run `{}`: {note}", e.name);
+        crate::print_note(&format!("run `{}`: {note}", e.name));
     }
     finish(e, metrics, Vec::new())
 }
@@ -125,7 +125,7 @@ fn run_any(e: &Experiment) -> Result<Outcome> {
         return Err(anyhow::anyhow!(err)).with_context(|| format!("run `{}`", e.name));
     }
     for note in source.input_notes() {
-        eprintln!("tiercache: note: run `{}`: {note}", e.name);
+        crate::print_note(&format!("run `{}`: {note}", e.name));
     }
     finish(e, metrics, timeline)
 }

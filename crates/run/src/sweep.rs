@@ -30,10 +30,10 @@ pub fn simulate_point(p: &PointSpec) -> std::result::Result<serde_json::Value, S
     // What `sim` says of a config (an unbounded run, a cache larger than its data), a sweep
     // says of its point.
     for n in &e.notes {
-        eprintln!(
-            "tiercache: note: point {} ({} / {}): {n}",
+        crate::print_note(&format!(
+            "point {} ({} / {}): {n}",
             p.id, p.workload, p.name
-        );
+        ));
     }
     let out = run_experiment(&e).map_err(|e| format!("{:#}", e.into_anyhow()))?;
     let mut v = serde_json::to_value(&out.record).map_err(|e| e.to_string())?;

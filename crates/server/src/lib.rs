@@ -2,7 +2,8 @@
 //! puts together: the `[serve]` config ([`config`]), a [`Server`] builder whose
 //! [`ServerHandle`] stops cleanly ([`server`]), several exports ([`exports`]), the stats file,
 //! the Prometheus metrics listener ([`metrics`]), the operator's control socket
-//! ([`control`]), NBD over TLS ([`tls`]) and detaching a stopped cache ([`flush`]).
+//! ([`control`]), NBD over TLS ([`tls`]), socket activation ([`activation`]) and detaching a
+//! stopped cache ([`flush`]).
 //! The `tiercache serve` and `flush` commands are argument parsing around these.
 //!
 //! A crate of its own rather than a module of the engine: the metrics listener brings an HTTP
@@ -10,6 +11,7 @@
 
 #![warn(missing_docs)]
 
+pub mod activation;
 pub mod config;
 pub mod control;
 pub mod exports;

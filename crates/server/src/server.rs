@@ -27,7 +27,7 @@ use tiercache_nbd::{
     serve_tcp_exports, serve_unix_exports, Export, Exports, ServerConfig, ServerStats, Shutdown,
 };
 
-use crate::config::ServeSetup;
+use crate::config::{ServeConfig, ServeSetup};
 use crate::stats::{write_stats, Served};
 
 /// Where the lifecycle's messages go (startup, notes, the final counters).
@@ -162,6 +162,9 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
     if setup.ram_level.is_some() && !s.exports.is_empty() {
         bail!("ram_level: a RAM level serves one export; remove it or serve.exports");
     }
+    // Taken before anything opens a file: descriptor 3 is the service manager's socket, and
+    // must be checked and made close-on-exec before any other use of the process's fds.
+    let inherited = crate::activation::take()?;
     let volumes = crate::exports::volume_configs(&s.exports);
     let engine = Arc::new(
         Engine::open_volumes(&setup.cache, &setup.engine, &volumes)
@@ -319,21 +322,43 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
         tracker,
     };
     let started = Instant::now();
+    let activated = inherited.is_some();
     let (server, addr) = {
         let (stats, stop) = (stats.clone(), stop.clone());
-        match &s.listen {
-            Some(addr) => {
-                let l = std::net::TcpListener::bind(addr)
-                    .with_context(|| format!("serve.listen {addr}"))?;
+        let listener = match inherited {
+            Some(l) => {
+                let l = inherited_listener(l, s)?;
+                log(&format!(
+                    "listening on the socket the service manager passed (LISTEN_FDS){}",
+                    match &l {
+                        Listener::Unix(_) => format!(" for {}", s.socket.display()),
+                        Listener::Tcp(_) => String::new(),
+                    }
+                ));
+                l
+            }
+            None => match &s.listen {
+                Some(addr) => Listener::Tcp(
+                    std::net::TcpListener::bind(addr)
+                        .with_context(|| format!("serve.listen {addr}"))?,
+                ),
+                None => {
+                    let _ = std::fs::remove_file(&s.socket);
+                    Listener::Unix(
+                        std::os::unix::net::UnixListener::bind(&s.socket)
+                            .with_context(|| format!("serve.socket {}", s.socket.display()))?,
+                    )
+                }
+            },
+        };
+        match listener {
+            Listener::Tcp(l) => {
                 let shown = format!("nbd://{}", l.local_addr()?);
                 log(&format!("listening on {shown}"));
                 let t = std::thread::spawn(move || serve_tcp_exports(l, exports, cfg, stats, stop));
                 (t, shown)
             }
-            None => {
-                let _ = std::fs::remove_file(&s.socket);
-                let l = std::os::unix::net::UnixListener::bind(&s.socket)
-                    .with_context(|| format!("serve.socket {}", s.socket.display()))?;
+            Listener::Unix(l) => {
                 let shown = format!("nbd+unix:///?socket={}", s.socket.display());
                 log(&format!("listening on {shown}"));
                 let t =
@@ -407,6 +432,7 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
         _metrics: metrics,
         lifecycle,
         _control: control,
+        activated,
     };
     let supervisor = std::thread::Builder::new()
         .name("tiercache-serve".into())
@@ -420,6 +446,57 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
 }
 
 /// Everything a started server holds, owned by its supervisor thread.
+/// The NBD listener, bound here or passed by the service manager.
+enum Listener {
+    Unix(std::os::unix::net::UnixListener),
+    Tcp(std::net::TcpListener),
+}
+
+/// A socket the service manager passed, checked against the config: a Unix socket stands for
+/// `serve.socket` (the same file, which the control socket's default path and clients are
+/// derived from), a TCP one for `serve.listen`, under the same rule about plaintext beyond
+/// loopback.
+fn inherited_listener(l: crate::activation::Inherited, s: &ServeConfig) -> Result<Listener> {
+    use crate::activation::Inherited;
+    match (l, &s.listen) {
+        (Inherited::Unix(l), None) => {
+            let passed = l
+                .local_addr()?
+                .as_pathname()
+                .map(std::path::Path::to_path_buf);
+            let same = |p: &std::path::Path| {
+                std::fs::canonicalize(p).ok() == std::fs::canonicalize(&s.socket).ok()
+                    && std::fs::canonicalize(p).is_ok()
+            };
+            match passed {
+                Some(p) if same(&p) => Ok(Listener::Unix(l)),
+                other => bail!(
+                    "the service manager passed a Unix socket at {}, but serve.socket is {}: \
+                     make the .socket unit's ListenStream= the config's serve.socket (clients and \
+                     the control socket are found from it)",
+                    other.map_or("no path".into(), |p| p.display().to_string()),
+                    s.socket.display()
+                ),
+            }
+        }
+        (Inherited::Tcp(l), Some(_)) => {
+            let bound = l.local_addr()?;
+            crate::tls::check_listen(&bound.to_string(), s.tls.mode, s.allow_plaintext)
+                .context("the socket passed by the service manager")?;
+            Ok(Listener::Tcp(l))
+        }
+        (Inherited::Unix(_), Some(listen)) => bail!(
+            "the service manager passed a Unix socket, but serve.listen is {listen} (TCP): \
+             remove serve.listen, or make ListenStream= that address"
+        ),
+        (Inherited::Tcp(l), None) => bail!(
+            "the service manager passed a TCP socket ({}), but the config serves on a Unix \
+             socket: set serve.listen to that address",
+            l.local_addr().map_or("?".into(), |a| a.to_string())
+        ),
+    }
+}
+
 struct Running {
     setup: ServeSetup,
     log: Log,
@@ -437,6 +514,8 @@ struct Running {
     lifecycle: Arc<crate::control::Lifecycle>,
     /// The control socket; dropped (stopped, its file removed) with the supervisor.
     _control: crate::control::ControlServer,
+    /// The NBD listener came from the service manager (socket activation), which owns its file.
+    activated: bool,
 }
 
 impl Running {
@@ -553,7 +632,9 @@ impl Running {
                 String::new()
             },
         ));
-        if s.listen.is_none() {
+        // A socket the service manager bound is its to remove (it listens again for the next
+        // activation).
+        if s.listen.is_none() && !self.activated {
             let _ = std::fs::remove_file(&s.socket);
         }
         Ok(ServeReport { engine: st })

@@ -129,21 +129,44 @@ impl Client {
         req: &Request,
         mut progress: impl FnMut(Progress),
     ) -> Result<serde_json::Value> {
-        let mut stream = UnixStream::connect(&self.path).with_context(|| {
-            format!(
-                "control socket {}: no server answers there (is `tiercache serve` running with this config? \
-                 `--control PATH` names another socket)",
-                self.path.display()
-            )
-        })?;
+        let mut stream = match UnixStream::connect(&self.path) {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                use std::os::unix::fs::MetadataExt;
+                let owner = std::fs::metadata(&self.path)
+                    .map(|m| format!("uid {}", m.uid()))
+                    .unwrap_or_else(|_| "its owner".into());
+                bail!(
+                    "control socket {}: permission denied: only the server's user ({owner}) or root \
+                     may control it; run the command as that user",
+                    self.path.display()
+                );
+            }
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!(
+                        "control socket {}: no server answers there (is `tiercache serve` running with this config? \
+                         `--control PATH` names another socket)",
+                        self.path.display()
+                    )
+                })
+            }
+        };
         let mut line = serde_json::to_string(req)?;
         line.push('\n');
-        stream.write_all(line.as_bytes())?;
+        // A server refusing this peer answers before reading and closes: the write may then
+        // fail, but its refusal is still there to read, and says more than a broken pipe.
+        let written = stream.write_all(line.as_bytes());
         let mut reader = BufReader::new(stream);
         let mut text = String::new();
         loop {
             text.clear();
-            if reader.read_line(&mut text)? == 0 {
+            let n = match reader.read_line(&mut text) {
+                Ok(n) => n,
+                Err(e) => return Err(written.err().unwrap_or(e).into()),
+            };
+            if n == 0 {
+                written?;
                 bail!(
                     "control socket {}: the server closed the connection without an answer",
                     self.path.display()
