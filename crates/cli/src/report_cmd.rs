@@ -57,7 +57,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    if results.runs.is_empty() && results.hierarchies.is_empty() {
+    if results.runs.is_empty() {
         return Err(ReportError::Empty(inputs()).into());
     }
     let mut opts = ReportOptions::default();
@@ -89,7 +89,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
     let svgs = report.write(&out, &svg_dir)?;
     eprintln!(
         "report: {} runs, {} plots -> {} (SVG files in {})",
-        results.runs.len() + results.hierarchies.len(),
+        results.runs.len(),
         svgs.len(),
         out.display(),
         svg_dir.display()
