@@ -235,8 +235,8 @@ impl Input {
 /// A run as the report draws it. A cache hierarchy's record (`"kind": "hierarchy"`,
 /// docs/design.md §9) becomes one run per cache level, each a run record like `sim`'s: its
 /// `metrics` the level's own (`result.levels[i].metrics`, a single-level run's metrics), its
-/// hierarchy figures (hit fraction of all requests, demotes, link) under `level`, in the
-/// workload `WORKLOAD · LEVEL`, so each level's designs are compared as a single cache's are.
+/// hierarchy figures (hit fraction of all requests, demotes, link) under `level`, its timeline
+/// (if any) as `timeline`, in the workload `WORKLOAD · LEVEL`, so each level's designs are compared as a single cache's are.
 /// Any other run is itself.
 fn per_level(run: Run) -> Vec<Run> {
     let rec = &run.record;
@@ -253,7 +253,12 @@ fn per_level(run: Run) -> Vec<Run> {
             let metrics = l.get("metrics")?.clone();
             let mut level = l.clone();
             level.as_object_mut()?.remove("metrics");
+            // The level's timeline is drawn as a single run's (`timeline` on the record).
+            let timeline = level.as_object_mut()?.remove("timeline");
             let mut record = serde_json::json!({ "level": level, "metrics": metrics });
+            if let Some(t) = timeline {
+                record["timeline"] = t;
+            }
             for key in ["tool", "version", "kind", "name", "config"] {
                 if let Some(v) = rec.get(key) {
                     record[key] = v.clone();
