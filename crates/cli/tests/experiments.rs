@@ -50,8 +50,9 @@ fn specs() -> Vec<String> {
         for f in &files {
             // Runnable parts are sweep specs; a spec's base config, an example config, a
             // table.py and recorded results may sit beside them.
+            let script = f.ends_with(".sh") || (f.ends_with(".py") && f != "table.py");
             assert!(
-                !f.ends_with(".sh") && !(f.ends_with(".py") && f != "table.py"),
+                !script,
                 "{name}/{f}: experiments run as sweeps (benchmarks on real devices live in bench/)"
             );
             if f.starts_with("sweep") && f.ends_with(".toml") {
