@@ -63,7 +63,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    if results.runs.is_empty() && results.hierarchies.is_empty() {
+    if results.runs.is_empty() {
         return Err(ReportError::Empty(inputs()).into());
     }
     let mut opts = ReportOptions::default();
@@ -107,14 +107,14 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<PathBuf> {
         println!(
             "{}",
             serde_json::json!({
-                "report": out, "svg_dir": svg_dir, "runs": results.runs.len() + results.hierarchies.len(),
+                "report": out, "svg_dir": svg_dir, "runs": results.runs.len(),
                 "plots": svgs, "best": best,
             })
         );
     } else {
         eprintln!(
             "report: {} runs, {} plots -> {} (SVG files in {})",
-            results.runs.len() + results.hierarchies.len(),
+            results.runs.len(),
             svgs.len(),
             out.display(),
             svg_dir.display()

@@ -44,8 +44,9 @@ pub fn run(args: SimArgs) -> Result<()> {
             // Refused rather than ignored: a result is never silently other than asked.
             if args.timeline.is_some() {
                 anyhow::bail!(
-                    "--timeline: a hierarchy config ({}) has no single timeline; each level's \
-                     record holds its metrics (result.levels[i].metrics)",
+                    "--timeline: a hierarchy config ({}) has no single timeline; set \
+                     hierarchy.timeline_interval_ns and each level's record holds its own \
+                     (result.levels[i].timeline)",
                     path.display()
                 );
             }

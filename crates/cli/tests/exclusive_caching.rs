@@ -4,7 +4,8 @@
 //! records hold what `crates/sim/tests/hierarchy.rs` asserts of a hierarchy (every request
 //! served once, the analytical mean of the constant model) and §8's finding (exclusive caching
 //! multiplies the array's hits on RANDOM and ZIPF and cuts the mean latency; an MRU client wins
-//! the sequential loop), and `tiercache report` renders their hierarchy tables.
+//! the sequential loop), and `tiercache report` renders each level of their records as a single
+//! cache's run.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -111,21 +112,19 @@ fn the_designs_sweep_reproduces_the_exclusive_caching_finding() {
         .unwrap();
     assert!(best.0.starts_with("sequential/MRU-"), "best: {}", best.0);
 
-    // The report renders one hierarchy table per workload, from the sweep directory.
+    // The report draws each level of each record as a single cache's run: one workload section
+    // per workload and level, its designs compared on a level's metrics.
     tiercache(&["report", out.to_str().unwrap()]);
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
-    assert!(
-        html.contains("<h2 id=\"hierarchies\">Cache hierarchies</h2><p>32 runs in 4 settings"),
-        "no hierarchy section"
-    );
     for w in ["random", "sequential", "zipf", "trace"] {
-        assert!(html.contains(&format!(">{w}</h3>")), "no table for {w}");
+        for level in ["host.client", "array"] {
+            assert!(
+                html.contains(&format!(">Workload {w} · {level}</h2>")),
+                "no section for {w} at {level}"
+            );
+        }
     }
-    assert_eq!(
-        html.matches("<table>").count(),
-        4,
-        "one table per workload, nothing else"
-    );
+    assert_eq!(html.matches("<h2 id=\"w").count(), 8, "nothing else");
 }
 
 #[test]
@@ -155,13 +154,15 @@ fn the_link_sweep_loses_the_benefit_on_a_slow_link() {
             ratio("1G")
         );
     }
+    // Per workload and level, the designs over the link and design axes: a heat map each.
     tiercache(&["report", out.to_str().unwrap()]);
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert_eq!(
-        html.matches("<table>").count(),
-        10,
-        "one table per workload and link"
+        html.matches("<h2 id=\"w").count(),
+        4,
+        "two workloads x two levels"
     );
+    assert_eq!(html.matches("<h3>Design space</h3>").count(), 4);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The file-level experiment's simulator tables as sweeps of `[file_level]` points
 //! (`experiments/file-level/sweep.toml`, `sweep-variants.toml`; docs/design.md §4.9, §9): their
 //! `--ci` profiles give, point for point, the counts `tiercache_run::file_level` gives the
-//! quick experiment (`run.sh --quick`), and `tiercache report` renders them.
+//! quick experiment (the `file_level` example's `--quick`), and `tiercache report` renders them.
 
 use std::path::Path;
 use tiercache_run::file_level::run_file_level;

@@ -170,3 +170,59 @@ fn hierarchy_is_an_alias_of_sim() {
         assert!(!o.status.success() && err.contains(opt[0]), "{err}");
     }
 }
+
+/// `hierarchy.warmup_ns`, `duration_ns` and `timeline_interval_ns` mean what `run.warmup_ns`,
+/// `run.duration_ns` and `run.timeline_interval_ns` mean in a single-level run: a one-level
+/// hierarchy with them gives `sim`'s metrics and `sim`'s timeline rows, for its level.
+#[test]
+fn hierarchy_warmup_duration_and_timeline_are_sims() {
+    use tiercache_config::Document;
+    let c = &CASES[2];
+    // An endless workload: only the duration ends the run.
+    let endless = c.workload.replace("requests = 5000, ", "");
+    assert_ne!(endless, c.workload);
+    let case = Case {
+        workload: Box::leak(endless.into_boxed_str()),
+        ..*c
+    };
+    let timing = "warmup_ns = \"500ms\"\nduration_ns = \"2s\"\ntimeline_interval_ns = \"100ms\"\n";
+    let sim_text = sim_config(&case).replace("[run]\n", &format!("[run]\n{timing}"));
+    let hier_text =
+        hierarchy_config(&case).replace("[hierarchy]\n", &format!("[hierarchy]\n{timing}"));
+    let sim_doc = Document::parse(&sim_text, "sim").unwrap();
+    let e = tiercache_run::experiment::Experiment::from_document(
+        "one",
+        &sim_doc,
+        std::path::Path::new("."),
+    )
+    .unwrap();
+    let sim = tiercache_run::sim::run_experiment(&e).unwrap();
+    let hier_doc = Document::parse(&hier_text, "hier").unwrap();
+    let hier =
+        tiercache_run::hierarchy::run_document(&hier_doc, std::path::Path::new(".")).unwrap();
+    let level = &hier.levels[0];
+    let m = &sim.record.metrics;
+    // The window is the duration, after the warm-up time (not the warm-up requests alone).
+    assert!(m.requests > 1000 && m.duration_ns >= 2_000_000_000, "{m:?}");
+    assert_eq!(
+        serde_json::to_value(level.metrics.as_ref().unwrap()).unwrap(),
+        serde_json::to_value(m).unwrap()
+    );
+    // Rows from time 0 to the window's end, every 100 ms (idle intervals merged), the same.
+    assert!(sim.timeline.len() >= 20, "{}", sim.timeline.len());
+    assert_eq!(
+        serde_json::to_value(&level.timeline).unwrap(),
+        serde_json::to_value(&sim.timeline).unwrap()
+    );
+    // And the record carries it: `--json` writes each level's timeline.
+    let dir = tempfile::tempdir().unwrap();
+    let rec = json_of(dir.path(), "hier.toml", &hier_text);
+    assert_eq!(
+        rec["result"]["levels"][0]["timeline"],
+        serde_json::to_value(&sim.timeline).unwrap()
+    );
+    assert!(
+        rec["result"]["levels"][1].get("timeline").is_none(),
+        "the backend has none"
+    );
+}

@@ -439,3 +439,60 @@ fn racing_writes_and_stale_demotes_into_an_engine_never_outlive_the_latest_write
     stop.trigger();
     let _ = server.join();
 }
+
+/// A demote cut across policy shards is counted once, as the simulator's sharded core counts
+/// it (one helper, `DemotePieces`, for both): the engine's cache counters after a sequence of
+/// demotes, some spanning two shards, equal `ShardedCache`'s on the same demotes.
+#[test]
+fn a_demote_across_shards_is_counted_once_as_the_simulator_counts_it() {
+    use tiercache_core::{Op, Request, VolumeId};
+    use tiercache_policy::shards::CHUNK_BYTES;
+    use tiercache_policy::{Decide, Report, ShardedCache};
+    let cfg = lower_config(64, EvictionKind::Lru);
+    let backend = Arc::new(MemDevice::new((4 * CHUNK_BYTES) as usize));
+    let engine =
+        Engine::with_devices(&cfg, &EngineConfig::default(), cache_device(&cfg), backend).unwrap();
+    let mut sim = ShardedCache::new(&cfg).unwrap();
+    // (offset, lines): across the first shard boundary, within a shard, the same again
+    // (already held), and across again, overlapping (accepted in part).
+    let demotes = [
+        (CHUNK_BYTES - LINE, 2),
+        (3 * LINE, 1),
+        (CHUNK_BYTES - LINE, 2),
+        (CHUNK_BYTES - 2 * LINE, 4),
+    ];
+    let mut replies = Vec::new();
+    for (offset, lines) in demotes {
+        let data: Vec<u8> = (0..lines)
+            .flat_map(|i| pattern(offset / LINE + i, 1))
+            .collect();
+        let reply = engine.demote(offset, &data, &|| true).unwrap();
+        let req = Request {
+            time_ns: 0,
+            volume: VolumeId(0),
+            op: Op::Write,
+            offset,
+            len: lines * LINE,
+        };
+        let out = sim.accept_demote(&req, None).unwrap();
+        assert_eq!(format!("{reply:?}"), format!("{out:?}"), "{offset}+{lines}");
+        replies.push(reply);
+    }
+    assert_eq!(replies[2], DemoteReply::AlreadyHeld);
+    let (e, s) = (engine.stats().cache, sim.stats_snapshot());
+    assert_eq!(e.demotes_received, demotes.len() as u64, "once per demote");
+    assert_eq!(
+        (
+            e.demotes_received,
+            e.demotes_accepted,
+            e.demotes_already_held,
+            e.demotes_rejected
+        ),
+        (
+            s.demotes_received,
+            s.demotes_accepted,
+            s.demotes_already_held,
+            s.demotes_rejected
+        )
+    );
+}

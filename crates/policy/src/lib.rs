@@ -53,7 +53,7 @@ pub use config::{
 };
 pub use executor::{Background, Decide, DeviceLoad, EngineCore, PolicyCore, Report};
 pub use partition::{PartitionId, PartitionInfo};
-pub use shards::{RequestPieces, ShardLayout, ShardedCache};
+pub use shards::{DemotePieces, RequestPieces, ShardLayout, ShardedCache};
 pub use stats::{BypassReason, CacheStats, PartitionStats};
 pub use tenancy::{
     FixedVolume, TenancyConfig, TenancyModeKind, TenancyReport, VolumeStats, VolumeTenancy,

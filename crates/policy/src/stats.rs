@@ -172,9 +172,10 @@ impl CacheStats {
         }
     }
 
-    /// Takes the request-level counters (`requests`, `read_requests`, `write_requests` and
-    /// the `*_hit_requests`) from `r`: an executor that cuts requests into shard pieces
-    /// counts them once in its own counters ([`crate::shards::RequestPieces::finish`]),
+    /// Takes the request-level counters (`requests`, `read_requests`, `write_requests`, the
+    /// `*_hit_requests` and the `demotes_*` received) from `r`: an executor that cuts requests
+    /// and demotes into shard pieces counts them once in its own counters
+    /// ([`crate::shards::RequestPieces::finish`], [`crate::shards::DemotePieces::finish`]),
     /// while its shards count lines.
     pub fn take_request_counters(&mut self, r: &CacheStats) {
         self.requests = r.requests;
@@ -183,6 +184,10 @@ impl CacheStats {
         self.full_hit_requests = r.full_hit_requests;
         self.read_hit_requests = r.read_hit_requests;
         self.write_hit_requests = r.write_hit_requests;
+        self.demotes_received = r.demotes_received;
+        self.demotes_accepted = r.demotes_accepted;
+        self.demotes_already_held = r.demotes_already_held;
+        self.demotes_rejected = r.demotes_rejected;
     }
 
     /// Adds `o`'s counts to these (the stats of several cores, e.g. the shards of one cache).

@@ -46,10 +46,6 @@ pub struct ResultSet {
     /// What loading did that the reader should know: lines of other specs left out of a sweep
     /// directory, inputs whose workloads were renamed to keep them apart.
     pub notes: Vec<String>,
-    /// Cache-hierarchy records (`"kind": "hierarchy"`, from `tiercache hierarchy --json` or a
-    /// sweep's hierarchy points, their latest outcomes), in file order: they have levels, not a
-    /// run's metrics, and get a section of their own.
-    pub hierarchies: Vec<serde_json::Value>,
 }
 
 impl ResultSet {
@@ -232,12 +228,65 @@ impl Input {
             *rep += 1;
             *bare_count += 1;
         }
-        runs
+        runs.into_iter().flat_map(per_level).collect()
     }
 }
 
+/// A run as the report draws it. A cache hierarchy's record (`"kind": "hierarchy"`,
+/// docs/design.md §9) becomes one run per cache level, each a run record like `sim`'s: its
+/// `metrics` the level's own (`result.levels[i].metrics`, a single-level run's metrics), its
+/// hierarchy figures (hit fraction of all requests, demotes, link) under `level`, its timeline
+/// (if any) as `timeline`, in the workload `WORKLOAD · LEVEL`, so each level's designs are compared as a single cache's are.
+/// Any other run is itself.
+fn per_level(run: Run) -> Vec<Run> {
+    let rec = &run.record;
+    if !run.ok || rec.get("kind").and_then(|k| k.as_str()) != Some("hierarchy") {
+        return vec![run];
+    }
+    let levels = lookup(rec, "result.levels")
+        .and_then(|l| l.as_array())
+        .map_or(&[][..], Vec::as_slice);
+    let out: Vec<Run> = levels
+        .iter()
+        .filter_map(|l| {
+            let name = l.get("name")?.as_str()?;
+            let metrics = l.get("metrics")?.clone();
+            let mut level = l.clone();
+            level.as_object_mut()?.remove("metrics");
+            // The level's timeline is drawn as a single run's (`timeline` on the record).
+            let timeline = level.as_object_mut()?.remove("timeline");
+            let mut record = serde_json::json!({ "level": level, "metrics": metrics });
+            if let Some(t) = timeline {
+                record["timeline"] = t;
+            }
+            for key in ["tool", "version", "kind", "name", "config"] {
+                if let Some(v) = rec.get(key) {
+                    record[key] = v.clone();
+                }
+            }
+            Some(Run {
+                point: format!("{}/{name}", run.point),
+                workload: format!("{} · {name}", run.workload),
+                record,
+                ..run.clone()
+            })
+        })
+        .collect();
+    if out.is_empty() {
+        // A record from before levels carried their metrics: nothing to draw, said as a failure.
+        return vec![Run {
+            ok: false,
+            error: Some(
+                "a hierarchy record without per-level `metrics` (written by an older tiercache): run it again".into(),
+            ),
+            ..run
+        }];
+    }
+    out
+}
+
 /// Reads one input (a file, or a sweep directory's results.jsonl), listing its unreadable
-/// lines and its hierarchy records in `set`.
+/// lines in `set`.
 fn read_input(path: &Path, set: &mut ResultSet) -> Result<Input, ReportError> {
     // A directory means the sweep output directory.
     let file = if path.is_dir() {
@@ -289,12 +338,11 @@ fn read_input(path: &Path, set: &mut ResultSet) -> Result<Input, ReportError> {
                 Ok(l) => input.sweep_lines.push(l),
                 Err(_) => bad(set),
             }
-        } else if v.get("metrics").is_some() {
-            input.bare.push(v);
-        } else if v.get("kind").and_then(|k| k.as_str()) == Some("hierarchy")
-            && v.get("result").is_some()
+        } else if v.get("metrics").is_some()
+            || (v.get("kind").and_then(|k| k.as_str()) == Some("hierarchy")
+                && v.get("result").is_some())
         {
-            set.hierarchies.push(v);
+            input.bare.push(v);
         } else {
             bad(set);
         }
@@ -311,19 +359,6 @@ fn read_input(path: &Path, set: &mut ResultSet) -> Result<Input, ReportError> {
             .retain(|l| points.contains(l.point.as_str()));
         input.left_out = Some(before - input.sweep_lines.len());
     }
-    // A sweep's hierarchy points (docs/design.md §9) are hierarchy records like those of
-    // `tiercache hierarchy --json`: their latest outcomes go to the hierarchy section.
-    let hierarchy =
-        |l: &ResultLine| l.record.get("kind").and_then(|k| k.as_str()) == Some("hierarchy");
-    let points: BTreeSet<String> = latest_per_point(&input.sweep_lines)
-        .into_iter()
-        .filter(|l| l.status == Status::Ok && hierarchy(l))
-        .map(|l| {
-            set.hierarchies.push(l.record.clone());
-            l.point.clone()
-        })
-        .collect();
-    input.sweep_lines.retain(|l| !points.contains(&l.point));
     Ok(input)
 }
 

@@ -724,13 +724,6 @@ pub fn build_report(results: &ResultSet, opts: &ReportOptions) -> Report {
         summary.extend(rows);
     }
 
-    if !results.hierarchies.is_empty() {
-        let h = crate::hierarchy::section(&results.hierarchies, &mut next_id);
-        toc.push_str(&h.toc);
-        body.push_str(&h.body);
-        plots.extend(h.plots);
-    }
-
     // Failures.
     let failed: Vec<_> = results.runs.iter().filter(|r| !r.ok).collect();
     if !failed.is_empty() {
@@ -755,6 +748,12 @@ pub fn build_report(results: &ResultSet, opts: &ReportOptions) -> Report {
     }
 
     let ok = results.runs.iter().filter(|r| r.ok).count();
+    let counts = format!(
+        "{} runs ({ok} ok, {} failed) over {} workload(s)",
+        results.runs.len(),
+        results.runs.len() - ok,
+        workloads.len()
+    );
     let mut html = String::new();
     let _ = write!(
         html,
@@ -766,20 +765,7 @@ pub fn build_report(results: &ResultSet, opts: &ReportOptions) -> Report {
             .filter(|d| !d.is_empty())
             .map(|d| format!("<p>{}</p>", esc(d)))
             .unwrap_or_default(),
-        {
-            let runs = format!(
-                "{} runs ({ok} ok, {} failed) over {} workload(s)",
-                results.runs.len(),
-                results.runs.len() - ok,
-                workloads.len()
-            );
-            let h = results.hierarchies.len();
-            match (results.runs.is_empty(), h) {
-                (_, 0) => runs,
-                (true, _) => format!("{h} hierarchy runs"),
-                (false, _) => format!("{runs}, and {h} hierarchy runs"),
-            }
-        },
+        counts,
         plots.len(),
         results.sources.iter().map(|s| format!("<code>{}</code>", esc(s))).collect::<Vec<_>>().join(", "),
         results

@@ -5,13 +5,13 @@
 //! metric named by its dotted path in the record), latency CDFs drawn from the recorded
 //! percentiles, timelines (IOPS, hit ratio, dirty lines, queue depths) when records carry a
 //! `timeline`, heat maps over two axes, and a summary naming the best design per workload and
-//! metric with its margin over the default and the worst design. Metrics are looked up by path
+//! metric with its margin over the default and the worst design. A cache hierarchy's record is
+//! drawn as one run per level (its `metrics` are a single cache's), in a workload per level. Metrics are looked up by path
 //! (`metrics.latency_us.all.p9999`), so new metrics need no code.
 
 #![warn(missing_docs)]
 
 mod data;
-mod hierarchy;
 mod html;
 mod place;
 mod tenancy;

@@ -344,10 +344,11 @@ fn a_sweep_whose_runs_all_failed_still_gets_a_page_and_no_input_is_an_error() {
 }
 
 /// A sweep's hierarchy points (docs/design.md §9: the record of each point is a hierarchy
-/// record) are reported as the same records from `tiercache hierarchy --json` are: loaded as
-/// hierarchies, not as runs, with the same tables on the page.
+/// record) and the same records from `tiercache hierarchy --json` are read alike: one run per
+/// cache level, whose `metrics` are the level's own (the backend row has none), in a workload
+/// per level, with the level's hierarchy figures under `level`.
 #[test]
-fn hierarchy_records_of_a_sweep_are_reported_as_hierarchies() {
+fn hierarchy_records_become_one_run_per_level() {
     let dir = tempfile::tempdir().unwrap();
     let hier = common::write_fake_hierarchies(&dir.path().join("hierarchy.jsonl"));
     let records: Vec<serde_json::Value> = std::fs::read_to_string(&hier)
@@ -372,46 +373,70 @@ fn hierarchy_records_of_a_sweep_are_reported_as_hierarchies() {
         ..tiercache_sweep::RunOptions::new(&sweep_dir)
     };
     tiercache_sweep::run_points(&points, &backend, &opts).unwrap();
-    let set = ResultSet::load(&[&sweep_dir]).unwrap();
-    assert_eq!(set.hierarchies, records);
-    assert!(set.runs.is_empty() && set.malformed.is_empty());
-    let html = |input: PathBuf, name: &str| {
-        let out = dir.path().join(name);
-        write_page(&[input], Some(out.clone()), None, 8);
-        let page = std::fs::read_to_string(&out).unwrap();
-        let at = page
-            .find("<h2 id=\"hierarchies\">")
-            .expect("a hierarchy section");
-        page[at..].to_string()
+    let bare = ResultSet::load(&[&hier]).unwrap();
+    let swept = ResultSet::load(&[&sweep_dir]).unwrap();
+    for set in [&bare, &swept] {
+        assert!(set.malformed.is_empty());
+        assert_eq!(set.runs.len(), 6 * 2, "two cache levels per record");
+        assert!(set.runs.iter().all(|r| r.ok));
+        let workloads = set.workloads();
+        assert_eq!(workloads.len(), 2, "{workloads:?}");
+        assert!(workloads[0].ends_with(" · host.client") && workloads[1].ends_with(" · array"));
+        for (run, (rec, level)) in set
+            .runs
+            .iter()
+            .zip(records.iter().flat_map(|r| [(r, 0), (r, 1)]))
+        {
+            let l = &rec["result"]["levels"][level];
+            assert_eq!(run.record["metrics"], l["metrics"]);
+            assert_eq!(run.record["level"]["hit_fraction"], l["hit_fraction"]);
+            assert!(run.record["level"].get("metrics").is_none());
+            assert_eq!(run.record["name"], rec["name"]);
+        }
+    }
+    // The same records, per level, whichever way they came.
+    let recs = |set: &ResultSet| {
+        set.runs
+            .iter()
+            .map(|r| r.record.clone())
+            .collect::<Vec<_>>()
     };
-    assert_eq!(
-        html(sweep_dir.clone(), "sweep.html"),
-        html(hier, "bare.html")
-    );
+    assert_eq!(recs(&bare), recs(&swept));
+    // Drawn as single caches are: per level, bars of the default metrics and a summary whose
+    // best array hit ratio is a demoting design's.
+    let report = build_report(&bare, &ReportOptions::default());
+    let best = report
+        .summary
+        .iter()
+        .find(|r| r.workload == "all · array" && r.metric.path == "metrics.hit_ratio")
+        .expect("a summary row for the array's hit ratio");
+    assert!(best.best.0.ends_with("LRU-MRU-demote"), "{:?}", best.best);
+    assert!(report
+        .summary
+        .iter()
+        .any(|r| r.workload == "all · host.client" && r.metric.path == "metrics.iops"));
+    for p in &report.plots {
+        assert_well_formed_plot(&p.svg);
+    }
 }
 
-/// Hierarchy records alone make a report (no sweep runs): loaded as hierarchies, nothing
-/// counted malformed, each group's table on the page with the level link's utilisation.
+/// A hierarchy record whose levels carry no `metrics` (an older tiercache's) is a failed run
+/// saying so, not an empty report that looks complete.
 #[test]
-fn hierarchy_records_alone_are_loaded_and_reported() {
+fn a_hierarchy_record_without_level_metrics_is_a_failure_saying_why() {
     let dir = tempfile::tempdir().unwrap();
-    let hier = common::write_fake_hierarchies(&dir.path().join("hierarchy.jsonl"));
-    let set = ResultSet::load(&[&hier]).unwrap();
-    assert_eq!(set.hierarchies.len(), 6);
-    assert!(set.runs.is_empty() && set.malformed.is_empty());
-    let out = dir.path().join("report.html");
-    assert_eq!(write_page(&[hier], Some(out.clone()), None, 8), out);
-    let html = std::fs::read_to_string(&out).unwrap();
-    assert_eq!(
-        html.matches("<table>").count(),
-        3,
-        "one table per bandwidth"
-    );
-    // 0.4 × 2.5 at 10M: the busiest link, booked on the client's own level, in the cell
-    // after the rejected demotes (0) (a bare `<td>1.00</td>` would also match the first row's
-    // "mean × first").
-    assert!(
-        html.contains("<td>0</td><td>1.00</td>"),
-        "link utilisation missing"
-    );
+    let path = dir.path().join("old.jsonl");
+    std::fs::write(
+        &path,
+        r#"{"kind":"hierarchy","name":"old","result":{"levels":[{"name":"array","hit_fraction":0.5}]}}"#,
+    )
+    .unwrap();
+    let set = ResultSet::load(&[&path]).unwrap();
+    assert_eq!(set.runs.len(), 1);
+    assert!(!set.runs[0].ok);
+    assert!(set.runs[0]
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("per-level `metrics`"));
 }

@@ -139,7 +139,7 @@ pub fn run_file_level(quick: bool) -> FileLevelResults {
 pub struct FileLevelConfig {
     /// `mail`, `fileserver` or `webserver`.
     pub workload: String,
-    /// The smoke run's sizes (`run.sh --quick`) instead of the full experiment's.
+    /// The smoke run's sizes (the `file_level` example's `--quick`) instead of the full experiment's.
     #[serde(default)]
     pub quick: bool,
     /// `file`, `block` or `block+trim`.

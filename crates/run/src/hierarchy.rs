@@ -55,11 +55,11 @@ fn run_any(doc: &Document, base_dir: &Path) -> Result<HierarchyResult> {
     for (i, c) in cfg.clients.iter().enumerate() {
         let field = format!("hierarchy.clients[{i}].workload");
         if let Some(mut spec) = cfg.synthetic_spec(i) {
-            if spec.requests.is_none() && spec.duration_ns.is_none() {
+            if spec.requests.is_none() && spec.duration_ns.is_none() && cfg.duration_ns.is_none() {
                 // Nothing would end this client: bounded as `sim` bounds an unbounded run.
                 spec.requests = Some(crate::experiment::DEFAULT_RUN_REQUESTS);
                 crate::print_note(&format!(
-                    "{field}: nothing bounds this client's workload (requests, duration_ns): measuring {} requests",
+                    "{field}: nothing bounds this client's workload (requests, duration_ns, hierarchy.duration_ns): measuring {} requests",
                     crate::experiment::DEFAULT_RUN_REQUESTS
                 ));
             }

@@ -44,9 +44,8 @@ pub fn simulate_point(p: &PointSpec) -> std::result::Result<serde_json::Value, S
 }
 
 /// The name of a hierarchy point's record: the workload, then each axis's value label, joined
-/// by `/` (`zipf/1G/LRU-MRU-demote`). The report reads a hierarchy run's name as
-/// `GROUP/DESIGN` (docs/design.md §9), so the last axis is the design compared within a table
-/// and the others, with the workload, the setting it is compared in.
+/// by `/` (`zipf/1G/LRU-MRU-demote`): the record names its setting and design on its own
+/// (`table.py` scripts read it), where a sweep line carries them as workload and labels.
 pub fn hierarchy_point_name(p: &PointSpec) -> String {
     let labels = p.axes.iter().map(|a| a.label.as_str());
     let design: Vec<&str> = if p.axes.is_empty() {

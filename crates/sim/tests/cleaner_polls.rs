@@ -45,6 +45,13 @@ impl Decide for Polls<'_> {
     ) -> Result<DemoteOutcome, PolicyError> {
         self.inner.accept_demote(req, plan)
     }
+    fn accept_demote_piece(
+        &mut self,
+        piece: &Request,
+        plan: Option<&mut Plan>,
+    ) -> Result<DemoteOutcome, PolicyError> {
+        self.inner.accept_demote_piece(piece, plan)
+    }
     fn would_hit(&self, req: &Request) -> bool {
         self.inner.would_hit(req)
     }

@@ -2,7 +2,7 @@
 //! and clean lines taken from a level above.
 //!
 //! Taking one runs like a write of clean data: the shard's core decides under its lock
-//! ([`Cache::accept_demote`]: insert at the evict-last end if a free slot or a clean victim
+//! ([`DemotePieces::accept`], the helper `ShardedCache` uses too: insert at the evict-last end if a free slot or a clean victim
 //! makes room, else reject), the plan registers in the ordering table like any other, its
 //! cache writes run. The line's record is not written (see [`unrecorded`]): the line is clean,
 //! so a crash may forget it, and a slot cycling through demoted lines then costs no metadata
@@ -11,7 +11,7 @@
 use super::degraded::predecessor_failed;
 use super::*;
 use tiercache_blockdev::DemoteReply;
-use tiercache_policy::DemoteOutcome;
+use tiercache_policy::{DemoteOutcome, DemotePieces};
 
 impl<C: EngineCore> Inner<C> {
     /// Sends a clean victim's bytes (at volume address `addr`) to the level below and counts
@@ -64,13 +64,15 @@ impl<C: EngineCore> Inner<C> {
         Ok(())
     }
 
-    /// Takes one shard's piece of a demote.
+    /// Takes one shard's piece of a demote, adding its outcome to `pieces` (counted once, by
+    /// the caller, for the whole demote).
     fn demote_piece(
         &self,
         k: usize,
         req: &Request,
         data: &[u8],
         still_valid: &dyn Fn() -> bool,
+        pieces: &mut DemotePieces,
     ) -> io::Result<DemoteReply> {
         self.check_halted()?;
         let shard = &self.shards[k];
@@ -82,12 +84,12 @@ impl<C: EngineCore> Inner<C> {
             // Under the lock every write of these bytes is decided under: a write decided
             // before this point has made `still_valid` false; one decided after lands over.
             if !still_valid() {
+                pieces.refuse();
                 return Ok(DemoteReply::Rejected);
             }
             let mut plan = Plan::new();
-            match core
-                .cache
-                .accept_demote(req, Some(&mut plan))
+            match pieces
+                .accept(&mut core.cache, req, Some(&mut plan))
                 .map_err(io_err)?
             {
                 DemoteOutcome::Accepted => {}
@@ -192,26 +194,28 @@ impl Engine {
         let d = &inner.counters.demotes;
         Counters::add(&d.received, 1);
         let _serial = (inner.lookup == Lookup::Lt).then(|| lock(&inner.serial));
-        // Pieces combine as the core combines them: rejected if any piece was, already held
-        // only if every piece was.
-        let mut out: Option<DemoteOutcome> = None;
-        for (k, off, n) in inner.pieces(volume, offset, len) {
+        // Pieces combine as the core combines them (rejected if any piece was, already held
+        // only if every piece was), and the demote is counted once, as `ShardedCache` counts
+        // it: one helper for both executors.
+        let whole = Request {
+            time_ns: inner.now_ns(),
+            volume: VolumeId(volume),
+            op: Op::Write,
+            offset,
+            len,
+        };
+        let mut pieces = DemotePieces::new();
+        for (k, piece) in inner.shard_layout.demote_pieces(&whole) {
+            // Each piece is stamped when its shard takes it.
             let req = Request {
                 time_ns: inner.now_ns(),
-                volume: VolumeId(volume),
-                op: Op::Write,
-                offset: off,
-                len: n,
+                ..piece
             };
-            let at = (off - offset) as usize;
-            let o = match inner.demote_piece(k, &req, &data[at..at + n as usize], still_valid)? {
-                DemoteReply::Accepted => DemoteOutcome::Accepted,
-                DemoteReply::AlreadyHeld => DemoteOutcome::AlreadyHeld,
-                DemoteReply::Rejected => DemoteOutcome::Rejected,
-            };
-            out = Some(out.map_or(o, |a| a.combine(o)));
+            let at = (req.offset - offset) as usize;
+            let bytes = &data[at..at + req.len as usize];
+            inner.demote_piece(k, &req, bytes, still_valid, &mut pieces)?;
         }
-        let out = match out.unwrap_or(DemoteOutcome::AlreadyHeld) {
+        let out = match pieces.finish(&mut lock(&inner.request_tally)) {
             DemoteOutcome::Accepted => DemoteReply::Accepted,
             DemoteOutcome::AlreadyHeld => DemoteReply::AlreadyHeld,
             DemoteOutcome::Rejected => DemoteReply::Rejected,

@@ -41,6 +41,14 @@ impl Decide for Cache {
         Cache::accept_demote(self, req, plan)
     }
     #[inline]
+    fn accept_demote_piece(
+        &mut self,
+        piece: &Request,
+        plan: Option<&mut Plan>,
+    ) -> Result<DemoteOutcome, PolicyError> {
+        Cache::accept_demote_piece(self, piece, plan)
+    }
+    #[inline]
     fn would_hit(&self, req: &Request) -> bool {
         Cache::would_hit(self, req)
     }

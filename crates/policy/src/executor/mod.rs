@@ -92,10 +92,20 @@ pub trait Decide {
         first: bool,
     ) -> Result<AccessOutcome, PolicyError>;
 
-    /// A clean line demoted from the level above (docs/design.md §4.7).
+    /// A clean line demoted from the level above (docs/design.md §4.7). Counts the demote
+    /// once.
     fn accept_demote(
         &mut self,
         req: &Request,
+        plan: Option<&mut Plan>,
+    ) -> Result<DemoteOutcome, PolicyError>;
+
+    /// Takes one piece of a demote cut by shard (see
+    /// [`DemotePieces`](crate::shards::DemotePieces), which calls it): counts nothing, the
+    /// caller counts the whole demote once.
+    fn accept_demote_piece(
+        &mut self,
+        piece: &Request,
         plan: Option<&mut Plan>,
     ) -> Result<DemoteOutcome, PolicyError>;
 

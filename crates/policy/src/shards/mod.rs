@@ -23,7 +23,7 @@ mod sharded;
 
 /// Re-exported at its old path (the trait lives in [`crate::executor`]).
 pub use crate::executor::PolicyCore;
-pub use pieces::RequestPieces;
+pub use pieces::{DemotePieces, RequestPieces};
 pub use sharded::ShardedCache;
 
 /// Bytes of a sharding chunk: every line of a chunk belongs to one shard.

@@ -1,11 +1,13 @@
-//! One request cut into shard pieces and counted once: the one helper both executors use
-//! (docs/design.md §4.1). The simulator's [`ShardedCache`](super::ShardedCache) runs every
-//! piece under `&mut`; the engine runs each under its shard's lock; both plan a piece with
-//! [`Decide::access_piece`] through [`RequestPieces::access`] and count the request with
-//! [`RequestPieces::finish`].
+//! One request, or one demote, cut into shard pieces and counted once: the helpers both
+//! executors use (docs/design.md §4.1). The simulator's [`ShardedCache`](super::ShardedCache)
+//! runs every piece under `&mut`; the engine runs each under its shard's lock; both plan a
+//! piece with [`Decide::access_piece`] through [`RequestPieces::access`] and count the request
+//! with [`RequestPieces::finish`], and take a demote's pieces with
+//! [`Decide::accept_demote_piece`] through [`DemotePieces::accept`], counting it with
+//! [`DemotePieces::finish`].
 
 use super::ShardLayout;
-use crate::cache::{AccessOutcome, PolicyError};
+use crate::cache::{AccessOutcome, DemoteOutcome, PolicyError};
 use crate::executor::Decide;
 use crate::stats::CacheStats;
 use tiercache_core::{LineGeometry, Plan, Request};
@@ -32,6 +34,83 @@ impl ShardLayout {
                 )
             });
         empty.into_iter().chain(cut)
+    }
+
+    /// A demote `req` cut where the owning shard changes: `(shard, piece)` in address order.
+    /// An empty demote has no piece (unlike an empty request, it is planned nowhere).
+    #[inline]
+    pub fn demote_pieces<'a>(
+        &'a self,
+        req: &'a Request,
+    ) -> impl Iterator<Item = (usize, Request)> + 'a {
+        self.pieces(req.volume, req.offset, req.len)
+            .map(move |(k, offset, len)| {
+                (
+                    k,
+                    Request {
+                        offset,
+                        len,
+                        ..*req
+                    },
+                )
+            })
+    }
+}
+
+/// The pieces of one demote as each shard takes or refuses its part, and the demote's
+/// counting: once, in the executor's request counters ([`CacheStats::count_demote`]), never
+/// per piece on the shards. The outcome combines as [`DemoteOutcome::combine`] does: rejected
+/// if any piece was (each piece is a clean copy, kept or not on its own), already held only if
+/// every piece was; a demote with no piece is rejected (it carried nothing to take).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DemotePieces {
+    outcome: Option<DemoteOutcome>,
+}
+
+impl DemotePieces {
+    /// A demote none of whose pieces is taken yet.
+    #[inline]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Offers `piece` to `core` (the core of the shard owning it), filling `plan` unless
+    /// `None`, and adds its outcome to the demote's.
+    #[inline]
+    pub fn accept<C: Decide + ?Sized>(
+        &mut self,
+        core: &mut C,
+        piece: &Request,
+        plan: Option<&mut Plan>,
+    ) -> Result<DemoteOutcome, PolicyError> {
+        let o = core.accept_demote_piece(piece, plan)?;
+        self.add(o);
+        Ok(o)
+    }
+
+    /// Adds a piece the executor refused before its core decided (the bytes were overwritten
+    /// meanwhile): rejected.
+    #[inline]
+    pub fn refuse(&mut self) {
+        self.add(DemoteOutcome::Rejected);
+    }
+
+    fn add(&mut self, o: DemoteOutcome) {
+        self.outcome = Some(self.outcome.map_or(o, |a| a.combine(o)));
+    }
+
+    /// The pieces' outcomes combined so far (rejected when no piece was offered).
+    #[inline]
+    pub fn outcome(&self) -> DemoteOutcome {
+        self.outcome.unwrap_or(DemoteOutcome::Rejected)
+    }
+
+    /// Counts the whole demote once in `requests` and returns its outcome.
+    #[inline]
+    pub fn finish(self, requests: &mut CacheStats) -> DemoteOutcome {
+        let out = self.outcome.unwrap_or(DemoteOutcome::Rejected);
+        requests.count_demote(out);
+        out
     }
 }
 
@@ -110,8 +189,8 @@ impl RequestPieces {
 
 #[cfg(test)]
 mod tests {
-    use super::RequestPieces;
-    use crate::cache::Cache;
+    use super::{DemotePieces, RequestPieces};
+    use crate::cache::{Cache, DemoteOutcome};
     use crate::config::CacheConfig;
     use crate::shards::{ShardLayout, CHUNK_BYTES};
     use crate::stats::CacheStats;
@@ -123,6 +202,58 @@ mod tests {
             shards,
             ..CacheConfig::default()
         }
+    }
+
+    /// A demote cut into pieces is counted once, in the executor's counters, and not by the
+    /// shards; rejected if any piece is, already held only if every piece is.
+    #[test]
+    fn a_demote_cut_into_pieces_is_counted_once() {
+        let c = cfg(8);
+        let l = ShardLayout::new(&c).unwrap();
+        let mut shards: Vec<Cache> = (0..l.shards())
+            .map(|k| Cache::new(&l.shard_config(&c, k)).unwrap())
+            .collect();
+        let req = Request {
+            op: Op::Write,
+            ..Request::read(0, 4 * CHUNK_BYTES)
+        };
+        let take = |shards: &mut Vec<Cache>, refuse_last: bool| {
+            let mut pieces = DemotePieces::new();
+            let n = l.demote_pieces(&req).count();
+            assert!(n > 1);
+            for (i, (k, piece)) in l.demote_pieces(&req).enumerate() {
+                if refuse_last && i == n - 1 {
+                    pieces.refuse();
+                } else {
+                    pieces.accept(&mut shards[k], &piece, None).unwrap();
+                }
+            }
+            let mut requests = CacheStats::default();
+            (pieces.finish(&mut requests), requests)
+        };
+        let (out, requests) = take(&mut shards, false);
+        assert_eq!(out, DemoteOutcome::Accepted);
+        assert_eq!(
+            (requests.demotes_received, requests.demotes_accepted),
+            (1, 1)
+        );
+        assert!(shards.iter().all(|s| s.stats().demotes_received == 0));
+        let (out, requests) = take(&mut shards, false);
+        assert_eq!(out, DemoteOutcome::AlreadyHeld);
+        assert_eq!(requests.demotes_already_held, 1);
+        let (out, requests) = take(&mut shards, true);
+        assert_eq!(out, DemoteOutcome::Rejected);
+        assert_eq!(
+            (requests.demotes_received, requests.demotes_rejected),
+            (1, 1)
+        );
+        // An empty demote: no piece, rejected.
+        let empty = Request { len: 0, ..req };
+        assert_eq!(l.demote_pieces(&empty).count(), 0);
+        assert_eq!(
+            DemotePieces::new().finish(&mut CacheStats::default()),
+            DemoteOutcome::Rejected
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! [`ShardedCache`]: the shards of one cache run one after another under `&mut`, for an
 //! executor with one thread (the simulator).
 
-use super::{RequestPieces, ShardLayout};
+use super::{DemotePieces, RequestPieces, ShardLayout};
 use crate::balancing::{BalanceDecision, BalanceReport, Balancer};
 use crate::cache::{AccessOutcome, Cache, DemoteOutcome, FlushJob, PolicyError};
 use crate::config::{CacheConfig, WritePolicy};
@@ -127,6 +127,37 @@ impl ShardedCache {
     }
 }
 
+impl ShardedCache {
+    /// Offers `req`'s pieces to their shards, merging their plans into `plan` as
+    /// [`Self::plan_pieces`] does; counts nothing.
+    fn demote_pieces(
+        &mut self,
+        req: &Request,
+        plan: Option<&mut Plan>,
+    ) -> Result<DemotePieces, PolicyError> {
+        let mut plan = plan;
+        let line = self.begin(req, &mut plan)?;
+        let Self {
+            layout,
+            shards,
+            piece_plan,
+            ..
+        } = self;
+        let mut pieces = DemotePieces::new();
+        for (k, piece) in layout.demote_pieces(req) {
+            pieces.accept(
+                &mut shards[k],
+                &piece,
+                plan.as_ref().map(|_| &mut *piece_plan),
+            )?;
+            if let Some(p) = plan.as_deref_mut() {
+                Self::append_rebased(p, piece_plan, u64::from(layout.base(k)) * line);
+            }
+        }
+        Ok(pieces)
+    }
+}
+
 impl Decide for ShardedCache {
     fn access(
         &mut self,
@@ -169,33 +200,20 @@ impl Decide for ShardedCache {
         if self.shards.len() == 1 {
             return self.shards[0].accept_demote(req, plan);
         }
-        let mut plan = plan;
-        let line = self.begin(req, &mut plan)?;
-        let Self {
-            layout,
-            shards,
-            piece_plan,
-            requests,
-        } = self;
-        let mut out: Option<DemoteOutcome> = None;
-        // An empty demote has no piece (unlike an empty request, it is planned nowhere).
-        for (k, off, n) in layout.pieces(req.volume, req.offset, req.len) {
-            let piece = Request {
-                offset: off,
-                len: n,
-                ..*req
-            };
-            let o =
-                shards[k].accept_demote_piece(&piece, plan.as_ref().map(|_| &mut *piece_plan))?;
-            if let Some(p) = plan.as_deref_mut() {
-                Self::append_rebased(p, piece_plan, u64::from(layout.base(k)) * line);
-            }
-            out = Some(out.map_or(o, |a| a.combine(o)));
+        let pieces = self.demote_pieces(req, plan)?;
+        Ok(pieces.finish(&mut self.requests))
+    }
+
+    fn accept_demote_piece(
+        &mut self,
+        piece: &Request,
+        plan: Option<&mut Plan>,
+    ) -> Result<DemoteOutcome, PolicyError> {
+        if self.shards.len() == 1 {
+            return self.shards[0].accept_demote_piece(piece, plan);
         }
-        // An empty demote carries nothing to take.
-        let out = out.unwrap_or(DemoteOutcome::Rejected);
-        requests.count_demote(out);
-        Ok(out)
+        let pieces = self.demote_pieces(piece, plan)?;
+        Ok(pieces.outcome())
     }
 
     fn would_hit(&self, req: &Request) -> bool {
@@ -306,10 +324,6 @@ impl Report for ShardedCache {
         if self.shards.len() > 1 {
             let r = &self.requests;
             s.take_request_counters(r);
-            s.demotes_received = r.demotes_received;
-            s.demotes_accepted = r.demotes_accepted;
-            s.demotes_already_held = r.demotes_already_held;
-            s.demotes_rejected = r.demotes_rejected;
         }
         s
     }

@@ -102,7 +102,8 @@ pub fn run_fake_sweep(dir: &Path) -> PathBuf {
 }
 
 /// Writes hierarchy records (`"kind": "hierarchy"`, the shape `tiercache hierarchy --json`
-/// prints) for two designs over a bandwidth sweep to `path`: three groups, one family.
+/// prints) for two designs over a bandwidth sweep to `path`: each level with its own metrics
+/// (a single cache's), the backend row without.
 pub fn write_fake_hierarchies(path: &Path) -> PathBuf {
     let mut text = String::new();
     for (bw, slow) in [("1G", 1.0), ("100M", 1.3), ("10M", 2.5)] {
@@ -110,6 +111,13 @@ pub fn write_fake_hierarchies(path: &Path) -> PathBuf {
             ("LRU-LRU-none", 0.5, 0.08, 2100.0),
             ("LRU-MRU-demote", 0.5, 0.5, 900.0 * slow),
         ] {
+            let metrics = |hit: f64, mean: f64| {
+                serde_json::json!({
+                    "requests": 1000, "iops": 1e6 / mean, "hit_ratio": hit,
+                    "latency_us": { "all": { "mean": mean, "p50": mean, "p90": mean,
+                        "p99": mean * 2.5, "p999": mean * 3.0, "p9999": mean * 3.0, "max": mean * 4.0 } }
+                })
+            };
             let rec = serde_json::json!({
                 "tool": "tiercache",
                 "kind": "hierarchy",
@@ -119,9 +127,11 @@ pub fn write_fake_hierarchies(path: &Path) -> PathBuf {
                     "latency_us": { "mean": mean, "p99": mean * 2.5 },
                     "levels": [
                         { "name": "host.client", "shared": false, "hit_fraction": client,
-                          "demotes_sent": 400, "link": { "utilisation": 0.4 * slow } },
+                          "demotes_sent": 400, "link": { "utilisation": 0.4 * slow },
+                          "metrics": metrics(client, mean) },
                         { "name": "array", "shared": true, "hit_fraction": array,
-                          "demotes_accepted": 390, "demotes_already_held": 10 },
+                          "demotes_accepted": 390, "demotes_already_held": 10,
+                          "metrics": metrics(array / (1.0 - client), mean * 1.5) },
                         { "name": "backend", "shared": true,
                           "hit_fraction": 1.0 - client - array }
                     ],

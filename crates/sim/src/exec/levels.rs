@@ -173,6 +173,8 @@ pub(crate) struct LevelOutput {
     pub counters: LevelCounters,
     /// Its policy's counters at the start and end of the measured window.
     pub stats: (CacheStats, CacheStats),
+    /// One row per timeline interval (empty without `timeline_interval_ns`).
+    pub timeline: Vec<TimelineRow>,
 }
 
 /// One client's results over the measured window.
@@ -303,7 +305,7 @@ impl<'a, const MULTI: bool> Sim<'a, MULTI> {
         let end = self.window_end.unwrap_or(start).max(start);
         let levels = self
             .levels
-            .iter()
+            .iter_mut()
             .zip(metrics)
             .map(|(lv, metrics)| {
                 let w = lv.m.window.as_ref().expect("window opened");
@@ -314,6 +316,7 @@ impl<'a, const MULTI: bool> Sim<'a, MULTI> {
                     metrics,
                     counters,
                     stats: (w.stats.clone(), end_stats),
+                    timeline: lv.timeline.take().map(|t| t.rows).unwrap_or_default(),
                 }
             })
             .collect();

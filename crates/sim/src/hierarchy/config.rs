@@ -41,6 +41,7 @@
 use crate::SimError;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+use tiercache_core::Nanos;
 use tiercache_devices::{DeviceConfig, LinkConfig};
 use tiercache_policy::{CacheConfig, VictimConfig};
 use tiercache_workload::{Archetype, WorkloadSpec};
@@ -64,6 +65,18 @@ pub struct HierarchyConfig {
     /// order over every client.
     #[serde(default)]
     pub warmup_requests: u64,
+    /// Virtual time before measuring starts; both warm-up conditions must be met (as
+    /// `run.warmup_ns` in a single-level run).
+    #[serde(default)]
+    pub warmup_ns: Nanos,
+    /// Virtual time to measure after the warm-up (None: until every client's workload ends).
+    /// Requests arriving later are not issued; those in flight complete (as `run.duration_ns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ns: Option<Nanos>,
+    /// Timeline interval (None: no timeline): each level's record then has one row per
+    /// interval, as a single-level run's (`run.timeline_interval_ns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline_interval_ns: Option<Nanos>,
     /// After the measured window, write every level's dirty lines back, level by level from
     /// the top (a level's write-backs are writes at the level below, flushed in its turn), as
     /// `run.final_flush` does in a single-level run.
@@ -181,6 +194,12 @@ struct HierarchyDocument {
     backend: DeviceConfig,
     #[serde(default)]
     warmup_requests: u64,
+    #[serde(default, deserialize_with = "tiercache_core::units::de_nanos")]
+    warmup_ns: Nanos,
+    #[serde(default, deserialize_with = "tiercache_core::units::de_opt_nanos")]
+    duration_ns: Option<Nanos>,
+    #[serde(default, deserialize_with = "tiercache_core::units::de_opt_nanos")]
+    timeline_interval_ns: Option<Nanos>,
     #[serde(default)]
     final_flush: bool,
     #[serde(default)]
@@ -208,6 +227,9 @@ impl TryFrom<HierarchyDocument> for HierarchyConfig {
             clients,
             backend: d.backend,
             warmup_requests: d.warmup_requests,
+            warmup_ns: d.warmup_ns,
+            duration_ns: d.duration_ns,
+            timeline_interval_ns: d.timeline_interval_ns,
             final_flush: d.final_flush,
             demote_cost: d.demote_cost,
         })

@@ -244,8 +244,11 @@ impl HierarchySim {
         }
         let run = RunLimits {
             warmup_requests: self.cfg.warmup_requests,
+            warmup_ns: self.cfg.warmup_ns,
+            duration_ns: self.cfg.duration_ns,
+            timeline_interval_ns: self.cfg.timeline_interval_ns,
             final_flush: self.cfg.final_flush,
-            ..RunLimits::default()
+            requests: None,
         };
         let backend = &self.cfg.backend;
         let mut levels = Vec::new();

@@ -5,7 +5,7 @@
 use super::executor::HierarchySim;
 use crate::exec::LevelsOutput;
 use serde::{Deserialize, Serialize};
-use tiercache_metrics::{ratio, LatencyRecorder, LatencySummary, RunMetrics};
+use tiercache_metrics::{ratio, LatencyRecorder, LatencySummary, RunMetrics, TimelineRow};
 use tiercache_policy::VictimConfig;
 
 /// The result of one hierarchy run.
@@ -65,6 +65,10 @@ pub struct LevelResult {
     /// level). A one-level hierarchy's equal `sim`'s. None for the backend row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<RunMetrics>,
+    /// The level's timeline with `hierarchy.timeline_interval_ns`, as a single-level run's
+    /// (empty, and not written, without).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<TimelineRow>,
 }
 
 /// Traffic of one link over the measured window.
@@ -135,6 +139,7 @@ pub(crate) fn collect(sim: &HierarchySim, out: &LevelsOutput) -> HierarchyResult
                 utilisation: util(c.link_busy_ps),
             }),
             metrics: Some(o.metrics.clone()),
+            timeline: o.timeline.clone(),
         });
     }
     levels.push(LevelResult {
@@ -154,6 +159,7 @@ pub(crate) fn collect(sim: &HierarchySim, out: &LevelsOutput) -> HierarchyResult
         demotes_received: 0,
         link: None,
         metrics: None,
+        timeline: Vec::new(),
     });
     let mut overall = LatencyRecorder::new();
     let clients = sim
