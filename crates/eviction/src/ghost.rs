@@ -209,6 +209,13 @@ impl<const N: usize> Ghosts<N> {
     /// Removes `key` if present and returns the list that held it.
     #[inline]
     pub(crate) fn remove(&mut self, key: LineKey) -> Option<usize> {
+        self.remove_node(key).map(|(list, _)| list)
+    }
+
+    /// Removes `key` if present and returns the list that held it and the node it used (a
+    /// caller keeping per-entry data in its own array indexed by node reads it there).
+    #[inline]
+    pub(crate) fn remove_node(&mut self, key: LineKey) -> Option<(usize, u32)> {
         if self.used == 0 {
             return None;
         }
@@ -222,7 +229,7 @@ impl<const N: usize> Ghosts<N> {
         };
         self.lists.move_to_front(list, FREE, node);
         self.used -= 1;
-        Some(list)
+        Some((list, node))
     }
 
     /// Removes and returns the oldest key of `list`.
@@ -242,14 +249,19 @@ impl<const N: usize> Ghosts<N> {
     /// capacity zero ignores the call.
     #[inline]
     pub(crate) fn push_front(&mut self, list: usize, key: LineKey) {
+        self.push_front_node(list, key);
+    }
+
+    /// [`Ghosts::push_front`], returning the node that holds the key (below the capacity
+    /// given at construction), or `None` for a set of capacity zero.
+    #[inline]
+    pub(crate) fn push_front_node(&mut self, list: usize, key: LineKey) -> Option<u32> {
         debug_assert!(list < N);
         debug_assert!(self.find(key.0).is_none(), "ghost key {key:?} added twice");
         if self.used >= self.limit && self.pop_back(self.longest()).is_none() {
-            return; // a set of limit zero
+            return None; // a set of limit zero
         }
-        let Some(node) = self.lists.pop_back(FREE) else {
-            return;
-        };
+        let node = self.lists.pop_back(FREE)?;
         self.keys[node as usize] = key.0;
         if N > 1 {
             self.owner[node as usize] = list as u8;
@@ -262,6 +274,19 @@ impl<const N: usize> Ghosts<N> {
         }
         self.table[i] = Bucket { node, tag };
         self.used += 1;
+        Some(node)
+    }
+
+    /// Nodes and keys of `list`, oldest first (allocates: for rebuilding a caller's
+    /// per-node data when it regrows the set).
+    pub(crate) fn nodes_oldest_first(&self, list: usize) -> Vec<(u32, LineKey)> {
+        let mut out = Vec::with_capacity(self.len(list));
+        let mut cur = self.lists.back(list);
+        while let Some(node) = cur {
+            out.push((node, LineKey(self.keys[node as usize])));
+            cur = self.lists.newer(node);
+        }
+        out
     }
 
     /// Keys of `list` from newest to oldest (tests only).
