@@ -29,7 +29,8 @@
 //! are passed over: a pinned unreferenced hand line is moved to its own clock's tail with its
 //! bit unchanged; when a whole clock holds only pinned unreferenced lines REPLACE uses the
 //! other; `None` when both do. [`Eviction::insert_cold`] puts the line at T1's hand
-//! (unreferenced), the next victim while T1 is at or above its target.
+//! (unreferenced; a ghost key leaves its list without adapting `p`), the next victim while T1
+//! is at or above its target.
 
 use crate::ghost::Ghosts;
 use crate::list::Lists;
@@ -225,9 +226,11 @@ impl Eviction for Car {
         self.ghosts.set_limit(self.capacity);
     }
 
-    /// At T1's hand, unreferenced.
+    /// At T1's hand, unreferenced; the key leaves any ghost list without adapting `p`.
     fn insert_cold(&mut self, slot: Slot, key: LineKey) {
-        self.pending = None;
+        if !matches!(self.pending.take(), Some((k, _)) if k == key.0) {
+            self.ghosts.remove(key);
+        }
         self.keys[slot as usize] = key.0;
         self.flags[slot as usize] = 0;
         self.lists.push_back(T1, slot);

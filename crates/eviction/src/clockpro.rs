@@ -255,8 +255,12 @@ impl Eviction for ClockPro {
     }
 
     /// At the cold hand, unreferenced and not in test: the next victim, leaving no test key.
+    /// A test key of the same line counts as a reuse (`m_c` + 1) as on any miss, but the line
+    /// still enters cold.
     fn insert_cold(&mut self, slot: Slot, key: LineKey) {
-        self.pending = None;
+        if !matches!(self.pending.take(), Some((k, _)) if k == key.0) {
+            self.look_up(key);
+        }
         self.keys[slot as usize] = key.0;
         self.flags[slot as usize] = 0;
         self.lists.push_back(COLD, slot);

@@ -214,6 +214,7 @@ impl FrequencyOrder {
         None
     }
 
+    #[cfg(test)]
     fn frequency(&self, slot: Slot) -> u32 {
         self.groups[self.group_of[slot as usize] as usize].freq
     }

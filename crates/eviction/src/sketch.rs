@@ -171,6 +171,22 @@ mod tests {
         assert_eq!(s.estimate(1), (before + 1) / 2);
     }
 
+    proptest::proptest! {
+        /// Before any halving, no estimate is below the key's true count (capped at 15).
+        #[test]
+        fn estimates_never_undercount(keys in proptest::collection::vec(0u64..300, 0..600)) {
+            let mut s = FrequencySketch::new(64);
+            let mut counts = std::collections::HashMap::new();
+            for &k in &keys {
+                s.increment(k);
+                *counts.entry(k).or_insert(0u64) += 1;
+            }
+            for (k, n) in counts {
+                proptest::prop_assert!(s.estimate(k) as u64 >= n.min(15));
+            }
+        }
+    }
+
     #[test]
     fn same_keys_give_same_estimates() {
         let run = || {
