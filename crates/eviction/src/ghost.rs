@@ -55,6 +55,9 @@ pub(crate) struct Ghosts<const N: usize> {
     used: usize,
     /// Most entries held at once (at most the pool size, `keys.len()`).
     limit: usize,
+    /// The oldest node [`Ghosts::prefetch_oldest`] last started loading ([`EMPTY`]: none):
+    /// when the next call finds it still oldest, its key is loaded and its bucket can be.
+    hinted_oldest: std::cell::Cell<u32>,
 }
 
 impl<const N: usize> Ghosts<N> {
@@ -76,6 +79,7 @@ impl<const N: usize> Ghosts<N> {
             table: vec![EMPTY_BUCKET; buckets],
             used: 0,
             limit: capacity,
+            hinted_oldest: std::cell::Cell::new(EMPTY),
         }
     }
 
@@ -162,6 +166,23 @@ impl<const N: usize> Ghosts<N> {
     pub(crate) fn prefetch(&self, key: LineKey) {
         let home = self.home(Self::tag(key.0));
         tiercache_core::hint::prefetch(self.table.as_ptr().wrapping_add(home));
+    }
+
+    /// Hint that `list`'s oldest key may be dropped soon ([`Ghosts::pop_back`]): starts
+    /// loading its node (key and links) and, when an earlier call already loaded that key,
+    /// its table bucket. Changes nothing the set answers.
+    #[inline]
+    pub(crate) fn prefetch_oldest(&self, list: usize) {
+        let Some(node) = self.lists.back(list) else {
+            return;
+        };
+        if self.hinted_oldest.get() == node {
+            self.prefetch(LineKey(self.keys[node as usize]));
+        } else {
+            tiercache_core::hint::prefetch(self.keys.as_ptr().wrapping_add(node as usize));
+            self.lists.prefetch(node);
+            self.hinted_oldest.set(node);
+        }
     }
 
     /// Bucket holding `key`, if present.
