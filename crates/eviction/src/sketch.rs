@@ -168,7 +168,7 @@ mod tests {
         assert!(before >= 12, "never an underestimate");
         // The 160th increment (key 1's four counters each + 1) is followed by the halving.
         s.increment(1);
-        assert_eq!(s.estimate(1), (before + 1) / 2);
+        assert_eq!(s.estimate(1), before.div_ceil(2));
     }
 
     proptest::proptest! {
