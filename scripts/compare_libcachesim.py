@@ -44,6 +44,11 @@ POLICIES = {
     "sieve": lcs.Sieve,
     # Belady's MIN: reads each request's next access time from the oracleGeneral records.
     "belady": lcs.Belady,
+    # Defined differently from tiercache's (see crates/eviction/src/{clockpro,wtinylfu,lecar}.rs):
+    # comparable in speed, not in miss ratio.
+    "clock-pro": lcs.ClockPro,
+    "w-tinylfu": lcs.WTinyLFU,
+    "lecar": lcs.LeCaR,
 }
 
 

@@ -9,6 +9,13 @@
 //!
 //! Known difference, excluded by choosing sizes: libCacheSim's S3-FIFO caches nothing below 20
 //! objects (its small queue would be empty); tiercache's admits lines at any size.
+//!
+//! CAR, CLOCK-Pro, W-TinyLFU and LeCaR are defined differently from libCacheSim's (each policy
+//! file in crates/eviction says how), so their miss ratios are bounded, not matched: CAR within
+//! 0.04 of libCacheSim's ARC (the package has no CAR), LeCaR within 0.01 of libCacheSim's LeCaR,
+//! W-TinyLFU within 0.06 of libCacheSim's WTinyLFU from 100 lines (below, libCacheSim's caches
+//! nothing), CLOCK-Pro below libCacheSim's ClockPro (which loses returning test keys). Measured
+//! on these fixtures: 0.030, 0.004, 0.053 (cloudphysics, 50000 lines) and 0.005–0.15 below.
 
 use rand::SeedableRng;
 use rand_distr::{Distribution, Zipf};
@@ -25,6 +32,14 @@ const SCRIPT: &str = concat!(
     "/../../scripts/compare_libcachesim.py"
 );
 const POLICIES: [&str; 7] = ["lru", "fifo", "clock", "arc", "s3-fifo", "sieve", "belady"];
+/// Policies bounded against a libCacheSim policy: (tiercache policy, libCacheSim policy, bound on
+/// the miss-ratio difference; `None`: tiercache's must be lower), see the module docs.
+const BOUNDED: [(&str, &str, Option<f64>); 4] = [
+    ("car", "arc", Some(0.04)),
+    ("lecar", "lecar", Some(0.01)),
+    ("w-tinylfu", "w-tinylfu", Some(0.06)),
+    ("clock-pro", "clock-pro", None),
+];
 
 /// Runs libCacheSim; `None` (test skipped) when the package is missing outside CI.
 fn libcachesim(trace: &Path, sizes: &[u64]) -> Option<serde_json::Value> {
@@ -36,7 +51,12 @@ fn libcachesim(trace: &Path, sizes: &[u64]) -> Option<serde_json::Value> {
             "--sizes",
             &sizes.join(","),
             "--policies",
-            &POLICIES.join(","),
+            &POLICIES
+                .iter()
+                .chain(["clock-pro", "w-tinylfu", "lecar"].iter())
+                .copied()
+                .collect::<Vec<_>>()
+                .join(","),
         ])
         .output()
         .expect("python3");
@@ -70,7 +90,8 @@ fn tiercache_miss_ratio(trace: &Path, policy: &str, lines: u64) -> (f64, u64) {
     (1.0 - m.hit_ratio, m.requests)
 }
 
-fn compare(trace: &Path, sizes: &[u64]) {
+/// Compares every policy of [`POLICIES`] and, when `bounded`, those of [`BOUNDED`].
+fn compare(trace: &Path, sizes: &[u64], bounded: bool) {
     let Some(reference) = libcachesim(trace, sizes) else {
         return;
     };
@@ -102,6 +123,31 @@ fn compare(trace: &Path, sizes: &[u64]) {
             );
         }
     }
+    if !bounded {
+        return;
+    }
+    for (policy, lcs_policy, bound) in BOUNDED {
+        for &lines in sizes {
+            let theirs = reference_miss_ratio(&reference, lcs_policy, lines);
+            let (ours, _) = tiercache_miss_ratio(trace, policy, lines);
+            let ok = match bound {
+                Some(_) if policy == "w-tinylfu" && lines < 100 => theirs == 1.0,
+                Some(b) => (ours - theirs).abs() <= b,
+                None => ours < theirs,
+            };
+            assert!(
+                ok,
+                "{} {policy} {lines} lines: tiercache {ours} vs libCacheSim {lcs_policy} {theirs} (bound {bound:?})",
+                trace.display()
+            );
+        }
+    }
+}
+
+fn reference_miss_ratio(reference: &serde_json::Value, policy: &str, lines: u64) -> f64 {
+    reference["policies"][policy][lines.to_string()]["miss_ratio"]
+        .as_f64()
+        .unwrap()
 }
 
 fn to_oracle(dir: &Path, fixture: &str) -> PathBuf {
@@ -127,7 +173,7 @@ fn fixtures_agree_with_libcachesim() {
         ("tencent-cbs-sample.csv.bz2", &[100, 1000, 10000][..]),
         ("cloudphysics-w.vscsi", &[1000, 10000, 50000][..]),
     ] {
-        compare(&to_oracle(dir.path(), fixture), sizes);
+        compare(&to_oracle(dir.path(), fixture), sizes, true);
     }
 }
 
@@ -151,5 +197,5 @@ fn synthetic_zipf_agrees_with_libcachesim() {
         .unwrap();
     }
     w.finish(&volumes, None).unwrap();
-    compare(&path, &[100, 1000, 10000]);
+    compare(&path, &[100, 1000, 10000], false);
 }

@@ -219,6 +219,37 @@ impl Eviction for ArcPolicy {
         self.ghosts.prefetch(key);
     }
 
+    #[inline]
+    fn prefetch(&self, slot: Slot) {
+        self.lists.prefetch(slot);
+    }
+
+    /// The least recent line of the list a miss without a ghost hit would evict from, and the
+    /// line after it (a guess: a ghost hit may choose the other list). Also starts loading the
+    /// next line's key, the ghost bucket the victim's key goes to, and the ghost key the miss
+    /// would drop (B1's oldest when `|T1| + |B1| >= c`, else B2's).
+    #[inline]
+    fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
+        let (t1, b1) = (self.lists.len(T1), self.ghosts.len(B1));
+        let list = if t1 + b1 >= self.capacity && b1 == 0 {
+            T1
+        } else {
+            self.replace_list(false)
+        };
+        let v = self
+            .lists
+            .back(list)
+            .or_else(|| self.lists.back(1 - list))?;
+        let then = self.lists.newer(v);
+        if let Some(t) = then {
+            tiercache_core::hint::prefetch(self.keys.as_ptr().wrapping_add(t as usize));
+        }
+        self.ghosts.prefetch(LineKey(self.keys[v as usize]));
+        self.ghosts
+            .prefetch_oldest(if t1 + b1 >= self.capacity { B1 } else { B2 });
+        Some((v, then))
+    }
+
     fn len(&self) -> usize {
         self.lists.len(T1) + self.lists.len(T2)
     }

@@ -5,8 +5,14 @@
 //! eviction looks at the back: a slot with a non-zero counter has it decremented and is moved
 //! to the front (the hand passes it), the first slot found with counter 0 is the victim.
 //! Pinned slots with counter 0 are passed over the same way, without being evicted.
+//!
+//! Implemented as a ring with a hand rather than by moving passed slots: the hand walks from
+//! old to new (wrapping), passing a slot leaves it where it is, and a new slot is linked just
+//! behind the hand (last in the hand's order). That visits slots in exactly the order of
+//! libCacheSim's move-to-head list, and a passed slot costs one link read instead of the
+//! four link writes of a move (CLOCK's eviction walk was its slowest part).
 
-use crate::list::Lists;
+use crate::list::{Lists, NIL};
 use crate::{Eviction, Slot};
 use tiercache_core::LineKey;
 
@@ -16,6 +22,8 @@ pub struct Clock {
     lists: Lists<1>,
     counter: Vec<u8>,
     max_counter: u8,
+    /// Next slot the hand examines; [`NIL`] means "start from the back" (the oldest).
+    hand: u32,
     /// Capacity the owner set (the order does not depend on it).
     capacity: usize,
 }
@@ -33,7 +41,37 @@ impl Clock {
             lists: Lists::new(slot_limit),
             counter: vec![0; slot_limit],
             max_counter: ((1u32 << bits) - 1) as u8,
+            hand: NIL,
             capacity: slot_limit,
+        }
+    }
+}
+
+impl Clock {
+    /// The slot the hand examines first.
+    #[inline]
+    fn hand_slot(&self) -> Option<u32> {
+        if self.hand == NIL {
+            self.lists.back(0)
+        } else {
+            Some(self.hand)
+        }
+    }
+
+    /// The slot after `slot` in the hand's order (newer, wrapping from the front to the back).
+    #[inline]
+    fn advance(&self, slot: u32) -> Option<u32> {
+        self.lists.newer(slot).or_else(|| self.lists.back(0))
+    }
+
+    /// Links `slot` last in the hand's order: just older than the hand (at the front when the
+    /// hand starts from the back).
+    #[inline]
+    fn link_behind_hand(&mut self, slot: Slot) {
+        if self.hand == NIL {
+            self.lists.push_front(0, slot);
+        } else {
+            self.lists.insert_older(0, self.hand, slot);
         }
     }
 }
@@ -46,7 +84,7 @@ impl Eviction for Clock {
     #[inline]
     fn insert(&mut self, slot: Slot, _key: LineKey) {
         self.counter[slot as usize] = 0;
-        self.lists.push_front(0, slot);
+        self.link_behind_hand(slot);
     }
 
     #[inline]
@@ -59,36 +97,42 @@ impl Eviction for Clock {
 
     fn remove(&mut self, slot: Slot) {
         if self.lists.is_linked(slot) {
+            if self.hand == slot {
+                self.hand = self.lists.newer(slot).unwrap_or(NIL);
+            }
             self.lists.unlink(0, slot);
         }
     }
 
     fn evict(&mut self, _incoming: LineKey, pinned: &dyn Fn(Slot) -> bool) -> Option<Slot> {
+        let mut cur = self.hand_slot()?;
         // Each full turn of the hand lowers every counter by one, so after `max + 1` turns an
         // unpinned slot must have been found; beyond that every slot is pinned.
         let max_steps = (self.max_counter as usize + 1) * self.lists.len(0);
         for _ in 0..max_steps {
-            let tail = self.lists.back(0)?;
-            let c = &mut self.counter[tail as usize];
+            let c = &mut self.counter[cur as usize];
             if *c > 0 {
                 *c -= 1;
-            } else if !pinned(tail) {
-                self.lists.unlink(0, tail);
-                return Some(tail);
+            } else if !pinned(cur) {
+                // The hand stays on the next newer slot (the back after the front).
+                self.hand = self.lists.newer(cur).unwrap_or(NIL);
+                self.lists.unlink(0, cur);
+                return Some(cur);
             }
-            self.lists.move_to_front(0, 0, tail);
+            cur = self.advance(cur)?;
         }
+        self.hand = cur;
         None
     }
 
-    /// Of the two oldest slots, the first the hand would take (counter 0), and the slot after
-    /// it; a guess when both are referenced (the hand then moves on further).
+    /// Of the hand's slot and the next one, the first the hand would take (counter 0), and
+    /// the slot after it; a guess when both are referenced (the hand then moves on further).
     #[inline]
     fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
-        let v = self.lists.back(0)?;
-        let then = self.lists.newer(v);
+        let v = self.hand_slot()?;
+        let then = self.advance(v);
         match then {
-            Some(t) if self.counter[v as usize] > 0 => Some((t, self.lists.newer(t))),
+            Some(t) if self.counter[v as usize] > 0 => Some((t, self.advance(t))),
             _ => Some((v, then)),
         }
     }
@@ -105,12 +149,18 @@ impl Eviction for Clock {
         self.capacity = lines.min(self.lists.slot_limit());
     }
 
-    /// Inserts at the back with counter 0, where the hand looks first: the line is the next
+    /// Inserts with counter 0 where the hand looks first (just older than the hand, which
+    /// moves onto it; at the back when the hand starts from there): the line is the next
     /// victim unless it is hit before the next eviction.
     #[inline]
     fn insert_cold(&mut self, slot: Slot, _key: LineKey) {
         self.counter[slot as usize] = 0;
-        self.lists.push_back(0, slot);
+        if self.hand == NIL {
+            self.lists.push_back(0, slot);
+        } else {
+            self.lists.insert_older(0, self.hand, slot);
+            self.hand = slot;
+        }
     }
 
     fn memory_bytes(&self) -> usize {

@@ -55,6 +55,9 @@ pub(crate) struct Ghosts<const N: usize> {
     used: usize,
     /// Most entries held at once (at most the pool size, `keys.len()`).
     limit: usize,
+    /// The oldest node [`Ghosts::prefetch_oldest`] last started loading ([`EMPTY`]: none):
+    /// when the next call finds it still oldest, its key is loaded and its bucket can be.
+    hinted_oldest: std::cell::Cell<u32>,
 }
 
 impl<const N: usize> Ghosts<N> {
@@ -76,6 +79,7 @@ impl<const N: usize> Ghosts<N> {
             table: vec![EMPTY_BUCKET; buckets],
             used: 0,
             limit: capacity,
+            hinted_oldest: std::cell::Cell::new(EMPTY),
         }
     }
 
@@ -164,6 +168,23 @@ impl<const N: usize> Ghosts<N> {
         tiercache_core::hint::prefetch(self.table.as_ptr().wrapping_add(home));
     }
 
+    /// Hint that `list`'s oldest key may be dropped soon ([`Ghosts::pop_back`]): starts
+    /// loading its node (key and links) and, when an earlier call already loaded that key,
+    /// its table bucket. Changes nothing the set answers.
+    #[inline]
+    pub(crate) fn prefetch_oldest(&self, list: usize) {
+        let Some(node) = self.lists.back(list) else {
+            return;
+        };
+        if self.hinted_oldest.get() == node {
+            self.prefetch(LineKey(self.keys[node as usize]));
+        } else {
+            tiercache_core::hint::prefetch(self.keys.as_ptr().wrapping_add(node as usize));
+            self.lists.prefetch(node);
+            self.hinted_oldest.set(node);
+        }
+    }
+
     /// Bucket holding `key`, if present.
     #[inline]
     fn find(&self, key: u64) -> Option<usize> {
@@ -209,6 +230,13 @@ impl<const N: usize> Ghosts<N> {
     /// Removes `key` if present and returns the list that held it.
     #[inline]
     pub(crate) fn remove(&mut self, key: LineKey) -> Option<usize> {
+        self.remove_node(key).map(|(list, _)| list)
+    }
+
+    /// Removes `key` if present and returns the list that held it and the node it used (a
+    /// caller keeping per-entry data in its own array indexed by node reads it there).
+    #[inline]
+    pub(crate) fn remove_node(&mut self, key: LineKey) -> Option<(usize, u32)> {
         if self.used == 0 {
             return None;
         }
@@ -222,7 +250,7 @@ impl<const N: usize> Ghosts<N> {
         };
         self.lists.move_to_front(list, FREE, node);
         self.used -= 1;
-        Some(list)
+        Some((list, node))
     }
 
     /// Removes and returns the oldest key of `list`.
@@ -242,14 +270,19 @@ impl<const N: usize> Ghosts<N> {
     /// capacity zero ignores the call.
     #[inline]
     pub(crate) fn push_front(&mut self, list: usize, key: LineKey) {
+        self.push_front_node(list, key);
+    }
+
+    /// [`Ghosts::push_front`], returning the node that holds the key (below the capacity
+    /// given at construction), or `None` for a set of capacity zero.
+    #[inline]
+    pub(crate) fn push_front_node(&mut self, list: usize, key: LineKey) -> Option<u32> {
         debug_assert!(list < N);
         debug_assert!(self.find(key.0).is_none(), "ghost key {key:?} added twice");
         if self.used >= self.limit && self.pop_back(self.longest()).is_none() {
-            return; // a set of limit zero
+            return None; // a set of limit zero
         }
-        let Some(node) = self.lists.pop_back(FREE) else {
-            return;
-        };
+        let node = self.lists.pop_back(FREE)?;
         self.keys[node as usize] = key.0;
         if N > 1 {
             self.owner[node as usize] = list as u8;
@@ -262,6 +295,19 @@ impl<const N: usize> Ghosts<N> {
         }
         self.table[i] = Bucket { node, tag };
         self.used += 1;
+        Some(node)
+    }
+
+    /// Nodes and keys of `list`, oldest first (allocates: for rebuilding a caller's
+    /// per-node data when it regrows the set).
+    pub(crate) fn nodes_oldest_first(&self, list: usize) -> Vec<(u32, LineKey)> {
+        let mut out = Vec::with_capacity(self.len(list));
+        let mut cur = self.lists.back(list);
+        while let Some(node) = cur {
+            out.push((node, LineKey(self.keys[node as usize])));
+            cur = self.lists.newer(node);
+        }
+        out
     }
 
     /// Keys of `list` from newest to oldest (tests only).

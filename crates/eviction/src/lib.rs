@@ -11,6 +11,10 @@
 //! | SIEVE | [`Sieve`] | links, visited byte |
 //! | ARC | [`ArcPolicy`] | links, list byte, key; ghosts B1/B2 (≤ c keys) |
 //! | S3-FIFO | [`S3Fifo`] | links, queue/counter byte, key; ghost (0.9 c keys) |
+//! | CAR | [`Car`] | links, list/reference byte, key; ghosts B1/B2 (≤ c keys) |
+//! | CLOCK-Pro | [`ClockPro`] | links, hot/reference/test byte, key; non-resident test keys (≤ c) |
+//! | W-TinyLFU | [`WTinyLfu`] | links, segment byte, key; [`FrequencySketch`] (4 × 4 bits × width ≥ c) |
+//! | LeCaR | [`LeCaR`] | recency links, frequency-group links, group and key; group pool; two histories (≤ c/2 keys each, with eviction time) |
 //!
 //! Every list is an intrusive doubly-linked list over `u32` arrays indexed by slot; ghost keys
 //! live in a fixed pool with an open-addressing index. All memory is allocated by [`build`]
@@ -49,22 +53,32 @@
 #![warn(missing_docs)]
 
 mod arc;
+mod car;
 mod clock;
+mod clockpro;
 mod fifo;
 mod ghost;
+mod lecar;
 mod list;
 mod lru;
 mod mru;
 mod s3fifo;
 mod sieve;
+mod sketch;
+mod wtinylfu;
 
 pub use arc::ArcPolicy;
+pub use car::Car;
 pub use clock::Clock;
+pub use clockpro::ClockPro;
 pub use fifo::Fifo;
+pub use lecar::LeCaR;
 pub use lru::Lru;
 pub use mru::Mru;
 pub use s3fifo::{S3Fifo, S3FifoConfig};
 pub use sieve::Sieve;
+pub use sketch::FrequencySketch;
+pub use wtinylfu::WTinyLfu;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -200,6 +214,16 @@ pub enum EvictionKind {
     S3Fifo,
     /// SIEVE.
     Sieve,
+    /// CAR: CLOCK with adaptive replacement (Bansal & Modha).
+    Car,
+    /// CLOCK-Pro (Jiang, Chen & Zhang): hot and cold lines, test periods.
+    ClockPro,
+    /// W-TinyLFU: LRU window, segmented-LRU main, frequency-sketch admission.
+    #[serde(rename = "w-tinylfu")]
+    WTinyLfu,
+    /// LeCaR: LRU and LFU experts weighted by regret (Vietri et al.).
+    #[serde(rename = "lecar")]
+    LeCaR,
     /// Belady's MIN (evict the line used furthest in the future): offline, it needs every
     /// line's next use, so only a whole-trace replay runs it (`sim` in hit-ratio mode, crate
     /// `tiercache-optimal`); it is not in [`EvictionKind::ALL`] and [`build`] refuses it.
@@ -208,7 +232,7 @@ pub enum EvictionKind {
 
 impl EvictionKind {
     /// Every policy, in documentation order.
-    pub const ALL: [EvictionKind; 7] = [
+    pub const ALL: [EvictionKind; 11] = [
         EvictionKind::Lru,
         EvictionKind::Mru,
         EvictionKind::Fifo,
@@ -216,6 +240,10 @@ impl EvictionKind {
         EvictionKind::Arc,
         EvictionKind::S3Fifo,
         EvictionKind::Sieve,
+        EvictionKind::Car,
+        EvictionKind::ClockPro,
+        EvictionKind::WTinyLfu,
+        EvictionKind::LeCaR,
     ];
 
     /// Name as written in configs (the serde name), e.g. `"s3-fifo"`.
@@ -228,6 +256,10 @@ impl EvictionKind {
             EvictionKind::Arc => "arc",
             EvictionKind::S3Fifo => "s3-fifo",
             EvictionKind::Sieve => "sieve",
+            EvictionKind::Car => "car",
+            EvictionKind::ClockPro => "clock-pro",
+            EvictionKind::WTinyLfu => "w-tinylfu",
+            EvictionKind::LeCaR => "lecar",
             EvictionKind::Belady => "belady",
         }
     }
@@ -242,7 +274,7 @@ impl fmt::Display for EvictionKind {
 /// A policy name that is not one of [`EvictionKind::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown eviction policy {0:?} (expected one of lru, mru, fifo, clock, arc, s3-fifo, sieve, or belady offline)"
+    "unknown eviction policy {0:?} (expected one of lru, mru, fifo, clock, arc, s3-fifo, sieve, car, clock-pro, w-tinylfu, lecar, or belady offline)"
 )]
 pub struct UnknownEviction(pub String);
 
@@ -255,6 +287,8 @@ impl FromStr for EvictionKind {
         let lower = s.trim().to_ascii_lowercase();
         let name = match lower.as_str() {
             "s3fifo" => "s3-fifo",
+            "clockpro" => "clock-pro",
+            "wtinylfu" | "w-tiny-lfu" => "w-tinylfu",
             "opt" | "min" => "belady",
             other => other,
         };
@@ -285,6 +319,10 @@ pub fn build(kind: EvictionKind, capacity: usize, slot_limit: usize) -> Box<dyn 
         EvictionKind::Arc => return Box::new(ArcPolicy::new(capacity, slot_limit)),
         EvictionKind::S3Fifo => return Box::new(S3Fifo::new(capacity, slot_limit)),
         EvictionKind::Sieve => Box::new(Sieve::new(slot_limit)),
+        EvictionKind::Car => return Box::new(Car::new(capacity, slot_limit)),
+        EvictionKind::ClockPro => return Box::new(ClockPro::new(capacity, slot_limit)),
+        EvictionKind::WTinyLfu => return Box::new(WTinyLfu::new(capacity, slot_limit)),
+        EvictionKind::LeCaR => return Box::new(LeCaR::new(capacity, slot_limit)),
         EvictionKind::Belady => {
             panic!("belady needs the future: it runs only in an offline replay (tiercache-optimal)")
         }
@@ -308,6 +346,15 @@ mod tests {
             assert_eq!(build(kind, 4, 4).name(), name);
         }
         assert_eq!("s3fifo".parse::<EvictionKind>(), Ok(EvictionKind::S3Fifo));
+        assert_eq!(
+            "ClockPro".parse::<EvictionKind>(),
+            Ok(EvictionKind::ClockPro)
+        );
+        assert_eq!(
+            "WTinyLFU".parse::<EvictionKind>(),
+            Ok(EvictionKind::WTinyLfu)
+        );
+        assert_eq!("LeCaR".parse::<EvictionKind>(), Ok(EvictionKind::LeCaR));
         for name in ["belady", "OPT", "min"] {
             assert_eq!(name.parse::<EvictionKind>(), Ok(EvictionKind::Belady));
         }

@@ -1,6 +1,10 @@
 //! Exact agreement with libCacheSim: per-request hits recorded from libCacheSim's own
 //! LRU, FIFO, Clock, Sieve, ARC and S3FIFO (see `data/gen_libcachesim_golden.py`) must be
 //! reproduced bit for bit by the policies here driven through the core's protocol.
+//!
+//! CAR, CLOCK-Pro, W-TinyLFU and LeCaR are pinned differently (each policy file says why its
+//! results cannot equal libCacheSim's): by the number of hits on the same streams, within a
+//! stated bound of a libCacheSim reference (`libcachesim_bounds_for_the_newer_policies`).
 
 mod common;
 
@@ -22,7 +26,7 @@ struct Case<'a> {
     hits_hex: &'a str,
 }
 
-fn parse() -> (Vec<(String, Vec<Op>)>, Vec<Case<'static>>) {
+fn parse_golden() -> (Vec<(String, Vec<Op>)>, Vec<Case<'static>>) {
     let mut streams = Vec::new();
     let mut cases = Vec::new();
     let mut lines = GOLDEN.lines();
@@ -58,6 +62,16 @@ fn parse() -> (Vec<(String, Vec<Op>)>, Vec<Case<'static>>) {
     (streams, cases)
 }
 
+/// The policies libCacheSim defines as tiercache does: hit-by-hit equality.
+const EXACT: [EvictionKind; 6] = [
+    EvictionKind::Lru,
+    EvictionKind::Fifo,
+    EvictionKind::Clock,
+    EvictionKind::Sieve,
+    EvictionKind::Arc,
+    EvictionKind::S3Fifo,
+];
+
 fn bits(hex: &str) -> Vec<bool> {
     hex.chars()
         .flat_map(|c| {
@@ -69,10 +83,14 @@ fn bits(hex: &str) -> Vec<bool> {
 
 #[test]
 fn hits_match_libcachesim_request_by_request() {
-    let (streams, cases) = parse();
+    let (streams, cases) = parse_golden();
+    let cases: Vec<Case> = cases
+        .into_iter()
+        .filter(|c| EXACT.contains(&c.kind))
+        .collect();
     assert_eq!(
         cases.len(),
-        2 * 6 * 4,
+        2 * EXACT.len() * 4,
         "every stream × policy × size is present"
     );
     let none = HashSet::new();
@@ -105,6 +123,100 @@ fn hits_match_libcachesim_request_by_request() {
                 "{} {} size {}: {hits} hits vs libCacheSim {want}, first difference at get #{i}",
                 case.stream, case.kind, case.size
             ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Hits of `kind` at `size` lines over `ops`, driven as the core drives a policy.
+fn replay(ops: &[Op], kind: EvictionKind, size: usize) -> usize {
+    let none = HashSet::new();
+    let mut h = Harness::new(kind, size);
+    let mut hits = 0;
+    for op in ops {
+        match *op {
+            Op::Get(k) => hits += (h.access(k, &none) == Outcome::Hit) as usize,
+            Op::Remove(k) => {
+                h.remove(k);
+            }
+        }
+    }
+    hits
+}
+
+/// libCacheSim's recorded hits for `policy` on `stream` at `size`.
+fn recorded(cases: &[Case], stream: &str, policy: &str, size: usize) -> usize {
+    let case = cases
+        .iter()
+        .find(|c| c.stream == stream && c.kind.as_str() == policy && c.size == size)
+        .unwrap_or_else(|| panic!("no recorded {policy} {stream} {size}"));
+    bits(case.hits_hex).iter().filter(|&&b| b).count()
+}
+
+/// Hit-ratio bounds for the policies whose results cannot equal libCacheSim's (measured on
+/// these streams: CAR within 0.017 of ARC, LeCaR within 0.004, W-TinyLFU within 0.011, CLOCK-Pro
+/// within 0.022 of ARC; the bounds leave a little room, not an order of magnitude):
+/// - CAR against libCacheSim's ARC (the package has no CAR; CAR approximates ARC, car.rs);
+/// - LeCaR against libCacheSim's LeCaR (only the random draws differ, lecar.rs);
+/// - W-TinyLFU against libCacheSim's WTinyLFU from 100 lines; below, libCacheSim's window of
+///   `floor(0.01 c)` = 0 objects refuses every insert (0 hits, pinned too), ours has one line;
+/// - CLOCK-Pro against libCacheSim's ARC, and above libCacheSim's ClockPro, which loses
+///   returning test keys (clockpro.rs) and hits less than half as often as LRU here.
+#[test]
+fn libcachesim_bounds_for_the_newer_policies() {
+    let (streams, cases) = parse_golden();
+    let mut failures = Vec::new();
+    for (name, ops) in &streams {
+        let gets = ops.iter().filter(|op| matches!(op, Op::Get(_))).count() as f64;
+        for size in [20, 37, 64, 150] {
+            let ours = |kind| replay(ops, kind, size) as f64 / gets;
+            let theirs = |policy| recorded(&cases, name, policy, size) as f64 / gets;
+            let mut check = |what: &str, ok: bool, detail: String| {
+                if !ok {
+                    failures.push(format!("{name} {size} lines: {what}: {detail}"));
+                }
+            };
+            let (car, arc) = (ours(EvictionKind::Car), theirs("arc"));
+            check(
+                "car vs arc",
+                (car - arc).abs() <= 0.025,
+                format!("{car:.4} vs {arc:.4}"),
+            );
+            let (lecar, lcs_lecar) = (ours(EvictionKind::LeCaR), theirs("lecar"));
+            check(
+                "lecar",
+                (lecar - lcs_lecar).abs() <= 0.01,
+                format!("{lecar:.4} vs {lcs_lecar:.4}"),
+            );
+            let (tiny, lcs_tiny) = (ours(EvictionKind::WTinyLfu), theirs("w-tinylfu"));
+            if size >= 100 {
+                check(
+                    "w-tinylfu",
+                    (tiny - lcs_tiny).abs() <= 0.02,
+                    format!("{tiny:.4} vs {lcs_tiny:.4}"),
+                );
+            } else {
+                check(
+                    "w-tinylfu below 100 lines",
+                    lcs_tiny == 0.0 && tiny > 0.2,
+                    format!("{tiny:.4} vs {lcs_tiny:.4}"),
+                );
+            }
+            let (pro, lcs_pro, lru) = (
+                ours(EvictionKind::ClockPro),
+                theirs("clock-pro"),
+                theirs("lru"),
+            );
+            check(
+                "clock-pro vs arc",
+                (pro - arc).abs() <= 0.03,
+                format!("{pro:.4} vs {arc:.4}"),
+            );
+            check(
+                "clock-pro above libCacheSim's",
+                pro > lcs_pro && lcs_pro < 0.6 * lru,
+                format!("{pro:.4}, libCacheSim {lcs_pro:.4}, its LRU {lru:.4}"),
+            );
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -19,6 +19,16 @@ fn memory_per_slot_is_small_and_reported() {
             // S3-FIFO): key 8, links 8, owner 1 and 16 of table (an 8-byte bucket, at most
             // half full), plus the lists' sentinels.
             EvictionKind::Arc | EvictionKind::S3Fifo => 50.1,
+            // As ARC: links, flag byte, key (17) and up to c ghost keys (33 each: no owner
+            // byte for CLOCK-Pro's one list).
+            EvictionKind::Car | EvictionKind::ClockPro => 50.1,
+            // Links, segment byte, key (17) and the sketch: 4 rows × 4 bits × a power-of-two
+            // width below 2c, at most 4 bytes per line.
+            EvictionKind::WTinyLfu => 21.1,
+            // Recency links 8, frequency links 8, group 4, key 8, a frequency group (20) and
+            // its free-stack entry (4) per slot, and a history node per slot: key 8, links 8,
+            // owner 1, table 16, eviction time 8.
+            EvictionKind::LeCaR => 93.1,
             EvictionKind::Belady => unreachable!("offline, not in ALL"),
         };
         assert!(per_slot >= 8.0, "{kind} reports {per_slot} bytes per slot");

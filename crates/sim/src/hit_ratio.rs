@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::sync::mpsc;
 use tiercache_core::{Arrival, Op, Request, RequestSource};
 use tiercache_eviction::{ArcPolicy, Clock, EvictionKind, Fifo, Lru, Mru, S3Fifo, Sieve};
+use tiercache_eviction::{Car, ClockPro, LeCaR, WTinyLfu};
 use tiercache_metrics::RunMetrics;
 use tiercache_policy::{Cache, CacheConfig, PolicyCore, PromotionConfig};
 
@@ -366,6 +367,30 @@ pub fn hit_ratio_batched(
         ),
         EvictionKind::S3Fifo => run_batched(
             LineSim::new(S3Fifo::new(lines, lines), cap, geo),
+            source,
+            run,
+            meta,
+        ),
+        EvictionKind::Car => run_batched(
+            LineSim::new(Car::new(lines, lines), cap, geo),
+            source,
+            run,
+            meta,
+        ),
+        EvictionKind::ClockPro => run_batched(
+            LineSim::new(ClockPro::new(lines, lines), cap, geo),
+            source,
+            run,
+            meta,
+        ),
+        EvictionKind::WTinyLfu => run_batched(
+            LineSim::new(WTinyLfu::new(lines, lines), cap, geo),
+            source,
+            run,
+            meta,
+        ),
+        EvictionKind::LeCaR => run_batched(
+            LineSim::new(LeCaR::new(lines, lines), cap, geo),
             source,
             run,
             meta,

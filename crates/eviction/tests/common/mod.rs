@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod models;
+pub mod newer_models;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use tiercache_core::LineKey;

@@ -48,6 +48,10 @@ pub fn model(kind: EvictionKind, capacity: usize) -> Box<dyn Model> {
         }),
         EvictionKind::Arc => Box::new(ArcModel::new(capacity)),
         EvictionKind::S3Fifo => Box::new(S3FifoModel::new(capacity, true)),
+        EvictionKind::Car => Box::new(super::newer_models::CarModel::new(capacity)),
+        EvictionKind::ClockPro => Box::new(super::newer_models::ClockProModel::new(capacity)),
+        EvictionKind::WTinyLfu => Box::new(super::newer_models::WTinyLfuModel::new(capacity)),
+        EvictionKind::LeCaR => Box::new(super::newer_models::LeCaRModel::new(capacity)),
         // Offline (tiercache-optimal has its own exhaustive-search tests); never in `ALL`.
         EvictionKind::Belady => unreachable!("belady is not an online policy"),
     }
