@@ -11,6 +11,9 @@
 //! | SIEVE | [`Sieve`] | links, visited byte |
 //! | ARC | [`ArcPolicy`] | links, list byte, key; ghosts B1/B2 (≤ c keys) |
 //! | S3-FIFO | [`S3Fifo`] | links, queue/counter byte, key; ghost (0.9 c keys) |
+//! | SLRU | [`Slru`] | links, segment byte |
+//! | 2Q | [`TwoQ`] | links, queue byte, key; ghost A1out (0.5 c keys) |
+//! | LFU | [`Lfu`] | links, bucket index; bucket pool (count, first, last: 16 B per slot) |
 //!
 //! Every list is an intrusive doubly-linked list over `u32` arrays indexed by slot; ghost keys
 //! live in a fixed pool with an open-addressing index. All memory is allocated by [`build`]
@@ -57,6 +60,10 @@ mod lru;
 mod mru;
 mod s3fifo;
 mod sieve;
+// Policies researchers compare against (issue 35).
+mod lfu;
+mod slru;
+mod twoq;
 
 pub use arc::ArcPolicy;
 pub use clock::Clock;
@@ -65,6 +72,10 @@ pub use lru::Lru;
 pub use mru::Mru;
 pub use s3fifo::{S3Fifo, S3FifoConfig};
 pub use sieve::Sieve;
+// Policies researchers compare against (issue 35).
+pub use lfu::Lfu;
+pub use slru::Slru;
+pub use twoq::TwoQ;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -200,6 +211,14 @@ pub enum EvictionKind {
     S3Fifo,
     /// SIEVE.
     Sieve,
+    // Policies researchers compare against (issue 35).
+    /// Segmented LRU, libCacheSim's four equal segments.
+    Slru,
+    /// 2Q (A1in FIFO, Am LRU, A1out ghost).
+    #[serde(rename = "2q")]
+    TwoQ,
+    /// Least frequently used (ties: oldest at its count).
+    Lfu,
     /// Belady's MIN (evict the line used furthest in the future): offline, it needs every
     /// line's next use, so only a whole-trace replay runs it (`sim` in hit-ratio mode, crate
     /// `tiercache-optimal`); it is not in [`EvictionKind::ALL`] and [`build`] refuses it.
@@ -208,7 +227,7 @@ pub enum EvictionKind {
 
 impl EvictionKind {
     /// Every policy, in documentation order.
-    pub const ALL: [EvictionKind; 7] = [
+    pub const ALL: [EvictionKind; 10] = [
         EvictionKind::Lru,
         EvictionKind::Mru,
         EvictionKind::Fifo,
@@ -216,6 +235,10 @@ impl EvictionKind {
         EvictionKind::Arc,
         EvictionKind::S3Fifo,
         EvictionKind::Sieve,
+        // Policies researchers compare against (issue 35).
+        EvictionKind::Slru,
+        EvictionKind::TwoQ,
+        EvictionKind::Lfu,
     ];
 
     /// Name as written in configs (the serde name), e.g. `"s3-fifo"`.
@@ -228,6 +251,10 @@ impl EvictionKind {
             EvictionKind::Arc => "arc",
             EvictionKind::S3Fifo => "s3-fifo",
             EvictionKind::Sieve => "sieve",
+            // Policies researchers compare against (issue 35).
+            EvictionKind::Slru => "slru",
+            EvictionKind::TwoQ => "2q",
+            EvictionKind::Lfu => "lfu",
             EvictionKind::Belady => "belady",
         }
     }
@@ -242,20 +269,22 @@ impl fmt::Display for EvictionKind {
 /// A policy name that is not one of [`EvictionKind::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown eviction policy {0:?} (expected one of lru, mru, fifo, clock, arc, s3-fifo, sieve, or belady offline)"
+    "unknown eviction policy {0:?} (expected one of lru, mru, fifo, clock, arc, s3-fifo, sieve, slru, 2q, lfu, or belady offline)"
 )]
 pub struct UnknownEviction(pub String);
 
 impl FromStr for EvictionKind {
     type Err = UnknownEviction;
 
-    /// Parses a config name, ignoring ASCII case; `s3fifo` is accepted for `s3-fifo`, and
+    /// Parses a config name, ignoring ASCII case; `s3fifo` is accepted for `s3-fifo`, `twoq`
+    /// and `two-q` for `2q`, and
     /// `belady` (also `opt`, `min`) names the offline [`EvictionKind::Belady`].
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let lower = s.trim().to_ascii_lowercase();
         let name = match lower.as_str() {
             "s3fifo" => "s3-fifo",
             "opt" | "min" => "belady",
+            "twoq" | "two-q" => "2q",
             other => other,
         };
         EvictionKind::ALL
@@ -285,6 +314,10 @@ pub fn build(kind: EvictionKind, capacity: usize, slot_limit: usize) -> Box<dyn 
         EvictionKind::Arc => return Box::new(ArcPolicy::new(capacity, slot_limit)),
         EvictionKind::S3Fifo => return Box::new(S3Fifo::new(capacity, slot_limit)),
         EvictionKind::Sieve => Box::new(Sieve::new(slot_limit)),
+        // Policies researchers compare against (issue 35).
+        EvictionKind::Slru => return Box::new(Slru::new(capacity, slot_limit)),
+        EvictionKind::TwoQ => return Box::new(TwoQ::new(capacity, slot_limit)),
+        EvictionKind::Lfu => Box::new(Lfu::new(slot_limit)),
         EvictionKind::Belady => {
             panic!("belady needs the future: it runs only in an offline replay (tiercache-optimal)")
         }
@@ -315,9 +348,12 @@ mod tests {
             serde_json::to_string(&EvictionKind::Belady).unwrap(),
             "\"belady\""
         );
-        let err = "lfu".parse::<EvictionKind>().unwrap_err();
-        assert_eq!(err, UnknownEviction("lfu".into()));
-        assert!(err.to_string().contains("\"lfu\""));
+        for name in ["twoq", "Two-Q"] {
+            assert_eq!(name.parse::<EvictionKind>(), Ok(EvictionKind::TwoQ));
+        }
+        let err = "lfu-x".parse::<EvictionKind>().unwrap_err();
+        assert_eq!(err, UnknownEviction("lfu-x".into()));
+        assert!(err.to_string().contains("\"lfu-x\""));
     }
 
     #[test]

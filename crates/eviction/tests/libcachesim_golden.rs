@@ -1,6 +1,7 @@
 //! Exact agreement with libCacheSim: per-request hits recorded from libCacheSim's own
-//! LRU, FIFO, Clock, Sieve, ARC and S3FIFO (see `data/gen_libcachesim_golden.py`) must be
-//! reproduced bit for bit by the policies here driven through the core's protocol.
+//! LRU, FIFO, Clock, Sieve, ARC and S3FIFO, and of SLRU, TwoQ and LFU (see
+//! `data/gen_libcachesim_golden.py`) must be reproduced bit for bit by the policies here driven
+//! through the core's protocol, except the [`KNOWN_DIFFERENCES`] pinned below.
 
 mod common;
 
@@ -67,12 +68,31 @@ fn bits(hex: &str) -> Vec<bool> {
         .collect()
 }
 
+/// Cases where libCacheSim's implementation and the policy here knowingly differ, with the
+/// hit counts of both pinned (stream, policy, size, hits here, hits in libCacheSim), so any
+/// change on either side shows. Every other case must agree request by request.
+///
+/// Policies researchers compare against (issue 35):
+/// - SLRU, `mixed` at 150 lines: 150 is not a multiple of 4, libCacheSim cools a line into
+///   an over-full segment 0 by evicting during a hit (`slru.rs` module doc);
+/// - SLRU on `mixed-removes`: libCacheSim's `SLRU_remove` unlinks the object but does not
+///   lower its segment's object and byte counts, so after the first removal its segments
+///   believe they hold lines they do not (and fill, cool and evict by those counts); the
+///   counts here follow the lines actually held.
+const KNOWN_DIFFERENCES: &[(&str, &str, usize, usize, usize)] = &[
+    ("mixed", "slru", 150, 2308, 2302),
+    ("mixed-removes", "slru", 20, 1184, 1128),
+    ("mixed-removes", "slru", 37, 1501, 1441),
+    ("mixed-removes", "slru", 64, 1779, 1749),
+    ("mixed-removes", "slru", 150, 2281, 2189),
+];
+
 #[test]
 fn hits_match_libcachesim_request_by_request() {
     let (streams, cases) = parse();
     assert_eq!(
         cases.len(),
-        2 * 6 * 4,
+        2 * 9 * 4,
         "every stream × policy × size is present"
     );
     let none = HashSet::new();
@@ -100,7 +120,17 @@ fn hits_match_libcachesim_request_by_request() {
             }
         }
         let want: usize = expected[..gets].iter().filter(|&&b| b).count();
-        if let Some(i) = first_diff {
+        let known = KNOWN_DIFFERENCES
+            .iter()
+            .find(|d| (d.0, d.1, d.2) == (case.stream, case.kind.as_str(), case.size));
+        if let Some(&(_, _, _, ours, theirs)) = known {
+            if (hits, want) != (ours, theirs) {
+                failures.push(format!(
+                    "{} {} size {}: pinned difference changed: {hits} hits vs libCacheSim {want}, pinned {ours} vs {theirs}",
+                    case.stream, case.kind, case.size
+                ));
+            }
+        } else if let Some(i) = first_diff {
             failures.push(format!(
                 "{} {} size {}: {hits} hits vs libCacheSim {want}, first difference at get #{i}",
                 case.stream, case.kind, case.size

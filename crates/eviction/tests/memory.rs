@@ -19,6 +19,13 @@ fn memory_per_slot_is_small_and_reported() {
             // S3-FIFO): key 8, links 8, owner 1 and 16 of table (an 8-byte bucket, at most
             // half full), plus the lists' sentinels.
             EvictionKind::Arc | EvictionKind::S3Fifo => 50.1,
+            // Policies researchers compare against (issue 35).
+            // Links and a segment byte.
+            EvictionKind::Slru => 9.1,
+            // Links, queue byte, key (17) and 0.5 ghost entries of 33 B, plus sentinels.
+            EvictionKind::TwoQ => 34.1,
+            // Links 8, bucket index 4, one pool bucket 16.
+            EvictionKind::Lfu => 28.1,
             EvictionKind::Belady => unreachable!("offline, not in ALL"),
         };
         assert!(per_slot >= 8.0, "{kind} reports {per_slot} bytes per slot");

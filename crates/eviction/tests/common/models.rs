@@ -48,6 +48,10 @@ pub fn model(kind: EvictionKind, capacity: usize) -> Box<dyn Model> {
         }),
         EvictionKind::Arc => Box::new(ArcModel::new(capacity)),
         EvictionKind::S3Fifo => Box::new(S3FifoModel::new(capacity, true)),
+        // Policies researchers compare against (issue 35).
+        EvictionKind::Slru => Box::new(super::compared_models::SlruModel::new(capacity)),
+        EvictionKind::TwoQ => Box::new(super::compared_models::TwoQModel::new(capacity)),
+        EvictionKind::Lfu => Box::new(super::compared_models::LfuModel::default()),
         // Offline (tiercache-optimal has its own exhaustive-search tests); never in `ALL`.
         EvictionKind::Belady => unreachable!("belady is not an online policy"),
     }

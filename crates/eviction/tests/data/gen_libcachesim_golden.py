@@ -26,6 +26,10 @@ POLICIES = {
     "sieve": lcs.Sieve,
     "arc": lcs.ARC,
     "s3-fifo": lcs.S3FIFO,
+    # Policies researchers compare against (issue 35).
+    "slru": lcs.SLRU,
+    "2q": lcs.TwoQ,
+    "lfu": lcs.LFU,
 }
 SIZES = [20, 37, 64, 150]
 

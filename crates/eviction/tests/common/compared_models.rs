@@ -1,0 +1,212 @@
+//! Reference models of the policies researchers compare against (SLRU, 2Q, LFU), written the
+//! plain way over keys with `VecDeque`s, linear searches and explicit counts.
+
+use super::models::{Model, NO_KEY};
+use std::collections::VecDeque;
+
+fn drop_key(q: &mut VecDeque<u64>, key: u64) -> bool {
+    match q.iter().position(|&k| k == key) {
+        Some(i) => {
+            q.remove(i);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Oldest unpinned key of `q` (front = newest), removed.
+fn take_oldest(q: &mut VecDeque<u64>, pinned: &dyn Fn(u64) -> bool) -> Option<u64> {
+    let i = (0..q.len()).rev().find(|&i| !pinned(q[i]))?;
+    q.remove(i)
+}
+
+/// SLRU: four LRU deques (front = most recent), each of `c / 4` lines.
+pub struct SlruModel {
+    segs: [VecDeque<u64>; 4],
+    share: usize,
+}
+
+impl SlruModel {
+    pub fn new(c: usize) -> Self {
+        SlruModel {
+            segs: Default::default(),
+            share: c / 4,
+        }
+    }
+
+    /// libCacheSim's `SLRU_cool`, stopping at segment 0 (which never evicts on a hit here).
+    fn cool(&mut self, id: usize) {
+        let k = self.segs[id].pop_back().unwrap();
+        self.segs[id - 1].push_front(k);
+        while id > 1 && self.segs[id - 1].len() > self.share {
+            self.cool(id - 1);
+        }
+    }
+
+    fn entry(&self) -> usize {
+        (0..4)
+            .find(|&i| self.segs[i].len() < self.share)
+            .unwrap_or(0)
+    }
+}
+
+impl Model for SlruModel {
+    fn hit(&mut self, key: u64) {
+        let seg = (0..4).find(|&i| self.segs[i].contains(&key)).unwrap();
+        drop_key(&mut self.segs[seg], key);
+        if seg == 3 {
+            self.segs[3].push_front(key);
+            return;
+        }
+        self.segs[seg + 1].push_front(key);
+        while self.segs[seg + 1].len() > self.share {
+            self.cool(seg + 1);
+        }
+    }
+    fn insert(&mut self, key: u64) {
+        let seg = self.entry();
+        self.segs[seg].push_front(key);
+    }
+    fn insert_cold(&mut self, key: u64) {
+        let seg = self.entry();
+        self.segs[seg].push_back(key);
+    }
+    fn evict(&mut self, _incoming: u64, pinned: &dyn Fn(u64) -> bool) -> Option<u64> {
+        (0..4).find_map(|i| take_oldest(&mut self.segs[i], pinned))
+    }
+    fn remove(&mut self, key: u64) {
+        for q in &mut self.segs {
+            drop_key(q, key);
+        }
+    }
+    fn len(&self) -> usize {
+        self.segs.iter().map(VecDeque::len).sum()
+    }
+    fn set_capacity(&mut self, c: usize) {
+        self.share = c / 4;
+    }
+}
+
+/// 2Q: A1in FIFO, Am LRU, A1out FIFO of keys (front = newest).
+pub struct TwoQModel {
+    a1in: VecDeque<u64>,
+    am: VecDeque<u64>,
+    a1out: VecDeque<u64>,
+    c: usize,
+    /// Result of the last eviction's ghost lookup: (key, found).
+    pending: Option<(u64, bool)>,
+}
+
+impl TwoQModel {
+    pub fn new(c: usize) -> Self {
+        TwoQModel {
+            a1in: VecDeque::new(),
+            am: VecDeque::new(),
+            a1out: VecDeque::new(),
+            c,
+            pending: None,
+        }
+    }
+
+    fn a1in_share(&self) -> usize {
+        (self.c as f64 * 0.25) as usize
+    }
+
+    fn a1out_limit(&self) -> usize {
+        (self.c as f64 * 0.5) as usize
+    }
+
+    fn lookup(&mut self, key: u64) -> bool {
+        match self.pending {
+            Some((k, found)) if k == key => found,
+            _ => drop_key(&mut self.a1out, key),
+        }
+    }
+}
+
+impl Model for TwoQModel {
+    fn hit(&mut self, key: u64) {
+        if drop_key(&mut self.am, key) {
+            self.am.push_front(key);
+        }
+    }
+    fn insert(&mut self, key: u64) {
+        let ghost = self.lookup(key);
+        self.pending = None;
+        if ghost {
+            self.am.push_front(key);
+        } else {
+            self.a1in.push_front(key);
+        }
+    }
+    fn evict(&mut self, incoming: u64, pinned: &dyn Fn(u64) -> bool) -> Option<u64> {
+        if incoming != NO_KEY {
+            let found = self.lookup(incoming);
+            self.pending = Some((incoming, found));
+        }
+        let from_a1in = self.a1in.len() > self.a1in_share();
+        for a1in in [from_a1in, !from_a1in] {
+            let q = if a1in { &mut self.a1in } else { &mut self.am };
+            if let Some(k) = take_oldest(q, pinned) {
+                if a1in && self.a1out_limit() > 0 {
+                    if self.a1out.len() >= self.a1out_limit() {
+                        self.a1out.pop_back();
+                    }
+                    self.a1out.push_front(k);
+                }
+                return Some(k);
+            }
+        }
+        None
+    }
+    fn remove(&mut self, key: u64) {
+        drop_key(&mut self.a1in, key);
+        drop_key(&mut self.am, key);
+    }
+    fn len(&self) -> usize {
+        self.a1in.len() + self.am.len()
+    }
+    fn set_capacity(&mut self, c: usize) {
+        self.c = c;
+        self.a1out.truncate(self.a1out_limit());
+    }
+}
+
+/// LFU: every resident key with its count and the time it reached that count; the victim is
+/// the smallest (count, time) among unpinned keys.
+#[derive(Default)]
+pub struct LfuModel {
+    lines: Vec<(u64, u64, i64)>,
+    clock: i64,
+}
+
+impl Model for LfuModel {
+    fn hit(&mut self, key: u64) {
+        self.clock += 1;
+        let clock = self.clock;
+        let e = self.lines.iter_mut().find(|e| e.0 == key).unwrap();
+        e.1 += 1;
+        e.2 = clock;
+    }
+    fn insert(&mut self, key: u64) {
+        self.clock += 1;
+        self.lines.push((key, 1, self.clock));
+    }
+    fn insert_cold(&mut self, key: u64) {
+        // Before every other line of count 1.
+        let first = self.lines.iter().map(|e| e.2).min().unwrap_or(0);
+        self.lines.push((key, 1, first.min(0) - 1));
+    }
+    fn evict(&mut self, _incoming: u64, pinned: &dyn Fn(u64) -> bool) -> Option<u64> {
+        let i = (0..self.lines.len())
+            .filter(|&i| !pinned(self.lines[i].0))
+            .min_by_key(|&i| (self.lines[i].1, self.lines[i].2))?;
+        Some(self.lines.remove(i).0)
+    }
+    fn remove(&mut self, key: u64) {
+        self.lines.retain(|e| e.0 != key);
+    }
+    fn len(&self) -> usize {
+        self.lines.len()
+    }
+}
