@@ -14,6 +14,8 @@
 //! | SLRU | [`Slru`] | links, segment byte |
 //! | 2Q | [`TwoQ`] | links, queue byte, key; ghost A1out (0.5 c keys) |
 //! | LFU | [`Lfu`] | links, bucket index; bucket pool (count, first, last: 16 B per slot) |
+//! | LFUDA | [`Lfuda`] | heap entry and position, (priority, time) key, count |
+//! | LRU-K (K = 2) | [`LruK`] | heap entry and position, rank key, last access time |
 //!
 //! Every list is an intrusive doubly-linked list over `u32` arrays indexed by slot; ghost keys
 //! live in a fixed pool with an open-addressing index. All memory is allocated by [`build`]
@@ -61,7 +63,10 @@ mod mru;
 mod s3fifo;
 mod sieve;
 // Policies researchers compare against (issue 35).
+mod heap;
 mod lfu;
+mod lfuda;
+mod lruk;
 mod slru;
 mod twoq;
 
@@ -74,6 +79,8 @@ pub use s3fifo::{S3Fifo, S3FifoConfig};
 pub use sieve::Sieve;
 // Policies researchers compare against (issue 35).
 pub use lfu::Lfu;
+pub use lfuda::Lfuda;
+pub use lruk::LruK;
 pub use slru::Slru;
 pub use twoq::TwoQ;
 
@@ -219,6 +226,10 @@ pub enum EvictionKind {
     TwoQ,
     /// Least frequently used (ties: oldest at its count).
     Lfu,
+    /// LFU with dynamic aging.
+    Lfuda,
+    /// LRU-K with K = 2.
+    LruK,
     /// Belady's MIN (evict the line used furthest in the future): offline, it needs every
     /// line's next use, so only a whole-trace replay runs it (`sim` in hit-ratio mode, crate
     /// `tiercache-optimal`); it is not in [`EvictionKind::ALL`] and [`build`] refuses it.
@@ -227,7 +238,7 @@ pub enum EvictionKind {
 
 impl EvictionKind {
     /// Every policy, in documentation order.
-    pub const ALL: [EvictionKind; 10] = [
+    pub const ALL: [EvictionKind; 12] = [
         EvictionKind::Lru,
         EvictionKind::Mru,
         EvictionKind::Fifo,
@@ -239,6 +250,8 @@ impl EvictionKind {
         EvictionKind::Slru,
         EvictionKind::TwoQ,
         EvictionKind::Lfu,
+        EvictionKind::Lfuda,
+        EvictionKind::LruK,
     ];
 
     /// Name as written in configs (the serde name), e.g. `"s3-fifo"`.
@@ -255,6 +268,8 @@ impl EvictionKind {
             EvictionKind::Slru => "slru",
             EvictionKind::TwoQ => "2q",
             EvictionKind::Lfu => "lfu",
+            EvictionKind::Lfuda => "lfuda",
+            EvictionKind::LruK => "lru-k",
             EvictionKind::Belady => "belady",
         }
     }
@@ -269,7 +284,7 @@ impl fmt::Display for EvictionKind {
 /// A policy name that is not one of [`EvictionKind::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown eviction policy {0:?} (expected one of lru, mru, fifo, clock, arc, s3-fifo, sieve, slru, 2q, lfu, or belady offline)"
+    "unknown eviction policy {0:?} (expected one of lru, mru, fifo, clock, arc, s3-fifo, sieve, slru, 2q, lfu, lfuda, lru-k, or belady offline)"
 )]
 pub struct UnknownEviction(pub String);
 
@@ -277,7 +292,7 @@ impl FromStr for EvictionKind {
     type Err = UnknownEviction;
 
     /// Parses a config name, ignoring ASCII case; `s3fifo` is accepted for `s3-fifo`, `twoq`
-    /// and `two-q` for `2q`, and
+    /// and `two-q` for `2q`, `lruk` and `lru-2` for `lru-k`, and
     /// `belady` (also `opt`, `min`) names the offline [`EvictionKind::Belady`].
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let lower = s.trim().to_ascii_lowercase();
@@ -285,6 +300,7 @@ impl FromStr for EvictionKind {
             "s3fifo" => "s3-fifo",
             "opt" | "min" => "belady",
             "twoq" | "two-q" => "2q",
+            "lruk" | "lru-2" => "lru-k",
             other => other,
         };
         EvictionKind::ALL
@@ -318,6 +334,8 @@ pub fn build(kind: EvictionKind, capacity: usize, slot_limit: usize) -> Box<dyn 
         EvictionKind::Slru => return Box::new(Slru::new(capacity, slot_limit)),
         EvictionKind::TwoQ => return Box::new(TwoQ::new(capacity, slot_limit)),
         EvictionKind::Lfu => Box::new(Lfu::new(slot_limit)),
+        EvictionKind::Lfuda => Box::new(Lfuda::new(slot_limit)),
+        EvictionKind::LruK => Box::new(LruK::new(slot_limit)),
         EvictionKind::Belady => {
             panic!("belady needs the future: it runs only in an offline replay (tiercache-optimal)")
         }

@@ -26,6 +26,10 @@ fn memory_per_slot_is_small_and_reported() {
             EvictionKind::TwoQ => 34.1,
             // Links 8, bucket index 4, one pool bucket 16.
             EvictionKind::Lfu => 28.1,
+            // Heap entry 4, position 4, (priority, time) key 16, count 4.
+            EvictionKind::Lfuda => 28.1,
+            // Heap entry 4, position 4, rank key 8, last access 8.
+            EvictionKind::LruK => 24.1,
             EvictionKind::Belady => unreachable!("offline, not in ALL"),
         };
         assert!(per_slot >= 8.0, "{kind} reports {per_slot} bytes per slot");

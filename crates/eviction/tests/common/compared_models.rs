@@ -210,3 +210,92 @@ impl Model for LfuModel {
         self.lines.len()
     }
 }
+
+/// LFUDA as published: (key, count, priority, time set) per resident key; the victim is the
+/// smallest (priority, time) among unpinned keys and the age becomes its priority.
+#[derive(Default)]
+pub struct LfudaModel {
+    lines: Vec<(u64, u64, u64, i64)>,
+    age: u64,
+    clock: i64,
+}
+
+impl Model for LfudaModel {
+    fn hit(&mut self, key: u64) {
+        self.clock += 1;
+        let (age, clock) = (self.age, self.clock);
+        let e = self.lines.iter_mut().find(|e| e.0 == key).unwrap();
+        e.1 += 1;
+        e.2 = age + e.1;
+        e.3 = clock;
+    }
+    fn insert(&mut self, key: u64) {
+        self.clock += 1;
+        self.lines.push((key, 1, self.age + 1, self.clock));
+    }
+    fn insert_cold(&mut self, key: u64) {
+        let first = self.lines.iter().map(|e| e.3).min().unwrap_or(0);
+        self.lines.push((key, 1, self.age, first.min(0) - 1));
+    }
+    fn evict(&mut self, _incoming: u64, pinned: &dyn Fn(u64) -> bool) -> Option<u64> {
+        let i = (0..self.lines.len())
+            .filter(|&i| !pinned(self.lines[i].0))
+            .min_by_key(|&i| (self.lines[i].2, self.lines[i].3))?;
+        let e = self.lines.remove(i);
+        self.age = e.2;
+        Some(e.0)
+    }
+    fn remove(&mut self, key: u64) {
+        self.lines.retain(|e| e.0 != key);
+    }
+    fn len(&self) -> usize {
+        self.lines.len()
+    }
+}
+
+/// LRU-2 over each resident key's full access history (times of every access); the victim is
+/// the first inserted among keys accessed once, else the key whose second most recent access
+/// is oldest.
+#[derive(Default)]
+pub struct LruKModel {
+    lines: Vec<(u64, Vec<i64>)>,
+    clock: i64,
+}
+
+impl Model for LruKModel {
+    fn hit(&mut self, key: u64) {
+        self.clock += 1;
+        let clock = self.clock;
+        self.lines
+            .iter_mut()
+            .find(|e| e.0 == key)
+            .unwrap()
+            .1
+            .push(clock);
+    }
+    fn insert(&mut self, key: u64) {
+        self.clock += 1;
+        self.lines.push((key, vec![self.clock]));
+    }
+    fn insert_cold(&mut self, key: u64) {
+        // An access before every other key's.
+        let first = self.lines.iter().map(|e| e.1[0]).min().unwrap_or(0);
+        self.lines.push((key, vec![first.min(0) - 1]));
+    }
+    fn evict(&mut self, _incoming: u64, pinned: &dyn Fn(u64) -> bool) -> Option<u64> {
+        let rank = |h: &Vec<i64>| match h.len() {
+            1 => (0, h[0]),
+            n => (1, h[n - 2]),
+        };
+        let i = (0..self.lines.len())
+            .filter(|&i| !pinned(self.lines[i].0))
+            .min_by_key(|&i| rank(&self.lines[i].1))?;
+        Some(self.lines.remove(i).0)
+    }
+    fn remove(&mut self, key: u64) {
+        self.lines.retain(|e| e.0 != key);
+    }
+    fn len(&self) -> usize {
+        self.lines.len()
+    }
+}

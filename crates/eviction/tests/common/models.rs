@@ -52,6 +52,8 @@ pub fn model(kind: EvictionKind, capacity: usize) -> Box<dyn Model> {
         EvictionKind::Slru => Box::new(super::compared_models::SlruModel::new(capacity)),
         EvictionKind::TwoQ => Box::new(super::compared_models::TwoQModel::new(capacity)),
         EvictionKind::Lfu => Box::new(super::compared_models::LfuModel::default()),
+        EvictionKind::Lfuda => Box::new(super::compared_models::LfudaModel::default()),
+        EvictionKind::LruK => Box::new(super::compared_models::LruKModel::default()),
         // Offline (tiercache-optimal has its own exhaustive-search tests); never in `ALL`.
         EvictionKind::Belady => unreachable!("belady is not an online policy"),
     }

@@ -30,6 +30,8 @@ POLICIES = {
     "slru": lcs.SLRU,
     "2q": lcs.TwoQ,
     "lfu": lcs.LFU,
+    "lfuda": lcs.LFUDA,
+    "lru-k": lcs.LRUK,
 }
 SIZES = [20, 37, 64, 150]
 
