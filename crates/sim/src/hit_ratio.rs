@@ -7,6 +7,8 @@ use std::collections::VecDeque;
 use std::sync::mpsc;
 use tiercache_core::{Arrival, Op, Request, RequestSource};
 use tiercache_eviction::{ArcPolicy, Clock, EvictionKind, Fifo, Lru, Mru, S3Fifo, Sieve};
+// Policies researchers compare against (issue 35).
+use tiercache_eviction::{Lfu, Lfuda, LruK, Slru, TwoQ};
 use tiercache_metrics::RunMetrics;
 use tiercache_policy::{Cache, CacheConfig, PolicyCore, PromotionConfig};
 
@@ -370,6 +372,28 @@ pub fn hit_ratio_batched(
             run,
             meta,
         ),
+        // Policies researchers compare against (issue 35).
+        EvictionKind::Slru => run_batched(
+            LineSim::new(Slru::new(lines, lines), cap, geo),
+            source,
+            run,
+            meta,
+        ),
+        EvictionKind::TwoQ => run_batched(
+            LineSim::new(TwoQ::new(lines, lines), cap, geo),
+            source,
+            run,
+            meta,
+        ),
+        EvictionKind::Lfu => {
+            run_batched(LineSim::new(Lfu::new(lines), cap, geo), source, run, meta)
+        }
+        EvictionKind::Lfuda => {
+            run_batched(LineSim::new(Lfuda::new(lines), cap, geo), source, run, meta)
+        }
+        EvictionKind::LruK => {
+            run_batched(LineSim::new(LruK::new(lines), cap, geo), source, run, meta)
+        }
         // Refused by `batched_supports` above.
         EvictionKind::Belady => Ok(BatchedOutcome::Unsupported {
             index: 0,
