@@ -28,6 +28,10 @@ multi-size mode does, one simulation per size in parallel (--jobs worker process
 loop over its own reader). Printed: wall and CPU seconds of each, ratios, and whether every
 size's miss ratio agrees.
 
+Policies whose definition here knowingly differs from libCacheSim's (KNOWN_DIFFERENT: LFUDA
+as published against libCacheSim's variant, crates/eviction/src/lfuda.rs) are timed all the
+same; their miss ratios are printed side by side and do not fail the run.
+
 Make the trace with `cargo run --release -p tiercache --example zipf_oracle -- /tmp/z.oG
 15000000 3500000 0.8` (15M requests, zipf 0.8 over 3.5M objects); 350000 lines is 10 % of them.
 """
@@ -44,6 +48,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
+
+# Timed, but their miss ratios are not expected to agree (see the module doc).
+KNOWN_DIFFERENT = {"lfuda"}
 
 # Peak resident set (MiB) of the last process `run` waited for (ru_maxrss, KiB on Linux).
 LAST_PEAK_MIB = [0.0]
@@ -198,7 +205,7 @@ def main():
                         if name == "tiercache":
                             peak["tiercache"] = max(peak["tiercache"], LAST_PEAK_MIB[0])
             agree = all(abs(v - miss["libcachesim"]) < 1e-6 for v in miss.values())
-            failed |= not agree
+            failed |= not agree and policy not in KNOWN_DIFFERENT
             tc_cpu, tc_wall = times["tiercache"]
             line = (f"{policy:8} {miss['tiercache']:10.7f} | {span(tc_cpu):>22} | {span(lcs_cpu):>22} |"
                     f" {med(lcs_cpu) / med(tc_cpu):5.2f} {med(lcs_loop) / med(tc_cpu):5.2f} |"
@@ -207,7 +214,9 @@ def main():
             if args.base:
                 b_cpu = times["base"][0]
                 line += f" | {span(b_cpu):>22} {med(b_cpu) / med(tc_cpu):8.2f}"
-            if not agree:
+            if not agree and policy in KNOWN_DIFFERENT:
+                line += f"  (known difference: libCacheSim {miss['libcachesim']:.7f})"
+            elif not agree:
                 line += f"  MISS RATIOS DIFFER: {miss}"
             print(line, flush=True)
     print("ratio: libCacheSim process CPU / tiercache process CPU (medians); loop: libCacheSim's "

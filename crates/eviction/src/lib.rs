@@ -11,17 +11,20 @@
 //! | SIEVE | [`Sieve`] | links, visited byte |
 //! | ARC | [`ArcPolicy`] | links, list byte, key; ghosts B1/B2 (≤ c keys) |
 //! | S3-FIFO | [`S3Fifo`] | links, queue/counter byte, key; ghost (0.9 c keys) |
-//! | SLRU | [`Slru`] | links, segment byte |
-//! | 2Q | [`TwoQ`] | links, queue byte, key; ghost A1out (0.5 c keys) |
-//! | LFU | [`Lfu`] | links, bucket index; bucket pool (count, first, last: 16 B per slot) |
-//! | LFUDA | [`Lfuda`] | heap entry and position, (priority, time) key, count |
-//! | LRU-K (K = 2) | [`LruK`] | heap entry and position, rank key, last access time |
+//! | SLRU | [`Slru`] | links, segment byte: 9 B |
+//! | 2Q | [`TwoQ`] | links, queue byte, key; ghost A1out (0.5 c keys): 33 B |
+//! | LFU | [`Lfu`] | links, bucket index; bucket pool (count, first, last: 16 B per slot): 28 B |
+//! | LFUDA | [`Lfuda`] | heap entry and position, (priority, time) key, count: 28 B |
+//! | LRU-K (K = 2) | [`LruK`] | heap entry and position, rank key, last access time: 24 B |
 //!
 //! Every list is an intrusive doubly-linked list over `u32` arrays indexed by slot; ghost keys
 //! live in a fixed pool with an open-addressing index. All memory is allocated by [`build`]
 //! (or by [`Eviction::grow_slots`], which raises the slot limit):
 //! `hit`, `insert`, `evict` and `remove` are O(1) (eviction scans only past pinned slots or, for
-//! the CLOCK-like policies, past referenced ones) and never allocate.
+//! the CLOCK-like policies, past referenced ones) and never allocate, except in LFUDA and LRU-K,
+//! whose order a hit can change anywhere: they keep an indexed binary heap, `O(log n)`.
+//! (Bytes per slot as `memory_bytes` reports them, `tests/memory.rs`, for the policies compared
+//! against in research; ghosts counted at a full cache.)
 //!
 //! A policy's capacity can change at run time ([`Eviction::set_capacity`], for partitions
 //! resized by a multi-tenant cache): ARC and S3-FIFO re-derive their targets and ghost sizes
@@ -31,7 +34,9 @@
 //!
 //! Semantics follow libCacheSim's implementations with all objects of size 1 (`capacity` is
 //! its cache size in objects); `tests/libcachesim_golden.rs` checks every policy but MRU
-//! request by request against hits recorded from libCacheSim itself. Pinned slots (lines under
+//! request by request against hits recorded from libCacheSim itself (LFUDA is the published
+//! one, and SLRU differs at sizes not a multiple of 4 and after removals: both pinned there,
+//! each file's doc says why). Pinned slots (lines under
 //! write-back), which libCacheSim does not have, are passed over as a real cache would; with
 //! nothing pinned the order is exactly libCacheSim's.
 //!
