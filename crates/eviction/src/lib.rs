@@ -16,6 +16,7 @@
 //! | LFU | [`Lfu`] | links, bucket index; bucket pool (count, first, last: 16 B per slot): 28 B |
 //! | LFUDA | [`Lfuda`] | heap entry and position, (priority, time) key, count: 28 B |
 //! | LRU-K (K = 2) | [`LruK`] | heap entry and position, rank key, last access time: 24 B |
+//! | LIRS | [`Lirs`] | stack and queue links, state byte, key; non-resident pool (≤ c keys) |
 //!
 //! Every list is an intrusive doubly-linked list over `u32` arrays indexed by slot; ghost keys
 //! live in a fixed pool with an open-addressing index. All memory is allocated by [`build`]
@@ -71,6 +72,7 @@ mod sieve;
 mod heap;
 mod lfu;
 mod lfuda;
+mod lirs;
 mod lruk;
 mod slru;
 mod twoq;
@@ -85,6 +87,7 @@ pub use sieve::Sieve;
 // Policies researchers compare against (issue 35).
 pub use lfu::Lfu;
 pub use lfuda::Lfuda;
+pub use lirs::Lirs;
 pub use lruk::LruK;
 pub use slru::Slru;
 pub use twoq::TwoQ;
@@ -235,6 +238,8 @@ pub enum EvictionKind {
     Lfuda,
     /// LRU-K with K = 2.
     LruK,
+    /// LIRS (low inter-reference recency set).
+    Lirs,
     /// Belady's MIN (evict the line used furthest in the future): offline, it needs every
     /// line's next use, so only a whole-trace replay runs it (`sim` in hit-ratio mode, crate
     /// `tiercache-optimal`); it is not in [`EvictionKind::ALL`] and [`build`] refuses it.
@@ -243,7 +248,7 @@ pub enum EvictionKind {
 
 impl EvictionKind {
     /// Every policy, in documentation order.
-    pub const ALL: [EvictionKind; 12] = [
+    pub const ALL: [EvictionKind; 13] = [
         EvictionKind::Lru,
         EvictionKind::Mru,
         EvictionKind::Fifo,
@@ -257,6 +262,7 @@ impl EvictionKind {
         EvictionKind::Lfu,
         EvictionKind::Lfuda,
         EvictionKind::LruK,
+        EvictionKind::Lirs,
     ];
 
     /// Name as written in configs (the serde name), e.g. `"s3-fifo"`.
@@ -275,6 +281,7 @@ impl EvictionKind {
             EvictionKind::Lfu => "lfu",
             EvictionKind::Lfuda => "lfuda",
             EvictionKind::LruK => "lru-k",
+            EvictionKind::Lirs => "lirs",
             EvictionKind::Belady => "belady",
         }
     }
@@ -289,7 +296,7 @@ impl fmt::Display for EvictionKind {
 /// A policy name that is not one of [`EvictionKind::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown eviction policy {0:?} (expected one of lru, mru, fifo, clock, arc, s3-fifo, sieve, slru, 2q, lfu, lfuda, lru-k, or belady offline)"
+    "unknown eviction policy {0:?} (expected one of lru, mru, fifo, clock, arc, s3-fifo, sieve, slru, 2q, lfu, lfuda, lru-k, lirs, or belady offline)"
 )]
 pub struct UnknownEviction(pub String);
 
@@ -341,6 +348,7 @@ pub fn build(kind: EvictionKind, capacity: usize, slot_limit: usize) -> Box<dyn 
         EvictionKind::Lfu => Box::new(Lfu::new(slot_limit)),
         EvictionKind::Lfuda => Box::new(Lfuda::new(slot_limit)),
         EvictionKind::LruK => Box::new(LruK::new(slot_limit)),
+        EvictionKind::Lirs => return Box::new(Lirs::new(capacity, slot_limit)),
         EvictionKind::Belady => {
             panic!("belady needs the future: it runs only in an offline replay (tiercache-optimal)")
         }

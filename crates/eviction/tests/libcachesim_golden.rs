@@ -1,5 +1,5 @@
 //! Exact agreement with libCacheSim: per-request hits recorded from libCacheSim's own
-//! LRU, FIFO, Clock, Sieve, ARC and S3FIFO, and of SLRU, TwoQ, LFU, LFUDA and LRUK (see
+//! LRU, FIFO, Clock, Sieve, ARC and S3FIFO, and of SLRU, TwoQ, LFU, LFUDA, LRUK and LIRS (see
 //! `data/gen_libcachesim_golden.py`) must be reproduced bit for bit by the policies here driven
 //! through the core's protocol, except the [`KNOWN_DIFFERENCES`] pinned below.
 
@@ -95,6 +95,15 @@ const KNOWN_DIFFERENCES: &[(&str, &str, usize, usize, usize)] = &[
     ("mixed-removes", "lfuda", 37, 1411, 1325),
     ("mixed-removes", "lfuda", 64, 1754, 1660),
     ("mixed-removes", "lfuda", 150, 2734, 2511),
+    // LIRS as published against libCacheSim's, which demotes an LIR line and evicts a
+    // resident HIR line during a hit on an HIR line outside the stack (`lirs.rs` module doc);
+    // at 150 lines the two agree on both streams.
+    ("mixed", "lirs", 20, 1302, 1294),
+    ("mixed", "lirs", 37, 1632, 1629),
+    ("mixed", "lirs", 64, 1890, 1891),
+    ("mixed-removes", "lirs", 20, 1258, 1250),
+    ("mixed-removes", "lirs", 37, 1546, 1544),
+    ("mixed-removes", "lirs", 64, 1823, 1825),
 ];
 
 #[test]
@@ -102,7 +111,7 @@ fn hits_match_libcachesim_request_by_request() {
     let (streams, cases) = parse();
     assert_eq!(
         cases.len(),
-        2 * 11 * 4,
+        2 * 12 * 4,
         "every stream × policy × size is present"
     );
     let none = HashSet::new();

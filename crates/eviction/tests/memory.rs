@@ -30,6 +30,9 @@ fn memory_per_slot_is_small_and_reported() {
             EvictionKind::Lfuda => 28.1,
             // Heap entry 4, position 4, rank key 8, last access 8.
             EvictionKind::LruK => 24.1,
+            // Stack links over slots and entries 16, queue links 8, state 1, key 8, and per
+            // non-resident entry key 8, links 8, index 8.
+            EvictionKind::Lirs => 57.1,
             EvictionKind::Belady => unreachable!("offline, not in ALL"),
         };
         assert!(per_slot >= 8.0, "{kind} reports {per_slot} bytes per slot");

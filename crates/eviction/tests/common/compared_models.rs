@@ -299,3 +299,162 @@ impl Model for LruKModel {
         self.lines.len()
     }
 }
+
+/// LIRS as published, over a `Vec` stack (index 0 = top) of (key, state) with states LIR,
+/// resident HIR and non-resident HIR, a `VecDeque` queue (front = next victim) and a list of
+/// non-resident keys in the order they became so.
+#[derive(Default)]
+pub struct LirsModel {
+    stack: Vec<(u64, u8)>,
+    queue: VecDeque<u64>,
+    nonresident: VecDeque<u64>,
+    lir: Vec<u64>,
+    lir_share: usize,
+    nh_limit: usize,
+}
+
+const M_LIR: u8 = 1;
+const M_HIR: u8 = 2;
+const M_NONRESIDENT: u8 = 3;
+
+impl LirsModel {
+    pub fn new(c: usize) -> Self {
+        let mut m = LirsModel::default();
+        m.set_capacity(c);
+        m
+    }
+
+    fn pos(&self, key: u64) -> Option<usize> {
+        self.stack.iter().position(|e| e.0 == key)
+    }
+
+    fn prune(&mut self) {
+        while let Some(&(k, st)) = self.stack.last() {
+            if st == M_LIR {
+                return;
+            }
+            self.stack.pop();
+            if st == M_NONRESIDENT {
+                drop_key(&mut self.nonresident, k);
+            }
+        }
+    }
+
+    fn demote_excess(&mut self) {
+        while self.lir.len() > self.lir_share {
+            self.prune();
+            let Some((k, _)) = self.stack.pop() else {
+                return;
+            };
+            self.lir.retain(|&x| x != k);
+            self.queue.push_back(k);
+            self.prune();
+        }
+    }
+
+    fn become_lir(&mut self, key: u64) {
+        if let Some(i) = self.pos(key) {
+            self.stack.remove(i);
+        }
+        self.stack.insert(0, (key, M_LIR));
+        self.lir.push(key);
+        self.demote_excess();
+    }
+
+    fn drop_nonresident(&mut self, key: u64) {
+        let i = self.pos(key).unwrap();
+        self.stack.remove(i);
+        drop_key(&mut self.nonresident, key);
+    }
+
+    fn leave(&mut self, key: u64, victim: bool) {
+        if self.lir.contains(&key) {
+            self.lir.retain(|&x| x != key);
+            let i = self.pos(key).unwrap();
+            self.stack.remove(i);
+            self.prune();
+        } else {
+            drop_key(&mut self.queue, key);
+            if let Some(i) = self.pos(key) {
+                if victim && self.nh_limit > 0 {
+                    if self.nonresident.len() >= self.nh_limit {
+                        let old = self.nonresident[0];
+                        self.drop_nonresident(old);
+                    }
+                    let i = self.pos(key).unwrap();
+                    self.stack[i].1 = M_NONRESIDENT;
+                    self.nonresident.push_back(key);
+                } else {
+                    self.stack.remove(i);
+                }
+                self.prune();
+            }
+        }
+    }
+}
+
+impl Model for LirsModel {
+    fn hit(&mut self, key: u64) {
+        if self.lir.contains(&key) {
+            let i = self.pos(key).unwrap();
+            self.stack.remove(i);
+            self.stack.insert(0, (key, M_LIR));
+            self.prune();
+        } else if self.pos(key).is_some() {
+            drop_key(&mut self.queue, key);
+            self.become_lir(key);
+        } else {
+            self.stack.insert(0, (key, M_HIR));
+            drop_key(&mut self.queue, key);
+            self.queue.push_back(key);
+        }
+    }
+    fn insert(&mut self, key: u64) {
+        if self.nonresident.contains(&key) {
+            self.drop_nonresident(key);
+            self.become_lir(key);
+        } else if self.lir.len() < self.lir_share {
+            self.become_lir(key);
+        } else {
+            self.stack.insert(0, (key, M_HIR));
+            self.queue.push_back(key);
+        }
+    }
+    fn insert_cold(&mut self, key: u64) {
+        if self.nonresident.contains(&key) {
+            self.drop_nonresident(key);
+        }
+        self.queue.push_front(key);
+    }
+    fn evict(&mut self, _incoming: u64, pinned: &dyn Fn(u64) -> bool) -> Option<u64> {
+        let victim = match self.queue.iter().copied().find(|&k| !pinned(k)) {
+            Some(k) => k,
+            None => {
+                self.stack
+                    .iter()
+                    .rev()
+                    .find(|e| e.1 == M_LIR && !pinned(e.0))?
+                    .0
+            }
+        };
+        self.leave(victim, true);
+        Some(victim)
+    }
+    fn remove(&mut self, key: u64) {
+        self.leave(key, false);
+    }
+    fn len(&self) -> usize {
+        self.lir.len() + self.queue.len()
+    }
+    fn set_capacity(&mut self, c: usize) {
+        let hir = ((c as f64 * 0.01) as usize).max(1).min(c);
+        self.lir_share = c - hir;
+        self.nh_limit = c;
+        while self.nonresident.len() > self.nh_limit {
+            let old = self.nonresident[0];
+            self.drop_nonresident(old);
+        }
+        self.prune();
+        self.demote_excess();
+    }
+}

@@ -32,6 +32,7 @@ POLICIES = {
     "lfu": lcs.LFU,
     "lfuda": lcs.LFUDA,
     "lru-k": lcs.LRUK,
+    "lirs": lcs.LIRS,
 }
 SIZES = [20, 37, 64, 150]
 
