@@ -86,6 +86,7 @@ fn config_strategy() -> impl Strategy<Value = CacheConfig> {
             Just(EvictionKind::Lfu),
             Just(EvictionKind::Lfuda),
             Just(EvictionKind::LruK),
+            Just(EvictionKind::Lirs),
         ],
         prop_oneof![
             Just(PromotionConfig::Always),

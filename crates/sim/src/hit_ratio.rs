@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use tiercache_core::{Arrival, Op, Request, RequestSource};
 use tiercache_eviction::{ArcPolicy, Clock, EvictionKind, Fifo, Lru, Mru, S3Fifo, Sieve};
 // Policies researchers compare against (issue 35).
-use tiercache_eviction::{Lfu, Lfuda, LruK, Slru, TwoQ};
+use tiercache_eviction::{Lfu, Lfuda, Lirs, LruK, Slru, TwoQ};
 use tiercache_metrics::RunMetrics;
 use tiercache_policy::{Cache, CacheConfig, PolicyCore, PromotionConfig};
 
@@ -394,6 +394,12 @@ pub fn hit_ratio_batched(
         EvictionKind::LruK => {
             run_batched(LineSim::new(LruK::new(lines), cap, geo), source, run, meta)
         }
+        EvictionKind::Lirs => run_batched(
+            LineSim::new(Lirs::new(lines, lines), cap, geo),
+            source,
+            run,
+            meta,
+        ),
         // Refused by `batched_supports` above.
         EvictionKind::Belady => Ok(BatchedOutcome::Unsupported {
             index: 0,

@@ -334,10 +334,10 @@ fn bad_configs_name_the_field() {
 }
 
 /// Every online policy, by config name.
-const KINDS: [&str; 12] = [
+const KINDS: [&str; 13] = [
     "lru", "mru", "fifo", "clock", "arc", "s3-fifo", "sieve",
     // Policies researchers compare against (issue 35).
-    "slru", "2q", "lfu", "lfuda", "lru-k",
+    "slru", "2q", "lfu", "lfuda", "lru-k", "lirs",
 ];
 
 proptest! {
