@@ -16,7 +16,7 @@
 //! | LFU | [`Lfu`] | links, bucket index; bucket pool (count, first, last: 16 B per slot): 28 B |
 //! | LFUDA | [`Lfuda`] | heap entry and position, (priority, time) key, count: 28 B |
 //! | LRU-K (K = 2) | [`LruK`] | heap entry and position, rank key, last access time: 24 B |
-//! | LIRS | [`Lirs`] | stack and queue links, state byte, key; non-resident pool (≤ c keys) |
+//! | LIRS | [`Lirs`] | stack and queue links, state byte, key; non-resident pool (≤ c keys): 57 B |
 //!
 //! Every list is an intrusive doubly-linked list over `u32` arrays indexed by slot; ghost keys
 //! live in a fixed pool with an open-addressing index. All memory is allocated by [`build`]
@@ -35,8 +35,8 @@
 //!
 //! Semantics follow libCacheSim's implementations with all objects of size 1 (`capacity` is
 //! its cache size in objects); `tests/libcachesim_golden.rs` checks every policy but MRU
-//! request by request against hits recorded from libCacheSim itself (LFUDA is the published
-//! one, and SLRU differs at sizes not a multiple of 4 and after removals: both pinned there,
+//! request by request against hits recorded from libCacheSim itself (LFUDA and LIRS are the
+//! published ones, and SLRU differs at sizes not a multiple of 4 and after removals: both pinned there,
 //! each file's doc says why). Pinned slots (lines under
 //! write-back), which libCacheSim does not have, are passed over as a real cache would; with
 //! nothing pinned the order is exactly libCacheSim's.
