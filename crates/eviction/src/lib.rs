@@ -36,7 +36,7 @@
 //! Semantics follow libCacheSim's implementations with all objects of size 1 (`capacity` is
 //! its cache size in objects); `tests/libcachesim_golden.rs` checks every policy but MRU
 //! request by request against hits recorded from libCacheSim itself (LFUDA and LIRS are the
-//! published ones, and SLRU differs at sizes not a multiple of 4 and after removals: both pinned there,
+//! published ones, and SLRU differs at sizes not a multiple of 4 and after removals: all pinned there,
 //! each file's doc says why). Pinned slots (lines under
 //! write-back), which libCacheSim does not have, are passed over as a real cache would; with
 //! nothing pinned the order is exactly libCacheSim's.
