@@ -28,8 +28,9 @@ multi-size mode does, one simulation per size in parallel (--jobs worker process
 loop over its own reader). Printed: wall and CPU seconds of each, ratios, and whether every
 size's miss ratio agrees.
 
-CAR, CLOCK-Pro, W-TinyLFU and LeCaR are timed too, but their miss ratios are not required to
-agree (each is defined differently from libCacheSim's, see crates/eviction/src); libCacheSim's
+CAR, CLOCK-Pro, W-TinyLFU, LeCaR, LFUDA and LIRS are timed too, but their miss ratios are not
+required to agree (each is defined differently from libCacheSim's, see crates/eviction/src:
+LFUDA and LIRS follow the published algorithms, libCacheSim variants of them); libCacheSim's
 Python package has no CAR, so CAR is timed against libCacheSim's ARC (the policy it
 approximates; the "lcs as" column says which libCacheSim policy ran).
 
@@ -50,9 +51,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # libCacheSim policy timed against each tiercache policy whose name differs or is missing there.
 LCS_COUNTERPART = {"car": "arc"}
 # Policies whose miss ratio must equal libCacheSim's (the others are defined differently).
-SAME_DEFINITION = {"lru", "fifo", "clock", "arc", "s3-fifo", "sieve", "belady"}
+SAME_DEFINITION = {"lru", "fifo", "clock", "arc", "s3-fifo", "sieve", "belady", "slru", "2q", "lfu", "lru-k"}
 ROOT = os.path.dirname(HERE)
-
 
 # Peak resident set (MiB) of the last process `run` waited for (ru_maxrss, KiB on Linux).
 LAST_PEAK_MIB = [0.0]

@@ -42,6 +42,12 @@ POLICIES = {
     "arc": lcs.ARC,
     "s3-fifo": lcs.S3FIFO,
     "sieve": lcs.Sieve,
+    # Policies researchers compare against (issue 35).
+    "slru": lcs.SLRU,
+    "2q": lcs.TwoQ,
+    "lfu": lcs.LFU,
+    "lfuda": lcs.LFUDA,
+    "lru-k": lcs.LRUK,
     # Belady's MIN: reads each request's next access time from the oracleGeneral records.
     "belady": lcs.Belady,
     # Defined differently from tiercache's (see crates/eviction/src/{clockpro,wtinylfu,lecar}.rs):

@@ -36,7 +36,8 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     pub exact: bool,
     /// Also estimate the curves of these replacement policies by sampled mini-simulation,
-    /// comma separated (lru, mru, fifo, clock, arc, s3fifo, sieve); `belady` asks for the
+    /// comma separated (lru, mru, fifo, clock, arc, s3fifo, sieve, slru, 2q, lfu, lfuda,
+    /// lru-k, lirs); `belady` asks for the
     /// exact OPT curve (as --opt does).
     #[arg(long, value_delimiter = ',')]
     pub policies: Vec<EvictionKind>,
@@ -226,8 +227,8 @@ mod tests {
             default.args.options(),
             tiercache_analyze::FileOptions::new("trace.csv")
         );
-        let err = Cli::try_parse_from(["analyze", "t.csv", "--policies", "lfu"]).unwrap_err();
-        assert!(err.to_string().contains("lfu"), "{err}");
+        let err = Cli::try_parse_from(["analyze", "t.csv", "--policies", "lfux"]).unwrap_err();
+        assert!(err.to_string().contains("lfux"), "{err}");
     }
 
     #[test]

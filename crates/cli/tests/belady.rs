@@ -48,7 +48,11 @@ fn on_a_trace_no_online_policy_hits_more_than_belady() {
     };
     let opt = hit("belady");
     assert_eq!(opt.requests, 1000);
-    for policy in ["lru", "fifo", "clock", "arc", "s3-fifo", "sieve", "mru"] {
+    for policy in [
+        "lru", "fifo", "clock", "arc", "s3-fifo", "sieve", "mru",
+        // Policies researchers compare against (issue 35).
+        "slru", "2q", "lfu", "lfuda", "lru-k", "lirs",
+    ] {
         let m = hit(policy);
         assert_eq!(m.requests, opt.requests);
         assert!(

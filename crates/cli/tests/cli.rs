@@ -175,7 +175,7 @@ fn fails_naming(args: &[&str], needle: &str) {
 fn bad_configs_are_named_with_exit_2() {
     fails_naming(&["sim", "--set", "cache.bogus=1"], "bogus");
     fails_naming(&["sim", "--set", "cache.line_size=3000"], "line_size");
-    fails_naming(&["sim", "--set", "cache.eviction=lfu"], "cache.eviction");
+    fails_naming(&["sim", "--set", "cache.eviction=lfu-x"], "cache.eviction");
     fails_naming(
         &["sim", "--set", "workload.read_fraction=1.5"],
         "read_fraction",

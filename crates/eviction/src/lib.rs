@@ -15,12 +15,21 @@
 //! | CLOCK-Pro | [`ClockPro`] | links, hot/reference/test byte, key; non-resident test keys (≤ c) |
 //! | W-TinyLFU | [`WTinyLfu`] | links, segment byte, key; [`FrequencySketch`] (4 × 4 bits × width ≥ c) |
 //! | LeCaR | [`LeCaR`] | recency links, frequency-group links, group and key; group pool; two histories (≤ c/2 keys each, with eviction time) |
+//! | SLRU | [`Slru`] | links, segment byte: 9 B |
+//! | 2Q | [`TwoQ`] | links, queue byte, key; ghost A1out (0.5 c keys): 33 B |
+//! | LFU | [`Lfu`] | links, bucket index; bucket pool (count, first, last: 16 B per slot): 28 B |
+//! | LFUDA | [`Lfuda`] | heap entry and position, (priority, time) key, count: 28 B |
+//! | LRU-K (K = 2) | [`LruK`] | heap entry and position, rank key, last access time: 24 B |
+//! | LIRS | [`Lirs`] | stack and queue links, state byte, key; non-resident pool (≤ c keys): 57 B |
 //!
 //! Every list is an intrusive doubly-linked list over `u32` arrays indexed by slot; ghost keys
 //! live in a fixed pool with an open-addressing index. All memory is allocated by [`build`]
 //! (or by [`Eviction::grow_slots`], which raises the slot limit):
 //! `hit`, `insert`, `evict` and `remove` are O(1) (eviction scans only past pinned slots or, for
-//! the CLOCK-like policies, past referenced ones) and never allocate.
+//! the CLOCK-like policies, past referenced ones) and never allocate, except in LFUDA and LRU-K,
+//! whose order a hit can change anywhere: they keep an indexed binary heap, `O(log n)`.
+//! (Bytes per slot as `memory_bytes` reports them, `tests/memory.rs`, for the policies compared
+//! against in research; ghosts counted at a full cache.)
 //!
 //! A policy's capacity can change at run time ([`Eviction::set_capacity`], for partitions
 //! resized by a multi-tenant cache): ARC and S3-FIFO re-derive their targets and ghost sizes
@@ -30,7 +39,9 @@
 //!
 //! Semantics follow libCacheSim's implementations with all objects of size 1 (`capacity` is
 //! its cache size in objects); `tests/libcachesim_golden.rs` checks every policy but MRU
-//! request by request against hits recorded from libCacheSim itself. Pinned slots (lines under
+//! request by request against hits recorded from libCacheSim itself (LFUDA and LIRS are the
+//! published ones, and SLRU differs at sizes not a multiple of 4 and after removals: all pinned there,
+//! each file's doc says why). Pinned slots (lines under
 //! write-back), which libCacheSim does not have, are passed over as a real cache would; with
 //! nothing pinned the order is exactly libCacheSim's.
 //!
@@ -66,6 +77,14 @@ mod s3fifo;
 mod sieve;
 mod sketch;
 mod wtinylfu;
+// Policies researchers compare against (issue 35).
+mod heap;
+mod lfu;
+mod lfuda;
+mod lirs;
+mod lruk;
+mod slru;
+mod twoq;
 
 pub use arc::ArcPolicy;
 pub use car::Car;
@@ -79,6 +98,13 @@ pub use s3fifo::{S3Fifo, S3FifoConfig};
 pub use sieve::Sieve;
 pub use sketch::FrequencySketch;
 pub use wtinylfu::WTinyLfu;
+// Policies researchers compare against (issue 35).
+pub use lfu::Lfu;
+pub use lfuda::Lfuda;
+pub use lirs::Lirs;
+pub use lruk::LruK;
+pub use slru::Slru;
+pub use twoq::TwoQ;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -224,6 +250,20 @@ pub enum EvictionKind {
     /// LeCaR: LRU and LFU experts weighted by regret (Vietri et al.).
     #[serde(rename = "lecar")]
     LeCaR,
+    // Policies researchers compare against (issue 35).
+    /// Segmented LRU, libCacheSim's four equal segments.
+    Slru,
+    /// 2Q (A1in FIFO, Am LRU, A1out ghost).
+    #[serde(rename = "2q")]
+    TwoQ,
+    /// Least frequently used (ties: oldest at its count).
+    Lfu,
+    /// LFU with dynamic aging.
+    Lfuda,
+    /// LRU-K with K = 2.
+    LruK,
+    /// LIRS (low inter-reference recency set).
+    Lirs,
     /// Belady's MIN (evict the line used furthest in the future): offline, it needs every
     /// line's next use, so only a whole-trace replay runs it (`sim` in hit-ratio mode, crate
     /// `tiercache-optimal`); it is not in [`EvictionKind::ALL`] and [`build`] refuses it.
@@ -232,7 +272,7 @@ pub enum EvictionKind {
 
 impl EvictionKind {
     /// Every policy, in documentation order.
-    pub const ALL: [EvictionKind; 11] = [
+    pub const ALL: [EvictionKind; 17] = [
         EvictionKind::Lru,
         EvictionKind::Mru,
         EvictionKind::Fifo,
@@ -244,6 +284,13 @@ impl EvictionKind {
         EvictionKind::ClockPro,
         EvictionKind::WTinyLfu,
         EvictionKind::LeCaR,
+        // Policies researchers compare against (issue 35).
+        EvictionKind::Slru,
+        EvictionKind::TwoQ,
+        EvictionKind::Lfu,
+        EvictionKind::Lfuda,
+        EvictionKind::LruK,
+        EvictionKind::Lirs,
     ];
 
     /// Name as written in configs (the serde name), e.g. `"s3-fifo"`.
@@ -260,6 +307,13 @@ impl EvictionKind {
             EvictionKind::ClockPro => "clock-pro",
             EvictionKind::WTinyLfu => "w-tinylfu",
             EvictionKind::LeCaR => "lecar",
+            // Policies researchers compare against (issue 35).
+            EvictionKind::Slru => "slru",
+            EvictionKind::TwoQ => "2q",
+            EvictionKind::Lfu => "lfu",
+            EvictionKind::Lfuda => "lfuda",
+            EvictionKind::LruK => "lru-k",
+            EvictionKind::Lirs => "lirs",
             EvictionKind::Belady => "belady",
         }
     }
@@ -274,14 +328,15 @@ impl fmt::Display for EvictionKind {
 /// A policy name that is not one of [`EvictionKind::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown eviction policy {0:?} (expected one of lru, mru, fifo, clock, arc, s3-fifo, sieve, car, clock-pro, w-tinylfu, lecar, or belady offline)"
+    "unknown eviction policy {0:?} (expected one of lru, mru, fifo, clock, arc, s3-fifo, sieve, car, clock-pro, w-tinylfu, lecar, slru, 2q, lfu, lfuda, lru-k, lirs, or belady offline)"
 )]
 pub struct UnknownEviction(pub String);
 
 impl FromStr for EvictionKind {
     type Err = UnknownEviction;
 
-    /// Parses a config name, ignoring ASCII case; `s3fifo` is accepted for `s3-fifo`, and
+    /// Parses a config name, ignoring ASCII case; `s3fifo` is accepted for `s3-fifo`, `twoq`
+    /// and `two-q` for `2q`, `lruk` and `lru-2` for `lru-k`, and
     /// `belady` (also `opt`, `min`) names the offline [`EvictionKind::Belady`].
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let lower = s.trim().to_ascii_lowercase();
@@ -290,6 +345,8 @@ impl FromStr for EvictionKind {
             "clockpro" => "clock-pro",
             "wtinylfu" | "w-tiny-lfu" => "w-tinylfu",
             "opt" | "min" => "belady",
+            "twoq" | "two-q" => "2q",
+            "lruk" | "lru-2" => "lru-k",
             other => other,
         };
         EvictionKind::ALL
@@ -323,6 +380,13 @@ pub fn build(kind: EvictionKind, capacity: usize, slot_limit: usize) -> Box<dyn 
         EvictionKind::ClockPro => return Box::new(ClockPro::new(capacity, slot_limit)),
         EvictionKind::WTinyLfu => return Box::new(WTinyLfu::new(capacity, slot_limit)),
         EvictionKind::LeCaR => return Box::new(LeCaR::new(capacity, slot_limit)),
+        // Policies researchers compare against (issue 35).
+        EvictionKind::Slru => return Box::new(Slru::new(capacity, slot_limit)),
+        EvictionKind::TwoQ => return Box::new(TwoQ::new(capacity, slot_limit)),
+        EvictionKind::Lfu => Box::new(Lfu::new(slot_limit)),
+        EvictionKind::Lfuda => Box::new(Lfuda::new(slot_limit)),
+        EvictionKind::LruK => Box::new(LruK::new(slot_limit)),
+        EvictionKind::Lirs => return Box::new(Lirs::new(capacity, slot_limit)),
         EvictionKind::Belady => {
             panic!("belady needs the future: it runs only in an offline replay (tiercache-optimal)")
         }
@@ -362,9 +426,12 @@ mod tests {
             serde_json::to_string(&EvictionKind::Belady).unwrap(),
             "\"belady\""
         );
-        let err = "lfu".parse::<EvictionKind>().unwrap_err();
-        assert_eq!(err, UnknownEviction("lfu".into()));
-        assert!(err.to_string().contains("\"lfu\""));
+        for name in ["twoq", "Two-Q"] {
+            assert_eq!(name.parse::<EvictionKind>(), Ok(EvictionKind::TwoQ));
+        }
+        let err = "lfu-x".parse::<EvictionKind>().unwrap_err();
+        assert_eq!(err, UnknownEviction("lfu-x".into()));
+        assert!(err.to_string().contains("\"lfu-x\""));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Exact agreement with libCacheSim: per-request hits recorded from libCacheSim's own
-//! LRU, FIFO, Clock, Sieve, ARC and S3FIFO (see `data/gen_libcachesim_golden.py`) must be
-//! reproduced bit for bit by the policies here driven through the core's protocol.
+//! LRU, FIFO, Clock, Sieve, ARC and S3FIFO, and of SLRU, TwoQ, LFU, LFUDA, LRUK and LIRS (see
+//! `data/gen_libcachesim_golden.py`) must be reproduced bit for bit by the policies here driven
+//! through the core's protocol, except the [`KNOWN_DIFFERENCES`] pinned below.
 //!
 //! CAR, CLOCK-Pro, W-TinyLFU and LeCaR are pinned differently (each policy file says why its
 //! results cannot equal libCacheSim's): by the number of hits on the same streams, within a
@@ -63,13 +64,19 @@ fn parse_golden() -> (Vec<(String, Vec<Op>)>, Vec<Case<'static>>) {
 }
 
 /// The policies libCacheSim defines as tiercache does: hit-by-hit equality.
-const EXACT: [EvictionKind; 6] = [
+const EXACT: [EvictionKind; 12] = [
     EvictionKind::Lru,
     EvictionKind::Fifo,
     EvictionKind::Clock,
     EvictionKind::Sieve,
     EvictionKind::Arc,
     EvictionKind::S3Fifo,
+    EvictionKind::Slru,
+    EvictionKind::TwoQ,
+    EvictionKind::Lfu,
+    EvictionKind::Lfuda,
+    EvictionKind::LruK,
+    EvictionKind::Lirs,
 ];
 
 fn bits(hex: &str) -> Vec<bool> {
@@ -80,6 +87,44 @@ fn bits(hex: &str) -> Vec<bool> {
         })
         .collect()
 }
+
+/// Cases where libCacheSim's implementation and the policy here knowingly differ, with the
+/// hit counts of both pinned (stream, policy, size, hits here, hits in libCacheSim), so any
+/// change on either side shows. Every other case must agree request by request.
+///
+/// Policies researchers compare against (issue 35):
+/// - SLRU, `mixed` at 150 lines: 150 is not a multiple of 4, libCacheSim cools a line into
+///   an over-full segment 0 by evicting during a hit (`slru.rs` module doc);
+/// - SLRU on `mixed-removes`: libCacheSim's `SLRU_remove` unlinks the object but does not
+///   lower its segment's object and byte counts, so after the first removal its segments
+///   believe they hold lines they do not (and fill, cool and evict by those counts); the
+///   counts here follow the lines actually held.
+const KNOWN_DIFFERENCES: &[(&str, &str, usize, usize, usize)] = &[
+    ("mixed", "slru", 150, 2308, 2302),
+    ("mixed-removes", "slru", 20, 1184, 1128),
+    ("mixed-removes", "slru", 37, 1501, 1441),
+    ("mixed-removes", "slru", 64, 1779, 1749),
+    ("mixed-removes", "slru", 150, 2281, 2189),
+    // LFUDA as published against libCacheSim's variant, whose hit adds the age to the
+    // priority instead of one to a count (`lfuda.rs` module doc).
+    ("mixed", "lfuda", 20, 1151, 1257),
+    ("mixed", "lfuda", 37, 1495, 1450),
+    ("mixed", "lfuda", 64, 1821, 1769),
+    ("mixed", "lfuda", 150, 2766, 2579),
+    ("mixed-removes", "lfuda", 20, 1066, 1107),
+    ("mixed-removes", "lfuda", 37, 1411, 1325),
+    ("mixed-removes", "lfuda", 64, 1754, 1660),
+    ("mixed-removes", "lfuda", 150, 2734, 2511),
+    // LIRS as published against libCacheSim's, which demotes an LIR line and evicts a
+    // resident HIR line during a hit on an HIR line outside the stack (`lirs.rs` module doc);
+    // at 150 lines the two agree on both streams.
+    ("mixed", "lirs", 20, 1302, 1294),
+    ("mixed", "lirs", 37, 1632, 1629),
+    ("mixed", "lirs", 64, 1890, 1891),
+    ("mixed-removes", "lirs", 20, 1258, 1250),
+    ("mixed-removes", "lirs", 37, 1546, 1544),
+    ("mixed-removes", "lirs", 64, 1823, 1825),
+];
 
 #[test]
 fn hits_match_libcachesim_request_by_request() {
@@ -118,7 +163,17 @@ fn hits_match_libcachesim_request_by_request() {
             }
         }
         let want: usize = expected[..gets].iter().filter(|&&b| b).count();
-        if let Some(i) = first_diff {
+        let known = KNOWN_DIFFERENCES
+            .iter()
+            .find(|d| (d.0, d.1, d.2) == (case.stream, case.kind.as_str(), case.size));
+        if let Some(&(_, _, _, ours, theirs)) = known {
+            if (hits, want) != (ours, theirs) {
+                failures.push(format!(
+                    "{} {} size {}: pinned difference changed: {hits} hits vs libCacheSim {want}, pinned {ours} vs {theirs}",
+                    case.stream, case.kind, case.size
+                ));
+            }
+        } else if let Some(i) = first_diff {
             failures.push(format!(
                 "{} {} size {}: {hits} hits vs libCacheSim {want}, first difference at get #{i}",
                 case.stream, case.kind, case.size

@@ -29,6 +29,20 @@ fn memory_per_slot_is_small_and_reported() {
             // its free-stack entry (4) per slot, and a history node per slot: key 8, links 8,
             // owner 1, table 16, eviction time 8.
             EvictionKind::LeCaR => 93.1,
+            // Policies researchers compare against (issue 35).
+            // Links and a segment byte.
+            EvictionKind::Slru => 9.1,
+            // Links, queue byte, key (17) and 0.5 ghost entries of 33 B, plus sentinels.
+            EvictionKind::TwoQ => 34.1,
+            // Links 8, bucket index 4, one pool bucket 16.
+            EvictionKind::Lfu => 28.1,
+            // Heap entry 4, position 4, (priority, time) key 16, count 4.
+            EvictionKind::Lfuda => 28.1,
+            // Heap entry 4, position 4, rank key 8, last access 8.
+            EvictionKind::LruK => 24.1,
+            // Stack links over slots and entries 16, queue links 8, state 1, key 8, and per
+            // non-resident entry key 8, links 8, index 8.
+            EvictionKind::Lirs => 57.1,
             EvictionKind::Belady => unreachable!("offline, not in ALL"),
         };
         assert!(per_slot >= 8.0, "{kind} reports {per_slot} bytes per slot");

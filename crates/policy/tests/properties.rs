@@ -80,6 +80,13 @@ fn config_strategy() -> impl Strategy<Value = CacheConfig> {
             Just(EvictionKind::Arc),
             Just(EvictionKind::S3Fifo),
             Just(EvictionKind::Sieve),
+            // Policies researchers compare against (issue 35).
+            Just(EvictionKind::Slru),
+            Just(EvictionKind::TwoQ),
+            Just(EvictionKind::Lfu),
+            Just(EvictionKind::Lfuda),
+            Just(EvictionKind::LruK),
+            Just(EvictionKind::Lirs),
         ],
         prop_oneof![
             Just(PromotionConfig::Always),

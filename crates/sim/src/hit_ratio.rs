@@ -8,6 +8,8 @@ use std::sync::mpsc;
 use tiercache_core::{Arrival, Op, Request, RequestSource};
 use tiercache_eviction::{ArcPolicy, Clock, EvictionKind, Fifo, Lru, Mru, S3Fifo, Sieve};
 use tiercache_eviction::{Car, ClockPro, LeCaR, WTinyLfu};
+// Policies researchers compare against (issue 35).
+use tiercache_eviction::{Lfu, Lfuda, Lirs, LruK, Slru, TwoQ};
 use tiercache_metrics::RunMetrics;
 use tiercache_policy::{Cache, CacheConfig, PolicyCore, PromotionConfig};
 
@@ -391,6 +393,34 @@ pub fn hit_ratio_batched(
         ),
         EvictionKind::LeCaR => run_batched(
             LineSim::new(LeCaR::new(lines, lines), cap, geo),
+            source,
+            run,
+            meta,
+        ),
+        // Policies researchers compare against (issue 35).
+        EvictionKind::Slru => run_batched(
+            LineSim::new(Slru::new(lines, lines), cap, geo),
+            source,
+            run,
+            meta,
+        ),
+        EvictionKind::TwoQ => run_batched(
+            LineSim::new(TwoQ::new(lines, lines), cap, geo),
+            source,
+            run,
+            meta,
+        ),
+        EvictionKind::Lfu => {
+            run_batched(LineSim::new(Lfu::new(lines), cap, geo), source, run, meta)
+        }
+        EvictionKind::Lfuda => {
+            run_batched(LineSim::new(Lfuda::new(lines), cap, geo), source, run, meta)
+        }
+        EvictionKind::LruK => {
+            run_batched(LineSim::new(LruK::new(lines), cap, geo), source, run, meta)
+        }
+        EvictionKind::Lirs => run_batched(
+            LineSim::new(Lirs::new(lines, lines), cap, geo),
             source,
             run,
             meta,

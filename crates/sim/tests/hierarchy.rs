@@ -380,6 +380,13 @@ fn bad_configs_name_the_field() {
     assert!(toml::from_str::<HierarchyConfig>(&base.replace("exclusive", "exclusiv")).is_err());
 }
 
+/// Every online policy, by config name.
+const KINDS: [&str; 13] = [
+    "lru", "mru", "fifo", "clock", "arc", "s3-fifo", "sieve",
+    // Policies researchers compare against (issue 35).
+    "slru", "2q", "lfu", "lfuda", "lru-k", "lirs",
+];
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
@@ -388,11 +395,10 @@ proptest! {
     #[test]
     fn every_policy_works_at_either_level(
         lines in proptest::collection::vec((0u64..64, proptest::bool::weighted(0.2)), 1..300),
-        client in 0usize..7,
-        array in 0usize..7,
+        client in 0usize..KINDS.len(),
+        array in 0usize..KINDS.len(),
         demote in any::<bool>(),
     ) {
-        const KINDS: [&str; 7] = ["lru", "mru", "fifo", "clock", "arc", "s3-fifo", "sieve"];
         let text = two_levels(KINDS[client], KINDS[array], demote, 6, 10);
         let lines: Vec<u64> = lines.into_iter().map(|(l, w)| if w { WRITE + l } else { l }).collect();
         let r = run(&parse(&text), &[lines]);

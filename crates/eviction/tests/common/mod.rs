@@ -1,6 +1,7 @@
 //! Test support: a tiny stand-in for the policy core, and simple O(n) reference models.
 #![allow(dead_code)]
 
+pub mod compared_models;
 pub mod models;
 pub mod newer_models;
 

@@ -52,6 +52,13 @@ pub fn model(kind: EvictionKind, capacity: usize) -> Box<dyn Model> {
         EvictionKind::ClockPro => Box::new(super::newer_models::ClockProModel::new(capacity)),
         EvictionKind::WTinyLfu => Box::new(super::newer_models::WTinyLfuModel::new(capacity)),
         EvictionKind::LeCaR => Box::new(super::newer_models::LeCaRModel::new(capacity)),
+        // Policies researchers compare against (issue 35).
+        EvictionKind::Slru => Box::new(super::compared_models::SlruModel::new(capacity)),
+        EvictionKind::TwoQ => Box::new(super::compared_models::TwoQModel::new(capacity)),
+        EvictionKind::Lfu => Box::new(super::compared_models::LfuModel::default()),
+        EvictionKind::Lfuda => Box::new(super::compared_models::LfudaModel::default()),
+        EvictionKind::LruK => Box::new(super::compared_models::LruKModel::default()),
+        EvictionKind::Lirs => Box::new(super::compared_models::LirsModel::new(capacity)),
         // Offline (tiercache-optimal has its own exhaustive-search tests); never in `ALL`.
         EvictionKind::Belady => unreachable!("belady is not an online policy"),
     }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Regenerates libcachesim_golden.txt: per-request hit/miss of libCacheSim's own policies.
 
-LRU, FIFO, Clock, Sieve, ARC and S3FIFO are compared hit by hit; ClockPro, WTinyLFU and LeCaR
+LRU, FIFO, Clock, Sieve, ARC, S3FIFO, SLRU, TwoQ, LFU, LFUDA, LRUK and LIRS are compared hit by
+hit (a few pinned differences); ClockPro, WTinyLFU and LeCaR
 (and ARC again, as CAR's reference: the package has no CAR) only by their hit counts, within
 bounds stated in ../libcachesim_golden.rs.
 
@@ -34,6 +35,13 @@ POLICIES = {
     "clock-pro": lcs.ClockPro,
     "w-tinylfu": lcs.WTinyLFU,
     "lecar": lcs.LeCaR,
+    # Policies researchers compare against (issue 35).
+    "slru": lcs.SLRU,
+    "2q": lcs.TwoQ,
+    "lfu": lcs.LFU,
+    "lfuda": lcs.LFUDA,
+    "lru-k": lcs.LRUK,
+    "lirs": lcs.LIRS,
 }
 SIZES = [20, 37, 64, 150]
 
