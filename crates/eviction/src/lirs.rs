@@ -7,7 +7,9 @@
 //!   HIR entries (keys of lines that left, remembered while in `S`); its bottom is always LIR
 //!   (*pruning* drops HIR entries from the bottom); the queue `Q` holds the resident HIR lines,
 //!   its front the next victim;
-//! - until the LIR set is full every new line is LIR;
+//! - until the LIR set is full every new line is LIR; a line that becomes LIR is pruned
+//!   below (with no other LIR line, HIR entries may sit in `S` and the bottom must become
+//!   LIR again);
 //! - a hit on an LIR line moves it to `S`'s top (pruning if it was the bottom); a hit on a
 //!   resident HIR line in `S` makes it LIR at `S`'s top (leaving `Q`), and if the LIR set is
 //!   then over its share, `S`'s bottom LIR line becomes HIR at `Q`'s end (then pruning); a
@@ -204,6 +206,10 @@ impl Lirs {
         self.stack.push_front(0, slot);
         self.state[slot as usize] = LIR;
         self.lir_count += 1;
+        // The first LIR line may land on HIR entries (pushed while the LIR set was empty:
+        // a hit on a cold-inserted line, or after a resize to one line): prune them so the
+        // bottom is LIR again. Otherwise the bottom is already LIR and this is O(1).
+        self.prune();
         self.demote_excess_lir();
     }
 

@@ -160,6 +160,19 @@ proptest! {
         start in 0usize..40,
         ops in resize_ops(90, 40),
     ) {
+        check_resizes(kind, max_capacity, start, ops)?;
+    }
+}
+
+/// Replays `ops` on the policy, the same policy grown slot by slot, and its model; all three
+/// must agree step by step.
+fn check_resizes(
+    kind: EvictionKind,
+    max_capacity: usize,
+    start: usize,
+    ops: Vec<ResizeOp>,
+) -> Result<(), TestCaseError> {
+    {
         let capacity = start.min(max_capacity);
         let mut real = Harness::with_slot_limit(kind, capacity, max_capacity);
         // The same policy built with the smallest slot limit and grown as slots need: the
@@ -173,26 +186,54 @@ proptest! {
                 ResizeOp::Access(k) => {
                     let k = k % keys;
                     let got = real.access(k, &pinned);
-                    prop_assert_eq!(grown.access(k, &pinned), got, "step {} grown access {}", i, k);
+                    prop_assert_eq!(
+                        grown.access(k, &pinned),
+                        got,
+                        "step {} grown access {}",
+                        i,
+                        k
+                    );
                     prop_assert_eq!(got, model.access(k, &pinned), "step {} access {}", i, k);
                 }
                 ResizeOp::AccessCold(k) => {
                     let k = k % keys;
                     let got = real.access_cold(k, &pinned);
-                    prop_assert_eq!(grown.access_cold(k, &pinned), got, "step {} grown cold access {}", i, k);
-                    prop_assert_eq!(got, model.access_cold(k, &pinned), "step {} cold access {}", i, k);
+                    prop_assert_eq!(
+                        grown.access_cold(k, &pinned),
+                        got,
+                        "step {} grown cold access {}",
+                        i,
+                        k
+                    );
+                    prop_assert_eq!(
+                        got,
+                        model.access_cold(k, &pinned),
+                        "step {} cold access {}",
+                        i,
+                        k
+                    );
                 }
                 ResizeOp::Remove(k) => {
                     let got = real.remove(k % keys);
                     prop_assert_eq!(grown.remove(k % keys), got);
                     prop_assert_eq!(got, model.remove(k % keys));
                 }
-                ResizeOp::Pin(k) => { pinned.insert(k % keys); }
-                ResizeOp::Unpin(k) => { pinned.remove(&(k % keys)); }
+                ResizeOp::Pin(k) => {
+                    pinned.insert(k % keys);
+                }
+                ResizeOp::Unpin(k) => {
+                    pinned.remove(&(k % keys));
+                }
                 ResizeOp::SetCapacity(c) => {
                     let cap = c.min(max_capacity);
                     let got = real.set_capacity(cap, &pinned);
-                    prop_assert_eq!(&grown.set_capacity(cap, &pinned), &got, "step {} grown capacity {}", i, cap);
+                    prop_assert_eq!(
+                        &grown.set_capacity(cap, &pinned),
+                        &got,
+                        "step {} grown capacity {}",
+                        i,
+                        cap
+                    );
                     prop_assert_eq!(grown.policy.capacity(), cap);
                     let want = model.set_capacity(cap, &pinned);
                     prop_assert_eq!(&got, &want, "step {} capacity {}", i, cap);
@@ -208,4 +249,51 @@ proptest! {
             prop_assert_eq!(model.model.len(), real.resident_count());
         }
     }
+    Ok(())
+}
+
+/// LIRS: a cold-inserted line hit while the LIR set is empty enters `S` as resident HIR;
+/// the first LIR line must then prune it from `S`'s bottom (the bottom is always LIR), so
+/// its next hit keeps it HIR (at `Q`'s end) instead of making it LIR. Before the fix the
+/// policy kept the entry below the LIR bottom and evicted 14 at the last step, the model
+/// (pruning only at a later LIR hit) 12.
+#[test]
+fn lirs_prunes_below_first_lir_line() {
+    use ResizeOp::{Access, AccessCold};
+    let ops = vec![
+        AccessCold(12), // cold: resident HIR at Q's front, not in S
+        Access(12),     // hit, not in S: into S (top), stays HIR
+        Access(3),      // first LIR line: 12's entry below it is pruned
+        Access(3),
+        Access(6),
+        Access(8),
+        AccessCold(12), // a hit: 12 is not in S, so it stays HIR, at Q's end
+        Access(10),
+        Access(13),
+        Access(15),
+        Access(16),
+        Access(13),
+        Access(11),
+        Access(9),
+        Access(0),
+        Access(1),
+        Access(17),
+        Access(21),
+        Access(2),
+        Access(4),
+        Access(14),     // the LIR set (16 of 17) is full: 14 enters HIR behind 12
+        AccessCold(22), // full: Q's front, 12, is the victim
+    ];
+    check_resizes(EvictionKind::Lirs, 17, 17, ops.clone()).unwrap();
+    let mut real = Harness::with_slot_limit(EvictionKind::Lirs, 17, 17);
+    let none = HashSet::new();
+    let mut last = None;
+    for op in ops {
+        last = Some(match op {
+            Access(k) => real.access(k, &none),
+            AccessCold(k) => real.access_cold(k, &none),
+            _ => unreachable!(),
+        });
+    }
+    assert_eq!(last, Some(Outcome::Miss { victim: Some(12) }));
 }

@@ -358,6 +358,8 @@ impl LirsModel {
         }
         self.stack.insert(0, (key, M_LIR));
         self.lir.push(key);
+        // S's bottom is LIR: entries left below the first LIR line go.
+        self.prune();
         self.demote_excess();
     }
 
