@@ -57,6 +57,7 @@ mod lru;
 mod mru;
 mod s3fifo;
 mod sieve;
+mod sketch;
 
 pub use arc::ArcPolicy;
 pub use clock::Clock;
@@ -65,6 +66,7 @@ pub use lru::Lru;
 pub use mru::Mru;
 pub use s3fifo::{S3Fifo, S3FifoConfig};
 pub use sieve::Sieve;
+pub use sketch::FrequencySketch;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
