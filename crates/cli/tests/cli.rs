@@ -193,6 +193,18 @@ fn bad_configs_are_named_with_exit_2() {
         &["sim", "--set", "cache.promotion={policy='nhit', n=0}"],
         "promotion.n",
     );
+    fails_naming(
+        &["sim", "--set", "cache.admission={policy='probabilistic', probability=2}"],
+        "admission.probability",
+    );
+    fails_naming(
+        &["sim", "--set", "cache.admission={policy='tinylfu', bogus=1}"],
+        "cache.admission.bogus",
+    );
+    fails_naming(
+        &["sim", "--set", "cache.admission={policy='lfu'}"],
+        "cache.admission",
+    );
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "[cache]\ncapacity = = 3\n").unwrap();

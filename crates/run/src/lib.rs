@@ -22,6 +22,7 @@ pub mod bench_trace;
 pub mod errors;
 pub mod experiment;
 pub mod file_level;
+pub mod opt_gap;
 pub mod hierarchy;
 pub mod progress;
 pub mod python;

@@ -14,7 +14,7 @@ mod belady;
 mod index;
 mod lines;
 
-pub use belady::hit_ratio_belady;
+pub use belady::{hit_ratio_belady, hit_ratio_belady_with_index};
 #[cfg(test)]
 mod tests;
 
