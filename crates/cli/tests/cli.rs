@@ -194,11 +194,19 @@ fn bad_configs_are_named_with_exit_2() {
         "promotion.n",
     );
     fails_naming(
-        &["sim", "--set", "cache.admission={policy='probabilistic', probability=2}"],
+        &[
+            "sim",
+            "--set",
+            "cache.admission={policy='probabilistic', probability=2}",
+        ],
         "admission.probability",
     );
     fails_naming(
-        &["sim", "--set", "cache.admission={policy='tinylfu', bogus=1}"],
+        &[
+            "sim",
+            "--set",
+            "cache.admission={policy='tinylfu', bogus=1}",
+        ],
         "cache.admission.bogus",
     );
     fails_naming(

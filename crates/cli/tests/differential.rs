@@ -223,7 +223,10 @@ fn both_executors_make_the_same_admission_decisions() {
         let sim = simulated(&cfg, &reqs);
         assert!(sim.evictions > 50, "{admission:?}: the cache never filled");
         let refused = sim.bypasses_for(tiercache_policy::BypassReason::Admission);
-        assert!(refused > 100, "{admission:?}: only {refused} lines turned away");
+        assert!(
+            refused > 100,
+            "{admission:?}: only {refused} lines turned away"
+        );
         let mut core = ShardedCache::new(&cfg).unwrap();
         let eng = executed(&cfg, Lookup::HtFg, &reqs, Some(&mut core));
         assert_eq!(sim, eng, "{admission:?}: simulator vs engine");

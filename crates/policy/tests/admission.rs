@@ -226,7 +226,10 @@ fn zipf_with_scans(eviction: EvictionKind, admission: AdmissionConfig) -> f64 {
             scan += 1;
         } else {
             let line = zipf.sample(&mut rng) as u64 - 1;
-            hits += c.access(&read(0, line * 4096, 4096), None).unwrap().line_hits as u64;
+            hits += c
+                .access(&read(0, line * 4096, 4096), None)
+                .unwrap()
+                .line_hits as u64;
             reads += 1;
         }
     }
@@ -239,7 +242,10 @@ fn zipf_with_scans(eviction: EvictionKind, admission: AdmissionConfig) -> f64 {
 #[test]
 fn tinylfu_admission_beats_no_admission_on_a_scan_polluted_zipf_trace() {
     let plain = zipf_with_scans(EvictionKind::Lru, AdmissionConfig::All);
-    let tiny = zipf_with_scans(EvictionKind::Lru, AdmissionConfig::Tinylfu { sketch_ratio: 1.0 });
+    let tiny = zipf_with_scans(
+        EvictionKind::Lru,
+        AdmissionConfig::Tinylfu { sketch_ratio: 1.0 },
+    );
     let bloom = zipf_with_scans(
         EvictionKind::Lru,
         AdmissionConfig::Bloom {
@@ -247,7 +253,9 @@ fn tinylfu_admission_beats_no_admission_on_a_scan_polluted_zipf_trace() {
             bits_per_key: 10,
         },
     );
-    eprintln!("zipf hit ratio with scans, LRU: all {plain:.4}, tinylfu {tiny:.4}, bloom {bloom:.4}");
+    eprintln!(
+        "zipf hit ratio with scans, LRU: all {plain:.4}, tinylfu {tiny:.4}, bloom {bloom:.4}"
+    );
     assert!(tiny > plain * 1.15, "tinylfu {tiny} vs none {plain}");
     assert!(bloom > plain * 1.05, "bloom {bloom} vs none {plain}");
 }

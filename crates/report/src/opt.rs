@@ -43,7 +43,8 @@ pub(crate) fn gap_section(designs: &[Design<'_>], shown: &dyn Fn(&str) -> String
     out.push_str("</tr>");
     let num = |d: &Design<'_>, path: &str| d.stat(path).map(|s| s.mean);
     let cell = |x: Option<f64>| x.map_or_else(|| "—".to_string(), fmt_num);
-    let percent = |x: Option<f64>| x.map_or_else(|| "—".to_string(), |x| format!("{:+.1}%", x * 100.0));
+    let percent =
+        |x: Option<f64>| x.map_or_else(|| "—".to_string(), |x| format!("{:+.1}%", x * 100.0));
     for d in designs {
         let Some(opt) = num(d, "metrics.opt.miss_ratio") else {
             let _ = write!(

@@ -84,7 +84,9 @@ fn memo() -> &'static Memo {
 /// Why a run has no optimum to compare with, or `None` when it has.
 pub fn opt_not_applicable(e: &Experiment) -> Option<&'static str> {
     if e.mode != RunMode::HitRatio {
-        Some("a timed run: the gap to OPT is computed for hit-ratio runs (run.mode = \"hit-ratio\")")
+        Some(
+            "a timed run: the gap to OPT is computed for hit-ratio runs (run.mode = \"hit-ratio\")",
+        )
     } else if !matches!(e.workload, Workload::Trace(_)) {
         Some("not a trace replay: OPT needs the requests' future (workload.trace)")
     } else {
