@@ -29,8 +29,9 @@ impl Cache {
             return Err(BypassReason::NoSpace);
         }
         let mut stage = 0;
-        // Asked before the free slot is taken; a partition whose free slot turns out to be
-        // held by a shrink's write-back asks again below, with the victim in view.
+        // Asked before the free slot is taken. A partition whose free slot turns out to be
+        // held by another's shrink evicts one of its own lines below without asking again:
+        // the candidate was admitted (rare, and only while partitions are resized).
         let mut admitted = false;
         if self.admission_filters && part.used < part.capacity {
             if !self.admission.admit(key, None) {
