@@ -78,7 +78,10 @@ fn hit_ratio_trace_points_carry_their_gap_to_opt() {
     assert_eq!(ok.len(), 5, "{err}");
     let failed: Vec<_> = recs.iter().filter(|r| r["status"] != "ok").collect();
     assert_eq!(failed.len(), 1);
-    assert!(failed[0]["error"].as_str().unwrap().contains("cache.admission"));
+    assert!(failed[0]["error"]
+        .as_str()
+        .unwrap()
+        .contains("cache.admission"));
     let mut opt_ratios = Vec::new();
     for r in &ok {
         let m = &r["record"]["metrics"];
@@ -89,7 +92,10 @@ fn hit_ratio_trace_points_carry_their_gap_to_opt() {
         let gap = opt["gap_miss_ratio"].as_f64().unwrap();
         assert!((gap - (miss - opt_miss)).abs() < 1e-12);
         assert!(gap >= -1e-12, "{}: misses less than OPT", r["name"]);
-        let eviction = r["axes"]["eviction"].as_str().unwrap_or_default().to_string();
+        let eviction = r["axes"]["eviction"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let admission = &r["record"]["config"]["cache"]["admission"]["policy"];
         if r["name"].as_str().unwrap().contains("belady") {
             assert!(gap.abs() < 1e-12, "belady's own gap: {gap}");
@@ -98,18 +104,24 @@ fn hit_ratio_trace_points_carry_their_gap_to_opt() {
         if admission == "tinylfu" {
             // Not a schedule of the bound's model: said so, no numbers.
             assert!(wb.is_null(), "{eviction}");
-            assert!(opt["writeback_note"].as_str().unwrap().contains("admission"));
+            assert!(opt["writeback_note"]
+                .as_str()
+                .unwrap()
+                .contains("admission"));
         } else {
-            let (bound, cost) = (
-                wb["bound"].as_f64().unwrap(),
-                wb["cost"].as_f64().unwrap(),
+            let (bound, cost) = (wb["bound"].as_f64().unwrap(), wb["cost"].as_f64().unwrap());
+            assert!(
+                bound > 0.0 && cost >= bound,
+                "cost {cost} below bound {bound}"
             );
-            assert!(bound > 0.0 && cost >= bound, "cost {cost} below bound {bound}");
             assert_eq!(wb["read_cost"], 1.0);
         }
     }
     // One OPT for the trace and size, whatever the design.
-    assert!(opt_ratios.windows(2).all(|w| w[0] == w[1]), "{opt_ratios:?}");
+    assert!(
+        opt_ratios.windows(2).all(|w| w[0] == w[1]),
+        "{opt_ratios:?}"
+    );
     // The tidy table has the columns.
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     let header = csv.lines().next().unwrap();
