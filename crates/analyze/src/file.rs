@@ -23,8 +23,11 @@ pub struct FileOptions {
     pub input: InputOptions,
     /// Line size in bytes.
     pub line_size: u64,
-    /// Cache sizes (lines) for the curves; empty: powers of two.
+    /// Cache sizes (lines) for the curves; empty (and no `footprint_fractions`): powers of two.
     pub sizes: Vec<u64>,
+    /// More cache sizes, as fractions of the trace's footprint (0.01 is 1 %: the lines a
+    /// first pass over the trace finds its reads and writes touching, rounded up).
+    pub footprint_fractions: Vec<f64>,
     /// Fixed-rate SHARDS at this sampling rate, in (0, 1].
     pub shards_rate: Option<f64>,
     /// Fixed-size SHARDS tracking at most this many lines (at least 1).
@@ -57,6 +60,7 @@ impl FileOptions {
             input: InputOptions::default(),
             line_size: d.line_size,
             sizes: Vec::new(),
+            footprint_fractions: Vec::new(),
             shards_rate: None,
             shards_max_entries: None,
             exact: false,
@@ -192,10 +196,41 @@ pub fn analyze_file_with_progress(
             opts.burst_factor
         )));
     }
+    if let Some(f) = opts
+        .footprint_fractions
+        .iter()
+        .find(|f| !(**f > 0.0 && **f <= 1.0))
+    {
+        return Err(bad(format!(
+            "--sizes {}%: a share of the footprint must be in (0, 100]",
+            f * 100.0
+        )));
+    }
+    let mut sizes = opts.sizes.clone();
+    if !opts.footprint_fractions.is_empty() {
+        // A first pass for the footprint: the sizes must be known before the curves start.
+        let stats = tiercache_trace::stats::stats(
+            &opts.file,
+            opts.input.format,
+            &read,
+            &tiercache_trace::stats::StatsOptions {
+                line_size: opts.line_size,
+                ..Default::default()
+            },
+        )?;
+        let footprint = stats.footprint_lines;
+        sizes.extend(
+            opts.footprint_fractions
+                .iter()
+                .map(|f| ((footprint as f64 * f).ceil() as u64).max(1)),
+        );
+        sizes.sort_unstable();
+        sizes.dedup();
+    }
     let mut reader = tiercache_trace::open(&opts.file, opts.input.format, &read)?;
     let mut analyzer = Analyzer::new(Options {
         line_size: opts.line_size,
-        sizes: opts.sizes.clone(),
+        sizes,
         shards_rate: opts.shards_rate,
         shards_max_entries: opts.shards_max_entries,
         write_reuse_threshold: opts.write_reuse_threshold,

@@ -19,9 +19,11 @@ pub struct AnalyzeArgs {
     /// Line size in bytes.
     #[arg(long, default_value_t = 4096)]
     pub line_size: u64,
-    /// Cache sizes (lines) for the curves, comma separated; default: powers of two.
-    #[arg(long, value_delimiter = ',')]
-    pub sizes: Vec<u64>,
+    /// Cache sizes for the curves, comma separated: lines, or a share of the trace's footprint
+    /// (`1%,5%,10%,30%`: a first pass over the trace counts the lines its reads and writes
+    /// touch); default: powers of two.
+    #[arg(long, value_delimiter = ',', value_parser = parse_size)]
+    pub sizes: Vec<SizeArg>,
     /// Estimate the curve with fixed-rate SHARDS at this sampling rate (e.g. 0.01) instead of
     /// the exact stacks (see --exact).
     #[arg(long)]
@@ -77,7 +79,22 @@ impl AnalyzeArgs {
             file: self.file.clone(),
             input: self.input.options(),
             line_size: self.line_size,
-            sizes: self.sizes.clone(),
+            sizes: self
+                .sizes
+                .iter()
+                .filter_map(|s| match s {
+                    SizeArg::Lines(n) => Some(*n),
+                    SizeArg::Footprint(_) => None,
+                })
+                .collect(),
+            footprint_fractions: self
+                .sizes
+                .iter()
+                .filter_map(|s| match s {
+                    SizeArg::Footprint(f) => Some(*f),
+                    SizeArg::Lines(_) => None,
+                })
+                .collect(),
             shards_rate: self.shards_rate,
             shards_max_entries: self.shards_max_entries,
             exact: self.exact,
@@ -89,6 +106,35 @@ impl AnalyzeArgs {
             opt: self.opt || self.writeback_cost.is_some(),
             writeback: self.writeback_cost,
         }
+    }
+}
+
+/// One `--sizes` value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SizeArg {
+    /// A number of lines.
+    Lines(u64),
+    /// A fraction of the footprint (`5%` is 0.05).
+    Footprint(f64),
+}
+
+/// `N` lines or `P%` of the footprint (0 < P ≤ 100).
+fn parse_size(s: &str) -> Result<SizeArg, String> {
+    let s = s.trim();
+    match s.strip_suffix('%') {
+        Some(p) => p
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|p| *p > 0.0 && *p <= 100.0)
+            .map(|p| SizeArg::Footprint(p / 100.0))
+            .ok_or_else(|| format!("{s:?}: a share of the footprint in (0, 100] %, e.g. 5%")),
+        None => s
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n > 0)
+            .map(SizeArg::Lines)
+            .ok_or_else(|| format!("{s:?}: a number of lines (at least 1) or a share such as 5%")),
     }
 }
 

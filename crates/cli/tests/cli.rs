@@ -193,6 +193,26 @@ fn bad_configs_are_named_with_exit_2() {
         &["sim", "--set", "cache.promotion={policy='nhit', n=0}"],
         "promotion.n",
     );
+    fails_naming(
+        &[
+            "sim",
+            "--set",
+            "cache.admission={policy='probabilistic', probability=2}",
+        ],
+        "admission.probability",
+    );
+    fails_naming(
+        &[
+            "sim",
+            "--set",
+            "cache.admission={policy='tinylfu', bogus=1}",
+        ],
+        "cache.admission.bogus",
+    );
+    fails_naming(
+        &["sim", "--set", "cache.admission={policy='lfu'}"],
+        "cache.admission",
+    );
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "[cache]\ncapacity = = 3\n").unwrap();
@@ -433,6 +453,23 @@ fn analyze_a_fixture() {
         "{first}"
     );
     fails_naming(&["analyze", trace, "--line-size", "1000"], "line-size");
+    // Sizes as shares of the footprint (1,917 lines of 4 KiB): 10% is 192 lines, beside 50.
+    let out = tiercache(&["analyze", trace, "--json", "--sizes", "10%,50"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let a: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lines: Vec<u64> = a["curve"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["lines"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lines, [50, 192]);
+    fails_naming(&["analyze", trace, "--sizes", "0%"], "--sizes");
+    fails_naming(&["analyze", trace, "--sizes", "150%"], "--sizes");
     fails_naming(
         &["analyze", "/nonexistent/trace.csv"],
         "/nonexistent/trace.csv",

@@ -185,3 +185,50 @@ fn one_request_at_a_time_both_executors_make_the_same_decisions() {
     // Requests cut into pieces on two shards were part of the streams, counted once each.
     assert!(crossing > 100, "only {crossing} requests crossed shards");
 }
+
+/// Each admission policy in front of the core, in both executors: the same decisions request
+/// by request (probabilistic admission draws from its seeded stream in the same order in
+/// both; TinyLFU and the Bloom filters see the same accesses), with writes turned away too.
+#[test]
+fn both_executors_make_the_same_admission_decisions() {
+    use tiercache_policy::AdmissionConfig;
+    for (admission, policy, shards) in [
+        (
+            AdmissionConfig::Probabilistic {
+                probability: 0.4,
+                seed: 9,
+            },
+            WritePolicy::WriteBack,
+            1,
+        ),
+        (
+            AdmissionConfig::Tinylfu { sketch_ratio: 1.0 },
+            WritePolicy::WriteBack,
+            16,
+        ),
+        (
+            AdmissionConfig::Bloom {
+                window_ratio: 1.0,
+                bits_per_key: 10,
+            },
+            WritePolicy::WriteThrough,
+            1,
+        ),
+    ] {
+        let cfg = CacheConfig {
+            admission: admission.clone(),
+            ..config(policy, 4096, PromotionConfig::Always, shards)
+        };
+        let reqs = requests(0xadd1, 4000);
+        let sim = simulated(&cfg, &reqs);
+        assert!(sim.evictions > 50, "{admission:?}: the cache never filled");
+        let refused = sim.bypasses_for(tiercache_policy::BypassReason::Admission);
+        assert!(
+            refused > 100,
+            "{admission:?}: only {refused} lines turned away"
+        );
+        let mut core = ShardedCache::new(&cfg).unwrap();
+        let eng = executed(&cfg, Lookup::HtFg, &reqs, Some(&mut core));
+        assert_eq!(sim, eng, "{admission:?}: simulator vs engine");
+    }
+}

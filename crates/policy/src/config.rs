@@ -81,6 +81,45 @@ pub enum PromotionConfig {
     Never,
 }
 
+/// Admission policy, docs/design.md §4.3: whether a missed line may take a line of the cache
+/// at all, asked for read promotions and write allocations alike once the victim is known.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "policy", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum AdmissionConfig {
+    /// Admit every line (no filter).
+    #[serde(deserialize_with = "no_fields")]
+    All,
+    /// Admit each candidate with a fixed probability, from a seeded stream.
+    Probabilistic {
+        /// Probability of admission (0.0..=1.0).
+        probability: f64,
+        /// Seed of the stream of draws (each policy shard draws from its own copy).
+        #[serde(default)]
+        seed: u64,
+    },
+    /// TinyLFU: admit a candidate only if its estimated recent frequency (a count-min sketch
+    /// of every access, aged) exceeds the victim's.
+    Tinylfu {
+        /// Sketch width as a multiple of the cache's line count (default 1.0).
+        #[serde(default = "default_table_ratio")]
+        sketch_ratio: f64,
+    },
+    /// Second-hit: admit a line on its second miss within a window, misses remembered in two
+    /// generations of Bloom filters (bounded memory).
+    Bloom {
+        /// Keys per window as a multiple of the cache's line count (default 1.0).
+        #[serde(default = "default_table_ratio")]
+        window_ratio: f64,
+        /// Bits of filter per key of a window (default 10: a false-positive rate near 1 %).
+        #[serde(default = "default_bits_per_key")]
+        bits_per_key: u32,
+    },
+}
+
+fn default_bits_per_key() -> u32 {
+    10
+}
+
 /// Reads the table of a parameterless variant (its tag already taken), which must be empty:
 /// serde lets an internally tagged unit variant ignore extra keys, and
 /// `{ policy = "always", n = 3 }` must be an error naming `n`, not an `always` that looks
@@ -183,6 +222,8 @@ pub struct CacheConfig {
     pub eviction: EvictionKind,
     /// Promotion policy.
     pub promotion: PromotionConfig,
+    /// Admission policy (asked after promotion, for writes too; docs/design.md §4.3).
+    pub admission: AdmissionConfig,
     /// Write policy applied to every volume unless overridden.
     pub write_policy: WritePolicy,
     /// Cleaning policy.
@@ -221,6 +262,7 @@ impl Default for CacheConfig {
             line_size: 4096,
             eviction: EvictionKind::Lru,
             promotion: PromotionConfig::Always,
+            admission: AdmissionConfig::All,
             write_policy: WritePolicy::WriteBack,
             cleaning: CleaningConfig::Lazy {
                 idle_ns: default_idle_ns(),

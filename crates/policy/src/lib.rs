@@ -9,7 +9,9 @@
 //! The layout follows the policy families of OCF:
 //! - `metadata/`: the line table (slots, tags, sector bitmaps) and the dirty list;
 //! - `engine/`: the write policies (cache modes) as one table;
-//! - `promotion/`: admission policies (always, nhit, SMQ, never);
+//! - `promotion/`: which read misses to promote (always, nhit, SMQ, never);
+//! - `admission/`: whether a missed line may take a line at all, victim in view (all,
+//!   probabilistic, TinyLFU, Bloom-filter second hit), for reads and writes;
 //! - `cleaning/`: when to flush (lazy, aggressive, threshold);
 //! - `victim/`: what happens to clean victims (drop, or demote to the level below);
 //! - `balancing/`: load balancing between cache and backend, polled per interval by both
@@ -27,6 +29,7 @@
 
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod balancing;
 pub mod cache;
 pub mod cleaning;
@@ -48,8 +51,8 @@ pub use cache::{
 };
 pub use cleaning::CleaningOrder;
 pub use config::{
-    CacheConfig, CleaningConfig, DirtyFullPolicy, EvictionKind, PartitionConfig, PromotionConfig,
-    WritePolicy,
+    AdmissionConfig, CacheConfig, CleaningConfig, DirtyFullPolicy, EvictionKind, PartitionConfig,
+    PromotionConfig, WritePolicy,
 };
 pub use executor::{Background, Decide, DeviceLoad, EngineCore, PolicyCore, Report};
 pub use partition::{PartitionId, PartitionInfo};

@@ -18,16 +18,19 @@ pub enum BypassReason {
     /// The volume's partition has no lines at all, or has room but no free line yet (another
     /// partition's shrink is still writing its lines back) and none of its own to evict.
     NoSpace,
+    /// The admission policy turned the line away (docs/design.md §4.3).
+    Admission,
 }
 
 impl BypassReason {
     /// All reasons, in report order.
-    pub const ALL: [BypassReason; 5] = [
+    pub const ALL: [BypassReason; 6] = [
         BypassReason::NotHotYet,
         BypassReason::Mode,
         BypassReason::DirtyFull,
         BypassReason::AllPinned,
         BypassReason::NoSpace,
+        BypassReason::Admission,
     ];
 
     /// Name used in reports.
@@ -38,6 +41,7 @@ impl BypassReason {
             BypassReason::DirtyFull => "dirty-full",
             BypassReason::AllPinned => "all-pinned",
             BypassReason::NoSpace => "no-space",
+            BypassReason::Admission => "admission",
         }
     }
 }
@@ -102,7 +106,7 @@ pub struct CacheStats {
     /// Bytes of dirty data dropped by trim (the application discarded them).
     pub trimmed_dirty_bytes: u64,
     /// Line-level bypasses by reason (indexed as [`BypassReason::ALL`]).
-    pub bypasses: [u64; 5],
+    pub bypasses: [u64; 6],
     /// Times the load balancer was polled (once per interval it ran).
     pub balancer_polls: u64,
     /// Requests (pieces, on a sharded cache) the load balancer sent past the cache.

@@ -311,7 +311,7 @@ fn open_trace(
 /// Analyses a trace as `tiercache analyze --json` does and returns that JSON (`opt`: Belady's
 /// OPT curve too; `writeback_cost = (read, write)`: the write-back cost bound and policies' costs).
 #[pyfunction]
-#[pyo3(signature = (path, format=None, skip_bad=false, line_size=4096, sizes=Vec::new(), shards_rate=None, shards_max_entries=None, exact=false, policies=Vec::new(), minisim_rate=0.01, write_reuse_threshold=0.5, interval="1s".to_string(), burst_factor=2.0, oracle_line_size=4096, csv_map=None, opt=false, writeback_cost=None))]
+#[pyo3(signature = (path, format=None, skip_bad=false, line_size=4096, sizes=Vec::new(), footprint_fractions=Vec::new(), shards_rate=None, shards_max_entries=None, exact=false, policies=Vec::new(), minisim_rate=0.01, write_reuse_threshold=0.5, interval="1s".to_string(), burst_factor=2.0, oracle_line_size=4096, csv_map=None, opt=false, writeback_cost=None))]
 #[allow(clippy::too_many_arguments)]
 fn analyze(
     py: Python<'_>,
@@ -320,6 +320,7 @@ fn analyze(
     skip_bad: bool,
     line_size: u64,
     sizes: Vec<u64>,
+    footprint_fractions: Vec<f64>,
     shards_rate: Option<f64>,
     shards_max_entries: Option<usize>,
     exact: bool,
@@ -352,6 +353,7 @@ fn analyze(
         },
         line_size,
         sizes,
+        footprint_fractions,
         shards_rate,
         shards_max_entries,
         exact,

@@ -120,3 +120,31 @@ def test_ray_without_the_python_package_says_how_to_get_it(cli, data, tmp_path):
     p = subprocess.run([cli.path, "sweep", str(data / "small-sweep.toml"), "-o", str(tmp_path), "--ray"], env=env, capture_output=True, text=True)
     assert p.returncode != 0
     assert "tiercache Python package" in p.stderr and "no-python" in p.stderr
+
+
+def test_hit_ratio_trace_points_carry_their_gap_to_opt(traces, tmp_path):
+    """The sweep records' `metrics.opt` (docs/design.md §9) reach Python as columns: OPT's miss
+    ratio is one for the trace and size, no design misses less, Belady's gap is zero."""
+    (tmp_path / "base.toml").write_text(
+        "[run]\nmode = 'hit-ratio'\n"
+        f"[workload]\ntrace = '{traces / 'msr-hm0-sample.csv'}'\n"
+        "[cache]\ncapacity = '64KiB'\n"
+    )
+    spec = tmp_path / "sweep.toml"
+    spec.write_text(
+        'name = "opt-gap"\nbase = "base.toml"\n'
+        '[[axis]]\nname = "eviction"\nkey = "cache.eviction"\nvalues = ["lru", "arc", "belady"]\n'
+        '[[workload]]\nname = "hm0"\n'
+    )
+    out = tmp_path / "out"
+    res = tiercache.sweep(spec, out, jobs=1, progress=False)
+    assert res.summary["ok"] == 3
+    df = tiercache.load_results(out)
+    for col in ("metrics.opt.miss_ratio", "metrics.opt.gap_miss_ratio", "metrics.opt.writeback.bound"):
+        assert col in df.columns, col
+    assert df["metrics.opt.miss_ratio"].nunique() == 1
+    miss = 1.0 - df["metrics.hit_ratio"]
+    assert (miss >= df["metrics.opt.miss_ratio"] - 1e-12).all()
+    assert (df["metrics.opt.writeback.cost"] >= df["metrics.opt.writeback.bound"]).all()
+    belady = df[df["name"].str.contains("belady")]
+    assert abs(float(belady["metrics.opt.gap_miss_ratio"].iloc[0])) < 1e-12

@@ -596,6 +596,8 @@ pub fn build_report(results: &ResultSet, opts: &ReportOptions) -> Report {
             body.push_str("<p class=\"muted\">No successful run of this workload carries the compared metrics.</p>");
         }
 
+        body.push_str(&crate::opt::gap_section(&designs, &shown));
+
         // Bars.
         if !rows.is_empty() {
             body.push_str("<h3>By design</h3>");

@@ -13,6 +13,7 @@
 
 mod data;
 mod html;
+mod opt;
 mod place;
 mod tenancy;
 /// The SVG charts, from their own crate (the workload analysis draws with them too).

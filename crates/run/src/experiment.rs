@@ -386,6 +386,8 @@ impl Experiment {
             } else if cache.shards > 1 || !cache.partitions.is_empty() || cache.tenancy.partitions()
             {
                 Some("models one cache of cache.capacity: no cache.shards, partitions or partitioning tenancy")
+            } else if cache.admission != tiercache_policy::AdmissionConfig::All {
+                Some("caches every miss (MIN decides by eviction alone): cache.admission must be \"all\"")
             } else {
                 None
             };

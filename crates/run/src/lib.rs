@@ -23,6 +23,7 @@ pub mod errors;
 pub mod experiment;
 pub mod file_level;
 pub mod hierarchy;
+pub mod opt_gap;
 pub mod progress;
 pub mod python;
 pub mod sim;

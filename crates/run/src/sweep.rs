@@ -37,6 +37,18 @@ pub fn simulate_point(p: &PointSpec) -> std::result::Result<serde_json::Value, S
     }
     let out = run_experiment(&e).map_err(|e| format!("{:#}", e.into_anyhow()))?;
     let mut v = serde_json::to_value(&out.record).map_err(|e| e.to_string())?;
+    // Every design against the optimum, where there is one (docs/design.md §9, §12); the
+    // design's own result stands if the optimum cannot be computed.
+    match crate::opt_gap::gap_to_opt(&e, &out.record.metrics) {
+        Ok(Ok(gap)) => {
+            v["metrics"]["opt"] = serde_json::to_value(&gap).map_err(|e| e.to_string())?;
+        }
+        Ok(Err(_)) => {}
+        Err(err) => eprintln!(
+            "tiercache: note: point {} ({} / {}): no gap to OPT: {err:#}",
+            p.id, p.workload, p.name
+        ),
+    }
     if !out.timeline.is_empty() {
         v["timeline"] = serde_json::to_value(&out.timeline).map_err(|e| e.to_string())?;
     }

@@ -17,7 +17,7 @@ mod belady;
 mod index;
 mod lines;
 
-pub use belady::hit_ratio_belady;
+pub use belady::{hit_ratio_belady, hit_ratio_belady_with_index};
 #[cfg(test)]
 mod tests;
 
@@ -310,6 +310,9 @@ pub fn batched_supports(cfg: &CacheConfig) -> Result<(), &'static str> {
     }
     if cfg.promotion != PromotionConfig::Always {
         return Err("a promotion policy other than `always`");
+    }
+    if cfg.admission != tiercache_policy::AdmissionConfig::All {
+        return Err("an admission policy other than `all`");
     }
     let rules = cfg.write_policy.rules();
     if rules.reads_bypass_cache || rules.read_miss != tiercache_policy::engine::ReadMiss::Promote {

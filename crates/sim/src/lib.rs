@@ -58,8 +58,8 @@ pub use config::{RunLimits, SimConfig, VolumeBackend};
 pub use device::{DeviceConfig, DeviceModel, LinkConfig, RaidLevel, PRESETS};
 pub use exec::{simulate, simulate_with, SimObserver, SimOutput};
 pub use hit_ratio::{
-    batched_supports, hit_ratio_batched, hit_ratio_belady, hit_ratio_only, hit_ratio_only_iter,
-    BatchedOutcome, IterBatches, RequestBatches,
+    batched_supports, hit_ratio_batched, hit_ratio_belady, hit_ratio_belady_with_index,
+    hit_ratio_only, hit_ratio_only_iter, BatchedOutcome, IterBatches, RequestBatches,
 };
 pub use host::{HostConfig, LookupArch};
 pub use stats::{fill_policy_metrics, stats_diff};

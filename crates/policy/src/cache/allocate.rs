@@ -12,6 +12,12 @@ impl Cache {
     /// Finds a slot for `key` in partition `p`, evicting (and, if dirty, writing back) a victim
     /// when the partition is full. Returns the slot and the first stage at which it may be
     /// written. Victim write-back ops are critical for writes (the write waits for them).
+    ///
+    /// The admission policy (docs/design.md §4.3) is asked once the line `key` would take is
+    /// known: a free line, or the victim the eviction policy chose. Turned away, `key` is not
+    /// cached ([`BypassReason::Admission`]) and the victim stays: it goes back into the
+    /// policy at its evict-next end ([`tiercache_eviction::Eviction::insert_cold`]), where it
+    /// was for the recency policies, FIFO and CLOCK.
     pub(super) fn allocate(
         &mut self,
         p: usize,
@@ -23,6 +29,17 @@ impl Cache {
             return Err(BypassReason::NoSpace);
         }
         let mut stage = 0;
+        // Asked before the free slot is taken. A partition whose free slot turns out to be
+        // held by another's shrink evicts one of its own lines below without asking again:
+        // the candidate was admitted (rare, and only while partitions are resized).
+        let mut admitted = false;
+        if self.admission_filters && part.used < part.capacity {
+            if !self.admission.admit(key, None) {
+                return Err(BypassReason::Admission);
+            }
+            admitted = true;
+        }
+        let part = &self.parts[p];
         // Capacities sum to at most the slot count, so a partition below its capacity finds a
         // free slot unless another partition's shrink still holds lines it is writing back:
         // then this one makes room among its own lines, or goes around the cache.
@@ -63,6 +80,10 @@ impl Cache {
             };
             let m = self.table.meta(victim);
             debug_assert!(m.resident && !m.pinned && m.partition as usize == p);
+            if self.admission_filters && !admitted && !self.admission.admit(key, Some(m.key)) {
+                self.parts.order(p).keep_victim(victim, m.key);
+                return Err(BypassReason::Admission);
+            }
             // A request may evict a line it touched itself (a long request over a small cache):
             // its ops on the victim's slot must finish before the slot is written back or reused.
             let (lo, hi) = (self.cache_addr(victim, 0), self.cache_addr(victim + 1, 0));

@@ -8,7 +8,7 @@ use super::{validate, Cache, PolicyError};
 use crate::config::CacheConfig;
 
 impl Cache {
-    /// Puts `cfg`'s write policy, cleaning, promotion and balancing in force where they differ
+    /// Puts `cfg`'s write policy, cleaning, promotion, admission and balancing in force where they differ
     /// from the ones in force, after checking them as [`Cache::new`] does (on an error nothing
     /// changed). A new write policy applies to every volume (per-volume ones are cleared). The
     /// other fields of `cfg` are not read: what is part of the layout (capacity, line size,
@@ -18,6 +18,7 @@ impl Cache {
         next.write_policy = cfg.write_policy;
         next.cleaning = cfg.cleaning.clone();
         next.promotion = cfg.promotion.clone();
+        next.admission = cfg.admission.clone();
         next.balancing = cfg.balancing.clone();
         validate::check(&next, self.capacity_lines())?;
         if next.write_policy != self.cfg.write_policy {
@@ -30,6 +31,11 @@ impl Cache {
         if next.promotion != self.cfg.promotion {
             self.promotion = crate::promotion::build(&next.promotion, self.capacity_lines());
             self.promotion_learns = self.promotion.learns_from_hits();
+        }
+        if next.admission != self.cfg.admission {
+            self.admission = crate::admission::build(&next.admission, self.capacity_lines());
+            self.admission_learns = self.admission.learns_from_accesses();
+            self.admission_filters = next.admission != crate::config::AdmissionConfig::All;
         }
         if next.balancing != self.cfg.balancing {
             self.set_balancer(crate::balancing::build(&next.balancing));

@@ -10,6 +10,7 @@
 //! its volumes, moved by one `counters::Counters::record` per `counters::Event`). Flush
 //! jobs in flight are tracked by `jobs::JobTracker`.
 
+use crate::admission::{self, Admission};
 use crate::cleaning::CleaningPolicy;
 use crate::config::{CacheConfig, WritePolicy};
 use crate::metadata::LineTable;
@@ -186,6 +187,11 @@ pub struct Cache {
     leaving: rustc_hash::FxHashSet<Slot>,
     promotion: Box<dyn Promotion>,
     promotion_learns: bool,
+    admission: Box<dyn Admission>,
+    /// The admission policy's [`Admission::learns_from_accesses`], asked once.
+    admission_learns: bool,
+    /// Whether an admission policy filters at all (`all` does not: the miss path skips it).
+    admission_filters: bool,
     cleaner: Box<dyn CleaningPolicy>,
     /// The cleaner's [`CleaningPolicy::acts_only_on_idle_cache`], asked once.
     cleaner_waits_for_idle: bool,
@@ -241,6 +247,7 @@ impl Cache {
         validate::check(cfg, lines)?;
         let parts = Partitions::new(cfg, lines as u32)?;
         let promotion = promotion::build(&cfg.promotion, lines);
+        let admission = admission::build(&cfg.admission, lines);
         let cleaner = crate::cleaning::build(&cfg.cleaning);
         let tenancy =
             crate::tenancy::build(&cfg.tenancy, lines - cfg.tenancy.fixed_lines(cfg.line_size));
@@ -254,6 +261,9 @@ impl Cache {
             // policies that ignore hits.
             promotion_learns: promotion.learns_from_hits(),
             promotion,
+            admission_learns: admission.learns_from_accesses(),
+            admission_filters: cfg.admission != crate::config::AdmissionConfig::All,
+            admission,
             cleaner_waits_for_idle: cleaner.acts_only_on_idle_cache(),
             cleaner,
             victims: crate::victim::build(cfg.victim),
@@ -321,6 +331,7 @@ impl Cache {
                 .sum::<usize>()
             + self.parts.numbers_bytes()
             + self.promotion.memory_bytes()
+            + self.admission.memory_bytes()
     }
 
     /// Bytes of metadata by structure (their [`total`](crate::metadata::MetadataMemory::total)
@@ -334,6 +345,7 @@ impl Cache {
                 .sum::<usize>(),
             partitions: self.parts.numbers_bytes(),
             promotion: self.promotion.memory_bytes(),
+            admission: self.admission.memory_bytes(),
             ..self.table.memory()
         }
     }

@@ -45,6 +45,9 @@ impl Cache {
         if self.promotion_learns {
             self.promotion.on_hit(key);
         }
+        if self.admission_learns {
+            self.admission.on_access(key);
+        }
         Some(AccessOutcome {
             line_hits: 1,
             full_hit: true,
@@ -67,6 +70,9 @@ impl Cache {
         let line_base = self.geo.line_start(s.index);
         let rules = mode.rules();
         let sub = self.geo.sub_size();
+        if self.admission_learns {
+            self.admission.on_access(key);
+        }
         let Some(slot) = self.table.lookup(key) else {
             out.line_misses += 1;
             let p = self.partition(vol);

@@ -3,7 +3,7 @@
 
 use super::config_error;
 use super::PolicyError;
-use crate::config::{CacheConfig, CleaningConfig, PromotionConfig};
+use crate::config::{AdmissionConfig, CacheConfig, CleaningConfig, PromotionConfig};
 
 /// Checks `cfg` for a cache of `lines` lines.
 pub(super) fn check(cfg: &CacheConfig, lines: u64) -> Result<(), PolicyError> {
@@ -38,6 +38,30 @@ pub(super) fn check(cfg: &CacheConfig, lines: u64) -> Result<(), PolicyError> {
                 "promotion.hotspot_lines",
                 "must be at least 1",
             ));
+        }
+        _ => {}
+    }
+    match cfg.admission {
+        AdmissionConfig::Probabilistic { probability, .. }
+            if !(0.0..=1.0).contains(&probability) =>
+        {
+            return Err(config_error(
+                "admission.probability",
+                format!("{probability} is not a probability in [0, 1]"),
+            ));
+        }
+        AdmissionConfig::Tinylfu { sketch_ratio }
+            if !(sketch_ratio > 0.0 && sketch_ratio <= 64.0) =>
+        {
+            return Err(config_error("admission.sketch_ratio", "must be in (0, 64]"));
+        }
+        AdmissionConfig::Bloom { window_ratio, .. }
+            if !(window_ratio > 0.0 && window_ratio <= 64.0) =>
+        {
+            return Err(config_error("admission.window_ratio", "must be in (0, 64]"));
+        }
+        AdmissionConfig::Bloom { bits_per_key, .. } if !(1..=64).contains(&bits_per_key) => {
+            return Err(config_error("admission.bits_per_key", "must be in 1..=64"));
         }
         _ => {}
     }

@@ -27,6 +27,9 @@ impl Cache {
         let line_base = self.geo.line_start(s.index);
         let len = s.end - s.start;
         let rules = mode.rules();
+        if self.admission_learns {
+            self.admission.on_access(key);
+        }
         let backend_write = |stage| {
             DevOp::backend(IoKind::Write, vol, line_base + s.start, len, OpCause::Write)
                 .at_stage(stage)

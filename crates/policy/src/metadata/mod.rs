@@ -31,6 +31,8 @@ pub struct MetadataMemory {
     pub partitions: usize,
     /// The promotion (admission) policy's tables.
     pub promotion: usize,
+    /// The admission policy's sketch or filters.
+    pub admission: usize,
     /// Slots changed since the executor last took them (the journal's pending list).
     pub journal: usize,
 }
@@ -45,6 +47,7 @@ impl MetadataMemory {
             + self.eviction
             + self.partitions
             + self.promotion
+            + self.admission
             + self.journal
     }
 
@@ -58,6 +61,7 @@ impl MetadataMemory {
             eviction: self.eviction + o.eviction,
             partitions: self.partitions + o.partitions,
             promotion: self.promotion + o.promotion,
+            admission: self.admission + o.admission,
             journal: self.journal + o.journal,
         }
     }

@@ -355,6 +355,11 @@ impl Order<'_> {
         self.order.insert(self.numbers, slot, key, dirty);
     }
 
+    /// See [`ReplacementOrder::keep_victim`].
+    pub(crate) fn keep_victim(&mut self, slot: Slot, key: LineKey) {
+        self.order.keep_victim(self.numbers, slot, key);
+    }
+
     /// See [`ReplacementOrder::insert_demoted`].
     pub(crate) fn insert_demoted(&mut self, slot: Slot, key: LineKey) {
         self.order.insert_demoted(self.numbers, slot, key);

@@ -219,6 +219,13 @@ impl ReplacementOrder {
         self.policy.insert_demoted(id, key);
     }
 
+    /// A victim `evict` returned stays after all (the admission policy turned the incoming
+    /// line away): back into the policy at its evict-next end.
+    pub(crate) fn keep_victim(&mut self, numbers: &mut [u32], slot: Slot, key: LineKey) {
+        let id = self.assign(numbers, slot);
+        self.policy.insert_cold(id, key);
+    }
+
     /// A demoted block the partition already holds moves to the evict-last end, unless it is
     /// held out (dirty: it stays out until marked clean).
     pub(crate) fn move_demoted(&mut self, numbers: &[u32], slot: Slot, key: LineKey) {

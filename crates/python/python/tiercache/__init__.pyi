@@ -62,6 +62,7 @@ def analyze(
     *,
     line_size: int = 4096,
     sizes: Sequence[int] = ...,
+    footprint_fractions: Sequence[float] = ...,
     shards_rate: Optional[float] = None,
     shards_max_entries: Optional[int] = None,
     exact: bool = False,

@@ -45,6 +45,7 @@ def analyze(
     skip_bad: bool = False,
     line_size: int = 4096,
     sizes: Sequence[int] = ...,
+    footprint_fractions: Sequence[float] = ...,
     shards_rate: Optional[float] = None,
     shards_max_entries: Optional[int] = None,
     exact: bool = False,

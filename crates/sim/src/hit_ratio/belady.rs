@@ -91,6 +91,18 @@ pub fn hit_ratio_belady(
     second: &mut dyn RequestBatches,
     run: &RunLimits,
 ) -> Result<RunMetrics, SimError> {
+    hit_ratio_belady_with_index(cfg, first, second, run).map(|(m, _)| m)
+}
+
+/// [`hit_ratio_belady`], also giving the next-use index of the run's line accesses (warm-up
+/// included), for the other optima of docs/design.md §12 (the write-back bound) on the same
+/// accesses.
+pub fn hit_ratio_belady_with_index(
+    cfg: &CacheConfig,
+    first: &mut dyn RequestBatches,
+    second: &mut dyn RequestBatches,
+    run: &RunLimits,
+) -> Result<(RunMetrics, FutureIndex), SimError> {
     let geo = LineGeometry::new(cfg.line_size).map_err(|e| SimError::Config {
         field: "cache.line_size".into(),
         reason: e.to_string(),
@@ -259,5 +271,6 @@ pub fn hit_ratio_belady(
         ..Default::default()
     };
     fill_policy_metrics(&mut m, &stats_diff(&start, &s));
-    Ok(m)
+    drop(reader);
+    Ok((m, future))
 }
