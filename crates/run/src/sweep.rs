@@ -102,12 +102,17 @@ pub fn run_bench_sweep(opts: &SweepOptions) -> crate::Result<RunSummary> {
             anyhow::bail!("--set {}: not read by --backend bench (it runs [cache], [engine], [serve], [workload] and [bench]); sweep it with --backend sim", key.trim());
         }
         let (spec, points) = load_points(opts)?;
-        crate::print_note(&format!(
+        // Running other than asked (--jobs) is said even under --quiet; the plain note is not.
+        let overridden = opts.jobs.filter(|j| *j != 1);
+        let note = format!(
             "--backend bench runs one point at a time (jobs = 1{}): concurrent engines and fio clients would measure each other",
-            opts.jobs
-                .filter(|j| *j != 1)
-                .map_or(String::new(), |j| format!(", not --jobs {j}"))
-        ));
+            overridden.map_or(String::new(), |j| format!(", not --jobs {j}"))
+        );
+        if overridden.is_some() {
+            eprintln!("tiercache: note: {note}");
+        } else {
+            crate::print_note(&note);
+        }
         let ci = if opts.ci { "-ci" } else { "" };
         let out = opts.out.clone().unwrap_or_else(|| {
             tiercache_sweep::default_out_dir(&format!("{}{ci}-bench", spec.name))
