@@ -9,7 +9,7 @@ use clap::Args;
 #[derive(Debug, Clone, Copy, Default, Args)]
 pub struct OutputArgs {
     /// No progress and no notes on stderr (errors still are printed).
-    #[arg(long, short, alias = "no-progress")]
+    #[arg(long, short)]
     pub quiet: bool,
     /// Print the result as JSON on stdout instead of text.
     #[arg(long)]

@@ -120,10 +120,14 @@ pub struct SweepArgs {
     /// List the points (id, workload, rep, design) without running them.
     #[arg(long)]
     pub list: bool,
-    /// `--quiet` (`-q`, also `--no-progress`): no progress bar and no notes; `--json`: the
-    /// summary (or with `--list`, the points) as one JSON document on stdout.
+    /// `--quiet` (`-q`): no progress bar and no notes; `--json`: the summary (or with
+    /// `--list`, the points) as one JSON document on stdout.
     #[command(flatten)]
     pub output: crate::output::OutputArgs,
+    /// No progress bar; notes (what each point's config means, what ran other than asked)
+    /// are still printed, unlike `--quiet`.
+    #[arg(long)]
+    pub no_progress: bool,
     /// What runs each point.
     #[arg(long, value_enum, default_value_t = BackendKind::Sim)]
     pub backend: BackendKind,
@@ -156,7 +160,7 @@ impl SweepArgs {
             retry_failed: !self.no_retry_failed,
             ci: self.ci,
             set: self.set.clone(),
-            progress: !self.output.quiet,
+            progress: !self.output.quiet && !self.no_progress,
         }
     }
 }
