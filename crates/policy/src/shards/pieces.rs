@@ -21,19 +21,7 @@ impl ShardLayout {
         req: &'a Request,
     ) -> impl Iterator<Item = (usize, Request)> + 'a {
         let empty = (req.len == 0).then_some((0, *req));
-        let cut = self
-            .pieces(req.volume, req.offset, req.len)
-            .map(move |(k, offset, len)| {
-                (
-                    k,
-                    Request {
-                        offset,
-                        len,
-                        ..*req
-                    },
-                )
-            });
-        empty.into_iter().chain(cut)
+        empty.into_iter().chain(self.demote_pieces(req))
     }
 
     /// A demote `req` cut where the owning shard changes: `(shard, piece)` in address order.

@@ -92,24 +92,26 @@ impl ShardedCache {
 }
 
 impl ShardedCache {
-    /// Plans `req`'s pieces on their shards into `pieces`, merging their plans into `plan`
-    /// (cache-device addresses moved to each shard's slots, ops ordered by stage).
-    fn plan_pieces(
+    /// Runs `each` on every `(shard, piece)` of `req` (a request's pieces when `request`: an
+    /// empty one is one piece; else a demote's, [`ShardLayout::demote_pieces`]), merging the
+    /// pieces' plans into `plan` (cache-device addresses moved to each shard's slots).
+    fn each_piece(
         &mut self,
         req: &Request,
-        plan: Option<&mut Plan>,
-        mut pieces: RequestPieces,
-    ) -> Result<RequestPieces, PolicyError> {
-        let mut plan = plan;
-        let line = self.begin(req, &mut plan)?;
+        plan: &mut Option<&mut Plan>,
+        request: bool,
+        mut each: impl FnMut(&mut Cache, &Request, Option<&mut Plan>) -> Result<(), PolicyError>,
+    ) -> Result<(), PolicyError> {
+        let line = self.begin(req, plan)?;
         let Self {
             layout,
             shards,
             piece_plan,
             ..
         } = self;
-        for (k, piece) in layout.request_pieces(req) {
-            pieces.access(
+        let empty = (request && req.len == 0).then_some((0, *req));
+        for (k, piece) in empty.into_iter().chain(layout.demote_pieces(req)) {
+            each(
                 &mut shards[k],
                 &piece,
                 plan.as_ref().map(|_| &mut *piece_plan),
@@ -118,6 +120,20 @@ impl ShardedCache {
                 Self::append_rebased(p, piece_plan, u64::from(layout.base(k)) * line);
             }
         }
+        Ok(())
+    }
+
+    /// Plans `req`'s pieces on their shards into `pieces`, merging their plans into `plan`
+    /// (ops ordered by stage).
+    fn plan_pieces(
+        &mut self,
+        req: &Request,
+        mut plan: Option<&mut Plan>,
+        mut pieces: RequestPieces,
+    ) -> Result<RequestPieces, PolicyError> {
+        self.each_piece(req, &mut plan, true, |shard, piece, p| {
+            pieces.access(shard, piece, p).map(|_| ())
+        })?;
         if let Some(p) = plan {
             // Pieces are independent: their ops run side by side, stage by stage. The sort is
             // stable, so each piece keeps its own order within a stage.
@@ -125,35 +141,18 @@ impl ShardedCache {
         }
         Ok(pieces)
     }
-}
 
-impl ShardedCache {
     /// Offers `req`'s pieces to their shards, merging their plans into `plan` as
     /// [`Self::plan_pieces`] does; counts nothing.
     fn demote_pieces(
         &mut self,
         req: &Request,
-        plan: Option<&mut Plan>,
+        mut plan: Option<&mut Plan>,
     ) -> Result<DemotePieces, PolicyError> {
-        let mut plan = plan;
-        let line = self.begin(req, &mut plan)?;
-        let Self {
-            layout,
-            shards,
-            piece_plan,
-            ..
-        } = self;
         let mut pieces = DemotePieces::new();
-        for (k, piece) in layout.demote_pieces(req) {
-            pieces.accept(
-                &mut shards[k],
-                &piece,
-                plan.as_ref().map(|_| &mut *piece_plan),
-            )?;
-            if let Some(p) = plan.as_deref_mut() {
-                Self::append_rebased(p, piece_plan, u64::from(layout.base(k)) * line);
-            }
-        }
+        self.each_piece(req, &mut plan, false, |shard, piece, p| {
+            pieces.accept(shard, piece, p).map(|_| ())
+        })?;
         Ok(pieces)
     }
 }
