@@ -20,7 +20,18 @@ impl ShardLayout {
         &'a self,
         req: &'a Request,
     ) -> impl Iterator<Item = (usize, Request)> + 'a {
-        let empty = (req.len == 0).then_some((0, *req));
+        self.cut(req, true)
+    }
+
+    /// `req` cut where the owning shard changes; a request over no byte is one piece on
+    /// shard 0 when `empty_is_a_piece` (a request), none otherwise (a demote).
+    #[inline]
+    pub(crate) fn cut<'a>(
+        &'a self,
+        req: &'a Request,
+        empty_is_a_piece: bool,
+    ) -> impl Iterator<Item = (usize, Request)> + 'a {
+        let empty = (empty_is_a_piece && req.len == 0).then_some((0, *req));
         empty.into_iter().chain(self.demote_pieces(req))
     }
 

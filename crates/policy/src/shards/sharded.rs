@@ -109,8 +109,7 @@ impl ShardedCache {
             piece_plan,
             ..
         } = self;
-        let empty = (request && req.len == 0).then_some((0, *req));
-        for (k, piece) in empty.into_iter().chain(layout.demote_pieces(req)) {
+        for (k, piece) in layout.cut(req, request) {
             each(
                 &mut shards[k],
                 &piece,
