@@ -494,12 +494,16 @@ fn demote_works_over_tls() {
 }
 
 #[test]
-fn nbds_uris_parse_print_and_refuse_psk() {
+fn nbds_uris_parse_and_print() {
+    use tiercache_nbd::client::UriCredentials;
     let u: NbdUri = "nbds://127.0.0.1:10900/disk?tls-certificates=/etc/pki/nbd&tls-hostname=srv"
         .parse()
         .unwrap();
     let t = u.tls.as_ref().unwrap();
-    assert_eq!(t.certificates, Path::new("/etc/pki/nbd"));
+    assert_eq!(
+        t.credentials,
+        UriCredentials::Certificates("/etc/pki/nbd".into())
+    );
     assert_eq!(t.hostname.as_deref(), Some("srv"));
     assert_eq!(
         u.to_string(),
@@ -512,11 +516,48 @@ fn nbds_uris_parse_print_and_refuse_psk() {
         u.to_string(),
         "nbds+unix:///x?socket=/s&tls-certificates=/c"
     );
+    // Pre-shared keys as libnbd spells them: the identity as the user or tls-username=.
+    for (uri, printed) in [
+        (
+            "nbds://alice@127.0.0.1:10900/disk?tls-psk-file=/k/keys.psk",
+            "nbds://127.0.0.1:10900/disk?tls-psk-file=/k/keys.psk&tls-username=alice",
+        ),
+        (
+            "nbds://127.0.0.1:10900/disk?tls-psk-file=/k/keys.psk&tls-username=alice",
+            "nbds://127.0.0.1:10900/disk?tls-psk-file=/k/keys.psk&tls-username=alice",
+        ),
+        (
+            "nbds+unix://alice@/disk?socket=/s&tls-psk-file=/k/keys.psk",
+            "nbds+unix:///disk?socket=/s&tls-psk-file=/k/keys.psk&tls-username=alice",
+        ),
+    ] {
+        let u: NbdUri = uri.parse().unwrap();
+        assert_eq!(
+            u.tls.as_ref().unwrap().credentials,
+            UriCredentials::Psk {
+                file: "/k/keys.psk".into(),
+                username: "alice".into()
+            },
+            "{uri}"
+        );
+        assert_eq!(u.to_string(), printed);
+        assert_eq!(printed.parse::<NbdUri>().unwrap(), u);
+    }
     for (bad, why) in [
         ("nbds://h/x", "tls-certificates=DIR"),
+        ("nbds://h/x", "tls-psk-file=FILE"),
         (
-            "nbds://h/x?tls-certificates=/c&tls-psk-file=/k",
-            "pre-shared keys",
+            "nbds://a@h/x?tls-certificates=/c&tls-psk-file=/k",
+            "give one",
+        ),
+        ("nbds://h/x?tls-psk-file=/k", "needs the identity"),
+        ("nbds://a@h/x?tls-psk-file=/k&tls-username=b", "given twice"),
+        ("nbds://a@h/x?tls-certificates=/c", "needs tls-psk-file"),
+        ("nbd://a@h/x", "belongs to nbds"),
+        ("nbd://h/x?tls-psk-file=/k", "belong to nbds"),
+        (
+            "nbds://a@h/x?tls-psk-file=/k&tls-hostname=h",
+            "tls-hostname",
         ),
         ("nbd://h/x?tls-certificates=/c", "belong to nbds"),
         (

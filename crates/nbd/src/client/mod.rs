@@ -20,7 +20,7 @@ mod status;
 mod uri;
 
 pub use status::StatusConnection;
-pub use uri::{NbdUri, Target, UriError, UriTls, DEFAULT_PORT};
+pub use uri::{NbdUri, Target, UriCredentials, UriError, UriTls, DEFAULT_PORT};
 
 /// What the server said about the export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,7 +25,9 @@ pub enum Target {
 /// An NBD URI (the subset of the NBD URI spec a backend needs): `nbd://host[:port]/[export]`
 /// or `nbd+unix:///[export]?socket=PATH`, and their TLS forms `nbds://` and `nbds+unix://`
 /// with `tls-certificates=DIR` (libnbd's parameter: `ca-cert.pem`, and `client-cert.pem`
-/// with `client-key.pem` for a client certificate) and optionally `tls-hostname=NAME`.
+/// with `client-key.pem` for a client certificate) and optionally `tls-hostname=NAME`, or
+/// with a pre-shared key: `tls-psk-file=FILE` and the identity as the URI's user
+/// (`nbds://alice@host/export`) or `tls-username=NAME`, as libnbd and qemu spell them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NbdUri {
     /// Server address.
@@ -39,12 +41,27 @@ pub struct NbdUri {
 /// The TLS settings of an `nbds://` URI.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UriTls {
-    /// Directory of PEM files, laid out as libnbd's and qemu's (`ca-cert.pem`,
-    /// `client-cert.pem`, `client-key.pem`).
-    pub certificates: PathBuf,
+    /// Certificates or a pre-shared key.
+    pub credentials: UriCredentials,
     /// The name the server's certificate must carry (default: the URI's host; `localhost`
     /// over a Unix socket).
     pub hostname: Option<String>,
+}
+
+/// How an `nbds://` client proves who it is and checks the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UriCredentials {
+    /// Directory of PEM files, laid out as libnbd's and qemu's (`ca-cert.pem`,
+    /// `client-cert.pem`, `client-key.pem`): `tls-certificates=DIR`.
+    Certificates(PathBuf),
+    /// A pre-shared key: `tls-psk-file=FILE` (`identity:hexkey` lines, as psktool writes),
+    /// the key of `username` (the URI's user or `tls-username=`).
+    Psk {
+        /// The PSK file.
+        file: PathBuf,
+        /// The identity presented.
+        username: String,
+    },
 }
 
 impl NbdUri {
@@ -58,7 +75,14 @@ impl NbdUri {
             (None, Target::Tcp { host, .. }) => host.as_str(),
             (None, Target::Unix(_)) => "localhost",
         };
-        crate::tls::ClientTls::from_dir(&t.certificates, name).map(Some)
+        match &t.credentials {
+            UriCredentials::Certificates(dir) => {
+                crate::tls::ClientTls::from_dir(dir, name).map(Some)
+            }
+            UriCredentials::Psk { file, username } => {
+                crate::tls::ClientTls::with_psk_file(file, username).map(Some)
+            }
+        }
     }
 }
 
@@ -116,8 +140,17 @@ impl FromStr for NbdUri {
         };
         let export =
             percent_decode(path).ok_or_else(|| err("bad percent-encoding in the export name"))?;
+        // The user part names the PSK identity (libnbd's `nbds://alice@host/`).
+        let (user, authority) = match authority.rsplit_once('@') {
+            Some((u, a)) => (
+                Some(percent_decode(u).ok_or_else(|| err("bad percent-encoding in the user"))?),
+                a,
+            ),
+            None => (None, authority),
+        };
         let mut socket = None;
         let (mut certificates, mut hostname) = (None, None);
+        let (mut psk_file, mut username) = (None, None);
         for kv in query
             .into_iter()
             .flat_map(|q| q.split('&'))
@@ -140,35 +173,81 @@ impl FromStr for NbdUri {
                         percent_decode(v).ok_or_else(|| err("bad percent-encoding in tls-hostname="))?,
                     )
                 }
-                Some(("tls-psk-file" | "tls-username", _)) => {
-                    return Err(err(
-                        "TLS with pre-shared keys is not supported (rustls implements no external PSKs): use X.509 certificates (tls-certificates=DIR)",
+                Some(("tls-psk-file", v)) => {
+                    psk_file = Some(PathBuf::from(
+                        percent_decode(v)
+                            .ok_or_else(|| err("bad percent-encoding in tls-psk-file="))?,
                     ))
+                }
+                Some(("tls-username", v)) => {
+                    username = Some(
+                        percent_decode(v).ok_or_else(|| err("bad percent-encoding in tls-username="))?,
+                    )
                 }
                 Some((k, _)) if k.starts_with("tls") => {
                     return Err(err(&format!(
-                        "unsupported TLS parameter `{k}` (tiercache takes tls-certificates= and tls-hostname=)"
+                        "unsupported TLS parameter `{k}` (tiercache takes tls-certificates=, tls-hostname=, tls-psk-file= and tls-username=)"
                     )))
                 }
                 _ => return Err(err(&format!("unknown query parameter `{kv}`"))),
             }
         }
         let secure = matches!(scheme, "nbds" | "nbds+unix");
-        if !secure && (certificates.is_some() || hostname.is_some()) {
+        if !secure
+            && (certificates.is_some()
+                || hostname.is_some()
+                || psk_file.is_some()
+                || username.is_some())
+        {
             return Err(err("tls-* parameters belong to nbds:// and nbds+unix://"));
         }
-        let tls = match (secure, certificates) {
-            (false, _) => None,
-            (true, Some(certificates)) => Some(UriTls {
-                certificates,
-                hostname,
-            }),
-            (true, None) => {
+        if user.is_some() && username.is_some() {
+            return Err(err(
+                "the PSK identity is given twice (the URI's user and tls-username=): give one",
+            ));
+        }
+        if !secure && user.is_some() {
+            return Err(err(
+                "a user name (PSK identity) belongs to nbds:// and nbds+unix://",
+            ));
+        }
+        let username = username.or(user);
+        let credentials = match (certificates, psk_file) {
+            _ if !secure => None,
+            (Some(_), Some(_)) => {
                 return Err(err(
-                    "nbds:// needs tls-certificates=DIR (a directory holding ca-cert.pem, and client-cert.pem with client-key.pem for a client certificate)",
+                    "tls-certificates= and tls-psk-file= are two ways to authenticate: give one",
+                ))
+            }
+            (Some(dir), None) => {
+                if username.is_some() {
+                    return Err(err(
+                        "a user name (PSK identity) needs tls-psk-file=FILE, not tls-certificates=",
+                    ));
+                }
+                Some(UriCredentials::Certificates(dir))
+            }
+            (None, Some(file)) => {
+                if hostname.is_some() {
+                    return Err(err(
+                        "tls-hostname= names the server's certificate; with tls-psk-file= the key authenticates the server",
+                    ));
+                }
+                let username = username.ok_or_else(|| {
+                    err("tls-psk-file= needs the identity whose key to use: nbds://NAME@host/export or tls-username=NAME")
+                })?;
+                Some(UriCredentials::Psk { file, username })
+            }
+            (None, None) => {
+                return Err(err(
+                    "nbds:// needs tls-certificates=DIR (a directory holding ca-cert.pem, and client-cert.pem with client-key.pem for a client certificate) or tls-psk-file=FILE with a user name (nbds://NAME@host/export)",
                 ))
             }
         };
+        let tls = credentials.map(|credentials| UriTls {
+            credentials,
+            hostname,
+        });
         let target = match scheme {
             "nbd" | "nbds" => {
                 if socket.is_some() {
@@ -227,7 +306,16 @@ impl fmt::Display for NbdUri {
             } else {
                 '?'
             };
-            write!(f, "{sep}tls-certificates={}", t.certificates.display())?;
+            match &t.credentials {
+                UriCredentials::Certificates(dir) => {
+                    write!(f, "{sep}tls-certificates={}", dir.display())?
+                }
+                UriCredentials::Psk { file, username } => write!(
+                    f,
+                    "{sep}tls-psk-file={}&tls-username={username}",
+                    file.display()
+                )?,
+            }
             if let Some(h) = &t.hostname {
                 write!(f, "&tls-hostname={h}")?;
             }

@@ -171,9 +171,7 @@ pub fn serve_connection_to<S: Stream>(
                 }
                 stats.tls_sessions.fetch_add(1, Relaxed);
                 neg.tls = true;
-                neg.identity = t
-                    .peer_certificate()
-                    .and_then(|der| crate::tls::PeerIdentity::of_certificate(&der));
+                neg.identity = t.peer_identity();
                 reader = BufReader::with_capacity(256 << 10, Transport::Tls(t.try_clone()?));
                 writer = Mutex::new(Replies::new(BufWriter::with_capacity(
                     256 << 10,

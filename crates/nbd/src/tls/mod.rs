@@ -6,11 +6,16 @@
 //!
 //! Credentials are X.509 certificates (PEM files, the layout qemu, nbdkit and libnbd read from
 //! a `tls-certificates` directory: `ca-cert.pem`, `server-cert.pem`, `server-key.pem`,
-//! `client-cert.pem`, `client-key.pem`). Pre-shared keys (GnuTLS's `psktool` files) are not
-//! offered: rustls implements no external PSKs (rustls/rustls#174).
+//! `client-cert.pem`, `client-key.pem`), run on rustls, or pre-shared keys (GnuTLS's
+//! `psktool` files, [`PskKeys`]), run on OpenSSL because rustls implements no external PSKs
+//! (rustls/rustls#174).
 
+mod psk;
+mod session;
 mod stream;
 
+pub use psk::{PskKeys, MAX_IDENTITY_BYTES, MAX_KEY_BYTES};
+pub(crate) use session::Session;
 pub use stream::TlsStream;
 
 use rustls::pki_types::pem::PemObject;
@@ -58,6 +63,30 @@ pub enum TlsError {
     /// The name the server's certificate is checked against is not a DNS name or address.
     #[error("TLS server name {0:?} is neither a DNS name nor an IP address")]
     ServerName(String),
+    /// A line of a PSK file is not `identity:hexkey`.
+    #[error("PSK file {} line {line}: {reason}", path.display())]
+    PskFile {
+        /// The file.
+        path: PathBuf,
+        /// The line (from 1).
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A client's identity has no key in its PSK file.
+    #[error("PSK file {} has no key for identity {identity:?}", path.display())]
+    PskIdentity {
+        /// The file.
+        path: PathBuf,
+        /// The identity asked for.
+        identity: String,
+    },
+    /// A TLS session could not be started.
+    #[error("TLS session: {0}")]
+    Session(String),
+    /// OpenSSL (pre-shared keys) refused the settings.
+    #[error("TLS (OpenSSL): {0}")]
+    OpenSsl(#[from] openssl::error::ErrorStack),
 }
 
 /// rustls on ring: it builds with a C compiler alone (aws-lc-rs, rustls's default, needs a
@@ -107,9 +136,9 @@ fn root_store(path: &Path) -> Result<rustls::RootCertStore, TlsError> {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClientRule {
-    /// The client's certificate subject, as its full distinguished name in RFC 4514 order
-    /// (`CN=alice,O=Example`, as GnuTLS and qemu's `tls-authz` print it) or as the common
-    /// name alone (`alice`).
+    /// The client's PSK identity (`alice`), or its certificate subject, as its full
+    /// distinguished name in RFC 4514 order (`CN=alice,O=Example`, as GnuTLS and qemu's
+    /// `tls-authz` print it) or as the common name alone (`alice`).
     pub identity: String,
     /// Exports it may use, by name.
     pub exports: Vec<String>,
@@ -124,7 +153,8 @@ impl ClientRule {
     }
 }
 
-/// Who is on the other end of a TLS session: its certificate's subject.
+/// Who is on the other end of a TLS session: its certificate's subject, or its PSK identity
+/// (as `subject`, without a common name).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PeerIdentity {
     /// The subject's distinguished name in RFC 4514 order (`CN=alice,O=Example`).
@@ -199,14 +229,23 @@ pub struct ServerTlsFiles {
     pub verify_peer: bool,
 }
 
-/// A server's TLS: its mode, its rustls config and who may use which export.
+/// A server's TLS: its mode, its credentials and who may use which export.
 #[derive(Clone)]
 pub struct ServerTls {
     /// Offered, required (or off).
     pub mode: TlsMode,
-    config: Arc<rustls::ServerConfig>,
+    config: ServerBackend,
     /// Who may use which export; `None`: every client may use every export.
     rules: Option<Vec<ClientRule>>,
+}
+
+/// Which library runs a server's sessions.
+#[derive(Clone)]
+enum ServerBackend {
+    /// X.509 alone.
+    Rustls(Arc<rustls::ServerConfig>),
+    /// Pre-shared keys (and maybe a certificate too).
+    OpenSsl(openssl::ssl::SslContext),
 }
 
 impl std::fmt::Debug for ServerTls {
@@ -265,13 +304,40 @@ impl ServerTls {
     ) -> Self {
         Self {
             mode,
-            config,
+            config: ServerBackend::Rustls(config),
             rules,
         }
     }
 
-    pub(crate) fn session(&self) -> Result<rustls::ServerConnection, rustls::Error> {
-        rustls::ServerConnection::new(self.config.clone())
+    /// A server taking the pre-shared keys of `keys` (a client's PSK identity is its
+    /// identity for `rules`), and with `certificates` an X.509 certificate too, for clients
+    /// that offer no key (their certificate subject their identity, as with
+    /// [`from_files`](Self::from_files)). Sessions run on OpenSSL.
+    pub fn with_psk(
+        mode: TlsMode,
+        keys: PskKeys,
+        certificates: Option<&ServerTlsFiles>,
+        rules: Option<Vec<ClientRule>>,
+    ) -> Result<Self, TlsError> {
+        Ok(Self {
+            mode,
+            config: ServerBackend::OpenSsl(psk::server_context(keys, certificates)?),
+            rules,
+        })
+    }
+
+    pub(crate) fn session(&self) -> Result<Session, TlsError> {
+        match &self.config {
+            ServerBackend::Rustls(c) => Ok(Session::Rustls(
+                rustls::ServerConnection::new(c.clone())?.into(),
+            )),
+            ServerBackend::OpenSsl(ctx) => {
+                let ssl = openssl::ssl::Ssl::new(ctx)?;
+                session::OpenSslSession::new(ssl, true)
+                    .map(|s| Session::OpenSsl(Box::new(s)))
+                    .map_err(TlsError::Session)
+            }
+        }
     }
 
     /// Whether a client (its identity, `None` without TLS or without a certificate) may use
@@ -286,18 +352,36 @@ impl ServerTls {
 }
 
 /// A client's TLS: the CAs the server's certificate is checked against, the name it must
-/// carry, and the client's own certificate if it has one.
+/// carry, and the client's own certificate if it has one; or a pre-shared key.
 #[derive(Clone)]
 pub struct ClientTls {
-    config: Arc<rustls::ClientConfig>,
-    server_name: ServerName<'static>,
+    config: ClientBackend,
+}
+
+#[derive(Clone)]
+enum ClientBackend {
+    Rustls {
+        config: Arc<rustls::ClientConfig>,
+        server_name: ServerName<'static>,
+    },
+    Psk {
+        context: openssl::ssl::SslContext,
+        identity: String,
+    },
 }
 
 impl std::fmt::Debug for ClientTls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClientTls")
-            .field("server_name", &self.server_name)
-            .finish_non_exhaustive()
+        match &self.config {
+            ClientBackend::Rustls { server_name, .. } => f
+                .debug_struct("ClientTls")
+                .field("server_name", server_name)
+                .finish_non_exhaustive(),
+            ClientBackend::Psk { identity, .. } => f
+                .debug_struct("ClientTls")
+                .field("psk_identity", identity)
+                .finish_non_exhaustive(),
+        }
     }
 }
 
@@ -329,13 +413,42 @@ impl ClientTls {
         let server_name = ServerName::try_from(server_name.to_string())
             .map_err(|_| TlsError::ServerName(server_name.to_string()))?;
         Ok(Self {
-            config,
-            server_name,
+            config: ClientBackend::Rustls {
+                config,
+                server_name,
+            },
         })
     }
 
-    pub(crate) fn session(&self) -> Result<rustls::ClientConnection, rustls::Error> {
-        rustls::ClientConnection::new(self.config.clone(), self.server_name.clone())
+    /// A client presenting `identity` with its key from the PSK file `path` (libnbd's
+    /// `tls-psk-file` and `tls-username`, qemu's `tls-creds-psk`). The server must hold the
+    /// same key: a server answering with a certificate instead is refused. Sessions run on
+    /// OpenSSL.
+    pub fn with_psk_file(path: &Path, identity: &str) -> Result<Self, TlsError> {
+        let keys = PskKeys::load(path)?;
+        Ok(Self {
+            config: ClientBackend::Psk {
+                context: psk::client_context(&keys, identity)?,
+                identity: identity.to_string(),
+            },
+        })
+    }
+
+    pub(crate) fn session(&self) -> Result<Session, TlsError> {
+        match &self.config {
+            ClientBackend::Rustls {
+                config,
+                server_name,
+            } => Ok(Session::Rustls(
+                rustls::ClientConnection::new(config.clone(), server_name.clone())?.into(),
+            )),
+            ClientBackend::Psk { context, .. } => {
+                let ssl = openssl::ssl::Ssl::new(context)?;
+                session::OpenSslSession::new(ssl, false)
+                    .map(|s| Session::OpenSsl(Box::new(s)))
+                    .map_err(TlsError::Session)
+            }
+        }
     }
 }
 
@@ -376,7 +489,7 @@ mod tests {
         };
         let tls_rules = |rules| ServerTls {
             mode: TlsMode::Require,
-            config: Arc::new(
+            config: ServerBackend::Rustls(Arc::new(
                 rustls::ServerConfig::builder_with_provider(provider())
                     .with_safe_default_protocol_versions()
                     .unwrap()
@@ -386,7 +499,7 @@ mod tests {
                         PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
                     )
                     .unwrap(),
-            ),
+            )),
             rules,
         };
         let t = tls_rules(Some(vec![rule]));

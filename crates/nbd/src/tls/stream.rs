@@ -1,12 +1,14 @@
 //! A TLS session over a socket, shared by a connection's reader and its writers.
 //!
 //! A connection reads on one thread while replies (server) or requests (client) are written
-//! from others, each through its own handle ([`Stream::try_clone`]). rustls keeps one state
-//! per session, so the handles share it under a lock taken only to encrypt or decrypt: the
+//! from others, each through its own handle ([`Stream::try_clone`]). The TLS library (rustls,
+//! or OpenSSL for pre-shared keys: [`Session`]) keeps one state per session, so the handles
+//! share it under a lock taken only to encrypt or decrypt: the
 //! socket is read and written outside it, so a reader waiting for the peer never holds up a
 //! writer. Records go out in the order they were sealed: the socket's write lock is taken
 //! before the session's.
 
+use super::session::Session;
 use crate::server::Stream;
 use std::io::{self, Read, Write};
 use std::os::fd::RawFd;
@@ -21,8 +23,8 @@ pub struct TlsStream<S: Stream> {
 }
 
 struct Shared<S: Write> {
-    session: Mutex<rustls::Connection>,
-    /// The reading side: its socket handle and ciphertext read but not yet taken by rustls.
+    session: Mutex<Session>,
+    /// The reading side: its socket handle and ciphertext read but not yet taken by the session.
     reading: Mutex<Reading<S>>,
     /// The writing side's socket handle; held while sealed records go out, in order.
     writing: Mutex<S>,
@@ -45,14 +47,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn tls_error(e: rustls::Error) -> io::Error {
+fn tls_error(e: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, format!("TLS: {e}"))
 }
 
 impl<S: Stream> TlsStream<S> {
     /// A session over `socket` (not yet shaken hands: see [`handshake`](Self::handshake));
     /// `early` are bytes already read from the socket that belong to the session.
-    pub(crate) fn new(socket: S, session: rustls::Connection, early: &[u8]) -> io::Result<Self> {
+    pub(crate) fn new(socket: S, session: Session, early: &[u8]) -> io::Result<Self> {
         Ok(Self {
             shared: Arc::new(Shared {
                 session: Mutex::new(session),
@@ -93,12 +95,9 @@ impl<S: Stream> TlsStream<S> {
         }
     }
 
-    /// The end entity certificate the peer presented, if any (DER).
-    pub(crate) fn peer_certificate(&self) -> Option<Vec<u8>> {
-        let s = lock(&self.shared.session);
-        s.peer_certificates()
-            .and_then(|c| c.first())
-            .map(|c| c.as_ref().to_vec())
+    /// Who the peer is (its PSK identity or its certificate's subject), if it said.
+    pub(crate) fn peer_identity(&self) -> Option<super::PeerIdentity> {
+        lock(&self.shared.session).peer_identity()
     }
 
     /// Ends the TLS session (a close_notify, best effort: the peer may be gone), so the
@@ -131,7 +130,7 @@ impl<S: Stream> TlsStream<S> {
         let _ = socket.write_all(&out).and_then(|_| socket.flush());
     }
 
-    /// Sends the records rustls has sealed (the socket's write lock first, then the
+    /// Sends the records the session has sealed (the socket's write lock first, then the
     /// session's: records leave in the order they were sealed).
     fn send_sealed(&self) -> io::Result<()> {
         let mut socket = lock(&self.shared.writing);
@@ -146,8 +145,8 @@ impl<S: Stream> TlsStream<S> {
         socket.flush()
     }
 
-    /// Feeds rustls more ciphertext (from what was read already, else from the socket);
-    /// `false` at the peer's end of stream (told to rustls).
+    /// Feeds the session more ciphertext (from what was read already, else from the socket);
+    /// `false` at the peer's end of stream (told to the session).
     fn read_more(&self) -> io::Result<bool> {
         let mut r = lock(&self.shared.reading);
         let Reading { socket, raw, chunk } = &mut *r;
@@ -156,13 +155,13 @@ impl<S: Stream> TlsStream<S> {
             let n = socket.read(chunk)?;
             open = n > 0;
             let mut s = lock(&self.shared.session);
-            let taken = s.read_tls(&mut &chunk[..n])?;
-            // What rustls did not take yet waits for the next call.
+            let taken = s.read_tls(&chunk[..n])?;
+            // What the session did not take yet waits for the next call.
             raw.extend_from_slice(&chunk[taken..n]);
             s.process_new_packets().map(|_| s.wants_write())
         } else {
             let mut s = lock(&self.shared.session);
-            let taken = s.read_tls(&mut &raw[..])?;
+            let taken = s.read_tls(&raw[..])?;
             raw.drain(..taken);
             s.process_new_packets().map(|_| s.wants_write())
         };
@@ -190,15 +189,15 @@ impl<S: Stream> Read for TlsStream<S> {
             return Ok(0);
         }
         loop {
-            match lock(&self.shared.session).reader().read(buf) {
+            match lock(&self.shared.session).read_plaintext(buf) {
                 Ok(n) => return Ok(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) => return Err(e),
             }
             if !self.read_more()? {
-                // rustls now knows of the end: a close_notify before it reads as end of
+                // The session now knows of the end: a close_notify before it reads as end of
                 // stream, a cut connection as UnexpectedEof.
-                return match lock(&self.shared.session).reader().read(buf) {
+                return match lock(&self.shared.session).read_plaintext(buf) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                         Err(io::ErrorKind::UnexpectedEof.into())
                     }
@@ -215,10 +214,10 @@ impl<S: Stream> Write for TlsStream<S> {
         let mut out = Vec::with_capacity(buf.len() + 64);
         {
             let mut s = lock(&self.shared.session);
-            // rustls takes a bounded amount of plaintext at a time: sealed as it goes.
+            // The session takes a bounded amount of plaintext at a time: sealed as it goes.
             let mut at = 0;
             while at < buf.len() {
-                let n = s.writer().write(&buf[at..])?;
+                let n = s.write_plaintext(&buf[at..])?;
                 at += n;
                 let sealed = s.wants_write();
                 while s.wants_write() {
@@ -260,9 +259,7 @@ impl<S: Stream> Stream for TlsStream<S> {
             .reading
             .try_lock()
             .is_ok_and(|r| !r.raw.is_empty());
-        raw || lock(&self.shared.session)
-            .process_new_packets()
-            .is_ok_and(|st| st.plaintext_bytes_to_read() > 0)
+        raw || lock(&self.shared.session).has_plaintext()
     }
 }
 
