@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::net::ToSocketAddrs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tiercache_nbd::tls::PskKeys;
 use tiercache_nbd::{ClientRule, ServerTls, ServerTlsFiles, TlsMode};
 
 /// The `[serve.tls]` section.
@@ -29,11 +30,16 @@ pub struct ServeTlsConfig {
     /// CAs client certificates are verified against (PEM).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ca: Option<PathBuf>,
-    /// Refuse clients without a certificate the CA signed (nbdkit's `--tls-verify-peer`).
+    /// Refuse clients without a certificate the CA signed (nbdkit's `--tls-verify-peer`); a
+    /// client with a pre-shared key is authenticated by it.
     pub verify_peer: bool,
-    /// Who may use which export (`[[serve.tls.clients]]`: `identity`, the certificate
-    /// subject or its common name, and `exports`, names or `"*"`); none: every client may use
-    /// every export. Needs `verify_peer`.
+    /// Pre-shared keys (nbdkit's `--tls-psk`): a file of `identity:hexkey` lines, as GnuTLS's
+    /// `psktool` writes it. Alone, or beside a certificate for clients without a key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub psk: Option<PathBuf>,
+    /// Who may use which export (`[[serve.tls.clients]]`: `identity`, the PSK identity or the
+    /// certificate subject or its common name, and `exports`, names or `"*"`); none: every
+    /// client may use every export. Needs `psk` or `verify_peer`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub clients: Vec<ClientRule>,
 }
@@ -46,6 +52,7 @@ impl ServeTlsConfig {
             &mut self.certificate,
             &mut self.key,
             &mut self.ca,
+            &mut self.psk,
         ]
         .into_iter()
         .flatten()
@@ -54,6 +61,21 @@ impl ServeTlsConfig {
                 *p = base.join(&*p);
             }
         }
+    }
+
+    /// The certificate files, if any: none with a PSK file and no certificate named.
+    fn certificate_files(&self) -> Result<Option<ServerTlsFiles>> {
+        if self.psk.is_some()
+            && self.certificates.is_none()
+            && self.certificate.is_none()
+            && self.key.is_none()
+        {
+            if self.ca.is_some() || self.verify_peer {
+                bail!("serve.tls: ca and verify_peer check client certificates; with psk alone there are none (add a certificate and key, or drop them)");
+            }
+            return Ok(None);
+        }
+        self.files().map(Some)
     }
 
     /// The credential files, from the directory and the single files.
@@ -89,9 +111,12 @@ impl ServeTlsConfig {
             }
             return Ok(());
         }
-        self.files()?;
-        if !self.clients.is_empty() && !self.verify_peer {
-            bail!("serve.tls.clients: identities are certificate subjects; set serve.tls.verify_peer = true (and serve.tls.ca)");
+        self.certificate_files()?;
+        if let Some(psk) = &self.psk {
+            PskKeys::load(psk).context("serve.tls.psk")?;
+        }
+        if !self.clients.is_empty() && !self.verify_peer && self.psk.is_none() {
+            bail!("serve.tls.clients: identities are PSK identities or certificate subjects; set serve.tls.psk, or serve.tls.verify_peer = true (and serve.tls.ca)");
         }
         for (i, rule) in self.clients.iter().enumerate() {
             if rule.identity.is_empty() {
@@ -116,7 +141,14 @@ impl ServeTlsConfig {
             return Ok(None);
         }
         let rules = (!self.clients.is_empty()).then(|| self.clients.clone());
-        let tls = ServerTls::from_files(self.mode, &self.files()?, rules).context("serve.tls")?;
+        let tls = match &self.psk {
+            Some(psk) => {
+                let keys = PskKeys::load(psk).context("serve.tls.psk")?;
+                ServerTls::with_psk(self.mode, keys, self.certificate_files()?.as_ref(), rules)
+                    .context("serve.tls")?
+            }
+            None => ServerTls::from_files(self.mode, &self.files()?, rules).context("serve.tls")?,
+        };
         Ok(Some(Arc::new(tls)))
     }
 }
@@ -134,7 +166,7 @@ pub fn check_listen(addr: &str, tls: TlsMode, allow_plaintext: bool) -> Result<(
         .collect();
     if let Some(open) = addrs.iter().find(|a| !a.ip().is_loopback()) {
         bail!(
-            "serve.listen {addr}: {} is not a loopback address, and without TLS anyone who reaches it reads and writes every export; set serve.tls.mode = \"require\" with a certificate (docs/nbd-tls.md), listen on 127.0.0.1, or set serve.allow_plaintext = true to serve in the clear anyway{}",
+            "serve.listen {addr}: {} is not a loopback address, and without TLS anyone who reaches it reads and writes every export; set serve.tls.mode = \"require\" with a certificate or a PSK file (docs/nbd-tls.md), listen on 127.0.0.1, or set serve.allow_plaintext = true to serve in the clear anyway{}",
             open.ip(),
             if tls == TlsMode::On {
                 " (serve.tls.mode = \"on\" still serves plaintext clients)"
@@ -208,5 +240,61 @@ mod tests {
             ..ServeTlsConfig::default()
         };
         assert!(off.validate(&["a"]).is_err());
+    }
+
+    #[test]
+    fn a_psk_file_stands_alone_or_beside_a_certificate() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("keys.psk");
+        std::fs::write(&good, format!("alice:{}\n", "ab".repeat(32))).unwrap();
+        let psk_only = |f: &dyn Fn(&mut ServeTlsConfig)| {
+            let mut c = ServeTlsConfig {
+                mode: TlsMode::Require,
+                psk: Some(good.clone()),
+                ..ServeTlsConfig::default()
+            };
+            f(&mut c);
+            c.validate(&["a", "b"]).map_err(|e| format!("{e:#}"))
+        };
+        assert!(psk_only(&|_| {}).is_ok());
+        // PSK identities may be authorised without verify_peer.
+        let rule = ClientRule {
+            identity: "alice".into(),
+            exports: vec!["a".into()],
+        };
+        assert!(psk_only(&|c| c.clients = vec![rule.clone()]).is_ok());
+        // Client-certificate settings without a certificate of the server's own.
+        assert!(psk_only(&|c| c.verify_peer = true)
+            .unwrap_err()
+            .contains("with psk alone"));
+        // Beside a certificate: the certificate's files are needed whole.
+        assert!(psk_only(&|c| c.certificate = Some("c.pem".into()))
+            .unwrap_err()
+            .contains("a key is needed"));
+        // A malformed file: named, with its line, when the config is checked.
+        let bad = dir.path().join("bad.psk");
+        std::fs::write(&bad, "alice:00\nbob:0x\n").unwrap();
+        let e = psk_only(&|c| c.psk = Some(bad.clone())).unwrap_err();
+        assert!(
+            e.contains("serve.tls.psk") && e.contains("bad.psk line 2"),
+            "{e}"
+        );
+        let e = psk_only(&|c| c.psk = Some(dir.path().join("none.psk"))).unwrap_err();
+        assert!(e.contains("none.psk"), "{e}");
+        // Relative to the config file's directory.
+        let mut c = ServeTlsConfig {
+            psk: Some("keys.psk".into()),
+            ..ServeTlsConfig::default()
+        };
+        c.resolve_paths(dir.path());
+        assert_eq!(c.psk.as_deref(), Some(good.as_path()));
+        // Loaded for serving: a server TLS, authorisation included.
+        let c = ServeTlsConfig {
+            mode: TlsMode::Require,
+            psk: Some(good.clone()),
+            clients: vec![rule],
+            ..ServeTlsConfig::default()
+        };
+        assert!(c.server_tls().unwrap().is_some());
     }
 }

@@ -1,7 +1,9 @@
 //! `[serve.tls]` through the serve lifecycle: a server built from a config with TLS required
 //! and exports authorised per client certificate, reached over `nbds://` (TCP, the server's
 //! certificate checked against 127.0.0.1); a plaintext client refused; its TLS counters in
-//! the stats file and on the live `/metrics`; and a listener beyond loopback without TLS refused at load.
+//! the stats file and on the live `/metrics`; a listener beyond loopback without TLS refused at
+//! load; and pre-shared keys (`psk = FILE`): per-identity exports, a wrong key counted, a
+//! cache above writing back over a PSK session, a malformed key file named with its line.
 
 #[path = "../../nbd/tests/common/pki.rs"]
 #[allow(dead_code)] // shared with the NBD crate's tests, which use all of it
@@ -220,4 +222,140 @@ flush_on_exit = true
     );
     drop(conn);
     lower.stop().unwrap();
+}
+
+#[test]
+fn a_served_cache_takes_pre_shared_keys_and_a_cache_above_uses_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let lower_dir = dir.path().join("lower");
+    std::fs::create_dir_all(&lower_dir).unwrap();
+    let (alice, bob) = ("a1".repeat(32), "b0".repeat(32));
+    // psktool's format; the path in the config is relative to the config file.
+    std::fs::write(
+        lower_dir.join("keys.psk"),
+        format!("upper:{alice}\nbob:{bob}\n"),
+    )
+    .unwrap();
+    let path = lower_dir.join("serve.toml");
+    std::fs::write(
+        &path,
+        config(
+            &lower_dir,
+            "listen = \"127.0.0.1:0\"\nmetrics_listen = \"127.0.0.1:0\"\nflush_on_exit = true\n[serve.tls]\nmode = \"require\"\npsk = \"keys.psk\"\n[[serve.tls.clients]]\nidentity = \"upper\"\nexports = [\"vol\"]\n",
+        ),
+    )
+    .unwrap();
+    let lower = Server::builder(tiercache_server::config::load(Some(&path), &[]).unwrap())
+        .log(|_| {})
+        .start()
+        .unwrap();
+    let port = lower.addr().rsplit(':').next().unwrap().to_string();
+    let t = Duration::from_secs(10);
+    let key_file = |name: &str, line: String| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, line).unwrap();
+        p
+    };
+    let at = |user: &str, file: &std::path::Path| -> NbdUri {
+        format!(
+            "nbds://{user}@127.0.0.1:{port}/vol?tls-psk-file={}",
+            file.display()
+        )
+        .parse()
+        .unwrap()
+    };
+    // A wrong key: the handshake fails and is counted; bob (no rule): refused at GO.
+    let wrong = key_file("wrong.psk", format!("upper:{bob}\n"));
+    let e = Connection::open(&at("upper", &wrong), t)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("TLS handshake"), "{e}");
+    let bobs = key_file("bob.psk", format!("bob:{bob}\n"));
+    let e = Connection::open(&at("bob", &bobs), t)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("\"bob\" may not use export \"vol\""), "{e}");
+    // A cache above, its backend the lower one over nbds:// with the key of "upper".
+    let upper_dir = dir.path().join("upper");
+    std::fs::create_dir_all(&upper_dir).unwrap();
+    let uppers = key_file("upper.psk", format!("upper:{alice}\n"));
+    let upper_toml = format!(
+        r#"
+[cache]
+capacity = "2MiB"
+line_size = "4KiB"
+write_policy = "write-back"
+[engine]
+cache_path = "{d}/cache.img"
+backend_path = "nbds://upper@127.0.0.1:{port}/vol?tls-psk-file={k}"
+[serve]
+socket = "{d}/nbd.sock"
+flush_on_exit = true
+"#,
+        d = upper_dir.display(),
+        k = uppers.display()
+    );
+    let path = upper_dir.join("serve.toml");
+    std::fs::write(&path, upper_toml).unwrap();
+    let upper = Server::builder(tiercache_server::config::load(Some(&path), &[]).unwrap())
+        .log(|_| {})
+        .start()
+        .unwrap();
+    let conn = Connection::open(&upper.addr().parse().unwrap(), t).unwrap();
+    let data: Vec<u8> = (0..65536u32).map(|i| (i * 29) as u8).collect();
+    conn.call(Command::Write, false, 1 << 20, 65536, &data, t)
+        .unwrap();
+    drop(conn);
+    upper.stop().unwrap();
+    // Written back over the PSK session: read directly from the lower cache.
+    let conn = Connection::open(&at("upper", &uppers), t).unwrap();
+    assert!(
+        conn.call(Command::Read, false, 1 << 20, 65536, &[], t)
+            .unwrap()
+            == data
+    );
+    drop(conn);
+    let want = [
+        ("tiercache_nbd_tls_handshake_failures_total", 1),
+        ("tiercache_nbd_authz_refusals_total", 1),
+    ];
+    let shows = |metrics: &str| {
+        want.iter()
+            .all(|(name, v)| metrics.lines().any(|l| l == format!("{name} {v}")))
+    };
+    let mut metrics = String::new();
+    for _ in 0..200 {
+        metrics = http_get(lower.metrics_addr().unwrap(), "/metrics");
+        if shows(&metrics) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(shows(&metrics), "{want:?} not in:\n{metrics}");
+    lower.stop().unwrap();
+}
+
+#[test]
+fn a_malformed_psk_file_is_named_with_its_line_when_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("keys.psk"), "alice:00ff\nbob 00ff\n").unwrap();
+    let path = dir.path().join("serve.toml");
+    std::fs::write(
+        &path,
+        config(
+            dir.path(),
+            "[serve.tls]\nmode = \"require\"\npsk = \"keys.psk\"\n",
+        ),
+    )
+    .unwrap();
+    let e = match tiercache_server::config::load(Some(&path), &[]) {
+        Ok(_) => panic!("a malformed PSK file was accepted"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(
+        e.contains("keys.psk line 2") && e.contains("identity:hexkey"),
+        "{e}"
+    );
 }
