@@ -2,7 +2,9 @@
 # Installs what tiercache's tests use beyond Rust: a headless browser for the HTML reports,
 # libCacheSim (the reference simulator the hit ratios are checked against), and the real NBD
 # clients and servers the engine is tested and benchmarked with: fio (nbd engine), qemu-io and
-# qemu-nbd (qemu-utils), nbdcopy and nbdsh (libnbd-bin, python3-libnbd), nbdkit; fuse3 for
+# qemu-nbd (qemu-utils), nbdcopy and nbdsh (libnbd-bin, python3-libnbd), nbdkit, psktool
+# (gnutls-bin) for their TLS-PSK keys, and OpenSSL's headers (libssl-dev, pkg-config) that
+# the NBD crate's TLS-PSK builds against; fuse3 for
 # `tiercache mount`, postmark and rclone for its benchmark; mdbook builds the user guide
 # (docs/guide), whose tests build it and check its links.
 # Idempotent: installs only what is missing. Needs root (or sudo) for apt-get.
@@ -15,6 +17,9 @@ command -v qemu-io >/dev/null || need_apt+=(qemu-utils)
 command -v nbdcopy >/dev/null || need_apt+=(libnbd-bin)
 command -v nbdsh >/dev/null || need_apt+=(python3-libnbd)
 command -v nbdkit >/dev/null || need_apt+=(nbdkit)
+command -v psktool >/dev/null || need_apt+=(gnutls-bin)     # makes the TLS-PSK keys of the NBD tests
+command -v pkg-config >/dev/null || need_apt+=(pkg-config)  # finds OpenSSL for the openssl crate (TLS-PSK)
+dpkg -s libssl-dev >/dev/null 2>&1 || need_apt+=(libssl-dev) # OpenSSL's headers: TLS-PSK in crates/nbd
 command -v fusermount3 >/dev/null || need_apt+=(fuse3)       # tiercache mount (FUSE) and its tests
 command -v postmark >/dev/null || need_apt+=(postmark)       # bench/postmark_file_cache.sh
 command -v rclone >/dev/null || need_apt+=(rclone)           # its caching-mount comparator

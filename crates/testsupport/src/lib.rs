@@ -41,6 +41,7 @@ fn package_of(tool: &str) -> &str {
         "nbdsh" => "python3-libnbd",
         "fusermount3" => "fuse3",
         "systemd-analyze" => "systemd",
+        "psktool" => "gnutls-bin",
         other => other,
     }
 }
