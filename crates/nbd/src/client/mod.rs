@@ -343,7 +343,7 @@ fn start_tls(
     let session = tls
         .session()
         .map_err(|e| ClientError::Handshake(format!("TLS: {e}")))?;
-    let t = crate::tls::TlsStream::new(s, session.into(), &[])?;
+    let t = crate::tls::TlsStream::new(s, session, &[])?;
     t.handshake()
         .map_err(|e| ClientError::Handshake(format!("TLS handshake: {e}")))?;
     Ok(Box::new(t))

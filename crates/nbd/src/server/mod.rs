@@ -162,7 +162,7 @@ pub fn serve_connection_to<S: Stream>(
                 let session = tls
                     .session()
                     .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
-                let t = crate::tls::TlsStream::new(s.try_clone()?, session.into(), &early)?;
+                let t = crate::tls::TlsStream::new(s.try_clone()?, session, &early)?;
                 if t.handshake().is_err() {
                     // A certificate refused, an expired one, a client that speaks no TLS:
                     // the alert went out; this connection ends, the server goes on.

@@ -169,7 +169,7 @@ fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
     if hex.is_empty() {
         return Err("empty".into());
     }
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return Err(format!("{} hex digits, an odd number", hex.len()));
     }
     if hex.len() / 2 > MAX_KEY_BYTES {

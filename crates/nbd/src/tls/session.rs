@@ -9,6 +9,9 @@ use openssl::ssl::{ErrorCode, Ssl, SslStream};
 use std::io::{self, Read, Write};
 
 /// A TLS session, not yet or already shaken hands.
+// One per connection, kept behind its stream's `Arc`: boxing rustls's state would only add a
+// pointer chase to every record.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Session {
     /// rustls's.
     Rustls(rustls::Connection),
