@@ -237,10 +237,17 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
     };
     if let Some(tls) = &cfg.tls {
         log(&format!(
-            "TLS {} (NBD_OPT_STARTTLS){}",
+            "TLS {} (NBD_OPT_STARTTLS, {}){}",
             match tls.mode {
                 tiercache_nbd::TlsMode::Require => "required",
                 _ => "offered",
+            },
+            match &s.tls.psk {
+                Some(psk) if s.tls.certificates.is_some() || s.tls.certificate.is_some() => {
+                    format!("a certificate and pre-shared keys from {}", psk.display())
+                }
+                Some(psk) => format!("pre-shared keys from {}", psk.display()),
+                None => "a certificate".to_string(),
             },
             if s.tls.clients.is_empty() {
                 String::new()
