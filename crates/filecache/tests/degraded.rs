@@ -70,17 +70,25 @@ fn fault(name: &str, capacity: u32) -> FaultRule {
             after: 60,
             ..FaultRule::always(Target::Journal, Some(Op::Write), ErrorKind::Enospc)
         },
+        // A slow device: any op of the block file may stall 300 µs, then run (latency spikes
+        // are no errors: nothing degrades, no client sees an error).
+        "blocks latency" => FaultRule {
+            after: 40,
+            probability: 0.15,
+            ..FaultRule::latency(Target::Blocks, None, std::time::Duration::from_micros(300))
+        },
         _ => unreachable!("{name}"),
     }
 }
 
-const FAULTS: [&str; 6] = [
+const FAULTS: [&str; 7] = [
     "blocks read EIO",
     "blocks write EIO",
     "blocks write ENOSPC",
     "blocks sync EIO",
     "journal write EIO",
     "journal write ENOSPC",
+    "blocks latency",
 ];
 
 /// What one cell saw.
@@ -281,13 +289,26 @@ fn run(variant: Variant, fault_name: &str, seed: u64, crash: bool) -> Cell {
     let injected = faults.fired();
     // The device is fixed (what the mount could not read it can read now).
     faults.clear();
+    // The figures match (what the mount reports dirty at exit is what a flush or a restart
+    // writes back): the device fixed, every dirty block it reports can be read.
+    let dirty = st.stats().dirty_blocks;
     let (lost_after_flush, lost_after_crash) = if crash {
         drop(st);
         let (st, _) = open(dir.path(), variant, threshold, capacity);
+        assert_eq!(
+            st.stats().recovered_blocks,
+            dirty,
+            "{cell}: dirty blocks at exit = blocks the restart wrote back"
+        );
         drop(st);
         (0, differing(dir.path(), &shadow))
     } else {
-        st.flush_all().unwrap();
+        let written = st.flush_all().unwrap();
+        assert_eq!(
+            written, dirty,
+            "{cell}: dirty blocks at exit = blocks the flush wrote back"
+        );
+        assert_eq!(st.stats().dirty_blocks, 0, "{cell}: nothing dirty after a flush");
         (differing(dir.path(), &shadow), 0)
     };
     Cell {
@@ -333,6 +354,12 @@ fn fault_sweep() {
                 );
                 fired += a.injected;
                 any_degraded |= a.degraded;
+                if fault_name.ends_with("latency") {
+                    assert!(
+                        !a.degraded && !b.degraded && a.client_errors + b.client_errors == 0,
+                        "{variant} {fault_name} seed {seed}: a slow device is no failing one"
+                    );
+                }
                 if seed <= 2 {
                     println!(
                         "{:<22} {:<10} {:>9} {:>8} {:>13} {:>9} {:>16} {:>10} {:>10}",
