@@ -308,7 +308,11 @@ fn run(variant: Variant, fault_name: &str, seed: u64, crash: bool) -> Cell {
             written, dirty,
             "{cell}: dirty blocks at exit = blocks the flush wrote back"
         );
-        assert_eq!(st.stats().dirty_blocks, 0, "{cell}: nothing dirty after a flush");
+        assert_eq!(
+            st.stats().dirty_blocks,
+            0,
+            "{cell}: nothing dirty after a flush"
+        );
         (differing(dir.path(), &shadow), 0)
     };
     Cell {

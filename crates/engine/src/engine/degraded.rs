@@ -22,14 +22,16 @@ pub(super) fn predecessor_failed() -> io::Error {
 impl<C: EngineCore> Inner<C> {
     /// Whether a request piece that failed with `e` may be planned again past the cache: a
     /// cache-device error, or a failed predecessor on its lines once the cache device has
-    /// failed ops (the ticket does not say why the predecessor failed; a backend failure
-    /// alone fails its followers as before), while the engine serves.
+    /// failed ops or a failed eviction has put its dirty victim back (`Inner::keep_evicted`:
+    /// a read planned as a miss on the victim meanwhile ran nothing and must not fail for
+    /// it), while the engine serves. The ticket does not say why the predecessor failed; a
+    /// backend failure alone fails its followers as before.
     pub(super) fn may_serve_past_cache(&self, e: &io::Error) -> bool {
         let predecessor = e
             .get_ref()
             .is_some_and(|inner| inner.is::<PredecessorFailed>());
-        (is_cache_error(e) || (predecessor && self.health.cache_trouble()))
-            && self.halted.get().is_none()
+        let trouble = self.health.cache_trouble() || self.health.evictions_kept() > 0;
+        (is_cache_error(e) || (predecessor && trouble)) && self.halted.get().is_none()
     }
 
     /// The write policy forced on every core now: pass-through while degraded.

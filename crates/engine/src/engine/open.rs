@@ -559,6 +559,7 @@ impl Engine {
                     order: OrderingTable::default(),
                     updates: Vec::new(),
                     unrecorded: Vec::new(),
+                    reinstated: Default::default(),
                 }),
                 base: shard_layout.base(k),
             })
