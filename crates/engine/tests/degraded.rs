@@ -339,6 +339,74 @@ fn an_unreadable_dirty_victim_stays_in_its_slot_and_the_write_goes_past_the_cach
     r.engine.audit();
 }
 
+/// A restart after a degraded run never recovers a clean line older than the backend: the
+/// engine degrades (the pass-through mark is made durable first), the cache device stops
+/// taking metadata writes, and a write to a line the cache holds clean goes to the backend
+/// while the record still names the old copy. Killed there (the devices as they are) and
+/// restarted, the engine drops the clean data the records name, keeps the dirty, says so, and
+/// reads the newest data back.
+#[test]
+fn a_restart_after_pass_through_recovers_no_stale_clean_line() {
+    let r = rig(WritePolicy::WriteBack, Vec::new(), OnErrorConfig::default());
+    let line = |v: u8| vec![v; LINE as usize];
+    // Line 0 clean in the cache (written back), line 5 dirty.
+    r.engine.write(&line(1), 0, false).unwrap();
+    r.engine.flush_all().unwrap();
+    let mut b = line(0);
+    r.engine.read(&mut b, 0).unwrap();
+    r.engine.write(&line(5), 5 * LINE, false).unwrap();
+    assert_eq!(r.engine.stats().dirty_lines, 1);
+    assert_eq!(r.engine.stats().resident_lines, 2);
+    r.engine.degrade("test");
+    let data = layout().data_offset;
+    r.cache.set_rules(vec![
+        FaultRule::new(FaultOp::Write, FaultKind::Eio).range(4096, data)
+    ]);
+    // Past the cache: the backend takes it; the record dropping line 0 cannot be written.
+    r.engine.write(&line(2), 0, false).unwrap();
+    assert!(r.engine.health().cache_errors() >= 1);
+    // kill -9: the devices as they are now, under a new engine.
+    let cache_img = Arc::new(MemDevice::from_bytes(r.cache.inner().snapshot()));
+    let backend_img = Arc::new(MemDevice::from_bytes(r.backend.snapshot()));
+    let engine = Engine::with_devices(
+        &cache_config(WritePolicy::WriteBack),
+        &EngineConfig::default(),
+        cache_img.clone(),
+        backend_img.clone(),
+    )
+    .unwrap();
+    engine.read(&mut b, 0).unwrap();
+    assert!(
+        b == line(2),
+        "line 0: the newest data, not the cache's stale copy"
+    );
+    engine.read(&mut b, 5 * LINE).unwrap();
+    assert!(b == line(5), "line 5: acknowledged, kept");
+    let rec = engine.stats().recovery;
+    assert!(rec.clean_dropped_after_pass_through >= 1, "{rec:?}");
+    assert!(
+        engine
+            .notes()
+            .iter()
+            .any(|n| n.contains("served requests past the cache")),
+        "{:?}",
+        engine.notes()
+    );
+    engine.audit();
+    drop(engine);
+    // The mark is cleared once recovery rewrote the records: the next restart trusts them.
+    let again = Engine::with_devices(
+        &cache_config(WritePolicy::WriteBack),
+        &EngineConfig::default(),
+        cache_img,
+        backend_img,
+    )
+    .unwrap();
+    assert_eq!(again.stats().recovery.clean_dropped_after_pass_through, 0);
+    again.read(&mut b, 0).unwrap();
+    assert!(b == line(2));
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Fault {
     EioRead,

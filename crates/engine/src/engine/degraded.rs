@@ -53,6 +53,7 @@ impl<C: EngineCore> Inner<C> {
         failure: &io::Error,
     ) -> io::Result<()> {
         self.check_degrade();
+        self.mark_pass_through();
         // Counted once per request, in the request's own pieces: this plan's are dropped.
         let mut pieces = RequestPieces::new();
         let req = Request {
@@ -92,6 +93,25 @@ impl<C: EngineCore> Inner<C> {
         out
     }
 
+    /// Makes the pass-through mark durable on the cache device, once, before requests go
+    /// past the cache: a restart then drops the clean data the records name, which may be
+    /// older than what those requests write to the backend (see [`crate::pass_through_mark`]).
+    /// If the device cannot take it, that is logged (and tried again next time).
+    pub(super) fn mark_pass_through(&self) {
+        let mut marked = lock(&self.pass_through_marked);
+        if *marked {
+            return;
+        }
+        match crate::pass_through_mark::write(&*self.cache_dev) {
+            Ok(()) => *marked = true,
+            Err(e) => self.health.log(format!(
+                "the pass-through mark could not be written to the cache device ({e}): a \
+                 restart may recover clean lines older than the backend; run `tiercache \
+                 flush` and reformat the cache (engine.format) before using it again"
+            )),
+        }
+    }
+
     /// Degrades the engine if the cache device's errors passed the threshold since the last
     /// look.
     pub(super) fn check_degrade(&self) {
@@ -121,6 +141,8 @@ impl<C: EngineCore> Inner<C> {
     /// Serves every request in pass-through from now on; the flusher writes back the dirty
     /// lines it can read.
     pub(super) fn enter_degraded(&self, reason: String) {
+        // Before any request is forced past the cache.
+        self.mark_pass_through();
         if self.health.enter_degraded(reason) {
             for sh in &self.shards {
                 self.core(sh)

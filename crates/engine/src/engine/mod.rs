@@ -221,6 +221,9 @@ struct Inner<C = Cache> {
     /// When a write last woke the flusher (ns since `epoch`).
     last_write_kick_ns: AtomicU64,
     stop: AtomicBool,
+    /// Whether the pass-through mark is durable on the cache device (see
+    /// [`crate::pass_through_mark`]): made so before the first request goes past the cache.
+    pass_through_marked: Mutex<bool>,
     wake: (Mutex<bool>, Condvar),
     poll: Duration,
     /// The backend epoch before the earliest backend write a client was told is done that no
