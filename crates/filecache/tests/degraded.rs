@@ -574,3 +574,75 @@ fn a_cache_directory_that_fills_while_mounted_degrades_and_every_fsynced_file_la
         );
     }
 }
+
+/// An operator returns a degraded mount to service once its cache directory is fixed: while
+/// its dirty blocks cannot be read it stays degraded (and says how many); fixed, they are
+/// written back, the cache is used again (reads hit it), and nothing written is lost.
+#[test]
+fn a_degraded_mount_returns_to_service_once_fixed() {
+    let dir = scratch();
+    for d in ["store", "cache"] {
+        std::fs::create_dir(dir.path().join(d)).unwrap();
+    }
+    for f in 0..FILES {
+        std::fs::write(dir.path().join("store").join(format!("f{f}")), b"").unwrap();
+    }
+    let (mut st, ids) = open(dir.path(), Variant::WB, 8.0, 12);
+    assert!(
+        !st.return_to_service().unwrap(),
+        "not degraded: nothing to do"
+    );
+    let mut want = vec![3u8; 4000];
+    st.write(ids[0], 0, &want).unwrap();
+    assert!(st.stats().dirty_blocks > 0);
+    // The block file fails every read: the dirty blocks cannot be written back.
+    let faults = Arc::new(CacheFaults::new(1));
+    faults.add(FaultRule::always(
+        Target::Blocks,
+        Some(Op::Read),
+        ErrorKind::Eio,
+    ));
+    st.set_cache_faults(Some(faults.clone()));
+    st.take_out_of_service("test");
+    let s = st.stats();
+    assert!(s.degraded && s.dirty_blocks > 0, "{s:?}");
+    st.write(ids[1], 0, &[5u8; 1000]).unwrap();
+    let e = st.return_to_service().unwrap_err();
+    assert!(e.to_string().contains("still cannot be read"), "{e}");
+    assert!(st.degraded());
+    // Fixed: back in service, every dirty block written back first.
+    faults.clear();
+    assert!(st.return_to_service().unwrap());
+    let s = st.stats();
+    assert!(!s.degraded && s.degraded_reason.is_none(), "{s:?}");
+    assert_eq!((s.dirty_blocks, s.returned_to_service), (0, 1), "{s:?}");
+    assert_eq!(std::fs::read(dir.path().join("store/f0")).unwrap(), want);
+    // The cache is used again: a write lands in it (dirty, journaled), a read of it hits.
+    want[100..600].fill(9);
+    st.write(ids[0], 100, &[9u8; 500]).unwrap();
+    assert!(st.stats().dirty_blocks > 0, "write-back again");
+    let hits = st.stats().core.read_hits;
+    assert_eq!(st.read(ids[0], 0, 4000).unwrap(), want);
+    assert_eq!(st.read(ids[0], 0, 4000).unwrap(), want);
+    assert!(
+        st.stats().core.read_hits > hits,
+        "reads hit the cache again"
+    );
+    let served = st.stats().served_past_cache;
+    assert_eq!(st.read(ids[1], 0, 1000).unwrap(), vec![5u8; 1000]);
+    assert_eq!(
+        st.stats().served_past_cache,
+        served,
+        "nothing past the cache"
+    );
+    // kill -9 and restart: the journal made anew recovers the dirty blocks.
+    drop(st);
+    let (st, _) = open(dir.path(), Variant::WB, 8.0, 12);
+    assert!(st.stats().recovered_blocks > 0);
+    drop(st);
+    assert_eq!(std::fs::read(dir.path().join("store/f0")).unwrap(), want);
+    assert_eq!(
+        std::fs::read(dir.path().join("store/f1")).unwrap(),
+        [5u8; 1000]
+    );
+}

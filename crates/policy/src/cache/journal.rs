@@ -163,3 +163,58 @@ impl Cache {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::cache::Cache;
+    use crate::config::{CacheConfig, DirtyFullPolicy, WritePolicy};
+    use tiercache_core::{Device, IoKind, OpCause, Plan, Request, VolumeId};
+
+    /// A dirty victim evicted inline goes back in its slot, dirty, replacing what the failed
+    /// plan put there; the counts stay consistent (audit), and a line under a write-back
+    /// refuses it, changing nothing.
+    #[test]
+    fn an_evicted_dirty_line_goes_back_in_its_slot() {
+        let cfg = CacheConfig {
+            capacity: 4 * 4096,
+            line_size: 4096,
+            write_policy: WritePolicy::WriteBack,
+            dirty_full: DirtyFullPolicy::EvictThenWrite,
+            ..CacheConfig::default()
+        };
+        let mut c = Cache::new(&cfg).unwrap();
+        let v = VolumeId(0);
+        for i in 0..4 {
+            c.access(&Request::write(i * 4096, 4096), None).unwrap();
+        }
+        assert_eq!(c.dirty_lines(), 4);
+        // A write miss evicts a dirty victim inline.
+        let mut plan = Plan::new();
+        c.access(&Request::write(10 * 4096, 4096), Some(&mut plan))
+            .unwrap();
+        let evict = plan
+            .ops
+            .iter()
+            .find(|o| o.device == Device::Cache && o.kind == IoKind::Read)
+            .filter(|o| o.cause == OpCause::EvictFlush)
+            .expect("an inline write-back");
+        let victim = evict.vaddr / 4096;
+        let slot = (evict.offset / 4096) as u32;
+        assert!(c.line_state(v, victim).is_none());
+        assert_eq!(c.line_state(v, 10).unwrap().slot, slot);
+        c.reinstate_evicted(slot, v, victim, 1).unwrap();
+        let back = c.line_state(v, victim).unwrap();
+        assert_eq!((back.slot, back.valid, back.dirty), (slot, 1, 1));
+        assert!(c.line_state(v, 10).is_none(), "the new line left the slot");
+        assert_eq!(c.dirty_lines(), 4);
+        assert_eq!(c.resident_lines(), 4);
+        c.audit();
+        // Bad masks and lines under a write-back are refused.
+        assert!(c.reinstate_evicted(slot, v, victim, 0).is_err());
+        let mut jobs = Vec::new();
+        c.flush_all(&mut jobs);
+        assert!(c.line_state(v, victim).unwrap().pinned);
+        assert!(c.reinstate_evicted(slot, v, victim, 1).is_err());
+        c.audit();
+    }
+}
