@@ -55,7 +55,9 @@ pub struct MountArgs {
     pub cleaning: String,
     /// Cache-device errors (block file, journal) that switch the mount to pass-through
     /// (degraded mode, docs/design.md §11): each error adds 1 to a score that halves every
-    /// `--error-halflife`; at this score the mount degrades.
+    /// `--error-halflife`; at this score the mount degrades. It stays degraded until
+    /// SIGUSR1 returns it to service (once its dirty blocks can be read); SIGUSR2 takes it
+    /// out of service.
     #[arg(long, default_value = "8")]
     pub error_threshold: f64,
     /// The error score's half-life (`60s`, `500ms`).
@@ -244,22 +246,25 @@ impl Drop for MadeUpCacheDir {
     }
 }
 
-/// Blocks SIGINT and SIGTERM in this thread (and the threads it starts), so the main loop can
-/// take them with `sigtimedwait` and unmount cleanly.
-fn block_stop_signals() -> libc::sigset_t {
+/// Blocks SIGINT, SIGTERM, SIGUSR1 and SIGUSR2 in this thread (and the threads it starts), so
+/// the main loop can take them with `sigtimedwait`: the first two unmount cleanly, SIGUSR1
+/// returns a degraded mount to service, SIGUSR2 takes it out (docs/design.md §11).
+fn block_handled_signals() -> libc::sigset_t {
     // SAFETY: sigemptyset/sigaddset initialise the local set we own; pthread_sigmask only
     // reads it. No other memory is involved.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGUSR1, libc::SIGUSR2] {
+            libc::sigaddset(&mut set, sig);
+        }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
     }
 }
 
-fn stop_signal_within(set: &libc::sigset_t, wait: Duration) -> bool {
+/// The signal of `set` taken within `wait`, if one came.
+fn signal_within(set: &libc::sigset_t, wait: Duration) -> Option<libc::c_int> {
     let timeout = libc::timespec {
         tv_sec: wait.as_secs() as libc::time_t,
         tv_nsec: wait.subsec_nanos() as libc::c_long,
@@ -267,7 +272,21 @@ fn stop_signal_within(set: &libc::sigset_t, wait: Duration) -> bool {
     // SAFETY: `set` is an initialised signal set and `timeout` a valid timespec, both alive
     // for the call; a null siginfo pointer is allowed.
     let rc = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &timeout) };
-    rc > 0
+    (rc > 0).then_some(rc)
+}
+
+/// The operator's SIGUSR1 (return to service) or SIGUSR2 (take out of service) on a mount.
+fn service_signal(state: &std::sync::Mutex<tiercache_filecache::State>, sig: libc::c_int) {
+    let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+    if sig == libc::SIGUSR2 {
+        st.take_out_of_service("SIGUSR2");
+        return;
+    }
+    match st.return_to_service() {
+        Ok(true) => {}
+        Ok(false) => eprintln!("tiercache mount: SIGUSR1: not degraded, nothing to do"),
+        Err(e) => eprintln!("tiercache mount: SIGUSR1: cannot return to service: {e}"),
+    }
 }
 
 /// Runs `tiercache mount`.
@@ -287,7 +306,7 @@ pub fn run(args: MountArgs) -> Result<()> {
         .cache_dir
         .is_none()
         .then(|| MadeUpCacheDir(cfg.cache_dir.clone()));
-    let signals = block_stop_signals();
+    let signals = block_handled_signals();
     let variant = cfg.variant;
     let capacity = cfg.capacity_blocks as u64 * cfg.block_size as u64;
     let (session, state) = match tiercache_filecache::spawn_mount(cfg, &args.mountpoint) {
@@ -341,8 +360,10 @@ pub fn run(args: MountArgs) -> Result<()> {
     let mut last_stats = Instant::now();
     let mut stats_failing = false;
     loop {
-        if stop_signal_within(&signals, Duration::from_millis(200)) {
-            break;
+        match signal_within(&signals, Duration::from_millis(200)) {
+            Some(sig @ (libc::SIGUSR1 | libc::SIGUSR2)) => service_signal(&state, sig),
+            Some(_) => break,
+            None => {}
         }
         if session.guard.is_finished() || duration.is_some_and(|d| started.elapsed() >= d) {
             break;

@@ -576,3 +576,70 @@ fn an_uncached_mount_leaves_no_made_up_cache_directory() {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// The operator's signals: SIGUSR2 takes a mount out of service (degraded, served from the
+/// store), SIGUSR1 returns it (its dirty blocks written back first); the log and the stats
+/// file say so, and nothing written is lost either way.
+#[test]
+fn sigusr2_degrades_a_mount_and_sigusr1_returns_it_to_service() {
+    let Some((dir, store, cache, mnt)) = mount_dirs() else {
+        return;
+    };
+    let stats = dir.path().join("stats.json");
+    let log = dir.path().join("log");
+    let mut m = MountProcess::start_logged(
+        &store,
+        &mnt,
+        &cache,
+        "wb",
+        &["--stats", stats.to_str().unwrap()],
+        Stdio::from(File::create(&log).unwrap()),
+    );
+    let signal = |m: &MountProcess, sig| {
+        let pid = m.child.as_ref().expect("running").id();
+        // SAFETY: kill(2) with a pid we spawned and still own (not yet reaped).
+        unsafe { libc::kill(pid as libc::pid_t, sig) };
+    };
+    let wait_stats = |what: &str, ok: &dyn Fn(&serde_json::Value) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let v = fs::read(&stats)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+            if v.as_ref().is_some_and(ok) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{what}: stats {v:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let a = content(1, 20_000);
+    fs::write(mnt.join("a"), &a).unwrap();
+    signal(&m, libc::SIGUSR2);
+    wait_stats("degraded", &|v| v["degraded"] == true);
+    let b = content(2, 9_000);
+    fs::write(mnt.join("b"), &b).unwrap();
+    assert_eq!(fs::read(mnt.join("a")).unwrap(), a);
+    signal(&m, libc::SIGUSR1);
+    wait_stats("back in service", &|v| {
+        v["degraded"] == false && v["returned_to_service"] == 1
+    });
+    let c = content(3, 12_000);
+    fs::write(mnt.join("c"), &c).unwrap();
+    for (name, want) in [("a", &a), ("b", &b), ("c", &c)] {
+        assert_eq!(&fs::read(mnt.join(name)).unwrap(), want, "{name}");
+    }
+    m.stop();
+    let err = fs::read_to_string(&log).unwrap();
+    assert!(err.contains("DEGRADED: operator request: SIGUSR2"), "{err}");
+    assert!(err.contains("returned to service"), "{err}");
+    let out = flush_file_cache(&cache, &store);
+    assert!(out.status.success(), "{out:?}");
+    for (name, want) in [("a", &a), ("b", &b), ("c", &c)] {
+        assert_eq!(
+            &fs::read(store.join(name)).unwrap(),
+            want,
+            "{name} in the store"
+        );
+    }
+}

@@ -228,6 +228,9 @@ pub struct HealthStats {
     pub first_error_to_degraded_ns: Option<u64>,
     /// Requests (pieces) a cache-device error failed that were then served from the backend.
     pub served_past_cache: u64,
+    /// Dirty lines a failed plan evicted without writing them back (`dirty_full =
+    /// "evict-then-write"` whose cache read failed) that were put back in their slots, dirty.
+    pub evictions_kept: u64,
     /// Device errors by device, op and class (every kind, zeros included).
     pub errors: Vec<DeviceErrorCount>,
     /// The last transitions and first-of-a-kind errors, oldest first (at most 32).
@@ -274,6 +277,7 @@ pub struct Health {
     /// A cache-device error was seen since start (or since the last return to service).
     cache_trouble: AtomicBool,
     served_past_cache: AtomicU64,
+    evictions_kept: AtomicU64,
     state: Mutex<Transitions>,
     log: RwLock<LogSink>,
     epoch: Instant,
@@ -297,6 +301,7 @@ impl Health {
             degraded: AtomicBool::new(false),
             cache_trouble: AtomicBool::new(false),
             served_past_cache: AtomicU64::new(0),
+            evictions_kept: AtomicU64::new(0),
             state: Mutex::new(Transitions {
                 reason: None,
                 entered: 0,
@@ -384,6 +389,22 @@ impl Health {
         self.served_past_cache.fetch_add(1, Relaxed);
     }
 
+    /// Counts a dirty victim put back in its slot after its eviction's write-back failed;
+    /// logs the first.
+    pub fn eviction_kept(&self, what: impl FnOnce() -> String) {
+        if self.evictions_kept.fetch_add(1, Relaxed) == 0 {
+            self.log(format!(
+                "{}; further ones are counted (health.evictions_kept)",
+                what()
+            ));
+        }
+    }
+
+    /// Dirty victims put back in their slots so far (see [`Health::eviction_kept`]).
+    pub fn evictions_kept(&self) -> u64 {
+        self.evictions_kept.load(Relaxed)
+    }
+
     /// Whether the cache device failed an op since start (or the last return to service).
     pub fn cache_trouble(&self) -> bool {
         self.cache_trouble.load(Relaxed)
@@ -457,6 +478,7 @@ impl Health {
             degraded_left: st.left,
             first_error_to_degraded_ns: st.first_error_to_degraded_ns,
             served_past_cache: self.served_past_cache.load(Relaxed),
+            evictions_kept: self.evictions_kept.load(Relaxed),
             errors,
             events: st.events.iter().cloned().collect(),
         }

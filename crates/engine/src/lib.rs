@@ -22,6 +22,7 @@ pub mod health;
 mod load;
 pub mod ordering;
 pub mod partition_log;
+pub mod pass_through_mark;
 pub mod ram_level;
 pub mod slot_table;
 mod stats;

@@ -123,9 +123,17 @@ pub struct Ticket<D: Completion = Done> {
     writes: Vec<Location>,
     waits: Vec<Arc<D>>,
     predecessor_failed: bool,
+    /// Its place in decision order (see [`OrderingTable::next_seq`]).
+    seq: u64,
 }
 
 impl<D: Completion> Ticket<D> {
+    /// The plan's place in its table's decision order: plans registered later have larger
+    /// numbers.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
     /// Blocks until every earlier conflicting plan ended. Returns how many it waited for.
     pub fn wait_turn(&mut self) -> usize {
         let n = self.waits.len();
@@ -148,6 +156,8 @@ pub struct OrderingTable<D: Completion = Done> {
     locations: HashMap<Location, LocationState<D>>,
     /// Plans registered and not ended yet.
     in_flight: usize,
+    /// Plans registered so far: the next one's [`Ticket::seq`].
+    registered: u64,
 }
 
 impl<D: Completion> OrderingTable<D> {
@@ -162,11 +172,18 @@ impl<D: Completion> Default for OrderingTable<D> {
         Self {
             locations: HashMap::new(),
             in_flight: 0,
+            registered: 0,
         }
     }
 }
 
 impl<D: Completion> OrderingTable<D> {
+    /// The [`Ticket::seq`] the next plan registered gets: every plan in flight now was
+    /// decided before anything done now under the same lock.
+    pub fn next_seq(&self) -> u64 {
+        self.registered
+    }
+
     /// Registers a plan reading `reads` and writing `writes` (duplicates allowed).
     pub fn register(&mut self, mut reads: Vec<Location>, mut writes: Vec<Location>) -> Ticket<D> {
         writes.sort_unstable();
@@ -193,12 +210,14 @@ impl<D: Completion> OrderingTable<D> {
         waits.sort_unstable_by_key(|d| Arc::as_ptr(d) as usize);
         waits.dedup_by(|a, b| Arc::ptr_eq(a, b));
         self.in_flight += 1;
+        self.registered += 1;
         Ticket {
             done,
             reads,
             writes,
             waits,
             predecessor_failed: false,
+            seq: self.registered - 1,
         }
     }
 

@@ -249,9 +249,11 @@ pub struct EngineStats {
     pub backend_in_flight: u64,
     /// What start-up recovery found.
     pub recovery: RecoveryReport,
-    /// Why the engine stopped serving, if it did: a dirty line it had to evict could not be
-    /// written back, so the only copy of acknowledged data is on the cache device (a restart
-    /// recovers it). Every request since was answered with an error.
+    /// Why the engine stopped serving, if it did: a policy core's lock was poisoned,
+    /// `engine.on_error.action = "fail"` was reached, or a dirty line it had to evict could
+    /// neither be written back nor put back in its slot, so the only copy of acknowledged data
+    /// is on the cache device (a restart recovers it). Every request since was answered with
+    /// an error.
     pub halted: Option<String>,
     /// Device errors by device, op and errno, and the degraded state (docs/design.md §11).
     pub health: crate::health::HealthStats,

@@ -29,6 +29,10 @@ const CAPACITY: u64 = 2 << 20;
 const VOLUME: u64 = 16 << 20;
 
 fn cache_config(policy: WritePolicy) -> CacheConfig {
+    cache_config_with(policy, DirtyFullPolicy::Bypass)
+}
+
+fn cache_config_with(policy: WritePolicy, dirty_full: DirtyFullPolicy) -> CacheConfig {
     CacheConfig {
         capacity: CAPACITY,
         line_size: LINE,
@@ -39,10 +43,11 @@ fn cache_config(policy: WritePolicy) -> CacheConfig {
             batch: 16,
         },
         shards: 4,
-        // Dirty lines are written back by the flusher only, which keeps them dirty while their
-        // cache reads fail; an eviction that reads a dirty victim inline and fails halts the
-        // engine instead (fail-stop, nothing lost: docs/design.md §11).
-        dirty_full: DirtyFullPolicy::Bypass,
+        // `bypass`: dirty lines are written back by the flusher only, which keeps them dirty
+        // while their cache reads fail; `evict-then-write`: an eviction that cannot read its
+        // dirty victim puts it back in its slot and the request goes past the cache
+        // (docs/design.md §11).
+        dirty_full,
         ..CacheConfig::default()
     }
 }
@@ -60,12 +65,20 @@ struct Rig {
 
 fn rig(policy: WritePolicy, rules: Vec<FaultRule>, on_error: OnErrorConfig) -> Rig {
     let backend = Arc::new(MemDevice::new(VOLUME as usize));
-    rig_over(policy, rules, on_error, backend.clone(), backend)
+    rig_over(
+        policy,
+        DirtyFullPolicy::Bypass,
+        rules,
+        on_error,
+        backend.clone(),
+        backend,
+    )
 }
 
 /// The engine over the failing cache device and `backend` (whose bytes `image` holds).
 fn rig_over(
     policy: WritePolicy,
+    dirty_full: DirtyFullPolicy,
     rules: Vec<FaultRule>,
     on_error: OnErrorConfig,
     backend: Arc<dyn BlockDevice>,
@@ -80,8 +93,13 @@ fn rig_over(
         on_error,
         ..EngineConfig::default()
     };
-    let engine =
-        Engine::with_devices(&cache_config(policy), &ecfg, cache.clone(), backend).unwrap();
+    let engine = Engine::with_devices(
+        &cache_config_with(policy, dirty_full),
+        &ecfg,
+        cache.clone(),
+        backend,
+    )
+    .unwrap();
     let log = Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = log.clone();
     engine.set_log(Arc::new(move |m: &str| {
@@ -248,6 +266,147 @@ fn a_failed_cache_flush_writes_dirty_data_back_and_the_flush_succeeds() {
         .contains("cache-device flush failed"));
 }
 
+/// `dirty_full = "evict-then-write"` on a cache device whose reads fail, never degrading on
+/// the count: each write miss evicts a dirty victim it cannot read. The victim goes back in
+/// its slot, dirty (counted, logged), the write goes to the backend, nothing halts; a read of
+/// a victim fails (the cache holds the only copy) rather than return the backend's stale
+/// bytes; once the device reads again, every acknowledged write reads back and a flush puts
+/// it on the backend.
+#[test]
+fn an_unreadable_dirty_victim_stays_in_its_slot_and_the_write_goes_past_the_cache() {
+    let image = Arc::new(MemDevice::new(VOLUME as usize));
+    let r = rig_over(
+        WritePolicy::WriteBack,
+        DirtyFullPolicy::EvictThenWrite,
+        Vec::new(),
+        OnErrorConfig {
+            threshold: 1_000_000,
+            ..OnErrorConfig::default()
+        },
+        image.clone(),
+        image,
+    );
+    let lines = CAPACITY / LINE;
+    let old = |i: u64| vec![(i % 250) as u8 + 1; LINE as usize];
+    // Twice the cache: the first half is written back by evictions, the second is dirty.
+    for i in 0..2 * lines {
+        r.engine.write(&old(i), i * LINE, false).unwrap();
+    }
+    assert_eq!(r.engine.stats().dirty_lines, lines);
+    let data = layout().data_offset;
+    r.cache.set_rules(vec![
+        FaultRule::new(FaultOp::Read, FaultKind::Eio).range(data, u64::MAX)
+    ]);
+    let new = |i: u64| vec![(i % 7) as u8 + 0xf0; LINE as usize];
+    for i in 2 * lines..3 * lines {
+        r.engine
+            .write(&new(i), i * LINE, false)
+            .unwrap_or_else(|e| panic!("write of line {i}: {e}"));
+    }
+    let s = r.engine.stats();
+    assert!(s.halted.is_none(), "{:?}", s.halted);
+    assert!(s.health.evictions_kept > 0, "{:?}", s.health);
+    assert!(!s.health.degraded);
+    assert_eq!(s.dirty_lines, lines, "every dirty victim kept");
+    let log = r.log.lock().unwrap().join("\n");
+    assert!(log.contains("stays in its slot, dirty"), "{log}");
+    // A kept victim is not read from the backend's stale copy: its read fails.
+    let mut b = vec![0u8; LINE as usize];
+    for i in lines..2 * lines {
+        if let Ok(()) = r.engine.read(&mut b, i * LINE) {
+            assert!(b == old(i), "line {i}: stale bytes");
+        }
+    }
+    r.cache.set_rules(Vec::new());
+    for i in 0..3 * lines {
+        r.engine.read(&mut b, i * LINE).unwrap();
+        let want = if i < 2 * lines { old(i) } else { new(i) };
+        assert!(b == want, "line {i} reads back");
+    }
+    let dirty = r.engine.stats().dirty_lines;
+    let flushed = r.engine.stats().flushed_lines;
+    r.engine.flush_all().unwrap();
+    assert_eq!(r.engine.stats().flushed_lines - flushed, dirty);
+    let img = r.backend.snapshot();
+    for i in 0..3 * lines {
+        let at = (i * LINE) as usize;
+        let want = if i < 2 * lines { old(i) } else { new(i) };
+        assert!(
+            img[at..at + LINE as usize] == want[..],
+            "line {i} on the backend"
+        );
+    }
+    r.engine.audit();
+}
+
+/// A restart after a degraded run never recovers a clean line older than the backend: the
+/// engine degrades (the pass-through mark is made durable first), the cache device stops
+/// taking metadata writes, and a write to a line the cache holds clean goes to the backend
+/// while the record still names the old copy. Killed there (the devices as they are) and
+/// restarted, the engine drops the clean data the records name, keeps the dirty, says so, and
+/// reads the newest data back.
+#[test]
+fn a_restart_after_pass_through_recovers_no_stale_clean_line() {
+    let r = rig(WritePolicy::WriteBack, Vec::new(), OnErrorConfig::default());
+    let line = |v: u8| vec![v; LINE as usize];
+    // Line 0 clean in the cache (written back), line 5 dirty.
+    r.engine.write(&line(1), 0, false).unwrap();
+    r.engine.flush_all().unwrap();
+    let mut b = line(0);
+    r.engine.read(&mut b, 0).unwrap();
+    r.engine.write(&line(5), 5 * LINE, false).unwrap();
+    assert_eq!(r.engine.stats().dirty_lines, 1);
+    assert_eq!(r.engine.stats().resident_lines, 2);
+    r.engine.degrade("test");
+    let data = layout().data_offset;
+    r.cache.set_rules(vec![
+        FaultRule::new(FaultOp::Write, FaultKind::Eio).range(4096, data)
+    ]);
+    // Past the cache: the backend takes it; the record dropping line 0 cannot be written.
+    r.engine.write(&line(2), 0, false).unwrap();
+    assert!(r.engine.health().cache_errors() >= 1);
+    // kill -9: the devices as they are now, under a new engine.
+    let cache_img = Arc::new(MemDevice::from_bytes(r.cache.inner().snapshot()));
+    let backend_img = Arc::new(MemDevice::from_bytes(r.backend.snapshot()));
+    let engine = Engine::with_devices(
+        &cache_config(WritePolicy::WriteBack),
+        &EngineConfig::default(),
+        cache_img.clone(),
+        backend_img.clone(),
+    )
+    .unwrap();
+    engine.read(&mut b, 0).unwrap();
+    assert!(
+        b == line(2),
+        "line 0: the newest data, not the cache's stale copy"
+    );
+    engine.read(&mut b, 5 * LINE).unwrap();
+    assert!(b == line(5), "line 5: acknowledged, kept");
+    let rec = engine.stats().recovery;
+    assert!(rec.clean_dropped_after_pass_through >= 1, "{rec:?}");
+    assert!(
+        engine
+            .notes()
+            .iter()
+            .any(|n| n.contains("served requests past the cache")),
+        "{:?}",
+        engine.notes()
+    );
+    engine.audit();
+    drop(engine);
+    // The mark is cleared once recovery rewrote the records: the next restart trusts them.
+    let again = Engine::with_devices(
+        &cache_config(WritePolicy::WriteBack),
+        &EngineConfig::default(),
+        cache_img,
+        backend_img,
+    )
+    .unwrap();
+    assert_eq!(again.stats().recovery.clean_dropped_after_pass_through, 0);
+    again.read(&mut b, 0).unwrap();
+    assert!(b == line(2));
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Fault {
     EioRead,
@@ -264,9 +423,17 @@ struct Outcome {
     unexplained_errors: u64,
     lost_writes: u64,
     to_degraded_ms: Option<f64>,
+    /// Dirty victims put back in their slots (evict-then-write).
+    evictions_kept: u64,
 }
 
-fn sweep_one(topology: Topology, policy: WritePolicy, fault: Fault, seed: u64) -> Outcome {
+fn sweep_one(
+    topology: Topology,
+    policy: WritePolicy,
+    dirty_full: DirtyFullPolicy,
+    fault: Fault,
+    seed: u64,
+) -> Outcome {
     let data = layout().data_offset;
     // Faults on the slot data (a failing region of the device), from the 50th op on, each op
     // with chance 0.2; latency spikes everywhere.
@@ -293,7 +460,14 @@ fn sweep_one(topology: Topology, policy: WritePolicy, fault: Fault, seed: u64) -
         }
         _ => image.clone(),
     };
-    let r = rig_over(policy, vec![rule], OnErrorConfig::default(), backend, image);
+    let r = rig_over(
+        policy,
+        dirty_full,
+        vec![rule],
+        OnErrorConfig::default(),
+        backend,
+        image,
+    );
     // Two levels: clients talk to an engine whose backend is the failing one.
     let upper = matches!(topology, Topology::TwoLevel).then(|| {
         let cfg = CacheConfig {
@@ -390,7 +564,16 @@ fn sweep_one(topology: Topology, policy: WritePolicy, fault: Fault, seed: u64) -
         u.flush_all().unwrap();
     }
     drop(upper);
+    // The figures match: what is dirty now is what a full flush writes back.
+    let dirty = r.engine.stats().dirty_lines;
+    let flushed = r.engine.stats().flushed_lines;
     r.engine.flush_all().unwrap();
+    assert_eq!(
+        r.engine.stats().flushed_lines - flushed,
+        dirty,
+        "{policy:?} {fault:?}: dirty lines = lines the flush wrote back"
+    );
+    assert!(r.engine.halted().is_none(), "{policy:?} {fault:?}");
     let img = r.backend.snapshot();
     // A write is lost if a byte of it that no later write covered differs on the backend.
     let lost_writes = acked
@@ -407,6 +590,7 @@ fn sweep_one(topology: Topology, policy: WritePolicy, fault: Fault, seed: u64) -
         unexplained_errors: unexplained,
         lost_writes,
         to_degraded_ms: h.first_error_to_degraded_ns.map(|ns| ns as f64 / 1e6),
+        evictions_kept: h.evictions_kept,
     }
 }
 
@@ -416,9 +600,9 @@ fn sweep_one(topology: Topology, policy: WritePolicy, fault: Fault, seed: u64) -
 #[test]
 fn fault_sweep_loses_nothing_and_fails_only_lost_only_copies() {
     println!(
-        "| configuration | fault | write policy | ops | client errors | unexplained errors | acked writes lost | first fault → degraded |"
+        "| configuration | fault | write policy | ops | client errors | unexplained errors | acked writes lost | first fault → degraded | dirty victims kept |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let faults = [
         Fault::EioRead,
         Fault::EioWrite,
@@ -426,30 +610,44 @@ fn fault_sweep_loses_nothing_and_fails_only_lost_only_copies() {
         Fault::Latency,
     ];
     let policies = [
-        WritePolicy::WriteBack,
-        WritePolicy::WriteThrough,
-        WritePolicy::WriteAround,
+        (WritePolicy::WriteBack, DirtyFullPolicy::Bypass),
+        (WritePolicy::WriteBack, DirtyFullPolicy::EvictThenWrite),
+        (WritePolicy::WriteThrough, DirtyFullPolicy::Bypass),
+        (WritePolicy::WriteAround, DirtyFullPolicy::Bypass),
     ];
     let topologies = [Topology::Single, Topology::TwoLevel, Topology::Remote];
     for (t, topology) in topologies.into_iter().enumerate() {
         for (i, fault) in faults.into_iter().enumerate() {
-            for (j, policy) in policies.into_iter().enumerate() {
+            for (j, (policy, dirty_full)) in policies.into_iter().enumerate() {
                 // Latency spikes are slow by design: one policy is enough to show them.
                 if matches!(fault, Fault::Latency) && j > 0 {
                     continue;
                 }
-                let o = sweep_one(topology, policy, fault, (t * 100 + i * 10 + j) as u64);
+                let o = sweep_one(
+                    topology,
+                    policy,
+                    dirty_full,
+                    fault,
+                    (t * 100 + i * 10 + j) as u64,
+                );
+                let evict_then_write = dirty_full == DirtyFullPolicy::EvictThenWrite;
                 println!(
-                    "| {topology:?} | {fault:?} | {} | {} | {} | {} | {} | {} |",
+                    "| {topology:?} | {fault:?} | {}{} | {} | {} | {} | {} | {} | {} |",
                     policy.short_name(),
+                    if evict_then_write {
+                        " (evict-then-write)"
+                    } else {
+                        ""
+                    },
                     o.ops,
                     o.client_errors,
                     o.unexplained_errors,
                     o.lost_writes,
                     o.to_degraded_ms
-                        .map_or("not degraded".into(), |ms| format!("{ms:.1} ms"))
+                        .map_or("not degraded".into(), |ms| format!("{ms:.1} ms")),
+                    o.evictions_kept
                 );
-                let what = format!("{topology:?} {fault:?} {policy:?}");
+                let what = format!("{topology:?} {fault:?} {policy:?} {dirty_full:?}");
                 assert_eq!(o.unexplained_errors, 0, "{what}");
                 assert_eq!(o.lost_writes, 0, "{what}");
                 if !matches!(fault, Fault::Latency) {

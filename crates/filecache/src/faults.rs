@@ -5,7 +5,8 @@
 //! [`CacheDeviceError`] inside the `io::Error`, so the mount tells a cache-device error (served
 //! past the cache, counted, degrading) from a store error (the client's). [`CacheFaults`] is
 //! the engine's `FaultDevice` idea for the mount: rules that fail chosen ops of the block file
-//! or the journal with EIO or ENOSPC, set by tests (`State::set_cache_faults`) while mounted.
+//! or the journal with EIO or ENOSPC, or stall them (a latency spike), set by tests
+//! (`State::set_cache_faults`) while mounted.
 
 use std::fmt;
 use std::io;
@@ -125,8 +126,9 @@ pub fn is_device_error(e: &io::Error) -> bool {
     as_device_error(e).is_some()
 }
 
-/// One injection rule: ops of `op` on `target` touching bytes `start..end` fail with `kind`,
-/// after the first `after` matching ops, each with `probability`, at most `count` times.
+/// One injection rule: ops of `op` on `target` touching bytes `start..end` fail with `kind`
+/// (or, with `stall`, wait that long and then run: a latency spike), after the first `after`
+/// matching ops, each with `probability`, at most `count` times.
 #[derive(Debug, Clone)]
 pub struct FaultRule {
     /// The file.
@@ -145,6 +147,9 @@ pub struct FaultRule {
     pub count: Option<u64>,
     /// Chance that a matching op past `after` fails.
     pub probability: f64,
+    /// A latency spike instead of an error: the op waits this long, then runs (`kind` is
+    /// then unused). `None`: the op fails.
+    pub stall: Option<std::time::Duration>,
 }
 
 impl FaultRule {
@@ -159,6 +164,15 @@ impl FaultRule {
             after: 0,
             count: None,
             probability: 1.0,
+            stall: None,
+        }
+    }
+
+    /// Every `op` (`None`: any) on `target` waits `stall` before it runs (a latency spike).
+    pub fn latency(target: Target, op: Option<Op>, stall: std::time::Duration) -> FaultRule {
+        FaultRule {
+            stall: Some(stall),
+            ..FaultRule::always(target, op, ErrorKind::Eio)
         }
     }
 }
@@ -197,7 +211,7 @@ impl CacheFaults {
         self.lock().rules.clear();
     }
 
-    /// Errors injected so far.
+    /// Faults injected so far (errors and latency spikes).
     pub fn fired(&self) -> u64 {
         self.lock().rules.iter().map(|r| r.2).sum()
     }
@@ -207,8 +221,24 @@ impl CacheFaults {
     }
 
     /// Checks one op of `len` bytes at `offset`: the injected error if a rule fires, as a
-    /// cache-device error.
+    /// cache-device error; a latency spike's rule waits (without holding the rules) and lets
+    /// the op run.
     pub fn check(&self, target: Target, op: Op, offset: u64, len: u64) -> io::Result<()> {
+        let stall = self.check_locked(target, op, offset, len)?;
+        if let Some(d) = stall {
+            std::thread::sleep(d);
+        }
+        Ok(())
+    }
+
+    /// [`CacheFaults::check`] under the lock: the error, or the stall to wait.
+    fn check_locked(
+        &self,
+        target: Target,
+        op: Op,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<Option<std::time::Duration>> {
         let mut g = self.lock();
         let Rules { rules, rng } = &mut *g;
         for (rule, seen, fired) in rules.iter_mut() {
@@ -227,6 +257,9 @@ impl CacheFaults {
             let draw = (rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64;
             if draw < rule.probability {
                 *fired += 1;
+                if rule.stall.is_some() {
+                    return Ok(rule.stall);
+                }
                 return Err(device_error(
                     target,
                     op,
@@ -235,7 +268,7 @@ impl CacheFaults {
                 ));
             }
         }
-        Ok(())
+        Ok(None)
     }
 }
 
@@ -273,6 +306,25 @@ mod tests {
         assert_eq!(f.fired(), 2);
         f.clear();
         assert!(f.check(Target::Blocks, Op::Write, 5000, 10).is_ok());
+    }
+
+    /// A latency rule lets the op run (no error) and counts as fired; an error rule after it
+    /// still fires.
+    #[test]
+    fn latency_spikes_delay_and_do_not_fail() {
+        let f = CacheFaults::new(1);
+        f.add(FaultRule {
+            count: Some(1),
+            ..FaultRule::latency(
+                Target::Blocks,
+                Some(Op::Read),
+                std::time::Duration::from_millis(1),
+            )
+        });
+        assert!(f.check(Target::Blocks, Op::Read, 0, 512).is_ok());
+        assert_eq!(f.fired(), 1);
+        assert!(f.check(Target::Blocks, Op::Read, 0, 512).is_ok());
+        assert_eq!(f.fired(), 1, "count 1");
     }
 
     #[test]

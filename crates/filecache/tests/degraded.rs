@@ -70,17 +70,25 @@ fn fault(name: &str, capacity: u32) -> FaultRule {
             after: 60,
             ..FaultRule::always(Target::Journal, Some(Op::Write), ErrorKind::Enospc)
         },
+        // A slow device: any op of the block file may stall 300 µs, then run (latency spikes
+        // are no errors: nothing degrades, no client sees an error).
+        "blocks latency" => FaultRule {
+            after: 40,
+            probability: 0.15,
+            ..FaultRule::latency(Target::Blocks, None, std::time::Duration::from_micros(300))
+        },
         _ => unreachable!("{name}"),
     }
 }
 
-const FAULTS: [&str; 6] = [
+const FAULTS: [&str; 7] = [
     "blocks read EIO",
     "blocks write EIO",
     "blocks write ENOSPC",
     "blocks sync EIO",
     "journal write EIO",
     "journal write ENOSPC",
+    "blocks latency",
 ];
 
 /// What one cell saw.
@@ -281,13 +289,30 @@ fn run(variant: Variant, fault_name: &str, seed: u64, crash: bool) -> Cell {
     let injected = faults.fired();
     // The device is fixed (what the mount could not read it can read now).
     faults.clear();
+    // The figures match (what the mount reports dirty at exit is what a flush or a restart
+    // writes back): the device fixed, every dirty block it reports can be read.
+    let dirty = st.stats().dirty_blocks;
     let (lost_after_flush, lost_after_crash) = if crash {
         drop(st);
         let (st, _) = open(dir.path(), variant, threshold, capacity);
+        assert_eq!(
+            st.stats().recovered_blocks,
+            dirty,
+            "{cell}: dirty blocks at exit = blocks the restart wrote back"
+        );
         drop(st);
         (0, differing(dir.path(), &shadow))
     } else {
-        st.flush_all().unwrap();
+        let written = st.flush_all().unwrap();
+        assert_eq!(
+            written, dirty,
+            "{cell}: dirty blocks at exit = blocks the flush wrote back"
+        );
+        assert_eq!(
+            st.stats().dirty_blocks,
+            0,
+            "{cell}: nothing dirty after a flush"
+        );
         (differing(dir.path(), &shadow), 0)
     };
     Cell {
@@ -333,6 +358,12 @@ fn fault_sweep() {
                 );
                 fired += a.injected;
                 any_degraded |= a.degraded;
+                if fault_name.ends_with("latency") {
+                    assert!(
+                        !a.degraded && !b.degraded && a.client_errors + b.client_errors == 0,
+                        "{variant} {fault_name} seed {seed}: a slow device is no failing one"
+                    );
+                }
                 if seed <= 2 {
                     println!(
                         "{:<22} {:<10} {:>9} {:>8} {:>13} {:>9} {:>16} {:>10} {:>10}",
@@ -542,4 +573,76 @@ fn a_cache_directory_that_fills_while_mounted_degrades_and_every_fsynced_file_la
             "f{i} in the store"
         );
     }
+}
+
+/// An operator returns a degraded mount to service once its cache directory is fixed: while
+/// its dirty blocks cannot be read it stays degraded (and says how many); fixed, they are
+/// written back, the cache is used again (reads hit it), and nothing written is lost.
+#[test]
+fn a_degraded_mount_returns_to_service_once_fixed() {
+    let dir = scratch();
+    for d in ["store", "cache"] {
+        std::fs::create_dir(dir.path().join(d)).unwrap();
+    }
+    for f in 0..FILES {
+        std::fs::write(dir.path().join("store").join(format!("f{f}")), b"").unwrap();
+    }
+    let (mut st, ids) = open(dir.path(), Variant::WB, 8.0, 12);
+    assert!(
+        !st.return_to_service().unwrap(),
+        "not degraded: nothing to do"
+    );
+    let mut want = vec![3u8; 4000];
+    st.write(ids[0], 0, &want).unwrap();
+    assert!(st.stats().dirty_blocks > 0);
+    // The block file fails every read: the dirty blocks cannot be written back.
+    let faults = Arc::new(CacheFaults::new(1));
+    faults.add(FaultRule::always(
+        Target::Blocks,
+        Some(Op::Read),
+        ErrorKind::Eio,
+    ));
+    st.set_cache_faults(Some(faults.clone()));
+    st.take_out_of_service("test");
+    let s = st.stats();
+    assert!(s.degraded && s.dirty_blocks > 0, "{s:?}");
+    st.write(ids[1], 0, &[5u8; 1000]).unwrap();
+    let e = st.return_to_service().unwrap_err();
+    assert!(e.to_string().contains("still cannot be read"), "{e}");
+    assert!(st.degraded());
+    // Fixed: back in service, every dirty block written back first.
+    faults.clear();
+    assert!(st.return_to_service().unwrap());
+    let s = st.stats();
+    assert!(!s.degraded && s.degraded_reason.is_none(), "{s:?}");
+    assert_eq!((s.dirty_blocks, s.returned_to_service), (0, 1), "{s:?}");
+    assert_eq!(std::fs::read(dir.path().join("store/f0")).unwrap(), want);
+    // The cache is used again: a write lands in it (dirty, journaled), a read of it hits.
+    want[100..600].fill(9);
+    st.write(ids[0], 100, &[9u8; 500]).unwrap();
+    assert!(st.stats().dirty_blocks > 0, "write-back again");
+    let hits = st.stats().core.read_hits;
+    assert_eq!(st.read(ids[0], 0, 4000).unwrap(), want);
+    assert_eq!(st.read(ids[0], 0, 4000).unwrap(), want);
+    assert!(
+        st.stats().core.read_hits > hits,
+        "reads hit the cache again"
+    );
+    let served = st.stats().served_past_cache;
+    assert_eq!(st.read(ids[1], 0, 1000).unwrap(), vec![5u8; 1000]);
+    assert_eq!(
+        st.stats().served_past_cache,
+        served,
+        "nothing past the cache"
+    );
+    // kill -9 and restart: the journal made anew recovers the dirty blocks.
+    drop(st);
+    let (st, _) = open(dir.path(), Variant::WB, 8.0, 12);
+    assert!(st.stats().recovered_blocks > 0);
+    drop(st);
+    assert_eq!(std::fs::read(dir.path().join("store/f0")).unwrap(), want);
+    assert_eq!(
+        std::fs::read(dir.path().join("store/f1")).unwrap(),
+        [5u8; 1000]
+    );
 }

@@ -149,7 +149,7 @@ impl<C: EngineCore> Inner<C> {
             };
             if let Err(e) = &result {
                 // The request's error is the one to report; forgetting is best effort.
-                let _ = self.forget_failed(shard, &req, &plan, &[], e);
+                let _ = self.forget_failed(shard, &req, &plan, &[], ticket.seq(), e);
             }
             {
                 let mut core = self.core(shard);

@@ -22,14 +22,16 @@ pub(super) fn predecessor_failed() -> io::Error {
 impl<C: EngineCore> Inner<C> {
     /// Whether a request piece that failed with `e` may be planned again past the cache: a
     /// cache-device error, or a failed predecessor on its lines once the cache device has
-    /// failed ops (the ticket does not say why the predecessor failed; a backend failure
-    /// alone fails its followers as before), while the engine serves.
+    /// failed ops or a failed eviction has put its dirty victim back (`Inner::keep_evicted`:
+    /// a read planned as a miss on the victim meanwhile ran nothing and must not fail for
+    /// it), while the engine serves. The ticket does not say why the predecessor failed; a
+    /// backend failure alone fails its followers as before.
     pub(super) fn may_serve_past_cache(&self, e: &io::Error) -> bool {
         let predecessor = e
             .get_ref()
             .is_some_and(|inner| inner.is::<PredecessorFailed>());
-        (is_cache_error(e) || (predecessor && self.health.cache_trouble()))
-            && self.halted.get().is_none()
+        let trouble = self.health.cache_trouble() || self.health.evictions_kept() > 0;
+        (is_cache_error(e) || (predecessor && trouble)) && self.halted.get().is_none()
     }
 
     /// The write policy forced on every core now: pass-through while degraded.
@@ -51,6 +53,7 @@ impl<C: EngineCore> Inner<C> {
         failure: &io::Error,
     ) -> io::Result<()> {
         self.check_degrade();
+        self.mark_pass_through();
         // Counted once per request, in the request's own pieces: this plan's are dropped.
         let mut pieces = RequestPieces::new();
         let req = Request {
@@ -90,6 +93,25 @@ impl<C: EngineCore> Inner<C> {
         out
     }
 
+    /// Makes the pass-through mark durable on the cache device, once, before requests go
+    /// past the cache: a restart then drops the clean data the records name, which may be
+    /// older than what those requests write to the backend (see [`crate::pass_through_mark`]).
+    /// If the device cannot take it, that is logged (and tried again next time).
+    pub(super) fn mark_pass_through(&self) {
+        let mut marked = lock(&self.pass_through_marked);
+        if *marked {
+            return;
+        }
+        match crate::pass_through_mark::write(&*self.cache_dev) {
+            Ok(()) => *marked = true,
+            Err(e) => self.health.log(format!(
+                "the pass-through mark could not be written to the cache device ({e}): a \
+                 restart may recover clean lines older than the backend; run `tiercache \
+                 flush` and reformat the cache (engine.format) before using it again"
+            )),
+        }
+    }
+
     /// Degrades the engine if the cache device's errors passed the threshold since the last
     /// look.
     pub(super) fn check_degrade(&self) {
@@ -119,6 +141,8 @@ impl<C: EngineCore> Inner<C> {
     /// Serves every request in pass-through from now on; the flusher writes back the dirty
     /// lines it can read.
     pub(super) fn enter_degraded(&self, reason: String) {
+        // Before any request is forced past the cache.
+        self.mark_pass_through();
         if self.health.enter_degraded(reason) {
             for sh in &self.shards {
                 self.core(sh)

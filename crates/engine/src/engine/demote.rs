@@ -133,7 +133,7 @@ impl<C: EngineCore> Inner<C> {
         if let Err(e) = &result {
             // What the demote was to fill holds nothing defined: forgotten (best effort; the
             // demote's own error is the one to report).
-            let _ = self.forget_failed(shard, req, &plan, &[], e);
+            let _ = self.forget_failed(shard, req, &plan, &[], ticket.seq(), e);
         }
         let mut core = self.core(shard);
         core.order.end(ticket, result.is_ok());

@@ -1,5 +1,5 @@
-//! Failure and fail-stop: the halt that ends service when the core's state or an evicted
-//! dirty line's only copy can no longer be trusted.
+//! Failure and fail-stop: what a failed plan leaves undefined, the dirty victims it evicted
+//! put back, and the halt that ends service when the core's state can no longer be trusted.
 
 use super::*;
 
@@ -28,22 +28,108 @@ impl<C: EngineCore> Inner<C> {
         }
     }
 
-    /// Halts the engine if the failed `plan` evicted a dirty line: the core has forgotten the
-    /// line, whose data may not have reached the backend (see [`Inner::halted`]).
-    pub(super) fn halt_if_evicting(&self, plan: &Plan, e: &io::Error) {
-        if plan.ops.iter().any(|o| o.cause == OpCause::EvictFlush) {
-            let why = format!(
-                "writing back an evicted dirty line failed ({e}); its data is kept on the \
-                 cache device and a restart recovers it"
-            );
-            if self.halted.set(why).is_ok() {
-                self.kick();
+    /// After failed `plan`: puts back, dirty, each line it evicted dirty whose write-back did
+    /// not become durable (`dirty_full = "evict-then-write"`, docs/design.md §11). Such a
+    /// line's slot was not written yet (its durable record still names the line: a slot's
+    /// record is durably cleared before anything else lands there, and only once the victim's
+    /// write-back is synced on the backend), so its dirty data is there, the only copy; the
+    /// core has forgotten it. Back in the core it is served as any dirty line (read from the
+    /// slot, merged into, written back by the flusher, which retries while its reads fail).
+    /// If the core cannot take it back (the slot is under a write-back, the partition full),
+    /// the engine halts as it did before: a restart recovers the line from its record.
+    pub(super) fn keep_evicted(
+        &self,
+        shard: &Shard<C>,
+        core: &mut Core<C>,
+        plan: &Plan,
+        e: &io::Error,
+    ) {
+        for v in evicted_dirty(&self.geo, plan) {
+            let slot = shard.base + v.slot;
+            if self.table.persisted_line(slot) != Some((v.volume.0, v.index)) {
+                // Written back and synced before the slot was cleared: nothing to keep.
+                continue;
+            }
+            match core
+                .cache
+                .reinstate_evicted(v.slot, v.volume, v.index, v.mask)
+            {
+                Ok(()) => {
+                    let at = core.order.next_seq();
+                    core.reinstated.insert(v.slot, at);
+                    // Its record now says what the core holds (the clean sub-blocks it had
+                    // are not kept). Best effort: the old record names the line dirty too.
+                    let rec = SlotRecord {
+                        line: Some((v.volume.0, v.index)),
+                        valid: v.mask,
+                        dirty: v.mask,
+                    };
+                    let _ = self.table.write(&*self.cache_dev, slot, &rec);
+                    self.health.eviction_kept(|| {
+                        format!(
+                            "writing back dirty line {} of volume {} evicted from slot {slot} \
+                             failed ({e}): the line stays in its slot, dirty, and the request \
+                             is served past the cache",
+                            v.index, v.volume.0
+                        )
+                    });
+                }
+                Err(why) => {
+                    let why = format!(
+                        "writing back an evicted dirty line failed ({e}) and it cannot go back \
+                         in its slot ({why}); its data is kept on the cache device and a \
+                         restart recovers it"
+                    );
+                    self.health.log(format!("HALTED: {why}"));
+                    if self.halted.set(why).is_ok() {
+                        self.kick();
+                    }
+                    return;
+                }
             }
         }
     }
 }
 
-/// Sub-blocks of one line that a failed plan leaves holding undefined bytes.
+/// The dirty lines `plan` evicts inline (its `EvictFlush` cache reads): each victim, the slot
+/// (of the shard) it was in and the dirty sub-blocks its write-back reads.
+pub(super) fn evicted_dirty(geo: &LineGeometry, plan: &Plan) -> Vec<Undefined> {
+    let line = geo.line_size();
+    let mut out: Vec<Undefined> = Vec::new();
+    for o in plan.ops.iter().filter(|o| {
+        o.device == Dev::Cache
+            && o.kind == IoKind::Read
+            && o.cause == OpCause::EvictFlush
+            && o.len > 0
+    }) {
+        // Cut at line boundaries, as in `undefined_after_failure`.
+        let mut at = o.offset;
+        let end = o.offset + o.len;
+        while at < end {
+            let slot = at / line;
+            let upto = end.min((slot + 1) * line);
+            let index = (o.vaddr + (at - o.offset)) / line;
+            let mask = geo.touched_mask(at % line, upto - slot * line);
+            match out
+                .iter_mut()
+                .find(|u| (u.volume, u.index, u.slot) == (o.volume, index, slot as u32))
+            {
+                Some(u) => u.mask |= mask,
+                None => out.push(Undefined {
+                    volume: o.volume,
+                    index,
+                    slot: slot as u32,
+                    mask,
+                }),
+            }
+            at = upto;
+        }
+    }
+    out
+}
+
+/// Sub-blocks of one line in one slot: those a failed plan leaves holding undefined bytes, or
+/// a dirty victim's (see [`evicted_dirty`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Undefined {
     /// The line's volume.
@@ -141,8 +227,12 @@ pub(super) fn undefined_after_failure(
 
 impl<C: EngineCore> Inner<C> {
     /// Invalidates `u`'s sub-blocks, dirty or not, if its line still sits in the slot the
-    /// failed plan wrote.
-    pub(super) fn invalidate_undefined(&self, core: &mut Core<C>, u: &Undefined) {
+    /// failed plan (decided as ticket `decided`) wrote, and was not put back there since
+    /// (see [`Inner::keep_evicted`]: the plan was then decided on a state that is gone).
+    pub(super) fn invalidate_undefined(&self, core: &mut Core<C>, u: &Undefined, decided: u64) {
+        if core.reinstated.get(&u.slot).is_some_and(|&at| decided < at) {
+            return;
+        }
         let Some(state) = core.cache.line_state(u.volume, u.index) else {
             return;
         };

@@ -157,6 +157,11 @@ struct Core<C = Cache> {
     /// Slots (of the shard) that took a demoted line whose record was not written (see
     /// `demote::unrecorded`): a clean shutdown writes their records.
     unrecorded: Vec<bool>,
+    /// Slots (of the shard) a dirty victim was put back in after its eviction failed (see
+    /// `Inner::keep_evicted`), with the [`Ticket::seq`](crate::ordering::Ticket::seq) of the
+    /// next plan decided then: the forgetting of a failed plan decided before that must leave
+    /// the slot's line alone. One entry a slot at most.
+    reinstated: std::collections::HashMap<u32, u64>,
 }
 
 /// One lock's share of the cache: a policy core over slots `base..base + capacity`, owning
@@ -216,6 +221,9 @@ struct Inner<C = Cache> {
     /// When a write last woke the flusher (ns since `epoch`).
     last_write_kick_ns: AtomicU64,
     stop: AtomicBool,
+    /// Whether the pass-through mark is durable on the cache device (see
+    /// [`crate::pass_through_mark`]): made so before the first request goes past the cache.
+    pass_through_marked: Mutex<bool>,
     wake: (Mutex<bool>, Condvar),
     poll: Duration,
     /// The backend epoch before the earliest backend write a client was told is done that no
@@ -555,6 +563,17 @@ fn locations(
         }
     }
     writes.extend(updates.iter().map(|u| cache_slot(u.slot)));
+    // A plan that changes a line's state anywhere (installs it in a slot, dirties it) is
+    // ordered after every plan in flight on that line's backend range, such as a dirty
+    // eviction writing it back from another slot: should that one fail, the line goes back
+    // to its old slot (`Inner::keep_evicted`), and this plan, decided on its absence, must
+    // fail with it rather than land beside it.
+    writes.extend(
+        updates
+            .iter()
+            .filter_map(|u| u.line)
+            .map(|(v, i)| backend_line(LineKey::new(v, i))),
+    );
     (reads, writes)
 }
 

@@ -439,7 +439,7 @@ impl Engine {
                 }
             }
         }
-        let (table, found, recovery) = SlotTable::open(&*cache_dev, layout, cfg.format)?;
+        let (table, mut found, mut recovery) = SlotTable::open(&*cache_dev, layout, cfg.format)?;
         // The device's own record format (an older device keeps its wider records).
         let layout = table.layout();
         let (mut partition_log, journaled) = PartitionLog::open(&*cache_dev)?;
@@ -454,6 +454,40 @@ impl Engine {
         // Partitions of volumes no longer served hold no lines (recovery refuses a line of a
         // volume it does not serve): dropped, so their lines go back to the others.
         let mut notes = Vec::new();
+        if recovery.formatted {
+            // Formatting leaves the superblock's spare bytes as they were.
+            crate::pass_through_mark::clear(&*cache_dev)?;
+        } else if let Some(runs) = crate::pass_through_mark::read(&*cache_dev)? {
+            // The last run served requests past the cache, whose records of dropped clean
+            // copies may never have landed: keep only the dirty data (docs/design.md §11).
+            let mut dropped = 0u64;
+            for (slot, rec) in found.iter_mut() {
+                if rec.valid == rec.dirty {
+                    continue;
+                }
+                dropped += 1;
+                *rec = if rec.dirty == 0 {
+                    SlotRecord::EMPTY
+                } else {
+                    SlotRecord {
+                        valid: rec.dirty,
+                        ..*rec
+                    }
+                };
+                table.write(&*cache_dev, *slot, rec)?;
+            }
+            let before = found.len() as u64;
+            found.retain(|(_, rec)| rec.line.is_some());
+            recovery.lines -= before - found.len() as u64;
+            table.sync(&*cache_dev)?;
+            crate::pass_through_mark::clear(&*cache_dev)?;
+            recovery.clean_dropped_after_pass_through = dropped;
+            notes.push(format!(
+                "the last run served requests past the cache ({runs} run(s) since the cache was \
+                 last trusted whole): the clean data of {dropped} recovered lines was dropped, \
+                 as the backend may hold newer; dirty data is kept"
+            ));
+        }
         let served = |v: u32| extents.iter().any(|e| e.0 == v);
         let (journaled, gone): (Vec<_>, Vec<_>) =
             journaled.into_iter().partition(|e| served(e.volume));
@@ -559,6 +593,7 @@ impl Engine {
                     order: OrderingTable::default(),
                     updates: Vec::new(),
                     unrecorded: Vec::new(),
+                    reinstated: Default::default(),
                 }),
                 base: shard_layout.base(k),
             })
@@ -597,6 +632,7 @@ impl Engine {
             last_foreground_ns: AtomicU64::new(0),
             last_write_kick_ns: AtomicU64::new(0),
             stop: AtomicBool::new(false),
+            pass_through_marked: Mutex::new(false),
             wake: (Mutex::new(false), Condvar::new()),
             poll: Duration::from_nanos(cfg.flusher_poll_ns.max(1_000_000)),
             backend_unsynced: AtomicU64::new(u64::MAX),

@@ -383,7 +383,7 @@ impl<C: EngineCore> Inner<C> {
             Ok(Executed::Done) => Ok(()),
             Err(e) => {
                 // The request's error is the one to report; forgetting is best effort.
-                let _ = self.forget_failed(shard, req, &plan, &valid_before, &e);
+                let _ = self.forget_failed(shard, req, &plan, &valid_before, ticket.seq(), &e);
                 Err(e)
             }
         };
@@ -411,27 +411,28 @@ impl<C: EngineCore> Inner<C> {
         if let Err(e) = &result {
             Counters::add(&self.counters.errors, 1);
             // The plan's error is the one to report; forgetting is best effort.
-            let _ = self.forget_failed(shard, &req, &plan, &[], e);
+            let _ = self.forget_failed(shard, &req, &plan, &[], ticket.seq(), e);
         }
         self.core(shard).order.end(ticket, result.is_ok());
         self.deferred_pending.fetch_sub(1, Relaxed);
         result
     }
 
-    /// After a failed plan: the sub-blocks it was to fill, and those a failed write made
-    /// valid, hold nothing defined and go, dirty or not (see [`undefined_after_failure`]); of
-    /// the other lines it touched only dirty data is kept. A plan that evicted a dirty line
-    /// halts the engine instead (see [`Inner::halted`]). `valid_before`: for a write, the
-    /// valid sub-blocks of each of its lines before it was planned.
+    /// After a failed plan (decided as ticket `decided`): the sub-blocks it was to fill, and
+    /// those a failed write made valid, hold nothing defined and go, dirty or not (see
+    /// [`undefined_after_failure`]); of the other lines it touched only dirty data is kept;
+    /// dirty lines it evicted and did not write back go back in their slots (see
+    /// [`Inner::keep_evicted`]). `valid_before`: for a write, the valid sub-blocks of each of
+    /// its lines before it was planned.
     pub(super) fn forget_failed(
         &self,
         shard: &Shard<C>,
         req: &Request,
         plan: &Plan,
         valid_before: &[u64],
+        decided: u64,
         failure: &io::Error,
     ) -> io::Result<()> {
-        self.halt_if_evicting(plan, failure);
         if self.halted.get().is_some() {
             // Records written now could replace the one naming an evicted dirty line.
             return Ok(());
@@ -440,7 +441,7 @@ impl<C: EngineCore> Inner<C> {
         let undefined = undefined_after_failure(&self.geo, req.offset / line, plan, valid_before);
         let mut core = self.core(shard);
         for u in &undefined {
-            self.invalidate_undefined(&mut core, u);
+            self.invalidate_undefined(&mut core, u, decided);
         }
         for op in plan
             .ops
@@ -454,6 +455,11 @@ impl<C: EngineCore> Inner<C> {
         let (line_size, last_req_line) = (line, (req.offset + req.len.max(1) - 1) / line);
         for i in req.offset / line..=last_req_line {
             core.cache.drop_clean(req.volume, i);
+        }
+        // Last: what the lines above left in a victim's slot came after it.
+        self.keep_evicted(shard, &mut core, plan, failure);
+        if self.halted.get().is_some() {
+            return Ok(());
         }
         let mut ups = Vec::new();
         core.cache.drain_meta_updates(&mut ups);

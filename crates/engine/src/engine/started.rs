@@ -246,7 +246,7 @@ impl<C: EngineCore> Inner<C> {
         let shard = &self.shards[s.shard];
         if let Err(e) = &result {
             // The request's error is the one to report; forgetting is best effort.
-            let _ = self.forget_failed(shard, &s.req, &s.plan, &[], e);
+            let _ = self.forget_failed(shard, &s.req, &s.plan, &[], s.ticket.seq(), e);
         }
         self.core(shard).order.end(s.ticket, result.is_ok());
         let result = match result {

@@ -166,6 +166,10 @@ pub struct RecoveryReport {
     pub dirty_lines: u64,
     /// Records whose checksum failed (torn or corrupt), ignored.
     pub corrupt_records: u64,
+    /// Lines whose clean sub-blocks were dropped because the last run served requests past
+    /// the cache (the pass-through mark, docs/design.md §11): the backend may hold newer data
+    /// than they do. Their dirty sub-blocks are kept; lines with none are not recovered.
+    pub clean_dropped_after_pass_through: u64,
 }
 
 /// An opened table, the recovered non-empty slots (ascending) and the recovery report.

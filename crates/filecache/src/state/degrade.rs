@@ -57,6 +57,8 @@ pub(super) struct Health {
     /// An error that degrades at once happened (a sync failed, or no slot was left to set a
     /// stranded block aside).
     pub(super) degrade_now: Option<String>,
+    /// Times an operator returned the mount to service.
+    pub(super) returned_to_service: u64,
 }
 
 /// The score after `errors` more errors at `now_ns`, starting from `score` at `at_ns`,
@@ -201,6 +203,60 @@ impl State {
         if self.health.journal_broken {
             self.retire_journal();
         }
+    }
+
+    /// Takes the mount out of service (an operator who knows its cache directory is failing:
+    /// `tiercache mount` on SIGUSR2): degraded, as past the error threshold.
+    pub fn take_out_of_service(&mut self, reason: &str) {
+        self.degrade(format!("operator request: {reason}"));
+    }
+
+    /// Returns a degraded mount to service once its cache directory is fixed (`tiercache
+    /// mount` on SIGUSR1). Every dirty block the cache still holds is written back first
+    /// (store files synced); if one still cannot be read, the mount stays degraded and this
+    /// fails, naming how many. A journal retired while degraded is made anew, the block file
+    /// and the journal are synced, and the error score starts again from zero (the counts
+    /// stay); from then on requests use the cache again. `Ok(false)`: it was not degraded.
+    pub fn return_to_service(&mut self) -> io::Result<bool> {
+        if !self.health.degraded {
+            return Ok(false);
+        }
+        let (_, left) = self.drain(None)?;
+        self.sync_written_back()?;
+        if left > 0 {
+            return Err(io::Error::other(format!(
+                "{left} dirty blocks still cannot be read from the cache directory: the mount \
+                 stays degraded (fix the device, or unmount: the journal keeps them)"
+            )));
+        }
+        if self.cfg.variant.is_write_back()
+            && self.cfg.capacity_blocks > 0
+            && self.journal.is_none()
+        {
+            let path = crate::store::CacheDir::new(&self.cfg.cache_dir).journal();
+            let mut j = crate::journal::Journal::create(&path)
+                .map_err(|e| crate::faults::device_error(Target::Journal, Op::Write, 0, e))?;
+            j.set_faults(self.faults.clone());
+            self.journal = Some(j);
+        }
+        // Quarantined places are free again once the journal no longer names them.
+        self.sync_journal_raw()?;
+        let now = self.now_ns();
+        let h = &mut self.health;
+        h.degraded = false;
+        h.reason = None;
+        h.score = 0.0;
+        h.score_at_ns = now;
+        h.first_error_ns = None;
+        h.degrade_now = None;
+        h.journal_broken = false;
+        h.logged.clear();
+        h.returned_to_service += 1;
+        eprintln!(
+            "tiercache mount: returned to service: the cache directory is used again (error \
+             score reset; the counts stay)"
+        );
+        Ok(true)
     }
 
     /// A block leaves the core without reaching the store (no journal record: the caller

@@ -137,6 +137,8 @@ pub struct MountStats {
     /// Dirty blocks set aside because the cache could not read them for a write-back (counted
     /// in `dirty_blocks` too; written back once readable).
     pub stranded_blocks: u64,
+    /// Times an operator returned the degraded mount to service (SIGUSR1).
+    pub returned_to_service: u64,
 }
 
 /// A node the mount knows: its store path (relative) and, for files, the authoritative size.
@@ -373,6 +375,7 @@ impl State {
         s.first_error_to_degraded_ns = self.health.first_error_to_degraded_ns;
         s.cache_errors = self.health.counts.clone();
         s.served_past_cache = self.health.served_past_cache;
+        s.returned_to_service = self.health.returned_to_service;
         s
     }
 

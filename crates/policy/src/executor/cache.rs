@@ -176,6 +176,15 @@ impl EngineCore for Cache {
     fn drop_clean(&mut self, volume: VolumeId, index: u64) -> bool {
         Cache::drop_clean(self, volume, index)
     }
+    fn reinstate_evicted(
+        &mut self,
+        slot: Slot,
+        volume: VolumeId,
+        index: u64,
+        dirty: u64,
+    ) -> Result<(), PolicyError> {
+        Cache::reinstate_evicted(self, slot, volume, index, dirty)
+    }
     #[inline]
     fn line_state(&self, volume: VolumeId, index: u64) -> Option<LineState> {
         Cache::line_state(self, volume, index)

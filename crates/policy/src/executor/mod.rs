@@ -245,6 +245,16 @@ pub trait EngineCore: PolicyCore {
     /// Forgets the clean sub-blocks of line `index` of `volume` (a failed plan left them
     /// undefined); returns whether the line was resident.
     fn drop_clean(&mut self, volume: VolumeId, index: u64) -> bool;
+    /// Puts back dirty line `index` of `volume`, evicted from `slot` by a plan whose
+    /// write-back never read it (see
+    /// [`Cache::reinstate_evicted`](crate::Cache::reinstate_evicted)).
+    fn reinstate_evicted(
+        &mut self,
+        slot: Slot,
+        volume: VolumeId,
+        index: u64,
+        dirty: u64,
+    ) -> Result<(), PolicyError>;
     /// State of line `index` of `volume`, if resident.
     fn line_state(&self, volume: VolumeId, index: u64) -> Option<LineState>;
     /// Every partition's occupancy and counters.
