@@ -159,9 +159,11 @@ impl VolumeAnalysis {
 struct Tracked {
     stack: StackDistance,
     interval: VolumeAnalysis,
-    /// The earlier intervals, each weighed by `history` per interval since: curves and
-    /// types scaled, maxima (the demands) decayed by the same factor.
+    /// The earlier intervals, each weighed by `history` per interval since.
     carried: VolumeAnalysis,
+    /// Maxima (useful, all) of the latest intervals, newest first, as many as `history`
+    /// leaves a sixteenth of weight to.
+    past_max: std::collections::VecDeque<(u64, u64)>,
 }
 
 /// The per-volume analyses of one cache.
@@ -173,15 +175,15 @@ pub(crate) struct Analyses {
     threshold: u64,
     scale: f64,
     history: f64,
+    /// Intervals whose maxima still count.
+    keep_max: usize,
 }
 
 impl Analyses {
     /// Analyses for a cache of `capacity_lines`, curves in at most ~512 buckets.
-    /// Each interval's figures weigh `history` (0 to 1) as much one interval later, its
-    /// maxima included (a demand decays by `history` per interval unless a new reuse renews
-    /// it): 0 is the previous interval alone, as ECI-Cache's definition; more keeps a volume
-    /// that issued few requests in an interval (a starved or idle one) from losing its
-    /// partition to one short interval.
+    /// Each interval's figures weigh `history` (0 to 1) as much one interval later: 0 is the
+    /// previous interval alone, as ECI-Cache's definition; more keeps a volume that issued
+    /// few requests in an interval (a starved or idle one) from losing its partition.
     pub(crate) fn new(capacity_lines: u64, sample_rate: f64, history: f64) -> Self {
         let granule = capacity_lines.div_ceil(512).max(1);
         let rate = sample_rate.clamp(1.0 / MODULUS as f64, 1.0);
@@ -193,6 +195,12 @@ impl Analyses {
             threshold,
             scale: MODULUS as f64 / threshold as f64,
             history,
+            // Weight history^k falls below 1/16 after k = ln 16 / ln(1 / history) intervals.
+            keep_max: if history <= 0.0 {
+                0
+            } else {
+                ((16f64.ln() / (1.0 / history).ln()).ceil() as usize).clamp(1, 64)
+            },
         }
     }
 
@@ -213,6 +221,7 @@ impl Analyses {
                 stack: StackDistance::new(),
                 interval: VolumeAnalysis::new(granule, buckets),
                 carried: VolumeAnalysis::new(granule, buckets),
+                past_max: Default::default(),
             })
         });
         let sampling = self.threshold < MODULUS;
@@ -244,23 +253,24 @@ impl Analyses {
     }
 
     /// Ends the interval: the analyses of the volumes seen so far, in volume order (this
-    /// interval's figures plus the earlier ones weighed by `history`, each maximum the larger
-    /// of this interval's and the carried one), then starts a new one.
+    /// interval's figures plus the earlier ones weighed by `history`), then starts a new one.
     pub(crate) fn take_interval(&mut self) -> Vec<(VolumeId, VolumeAnalysis)> {
         let mut out = Vec::new();
-        let history = self.history;
+        let (history, keep) = (self.history, self.keep_max);
         for (v, t) in self.volumes.iter_mut().enumerate() {
             let Some(t) = t else { continue };
             let mut a = t.interval.clone();
             a.add_scaled(&t.carried, 1.0);
-            a.max_useful_distance = a.max_useful_distance.max(t.carried.max_useful_distance);
-            a.max_distance = a.max_distance.max(t.carried.max_distance);
-            if history > 0.0 {
+            for &(u, all) in &t.past_max {
+                a.max_useful_distance = a.max_useful_distance.max(u);
+                a.max_distance = a.max_distance.max(all);
+            }
+            if keep > 0 {
+                t.past_max
+                    .push_front((t.interval.max_useful_distance, t.interval.max_distance));
+                t.past_max.truncate(keep);
                 t.carried.clear();
                 t.carried.add_scaled(&a, history);
-                // Rounded down, so that a demand nothing renews reaches 0.
-                t.carried.max_useful_distance = (a.max_useful_distance as f64 * history) as u64;
-                t.carried.max_distance = (a.max_distance as f64 * history) as u64;
             }
             t.interval.clear();
             out.push((VolumeId(v as u32), a));
@@ -463,21 +473,17 @@ mod tests {
         a.observe(VolumeId(0), 1, 1, false);
         let iv = a.take_interval().pop().unwrap().1;
         assert_eq!((iv.max_useful_distance, iv.useful.reuses()), (11, 1.0));
-        // Interval 2: nothing; the reuse still counts at half weight, its max halved.
+        // Interval 2: nothing; the reuse still counts, at half weight, and so does its max.
         let iv = a.take_interval().pop().unwrap().1;
-        assert_eq!((iv.max_useful_distance, iv.useful.reuses()), (5, 0.5));
-        // Interval 3: one short reuse (distance 1) does not cap the demand at 1.
-        a.observe(VolumeId(0), 1, 1, false);
-        let iv = a.take_interval().pop().unwrap().1;
-        assert_eq!(iv.max_useful_distance, 2, "half of 5, rounded down");
-        // A demand nothing renews decays to 0.
-        for _ in 0..4 {
+        assert_eq!((iv.max_useful_distance, iv.useful.reuses()), (11, 0.5));
+        // history 0.5 keeps maxima for 4 intervals.
+        for _ in 0..3 {
             a.take_interval();
         }
         let iv = a.take_interval().pop().unwrap().1;
         assert_eq!(iv.max_useful_distance, 0);
         assert!(iv.useful.reuses() < 0.05);
-        // Without history (ECI-Cache's definition), an idle interval says nothing.
+        // Without history, an idle interval says nothing.
         let mut b = Analyses::new(64, 1.0, 0.0);
         b.observe(VolumeId(0), 1, 1, false);
         b.observe(VolumeId(0), 1, 1, false);

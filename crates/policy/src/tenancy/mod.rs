@@ -153,13 +153,13 @@ pub struct TenancyConfig {
     /// Spatial sampling rate of the per-volume reuse analysis (SHARDS, fixed rate): 1 is
     /// the exact stack; lower rates keep memory and time per request down on large volumes.
     pub sample_rate: f64,
-    /// `eci`, `trd`: the decay of the demand history, in [0, 1): an interval's figures (hit
-    /// curves, reuse types, and the demand itself) weigh `history` as much one interval
-    /// later, so a volume's demand is the larger of this interval's and the earlier ones
-    /// decayed. Default 0.5 (a demand halves per interval nothing renews it). 0 sizes from the
-    /// previous interval alone (ECI-Cache's definition, the old behaviour), which lets a volume
-    /// that issued few requests in one interval (idle, or starved by misses) lose its
-    /// partition and its write policy.
+    /// `eci`, `trd`: the decay of the demand history, in [0, 1): an interval's hit curves and
+    /// reuse types weigh `history` as much one interval later (geometric), and its largest
+    /// reuse distances (the demands) count in full for as long as that weight stays above a
+    /// sixteenth (4 intervals at 0.5), so a volume's demand is the largest of its recent
+    /// intervals'. Default 0.5. 0 sizes from the previous interval alone (ECI-Cache's
+    /// definition, the old behaviour), which lets a volume that issued few requests in one
+    /// interval (idle, or starved by misses) lose its partition and its write policy.
     pub history: f64,
     /// Volumes with fixed settings the mode does not change: a fixed partition size (taken
     /// off the top; the mode divides the rest) and/or a fixed write policy.
