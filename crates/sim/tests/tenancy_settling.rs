@@ -101,7 +101,7 @@ fn a_hot_set_ends_with_at_least_its_size_and_the_record_says_when_it_settled() {
         .filter(|i| i.volume == 0)
         .map(|i| (i.at_ns, i.allocation_lines))
         .collect();
-    assert!(HOT < CACHE / 4);
+    const { assert!(HOT < CACHE / 4) };
     assert!(hot.len() >= 19, "{} decisions", hot.len());
     // Until the hot set is cached the scanner issues most requests; it has no reuse, so
     // it gets no lines.
