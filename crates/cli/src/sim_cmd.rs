@@ -72,6 +72,8 @@ pub fn run(args: SimArgs) -> Result<()> {
     )?;
     let several = runs.len() > 1;
     let mut rows = Vec::new();
+    // Multi-tenant runs: a per-volume table each, printed under the runs' table.
+    let mut tenancy_tables = Vec::new();
     let stdout = std::io::stdout();
     // Every timeline file is created before anything runs, so a bad path fails at once instead
     // of losing a long run's results at the end. (A multi-tenant run's `-volumes` file beside
@@ -120,6 +122,17 @@ pub fn run(args: SimArgs) -> Result<()> {
             let mut lock = stdout.lock();
             writeln!(lock, "{}", out.record.to_json_line()?)?;
         } else {
+            if let Some(t) = out.record.metrics.tenancy.as_ref() {
+                tenancy_tables.push(format!(
+                    "{}{}",
+                    if several {
+                        format!("run `{}`, ", e.name)
+                    } else {
+                        String::new()
+                    },
+                    tiercache_metrics::render_tenancy_table(t, &|v| volume_name(e, v))
+                ));
+            }
             rows.push((e.name.clone(), out.record.metrics));
         }
     }
@@ -127,8 +140,22 @@ pub fn run(args: SimArgs) -> Result<()> {
         let mut out = stdout.lock();
         writeln!(out, "{}", describe(&runs))?;
         write!(out, "{}", tiercache_metrics::render_table(&rows))?;
+        for t in tenancy_tables {
+            write!(out, "\n{t}")?;
+        }
     }
     Ok(())
+}
+
+/// Volume `v`'s name in `e`'s `[[volumes]]` (its id when it has none or is not listed).
+fn volume_name(e: &Experiment, v: u32) -> String {
+    match &e.workload {
+        experiment::Workload::Volumes(parts) => parts
+            .iter()
+            .find(|p| p.id == v)
+            .map_or_else(|| v.to_string(), |p| p.name.clone()),
+        _ => v.to_string(),
+    }
 }
 
 /// What a table's runs simulated, in two lines a person reads above it: the cache and its

@@ -476,6 +476,63 @@ fn analyze_a_fixture() {
     );
 }
 
+/// `sim`'s text output of a multi-tenant run: under the runs' table, one row per volume by its
+/// name, with its allocation and the intervals it took to settle.
+#[test]
+fn text_output_of_a_tenancy_run_has_a_row_per_volume_with_its_settling() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("mt.toml");
+    std::fs::write(
+        &cfg,
+        r#"
+[run]
+seed = 3
+requests = 20_000
+[cache]
+capacity = "4MiB"
+tenancy = { mode = "eci", interval_ns = "20ms" }
+[devices]
+cache = "nvme-ssd"
+backend = "sata-ssd-5100"
+[[volumes]]
+name = "reads"
+workload = { iodepth = 4, footprint = "1MiB", distribution = { type = "zipf", theta = 0.9 } }
+[[volumes]]
+name = "scan"
+workload = { iodepth = 4, footprint = "1GiB", distribution = { type = "sequential" } }
+"#,
+    )
+    .unwrap();
+    let out = tiercache(&["sim", cfg.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let table = &text[text.find("tenancy eci: ").expect(&text)..];
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[1].starts_with("volume") && lines[1].ends_with("settled after"),
+        "{table}"
+    );
+    assert!(lines[2].starts_with("reads "), "{table}");
+    assert!(lines[3].starts_with("scan "), "{table}");
+    // "k of n": the scan settles on no lines at the first decision it is planned in.
+    let settle = |l: &str| -> (u64, u64) {
+        let t: Vec<&str> = l.split_whitespace().collect();
+        let n = t.len();
+        (
+            t[n - 3].parse().unwrap(),
+            t[n - 1].trim_end_matches('*').parse().unwrap(),
+        )
+    };
+    let (k, n) = settle(lines[3]);
+    assert!(k <= 2 && n >= 5, "{table}");
+    let (k, n2) = settle(lines[2]);
+    assert!(k >= 1 && k <= n2, "{table}");
+}
+
 /// A multi-tenant run's `--timeline` also writes the per-volume, per-interval records: one row
 /// per decision and volume, the same records as the JSON, with each interval's latency.
 #[test]

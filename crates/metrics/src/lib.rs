@@ -22,7 +22,8 @@ pub use record::{DeviceMetrics, LatencyBreakdown, RunKind, RunMetrics, RunRecord
 pub use table::render_table;
 pub use tally::LatencyTally;
 pub use tenancy::{
-    time_weighted_mean, write_tenancy_csv, TenancyInterval, TenancyMetrics, VolumeMetrics,
+    render_tenancy_table, time_weighted_mean, write_tenancy_csv, Settling, TenancyInterval,
+    TenancyMetrics, VolumeMetrics, SETTLE_FLOOR, SETTLE_MIN_HELD, SETTLE_TOLERANCE,
     TENANCY_COLUMNS,
 };
 pub use timeline::{write_timeline_csv, TimelineRow, TIMELINE_COLUMNS};

@@ -716,11 +716,29 @@ pub fn build_report(results: &ResultSet, opts: &ReportOptions) -> Report {
                     body.push_str("<h3>Cache allocation per volume</h3>");
                     first_tenancy = false;
                 }
-                let caption = format!(
-                    "{}, first repetition: lines each volume's partition was given at each decision, stacked (dashed: the cache's lines; the space above the stack is unallocated).",
-                    svg::esc(&p.title)
-                );
+                let caption = if p.id.ends_with("-hit-ratio") {
+                    format!(
+                        "{}, first repetition: each volume's line hit ratio over the interval each decision ended.",
+                        svg::esc(&p.title)
+                    )
+                } else {
+                    format!(
+                        "{}, first repetition: lines each volume's partition was given at each decision, stacked (dashed: the cache's lines; the space above the stack is unallocated).",
+                        svg::esc(&p.title)
+                    )
+                };
                 figure(&mut body, &mut plots, p, &caption);
+            }
+            if let Some(table) = crate::tenancy::settling_table(d) {
+                let _ = write!(
+                    body,
+                    "<p>{}, first repetition: how long each volume's allocation took to settle \
+                     (from the first decision after which it stayed within 5% of its final \
+                     value, or 1% of the cache, to the end of the run; \"still moving\": \
+                     it held too few decisions to call it settled, see the record's \
+                     settling.settled).</p>{table}",
+                    svg::esc(&d.short),
+                );
             }
         }
         summary.extend(rows);

@@ -4,7 +4,9 @@
 //! dollar and the cache device's projected lifetime.
 
 use tiercache_core::{Nanos, VolumeId};
-use tiercache_metrics::{time_weighted_mean, TenancyInterval, TenancyMetrics, VolumeMetrics};
+use tiercache_metrics::{
+    time_weighted_mean, Settling, TenancyInterval, TenancyMetrics, VolumeMetrics,
+};
 use tiercache_policy::{PolicyCore, TenancyReport, VolumeStats, WritePolicy};
 
 use crate::device::ResolvedDevice;
@@ -166,6 +168,15 @@ impl TenancyRecorder {
                 0.0
             };
             let cost = alloc * price_per_byte;
+            // Over every decision of the run, warm-up included: settling counts from the start.
+            let allocations: Vec<(u64, u64)> = self
+                .reports
+                .iter()
+                .filter_map(|r| {
+                    let x = r.volumes.iter().find(|x| x.volume == v as u32)?;
+                    Some((r.at_ns, x.allocation_lines))
+                })
+                .collect();
             volumes.insert(
                 v.to_string(),
                 VolumeMetrics {
@@ -180,6 +191,7 @@ impl TenancyRecorder {
                     cost_usd: cost,
                     iops_per_dollar: if cost > 0.0 { iops / cost } else { 0.0 },
                     read_only_share: read_only,
+                    settling: Settling::of(&allocations, cache.capacity_lines()),
                 },
             );
         }
@@ -206,6 +218,12 @@ impl TenancyRecorder {
                 })
             })
             .collect();
+        let settlings: Vec<&Settling> = volumes
+            .values()
+            .filter_map(|m: &VolumeMetrics| m.settling.as_ref())
+            .collect();
+        let intervals_to_settle = settlings.iter().map(|s| s.intervals_to_settle).max();
+        let settled = (!settlings.is_empty()).then(|| settlings.iter().all(|s| s.settled));
         Some(TenancyMetrics {
             mode: self.reports.last().map_or("shared", |r| r.mode).to_string(),
             decisions: reports.iter().filter(|r| r.at_ns >= w.start).count() as u64,
@@ -224,6 +242,8 @@ impl TenancyRecorder {
                 .and_then(|d| d.projected_lifetime_days(capacity_bytes, per_day)),
             volumes,
             intervals,
+            intervals_to_settle,
+            settled,
         })
     }
 }

@@ -126,6 +126,9 @@ pub enum Sizing {
     Knee,
 }
 
+/// Default decay of the demand history ([`TenancyConfig::history`]).
+pub const DEFAULT_HISTORY: f64 = 0.5;
+
 /// Multi-tenant partitioning, docs/design.md §4.10 (`cache.tenancy`). One flat table so that a
 /// sweep can vary `mode` alone.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -150,10 +153,13 @@ pub struct TenancyConfig {
     /// Spatial sampling rate of the per-volume reuse analysis (SHARDS, fixed rate): 1 is
     /// the exact stack; lower rates keep memory and time per request down on large volumes.
     pub sample_rate: f64,
-    /// `eci`, `trd`: weight of an interval's figures one interval later (0 to 1, geometric):
-    /// 0 sizes from the previous interval alone (ECI-Cache's definition); more keeps a volume
-    /// that issued few requests in an interval (idle, or starved by misses) from losing its
-    /// partition and its write policy.
+    /// `eci`, `trd`: the decay of the demand history, in [0, 1): an interval's hit curves and
+    /// reuse types weigh `history` as much one interval later (geometric), and its largest
+    /// reuse distances (the demands) count in full for as long as that weight stays above a
+    /// sixteenth (4 intervals at 0.5), so a volume's demand is the largest of its recent
+    /// intervals'. Default 0.5. 0 sizes from the previous interval alone (ECI-Cache's
+    /// definition, the old behaviour), which lets a volume that issued few requests in one
+    /// interval (idle, or starved by misses) lose its partition and its write policy.
     pub history: f64,
     /// Volumes with fixed settings the mode does not change: a fixed partition size (taken
     /// off the top; the mode divides the rest) and/or a fixed write policy.
@@ -189,7 +195,7 @@ impl Default for TenancyConfig {
             sizing: Sizing::Max,
             knee_share: 0.95,
             sample_rate: 1.0,
-            history: 0.0,
+            history: DEFAULT_HISTORY,
             fixed: Vec::new(),
         }
     }
