@@ -32,6 +32,10 @@ const PASSED: u64 = 2;
 /// Handle bit: the handle may write.
 const WRITABLE: u64 = 1;
 
+/// Free space the cache directory must keep besides a new image (for its growth by the
+/// kernel's writes, and the journal's).
+const HEADROOM: u64 = 64 << 20;
+
 /// The images of the files open in passthrough mode.
 pub(super) struct Images {
     dir: PathBuf,
@@ -135,7 +139,7 @@ impl Images {
         let Ok(size) = st.file_size(id) else {
             return Err(reply);
         };
-        if inner.bytes.saturating_add(size) > self.budget {
+        if inner.bytes.saturating_add(size) > self.budget || !self.room_for(size) {
             return Err(reply);
         }
         let path = self.dir.join(id.to_string());
@@ -191,6 +195,14 @@ impl Images {
             },
         );
         Ok(())
+    }
+
+    /// Whether the cache directory's file system has room for an image of `size` bytes and
+    /// [`HEADROOM`] more: a write to an image is the kernel's, and ENOSPC there would reach
+    /// the writer, where the block path would degrade and serve it from the store.
+    fn room_for(&self, size: u64) -> bool {
+        tiercache_blockdev::space::free_bytes(&self.dir)
+            .is_ok_and(|free| free >= size.saturating_add(HEADROOM))
     }
 
     /// Whether an open of `id` on the block path may keep the kernel's pages of it (no

@@ -67,7 +67,7 @@ impl State {
             let n = CHUNK.min(len - at) as usize;
             let got = pread_full(image, &mut img[..n], at)?;
             img[got..n].fill(0);
-            let have = self.read(id, at, n as u32)?;
+            let have = self.peek(id, at, n as u64)?;
             // Runs of blocks that differ are written as one request each.
             let mut run: Option<usize> = None;
             for b in (0..n).step_by(bs as usize).chain(std::iter::once(n)) {
@@ -88,6 +88,49 @@ impl State {
             at += n as u64;
         }
         Ok(written)
+    }
+
+    /// File `id`'s bytes at `offset` (up to `len`, within its size) as a reader sees them,
+    /// without asking the core (an ingest's comparison must not promote or reorder blocks):
+    /// cached blocks from their slots, the others from the store with the dirty copies the
+    /// cache set aside.
+    fn peek(&mut self, id: u64, offset: u64, len: u64) -> io::Result<Vec<u8>> {
+        let size = self.file_size(id)?;
+        if offset >= size {
+            return Ok(Vec::new());
+        }
+        let end = (offset + len).min(size);
+        let mut out = vec![0u8; (end - offset) as usize];
+        let bs = self.bs();
+        let blocks = offset / bs..end.div_ceil(bs);
+        if !self.cached(id)
+            || blocks
+                .clone()
+                .any(|b| self.core.lookup(BlockKey::new(id, b)).is_none())
+        {
+            let f = self.store_file(id)?;
+            self.cfg.latency.data_op();
+            let n = pread_full(&f, &mut out, offset)?;
+            out[n..].fill(0);
+            self.stats.store_reads += 1;
+            self.stats.store_bytes_read += n as u64;
+        }
+        for block in blocks {
+            let key = BlockKey::new(id, block);
+            let content = match self.core.lookup(key) {
+                Some((slot, _)) => Some(self.slot_data(slot)?),
+                None => self.read_copy(key)?,
+            };
+            let Some(content) = content else { continue };
+            let start = block * bs;
+            let (lo, hi) = (offset.max(start), end.min(start + bs));
+            let dst = &mut out[(lo - offset) as usize..(hi - offset) as usize];
+            let from = (lo - start) as usize;
+            let avail = content.len().saturating_sub(from).min(dst.len());
+            dst[..avail].copy_from_slice(&content[from..from + avail]);
+            dst[avail..].fill(0);
+        }
+        Ok(out)
     }
 
     /// Counts an open served in passthrough mode.
