@@ -733,7 +733,10 @@ impl Filesystem for CacheFs {
         reply: ReplyEmpty,
     ) {
         // A close: what the kernel wrote to a passthrough image reaches the cache, so the
-        // close reports an error doing so.
+        // close reports an error doing so. A handle on the block path has nothing to do.
+        if !passthrough::is_passed(fh) {
+            return reply.ok();
+        }
         let mut st = self.lock();
         match self.images.ingest(&mut st, ino.0, fh) {
             Ok(()) => reply.ok(),

@@ -67,7 +67,8 @@ struct Image {
     bytes: u64,
 }
 
-fn is_passed(fh: FileHandle) -> bool {
+/// Whether handle `fh` was opened in passthrough mode.
+pub(super) fn is_passed(fh: FileHandle) -> bool {
     fh.0 & PASSED != 0
 }
 

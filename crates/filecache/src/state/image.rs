@@ -67,7 +67,13 @@ impl State {
             let n = CHUNK.min(len - at) as usize;
             let got = pread_full(image, &mut img[..n], at)?;
             img[got..n].fill(0);
-            let have = self.peek(id, at, n as u64)?;
+            let have = match self.peek(id, at, n as u64) {
+                Ok(have) => have,
+                // The cache cannot be read for the comparison: the chunk is written whole
+                // (the data path serves that past the cache, counting the error).
+                Err(e) if crate::faults::is_device_error(&e) => Vec::new(),
+                Err(e) => return Err(e),
+            };
             // Runs of blocks that differ are written as one request each.
             let mut run: Option<usize> = None;
             for b in (0..n).step_by(bs as usize).chain(std::iter::once(n)) {
