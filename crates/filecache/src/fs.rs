@@ -17,7 +17,7 @@ use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
@@ -27,7 +27,10 @@ use fuser::{
 };
 
 use crate::state::{State, ROOT};
-use attr::{attr_of, cache_attr, child, errno, forget_attr, kind_of, node_metadata, open_flags};
+use attr::{
+    attr_of, cache_attr, child, errno, forget_attr, kind_of, node_metadata, open_flags, set_times,
+    statvfs,
+};
 
 /// How long the kernel may keep entries and attributes: the mount is the store's only writer.
 const TTL: Duration = Duration::from_secs(1);
@@ -117,54 +120,6 @@ impl CacheFs {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic in one request must not wedge every later one; the state stays usable.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-impl CacheFs {
-    /// Replies with the entry `name` of directory `parent`: from the names and attributes the
-    /// mount already knows when it can, else from the store.
-    fn entry(&self, st: &mut State, parent: u64, name: &OsStr, reply: ReplyEntry) {
-        let rel = match child(st, parent, name) {
-            Ok(rel) => rel,
-            Err(e) => return reply.error(errno(&e)),
-        };
-        if let Some(names) = st.dir_names(parent) {
-            match names.get(name) {
-                None => return reply.error(Errno::ENOENT),
-                Some(Some(id)) => {
-                    let id = *id;
-                    if let Some(node) = st.nodes.get(&id) {
-                        if let Some(mut attr) = node.attr {
-                            if node.regular {
-                                attr.size = node.size;
-                                attr.blocks = node.size.div_ceil(512);
-                            }
-                            return reply.entry(&TTL, &self.sized(attr), Generation(0));
-                        }
-                    }
-                }
-                Some(None) => {}
-            }
-        }
-        let path = st.store_path(&rel);
-        st.meta_op();
-        match fs::symlink_metadata(&path) {
-            Ok(md) => {
-                let id = match st.remember(rel, &md) {
-                    Ok(id) => id,
-                    Err(e) => return reply.error(errno(&e)),
-                };
-                st.name_added(parent, name, Some(id));
-                let attr = cache_attr(st, id, &md);
-                reply.entry(&TTL, &self.sized(attr), Generation(0));
-            }
-            Err(e) => {
-                if e.kind() == io::ErrorKind::NotFound {
-                    st.name_removed(parent, name);
-                }
-                reply.error(errno(&e))
-            }
-        }
     }
 }
 
@@ -305,40 +260,8 @@ impl Filesystem for CacheFs {
                 std::os::unix::fs::lchown(&path, uid, gid)?;
             }
             if atime.is_some() || mtime.is_some() {
-                let to_spec = |t: Option<TimeOrNow>| match t {
-                    None => libc::timespec {
-                        tv_sec: 0,
-                        tv_nsec: libc::UTIME_OMIT,
-                    },
-                    Some(TimeOrNow::Now) => libc::timespec {
-                        tv_sec: 0,
-                        tv_nsec: libc::UTIME_NOW,
-                    },
-                    Some(TimeOrNow::SpecificTime(t)) => {
-                        let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-                        libc::timespec {
-                            tv_sec: d.as_secs() as libc::time_t,
-                            tv_nsec: d.subsec_nanos() as libc::c_long,
-                        }
-                    }
-                };
-                let times = [to_spec(atime), to_spec(mtime)];
-                let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-                    .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
                 st.meta_op();
-                // SAFETY: `c_path` is a NUL-terminated string and `times` two timespecs, both
-                // alive for the call; utimensat reads them and keeps no pointer.
-                let rc = unsafe {
-                    libc::utimensat(
-                        libc::AT_FDCWD,
-                        c_path.as_ptr(),
-                        times.as_ptr(),
-                        libc::AT_SYMLINK_NOFOLLOW,
-                    )
-                };
-                if rc != 0 {
-                    return Err(io::Error::last_os_error());
-                }
+                set_times(&path, atime, mtime)?;
             }
             node_metadata(&mut st, id)
         })();
@@ -868,17 +791,10 @@ impl Filesystem for CacheFs {
         let st = self.lock();
         let path = st.store_path(Path::new(""));
         drop(st);
-        let c_path = match std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) {
-            Ok(p) => p,
-            Err(_) => return reply.error(Errno::EINVAL),
+        let s = match statvfs(&path) {
+            Ok(s) => s,
+            Err(e) => return reply.error(errno(&e)),
         };
-        // SAFETY: statvfs writes into the zeroed struct we pass; `c_path` is NUL-terminated
-        // and outlives the call.
-        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-        let rc = unsafe { libc::statvfs(c_path.as_ptr(), &mut s) };
-        if rc != 0 {
-            return reply.error(errno(&io::Error::last_os_error()));
-        }
         reply.statfs(
             s.f_blocks,
             s.f_bfree,

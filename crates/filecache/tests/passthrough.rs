@@ -166,7 +166,7 @@ fn fsync_of_a_passthrough_file_journals_its_writes_and_they_survive_a_remount() 
     let path = m.mnt().join("f");
     let first = content(1, 40_000);
     fs::write(&path, &first).unwrap();
-    let mut f = OpenOptions::new()
+    let f = OpenOptions::new()
         .read(true)
         .write(true)
         .open(&path)

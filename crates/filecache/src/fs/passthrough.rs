@@ -289,7 +289,7 @@ impl Images {
 /// Ingests `img` if it may differ from the cache; a file unlinked meanwhile needs nothing
 /// (its handles keep the image, its data goes with it).
 fn ingest(st: &mut State, id: u64, img: &mut Image) -> io::Result<()> {
-    if !img.written || !st.nodes.get(&id).is_some_and(|n| !n.unlinked) {
+    if !img.written || st.nodes.get(&id).is_none_or(|n| n.unlinked) {
         return Ok(());
     }
     let n = st.ingest_image(id, &img.file)?;
