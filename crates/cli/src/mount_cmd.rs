@@ -46,6 +46,10 @@ pub struct MountArgs {
     /// caching): every write reaches the mount as it is made, every open reads again.
     #[arg(long)]
     pub no_kernel_cache: bool,
+    /// Serve every file through the mount: no FUSE passthrough of files the cache holds whole
+    /// (docs/design.md §14), and FUSE writeback caching where the kernel cache is on.
+    #[arg(long)]
+    pub no_passthrough: bool,
     /// Background cleaner of a write-back cache (docs/design.md §4.6, §4.9): `lazy` writes
     /// dirty blocks back once the mount has served no data request for 1 s, `threshold` while
     /// more than half the cache is dirty (down to a quarter), `none` never (they wait for
@@ -309,7 +313,13 @@ pub fn run(args: MountArgs) -> Result<()> {
     let signals = block_handled_signals();
     let variant = cfg.variant;
     let capacity = cfg.capacity_blocks as u64 * cfg.block_size as u64;
-    let (session, state) = match tiercache_filecache::spawn_mount(cfg, &args.mountpoint) {
+    let (session, state) = match tiercache_filecache::spawn_mount_with(
+        cfg,
+        &args.mountpoint,
+        tiercache_filecache::FuseOptions {
+            passthrough: !args.no_passthrough,
+        },
+    ) {
         Ok(mounted) => mounted,
         Err(e) => {
             // The cache directory belongs to another store: the user's choice of STORE or

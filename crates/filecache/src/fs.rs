@@ -4,15 +4,20 @@
 //! [`State`]'s data path. Requests may be served on several threads (docs/design.md §4.9): the
 //! mount's lock serialises namespace operations and the cache's data path (POSIX-consistent
 //! for concurrent readers and writers of one file); reads and writes of uncached files do
-//! their store I/O outside it, ordered against truncates by a per-file lock.
+//! their store I/O outside it, ordered against truncates by a per-file lock. Files the cache
+//! holds whole are opened in FUSE passthrough mode where the kernel has it ([`passthrough`],
+//! docs/design.md §14): their reads and writes never reach the mount.
+
+mod attr;
+mod passthrough;
 
 use std::ffi::OsStr;
 use std::fs::{self, OpenOptions};
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
@@ -22,6 +27,10 @@ use fuser::{
 };
 
 use crate::state::{State, ROOT};
+use attr::{
+    attr_of, cache_attr, child, errno, forget_attr, kind_of, node_metadata, open_flags, set_times,
+    statvfs,
+};
 
 /// How long the kernel may keep entries and attributes: the mount is the store's only writer.
 const TTL: Duration = Duration::from_secs(1);
@@ -36,28 +45,24 @@ pub struct CacheFs {
     _cleaner: Option<crate::cleaner::Cleaner>,
     dirs: Mutex<std::collections::HashMap<u64, Vec<DirListEntry>>>,
     next_dir: std::sync::atomic::AtomicU64,
+    options: FuseOptions,
+    images: passthrough::Images,
 }
 
-fn errno(e: &io::Error) -> Errno {
-    Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
+/// How the mount uses the kernel's FUSE features (beside [`crate::MountConfig`], which is
+/// the cache's).
+#[derive(Debug, Clone)]
+pub struct FuseOptions {
+    /// Open files the cache holds whole in FUSE passthrough mode (docs/design.md §14), where
+    /// the kernel has it (Linux 6.9+) and the mount may register backing files
+    /// (CAP_SYS_ADMIN). The kernel then turns off FUSE writeback caching for the mount
+    /// (the two exclude each other), so writes on the block path reach the mount as made.
+    pub passthrough: bool,
 }
 
-fn kind_of(md: &fs::Metadata) -> FileType {
-    let ft = md.file_type();
-    if ft.is_dir() {
-        FileType::Directory
-    } else if ft.is_symlink() {
-        FileType::Symlink
-    } else {
-        FileType::RegularFile
-    }
-}
-
-fn time(secs: i64, nsecs: i64) -> SystemTime {
-    if secs >= 0 {
-        UNIX_EPOCH + Duration::new(secs as u64, nsecs as u32)
-    } else {
-        UNIX_EPOCH
+impl Default for FuseOptions {
+    fn default() -> Self {
+        FuseOptions { passthrough: true }
     }
 }
 
@@ -67,6 +72,19 @@ impl CacheFs {
     /// the mount serves without it (dirty blocks then wait for eviction, fsync or unmount) and
     /// says so.
     pub fn new(state: Arc<Mutex<State>>) -> Self {
+        Self::with_options(state, FuseOptions::default())
+    }
+
+    /// A file system over `state` using the kernel's features as `options` say.
+    pub fn with_options(state: Arc<Mutex<State>>, options: FuseOptions) -> Self {
+        let images = {
+            let st = state.lock().unwrap_or_else(|p| p.into_inner());
+            let cfg = st.config();
+            passthrough::Images::new(
+                &cfg.cache_dir,
+                cfg.capacity_blocks as u64 * cfg.block_size as u64,
+            )
+        };
         let cleaner = match crate::cleaner::Cleaner::spawn(&state) {
             Ok(c) => Some(c),
             Err(e) => {
@@ -79,7 +97,19 @@ impl CacheFs {
             _cleaner: cleaner,
             dirs: Mutex::new(std::collections::HashMap::new()),
             next_dir: std::sync::atomic::AtomicU64::new(1),
+            options,
+            images,
         }
+    }
+
+    /// `attr` with the size an open passthrough image gives the file (the kernel's writes
+    /// land there).
+    fn sized(&self, mut attr: FileAttr) -> FileAttr {
+        if let Some(size) = self.images.size(attr.ino.0) {
+            attr.size = size;
+            attr.blocks = size.div_ceil(512);
+        }
+        attr
     }
 
     /// The shared state.
@@ -93,135 +123,24 @@ impl CacheFs {
     }
 }
 
-fn attr_of(st: &State, id: u64, md: &fs::Metadata) -> FileAttr {
-    let size = match st.nodes.get(&id) {
-        Some(n) if n.regular => n.size,
-        _ => md.len(),
-    };
-    FileAttr {
-        ino: INodeNo(id),
-        size,
-        blocks: size.div_ceil(512),
-        atime: time(md.atime(), md.atime_nsec()),
-        mtime: time(md.mtime(), md.mtime_nsec()),
-        ctime: time(md.ctime(), md.ctime_nsec()),
-        crtime: time(md.ctime(), md.ctime_nsec()),
-        kind: kind_of(md),
-        perm: (md.mode() & 0o7777) as u16,
-        nlink: md.nlink() as u32,
-        uid: md.uid(),
-        gid: md.gid(),
-        rdev: md.rdev() as u32,
-        blksize: 4096,
-        flags: 0,
-    }
-}
-
-/// The attributes of `md` for node `id`, remembered for later getattr calls.
-fn cache_attr(st: &mut State, id: u64, md: &fs::Metadata) -> FileAttr {
-    let attr = attr_of(st, id, md);
-    if let Some(node) = st.nodes.get_mut(&id) {
-        node.attr = Some(attr);
-    }
-    attr
-}
-
-/// Metadata of node `id` from the store (its open file when unlinked).
-fn node_metadata(st: &mut State, id: u64) -> io::Result<fs::Metadata> {
-    let node = st
-        .nodes
-        .get(&id)
-        .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?;
-    if node.unlinked {
-        if let Some(f) = &node.file {
-            return f.metadata();
-        }
-    }
-    let path = st.store_path(&node.path.clone());
-    st.meta_op();
-    fs::symlink_metadata(path)
-}
-
-fn open_flags(st: &State) -> FopenFlags {
-    let cfg = st.config();
-    if cfg.direct_io {
-        FopenFlags::FOPEN_DIRECT_IO
-    } else if cfg.kernel_cache {
-        // The mount is the store's only writer: what the kernel cached of a file is still
-        // its content at the next open.
-        FopenFlags::FOPEN_KEEP_CACHE
-    } else {
-        FopenFlags::empty()
-    }
-}
-
-/// A directory's entries changed: its times and link count must be read again.
-fn forget_attr(st: &mut State, id: u64) {
-    if let Some(node) = st.nodes.get_mut(&id) {
-        node.attr = None;
-    }
-}
-
-fn child(st: &State, parent: u64, name: &OsStr) -> io::Result<PathBuf> {
-    let node = st
-        .nodes
-        .get(&parent)
-        .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?;
-    Ok(node.path.join(name))
-}
-
-impl CacheFs {
-    /// Replies with the entry `name` of directory `parent`: from the names and attributes the
-    /// mount already knows when it can, else from the store.
-    fn entry(&self, st: &mut State, parent: u64, name: &OsStr, reply: ReplyEntry) {
-        let rel = match child(st, parent, name) {
-            Ok(rel) => rel,
-            Err(e) => return reply.error(errno(&e)),
-        };
-        if let Some(names) = st.dir_names(parent) {
-            match names.get(name) {
-                None => return reply.error(Errno::ENOENT),
-                Some(Some(id)) => {
-                    let id = *id;
-                    if let Some(node) = st.nodes.get(&id) {
-                        if let Some(mut attr) = node.attr {
-                            if node.regular {
-                                attr.size = node.size;
-                                attr.blocks = node.size.div_ceil(512);
-                            }
-                            return reply.entry(&TTL, &attr, Generation(0));
-                        }
-                    }
-                }
-                Some(None) => {}
-            }
-        }
-        let path = st.store_path(&rel);
-        st.meta_op();
-        match fs::symlink_metadata(&path) {
-            Ok(md) => {
-                let id = match st.remember(rel, &md) {
-                    Ok(id) => id,
-                    Err(e) => return reply.error(errno(&e)),
-                };
-                st.name_added(parent, name, Some(id));
-                let attr = cache_attr(st, id, &md);
-                reply.entry(&TTL, &attr, Generation(0));
-            }
-            Err(e) => {
-                if e.kind() == io::ErrorKind::NotFound {
-                    st.name_removed(parent, name);
-                }
-                reply.error(errno(&e))
-            }
-        }
-    }
-}
-
 impl Filesystem for CacheFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
         let cfg = self.lock().config().clone();
-        if cfg.kernel_cache && !cfg.direct_io {
+        let mut passthrough = false;
+        if self.options.passthrough && cfg.capacity_blocks > 0 && !cfg.direct_io {
+            // Backing files on the cache directory's file system: one level of stacking.
+            passthrough = config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
+                && config.set_max_stack_depth(1).is_ok();
+            if passthrough {
+                self.images.enable();
+            } else {
+                eprintln!(
+                    "tiercache mount: the kernel offers no FUSE passthrough (Linux 6.9+); \
+                     every file is served through the mount"
+                );
+            }
+        }
+        if cfg.kernel_cache && !cfg.direct_io && !passthrough {
             // The kernel buffers writes and sends them in large requests at its write-back,
             // close (flush) and fsync, which writes the pages out before FUSE_FSYNC: what an
             // fsync acknowledged is journaled as before (docs/design.md §4.9).
@@ -240,6 +159,7 @@ impl Filesystem for CacheFs {
 
     fn destroy(&mut self) {
         let mut st = self.lock();
+        self.images.close_all(&mut st);
         if let Err(e) = st.sync_journal() {
             eprintln!("tiercache mount: syncing the journal at unmount failed: {e}");
         }
@@ -258,13 +178,13 @@ impl Filesystem for CacheFs {
                     attr.size = node.size;
                     attr.blocks = node.size.div_ceil(512);
                 }
-                return reply.attr(&TTL, &attr);
+                return reply.attr(&TTL, &self.sized(attr));
             }
         }
         match node_metadata(&mut st, ino.0) {
             Ok(md) => {
                 let attr = cache_attr(&mut st, ino.0, &md);
-                reply.attr(&TTL, &attr)
+                reply.attr(&TTL, &self.sized(attr))
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -315,7 +235,7 @@ impl Filesystem for CacheFs {
                         attr.size = file_size;
                         attr.blocks = file_size.div_ceil(512);
                     }
-                    return reply.attr(&TTL, &attr);
+                    return reply.attr(&TTL, &self.sized(attr));
                 }
             }
         }
@@ -329,6 +249,7 @@ impl Filesystem for CacheFs {
             let path = st.store_path(&rel);
             if let Some(size) = size {
                 st.truncate(id, size)?;
+                self.images.truncated(id, size)?;
             }
             if let Some(mode) = mode {
                 st.meta_op();
@@ -339,47 +260,15 @@ impl Filesystem for CacheFs {
                 std::os::unix::fs::lchown(&path, uid, gid)?;
             }
             if atime.is_some() || mtime.is_some() {
-                let to_spec = |t: Option<TimeOrNow>| match t {
-                    None => libc::timespec {
-                        tv_sec: 0,
-                        tv_nsec: libc::UTIME_OMIT,
-                    },
-                    Some(TimeOrNow::Now) => libc::timespec {
-                        tv_sec: 0,
-                        tv_nsec: libc::UTIME_NOW,
-                    },
-                    Some(TimeOrNow::SpecificTime(t)) => {
-                        let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-                        libc::timespec {
-                            tv_sec: d.as_secs() as libc::time_t,
-                            tv_nsec: d.subsec_nanos() as libc::c_long,
-                        }
-                    }
-                };
-                let times = [to_spec(atime), to_spec(mtime)];
-                let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-                    .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
                 st.meta_op();
-                // SAFETY: `c_path` is a NUL-terminated string and `times` two timespecs, both
-                // alive for the call; utimensat reads them and keeps no pointer.
-                let rc = unsafe {
-                    libc::utimensat(
-                        libc::AT_FDCWD,
-                        c_path.as_ptr(),
-                        times.as_ptr(),
-                        libc::AT_SYMLINK_NOFOLLOW,
-                    )
-                };
-                if rc != 0 {
-                    return Err(io::Error::last_os_error());
-                }
+                set_times(&path, atime, mtime)?;
             }
             node_metadata(&mut st, id)
         })();
         match result {
             Ok(md) => {
                 let attr = cache_attr(&mut st, id, &md);
-                reply.attr(&TTL, &attr)
+                reply.attr(&TTL, &self.sized(attr))
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -590,12 +479,28 @@ impl Filesystem for CacheFs {
             st.open_handle(ino.0)?;
             if flags.0 & libc::O_TRUNC != 0 {
                 st.truncate(ino.0, 0)?;
+                self.images.truncated(ino.0, 0)?;
             }
             Ok(())
         })();
-        match result {
-            Ok(()) => reply.opened(FileHandle(0), open_flags(&st)),
-            Err(e) => reply.error(errno(&e)),
+        if let Err(e) = result {
+            return reply.error(errno(&e));
+        }
+        let writable = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
+        let passed = self.images.try_open(
+            &mut st,
+            ino.0,
+            writable,
+            reply,
+            |r, f| r.open_backing(f),
+            |r, fh, b| r.opened_passthrough(fh, FopenFlags::empty(), b),
+        );
+        if let Err(reply) = passed {
+            let mut flags = open_flags(&st);
+            if !self.images.may_keep_pages(ino.0) {
+                flags.remove(FopenFlags::FOPEN_KEEP_CACHE);
+            }
+            reply.opened(FileHandle(0), flags)
         }
     }
 
@@ -635,9 +540,28 @@ impl Filesystem for CacheFs {
             st.open_handle(id)?;
             Ok(attr_of(&st, id, &md))
         })();
-        match result {
-            Ok(attr) => reply.created(&TTL, &attr, Generation(0), FileHandle(0), open_flags(&st)),
-            Err(e) => reply.error(errno(&e)),
+        let attr = match result {
+            Ok(attr) => attr,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let id = attr.ino.0;
+        let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        let passed = self.images.try_open(
+            &mut st,
+            id,
+            writable,
+            reply,
+            |r, f| r.open_backing(f),
+            |r, fh, b| {
+                r.created_passthrough(&TTL, &attr, Generation(0), fh, FopenFlags::empty(), b)
+            },
+        );
+        if let Err(reply) = passed {
+            let mut flags = open_flags(&st);
+            if !self.images.may_keep_pages(id) {
+                flags.remove(FopenFlags::FOPEN_KEEP_CACHE);
+            }
+            reply.created(&TTL, &attr, Generation(0), FileHandle(0), flags)
         }
     }
 
@@ -726,25 +650,36 @@ impl Filesystem for CacheFs {
     fn flush(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
+        ino: INodeNo,
+        fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        // A close: what the kernel wrote to a passthrough image reaches the cache, so the
+        // close reports an error doing so. A handle on the block path has nothing to do.
+        if !passthrough::is_passed(fh) {
+            return reply.ok();
+        }
+        let mut st = self.lock();
+        match self.images.ingest(&mut st, ino.0, fh) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
     }
 
     fn release(
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.lock().release_handle(ino.0);
+        let mut st = self.lock();
+        self.images.release(&mut st, ino.0, fh);
+        st.release_handle(ino.0);
         reply.ok();
     }
 
@@ -752,11 +687,17 @@ impl Filesystem for CacheFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.lock().fsync(ino.0) {
+        let mut st = self.lock();
+        // A passthrough file's writes are in its image: into the cache (journaled) first.
+        let synced = self
+            .images
+            .ingest(&mut st, ino.0, fh)
+            .and_then(|()| st.fsync(ino.0));
+        match synced {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
@@ -850,17 +791,10 @@ impl Filesystem for CacheFs {
         let st = self.lock();
         let path = st.store_path(Path::new(""));
         drop(st);
-        let c_path = match std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) {
-            Ok(p) => p,
-            Err(_) => return reply.error(Errno::EINVAL),
+        let s = match statvfs(&path) {
+            Ok(s) => s,
+            Err(e) => return reply.error(errno(&e)),
         };
-        // SAFETY: statvfs writes into the zeroed struct we pass; `c_path` is NUL-terminated
-        // and outlives the call.
-        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-        let rc = unsafe { libc::statvfs(c_path.as_ptr(), &mut s) };
-        if rc != 0 {
-            return reply.error(errno(&io::Error::last_os_error()));
-        }
         reply.statfs(
             s.f_blocks,
             s.f_bfree,

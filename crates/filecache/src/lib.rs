@@ -42,6 +42,8 @@ pub use crate::core::{
     MAX_BLOCKS_PER_FILE,
 };
 #[cfg(feature = "fuse")]
+pub use crate::fs::FuseOptions;
+#[cfg(feature = "fuse")]
 pub use crate::state::{MountConfig, MountStats, State};
 /// The cleaning policies a mount's background cleaner runs (docs/design.md §4.6).
 pub use tiercache_policy::CleaningConfig;
@@ -81,13 +83,23 @@ pub fn spawn_mount(
     cfg: MountConfig,
     mountpoint: &Path,
 ) -> std::io::Result<(fuser::BackgroundSession, Arc<Mutex<State>>)> {
+    spawn_mount_with(cfg, mountpoint, fs::FuseOptions::default())
+}
+
+/// [`spawn_mount`] using the kernel's FUSE features as `options` say.
+#[cfg(feature = "fuse")]
+pub fn spawn_mount_with(
+    cfg: MountConfig,
+    mountpoint: &Path,
+    options: fs::FuseOptions,
+) -> std::io::Result<(fuser::BackgroundSession, Arc<Mutex<State>>)> {
     let threads = if cfg.capacity_blocks == 0 {
         REQUEST_THREADS
     } else {
         1
     };
     let state = Arc::new(Mutex::new(State::open(cfg)?));
-    let fs = fs::CacheFs::new(state.clone());
+    let fs = fs::CacheFs::with_options(state.clone(), options);
     let session = fuser::spawn_mount(fs, mountpoint, &fuse_config(threads))?;
     Ok((session, state))
 }

@@ -19,6 +19,7 @@ mod degrade;
 mod delete_tests;
 mod direct;
 mod exec;
+mod image;
 mod namespace;
 mod passthrough;
 #[cfg(test)]
@@ -139,6 +140,12 @@ pub struct MountStats {
     pub stranded_blocks: u64,
     /// Times an operator returned the degraded mount to service (SIGUSR1).
     pub returned_to_service: u64,
+    /// Opens served in FUSE passthrough mode (docs/design.md §14): their reads and writes
+    /// never reach the mount.
+    pub passthrough_opens: u64,
+    /// Bytes the kernel wrote to passthrough images that the mount brought into the cache
+    /// (at close, fsync and last release).
+    pub passthrough_bytes_ingested: u64,
 }
 
 /// A node the mount knows: its store path (relative) and, for files, the authoritative size.

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# fio on files `tiercache mount` already caches, against the same fio on the fast directory
+# itself, side by side in one run (docs/design.md §14):
+#   fast        the fast directory (tmpfs by default): the anchor
+#   tc          `tiercache mount` (write-back), files held whole passed through to the kernel
+#   tc-nopt     the same with --no-passthrough: every request reaches the mount (the block
+#               path, with FUSE writeback caching): the mount as it was before passthrough
+# Workloads: 4 KiB random read, 1 MiB sequential read, 4 KiB random write, each with 1 and 8
+# jobs (one file of SIZE per job). The files are written through each contender first (and
+# fsynced), so a mount holds them in its cache; then each workload runs RUNTIME seconds.
+#
+# Prints one table: IOPS per contender and workload, and each as a ratio to the fast directory.
+#
+# Usage: bench/fio_file_cache.sh
+# Environment: SIZE (32MiB per job), RUNTIME (5), CACHE_SIZE (512MiB), FAST_DIR (/dev/shm),
+#   SLOW_DIR (/var/tmp), TIERCACHE (target/release/tiercache), ONLY (a subset of the
+#   contenders: "fast tc tc-nopt").
+set -euo pipefail
+
+SIZE=${SIZE:-32MiB}
+RUNTIME=${RUNTIME:-5}
+CACHE_SIZE=${CACHE_SIZE:-512MiB}
+FAST_DIR=${FAST_DIR:-/dev/shm}
+SLOW_DIR=${SLOW_DIR:-/var/tmp}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TIERCACHE=${TIERCACHE:-$ROOT/target/release/tiercache}
+ONLY=${ONLY:-"fast tc tc-nopt"}
+
+for tool in fio python3 fusermount3; do
+  command -v "$tool" >/dev/null || { echo "missing $tool: run scripts/setup.sh" >&2; exit 1; }
+done
+[ -x "$TIERCACHE" ] || { echo "missing $TIERCACHE: cargo build --release -p tiercache" >&2; exit 1; }
+
+FAST=$(mktemp -d "$FAST_DIR/fio-fast.XXXXXX")
+SLOW=$(mktemp -d "$SLOW_DIR/fio-slow.XXXXXX")
+MNT=$SLOW/mnt
+mkdir -p "$SLOW/store" "$MNT" "$FAST/cache" "$FAST/dir"
+PID=
+
+unmount() {
+  mountpoint -q "$1" && { fusermount3 -u "$1" 2>/dev/null || fusermount3 -u -z "$1" || true; }
+  for _ in $(seq 1 100); do mountpoint -q "$1" || return 0; sleep 0.05; done
+}
+
+cleanup() {
+  unmount "$MNT" || true
+  [ -n "$PID" ] && kill "$PID" 2>/dev/null || true
+  rm -rf "$FAST" "$SLOW"
+}
+trap cleanup EXIT
+
+WORKLOADS="randread-4k:1 randread-4k:8 read-1m:1 read-1m:8 randwrite-4k:1 randwrite-4k:8"
+
+# fio in directory $1, workload $2 (name:jobs); prints its total IOPS.
+fio_in() {
+  local dir=$1 name=${2%%:*} jobs=${2##*:} rw bs
+  case $name in
+    randread-4k) rw=randread bs=4k ;;
+    read-1m) rw=read bs=1m ;;
+    randwrite-4k) rw=randwrite bs=4k ;;
+  esac
+  fio --name=w --directory="$dir" --filename_format='data.$jobnum' --rw=$rw --bs=$bs \
+    --size="$SIZE" --numjobs="$jobs" --time_based --runtime="$RUNTIME" --ramp_time=1 \
+    --ioengine=psync --group_reporting --output-format=json |
+    python3 -c 'import json,sys; j=json.load(sys.stdin)["jobs"][0]; print(round(j["read"]["iops"]+j["write"]["iops"]))'
+}
+
+# Writes the 8 files through directory $1 and fsyncs them: a mount then holds them.
+prepare() {
+  fio --name=prep --directory="$1" --filename_format='data.$jobnum' --rw=write --bs=1m \
+    --size="$SIZE" --numjobs=8 --end_fsync=1 --ioengine=psync >/dev/null
+}
+
+declare -A IOPS
+run_contender() {
+  local name=$1 dir
+  case $name in
+    fast) dir=$FAST/dir ;;
+    tc|tc-nopt)
+      local args=()
+      [ "$name" = tc-nopt ] && args+=(--no-passthrough)
+      rm -rf "$FAST/cache" "$SLOW/store" && mkdir -p "$FAST/cache" "$SLOW/store"
+      "$TIERCACHE" mount "$SLOW/store" "$MNT" --cache-dir "$FAST/cache" --cache-size "$CACHE_SIZE" \
+        --variant wb "${args[@]}" --stats "$SLOW/$name-stats.json" 2>"$SLOW/$name.log" &
+      PID=$!
+      for _ in $(seq 1 200); do mountpoint -q "$MNT" && break; sleep 0.05; done
+      mountpoint -q "$MNT" || { echo "mount did not appear: $(cat "$SLOW/$name.log")" >&2; exit 1; }
+      dir=$MNT
+      ;;
+  esac
+  prepare "$dir"
+  for w in $WORKLOADS; do
+    IOPS[$name,$w]=$(fio_in "$dir" "$w")
+    printf '%-8s %-16s %10s IOPS\n' "$name" "$w" "${IOPS[$name,$w]}" >&2
+  done
+  if [ "$name" != fast ]; then
+    kill -TERM "$PID"; wait "$PID" || true; PID=
+    unmount "$MNT"
+    python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("  passthrough opens", s["passthrough_opens"], "reads", s["reads"], "writes", s["writes"])' \
+      "$SLOW/$name-stats.json" >&2 || true
+  else
+    rm -rf "${FAST:?}/dir"/*
+  fi
+}
+
+echo "fio: $SIZE per job, ${RUNTIME}s per workload, psync, cache $CACHE_SIZE on $FAST_DIR" >&2
+for name in $ONLY; do run_contender "$name"; done
+
+printf '\n%-16s' workload
+for name in $ONLY; do printf ' %12s' "$name"; done
+for name in $ONLY; do [ "$name" != fast ] && printf ' %12s' "$name/fast"; done
+printf '\n'
+for w in $WORKLOADS; do
+  printf '%-16s' "$w"
+  for name in $ONLY; do printf ' %12s' "${IOPS[$name,$w]}"; done
+  for name in $ONLY; do
+    [ "$name" = fast ] && continue
+    printf ' %12s' "$(awk -v a="${IOPS[$name,$w]}" -v b="${IOPS[fast,$w]:-0}" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')"
+  done
+  printf '\n'
+done

@@ -1,0 +1,299 @@
+//! FUSE passthrough of files the cache holds whole (docs/design.md §14): the kernel reads and
+//! writes such a file's image on the fast device itself, without a request to the mount.
+//!
+//! The kernel passes an inode's I/O through only if every open file of it is passed through
+//! to the same backing file (an open that is not fails while one that is stays open), so the
+//! mode is chosen per inode at its first open (no other handle open) and kept until its last
+//! release: an image exists exactly while handles of the inode are open, and then all of them
+//! are passthrough handles. Images live in `passthrough/` of the cache directory, one per
+//! open file, and are removed at the last release (and at mount start, after a crash). Their
+//! total size at creation is bounded by the cache's capacity.
+//!
+//! What the kernel writes lands in the image only: it comes back into the cache's data path
+//! ([`State::ingest_image`], which journals it as any write) at close (the kernel's flush),
+//! fsync and the last release, so an fsync acknowledges only what the journal holds, exactly
+//! as on the block path, and a crash loses at most what was written and never fsync'd (the
+//! image is dropped at restart).
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use fuser::{BackingId, FileHandle};
+
+use crate::state::State;
+
+/// Handle bit: the handle is passed through.
+const PASSED: u64 = 2;
+/// Handle bit: the handle may write.
+const WRITABLE: u64 = 1;
+
+/// Free space the cache directory must keep besides a new image (for its growth by the
+/// kernel's writes, and the journal's).
+const HEADROOM: u64 = 64 << 20;
+
+/// The images of the files open in passthrough mode.
+pub(super) struct Images {
+    dir: PathBuf,
+    /// Passthrough is offered: asked for, negotiated at init, and not refused since.
+    enabled: AtomicBool,
+    /// Most bytes of images at once (at their creation).
+    budget: u64,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    open: HashMap<u64, Image>,
+    bytes: u64,
+    /// Files written in passthrough mode whose kernel pages (of the FUSE inode, from an earlier
+    /// open on the block path) may predate those writes: their next open on the block path
+    /// drops the pages rather than keeping them (no FOPEN_KEEP_CACHE).
+    stale_pages: HashSet<u64>,
+}
+
+struct Image {
+    file: File,
+    path: PathBuf,
+    backing: BackingId,
+    handles: u32,
+    writers: u32,
+    /// The image may differ from the cache (written since it was last ingested).
+    written: bool,
+    bytes: u64,
+}
+
+/// Whether handle `fh` was opened in passthrough mode.
+pub(super) fn is_passed(fh: FileHandle) -> bool {
+    fh.0 & PASSED != 0
+}
+
+impl Images {
+    /// Images in `cache_dir/passthrough`, at most `budget` bytes of them. What a crashed
+    /// mount left there is removed: writes never fsync'd, not promised.
+    pub(super) fn new(cache_dir: &Path, budget: u64) -> Images {
+        let dir = cache_dir.join("passthrough");
+        if dir.exists() {
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                eprintln!(
+                    "tiercache mount: cannot clear {} ({e}); files are served without \
+                     passthrough",
+                    dir.display()
+                );
+            }
+        }
+        Images {
+            dir,
+            enabled: AtomicBool::new(false),
+            budget,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The kernel agreed to passthrough at init: offer it from now on.
+    pub(super) fn enable(&self) {
+        if std::fs::create_dir_all(&self.dir).is_ok() {
+            self.enabled.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Opens file `id` (one handle of it already counted by [`State::open_handle`]) in
+    /// passthrough mode if it is in that mode already or can enter it: replies with `send`
+    /// and returns `Ok`; otherwise gives `reply` back for the block path. `register` makes
+    /// the image a backing file of the connection.
+    pub(super) fn try_open<R>(
+        &self,
+        st: &mut State,
+        id: u64,
+        writable: bool,
+        reply: R,
+        register: impl FnOnce(&R, &File) -> io::Result<BackingId>,
+        send: impl FnOnce(R, FileHandle, &BackingId),
+    ) -> Result<(), R> {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return Err(reply);
+        }
+        let fh = FileHandle(PASSED | if writable { WRITABLE } else { 0 });
+        let mut inner = self.inner();
+        if let Some(img) = inner.open.get_mut(&id) {
+            img.handles += 1;
+            if writable {
+                img.writers += 1;
+                img.written = true;
+            }
+            st.note_passthrough_open();
+            send(reply, fh, &img.backing);
+            return Ok(());
+        }
+        let only_handle = st.nodes.get(&id).is_some_and(|n| n.handles == 1);
+        if !only_handle || !st.holds_whole(id) {
+            return Err(reply);
+        }
+        let Ok(size) = st.file_size(id) else {
+            return Err(reply);
+        };
+        if inner.bytes.saturating_add(size) > self.budget || !self.room_for(size) {
+            return Err(reply);
+        }
+        let path = self.dir.join(id.to_string());
+        let built = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|file| st.copy_to_image(id, &file).map(|_| file));
+        let file = match built {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                eprintln!(
+                    "tiercache mount: no passthrough image for {} ({e}); served through the \
+                     mount",
+                    path.display()
+                );
+                return Err(reply);
+            }
+        };
+        let backing = match register(&reply, &file) {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                // The kernel refuses backing files (no privilege, or passthrough off): said
+                // once, and the block path serves every file from now on.
+                if self.enabled.swap(false, Ordering::Relaxed) {
+                    eprintln!(
+                        "tiercache mount: the kernel refused a passthrough backing file ({e}); \
+                         every file is served through the mount"
+                    );
+                }
+                return Err(reply);
+            }
+        };
+        st.note_passthrough_open();
+        send(reply, fh, &backing);
+        inner.bytes += size;
+        inner.stale_pages.insert(id);
+        inner.open.insert(
+            id,
+            Image {
+                file,
+                path,
+                backing,
+                handles: 1,
+                writers: writable as u32,
+                written: writable,
+                bytes: size,
+            },
+        );
+        Ok(())
+    }
+
+    /// Whether the cache directory's file system has room for an image of `size` bytes and
+    /// [`HEADROOM`] more: a write to an image is the kernel's, and ENOSPC there would reach
+    /// the writer, where the block path would degrade and serve it from the store.
+    fn room_for(&self, size: u64) -> bool {
+        tiercache_blockdev::space::free_bytes(&self.dir)
+            .is_ok_and(|free| free >= size.saturating_add(HEADROOM))
+    }
+
+    /// Whether an open of `id` on the block path may keep the kernel's pages of it (no
+    /// passthrough write since they were cached).
+    pub(super) fn may_keep_pages(&self, id: u64) -> bool {
+        !self.inner().stale_pages.remove(&id)
+    }
+
+    /// The size of `id` while its image is open (the kernel's writes grow it there).
+    pub(super) fn size(&self, id: u64) -> Option<u64> {
+        let inner = self.inner();
+        let img = inner.open.get(&id)?;
+        img.file.metadata().ok().map(|m| m.len())
+    }
+
+    /// A truncate of `id` (already done on the data path) reaches its image too.
+    pub(super) fn truncated(&self, id: u64, size: u64) -> io::Result<()> {
+        match self.inner().open.get(&id) {
+            Some(img) => img.file.set_len(size),
+            None => Ok(()),
+        }
+    }
+
+    /// Brings what the kernel wrote to `id`'s image into the cache (close, fsync): after it,
+    /// the data path holds every byte written through handle `fh`.
+    pub(super) fn ingest(&self, st: &mut State, id: u64, fh: FileHandle) -> io::Result<()> {
+        if !is_passed(fh) {
+            return Ok(());
+        }
+        let mut inner = self.inner();
+        let Some(img) = inner.open.get_mut(&id) else {
+            return Ok(());
+        };
+        ingest(st, id, img)
+    }
+
+    /// A release of handle `fh` of `id`, before [`State::release_handle`]: the last one
+    /// ingests what is left and removes the image.
+    pub(super) fn release(&self, st: &mut State, id: u64, fh: FileHandle) {
+        if !is_passed(fh) {
+            return;
+        }
+        let mut inner = self.inner();
+        let Some(img) = inner.open.get_mut(&id) else {
+            return;
+        };
+        img.handles = img.handles.saturating_sub(1);
+        if fh.0 & WRITABLE != 0 {
+            img.writers = img.writers.saturating_sub(1);
+        }
+        if img.handles > 0 {
+            return;
+        }
+        let mut img = inner.open.remove(&id).expect("present");
+        inner.bytes -= img.bytes;
+        if let Err(e) = ingest(st, id, &mut img) {
+            // Not acknowledged by an fsync (which ingests first): the close already failed
+            // with this error if it came from the close's flush.
+            eprintln!(
+                "tiercache mount: writes of a passthrough file (node {id}) could not reach \
+                 the cache: {e}"
+            );
+        }
+        drop(img.backing);
+        let _ = std::fs::remove_file(&img.path);
+    }
+
+    /// Unmount: every image still open is ingested and removed.
+    pub(super) fn close_all(&self, st: &mut State) {
+        let mut inner = self.inner();
+        let ids: Vec<u64> = inner.open.keys().copied().collect();
+        for id in ids {
+            let mut img = inner.open.remove(&id).expect("listed");
+            if let Err(e) = ingest(st, id, &mut img) {
+                eprintln!("tiercache mount: writes of passthrough file {id} lost at unmount: {e}");
+            }
+            let _ = std::fs::remove_file(&img.path);
+        }
+        inner.bytes = 0;
+    }
+}
+
+/// Ingests `img` if it may differ from the cache; a file unlinked meanwhile needs nothing
+/// (its handles keep the image, its data goes with it).
+fn ingest(st: &mut State, id: u64, img: &mut Image) -> io::Result<()> {
+    if !img.written || st.nodes.get(&id).is_none_or(|n| n.unlinked) {
+        return Ok(());
+    }
+    let n = st.ingest_image(id, &img.file)?;
+    st.note_passthrough_ingested(n);
+    img.written = img.writers > 0;
+    Ok(())
+}
