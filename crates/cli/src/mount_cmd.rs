@@ -369,11 +369,17 @@ pub fn run(args: MountArgs) -> Result<()> {
         session.umount_and_join()
     };
     let flushed = if args.flush_on_exit {
-        let flushed = state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+        let flushed = st
             .flush_all()
             .context("writing dirty blocks back at unmount");
+        // Everything is clean now: the checkpoint for a warm restart takes it all in.
+        if flushed.is_ok() {
+            if let Err(e) = st.write_checkpoint() {
+                eprintln!("tiercache mount: writing the checkpoint failed: {e}");
+            }
+        }
+        drop(st);
         if let Ok(n) = &flushed {
             eprintln!("tiercache mount: wrote back {n} dirty blocks");
         }
