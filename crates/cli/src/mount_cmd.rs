@@ -61,6 +61,11 @@ pub struct MountArgs {
     /// The error score's half-life (`60s`, `500ms`).
     #[arg(long, default_value = "60s")]
     pub error_halflife: String,
+    /// Most files with cached blocks at once (docs/design.md §14), checked at every
+    /// admission: a file past it is served from the store, uncached. Default: no cap but the
+    /// cache's size (each cached file holds at least one block).
+    #[arg(long, value_name = "N")]
+    pub cache_max_files: Option<u64>,
     /// Write the mount's counters as JSON to this file every second and at exit.
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
@@ -290,7 +295,22 @@ pub fn run(args: MountArgs) -> Result<()> {
     let signals = block_stop_signals();
     let variant = cfg.variant;
     let capacity = cfg.capacity_blocks as u64 * cfg.block_size as u64;
-    let (session, state) = match tiercache_filecache::spawn_mount(cfg, &args.mountpoint) {
+    if args.cache_max_files == Some(0) {
+        return Err(bad(
+            "cache-max-files",
+            "must be at least 1 (--cache-size 0 mounts the store uncached)",
+        ));
+    }
+    let max_files = args.cache_max_files;
+    let prepare = |st: &mut tiercache_filecache::State| match max_files {
+        Some(n) => st.set_max_files(n),
+        None => Ok(()),
+    };
+    let (session, state) = match tiercache_filecache::spawn_mount_with(
+        cfg,
+        &args.mountpoint,
+        prepare,
+    ) {
         Ok(mounted) => mounted,
         Err(e) => {
             // The cache directory belongs to another store: the user's choice of STORE or

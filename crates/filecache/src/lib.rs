@@ -81,12 +81,25 @@ pub fn spawn_mount(
     cfg: MountConfig,
     mountpoint: &Path,
 ) -> std::io::Result<(fuser::BackgroundSession, Arc<Mutex<State>>)> {
+    spawn_mount_with(cfg, mountpoint, |_| Ok(()))
+}
+
+/// [`spawn_mount`], with `prepare` run on the opened state before the file system is mounted
+/// (settings that must hold from the first request, such as the cap on cached files).
+#[cfg(feature = "fuse")]
+pub fn spawn_mount_with(
+    cfg: MountConfig,
+    mountpoint: &Path,
+    prepare: impl FnOnce(&mut State) -> std::io::Result<()>,
+) -> std::io::Result<(fuser::BackgroundSession, Arc<Mutex<State>>)> {
     let threads = if cfg.capacity_blocks == 0 {
         REQUEST_THREADS
     } else {
         1
     };
-    let state = Arc::new(Mutex::new(State::open(cfg)?));
+    let mut state = State::open(cfg)?;
+    prepare(&mut state)?;
+    let state = Arc::new(Mutex::new(state));
     let fs = fs::CacheFs::new(state.clone());
     let session = fuser::spawn_mount(fs, mountpoint, &fuse_config(threads))?;
     Ok((session, state))

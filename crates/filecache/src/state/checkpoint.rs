@@ -366,6 +366,7 @@ impl State {
             },
         )
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        core.set_max_files(self.core.max_files());
         for (slot, e) in cp.entries.iter().enumerate() {
             if let Err(err) = core.restore(slot as u32, e.key, false) {
                 eprintln!(

@@ -13,6 +13,7 @@ use crate::core::{BlockKey, FileCache, FileId, Variant};
 use crate::journal::Journal;
 use crate::recovery::{pread_full, recover};
 
+mod caps;
 mod checkpoint;
 #[cfg(test)]
 mod checkpoint_tests;
@@ -119,6 +120,8 @@ pub struct MountStats {
     pub restored_blocks: u64,
     /// Of those, blocks dropped since because their store file had changed.
     pub restored_blocks_dropped: u64,
+    /// Requests served from the store because the cap on cached files refused their file.
+    pub files_cap_refused: u64,
     /// Dirty blocks the background cleaner wrote back.
     pub cleaned_blocks: u64,
     /// Background cleaning passes that failed (the store refused a write-back; the blocks
@@ -637,7 +640,7 @@ impl State {
             return Err(io::Error::from_raw_os_error(libc::EFBIG));
         }
         let blocks = offset / bs..end.div_ceil(bs);
-        if self.past_cache(id, blocks.clone()) {
+        if self.past_cache(id, blocks.clone()) || self.refused_by_files_cap(id) {
             self.read_past_cache(id, offset, &mut out)?;
             self.stats.bytes_read += out.len() as u64;
             return Ok(out);
@@ -679,7 +682,7 @@ impl State {
                 return Err(io::Error::from_raw_os_error(libc::EFBIG));
             }
             let blocks = offset / bs..end.div_ceil(bs);
-            let pre = if self.past_cache(id, blocks.clone()) {
+            let pre = if self.past_cache(id, blocks.clone()) || self.refused_by_files_cap(id) {
                 None
             } else {
                 Some(self.dirty_before(id, blocks.clone()))
