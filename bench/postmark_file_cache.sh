@@ -25,7 +25,7 @@
 # contenders run n times, interleaved (shared machines drift), and the table shows medians.
 #
 # Usage: bench/postmark_file_cache.sh [FILES] [TRANSACTIONS]
-# Environment: STORE_KIND (emulated), NBD_DELAY (250us; STORE_KIND=nbd), STORE_LATENCY (1ms),
+# Environment: STORE_KIND (emulated), NBD_DELAY (1ms: whole seconds or NNms, as nbdkit takes it), STORE_LATENCY (1ms),
 #   STORE_META_LATENCY (100us), CACHE_SIZE (256MiB),
 #   FAST_DIR (/dev/shm), SLOW_DIR (/var/tmp), TIERCACHE (target/release/tiercache), ONLY (a
 #   space-separated subset of the contender names), REPS (1), STORE_TIERCACHE (the binary
@@ -49,7 +49,7 @@ ONLY=${ONLY:-"fast uncached tc-wb tc-wb-around tc-wt tc-wt-around rclone"}
 REPS=${REPS:-1}
 
 STORE_KIND=${STORE_KIND:-emulated}
-NBD_DELAY=${NBD_DELAY:-250us}
+NBD_DELAY=${NBD_DELAY:-1ms}
 TOOLS="postmark rclone fusermount3"
 case $STORE_KIND in
   emulated) ;;
@@ -137,7 +137,7 @@ mkdir -p "$probe_dir"
 t0=$(date +%s.%N)
 for i in $(seq 1 $PROBE); do : >"$probe_dir/p$i"; done
 t1=$(date +%s.%N)
-for i in $(seq 1 $PROBE); do rm -f "$probe_dir/p$i"; done
+rm -f "$probe_dir"/p*   # one process: no fork per delete in the figure
 t2=$(date +%s.%N)
 rmdir "$probe_dir"
 CREATE_S=$(awk -v a="$t0" -v b="$t1" -v n=$PROBE 'BEGIN {printf "%.6f", (b - a) / n}')

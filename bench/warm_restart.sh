@@ -61,11 +61,12 @@ trap cleanup EXIT
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", b - a}'; }
 
-# Starts a mount command in the background; prints the seconds until the mountpoint answers.
+# Starts a mount command in the background (its pid in PID); sets READY to the seconds until
+# the mountpoint answers. Not run in $(...): the mount would hold the substitution's pipe.
 start_and_wait() {
   local t0 t1
   t0=$(now)
-  "$@" &
+  "$@" >/dev/null &
   PID=$!
   until mountpoint -q "$MNT"; do
     kill -0 "$PID" 2>/dev/null || { echo "mount exited before it was ready" >&2; return 1; }
@@ -73,7 +74,7 @@ start_and_wait() {
   done
   ls "$MNT" >/dev/null
   t1=$(now)
-  secs "$t0" "$t1"
+  READY=$(secs "$t0" "$t1")
 }
 
 # Reads file $1 under the mount, checks its content; prints the seconds it took.
@@ -90,7 +91,8 @@ stop_tiercache() {
   unmount "$MNT"
 }
 
-json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$3"; }
+# Prints Python expression $1 of the JSON document in file $2 (as `d`).
+json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$2"; }
 
 ROWS=()
 for n in $COUNTS; do
@@ -112,13 +114,14 @@ for n in $COUNTS; do
   for mode in tc-warm tc-cold; do
     dir=$cache
     [ "$mode" = tc-cold ] && dir=$WORK_FAST/cold-$n && rm -rf "$dir"
-    ready=$(start_and_wait "$TIERCACHE" mount "$store" "$MNT" --cache-dir "$dir" \
-      --cache-size "$cache_size" --block-size "$BLOCK" --quiet --stats "$WORK_SLOW/$mode.json")
+    start_and_wait "$TIERCACHE" mount "$store" "$MNT" --cache-dir "$dir" \
+      --cache-size "$cache_size" --block-size "$BLOCK" --quiet --stats "$WORK_SLOW/$mode.json"
+    ready=$READY
     read_s=$(first_read "$probe")
     stop_tiercache
-    restored=$(json "d['restored_blocks']" "" "$WORK_SLOW/$mode.json")
-    hits=$(json "d['core']['read_hits']" "" "$WORK_SLOW/$mode.json")
-    store_reads=$(json "d['store_reads']" "" "$WORK_SLOW/$mode.json")
+    restored=$(json "d['restored_blocks']" "$WORK_SLOW/$mode.json")
+    hits=$(json "d['core']['read_hits']" "$WORK_SLOW/$mode.json")
+    store_reads=$(json "d['store_reads']" "$WORK_SLOW/$mode.json")
     ROWS+=("$(printf '%-9s %10s %12s %14s %9s %10s %12s' "$mode" "$n" "$ready" "$read_s" "$restored" "$hits" "$store_reads")")
     echo "${ROWS[-1]}" >&2
   done
@@ -126,13 +129,14 @@ for n in $COUNTS; do
     rc=$WORK_FAST/rclone-$n
     echo "== $n files: filling rclone's VFS cache through its mount" >&2
     rclone mount "$store" "$MNT" --vfs-cache-mode full --cache-dir "$rc" --config /dev/null \
-      --vfs-cache-max-size 100G 2>"$WORK_SLOW/rclone-fill.log" &
+      --vfs-cache-max-size 100G --log-file "$WORK_SLOW/rclone-fill.log" >/dev/null &
     PID=$!
     until mountpoint -q "$MNT"; do sleep 0.01; done
     find "$MNT" -type f -exec cat {} + >/dev/null
     unmount "$MNT"; wait "$PID" || true; PID=
-    ready=$(start_and_wait rclone mount "$store" "$MNT" --vfs-cache-mode full --cache-dir "$rc" \
-      --config /dev/null --vfs-cache-max-size 100G 2>"$WORK_SLOW/rclone.log")
+    start_and_wait rclone mount "$store" "$MNT" --vfs-cache-mode full --cache-dir "$rc" \
+      --config /dev/null --vfs-cache-max-size 100G --log-file "$WORK_SLOW/rclone.log"
+    ready=$READY
     read_s=$(first_read "$probe")
     unmount "$MNT"; wait "$PID" || true; PID=
     ROWS+=("$(printf '%-9s %10s %12s %14s %9s %10s %12s' rclone "$n" "$ready" "$read_s" - - -)")
