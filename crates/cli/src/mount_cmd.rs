@@ -306,29 +306,26 @@ pub fn run(args: MountArgs) -> Result<()> {
         Some(n) => st.set_max_files(n),
         None => Ok(()),
     };
-    let (session, state) = match tiercache_filecache::spawn_mount_with(
-        cfg,
-        &args.mountpoint,
-        prepare,
-    ) {
-        Ok(mounted) => mounted,
-        Err(e) => {
-            // The cache directory belongs to another store: the user's choice of STORE or
-            // --cache-dir is wrong (exit 2), and nothing was touched.
-            let inner = e.get_ref().and_then(|i| i.downcast_ref::<RecoveryError>());
-            if let Some(mismatch @ RecoveryError::StoreMismatch { .. }) = inner {
-                return Err(bad(
-                    "cache-dir",
-                    format!("STORE {}: {mismatch}", args.store.display()),
-                ));
+    let (session, state) =
+        match tiercache_filecache::spawn_mount_with(cfg, &args.mountpoint, prepare) {
+            Ok(mounted) => mounted,
+            Err(e) => {
+                // The cache directory belongs to another store: the user's choice of STORE or
+                // --cache-dir is wrong (exit 2), and nothing was touched.
+                let inner = e.get_ref().and_then(|i| i.downcast_ref::<RecoveryError>());
+                if let Some(mismatch @ RecoveryError::StoreMismatch { .. }) = inner {
+                    return Err(bad(
+                        "cache-dir",
+                        format!("STORE {}: {mismatch}", args.store.display()),
+                    ));
+                }
+                return Err(anyhow::Error::new(e).context(format!(
+                    "mounting {} on {}",
+                    args.store.display(),
+                    args.mountpoint.display()
+                )));
             }
-            return Err(anyhow::Error::new(e).context(format!(
-                "mounting {} on {}",
-                args.store.display(),
-                args.mountpoint.display()
-            )));
-        }
-    };
+        };
     {
         let st = state.lock().unwrap_or_else(|p| p.into_inner());
         let recovered = st.stats().recovered_blocks;

@@ -601,7 +601,10 @@ fn a_clean_restart_is_warm_a_changed_file_is_reread_and_a_kill_9_restarts_cold()
         assert_eq!(&fs::read(mnt.join(name)).unwrap(), data);
     }
     m.stop();
-    assert!(cache.join("checkpoint").exists(), "a clean unmount checkpoints");
+    assert!(
+        cache.join("checkpoint").exists(),
+        "a clean unmount checkpoints"
+    );
     // Changed while unmounted (another size, so the old blocks cannot pass for it).
     let changed = content(999, 5000);
     fs::write(store.join("f3"), &changed).unwrap();
@@ -621,7 +624,10 @@ fn a_clean_restart_is_warm_a_changed_file_is_reread_and_a_kill_9_restarts_cold()
     assert_eq!(s["restored_blocks"], blocks);
     let f3_blocks = (files[3].1.len() as u64).div_ceil(4096);
     assert_eq!(s["restored_blocks_dropped"], f3_blocks);
-    assert_eq!(s["core"]["read_misses"], changed.len().div_ceil(4096) as u64);
+    assert_eq!(
+        s["core"]["read_misses"],
+        changed.len().div_ceil(4096) as u64
+    );
     assert!(s["core"]["read_hits"].as_u64().unwrap() >= blocks - f3_blocks);
 
     // A mount that writes after its restart, fsyncs and is killed: no checkpoint is left to

@@ -54,7 +54,10 @@ fn main() {
         }
         std::fs::write(store.join(rel(i)), &content).expect("create");
     }
-    eprintln!("created {files} files of {size} B in {:.1} s", t.elapsed().as_secs_f64());
+    eprintln!(
+        "created {files} files of {size} B in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
 
     let t = Instant::now();
     let mut st = State::open(MountConfig {
