@@ -23,6 +23,9 @@ dpkg -s libssl-dev >/dev/null 2>&1 || need_apt+=(libssl-dev) # OpenSSL's headers
 command -v fusermount3 >/dev/null || need_apt+=(fuse3)       # tiercache mount (FUSE) and its tests
 command -v postmark >/dev/null || need_apt+=(postmark)       # bench/postmark_file_cache.sh
 command -v rclone >/dev/null || need_apt+=(rclone)           # its caching-mount comparator
+# STORE_KIND=nbd of that benchmark: ext4 on a loop device over nbdfuse's image of nbdkit
+command -v nbdfuse >/dev/null || need_apt+=(libnbd-bin)
+command -v mkfs.ext4 >/dev/null || need_apt+=(e2fsprogs)
 command -v systemd-analyze >/dev/null || need_apt+=(systemd) # verifies examples/systemd's unit
 if [ "${#need_apt[@]}" -gt 0 ]; then
   SUDO=""

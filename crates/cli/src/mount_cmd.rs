@@ -67,6 +67,11 @@ pub struct MountArgs {
     /// The error score's half-life (`60s`, `500ms`).
     #[arg(long, default_value = "60s")]
     pub error_halflife: String,
+    /// Most files with cached blocks at once (docs/design.md §15), checked at every
+    /// admission: a file past it is served from the store, uncached. Default: no cap but the
+    /// cache's size (each cached file holds at least one block).
+    #[arg(long, value_name = "N")]
+    pub cache_max_files: Option<u64>,
     /// Write the mount's counters as JSON to this file every second and at exit.
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
@@ -313,31 +318,40 @@ pub fn run(args: MountArgs) -> Result<()> {
     let signals = block_handled_signals();
     let variant = cfg.variant;
     let capacity = cfg.capacity_blocks as u64 * cfg.block_size as u64;
-    let (session, state) = match tiercache_filecache::spawn_mount_with(
-        cfg,
-        &args.mountpoint,
-        tiercache_filecache::FuseOptions {
-            passthrough: !args.no_passthrough,
-        },
-    ) {
-        Ok(mounted) => mounted,
-        Err(e) => {
-            // The cache directory belongs to another store: the user's choice of STORE or
-            // --cache-dir is wrong (exit 2), and nothing was touched.
-            let inner = e.get_ref().and_then(|i| i.downcast_ref::<RecoveryError>());
-            if let Some(mismatch @ RecoveryError::StoreMismatch { .. }) = inner {
-                return Err(bad(
-                    "cache-dir",
-                    format!("STORE {}: {mismatch}", args.store.display()),
-                ));
-            }
-            return Err(anyhow::Error::new(e).context(format!(
-                "mounting {} on {}",
-                args.store.display(),
-                args.mountpoint.display()
-            )));
-        }
+    if args.cache_max_files == Some(0) {
+        return Err(bad(
+            "cache-max-files",
+            "must be at least 1 (--cache-size 0 mounts the store uncached)",
+        ));
+    }
+    let max_files = args.cache_max_files;
+    let options = tiercache_filecache::FuseOptions {
+        passthrough: !args.no_passthrough,
     };
+    let prepare = |st: &mut tiercache_filecache::State| match max_files {
+        Some(n) => st.set_max_files(n),
+        None => Ok(()),
+    };
+    let (session, state) =
+        match tiercache_filecache::spawn_mount_with(cfg, &args.mountpoint, options, prepare) {
+            Ok(mounted) => mounted,
+            Err(e) => {
+                // The cache directory belongs to another store: the user's choice of STORE or
+                // --cache-dir is wrong (exit 2), and nothing was touched.
+                let inner = e.get_ref().and_then(|i| i.downcast_ref::<RecoveryError>());
+                if let Some(mismatch @ RecoveryError::StoreMismatch { .. }) = inner {
+                    return Err(bad(
+                        "cache-dir",
+                        format!("STORE {}: {mismatch}", args.store.display()),
+                    ));
+                }
+                return Err(anyhow::Error::new(e).context(format!(
+                    "mounting {} on {}",
+                    args.store.display(),
+                    args.mountpoint.display()
+                )));
+            }
+        };
     {
         let st = state.lock().unwrap_or_else(|p| p.into_inner());
         let recovered = st.stats().recovered_blocks;
@@ -400,11 +414,17 @@ pub fn run(args: MountArgs) -> Result<()> {
         session.umount_and_join()
     };
     let flushed = if args.flush_on_exit {
-        let flushed = state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+        let flushed = st
             .flush_all()
             .context("writing dirty blocks back at unmount");
+        // Everything is clean now: the checkpoint for a warm restart takes it all in.
+        if flushed.is_ok() {
+            if let Err(e) = st.write_checkpoint() {
+                eprintln!("tiercache mount: writing the checkpoint failed: {e}");
+            }
+        }
+        drop(st);
         if let Ok(n) = &flushed {
             eprintln!("tiercache mount: wrote back {n} dirty blocks");
         }

@@ -642,4 +642,97 @@ fn sigusr2_degrades_a_mount_and_sigusr1_returns_it_to_service() {
             "{name} in the store"
         );
     }
+/// The mount's counters as the `--stats` file has them at exit.
+fn exit_stats(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&fs::read(path).unwrap()).unwrap()
+}
+
+#[test]
+fn a_clean_restart_is_warm_a_changed_file_is_reread_and_a_kill_9_restarts_cold() {
+    let Some((dir, store, cache, mnt)) = mount_dirs() else {
+        return;
+    };
+    let files: Vec<(String, Vec<u8>)> = (0..20)
+        .map(|i| (format!("f{i}"), content(100 + i, 1000 + 700 * i as usize)))
+        .collect();
+    for (name, data) in &files {
+        fs::write(store.join(name), data).unwrap();
+    }
+    let stats = dir.path().join("stats.json");
+    let stats_arg = ["--stats", stats.to_str().unwrap()];
+    // First mount: every file read once (cached clean), then a clean unmount.
+    let mut m = MountProcess::start_with(&store, &mnt, &cache, "wb", &stats_arg);
+    for (name, data) in &files {
+        assert_eq!(&fs::read(mnt.join(name)).unwrap(), data);
+    }
+    m.stop();
+    assert!(
+        cache.join("checkpoint").exists(),
+        "a clean unmount checkpoints"
+    );
+    // Changed while unmounted (another size, so the old blocks cannot pass for it).
+    let changed = content(999, 5000);
+    fs::write(store.join("f3"), &changed).unwrap();
+
+    // Restart: the blocks are back, every read of an unchanged file hits.
+    let mut m = MountProcess::start_with(&store, &mnt, &cache, "wb", &stats_arg);
+    for (name, data) in &files {
+        let want = if name == "f3" { &changed } else { data };
+        assert_eq!(&fs::read(mnt.join(name)).unwrap(), want, "{name}");
+    }
+    m.stop();
+    let s = exit_stats(&stats);
+    let blocks: u64 = files
+        .iter()
+        .map(|(_, d)| (d.len() as u64).div_ceil(4096))
+        .sum();
+    assert_eq!(s["restored_blocks"], blocks);
+    let f3_blocks = (files[3].1.len() as u64).div_ceil(4096);
+    assert_eq!(s["restored_blocks_dropped"], f3_blocks);
+    assert_eq!(
+        s["core"]["read_misses"],
+        changed.len().div_ceil(4096) as u64
+    );
+    assert!(s["core"]["read_hits"].as_u64().unwrap() >= blocks - f3_blocks);
+
+    // A mount that writes after its restart, fsyncs and is killed: no checkpoint is left to
+    // describe the changed blocks file; the next mount starts cold, the data whole.
+    let mut m = MountProcess::start_with(&store, &mnt, &cache, "wb", &stats_arg);
+    assert!(!cache.join("checkpoint").exists(), "taken at mount");
+    let new = content(7, 9000);
+    let mut f = OpenOptions::new().write(true).open(mnt.join("f5")).unwrap();
+    f.write_all(&new).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    m.kill9();
+    assert!(!cache.join("checkpoint").exists());
+    let mut m = MountProcess::start_with(&store, &mnt, &cache, "wb", &stats_arg);
+    let mut want = files[5].1.clone();
+    want.resize(want.len().max(new.len()), 0);
+    want[..new.len()].copy_from_slice(&new);
+    assert_eq!(fs::read(mnt.join("f5")).unwrap(), want);
+    assert_eq!(&fs::read(mnt.join("f1")).unwrap(), &files[1].1);
+    m.stop();
+    let s = exit_stats(&stats);
+    assert_eq!(s["restored_blocks"], 0);
+    assert!(s["recovered_blocks"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn mount_rejects_a_zero_file_cap_naming_the_option() {
+    let Some((_dir, store, cache, mnt)) = mount_dirs() else {
+        return;
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .arg("mount")
+        .arg(&store)
+        .arg(&mnt)
+        .arg("--cache-dir")
+        .arg(&cache)
+        .args(["--cache-max-files", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cache-max-files"));
+    assert!(!is_mounted(&mnt));
 }

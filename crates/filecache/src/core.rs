@@ -395,6 +395,24 @@ impl FileCache {
         self.extents.max_files()
     }
 
+    /// Caps the files that may have cached blocks at once at `max` (checked at every
+    /// admission of a new file's first block: past it the block is refused with
+    /// [`FileCacheError::TooManyFiles`]); files cached already stay.
+    pub fn set_max_files(&mut self, max: u64) {
+        self.extents.set_cap(max);
+    }
+
+    /// Whether a request of `file` may go to the cache: the file has cached blocks, or the
+    /// cap on cached files leaves room for one more.
+    pub fn admits(&self, file: FileId) -> bool {
+        self.extents.get(file).is_some() || (self.extents.mapped() as u64) < self.max_files()
+    }
+
+    /// Files with cached blocks now.
+    pub fn cached_files(&self) -> usize {
+        self.extents.mapped()
+    }
+
     /// The policy core (`None` for a cache of zero blocks): its counters and metadata.
     pub fn policy(&self) -> Option<&Cache> {
         self.core.as_ref()

@@ -83,22 +83,27 @@ pub fn spawn_mount(
     cfg: MountConfig,
     mountpoint: &Path,
 ) -> std::io::Result<(fuser::BackgroundSession, Arc<Mutex<State>>)> {
-    spawn_mount_with(cfg, mountpoint, fs::FuseOptions::default())
+    spawn_mount_with(cfg, mountpoint, fs::FuseOptions::default(), |_| Ok(()))
 }
 
-/// [`spawn_mount`] using the kernel's FUSE features as `options` say.
+/// [`spawn_mount`] using the kernel's FUSE features as `options` say, with `prepare` run on the
+/// opened state before the file system is mounted (settings that must hold from the first
+/// request, such as the cap on cached files).
 #[cfg(feature = "fuse")]
 pub fn spawn_mount_with(
     cfg: MountConfig,
     mountpoint: &Path,
     options: fs::FuseOptions,
+    prepare: impl FnOnce(&mut State) -> std::io::Result<()>,
 ) -> std::io::Result<(fuser::BackgroundSession, Arc<Mutex<State>>)> {
     let threads = if cfg.capacity_blocks == 0 {
         REQUEST_THREADS
     } else {
         1
     };
-    let state = Arc::new(Mutex::new(State::open(cfg)?));
+    let mut state = State::open(cfg)?;
+    prepare(&mut state)?;
+    let state = Arc::new(Mutex::new(state));
     let fs = fs::CacheFs::with_options(state.clone(), options);
     let session = fuser::spawn_mount(fs, mountpoint, &fuse_config(threads))?;
     Ok((session, state))

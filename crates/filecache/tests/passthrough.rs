@@ -55,6 +55,7 @@ impl Mounted {
             cfg,
             &dir.path().join("mnt"),
             FuseOptions { passthrough },
+            |_| Ok(()),
         )
         .unwrap();
         Mounted {

@@ -33,6 +33,8 @@ pub(super) struct Extents {
     of_file: HashMap<FileId, u64>,
     /// Extents given back, reused before new ones (last given back first: deterministic).
     free: Vec<u64>,
+    /// Most files mapped at once (the user's cap, at most the key space's).
+    cap: u64,
 }
 
 impl Extents {
@@ -44,12 +46,24 @@ impl Extents {
             owner: Vec::new(),
             of_file: HashMap::new(),
             free: Vec::new(),
+            cap: u64::MAX,
         }
     }
 
     /// Most files that may have cached blocks at once.
     pub(super) fn max_files(&self) -> u64 {
-        self.per_volume * MAX_VOLUMES as u64
+        (self.per_volume * MAX_VOLUMES as u64).min(self.cap)
+    }
+
+    /// Caps the files mapped at once at `cap` (the key space's limit stays if lower); files
+    /// mapped already stay.
+    pub(super) fn set_cap(&mut self, cap: u64) {
+        self.cap = cap;
+    }
+
+    /// Files mapped now.
+    pub(super) fn mapped(&self) -> usize {
+        self.of_file.len()
     }
 
     /// The extent of `file`, if mapped.
@@ -61,6 +75,12 @@ impl Extents {
     pub(super) fn get_or_map(&mut self, file: FileId) -> Result<u64, FileCacheError> {
         if let Some(e) = self.get(file) {
             return Ok(e);
+        }
+        // The hard cap, checked at every admission of a new file.
+        if self.of_file.len() as u64 >= self.cap {
+            return Err(FileCacheError::TooManyFiles {
+                max: self.max_files(),
+            });
         }
         let e = match self.free.pop() {
             Some(e) => e,

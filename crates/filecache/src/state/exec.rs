@@ -358,6 +358,9 @@ impl State {
     }
 
     fn write_phys(&mut self, phys: u32, at: usize, data: &[u8]) -> io::Result<()> {
+        // The checkpoint's removal failing is the cache directory's error, served past.
+        self.retire_checkpoint()
+            .map_err(|e| device_error(Target::Blocks, Op::Write, 0, e))?;
         let blocks = self
             .blocks
             .as_ref()

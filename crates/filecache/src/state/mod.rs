@@ -13,6 +13,10 @@ use crate::core::{BlockKey, FileCache, FileId, Variant};
 use crate::journal::Journal;
 use crate::recovery::{pread_full, recover};
 
+mod caps;
+mod checkpoint;
+#[cfg(test)]
+mod checkpoint_tests;
 mod cleaner;
 mod degrade;
 #[cfg(test)]
@@ -113,6 +117,12 @@ pub struct MountStats {
     pub cross_device_refused: u64,
     /// Dirty blocks a restart found in the journal and wrote back.
     pub recovered_blocks: u64,
+    /// Clean blocks a restart took back from the checkpoint of the last clean unmount.
+    pub restored_blocks: u64,
+    /// Of those, blocks dropped since because their store file had changed.
+    pub restored_blocks_dropped: u64,
+    /// Requests served from the store because the cap on cached files refused their file.
+    pub files_cap_refused: u64,
     /// Dirty blocks the background cleaner wrote back.
     pub cleaned_blocks: u64,
     /// Background cleaning passes that failed (the store refused a write-back; the blocks
@@ -226,6 +236,14 @@ pub struct State {
     exec_cleaned: HashSet<usize>,
     /// The op of the plan being executed that runs (or failed).
     exec_failed_at: usize,
+    /// Validators of the store files whose blocks the checkpoint restored, until the mount
+    /// meets each file (docs/design.md §15).
+    warm: HashMap<FileId, checkpoint::Validator>,
+    /// This mount wrote a checkpoint that still describes the blocks file.
+    checkpoint_on_disk: bool,
+    /// Tests: the next checkpoint crashes after writing this many bytes.
+    #[cfg(test)]
+    checkpoint_crash_after: Option<usize>,
     _lock: File,
 }
 
@@ -334,7 +352,7 @@ impl State {
             cleaning,
         )
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        Ok(State {
+        let mut st = State {
             core,
             valid: vec![0; cfg.capacity_blocks as usize],
             slots: slots::Slots::new(cfg.capacity_blocks),
@@ -359,8 +377,14 @@ impl State {
             stranded: HashMap::new(),
             exec_cleaned: HashSet::new(),
             exec_failed_at: 0,
+            warm: HashMap::new(),
+            checkpoint_on_disk: false,
+            #[cfg(test)]
+            checkpoint_crash_after: None,
             _lock: lock,
-        })
+        };
+        st.restore_checkpoint()?;
+        Ok(st)
     }
 
     /// The configuration.
@@ -473,6 +497,9 @@ impl State {
             return Err(io::Error::from_raw_os_error(libc::EXDEV));
         }
         let id = self.node_id(md.ino());
+        if !self.warm.is_empty() && !self.nodes.contains_key(&id) {
+            self.check_restored(id, md)?;
+        }
         match self.nodes.get_mut(&id) {
             Some(node) => {
                 if id != ROOT {
@@ -623,7 +650,7 @@ impl State {
             return Err(io::Error::from_raw_os_error(libc::EFBIG));
         }
         let blocks = offset / bs..end.div_ceil(bs);
-        if self.past_cache(id, blocks.clone()) {
+        if self.past_cache(id, blocks.clone()) || self.refused_by_files_cap(id) {
             self.read_past_cache(id, offset, &mut out)?;
             self.stats.bytes_read += out.len() as u64;
             return Ok(out);
@@ -665,7 +692,7 @@ impl State {
                 return Err(io::Error::from_raw_os_error(libc::EFBIG));
             }
             let blocks = offset / bs..end.div_ceil(bs);
-            let pre = if self.past_cache(id, blocks.clone()) {
+            let pre = if self.past_cache(id, blocks.clone()) || self.refused_by_files_cap(id) {
                 None
             } else {
                 Some(self.dirty_before(id, blocks.clone()))
@@ -838,16 +865,25 @@ impl State {
         Ok(before - dirty(self))
     }
 
-    /// Makes the journal durable (clean unmount): a later mount or `flush` writes back. A
-    /// cache-device error degrades the mount (its dirty blocks are written back) rather than
-    /// failing.
+    /// Makes the journal durable (clean unmount): a later mount or `flush` writes back; then
+    /// writes the checkpoint of the clean blocks, so the next mount starts warm
+    /// (docs/design.md §15). A cache-device error degrades the mount (its dirty blocks are
+    /// written back) rather than failing.
     pub fn sync_journal(&mut self) -> io::Result<()> {
         match self.sync_journal_raw() {
             Err(e) if crate::faults::is_device_error(&e) => {
                 self.degrade_on(&e);
                 self.sync_written_back()
             }
-            r => r,
+            Err(e) => Err(e),
+            Ok(()) => {
+                // A checkpoint that cannot be written costs the next mount its warm start,
+                // nothing else.
+                if let Err(e) = self.write_checkpoint() {
+                    eprintln!("tiercache mount: writing the checkpoint failed: {e}");
+                }
+                Ok(())
+            }
         }
     }
 

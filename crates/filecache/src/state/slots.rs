@@ -58,6 +58,31 @@ impl Slots {
         }
     }
 
+    /// `capacity` core slots as [`Slots::new`], the first `placed.len()` of them at the
+    /// places `placed` gives (a warm restart's checkpoint: distinct slots of the file), the
+    /// others at the file's remaining slots in ascending order; the rest are free. No record
+    /// names any content yet.
+    pub(super) fn with_placement(capacity: u32, placed: &[u32]) -> Slots {
+        let mut s = Slots::new(capacity);
+        let total = s.named.len();
+        let mut taken = vec![false; total];
+        for &p in placed {
+            taken[p as usize] = true;
+        }
+        let mut rest = (0..total as u32).filter(|&p| !taken[p as usize]);
+        for (slot, phys) in s.phys.iter_mut().enumerate() {
+            *phys = match placed.get(slot) {
+                Some(&p) => p,
+                None => rest
+                    .next()
+                    .expect("the file has a slot per core slot and spares"),
+            };
+        }
+        s.free = rest.collect();
+        s.free.reverse();
+        s
+    }
+
     /// Where core slot `slot` lies.
     pub(super) fn phys(&self, slot: u32) -> u32 {
         self.phys[slot as usize]
@@ -148,5 +173,20 @@ impl Slots {
         for p in self.pinned_list.drain(..) {
             self.pinned[p as usize] = false;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_placement_maps_every_core_slot_to_a_distinct_file_slot() {
+        let s = Slots::with_placement(32, &[33, 0, 7]);
+        assert_eq!((s.phys(0), s.phys(1), s.phys(2)), (33, 0, 7));
+        let mut all: Vec<u32> = (0..32).map(|c| s.phys(c)).chain(s.free.clone()).collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..34).collect::<Vec<u32>>());
+        assert_eq!(s.free.len(), 2);
     }
 }
