@@ -812,8 +812,8 @@ mod tests {
         while next.iter().enumerate().any(|(k, &n)| n < layout.lines(k)) {
             let k = layout.shard_of(VolumeId(0), index);
             if next[k] < layout.lines(k) {
-                if next[k] % 3 == 0 {
-                    let dirty = if index % 2 == 0 { 0xf } else { 0 };
+                if next[k].is_multiple_of(3) {
+                    let dirty = if index.is_multiple_of(2) { 0xf } else { 0 };
                     found.push((
                         layout.base(k) + next[k],
                         SlotRecord {

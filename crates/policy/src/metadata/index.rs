@@ -614,7 +614,7 @@ mod tests {
                 );
             }
             // A guess, when there is one, is the slot of a key with the same fingerprint.
-            for (&k, _) in &model {
+            for &k in model.keys() {
                 if let Some(g) = idx.guess(LineKey(k)) {
                     assert!(
                         model.values().any(|&s| s == g),
