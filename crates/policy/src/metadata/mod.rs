@@ -169,7 +169,7 @@ impl LineTable {
     }
 
     /// Table of `slots` free slots, for lines of `subs` sub-blocks (at most 64): up to 16,
-    /// the masks are kept in the 16-byte entries.
+    /// the masks are kept in the 12-byte entries.
     pub fn with_sub_blocks(slots: u32, subs: u32) -> Self {
         assert!(subs <= 64, "a line has at most 64 sub-blocks");
         Self {
@@ -658,7 +658,7 @@ mod tests {
     }
 
     proptest! {
-        /// The compact table (masks inside 16-byte entries for lines of up to 16 sub-blocks,
+        /// The compact table (masks inside 12-byte entries for lines of up to 16 sub-blocks,
         /// beside them for wider ones) answers as the plain model over random placements,
         /// evictions, removals, mask changes, pins and partition moves.
         #[test]
