@@ -185,6 +185,8 @@ fn measure_engine(gib: u64, line: u64, evict: &str, promo: &str, dir: &Path) {
         backend_path: backend,
         backend_size: Some(backend_size),
         cache_mapped_reads: false,
+        // The cache file stays sparse: only its metadata is written.
+        cache_preallocate: false,
         ..EngineConfig::default()
     };
     drop_cached(&cache);
@@ -244,6 +246,8 @@ fn measure_startup(gib: u64, line: u64, dir: &Path, rounds: usize) {
         backend_path: backend,
         backend_size: Some(backend_size),
         cache_mapped_reads: false,
+        // The cache file stays sparse: only its metadata is written.
+        cache_preallocate: false,
         ..EngineConfig::default()
     };
     let blocks = layout.data_offset.div_ceil(1 << 20);
