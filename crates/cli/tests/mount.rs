@@ -642,6 +642,8 @@ fn sigusr2_degrades_a_mount_and_sigusr1_returns_it_to_service() {
             "{name} in the store"
         );
     }
+}
+
 /// The mount's counters as the `--stats` file has them at exit.
 fn exit_stats(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&fs::read(path).unwrap()).unwrap()

@@ -9,7 +9,13 @@
 //! cargo run --release -p tiercache-engine --example memory_per_line -- \
 //!     [--gib 1,8] [--line 4096,65536] [--eviction lru,clock,...] [--promotion always,nhit,smq] \
 //!     [--what engine,core] [--dir /tmp] [--json]
+//! cargo run --release -p tiercache-engine --example memory_per_line -- \
+//!     --what startup [--gib 1,8,64] [--line 4096] [--rounds 3] [--dir /tmp]
 //! ```
+//!
+//! `--what startup` measures start-up alone: per cache size, cold each time and interleaved
+//! round by round, `dd` reading the slot table (`bs=1M`), the slot table's recovery alone and
+//! the engine's open, with the engine's median over `dd`'s.
 //!
 //! Every measurement runs in a child process of its own (this program run again), so one
 //! cache's freed memory never counts for the next. The engine's cache is filled the way a
@@ -179,6 +185,8 @@ fn measure_engine(gib: u64, line: u64, evict: &str, promo: &str, dir: &Path) {
         backend_path: backend,
         backend_size: Some(backend_size),
         cache_mapped_reads: false,
+        // The cache file stays sparse: only its metadata is written.
+        cache_preallocate: false,
         ..EngineConfig::default()
     };
     drop_cached(&cache);
@@ -222,6 +230,68 @@ fn measure_engine(gib: u64, line: u64, evict: &str, promo: &str, dir: &Path) {
         })
     );
     drop(engine);
+}
+
+/// Start-up of a prepared cache, `rounds` times, each part cold (the cache file's pages dropped
+/// first), interleaved: `dd` reading the metadata (`bs=1M`, as many blocks as the slot table
+/// covers), the slot table's recovery alone, and the engine's open (ready to serve). Prints
+/// the median of each and the engine's median against `dd`'s.
+fn measure_startup(gib: u64, line: u64, dir: &Path, rounds: usize) {
+    let cfg = cache_config(gib, line, "lru", "always", ENGINE_SHARDS);
+    let (cache, backend) = paths(dir, gib, line);
+    let layout = Layout::new((cfg.capacity / line) as u32, line);
+    let backend_size = std::fs::metadata(&backend).expect("prepared backend").len();
+    let ecfg = EngineConfig {
+        cache_path: cache.clone(),
+        backend_path: backend,
+        backend_size: Some(backend_size),
+        cache_mapped_reads: false,
+        // The cache file stays sparse: only its metadata is written.
+        cache_preallocate: false,
+        ..EngineConfig::default()
+    };
+    let blocks = layout.data_offset.div_ceil(1 << 20);
+    let (mut dd, mut table, mut engine) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        drop_cached(&cache);
+        let t = Instant::now();
+        let out = Command::new("dd")
+            .arg(format!("if={}", cache.display()))
+            .args(["of=/dev/null", "bs=1M", &format!("count={blocks}")])
+            .output()
+            .expect("run dd");
+        assert!(out.status.success(), "dd failed");
+        dd.push(t.elapsed().as_secs_f64());
+
+        drop_cached(&cache);
+        let dev = FileDevice::open(&cache, layout.device_len()).expect("cache file");
+        let t = Instant::now();
+        let (_t, found, _) = SlotTable::open(&dev, layout, false).expect("slot table");
+        table.push(t.elapsed().as_secs_f64());
+        assert_eq!(found.len() as u32, layout.slots, "every slot recovered");
+        drop((_t, found, dev));
+
+        drop_cached(&cache);
+        let t = Instant::now();
+        let e = Engine::open(&cfg, &ecfg).expect("engine");
+        engine.push(t.elapsed().as_secs_f64());
+        assert_eq!(e.stats().resident_lines, u64::from(layout.slots));
+        drop(e);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (dd, table, engine) = (median(&mut dd), median(&mut table), median(&mut engine));
+    println!(
+        "{}",
+        serde_json::json!({
+            "what": "startup", "gib": gib, "line_size": line, "lines": layout.slots,
+            "metadata_bytes": layout.data_offset, "rounds": rounds,
+            "dd_seconds": dd, "slot_table_seconds": table, "engine_open_seconds": engine,
+            "engine_over_dd": engine / dd,
+        })
+    );
 }
 
 /// Fills the simulator's policy core (hit-ratio-only) and prints its memory.
@@ -288,6 +358,7 @@ fn main() {
             "prepare" => prepare(num(2), num(3), Path::new(&args[4])),
             "engine" => measure_engine(num(2), num(3), &args[4], &args[5], Path::new(&args[6])),
             "core" => measure_core(num(2), num(3), &args[4], &args[5]),
+            "startup" => measure_startup(num(2), num(3), Path::new(&args[4]), num(5) as usize),
             other => panic!("unknown child {other}"),
         }
         return;
@@ -299,6 +370,48 @@ fn main() {
     let what = list(&args, "--what", "engine,core");
     let dir = list(&args, "--dir", "/tmp")[0].to_string();
     let json = args.iter().any(|a| a == "--json");
+    if what == ["startup"] {
+        let rounds = list(&args, "--rounds", "3")[0].to_string();
+        println!(
+            "{:>4} {:>6} {:>9} {:>9} {:>8} {:>8} {:>8} {:>7}",
+            "GiB", "line", "lines", "meta_MiB", "dd_s", "table_s", "open_s", "open/dd"
+        );
+        for &gib in &gibs {
+            for &line in &line_sizes {
+                child(&["prepare".into(), gib.into(), line.into(), dir.clone()]);
+                let r = child(&[
+                    "startup".into(),
+                    gib.into(),
+                    line.into(),
+                    dir.clone(),
+                    rounds.clone(),
+                ]);
+                if json {
+                    println!("{r}");
+                } else {
+                    println!(
+                        "{:>4} {:>6} {:>9} {:>9.1} {:>8.3} {:>8.3} {:>8.3} {:>7.2}",
+                        gib,
+                        line,
+                        r["lines"],
+                        r["metadata_bytes"].as_f64().unwrap_or(0.0) / (1 << 20) as f64,
+                        r["dd_seconds"].as_f64().unwrap_or(0.0),
+                        r["slot_table_seconds"].as_f64().unwrap_or(0.0),
+                        r["engine_open_seconds"].as_f64().unwrap_or(0.0),
+                        r["engine_over_dd"].as_f64().unwrap_or(0.0),
+                    );
+                }
+                let (cache, backend) = paths(
+                    Path::new(&dir),
+                    gib.parse().expect("GiB"),
+                    line.parse().expect("line"),
+                );
+                let _ = std::fs::remove_file(cache);
+                let _ = std::fs::remove_file(backend);
+            }
+        }
+        return;
+    }
     if !json {
         println!(
             "{:6} {:>4} {:>6} {:8} {:7} {:>9} {:>8} {:>8} {:>7} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>7} {:>7}",

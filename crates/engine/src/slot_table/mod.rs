@@ -356,6 +356,16 @@ impl SlotTable {
         layout: Layout,
         format: bool,
     ) -> Result<Opened, SlotTableError> {
+        Self::open_in(dev, layout, format, recovery_threads(layout.slots as usize))
+    }
+
+    /// [`open`](Self::open), recovering with `threads` threads.
+    fn open_in(
+        dev: &dyn BlockDevice,
+        layout: Layout,
+        format: bool,
+        threads: usize,
+    ) -> Result<Opened, SlotTableError> {
         if dev.size() < layout.device_len() {
             return Err(SlotTableError::TooSmall {
                 have: dev.size(),
@@ -427,51 +437,39 @@ impl SlotTable {
             }
         }
         // Epoch 0: what the device holds at open, durable.
-        let mut shadow = Shadow::new(
+        let shadow = Shadow::new(
             layout.slots,
             mask_bits(&layout),
             unsettled_limit(&layout) / shadow::STRIPES,
         );
-        let (record_bytes, slot_bytes) = (layout.record_bytes(), layout.slot_bytes());
-        let mut found = Vec::new();
+        // The table is read in contiguous parts, one per thread, each sequentially in large
+        // reads (docs/design.md §13: start-up bounded by the device, not by one CPU decoding).
+        let slots = u64::from(layout.slots);
+        let threads = threads.max(1) as u64;
+        let part = slots.div_ceil(threads).div_ceil(SCAN_CHUNK) * SCAN_CHUNK;
+        let parts: Vec<io::Result<Scanned>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| (t * part).min(slots)..((t + 1) * part).min(slots))
+                .filter(|r| !r.is_empty())
+                .map(|r| {
+                    let shadow = &shadow;
+                    s.spawn(move || scan(dev, &layout, shadow, r))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a recovery thread panicked"))
+                .collect()
+        });
+        let parts = parts.into_iter().collect::<io::Result<Vec<_>>>()?;
+        let mut found = Vec::with_capacity(parts.iter().map(|p| p.found.len()).sum());
         let mut max_seq = 0u64;
-        let per_chunk = 8192u64;
-        let mut buf = vec![0u8; (per_chunk * slot_bytes) as usize];
-        let mut slot = 0u64;
-        while slot < layout.slots as u64 {
-            let n = per_chunk.min(layout.slots as u64 - slot);
-            let bytes = &mut buf[..(n * slot_bytes) as usize];
-            dev.read_at(bytes, SUPERBLOCK_BYTES + slot * slot_bytes)?;
-            for i in 0..n {
-                let base = (i * slot_bytes) as usize;
-                let mut best: Option<(u64, u8, SlotRecord)> = None;
-                let mut keys = [NO_LINE; 2];
-                for copy in 0..2u8 {
-                    let at = base + (copy as u64 * record_bytes) as usize;
-                    match decode(layout.version, &bytes[at..at + record_bytes as usize]) {
-                        Ok(Some((seq, rec))) => {
-                            keys[copy as usize] = line_key(rec.line);
-                            max_seq = max_seq.max(seq);
-                            if best.is_none_or(|b| seq > b.0) {
-                                best = Some((seq, copy, rec));
-                            }
-                        }
-                        Ok(None) => {}
-                        // Recovery ignores it, as a copy never written.
-                        Err(()) => report.corrupt_records += 1,
-                    }
-                }
-                let s = (slot + i) as usize;
-                if let Some((_, copy, rec)) = best {
-                    shadow.restore(s as u32, copy, rec.line, keys[1 - copy as usize], rec.dirty);
-                    if rec.line.is_some() && rec.valid != 0 {
-                        report.lines += 1;
-                        report.dirty_lines += (rec.dirty != 0) as u64;
-                        found.push((s as u32, rec));
-                    }
-                }
-            }
-            slot += n;
+        for p in parts {
+            found.extend(p.found);
+            max_seq = max_seq.max(p.max_seq);
+            report.corrupt_records += p.corrupt_records;
+            report.lines += p.lines;
+            report.dirty_lines += p.dirty_lines;
         }
         let table = Self::with_shadow(layout, shadow, max_seq);
         Ok((table, found, report))
@@ -652,6 +650,84 @@ impl SlotTable {
         st.written(copy, rec.line, rec.dirty);
         Ok(())
     }
+}
+
+/// Threads a recovery of `lines` lines uses: the machine's cores, one for a small cache
+/// (where starting threads costs more than it saves).
+pub(crate) fn recovery_threads(lines: usize) -> usize {
+    if lines < 1 << 16 {
+        return 1;
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(16))
+}
+
+/// Slots a recovery reads at once (half a MiB of 64-byte slots).
+const SCAN_CHUNK: u64 = 8192;
+
+/// What recovering one part of the slot table found.
+struct Scanned {
+    /// Non-empty slots, ascending.
+    found: Vec<(u32, SlotRecord)>,
+    max_seq: u64,
+    corrupt_records: u64,
+    lines: u64,
+    dirty_lines: u64,
+}
+
+/// Recovers slots `range` into `shadow`: reads their records sequentially, keeps each slot's
+/// newer copy whose checksum holds.
+fn scan(
+    dev: &dyn BlockDevice,
+    layout: &Layout,
+    shadow: &Shadow,
+    range: std::ops::Range<u64>,
+) -> io::Result<Scanned> {
+    let (record_bytes, slot_bytes) = (layout.record_bytes(), layout.slot_bytes());
+    let mut out = Scanned {
+        found: Vec::new(),
+        max_seq: 0,
+        corrupt_records: 0,
+        lines: 0,
+        dirty_lines: 0,
+    };
+    let mut buf = vec![0u8; (SCAN_CHUNK * slot_bytes) as usize];
+    let mut slot = range.start;
+    while slot < range.end {
+        let n = SCAN_CHUNK.min(range.end - slot);
+        let bytes = &mut buf[..(n * slot_bytes) as usize];
+        dev.read_at(bytes, SUPERBLOCK_BYTES + slot * slot_bytes)?;
+        for i in 0..n {
+            let base = (i * slot_bytes) as usize;
+            let mut best: Option<(u64, u8, SlotRecord)> = None;
+            let mut keys = [NO_LINE; 2];
+            for copy in 0..2u8 {
+                let at = base + (copy as u64 * record_bytes) as usize;
+                match decode(layout.version, &bytes[at..at + record_bytes as usize]) {
+                    Ok(Some((seq, rec))) => {
+                        keys[copy as usize] = line_key(rec.line);
+                        out.max_seq = out.max_seq.max(seq);
+                        if best.is_none_or(|b| seq > b.0) {
+                            best = Some((seq, copy, rec));
+                        }
+                    }
+                    Ok(None) => {}
+                    // Recovery ignores it, as a copy never written.
+                    Err(()) => out.corrupt_records += 1,
+                }
+            }
+            let s = (slot + i) as u32;
+            if let Some((_, copy, rec)) = best {
+                shadow.restore(s, copy, rec.line, keys[1 - copy as usize], rec.dirty);
+                if rec.line.is_some() && rec.valid != 0 {
+                    out.lines += 1;
+                    out.dirty_lines += (rec.dirty != 0) as u64;
+                    out.found.push((s, rec));
+                }
+            }
+        }
+        slot += n;
+    }
+    Ok(out)
 }
 
 /// The most slots left unsettled (written since the last sync, see `shadow`) before a

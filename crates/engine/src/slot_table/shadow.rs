@@ -324,38 +324,37 @@ impl Shadow {
     }
 
     /// Recovery: `slot`'s newest record is in `copy` and names `newest` with `dirty`; the
-    /// other copy names `other` (a [`line_key`]). Both durable.
-    pub fn restore(
-        &mut self,
-        slot: u32,
-        copy: u8,
-        newest: Option<(u32, u64)>,
-        other: u64,
-        dirty: u64,
-    ) {
+    /// other copy names `other` (a [`line_key`]). Both durable. Slots are restored by several
+    /// threads at once (each its own slots): the arrays are atomics, and a stripe is locked
+    /// only for what its maps hold (an odd line, another copy the flags cannot tell).
+    pub fn restore(&self, slot: u32, copy: u8, newest: Option<(u32, u64)>, other: u64, dirty: u64) {
         let i = slot as usize;
         let n = line_key(newest);
-        let st = self.stripes[i % STRIPES]
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner());
+        let stripe = || {
+            self.stripes[i % STRIPES]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+        };
         if n == ODD_LINE {
-            st.odd.insert(slot, newest.expect("an odd key is a line"));
+            stripe()
+                .odd
+                .insert(slot, newest.expect("an odd key is a line"));
         }
         let rel = if n == NO_LINE {
-            *self.keys[i].get_mut() = other;
+            self.keys[i].store(other, Relaxed);
             REL_NEWEST_NONE
         } else {
-            *self.keys[i].get_mut() = n;
+            self.keys[i].store(n, Relaxed);
             if other == NO_LINE {
                 REL_OTHER_NONE
             } else if other == n && n != ODD_LINE {
                 REL_OTHER_SAME
             } else {
-                st.others.insert(slot, other);
+                stripe().others.insert(slot, other);
                 REL_OTHER_LISTED
             }
         };
-        *self.flags[i].get_mut() = copy | rel << REL_SHIFT;
+        self.flags[i].store(copy | rel << REL_SHIFT, Relaxed);
         self.dirty.set(i, dirty & self.dirty.max());
     }
 }

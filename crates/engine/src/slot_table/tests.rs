@@ -625,3 +625,64 @@ fn slots_written_without_syncs_are_bounded() {
     let (_, found, _) = SlotTable::open(&dev.mem, layout, false).unwrap();
     assert_eq!(found.len(), 3 * limit);
 }
+
+/// A recovery in parallel parts (one per thread, each read sequentially) finds what one
+/// thread finds: the same lines, report and shadow, over a table of random records with
+/// both copies used, torn copies, empty and never-written slots, lines of several volumes.
+#[test]
+fn a_parallel_recovery_finds_what_a_serial_one_does() {
+    use rand::{Rng, SeedableRng};
+    let slots = 150_000u32;
+    let layout = Layout::new(slots, 4096);
+    let dev = MemDevice::new(layout.device_len() as usize);
+    SlotTable::open(&dev, layout, true).unwrap();
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(40);
+    let rb = layout.record_bytes() as usize;
+    let mut image = vec![0u8; (slots as u64 * layout.slot_bytes()) as usize];
+    for bytes in image.chunks_mut(2 * rb) {
+        for copy in 0..2 {
+            let r = match rng.gen_range(0..10) {
+                0 => continue,
+                1 => SlotRecord::EMPTY,
+                _ => {
+                    let valid = rng.gen_range(1..=0xffu64);
+                    rec(
+                        rng.gen_range(0..3),
+                        rng.gen_range(0..1 << 40),
+                        valid,
+                        valid & rng.gen::<u64>(),
+                    )
+                }
+            };
+            let seq = rng.gen_range(1..1_000_000u64);
+            let at = copy * rb;
+            bytes[at..at + rb].copy_from_slice(&encode(layout.version, seq, &r)[..rb]);
+            if rng.gen_range(0..20) == 0 {
+                bytes[at + 9] ^= 0x5a;
+            }
+        }
+    }
+    dev.write_at(&image, SUPERBLOCK_BYTES, false).unwrap();
+    let (one, found_one, rep_one) = SlotTable::open_in(&dev, layout, false, 1).unwrap();
+    let (four, found_four, rep_four) = SlotTable::open_in(&dev, layout, false, 4).unwrap();
+    assert!(
+        rep_one.lines > 100_000 && rep_one.corrupt_records > 1000,
+        "{rep_one:?}"
+    );
+    assert_eq!(rep_one, rep_four);
+    assert_eq!(found_one, found_four);
+    for s in 0..slots {
+        assert_eq!(one.persisted_line(s), four.persisted_line(s), "slot {s}");
+        let probe = found_one
+            .get(s as usize % found_one.len())
+            .unwrap()
+            .1
+            .line
+            .unwrap();
+        assert_eq!(
+            one.may_recover_other(s, probe),
+            four.may_recover_other(s, probe),
+            "slot {s}"
+        );
+    }
+}

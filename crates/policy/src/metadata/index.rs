@@ -1,10 +1,10 @@
 //! Tag index: line key → slot, a bucketed cuckoo table.
 //!
-//! Each entry is a `u64` holding the slot number and a 31-bit tag (the high bits of the key's
-//! hash). Entries live in groups of [`WAYS`]; a key may sit in either of two groups, both
-//! derived from its tag, so a lookup reads at most two groups (the first, where inserts go
-//! first, holds most keys) and compares tags without touching the line table; only a tag match
-//! reads the stored key to confirm. A removal clears one entry: nothing shifts. An insert
+//! Each entry is one word holding the slot number and a fingerprint of the key (other bits of
+//! its hash). Entries live in groups of [`WAYS`]; a key may sit in either of two groups, both
+//! derived from its hash, so a lookup reads at most two groups (the first, where inserts go
+//! first, holds most keys) and compares fingerprints without touching the line table; only a
+//! match reads the stored key to confirm. A removal clears one entry: nothing shifts. An insert
 //! finding both groups full moves an entry to its other group (cuckoo kicks), which at the
 //! table's load (≤ 0.75) is rare and short. What finds no room in its two groups (a walk
 //! that fails, or more than `2 × WAYS` keys sharing two groups) is searched last: in a small
@@ -12,38 +12,31 @@
 //! empty entry and the whole table is searched after its groups, so the table never grows; in a
 //! large one, where this is vanishingly rare, to an overflow list.
 //!
-//! The table keeps the linear-probing layout's size, 4/3 entries per line (about 10.7 bytes
-//! per line): the figure is part of the cache's metadata budget. Its unused edge entries (fewer
-//! than a group) align the groups to 32 bytes, so a group is one cache line.
+//! Entry width (docs/design.md §13): a table of at most 2^[`NARROW_SLOT_BITS`] slots keeps
+//! 32-bit entries, the slot in the low bits and a fingerprint of the remaining bits (at
+//! least 6) above it — about 5.3 bytes per line at 4/3 entries per line. A larger table keeps
+//! 64-bit entries (a 31-bit tag and a 32-bit slot, about 10.7 bytes per line). A wide entry's
+//! tag is the hash its groups come from, so a kick finds an entry's other group from the entry
+//! alone; a narrow entry's fingerprint is too short for that, so a kick reads the entry's key
+//! back through the line table. The unused edge entries (fewer than a group) align the groups
+//! to their size, so a group never straddles a cache line.
 
 use tiercache_core::LineKey;
 use tiercache_eviction::Slot;
 
-/// No entry. Its tag half never matches: tags have 31 bits.
-const EMPTY: u64 = u64::MAX;
 /// Entries per group.
 const WAYS: usize = 4;
 /// Most entries one insert moves before parking the homeless one in the overflow list.
 const MAX_KICKS: usize = 128;
 /// Tables of fewer entries spill into their own empty entries (see the module doc).
 const SMALL: usize = 256;
+/// Tables whose slot numbers fit this many bits keep 32-bit entries (fingerprints of at
+/// least 6 bits: a lookup that misses compares eight of them, so about one miss in eight
+/// reads a line entry for nothing).
+const NARROW_SLOT_BITS: u32 = 26;
 
-/// Open-addressing map from [`LineKey`] to [`Slot`]; keys are read back through a closure.
-#[derive(Debug, Clone)]
-pub struct SlotIndex {
-    entries: Vec<u64>,
-    /// First entry of group 0 (aligns groups to 32 bytes when the table is large).
-    first: usize,
-    /// Number of groups (at least 2).
-    groups: usize,
-    len: usize,
-    /// Whether entries without room in their groups spill into the table (see [`SMALL`]).
-    small: bool,
-    /// A large table's entries that found no room in their groups (empty in practice).
-    overflow: Vec<u64>,
-}
-
-/// The key's tag: a 31-bit hash (so never the tag half of [`EMPTY`], with no test for it).
+/// The 31-bit hash a key's groups come from (never all ones as a 32-bit value, so a wide
+/// table's [`Word::EMPTY`] never matches it as a tag).
 ///
 /// Fibonacci hashing (one multiplication, the high half kept): line keys are mostly runs of
 /// neighbouring indices, which it spreads evenly over the whole range (their products step by
@@ -53,54 +46,183 @@ fn tag_of(key: LineKey) -> u32 {
     (key.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 33) as u32
 }
 
-#[inline]
-fn entry(tag: u32, slot: Slot) -> u64 {
-    (u64::from(tag) << 32) | u64::from(slot)
+/// An entry word: `u64` (31-bit tag above a 32-bit slot) or `u32` (fingerprint above the
+/// slot's bits). Entries are handled as `u64` values; [`Word`] only stores them.
+trait Word: Copy + Eq + std::fmt::Debug {
+    /// No entry: all ones (a fingerprint never is, see [`Table::fingerprint`]).
+    const EMPTY: Self;
+    fn widen(self) -> u64;
+    fn narrow(v: u64) -> Self;
 }
 
-#[inline]
-fn entry_tag(e: u64) -> u32 {
-    (e >> 32) as u32
+impl Word for u64 {
+    const EMPTY: u64 = u64::MAX;
+    #[inline(always)]
+    fn widen(self) -> u64 {
+        self
+    }
+    #[inline(always)]
+    fn narrow(v: u64) -> Self {
+        v
+    }
 }
 
-/// Where group 0 starts in a table of `n` entries at address `addr`, and how many groups it
-/// has: a large table skips up to `WAYS - 1` entries so its groups are 32-byte aligned, and
-/// always sets that many aside, so the group count depends on `n` alone.
-fn group_layout(n: usize, addr: usize) -> (usize, usize) {
+impl Word for u32 {
+    const EMPTY: u32 = u32::MAX;
+    #[inline(always)]
+    fn widen(self) -> u64 {
+        u64::from(self)
+    }
+    #[inline(always)]
+    fn narrow(v: u64) -> Self {
+        v as u32
+    }
+}
+
+/// Where group 0 starts in a table of `n` entries of `size` bytes at address `addr`, and how
+/// many groups it has: a large table skips up to `WAYS - 1` entries so its groups are aligned
+/// to their size, and always sets that many aside, so the group count depends on `n` alone.
+fn group_layout(n: usize, addr: usize, size: usize) -> (usize, usize) {
     if n < SMALL {
         return (0, n / WAYS);
     }
-    let misalign = addr % (WAYS * 8);
-    let first = ((WAYS * 8 - misalign) % (WAYS * 8)) / 8;
+    let misalign = addr % (WAYS * size);
+    let first = ((WAYS * size - misalign) % (WAYS * size)) / size;
     (first, (n - (WAYS - 1)) / WAYS)
 }
 
-/// The slot of `key` among `entries`: a tag match confirmed by the stored key.
-#[inline(always)]
-fn find_among(
-    entries: &[u64],
-    tag: u32,
-    key: LineKey,
-    key_of: &impl Fn(Slot) -> LineKey,
-) -> Option<Slot> {
-    entries
-        .iter()
-        .find(|&&e| entry_tag(e) == tag && key_of(e as u32) == key)
-        .map(|&e| e as u32)
+/// Open-addressing map from [`LineKey`] to [`Slot`]; keys are read back through a closure.
+#[derive(Debug, Clone)]
+pub struct SlotIndex(Width);
+
+/// The table, by entry width (see the module doc).
+#[derive(Debug, Clone)]
+enum Width {
+    Narrow(Table<u32>),
+    Wide(Table<u64>),
+}
+
+/// Calls `$body` with `$t` bound to the table, whatever its width.
+macro_rules! each_width {
+    ($self:expr, $t:ident => $body:expr) => {
+        match $self {
+            Width::Narrow($t) => $body,
+            Width::Wide($t) => $body,
+        }
+    };
 }
 
 impl SlotIndex {
-    /// Index for up to `capacity` keys.
+    /// Index for up to `capacity` keys (slots `0..capacity`): 32-bit entries when the slot
+    /// numbers fit [`NARROW_SLOT_BITS`] bits.
     pub fn with_capacity(capacity: usize) -> Self {
+        if capacity < 1 << NARROW_SLOT_BITS {
+            Self(Width::Narrow(Table::new(capacity)))
+        } else {
+            Self::wide(capacity)
+        }
+    }
+
+    /// Index for up to `capacity` keys with 64-bit entries whatever its size (for tests of
+    /// the wide layout at sizes that would be narrow).
+    fn wide(capacity: usize) -> Self {
+        Self(Width::Wide(Table::new(capacity)))
+    }
+
+    /// Keys held.
+    pub fn len(&self) -> usize {
+        each_width!(&self.0, t => t.len)
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Hints that `key` is looked up soon: loads both its groups (a miss, and a key placed in
+    /// its second group, read both).
+    #[inline]
+    pub fn prefetch(&self, key: LineKey) {
+        each_width!(&self.0, t => t.prefetch(key))
+    }
+
+    /// The slot of the first entry in `key`'s first group, else its second, whose fingerprint
+    /// matches `key`'s, without confirming the key (a guess for prefetching: reads no line
+    /// entry).
+    #[inline]
+    pub fn guess(&self, key: LineKey) -> Option<Slot> {
+        each_width!(&self.0, t => t.guess(key))
+    }
+
+    /// Slot of `key`, reading stored keys through `key_of`.
+    #[inline(always)]
+    pub fn get(&self, key: LineKey, key_of: impl Fn(Slot) -> LineKey) -> Option<Slot> {
+        each_width!(&self.0, t => t.get(key, &key_of))
+    }
+
+    /// Inserts `key` → `slot`; `key` must not be present and the index not full. `key_of`
+    /// reads the keys of the slots already indexed.
+    pub fn insert(&mut self, key: LineKey, slot: Slot, key_of: impl Fn(Slot) -> LineKey) {
+        each_width!(&mut self.0, t => t.insert(key, slot, &key_of))
+    }
+
+    /// Removes `key`, which must be present in `slot`. `key_of` reads the keys of the other
+    /// slots indexed (a narrow table moving overflow entries back reads theirs).
+    pub fn remove(&mut self, key: LineKey, slot: Slot, key_of: impl Fn(Slot) -> LineKey) {
+        each_width!(&mut self.0, t => t.remove(key, slot, &key_of))
+    }
+
+    /// Heap bytes.
+    pub fn memory_bytes(&self) -> usize {
+        each_width!(&self.0, t => t.memory_bytes())
+    }
+}
+
+/// The table proper, of entries `W`.
+#[derive(Debug, Clone)]
+struct Table<W: Word> {
+    entries: Vec<W>,
+    /// First entry of group 0 (aligns groups when the table is large).
+    first: usize,
+    /// Number of groups (at least 2).
+    groups: usize,
+    len: usize,
+    /// Whether entries without room in their groups spill into the table (see [`SMALL`]).
+    small: bool,
+    /// A large table's entries that found no room in their groups (empty in practice).
+    overflow: Vec<W>,
+    /// Bits of an entry below its fingerprint (the slot's): 32 for wide entries.
+    slot_bits: u32,
+}
+
+impl<W: Word> Table<W> {
+    fn new(capacity: usize) -> Self {
+        // A narrow table's slot field holds every slot and one more value, so that EMPTY's
+        // slot half is no slot (and its fingerprint half, all ones, no fingerprint).
+        let slot_bits = if std::mem::size_of::<W>() == 8 {
+            32
+        } else {
+            (64 - (capacity as u64).leading_zeros()).max(1)
+        };
+        Self::with_slot_bits(capacity, slot_bits)
+    }
+
+    /// A table for `capacity` keys whose entries keep `slot_bits` bits for the slot.
+    fn with_slot_bits(capacity: usize, slot_bits: u32) -> Self {
         let n = (capacity + capacity / 3 + 2).max(8);
         assert!(n < u32::MAX as usize, "slot index too large");
-        let entries = vec![EMPTY; n];
-        // Large tables set WAYS - 1 entries aside to align groups to cache-line halves; small
-        // ones keep every group they can (at least two, as n >= 8). The number of groups, and
-        // so where every key goes, does not depend on where the allocator put the table: the
-        // same keys make the same table in every run.
+        let size = std::mem::size_of::<W>();
+        assert!(
+            size == 8 || (slot_bits <= NARROW_SLOT_BITS && capacity < 1 << slot_bits),
+            "too many slots for 32-bit entries"
+        );
+        let entries = vec![W::EMPTY; n];
+        // Large tables set WAYS - 1 entries aside to align their groups; small ones keep
+        // every group they can (at least two, as n >= 8). The number of groups, and so where
+        // every key goes, does not depend on where the allocator put the table: the same keys
+        // make the same table in every run.
         let small = n < SMALL;
-        let (first, groups) = group_layout(n, entries.as_ptr() as usize);
+        let (first, groups) = group_layout(n, entries.as_ptr() as usize, size);
         Self {
             groups,
             entries,
@@ -108,17 +230,52 @@ impl SlotIndex {
             len: 0,
             small,
             overflow: Vec::new(),
+            slot_bits,
         }
     }
 
-    /// Keys held.
-    pub fn len(&self) -> usize {
-        self.len
+    /// Whether entries are 64-bit (their tag is the hash their groups come from).
+    #[inline(always)]
+    fn wide(&self) -> bool {
+        std::mem::size_of::<W>() == 8
     }
 
-    /// Whether no key is held.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+    /// The fingerprint a key's entry carries: its tag in a wide table; in a narrow one the
+    /// top bits of a second hash, never all ones (EMPTY's).
+    #[inline(always)]
+    fn fingerprint(&self, key: LineKey, tag: u32) -> u64 {
+        if self.wide() {
+            u64::from(tag)
+        } else {
+            let bits = 32 - self.slot_bits;
+            let h = key.0.wrapping_mul(0xd6e8_feb8_6659_fd93) >> (64 - bits);
+            h.min((1 << bits) - 2)
+        }
+    }
+
+    #[inline(always)]
+    fn entry(&self, fp: u64, slot: Slot) -> W {
+        W::narrow((fp << self.slot_bits) | u64::from(slot))
+    }
+
+    #[inline(always)]
+    fn entry_fp(&self, e: W) -> u64 {
+        e.widen() >> self.slot_bits
+    }
+
+    #[inline(always)]
+    fn entry_slot(&self, e: W) -> Slot {
+        (e.widen() & ((1 << self.slot_bits) - 1)) as Slot
+    }
+
+    /// The hash an entry's groups come from: its tag when wide, else its key's.
+    #[inline]
+    fn entry_tag(&self, e: W, key_of: &impl Fn(Slot) -> LineKey) -> u32 {
+        if self.wide() {
+            self.entry_fp(e) as u32
+        } else {
+            tag_of(key_of(self.entry_slot(e)))
+        }
     }
 
     /// The tag's first group.
@@ -153,7 +310,7 @@ impl SlotIndex {
 
     /// The entries of group `g`.
     #[inline(always)]
-    fn group(&self, g: usize) -> &[u64; WAYS] {
+    fn group(&self, g: usize) -> &[W; WAYS] {
         let at = self.first + g * WAYS;
         self.entries[at..at + WAYS]
             .try_into()
@@ -161,29 +318,29 @@ impl SlotIndex {
     }
 
     #[inline]
-    fn group_mut(&mut self, g: usize) -> &mut [u64; WAYS] {
+    fn group_mut(&mut self, g: usize) -> &mut [W; WAYS] {
         let at = self.first + g * WAYS;
         (&mut self.entries[at..at + WAYS])
             .try_into()
             .expect("a group is WAYS entries")
     }
 
-    /// The slot of `key` in group `g`, if there.
+    /// The slot of `key` among `entries`: a fingerprint match confirmed by the stored key.
     #[inline(always)]
-    fn find_in(
+    fn find_among(
         &self,
-        g: usize,
-        tag: u32,
+        entries: &[W],
+        fp: u64,
         key: LineKey,
         key_of: &impl Fn(Slot) -> LineKey,
     ) -> Option<Slot> {
-        find_among(self.group(g), tag, key, key_of)
+        entries
+            .iter()
+            .find(|&&e| self.entry_fp(e) == fp && key_of(self.entry_slot(e)) == key)
+            .map(|&e| self.entry_slot(e))
     }
 
-    /// Hints that `key` is looked up soon: loads both its groups (a miss, and a key placed in
-    /// its second group, read both).
-    #[inline]
-    pub fn prefetch(&self, key: LineKey) {
+    fn prefetch(&self, key: LineKey) {
         let tag = tag_of(key);
         let home = self.home(tag);
         for g in [home, self.second(tag, home)] {
@@ -191,28 +348,26 @@ impl SlotIndex {
         }
     }
 
-    /// The slot of the first entry in `key`'s first group, else its second, whose tag matches
-    /// `key`'s, without confirming the key (a guess for prefetching: reads no line entry).
-    #[inline]
-    pub fn guess(&self, key: LineKey) -> Option<Slot> {
+    fn guess(&self, key: LineKey) -> Option<Slot> {
         let tag = tag_of(key);
+        let fp = self.fingerprint(key, tag);
         let home = self.home(tag);
         [home, self.second(tag, home)]
             .into_iter()
             .flat_map(|g| self.group(g).iter())
-            .find(|&&e| entry_tag(e) == tag)
-            .map(|&e| e as u32)
+            .find(|&&e| self.entry_fp(e) == fp)
+            .map(|&e| self.entry_slot(e))
     }
 
-    /// Slot of `key`, reading stored keys through `key_of`.
     #[inline(always)]
-    pub fn get(&self, key: LineKey, key_of: impl Fn(Slot) -> LineKey) -> Option<Slot> {
+    fn get(&self, key: LineKey, key_of: &impl Fn(Slot) -> LineKey) -> Option<Slot> {
         let tag = tag_of(key);
+        let fp = self.fingerprint(key, tag);
         let home = self.home(tag);
-        if let Some(s) = self.find_in(home, tag, key, &key_of) {
+        if let Some(s) = self.find_among(self.group(home), fp, key, key_of) {
             return Some(s);
         }
-        self.get_elsewhere(home, tag, key, &key_of)
+        self.get_elsewhere(home, tag, fp, key, key_of)
     }
 
     /// [`get`](Self::get) past the first group: the second, then the spilled entries (a miss,
@@ -222,19 +377,21 @@ impl SlotIndex {
         &self,
         home: usize,
         tag: u32,
+        fp: u64,
         key: LineKey,
         key_of: &impl Fn(Slot) -> LineKey,
     ) -> Option<Slot> {
-        if let Some(s) = self.find_in(self.second(tag, home), tag, key, key_of) {
+        let second = self.group(self.second(tag, home));
+        if let Some(s) = self.find_among(second, fp, key, key_of) {
             return Some(s);
         }
-        find_among(self.spilled(), tag, key, key_of)
+        self.find_among(self.spilled(), fp, key, key_of)
     }
 
     /// Where entries without room in their groups may be: the whole of a small table, a large
     /// one's overflow list.
     #[inline]
-    fn spilled(&self) -> &[u64] {
+    fn spilled(&self) -> &[W] {
         if self.small {
             &self.entries
         } else {
@@ -244,8 +401,8 @@ impl SlotIndex {
 
     /// Puts `e` in an empty way of group `g`; false if it is full.
     #[inline]
-    fn put(&mut self, g: usize, e: u64) -> bool {
-        match self.group_mut(g).iter_mut().find(|x| **x == EMPTY) {
+    fn put(&mut self, g: usize, e: W) -> bool {
+        match self.group_mut(g).iter_mut().find(|x| **x == W::EMPTY) {
             Some(x) => {
                 *x = e;
                 true
@@ -254,38 +411,41 @@ impl SlotIndex {
         }
     }
 
-    /// Inserts `key` → `slot`; `key` must not be present and the index not full.
-    pub fn insert(&mut self, key: LineKey, slot: Slot, key_of: impl Fn(Slot) -> LineKey) {
-        debug_assert!(self.get(key, &key_of).is_none(), "duplicate key");
+    fn insert(&mut self, key: LineKey, slot: Slot, key_of: &impl Fn(Slot) -> LineKey) {
+        debug_assert!(self.get(key, key_of).is_none(), "duplicate key");
+        debug_assert!(
+            self.wide() || u64::from(slot) < (1 << self.slot_bits) - 1,
+            "slot beyond the table's capacity"
+        );
         let tag = tag_of(key);
         let home = self.home(tag);
-        let e = entry(tag, slot);
+        let e = self.entry(self.fingerprint(key, tag), slot);
         self.len += 1;
         if self.put(home, e) || self.put(self.second(tag, home), e) {
             return;
         }
-        self.kick(home, e);
+        self.kick(home, e, key_of);
     }
 
     /// Places `e` in full group `g`, moving entries to their other groups until one finds an
     /// empty way; after [`MAX_KICKS`] moves the entry in hand goes to the overflow list. A
     /// small table puts `e` in any empty entry instead (it has more entries than keys).
     #[cold]
-    fn kick(&mut self, mut g: usize, mut e: u64) {
+    fn kick(&mut self, mut g: usize, mut e: W, key_of: &impl Fn(Slot) -> LineKey) {
         if self.small {
             let x = self
                 .entries
                 .iter_mut()
-                .find(|x| **x == EMPTY)
+                .find(|x| **x == W::EMPTY)
                 .expect("the table has more entries than keys");
             *x = e;
             return;
         }
         for k in 0..MAX_KICKS {
             // Rotating the way taken keeps a walk from bouncing between two entries.
-            let w = (k + entry_tag(e) as usize) % WAYS;
+            let w = (k + self.entry_fp(e) as usize) % WAYS;
             std::mem::swap(&mut self.group_mut(g)[w], &mut e);
-            g = self.other(entry_tag(e), g);
+            g = self.other(self.entry_tag(e, key_of), g);
             if self.put(g, e) {
                 return;
             }
@@ -293,18 +453,17 @@ impl SlotIndex {
         self.overflow.push(e);
     }
 
-    /// Removes `key`, which must be present in `slot`.
-    pub fn remove(&mut self, key: LineKey, slot: Slot) {
+    fn remove(&mut self, key: LineKey, slot: Slot, key_of: &impl Fn(Slot) -> LineKey) {
         let tag = tag_of(key);
-        let e = entry(tag, slot);
+        let e = self.entry(self.fingerprint(key, tag), slot);
         let home = self.home(tag);
         // The slot identifies the entry: whole entries are compared, no key is read.
         for g in [home, self.second(tag, home)] {
             if let Some(x) = self.group_mut(g).iter_mut().find(|x| **x == e) {
-                *x = EMPTY;
+                *x = W::EMPTY;
                 self.len -= 1;
                 if !self.overflow.is_empty() {
-                    self.refill_from_overflow();
+                    self.refill_from_overflow(key_of);
                 }
                 return;
             }
@@ -316,7 +475,7 @@ impl SlotIndex {
                 .iter_mut()
                 .find(|x| **x == e)
                 .expect("removing a key that is not indexed");
-            *x = EMPTY;
+            *x = W::EMPTY;
         } else {
             let at = self
                 .overflow
@@ -329,12 +488,13 @@ impl SlotIndex {
 
     /// Moves overflow entries back into their groups when a removal made room.
     #[cold]
-    fn refill_from_overflow(&mut self) {
+    fn refill_from_overflow(&mut self, key_of: &impl Fn(Slot) -> LineKey) {
         let mut i = 0;
         while i < self.overflow.len() {
             let e = self.overflow[i];
-            let home = self.home(entry_tag(e));
-            if self.put(home, e) || self.put(self.second(entry_tag(e), home), e) {
+            let tag = self.entry_tag(e, key_of);
+            let home = self.home(tag);
+            if self.put(home, e) || self.put(self.second(tag, home), e) {
                 self.overflow.swap_remove(i);
             } else {
                 i += 1;
@@ -342,14 +502,13 @@ impl SlotIndex {
         }
     }
 
-    /// Heap bytes.
-    pub fn memory_bytes(&self) -> usize {
-        (self.entries.capacity() + self.overflow.capacity()) * 8
+    fn memory_bytes(&self) -> usize {
+        (self.entries.capacity() + self.overflow.capacity()) * std::mem::size_of::<W>()
     }
 
     /// Entries outside their two groups (for tests).
     #[cfg(test)]
-    fn spilled_count(&self) -> usize {
+    fn spilled_count(&self, key_of: &impl Fn(Slot) -> LineKey) -> usize {
         if !self.small {
             return self.overflow.len();
         }
@@ -358,13 +517,48 @@ impl SlotIndex {
                 let e = self.entries[i];
                 let in_group = i >= self.first && i < self.first + self.groups * WAYS;
                 let g = (i - self.first.min(i)) / WAYS;
-                e != EMPTY
+                e != W::EMPTY
                     && !(in_group && {
-                        let home = self.home(entry_tag(e));
-                        g == home || g == self.second(entry_tag(e), home)
+                        let tag = self.entry_tag(e, key_of);
+                        let home = self.home(tag);
+                        g == home || g == self.second(tag, home)
                     })
             })
             .count()
+    }
+}
+
+#[cfg(test)]
+impl SlotIndex {
+    fn spilled_count(&self, key_of: &impl Fn(Slot) -> LineKey) -> usize {
+        each_width!(&self.0, t => t.spilled_count(key_of))
+    }
+
+    fn is_small(&self) -> bool {
+        each_width!(&self.0, t => t.small)
+    }
+
+    fn is_narrow(&self) -> bool {
+        matches!(self.0, Width::Narrow(_))
+    }
+
+    /// A key's two groups.
+    fn groups_of(&self, key: LineKey) -> (usize, usize) {
+        each_width!(&self.0, t => {
+            let tag = tag_of(key);
+            (t.home(tag), t.second(tag, t.home(tag)))
+        })
+    }
+
+    /// The grouped entries (as `u64`), the overflow list, the group count and the aligning
+    /// offset.
+    fn layout(&self) -> (Vec<u64>, Vec<u64>, usize, usize) {
+        each_width!(&self.0, t => (
+            t.entries[t.first..t.first + t.groups * WAYS].iter().map(|e| e.widen()).collect(),
+            t.overflow.iter().map(|e| e.widen()).collect(),
+            t.groups,
+            t.first,
+        ))
     }
 }
 
@@ -374,13 +568,22 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::HashMap;
 
-    /// Runs `ops` (key of `universe` by position, insert?) against an index of `slots` slots
+    /// Both entry widths for `slots` slots.
+    fn both(slots: usize) -> [SlotIndex; 2] {
+        [SlotIndex::with_capacity(slots), SlotIndex::wide(slots)]
+    }
+
+    /// Runs `ops` (key of `universe` by position, insert?) against `idx` (for `slots` slots)
     /// and a HashMap, checking every key of `universe` after each; returns the most entries
     /// the index had outside their groups at once. A small table's memory never changes.
-    fn run_against_model(slots: usize, universe: &[u64], ops: &[(usize, bool)]) -> usize {
+    fn run_against_model(
+        mut idx: SlotIndex,
+        slots: usize,
+        universe: &[u64],
+        ops: &[(usize, bool)],
+    ) -> usize {
         let mut keys: Vec<LineKey> = vec![LineKey(u64::MAX); slots];
         let mut free: Vec<u32> = (0..slots as u32).rev().collect();
-        let mut idx = SlotIndex::with_capacity(slots);
         let bytes = idx.memory_bytes();
         let mut model: HashMap<u64, u32> = HashMap::new();
         let mut most_spilled = 0;
@@ -394,13 +597,13 @@ mod tests {
                     e.insert(s);
                 }
             } else if let Some(s) = model.remove(&key.0) {
-                idx.remove(key, s);
+                idx.remove(key, s, |s| keys[s as usize]);
                 keys[s as usize] = LineKey(u64::MAX);
                 free.push(s);
             }
-            most_spilled = most_spilled.max(idx.spilled_count());
+            most_spilled = most_spilled.max(idx.spilled_count(&|s| keys[s as usize]));
             assert_eq!(idx.len(), model.len());
-            if idx.small {
+            if idx.is_small() {
                 assert_eq!(idx.memory_bytes(), bytes, "a small table does not grow");
             }
             for &q in universe {
@@ -410,11 +613,13 @@ mod tests {
                     "key {q}"
                 );
             }
-            // A guess, when there is one, is the slot of a key with the same tag: here the
-            // key's own (these keys' tags are distinct).
-            for (&k, &s) in &model {
+            // A guess, when there is one, is the slot of a key with the same fingerprint.
+            for &k in model.keys() {
                 if let Some(g) = idx.guess(LineKey(k)) {
-                    assert_eq!(g, s, "a guess names the key's slot");
+                    assert!(
+                        model.values().any(|&s| s == g),
+                        "a guess names an indexed slot"
+                    );
                 }
             }
         }
@@ -431,8 +636,7 @@ mod tests {
         (0u64..)
             .map(|k| k.wrapping_mul(7919))
             .filter(|&k| {
-                let t = tag_of(LineKey(k));
-                let (h, s) = (idx.home(t), idx.second(t, idx.home(t)));
+                let (h, s) = idx.groups_of(LineKey(k));
                 h.min(s) == 0 && h.max(s) == 1
             })
             .take(n)
@@ -440,10 +644,12 @@ mod tests {
     }
 
     proptest! {
-        /// The index agrees with a HashMap under random inserts and removes.
+        /// The index agrees with a HashMap under random inserts and removes, in both widths.
         #[test]
         fn agrees_with_hashmap(ops in proptest::collection::vec((0usize..64, any::<bool>()), 1..400)) {
-            run_against_model(64, &spread_keys(64), &ops);
+            for idx in both(64) {
+                run_against_model(idx, 64, &spread_keys(64), &ops);
+            }
         }
 
         /// Tiny tables, always full, where groups overflow and kicks run long.
@@ -452,42 +658,84 @@ mod tests {
             slots in 1usize..24,
             ops in proptest::collection::vec((0usize..48, prop::bool::weighted(0.7)), 1..300),
         ) {
-            run_against_model(slots, &spread_keys(48), &ops);
+            for idx in both(slots) {
+                run_against_model(idx, slots, &spread_keys(48), &ops);
+            }
         }
 
         /// Keys crowding two groups of a large table, among others: the overflow list takes
-        /// what the groups cannot, and gives it back as room is made.
+        /// what the groups cannot, and gives it back as room is made (a narrow table reading
+        /// the moved entries' keys back through the line table).
         #[test]
         fn agrees_with_hashmap_when_a_large_table_overflows(
             ops in proptest::collection::vec((0usize..40, prop::bool::weighted(0.6)), 1..200),
         ) {
-            // Twelve keys on groups 0 and 1, then 28 others.
-            let mut universe = crowding_keys(&SlotIndex::with_capacity(200), 12);
-            universe.extend(spread_keys(28).iter().map(|k| k + 1));
-            run_against_model(200, &universe, &ops);
+            for idx in both(200) {
+                // Twelve keys on groups 0 and 1, then 28 others.
+                let mut universe = crowding_keys(&idx, 12);
+                universe.extend(spread_keys(28).iter().map(|k| k + 1));
+                run_against_model(idx, 200, &universe, &ops);
+            }
+        }
+
+        /// A narrow table of many slots (few fingerprint bits) among keys of every volume.
+        #[test]
+        fn agrees_with_hashmap_with_short_fingerprints(
+            ops in proptest::collection::vec((0usize..300, prop::bool::weighted(0.6)), 1..300),
+        ) {
+            // 300 slots in entries laid out as a table of 2^26 slots' (6-bit fingerprints, the
+            // fewest a narrow table has): fingerprints collide often.
+            let idx = SlotIndex(Width::Narrow(Table::with_slot_bits(300, NARROW_SLOT_BITS)));
+            let universe: Vec<u64> = (0..300u64)
+                .map(|k| k.wrapping_mul(0x0001_0000_0000_0007) ^ (k << 48))
+                .collect();
+            run_against_model(idx, 300, &universe, &ops);
         }
     }
 
-    /// Every address an entry array can have (8-byte aligned) gets the same number of groups,
-    /// aligned to 32 bytes and inside the array, for small and large tables.
+    /// Tables up to 2^26 slots are narrow (4-byte entries), larger ones wide.
+    #[test]
+    fn entry_width_follows_the_slot_count() {
+        for (slots, narrow, bytes) in [(1usize << 17, true, 4), (1 << 18, true, 4)] {
+            let idx = SlotIndex::with_capacity(slots);
+            assert_eq!(idx.is_narrow(), narrow);
+            let per = idx.memory_bytes() as f64 / slots as f64;
+            assert!(
+                per < bytes as f64 * 1.34 && per > bytes as f64 * 1.33,
+                "{per}"
+            );
+        }
+        assert_eq!(Table::<u32>::new((1 << 17) - 1).slot_bits, 17);
+        assert_eq!(Table::<u32>::new(1 << 17).slot_bits, 18);
+        assert_eq!(Table::<u64>::new(1 << 17).slot_bits, 32);
+    }
+
+    /// Every address an entry array can have (aligned to its entries) gets the same number of
+    /// groups, aligned to their size and inside the array, for small and large tables.
     #[test]
     fn the_group_count_depends_on_the_size_alone() {
-        for n in (8..600).chain([4_000, 4_001, 4_002, 4_003, 87_383]) {
-            let counts: Vec<usize> = (0..WAYS)
-                .map(|k| {
-                    let addr = 0x1000 + 8 * k;
-                    let (first, groups) = group_layout(n, addr);
-                    assert!(
-                        groups >= 2 && first + groups * WAYS <= n,
-                        "{n} at {addr:#x}"
-                    );
-                    if n >= SMALL {
-                        assert_eq!((addr + 8 * first) % (WAYS * 8), 0, "{n} at {addr:#x}");
-                    }
-                    groups
-                })
-                .collect();
-            assert!(counts.windows(2).all(|w| w[0] == w[1]), "{n}: {counts:?}");
+        for size in [4, 8] {
+            for n in (8..600).chain([4_000, 4_001, 4_002, 4_003, 87_383]) {
+                let counts: Vec<usize> = (0..WAYS)
+                    .map(|k| {
+                        let addr = 0x1000 + size * k;
+                        let (first, groups) = group_layout(n, addr, size);
+                        assert!(
+                            groups >= 2 && first + groups * WAYS <= n,
+                            "{n} at {addr:#x}"
+                        );
+                        if n >= SMALL {
+                            assert_eq!(
+                                (addr + size * first) % (WAYS * size),
+                                0,
+                                "{n} at {addr:#x}"
+                            );
+                        }
+                        groups
+                    })
+                    .collect();
+                assert!(counts.windows(2).all(|w| w[0] == w[1]), "{n}: {counts:?}");
+            }
         }
     }
 
@@ -497,24 +745,30 @@ mod tests {
     fn a_table_does_not_depend_on_its_address() {
         // 2,999 keys: 4,000 entries, so an aligning offset of 2 or 3 would cost a group.
         let keys = spread_keys(2_999);
-        let mut layouts = Vec::new();
-        // Odd-sized allocations held in between move the tables to differently aligned
-        // addresses.
-        let mut padding = Vec::new();
-        let mut offsets = std::collections::HashSet::new();
-        for pad in 1..=12usize {
-            padding.push(vec![0u8; pad * 8 + 1]);
-            let mut idx = SlotIndex::with_capacity(keys.len());
-            for (slot, &k) in keys.iter().enumerate() {
-                idx.insert(LineKey(k), slot as Slot, |s| LineKey(keys[s as usize]));
+        for wide in [false, true] {
+            let mut layouts = Vec::new();
+            // Odd-sized allocations held in between move the tables to differently aligned
+            // addresses.
+            let mut padding = Vec::new();
+            let mut offsets = std::collections::HashSet::new();
+            for pad in 1..=12usize {
+                padding.push(vec![0u8; pad * 4 + 1]);
+                let mut idx = if wide {
+                    SlotIndex::wide(keys.len())
+                } else {
+                    SlotIndex::with_capacity(keys.len())
+                };
+                for (slot, &k) in keys.iter().enumerate() {
+                    idx.insert(LineKey(k), slot as Slot, |s| LineKey(keys[s as usize]));
+                }
+                let (grouped, overflow, groups, first) = idx.layout();
+                offsets.insert(first);
+                layouts.push((groups, grouped, overflow));
             }
-            offsets.insert(idx.first);
-            let grouped = idx.entries[idx.first..idx.first + idx.groups * WAYS].to_vec();
-            layouts.push((idx.groups, grouped, idx.overflow.clone()));
+            assert!(layouts.windows(2).all(|w| w[0] == w[1]), "layouts differ");
+            // Not a proof that addresses varied, but the check above is moot if they never did.
+            eprintln!("aligning offsets seen: {offsets:?}");
         }
-        assert!(layouts.windows(2).all(|w| w[0] == w[1]), "layouts differ");
-        // Not a proof that addresses varied, but the check above is moot if they never did.
-        eprintln!("aligning offsets seen: {offsets:?}");
     }
 
     /// Keys sharing two groups beyond their room spill, stay found, and are removed; a small
@@ -523,26 +777,28 @@ mod tests {
     #[test]
     fn what_two_groups_cannot_hold_spills() {
         for slots in [10, 200] {
-            let probe = SlotIndex::with_capacity(slots);
-            assert_eq!(probe.small, slots == 10);
-            // Two groups hold eight entries: the ninth and tenth key spill.
-            let crowd = crowding_keys(&probe, 10);
-            let mut ops: Vec<(usize, bool)> = (0..10).map(|i| (i, true)).collect();
-            ops.extend((0..10).map(|i| (i, false)));
-            let most = run_against_model(slots, &crowd, &ops);
-            assert_eq!(most, 2, "{slots} slots");
+            for probe in both(slots) {
+                assert_eq!(probe.is_small(), slots == 10);
+                // Two groups hold eight entries: the ninth and tenth key spill.
+                let crowd = crowding_keys(&probe, 10);
+                let mut ops: Vec<(usize, bool)> = (0..10).map(|i| (i, true)).collect();
+                ops.extend((0..10).map(|i| (i, false)));
+                let most = run_against_model(probe, slots, &crowd, &ops);
+                assert_eq!(most, 2, "{slots} slots");
+            }
         }
 
         let slots = 1 << 16;
-        let mut keys: Vec<LineKey> = Vec::with_capacity(slots);
-        let mut idx = SlotIndex::with_capacity(slots);
-        for s in 0..slots as u32 {
-            keys.push(LineKey(u64::from(s) * 3 + 5));
-            idx.insert(keys[s as usize], s, |s| keys[s as usize]);
-        }
-        assert_eq!(idx.spilled_count(), 0);
-        for (s, &k) in keys.iter().enumerate() {
-            assert_eq!(idx.get(k, |s| keys[s as usize]), Some(s as u32));
+        for mut idx in both(slots) {
+            let mut keys: Vec<LineKey> = Vec::with_capacity(slots);
+            for s in 0..slots as u32 {
+                keys.push(LineKey(u64::from(s) * 3 + 5));
+                idx.insert(keys[s as usize], s, |s| keys[s as usize]);
+            }
+            assert_eq!(idx.spilled_count(&|s| keys[s as usize]), 0);
+            for (s, &k) in keys.iter().enumerate() {
+                assert_eq!(idx.get(k, |s| keys[s as usize]), Some(s as u32));
+            }
         }
     }
 }

@@ -1,8 +1,9 @@
 //! Cache metadata: the line table (one entry per slot), the tag index and the dirty list.
 //!
-//! Budget (at most 64 bytes per line plus the promotion table): a [`LineMeta`] is 32 bytes, the
-//! index about 10.7 bytes, the dirty-list links 8 bytes and the LRU/FIFO/CLOCK-family eviction
-//! policies 8–9 bytes (ARC and S3-FIFO keep ghost lists on top).
+//! Budget (docs/design.md §13): a line's entry is 12 bytes and a quarter (its key and, for
+//! lines of up to 16 sub-blocks, its masks; two bits beside), the index about 5.3 bytes (10.7
+//! in tables of more than 2^26 slots), the dirty-list links 8 bytes and the
+//! LRU/FIFO/CLOCK-family eviction policies 8–9 bytes (ARC and S3-FIFO keep ghost lists on top).
 
 mod index;
 mod list;
@@ -84,34 +85,55 @@ pub struct LineMeta {
     pub resident: bool,
 }
 
-/// Bit of [`Entry::flags`]: the slot holds a line.
-const RESIDENT: u8 = 1;
-/// Bit of [`Entry::flags`]: the line is pinned.
-const PINNED: u8 = 2;
-
-/// One slot's state as stored: 16 bytes, the sub-block masks inside when a line has at
-/// most 16 sub-blocks (lines up to 8 KiB), else in [`LineTable::wide`] (docs/design.md §13).
+/// One slot's line as stored: 12 bytes (packed to 4-byte alignment), the sub-block masks
+/// inside when a line has at most 16 sub-blocks (lines up to 8 KiB), else in
+/// [`LineTable::wide`]. Whether the slot holds a line and whether it is pinned are bits
+/// beside the entries, the partition a number beside them only once a line is in another
+/// partition than 0 (docs/design.md §13).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C, packed(4))]
 struct Entry {
-    key: LineKey,
+    key: u64,
     valid: u16,
     dirty: u16,
-    partition: u16,
-    flags: u8,
 }
 
 impl Entry {
     const EMPTY: Entry = Entry {
-        key: LineKey(0),
+        key: 0,
         valid: 0,
         dirty: 0,
-        partition: 0,
-        flags: 0,
     };
 
-    #[inline]
-    fn resident(&self) -> bool {
-        self.flags & RESIDENT != 0
+    #[inline(always)]
+    fn key(&self) -> LineKey {
+        LineKey(self.key)
+    }
+}
+
+/// One bit per slot.
+#[derive(Debug, Clone)]
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn new(slots: usize) -> Self {
+        Self(vec![0; slots.div_ceil(64)])
+    }
+
+    #[inline(always)]
+    fn get(&self, slot: Slot) -> bool {
+        self.0[slot as usize / 64] >> (slot % 64) & 1 != 0
+    }
+
+    #[inline(always)]
+    fn set(&mut self, slot: Slot, on: bool) {
+        let w = &mut self.0[slot as usize / 64];
+        let bit = 1u64 << (slot % 64);
+        *w = if on { *w | bit } else { *w & !bit };
+    }
+
+    fn bytes(&self) -> usize {
+        self.0.capacity() * 8
     }
 }
 
@@ -120,6 +142,12 @@ impl Entry {
 #[derive(Debug)]
 pub struct LineTable {
     lines: Vec<Entry>,
+    /// Slots holding a line.
+    resident: Bits,
+    /// Slots whose line is pinned.
+    pinned: Bits,
+    /// Every slot's partition once one is not partition 0 (until then empty: all are 0).
+    partitions: Vec<u16>,
     /// Valid and dirty masks of every slot when lines have more than 16 sub-blocks (else
     /// empty: they are in the entries).
     wide: Vec<[u64; 2]>,
@@ -141,11 +169,14 @@ impl LineTable {
     }
 
     /// Table of `slots` free slots, for lines of `subs` sub-blocks (at most 64): up to 16,
-    /// the masks are kept in the 16-byte entries.
+    /// the masks are kept in the 12-byte entries.
     pub fn with_sub_blocks(slots: u32, subs: u32) -> Self {
         assert!(subs <= 64, "a line has at most 64 sub-blocks");
         Self {
             lines: vec![Entry::EMPTY; slots as usize],
+            resident: Bits::new(slots as usize),
+            pinned: Bits::new(slots as usize),
+            partitions: Vec::new(),
             wide: if subs > 16 {
                 vec![[0; 2]; slots as usize]
             } else {
@@ -211,7 +242,7 @@ impl LineTable {
     /// Slot holding `key`, if resident.
     #[inline]
     pub fn lookup(&self, key: LineKey) -> Option<Slot> {
-        self.index.get(key, |s| self.lines[s as usize].key)
+        self.index.get(key, |s| self.lines[s as usize].key())
     }
 
     /// Hints that `key` is accessed soon, first stage: loads its index bucket.
@@ -236,8 +267,8 @@ impl LineTable {
     #[inline]
     pub fn prefetch_victim(&self, victim: Slot, then: Option<Slot>) {
         if let Some(m) = self.lines.get(victim as usize) {
-            if m.resident() {
-                self.index.prefetch(m.key);
+            if self.resident.get(victim) {
+                self.index.prefetch(m.key());
             }
         }
         if let Some(t) = then {
@@ -251,13 +282,31 @@ impl LineTable {
         let e = &self.lines[slot as usize];
         let (valid, dirty) = self.masks(slot);
         LineMeta {
-            key: e.key,
+            key: e.key(),
             valid,
             dirty,
-            partition: e.partition,
-            pinned: e.flags & PINNED != 0,
-            resident: e.resident(),
+            partition: self.partition(slot),
+            pinned: self.pinned.get(slot),
+            resident: self.resident.get(slot),
         }
+    }
+
+    /// A slot's partition.
+    #[inline(always)]
+    fn partition(&self, slot: Slot) -> u16 {
+        self.partitions.get(slot as usize).copied().unwrap_or(0)
+    }
+
+    /// Sets a slot's partition, keeping a number per slot from the first that is not 0.
+    #[inline]
+    fn put_partition(&mut self, slot: Slot, partition: u16) {
+        if self.partitions.is_empty() {
+            if partition == 0 {
+                return;
+            }
+            self.partitions = vec![0; self.lines.len()];
+        }
+        self.partitions[slot as usize] = partition;
     }
 
     /// Valid and dirty sub-blocks of a slot.
@@ -303,13 +352,10 @@ impl LineTable {
     /// Places `key` in a free slot taken with [`take_free`](Self::take_free) or freed by
     /// [`remove`](Self::remove).
     pub fn install(&mut self, slot: Slot, key: LineKey, partition: u16) {
-        debug_assert!(
-            !self.lines[slot as usize].resident(),
-            "installing into an occupied slot"
-        );
+        debug_assert!(!self.resident.get(slot), "installing into an occupied slot");
         self.place(slot, key, partition);
         let lines = &self.lines;
-        self.index.insert(key, slot, |s| lines[s as usize].key);
+        self.index.insert(key, slot, |s| lines[s as usize].key());
         self.touch(slot);
     }
 
@@ -318,8 +364,11 @@ impl LineTable {
     pub fn remove(&mut self, slot: Slot) {
         let m = self.meta(slot);
         check_removable(&m);
-        self.index.remove(m.key, slot);
+        let lines = &self.lines;
+        self.index.remove(m.key, slot, |s| lines[s as usize].key());
         self.lines[slot as usize] = Entry::EMPTY;
+        self.resident.set(slot, false);
+        self.put_partition(slot, 0);
         self.set_masks(slot, 0, 0);
         self.touch(slot);
     }
@@ -333,9 +382,9 @@ impl LineTable {
         check_removable(&m);
         let old = m.key;
         self.place(slot, key, partition);
-        self.index.remove(old, slot);
         let lines = &self.lines;
-        self.index.insert(key, slot, |s| lines[s as usize].key);
+        self.index.remove(old, slot, |s| lines[s as usize].key());
+        self.index.insert(key, slot, |s| lines[s as usize].key());
         self.touch(slot);
     }
 
@@ -343,12 +392,13 @@ impl LineTable {
     #[inline]
     fn place(&mut self, slot: Slot, key: LineKey, partition: u16) {
         self.lines[slot as usize] = Entry {
-            key,
+            key: key.0,
             valid: 0,
             dirty: 0,
-            partition,
-            flags: RESIDENT,
         };
+        self.resident.set(slot, true);
+        self.pinned.set(slot, false);
+        self.put_partition(slot, partition);
         if !self.wide.is_empty() {
             self.wide[slot as usize] = [0; 2];
         }
@@ -356,7 +406,7 @@ impl LineTable {
 
     /// Returns a removed slot to the free stack.
     pub fn release(&mut self, slot: Slot) {
-        debug_assert!(!self.lines[slot as usize].resident());
+        debug_assert!(!self.resident.get(slot));
         self.free.push(slot);
     }
 
@@ -410,18 +460,13 @@ impl LineTable {
 
     /// Moves a resident line to another partition (the caller moves it between policies).
     pub fn set_partition(&mut self, slot: Slot, partition: u16) {
-        debug_assert!(self.lines[slot as usize].resident());
-        self.lines[slot as usize].partition = partition;
+        debug_assert!(self.resident.get(slot));
+        self.put_partition(slot, partition);
     }
 
     /// Pins or unpins a line.
     pub fn set_pinned(&mut self, slot: Slot, pinned: bool) {
-        let e = &mut self.lines[slot as usize];
-        e.flags = if pinned {
-            e.flags | PINNED
-        } else {
-            e.flags & !PINNED
-        };
+        self.pinned.set(slot, pinned);
     }
 
     /// Dirty lines, least recently written first.
@@ -455,7 +500,10 @@ impl LineTable {
     pub fn memory(&self) -> MetadataMemory {
         MetadataMemory {
             line_entries: self.lines.capacity() * std::mem::size_of::<Entry>()
-                + self.wide.capacity() * std::mem::size_of::<[u64; 2]>(),
+                + self.wide.capacity() * std::mem::size_of::<[u64; 2]>()
+                + self.resident.bytes()
+                + self.pinned.bytes()
+                + self.partitions.capacity() * std::mem::size_of::<u16>(),
             index: self.index.memory_bytes(),
             free_slots: self.free.capacity() * std::mem::size_of::<Slot>(),
             dirty_list: self.dirty.memory_bytes(),
@@ -469,11 +517,7 @@ impl LineTable {
 
     /// Every resident slot (for audits and tests).
     pub fn resident_slots(&self) -> impl Iterator<Item = Slot> + '_ {
-        self.lines
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.resident())
-            .map(|(i, _)| i as Slot)
+        (0..self.lines.len() as Slot).filter(|&s| self.resident.get(s))
     }
 
     /// Checks the table's invariants; panics with a description on violation.
@@ -614,7 +658,7 @@ mod tests {
     }
 
     proptest! {
-        /// The compact table (masks inside 16-byte entries for lines of up to 16 sub-blocks,
+        /// The compact table (masks inside 12-byte entries for lines of up to 16 sub-blocks,
         /// beside them for wider ones) answers as the plain model over random placements,
         /// evictions, removals, mask changes, pins and partition moves.
         #[test]
