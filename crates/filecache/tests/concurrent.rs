@@ -100,7 +100,8 @@ fn run(passthrough: bool) {
     };
     let mnt = dir.path().join("mnt");
     let (session, state) =
-        tiercache_filecache::spawn_mount_with(cfg, &mnt, FuseOptions { passthrough }, |_| Ok(())).unwrap();
+        tiercache_filecache::spawn_mount_with(cfg, &mnt, FuseOptions { passthrough }, |_| Ok(()))
+            .unwrap();
     let mnt = Arc::new(mnt);
     let results: Vec<(Vec<u8>, Vec<u8>)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..THREADS)
