@@ -412,6 +412,12 @@ fn negotiate_extended(s: &mut dyn Socket) -> Result<bool, ClientError> {
                     "EXTENDED_HEADERS acknowledged with data".into(),
                 ))
             }
+            // Nothing but STARTTLS is answered in the clear: GO would be refused the same way.
+            REP_ERR_TLS_REQD => {
+                return Err(ClientError::Handshake(format!(
+                    "the server requires TLS (reply {REP_ERR_TLS_REQD:#x}): use an nbds:// URI"
+                )))
+            }
             t if t & (1 << 31) != 0 => return Ok(false),
             _ => {} // Unknown reply types are skipped, as the protocol asks.
         }
