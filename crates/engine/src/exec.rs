@@ -32,6 +32,10 @@ pub enum Client<'a> {
     },
     /// No application data (flush jobs, trims).
     None,
+    /// No application data: a trim that zeroes (a WRITE_ZEROES of whole sub-blocks on a
+    /// backend that zeroes fast): its backend trims zero the range (`write_zeroes`) instead of
+    /// discarding it, so the range reads as zeroes once the cached copies are dropped.
+    Zeroes,
 }
 
 /// Bytes read so far by one plan.
@@ -70,6 +74,11 @@ impl<'a> Scratch<'a> {
             owned: Vec::new(),
             direct: Vec::new(),
         }
+    }
+
+    /// Whether this plan's backend trims must leave zeroes ([`Client::Zeroes`]).
+    pub fn zeroes(&self) -> bool {
+        matches!(self.client, Client::Zeroes)
     }
 
     /// Executes read `op` from `dev` at device address `addr`.
@@ -171,6 +180,7 @@ impl<'a> Scratch<'a> {
     /// read request's buffer gets its bytes (as [`finish`](Self::finish)), and the bytes read
     /// straight into it are copied here, so the plan can go on without the client.
     pub fn detach(mut self) -> Scratch<'static> {
+        let zeroes = self.zeroes();
         let client = std::mem::replace(&mut self.client, Client::None);
         if let Client::Read {
             volume,
@@ -192,7 +202,8 @@ impl<'a> Scratch<'a> {
             }
         }
         Scratch {
-            client: Client::None,
+            // What the rest of the plan still needs of the client: whether it zeroes.
+            client: if zeroes { Client::Zeroes } else { Client::None },
             owned: self.owned,
             direct: Vec::new(),
         }

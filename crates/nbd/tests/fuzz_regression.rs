@@ -141,6 +141,18 @@ fn the_seeds_reach_what_they_were_written_for() {
     assert_eq!(fallback.size, Some(1 << 20), "{fallback:?}");
     let stray = client_input(&seed("nbd_client_replies", "unknown_handle"));
     assert_eq!(stray.answered, 0, "{stray:?}");
+    // Extended headers taken: replies in chunks (a READ as a hole and a data chunk, out of
+    // order with the others), then error chunks (with a message, with an offset).
+    let extended = client_input(&seed("nbd_client_replies", "extended"));
+    assert_eq!(
+        extended,
+        ClientOutcome {
+            size: Some(1 << 20),
+            answered: 3
+        }
+    );
+    let errors = client_input(&seed("nbd_client_replies", "extended_errors"));
+    assert_eq!(errors.answered, 3, "{errors:?}");
 }
 
 /// `seed` with bits flipped at `flips` (positions taken modulo its length).
@@ -186,10 +198,10 @@ proptest! {
 
     #[test]
     fn the_client_survives_flipped_servers(
-        which in 0usize..3,
+        which in 0usize..5,
         flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8),
     ) {
-        let name = ["good", "error_replies", "export_name_fallback"][which];
+        let name = ["good", "error_replies", "export_name_fallback", "extended", "extended_errors"][which];
         client_input(&flipped(seed("nbd_client_replies", name), &flips));
     }
 

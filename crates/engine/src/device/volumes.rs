@@ -103,6 +103,14 @@ impl BlockDevice for VolumeSet {
         let (m, at) = self.route(offset, len)?;
         m.dev.trim(at, len)
     }
+    fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
+        let (m, at) = self.route(offset, len)?;
+        m.dev.write_zeroes(at, len, fua)
+    }
+    /// Every member zeroes fast (the question is asked of the whole set).
+    fn fast_zeroes(&self) -> bool {
+        self.members.iter().all(|m| m.dev.fast_zeroes())
+    }
     fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<tiercache_blockdev::Extent>> {
         let (m, at) = self.route(offset, len)?;
         m.dev.allocation(at, len)

@@ -37,6 +37,7 @@ mod request;
 mod started;
 mod status;
 mod volume;
+mod zeroes;
 
 use volume::VolumeState;
 pub use volume::{VolumeHandle, VolumeStats};
@@ -343,17 +344,10 @@ impl Engine {
             .request(self.primary(), Op::Trim, offset, len, Client::None, false)
     }
 
-    /// Writes zeroes over a range (durable on return with `fua`).
+    /// Writes zeroes over a range (durable on return with `fua`): without writing them where
+    /// the backend zeroes fast (see `zeroes.rs`).
     pub fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
-        const CHUNK: u64 = 1 << 20;
-        let zeros = vec![0u8; CHUNK.min(len) as usize];
-        let mut at = 0;
-        while at < len {
-            let n = CHUNK.min(len - at);
-            self.write(&zeros[..n as usize], offset + at, fua && at + n == len)?;
-            at += n;
-        }
-        Ok(())
+        self.zero_volume(self.primary(), offset, len, fua)
     }
 
     /// Makes every completed write durable (NBD FLUSH).
@@ -465,6 +459,9 @@ impl BlockDevice for Engine {
     }
     fn write_zeroes(&self, off: u64, len: u64, fua: bool) -> io::Result<()> {
         Engine::write_zeroes(self, off, len, fua)
+    }
+    fn fast_zeroes(&self) -> bool {
+        self.zeroes_fast()
     }
     fn read_fast(&self, buf: &mut [u8], off: u64) -> Option<io::Result<()>> {
         // Hits on a fast cache device are cheap; on an emulated slow one they are not.
@@ -605,6 +602,7 @@ fn sub_client<'b>(client: &'b mut Client<'_>, off: u64, len: u64) -> Client<'b> 
             }
         }
         Client::None => Client::None,
+        Client::Zeroes => Client::Zeroes,
     }
 }
 

@@ -735,6 +735,12 @@ impl<C: EngineCore> Inner<C> {
                             self.backend_unsynced.fetch_min(backend_epoch, Relaxed);
                         }
                     }
+                    // A zeroing trim's backend op is a write (of zeroes): as a write, the
+                    // records dropping dirty data wait for it to be durable (below).
+                    IoKind::Trim if scratch.zeroes() && o.device == Dev::Backend => {
+                        dev.write_zeroes(addr, o.len, false)?;
+                        self.backend_unsynced.fetch_min(backend_epoch, Relaxed);
+                    }
                     IoKind::Trim => dev.trim(addr, o.len)?,
                     // The cache device syncs through its table, which learns what is durable.
                     IoKind::Flush if o.device == Dev::Cache => self.table.sync(dev)?,
@@ -745,6 +751,7 @@ impl<C: EngineCore> Inner<C> {
         }
         // Records describe data that landed: written only once every op ran.
         assert_eq!(i, ops.len(), "records written before the plan's last op");
+        let zeroes = scratch.zeroes();
         scratch.finish();
         self.check_halted()?;
         // A record that drops dirty sub-blocks because this plan wrote their new data to the
@@ -752,7 +759,9 @@ impl<C: EngineCore> Inner<C> {
         // be durable before that data is: a crash would leave neither the dirty data nor the
         // write. (Evictions flushed above; flush jobs are recorded once their writes are.)
         let wrote_backend = ops.iter().any(|o| {
-            o.device == Dev::Backend && o.kind == IoKind::Write && o.cause != OpCause::Demote
+            o.device == Dev::Backend
+                && (o.kind == IoKind::Write || (zeroes && o.kind == IoKind::Trim))
+                && o.cause != OpCause::Demote
         });
         if wrote_backend
             && updates

@@ -556,15 +556,10 @@ impl tiercache_blockdev::BlockDevice for VolumeHandle {
             .request(self.volume, Op::Trim, off, len, Client::None, false)
     }
     fn write_zeroes(&self, off: u64, len: u64, fua: bool) -> io::Result<()> {
-        const CHUNK: u64 = 1 << 20;
-        let zeros = vec![0u8; CHUNK.min(len) as usize];
-        let mut at = 0;
-        while at < len {
-            let n = CHUNK.min(len - at);
-            self.write_at(&zeros[..n as usize], off + at, fua && at + n == len)?;
-            at += n;
-        }
-        Ok(())
+        self.engine.zero_volume(self.volume, off, len, fua)
+    }
+    fn fast_zeroes(&self) -> bool {
+        self.engine.zeroes_fast()
     }
     fn read_fast(&self, buf: &mut [u8], off: u64) -> Option<io::Result<()>> {
         let inner = &self.engine.inner;

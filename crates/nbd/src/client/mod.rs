@@ -1,5 +1,6 @@
-//! An NBD client: fixed newstyle handshake (NBD_OPT_GO, falling back to EXPORT_NAME), simple
-//! replies, requests pipelined on each connection.
+//! An NBD client: fixed newstyle handshake (NBD_OPT_GO, falling back to EXPORT_NAME), extended
+//! headers (`NBD_OPT_EXTENDED_HEADERS`: 32-byte requests, every reply in chunks) when the
+//! server offers them and simple replies otherwise, requests pipelined on each connection.
 //!
 //! A [`Connection`] has one reader thread that matches replies to requests by handle, so any
 //! number of threads may have requests in flight on it at once. A connection that errors,
@@ -16,8 +17,11 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+mod replies;
 mod status;
 mod uri;
+
+use replies::{reader_loop, Waiting};
 
 pub use status::StatusConnection;
 pub use uri::{NbdUri, Target, UriCredentials, UriError, UriTls, DEFAULT_PORT};
@@ -194,12 +198,6 @@ impl Socket for TcpStream {
 
 type Reply = Result<Vec<u8>, ClientError>;
 
-struct Waiting {
-    /// Bytes of data that follow a successful reply (READ).
-    data_len: usize,
-    tx: mpsc::SyncSender<Reply>,
-}
-
 struct Shared {
     pending: Mutex<HashMap<u64, Waiting>>,
     alive: AtomicBool,
@@ -231,6 +229,8 @@ pub struct Connection {
     info: ExportInfo,
     /// The server took tiercache's DEMOTE extension.
     demote: bool,
+    /// Extended headers were negotiated: 32-byte requests, every reply in extended chunks.
+    extended: bool,
     writer: Mutex<Box<dyn Socket>>,
     closer: Box<dyn Socket>,
     shared: Arc<Shared>,
@@ -373,17 +373,71 @@ fn greet(s: &mut dyn Socket) -> Result<bool, ClientError> {
     Ok(no_zeroes)
 }
 
-/// Option haggling: the export, and whether the server took the DEMOTE extension.
+/// What option haggling agreed.
+struct Negotiated {
+    info: ExportInfo,
+    /// The server took the DEMOTE extension.
+    demote: bool,
+    /// The server took extended headers.
+    extended: bool,
+}
+
+/// Asks for extended headers (`NBD_OPT_EXTENDED_HEADERS`): whether the server took them. Any
+/// refusal (an older server's "unsupported") leaves the connection compact.
+fn negotiate_extended(s: &mut dyn Socket) -> Result<bool, ClientError> {
+    send_option(s, OPT_EXTENDED_HEADERS, &[])?;
+    loop {
+        if u64::from_be_bytes(rd(s)?) != REPLY_MAGIC {
+            return Err(ClientError::Protocol("bad option reply magic".into()));
+        }
+        let opt = u32::from_be_bytes(rd(s)?);
+        let typ = u32::from_be_bytes(rd(s)?);
+        let len = u32::from_be_bytes(rd(s)?);
+        if opt != OPT_EXTENDED_HEADERS {
+            return Err(ClientError::Protocol(format!(
+                "reply to option {opt}, asked {OPT_EXTENDED_HEADERS}"
+            )));
+        }
+        if len > MAX_OPTION_LEN {
+            return Err(ClientError::Protocol(format!(
+                "option reply of {len} bytes"
+            )));
+        }
+        let mut data = vec![0u8; len as usize];
+        s.read_exact(&mut data)?;
+        match typ {
+            REP_ACK if len == 0 => return Ok(true),
+            REP_ACK => {
+                return Err(ClientError::Protocol(
+                    "EXTENDED_HEADERS acknowledged with data".into(),
+                ))
+            }
+            // Nothing but STARTTLS is answered in the clear: GO would be refused the same way.
+            REP_ERR_TLS_REQD => {
+                return Err(ClientError::Handshake(format!(
+                    "the server requires TLS (reply {REP_ERR_TLS_REQD:#x}): use an nbds:// URI"
+                )))
+            }
+            t if t & (1 << 31) != 0 => return Ok(false),
+            _ => {} // Unknown reply types are skipped, as the protocol asks.
+        }
+    }
+}
+
+/// Option haggling: the export, whether the server took the DEMOTE extension and (asked with
+/// `ask_extended`) extended headers.
 fn options(
     s: &mut dyn Socket,
     export: &str,
     demote_session: Option<u64>,
     no_zeroes: bool,
-) -> Result<(ExportInfo, bool), ClientError> {
+    ask_extended: bool,
+) -> Result<Negotiated, ClientError> {
     let proto = |m: String| ClientError::Protocol(m);
     if export.len() > 4096 {
         return Err(ClientError::Invalid("export name over 4096 bytes".into()));
     }
+    let extended = ask_extended && negotiate_extended(s)?;
     let demote = match demote_session {
         Some(id) => negotiate_demote(s, id)?,
         None => false,
@@ -419,10 +473,15 @@ fn options(
             }
             REP_ACK => {
                 return info
-                    .map(|i| (i, demote))
+                    .map(|info| Negotiated {
+                        info,
+                        demote,
+                        extended,
+                    })
                     .ok_or_else(|| proto("NBD_OPT_GO acknowledged without export info".into()))
             }
-            REP_ERR_UNSUP => break,
+            // EXPORT_NAME cannot follow extended headers (the protocol's rule).
+            REP_ERR_UNSUP if !extended => break,
             t if t & (1 << 31) != 0 => {
                 let msg = String::from_utf8_lossy(&data).into_owned();
                 return Err(ClientError::Handshake(format!(
@@ -441,7 +500,11 @@ fn options(
     if !no_zeroes {
         let _: [u8; 124] = rd(s)?;
     }
-    Ok((ExportInfo { size, flags }, demote))
+    Ok(Negotiated {
+        info: ExportInfo { size, flags },
+        demote,
+        extended: false,
+    })
 }
 
 impl Connection {
@@ -477,7 +540,11 @@ impl Connection {
         if let Some(tls) = &tls {
             s = start_tls(s, tls)?;
         }
-        let (info, demote) = options(&mut *s, &uri.export, demote_session, no_zeroes)?;
+        let Negotiated {
+            info,
+            demote,
+            extended,
+        } = options(&mut *s, &uri.export, demote_session, no_zeroes, true)?;
         // The reader's socket keeps the connect-time read timeout; it treats a timeout as "no
         // reply yet" (see `read_full`). Stalls are the callers' timeouts to detect.
         let reader_sock = s.clone_socket()?;
@@ -490,11 +557,12 @@ impl Connection {
         let sh = shared.clone();
         let reader = std::thread::Builder::new()
             .name("nbd-client-reader".into())
-            .spawn(move || reader_loop(reader_sock, &sh))
+            .spawn(move || reader_loop(reader_sock, &sh, extended))
             .map_err(ClientError::Transport)?;
         Ok(Connection {
             info,
             demote,
+            extended,
             writer: Mutex::new(s),
             closer,
             shared,
@@ -511,6 +579,12 @@ impl Connection {
     /// Whether the server took tiercache's DEMOTE extension on this connection.
     pub fn demote_enabled(&self) -> bool {
         self.demote
+    }
+
+    /// Whether extended headers (`NBD_OPT_EXTENDED_HEADERS`) were negotiated on this
+    /// connection: the server offered them.
+    pub fn extended_headers(&self) -> bool {
+        self.extended
     }
 
     /// Whether the connection still works.
@@ -583,15 +657,21 @@ impl Connection {
             .pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(handle, Waiting { data_len, tx });
-        let mut hdr = [0u8; 28];
-        hdr[0..4].copy_from_slice(&REQ_MAGIC.to_be_bytes());
-        let flags = if fua { CMD_FLAG_FUA } else { 0 };
-        hdr[4..6].copy_from_slice(&flags.to_be_bytes());
-        hdr[6..8].copy_from_slice(&cmd.code().to_be_bytes());
-        hdr[8..16].copy_from_slice(&handle.to_be_bytes());
-        hdr[16..24].copy_from_slice(&offset.to_be_bytes());
-        hdr[24..28].copy_from_slice(&len.to_be_bytes());
+            .insert(
+                handle,
+                Waiting {
+                    data_len,
+                    offset,
+                    tx,
+                },
+            );
+        let mut flags = if fua { CMD_FLAG_FUA } else { 0 };
+        if carries && self.extended {
+            // The length is the payload's (the extension asks for the flag on every request
+            // that carries one).
+            flags |= CMD_FLAG_PAYLOAD_LEN;
+        }
+        let hdr = request_header(self.extended, flags, cmd.code(), handle, offset, len);
         let sent = {
             let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
             w.write_all(&hdr)
@@ -610,6 +690,30 @@ impl Connection {
         }
         Ok(Sent { conn: self, rx })
     }
+}
+
+/// A request header: compact (28 bytes, 32-bit length) or extended (32 bytes, 64-bit length).
+fn request_header(
+    extended: bool,
+    flags: u16,
+    typ: u16,
+    handle: u64,
+    offset: u64,
+    len: u32,
+) -> Vec<u8> {
+    let mut h = Vec::with_capacity(32);
+    let magic = if extended { EXT_REQ_MAGIC } else { REQ_MAGIC };
+    h.extend_from_slice(&magic.to_be_bytes());
+    h.extend_from_slice(&flags.to_be_bytes());
+    h.extend_from_slice(&typ.to_be_bytes());
+    h.extend_from_slice(&handle.to_be_bytes());
+    h.extend_from_slice(&offset.to_be_bytes());
+    if extended {
+        h.extend_from_slice(&u64::from(len).to_be_bytes());
+    } else {
+        h.extend_from_slice(&len.to_be_bytes());
+    }
+    h
 }
 
 /// A request sent on a [`Connection`], its reply not yet taken.
@@ -633,79 +737,11 @@ impl Sent<'_> {
     }
 }
 
-fn reader_loop(mut s: Box<dyn Socket>, shared: &Shared) {
-    loop {
-        let mut hdr = [0u8; 16];
-        match read_full(&mut *s, &mut hdr, shared) {
-            Ok(()) => {}
-            Err(_) => break,
-        }
-        let magic = u32::from_be_bytes(hdr[0..4].try_into().expect("4 bytes"));
-        if magic != SIMPLE_MAGIC {
-            // Structured replies (STRUCTURED_MAGIC) were never negotiated; anything else is
-            // garbage too.
-            break;
-        }
-        let errno = u32::from_be_bytes(hdr[4..8].try_into().expect("4 bytes"));
-        let handle = u64::from_be_bytes(hdr[8..16].try_into().expect("8 bytes"));
-        let Some(w) = shared
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&handle)
-        else {
-            // A reply to nothing we asked (or to a request already given up on): the stream
-            // can no longer be trusted.
-            break;
-        };
-        let reply = if errno != 0 {
-            Err(ClientError::Reply(errno))
-        } else {
-            let mut data = vec![0u8; w.data_len];
-            if read_full(&mut *s, &mut data, shared).is_err() {
-                let _ = w.tx.try_send(Err(ClientError::Closed));
-                break;
-            }
-            Ok(data)
-        };
-        let _ = w.tx.try_send(reply);
-    }
-    shared.kill();
-    s.close();
-}
-
-/// `read_exact` that rides out socket read timeouts while the connection is alive and idle.
-fn read_full(s: &mut dyn Socket, buf: &mut [u8], shared: &Shared) -> io::Result<()> {
-    let mut at = 0;
-    while at < buf.len() {
-        match s.read(&mut buf[at..]) {
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => at += n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) =>
-            {
-                if !shared.alive.load(Relaxed) {
-                    return Err(e);
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
 impl Drop for Connection {
     fn drop(&mut self) {
         if self.is_alive() {
             // NBD_CMD_DISC: a polite goodbye; no reply comes.
-            let mut hdr = [0u8; 28];
-            hdr[0..4].copy_from_slice(&REQ_MAGIC.to_be_bytes());
-            hdr[6..8].copy_from_slice(&CMD_DISC.to_be_bytes());
+            let hdr = request_header(self.extended, 0, CMD_DISC, 0, 0, 0);
             if let Ok(mut w) = self.writer.lock() {
                 let _ = w.write_all(&hdr).and_then(|_| w.flush());
             }

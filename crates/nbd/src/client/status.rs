@@ -77,7 +77,8 @@ impl StatusConnection {
         let Some(context) = context else {
             return Ok(None);
         };
-        let (info, _) = options(&mut *s, &uri.export, None, no_zeroes)?;
+        // Compact headers: this connection's parser reads `NBD_REPLY_TYPE_BLOCK_STATUS`.
+        let info = options(&mut *s, &uri.export, None, no_zeroes, false)?.info;
         Ok(Some(StatusConnection {
             s: Mutex::new(s),
             context,
