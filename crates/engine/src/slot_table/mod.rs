@@ -35,6 +35,27 @@ const MAGIC: &[u8; 8] = b"TIERCSLT";
 /// sub-blocks (docs/design.md §13). A device keeps the format it was formatted with.
 const WIDE: u32 = 1;
 const COMPACT: u32 = 2;
+/// Formats 3 and 4: formats 2 and 1 whose record checksum also covers the slot's number, so a
+/// valid record copied over another slot's place (a misdirected write, or a fuzzed image) fails
+/// its check instead of naming its line in the wrong slot. New devices are formatted with
+/// these; a device formatted by an earlier build keeps format 1 or 2.
+const COMPACT_SLOT_BOUND: u32 = 3;
+const WIDE_SLOT_BOUND: u32 = 4;
+
+/// Format `version` has 32-byte records.
+fn is_compact(version: u32) -> bool {
+    version == COMPACT || version == COMPACT_SLOT_BOUND
+}
+
+/// The checksum of a record's `bytes` in format `version` at slot `slot`.
+fn record_crc(version: u32, slot: u64, bytes: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    if version >= COMPACT_SLOT_BOUND {
+        h.update(&slot.to_le_bytes());
+    }
+    h.update(bytes);
+    h.finalize()
+}
 /// Bytes reserved for the superblock.
 pub const SUPERBLOCK_BYTES: u64 = 4096;
 /// A record write syncs first when more than 1/64 of the slots (at least
@@ -54,7 +75,8 @@ pub struct Layout {
     pub line_size: u64,
     /// Byte offset of slot 0's data.
     pub data_offset: u64,
-    /// Record format (1: 64-byte records, 2: 32-byte records).
+    /// Record format (1 and 4: 64-byte records, 2 and 3: 32-byte records; 3 and 4 bind each
+    /// record's checksum to its slot).
     pub version: u32,
 }
 
@@ -64,10 +86,18 @@ impl Layout {
     pub fn new(slots: u32, line_size: u64) -> Self {
         let compact =
             tiercache_core::LineGeometry::new(line_size).is_ok_and(|g| g.subs_per_line() <= 16);
-        Self::with_version(if compact { COMPACT } else { WIDE }, slots, line_size)
+        Self::with_version(
+            if compact {
+                COMPACT_SLOT_BOUND
+            } else {
+                WIDE_SLOT_BOUND
+            },
+            slots,
+            line_size,
+        )
     }
 
-    /// The layout of record format `version` (1 or 2).
+    /// The layout of record format `version` (1 to 4).
     pub fn with_version(version: u32, slots: u32, line_size: u64) -> Self {
         let mut l = Self {
             slots,
@@ -82,7 +112,7 @@ impl Layout {
 
     /// Bytes of one record.
     pub fn record_bytes(&self) -> u64 {
-        if self.version == COMPACT {
+        if is_compact(self.version) {
             32
         } else {
             64
@@ -202,17 +232,17 @@ pub struct SlotTable {
 ///
 /// Format 2 (32 bytes): `seq u64, volume u16, flags u8, 0u8, index u48, valid u16, dirty u16,
 /// crc u32` over the 22 bytes before it, zero padded. Format 1 (64 bytes): see the module doc.
-fn encode(version: u32, seq: u64, r: &SlotRecord) -> [u8; MAX_RECORD_BYTES] {
+fn encode(version: u32, slot: u64, seq: u64, r: &SlotRecord) -> [u8; MAX_RECORD_BYTES] {
     let mut b = [0u8; MAX_RECORD_BYTES];
     let (vol, index) = r.line.unwrap_or((0, 0));
-    if version == COMPACT {
+    if is_compact(version) {
         b[0..8].copy_from_slice(&seq.to_le_bytes());
         b[8..10].copy_from_slice(&(vol as u16).to_le_bytes());
         b[10] = r.line.is_some() as u8;
         b[12..18].copy_from_slice(&index.to_le_bytes()[..6]);
         b[18..20].copy_from_slice(&(r.valid as u16).to_le_bytes());
         b[20..22].copy_from_slice(&(r.dirty as u16).to_le_bytes());
-        let crc = crc32fast::hash(&b[0..22]);
+        let crc = record_crc(version, slot, &b[0..22]);
         b[22..26].copy_from_slice(&crc.to_le_bytes());
         return b;
     }
@@ -222,22 +252,22 @@ fn encode(version: u32, seq: u64, r: &SlotRecord) -> [u8; MAX_RECORD_BYTES] {
     b[16..24].copy_from_slice(&index.to_le_bytes());
     b[24..32].copy_from_slice(&r.valid.to_le_bytes());
     b[32..40].copy_from_slice(&r.dirty.to_le_bytes());
-    let crc = crc32fast::hash(&b[0..40]);
+    let crc = record_crc(version, slot, &b[0..40]);
     b[40..44].copy_from_slice(&crc.to_le_bytes());
     b
 }
 
 /// `Ok(None)`: never written. `Err(())`: checksum failed.
 #[allow(clippy::result_unit_err)]
-fn decode(version: u32, b: &[u8]) -> Result<Option<(u64, SlotRecord)>, ()> {
+fn decode(version: u32, slot: u64, b: &[u8]) -> Result<Option<(u64, SlotRecord)>, ()> {
     if b.iter().all(|&x| x == 0) {
         return Ok(None);
     }
     let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
     let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
-    if version == COMPACT {
+    if is_compact(version) {
         let u16_at = |i: usize| u64::from(u16::from_le_bytes(b[i..i + 2].try_into().unwrap()));
-        if crc32fast::hash(&b[0..22]) != u32_at(22) {
+        if record_crc(version, slot, &b[0..22]) != u32_at(22) {
             return Err(());
         }
         let present = b[10] & 1 == 1;
@@ -252,7 +282,7 @@ fn decode(version: u32, b: &[u8]) -> Result<Option<(u64, SlotRecord)>, ()> {
             },
         )));
     }
-    if crc32fast::hash(&b[0..40]) != u32_at(40) {
+    if record_crc(version, slot, &b[0..40]) != u32_at(40) {
         return Err(());
     }
     let present = u32_at(12) & 1 == 1;
@@ -582,7 +612,7 @@ impl SlotTable {
         );
         // A compact record holds a line of a 16-bit volume and a 48-bit index.
         assert!(
-            self.layout.version != COMPACT
+            !is_compact(self.layout.version)
                 || rec
                     .line
                     .is_none_or(|(v, i)| v <= u16::MAX as u32 && i < 1 << 48),
@@ -643,7 +673,7 @@ impl SlotTable {
         c.epoch = epoch;
         // Bookkeeping first: a failed write may still have reached the device.
         dev.write_at(
-            &encode(self.layout.version, seq, rec)[..rb as usize],
+            &encode(self.layout.version, slot as u64, seq, rec)[..rb as usize],
             at,
             false,
         )?;
@@ -702,7 +732,11 @@ fn scan(
             let mut keys = [NO_LINE; 2];
             for copy in 0..2u8 {
                 let at = base + (copy as u64 * record_bytes) as usize;
-                match decode(layout.version, &bytes[at..at + record_bytes as usize]) {
+                match decode(
+                    layout.version,
+                    slot + i,
+                    &bytes[at..at + record_bytes as usize],
+                ) {
                     Ok(Some((seq, rec))) => {
                         keys[copy as usize] = line_key(rec.line);
                         out.max_seq = out.max_seq.max(seq);
@@ -742,8 +776,10 @@ fn known_version(v: u64) -> Result<u32, SlotTableError> {
     match v {
         1 => Ok(WIDE),
         2 => Ok(COMPACT),
+        3 => Ok(COMPACT_SLOT_BOUND),
+        4 => Ok(WIDE_SLOT_BOUND),
         _ => Err(SlotTableError::CorruptSuperblock(format!(
-            "version {v}: this build reads record formats 1 and 2"
+            "version {v}: this build reads record formats 1 to 4"
         ))),
     }
 }

@@ -184,7 +184,7 @@ fn check_durable(t: &SlotTable, image: &[u8]) -> usize {
             }
             let rb = t.layout.record_bytes();
             let at = (SUPERBLOCK_BYTES + slot as u64 * t.layout.slot_bytes() + c * rb) as usize;
-            let on_disk = decode(t.layout.version, &image[at..at + rb as usize])
+            let on_disk = decode(t.layout.version, slot as u64, &image[at..at + rb as usize])
                 .expect("a checksummed record");
             if copy.newest_seq > SETTLED_NEWEST_SEQ {
                 // Written since the open: its own sequence number.
@@ -453,7 +453,7 @@ proptest::proptest! {
     #[test]
     fn compact_shadow_answers_as_the_reference(
         steps in proptest::collection::vec(step(), 1..120),
-        version in 1u32..=2,
+        version in 1u32..=4,
     ) {
         let layout = Layout::with_version(version, 6, 4096);
         let dev = Failing {
@@ -518,29 +518,36 @@ fn both_record_formats_round_trip() {
         rec(7, (1 << 48) - 1, 0xffff, 0x8001),
         rec(u16::MAX as u32, 12345, 0xff, 0x0f),
     ];
-    for version in [1, 2] {
+    for version in [1, 2, 3, 4] {
         let layout = Layout::with_version(version, 4, 4096);
-        assert_eq!(layout.slot_bytes(), if version == 2 { 64 } else { 128 });
+        assert_eq!(layout.slot_bytes(), if is_compact(version) { 64 } else { 128 });
         for (i, r) in recs.iter().enumerate() {
-            let b = encode(version, 5 + i as u64, r);
+            let b = encode(version, 9, 5 + i as u64, r);
             let n = layout.record_bytes() as usize;
             assert!(b[n..].iter().all(|&x| x == 0), "record within its size");
-            assert_eq!(decode(version, &b[..n]), Ok(Some((5 + i as u64, *r))));
+            assert_eq!(decode(version, 9, &b[..n]), Ok(Some((5 + i as u64, *r))));
+            // Formats 3 and 4 bind the record to its slot: the same bytes at another slot
+            // fail their check.
+            if version >= 3 {
+                assert_eq!(decode(version, 10, &b[..n]), Err(()), "copied to slot 10");
+            } else {
+                assert_eq!(decode(version, 10, &b[..n]), Ok(Some((5 + i as u64, *r))));
+            }
             // Any flipped bit of the checksummed bytes is caught.
             let mut torn = b;
             torn[9] ^= 0x10;
-            assert_eq!(decode(version, &torn[..n]), Err(()));
+            assert_eq!(decode(version, 9, &torn[..n]), Err(()));
         }
     }
     assert_eq!(
         Layout::new(4, 4096).version,
-        2,
-        "4 KiB lines: compact records"
+        3,
+        "4 KiB lines: compact records bound to their slots"
     );
-    assert_eq!(Layout::new(4, 8192).version, 2, "16 sub-blocks still fit");
+    assert_eq!(Layout::new(4, 8192).version, 3, "16 sub-blocks still fit");
     assert_eq!(
         Layout::new(4, 65536).version,
-        1,
+        4,
         "64 sub-blocks need the wide records"
     );
 }
@@ -557,7 +564,7 @@ fn a_wide_device_keeps_its_format_until_formatted() {
     t.sync(&dev).unwrap();
     drop(t);
     let compact = Layout::new(8, 4096);
-    assert_eq!(compact.version, 2);
+    assert_eq!(compact.version, 3);
     let (t, found, _) = SlotTable::open(&dev, compact, false).unwrap();
     assert_eq!(t.layout(), wide, "opened in the device's format");
     assert_eq!(found, vec![(2, rec(0, 40, 0xff, 0x0f))]);
@@ -639,7 +646,7 @@ fn a_parallel_recovery_finds_what_a_serial_one_does() {
     let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(40);
     let rb = layout.record_bytes() as usize;
     let mut image = vec![0u8; (slots as u64 * layout.slot_bytes()) as usize];
-    for bytes in image.chunks_mut(2 * rb) {
+    for (slot, bytes) in image.chunks_mut(2 * rb).enumerate() {
         for copy in 0..2 {
             let r = match rng.gen_range(0..10) {
                 0 => continue,
@@ -656,7 +663,7 @@ fn a_parallel_recovery_finds_what_a_serial_one_does() {
             };
             let seq = rng.gen_range(1..1_000_000u64);
             let at = copy * rb;
-            bytes[at..at + rb].copy_from_slice(&encode(layout.version, seq, &r)[..rb]);
+            bytes[at..at + rb].copy_from_slice(&encode(layout.version, slot as u64, seq, &r)[..rb]);
             if rng.gen_range(0..20) == 0 {
                 bytes[at + 9] ^= 0x5a;
             }
