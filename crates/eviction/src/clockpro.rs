@@ -292,10 +292,7 @@ impl Eviction for ClockPro {
     /// victim's key goes to, and, with the test FIFO full, the key its end drops.
     #[inline]
     fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
-        let v = self
-            .lists
-            .back(COLD)
-            .or_else(|| self.lists.back(HOT))?;
+        let v = self.lists.back(COLD).or_else(|| self.lists.back(HOT))?;
         let then = self.lists.newer(v);
         if let Some(t) = then {
             tiercache_core::hint::prefetch(self.keys.as_ptr().wrapping_add(t as usize));

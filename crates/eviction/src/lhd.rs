@@ -216,7 +216,7 @@ impl Lhd {
         let timestamp = self.timestamp;
         let tag = &mut self.tags[index];
         tag.timestamp = timestamp;
-        let explore = self.next_rand() % EXPLORE_INVERSE_PROBABILITY == 0;
+        let explore = self.next_rand().is_multiple_of(EXPLORE_INVERSE_PROBABILITY);
         let tag = &mut self.tags[index];
         if explore
             && self.explorer_budget > 0

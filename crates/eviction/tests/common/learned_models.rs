@@ -86,7 +86,7 @@ impl LhdModel {
     fn update(&mut self, key: u64, inserted: bool) {
         let i = self.index[&key];
         self.tags[i].timestamp = self.timestamp;
-        let explore = self.rand() % 32 == 0;
+        let explore = self.rand().is_multiple_of(32);
         if explore && self.budget > 0 {
             self.tags[i].explorer = true;
             self.budget -= 1;
