@@ -273,8 +273,14 @@ impl Lhd {
                 *victim = Some((index, rank));
             }
         };
-        for _ in 0..candidates {
-            let index = (self.next_rand() % n as u64) as usize;
+        // Draw every sampled index first and start loading their entries, so the cache misses
+        // overlap; they are then ranked in the order drawn (the same victim as one by one).
+        let mut sampled = [0usize; ASSOCIATIVITY];
+        for index in sampled.iter_mut().take(candidates) {
+            *index = (self.next_rand() % n as u64) as usize;
+            tiercache_core::hint::prefetch(self.tags.as_ptr().wrapping_add(*index));
+        }
+        for &index in &sampled[..candidates] {
             consider(self, index, &mut victim);
         }
         for i in 0..ADMISSIONS {
