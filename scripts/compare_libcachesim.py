@@ -55,6 +55,9 @@ POLICIES = {
     "clock-pro": lcs.ClockPro,
     "w-tinylfu": lcs.WTinyLFU,
     "lecar": lcs.LeCaR,
+    "lirs": lcs.LIRS,
+    # Draws its samples from libCacheSim's random stream (crates/eviction/src/lhd.rs).
+    "lhd": lcs.LHD,
 }
 
 

@@ -39,7 +39,7 @@ pub struct AnalyzeArgs {
     pub exact: bool,
     /// Also estimate the curves of these replacement policies by sampled mini-simulation,
     /// comma separated (lru, mru, fifo, clock, arc, s3fifo, sieve, slru, 2q, lfu, lfuda,
-    /// lru-k, lirs); `belady` asks for the
+    /// lru-k, lirs, lhd); `belady` asks for the
     /// exact OPT curve (as --opt does).
     #[arg(long, value_delimiter = ',')]
     pub policies: Vec<EvictionKind>,

@@ -65,6 +65,7 @@ pub struct StatsArgs {
 pub struct SetArgs {
     /// Settings, spelled as `--set` spells them: `cache.write_policy=write-through`,
     /// `cache.cleaning={policy="threshold",high=0.5,low=0.2}`, `cache.promotion.policy=always`,
+    /// `cache.admission={policy="tinylfu"}`,
     /// `cache.balancing.policy=lbica`, `exports.NAME.write_policy=write-around`,
     /// `exports.NAME.partition=64MiB` (a cache whose tenancy mode is `shared`).
     #[arg(required = true, value_name = "KEY=VALUE")]
@@ -272,7 +273,7 @@ fn columns(rows: &[Vec<String>]) -> String {
 fn render_policy(s: &Status) -> String {
     let p = &s.policy;
     let mut text = format!(
-        "policy   {}{}; eviction {}; cleaning {}; promotion {}; balancing {}; tenancy {}; {} shard{} ({})\n",
+        "policy   {}{}; eviction {}; cleaning {}; promotion {}; admission {}; balancing {}; tenancy {}; {} shard{} ({})\n",
         p.write_policy,
         p.balanced_write_policy
             .as_ref()
@@ -280,6 +281,7 @@ fn render_policy(s: &Status) -> String {
         p.eviction,
         policy_text(&p.cleaning),
         policy_text(&p.promotion),
+        policy_text(&p.admission),
         policy_text(&p.balancing),
         p.tenancy,
         p.shards,

@@ -51,7 +51,7 @@ fn on_a_trace_no_online_policy_hits_more_than_belady() {
     for policy in [
         "lru", "fifo", "clock", "arc", "s3-fifo", "sieve", "mru",
         // Policies researchers compare against (issue 35).
-        "slru", "2q", "lfu", "lfuda", "lru-k", "lirs",
+        "slru", "2q", "lfu", "lfuda", "lru-k", "lirs", "lhd",
     ] {
         let m = hit(policy);
         assert_eq!(m.requests, opt.requests);

@@ -176,6 +176,14 @@ fn status_set_flush_and_detach_drive_a_running_server_and_lose_nothing() {
             "cache.write_policy=write-back",
             r#"cache.promotion={policy="always"}"#,
         ],
+        [
+            "cache.write_policy=write-around",
+            r#"cache.admission={policy="tinylfu"}"#,
+        ],
+        [
+            "cache.write_policy=write-back",
+            r#"cache.admission={policy="all"}"#,
+        ],
     ];
     let mut changed = 0;
     for round in rounds.iter().cycle().take(12) {
@@ -201,6 +209,7 @@ fn status_set_flush_and_detach_drive_a_running_server_and_lose_nothing() {
             "cache.write_policy=write-through",
             r#"cache.cleaning={policy="threshold",high=0.9,low=0.5}"#,
             r#"cache.balancing={policy="none"}"#,
+            r#"cache.admission={policy="bloom",window_ratio=0.5}"#,
         ]),
         "set",
     );
@@ -217,6 +226,8 @@ fn status_set_flush_and_detach_drive_a_running_server_and_lose_nothing() {
     let s = status(&cfg);
     assert_eq!(s["policy"]["write_policy"], "write-through");
     assert_eq!(s["policy"]["cleaning"]["policy"], "threshold");
+    assert_eq!(s["policy"]["admission"]["policy"], "bloom");
+    assert_eq!(s["policy"]["admission"]["window_ratio"], 0.5);
     assert_eq!(s["exports"][0]["write_policy"], "write-through");
     // Under write-through new writes make no line dirty.
     let dirty = s["cache"]["dirty_lines"].as_u64().unwrap();

@@ -219,9 +219,11 @@ impl Eviction for ArcPolicy {
         self.ghosts.prefetch(key);
     }
 
+    /// A hit reads the slot's list flag and moves its links: both are loaded.
     #[inline]
     fn prefetch(&self, slot: Slot) {
         self.lists.prefetch(slot);
+        tiercache_core::hint::prefetch(self.in_t2.as_ptr().wrapping_add(slot as usize));
     }
 
     /// The least recent line of the list a miss without a ghost hit would evict from, and the

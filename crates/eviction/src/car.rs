@@ -210,6 +210,35 @@ impl Eviction for Car {
         self.ghosts.prefetch(key);
     }
 
+    /// A hit sets a bit in the slot's flag byte: that is what to load.
+    #[inline]
+    fn prefetch(&self, slot: Slot) {
+        tiercache_core::hint::prefetch(self.flags.as_ptr().wrapping_add(slot as usize));
+    }
+
+    /// The hand line of the clock REPLACE starts on and the line after it (a guess: a
+    /// referenced hand line goes round instead). Also starts loading the next line's key, the
+    /// ghost bucket the victim's key goes to, and the ghost key a miss without a ghost hit
+    /// would drop (B1's oldest when `|T1| + |B1| >= c`, else B2's).
+    #[inline]
+    fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
+        let t1 = self.lists.len(T1);
+        let list = if t1 >= self.p.max(1) { T1 } else { T2 };
+        let v = self
+            .lists
+            .back(list)
+            .or_else(|| self.lists.back(1 - list))?;
+        let then = self.lists.newer(v);
+        if let Some(t) = then {
+            tiercache_core::hint::prefetch(self.keys.as_ptr().wrapping_add(t as usize));
+        }
+        self.ghosts.prefetch(LineKey(self.keys[v as usize]));
+        let b1 = self.ghosts.len(B1);
+        self.ghosts
+            .prefetch_oldest(if t1 + b1 >= self.capacity { B1 } else { B2 });
+        Some((v, then))
+    }
+
     fn len(&self) -> usize {
         self.lists.len(T1) + self.lists.len(T2)
     }
@@ -249,11 +278,6 @@ impl Eviction for Car {
             self.flags.resize(slot_limit, 0);
             self.keys.resize(slot_limit, 0);
         }
-    }
-
-    #[inline]
-    fn prefetch(&self, slot: Slot) {
-        self.lists.prefetch(slot);
     }
 }
 

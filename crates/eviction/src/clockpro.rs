@@ -281,9 +281,27 @@ impl Eviction for ClockPro {
         }
     }
 
+    /// A hit sets a bit in the slot's flag byte: that is what to load.
     #[inline]
     fn prefetch(&self, slot: Slot) {
-        self.lists.prefetch(slot);
+        tiercache_core::hint::prefetch(self.flags.as_ptr().wrapping_add(slot as usize));
+    }
+
+    /// The cold hand's line and the line after it (a guess: a referenced line goes round or
+    /// turns hot instead). Also starts loading the next line's key, the test bucket the
+    /// victim's key goes to, and, with the test FIFO full, the key its end drops.
+    #[inline]
+    fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
+        let v = self.lists.back(COLD).or_else(|| self.lists.back(HOT))?;
+        let then = self.lists.newer(v);
+        if let Some(t) = then {
+            tiercache_core::hint::prefetch(self.keys.as_ptr().wrapping_add(t as usize));
+        }
+        self.tests.prefetch(LineKey(self.keys[v as usize]));
+        if self.tests.total_len() >= self.capacity {
+            self.tests.prefetch_oldest(0);
+        }
+        Some((v, then))
     }
 }
 

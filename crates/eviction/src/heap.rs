@@ -1,59 +1,76 @@
-//! An indexed binary min-heap of slots, for the policies whose order a hit can move anywhere
+//! An indexed 4-ary min-heap of slots, for the policies whose order a hit can move anywhere
 //! (LRU-K, LFUDA): keys change in place (`O(log n)`), any slot can leave, nothing allocates
 //! after construction (or [`SlotHeap::grow`]).
 //!
 //! Keys must be unique among the slots held (the policies make them so with a clock), so the
 //! minimum, and hence the victim, does not depend on the heap's shape.
+//!
+//! Each entry holds its key beside its slot, so a sift compares entries it has already
+//! loaded (children are adjacent) instead of looking each slot's key up elsewhere; four
+//! children per node halve the depth, and a sift moves a hole rather than swapping (one
+//! position write per level). Per slot: the entry (key, slot, padded) and a `u32` position.
 
 use crate::list::NIL;
+
+/// Children per node.
+const ARITY: usize = 4;
+
+/// A slot and its key, in heap order.
+#[derive(Debug, Clone, Copy)]
+struct Entry<K> {
+    key: K,
+    slot: u32,
+}
 
 /// Min-heap of slots `< slot_limit` keyed by `K`.
 #[derive(Debug, Clone)]
 pub(crate) struct SlotHeap<K> {
-    /// Slots in heap order.
-    heap: Vec<u32>,
+    /// Entries in heap order.
+    heap: Vec<Entry<K>>,
     /// Position of each slot in `heap`, [`NIL`] when absent.
     pos: Vec<u32>,
-    /// Key of each slot (meaningful while present).
-    keys: Vec<K>,
 }
 
-impl<K: Copy + Ord + Default> SlotHeap<K> {
+impl<K: Copy + Ord> SlotHeap<K> {
     /// An empty heap for slots `< slot_limit`.
     pub(crate) fn new(slot_limit: usize) -> Self {
         SlotHeap {
             heap: Vec::with_capacity(slot_limit),
             pos: vec![NIL; slot_limit],
-            keys: vec![K::default(); slot_limit],
         }
     }
 
-    /// Slots held.
     #[inline]
     pub(crate) fn len(&self) -> usize {
         self.heap.len()
     }
 
-    /// Whether `slot` is held.
     #[inline]
     pub(crate) fn contains(&self, slot: u32) -> bool {
         self.pos[slot as usize] != NIL
     }
 
-    /// Key of a held `slot`.
+    /// Key of `slot`, which must be held.
     #[inline]
     pub(crate) fn key(&self, slot: u32) -> K {
-        self.keys[slot as usize]
+        self.heap[self.pos[slot as usize] as usize].key
     }
 
-    /// Slot of the smallest key.
+    /// The slot of the smallest key.
     #[inline]
     pub(crate) fn peek(&self) -> Option<u32> {
-        self.heap.first().copied()
+        self.heap.first().map(|e| e.slot)
     }
 
-    /// The slot of smallest key for which `pinned` is false: the top, else (only when the
-    /// top is pinned) a scan of every slot held.
+    /// Starts loading `slot`'s position and entry (a hint: changes nothing). The entry's
+    /// address needs the position, so it is loaded only if the position already is.
+    #[inline]
+    pub(crate) fn prefetch(&self, slot: u32) {
+        tiercache_core::hint::prefetch(self.pos.as_ptr().wrapping_add(slot as usize));
+    }
+
+    /// The slot of the smallest key that is not pinned: the top, else a scan (`O(n)`, only
+    /// while the top is pinned).
     pub(crate) fn min_unpinned(&self, pinned: &dyn Fn(u32) -> bool) -> Option<u32> {
         let top = self.peek()?;
         if !pinned(top) {
@@ -61,31 +78,29 @@ impl<K: Copy + Ord + Default> SlotHeap<K> {
         }
         self.heap
             .iter()
-            .copied()
-            .filter(|&s| !pinned(s))
-            .min_by_key(|&s| self.keys[s as usize])
+            .filter(|e| !pinned(e.slot))
+            .min_by_key(|e| e.key)
+            .map(|e| e.slot)
     }
 
-    /// Adds an absent `slot` with `key`.
+    /// Adds `slot` (not held) with `key`.
     #[inline]
     pub(crate) fn push(&mut self, slot: u32, key: K) {
         debug_assert!(!self.contains(slot), "slot {slot} pushed twice");
-        self.keys[slot as usize] = key;
         let i = self.heap.len();
         debug_assert!(
             i < self.heap.capacity(),
             "no room: the heap never allocates"
         );
-        self.heap.push(slot);
-        self.pos[slot as usize] = i as u32;
+        self.heap.push(Entry { key, slot });
         self.sift_up(i);
     }
 
-    /// Changes the key of a held `slot`.
+    /// Changes the key of `slot` (held).
     #[inline]
     pub(crate) fn update(&mut self, slot: u32, key: K) {
-        let old = std::mem::replace(&mut self.keys[slot as usize], key);
         let i = self.pos[slot as usize] as usize;
+        let old = std::mem::replace(&mut self.heap[i].key, key);
         if key < old {
             self.sift_up(i);
         } else {
@@ -93,7 +108,7 @@ impl<K: Copy + Ord + Default> SlotHeap<K> {
         }
     }
 
-    /// Removes a held `slot`.
+    /// Takes `slot` (held) out.
     #[inline]
     pub(crate) fn remove(&mut self, slot: u32) {
         let i = self.pos[slot as usize] as usize;
@@ -101,70 +116,71 @@ impl<K: Copy + Ord + Default> SlotHeap<K> {
         self.pos[slot as usize] = NIL;
         if i < self.heap.len() {
             self.heap[i] = last;
-            self.pos[last as usize] = i as u32;
-            // The moved slot may belong above or below its new place.
-            self.sift_up(i);
-            let j = self.pos[last as usize] as usize;
-            self.sift_down(j);
+            if i > 0 && last.key < self.heap[(i - 1) / ARITY].key {
+                self.sift_up(i);
+            } else {
+                self.sift_down(i);
+            }
         }
     }
 
+    /// Moves the entry at `i` up to its place.
     #[inline]
-    fn less(&self, a: usize, b: usize) -> bool {
-        self.keys[self.heap[a] as usize] < self.keys[self.heap[b] as usize]
-    }
-
-    #[inline]
-    fn swap(&mut self, a: usize, b: usize) {
-        self.heap.swap(a, b);
-        self.pos[self.heap[a] as usize] = a as u32;
-        self.pos[self.heap[b] as usize] = b as u32;
-    }
-
     fn sift_up(&mut self, mut i: usize) {
+        let e = self.heap[i];
         while i > 0 {
-            let parent = (i - 1) / 2;
-            if !self.less(i, parent) {
+            let parent = (i - 1) / ARITY;
+            let p = self.heap[parent];
+            if e.key >= p.key {
                 break;
             }
-            self.swap(i, parent);
+            self.heap[i] = p;
+            self.pos[p.slot as usize] = i as u32;
             i = parent;
         }
+        self.heap[i] = e;
+        self.pos[e.slot as usize] = i as u32;
     }
 
+    /// Moves the entry at `i` down to its place.
+    #[inline]
     fn sift_down(&mut self, mut i: usize) {
+        let e = self.heap[i];
         let n = self.heap.len();
         loop {
-            let (l, r) = (2 * i + 1, 2 * i + 2);
-            let mut m = i;
-            if l < n && self.less(l, m) {
-                m = l;
-            }
-            if r < n && self.less(r, m) {
-                m = r;
-            }
-            if m == i {
+            let first = ARITY * i + 1;
+            if first >= n {
                 break;
             }
-            self.swap(i, m);
+            let mut m = first;
+            for c in first + 1..(first + ARITY).min(n) {
+                if self.heap[c].key < self.heap[m].key {
+                    m = c;
+                }
+            }
+            let child = self.heap[m];
+            if child.key >= e.key {
+                break;
+            }
+            self.heap[i] = child;
+            self.pos[child.slot as usize] = i as u32;
             i = m;
         }
+        self.heap[i] = e;
+        self.pos[e.slot as usize] = i as u32;
     }
 
-    /// Raises the slot limit to `slot_limit` (no-op if not larger).
+    /// Raises the slot limit (allocates).
     pub(crate) fn grow(&mut self, slot_limit: usize) {
         if slot_limit > self.pos.len() {
             self.heap.reserve_exact(slot_limit - self.heap.len());
             self.pos.resize(slot_limit, NIL);
-            self.keys.resize(slot_limit, K::default());
         }
     }
 
-    /// Heap bytes of the three arrays.
+    /// Heap bytes: entries and positions.
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.heap.capacity() * 4
-            + self.pos.capacity() * 4
-            + self.keys.capacity() * std::mem::size_of::<K>()
+        self.heap.capacity() * std::mem::size_of::<Entry<K>>() + self.pos.capacity() * 4
     }
 }
 

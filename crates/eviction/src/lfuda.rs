@@ -15,7 +15,7 @@
 //! above it. The published definition is kept here.
 //!
 //! Not O(1): a hit moves a line to a priority anywhere in the order, so slots sit in an
-//! indexed binary heap keyed by (priority, time the priority was set): hit, insert and evict
+//! indexed 4-ary heap keyed by (priority, time the priority was set): hit, insert and evict
 //! are `O(log n)` and allocation-free. A pinned top is passed over by a scan of the heap for
 //! the smallest unpinned key (`O(n)`, only while the top line is under write-back); `L` then
 //! becomes the victim's priority. [`Eviction::insert_cold`] enters with priority `L` and a
@@ -129,6 +129,12 @@ impl Eviction for Lfuda {
 
     fn memory_bytes(&self) -> usize {
         self.heap.memory_bytes() + self.count.capacity() * 4
+    }
+
+    #[inline]
+    fn prefetch(&self, slot: Slot) {
+        self.heap.prefetch(slot);
+        tiercache_core::hint::prefetch(self.count.as_ptr().wrapping_add(slot as usize));
     }
 
     fn grow_slots(&mut self, slot_limit: usize) {

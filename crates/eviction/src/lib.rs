@@ -18,16 +18,18 @@
 //! | SLRU | [`Slru`] | links, segment byte: 9 B |
 //! | 2Q | [`TwoQ`] | links, queue byte, key; ghost A1out (0.5 c keys): 33 B |
 //! | LFU | [`Lfu`] | links, bucket index; bucket pool (count, first, last: 16 B per slot): 28 B |
-//! | LFUDA | [`Lfuda`] | heap entry and position, (priority, time) key, count: 28 B |
-//! | LRU-K (K = 2) | [`LruK`] | heap entry and position, rank key, last access time: 24 B |
+//! | LFUDA | [`Lfuda`] | heap entry ((priority, time) key and slot, 24 B), position, count: 32 B |
+//! | LRU-K (K = 2) | [`LruK`] | heap entry (rank key and slot, 16 B), position, last access time: 28 B |
 //! | LIRS | [`Lirs`] | stack and queue links, state byte, key; non-resident pool (≤ c keys): 57 B |
+//! | LHD | [`Lhd`] | dense resident entry (last access, key, slot, two hit ages, explorer: 32 B) and position: 36 B; 3.84 MB of per-class age statistics |
 //!
 //! Every list is an intrusive doubly-linked list over `u32` arrays indexed by slot; ghost keys
 //! live in a fixed pool with an open-addressing index. All memory is allocated by [`build`]
 //! (or by [`Eviction::grow_slots`], which raises the slot limit):
 //! `hit`, `insert`, `evict` and `remove` are O(1) (eviction scans only past pinned slots or, for
 //! the CLOCK-like policies, past referenced ones) and never allocate, except in LFUDA and LRU-K,
-//! whose order a hit can change anywhere: they keep an indexed binary heap, `O(log n)`.
+//! whose order a hit can change anywhere: they keep an indexed 4-ary heap, `O(log n)`, and LHD,
+//! whose eviction ranks a fixed number of sampled lines.
 //! (Bytes per slot as `memory_bytes` reports them, `tests/memory.rs`, for the policies compared
 //! against in research; ghosts counted at a full cache.)
 //!
@@ -81,6 +83,7 @@ mod wtinylfu;
 mod heap;
 mod lfu;
 mod lfuda;
+mod lhd;
 mod lirs;
 mod lruk;
 mod slru;
@@ -101,6 +104,7 @@ pub use wtinylfu::WTinyLfu;
 // Policies researchers compare against (issue 35).
 pub use lfu::Lfu;
 pub use lfuda::Lfuda;
+pub use lhd::Lhd;
 pub use lirs::Lirs;
 pub use lruk::LruK;
 pub use slru::Slru;
@@ -264,6 +268,8 @@ pub enum EvictionKind {
     LruK,
     /// LIRS (low inter-reference recency set).
     Lirs,
+    /// LHD: least hit density (Beckmann et al.), learned from hit and eviction ages.
+    Lhd,
     /// Belady's MIN (evict the line used furthest in the future): offline, it needs every
     /// line's next use, so only a whole-trace replay runs it (`sim` in hit-ratio mode, crate
     /// `tiercache-optimal`); it is not in [`EvictionKind::ALL`] and [`build`] refuses it.
@@ -272,7 +278,7 @@ pub enum EvictionKind {
 
 impl EvictionKind {
     /// Every policy, in documentation order.
-    pub const ALL: [EvictionKind; 17] = [
+    pub const ALL: [EvictionKind; 18] = [
         EvictionKind::Lru,
         EvictionKind::Mru,
         EvictionKind::Fifo,
@@ -291,6 +297,7 @@ impl EvictionKind {
         EvictionKind::Lfuda,
         EvictionKind::LruK,
         EvictionKind::Lirs,
+        EvictionKind::Lhd,
     ];
 
     /// Name as written in configs (the serde name), e.g. `"s3-fifo"`.
@@ -314,6 +321,7 @@ impl EvictionKind {
             EvictionKind::Lfuda => "lfuda",
             EvictionKind::LruK => "lru-k",
             EvictionKind::Lirs => "lirs",
+            EvictionKind::Lhd => "lhd",
             EvictionKind::Belady => "belady",
         }
     }
@@ -328,7 +336,7 @@ impl fmt::Display for EvictionKind {
 /// A policy name that is not one of [`EvictionKind::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown eviction policy {0:?} (expected one of lru, mru, fifo, clock, arc, s3-fifo, sieve, car, clock-pro, w-tinylfu, lecar, slru, 2q, lfu, lfuda, lru-k, lirs, or belady offline)"
+    "unknown eviction policy {0:?} (expected one of lru, mru, fifo, clock, arc, s3-fifo, sieve, car, clock-pro, w-tinylfu, lecar, slru, 2q, lfu, lfuda, lru-k, lirs, lhd, or belady offline)"
 )]
 pub struct UnknownEviction(pub String);
 
@@ -387,6 +395,7 @@ pub fn build(kind: EvictionKind, capacity: usize, slot_limit: usize) -> Box<dyn 
         EvictionKind::Lfuda => Box::new(Lfuda::new(slot_limit)),
         EvictionKind::LruK => Box::new(LruK::new(slot_limit)),
         EvictionKind::Lirs => return Box::new(Lirs::new(capacity, slot_limit)),
+        EvictionKind::Lhd => return Box::new(Lhd::new(capacity, slot_limit)),
         EvictionKind::Belady => {
             panic!("belady needs the future: it runs only in an offline replay (tiercache-optimal)")
         }

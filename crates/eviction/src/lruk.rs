@@ -9,7 +9,7 @@
 //! while a line is resident.
 //!
 //! Not O(1): a hit can move a line anywhere in the order (its new rank is its *previous*
-//! access time), so slots sit in an indexed binary heap keyed by
+//! access time), so slots sit in an indexed 4-ary heap keyed by
 //! (two accesses or more, the time that ranks it): hit, insert and evict are `O(log n)` and
 //! allocation-free. A pinned top is passed over by a scan of the heap for the smallest
 //! unpinned key (`O(n)`, only while the top line is under write-back).
@@ -117,6 +117,12 @@ impl Eviction for LruK {
 
     fn memory_bytes(&self) -> usize {
         self.heap.memory_bytes() + self.last.capacity() * 8
+    }
+
+    #[inline]
+    fn prefetch(&self, slot: Slot) {
+        self.heap.prefetch(slot);
+        tiercache_core::hint::prefetch(self.last.as_ptr().wrapping_add(slot as usize));
     }
 
     fn grow_slots(&mut self, slot_limit: usize) {

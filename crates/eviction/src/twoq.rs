@@ -144,9 +144,11 @@ impl Eviction for TwoQ {
             .or_else(|| self.take(1 - first, pinned))
     }
 
+    /// A hit reads the slot's queue byte and, in `Am`, moves its links: both are loaded.
     #[inline]
     fn prefetch(&self, slot: Slot) {
         self.lists.prefetch(slot);
+        tiercache_core::hint::prefetch(self.in_am.as_ptr().wrapping_add(slot as usize));
     }
 
     #[inline]
@@ -162,7 +164,19 @@ impl Eviction for TwoQ {
             AM
         };
         let v = self.lists.back(list)?;
-        Some((v, self.lists.newer(v)))
+        let then = self.lists.newer(v);
+        // The next victim's key, and for `A1in` the `A1out` bucket the victim's key goes to
+        // and, `A1out` full, the key its end drops.
+        if let Some(t) = then {
+            tiercache_core::hint::prefetch(self.keys.as_ptr().wrapping_add(t as usize));
+        }
+        if list == A1IN {
+            self.a1out.prefetch(LineKey(self.keys[v as usize]));
+            if self.a1out.total_len() >= (self.capacity as f64 * A1OUT_RATIO) as usize {
+                self.a1out.prefetch_oldest(0);
+            }
+        }
+        Some((v, then))
     }
 
     fn len(&self) -> usize {

@@ -36,16 +36,30 @@ fn memory_per_slot_is_small_and_reported() {
             EvictionKind::TwoQ => 34.1,
             // Links 8, bucket index 4, one pool bucket 16.
             EvictionKind::Lfu => 28.1,
-            // Heap entry 4, position 4, (priority, time) key 16, count 4.
-            EvictionKind::Lfuda => 28.1,
-            // Heap entry 4, position 4, rank key 8, last access 8.
-            EvictionKind::LruK => 24.1,
+            // Heap entry ((priority, time) key 16 and slot 4, padded to 24), position 4,
+            // count 4.
+            EvictionKind::Lfuda => 32.1,
+            // Heap entry (rank key 8 and slot 4, padded to 16), position 4, last access 8.
+            EvictionKind::LruK => 28.1,
             // Stack links over slots and entries 16, queue links 8, state 1, key 8, and per
             // non-resident entry key 8, links 8, index 8.
             EvictionKind::Lirs => 57.1,
+            // Resident entry 32 (last access 8, key 8, slot 4, two hit ages 4, explorer flag,
+            // padding) and position 4, plus a fixed 3.84 MB of class statistics (16 classes ×
+            // 20 000 ages × 3 `f32`), whatever the size: 38.4 more per slot at 100 000 slots.
+            EvictionKind::Lhd => 36.1 + 3_840_000.0 / slots as f64,
             EvictionKind::Belady => unreachable!("offline, not in ALL"),
         };
         assert!(per_slot >= 8.0, "{kind} reports {per_slot} bytes per slot");
         assert!(per_slot <= bound, "{kind} uses {per_slot} bytes per slot");
     }
+}
+
+/// LHD's class statistics are fixed (libCacheSim's 16 classes × 20 000 ages); what grows with
+/// the cache is 36 bytes per line.
+#[test]
+fn lhd_memory_is_fixed_statistics_and_36_bytes_per_line() {
+    let at = |slots: usize| build(EvictionKind::Lhd, slots, slots).memory_bytes();
+    assert_eq!(at(200_000) - at(100_000), 100_000 * 36);
+    assert_eq!(at(0), 3_840_000);
 }

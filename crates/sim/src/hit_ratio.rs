@@ -9,7 +9,7 @@ use tiercache_core::{Arrival, Op, Request, RequestSource};
 use tiercache_eviction::{ArcPolicy, Clock, EvictionKind, Fifo, Lru, Mru, S3Fifo, Sieve};
 use tiercache_eviction::{Car, ClockPro, LeCaR, WTinyLfu};
 // Policies researchers compare against (issue 35).
-use tiercache_eviction::{Lfu, Lfuda, Lirs, LruK, Slru, TwoQ};
+use tiercache_eviction::{Lfu, Lfuda, Lhd, Lirs, LruK, Slru, TwoQ};
 use tiercache_metrics::RunMetrics;
 use tiercache_policy::{Cache, CacheConfig, PolicyCore, PromotionConfig};
 
@@ -424,6 +424,12 @@ pub fn hit_ratio_batched(
         }
         EvictionKind::Lirs => run_batched(
             LineSim::new(Lirs::new(lines, lines), cap, geo),
+            source,
+            run,
+            meta,
+        ),
+        EvictionKind::Lhd => run_batched(
+            LineSim::new(Lhd::new(lines, lines), cap, geo),
             source,
             run,
             meta,

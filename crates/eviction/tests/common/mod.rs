@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod compared_models;
+pub mod learned_models;
 pub mod models;
 pub mod newer_models;
 

@@ -59,6 +59,7 @@ pub fn model(kind: EvictionKind, capacity: usize) -> Box<dyn Model> {
         EvictionKind::Lfuda => Box::new(super::compared_models::LfudaModel::default()),
         EvictionKind::LruK => Box::new(super::compared_models::LruKModel::default()),
         EvictionKind::Lirs => Box::new(super::compared_models::LirsModel::new(capacity)),
+        EvictionKind::Lhd => Box::new(super::learned_models::LhdModel::new(capacity)),
         // Offline (tiercache-optimal has its own exhaustive-search tests); never in `ALL`.
         EvictionKind::Belady => unreachable!("belady is not an online policy"),
     }

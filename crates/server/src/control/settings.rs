@@ -1,7 +1,8 @@
 //! `tiercache set`: settings in `--set`'s spelling applied to a running server. `cache.*` keys
 //! go through the config language (the policies in force as a document, the settings applied,
 //! the result read back as a cache config), so values, units and errors are the config's; of
-//! them only the policies that are no part of the cache device's layout may change. Export
+//! them only the policies that are no part of the cache device's layout may change (write
+//! policy, cleaning, promotion, admission, balancing: [`LIVE_CACHE_KEYS`]). Export
 //! keys (`exports.NAME.write_policy`, `exports.NAME.partition`) act on one export.
 //! `degraded=on|off` is the operator's switch for degraded mode (docs/design.md §11): `on`
 //! takes a failing cache device out of service, `off` returns a fixed one to it.
@@ -13,7 +14,13 @@ use tiercache_policy::{CacheConfig, TenancyModeKind, WritePolicy};
 use super::listener::ControlSource;
 
 /// The `cache.*` fields a running cache can change.
-pub const LIVE_CACHE_KEYS: [&str; 4] = ["write_policy", "cleaning", "promotion", "balancing"];
+pub const LIVE_CACHE_KEYS: [&str; 5] = [
+    "write_policy",
+    "cleaning",
+    "promotion",
+    "admission",
+    "balancing",
+];
 
 /// What a list of settings asks for, once parsed and checked.
 #[derive(Debug, Default)]
@@ -156,7 +163,7 @@ fn cache_config(now: &CacheConfig, settings: &[String]) -> Result<CacheConfig> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tiercache_policy::CleaningConfig;
+    use tiercache_policy::{AdmissionConfig, CleaningConfig};
 
     #[test]
     fn cache_settings_take_the_config_spelling_and_refuse_the_layout() {
@@ -174,6 +181,35 @@ mod tests {
             next.cleaning,
             CleaningConfig::Threshold { high, low, .. } if high == 0.5 && low == 0.25
         ));
+        // Admission is no part of the layout: it changes live, in the config's spelling.
+        let next = cache_config(
+            &now,
+            &[r#"cache.admission={policy="tinylfu",sketch_ratio=2.0}"#.into()],
+        )
+        .unwrap();
+        assert_eq!(
+            next.admission,
+            AdmissionConfig::Tinylfu { sketch_ratio: 2.0 }
+        );
+        let back = cache_config(&next, &[r#"cache.admission={policy="all"}"#.into()]).unwrap();
+        assert_eq!(back.admission, AdmissionConfig::All);
+        let next = cache_config(
+            &now,
+            &[r#"cache.admission={policy="probabilistic",probability=0.25,seed=7}"#.into()],
+        )
+        .unwrap();
+        assert_eq!(
+            next.admission,
+            AdmissionConfig::Probabilistic {
+                probability: 0.25,
+                seed: 7
+            }
+        );
+        let e = format!(
+            "{:#}",
+            cache_config(&now, &[r#"cache.admission={policy="sometimes"}"#.into()]).unwrap_err()
+        );
+        assert!(e.contains("admission"), "{e}");
         let e = cache_config(&now, &["cache.line_size=8KiB".into()])
             .unwrap_err()
             .to_string();

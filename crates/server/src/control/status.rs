@@ -77,6 +77,8 @@ pub struct PolicyStatus {
     pub cleaning: serde_json::Value,
     /// `cache.promotion` in force.
     pub promotion: serde_json::Value,
+    /// `cache.admission` in force.
+    pub admission: serde_json::Value,
     /// `cache.balancing` in force.
     pub balancing: serde_json::Value,
     /// `cache.tenancy.mode`.
@@ -149,6 +151,7 @@ pub(super) fn status(src: &ControlSource) -> Status {
             eviction: config_name(&policies.eviction),
             cleaning: json(&policies.cleaning),
             promotion: json(&policies.promotion),
+            admission: json(&policies.admission),
             balancing: json(&policies.balancing),
             tenancy: config_name(&policies.tenancy.mode),
             shards: policies.shards,
