@@ -13,7 +13,9 @@
 //! §13): `seq u64, volume u16, flags u8, 0u8, index u48, valid u16, dirty u16, crc u32`, zero
 //! padded to 32 bytes. Format 1 (wider lines, and devices formatted by earlier builds):
 //! `seq u64, volume u32, flags u32, index u64, valid u64, dirty u64, crc u32`, zero padded to
-//! 64 bytes. Little endian; bit 0 of flags: the slot holds a line. An update
+//! 64 bytes. Formats 3 and 4 are formats 2 and 1 whose CRC also covers the slot's number
+//! (a record is valid only where it was written); new devices use them. Little endian; bit 0
+//! of flags: the slot holds a line. An update
 //! of a slot writes the copy *not* holding its newest record, with a larger sequence number:
 //! a write torn by power loss damages only that copy, whose CRC then fails, and recovery keeps
 //! the other — the previous state. A record whose CRC fails is counted and never trusted; an

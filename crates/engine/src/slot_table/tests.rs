@@ -520,7 +520,10 @@ fn both_record_formats_round_trip() {
     ];
     for version in [1, 2, 3, 4] {
         let layout = Layout::with_version(version, 4, 4096);
-        assert_eq!(layout.slot_bytes(), if is_compact(version) { 64 } else { 128 });
+        assert_eq!(
+            layout.slot_bytes(),
+            if is_compact(version) { 64 } else { 128 }
+        );
         for (i, r) in recs.iter().enumerate() {
             let b = encode(version, 9, 5 + i as u64, r);
             let n = layout.record_bytes() as usize;
