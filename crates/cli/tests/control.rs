@@ -244,11 +244,20 @@ fn status_set_flush_and_detach_drive_a_running_server_and_lose_nothing() {
         after <= dirty,
         "dirty lines grew from {dirty} to {after} under write-through"
     );
-    // Back to write-back: phase B makes lines dirty; flush --live drains them while serving.
+    // Back to write-back and to admitting every line (the Bloom filter would turn phase B's
+    // first writes of a line away): phase B makes lines dirty; flush --live drains them while
+    // serving.
     ok(
-        &tiercache(&["set", "--config", c, "cache.write_policy=write-back"]),
+        &tiercache(&[
+            "set",
+            "--config",
+            c,
+            "cache.write_policy=write-back",
+            r#"cache.admission={policy="all"}"#,
+        ]),
         "set write-back",
     );
+    assert_eq!(status(&cfg)["policy"]["admission"]["policy"], "all");
     let o = fio(
         dir.path(),
         None,

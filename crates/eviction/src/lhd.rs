@@ -262,17 +262,6 @@ impl Lhd {
         } else {
             EARLY_CANDIDATES
         };
-        let mut victim: Option<(usize, f32)> = None;
-        let consider = |this: &Self, index: usize, victim: &mut Option<(usize, f32)>| {
-            let tag = &this.tags[index];
-            if pinned(tag.slot) {
-                return;
-            }
-            let rank = this.hit_density(tag);
-            if victim.is_none_or(|(_, best)| rank < best) {
-                *victim = Some((index, rank));
-            }
-        };
         // Draw every sampled index first and start loading their entries, so the cache misses
         // overlap; they are then ranked in the order drawn (the same victim as one by one).
         let mut sampled = [0usize; ASSOCIATIVITY];
@@ -280,8 +269,15 @@ impl Lhd {
             *index = (self.next_rand() % n as u64) as usize;
             tiercache_core::hint::prefetch(self.tags.as_ptr().wrapping_add(*index));
         }
+        // Candidates with their ranks, in the order considered; `pinned` is asked only of the
+        // best, then the next best (the policy holds dirty lines out of the order, so most
+        // evictions ask once, docs/design.md §4.4), and the victim is the same as skipping
+        // pinned candidates while ranking.
+        let mut ranked = [(0usize, 0f32); ASSOCIATIVITY + ADMISSIONS];
+        let mut m = 0;
         for &index in &sampled[..candidates] {
-            consider(self, index, &mut victim);
+            ranked[m] = (index, self.hit_density(&self.tags[index]));
+            m += 1;
         }
         for i in 0..ADMISSIONS {
             let (slot, key) = self.recently_admitted[i];
@@ -290,13 +286,38 @@ impl Lhd {
             }
             let index = self.pos[slot as usize];
             if index != NIL && self.tags[index as usize].key == key {
-                consider(self, index as usize, &mut victim);
+                let index = index as usize;
+                ranked[m] = (index, self.hit_density(&self.tags[index]));
+                m += 1;
             }
         }
-        if victim.is_none() {
-            // Every candidate was pinned: the lowest unpinned resident, if any.
-            for index in 0..n {
-                consider(self, index, &mut victim);
+        let mut excluded = [false; ASSOCIATIVITY + ADMISSIONS];
+        loop {
+            let mut best: Option<usize> = None;
+            for j in 0..m {
+                if !excluded[j] && best.is_none_or(|b| ranked[j].1 < ranked[b].1) {
+                    best = Some(j);
+                }
+            }
+            let Some(j) = best else { break };
+            let (index, rank) = ranked[j];
+            if !pinned(self.tags[index].slot) {
+                return Some((index, rank));
+            }
+            for k in 0..m {
+                excluded[k] |= ranked[k].0 == index;
+            }
+        }
+        // Every candidate was pinned: the lowest unpinned resident, if any.
+        let mut victim: Option<(usize, f32)> = None;
+        for index in 0..n {
+            let tag = &self.tags[index];
+            if pinned(tag.slot) {
+                continue;
+            }
+            let rank = self.hit_density(tag);
+            if victim.is_none_or(|(_, best)| rank < best) {
+                victim = Some((index, rank));
             }
         }
         victim

@@ -30,6 +30,11 @@ const WAYS: usize = 4;
 const MAX_KICKS: usize = 128;
 /// Tables of fewer entries spill into their own empty entries (see the module doc).
 const SMALL: usize = 256;
+/// Overflow entries a table has room for from the start: a spill (rare) then allocates
+/// nothing on the request path, and the table's memory stays what it was at build, so a run's
+/// `metadata_bytes` does not depend on which keys happened to spill (the hit-ratio fast path
+/// reports the memory of the cache it was given, before the run).
+const OVERFLOW_RESERVED: usize = 64;
 /// Tables whose slot numbers fit this many bits keep 32-bit entries (fingerprints of at
 /// least 6 bits: a lookup that misses compares eight of them, so about one miss in eight
 /// reads a line entry for nothing).
@@ -229,7 +234,7 @@ impl<W: Word> Table<W> {
             first,
             len: 0,
             small,
-            overflow: Vec::new(),
+            overflow: Vec::with_capacity(OVERFLOW_RESERVED),
             slot_bits,
         }
     }
