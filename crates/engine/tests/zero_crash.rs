@@ -7,16 +7,18 @@
 //! read back a value it may legally hold: as of the last completed FLUSH, a FUA write or zero
 //! completed since, or any write or zero issued after that (a zero is "write 0").
 
+mod common;
+
+use common::{check_every_crash_point, config, sector_bytes, Event, Kind};
+use common::{LINE, SECTOR, VOLUME};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use std::collections::HashSet;
 use std::io;
 use std::sync::Arc;
-use tiercache_blockdev::{BlockDevice, MemDevice};
+use tiercache_blockdev::BlockDevice;
 use tiercache_engine::device::{CrashDevice, CrashLog};
 use tiercache_engine::slot_table::Layout;
 use tiercache_engine::{Engine, EngineConfig};
-use tiercache_policy::{CacheConfig, CleaningConfig, PromotionConfig, WritePolicy};
 
 /// A crash-logging device that says it zeroes fast (its zeroes are logged writes).
 struct FastZeroes(CrashDevice);
@@ -37,52 +39,6 @@ impl BlockDevice for FastZeroes {
     fn fast_zeroes(&self) -> bool {
         true
     }
-}
-
-const SECTOR: usize = 512;
-const VOLUME: usize = 256 << 10;
-const LINE: u64 = 4096;
-
-fn config() -> CacheConfig {
-    CacheConfig {
-        capacity: 12 * LINE,
-        line_size: LINE,
-        write_policy: WritePolicy::WriteBack,
-        promotion: PromotionConfig::Always,
-        cleaning: CleaningConfig::None,
-        shards: 16,
-        ..CacheConfig::default()
-    }
-}
-
-/// A sector's content names the write that produced it (0 = never written).
-fn sector_bytes(id: u32) -> [u8; SECTOR] {
-    let mut b = [0u8; SECTOR];
-    for c in b.chunks_mut(4) {
-        c.copy_from_slice(&id.to_le_bytes());
-    }
-    b
-}
-
-fn sector_id(b: &[u8]) -> Option<u32> {
-    let id = u32::from_le_bytes(b[0..4].try_into().unwrap());
-    b.chunks(4).all(|c| c == id.to_le_bytes()).then_some(id)
-}
-
-struct Event {
-    /// Log length when the operation returned.
-    done_at: usize,
-    kind: Kind,
-}
-
-enum Kind {
-    Write {
-        id: u32,
-        first: usize,
-        sectors: usize,
-        fua: bool,
-    },
-    Flush,
 }
 
 #[test]
@@ -170,88 +126,6 @@ fn every_crash_point_recovers_durable_data_with_zeroes() {
         // all happen before this point.
         std::mem::forget(engine);
     }
-    let crash_points = log.writes_of(0);
-    assert!(
-        crash_points.len() > 100,
-        "scenario too small: {}",
-        crash_points.len()
-    );
-    let mut checked = 0;
-    for &crash_at in &crash_points {
-        for lose_unsynced in [false, true] {
-            // What each sector may hold: its value at the last FLUSH completed before the
-            // crash (or a FUA write completed after it), or any write issued after that.
-            let mut stable = vec![0u32; VOLUME / SECTOR];
-            let mut maybe: Vec<HashSet<u32>> = vec![HashSet::new(); VOLUME / SECTOR];
-            // The newest write since the last completed FLUSH, per sector (a FUA write that
-            // covers only part of an earlier one leaves the rest of it pending).
-            let mut pending: Vec<Option<u32>> = vec![None; VOLUME / SECTOR];
-            for e in &events {
-                let completed = e.done_at <= crash_at;
-                match e.kind {
-                    Kind::Flush if completed => {
-                        for (s, p) in pending.iter_mut().enumerate() {
-                            if let Some(id) = p.take() {
-                                stable[s] = id;
-                            }
-                        }
-                        maybe.iter_mut().for_each(|m| m.clear());
-                    }
-                    Kind::Flush => {}
-                    Kind::Write {
-                        id,
-                        first,
-                        sectors,
-                        fua,
-                    } => {
-                        for s in first..first + sectors {
-                            if completed && fua {
-                                stable[s] = id;
-                                maybe[s].clear();
-                                pending[s] = None;
-                            } else {
-                                pending[s] = Some(id);
-                                maybe[s].insert(id);
-                            }
-                        }
-                    }
-                }
-            }
-            let cache = log.image(0, &cache0, crash_at, lose_unsynced);
-            let backend = log.image(1, &backend0, crash_at, lose_unsynced);
-            let backend_dev = Arc::new(MemDevice::from_bytes(backend));
-            let engine = Engine::with_devices(
-                &cfg,
-                &EngineConfig::default(),
-                Arc::new(MemDevice::from_bytes(cache)),
-                backend_dev.clone(),
-            )
-            .unwrap_or_else(|e| panic!("crash at {crash_at}: recovery failed: {e}"));
-            let mut vol = vec![0u8; VOLUME];
-            engine.read(&mut vol, 0).unwrap();
-            engine.audit();
-            let check = |img: &[u8], what: &str| {
-                for s in 0..VOLUME / SECTOR {
-                    let got = sector_id(&img[s * SECTOR..(s + 1) * SECTOR]);
-                    let ok = got.is_some_and(|g| g == stable[s] || maybe[s].contains(&g));
-                    assert!(
-                        ok,
-                        "crash at event {crash_at} (lose unsynced: {lose_unsynced}), {what}: sector {s} holds {got:?}, durable {}, possible {:?}",
-                        stable[s], maybe[s]
-                    );
-                }
-            };
-            check(&vol, "read after recovery");
-            // Recovered dirty lines drain to the backend, which then holds the same.
-            engine.flush_all().unwrap();
-            engine.shutdown().unwrap();
-            check(&backend_dev.snapshot(), "backend after detach");
-            checked += 1;
-        }
-    }
-    eprintln!(
-        "{checked} crash images recovered and checked over {} cache-device writes",
-        crash_points.len()
-    );
+    let checked = check_every_crash_point(&cfg, &log, &cache0, &backend0, &events);
     assert!(checked > 300);
 }
