@@ -247,6 +247,11 @@ pub struct EngineStats {
     pub in_flight: u64,
     /// Backend operations in flight now (the backend's queue depth, as the cleaner sees it).
     pub backend_in_flight: u64,
+    /// Write-back work not finished now: the flusher's jobs issued and not yet done (their
+    /// lines count as clean but are not on the backend yet, nor in `flushed_lines`) and reads'
+    /// plans finishing in the background. Zero with no client and no cleaner means `dirty_lines`
+    /// and `flushed_lines` hold still: what is dirty is exactly what a full flush writes back.
+    pub write_backs_in_flight: u64,
     /// What start-up recovery found.
     pub recovery: RecoveryReport,
     /// Why the engine stopped serving, if it did: a policy core's lock was poisoned,

@@ -188,11 +188,12 @@ fn a_full_cache_device_degrades_and_every_write_succeeds() {
         log.contains("errno 28") && log.contains("DEGRADED"),
         "{log}"
     );
-    // The figures match: what is dirty now is what a full flush writes back.
-    let dirty = r.engine.stats().dirty_lines;
-    let before = r.engine.stats().flushed_lines;
+    // The figures match: degraded, the flusher writes every dirty line back (the device
+    // still reads); once it has, the dirty count is 0 and a full flush writes nothing more.
+    let drained = settled_stats(&r.engine, |s| s.dirty_lines == 0);
     r.engine.flush_all().unwrap();
-    assert_eq!(r.engine.stats().flushed_lines - before, dirty);
+    assert_eq!(r.engine.stats().flushed_lines, drained.flushed_lines);
+    assert_eq!(r.engine.stats().dirty_lines, 0);
     let img = r.backend.snapshot();
     for i in 0..(16 << 20) / chunk {
         assert!(
@@ -242,6 +243,8 @@ fn action_fail_halts_past_the_threshold() {
 #[test]
 fn a_failed_cache_flush_writes_dirty_data_back_and_the_flush_succeeds() {
     let r = rig(WritePolicy::WriteBack, Vec::new(), OnErrorConfig::default());
+    // The write's lines stay dirty until the client's flush (no cleaner behind its back).
+    stop_cleaner(&r, WritePolicy::WriteBack, DirtyFullPolicy::Bypass);
     // From now on (start-up syncs the device too).
     r.cache
         .set_rules(vec![FaultRule::new(FaultOp::Flush, FaultKind::Eio)]);
@@ -286,6 +289,8 @@ fn an_unreadable_dirty_victim_stays_in_its_slot_and_the_write_goes_past_the_cach
         image.clone(),
         image,
     );
+    // Dirty data leaves by evictions and the final flush only, so the counts below are exact.
+    stop_cleaner(&r, WritePolicy::WriteBack, DirtyFullPolicy::EvictThenWrite);
     let lines = CAPACITY / LINE;
     let old = |i: u64| vec![(i % 250) as u8 + 1; LINE as usize];
     // Twice the cache: the first half is written back by evictions, the second is dirty.
@@ -323,10 +328,12 @@ fn an_unreadable_dirty_victim_stays_in_its_slot_and_the_write_goes_past_the_cach
         let want = if i < 2 * lines { old(i) } else { new(i) };
         assert!(b == want, "line {i} reads back");
     }
-    let dirty = r.engine.stats().dirty_lines;
-    let flushed = r.engine.stats().flushed_lines;
+    let quiet = settled_stats(&r.engine, |_| true);
     r.engine.flush_all().unwrap();
-    assert_eq!(r.engine.stats().flushed_lines - flushed, dirty);
+    assert_eq!(
+        r.engine.stats().flushed_lines - quiet.flushed_lines,
+        quiet.dirty_lines
+    );
     let img = r.backend.snapshot();
     for i in 0..3 * lines {
         let at = (i * LINE) as usize;
@@ -348,6 +355,8 @@ fn an_unreadable_dirty_victim_stays_in_its_slot_and_the_write_goes_past_the_cach
 #[test]
 fn a_restart_after_pass_through_recovers_no_stale_clean_line() {
     let r = rig(WritePolicy::WriteBack, Vec::new(), OnErrorConfig::default());
+    // Line 5 stays dirty until the kill (no cleaner behind the test's back).
+    stop_cleaner(&r, WritePolicy::WriteBack, DirtyFullPolicy::Bypass);
     let line = |v: u8| vec![v; LINE as usize];
     // Line 0 clean in the cache (written back), line 5 dirty.
     r.engine.write(&line(1), 0, false).unwrap();
@@ -421,6 +430,8 @@ struct Outcome {
     client_errors: u64,
     /// Reads that failed although the model says the cache held no dirty copy: must be 0.
     unexplained_errors: u64,
+    /// The first of them: the op and the error.
+    first_unexplained: Option<String>,
     lost_writes: u64,
     to_degraded_ms: Option<f64>,
     /// Dirty victims put back in their slots (evict-then-write).
@@ -488,6 +499,7 @@ fn sweep_one(
     let mut acked: Vec<(u64, usize, u8)> = Vec::new();
     let mut buf = vec![0u8; 64 << 10];
     let (mut client_errors, mut unexplained) = (0, 0);
+    let mut first_unexplained = None;
     let ops = 1500;
     for n in 0..ops {
         let len = match rng.gen_range(0..4) {
@@ -521,7 +533,7 @@ fn sweep_one(
                         );
                     }
                 }
-                Err(_) => {
+                Err(e) => {
                     client_errors += 1;
                     // Only where the cache held the only copy: write-back's dirty data, with
                     // its cache reads failing.
@@ -529,6 +541,8 @@ fn sweep_one(
                         && matches!(policy, WritePolicy::WriteBack))
                     {
                         unexplained += 1;
+                        first_unexplained
+                            .get_or_insert_with(|| format!("op {n}: read {len} at {off}: {e}"));
                     }
                 }
             }
@@ -564,9 +578,12 @@ fn sweep_one(
         u.flush_all().unwrap();
     }
     drop(upper);
-    // The figures match: what is dirty now is what a full flush writes back.
-    let dirty = r.engine.stats().dirty_lines;
-    let flushed = r.engine.stats().flushed_lines;
+    // The figures match: what is dirty now is what a full flush writes back. The lazy cleaner
+    // is stopped first and its last jobs let finish, or it would write back lines between the
+    // snapshot and the flush (a race of the check, not of the engine).
+    stop_cleaner(&r, policy, dirty_full);
+    let quiet = settled_stats(&r.engine, |_| true);
+    let (dirty, flushed) = (quiet.dirty_lines, quiet.flushed_lines);
     r.engine.flush_all().unwrap();
     assert_eq!(
         r.engine.stats().flushed_lines - flushed,
@@ -588,10 +605,39 @@ fn sweep_one(
         ops,
         client_errors,
         unexplained_errors: unexplained,
+        first_unexplained,
         lost_writes,
         to_degraded_ms: h.first_error_to_degraded_ns.map(|ns| ns as f64 / 1e6),
         evictions_kept: h.evictions_kept,
     }
+}
+
+/// Stops the rig's background cleaner (its config's cleaning set to none), so that the dirty
+/// lines a test counts are not written back behind its back.
+fn stop_cleaner(r: &Rig, policy: WritePolicy, dirty_full: DirtyFullPolicy) {
+    r.engine
+        .set_policies(&CacheConfig {
+            cleaning: CleaningConfig::None,
+            ..cache_config_with(policy, dirty_full)
+        })
+        .unwrap();
+}
+
+/// The engine's stats once `settled` holds of them and no write-back is in flight (the
+/// cleaner stopped or a degraded engine's drain done, no client). Waits on the condition,
+/// checked each millisecond, for at most a minute.
+fn settled_stats(
+    engine: &Engine,
+    settled: impl Fn(&tiercache_engine::EngineStats) -> bool,
+) -> tiercache_engine::EngineStats {
+    for _ in 0..60_000 {
+        let s = engine.stats();
+        if s.write_backs_in_flight == 0 && settled(&s) {
+            return s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    panic!("the engine's write-backs did not settle within a minute with no client");
 }
 
 /// The fault sweep: each fault kind under each write policy, for one engine, two levels and
@@ -648,7 +694,11 @@ fn fault_sweep_loses_nothing_and_fails_only_lost_only_copies() {
                     o.evictions_kept
                 );
                 let what = format!("{topology:?} {fault:?} {policy:?} {dirty_full:?}");
-                assert_eq!(o.unexplained_errors, 0, "{what}");
+                assert_eq!(
+                    o.unexplained_errors, 0,
+                    "{what}: first {:?}",
+                    o.first_unexplained
+                );
                 assert_eq!(o.lost_writes, 0, "{what}");
                 if !matches!(fault, Fault::Latency) {
                     assert!(o.to_degraded_ms.is_some(), "{what}: degraded");

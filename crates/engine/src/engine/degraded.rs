@@ -14,6 +14,18 @@ use tiercache_policy::WritePolicy;
 #[error("an earlier request on the same cache lines failed")]
 pub(super) struct PredecessorFailed;
 
+/// How many times a request piece is planned past the cache before its error is the
+/// client's: a plan failed by a predecessor is planned again (it then waits only on plans made
+/// before it, which a few retries outlast), and a write once more after the dirty data was
+/// written back.
+const PAST_CACHE_ATTEMPTS: usize = 4;
+
+/// Whether `e` says a plan failed because an earlier one on its lines did.
+fn is_predecessor_failure(e: &io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|inner| inner.is::<PredecessorFailed>())
+}
+
 /// The error of a plan run after a failed predecessor.
 pub(super) fn predecessor_failed() -> io::Error {
     io::Error::other(PredecessorFailed)
@@ -27,9 +39,7 @@ impl<C: EngineCore> Inner<C> {
     /// it), while the engine serves. The ticket does not say why the predecessor failed; a
     /// backend failure alone fails its followers as before.
     pub(super) fn may_serve_past_cache(&self, e: &io::Error) -> bool {
-        let predecessor = e
-            .get_ref()
-            .is_some_and(|inner| inner.is::<PredecessorFailed>());
+        let predecessor = is_predecessor_failure(e);
         let trouble = self.health.cache_trouble() || self.health.evictions_kept() > 0;
         (is_cache_error(e) || (predecessor && trouble)) && self.halted.get().is_none()
     }
@@ -65,18 +75,30 @@ impl<C: EngineCore> Inner<C> {
         let mut out = self
             .run_request_past_cache(k, &req, sub_client(&mut client, off, len), &mut pieces)
             .unwrap_or_else(|| Err(io::Error::other("not planned")));
-        if req.op == Op::Write && out.as_ref().is_err_and(|e| self.may_serve_past_cache(e)) {
-            // A write landing inside dirty sub-blocks without covering them merges into the
-            // cache even in pass-through (only the cache holds the rest of them): write the
-            // dirty data back first (what can be read), then the write goes to the backend.
-            let _ = self.write_back_all();
+        let mut wrote_back = false;
+        for _ in 1..PAST_CACHE_ATTEMPTS {
+            match &out {
+                // A plan in flight before this one (a read's fill finishing in the background,
+                // a flush job) failed on the same lines: this plan ran nothing. Planned again,
+                // it comes after that one and sees what its failure left.
+                Err(e) if is_predecessor_failure(e) && self.halted.get().is_none() => {}
+                // A write landing inside dirty sub-blocks without covering them merges into
+                // the cache even in pass-through (only the cache holds the rest of them):
+                // write the dirty data back first (what can be read), then the write goes to
+                // the backend.
+                Err(e) if req.op == Op::Write && !wrote_back && self.may_serve_past_cache(e) => {
+                    let _ = self.write_back_all();
+                    wrote_back = true;
+                }
+                _ => break,
+            }
             let mut pieces = RequestPieces::new();
             let again = Request {
                 time_ns: self.now_ns(),
                 ..req
             };
             out = self
-                .run_request_past_cache(k, &again, client, &mut pieces)
+                .run_request_past_cache(k, &again, sub_client(&mut client, off, len), &mut pieces)
                 .unwrap_or_else(|| Err(io::Error::other("not planned")));
         }
         match &out {

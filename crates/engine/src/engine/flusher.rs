@@ -335,8 +335,10 @@ impl<C: EngineCore> Inner<C> {
     pub(super) fn stats(&self) -> EngineStats {
         let mut cache = tiercache_policy::CacheStats::default();
         let (mut capacity_lines, mut resident_lines, mut dirty_lines) = (0, 0, 0);
+        let mut write_backs_in_flight = self.deferred_pending.load(Relaxed);
         for sh in &self.shards {
             let core = lock(&sh.core);
+            write_backs_in_flight += u64::from(core.cache.jobs_in_flight());
             cache.merge(&core.cache.stats_snapshot());
             capacity_lines += core.cache.capacity_lines();
             resident_lines += core.cache.resident_lines();
@@ -381,6 +383,7 @@ impl<C: EngineCore> Inner<C> {
             backend_ops: g(&c.backend_ops),
             in_flight: self.in_flight.load(Relaxed),
             backend_in_flight: u64::from(self.backend_load.queued()),
+            write_backs_in_flight,
             recovery: self.recovery.clone(),
             halted: self.halted.get().cloned(),
             health: self.health.stats(),
