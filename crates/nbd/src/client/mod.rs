@@ -274,30 +274,33 @@ fn send_option(s: &mut dyn Socket, opt: u32, data: &[u8]) -> io::Result<()> {
     s.flush()
 }
 
+/// Reads one option reply to `opt`: (type, data).
+fn option_reply(s: &mut dyn Socket, opt: u32) -> Result<(u32, Vec<u8>), ClientError> {
+    let proto = |m: String| ClientError::Protocol(m);
+    if u64::from_be_bytes(rd(s)?) != REPLY_MAGIC {
+        return Err(proto("bad option reply magic".into()));
+    }
+    let got = u32::from_be_bytes(rd(s)?);
+    let typ = u32::from_be_bytes(rd(s)?);
+    let len = u32::from_be_bytes(rd(s)?);
+    if got != opt {
+        return Err(proto(format!("reply to option {got}, asked {opt}")));
+    }
+    if len > MAX_OPTION_LEN {
+        return Err(proto(format!("option reply of {len} bytes")));
+    }
+    let mut data = vec![0u8; len as usize];
+    s.read_exact(&mut data)?;
+    Ok((typ, data))
+}
+
 /// Asks for tiercache's DEMOTE extension for `session`: whether the server took it. Any
 /// refusal (an unknown option to any other server) means no demotes on this connection.
 fn negotiate_demote(s: &mut dyn Socket, session: u64) -> Result<bool, ClientError> {
     use crate::demote::OPT_TIERCACHE_DEMOTE;
     send_option(s, OPT_TIERCACHE_DEMOTE, &session.to_be_bytes())?;
     loop {
-        if u64::from_be_bytes(rd(s)?) != REPLY_MAGIC {
-            return Err(ClientError::Protocol("bad option reply magic".into()));
-        }
-        let opt = u32::from_be_bytes(rd(s)?);
-        let typ = u32::from_be_bytes(rd(s)?);
-        let len = u32::from_be_bytes(rd(s)?);
-        if opt != OPT_TIERCACHE_DEMOTE {
-            return Err(ClientError::Protocol(format!(
-                "reply to option {opt}, asked {OPT_TIERCACHE_DEMOTE}"
-            )));
-        }
-        if len > MAX_OPTION_LEN {
-            return Err(ClientError::Protocol(format!(
-                "option reply of {len} bytes"
-            )));
-        }
-        let mut data = vec![0u8; len as usize];
-        s.read_exact(&mut data)?;
+        let (typ, _) = option_reply(s, OPT_TIERCACHE_DEMOTE)?;
         match typ {
             REP_ACK => return Ok(true),
             t if t & (1 << 31) != 0 => return Ok(false),
@@ -387,26 +390,9 @@ struct Negotiated {
 fn negotiate_extended(s: &mut dyn Socket) -> Result<bool, ClientError> {
     send_option(s, OPT_EXTENDED_HEADERS, &[])?;
     loop {
-        if u64::from_be_bytes(rd(s)?) != REPLY_MAGIC {
-            return Err(ClientError::Protocol("bad option reply magic".into()));
-        }
-        let opt = u32::from_be_bytes(rd(s)?);
-        let typ = u32::from_be_bytes(rd(s)?);
-        let len = u32::from_be_bytes(rd(s)?);
-        if opt != OPT_EXTENDED_HEADERS {
-            return Err(ClientError::Protocol(format!(
-                "reply to option {opt}, asked {OPT_EXTENDED_HEADERS}"
-            )));
-        }
-        if len > MAX_OPTION_LEN {
-            return Err(ClientError::Protocol(format!(
-                "option reply of {len} bytes"
-            )));
-        }
-        let mut data = vec![0u8; len as usize];
-        s.read_exact(&mut data)?;
+        let (typ, data) = option_reply(s, OPT_EXTENDED_HEADERS)?;
         match typ {
-            REP_ACK if len == 0 => return Ok(true),
+            REP_ACK if data.is_empty() => return Ok(true),
             REP_ACK => {
                 return Err(ClientError::Protocol(
                     "EXTENDED_HEADERS acknowledged with data".into(),
@@ -449,20 +435,7 @@ fn options(
     send_option(s, OPT_GO, &go)?;
     let mut info = None;
     loop {
-        if u64::from_be_bytes(rd(s)?) != REPLY_MAGIC {
-            return Err(proto("bad option reply magic".into()));
-        }
-        let opt = u32::from_be_bytes(rd(s)?);
-        let typ = u32::from_be_bytes(rd(s)?);
-        let len = u32::from_be_bytes(rd(s)?);
-        if opt != OPT_GO {
-            return Err(proto(format!("reply to option {opt}, asked {OPT_GO}")));
-        }
-        if len > MAX_OPTION_LEN {
-            return Err(proto(format!("option reply of {len} bytes")));
-        }
-        let mut data = vec![0u8; len as usize];
-        s.read_exact(&mut data)?;
+        let (typ, data) = option_reply(s, OPT_GO)?;
         match typ {
             REP_INFO
                 if data.len() >= 12 && u16::from_be_bytes([data[0], data[1]]) == INFO_EXPORT =>

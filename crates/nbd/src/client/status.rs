@@ -19,26 +19,6 @@ pub struct StatusConnection {
     next_handle: AtomicU64,
 }
 
-/// Reads one option reply to `opt`: (type, data).
-fn option_reply(s: &mut dyn Socket, opt: u32) -> Result<(u32, Vec<u8>), ClientError> {
-    let proto = |m: String| ClientError::Protocol(m);
-    if u64::from_be_bytes(rd(s)?) != REPLY_MAGIC {
-        return Err(proto("bad option reply magic".into()));
-    }
-    let got = u32::from_be_bytes(rd(s)?);
-    let typ = u32::from_be_bytes(rd(s)?);
-    let len = u32::from_be_bytes(rd(s)?);
-    if got != opt {
-        return Err(proto(format!("reply to option {got}, asked {opt}")));
-    }
-    if len > MAX_OPTION_LEN {
-        return Err(proto(format!("option reply of {len} bytes")));
-    }
-    let mut data = vec![0u8; len as usize];
-    s.read_exact(&mut data)?;
-    Ok((typ, data))
-}
-
 impl StatusConnection {
     /// Connects to `uri` (TLS as it says) and negotiates structured replies and
     /// `base:allocation`: `Ok(None)` when the server offers either not (it has no holes to
