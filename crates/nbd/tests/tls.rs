@@ -5,20 +5,21 @@
 
 mod common;
 
+use common::wire::{reply, send_opt};
+use common::{open, serve_exports, wait_for};
+
 use common::pki::Pki;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::io::{self, Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tiercache_blockdev::{BlockDevice, DemoteReply, MemDevice};
 use tiercache_nbd::*;
 
-const IHAVEOPT: u64 = 0x4948_4156_454F_5054;
-const REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
 const OPT_EXPORT_NAME: u32 = 1;
 const OPT_LIST: u32 = 3;
 const OPT_STARTTLS: u32 = 5;
@@ -28,39 +29,6 @@ const REP_SERVER: u32 = 2;
 const ERR_POLICY: u32 = (1 << 31) + 2;
 const ERR_INVALID: u32 = (1 << 31) + 3;
 const ERR_TLS_REQD: u32 = (1 << 31) + 5;
-
-struct Served {
-    sock: PathBuf,
-    stats: Arc<ServerStats>,
-    stop: Shutdown,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        self.stop.trigger();
-    }
-}
-
-fn serve(exports: Exports, tls: Option<ServerTls>) -> Served {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("nbd.sock");
-    let l = UnixListener::bind(&sock).unwrap();
-    let stats = Arc::new(ServerStats::default());
-    let stop = Shutdown::new();
-    let cfg = ServerConfig {
-        tls: tls.map(Arc::new),
-        ..ServerConfig::default()
-    };
-    let (st, sd) = (stats.clone(), stop.clone());
-    std::thread::spawn(move || serve_unix_exports(l, Arc::new(exports), cfg, st, sd));
-    Served {
-        sock,
-        stats,
-        stop,
-        _dir: dir,
-    }
-}
 
 fn single(size: usize) -> Exports {
     Exports::single("", Arc::new(MemDevice::new(size)))
@@ -82,20 +50,6 @@ fn plain(sock: &Path, export: &str) -> NbdUri {
         .unwrap()
 }
 
-fn open(uri: &NbdUri) -> Result<Connection, ClientError> {
-    Connection::open(uri, Duration::from_secs(5))
-}
-
-/// Waits (bounded) for a server counter the server thread bumps after the client saw the
-/// outcome.
-fn wait_for(counter: &AtomicU64, at_least: u64) -> u64 {
-    let until = Instant::now() + Duration::from_secs(10);
-    while counter.load(Relaxed) < at_least && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    counter.load(Relaxed)
-}
-
 const T: Duration = Duration::from_secs(10);
 
 #[test]
@@ -103,7 +57,7 @@ fn data_round_trips_over_tls_from_many_threads() {
     let pki = Pki::new("tiercache test CA");
     let sdir = pki.server_dir("server", false);
     let cdir = pki.client_dir("client", None);
-    let s = serve(
+    let s = serve_exports(
         single(8 << 20),
         Some(pki.server_tls(&sdir, TlsMode::Require, false, None)),
     );
@@ -153,30 +107,6 @@ fn greet(s: &mut UnixStream) -> u16 {
     u16::from_be_bytes([hello[16], hello[17]])
 }
 
-fn send_opt(s: &mut impl Write, opt: u32, data: &[u8]) {
-    let mut v = IHAVEOPT.to_be_bytes().to_vec();
-    v.extend_from_slice(&opt.to_be_bytes());
-    v.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    v.extend_from_slice(data);
-    s.write_all(&v).unwrap();
-    s.flush().unwrap();
-}
-
-/// One option reply: (option, type, data).
-fn reply(s: &mut impl Read) -> (u32, u32, Vec<u8>) {
-    let mut h = [0u8; 20];
-    s.read_exact(&mut h).unwrap();
-    assert_eq!(u64::from_be_bytes(h[..8].try_into().unwrap()), REPLY_MAGIC);
-    let len = u32::from_be_bytes(h[16..20].try_into().unwrap());
-    let mut d = vec![0u8; len as usize];
-    s.read_exact(&mut d).unwrap();
-    (
-        u32::from_be_bytes(h[8..12].try_into().unwrap()),
-        u32::from_be_bytes(h[12..16].try_into().unwrap()),
-        d,
-    )
-}
-
 fn info_payload(name: &str) -> Vec<u8> {
     let mut v = (name.len() as u32).to_be_bytes().to_vec();
     v.extend_from_slice(name.as_bytes());
@@ -189,7 +119,7 @@ fn require_answers_nothing_in_the_clear_but_the_way_to_tls() {
     let pki = Pki::new("tiercache test CA");
     let sdir = pki.server_dir("server", false);
     let cdir = pki.client_dir("client", None);
-    let s = serve(
+    let s = serve_exports(
         single(1 << 20),
         Some(pki.server_tls(&sdir, TlsMode::Require, false, None)),
     );
@@ -230,7 +160,7 @@ fn require_answers_nothing_in_the_clear_but_the_way_to_tls() {
 fn tls_off_refuses_starttls_with_policy_and_the_client_does_not_fall_back() {
     let pki = Pki::new("tiercache test CA");
     let cdir = pki.client_dir("client", None);
-    let s = serve(single(1 << 20), None);
+    let s = serve_exports(single(1 << 20), None);
     let e = open(&nbds(&s.sock, "", &cdir)).err().unwrap().to_string();
     assert!(e.contains("refused TLS") && e.contains("0x80000002"), "{e}");
     assert_eq!(s.stats.sessions.load(Relaxed), 0);
@@ -274,7 +204,7 @@ fn tls_on_serves_both_and_a_second_starttls_is_invalid() {
     let pki = Pki::new("tiercache test CA");
     let sdir = pki.server_dir("server", false);
     let cdir = pki.client_dir("client", None);
-    let s = serve(
+    let s = serve_exports(
         single(1 << 20),
         Some(pki.server_tls(&sdir, TlsMode::On, false, None)),
     );
@@ -296,7 +226,7 @@ fn bad_credentials_are_refused_both_ways_and_the_server_stays_up() {
     let other = Pki::new("another CA");
     let sdir = pki.server_dir("server", false);
     let good = pki.client_dir("alice", Some("alice"));
-    let s = serve(
+    let s = serve_exports(
         single(1 << 20),
         Some(pki.server_tls(&sdir, TlsMode::Require, true, None)),
     );
@@ -344,7 +274,7 @@ fn bad_credentials_are_refused_both_ways_and_the_server_stays_up() {
 
     // An expired server certificate: the client refuses it.
     let expired = pki.server_dir("expired", true);
-    let s2 = serve(
+    let s2 = serve_exports(
         single(1 << 20),
         Some(pki.server_tls(&expired, TlsMode::Require, false, None)),
     );
@@ -383,7 +313,7 @@ fn exports_are_authorised_per_client_identity() {
             exports: vec!["*".into()],
         },
     ];
-    let s = serve(
+    let s = serve_exports(
         exports,
         Some(pki.server_tls(&sdir, TlsMode::On, true, Some(rules))),
     );
@@ -469,7 +399,7 @@ fn demote_works_over_tls() {
         )
         .unwrap(),
     );
-    let s = serve(
+    let s = serve_exports(
         Exports::single("", export),
         Some(pki.server_tls(&sdir, TlsMode::Require, false, None)),
     );

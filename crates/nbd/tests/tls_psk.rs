@@ -7,20 +7,20 @@
 
 mod common;
 
+use common::wire::{reply, send_opt};
+use common::{open, serve_exports, wait_for};
+
 use common::pki::Pki;
 use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode, SslVersion};
 use std::io::{Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 use tiercache_blockdev::{BlockDevice, MemDevice};
 use tiercache_nbd::tls::PskKeys;
 use tiercache_nbd::*;
 
-const IHAVEOPT: u64 = 0x4948_4156_454F_5054;
-const REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
 const OPT_GO: u32 = 7;
 const OPT_STARTTLS: u32 = 5;
 const REP_ACK: u32 = 1;
@@ -28,39 +28,6 @@ const REP_INFO: u32 = 3;
 
 const ALICE: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 const BOB: &str = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100";
-
-struct Served {
-    sock: PathBuf,
-    stats: Arc<ServerStats>,
-    stop: Shutdown,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        self.stop.trigger();
-    }
-}
-
-fn serve(exports: Exports, tls: ServerTls) -> Served {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("nbd.sock");
-    let l = UnixListener::bind(&sock).unwrap();
-    let stats = Arc::new(ServerStats::default());
-    let stop = Shutdown::new();
-    let cfg = ServerConfig {
-        tls: Some(Arc::new(tls)),
-        ..ServerConfig::default()
-    };
-    let (st, sd) = (stats.clone(), stop.clone());
-    std::thread::spawn(move || serve_unix_exports(l, Arc::new(exports), cfg, st, sd));
-    Served {
-        sock,
-        stats,
-        stop,
-        dir,
-    }
-}
 
 /// A PSK file in `dir` with `lines`.
 fn key_file(dir: &Path, name: &str, lines: &str) -> PathBuf {
@@ -99,18 +66,6 @@ fn psk_uri(sock: &Path, export: &str, file: &Path, user: &str) -> NbdUri {
     .unwrap()
 }
 
-fn open(uri: &NbdUri) -> Result<Connection, ClientError> {
-    Connection::open(uri, Duration::from_secs(5))
-}
-
-fn wait_for(counter: &AtomicU64, at_least: u64) -> u64 {
-    let until = Instant::now() + Duration::from_secs(10);
-    while counter.load(Relaxed) < at_least && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    counter.load(Relaxed)
-}
-
 #[test]
 fn psk_sessions_carry_data_and_refuse_wrong_keys_and_exports() {
     let tmp = tempfile::tempdir().unwrap();
@@ -124,7 +79,7 @@ fn psk_sessions_carry_data_and_refuse_wrong_keys_and_exports() {
             exports: vec!["*".into()],
         },
     ];
-    let s = serve(
+    let s = serve_exports(
         two_exports(),
         ServerTls::with_psk(TlsMode::Require, server_keys(tmp.path()), None, Some(rules)).unwrap(),
     );
@@ -250,7 +205,7 @@ fn a_server_with_a_certificate_and_keys_serves_both_kinds_of_client() {
             exports: vec!["b".into()],
         },
     ];
-    let s = serve(
+    let s = serve_exports(
         two_exports(),
         ServerTls::with_psk(
             TlsMode::Require,
@@ -302,7 +257,7 @@ fn a_psk_client_refuses_a_server_that_answers_with_a_certificate() {
     // must not take (it trusts no CA: anyone could present one).
     let pki = Pki::new("tiercache test CA");
     let sdir = pki.server_dir("server", false);
-    let s = serve(
+    let s = serve_exports(
         Exports::single("", Arc::new(MemDevice::new(1 << 20))),
         pki.server_tls(&sdir, TlsMode::Require, false, None),
     );
@@ -315,35 +270,12 @@ fn a_psk_client_refuses_a_server_that_answers_with_a_certificate() {
     assert_eq!(s.stats.sessions.load(Relaxed), 0);
 }
 
-fn send_opt(s: &mut impl Write, opt: u32, data: &[u8]) {
-    let mut v = IHAVEOPT.to_be_bytes().to_vec();
-    v.extend_from_slice(&opt.to_be_bytes());
-    v.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    v.extend_from_slice(data);
-    s.write_all(&v).unwrap();
-    s.flush().unwrap();
-}
-
-fn reply(s: &mut impl Read) -> (u32, u32, Vec<u8>) {
-    let mut h = [0u8; 20];
-    s.read_exact(&mut h).unwrap();
-    assert_eq!(u64::from_be_bytes(h[..8].try_into().unwrap()), REPLY_MAGIC);
-    let len = u32::from_be_bytes(h[16..20].try_into().unwrap());
-    let mut d = vec![0u8; len as usize];
-    s.read_exact(&mut d).unwrap();
-    (
-        u32::from_be_bytes(h[8..12].try_into().unwrap()),
-        u32::from_be_bytes(h[12..16].try_into().unwrap()),
-        d,
-    )
-}
-
 #[test]
 fn a_tls12_client_gets_a_psk_ciphersuite() {
     // GnuTLS before 3.6 (and any client that disables TLS 1.3) negotiates a TLS 1.2 PSK
     // ciphersuite: the server offers them. Spoken by hand with OpenSSL capped at TLS 1.2.
     let tmp = tempfile::tempdir().unwrap();
-    let s = serve(
+    let s = serve_exports(
         Exports::single("", Arc::new(MemDevice::new(1 << 20))),
         ServerTls::with_psk(TlsMode::Require, server_keys(tmp.path()), None, None).unwrap(),
     );
