@@ -9,71 +9,26 @@
 mod common;
 
 use common::have;
+use common::interop::{self, serve_tcp_tls, text, Nbdkit};
 use common::pki::Pki;
-use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 use tiercache_blockdev::{BlockDevice, MemDevice};
 use tiercache_nbd::*;
 
-struct Tcp {
-    port: u16,
-    stats: Arc<ServerStats>,
-    stop: Shutdown,
-}
-
-impl Drop for Tcp {
-    fn drop(&mut self) {
-        self.stop.trigger();
-    }
-}
-
-fn serve_tcp_tls(exports: Exports, tls: ServerTls) -> Tcp {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let stats = Arc::new(ServerStats::default());
-    let stop = Shutdown::new();
-    let cfg = ServerConfig {
-        tls: Some(Arc::new(tls)),
-        ..ServerConfig::default()
-    };
-    let (st, sd) = (stats.clone(), stop.clone());
-    std::thread::spawn(move || serve_tcp_exports(l, Arc::new(exports), cfg, st, sd));
-    Tcp { port, stats, stop }
-}
-
-fn text(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr)
-}
-
 /// qemu-io on export `export` of 127.0.0.1:`port`, with TLS credentials from `creds` (none:
 /// plaintext); its output, and whether it succeeded.
 fn qemu_io(port: u16, export: &str, creds: Option<&Path>, cmd: &str) -> (bool, String) {
-    let mut c = Command::new("qemu-io");
-    let mut opts = format!(
-        "driver=nbd,server.type=inet,server.host=127.0.0.1,server.port={port},export={export}"
-    );
-    if let Some(dir) = creds {
-        c.args([
-            "--object",
-            &format!(
-                "tls-creds-x509,id=tls0,endpoint=client,dir={}",
-                dir.display()
-            ),
-        ]);
-        opts.push_str(",tls-creds=tls0");
-    }
-    let o = c.args(["--image-opts", &opts, "-c", cmd]).output().unwrap();
-    let out = text(&o);
-    // qemu-io reports a failed command on stderr with status 0 for some errors.
-    let ok = o.status.success()
-        && !out.contains("failed")
-        && !out.contains("Pattern verification")
-        && !out.contains("error");
-    (ok, out)
+    let object = creds.map(|dir| {
+        format!(
+            "tls-creds-x509,id=tls0,endpoint=client,dir={}",
+            dir.display()
+        )
+    });
+    interop::qemu_io(port, export, object, cmd)
 }
 
 fn nbds_uri(port: u16, export: &str, creds: &Path) -> String {
@@ -207,44 +162,12 @@ fn nbdinfo_and_nbdcopy_over_tls_with_exports_authorised_per_client() {
     assert!(o.status.success(), "{}", text(&o));
 }
 
-/// nbdkit with TLS required, serving a memory disk on a Unix socket; killed on drop.
-struct Nbdkit {
-    child: std::process::Child,
-    sock: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Nbdkit {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn nbdkit_tls(certs: &Path, verify_peer: bool) -> Nbdkit {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("nbdkit.sock");
-    let mut c = Command::new("nbdkit");
-    c.args(["-f", "--exit-with-parent", "--tls=require"])
-        .arg(format!("--tls-certificates={}", certs.display()))
-        .arg("-U")
-        .arg(&sock);
+    let mut args = vec![format!("--tls-certificates={}", certs.display())];
     if verify_peer {
-        c.arg("--tls-verify-peer");
+        args.push("--tls-verify-peer".into());
     }
-    let child = c.args(["memory", "4M"]).spawn().unwrap();
-    for _ in 0..500 {
-        if sock.exists() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(sock.exists(), "nbdkit did not start");
-    Nbdkit {
-        child,
-        sock,
-        _dir: dir,
-    }
+    interop::nbdkit(&args)
 }
 
 #[test]

@@ -7,46 +7,16 @@
 
 mod common;
 
-use common::have;
-use std::net::TcpListener;
+use common::interop::{self, serve_tcp_tls, text, Nbdkit};
+use common::{have, wait_for};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::process::Command;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tiercache_blockdev::{BlockDevice, MemDevice};
 use tiercache_nbd::tls::PskKeys;
 use tiercache_nbd::*;
-
-struct Tcp {
-    port: u16,
-    stats: Arc<ServerStats>,
-    stop: Shutdown,
-}
-
-impl Drop for Tcp {
-    fn drop(&mut self) {
-        self.stop.trigger();
-    }
-}
-
-fn serve_tcp_tls(exports: Exports, tls: ServerTls) -> Tcp {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let stats = Arc::new(ServerStats::default());
-    let stop = Shutdown::new();
-    let cfg = ServerConfig {
-        tls: Some(Arc::new(tls)),
-        ..ServerConfig::default()
-    };
-    let (st, sd) = (stats.clone(), stop.clone());
-    std::thread::spawn(move || serve_tcp_exports(l, Arc::new(exports), cfg, st, sd));
-    Tcp { port, stats, stop }
-}
-
-fn text(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr)
-}
 
 /// `psktool -u NAME -p DIR/keys.psk` (a new random key, appended to the file): the file.
 fn psktool(dir: &Path, name: &str) -> PathBuf {
@@ -126,38 +96,16 @@ fn keys() -> Keys {
     }
 }
 
-fn wait_for(counter: &AtomicU64, at_least: u64) -> u64 {
-    let until = Instant::now() + Duration::from_secs(10);
-    while counter.load(Relaxed) < at_least && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    counter.load(Relaxed)
-}
-
 /// qemu-io on `export` of 127.0.0.1:`port` with a `tls-creds-psk` object (`dir` holds
 /// `keys.psk`, `user` the identity; none: plaintext); whether it succeeded, and its output.
 fn qemu_io(port: u16, export: &str, psk: Option<(&Path, &str)>, cmd: &str) -> (bool, String) {
-    let mut c = Command::new("qemu-io");
-    let mut opts = format!(
-        "driver=nbd,server.type=inet,server.host=127.0.0.1,server.port={port},export={export}"
-    );
-    if let Some((file, user)) = psk {
-        c.args([
-            "--object",
-            &format!(
-                "tls-creds-psk,id=tls0,endpoint=client,dir={},username={user}",
-                file.parent().unwrap().display()
-            ),
-        ]);
-        opts.push_str(",tls-creds=tls0");
-    }
-    let o = c.args(["--image-opts", &opts, "-c", cmd]).output().unwrap();
-    let out = text(&o);
-    let ok = o.status.success()
-        && !out.contains("failed")
-        && !out.contains("Pattern verification")
-        && !out.contains("error");
-    (ok, out)
+    let object = psk.map(|(file, user)| {
+        format!(
+            "tls-creds-psk,id=tls0,endpoint=client,dir={},username={user}",
+            file.parent().unwrap().display()
+        )
+    });
+    interop::qemu_io(port, export, object, cmd)
 }
 
 #[test]
@@ -301,44 +249,8 @@ fn libnbd_with_a_pre_shared_key_and_its_refusals() {
     assert!(o.status.success(), "{}", text(&o));
 }
 
-/// nbdkit `--tls=require --tls-psk=FILE` serving a memory disk on a Unix socket; killed on
-/// drop.
-struct Nbdkit {
-    child: std::process::Child,
-    sock: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Nbdkit {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn nbdkit_psk(keys: &Path) -> Nbdkit {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("nbdkit.sock");
-    let child = Command::new("nbdkit")
-        .args(["-f", "--exit-with-parent", "--tls=require"])
-        .arg(format!("--tls-psk={}", keys.display()))
-        .arg("-U")
-        .arg(&sock)
-        .args(["memory", "4M"])
-        .spawn()
-        .unwrap();
-    for _ in 0..500 {
-        if sock.exists() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(sock.exists(), "nbdkit did not start");
-    Nbdkit {
-        child,
-        sock,
-        _dir: dir,
-    }
+    interop::nbdkit(&[format!("--tls-psk={}", keys.display())])
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Shared test helpers: a server on a fresh Unix socket, tool detection.
 #![allow(dead_code)]
 
+pub mod interop;
 pub mod pki;
 pub mod wire;
 
