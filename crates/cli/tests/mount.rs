@@ -216,17 +216,39 @@ fn kill_9_during_writes_loses_no_fsynced_byte_and_keeps_the_namespace() {
                 return;
             };
             // Small enough (≤ 512 KiB) to leave the fsynced files' dirty blocks in the 1 MiB
-            // cache: the remount must take them from the journal.
+            // cache: the remount must take them from the journal. Slow enough to be writing
+            // still when the mount is killed.
             let chunk = vec![0x5A; 8192];
             for _ in 0..64 {
                 if f.write_all(&chunk).is_err() {
                     return;
                 }
-                std::thread::sleep(Duration::from_millis(3));
+                std::thread::sleep(Duration::from_millis(50));
             }
         })
     };
-    std::thread::sleep(Duration::from_millis(100));
+    // The new file is held whole (it is empty), so it is open in passthrough mode: the kernel
+    // writes its image, `passthrough/<store inode>` in the cache directory, which exists
+    // while the file is open (docs/design.md §14). The kill comes with it open for writing.
+    let image = {
+        use std::os::unix::fs::MetadataExt;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !store.join("inbox/busy").exists() {
+            assert!(
+                Instant::now() < deadline,
+                "inbox/busy never reached the store"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let ino = fs::metadata(store.join("inbox/busy")).unwrap().ino();
+        cache.join("passthrough").join(ino.to_string())
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        image.is_file() && !writer.is_finished(),
+        "the writer's file is not open in passthrough mode at the kill ({} missing)",
+        image.display()
+    );
     m.kill9();
     writer.join().unwrap();
     assert!(!is_mounted(&mnt));
@@ -248,7 +270,9 @@ fn kill_9_during_writes_loses_no_fsynced_byte_and_keeps_the_namespace() {
     );
 
     // Remount: the journal's dirty blocks are written back; every fsynced byte reads back.
+    // The killed mount's image (writes never fsynced, not promised) is gone.
     let mut m = MountProcess::start(&store, &mnt, &cache, "wb");
+    assert!(!image.exists(), "{} outlived the restart", image.display());
     for (name, data) in &durable {
         let back = fs::read(mnt.join(name)).unwrap();
         assert!(
