@@ -244,7 +244,7 @@ fn action_fail_halts_past_the_threshold() {
 fn a_failed_cache_flush_writes_dirty_data_back_and_the_flush_succeeds() {
     let r = rig(WritePolicy::WriteBack, Vec::new(), OnErrorConfig::default());
     // The write's lines stay dirty until the client's flush (no cleaner behind its back).
-    stop_cleaner(&r, WritePolicy::WriteBack, DirtyFullPolicy::Bypass);
+    stop_cleaner(&r);
     // From now on (start-up syncs the device too).
     r.cache
         .set_rules(vec![FaultRule::new(FaultOp::Flush, FaultKind::Eio)]);
@@ -290,7 +290,7 @@ fn an_unreadable_dirty_victim_stays_in_its_slot_and_the_write_goes_past_the_cach
         image,
     );
     // Dirty data leaves by evictions and the final flush only, so the counts below are exact.
-    stop_cleaner(&r, WritePolicy::WriteBack, DirtyFullPolicy::EvictThenWrite);
+    stop_cleaner(&r);
     let lines = CAPACITY / LINE;
     let old = |i: u64| vec![(i % 250) as u8 + 1; LINE as usize];
     // Twice the cache: the first half is written back by evictions, the second is dirty.
@@ -356,7 +356,7 @@ fn an_unreadable_dirty_victim_stays_in_its_slot_and_the_write_goes_past_the_cach
 fn a_restart_after_pass_through_recovers_no_stale_clean_line() {
     let r = rig(WritePolicy::WriteBack, Vec::new(), OnErrorConfig::default());
     // Line 5 stays dirty until the kill (no cleaner behind the test's back).
-    stop_cleaner(&r, WritePolicy::WriteBack, DirtyFullPolicy::Bypass);
+    stop_cleaner(&r);
     let line = |v: u8| vec![v; LINE as usize];
     // Line 0 clean in the cache (written back), line 5 dirty.
     r.engine.write(&line(1), 0, false).unwrap();
@@ -581,7 +581,7 @@ fn sweep_one(
     // The figures match: what is dirty now is what a full flush writes back. The lazy cleaner
     // is stopped first and its last jobs let finish, or it would write back lines between the
     // snapshot and the flush (a race of the check, not of the engine).
-    stop_cleaner(&r, policy, dirty_full);
+    stop_cleaner(&r);
     let quiet = settled_stats(&r.engine, |_| true);
     let (dirty, flushed) = (quiet.dirty_lines, quiet.flushed_lines);
     r.engine.flush_all().unwrap();
@@ -612,13 +612,13 @@ fn sweep_one(
     }
 }
 
-/// Stops the rig's background cleaner (its config's cleaning set to none), so that the dirty
-/// lines a test counts are not written back behind its back.
-fn stop_cleaner(r: &Rig, policy: WritePolicy, dirty_full: DirtyFullPolicy) {
+/// Stops the rig's background cleaner (cleaning set to none, the other policies as they are),
+/// so that the dirty lines a test counts are not written back behind its back.
+fn stop_cleaner(r: &Rig) {
     r.engine
         .set_policies(&CacheConfig {
             cleaning: CleaningConfig::None,
-            ..cache_config_with(policy, dirty_full)
+            ..r.engine.policies()
         })
         .unwrap();
 }
