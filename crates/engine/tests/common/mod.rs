@@ -38,6 +38,12 @@ pub fn config() -> CacheConfig {
     }
 }
 
+/// The cache device's and the backend's bytes before a scenario: zeroes.
+fn zeroed_devices() -> (Vec<u8>, Vec<u8>) {
+    let layout = Layout::new((config().capacity / LINE) as u32, LINE);
+    (vec![0u8; layout.device_len() as usize], vec![0u8; VOLUME])
+}
+
 /// A sector's content names the write that produced it (0 = never written, or zeroed).
 pub fn sector_bytes(id: u32) -> [u8; SECTOR] {
     let mut b = [0u8; SECTOR];
@@ -118,16 +124,13 @@ pub fn legal_values(events: &[Event], crash_at: usize) -> (Vec<u32>, Vec<HashSet
 }
 
 /// Rebuilds both devices at every cache-device write of `log` (device 0 the cache, 1 the
-/// backend, starting from `cache0` and `backend0`), with unsynced writes kept and lost;
-/// recovers an engine of `cfg` on each, and checks every sector of a read and of the backend
+/// backend, both zeroed at start), with unsynced writes kept and lost; recovers an engine of
+/// [`config`] on each, and checks every sector of a read and of the backend
 /// after a full flush against [`legal_values`]. Returns the images checked.
-pub fn check_every_crash_point(
-    cfg: &CacheConfig,
-    log: &CrashLog,
-    cache0: &[u8],
-    backend0: &[u8],
-    events: &[Event],
-) -> usize {
+pub fn check_every_crash_point(log: &CrashLog, events: &[Event]) -> usize {
+    let cfg = &config();
+    let (cache0, backend0) = zeroed_devices();
+    let (cache0, backend0) = (&cache0[..], &backend0[..]);
     let crash_points = log.writes_of(0);
     assert!(
         crash_points.len() > 100,
@@ -181,10 +184,7 @@ pub fn check_every_crash_point(
 /// start) over [`config`], recording what it does as [`Event`]s for
 /// [`check_every_crash_point`].
 pub struct Scenario {
-    cfg: CacheConfig,
     log: Arc<CrashLog>,
-    cache0: Vec<u8>,
-    backend0: Vec<u8>,
     /// The engine under test.
     pub engine: Engine,
     /// What the scenario did, in order.
@@ -197,23 +197,17 @@ impl Scenario {
     /// The engine over the two devices, the backend's crash device wrapped by `backend`
     /// (one that zeroes fast, say).
     pub fn new(backend: impl FnOnce(CrashDevice) -> Arc<dyn BlockDevice>) -> Self {
-        let cfg = config();
-        let layout = Layout::new((cfg.capacity / LINE) as u32, LINE);
         let log = CrashLog::new();
-        let cache0 = vec![0u8; layout.device_len() as usize];
-        let backend0 = vec![0u8; VOLUME];
+        let (cache0, backend0) = zeroed_devices();
         let engine = Engine::with_devices(
-            &cfg,
+            &config(),
             &EngineConfig::default(),
-            Arc::new(CrashDevice::new(0, cache0.clone(), log.clone())),
-            backend(CrashDevice::new(1, backend0.clone(), log.clone())),
+            Arc::new(CrashDevice::new(0, cache0, log.clone())),
+            backend(CrashDevice::new(1, backend0, log.clone())),
         )
         .unwrap();
         Scenario {
-            cfg,
             log,
-            cache0,
-            backend0,
             engine,
             events: Vec::new(),
             rng: Xoshiro256PlusPlus::seed_from_u64(7),
@@ -283,12 +277,6 @@ impl Scenario {
         let mut vol = vec![0u8; VOLUME];
         self.engine.read(&mut vol, 0).unwrap();
         std::mem::forget(self.engine);
-        check_every_crash_point(
-            &self.cfg,
-            &self.log,
-            &self.cache0,
-            &self.backend0,
-            &self.events,
-        )
+        check_every_crash_point(&self.log, &self.events)
     }
 }
