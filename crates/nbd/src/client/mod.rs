@@ -274,20 +274,29 @@ fn send_option(s: &mut dyn Socket, opt: u32, data: &[u8]) -> io::Result<()> {
     s.flush()
 }
 
-/// Reads one option reply to `opt`: (type, data).
-fn option_reply(s: &mut dyn Socket, opt: u32) -> Result<(u32, Vec<u8>), ClientError> {
-    let proto = |m: String| ClientError::Protocol(m);
+/// Reads the header of an option reply to `opt`: (type, length of its data, not read).
+fn option_reply_header(s: &mut dyn Socket, opt: u32) -> Result<(u32, u32), ClientError> {
     if u64::from_be_bytes(rd(s)?) != REPLY_MAGIC {
-        return Err(proto("bad option reply magic".into()));
+        return Err(ClientError::Protocol("bad option reply magic".into()));
     }
     let got = u32::from_be_bytes(rd(s)?);
     let typ = u32::from_be_bytes(rd(s)?);
     let len = u32::from_be_bytes(rd(s)?);
     if got != opt {
-        return Err(proto(format!("reply to option {got}, asked {opt}")));
+        return Err(ClientError::Protocol(format!(
+            "reply to option {got}, asked {opt}"
+        )));
     }
+    Ok((typ, len))
+}
+
+/// Reads one option reply to `opt`: (type, data).
+fn option_reply(s: &mut dyn Socket, opt: u32) -> Result<(u32, Vec<u8>), ClientError> {
+    let (typ, len) = option_reply_header(s, opt)?;
     if len > MAX_OPTION_LEN {
-        return Err(proto(format!("option reply of {len} bytes")));
+        return Err(ClientError::Protocol(format!(
+            "option reply of {len} bytes"
+        )));
     }
     let mut data = vec![0u8; len as usize];
     s.read_exact(&mut data)?;
@@ -318,17 +327,8 @@ fn start_tls(
     tls: &crate::tls::ClientTls,
 ) -> Result<Box<dyn Socket>, ClientError> {
     send_option(&mut *s, OPT_STARTTLS, &[])?;
-    if u64::from_be_bytes(rd(&mut *s)?) != REPLY_MAGIC {
-        return Err(ClientError::Protocol("bad option reply magic".into()));
-    }
-    let opt = u32::from_be_bytes(rd(&mut *s)?);
-    let typ = u32::from_be_bytes(rd(&mut *s)?);
-    let len = u32::from_be_bytes(rd(&mut *s)?);
-    if opt != OPT_STARTTLS {
-        return Err(ClientError::Protocol(format!(
-            "reply to option {opt}, asked {OPT_STARTTLS}"
-        )));
-    }
+    // The header alone: a refusal's message is read leniently, for the error it explains.
+    let (typ, len) = option_reply_header(&mut *s, OPT_STARTTLS)?;
     if typ != REP_ACK {
         let mut msg = vec![0u8; len.min(MAX_OPTION_LEN) as usize];
         let _ = s.read_exact(&mut msg);
