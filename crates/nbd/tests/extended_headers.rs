@@ -8,6 +8,8 @@
 //! `qemu-img map` reads the holes of a 6 GiB sparse file through them.
 mod common;
 
+use common::wire::REP_ACK;
+
 use common::serve;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -18,28 +20,15 @@ use std::time::Duration;
 use tiercache_blockdev::{BlockDevice, FileDevice, MemDevice};
 use tiercache_nbd::ServerConfig;
 
-const REP_ACK: u32 = 1;
 const ERR_EXT_HEADER_REQD: u32 = (1 << 31) + 10;
 const PAYLOAD_LEN: u16 = 1 << 5;
 
+/// One option; the types of its replies up to the final one.
 fn option(s: &mut UnixStream, opt: u32, data: &[u8]) -> Vec<u32> {
-    let mut o = 0x4948_4156_454F_5054u64.to_be_bytes().to_vec();
-    o.extend_from_slice(&opt.to_be_bytes());
-    o.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    o.extend_from_slice(data);
-    s.write_all(&o).unwrap();
-    let mut types = Vec::new();
-    loop {
-        let mut h = [0u8; 20];
-        s.read_exact(&mut h).unwrap();
-        let typ = u32::from_be_bytes(h[12..16].try_into().unwrap());
-        let mut d = vec![0u8; u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize];
-        s.read_exact(&mut d).unwrap();
-        types.push(typ);
-        if typ == REP_ACK || typ & (1 << 31) != 0 {
-            return types;
-        }
-    }
+    common::wire::exchange(s, opt, data)
+        .into_iter()
+        .map(|(typ, _)| typ)
+        .collect()
 }
 
 /// Connected with extended headers (and `base:allocation` selected) in transmission.

@@ -6,6 +6,8 @@
 //! where it is).
 mod common;
 
+use common::wire::REP_ACK;
+
 use common::serve;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -19,7 +21,6 @@ const OPT_GO: u32 = 7;
 const OPT_STRUCTURED_REPLY: u32 = 8;
 const OPT_LIST: u32 = 9;
 const OPT_SET: u32 = 10;
-const REP_ACK: u32 = 1;
 const REP_META_CONTEXT: u32 = 4;
 const ERR_INVALID: u32 = (1 << 31) + 3;
 const CMD_WRITE_ZEROES: u16 = 6;
@@ -40,23 +41,7 @@ fn greet(sock: &Path) -> UnixStream {
 
 /// One option; its replies' (type, data) up to the final one.
 fn option(s: &mut UnixStream, opt: u32, data: &[u8]) -> Vec<(u32, Vec<u8>)> {
-    let mut o = 0x4948_4156_454F_5054u64.to_be_bytes().to_vec();
-    o.extend_from_slice(&opt.to_be_bytes());
-    o.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    o.extend_from_slice(data);
-    s.write_all(&o).unwrap();
-    let mut out = Vec::new();
-    loop {
-        let mut h = [0u8; 20];
-        s.read_exact(&mut h).unwrap();
-        let typ = u32::from_be_bytes(h[12..16].try_into().unwrap());
-        let mut d = vec![0u8; u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize];
-        s.read_exact(&mut d).unwrap();
-        out.push((typ, d));
-        if typ == REP_ACK || typ & (1 << 31) != 0 {
-            return out;
-        }
-    }
+    common::wire::exchange(s, opt, data)
 }
 
 /// A meta-context option's data: export name and queries.

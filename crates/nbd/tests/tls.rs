@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::wire::{reply, send_opt};
+use common::wire::{reply, send_opt, REP_ACK};
 use common::{open, serve_exports, wait_for};
 
 use common::pki::Pki;
@@ -24,7 +24,6 @@ const OPT_EXPORT_NAME: u32 = 1;
 const OPT_LIST: u32 = 3;
 const OPT_STARTTLS: u32 = 5;
 const OPT_INFO: u32 = 6;
-const REP_ACK: u32 = 1;
 const REP_SERVER: u32 = 2;
 const ERR_POLICY: u32 = (1 << 31) + 2;
 const ERR_INVALID: u32 = (1 << 31) + 3;

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::wire::{reply, send_opt};
+use common::wire::{reply, send_opt, REP_ACK};
 use common::{open, serve_exports, wait_for};
 
 use common::pki::Pki;
@@ -23,7 +23,6 @@ use tiercache_nbd::*;
 
 const OPT_GO: u32 = 7;
 const OPT_STARTTLS: u32 = 5;
-const REP_ACK: u32 = 1;
 const REP_INFO: u32 = 3;
 
 const ALICE: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";

@@ -17,10 +17,18 @@ pub fn have(tool: &str) -> bool {
     tiercache_testsupport::tool(tool)
 }
 
-/// A server over `dev` on a new Unix socket; returns the socket path, stats and its stop
-/// handle.
+/// A server over `dev` (the export `cfg.export_name`) on a new Unix socket; returns the
+/// socket path, stats, its stop handle and the socket's directory.
 pub fn serve(
     dev: Arc<dyn BlockDevice>,
+    cfg: ServerConfig,
+) -> (PathBuf, Arc<ServerStats>, Shutdown, tempfile::TempDir) {
+    start(Exports::single(cfg.export_name.clone(), dev), cfg)
+}
+
+/// Serves `exports` with `cfg` on a new Unix socket, in a thread of its own.
+fn start(
+    exports: Exports,
     cfg: ServerConfig,
 ) -> (PathBuf, Arc<ServerStats>, Shutdown, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
@@ -29,7 +37,7 @@ pub fn serve(
     let stats = Arc::new(ServerStats::default());
     let stop = Shutdown::new();
     let (st, sd) = (stats.clone(), stop.clone());
-    std::thread::spawn(move || serve_unix(l, dev, cfg, st, sd));
+    std::thread::spawn(move || serve_unix_exports(l, Arc::new(exports), cfg, st, sd));
     (sock, stats, stop, dir)
 }
 
@@ -53,17 +61,11 @@ impl Drop for Served {
 
 /// Serves `exports` on a new Unix socket, with `tls` if given.
 pub fn serve_exports(exports: Exports, tls: impl Into<Option<tls::ServerTls>>) -> Served {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("nbd.sock");
-    let l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
-    let stats = Arc::new(ServerStats::default());
-    let stop = Shutdown::new();
     let cfg = ServerConfig {
         tls: tls.into().map(Arc::new),
         ..ServerConfig::default()
     };
-    let (st, sd) = (stats.clone(), stop.clone());
-    std::thread::spawn(move || serve_unix_exports(l, Arc::new(exports), cfg, st, sd));
+    let (sock, stats, stop, dir) = start(exports, cfg);
     Served {
         sock,
         stats,

@@ -6,6 +6,8 @@ use std::io::{Read, Write};
 pub const IHAVEOPT: u64 = 0x4948_4156_454F_5054;
 /// The magic before each option reply.
 pub const REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
+/// `NBD_REP_ACK`: the final reply of an option that succeeded.
+pub const REP_ACK: u32 = 1;
 
 /// Sends option `opt` with `data`.
 pub fn send_opt(s: &mut impl Write, opt: u32, data: &[u8]) {
@@ -30,4 +32,19 @@ pub fn reply(s: &mut impl Read) -> (u32, u32, Vec<u8>) {
         u32::from_be_bytes(h[12..16].try_into().unwrap()),
         d,
     )
+}
+
+/// Sends option `opt` with `data` and reads its replies up to the final one (an ACK or an
+/// error): their (type, data).
+pub fn exchange(s: &mut (impl Read + Write), opt: u32, data: &[u8]) -> Vec<(u32, Vec<u8>)> {
+    send_opt(s, opt, data);
+    let mut out = Vec::new();
+    loop {
+        let (_, typ, d) = reply(s);
+        let last = typ == REP_ACK || typ & (1 << 31) != 0;
+        out.push((typ, d));
+        if last {
+            return out;
+        }
+    }
 }
