@@ -302,33 +302,17 @@ print("ok")
 }
 
 /// nbdkit's file plugin serving `file` on a Unix socket (`extra` flags first); killed on drop.
-struct Nbdkit(std::process::Child);
-
-impl Drop for Nbdkit {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn nbdkit_file(sock: &Path, file: &Path, extra: &[&str]) -> Nbdkit {
-    let child = Command::new("nbdkit")
-        .args(["-f", "--exit-with-parent"])
-        .args(extra)
-        .arg("-U")
-        .arg(sock)
-        .arg("file")
-        .arg(file)
-        .spawn()
-        .unwrap();
-    for _ in 0..500 {
-        if sock.exists() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(sock.exists(), "nbdkit did not start");
-    Nbdkit(child)
+fn nbdkit_file(sock: &Path, file: &Path, extra: &[&str]) -> tiercache_testsupport::ServerProcess {
+    tiercache_testsupport::ServerProcess::start(
+        Command::new("nbdkit")
+            .args(["-f", "--exit-with-parent"])
+            .args(extra)
+            .arg("-U")
+            .arg(sock)
+            .arg("file")
+            .arg(file),
+        sock,
+    )
 }
 
 #[test]

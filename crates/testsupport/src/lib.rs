@@ -140,9 +140,85 @@ pub fn tmpfs(at: &Path, size: &str) -> Option<Tmpfs> {
     })
 }
 
+/// A server process a test started (nbdkit, qemu-nbd, ...), listening on a Unix socket;
+/// killed and reaped when dropped.
+pub struct ServerProcess(std::process::Child);
+
+impl ServerProcess {
+    /// Spawns `cmd` (stdin from /dev/null) and waits, at most 20 s, until `sock` accepts a
+    /// connection; panics naming the program if it exits or does not listen by then.
+    #[track_caller]
+    pub fn start(cmd: &mut std::process::Command, sock: &Path) -> ServerProcess {
+        let program = cmd.get_program().to_string_lossy().into_owned();
+        let child = cmd
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{program} does not start: {e}"));
+        let mut p = ServerProcess(child);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::os::unix::net::UnixStream::connect(sock).is_err() {
+            if let Ok(Some(status)) = p.0.try_wait() {
+                panic!(
+                    "{program} exited before listening on {}: {status}",
+                    sock.display()
+                );
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{program} did not listen on {} within 20 s",
+                sock.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        p
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_process_is_waited_for_and_killed_on_drop() {
+        let dir = std::env::temp_dir().join(format!("testsupport-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("s.sock");
+        let _ = std::fs::remove_file(&sock);
+        let script = format!(
+            "exec python3 -c 'import socket,time; s=socket.socket(socket.AF_UNIX); \
+             s.bind(\"{}\"); s.listen(); time.sleep(60)'",
+            sock.display()
+        );
+        let server = ServerProcess::start(
+            std::process::Command::new("sh").args(["-c", &script]),
+            &sock,
+        );
+        let pid = server.0.id();
+        assert!(std::os::unix::net::UnixStream::connect(&sock).is_ok());
+        drop(server);
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "killed and reaped"
+        );
+        let exits = std::panic::catch_unwind(|| {
+            ServerProcess::start(
+                std::process::Command::new("true").arg("x"),
+                &dir.join("none"),
+            )
+        });
+        assert!(
+            exits.is_err(),
+            "a program that exits without listening is a failure"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn a_present_tool_runs_and_a_shell_is_found() {

@@ -5,8 +5,8 @@ use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::Arc;
-use std::time::Duration;
 use tiercache_nbd::*;
+use tiercache_testsupport::ServerProcess;
 
 /// A TLS server on 127.0.0.1, stopped when dropped.
 pub struct Tcp {
@@ -68,40 +68,27 @@ pub fn qemu_io(port: u16, export: &str, creds: Option<String>, cmd: &str) -> (bo
 /// nbdkit with `--tls=require` and `tls_args` serving a 4 MiB memory disk on a Unix socket;
 /// killed on drop.
 pub struct Nbdkit {
-    child: std::process::Child,
+    _process: ServerProcess,
     /// Its socket.
     pub sock: PathBuf,
     _dir: tempfile::TempDir,
 }
 
-impl Drop for Nbdkit {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts nbdkit (see [`Nbdkit`]) and waits for its socket.
+/// Starts nbdkit (see [`Nbdkit`]) and waits until its socket accepts.
 pub fn nbdkit(tls_args: &[String]) -> Nbdkit {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("nbdkit.sock");
-    let child = Command::new("nbdkit")
-        .args(["-f", "--exit-with-parent", "--tls=require"])
-        .args(tls_args)
-        .arg("-U")
-        .arg(&sock)
-        .args(["memory", "4M"])
-        .spawn()
-        .unwrap();
-    for _ in 0..500 {
-        if sock.exists() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(sock.exists(), "nbdkit did not start");
+    let process = ServerProcess::start(
+        Command::new("nbdkit")
+            .args(["-f", "--exit-with-parent", "--tls=require"])
+            .args(tls_args)
+            .arg("-U")
+            .arg(&sock)
+            .args(["memory", "4M"]),
+        &sock,
+    );
     Nbdkit {
-        child,
+        _process: process,
         sock,
         _dir: dir,
     }
