@@ -193,7 +193,15 @@ fn bind_private(path: &Path) -> Result<UnixListener> {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let private = dir.join(format!(".tiercache-control-{}", std::process::id()));
+    // Unique per call, not per process: two servers of one process (tests, a library
+    // embedding several) bind at once, and a shared name let one remove the other's directory
+    // or fail on it (EEXIST). A leftover of a dead process with this pid is stale: removed.
+    static BINDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let private = dir.join(format!(
+        ".tiercache-control-{}-{}",
+        std::process::id(),
+        BINDS.fetch_add(1, Relaxed)
+    ));
     let _ = std::fs::remove_dir_all(&private);
     std::fs::DirBuilder::new()
         .mode(0o700)
@@ -379,4 +387,46 @@ fn drain(src: &ControlSource, conn: &mut UnixStream) -> Result<u64> {
         Err(_) => bail!("the flush panicked"),
     }
     Ok(src.engine.stats().flushed_lines - before)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Servers of one process bind their control sockets at once in one directory (the
+    /// default for TCP listeners is the temporary directory); each must get its own socket,
+    /// private to its owner, and leave no staging directory behind.
+    #[test]
+    fn concurrent_binds_in_one_process_and_directory_all_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths: Vec<_> = (0..16)
+            .map(|i| dir.path().join(format!("s{i}.ctl")))
+            .collect();
+        let barrier = std::sync::Barrier::new(paths.len());
+        let listeners: Vec<UnixListener> = std::thread::scope(|s| {
+            let hs: Vec<_> = paths
+                .iter()
+                .map(|p| {
+                    let b = &barrier;
+                    s.spawn(move || {
+                        b.wait();
+                        bind_private(p)
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap().unwrap()).collect()
+        });
+        assert_eq!(listeners.len(), paths.len());
+        for p in &paths {
+            let mode = std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", p.display());
+            UnixStream::connect(p).unwrap();
+        }
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".tiercache-control"))
+            .collect();
+        assert!(left.is_empty(), "staging directories left: {left:?}");
+    }
 }
