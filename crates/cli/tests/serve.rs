@@ -2,8 +2,9 @@
 //! kill -9 during a write burst and a warm restart, detach with `tiercache flush`, bad configs.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use tiercache_testsupport::ServerProcess;
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_tiercache")
@@ -41,32 +42,18 @@ stats_interval_ns = "100ms"
     p
 }
 
-/// A server process, killed if a test fails before stopping it.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `tiercache serve` and waits for its socket.
-fn start(dir: &Path, cfg: &Path) -> Server {
-    let _ = std::fs::remove_file(dir.join("nbd.sock"));
-    let child = Command::new(bin())
-        .args(["serve", cfg.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = Server(child);
-    let t = Instant::now();
-    while !dir.join("nbd.sock").exists() {
-        assert!(t.elapsed() < Duration::from_secs(20), "serve did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    server
+/// Starts `tiercache serve` and waits until its socket accepts; killed if a test fails before
+/// stopping it.
+fn start(dir: &Path, cfg: &Path) -> ServerProcess {
+    let sock = dir.join("nbd.sock");
+    let _ = std::fs::remove_file(&sock);
+    ServerProcess::start(
+        Command::new(bin())
+            .args(["serve", cfg.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+        &sock,
+    )
 }
 
 fn uri(dir: &Path) -> String {
@@ -101,15 +88,6 @@ fn ok(o: &std::process::Output, what: &str) {
     );
 }
 
-fn sigterm(server: &mut Server) -> std::process::ExitStatus {
-    let o = Command::new("kill")
-        .args(["-TERM", &server.0.id().to_string()])
-        .output()
-        .unwrap();
-    assert!(o.status.success());
-    server.0.wait().unwrap()
-}
-
 #[test]
 fn fio_verify_through_write_back_then_detach() {
     if !have("fio") {
@@ -117,7 +95,7 @@ fn fio_verify_through_write_back_then_detach() {
     }
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "");
-    let mut server = start(dir.path(), &cfg);
+    let server = start(dir.path(), &cfg);
     // 24 MiB of random writes through an 8 MiB write-back cache: evictions of dirty lines,
     // write-backs, slot reuse; then every block verified through the cache.
     let o = fio(
@@ -143,7 +121,7 @@ fn fio_verify_through_write_back_then_detach() {
         ],
     );
     ok(&o, "fio randrw+verify");
-    let status = sigterm(&mut server);
+    let status = server.terminate();
     assert!(
         status.success(),
         "serve exits cleanly on SIGTERM: {status:?}"
@@ -185,7 +163,7 @@ fn kill_minus_9_during_a_write_burst_loses_no_flushed_write() {
     }
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "");
-    let mut server = start(dir.path(), &cfg);
+    let server = start(dir.path(), &cfg);
     // Phase A: written and flushed (fio ends with a FLUSH): must survive anything.
     let o = fio(
         &uri(dir.path()),
@@ -217,11 +195,10 @@ fn kill_minus_9_during_a_write_burst_loses_no_flushed_write() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(700));
-    server.0.kill().unwrap();
-    server.0.wait().unwrap();
+    server.kill9();
     let _ = burst.wait();
     // Warm restart: recovery finds the dirty lines; phase A reads back intact through it.
-    let mut server = start(dir.path(), &cfg);
+    let server = start(dir.path(), &cfg);
     let o = fio(
         &uri(dir.path()),
         &[
@@ -232,7 +209,7 @@ fn kill_minus_9_during_a_write_burst_loses_no_flushed_write() {
         ],
     );
     ok(&o, "phase A after kill -9 and restart");
-    assert!(sigterm(&mut server).success());
+    assert!(server.terminate().success());
     let stats: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("stats.json")).unwrap())
             .unwrap();
@@ -267,8 +244,8 @@ fn bad_serve_configs_are_named() {
         assert!(err.contains(needle), "{set}: {err}");
     }
     // A cache device formatted for another geometry is refused, naming the field.
-    let mut server = start(dir.path(), &cfg);
-    assert!(sigterm(&mut server).success());
+    let server = start(dir.path(), &cfg);
+    assert!(server.terminate().success());
     let o = Command::new(bin())
         .args([
             "serve",
@@ -355,17 +332,9 @@ runtime_ns = "1s"
     assert_eq!(sim["kind"], "sim");
 }
 
-/// A backend NBD server process (nbdkit or qemu-nbd) on `sock`, killed when dropped.
-struct Backend(Child);
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_backend(kind: &str, sock: &Path, file: &Path) -> Backend {
+/// A backend NBD server process (nbdkit or qemu-nbd) serving `file` on `sock`, killed when
+/// dropped.
+fn start_backend(kind: &str, sock: &Path, file: &Path) -> ServerProcess {
     let _ = std::fs::remove_file(sock);
     let mut c = match kind {
         "nbdkit" => {
@@ -384,21 +353,7 @@ fn start_backend(kind: &str, sock: &Path, file: &Path) -> Backend {
             c
         }
     };
-    let child = c
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let b = Backend(child);
-    let t = Instant::now();
-    while std::os::unix::net::UnixStream::connect(sock).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "{kind} did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    b
+    ServerProcess::start(c.stdout(Stdio::null()).stderr(Stdio::null()), sock)
 }
 
 /// fio verify through tiercache in front of a remote export served by nbdkit and by
@@ -441,7 +396,7 @@ stats_file = "stats.json"
             ),
         )
         .unwrap();
-        let mut server = start(dir.path(), &cfg);
+        let server = start(dir.path(), &cfg);
         let o = fio(
             &uri(dir.path()),
             &[
@@ -465,10 +420,7 @@ stats_file = "stats.json"
             ],
         );
         ok(&o, &format!("{kind}: fio randrw+verify"));
-        assert!(
-            sigterm(&mut server).success(),
-            "{kind}: serve exits cleanly"
-        );
+        assert!(server.terminate().success(), "{kind}: serve exits cleanly");
         let stats: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.path().join("stats.json")).unwrap())
                 .unwrap();
@@ -575,7 +527,7 @@ stats_interval_ns = "50ms"
 "#,
     )
     .unwrap();
-    let mut server = start(dir.path(), &cfg);
+    let server = start(dir.path(), &cfg);
     for (rw, offset) in [("randwrite", "0"), ("randrw", "24m")] {
         let o = fio(
             &uri(dir.path()),
@@ -590,7 +542,7 @@ stats_interval_ns = "50ms"
         );
         ok(&o, &format!("fio {rw}+verify under lbica"));
     }
-    let status = sigterm(&mut server);
+    let status = server.terminate();
     assert!(status.success(), "{status:?}");
     let stats: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("stats.json")).unwrap())

@@ -4,8 +4,9 @@
 //! sides.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use tiercache_testsupport::ServerProcess;
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_tiercache")
@@ -16,39 +17,22 @@ fn have(tool: &str) -> bool {
     tiercache_testsupport::tool(tool)
 }
 
-/// A server process, killed if a test fails before stopping it.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Writes `name` in `dir` and starts `tiercache serve` on it; waits for `sock`.
-fn start(dir: &Path, name: &str, toml: &str, sock: &str) -> Server {
+/// Writes `name` in `dir` and starts `tiercache serve` on it, its log in `NAME.log`; waits
+/// until `sock` accepts. Killed if a test fails before stopping it.
+fn start(dir: &Path, name: &str, toml: &str, sock: &str) -> ServerProcess {
     let cfg = dir.join(name);
     std::fs::write(&cfg, toml).unwrap();
     let _ = std::fs::remove_file(dir.join(sock));
-    let log = std::fs::File::create(dir.join(format!("{name}.log"))).unwrap();
-    let child = Command::new(bin())
-        .args(["serve", cfg.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let server = Server(child);
-    let t = Instant::now();
-    while !dir.join(sock).exists() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "serve {name} did not start: {}",
-            std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    server
+    let log_path = dir.join(format!("{name}.log"));
+    let log = std::fs::File::create(&log_path).unwrap();
+    ServerProcess::start_logged(
+        Command::new(bin())
+            .args(["serve", cfg.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(log),
+        &dir.join(sock),
+        Some(&log_path),
+    )
 }
 
 fn uri(dir: &Path, sock: &str) -> String {
@@ -81,13 +65,8 @@ fn ok(o: &std::process::Output, what: &str) {
     );
 }
 
-fn sigterm(server: &mut Server) {
-    let o = Command::new("kill")
-        .args(["-TERM", &server.0.id().to_string()])
-        .output()
-        .unwrap();
-    assert!(o.status.success());
-    let st = server.0.wait().unwrap();
+fn sigterm(server: ServerProcess) {
+    let st = server.terminate();
     assert!(st.success(), "serve exits cleanly on SIGTERM: {st:?}");
 }
 
@@ -130,7 +109,7 @@ fn fio_verify_through_a_two_level_serve_survives_kill_minus_9() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let cfg = two_level_config(true);
-    let mut server = start(d, "serve.toml", &cfg, "nbd.sock");
+    let server = start(d, "serve.toml", &cfg, "nbd.sock");
     // 20 MiB written and verified through 4 MiB of RAM over 8 MiB of cache: both levels
     // evict; reads of the verify pass demote the RAM level's clean victims below.
     let o = fio(
@@ -164,14 +143,13 @@ fn fio_verify_through_a_two_level_serve_survives_kill_minus_9() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(700));
     let before = stats(d.join("stats.json"));
-    server.0.kill().unwrap();
-    server.0.wait().unwrap();
+    server.kill9();
     let _ = burst.wait();
     let ram = &before["ram_level"];
     assert!(ram.is_object(), "the stats show the RAM level: {before}");
     // Warm restart: the flushed data reads back intact through both levels (the RAM level
     // starts empty: it never held anything the cache device did not).
-    let mut server = start(d, "serve.toml", &cfg, "nbd.sock");
+    let server = start(d, "serve.toml", &cfg, "nbd.sock");
     let o = fio(
         &uri(d, "nbd.sock"),
         &[
@@ -182,7 +160,7 @@ fn fio_verify_through_a_two_level_serve_survives_kill_minus_9() {
         ],
     );
     ok(&o, "verify after kill -9 and warm restart");
-    sigterm(&mut server);
+    sigterm(server);
     let after = stats(d.join("stats.json"));
     // A warm restart: the cache device's format was found, not made anew. How many lines it
     // recovered is not checked: demoted lines carry no record until a clean shutdown (a crash
@@ -222,7 +200,7 @@ socket = "lower.sock"
 stats_file = "lower.json"
 stats_interval_ns = "100ms"
 "#;
-    let mut lower_srv = start(d, "lower.toml", lower, "lower.sock");
+    let lower_srv = start(d, "lower.toml", lower, "lower.sock");
     // The upper cache: a write-through "client" cache over the lower one, demoting.
     let upper = format!(
         r#"
@@ -242,7 +220,7 @@ stats_interval_ns = "100ms"
 "#,
         uri(d, "lower.sock")
     );
-    let mut upper_srv = start(d, "upper.toml", &upper, "upper.sock");
+    let upper_srv = start(d, "upper.toml", &upper, "upper.sock");
     let o = fio(
         &uri(d, "upper.sock"),
         &[
@@ -264,8 +242,8 @@ stats_interval_ns = "100ms"
         ],
     );
     ok(&o, "verify again through the chain");
-    sigterm(&mut upper_srv);
-    sigterm(&mut lower_srv);
+    sigterm(upper_srv);
+    sigterm(lower_srv);
     let up = stats(d.join("upper.json"));
     let low = stats(d.join("lower.json"));
     let sent = &up["engine"]["demotes"];
@@ -294,22 +272,13 @@ fn demoting_to_a_server_without_the_extension_falls_back_to_dropping() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let kit_sock = d.join("kit.sock");
-    let kit = Command::new("nbdkit")
-        .args(["-f", "-U", kit_sock.to_str().unwrap(), "memory", "64M"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _kit = Server(kit);
-    let t = Instant::now();
-    while !kit_sock.exists() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "nbdkit did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(200));
+    let _kit = ServerProcess::start(
+        Command::new("nbdkit")
+            .args(["-f", "-U", kit_sock.to_str().unwrap(), "memory", "64M"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+        &kit_sock,
+    );
     let upper = format!(
         r#"
 [cache]
@@ -326,7 +295,7 @@ stats_file = "upper.json"
 "#,
         kit_sock.display()
     );
-    let mut srv = start(d, "upper.toml", &upper, "upper.sock");
+    let srv = start(d, "upper.toml", &upper, "upper.sock");
     let o = fio(
         &uri(d, "upper.sock"),
         &[
@@ -337,7 +306,7 @@ stats_file = "upper.json"
         ],
     );
     ok(&o, "fio verify over nbdkit");
-    sigterm(&mut srv);
+    sigterm(srv);
     let log = std::fs::read_to_string(d.join("upper.toml.log")).unwrap();
     assert!(
         log.contains("did not take tiercache's DEMOTE extension"),

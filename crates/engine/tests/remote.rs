@@ -6,11 +6,12 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use tiercache_engine::config::RemoteBackendConfig;
 use tiercache_engine::{Engine, EngineConfig};
 use tiercache_policy::{CacheConfig, CleaningConfig, PromotionConfig, WritePolicy};
+use tiercache_testsupport::ServerProcess;
 
 const VOLUME: u64 = 8 << 20;
 const LINE: u64 = 4096;
@@ -20,80 +21,18 @@ fn have_nbdkit() -> bool {
     tiercache_testsupport::tool("nbdkit")
 }
 
-/// An nbdkit serving `file` on `sock`, killed when dropped.
-struct Nbdkit {
-    child: Child,
-}
-
-impl Nbdkit {
-    fn start(sock: &Path, file: &Path, filters: &[&str]) -> Self {
-        let _ = std::fs::remove_file(sock);
-        let mut cmd = Command::new("nbdkit");
-        cmd.args(["-f", "--exit-with-parent", "-U"]).arg(sock);
-        for f in filters.iter().filter(|a| a.starts_with("--filter")) {
-            cmd.arg(f);
-        }
-        cmd.arg("file").arg(format!("file={}", file.display()));
-        cmd.args(filters.iter().filter(|a| !a.starts_with("--filter")));
-        let child = cmd.stdin(Stdio::null()).spawn().expect("nbdkit starts");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::os::unix::net::UnixStream::connect(sock).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "nbdkit did not listen on {}",
-                sock.display()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Nbdkit { child }
+/// An nbdkit serving `file` on `sock` (with `filters`: `--filter=...` options and their
+/// parameters), killed when dropped.
+fn nbdkit(sock: &Path, file: &Path, filters: &[&str]) -> ServerProcess {
+    let _ = std::fs::remove_file(sock);
+    let mut cmd = Command::new("nbdkit");
+    cmd.args(["-f", "--exit-with-parent", "-U"]).arg(sock);
+    for f in filters.iter().filter(|a| a.starts_with("--filter")) {
+        cmd.arg(f);
     }
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill {sig}");
-        // `kill` returns once the signal is sent, not once every thread has stopped (or
-        // resumed): on a loaded machine a request could still be answered after a STOP.
-        // Wait until every thread of the server shows the state asked for.
-        let want_stopped = match sig {
-            "-STOP" => true,
-            "-CONT" => false,
-            _ => return,
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while self.all_threads_stopped() != want_stopped {
-            assert!(Instant::now() < deadline, "nbdkit did not take {sig}");
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-
-    /// Whether every thread of the server is stopped (state `T` or `t` in /proc).
-    fn all_threads_stopped(&self) -> bool {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.child.id())) else {
-            return false;
-        };
-        tasks.flatten().all(|t| {
-            std::fs::read_to_string(t.path().join("stat")).is_ok_and(|stat| {
-                // The state follows the command name's closing parenthesis.
-                stat.rsplit_once(')')
-                    .and_then(|(_, rest)| rest.trim_start().chars().next())
-                    .is_some_and(|c| c == 'T' || c == 't')
-            })
-        })
-    }
-    fn kill9(mut self) {
-        self.signal("-KILL");
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Nbdkit {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    cmd.arg("file").arg(format!("file={}", file.display()));
+    cmd.args(filters.iter().filter(|a| !a.starts_with("--filter")));
+    ServerProcess::start(&mut cmd, sock)
 }
 
 struct Setup {
@@ -241,7 +180,7 @@ fn write_back_over_nbdkit_reads_back_and_detaches() {
         return;
     }
     let s = setup();
-    let _server = Nbdkit::start(&s.sock, &s.backend, &[]);
+    let _server = nbdkit(&s.sock, &s.backend, &[]);
     let engine = Engine::open(
         &cache_config(WritePolicy::WriteBack, 1 << 20),
         &engine_config(&s, 5000, 3),
@@ -304,7 +243,7 @@ fn backend_killed_mid_burst_reconnects_and_loses_no_acknowledged_write() {
         return;
     }
     let s = setup();
-    let server = Nbdkit::start(&s.sock, &s.backend, &[]);
+    let server = nbdkit(&s.sock, &s.backend, &[]);
     // A cache of half the volume: the flusher is busy writing back during the burst.
     let engine = Engine::open(
         &cache_config(WritePolicy::WriteBack, VOLUME / 2),
@@ -327,7 +266,7 @@ fn backend_killed_mid_burst_reconnects_and_loses_no_acknowledged_write() {
         ok2 > 0,
         "the cache kept serving with the backend down ({failed2} failed)"
     );
-    let _server = Nbdkit::start(&s.sock, &s.backend, &[]);
+    let _server = nbdkit(&s.sock, &s.backend, &[]);
     let (ok3, _) = random_io(&engine, &mut shadow, 0..VOLUME, 9, 300, false);
     detach(&engine);
     let st = engine.stats();
@@ -353,7 +292,7 @@ fn stalled_backend_fails_misses_in_bounded_time_and_keeps_serving_hits() {
         return;
     }
     let s = setup();
-    let server = Nbdkit::start(&s.sock, &s.backend, &[]);
+    let server = nbdkit(&s.sock, &s.backend, &[]);
     let engine = Engine::open(
         &cache_config(WritePolicy::WriteBack, 1 << 20),
         &engine_config(&s, 300, 1),
@@ -407,7 +346,7 @@ fn injected_backend_errors_are_counted_and_corrupt_nothing() {
         return;
     }
     let s = setup();
-    let _server = Nbdkit::start(
+    let _server = nbdkit(
         &s.sock,
         &s.backend,
         &["--filter=error", "error=EIO", "error-rate=20%"],

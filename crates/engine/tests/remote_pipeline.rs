@@ -6,46 +6,31 @@
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tiercache_blockdev::MemDevice;
 use tiercache_engine::device::NbdBackend;
 use tiercache_engine::slot_table::Layout;
 use tiercache_engine::{Engine, EngineConfig};
 use tiercache_nbd::{NbdUri, Remote, RemoteConfig};
 use tiercache_policy::{CacheConfig, CleaningConfig, PromotionConfig, WritePolicy};
+use tiercache_testsupport::ServerProcess;
 
 const VOLUME: usize = 8 << 20;
 
-/// nbdkit's memory plugin (with `extra` filters and parameters) on `sock`, killed on drop.
-struct Nbdkit(Child);
-
-impl Nbdkit {
-    fn start(sock: &Path, extra: &[&str]) -> Option<Self> {
-        if !tiercache_testsupport::tool("nbdkit") {
-            return None;
-        }
-        let mut cmd = Command::new("nbdkit");
-        cmd.args(["-f", "--exit-with-parent", "-U"]).arg(sock);
-        cmd.args(extra.iter().filter(|a| a.starts_with("--filter")));
-        cmd.args(["memory", &format!("size={VOLUME}")]);
-        cmd.args(extra.iter().filter(|a| !a.starts_with("--filter")));
-        let child = cmd.stdin(Stdio::null()).spawn().expect("nbdkit starts");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::os::unix::net::UnixStream::connect(sock).is_err() {
-            assert!(Instant::now() < deadline, "nbdkit did not listen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Some(Nbdkit(child))
+/// nbdkit's memory plugin (with `extra` filters and parameters) on `sock`, killed on drop;
+/// `None` when nbdkit is missing here (on CI that fails the test instead).
+fn nbdkit(sock: &Path, extra: &[&str]) -> Option<ServerProcess> {
+    if !tiercache_testsupport::tool("nbdkit") {
+        return None;
     }
-}
-
-impl Drop for Nbdkit {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    let mut cmd = Command::new("nbdkit");
+    cmd.args(["-f", "--exit-with-parent", "-U"]).arg(sock);
+    cmd.args(extra.iter().filter(|a| a.starts_with("--filter")));
+    cmd.args(["memory", &format!("size={VOLUME}")]);
+    cmd.args(extra.iter().filter(|a| !a.starts_with("--filter")));
+    Some(ServerProcess::start(&mut cmd, sock))
 }
 
 fn connect(sock: &Path, pipeline: usize) -> Remote {
@@ -93,7 +78,7 @@ fn writes_land(remote: &Remote, seed: u64) {
 fn write_many_lands_every_write() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("m.sock");
-    let Some(_server) = Nbdkit::start(&sock, &[]) else {
+    let Some(_server) = nbdkit(&sock, &[]) else {
         return;
     };
     let remote = connect(&sock, 16);
@@ -109,7 +94,7 @@ fn write_many_lands_every_write() {
 fn write_many_retries_failed_writes_until_they_land() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("e.sock");
-    let Some(_server) = Nbdkit::start(
+    let Some(_server) = nbdkit(
         &sock,
         &["--filter=error", "error=EIO", "error-pwrite-rate=20%"],
     ) else {
@@ -130,7 +115,7 @@ fn write_many_retries_failed_writes_until_they_land() {
 fn flush_jobs_write_every_dirty_line_back() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("f.sock");
-    let Some(_server) = Nbdkit::start(&sock, &[]) else {
+    let Some(_server) = nbdkit(&sock, &[]) else {
         return;
     };
     let cfg = CacheConfig {

@@ -281,21 +281,14 @@ fn qemu_nbd_exports_are_found_refused_and_written() {
         .set_len(4 << 20)
         .unwrap();
     let sock = dir.path().join("q.sock");
-    let mut child = std::process::Command::new("qemu-nbd")
-        .args(["-f", "raw", "-t", "-e", "4", "-x", "vol", "-k"])
-        .arg(&sock)
-        .arg(&img)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let t = std::time::Instant::now();
-    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "qemu-nbd did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let server = tiercache_testsupport::ServerProcess::start(
+        std::process::Command::new("qemu-nbd")
+            .args(["-f", "raw", "-t", "-e", "4", "-x", "vol", "-k"])
+            .arg(&sock)
+            .arg(&img)
+            .stderr(std::process::Stdio::null()),
+        &sock,
+    );
     let at = |name: &str| -> NbdUri {
         format!("nbd+unix:///{name}?socket={}", sock.display())
             .parse()
@@ -318,8 +311,7 @@ fn qemu_nbd_exports_are_found_refused_and_written() {
     remote.read(&mut back, 1 << 20).unwrap();
     assert!(back == data);
     drop(remote);
-    let _ = child.kill();
-    let _ = child.wait();
+    server.kill9();
     let file = std::fs::read(&img).unwrap();
     assert!(
         file[1 << 20..(1 << 20) + 65536] == data[..],

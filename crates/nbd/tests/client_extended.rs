@@ -9,13 +9,14 @@ mod common;
 
 use std::io;
 use std::path::Path;
-use std::process::{Child, Command as Process, Stdio};
+use std::process::{Command as Process, Stdio};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tiercache_blockdev::{BlockDevice, MemDevice};
 use tiercache_nbd::client::{Command, Connection};
 use tiercache_nbd::*;
+use tiercache_testsupport::ServerProcess;
 
 const T: Duration = Duration::from_secs(10);
 
@@ -119,28 +120,9 @@ fn extended_headers_with_our_server_every_command_and_errors() {
     stop.trigger();
 }
 
-/// A server process on a Unix socket, killed when dropped.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start(cmd: &mut Process, sock: &Path) -> Server {
-    let child = cmd.stderr(Stdio::null()).spawn().unwrap();
-    let server = Server(child);
-    let t = Instant::now();
-    while std::os::unix::net::UnixStream::connect(sock).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "{cmd:?} did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    server
+/// A server process on a Unix socket (its errors not shown), killed when dropped.
+fn start(cmd: &mut Process, sock: &Path) -> ServerProcess {
+    ServerProcess::start(cmd.stderr(Stdio::null()), sock)
 }
 
 /// A 4 MiB sparse image: data (a distinct pattern) at 1 MiB + 4 KiB for 8 KiB and at 3 MiB for

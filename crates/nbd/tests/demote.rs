@@ -121,25 +121,23 @@ fn nbdkit_refuses_the_option_and_the_pool_works_without_demotes() {
     }
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("kit.sock");
-    let mut kit = std::process::Command::new("nbdkit")
-        .args(["-f", "-U", sock.to_str().unwrap(), "memory", "8M"])
-        .spawn()
-        .unwrap();
-    let t = std::time::Instant::now();
-    let remote = loop {
-        // nbdkit makes its socket a moment before it listens on it.
-        let r = Remote::connect(
-            uri(&sock),
-            RemoteConfig {
-                demote: true,
-                ..RemoteConfig::default()
-            },
-        );
-        if r.is_ok() || t.elapsed() > Duration::from_secs(10) {
-            break r;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let kit = tiercache_testsupport::ServerProcess::start(
+        std::process::Command::new("nbdkit").args([
+            "-f",
+            "-U",
+            sock.to_str().unwrap(),
+            "memory",
+            "8M",
+        ]),
+        &sock,
+    );
+    let remote = Remote::connect(
+        uri(&sock),
+        RemoteConfig {
+            demote: true,
+            ..RemoteConfig::default()
+        },
+    );
     let out = remote.map(|r| {
         let enabled = r.demote_enabled();
         r.write(&[9u8; 4096], 8192, false).unwrap();
@@ -151,8 +149,7 @@ fn nbdkit_refuses_the_option_and_the_pool_works_without_demotes() {
             r.demote(&[1u8; 4096], 0).unwrap(),
         )
     });
-    let _ = kit.kill();
-    let _ = kit.wait();
+    drop(kit);
     assert_eq!(out.unwrap(), (false, true, DemoteReply::Rejected));
 }
 

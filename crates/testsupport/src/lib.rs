@@ -149,7 +149,28 @@ impl ServerProcess {
     /// connection; panics naming the program if it exits or does not listen by then.
     #[track_caller]
     pub fn start(cmd: &mut std::process::Command, sock: &Path) -> ServerProcess {
+        Self::start_logged(cmd, sock, None)
+    }
+
+    /// [`start`](Self::start) for a server whose output goes to the file `log`: a panic
+    /// shows what it wrote (why it did not start).
+    #[track_caller]
+    pub fn start_logged(
+        cmd: &mut std::process::Command,
+        sock: &Path,
+        log: Option<&Path>,
+    ) -> ServerProcess {
         let program = cmd.get_program().to_string_lossy().into_owned();
+        let shown = || {
+            log.map(|l| {
+                format!(
+                    "; its log {}:\n{}",
+                    l.display(),
+                    std::fs::read_to_string(l).unwrap_or_default()
+                )
+            })
+            .unwrap_or_default()
+        };
         let child = cmd
             .stdin(std::process::Stdio::null())
             .spawn()
@@ -159,18 +180,85 @@ impl ServerProcess {
         while std::os::unix::net::UnixStream::connect(sock).is_err() {
             if let Ok(Some(status)) = p.0.try_wait() {
                 panic!(
-                    "{program} exited before listening on {}: {status}",
-                    sock.display()
+                    "{program} exited before listening on {}: {status}{}",
+                    sock.display(),
+                    shown()
                 );
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "{program} did not listen on {} within 20 s",
-                sock.display()
+                "{program} did not listen on {} within 20 s{}",
+                sock.display(),
+                shown()
             );
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         p
+    }
+}
+
+impl ServerProcess {
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Sends `sig` (as `kill` takes it: `-STOP`, `-CONT`, `-KILL`, ...). After `-STOP` and
+    /// `-CONT`, waits (at most 10 s) until every thread of the server shows that state: `kill`
+    /// returns once the signal is sent, and on a loaded machine a stopped server's thread could
+    /// still answer a request for a while.
+    #[track_caller]
+    pub fn signal(&self, sig: &str) {
+        let ok = std::process::Command::new("kill")
+            .args([sig, &self.pid().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill {sig} {}", self.pid());
+        let want_stopped = match sig {
+            "-STOP" => true,
+            "-CONT" => false,
+            _ => return,
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while self.all_threads_stopped() != want_stopped {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "server {} did not take {sig}",
+                self.pid()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
+    /// Whether every thread of the server is stopped (state `T` or `t` in /proc).
+    fn all_threads_stopped(&self) -> bool {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.pid())) else {
+            return false;
+        };
+        tasks.flatten().all(|t| {
+            std::fs::read_to_string(t.path().join("stat")).is_ok_and(|stat| {
+                // The state follows the command name's closing parenthesis.
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.trim_start().chars().next())
+                    .is_some_and(|c| c == 'T' || c == 't')
+            })
+        })
+    }
+
+    /// Asks the server to stop (SIGTERM) and waits for it: its exit status, for a test of
+    /// a clean shutdown.
+    #[track_caller]
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        self.signal("-TERM");
+        self.0
+            .wait()
+            .unwrap_or_else(|e| panic!("waiting for server {}: {e}", self.pid()))
+    }
+
+    /// Kills the server with SIGKILL (no shutdown of its own) and reaps it.
+    pub fn kill9(mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -200,13 +288,25 @@ mod tests {
             std::process::Command::new("sh").args(["-c", &script]),
             &sock,
         );
-        let pid = server.0.id();
+        let pid = server.pid();
         assert!(std::os::unix::net::UnixStream::connect(&sock).is_ok());
+        server.signal("-STOP");
+        assert!(server.all_threads_stopped(), "stopped once signal returns");
+        server.signal("-CONT");
+        assert!(!server.all_threads_stopped(), "running once signal returns");
         drop(server);
         assert!(
             !Path::new(&format!("/proc/{pid}")).exists(),
             "killed and reaped"
         );
+        let _ = std::fs::remove_file(&sock);
+        let server = ServerProcess::start(
+            std::process::Command::new("sh").args(["-c", &script]),
+            &sock,
+        );
+        let status = server.terminate();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(15), "terminated by SIGTERM: {status}");
         let exits = std::panic::catch_unwind(|| {
             ServerProcess::start(
                 std::process::Command::new("true").arg("x"),
