@@ -10,12 +10,13 @@
 //! ones) is totally unimodular, so the integral min-cost flow is the optimum of the LP too.
 //!
 //! Solved by successive shortest paths: potentials from one pass over the DAG (every arc goes
-//! forward, costs may be negative), then Dijkstra on reduced costs, one augmenting path per
-//! round, until the shortest path costs nothing (the all-central path always remains) or `k`
-//! units flow. Each round is O((m + n) log m) over m nodes and n intervals, and there are at
-//! most `k' = min(k, most intervals covering one point)` rounds (each augmenting path that
-//! gains uses an interval arc of capacity 1 and carries at least one unit); `k' = max overlap`
-//! means every interval fits and no round is run. Memory O(m + n).
+//! forward, costs may be negative), then rounds of Dijkstra on reduced costs, each followed by
+//! as many augmenting paths of zero reduced cost as a depth-first search finds (all shortest;
+//! ties are common, equal weights giving equal rewards), until the shortest path costs nothing
+//! (the all-central path always remains) or `k` units flow. A round is O((m + n) log m) over m
+//! nodes and n intervals, and there are at most `k' = min(k, most intervals covering one
+//! point)` rounds (each augments at least one unit); `k' = max overlap` means every interval
+//! fits and no round is run. Memory O(m + n).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -45,6 +46,10 @@ pub(crate) fn max_overlap(intervals: &[Interval]) -> u64 {
     }
     most as u64
 }
+
+const FREE: u8 = 0;
+const ON_PATH: u8 = 1;
+const DEAD: u8 = 2;
 
 /// The largest total reward of intervals with at most `k` covering any point.
 pub(crate) fn max_reward(intervals: &[Interval], k: u64) -> f64 {
@@ -113,6 +118,7 @@ pub(crate) fn max_reward(intervals: &[Interval], k: u64) -> f64 {
     let mut via = vec![u32::MAX; m];
     let mut heap: BinaryHeap<Reverse<(u64, u32)>> = BinaryHeap::new();
     let mut flow = 0u32;
+    let (mut next_arc, mut state, mut path) = (vec![0u32; m], vec![FREE; m], Vec::new());
     while flow < k {
         dist.fill(f64::INFINITY);
         via.fill(u32::MAX);
@@ -149,21 +155,52 @@ pub(crate) fn max_reward(intervals: &[Interval], k: u64) -> f64 {
         if pot[sink] - pot[0] >= -1e-12 * scale {
             break;
         }
-        let mut push = k - flow;
-        let mut v = sink;
-        while v != 0 {
-            let a = via[v] as usize;
-            push = push.min(cap[a]);
-            v = from[a] as usize;
+        // Every path of arcs at zero reduced cost is a shortest one, and stays one after
+        // another is augmented (reverse arcs come in at zero): augment as many as a depth-first
+        // search finds (each a simple path; a node none leads on from is dead for the round).
+        let tol = 1e-12 * (scale + pot[sink].abs());
+        next_arc.copy_from_slice(&head[..m]);
+        state.fill(FREE);
+        path.clear();
+        let mut u = 0usize;
+        state[0] = ON_PATH;
+        while flow < k {
+            if u == sink {
+                let push = path
+                    .iter()
+                    .map(|&a| cap[a as usize])
+                    .fold(k - flow, u32::min);
+                for &a in &path {
+                    cap[a as usize] -= push;
+                    cap[a as usize ^ 1] += push;
+                    state[to[a as usize] as usize] = FREE;
+                }
+                flow += push;
+                path.clear();
+                u = 0;
+                continue;
+            }
+            let end = head[u + 1];
+            let mut advanced = false;
+            while next_arc[u] < end {
+                let a = adj[next_arc[u] as usize] as usize;
+                let v = to[a] as usize;
+                if cap[a] > 0 && state[v] == FREE && cost[a] + pot[u] - pot[v] <= tol {
+                    path.push(a as u32);
+                    state[v] = ON_PATH;
+                    u = v;
+                    advanced = true;
+                    break;
+                }
+                next_arc[u] += 1;
+            }
+            if !advanced {
+                state[u] = DEAD;
+                let Some(a) = path.pop() else { break };
+                u = from[a as usize] as usize;
+                next_arc[u] += 1;
+            }
         }
-        let mut v = sink;
-        while v != 0 {
-            let a = via[v] as usize;
-            cap[a] -= push;
-            cap[a ^ 1] += push;
-            v = from[a] as usize;
-        }
-        flow += push;
     }
     intervals
         .iter()
