@@ -74,6 +74,12 @@ proptest! {
         let b = best_bound(&index, lines, w).unwrap();
         let flow = b.joint_flow.expect("small enough for the flow");
         prop_assert!(b.joint_aggregated <= flow + 1e-9);
+        // Without a write weight both the flow and the reads' greedy are exact: they agree
+        // (equal rewards, so many shortest paths a round).
+        if write == 0 {
+            let reads = w.read * b.sum_of_minima.reads as f64;
+            prop_assert!(close(flow, reads), "write 0: flow {} != read minimum {}", flow, reads);
+        }
         let paid = belady_cost(&index, lines).unwrap().cost(w);
         prop_assert!(paid + 1e-9 >= b.cost, "belady {} < bound {:?}", paid, b);
         for kind in EvictionKind::ALL {
