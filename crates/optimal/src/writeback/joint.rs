@@ -26,7 +26,7 @@
 //! - [`aggregated_bound`]: the same relaxation with the capacity aggregated over time (PFOO-L,
 //!   Berger et al. 2018): total held line-time ≤ c × N. A fractional knapsack, solved greedily by
 //!   reward per unit of line-time; it relaxes the flow's problem further, so its cost is at most
-//!   the flow's. Memory: three `u64` per distinct line and ≤ 2^16 histogram buckets; up to four
+//!   the flow's. Memory: two `u64` per distinct line and ≤ 2^16 histogram buckets; up to four
 //!   passes over the spilled index (each fixes 16 more bits of the threshold density), so the
 //!   greedy's fractional last item is exact.
 //!
