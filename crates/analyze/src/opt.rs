@@ -1,6 +1,8 @@
 //! The optimum beside the curves (docs/design.md §12): Belady's OPT miss ratio at every size
 //! of the curve, one MIN cache per size side by side in one pass over the spilled accesses, and, with cost weights, the write-back cost
-//! bound beside what LRU, Belady and the chosen policies pay in the same model.
+//! bound beside what LRU, Belady and the chosen policies pay in the same model. The bound is the
+//! largest of the valid ones (`tiercache_optimal::writeback::best_bound`: the sum of minima, the
+//! joint flow bound within its limits, the time-aggregated joint bound), named.
 //!
 //! The line accesses are spilled as they come (`tiercache_optimal::FutureIndex`: the trace's
 //! length on disk, the footprint in memory) and worked on when the analysis finishes. They are
@@ -11,7 +13,7 @@ use serde::Serialize;
 use tiercache_core::{LineGeometry, Op, Request};
 use tiercache_eviction::EvictionKind;
 use tiercache_optimal::writeback::{
-    belady_cost, lower_bound, policy_cost, BackendOps, CostWeights,
+    belady_cost, best_bound, policy_cost, BackendOps, CostWeights, WritebackBound,
 };
 use tiercache_optimal::{line_accesses, opt_misses_at, FutureIndex, LineAccess};
 
@@ -45,13 +47,40 @@ impl Costed {
     }
 }
 
+/// The write-back lower bounds at one cache size: no schedule of the model pays less than any.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct BoundReport {
+    /// The largest of the bounds below.
+    pub cost: f64,
+    /// Which one it is: `sum-of-minima`, `joint-flow` or `joint-aggregated`.
+    pub binds: &'static str,
+    /// `read × min read misses + write × min write-backs`, each minimised alone.
+    pub sum_of_minima: Costed,
+    /// The joint relaxation solved exactly by min-cost flow; absent above its size limits.
+    pub joint_flow: Option<f64>,
+    /// The joint relaxation with its capacity aggregated over time.
+    pub joint_aggregated: f64,
+}
+
+impl BoundReport {
+    fn of(b: WritebackBound, w: CostWeights) -> Self {
+        Self {
+            cost: b.cost,
+            binds: b.binding.name(),
+            sum_of_minima: Costed::of(b.sum_of_minima, w),
+            joint_flow: b.joint_flow,
+            joint_aggregated: b.joint_aggregated,
+        }
+    }
+}
+
 /// The write-back costs at one cache size.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct WritebackPoint {
     /// Cache size in lines.
     pub lines: u64,
-    /// The lower bound: no schedule pays less (`tiercache_optimal::writeback::lower_bound`).
-    pub bound: Costed,
+    /// The lower bounds: no schedule pays less (`tiercache_optimal::writeback::best_bound`).
+    pub bound: BoundReport,
     /// Belady's MIN run as a write-back cache.
     pub belady: Costed,
     /// Each online policy run as a write-back, write-allocate cache, by name.
@@ -170,7 +199,7 @@ impl OptTracker {
                         }
                         out.push(WritebackPoint {
                             lines,
-                            bound: Costed::of(lower_bound(&index, lines)?, w),
+                            bound: BoundReport::of(best_bound(&index, lines, w)?, w),
                             belady: Costed::of(belady_cost(&index, lines)?, w),
                             policies: costs,
                         });
@@ -206,16 +235,23 @@ pub(crate) fn fmt_writeback(
     let Some(first) = wb.points.first() else {
         return Ok(());
     };
-    write!(f, "  {:>12} {:>14} {:>14}", "lines", "bound", "belady")?;
+    write!(
+        f,
+        "  {:>12} {:>14} {:>16} {:>14} {:>14} {:>14} {:>14}",
+        "lines", "bound", "binds", "sum-of-minima", "joint-flow", "joint-aggr", "belady"
+    )?;
     for (name, _) in &first.policies {
         write!(f, " {:>14}", name)?;
     }
     writeln!(f, " {:>10}", "gap")?;
     for p in &wb.points {
+        let b = &p.bound;
+        // The flow bound is absent above its limits.
+        let flow = b.joint_flow.map_or("-".to_string(), |c| format!("{c:.1}"));
         write!(
             f,
-            "  {:>12} {:>14.1} {:>14.1}",
-            p.lines, p.bound.cost, p.belady.cost
+            "  {:>12} {:>14.1} {:>16} {:>14.1} {:>14} {:>14.1} {:>14.1}",
+            p.lines, b.cost, b.binds, b.sum_of_minima.cost, flow, b.joint_aggregated, p.belady.cost
         )?;
         for (_, c) in &p.policies {
             write!(f, " {:>14.1}", c.cost)?;

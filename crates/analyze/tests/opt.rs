@@ -33,6 +33,17 @@ fn opt_is_below_lru_and_the_bound_below_every_cost() {
         let names: Vec<&str> = p.policies.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["lru", "s3-fifo", "arc"]);
         assert!(p.bound.cost <= p.belady.cost, "{} lines", p.lines);
+        // The largest of the valid bounds, named.
+        let b = &p.bound;
+        assert!(b.cost >= b.sum_of_minima.cost && b.cost >= b.joint_aggregated);
+        assert!(b.joint_flow.is_none_or(|f| b.cost >= f));
+        let named = match b.binds {
+            "sum-of-minima" => b.sum_of_minima.cost,
+            "joint-flow" => b.joint_flow.unwrap(),
+            "joint-aggregated" => b.joint_aggregated,
+            other => panic!("binds {other}"),
+        };
+        assert_eq!(named, b.cost);
         for (name, c) in &p.policies {
             assert!(
                 p.bound.cost <= c.cost,
@@ -47,6 +58,7 @@ fn opt_is_below_lru_and_the_bound_below_every_cost() {
     let json = serde_json::to_value(&a).unwrap();
     assert!(json["curve"][0]["opt_miss_ratio"].is_f64());
     assert!(json["opt"]["writeback"]["points"][0]["bound"]["cost"].is_f64());
+    assert!(json["opt"]["writeback"]["points"][0]["bound"]["binds"].is_string());
 }
 
 #[test]

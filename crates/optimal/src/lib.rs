@@ -12,8 +12,9 @@
 //!   depends on the trace (see its module); [`opt_misses_at`] gives the counts at chosen sizes
 //!   in one pass at a bounded O(log c) per access and size.
 //! - [`writeback`]: the cost of a write-back cache (a miss costs a backend read, evicting dirty
-//!   data a write-back): the exact optimum by exhaustive search on small traces, and a lower
-//!   bound that any policy's cost is at least, computed at scale.
+//!   data a write-back): the exact optimum by exhaustive search on small traces, and lower
+//!   bounds that any policy's cost is at least: the sum of two separate minima and joint ones
+//!   (a min-cost flow within limits, a time-aggregated relaxation at scale).
 //!
 //! Requests are split into lines as the simulator splits them ([`line_accesses`]): a read or
 //! write covers lines ⌊off/L⌋ ..= ⌊(off+len−1)/L⌋, each one access; trims, flushes and empty
@@ -61,10 +62,11 @@ pub enum OptimalError {
     /// More distinct lines than the index numbers (2^31).
     #[error("more than {0} distinct lines")]
     Footprint(u64),
-    /// The exhaustive search was asked for a problem too large for it.
-    #[error("exhaustive search limited to {limit} {what}, got {got}")]
+    /// An exact method (the exhaustive search, the flow bound) was asked for a problem too
+    /// large for it.
+    #[error("limited to {limit} {what}, got {got}")]
     TooLarge {
-        /// What is limited (accesses, distinct lines, cache lines).
+        /// What is limited (accesses, distinct lines, gaps, work).
         what: &'static str,
         /// The limit.
         limit: usize,

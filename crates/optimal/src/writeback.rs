@@ -18,8 +18,20 @@
 //!   with the whole cache, and the minimum of a sum is at least the sum of the minima, so the
 //!   bound is at most the optimum (the tests check it against [`exact_optimum`], and that each
 //!   term alone is exact when the other weight is zero).
+//! - [`best_bound`]: the largest of that sum of minima and two *joint* bounds, where reads and
+//!   dirty data compete for the same slots (module `joint`): [`joint_bound`], a relaxation
+//!   solved exactly by min-cost flow on moderate traces, and [`aggregated_bound`], the same
+//!   relaxation with its capacity aggregated over time, at any scale.
 //! - [`policy_cost`]: what an online replacement policy pays in the same model (write-back,
 //!   write-allocate, every read miss cached), and [`belady_cost`] Belady's.
+
+mod flow;
+mod joint;
+
+pub use joint::{
+    aggregated_bound, best_bound, joint_bound, BoundKind, WritebackBound, FLOW_MAX_INTERVALS,
+    FLOW_MAX_WORK,
+};
 
 use crate::{Belady, FutureIndex, LineAccess, OptimalError, NEVER};
 use rustc_hash::FxHashMap;
