@@ -34,7 +34,7 @@ impl Engine {
     /// shard count, not one shard's).
     pub fn policies(&self) -> CacheConfig {
         let layout = &self.inner.shard_layout;
-        CacheConfig {
+        let mut cfg = CacheConfig {
             capacity: u64::from(layout.total_lines()) * self.inner.geo.line_size(),
             shards: layout.shards() as u32,
             ..self
@@ -43,7 +43,11 @@ impl Engine {
                 .cache
                 .config()
                 .clone()
-        }
+        };
+        // The whole cache's sizes, not shard 0's split of them.
+        cfg.partitions = self.inner.whole_sizes.0.clone();
+        cfg.tenancy.fixed = self.inner.whole_sizes.1.clone();
+        cfg
     }
 
     /// The write policy in force for `volume` now: its own, else the load balancer's, else the

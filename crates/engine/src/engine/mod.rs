@@ -176,6 +176,12 @@ struct Inner<C = Cache> {
     shards: Vec<Shard<C>>,
     /// How lines map to shards (`cache.shards`, as the simulator runs them).
     shard_layout: ShardLayout,
+    /// The whole cache's static partitions and fixed sizes as configured (each shard's config
+    /// holds its split of the partitions and none of the fixed sizes, docs/design.md §4.10).
+    whole_sizes: (
+        Vec<tiercache_policy::PartitionConfig>,
+        Vec<tiercache_policy::tenancy::FixedVolume>,
+    ),
     /// Held while a core decides under [`Lookup::HtCg`]: one lock over every shard.
     decide: Mutex<()>,
     /// Held across whole requests under [`Lookup::Lt`].

@@ -412,6 +412,9 @@ impl Engine {
             c.set_journal(true);
             caches.push(c);
         }
+        // Shard 0 leads a partitioning tenancy mode, as the simulator's shards run it
+        // (docs/design.md §4.10, "On shards").
+        tiercache_policy::shards::link_tenancy(&mut caches, &shard_layout, cache_cfg);
         let base = shard_layout.total_lines();
         let n = shard_layout.shards();
         let layout = Layout::new(base, geo.line_size());
@@ -595,6 +598,10 @@ impl Engine {
         let inner = Arc::new(Inner {
             shards,
             shard_layout,
+            whole_sizes: (
+                cache_cfg.partitions.clone(),
+                cache_cfg.tenancy.fixed.clone(),
+            ),
             decide: Mutex::new(()),
             serial: Mutex::new(()),
             lookup: cfg.lookup,
