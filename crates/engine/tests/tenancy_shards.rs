@@ -118,6 +118,7 @@ fn sharded_partition_modes_load_and_a_restart_restores_every_shards_partitions()
             .iter()
             .map(|s| s.resident_lines)
             .collect();
+        let policies: Vec<_> = (0..3).map(|v| engine.write_policy_in_force(v)).collect();
         let dirty = engine.stats().dirty_lines;
         assert!(dirty > 0, "{mode:?}: leave dirty lines for the restart");
         engine.audit();
@@ -133,6 +134,9 @@ fn sharded_partition_modes_load_and_a_restart_restores_every_shards_partitions()
             .collect();
         assert_eq!(after, resident, "{mode:?}");
         assert_eq!(engine.stats().dirty_lines, dirty, "{mode:?}");
+        // The write policies the mode gave the volumes are journaled with the partitions.
+        let now: Vec<_> = (0..3).map(|v| engine.write_policy_in_force(v)).collect();
+        assert_eq!(now, policies, "{mode:?}");
         engine.audit();
         for (v, want) in model.iter().enumerate() {
             let mut got = vec![0u8; VOLUME];
@@ -148,4 +152,31 @@ fn sharded_partition_modes_load_and_a_restart_restores_every_shards_partitions()
         }
         engine.shutdown().unwrap();
     }
+}
+
+/// A write policy set live on one volume (an operator's `tiercache set
+/// exports.NAME.write_policy`) is journaled with the partitions: a restart keeps it, and the
+/// other volumes keep the cache's.
+#[test]
+fn a_write_policy_set_live_survives_a_restart() {
+    use tiercache_policy::WritePolicy;
+    let cfg = config(TenancyModeKind::Shared);
+    let cache = Arc::new(MemDevice::new(4 << 20));
+    let backends: Vec<Arc<MemDevice>> = (0..3).map(|_| Arc::new(MemDevice::new(VOLUME))).collect();
+    let engine = open(&cfg, &cache, &backends);
+    engine.set_volume_write_policy(1, WritePolicy::ReadOnly);
+    engine.set_volume_write_policy(2, WritePolicy::WriteThrough);
+    engine.shutdown().unwrap();
+    drop(engine);
+    let engine = open(&cfg, &cache, &backends);
+    let got: Vec<_> = (0..3).map(|v| engine.write_policy_in_force(v)).collect();
+    assert_eq!(
+        got,
+        [
+            WritePolicy::WriteBack,
+            WritePolicy::ReadOnly,
+            WritePolicy::WriteThrough
+        ]
+    );
+    engine.shutdown().unwrap();
 }

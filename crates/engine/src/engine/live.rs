@@ -18,7 +18,8 @@ impl Engine {
         Ok(())
     }
 
-    /// Sets the write policy of one volume (another volume keeps its own).
+    /// Sets the write policy of one volume (another volume keeps its own), journaled on the
+    /// cache device with the partition layout: a warm restart keeps it.
     pub fn set_volume_write_policy(&self, volume: u32, policy: WritePolicy) {
         for sh in &self.inner.shards {
             self.inner
@@ -26,6 +27,9 @@ impl Engine {
                 .cache
                 .set_write_policy(Some(VolumeId(volume)), policy);
         }
+        // Journaled with the partitions, so a restart keeps it. Should the write fail, the
+        // policy is in force all the same and journaled with the next change.
+        let _ = self.inner.journal_partitions();
         self.inner.kick();
     }
 

@@ -200,7 +200,7 @@ struct Inner<C = Cache> {
     /// The journal of partition layouts on the cache device, and the layout last journaled.
     partition_log: Mutex<(
         crate::partition_log::PartitionLog,
-        Vec<crate::partition_log::PartitionEntry>,
+        crate::partition_log::Journaled,
     )>,
     /// Held while partitions are resized (one resize at a time).
     resizing: Mutex<()>,

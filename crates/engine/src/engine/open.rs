@@ -8,7 +8,7 @@ use crate::device::watched::Watched;
 use crate::device::VolumeSet;
 use crate::device::{FaultDevice, FaultRule};
 use crate::health::DeviceRole;
-use crate::partition_log::PartitionLog;
+use crate::partition_log::{Journaled, PartitionLog};
 
 impl Engine {
     /// Opens the devices named by `cfg` (creating files as needed, wrapping them in device
@@ -450,10 +450,14 @@ impl Engine {
             // A formatted device has no layout (the superblock's spare bytes may hold an old
             // one).
             partition_log.clear(&*cache_dev)?;
-            Vec::new()
+            Default::default()
         } else {
             journaled.unwrap_or_default()
         };
+        let Journaled {
+            partitions: journaled,
+            write_policies,
+        } = journaled;
         // Partitions of volumes no longer served hold no lines (recovery refuses a line of a
         // volume it does not serve): dropped, so their lines go back to the others.
         let mut notes = Vec::new();
@@ -494,8 +498,18 @@ impl Engine {
         let served = |v: u32| extents.iter().any(|e| e.0 == v);
         let (journaled, gone): (Vec<_>, Vec<_>) =
             journaled.into_iter().partition(|e| served(e.volume));
+        let write_policies: Vec<(u32, tiercache_policy::WritePolicy)> = write_policies
+            .into_iter()
+            .filter(|&(v, _)| served(v))
+            .collect();
         if !gone.is_empty() {
-            partition_log.write(&*cache_dev, &journaled)?;
+            partition_log.write(
+                &*cache_dev,
+                &Journaled {
+                    partitions: journaled.clone(),
+                    write_policies: write_policies.clone(),
+                },
+            )?;
             let mut vols: Vec<u32> = gone.iter().map(|e| e.volume).collect();
             vols.dedup();
             notes.push(format!(
@@ -517,6 +531,28 @@ impl Engine {
                     .map(|(v, l)| format!("volume {v}: {l} lines"))
                     .collect::<Vec<_>>()
                     .join(", ")
+            ));
+        }
+        // Write policies given at run time (by an operator or a tenancy mode) as the last
+        // run journaled them; a configured one (`tenancy.fixed`) replaces its volume's.
+        let mut restored = Vec::new();
+        for &(v, p) in &write_policies {
+            let fixed = cache_cfg
+                .tenancy
+                .fixed
+                .iter()
+                .any(|f| f.volume == v && f.write_policy.is_some());
+            if !fixed {
+                for c in &mut caches {
+                    c.set_write_policy(Some(VolumeId(v)), p);
+                }
+                restored.push(format!("volume {v}: {}", p.name()));
+            }
+        }
+        if !restored.is_empty() {
+            notes.push(format!(
+                "write policies as journaled by the last run: {}",
+                restored.join(", ")
             ));
         }
         // Journaled partitions first hold exactly the lines found for them (restoring fails
@@ -614,7 +650,7 @@ impl Engine {
                 .iter()
                 .map(|&(v, base, size)| VolumeState::new(v, base, size))
                 .collect(),
-            partition_log: Mutex::new((partition_log, Vec::new())),
+            partition_log: Mutex::new((partition_log, Journaled::default())),
             resizing: Mutex::new(()),
             table,
             layout,

@@ -503,9 +503,25 @@ impl<C: EngineCore> Inner<C> {
         out
     }
 
-    /// Journals the partition layout if it changed since last journaled.
+    /// Journals the partition layout and the volumes' own write policies if they changed
+    /// since last journaled.
     pub(super) fn journal_partitions(&self) -> io::Result<()> {
-        let layout = self.partition_layout();
+        let write_policies = {
+            // Every shard holds the same (set on all of them at once).
+            let core = self.core(&self.shards[0]);
+            self.volumes
+                .iter()
+                .filter_map(|v| {
+                    core.cache
+                        .volume_write_policy(VolumeId(v.id))
+                        .map(|p| (v.id, p))
+                })
+                .collect()
+        };
+        let layout = crate::partition_log::Journaled {
+            partitions: self.partition_layout(),
+            write_policies,
+        };
         let mut log = lock(&self.partition_log);
         if log.1 == layout {
             return Ok(());

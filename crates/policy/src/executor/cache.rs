@@ -225,6 +225,9 @@ impl EngineCore for Cache {
     fn tenancy_split(&self) -> Option<crate::shards::TenancySplit> {
         Cache::tenancy_split(self).cloned()
     }
+    fn volume_write_policy(&self, volume: VolumeId) -> Option<WritePolicy> {
+        Cache::volume_write_policy(self, volume)
+    }
     fn follow_tenancy(&mut self, split: &crate::shards::TenancySplit, now: Nanos) {
         Cache::follow_tenancy(self, split, now)
     }

@@ -287,6 +287,8 @@ pub trait EngineCore: PolicyCore {
     ) -> Option<Nanos>;
     /// The leader's last decision, split over the shards.
     fn tenancy_split(&self) -> Option<crate::shards::TenancySplit>;
+    /// The write policy `volume` was given of its own, if any.
+    fn volume_write_policy(&self, volume: VolumeId) -> Option<WritePolicy>;
     /// A follower applies its share of the leader's decision (once).
     fn follow_tenancy(&mut self, split: &crate::shards::TenancySplit, now: Nanos);
 }
