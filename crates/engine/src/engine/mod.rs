@@ -31,6 +31,7 @@ mod degraded;
 mod demote;
 mod failure;
 mod flusher;
+mod journaled;
 mod live;
 mod open;
 mod request;
