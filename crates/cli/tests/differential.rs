@@ -232,3 +232,172 @@ fn both_executors_make_the_same_admission_decisions() {
         assert_eq!(sim, eng, "{admission:?}: simulator vs engine");
     }
 }
+
+/// Three volumes sharing a cache of `shards` shards under tenancy `mode`: a re-read hot set
+/// (volume 0), rewrites (volume 1, which `eci` runs read-only) and a scan in 64 KiB reads
+/// (volume 2), with requests of one to four lines crossing chunks and so shards.
+fn tenant_requests(seed: u64, n: usize) -> Vec<Request> {
+    const LINE: u64 = 4096;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let mut scan = 0u64;
+    (0..n)
+        .map(|_| {
+            let v = rng.gen_range(0..3u32);
+            let (op, offset, len) = match v {
+                0 => (
+                    Op::Read,
+                    rng.gen_range(0..160) * LINE,
+                    LINE * rng.gen_range(1..=4),
+                ),
+                1 => (
+                    Op::Write,
+                    rng.gen_range(0..64) * LINE,
+                    LINE * rng.gen_range(1..=2),
+                ),
+                _ => {
+                    scan = (scan + 16 * LINE) % TENANT_VOLUME;
+                    (Op::Read, scan, 16 * LINE)
+                }
+            };
+            Request {
+                time_ns: 0,
+                volume: VolumeId(v),
+                op,
+                offset,
+                len,
+            }
+        })
+        .collect()
+}
+
+const TENANT_VOLUME: u64 = 4 << 20;
+
+/// Multi-tenant sizing on 4 shards (docs/design.md §4.10, "On shards"), `eci` and `trd`: the
+/// engine and the simulator's core (the `ShardedCache` the simulator runs, stepped beside it)
+/// get the same three-volume stream one request at a time and are polled for the tenancy
+/// decision at the same points of it, on one virtual clock (the engine through
+/// `Engine::repartition_at`; its interval, an hour, is never reached by its own clock). After
+/// every request the counters must be equal, and after every poll each shard's partitions
+/// and each volume's write policy.
+#[test]
+fn sharded_tenancy_both_executors_make_the_same_decisions() {
+    use tiercache_blockdev::BlockDevice;
+    use tiercache_engine::device::VolumeSet;
+    use tiercache_policy::{Background, ExecutorState, TenancyConfig, TenancyModeKind};
+    const HOUR: u64 = 3_600_000_000_000;
+    for mode in [TenancyModeKind::Eci, TenancyModeKind::Trd] {
+        let cfg = CacheConfig {
+            tenancy: TenancyConfig {
+                mode,
+                interval_ns: HOUR,
+                ..TenancyConfig::default()
+            },
+            ..config(WritePolicy::WriteBack, 4096, PromotionConfig::Always, 4)
+        };
+        let set = VolumeSet::new(
+            (0..3)
+                .map(|v| {
+                    let b: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(TENANT_VOLUME as usize));
+                    (v, b)
+                })
+                .collect(),
+        )
+        .unwrap();
+        let extents = set.extents();
+        let engine = Engine::with_volume_devices(
+            &cfg,
+            &EngineConfig::default(),
+            Arc::new(MemDevice::new(8 << 20)),
+            Arc::new(set),
+            extents,
+        )
+        .unwrap();
+        let mut core = ShardedCache::new(&cfg).unwrap();
+        let poll = |core: &mut ShardedCache, now: u64| {
+            engine.repartition_at(now);
+            core.repartition(&ExecutorState {
+                now,
+                ..ExecutorState::default()
+            });
+            let mut jobs = Vec::new();
+            core.take_resize_jobs(&mut jobs);
+            for j in jobs {
+                core.flush_done(j);
+            }
+        };
+        // Starts both schedules before any request (the engine's flusher may have already).
+        poll(&mut core, 0);
+        let reqs = tenant_requests(mode as u64 ^ 0x7e4a, 6000);
+        let mut buf = vec![0u8; 16 * 4096];
+        let mut decisions = 0;
+        for (i, r) in reqs.iter().enumerate() {
+            let b = &mut buf[..r.len as usize];
+            match r.op {
+                Op::Read => engine.read_volume(r.volume.0, b, r.offset).unwrap(),
+                _ => {
+                    b.fill(i as u8);
+                    engine.write_volume(r.volume.0, b, r.offset, false).unwrap()
+                }
+            }
+            core.access(r, Some(&mut tiercache_core::Plan::new()))
+                .unwrap();
+            assert_eq!(
+                core.stats_snapshot(),
+                engine.stats().cache,
+                "{mode:?}: request {i} ({r:?}) decided differently"
+            );
+            if i % 500 != 499 {
+                continue;
+            }
+            // Interval j ends between its polls: half an interval on.
+            poll(&mut core, (i as u64 / 500 + 1) * HOUR + HOUR / 2);
+            let mut layout: Vec<(u16, u32, u32)> = core
+                .shards()
+                .iter()
+                .enumerate()
+                .flat_map(|(k, c)| {
+                    c.partition_stats().into_iter().filter_map(move |p| {
+                        p.volume.map(|v| (k as u16, v.0, p.capacity_lines as u32))
+                    })
+                })
+                .collect();
+            let mut engine_layout: Vec<(u16, u32, u32)> = engine
+                .partition_layout()
+                .iter()
+                .map(|e| (e.shard, e.volume, e.lines))
+                .collect();
+            layout.sort();
+            engine_layout.sort();
+            assert!(
+                decisions == 0 || layout.len() == 12,
+                "{mode:?}: three volumes in four shards"
+            );
+            assert_eq!(
+                layout, engine_layout,
+                "{mode:?}: partitions after request {i}"
+            );
+            assert_eq!(
+                core.stats_snapshot(),
+                engine.stats().cache,
+                "{mode:?}: resize after request {i}"
+            );
+            for v in 0..3 {
+                assert_eq!(
+                    core.write_policy(VolumeId(v)),
+                    engine.write_policy_in_force(v),
+                    "{mode:?}: volume {v}'s write policy"
+                );
+            }
+            let rep = core.tenancy_report().unwrap();
+            assert_eq!(engine.tenancy_report().unwrap().volumes, rep.volumes);
+            decisions = rep.decisions;
+        }
+        assert!(decisions >= 10, "{mode:?}: only {decisions} decisions");
+        assert!(
+            core.stats_snapshot().written_back_bytes > 0,
+            "{mode:?}: no shrink wrote dirty lines back"
+        );
+        engine.shutdown().unwrap();
+        engine.audit();
+    }
+}

@@ -18,7 +18,8 @@ impl Engine {
         Ok(())
     }
 
-    /// Sets the write policy of one volume (another volume keeps its own).
+    /// Sets the write policy of one volume (another volume keeps its own), journaled on the
+    /// cache device with the partition layout: a warm restart keeps it.
     pub fn set_volume_write_policy(&self, volume: u32, policy: WritePolicy) {
         for sh in &self.inner.shards {
             self.inner
@@ -26,6 +27,9 @@ impl Engine {
                 .cache
                 .set_write_policy(Some(VolumeId(volume)), policy);
         }
+        // Journaled with the partitions, so a restart keeps it. Should the write fail, the
+        // policy is in force all the same and journaled with the next change.
+        let _ = self.inner.journal_partitions();
         self.inner.kick();
     }
 
@@ -34,7 +38,7 @@ impl Engine {
     /// shard count, not one shard's).
     pub fn policies(&self) -> CacheConfig {
         let layout = &self.inner.shard_layout;
-        CacheConfig {
+        let mut cfg = CacheConfig {
             capacity: u64::from(layout.total_lines()) * self.inner.geo.line_size(),
             shards: layout.shards() as u32,
             ..self
@@ -43,7 +47,11 @@ impl Engine {
                 .cache
                 .config()
                 .clone()
-        }
+        };
+        // The whole cache's sizes, not shard 0's split of them.
+        cfg.partitions = self.inner.whole_sizes.0.clone();
+        cfg.tenancy.fixed = self.inner.whole_sizes.1.clone();
+        cfg
     }
 
     /// The write policy in force for `volume` now: its own, else the load balancer's, else the

@@ -31,6 +31,7 @@ mod degraded;
 mod demote;
 mod failure;
 mod flusher;
+mod journaled;
 mod live;
 mod open;
 mod request;
@@ -176,6 +177,12 @@ struct Inner<C = Cache> {
     shards: Vec<Shard<C>>,
     /// How lines map to shards (`cache.shards`, as the simulator runs them).
     shard_layout: ShardLayout,
+    /// The whole cache's static partitions and fixed sizes as configured (each shard's config
+    /// holds its split of the partitions and none of the fixed sizes, docs/design.md §4.10).
+    whole_sizes: (
+        Vec<tiercache_policy::PartitionConfig>,
+        Vec<tiercache_policy::tenancy::FixedVolume>,
+    ),
     /// Held while a core decides under [`Lookup::HtCg`]: one lock over every shard.
     decide: Mutex<()>,
     /// Held across whole requests under [`Lookup::Lt`].
@@ -194,7 +201,7 @@ struct Inner<C = Cache> {
     /// The journal of partition layouts on the cache device, and the layout last journaled.
     partition_log: Mutex<(
         crate::partition_log::PartitionLog,
-        Vec<crate::partition_log::PartitionEntry>,
+        crate::partition_log::Journaled,
     )>,
     /// Held while partitions are resized (one resize at a time).
     resizing: Mutex<()>,

@@ -8,7 +8,7 @@ use crate::device::watched::Watched;
 use crate::device::VolumeSet;
 use crate::device::{FaultDevice, FaultRule};
 use crate::health::DeviceRole;
-use crate::partition_log::PartitionLog;
+use crate::partition_log::{Journaled, PartitionLog};
 
 impl Engine {
     /// Opens the devices named by `cfg` (creating files as needed, wrapping them in device
@@ -412,6 +412,9 @@ impl Engine {
             c.set_journal(true);
             caches.push(c);
         }
+        // Shard 0 leads a partitioning tenancy mode, as the simulator's shards run it
+        // (docs/design.md §4.10, "On shards").
+        tiercache_policy::shards::link_tenancy(&mut caches, &shard_layout, cache_cfg);
         let base = shard_layout.total_lines();
         let n = shard_layout.shards();
         let layout = Layout::new(base, geo.line_size());
@@ -447,10 +450,14 @@ impl Engine {
             // A formatted device has no layout (the superblock's spare bytes may hold an old
             // one).
             partition_log.clear(&*cache_dev)?;
-            Vec::new()
+            Default::default()
         } else {
             journaled.unwrap_or_default()
         };
+        let Journaled {
+            partitions: journaled,
+            write_policies,
+        } = journaled;
         // Partitions of volumes no longer served hold no lines (recovery refuses a line of a
         // volume it does not serve): dropped, so their lines go back to the others.
         let mut notes = Vec::new();
@@ -491,54 +498,33 @@ impl Engine {
         let served = |v: u32| extents.iter().any(|e| e.0 == v);
         let (journaled, gone): (Vec<_>, Vec<_>) =
             journaled.into_iter().partition(|e| served(e.volume));
+        let write_policies: Vec<(u32, tiercache_policy::WritePolicy)> = write_policies
+            .into_iter()
+            .filter(|&(v, _)| served(v))
+            .collect();
         if !gone.is_empty() {
-            partition_log.write(&*cache_dev, &journaled)?;
+            partition_log.write(
+                &*cache_dev,
+                &Journaled {
+                    partitions: journaled.clone(),
+                    write_policies: write_policies.clone(),
+                },
+            )?;
             let mut vols: Vec<u32> = gone.iter().map(|e| e.volume).collect();
             vols.dedup();
             notes.push(format!(
                 "the journaled partition layout named volumes no longer served ({vols:?}): their partitions were dropped"
             ));
         }
-        if !journaled.is_empty() {
-            let mut per_volume: Vec<(u32, u64)> = Vec::new();
-            for e in &journaled {
-                match per_volume.iter_mut().find(|p| p.0 == e.volume) {
-                    Some(p) => p.1 += u64::from(e.lines),
-                    None => per_volume.push((e.volume, u64::from(e.lines))),
-                }
-            }
-            notes.push(format!(
-                "partitions as journaled by the last run (configured ones replace them): {}",
-                per_volume
-                    .iter()
-                    .map(|(v, l)| format!("volume {v}: {l} lines"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        // Journaled partitions first hold exactly the lines found for them (restoring fails
-        // on a full partition, and a crash may have come mid-resize); the journaled sizes are
-        // applied once the engine runs (see the end).
-        for e in &journaled {
-            let k = e.shard as usize;
-            if k >= n {
-                return Err(EngineError::Recovery(format!(
-                    "the journaled partition layout names shard {k} of {n}: cache.shards changed \
-                     since the cache was written"
-                )));
-            }
-            let found_here = found
-                .iter()
-                .filter(|(slot, rec)| {
-                    shard_layout.shard_of_slot(*slot) == k
-                        && rec.line.is_some_and(|(v, _)| v == e.volume)
-                })
-                .count() as u64;
-            let mut none = Vec::new();
-            caches[k]
-                .set_partition(VolumeId(e.volume), found_here, &mut none)
-                .map_err(|err| EngineError::Recovery(format!("journaled partitions: {err}")))?;
-        }
+        super::journaled::restore(
+            &mut caches,
+            cache_cfg,
+            &shard_layout,
+            &found,
+            &journaled,
+            &write_policies,
+            &mut notes,
+        )?;
         for (slot, rec) in &found {
             let (vol, index) = rec.line.expect("recovered slots hold lines");
             // A record can pass its checksum and still name a line this backend cannot hold
@@ -595,6 +581,10 @@ impl Engine {
         let inner = Arc::new(Inner {
             shards,
             shard_layout,
+            whole_sizes: (
+                cache_cfg.partitions.clone(),
+                cache_cfg.tenancy.fixed.clone(),
+            ),
             decide: Mutex::new(()),
             serial: Mutex::new(()),
             lookup: cfg.lookup,
@@ -607,7 +597,7 @@ impl Engine {
                 .iter()
                 .map(|&(v, base, size)| VolumeState::new(v, base, size))
                 .collect(),
-            partition_log: Mutex::new((partition_log, Vec::new())),
+            partition_log: Mutex::new((partition_log, Journaled::default())),
             resizing: Mutex::new(()),
             table,
             layout,

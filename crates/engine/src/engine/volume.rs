@@ -7,6 +7,7 @@ use super::*;
 use crate::partition_log::PartitionEntry;
 use crate::stats::LatencyBuckets;
 use serde::Serialize;
+use tiercache_policy::shards::ShardShare;
 
 /// One served volume: where its backend sits on the backend device, its size, its counters.
 pub(crate) struct VolumeState {
@@ -240,10 +241,27 @@ impl Engine {
     /// What the cache's tenancy mode decided at its last interval end, and what each volume
     /// did in the interval before (`None`: no mode, or before its first decision).
     pub fn tenancy_report(&self) -> Option<tiercache_policy::TenancyReport> {
-        self.inner
-            .core(&self.inner.shards[0])
-            .cache
-            .tenancy_report()
+        // Every shard's share added to the leader's (docs/design.md §4.10, "On shards").
+        tiercache_policy::shards::merge_reports(
+            self.inner
+                .shards
+                .iter()
+                .map(|sh| self.inner.core(sh).cache.tenancy_report()),
+        )
+    }
+
+    /// Polls the cache's tenancy mode as if the engine's clock read `now_ns` (its flusher
+    /// polls on the engine's own clock, from 0 at open): the decision due by then is made and
+    /// applied, its shrinks' write-backs run and the layout journaled before this returns.
+    /// Returns when the mode wants its next poll. For a driver replaying a stream on a
+    /// virtual clock (the differential tests): decisions at the same points of the stream
+    /// as the simulator's.
+    pub fn repartition_at(&self, now_ns: u64) -> Option<u64> {
+        let state = ExecutorState {
+            now: now_ns,
+            ..self.inner.executor_state()
+        };
+        self.inner.repartition_at(&state)
     }
 
     /// Counters of every served volume, in order.
@@ -397,10 +415,32 @@ impl<C: EngineCore> Inner<C> {
     /// jobs of its shrinks run here, before the flusher goes on, and the new layout is
     /// journaled. Returns when to poll next (`None`: a shared cache, never).
     pub(super) fn repartition(&self) -> Option<u64> {
-        let state = self.executor_state();
+        self.repartition_at(&self.executor_state())
+    }
+
+    /// [`Self::repartition`] as at `state.now`. A sharded cache's shard 0 leads
+    /// (docs/design.md §4.10, "On shards"): when its decision is due, every shard's lines
+    /// and partitions are gathered, it decides for the whole cache, and every other shard
+    /// then applies its share of the split, as the simulator's [`ShardedCache`] runs it.
+    ///
+    /// [`ShardedCache`]: tiercache_policy::ShardedCache
+    pub(super) fn repartition_at(&self, state: &ExecutorState) -> Option<u64> {
+        let leads = self.core(&self.shards[0]).cache.leads_tenancy();
+        // One resize at a time: the shares gathered stay those the leader splits over.
+        let _one_at_a_time = leads.then(|| lock(&self.resizing));
         let mut next: Option<u64> = None;
         let mut result = Ok(());
         let mut decided = false;
+        let mut split = None;
+        let shares: Vec<ShardShare> =
+            if leads && self.core(&self.shards[0]).cache.tenancy_due(state.now) {
+                self.shards
+                    .iter()
+                    .map(|sh| self.core(sh).cache.shard_share())
+                    .collect()
+            } else {
+                Vec::new()
+            };
         for (k, sh) in self.shards.iter().enumerate() {
             let (work, records) = {
                 let mut core = self.core(sh);
@@ -408,7 +448,19 @@ impl<C: EngineCore> Inner<C> {
                     return None;
                 }
                 let before = core.cache.tenancy_report().map(|r| r.decisions);
-                if let Some(t) = core.cache.repartition(&state) {
+                let polled = if !leads {
+                    core.cache.repartition(state)
+                } else if k == 0 {
+                    let t = core.cache.lead_repartition(state, &shares);
+                    split = core.cache.tenancy_split();
+                    t
+                } else {
+                    if let Some(s) = &split {
+                        core.cache.follow_tenancy(s, state.now);
+                    }
+                    None
+                };
+                if let Some(t) = polled {
                     next = Some(next.map_or(t, |n| n.min(t)));
                 }
                 decided |= core.cache.tenancy_report().map(|r| r.decisions) != before;
@@ -451,9 +503,25 @@ impl<C: EngineCore> Inner<C> {
         out
     }
 
-    /// Journals the partition layout if it changed since last journaled.
+    /// Journals the partition layout and the volumes' own write policies if they changed
+    /// since last journaled.
     pub(super) fn journal_partitions(&self) -> io::Result<()> {
-        let layout = self.partition_layout();
+        let write_policies = {
+            // Every shard holds the same (set on all of them at once).
+            let core = self.core(&self.shards[0]);
+            self.volumes
+                .iter()
+                .filter_map(|v| {
+                    core.cache
+                        .volume_write_policy(VolumeId(v.id))
+                        .map(|p| (v.id, p))
+                })
+                .collect()
+        };
+        let layout = crate::partition_log::Journaled {
+            partitions: self.partition_layout(),
+            write_policies,
+        };
         let mut log = lock(&self.partition_log);
         if log.1 == layout {
             return Ok(());

@@ -61,6 +61,11 @@ impl Cache {
         self.forced_mode = policy;
     }
 
+    /// The write policy `volume` was given of its own ([`Cache::set_write_policy`]), if any.
+    pub fn volume_write_policy(&self, volume: VolumeId) -> Option<WritePolicy> {
+        self.volume_modes.get(volume.0 as usize).copied().flatten()
+    }
+
     /// The write policy forced over the others, if any.
     pub fn forced_write_policy(&self) -> Option<WritePolicy> {
         self.forced_mode

@@ -11,14 +11,58 @@
 //! safe.
 
 use super::{config_error, Cache, ExecutorState, FlushJob, PolicyError};
-use crate::tenancy::{TenancyMode, TenancyReport, VolumePlan, VolumeStats, VolumeTenancy};
+use crate::shards::{split_lines, ShardShare, TenancySplit};
+use crate::tenancy::{
+    FixedVolume, TenancyMode, TenancyReport, VolumePlan, VolumeStats, VolumeTenancy,
+};
+use std::sync::{Arc, Mutex};
 use tiercache_core::{Nanos, Op, Request, VolumeId, MAX_VOLUMES};
+
+/// A tenancy mode: the cache's own, or one a sharded cache's shards share (held by the
+/// leader, fed by every shard; docs/design.md §4.10, "On shards").
+pub(super) enum ModeCell {
+    Own(Box<dyn TenancyMode>),
+    Shared(Arc<Mutex<Box<dyn TenancyMode>>>),
+}
+
+impl ModeCell {
+    fn with<R>(&self, f: impl FnOnce(&dyn TenancyMode) -> R) -> R {
+        match self {
+            Self::Own(m) => f(&**m),
+            Self::Shared(m) => f(&**m.lock().unwrap_or_else(|e| e.into_inner())),
+        }
+    }
+
+    fn with_mut<R>(&mut self, f: impl FnOnce(&mut dyn TenancyMode) -> R) -> R {
+        match self {
+            Self::Own(m) => f(&mut **m),
+            Self::Shared(m) => f(&mut **m.lock().unwrap_or_else(|e| e.into_inner())),
+        }
+    }
+}
+
+/// A cache's part in its tenancy.
+enum Role {
+    /// The whole cache (one shard, or a mode that does not partition).
+    Whole,
+    /// Shard 0 of a sharded cache: decides for every shard; `fixed` is the whole cache's
+    /// `tenancy.fixed` (the shard's own config holds only its split).
+    Leader { fixed: Vec<FixedVolume> },
+    /// Shard `shard` (> 0) of a sharded cache: applies the leader's decisions.
+    Follower { shard: usize },
+}
 
 /// How volumes share the cache at run time: the tenancy mode, its schedule, the plan in
 /// force and what was decided so far.
 pub(super) struct TenancyState {
     /// The mode (docs/design.md §4.10).
-    pub(super) mode: Box<dyn TenancyMode>,
+    pub(super) mode: ModeCell,
+    /// Whole cache, leader or follower.
+    role: Role,
+    /// A leader's last decision, split over the shards (for its followers).
+    split: Option<TenancySplit>,
+    /// A follower's last split applied (its `seq`; 0: none).
+    followed: u64,
     /// Whether the mode watches requests (asked once: the request path tests the flag).
     pub(super) observes: bool,
     /// When the mode is polled next (`None`: not yet scheduled).
@@ -41,7 +85,10 @@ impl TenancyState {
     pub(super) fn new(mode: Box<dyn TenancyMode>) -> Self {
         Self {
             observes: mode.observes(),
-            mode,
+            mode: ModeCell::Own(mode),
+            role: Role::Whole,
+            split: None,
+            followed: 0,
             next_poll: None,
             plans: Vec::new(),
             decisions: 0,
@@ -69,7 +116,7 @@ impl Cache {
         let last = self.geo.line_of(req.end() - 1);
         self.tenancy
             .mode
-            .observe(req.volume, first, last - first + 1, is_write);
+            .with_mut(|m| m.observe(req.volume, first, last - first + 1, is_write));
     }
 
     /// What each volume did so far (index = volume id; volumes never seen are zero).
@@ -78,11 +125,119 @@ impl Cache {
     }
 
     /// Replaces the tenancy mode (the configured one is built with the cache); the schedule
-    /// restarts at the next [`Cache::repartition`].
+    /// restarts at the next [`Cache::repartition`]. The cache decides for itself from then on
+    /// (a shard of a sharded cache leaves its leader).
     pub fn set_tenancy(&mut self, mode: Box<dyn crate::tenancy::TenancyMode>) {
         self.tenancy.observes = mode.observes();
-        self.tenancy.mode = mode;
+        self.tenancy.mode = ModeCell::Own(mode);
+        self.tenancy.role = Role::Whole;
         self.tenancy.next_poll = None;
+    }
+
+    /// Makes this cache shard `k` of a sharded cache whose shards share `mode` (see
+    /// [`crate::shards::link_tenancy`]): shard 0 leads, deciding with the whole cache's
+    /// `fixed` sizes; the others follow.
+    pub(crate) fn join_tenancy(
+        &mut self,
+        mode: Arc<Mutex<Box<dyn TenancyMode>>>,
+        k: usize,
+        fixed: &[FixedVolume],
+    ) {
+        let cell = ModeCell::Shared(mode);
+        self.tenancy.observes = cell.with(|m| m.observes());
+        self.tenancy.mode = cell;
+        self.tenancy.role = if k == 0 {
+            Role::Leader {
+                fixed: fixed.to_vec(),
+            }
+        } else {
+            Role::Follower { shard: k }
+        };
+        self.tenancy.next_poll = None;
+    }
+
+    /// Whether this cache is shard 0 of a sharded cache deciding for every shard
+    /// ([`Cache::lead_repartition`]).
+    pub fn leads_tenancy(&self) -> bool {
+        matches!(self.tenancy.role, Role::Leader { .. })
+    }
+
+    /// Whether [`Cache::lead_repartition`] at `now` would decide (the executor then gathers
+    /// every shard's [`ShardShare`] for it).
+    pub fn tenancy_due(&self, now: Nanos) -> bool {
+        if self.tenancy.mode.with(|m| m.interval_ns()).is_none() {
+            return false;
+        }
+        match self.tenancy.next_poll {
+            None => self.tenancy.mode.with(|m| m.decides_at_start()),
+            Some(at) => now >= at,
+        }
+    }
+
+    /// This shard's lines and its volumes' own partitions, for its leader.
+    pub fn shard_share(&self) -> ShardShare {
+        ShardShare {
+            lines: self.table.slots() as u64,
+            partitions: self
+                .parts
+                .iter()
+                .filter_map(|p| p.volume().map(|v| (v, u64::from(p.capacity))))
+                .collect(),
+        }
+    }
+
+    /// As [`Cache::repartition`], for the leader of a sharded cache: a decision is for the
+    /// whole cache, whose shards are `shares` (index = shard; gathered when
+    /// [`Cache::tenancy_due`], else ignored), split over them ([`split_lines`] of each
+    /// shard's lines less the partitions the mode will not plan); the leader applies shard
+    /// 0's share and keeps the split for the others ([`Cache::tenancy_split`],
+    /// [`Cache::follow_tenancy`]). On a cache that does not lead: nothing, `None`.
+    pub fn lead_repartition(
+        &mut self,
+        state: &ExecutorState,
+        shares: &[ShardShare],
+    ) -> Option<Nanos> {
+        if !self.leads_tenancy() {
+            return None;
+        }
+        self.poll_tenancy(state, shares)
+    }
+
+    /// A leader's last decision split over the shards (`None` before its first).
+    pub fn tenancy_split(&self) -> Option<&TenancySplit> {
+        self.tenancy.split.as_ref()
+    }
+
+    /// Applies a leader's decision to this follower, once (a split already applied, or a
+    /// cache that does not follow, is left alone): its share of each volume's lines and the
+    /// volumes' write policies. Shrinks' flush jobs wait for [`Cache::take_resize_jobs`].
+    pub fn follow_tenancy(&mut self, split: &TenancySplit, now: Nanos) {
+        let Role::Follower { shard } = self.tenancy.role else {
+            return;
+        };
+        if split.seq <= self.tenancy.followed {
+            return;
+        }
+        self.tenancy.followed = split.seq;
+        let interval = self.interval_stats();
+        // The demands are the leader's, reported once (by the leader).
+        let plans: Vec<VolumePlan> = split
+            .shard_plans(shard)
+            .into_iter()
+            .map(|p| VolumePlan {
+                demand_lines: 0,
+                ..p
+            })
+            .collect();
+        match self.apply_plans(plans) {
+            Ok(()) => self.tenancy.decisions += 1,
+            Err(e) => {
+                self.tenancy.refusals += 1;
+                self.tenancy.last_refusal = Some(e.to_string());
+            }
+        }
+        let capacity = self.capacity_lines();
+        self.record_tenancy_report(now, capacity, &interval);
     }
 
     /// Polls the tenancy mode if an interval ended by `state.now` and applies its decision
@@ -90,17 +245,28 @@ impl Cache {
     /// (`None`: never, a shared cache). Executors call it at that time; the first call, at any
     /// time, starts the schedule (and applies fixed shares at once). Shrinks' flush jobs wait
     /// for [`Cache::take_resize_jobs`] (or the next [`Cache::clean`]).
+    ///
+    /// A shard of a sharded cache whose mode partitions is polled through its leader
+    /// ([`Cache::lead_repartition`], [`Cache::follow_tenancy`]): here it does nothing.
     pub fn repartition(&mut self, state: &ExecutorState) -> Option<Nanos> {
-        let interval = self.tenancy.mode.interval_ns()?.max(1);
+        if !matches!(self.tenancy.role, Role::Whole) {
+            return None;
+        }
+        self.poll_tenancy(state, &[])
+    }
+
+    /// The schedule of [`Cache::repartition`] and [`Cache::lead_repartition`].
+    fn poll_tenancy(&mut self, state: &ExecutorState, shares: &[ShardShare]) -> Option<Nanos> {
+        let interval = self.tenancy.mode.with(|m| m.interval_ns())?.max(1);
         match self.tenancy.next_poll {
             None => {
-                if self.tenancy.mode.decides_at_start() {
-                    self.decide_tenancy(state.now);
+                if self.tenancy.mode.with(|m| m.decides_at_start()) {
+                    self.decide_tenancy(state.now, shares);
                 }
                 self.tenancy.next_poll = Some(state.now.saturating_add(interval));
             }
             Some(at) if state.now >= at => {
-                self.decide_tenancy(state.now);
+                self.decide_tenancy(state.now, shares);
                 // Intervals with no poll in them (an idle executor) are skipped, not replayed.
                 self.tenancy.next_poll = Some(super::modes::next_on_grid(at, state.now, interval));
             }
@@ -126,10 +292,9 @@ impl Cache {
         self.tenancy.report.clone()
     }
 
-    /// Asks the mode for its decision, applies it and records the report.
-    fn decide_tenancy(&mut self, now: Nanos) {
-        let capacity = self.capacity_lines();
-        let interval: Vec<VolumeStats> = self
+    /// What each volume did since the last decision (which this one becomes).
+    fn interval_stats(&mut self) -> Vec<VolumeStats> {
+        let interval = self
             .counters
             .volumes
             .iter()
@@ -137,6 +302,33 @@ impl Cache {
             .map(|(v, s)| s.since(self.tenancy.base.get(v)))
             .collect();
         self.tenancy.base = self.counters.volumes.clone();
+        interval
+    }
+
+    /// Applies `plans` (partition sizes of this cache, write policies) and makes them the
+    /// plans in force; on error nothing changes.
+    fn apply_plans(&mut self, plans: Vec<VolumePlan>) -> Result<(), PolicyError> {
+        let mut jobs = std::mem::take(&mut self.jobs.resize_jobs);
+        let applied = self.apply_allocation(&plans, &mut jobs);
+        self.jobs.resize_jobs = jobs;
+        applied?;
+        for p in &plans {
+            if let Some(wp) = p.write_policy {
+                self.set_write_policy(Some(p.volume), wp);
+            }
+        }
+        self.tenancy.plans = plans;
+        Ok(())
+    }
+
+    /// Asks the mode for its decision, applies it and records the report (a leader's: for
+    /// the shards of `shares`).
+    fn decide_tenancy(&mut self, now: Nanos, shares: &[ShardShare]) {
+        if matches!(self.tenancy.role, Role::Leader { .. }) {
+            return self.lead_decision(now, shares);
+        }
+        let capacity = self.capacity_lines();
+        let interval = self.interval_stats();
         let fixed = self.cfg.tenancy.fixed_lines(self.geo.line_size());
         // Partitions the mode will not plan (static ones of volumes it has not seen or was
         // not given) keep their lines: the mode decides over the rest.
@@ -144,24 +336,15 @@ impl Cache {
         let Some(mut plans) = self
             .tenancy
             .mode
-            .decide(capacity.saturating_sub(fixed + kept))
+            .with_mut(|m| m.decide(capacity.saturating_sub(fixed + kept)))
         else {
             self.tenancy.decisions += 1;
             self.record_tenancy_report(now, capacity, &interval);
             return;
         };
-        self.apply_fixed(&mut plans);
-        let mut jobs = std::mem::take(&mut self.jobs.resize_jobs);
-        let applied = self.apply_allocation(&plans, &mut jobs);
-        self.jobs.resize_jobs = jobs;
-        match applied {
+        apply_fixed(&self.cfg.tenancy.fixed, self.geo.line_size(), &mut plans);
+        match self.apply_plans(plans) {
             Ok(()) => {
-                for p in &plans {
-                    if let Some(wp) = p.write_policy {
-                        self.set_write_policy(Some(p.volume), wp);
-                    }
-                }
-                self.tenancy.plans = plans;
                 self.tenancy.decisions += 1;
             }
             Err(e) => {
@@ -177,21 +360,90 @@ impl Cache {
     /// Lines of the volumes' own partitions that the tenancy mode will not plan: neither a
     /// volume it may plan nor one with a fixed size.
     fn unplanned_partition_lines(&self) -> u64 {
-        self.parts
+        let own: Vec<(VolumeId, u64)> = self
+            .parts
             .iter()
-            .filter(|p| {
-                p.volume().is_some_and(|v| {
-                    !self.tenancy.mode.plans_volume(v)
-                        && !self
-                            .cfg
-                            .tenancy
-                            .fixed
-                            .iter()
-                            .any(|f| f.volume == v.0 && f.bytes.is_some())
+            .filter_map(|p| p.volume().map(|v| (v, u64::from(p.capacity))))
+            .collect();
+        self.unplanned_lines(&own, &self.cfg.tenancy.fixed)
+    }
+
+    /// Lines of the partitions `own` (volume, lines) that the mode will not plan, with
+    /// `fixed` the fixed sizes in force.
+    fn unplanned_lines(&self, own: &[(VolumeId, u64)], fixed: &[FixedVolume]) -> u64 {
+        self.tenancy.mode.with(|m| {
+            own.iter()
+                .filter(|(v, _)| {
+                    !m.plans_volume(*v)
+                        && !fixed.iter().any(|f| f.volume == v.0 && f.bytes.is_some())
                 })
+                .map(|(_, lines)| lines)
+                .sum()
+        })
+    }
+
+    /// A leader's decision (see [`Cache::lead_repartition`]): per-volume targets for the
+    /// whole cache of `shares`, split over its shards; shard 0's share applied here.
+    fn lead_decision(&mut self, now: Nanos, shares: &[ShardShare]) {
+        let Role::Leader { fixed } = &self.tenancy.role else {
+            return;
+        };
+        let fixed = fixed.clone();
+        let line = self.geo.line_size();
+        let capacity = self.capacity_lines();
+        let interval = self.interval_stats();
+        // Each shard's room: its lines less its partitions the mode will not plan (as an
+        // unsharded cache keeps them); the mode decides over the rooms less the fixed sizes.
+        let room: Vec<u64> = shares
+            .iter()
+            .map(|s| {
+                s.lines
+                    .saturating_sub(self.unplanned_lines(&s.partitions, &fixed))
             })
-            .map(|p| u64::from(p.capacity))
-            .sum()
+            .collect();
+        let total: u64 = room.iter().sum();
+        let fixed_lines: u64 = fixed.iter().filter_map(|f| f.bytes).map(|b| b / line).sum();
+        let Some(mut plans) = self
+            .tenancy
+            .mode
+            .with_mut(|m| m.decide(total.saturating_sub(fixed_lines)))
+        else {
+            self.tenancy.decisions += 1;
+            self.record_tenancy_report(now, capacity, &interval);
+            return;
+        };
+        apply_fixed(&fixed, line, &mut plans);
+        let wanted = plans
+            .iter()
+            .fold(0u64, |a, p| a.saturating_add(p.allocation_lines));
+        let applied = if shares.is_empty() || wanted > total {
+            Err(config_error(
+                "tenancy",
+                format!("allocations of {wanted} lines exceed the shards' {total}"),
+            ))
+        } else {
+            let targets: Vec<u64> = plans.iter().map(|p| p.allocation_lines).collect();
+            let split = TenancySplit {
+                seq: self.tenancy.decisions + self.tenancy.refusals + 1,
+                shares: split_lines(&targets, &room),
+                plans,
+            };
+            // Published only once applied here: followers never apply what the leader
+            // refused.
+            let applied = self.apply_plans(split.shard_plans(0));
+            if applied.is_ok() {
+                self.tenancy.split = Some(split);
+            }
+            applied
+        };
+        match applied {
+            Ok(()) => self.tenancy.decisions += 1,
+            Err(e) => {
+                self.tenancy.refusals += 1;
+                self.tenancy.last_refusal = Some(e.to_string());
+            }
+        }
+        self.record_tenancy_report(now, capacity, &interval);
     }
 
     /// Records the report of a decision (or refusal) at `now`.
@@ -217,7 +469,7 @@ impl Cache {
             })
             .collect();
         self.tenancy.report = Some(TenancyReport {
-            mode: self.tenancy.mode.name(),
+            mode: self.tenancy.mode.with(|m| m.name()),
             decisions: self.tenancy.decisions,
             at_ns: now,
             capacity_lines: capacity,
@@ -226,35 +478,6 @@ impl Cache {
             refused_decisions: self.tenancy.refusals,
             last_refusal: self.tenancy.last_refusal.clone(),
         });
-    }
-
-    /// Puts the fixed settings of `cache.tenancy.fixed` over a mode's plan: their sizes and
-    /// write policies replace the mode's (a fixed volume the mode did not plan is added).
-    fn apply_fixed(&self, plans: &mut Vec<VolumePlan>) {
-        let line = self.geo.line_size();
-        for f in &self.cfg.tenancy.fixed {
-            let v = VolumeId(f.volume);
-            let i = match plans.iter().position(|p| p.volume == v) {
-                Some(i) => i,
-                None if f.bytes.is_some() => {
-                    plans.push(VolumePlan {
-                        volume: v,
-                        demand_lines: 0,
-                        allocation_lines: 0,
-                        write_policy: None,
-                    });
-                    plans.len() - 1
-                }
-                None => continue,
-            };
-            if let Some(b) = f.bytes {
-                plans[i].allocation_lines = b / line;
-                plans[i].demand_lines = b / line;
-            }
-            if f.write_policy.is_some() {
-                plans[i].write_policy = f.write_policy;
-            }
-        }
     }
 
     /// Gives every planned volume a partition of its allocation; the shared partition gets
@@ -316,5 +539,34 @@ impl Cache {
         caps[shared] = lines - caps.iter().sum::<u64>();
         self.apply_capacities(&caps, jobs);
         Ok(())
+    }
+}
+
+/// Puts fixed settings (`cache.tenancy.fixed`) over a mode's plan: their sizes (bytes of
+/// `line`-byte lines) and write policies replace the mode's (a fixed volume the mode did not
+/// plan is added).
+fn apply_fixed(fixed: &[FixedVolume], line: u64, plans: &mut Vec<VolumePlan>) {
+    for f in fixed {
+        let v = VolumeId(f.volume);
+        let i = match plans.iter().position(|p| p.volume == v) {
+            Some(i) => i,
+            None if f.bytes.is_some() => {
+                plans.push(VolumePlan {
+                    volume: v,
+                    demand_lines: 0,
+                    allocation_lines: 0,
+                    write_policy: None,
+                });
+                plans.len() - 1
+            }
+            None => continue,
+        };
+        if let Some(b) = f.bytes {
+            plans[i].allocation_lines = b / line;
+            plans[i].demand_lines = b / line;
+        }
+        if f.write_policy.is_some() {
+            plans[i].write_policy = f.write_policy;
+        }
     }
 }

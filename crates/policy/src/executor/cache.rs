@@ -206,4 +206,29 @@ impl EngineCore for Cache {
     ) -> Result<PartitionId, PolicyError> {
         Cache::set_partition(self, volume, lines, jobs)
     }
+    fn leads_tenancy(&self) -> bool {
+        Cache::leads_tenancy(self)
+    }
+    fn tenancy_due(&self, now: Nanos) -> bool {
+        Cache::tenancy_due(self, now)
+    }
+    fn shard_share(&self) -> crate::shards::ShardShare {
+        Cache::shard_share(self)
+    }
+    fn lead_repartition(
+        &mut self,
+        state: &ExecutorState,
+        shares: &[crate::shards::ShardShare],
+    ) -> Option<Nanos> {
+        Cache::lead_repartition(self, state, shares)
+    }
+    fn tenancy_split(&self) -> Option<crate::shards::TenancySplit> {
+        Cache::tenancy_split(self).cloned()
+    }
+    fn volume_write_policy(&self, volume: VolumeId) -> Option<WritePolicy> {
+        Cache::volume_write_policy(self, volume)
+    }
+    fn follow_tenancy(&mut self, split: &crate::shards::TenancySplit, now: Nanos) {
+        Cache::follow_tenancy(self, split, now)
+    }
 }

@@ -272,4 +272,23 @@ pub trait EngineCore: PolicyCore {
         lines: u64,
         jobs: &mut Vec<FlushJob>,
     ) -> Result<PartitionId, PolicyError>;
+    /// Whether this core is shard 0 of a sharded cache leading its tenancy (see
+    /// [`Cache::lead_repartition`](crate::Cache::lead_repartition)).
+    fn leads_tenancy(&self) -> bool;
+    /// Whether the leader's poll at `now` would decide.
+    fn tenancy_due(&self, now: Nanos) -> bool;
+    /// This shard's lines and own partitions, for its leader.
+    fn shard_share(&self) -> crate::shards::ShardShare;
+    /// The leader's poll of a sharded cache's tenancy, over every shard's `shares`.
+    fn lead_repartition(
+        &mut self,
+        state: &ExecutorState,
+        shares: &[crate::shards::ShardShare],
+    ) -> Option<Nanos>;
+    /// The leader's last decision, split over the shards.
+    fn tenancy_split(&self) -> Option<crate::shards::TenancySplit>;
+    /// The write policy `volume` was given of its own, if any.
+    fn volume_write_policy(&self, volume: VolumeId) -> Option<WritePolicy>;
+    /// A follower applies its share of the leader's decision (once).
+    fn follow_tenancy(&mut self, split: &crate::shards::TenancySplit, now: Nanos);
 }

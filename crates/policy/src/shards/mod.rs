@@ -20,11 +20,13 @@ use tiercache_core::{LineGeometry, VolumeId};
 
 mod pieces;
 mod sharded;
+mod tenancy;
 
 /// Re-exported at its old path (the trait lives in [`crate::executor`]).
 pub use crate::executor::PolicyCore;
 pub use pieces::{DemotePieces, RequestPieces};
 pub use sharded::ShardedCache;
+pub use tenancy::{link_tenancy, merge_reports, split_lines, ShardShare, TenancySplit};
 
 /// Bytes of a sharding chunk: every line of a chunk belongs to one shard.
 pub const CHUNK_BYTES: u64 = 64 * 1024;
@@ -56,21 +58,6 @@ impl ShardLayout {
                 reason: format!("{} must be in 1..={MAX_SHARDS}", cfg.shards),
             });
         }
-        if cfg.shards > 1 && !cfg.partitions.is_empty() {
-            return Err(PolicyError::Config {
-                field: "shards",
-                reason: "static partitions need one shard (shards = 1)".into(),
-            });
-        }
-        if cfg.shards > 1 && cfg.tenancy.partitions() {
-            return Err(PolicyError::Config {
-                field: "shards",
-                reason: format!(
-                    "tenancy mode \"{}\" partitions the cache and needs one shard (shards = 1)",
-                    cfg.tenancy.mode.name()
-                ),
-            });
-        }
         let total = cfg.capacity / geo.line_size();
         if total >= u64::from(u32::MAX / 2) {
             // Said here, with the configured count (the shards' own check sees a clamped one).
@@ -83,6 +70,10 @@ impl ShardLayout {
                     u32::MAX / 2 - 1
                 ),
             });
+        }
+        if cfg.shards > 1 {
+            // Checked for the whole cache here: each shard sees only its split of them.
+            check_split_sizes(cfg, total)?;
         }
         let n = u64::from(cfg.shards).min(total.max(1));
         let mut bases = Vec::with_capacity(n as usize + 1);
@@ -130,13 +121,43 @@ impl ShardLayout {
         self.bases.partition_point(|&b| b <= slot) - 1
     }
 
-    /// The config of shard `k`'s policy core: the cache's, with the shard's lines.
+    /// The config of shard `k`'s policy core: the cache's, with the shard's lines, and its
+    /// share of every static partition (`cache.partitions`), split over the shards by their
+    /// lines with [`split_lines`] (docs/design.md §4.10, "On shards"). A partition with no
+    /// line in this shard is left out of it (its volume's lines there go to the shared
+    /// partition until a decision gives it one). Fixed sizes (`tenancy.fixed`) are left out:
+    /// the leader applies them to the whole cache.
     pub fn shard_config(&self, cfg: &CacheConfig, k: usize) -> CacheConfig {
-        CacheConfig {
-            capacity: u64::from(self.lines(k)) * self.geo.line_size(),
+        let line = self.geo.line_size();
+        let mut out = CacheConfig {
+            capacity: u64::from(self.lines(k)) * line,
             shards: 1,
             ..cfg.clone()
+        };
+        if self.shards() == 1 {
+            return out;
         }
+        let room: Vec<u64> = (0..self.shards())
+            .map(|j| u64::from(self.lines(j)))
+            .collect();
+        let statics: Vec<u64> = cfg.partitions.iter().map(|p| p.bytes / line).collect();
+        let statics = &split_lines(&statics, &room)[k];
+        out.partitions = cfg
+            .partitions
+            .iter()
+            .zip(statics)
+            .filter(|(_, &lines)| lines > 0)
+            .map(|(p, &lines)| crate::config::PartitionConfig {
+                volume: p.volume,
+                bytes: lines * line,
+            })
+            .collect();
+        // Fixed sizes are the leader's to apply, for the whole cache (see
+        // `tenancy::link_tenancy`): the shards' own configs leave them out.
+        for f in &mut out.tenancy.fixed {
+            f.bytes = None;
+        }
+        out
     }
 
     /// The shard owning line `index` of `volume`.
@@ -184,6 +205,52 @@ impl ShardLayout {
     }
 }
 
+/// The whole cache's static partitions and fixed sizes, which its shards see split: each
+/// static partition holds a line, and each list fits the cache's `total` lines (so that its
+/// split fits every shard).
+fn check_split_sizes(cfg: &CacheConfig, total: u64) -> Result<(), PolicyError> {
+    let line = cfg.line_size;
+    let mut statics = 0u64;
+    for (i, p) in cfg.partitions.iter().enumerate() {
+        if p.bytes / line == 0 {
+            return Err(PolicyError::Config {
+                field: "partitions",
+                reason: format!("partition {i} (volume {}) holds no line", p.volume),
+            });
+        }
+        statics = statics.saturating_add(p.bytes / line);
+    }
+    if statics > total {
+        return Err(PolicyError::Config {
+            field: "partitions",
+            reason: format!("partitions need {statics} lines, the cache has {total}"),
+        });
+    }
+    let fixed = cfg.tenancy.fixed_lines(line);
+    // A fixed size replaces its volume's static partition.
+    let others: u64 = cfg
+        .partitions
+        .iter()
+        .filter(|p| {
+            !cfg.tenancy
+                .fixed
+                .iter()
+                .any(|f| f.volume == p.volume && f.bytes.is_some())
+        })
+        .map(|p| p.bytes / line)
+        .sum();
+    if fixed > 0 && fixed.saturating_add(others) > total {
+        return Err(PolicyError::Config {
+            field: "tenancy.fixed",
+            reason: format!(
+                "fixed sizes need {fixed} lines and the static partitions of other volumes \
+                 {others}: more than the cache's {total}"
+            ),
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,6 +277,39 @@ mod tests {
         }
         // Fewer lines than shards: one line each.
         assert_eq!(ShardLayout::new(&cfg(3, 16)).unwrap().shards(), 3);
+    }
+
+    /// Tenancy modes that partition the cache and static partitions load on shards (they
+    /// were refused with more than one); their sizes are checked for the whole cache.
+    #[test]
+    fn partitioning_configs_load_on_shards_and_whole_sizes_are_checked() {
+        use crate::tenancy::{FixedVolume, TenancyModeKind};
+        for mode in [
+            TenancyModeKind::Eci,
+            TenancyModeKind::Trd,
+            TenancyModeKind::Static,
+        ] {
+            let mut c = cfg(100, 4);
+            c.tenancy.mode = mode;
+            c.partitions = vec![crate::config::PartitionConfig {
+                volume: 3,
+                bytes: 2 * 4096,
+            }];
+            let l = ShardLayout::new(&c).unwrap();
+            assert_eq!(l.shards(), 4);
+            let split: u64 = (0..4)
+                .flat_map(|k| l.shard_config(&c, k).partitions)
+                .map(|p| p.bytes / 4096)
+                .sum();
+            assert_eq!(split, 2, "{mode:?}: two lines over four shards");
+            c.tenancy.fixed = vec![FixedVolume {
+                volume: 1,
+                bytes: Some(99 * 4096),
+                write_policy: None,
+            }];
+            let e = ShardLayout::new(&c).unwrap_err().to_string();
+            assert!(e.contains("cache.tenancy.fixed"), "{e}");
+        }
     }
 
     #[test]

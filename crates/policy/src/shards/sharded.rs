@@ -35,9 +35,10 @@ impl ShardedCache {
     /// Builds the shards of `cfg`; every invalid field is named in the error.
     pub fn new(cfg: &CacheConfig) -> Result<Self, PolicyError> {
         let layout = ShardLayout::new(cfg)?;
-        let shards = (0..layout.shards())
+        let mut shards: Vec<Cache> = (0..layout.shards())
             .map(|k| Cache::new(&layout.shard_config(cfg, k)))
             .collect::<Result<_, _>>()?;
+        super::link_tenancy(&mut shards, &layout, cfg);
         Ok(Self {
             layout,
             shards,
@@ -296,14 +297,36 @@ impl Background for ShardedCache {
     }
 
     fn repartition(&mut self, state: &ExecutorState) -> Option<Nanos> {
-        // Partitioning modes need one shard (checked by the layout); a shared cache is never
-        // polled.
-        self.shards[0].repartition(state)
+        if !self.shards[0].leads_tenancy() {
+            // One shard, or a shared cache (never polled).
+            return self.shards[0].repartition(state);
+        }
+        // Shard 0 leads (docs/design.md §4.10, "On shards"): it decides for the whole cache
+        // from every shard's lines and partitions, and every shard applies its share of the
+        // split, as the engine runs it.
+        let shares: Vec<_> = if self.shards[0].tenancy_due(state.now) {
+            self.shards.iter().map(Cache::shard_share).collect()
+        } else {
+            Vec::new()
+        };
+        let next = self.shards[0].lead_repartition(state, &shares);
+        if let Some(split) = self.shards[0].tenancy_split().cloned() {
+            for c in &mut self.shards[1..] {
+                c.follow_tenancy(&split, state.now);
+            }
+        }
+        next
     }
 
     fn take_resize_jobs(&mut self, jobs: &mut Vec<FlushJob>) {
-        // Only shard 0 can resize (see `repartition`); its slots start at 0.
-        self.shards[0].take_resize_jobs(jobs);
+        let line = self.layout.geo.line_size();
+        for (k, c) in self.shards.iter_mut().enumerate() {
+            let from = jobs.len();
+            c.take_resize_jobs(jobs);
+            for j in &mut jobs[from..] {
+                rebase_job(j, k, u64::from(self.layout.bases[k]) * line);
+            }
+        }
     }
 
     fn set_write_policy(&mut self, volume: Option<VolumeId>, policy: WritePolicy) {
@@ -377,7 +400,7 @@ impl Report for ShardedCache {
     }
 
     fn tenancy_report(&self) -> Option<TenancyReport> {
-        self.shards[0].tenancy_report()
+        super::merge_reports(self.shards.iter().map(Cache::tenancy_report))
     }
 
     fn audit(&self) {

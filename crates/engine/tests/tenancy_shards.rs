@@ -1,0 +1,182 @@
+//! A partitioning tenancy mode on a sharded engine (docs/design.md §4.10, "On shards"): the
+//! config loads, shard 0's decisions give every shard its share of each volume's target, the
+//! layout is journaled per shard, and a warm restart restores every shard's partitions with
+//! each volume's lines and data.
+
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use std::sync::Arc;
+use tiercache_blockdev::{BlockDevice, MemDevice};
+use tiercache_engine::device::VolumeSet;
+use tiercache_engine::{Engine, EngineConfig};
+use tiercache_policy::{CacheConfig, CleaningConfig, TenancyConfig, TenancyModeKind};
+
+const LINE: u64 = 4096;
+const VOLUME: usize = 2 << 20;
+const HOUR: u64 = 3_600_000_000_000;
+
+fn config(mode: TenancyModeKind) -> CacheConfig {
+    CacheConfig {
+        capacity: 203 * LINE,
+        line_size: LINE,
+        // No background cleaning: dirty lines leave only through shrinks and evictions.
+        cleaning: CleaningConfig::None,
+        shards: 4,
+        tenancy: TenancyConfig {
+            mode,
+            // Never reached by the engine's own clock: decisions come from `repartition_at`.
+            interval_ns: HOUR,
+            ..TenancyConfig::default()
+        },
+        ..CacheConfig::default()
+    }
+}
+
+fn open(cfg: &CacheConfig, cache: &Arc<MemDevice>, backends: &[Arc<MemDevice>]) -> Engine {
+    let set = VolumeSet::new(
+        backends
+            .iter()
+            .enumerate()
+            .map(|(v, b)| (v as u32, b.clone() as Arc<dyn BlockDevice>))
+            .collect(),
+    )
+    .unwrap();
+    let extents = set.extents();
+    Engine::with_volume_devices(
+        cfg,
+        &EngineConfig::default(),
+        cache.clone(),
+        Arc::new(set),
+        extents,
+    )
+    .unwrap()
+}
+
+#[test]
+fn sharded_partition_modes_load_and_a_restart_restores_every_shards_partitions() {
+    for mode in [TenancyModeKind::Eci, TenancyModeKind::Trd] {
+        let cfg = config(mode);
+        let cache = Arc::new(MemDevice::new(4 << 20));
+        let backends: Vec<Arc<MemDevice>> =
+            (0..3).map(|_| Arc::new(MemDevice::new(VOLUME))).collect();
+        let mut model: Vec<Vec<u8>> = vec![vec![0u8; VOLUME]; 3];
+        let engine = open(&cfg, &cache, &backends);
+        engine.repartition_at(0);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(mode as u64);
+        for round in 1..=4u64 {
+            for _ in 0..1500 {
+                // Volume 0 re-reads 120 lines, volume 1 rewrites 40, volume 2 writes widely.
+                let v = rng.gen_range(0..3usize);
+                let span = [120, 40, 500][v];
+                let off = rng.gen_range(0..span) * LINE;
+                let len = LINE * rng.gen_range(1..=3u64);
+                if v != 0 && rng.gen_bool(0.6) {
+                    let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+                    engine.write_volume(v as u32, &data, off, false).unwrap();
+                    model[v][off as usize..(off + len) as usize].copy_from_slice(&data);
+                } else {
+                    let mut got = vec![0u8; len as usize];
+                    engine.read_volume(v as u32, &mut got, off).unwrap();
+                    assert!(got == model[v][off as usize..(off + len) as usize]);
+                }
+            }
+            engine.repartition_at(round * HOUR + HOUR / 2);
+        }
+        // Volume 0 only re-reads, so `eci` keeps it write-back: leave dirty lines of it for
+        // the restart to recover.
+        let data = vec![0xa5u8; 8 * LINE as usize];
+        engine.write_volume(0, &data, 4 * LINE, false).unwrap();
+        model[0][4 * LINE as usize..12 * LINE as usize].copy_from_slice(&data);
+        let report = engine.tenancy_report().unwrap();
+        assert_eq!(report.decisions, 4, "{mode:?}");
+        assert_eq!(report.capacity_lines, 203);
+        let layout = engine.partition_layout();
+        for v in 0..3u32 {
+            let target = report
+                .volumes
+                .iter()
+                .find(|r| r.volume == v)
+                .map_or(0, |r| r.allocation_lines);
+            let shards: Vec<u16> = layout
+                .iter()
+                .filter(|e| e.volume == v)
+                .map(|e| e.shard)
+                .collect();
+            assert_eq!(shards, [0, 1, 2, 3], "{mode:?}: volume {v} in every shard");
+            let got: u64 = layout
+                .iter()
+                .filter(|e| e.volume == v)
+                .map(|e| u64::from(e.lines))
+                .sum();
+            assert_eq!(
+                got, target,
+                "{mode:?}: volume {v}'s shards add up to its allocation"
+            );
+        }
+        let resident: Vec<Option<u64>> = engine
+            .volume_stats()
+            .iter()
+            .map(|s| s.resident_lines)
+            .collect();
+        let policies: Vec<_> = (0..3).map(|v| engine.write_policy_in_force(v)).collect();
+        let dirty = engine.stats().dirty_lines;
+        assert!(dirty > 0, "{mode:?}: leave dirty lines for the restart");
+        engine.audit();
+        engine.shutdown().unwrap();
+        drop(engine);
+        // A warm restart: every shard's partitions as journaled, each volume's lines in them.
+        let engine = open(&cfg, &cache, &backends);
+        assert_eq!(engine.partition_layout(), layout, "{mode:?}");
+        let after: Vec<Option<u64>> = engine
+            .volume_stats()
+            .iter()
+            .map(|s| s.resident_lines)
+            .collect();
+        assert_eq!(after, resident, "{mode:?}");
+        assert_eq!(engine.stats().dirty_lines, dirty, "{mode:?}");
+        // The write policies the mode gave the volumes are journaled with the partitions.
+        let now: Vec<_> = (0..3).map(|v| engine.write_policy_in_force(v)).collect();
+        assert_eq!(now, policies, "{mode:?}");
+        engine.audit();
+        for (v, want) in model.iter().enumerate() {
+            let mut got = vec![0u8; VOLUME];
+            for at in (0..VOLUME).step_by(64 << 10) {
+                engine
+                    .read_volume(v as u32, &mut got[at..at + (64 << 10)], at as u64)
+                    .unwrap();
+            }
+            assert!(
+                got == *want,
+                "{mode:?}: volume {v} differs after the restart"
+            );
+        }
+        engine.shutdown().unwrap();
+    }
+}
+
+/// A write policy set live on one volume (an operator's `tiercache set
+/// exports.NAME.write_policy`) is journaled with the partitions: a restart keeps it, and the
+/// other volumes keep the cache's.
+#[test]
+fn a_write_policy_set_live_survives_a_restart() {
+    use tiercache_policy::WritePolicy;
+    let cfg = config(TenancyModeKind::Shared);
+    let cache = Arc::new(MemDevice::new(4 << 20));
+    let backends: Vec<Arc<MemDevice>> = (0..3).map(|_| Arc::new(MemDevice::new(VOLUME))).collect();
+    let engine = open(&cfg, &cache, &backends);
+    engine.set_volume_write_policy(1, WritePolicy::ReadOnly);
+    engine.set_volume_write_policy(2, WritePolicy::WriteThrough);
+    engine.shutdown().unwrap();
+    drop(engine);
+    let engine = open(&cfg, &cache, &backends);
+    let got: Vec<_> = (0..3).map(|v| engine.write_policy_in_force(v)).collect();
+    assert_eq!(
+        got,
+        [
+            WritePolicy::WriteBack,
+            WritePolicy::ReadOnly,
+            WritePolicy::WriteThrough
+        ]
+    );
+    engine.shutdown().unwrap();
+}
