@@ -11,10 +11,15 @@
 #
 # Prints one table: IOPS per contender and workload, and each as a ratio to the fast directory.
 #
+#   base, base-nopt
+#               the same two run by another build (BASELINE_TIERCACHE), for a before/after in
+#               one run (they are added to the default contenders when it is set)
+#
 # Usage: bench/fio_file_cache.sh
 # Environment: SIZE (32MiB per job), RUNTIME (5), CACHE_SIZE (512MiB), FAST_DIR (/dev/shm),
 #   SLOW_DIR (/var/tmp), TIERCACHE (target/release/tiercache), ONLY (a subset of the
-#   contenders: "fast tc tc-nopt").
+#   contenders: "fast tc tc-nopt base base-nopt"), TC_ARGS (more `tiercache mount` options
+#   for tc and tc-nopt), BASELINE_TIERCACHE (the build base and base-nopt run).
 set -euo pipefail
 
 SIZE=${SIZE:-32MiB}
@@ -24,7 +29,13 @@ FAST_DIR=${FAST_DIR:-/dev/shm}
 SLOW_DIR=${SLOW_DIR:-/var/tmp}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TIERCACHE=${TIERCACHE:-$ROOT/target/release/tiercache}
-ONLY=${ONLY:-"fast tc tc-nopt"}
+BASELINE_TIERCACHE=${BASELINE_TIERCACHE:-}
+TC_ARGS=${TC_ARGS:-}
+if [ -n "$BASELINE_TIERCACHE" ]; then
+  ONLY=${ONLY:-"fast tc tc-nopt base base-nopt"}
+else
+  ONLY=${ONLY:-"fast tc tc-nopt"}
+fi
 
 for tool in fio python3 fusermount3; do
   command -v "$tool" >/dev/null || { echo "missing $tool: run scripts/setup.sh" >&2; exit 1; }
@@ -76,11 +87,15 @@ run_contender() {
   local name=$1 dir
   case $name in
     fast) dir=$FAST/dir ;;
-    tc|tc-nopt)
-      local args=()
-      [ "$name" = tc-nopt ] && args+=(--no-passthrough)
+    tc|tc-nopt|base|base-nopt)
+      local args=() bin=$TIERCACHE
+      case $name in
+        tc*) read -r -a args <<<"$TC_ARGS" ;;
+        base*) bin=${BASELINE_TIERCACHE:?base contenders need BASELINE_TIERCACHE} ;;
+      esac
+      [[ $name == *-nopt ]] && args+=(--no-passthrough)
       rm -rf "$FAST/cache" "$SLOW/store" && mkdir -p "$FAST/cache" "$SLOW/store"
-      "$TIERCACHE" mount "$SLOW/store" "$MNT" --cache-dir "$FAST/cache" --cache-size "$CACHE_SIZE" \
+      "$bin" mount "$SLOW/store" "$MNT" --cache-dir "$FAST/cache" --cache-size "$CACHE_SIZE" \
         --variant wb "${args[@]}" --stats "$SLOW/$name-stats.json" 2>"$SLOW/$name.log" &
       PID=$!
       for _ in $(seq 1 200); do mountpoint -q "$MNT" && break; sleep 0.05; done
@@ -96,7 +111,7 @@ run_contender() {
   if [ "$name" != fast ]; then
     kill -TERM "$PID"; wait "$PID" || true; PID=
     unmount "$MNT"
-    python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("  passthrough opens", s["passthrough_opens"], "reads", s["reads"], "writes", s["writes"])' \
+    python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("  passthrough opens", s["passthrough_opens"], "images copied", s.get("passthrough_images_copied", "-"), "kept", s.get("passthrough_images_reused", "-"), "reads", s["reads"], "writes", s["writes"])' \
       "$SLOW/$name-stats.json" >&2 || true
   else
     rm -rf "${FAST:?}/dir"/*

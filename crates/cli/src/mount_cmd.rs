@@ -50,6 +50,10 @@ pub struct MountArgs {
     /// (docs/design.md §14), and FUSE writeback caching where the kernel cache is on.
     #[arg(long)]
     pub no_passthrough: bool,
+    /// Pass through only files of at least this size ("1MiB") at their first open: smaller
+    /// ones stay on the block path and the kernel's page cache (docs/design.md §14).
+    #[arg(long, value_name = "SIZE")]
+    pub passthrough_min_size: Option<String>,
     /// Background cleaner of a write-back cache (docs/design.md §4.6, §4.9): `lazy` writes
     /// dirty blocks back once the mount has served no data request for 1 s, `threshold` while
     /// more than half the cache is dirty (down to a quarter), `none` never (they wait for
@@ -325,8 +329,15 @@ pub fn run(args: MountArgs) -> Result<()> {
         ));
     }
     let max_files = args.cache_max_files;
+    let passthrough_min_size = match &args.passthrough_min_size {
+        Some(s) => {
+            tiercache_core::units::parse_bytes(s).map_err(|e| bad("passthrough-min-size", e))?
+        }
+        None => tiercache_filecache::DEFAULT_PASSTHROUGH_MIN_SIZE,
+    };
     let options = tiercache_filecache::FuseOptions {
         passthrough: !args.no_passthrough,
+        passthrough_min_size,
     };
     let prepare = |st: &mut tiercache_filecache::State| match max_files {
         Some(n) => st.set_max_files(n),

@@ -167,7 +167,10 @@ fn kill_9_during_writes_loses_no_fsynced_byte_and_keeps_the_namespace() {
     let Some((_dir, store, cache, mnt)) = mount_dirs() else {
         return;
     };
-    let mut m = MountProcess::start(&store, &mnt, &cache, "wb");
+    // Every file passed through, the small ones too: the writer's file is open in passthrough
+    // mode at the kill, and the closed ones have images kept (docs/design.md §14).
+    let all = ["--passthrough-min-size", "0"];
+    let mut m = MountProcess::start_with(&store, &mnt, &cache, "wb", &all);
     fs::create_dir(mnt.join("inbox")).unwrap();
     // Fsynced files: (name, content) that must survive.
     let mut durable: Vec<(String, Vec<u8>)> = Vec::new();
@@ -271,8 +274,15 @@ fn kill_9_during_writes_loses_no_fsynced_byte_and_keeps_the_namespace() {
 
     // Remount: the journal's dirty blocks are written back; every fsynced byte reads back.
     // The killed mount's image (writes never fsynced, not promised) is gone.
-    let mut m = MountProcess::start(&store, &mnt, &cache, "wb");
+    let kept = fs::read_dir(cache.join("passthrough")).unwrap().count();
+    assert!(kept > 1, "no image was kept idle at the kill");
+    let mut m = MountProcess::start_with(&store, &mnt, &cache, "wb", &all);
     assert!(!image.exists(), "{} outlived the restart", image.display());
+    assert_eq!(
+        fs::read_dir(cache.join("passthrough")).map_or(0, |d| d.count()),
+        0,
+        "images of the killed mount outlived the restart"
+    );
     for (name, data) in &durable {
         let back = fs::read(mnt.join(name)).unwrap();
         assert!(

@@ -29,6 +29,7 @@ use tiercache_policy::{
 
 mod keys;
 mod translate;
+mod versions;
 
 pub use keys::MAX_BLOCKS_PER_FILE;
 
@@ -287,6 +288,8 @@ pub struct FileCache {
     updates: Vec<MetaUpdate>,
     /// Counters of a cache of zero blocks.
     uncached: CoreStats,
+    /// Content version of each file with cached blocks (docs/design.md §14).
+    versions: versions::Versions,
 }
 
 impl fmt::Debug for FileCache {
@@ -376,6 +379,7 @@ impl FileCache {
             plan: Plan::new(),
             updates: Vec::new(),
             uncached: CoreStats::default(),
+            versions: versions::Versions::default(),
         })
     }
 
@@ -539,7 +543,23 @@ impl FileCache {
         }
         let (volume, index) = self.map(key)?;
         let req = Request::write(index * self.line, self.line).on_volume(volume);
-        self.access(key, &req, needs_fill, ops)
+        let hit = self.access(key, &req, needs_fill, ops);
+        self.versions.touched(key.file);
+        hit
+    }
+
+    /// The content version of `file`: a value never given before at each change of its
+    /// cached content (a write of a block, a block admitted, evicted or dropped, and what
+    /// [`FileCache::content_changed`] reports), `None` while it has no cached block. A copy of
+    /// the file made at version `v` equals the cache's content while this is `Some(v)`.
+    pub fn content_version(&self, file: FileId) -> Option<u64> {
+        self.versions.get(file)
+    }
+
+    /// `file`'s content changed outside the core's view (a write past the cache, a truncate's
+    /// partial last block): it gets a new version if it has one.
+    pub fn content_changed(&mut self, file: FileId) {
+        self.versions.touched(file);
     }
 
     /// `file` was deleted: every cached block is freed and no write-back of it happens.
@@ -742,6 +762,11 @@ impl FileCache {
         // block of the same file must not unmap it in between.
         for u in &self.updates {
             if let Some(old) = self.slots[u.slot as usize].take() {
+                // A slot's block changing (not its dirty state) changes both files' content.
+                let now = u.line.and_then(|(v, i)| self.extents.key_of(v, i));
+                if now != Some(old) {
+                    self.versions.changed(old.file);
+                }
                 if let Some(blocks) = self.files.get_mut(&old.file) {
                     blocks.remove(&old.block);
                     if blocks.is_empty() {
@@ -757,12 +782,15 @@ impl FileCache {
                     .key_of(volume, index)
                     .expect("a resident line belongs to a mapped file");
                 self.slots[u.slot as usize] = Some(key);
-                self.files.entry(key.file).or_default().insert(key.block);
+                if self.files.entry(key.file).or_default().insert(key.block) {
+                    self.versions.changed(key.file);
+                }
             }
         }
         for file in emptied {
             if self.files.get(&file).is_some_and(|b| b.is_empty()) {
                 self.files.remove(&file);
+                self.versions.gone(file);
                 self.extents.unmap(file);
             }
         }

@@ -9,6 +9,7 @@
 //! docs/design.md §14): their reads and writes never reach the mount.
 
 mod attr;
+mod options;
 mod passthrough;
 
 use std::ffi::OsStr;
@@ -31,6 +32,7 @@ use attr::{
     attr_of, cache_attr, child, errno, forget_attr, kind_of, node_metadata, open_flags, set_times,
     statvfs,
 };
+pub use options::{FuseOptions, DEFAULT_PASSTHROUGH_MIN_SIZE};
 
 /// How long the kernel may keep entries and attributes: the mount is the store's only writer.
 const TTL: Duration = Duration::from_secs(1);
@@ -47,23 +49,6 @@ pub struct CacheFs {
     next_dir: std::sync::atomic::AtomicU64,
     options: FuseOptions,
     images: passthrough::Images,
-}
-
-/// How the mount uses the kernel's FUSE features (beside [`crate::MountConfig`], which is
-/// the cache's).
-#[derive(Debug, Clone)]
-pub struct FuseOptions {
-    /// Open files the cache holds whole in FUSE passthrough mode (docs/design.md §14), where
-    /// the kernel has it (Linux 6.9+) and the mount may register backing files
-    /// (CAP_SYS_ADMIN). The kernel then turns off FUSE writeback caching for the mount
-    /// (the two exclude each other), so writes on the block path reach the mount as made.
-    pub passthrough: bool,
-}
-
-impl Default for FuseOptions {
-    fn default() -> Self {
-        FuseOptions { passthrough: true }
-    }
 }
 
 impl CacheFs {
@@ -83,6 +68,7 @@ impl CacheFs {
             passthrough::Images::new(
                 &cfg.cache_dir,
                 cfg.capacity_blocks as u64 * cfg.block_size as u64,
+                options.passthrough_min_size,
             )
         };
         let cleaner = match crate::cleaner::Cleaner::spawn(&state) {
@@ -367,6 +353,7 @@ impl Filesystem for CacheFs {
             if last_name {
                 // The journal voids the file's dirty blocks before its store file goes.
                 st.delete_file_with(id, || fs::remove_file(&path))?;
+                self.images.forget(id);
             } else {
                 fs::remove_file(&path)?;
             }
@@ -439,6 +426,7 @@ impl Filesystem for CacheFs {
             match doomed {
                 Some(old_id) => {
                     st.delete_file_with(old_id, || fs::rename(&from_path, &to_path))?;
+                    self.images.forget(old_id);
                 }
                 None => fs::rename(&from_path, &to_path)?,
             }

@@ -42,7 +42,7 @@ pub use crate::core::{
     MAX_BLOCKS_PER_FILE,
 };
 #[cfg(feature = "fuse")]
-pub use crate::fs::FuseOptions;
+pub use crate::fs::{FuseOptions, DEFAULT_PASSTHROUGH_MIN_SIZE};
 #[cfg(feature = "fuse")]
 pub use crate::state::{MountConfig, MountStats, State};
 /// The cleaning policies a mount's background cleaner runs (docs/design.md §4.6).

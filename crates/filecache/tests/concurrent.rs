@@ -99,9 +99,16 @@ fn run(passthrough: bool) {
         on_error: Default::default(),
     };
     let mnt = dir.path().join("mnt");
-    let (session, state) =
-        tiercache_filecache::spawn_mount_with(cfg, &mnt, FuseOptions { passthrough }, |_| Ok(()))
-            .unwrap();
+    let (session, state) = tiercache_filecache::spawn_mount_with(
+        cfg,
+        &mnt,
+        FuseOptions {
+            passthrough,
+            passthrough_min_size: 0,
+        },
+        |_| Ok(()),
+    )
+    .unwrap();
     let mnt = Arc::new(mnt);
     let results: Vec<(Vec<u8>, Vec<u8>)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..THREADS)

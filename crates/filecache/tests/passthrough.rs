@@ -2,12 +2,16 @@
 //! reads never reach the mount, what the kernel writes to their images reaches the cache (and
 //! its journal) at close and fsync, files cached in part stay on the block path, concurrent
 //! opens of one file share its image, a truncate reaches the image, and a mount told not to
-//! pass through never does. Without FUSE the tests are skipped, saying so, except on CI.
+//! pass through never does. An image is kept across opens while the file is unchanged, and
+//! every other path that changes the file (a write on the block path, a truncate, an
+//! eviction, a store change, an unlink or rename over it) makes the next open see the new
+//! content; files below the mount's minimum size stay on the block path. Without FUSE the
+//! tests are skipped, saying so, except on CI.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use tiercache_filecache::store::StoreLatency;
@@ -22,6 +26,15 @@ struct Mounted {
 impl Mounted {
     fn new(capacity_blocks: u32, passthrough: bool) -> Mounted {
         Mounted::with_store(capacity_blocks, passthrough, |_| {})
+    }
+
+    /// A mount passing through files of at least `min_size` bytes.
+    fn with_min_size(capacity_blocks: u32, min_size: u64) -> Mounted {
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["store", "cache", "mnt"] {
+            fs::create_dir(dir.path().join(d)).unwrap();
+        }
+        Mounted::with_options(dir, capacity_blocks, true, min_size)
     }
 
     /// A mount over a store `setup` fills first.
@@ -39,6 +52,15 @@ impl Mounted {
     }
 
     fn over(dir: tempfile::TempDir, capacity_blocks: u32, passthrough: bool) -> Mounted {
+        Mounted::with_options(dir, capacity_blocks, passthrough, 0)
+    }
+
+    fn with_options(
+        dir: tempfile::TempDir,
+        capacity_blocks: u32,
+        passthrough: bool,
+        passthrough_min_size: u64,
+    ) -> Mounted {
         let cfg = MountConfig {
             store: dir.path().join("store"),
             cache_dir: dir.path().join("cache"),
@@ -54,7 +76,10 @@ impl Mounted {
         let (session, state) = tiercache_filecache::spawn_mount_with(
             cfg,
             &dir.path().join("mnt"),
-            FuseOptions { passthrough },
+            FuseOptions {
+                passthrough,
+                passthrough_min_size,
+            },
             |_| Ok(()),
         )
         .unwrap();
@@ -79,8 +104,14 @@ impl Mounted {
 
     /// Unmounts (a clean unmount: the journal is synced) and mounts the same directories
     /// again.
-    fn remount(mut self, capacity_blocks: u32) -> Mounted {
+    fn remount(self, capacity_blocks: u32) -> Mounted {
+        self.remount_after(capacity_blocks, |_| {})
+    }
+
+    /// [`Mounted::remount`], with `between` run on the store while unmounted.
+    fn remount_after(mut self, capacity_blocks: u32, between: impl FnOnce(&Path)) -> Mounted {
         self.unmount();
+        between(&self.store());
         let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap());
         // The old state holds the cache directory's lock.
         drop(self);
@@ -271,4 +302,255 @@ fn a_mount_told_not_to_pass_through_serves_every_file_itself() {
     let s = m.stats();
     assert_eq!(s.passthrough_opens, 0);
     assert!(s.writes > 0);
+}
+
+/// The store inode of `name`: the mount's id of the file.
+fn id_of(m: &Mounted, name: &str) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(m.store().join(name)).unwrap().ino()
+}
+
+/// Writes `name` through the mount and waits for the kernel's release of it (sent after the
+/// close returns): its image is then kept idle, or gone.
+fn write_released(m: &Mounted, name: &str, data: &[u8]) {
+    fs::write(m.mnt().join(name), data).unwrap();
+    wait_released(m, name);
+}
+
+/// Waits until no handle of `name` is open in the mount (the kernel sends a release after
+/// the close returns).
+fn wait_released(m: &Mounted, name: &str) {
+    let id = id_of(m, name);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while m
+        .state
+        .lock()
+        .unwrap()
+        .nodes
+        .get(&id)
+        .is_some_and(|n| n.handles > 0)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} was never released"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// `name`'s image in the cache directory (kept or open).
+fn image_of(m: &Mounted, name: &str) -> PathBuf {
+    m.dir
+        .path()
+        .join("cache/passthrough")
+        .join(id_of(m, name).to_string())
+}
+
+/// Opens `name` through the mount and reads it whole; asserts it was passed through, and
+/// returns its bytes and whether its image was a kept one (no copy).
+fn read_passed(m: &Mounted, name: &str) -> (Vec<u8>, bool) {
+    let before = m.stats();
+    let mut f = File::open(m.mnt().join(name)).unwrap();
+    let opened = m.stats();
+    assert_eq!(
+        opened.passthrough_opens,
+        before.passthrough_opens + 1,
+        "{name} was not passed through"
+    );
+    let reused = opened.passthrough_images_reused - before.passthrough_images_reused;
+    let copied = opened.passthrough_images_copied - before.passthrough_images_copied;
+    assert_eq!(reused + copied, 1, "{name}: one image, kept or copied");
+    let mut back = Vec::new();
+    f.read_to_end(&mut back).unwrap();
+    drop(f);
+    wait_released(m, name);
+    (back, reused == 1)
+}
+
+#[test]
+fn a_reopened_unchanged_file_is_served_by_its_kept_image_without_a_copy() {
+    need_fuse!();
+    let m = Mounted::new(1024, true);
+    assert!(passes_through(&m), "no FUSE passthrough on this kernel");
+    let data = content(11, 200_000);
+    write_released(&m, "k", &data);
+    let copied = m.stats().passthrough_images_copied;
+    assert!(image_of(&m, "k").is_file(), "the image was not kept");
+    for round in 0..3 {
+        let (back, reused) = read_passed(&m, "k");
+        assert!(reused, "round {round}: the kept image was copied again");
+        assert!(back == data, "round {round}: the kept image differs");
+    }
+    // Written through the kept image and closed: ingested, and kept again with the new bytes.
+    let f = OpenOptions::new()
+        .write(true)
+        .open(m.mnt().join("k"))
+        .unwrap();
+    f.write_all_at(b"patched", 150_000).unwrap();
+    drop(f);
+    wait_released(&m, "k");
+    let mut want = data;
+    want[150_000..150_007].copy_from_slice(b"patched");
+    let (back, reused) = read_passed(&m, "k");
+    assert!(reused && back == want);
+    assert_eq!(m.stats().passthrough_images_copied, copied);
+}
+
+#[test]
+fn a_write_on_the_block_path_makes_the_next_open_copy_the_new_content() {
+    need_fuse!();
+    let m = Mounted::new(1024, true);
+    assert!(passes_through(&m), "no FUSE passthrough on this kernel");
+    let data = content(12, 100_000);
+    write_released(&m, "w", &data);
+    assert!(image_of(&m, "w").is_file());
+    // The data path's write, as the block path makes it (FUSE write of a file not passed
+    // through): the kept image is left in place, and its version is no longer the file's.
+    let id = id_of(&m, "w");
+    m.state
+        .lock()
+        .unwrap()
+        .write(id, 5000, b"from the block path")
+        .unwrap();
+    let mut want = data;
+    want[5000..5019].copy_from_slice(b"from the block path");
+    let (back, reused) = read_passed(&m, "w");
+    assert!(!reused, "a stale image was served");
+    assert!(
+        back == want,
+        "the next open does not see the block path's write"
+    );
+}
+
+#[test]
+fn a_truncate_by_path_makes_the_next_open_see_the_cut_file() {
+    need_fuse!();
+    let m = Mounted::new(1024, true);
+    assert!(passes_through(&m), "no FUSE passthrough on this kernel");
+    let data = content(13, 100_000);
+    write_released(&m, "t", &data);
+    let image = image_of(&m, "t");
+    assert!(image.is_file());
+    // truncate(2): a setattr with no open file.
+    let path =
+        std::ffi::CString::new(m.mnt().join("t").into_os_string().into_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::truncate(path.as_ptr(), 30_001) }, 0);
+    assert!(!image.exists(), "the kept image outlived the truncate");
+    let (back, reused) = read_passed(&m, "t");
+    assert!(!reused);
+    assert!(
+        back == data[..30_001],
+        "the next open does not see the truncate"
+    );
+}
+
+#[test]
+fn an_eviction_of_a_block_makes_the_kept_image_stale() {
+    need_fuse!();
+    // 64 blocks of cache: "a" (25 blocks) then "b" (50 blocks) do not fit together. Files
+    // are created on the block path (below 64 KiB), so only "a" gets an image, which the
+    // budget (the cache's 256 KiB) keeps: only its version can make it stale.
+    let m = Mounted::with_min_size(64, 64 * 1024);
+    let a = content(14, 25 * 4096);
+    write_released(&m, "a", &a);
+    let (back, reused) = read_passed(&m, "a");
+    assert!(!reused && back == a);
+    assert!(image_of(&m, "a").is_file());
+    let evictions = m.stats().core.evictions;
+    write_released(&m, "b", &content(15, 50 * 4096));
+    assert!(m.stats().core.evictions > evictions, "nothing was evicted");
+    assert!(image_of(&m, "a").is_file(), "the image was not kept idle");
+    // Cached in part: the block path serves it (and reading it caches it whole again).
+    let opens = m.stats().passthrough_opens;
+    assert!(fs::read(m.mnt().join("a")).unwrap() == a);
+    wait_released(&m, "a");
+    assert_eq!(
+        m.stats().passthrough_opens,
+        opens,
+        "a file cached in part passed through"
+    );
+    // Whole again, with the same bytes, but not at the version its image was kept at.
+    let (back, reused) = read_passed(&m, "a");
+    assert!(!reused, "an image kept before an eviction was served");
+    assert!(back == a);
+}
+
+#[test]
+fn a_store_change_while_unmounted_is_seen_and_no_image_outlives_a_restart() {
+    need_fuse!();
+    let m = Mounted::new(1024, true);
+    assert!(passes_through(&m), "no FUSE passthrough on this kernel");
+    let data = content(16, 80_000);
+    write_released(&m, "s", &data);
+    let image = image_of(&m, "s");
+    assert!(image.is_file());
+    // Written back and clean: the clean unmount's checkpoint keeps its blocks.
+    m.state.lock().unwrap().flush_all().unwrap();
+    let changed = content(17, 80_000);
+    let m = m.remount_after(1024, |store| {
+        std::thread::sleep(std::time::Duration::from_millis(20)); // a later mtime
+        fs::write(store.join("s"), &changed).unwrap();
+    });
+    assert!(!image.exists(), "an image outlived the restart");
+    assert!(m.stats().restored_blocks > 0, "the restart was cold");
+    // The first open finds the store changed: its blocks are dropped, the block path reads
+    // the store; then it is held whole and the next open copies the new content.
+    assert!(fs::read(m.mnt().join("s")).unwrap() == changed);
+    wait_released(&m, "s");
+    assert!(m.stats().restored_blocks_dropped > 0);
+    let (back, reused) = read_passed(&m, "s");
+    assert!(!reused);
+    assert!(back == changed, "the store's change is not seen");
+}
+
+#[test]
+fn an_unlink_or_a_rename_over_removes_the_kept_image() {
+    need_fuse!();
+    let m = Mounted::new(1024, true);
+    assert!(passes_through(&m), "no FUSE passthrough on this kernel");
+    // Unlinked, then a new file of that name (the store may give it the same inode number).
+    write_released(&m, "u", &content(18, 60_000));
+    let image = image_of(&m, "u");
+    assert!(image.is_file());
+    fs::remove_file(m.mnt().join("u")).unwrap();
+    assert!(!image.exists(), "the unlinked file's image was kept");
+    let newer = content(19, 60_000);
+    write_released(&m, "u", &newer);
+    assert!(fs::read(m.mnt().join("u")).unwrap() == newer);
+    // Renamed over.
+    write_released(&m, "v", &content(20, 60_000));
+    let image = image_of(&m, "v");
+    assert!(image.is_file());
+    let other = content(21, 60_000);
+    write_released(&m, "x", &other);
+    fs::rename(m.mnt().join("x"), m.mnt().join("v")).unwrap();
+    assert!(!image.exists(), "the replaced file's image was kept");
+    let (back, _) = read_passed(&m, "v");
+    assert!(back == other, "the renamed-over name reads the old file");
+}
+
+#[test]
+fn a_file_below_the_minimum_size_stays_on_the_block_path() {
+    need_fuse!();
+    let m = Mounted::with_min_size(1024, 64 * 1024);
+    let small = content(22, 10_000);
+    let large = content(23, 100_000);
+    write_released(&m, "small", &small);
+    write_released(&m, "large", &large);
+    // Both were created empty: below the size, on the block path.
+    let s = m.stats();
+    assert_eq!(s.passthrough_opens, 0);
+    assert!(s.writes > 0, "writes did not reach the mount");
+    let below = s.passthrough_below_min_size;
+    // Held whole now: the small one stays on the block path, the large one passes through.
+    let mut f = File::open(m.mnt().join("small")).unwrap();
+    let mut back = Vec::new();
+    f.read_to_end(&mut back).unwrap();
+    drop(f);
+    assert!(back == small);
+    let s = m.stats();
+    assert_eq!(s.passthrough_opens, 0, "a small file was passed through");
+    assert_eq!(s.passthrough_below_min_size, below + 1);
+    let (back, _) = read_passed(&m, "large");
+    assert!(back == large);
 }

@@ -4,16 +4,26 @@
 //! The kernel passes an inode's I/O through only if every open file of it is passed through
 //! to the same backing file (an open that is not fails while one that is stays open), so the
 //! mode is chosen per inode at its first open (no other handle open) and kept until its last
-//! release: an image exists exactly while handles of the inode are open, and then all of them
-//! are passthrough handles. Images live in `passthrough/` of the cache directory, one per
-//! open file, and are removed at the last release (and at mount start, after a crash). Their
-//! total size at creation is bounded by the cache's capacity.
+//! release: while handles of the inode are open in that mode, all of them are passthrough
+//! handles of one image. Images live in `passthrough/` of the cache directory, one per file,
+//! and are made only for files of at least [`Images`]' `min_size` bytes.
 //!
 //! What the kernel writes lands in the image only: it comes back into the cache's data path
 //! ([`State::ingest_image`], which journals it as any write) at close (the kernel's flush),
 //! fsync and the last release, so an fsync acknowledges only what the journal holds, exactly
-//! as on the block path, and a crash loses at most what was written and never fsync'd (the
-//! image is dropped at restart).
+//! as on the block path, and a crash loses at most what was written and never fsync'd.
+//!
+//! After the last release the image is kept, *idle*, with the file's content version
+//! ([`State::content_version`]) taken once the image equals the cache; the next open takes it
+//! without a copy if the version is the same. Every change to the file's cached content by
+//! another path (a write or truncate on the block path, a block of it evicted or dropped, a
+//! delete or rename over it, a store change found by validation) gives the file a version
+//! never given before, and a restart removes every image: an idle image whose version still
+//! matches is byte for byte what the cache holds, by construction. Idle images are removed
+//! oldest first when room is needed (the budget below, or the file system's free space), past
+//! [`MAX_IDLE`] of them, and at once where the mount sees the change (truncate, unlink,
+//! rename over); a stale one left meanwhile is never served, and goes at its file's next open.
+//! Open and idle images together stay within the budget (the cache's capacity).
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
@@ -36,20 +46,30 @@ const WRITABLE: u64 = 1;
 /// kernel's writes, and the journal's).
 const HEADROOM: u64 = 64 << 20;
 
-/// The images of the files open in passthrough mode.
+/// Most idle images kept (their bytes are bounded by the budget with the open ones).
+const MAX_IDLE: usize = 1024;
+
+/// The images of the files open in passthrough mode, and those kept idle.
 pub(super) struct Images {
     dir: PathBuf,
     /// Passthrough is offered: asked for, negotiated at init, and not refused since.
     enabled: AtomicBool,
-    /// Most bytes of images at once (at their creation).
+    /// Most bytes of images, open and idle, at once (open ones counted at their creation).
     budget: u64,
+    /// Files smaller than this stay on the block path.
+    min_size: u64,
     inner: Mutex<Inner>,
 }
 
 #[derive(Default)]
 struct Inner {
     open: HashMap<u64, Image>,
+    /// Images kept after their file's last release, by file.
+    idle: HashMap<u64, Idle>,
+    /// Bytes of open and idle images.
     bytes: u64,
+    /// Stamps of idle images, for least recently released first.
+    tick: u64,
     /// Files written in passthrough mode whose kernel pages (of the FUSE inode, from an earlier
     /// open on the block path) may predate those writes: their next open on the block path
     /// drops the pages rather than keeping them (no FOPEN_KEEP_CACHE).
@@ -67,15 +87,26 @@ struct Image {
     bytes: u64,
 }
 
+/// An image kept after its file's last release: equal to the cache's content of the file
+/// while the file's content version is `version`.
+struct Idle {
+    path: PathBuf,
+    bytes: u64,
+    version: u64,
+    /// When it was released ([`Inner::tick`]).
+    released: u64,
+}
+
 /// Whether handle `fh` was opened in passthrough mode.
 pub(super) fn is_passed(fh: FileHandle) -> bool {
     fh.0 & PASSED != 0
 }
 
 impl Images {
-    /// Images in `cache_dir/passthrough`, at most `budget` bytes of them. What a crashed
-    /// mount left there is removed: writes never fsync'd, not promised.
-    pub(super) fn new(cache_dir: &Path, budget: u64) -> Images {
+    /// Images in `cache_dir/passthrough`, at most `budget` bytes of them, for files of at
+    /// least `min_size` bytes. What an earlier mount left there is removed (writes never
+    /// fsync'd, not promised; versions of another mount's life): never trusted.
+    pub(super) fn new(cache_dir: &Path, budget: u64, min_size: u64) -> Images {
         let dir = cache_dir.join("passthrough");
         if dir.exists() {
             if let Err(e) = std::fs::remove_dir_all(&dir) {
@@ -90,6 +121,7 @@ impl Images {
             dir,
             enabled: AtomicBool::new(false),
             budget,
+            min_size,
             inner: Mutex::new(Inner::default()),
         }
     }
@@ -140,34 +172,47 @@ impl Images {
         let Ok(size) = st.file_size(id) else {
             return Err(reply);
         };
-        if inner.bytes.saturating_add(size) > self.budget || !self.room_for(size) {
+        if size < self.min_size {
+            st.note_below_min_size();
             return Err(reply);
         }
         let path = self.dir.join(id.to_string());
-        let built = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&path)
-            .and_then(|file| st.copy_to_image(id, &file).map(|_| file));
-        let file = match built {
-            Ok(f) => f,
-            Err(e) => {
-                let _ = std::fs::remove_file(&path);
-                eprintln!(
-                    "tiercache mount: no passthrough image for {} ({e}); served through the \
-                     mount",
-                    path.display()
-                );
-                return Err(reply);
+        let (file, reused) = match inner.take_idle(st, id, size) {
+            Some(file) => (file, true),
+            None => {
+                if !self.make_room(&mut inner, size) {
+                    return Err(reply);
+                }
+                let built = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .open(&path)
+                    .and_then(|file| st.copy_to_image(id, &file).map(|_| file));
+                match built {
+                    Ok(f) => {
+                        inner.bytes += size;
+                        (f, false)
+                    }
+                    Err(e) => {
+                        let _ = std::fs::remove_file(&path);
+                        eprintln!(
+                            "tiercache mount: no passthrough image for {} ({e}); served \
+                             through the mount",
+                            path.display()
+                        );
+                        return Err(reply);
+                    }
+                }
             }
         };
         let backing = match register(&reply, &file) {
             Ok(b) => b,
             Err(e) => {
                 let _ = std::fs::remove_file(&path);
+                inner.bytes -= size;
                 // The kernel refuses backing files (no privilege, or passthrough off): said
                 // once, and the block path serves every file from now on.
                 if self.enabled.swap(false, Ordering::Relaxed) {
@@ -180,8 +225,8 @@ impl Images {
             }
         };
         st.note_passthrough_open();
+        st.note_image(reused);
         send(reply, fh, &backing);
-        inner.bytes += size;
         inner.stale_pages.insert(id);
         inner.open.insert(
             id,
@@ -196,6 +241,19 @@ impl Images {
             },
         );
         Ok(())
+    }
+
+    /// Removes idle images, least recently released first, until a new image of `size`
+    /// bytes fits the budget and the file system's free space; whether it does.
+    fn make_room(&self, inner: &mut Inner, size: u64) -> bool {
+        loop {
+            if inner.bytes.saturating_add(size) <= self.budget && self.room_for(size) {
+                return true;
+            }
+            if !inner.drop_oldest_idle() {
+                return false;
+            }
+        }
     }
 
     /// Whether the cache directory's file system has room for an image of `size` bytes and
@@ -221,10 +279,20 @@ impl Images {
 
     /// A truncate of `id` (already done on the data path) reaches its image too.
     pub(super) fn truncated(&self, id: u64, size: u64) -> io::Result<()> {
-        match self.inner().open.get(&id) {
+        let mut inner = self.inner();
+        match inner.open.get(&id) {
             Some(img) => img.file.set_len(size),
-            None => Ok(()),
+            None => {
+                inner.drop_idle(id);
+                Ok(())
+            }
         }
+    }
+
+    /// File `id` lost its last name (unlink, rename over it): its idle image goes (its
+    /// version is gone with its blocks already; this frees the room at once).
+    pub(super) fn forget(&self, id: u64) {
+        self.inner().drop_idle(id);
     }
 
     /// Brings what the kernel wrote to `id`'s image into the cache (close, fsync): after it,
@@ -241,7 +309,7 @@ impl Images {
     }
 
     /// A release of handle `fh` of `id`, before [`State::release_handle`]: the last one
-    /// ingests what is left and removes the image.
+    /// ingests what is left and keeps the image idle (or removes it if it cannot be kept).
     pub(super) fn release(&self, st: &mut State, id: u64, fh: FileHandle) {
         if !is_passed(fh) {
             return;
@@ -259,7 +327,8 @@ impl Images {
         }
         let mut img = inner.open.remove(&id).expect("present");
         inner.bytes -= img.bytes;
-        if let Err(e) = ingest(st, id, &mut img) {
+        let ingested = ingest(st, id, &mut img);
+        if let Err(e) = &ingested {
             // Not acknowledged by an fsync (which ingests first): the close already failed
             // with this error if it came from the close's flush.
             eprintln!(
@@ -268,7 +337,36 @@ impl Images {
             );
         }
         drop(img.backing);
-        let _ = std::fs::remove_file(&img.path);
+        // Kept only if it now equals the cache: ingested whole, of a file still named and
+        // held whole, whose version is taken after the ingest (which gave it a new one).
+        let keepable =
+            ingested.is_ok() && self.enabled.load(Ordering::Relaxed) && st.holds_whole(id);
+        let keep = keepable
+            .then(|| st.content_version(id))
+            .flatten()
+            .zip(img.file.metadata().ok())
+            .filter(|(_, md)| st.file_size(id).is_ok_and(|size| size == md.len()));
+        match keep {
+            Some((version, md)) => {
+                inner.tick += 1;
+                let idle = Idle {
+                    path: img.path,
+                    bytes: md.len(),
+                    version,
+                    released: inner.tick,
+                };
+                inner.bytes += idle.bytes;
+                inner.idle.insert(id, idle);
+                while inner.idle.len() > MAX_IDLE || inner.bytes > self.budget {
+                    if !inner.drop_oldest_idle() {
+                        break;
+                    }
+                }
+            }
+            None => {
+                let _ = std::fs::remove_file(&img.path);
+            }
+        }
     }
 
     /// Unmount: every image still open is ingested and removed.
@@ -281,6 +379,10 @@ impl Images {
                 eprintln!("tiercache mount: writes of passthrough file {id} lost at unmount: {e}");
             }
             let _ = std::fs::remove_file(&img.path);
+        }
+        let idle: Vec<u64> = inner.idle.keys().copied().collect();
+        for id in idle {
+            inner.drop_idle(id);
         }
         inner.bytes = 0;
     }
@@ -296,4 +398,46 @@ fn ingest(st: &mut State, id: u64, img: &mut Image) -> io::Result<()> {
     st.note_passthrough_ingested(n);
     img.written = img.writers > 0;
     Ok(())
+}
+
+impl Inner {
+    /// Takes file `id`'s idle image for an open if it still equals the cache (its version
+    /// unchanged, its size the file's): the file, reopened. A stale one is removed.
+    fn take_idle(&mut self, st: &State, id: u64, size: u64) -> Option<File> {
+        let idle = self.idle.remove(&id)?;
+        let fresh = st.content_version(id) == Some(idle.version) && idle.bytes == size;
+        let file = fresh
+            .then(|| OpenOptions::new().read(true).write(true).open(&idle.path))
+            .and_then(Result::ok)
+            .filter(|f| f.metadata().is_ok_and(|md| md.len() == size));
+        if file.is_none() {
+            self.bytes -= idle.bytes;
+            let _ = std::fs::remove_file(&idle.path);
+        }
+        file
+    }
+
+    /// Removes file `id`'s idle image, if any.
+    fn drop_idle(&mut self, id: u64) {
+        if let Some(idle) = self.idle.remove(&id) {
+            self.bytes -= idle.bytes;
+            let _ = std::fs::remove_file(&idle.path);
+        }
+    }
+
+    /// Removes the least recently released idle image; whether there was one.
+    fn drop_oldest_idle(&mut self) -> bool {
+        let oldest = self
+            .idle
+            .iter()
+            .min_by_key(|(_, i)| i.released)
+            .map(|(&id, _)| id);
+        match oldest {
+            Some(id) => {
+                self.drop_idle(id);
+                true
+            }
+            None => false,
+        }
+    }
 }

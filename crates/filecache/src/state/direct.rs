@@ -94,6 +94,7 @@ impl State {
         self.stats.bytes_written += len as u64;
         self.stats.store_writes += 1;
         self.stats.store_bytes_written += len as u64;
+        self.core.content_changed(id);
         if let Some(node) = self.nodes.get_mut(&id) {
             node.size = node.size.max(end);
             super::touch(node);

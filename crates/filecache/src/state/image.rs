@@ -139,9 +139,31 @@ impl State {
         Ok(out)
     }
 
+    /// The version of file `id`'s cached content (`crate::core::FileCache::content_version`):
+    /// an image made or ingested at version `v` equals what the cache holds for the file as
+    /// long as this is `Some(v)`, since every write, truncate, delete and every block of it
+    /// admitted, evicted or dropped gives the file a version never given before.
+    pub fn content_version(&self, id: u64) -> Option<u64> {
+        self.core.content_version(id)
+    }
+
     /// Counts an open served in passthrough mode.
     pub fn note_passthrough_open(&mut self) {
         self.stats.passthrough_opens += 1;
+    }
+
+    /// Counts a passthrough image copied from the cache (`reused`: `false`) or taken as kept.
+    pub fn note_image(&mut self, reused: bool) {
+        if reused {
+            self.stats.passthrough_images_reused += 1;
+        } else {
+            self.stats.passthrough_images_copied += 1;
+        }
+    }
+
+    /// Counts an open of a file held whole left on the block path for its size.
+    pub fn note_below_min_size(&mut self) {
+        self.stats.passthrough_below_min_size += 1;
     }
 
     /// Counts `bytes` brought in from a passthrough image.

@@ -30,12 +30,14 @@ mod passthrough;
 mod powerloss_tests;
 mod slots;
 mod space;
+mod stats;
 #[cfg(test)]
 mod tests;
 use crate::store::{CacheDir, StoreIdentity, StoreLatency};
 pub use degrade::{decayed_score, OnError};
 pub use direct::StoreIo;
 use space::{check_journal_room, reserve_blocks};
+pub use stats::MountStats;
 
 /// Root's node id in FUSE.
 pub const ROOT: u64 = 1;
@@ -72,90 +74,6 @@ pub struct MountConfig {
     pub cleaning: tiercache_policy::CleaningConfig,
     /// When cache-device errors switch the mount to pass-through (docs/design.md §11).
     pub on_error: OnError,
-}
-
-/// Counters of a mount (also written as JSON to the stats file).
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct MountStats {
-    /// Policy decisions, block granularity.
-    pub core: crate::core::CoreStats,
-    /// Read requests served.
-    pub reads: u64,
-    /// Write requests served.
-    pub writes: u64,
-    /// Bytes returned to readers.
-    pub bytes_read: u64,
-    /// Bytes accepted from writers.
-    pub bytes_written: u64,
-    /// Data read calls on the store.
-    pub store_reads: u64,
-    /// Data write calls on the store.
-    pub store_writes: u64,
-    /// Bytes read from the store.
-    pub store_bytes_read: u64,
-    /// Bytes written to the store.
-    pub store_bytes_written: u64,
-    /// Namespace and attribute operations on the store.
-    pub store_meta_ops: u64,
-    /// Bytes read from the cache device.
-    pub cache_bytes_read: u64,
-    /// Bytes written to the cache device.
-    pub cache_bytes_written: u64,
-    /// Files created.
-    pub files_created: u64,
-    /// Files deleted (unlinked, or replaced by a rename).
-    pub files_deleted: u64,
-    /// fsync calls.
-    pub fsyncs: u64,
-    /// Syncs of the cache the mount made itself, because every spare slot was waiting for a
-    /// sync (overwrites of fsync'd dirty blocks or reuse of written-back ones, more between
-    /// two fsyncs than there are spare slots).
-    pub spare_syncs: u64,
-    /// Store files synced (by fsync, flush, unmount or journal compaction).
-    pub store_syncs: u64,
-    /// Lookups refused because the entry is on another file system than the store's root.
-    pub cross_device_refused: u64,
-    /// Dirty blocks a restart found in the journal and wrote back.
-    pub recovered_blocks: u64,
-    /// Clean blocks a restart took back from the checkpoint of the last clean unmount.
-    pub restored_blocks: u64,
-    /// Of those, blocks dropped since because their store file had changed.
-    pub restored_blocks_dropped: u64,
-    /// Requests served from the store because the cap on cached files refused their file.
-    pub files_cap_refused: u64,
-    /// Dirty blocks the background cleaner wrote back.
-    pub cleaned_blocks: u64,
-    /// Background cleaning passes that failed (the store refused a write-back; the blocks
-    /// are retried by the next pass, fsync or unmount).
-    pub cleaner_errors: u64,
-    /// The most store data operations of uncached files seen in flight at once (they run
-    /// in parallel, outside the mount's lock).
-    pub store_ops_in_flight_peak: u64,
-    /// Dirty blocks resident now.
-    pub dirty_blocks: u64,
-    /// Blocks resident now.
-    pub cached_blocks: u64,
-    /// Serving in pass-through because of cache-device errors (docs/design.md §11).
-    pub degraded: bool,
-    /// Why it degraded.
-    pub degraded_reason: Option<String>,
-    /// Nanoseconds from the first cache-device error to degraded mode.
-    pub first_error_to_degraded_ns: Option<u64>,
-    /// Cache-device errors by file, op and kind (`blocks_write_enospc`, `journal_sync_eio`).
-    pub cache_errors: std::collections::BTreeMap<String, u64>,
-    /// Requests served past the cache (a cache-device error, or degraded mode).
-    pub served_past_cache: u64,
-    /// Dirty blocks set aside because the cache could not read them for a write-back (counted
-    /// in `dirty_blocks` too; written back once readable).
-    pub stranded_blocks: u64,
-    /// Times an operator returned the degraded mount to service (SIGUSR1).
-    pub returned_to_service: u64,
-    /// Opens served in FUSE passthrough mode (docs/design.md §14): their reads and writes
-    /// never reach the mount.
-    pub passthrough_opens: u64,
-    /// Bytes the kernel wrote to passthrough images that the mount brought into the cache
-    /// (at close, fsync and last release).
-    pub passthrough_bytes_ingested: u64,
 }
 
 /// A node the mount knows: its store path (relative) and, for files, the authoritative size.
@@ -677,6 +595,8 @@ impl State {
             .get(&id)
             .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?
             .size;
+        // Whatever path the write takes (docs/design.md §14: a kept image is stale from here).
+        self.core.content_changed(id);
         self.stats.writes += 1;
         self.note_request();
         self.stats.bytes_written += data.len() as u64;

@@ -168,6 +168,8 @@ impl State {
     /// this (its store file is synced by the next fsync).
     pub fn truncate(&mut self, id: u64, size: u64) -> io::Result<()> {
         self.note_request();
+        // The partial last block is cut outside the core's view (docs/design.md §14).
+        self.core.content_changed(id);
         // A first attempt that journaled `Truncate` and then failed leaves the second to
         // journal `Truncated` (else a restart would cut the file again, later writes and all).
         let mut journaled = false;

@@ -1,0 +1,29 @@
+//! How the mount uses the kernel's FUSE features.
+
+/// Files smaller than this stay on the block path by default (docs/design.md §14, where the
+/// measurements that chose it are).
+pub const DEFAULT_PASSTHROUGH_MIN_SIZE: u64 = 1 << 20;
+
+/// How the mount uses the kernel's FUSE features (beside [`crate::MountConfig`], which is
+/// the cache's).
+#[derive(Debug, Clone)]
+pub struct FuseOptions {
+    /// Open files the cache holds whole in FUSE passthrough mode (docs/design.md §14), where
+    /// the kernel has it (Linux 6.9+) and the mount may register backing files
+    /// (CAP_SYS_ADMIN). The kernel then turns off FUSE writeback caching for the mount
+    /// (the two exclude each other), so writes on the block path reach the mount as made.
+    pub passthrough: bool,
+    /// Files smaller than this (bytes, at their first open) stay on the block path and the
+    /// kernel's page cache even when the cache holds them whole: for them an image's copy,
+    /// comparison and removal cost more than the round trips passthrough saves.
+    pub passthrough_min_size: u64,
+}
+
+impl Default for FuseOptions {
+    fn default() -> Self {
+        FuseOptions {
+            passthrough: true,
+            passthrough_min_size: DEFAULT_PASSTHROUGH_MIN_SIZE,
+        }
+    }
+}
