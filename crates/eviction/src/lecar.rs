@@ -444,9 +444,31 @@ impl Eviction for LeCaR {
         self.evicted_at = evicted_at;
     }
 
+    /// A hit moves the slot's recency links and its frequency links and group: all three
+    /// are loaded.
     #[inline]
     fn prefetch(&self, slot: Slot) {
         self.recency.prefetch(slot);
+        let f = &self.frequency;
+        tiercache_core::hint::prefetch(f.links.as_ptr().wrapping_add(slot as usize));
+        tiercache_core::hint::prefetch(f.group_of.as_ptr().wrapping_add(slot as usize));
+    }
+
+    /// Both experts' choices (with nothing pinned), the likelier one first by the current
+    /// weights: the draw decides which leaves, so the caller loads both.
+    #[inline]
+    fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
+        let by_lru = self.recency.back(0)?;
+        let g = self.frequency.lowest;
+        if g == NIL {
+            return Some((by_lru, None));
+        }
+        let by_lfu = self.frequency.groups[g as usize].first;
+        Some(if self.w_lru >= 0.5 {
+            (by_lru, Some(by_lfu))
+        } else {
+            (by_lfu, Some(by_lru))
+        })
     }
 }
 
