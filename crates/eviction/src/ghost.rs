@@ -78,6 +78,8 @@ pub(crate) struct Ghosts<const N: usize> {
     /// The oldest node [`Ghosts::prefetch_oldest`] last started loading ([`EMPTY`]: none):
     /// when the next call finds it still oldest, its key is loaded and its bucket can be.
     hinted_oldest: std::cell::Cell<u32>,
+    /// The node after the oldest that [`Ghosts::prefetch_oldest`] last started loading.
+    hinted_next: std::cell::Cell<u32>,
 }
 
 impl<const N: usize> Ghosts<N> {
@@ -116,6 +118,7 @@ impl<const N: usize> Ghosts<N> {
             used: 0,
             limit: capacity,
             hinted_oldest: std::cell::Cell::new(EMPTY),
+            hinted_next: std::cell::Cell::new(EMPTY),
         }
     }
 
@@ -249,19 +252,25 @@ impl<const N: usize> Ghosts<N> {
     }
 
     /// Hint that `list`'s oldest key may be dropped soon ([`Ghosts::pop_back`]): starts
-    /// loading its node (key and links) and, when an earlier call already loaded that key,
-    /// its table bucket. Changes nothing the set answers.
+    /// loading its node (key and links) and, once an earlier call has loaded that node (as
+    /// the oldest or as the one after it), its table bucket and the next oldest node, whose
+    /// links the drop rewrites. Changes nothing the set answers.
     #[inline]
     pub(crate) fn prefetch_oldest(&self, list: usize) {
         let Some(node) = self.back(list) else {
             return;
         };
-        if self.hinted_oldest.get() == node {
-            self.prefetch(LineKey(self.nodes[node as usize].key));
+        if self.hinted_oldest.get() == node || self.hinted_next.get() == node {
+            let n = self.nodes[node as usize];
+            self.prefetch(LineKey(n.key));
+            if n.newer < self.pool {
+                tiercache_core::hint::prefetch(self.nodes.as_ptr().wrapping_add(n.newer as usize));
+                self.hinted_next.set(n.newer);
+            }
         } else {
             tiercache_core::hint::prefetch(self.nodes.as_ptr().wrapping_add(node as usize));
-            self.hinted_oldest.set(node);
         }
+        self.hinted_oldest.set(node);
     }
 
     /// Bucket holding `key`, if present.
