@@ -1,24 +1,30 @@
 //! Ghost lists: bounded FIFO/LRU lists of *keys* of lines that recently left the cache.
 //!
-//! ARC (B1, B2) and S3-FIFO (its ghost queue) remember evicted keys without data. A ghost entry
-//! is a node of a fixed pool (its key plus intrusive links, see [`crate::list`]); unused nodes
-//! wait in a free list threaded through the same links. Keys are found through an
-//! open-addressing table of (node number, hash tag) buckets (linear probing, at most half
-//! full, deletion by backward shift so no tombstones build up). The tag is the top 32 bits of the
-//! key's hash, which gives its home bucket too: a probe compares tags and reads a node's key
-//! only on a tag match, and a deletion shifts buckets without reading any key (one cache miss
-//! per lookup instead of one per bucket probed). Everything is sized at construction: ghost
-//! operations never allocate. Per entry this costs 8 bytes of key, 8 of links, 1 of owner (with
-//! two lists) and 16 of table (the table is sized to the capacity, not rounded up to a power
-//! of two: a home bucket is the tag scaled to the table's length).
+//! ARC (B1, B2), CAR, CLOCK-Pro, LeCaR, S3-FIFO and 2Q remember evicted keys without data. A
+//! ghost entry is a node of a fixed pool: one 16-byte record holding its key and its two list
+//! links, so reaching an entry (to check its key, unlink it or drop it as the oldest) loads
+//! one cache line, not a key in one array and links in another. Each list is circular around
+//! its own sentinel node (just past the pool), so unlinking needs no branch on the ends.
+//! Unused nodes form a stack threaded through their links: the node a removal or a drop just
+//! freed (whose line is loaded) is the one the next key takes, which is what an eviction does
+//! (drop the oldest ghost, then remember the victim's key).
+//!
+//! Keys are found through an open-addressing table of (node number, hash tag) buckets (linear
+//! probing, at most half full, deletion by backward shift so no tombstones build up). The tag
+//! is the top 32 bits of the key's hash, which gives its home bucket too: a probe compares tags
+//! and reads a node's key only on a tag match, and a deletion shifts buckets without reading any
+//! key (one cache miss per lookup instead of one per bucket probed). Dropping the oldest key
+//! looks its bucket up by node number, reading no other node. Everything is sized at
+//! construction: ghost operations never allocate. Per entry this costs 16 bytes of node (key
+//! and links), 1 of owner (with two lists) and 16 of table (the table is sized to the capacity,
+//! not rounded up to a power of two: a home bucket is the tag scaled to the table's length).
 //!
 //! New entries enter at the front of a list, the oldest leave at the back, a hit removes an
 //! entry from the middle.
 
-use crate::list::Lists;
 use tiercache_core::LineKey;
 
-/// Node number of an empty bucket.
+/// Node number of an empty bucket, and the end of the free stack.
 const EMPTY: u32 = u32::MAX;
 /// Most buckets a table has (a home is a 32-bit tag scaled to the length).
 const MAX_BUCKETS: usize = 1 << 32;
@@ -35,17 +41,31 @@ const EMPTY_BUCKET: Bucket = Bucket {
     node: EMPTY,
     tag: 0,
 };
-/// Number of lists a [`Ghosts`] may use; the pool's free list is the last list.
+/// Number of lists a [`Ghosts`] may use.
 const MAX_LISTS: usize = 2;
-const FREE: usize = MAX_LISTS;
+
+/// A pool node: a key and its links. `newer` points towards the front of its list, `older`
+/// towards the back (a sentinel's `newer` is its list's oldest node, its `older` the newest);
+/// a free node's `older` is the next free node.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, align(16))]
+struct Node {
+    key: u64,
+    newer: u32,
+    older: u32,
+}
 
 /// Up to `capacity` keys spread over `N` (at most 2) ordered lists.
 #[derive(Debug, Clone)]
 pub(crate) struct Ghosts<const N: usize> {
-    /// Lists `0..N` hold entries, list [`FREE`] holds unused nodes.
-    lists: Lists<{ MAX_LISTS + 1 }>,
-    /// Key held by each node.
-    keys: Vec<u64>,
+    /// Nodes `0..pool` hold keys; node `pool + l` is list `l`'s sentinel.
+    nodes: Vec<Node>,
+    /// Number of pool nodes (sentinels follow).
+    pool: u32,
+    /// Top of the stack of unused nodes ([`EMPTY`]: none).
+    free: u32,
+    /// Keys in each list.
+    lens: [u32; N],
     /// List holding each node (meaningful only while it is in use).
     owner: Vec<u8>,
     /// Open-addressing table of nodes and tags, always with an empty bucket (it has more
@@ -53,33 +73,52 @@ pub(crate) struct Ghosts<const N: usize> {
     table: Vec<Bucket>,
     /// Entries in use.
     used: usize,
-    /// Most entries held at once (at most the pool size, `keys.len()`).
+    /// Most entries held at once (at most the pool size).
     limit: usize,
     /// The oldest node [`Ghosts::prefetch_oldest`] last started loading ([`EMPTY`]: none):
     /// when the next call finds it still oldest, its key is loaded and its bucket can be.
     hinted_oldest: std::cell::Cell<u32>,
+    /// The node after the oldest that [`Ghosts::prefetch_oldest`] last started loading.
+    hinted_next: std::cell::Cell<u32>,
 }
 
 impl<const N: usize> Ghosts<N> {
     /// An empty set able to hold `capacity` keys.
     pub(crate) fn new(capacity: usize) -> Self {
         assert!(N <= MAX_LISTS, "at most {MAX_LISTS} ghost lists");
-        let mut lists = Lists::new(capacity);
-        for node in 0..capacity as u32 {
-            lists.push_front(FREE, node);
+        let pool = u32::try_from(capacity)
+            .ok()
+            .filter(|&p| (p as usize) + N < EMPTY as usize)
+            .unwrap_or_else(|| panic!("{capacity} ghost keys exceed the u32 node space"));
+        let mut nodes: Vec<Node> = Vec::with_capacity(pool as usize + N);
+        nodes.extend((0..pool).map(|i| Node {
+            key: 0,
+            newer: EMPTY,
+            older: if i + 1 < pool { i + 1 } else { EMPTY },
+        }));
+        for l in 0..N as u32 {
+            let s = pool + l;
+            nodes.push(Node {
+                key: 0,
+                newer: s,
+                older: s,
+            });
         }
         // At most half full keeps probe sequences short (a miss probes about 2.5 buckets,
         // and a deletion shifts few); at 60 % an S3-FIFO replay took 11 % more CPU.
         let buckets = (2 * capacity).clamp(2, MAX_BUCKETS);
         Ghosts {
-            lists,
-            keys: vec![0; capacity],
+            nodes,
+            pool,
+            free: if pool > 0 { 0 } else { EMPTY },
+            lens: [0; N],
             // With a single list every node belongs to list 0: no need to record it.
             owner: if N > 1 { vec![0; capacity] } else { Vec::new() },
             table: vec![EMPTY_BUCKET; buckets],
             used: 0,
             limit: capacity,
             hinted_oldest: std::cell::Cell::new(EMPTY),
+            hinted_next: std::cell::Cell::new(EMPTY),
         }
     }
 
@@ -94,14 +133,12 @@ impl<const N: usize> Ghosts<N> {
     /// past the pool allocated so far rebuilds it (the only allocation after construction),
     /// keeping every key and its order.
     pub(crate) fn set_limit(&mut self, limit: usize) {
-        if limit > self.keys.len() {
+        if limit > self.pool as usize {
             let mut grown = Ghosts::<N>::new(limit);
             for list in 0..N {
                 // Oldest first, so pushing at the front rebuilds the same order.
-                let mut cur = self.lists.back(list);
-                while let Some(node) = cur {
-                    grown.push_front(list, LineKey(self.keys[node as usize]));
-                    cur = self.lists.newer(node);
+                for (_, key) in self.nodes_oldest_first(list) {
+                    grown.push_front(list, key);
                 }
             }
             *self = grown;
@@ -117,7 +154,7 @@ impl<const N: usize> Ghosts<N> {
     #[inline]
     fn longest(&self) -> usize {
         (1..N).fold(0, |best, l| {
-            if self.lists.len(l) > self.lists.len(best) {
+            if self.lens[l] > self.lens[best] {
                 l
             } else {
                 best
@@ -128,13 +165,59 @@ impl<const N: usize> Ghosts<N> {
     /// Keys in `list`.
     #[inline]
     pub(crate) fn len(&self, list: usize) -> usize {
-        self.lists.len(list)
+        self.lens[list] as usize
     }
 
     /// Keys in all lists.
     #[inline]
     pub(crate) fn total_len(&self) -> usize {
         self.used
+    }
+
+    /// Sentinel node of `list`.
+    #[inline]
+    fn sentinel(&self, list: usize) -> u32 {
+        debug_assert!(list < N);
+        self.pool + list as u32
+    }
+
+    /// Oldest node of `list`.
+    #[inline]
+    fn back(&self, list: usize) -> Option<u32> {
+        let n = self.nodes[self.sentinel(list) as usize].newer;
+        (n < self.pool).then_some(n)
+    }
+
+    /// The node after `node` towards the front of its list.
+    #[inline]
+    fn newer(&self, node: u32) -> Option<u32> {
+        let n = self.nodes[node as usize].newer;
+        (n < self.pool).then_some(n)
+    }
+
+    /// Links `node` at the front of `list`.
+    #[inline]
+    fn link_front(&mut self, list: usize, node: u32) {
+        let s = self.sentinel(list);
+        let front = self.nodes[s as usize].older;
+        self.nodes[node as usize].newer = s;
+        self.nodes[node as usize].older = front;
+        self.nodes[front as usize].newer = node;
+        self.nodes[s as usize].older = node;
+        self.lens[list] += 1;
+    }
+
+    /// Unlinks `node` from `list` and pushes it on the free stack.
+    #[inline]
+    fn release(&mut self, list: usize, node: u32) {
+        let Node { newer, older, .. } = self.nodes[node as usize];
+        self.nodes[newer as usize].older = older;
+        self.nodes[older as usize].newer = newer;
+        self.nodes[node as usize].newer = EMPTY;
+        self.nodes[node as usize].older = self.free;
+        self.free = node;
+        self.lens[list] -= 1;
+        self.used -= 1;
     }
 
     /// Tag of `key`: the top 32 bits of its Fibonacci hash (the multiply spreads the key into
@@ -169,20 +252,25 @@ impl<const N: usize> Ghosts<N> {
     }
 
     /// Hint that `list`'s oldest key may be dropped soon ([`Ghosts::pop_back`]): starts
-    /// loading its node (key and links) and, when an earlier call already loaded that key,
-    /// its table bucket. Changes nothing the set answers.
+    /// loading its node (key and links) and, once an earlier call has loaded that node (as
+    /// the oldest or as the one after it), its table bucket and the next oldest node, whose
+    /// links the drop rewrites. Changes nothing the set answers.
     #[inline]
     pub(crate) fn prefetch_oldest(&self, list: usize) {
-        let Some(node) = self.lists.back(list) else {
+        let Some(node) = self.back(list) else {
             return;
         };
-        if self.hinted_oldest.get() == node {
-            self.prefetch(LineKey(self.keys[node as usize]));
+        if self.hinted_oldest.get() == node || self.hinted_next.get() == node {
+            let n = self.nodes[node as usize];
+            self.prefetch(LineKey(n.key));
+            if n.newer < self.pool {
+                tiercache_core::hint::prefetch(self.nodes.as_ptr().wrapping_add(n.newer as usize));
+                self.hinted_next.set(n.newer);
+            }
         } else {
-            tiercache_core::hint::prefetch(self.keys.as_ptr().wrapping_add(node as usize));
-            self.lists.prefetch(node);
-            self.hinted_oldest.set(node);
+            tiercache_core::hint::prefetch(self.nodes.as_ptr().wrapping_add(node as usize));
         }
+        self.hinted_oldest.set(node);
     }
 
     /// Bucket holding `key`, if present.
@@ -195,11 +283,22 @@ impl<const N: usize> Ghosts<N> {
             if b.node == EMPTY {
                 return None;
             }
-            if b.tag == tag && self.keys[b.node as usize] == key {
+            if b.tag == tag && self.nodes[b.node as usize].key == key {
                 return Some(i);
             }
             i = self.next(i);
         }
+    }
+
+    /// Bucket of `node` (in use, holding `key`): probes by node number, reading no other key.
+    #[inline]
+    fn find_node(&self, node: u32, key: u64) -> usize {
+        let mut i = self.home(Self::tag(key));
+        while self.table[i].node != node {
+            debug_assert!(self.table[i].node != EMPTY, "ghost node is indexed");
+            i = self.next(i);
+        }
+        i
     }
 
     /// Empties bucket `hole`, shifting later members of its probe run back so that every key
@@ -248,20 +347,18 @@ impl<const N: usize> Ghosts<N> {
         } else {
             0
         };
-        self.lists.move_to_front(list, FREE, node);
-        self.used -= 1;
+        self.release(list, node);
         Some((list, node))
     }
 
     /// Removes and returns the oldest key of `list`.
     #[inline]
     pub(crate) fn pop_back(&mut self, list: usize) -> Option<LineKey> {
-        let node = self.lists.back(list)?;
-        let key = self.keys[node as usize];
-        let bucket = self.find(key).expect("ghost node is indexed");
+        let node = self.back(list)?;
+        let key = self.nodes[node as usize].key;
+        let bucket = self.find_node(node, key);
         self.delete_bucket(bucket);
-        self.lists.move_to_front(list, FREE, node);
-        self.used -= 1;
+        self.release(list, node);
         Some(LineKey(key))
     }
 
@@ -282,12 +379,16 @@ impl<const N: usize> Ghosts<N> {
         if self.used >= self.limit && self.pop_back(self.longest()).is_none() {
             return None; // a set of limit zero
         }
-        let node = self.lists.pop_back(FREE)?;
-        self.keys[node as usize] = key.0;
+        let node = self.free;
+        if node == EMPTY {
+            return None;
+        }
+        self.free = self.nodes[node as usize].older;
+        self.nodes[node as usize].key = key.0;
         if N > 1 {
             self.owner[node as usize] = list as u8;
         }
-        self.lists.push_front(list, node);
+        self.link_front(list, node);
         let tag = Self::tag(key.0);
         let mut i = self.home(tag);
         while self.table[i].node != EMPTY {
@@ -302,10 +403,10 @@ impl<const N: usize> Ghosts<N> {
     /// per-node data when it regrows the set).
     pub(crate) fn nodes_oldest_first(&self, list: usize) -> Vec<(u32, LineKey)> {
         let mut out = Vec::with_capacity(self.len(list));
-        let mut cur = self.lists.back(list);
+        let mut cur = self.back(list);
         while let Some(node) = cur {
-            out.push((node, LineKey(self.keys[node as usize])));
-            cur = self.lists.newer(node);
+            out.push((node, LineKey(self.nodes[node as usize].key)));
+            cur = self.newer(node);
         }
         out
     }
@@ -313,17 +414,18 @@ impl<const N: usize> Ghosts<N> {
     /// Keys of `list` from newest to oldest (tests only).
     #[cfg(test)]
     pub(crate) fn keys_of(&self, list: usize) -> Vec<LineKey> {
-        self.lists
-            .to_vec(list)
+        let mut keys: Vec<LineKey> = self
+            .nodes_oldest_first(list)
             .into_iter()
-            .map(|n| LineKey(self.keys[n as usize]))
-            .collect()
+            .map(|(_, k)| k)
+            .collect();
+        keys.reverse();
+        keys
     }
 
-    /// Heap bytes: node arrays and the table.
+    /// Heap bytes: the nodes (with the sentinels), owners and the table.
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.lists.memory_bytes()
-            + self.keys.capacity() * 8
+        self.nodes.capacity() * std::mem::size_of::<Node>()
             + self.owner.capacity()
             + self.table.capacity() * std::mem::size_of::<Bucket>()
     }

@@ -1,5 +1,5 @@
-//! An indexed 4-ary min-heap of slots, for the policies whose order a hit can move anywhere
-//! (LRU-K, LFUDA): keys change in place (`O(log n)`), any slot can leave, nothing allocates
+//! An indexed 4-ary min-heap of slots, for a policy whose order a hit can move anywhere
+//! (LRU-K): keys change in place (`O(log n)`), any slot can leave, nothing allocates
 //! after construction (or [`SlotHeap::grow`]).
 //!
 //! Keys must be unique among the slots held (the policies make them so with a clock), so the

@@ -444,9 +444,42 @@ impl Eviction for LeCaR {
         self.evicted_at = evicted_at;
     }
 
+    /// A hit moves the slot's recency links and its frequency links and group: all three
+    /// are loaded.
     #[inline]
     fn prefetch(&self, slot: Slot) {
         self.recency.prefetch(slot);
+        let f = &self.frequency;
+        tiercache_core::hint::prefetch(f.links.as_ptr().wrapping_add(slot as usize));
+        tiercache_core::hint::prefetch(f.group_of.as_ptr().wrapping_add(slot as usize));
+    }
+
+    /// Both experts' choices (with nothing pinned), the likelier one first by the current
+    /// weights: the draw decides which leaves, so the caller loads both. Also starts loading
+    /// what the eviction touches of each (its key, its links in the other expert's order) and
+    /// the oldest key of the likelier expert's history.
+    #[inline]
+    fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
+        let by_lru = self.recency.back(0)?;
+        let g = self.frequency.lowest;
+        if g == NIL {
+            return Some((by_lru, None));
+        }
+        let by_lfu = self.frequency.groups[g as usize].first;
+        let keys = self.keys.as_ptr();
+        tiercache_core::hint::prefetch(keys.wrapping_add(by_lru as usize));
+        tiercache_core::hint::prefetch(keys.wrapping_add(by_lfu as usize));
+        self.recency.prefetch(by_lfu);
+        let f = &self.frequency;
+        tiercache_core::hint::prefetch(f.links.as_ptr().wrapping_add(by_lru as usize));
+        tiercache_core::hint::prefetch(f.group_of.as_ptr().wrapping_add(by_lru as usize));
+        Some(if self.w_lru >= 0.5 {
+            self.history.prefetch_oldest(H_LRU);
+            (by_lru, Some(by_lfu))
+        } else {
+            self.history.prefetch_oldest(H_LFU);
+            (by_lfu, Some(by_lru))
+        })
     }
 }
 

@@ -18,7 +18,7 @@
 //! | SLRU | [`Slru`] | links, segment byte: 9 B |
 //! | 2Q | [`TwoQ`] | links, queue byte, key; ghost A1out (0.5 c keys): 33 B |
 //! | LFU | [`Lfu`] | links, bucket index; bucket pool (count, first, last: 16 B per slot): 28 B |
-//! | LFUDA | [`Lfuda`] | heap entry ((priority, time) key and slot, 24 B), position, count: 32 B |
+//! | LFUDA | [`Lfuda`] | order links, bucket and count; a pool bucket (priority, its lowest and highest line: 16 B): 32 B |
 //! | LRU-K (K = 2) | [`LruK`] | heap entry (rank key and slot, 16 B), position, last access time: 28 B |
 //! | LIRS | [`Lirs`] | stack and queue links, state byte, key; non-resident pool (≤ c keys): 57 B |
 //! | LHD | [`Lhd`] | dense resident entry (last access, key, slot, two hit ages, explorer: 32 B) and position: 36 B; 3.84 MB of per-class age statistics |
@@ -27,9 +27,11 @@
 //! live in a fixed pool with an open-addressing index. All memory is allocated by [`build`]
 //! (or by [`Eviction::grow_slots`], which raises the slot limit):
 //! `hit`, `insert`, `evict` and `remove` are O(1) (eviction scans only past pinned slots or, for
-//! the CLOCK-like policies, past referenced ones) and never allocate, except in LFUDA and LRU-K,
-//! whose order a hit can change anywhere: they keep an indexed 4-ary heap, `O(log n)`, and LHD,
-//! whose eviction ranks a fixed number of sampled lines.
+//! the CLOCK-like policies, past referenced ones) and never allocate, except in LRU-K, whose
+//! order a hit can change anywhere: it keeps an indexed 4-ary heap, `O(log n)`; LFUDA, whose hit
+//! or insert walks up past the priorities between a line's old and new one (one list sorted by
+//! priority, cut into buckets of equal priority); and LHD, whose eviction ranks a fixed number
+//! of sampled lines.
 //! (Bytes per slot as `memory_bytes` reports them, `tests/memory.rs`, for the policies compared
 //! against in research; ghosts counted at a full cache.)
 //!

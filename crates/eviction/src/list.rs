@@ -171,6 +171,14 @@ impl<const N: usize> Lists<N> {
         self.link_older_than(list, anchor, node);
     }
 
+    /// Links an unlinked `node` into `list` just newer than `anchor`, a node of `list`.
+    #[inline]
+    pub(crate) fn insert_newer(&mut self, list: usize, anchor: u32, node: u32) {
+        debug_assert!(self.is_linked(anchor) && !self.is_end(anchor));
+        let newer = self.links[anchor as usize][0];
+        self.link_older_than(list, newer, node);
+    }
+
     /// Unlinks `node` from `list` (which must hold it).
     #[inline]
     pub(crate) fn unlink(&mut self, list: usize, node: u32) {

@@ -36,8 +36,8 @@ fn memory_per_slot_is_small_and_reported() {
             EvictionKind::TwoQ => 34.1,
             // Links 8, bucket index 4, one pool bucket 16.
             EvictionKind::Lfu => 28.1,
-            // Heap entry ((priority, time) key 16 and slot 4, padded to 24), position 4,
-            // count 4.
+            // Order links 8, bucket index and count 8, one pool bucket (priority 8, lowest
+            // and highest line 8).
             EvictionKind::Lfuda => 32.1,
             // Heap entry (rank key 8 and slot 4, padded to 16), position 4, last access 8.
             EvictionKind::LruK => 28.1,
