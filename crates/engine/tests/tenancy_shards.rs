@@ -154,29 +154,85 @@ fn sharded_partition_modes_load_and_a_restart_restores_every_shards_partitions()
     }
 }
 
+/// A shared cache of three volumes (no partitions) on a fresh cache device.
+fn shared_cache() -> (CacheConfig, Arc<MemDevice>, Vec<Arc<MemDevice>>) {
+    let backends = (0..3).map(|_| Arc::new(MemDevice::new(VOLUME))).collect();
+    (
+        config(TenancyModeKind::Shared),
+        Arc::new(MemDevice::new(4 << 20)),
+        backends,
+    )
+}
+
+/// The write policy in force for each of the three volumes.
+fn in_force(e: &Engine) -> Vec<tiercache_policy::WritePolicy> {
+    (0..3).map(|v| e.write_policy_in_force(v)).collect()
+}
+
 /// A write policy set live on one volume (an operator's `tiercache set
 /// exports.NAME.write_policy`) is journaled with the partitions: a restart keeps it, and the
 /// other volumes keep the cache's.
 #[test]
 fn a_write_policy_set_live_survives_a_restart() {
     use tiercache_policy::WritePolicy;
-    let cfg = config(TenancyModeKind::Shared);
-    let cache = Arc::new(MemDevice::new(4 << 20));
-    let backends: Vec<Arc<MemDevice>> = (0..3).map(|_| Arc::new(MemDevice::new(VOLUME))).collect();
+    let (cfg, cache, backends) = shared_cache();
     let engine = open(&cfg, &cache, &backends);
-    engine.set_volume_write_policy(1, WritePolicy::ReadOnly);
-    engine.set_volume_write_policy(2, WritePolicy::WriteThrough);
+    engine
+        .set_volume_write_policy(1, WritePolicy::ReadOnly)
+        .unwrap();
+    engine
+        .set_volume_write_policy(2, WritePolicy::WriteThrough)
+        .unwrap();
     engine.shutdown().unwrap();
     drop(engine);
     let engine = open(&cfg, &cache, &backends);
-    let got: Vec<_> = (0..3).map(|v| engine.write_policy_in_force(v)).collect();
     assert_eq!(
-        got,
+        in_force(&engine),
         [
             WritePolicy::WriteBack,
             WritePolicy::ReadOnly,
             WritePolicy::WriteThrough
         ]
+    );
+    engine.shutdown().unwrap();
+}
+
+/// A detach's write-through (every volume, for the rest of the run) is not journaled: the
+/// restart runs the volumes' policies of before it. A cache-wide write policy set live clears
+/// the volumes' own, and the journal follows: the restart does not bring them back.
+#[test]
+fn a_detachs_write_through_is_not_journaled_and_a_cache_wide_policy_clears_the_journaled_ones() {
+    use tiercache_policy::WritePolicy;
+    let (cfg, cache, backends) = shared_cache();
+    let engine = open(&cfg, &cache, &backends);
+    engine
+        .set_volume_write_policy(1, WritePolicy::ReadOnly)
+        .unwrap();
+    engine.write_through_until_restart(&[0, 1, 2]).unwrap();
+    assert_eq!(in_force(&engine), [WritePolicy::WriteThrough; 3]);
+    engine.shutdown().unwrap();
+    drop(engine);
+    let engine = open(&cfg, &cache, &backends);
+    assert_eq!(
+        in_force(&engine),
+        [
+            WritePolicy::WriteBack,
+            WritePolicy::ReadOnly,
+            WritePolicy::WriteBack
+        ],
+        "the policies of before the detach"
+    );
+    let mut whole = engine.policies();
+    whole.write_policy = WritePolicy::WriteThrough;
+    engine.set_policies(&whole).unwrap();
+    assert_eq!(in_force(&engine), [WritePolicy::WriteThrough; 3]);
+    engine.shutdown().unwrap();
+    drop(engine);
+    let engine = open(&cfg, &cache, &backends);
+    assert_eq!(
+        in_force(&engine),
+        [WritePolicy::WriteBack; 3],
+        "the configured policy, and no volume's own brought back"
     );
     engine.shutdown().unwrap();
 }

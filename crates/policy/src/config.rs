@@ -284,4 +284,21 @@ impl CacheConfig {
     pub fn partition_of(&self, volume: VolumeId) -> Option<usize> {
         self.partitions.iter().position(|p| p.volume == volume.0)
     }
+
+    /// Lines of `line_size` bytes that the static partitions of volumes without a fixed size
+    /// take: they stay beside the fixed sizes (`tenancy.fixed`), and a fixed size replaces
+    /// its volume's static partition.
+    pub fn static_lines_beside_fixed(&self, line_size: u64) -> u64 {
+        self.partitions
+            .iter()
+            .filter(|p| {
+                !self
+                    .tenancy
+                    .fixed
+                    .iter()
+                    .any(|f| f.volume == p.volume && f.bytes.is_some())
+            })
+            .map(|p| p.bytes / line_size.max(1))
+            .sum()
+    }
 }

@@ -9,28 +9,63 @@ use tiercache_policy::{CacheConfig, PolicyError, Report, WritePolicy};
 impl Engine {
     /// Puts `cfg`'s write policy, cleaning, promotion and balancing in force on every shard
     /// ([`tiercache_policy::Cache::set_policies`]); the other fields are not read. Checked on
-    /// the first shard before any shard changes, so an invalid setting changes nothing.
+    /// the first shard before any shard changes, so an invalid setting changes nothing. A
+    /// cache-wide write policy clears the volumes' own, and the journal follows (else a
+    /// restart would bring back per-volume policies the operator replaced); should that
+    /// journal write fail, the engine's log says so and the change is in force all the same.
     pub fn set_policies(&self, cfg: &CacheConfig) -> Result<(), PolicyError> {
         for sh in &self.inner.shards {
             self.inner.core(sh).cache.set_policies(cfg)?;
+        }
+        if let Err(e) = self.inner.journal_partitions() {
+            self.inner.health.log(format!(
+                "cache.write_policy set but not journaled ({e}): a restart brings back the \
+                 volumes' write policies of before"
+            ));
         }
         self.inner.kick();
         Ok(())
     }
 
     /// Sets the write policy of one volume (another volume keeps its own), journaled on the
-    /// cache device with the partition layout: a warm restart keeps it.
-    pub fn set_volume_write_policy(&self, volume: u32, policy: WritePolicy) {
+    /// cache device with the partition layout: a warm restart keeps it. An error: the
+    /// journal could not be written; the policy is in force all the same, for this run (and
+    /// journaled with the next change that succeeds).
+    pub fn set_volume_write_policy(&self, volume: u32, policy: WritePolicy) -> std::io::Result<()> {
         for sh in &self.inner.shards {
             self.inner
                 .core(sh)
                 .cache
                 .set_write_policy(Some(VolumeId(volume)), policy);
         }
-        // Journaled with the partitions, so a restart keeps it. Should the write fail, the
-        // policy is in force all the same and journaled with the next change.
-        let _ = self.inner.journal_partitions();
+        let journaled = self.inner.journal_partitions();
         self.inner.kick();
+        journaled
+    }
+
+    /// Turns the cache and `volumes` write-through for the rest of this run only, so that
+    /// nothing new becomes dirty while a detach drains the cache: the journal keeps the
+    /// volumes' write policies of before, so a restart runs what it ran before the detach.
+    pub fn write_through_until_restart(&self, volumes: &[u32]) -> Result<(), PolicyError> {
+        {
+            let mut held = super::lock(&self.inner.journal_policies_held);
+            if held.is_none() {
+                *held = Some(self.inner.volume_write_policies());
+            }
+        }
+        let mut cfg = self.policies();
+        cfg.write_policy = WritePolicy::WriteThrough;
+        self.set_policies(&cfg)?;
+        for &v in volumes {
+            for sh in &self.inner.shards {
+                self.inner
+                    .core(sh)
+                    .cache
+                    .set_write_policy(Some(VolumeId(v)), WritePolicy::WriteThrough);
+            }
+        }
+        self.inner.kick();
+        Ok(())
     }
 
     /// The policies in force: the config the engine was opened with, with what

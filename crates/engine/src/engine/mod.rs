@@ -203,6 +203,10 @@ struct Inner<C = Cache> {
         crate::partition_log::PartitionLog,
         crate::partition_log::Journaled,
     )>,
+    /// The volumes' own write policies to journal instead of those in force, while a detach
+    /// runs the cache write-through for the rest of the run only
+    /// ([`Engine::write_through_until_restart`]).
+    journal_policies_held: Mutex<Option<Vec<(u32, tiercache_policy::WritePolicy)>>>,
     /// Held while partitions are resized (one resize at a time).
     resizing: Mutex<()>,
     table: SlotTable,

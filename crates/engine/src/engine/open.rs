@@ -598,6 +598,7 @@ impl Engine {
                 .map(|&(v, base, size)| VolumeState::new(v, base, size))
                 .collect(),
             partition_log: Mutex::new((partition_log, Journaled::default())),
+            journal_policies_held: Mutex::new(None),
             resizing: Mutex::new(()),
             table,
             layout,

@@ -503,21 +503,25 @@ impl<C: EngineCore> Inner<C> {
         out
     }
 
+    /// The volumes with a write policy of their own, and that policy.
+    pub(super) fn volume_write_policies(&self) -> Vec<(u32, tiercache_policy::WritePolicy)> {
+        // Every shard holds the same (set on all of them at once).
+        let core = self.core(&self.shards[0]);
+        self.volumes
+            .iter()
+            .filter_map(|v| {
+                core.cache
+                    .volume_write_policy(VolumeId(v.id))
+                    .map(|p| (v.id, p))
+            })
+            .collect()
+    }
+
     /// Journals the partition layout and the volumes' own write policies if they changed
     /// since last journaled.
     pub(super) fn journal_partitions(&self) -> io::Result<()> {
-        let write_policies = {
-            // Every shard holds the same (set on all of them at once).
-            let core = self.core(&self.shards[0]);
-            self.volumes
-                .iter()
-                .filter_map(|v| {
-                    core.cache
-                        .volume_write_policy(VolumeId(v.id))
-                        .map(|p| (v.id, p))
-                })
-                .collect()
-        };
+        let held = lock(&self.journal_policies_held).clone();
+        let write_policies = held.unwrap_or_else(|| self.volume_write_policies());
         let layout = crate::partition_log::Journaled {
             partitions: self.partition_layout(),
             write_policies,

@@ -83,17 +83,7 @@ pub(super) fn check(cfg: &CacheConfig, lines: u64) -> Result<(), PolicyError> {
     // Static partitions of volumes without a fixed size keep their lines next to the
     // fixed sizes (a fixed size replaces its volume's static partition).
     let fixed = cfg.tenancy.fixed_lines(cfg.line_size);
-    let static_lines: u64 = cfg
-        .partitions
-        .iter()
-        .filter(|p| {
-            !cfg.tenancy
-                .fixed
-                .iter()
-                .any(|f| f.volume == p.volume && f.bytes.is_some())
-        })
-        .map(|p| p.bytes / cfg.line_size)
-        .sum();
+    let static_lines = cfg.static_lines_beside_fixed(cfg.line_size);
     if fixed > 0 && static_lines + fixed > lines {
         return Err(config_error(
             "tenancy.fixed",

@@ -227,18 +227,7 @@ fn check_split_sizes(cfg: &CacheConfig, total: u64) -> Result<(), PolicyError> {
         });
     }
     let fixed = cfg.tenancy.fixed_lines(line);
-    // A fixed size replaces its volume's static partition.
-    let others: u64 = cfg
-        .partitions
-        .iter()
-        .filter(|p| {
-            !cfg.tenancy
-                .fixed
-                .iter()
-                .any(|f| f.volume == p.volume && f.bytes.is_some())
-        })
-        .map(|p| p.bytes / line)
-        .sum();
+    let others = cfg.static_lines_beside_fixed(line);
     if fixed > 0 && fixed.saturating_add(others) > total {
         return Err(PolicyError::Config {
             field: "tenancy.fixed",

@@ -346,18 +346,13 @@ fn run(src: &ControlSource, req: Request, conn: &mut UnixStream) -> Result<serde
     }
 }
 
-/// Turns the cache and every export write-through (nothing new becomes dirty).
+/// Turns the cache and every export write-through (nothing new becomes dirty) for the rest of
+/// this run: a restart runs the write policies of before the detach.
 fn write_through_everywhere(src: &ControlSource) -> Result<()> {
-    let mut cfg = src.engine.policies();
-    cfg.write_policy = WritePolicy::WriteThrough;
+    let volumes: Vec<u32> = src.exports.iter().map(|x| x.volume).collect();
     src.engine
-        .set_policies(&cfg)
-        .map_err(|e| anyhow::anyhow!("cache.{e}"))?;
-    for x in &src.exports {
-        src.engine
-            .set_volume_write_policy(x.volume, WritePolicy::WriteThrough);
-    }
-    Ok(())
+        .write_through_until_restart(&volumes)
+        .map_err(|e| anyhow::anyhow!("cache.{e}"))
 }
 
 /// Writes every dirty line back while serving, sending progress every 200 ms; the lines

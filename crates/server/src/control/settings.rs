@@ -56,7 +56,13 @@ pub(super) fn apply(src: &ControlSource, settings: &[String]) -> Result<Vec<Stri
             .map_err(|e| anyhow!("cache.{e}"))?;
     }
     for &(volume, wp) in &plan.write_policies {
-        src.engine.set_volume_write_policy(volume, wp);
+        if let Err(e) = src.engine.set_volume_write_policy(volume, wp) {
+            answers.push(format!(
+                "volume {volume}: write policy {} in force but not journaled ({e}): a restart \
+                 does not keep it",
+                wp.name()
+            ));
+        }
     }
     if !plan.partitions.is_empty() {
         src.engine
