@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tiercache_engine::Engine;
 use tiercache_nbd::ServerStats;
-use tiercache_policy::{TenancyModeKind, WritePolicy};
+use tiercache_policy::TenancyModeKind;
 
 use super::{Progress, Reply, Request};
 
