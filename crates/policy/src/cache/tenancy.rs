@@ -321,79 +321,19 @@ impl Cache {
         Ok(())
     }
 
-    /// Asks the mode for its decision, applies it and records the report (a leader's: for
-    /// the shards of `shares`).
+    /// Asks the mode for its decision, applies it and records the report. A whole cache is
+    /// the one shard of its own decision; a leader decides for the shards of `shares` and
+    /// keeps the split for its followers.
     fn decide_tenancy(&mut self, now: Nanos, shares: &[ShardShare]) {
-        if matches!(self.tenancy.role, Role::Leader { .. }) {
-            return self.lead_decision(now, shares);
-        }
-        let capacity = self.capacity_lines();
-        let interval = self.interval_stats();
-        let fixed = self.cfg.tenancy.fixed_lines(self.geo.line_size());
-        // Partitions the mode will not plan (static ones of volumes it has not seen or was
-        // not given) keep their lines: the mode decides over the rest.
-        let kept = self.unplanned_partition_lines();
-        let Some(mut plans) = self
-            .tenancy
-            .mode
-            .with_mut(|m| m.decide(capacity.saturating_sub(fixed + kept)))
-        else {
-            self.tenancy.decisions += 1;
-            self.record_tenancy_report(now, capacity, &interval);
-            return;
+        let leads = self.leads_tenancy();
+        let (fixed, shares) = match &self.tenancy.role {
+            Role::Leader { fixed } => (fixed.clone(), shares.to_vec()),
+            _ => (self.cfg.tenancy.fixed.clone(), vec![self.shard_share()]),
         };
-        apply_fixed(&self.cfg.tenancy.fixed, self.geo.line_size(), &mut plans);
-        match self.apply_plans(plans) {
-            Ok(()) => {
-                self.tenancy.decisions += 1;
-            }
-            Err(e) => {
-                // Nothing changed; the report says so rather than showing a decision that
-                // did not take effect.
-                self.tenancy.refusals += 1;
-                self.tenancy.last_refusal = Some(e.to_string());
-            }
-        }
-        self.record_tenancy_report(now, capacity, &interval);
-    }
-
-    /// Lines of the volumes' own partitions that the tenancy mode will not plan: neither a
-    /// volume it may plan nor one with a fixed size.
-    fn unplanned_partition_lines(&self) -> u64 {
-        let own: Vec<(VolumeId, u64)> = self
-            .parts
-            .iter()
-            .filter_map(|p| p.volume().map(|v| (v, u64::from(p.capacity))))
-            .collect();
-        self.unplanned_lines(&own, &self.cfg.tenancy.fixed)
-    }
-
-    /// Lines of the partitions `own` (volume, lines) that the mode will not plan, with
-    /// `fixed` the fixed sizes in force.
-    fn unplanned_lines(&self, own: &[(VolumeId, u64)], fixed: &[FixedVolume]) -> u64 {
-        self.tenancy.mode.with(|m| {
-            own.iter()
-                .filter(|(v, _)| {
-                    !m.plans_volume(*v)
-                        && !fixed.iter().any(|f| f.volume == v.0 && f.bytes.is_some())
-                })
-                .map(|(_, lines)| lines)
-                .sum()
-        })
-    }
-
-    /// A leader's decision (see [`Cache::lead_repartition`]): per-volume targets for the
-    /// whole cache of `shares`, split over its shards; shard 0's share applied here.
-    fn lead_decision(&mut self, now: Nanos, shares: &[ShardShare]) {
-        let Role::Leader { fixed } = &self.tenancy.role else {
-            return;
-        };
-        let fixed = fixed.clone();
         let line = self.geo.line_size();
-        let capacity = self.capacity_lines();
-        let interval = self.interval_stats();
-        // Each shard's room: its lines less its partitions the mode will not plan (as an
-        // unsharded cache keeps them); the mode decides over the rooms less the fixed sizes.
+        // Each shard's room: its lines less its partitions the mode will not plan (static ones
+        // of volumes it has not seen or was not given keep their lines); the mode decides over
+        // the rooms less the fixed sizes.
         let room: Vec<u64> = shares
             .iter()
             .map(|s| {
@@ -403,6 +343,8 @@ impl Cache {
             .collect();
         let total: u64 = room.iter().sum();
         let fixed_lines: u64 = fixed.iter().filter_map(|f| f.bytes).map(|b| b / line).sum();
+        let capacity = self.capacity_lines();
+        let interval = self.interval_stats();
         let Some(mut plans) = self
             .tenancy
             .mode
@@ -416,7 +358,9 @@ impl Cache {
         let wanted = plans
             .iter()
             .fold(0u64, |a, p| a.saturating_add(p.allocation_lines));
-        let applied = if shares.is_empty() || wanted > total {
+        // One shard: the split is the identity and the cache's own check refuses what does not
+        // fit. Several: `split_lines` needs targets within the rooms.
+        let applied = if leads && (shares.is_empty() || wanted > total) {
             Err(config_error(
                 "tenancy",
                 format!("allocations of {wanted} lines exceed the shards' {total}"),
@@ -431,7 +375,7 @@ impl Cache {
             // Published only once applied here: followers never apply what the leader
             // refused.
             let applied = self.apply_plans(split.shard_plans(0));
-            if applied.is_ok() {
+            if applied.is_ok() && leads {
                 self.tenancy.split = Some(split);
             }
             applied
@@ -439,11 +383,27 @@ impl Cache {
         match applied {
             Ok(()) => self.tenancy.decisions += 1,
             Err(e) => {
+                // Nothing changed; the report says so rather than showing a decision that
+                // did not take effect.
                 self.tenancy.refusals += 1;
                 self.tenancy.last_refusal = Some(e.to_string());
             }
         }
         self.record_tenancy_report(now, capacity, &interval);
+    }
+
+    /// Lines of the partitions `own` (volume, lines) that the mode will not plan: neither a
+    /// volume it may plan nor one with a size in `fixed` (the fixed sizes in force).
+    fn unplanned_lines(&self, own: &[(VolumeId, u64)], fixed: &[FixedVolume]) -> u64 {
+        self.tenancy.mode.with(|m| {
+            own.iter()
+                .filter(|(v, _)| {
+                    !m.plans_volume(*v)
+                        && !fixed.iter().any(|f| f.volume == v.0 && f.bytes.is_some())
+                })
+                .map(|(_, lines)| lines)
+                .sum()
+        })
     }
 
     /// Records the report of a decision (or refusal) at `now`.
