@@ -118,14 +118,12 @@ fn sharded_partition_modes_load_and_a_restart_restores_every_shards_partitions()
             .iter()
             .map(|s| s.resident_lines)
             .collect();
-        let policies: Vec<_> = (0..3).map(|v| engine.write_policy_in_force(v)).collect();
+        let policies = in_force(&engine);
         let dirty = engine.stats().dirty_lines;
         assert!(dirty > 0, "{mode:?}: leave dirty lines for the restart");
         engine.audit();
-        engine.shutdown().unwrap();
-        drop(engine);
         // A warm restart: every shard's partitions as journaled, each volume's lines in them.
-        let engine = open(&cfg, &cache, &backends);
+        let engine = restart(engine, &cfg, &cache, &backends);
         assert_eq!(engine.partition_layout(), layout, "{mode:?}");
         let after: Vec<Option<u64>> = engine
             .volume_stats()
@@ -135,8 +133,7 @@ fn sharded_partition_modes_load_and_a_restart_restores_every_shards_partitions()
         assert_eq!(after, resident, "{mode:?}");
         assert_eq!(engine.stats().dirty_lines, dirty, "{mode:?}");
         // The write policies the mode gave the volumes are journaled with the partitions.
-        let now: Vec<_> = (0..3).map(|v| engine.write_policy_in_force(v)).collect();
-        assert_eq!(now, policies, "{mode:?}");
+        assert_eq!(in_force(&engine), policies, "{mode:?}");
         engine.audit();
         for (v, want) in model.iter().enumerate() {
             let mut got = vec![0u8; VOLUME];
@@ -164,6 +161,18 @@ fn shared_cache() -> (CacheConfig, Arc<MemDevice>, Vec<Arc<MemDevice>>) {
     )
 }
 
+/// Shuts `engine` down cleanly and opens it again on the same devices.
+fn restart(
+    engine: Engine,
+    cfg: &CacheConfig,
+    cache: &Arc<MemDevice>,
+    backends: &[Arc<MemDevice>],
+) -> Engine {
+    engine.shutdown().unwrap();
+    drop(engine);
+    open(cfg, cache, backends)
+}
+
 /// The write policy in force for each of the three volumes.
 fn in_force(e: &Engine) -> Vec<tiercache_policy::WritePolicy> {
     (0..3).map(|v| e.write_policy_in_force(v)).collect()
@@ -183,9 +192,7 @@ fn a_write_policy_set_live_survives_a_restart() {
     engine
         .set_volume_write_policy(2, WritePolicy::WriteThrough)
         .unwrap();
-    engine.shutdown().unwrap();
-    drop(engine);
-    let engine = open(&cfg, &cache, &backends);
+    let engine = restart(engine, &cfg, &cache, &backends);
     assert_eq!(
         in_force(&engine),
         [
@@ -210,9 +217,7 @@ fn a_detachs_write_through_is_not_journaled_and_a_cache_wide_policy_clears_the_j
         .unwrap();
     engine.write_through_until_restart(&[0, 1, 2]).unwrap();
     assert_eq!(in_force(&engine), [WritePolicy::WriteThrough; 3]);
-    engine.shutdown().unwrap();
-    drop(engine);
-    let engine = open(&cfg, &cache, &backends);
+    let engine = restart(engine, &cfg, &cache, &backends);
     assert_eq!(
         in_force(&engine),
         [
@@ -226,9 +231,7 @@ fn a_detachs_write_through_is_not_journaled_and_a_cache_wide_policy_clears_the_j
     whole.write_policy = WritePolicy::WriteThrough;
     engine.set_policies(&whole).unwrap();
     assert_eq!(in_force(&engine), [WritePolicy::WriteThrough; 3]);
-    engine.shutdown().unwrap();
-    drop(engine);
-    let engine = open(&cfg, &cache, &backends);
+    let engine = restart(engine, &cfg, &cache, &backends);
     assert_eq!(
         in_force(&engine),
         [WritePolicy::WriteBack; 3],

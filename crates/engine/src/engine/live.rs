@@ -32,12 +32,7 @@ impl Engine {
     /// journal could not be written; the policy is in force all the same, for this run (and
     /// journaled with the next change that succeeds).
     pub fn set_volume_write_policy(&self, volume: u32, policy: WritePolicy) -> std::io::Result<()> {
-        for sh in &self.inner.shards {
-            self.inner
-                .core(sh)
-                .cache
-                .set_write_policy(Some(VolumeId(volume)), policy);
-        }
+        self.put_volume_write_policy(volume, policy);
         let journaled = self.inner.journal_partitions();
         self.inner.kick();
         journaled
@@ -57,15 +52,20 @@ impl Engine {
         cfg.write_policy = WritePolicy::WriteThrough;
         self.set_policies(&cfg)?;
         for &v in volumes {
-            for sh in &self.inner.shards {
-                self.inner
-                    .core(sh)
-                    .cache
-                    .set_write_policy(Some(VolumeId(v)), WritePolicy::WriteThrough);
-            }
+            self.put_volume_write_policy(v, WritePolicy::WriteThrough);
         }
         self.inner.kick();
         Ok(())
+    }
+
+    /// Puts `policy` in force for `volume` on every shard (not journaled, no kick).
+    fn put_volume_write_policy(&self, volume: u32, policy: WritePolicy) {
+        for sh in &self.inner.shards {
+            self.inner
+                .core(sh)
+                .cache
+                .set_write_policy(Some(VolumeId(volume)), policy);
+        }
     }
 
     /// The policies in force: the config the engine was opened with, with what
