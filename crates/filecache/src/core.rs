@@ -17,7 +17,7 @@
 //! (`needs_fill`) gets a [`DevOp::Fill`] before its [`DevOp::CacheWrite`], the executor's way
 //! of completing the line the core made valid.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -281,15 +281,15 @@ pub struct FileCache {
     /// The block each core slot holds, mirrored from the core's slot updates
     /// (`Cache::drain_meta_updates`): names victims and serves `slot_state`.
     slots: Vec<Option<BlockKey>>,
-    /// Cached blocks of each file (mirrored likewise): deletes, truncates and per-file
-    /// flushes visit only those.
-    files: HashMap<FileId, BTreeSet<u64>>,
+    /// Cached blocks of each file (mirrored likewise; deletes, truncates and per-file
+    /// flushes visit only those) and its content version.
+    files: HashMap<FileId, versions::CachedFile>,
+    /// The last content version given (docs/design.md §14).
+    last_version: u64,
     plan: Plan,
     updates: Vec<MetaUpdate>,
     /// Counters of a cache of zero blocks.
     uncached: CoreStats,
-    /// Content version of each file with cached blocks (docs/design.md §14).
-    versions: versions::Versions,
 }
 
 impl fmt::Debug for FileCache {
@@ -376,10 +376,10 @@ impl FileCache {
             extents: keys::Extents::new(line),
             slots: vec![None; capacity as usize],
             files: HashMap::new(),
+            last_version: 0,
             plan: Plan::new(),
             updates: Vec::new(),
             uncached: CoreStats::default(),
-            versions: versions::Versions::default(),
         })
     }
 
@@ -480,10 +480,11 @@ impl FileCache {
 
     /// Dirty blocks of `file`, by block index.
     pub fn dirty_of_file(&self, file: FileId) -> Vec<(BlockKey, Slot)> {
-        let Some(blocks) = self.files.get(&file) else {
+        let Some(cached) = self.files.get(&file) else {
             return Vec::new();
         };
-        blocks
+        cached
+            .blocks
             .iter()
             .filter_map(|&b| {
                 let key = BlockKey::new(file, b);
@@ -544,7 +545,7 @@ impl FileCache {
         let (volume, index) = self.map(key)?;
         let req = Request::write(index * self.line, self.line).on_volume(volume);
         let hit = self.access(key, &req, needs_fill, ops);
-        self.versions.touched(key.file);
+        self.content_changed(key.file);
         hit
     }
 
@@ -553,13 +554,15 @@ impl FileCache {
     /// [`FileCache::content_changed`] reports), `None` while it has no cached block. A copy of
     /// the file made at version `v` equals the cache's content while this is `Some(v)`.
     pub fn content_version(&self, file: FileId) -> Option<u64> {
-        self.versions.get(file)
+        self.files.get(&file).map(|f| f.version)
     }
 
     /// `file`'s content changed outside the core's view (a write past the cache, a truncate's
     /// partial last block): it gets a new version if it has one.
     pub fn content_changed(&mut self, file: FileId) {
-        self.versions.touched(file);
+        if let Some(f) = self.files.get_mut(&file) {
+            f.version = versions::next(&mut self.last_version);
+        }
     }
 
     /// `file` was deleted: every cached block is freed and no write-back of it happens.
@@ -570,10 +573,10 @@ impl FileCache {
     /// `file` was truncated to `first_dropped` blocks: blocks from there on are freed and
     /// their write-backs cancelled. (The executor trims the tail of a partial last block.)
     pub fn truncate(&mut self, file: FileId, first_dropped: u64, ops: &mut Vec<DevOp>) {
-        let Some(blocks) = self.files.get(&file) else {
+        let Some(cached) = self.files.get(&file) else {
             return;
         };
-        let dropped: Vec<u64> = blocks.range(first_dropped..).copied().collect();
+        let dropped: Vec<u64> = cached.blocks.range(first_dropped..).copied().collect();
         for block in dropped {
             self.trim(BlockKey::new(file, block), ops);
         }
@@ -665,7 +668,11 @@ impl FileCache {
         let core = self.core.as_mut().expect("checked");
         let restored = core.restore_line(slot, volume, index, full, if dirty { full } else { 0 });
         self.sync();
-        if self.files.get(&key.file).is_none_or(|b| b.is_empty()) {
+        if self
+            .files
+            .get(&key.file)
+            .is_none_or(|f| f.blocks.is_empty())
+        {
             self.extents.unmap(key.file);
         }
         restored.map_err(Into::into)
@@ -761,17 +768,20 @@ impl FileCache {
         // Old contents first: a slot taken from one block of a file and another slot given a
         // block of the same file must not unmap it in between.
         for u in &self.updates {
-            if let Some(old) = self.slots[u.slot as usize].take() {
-                // A slot's block changing (not its dirty state) changes both files' content.
-                let now = u.line.and_then(|(v, i)| self.extents.key_of(v, i));
-                if now != Some(old) {
-                    self.versions.changed(old.file);
-                }
-                if let Some(blocks) = self.files.get_mut(&old.file) {
-                    blocks.remove(&old.block);
-                    if blocks.is_empty() {
-                        emptied.push(old.file);
-                    }
+            let Some(old) = self.slots[u.slot as usize] else {
+                continue;
+            };
+            // A slot keeping its block (its dirty state changed: a write-back) changes no
+            // file's content, and keeps its entry.
+            if u.line.and_then(|(v, i)| self.extents.key_of(v, i)) == Some(old) {
+                continue;
+            }
+            self.slots[u.slot as usize] = None;
+            if let Some(f) = self.files.get_mut(&old.file) {
+                f.blocks.remove(&old.block);
+                f.version = versions::next(&mut self.last_version);
+                if f.blocks.is_empty() {
+                    emptied.push(old.file);
                 }
             }
         }
@@ -782,15 +792,15 @@ impl FileCache {
                     .key_of(volume, index)
                     .expect("a resident line belongs to a mapped file");
                 self.slots[u.slot as usize] = Some(key);
-                if self.files.entry(key.file).or_default().insert(key.block) {
-                    self.versions.changed(key.file);
+                let f = self.files.entry(key.file).or_default();
+                if f.blocks.insert(key.block) {
+                    f.version = versions::next(&mut self.last_version);
                 }
             }
         }
         for file in emptied {
-            if self.files.get(&file).is_some_and(|b| b.is_empty()) {
+            if self.files.get(&file).is_some_and(|f| f.blocks.is_empty()) {
                 self.files.remove(&file);
-                self.versions.gone(file);
                 self.extents.unmap(file);
             }
         }

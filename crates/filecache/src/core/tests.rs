@@ -231,3 +231,41 @@ fn cleaning_follows_the_cores_policy_least_recently_written_first() {
     c.clean(10_000, 1 << 40, &mut ops);
     assert!(written_back(&ops).is_empty());
 }
+
+/// A file's content version changes with its cached content and only then: writes, blocks
+/// admitted or evicted; not hits, not write-backs (a kept passthrough image stays valid across
+/// a flush); no version without a cached block.
+#[test]
+fn content_versions_change_with_the_content_only() {
+    let mut c = FileCache::new(2, Variant::WB);
+    let mut ops = Vec::new();
+    assert_eq!(c.content_version(1), None);
+    c.write(k(1, 0), false, &mut ops).unwrap();
+    let v1 = c.content_version(1).expect("a cached block, a version");
+    c.read(k(1, 0), &mut ops).unwrap();
+    assert_eq!(c.content_version(1), Some(v1), "a hit changes nothing");
+    ops.clear();
+    c.flush(Some(1), &mut ops);
+    assert!(ops.iter().any(|o| matches!(o, DevOp::WriteBack { .. })));
+    assert_eq!(
+        c.content_version(1),
+        Some(v1),
+        "a write-back keeps the version"
+    );
+    c.read(k(1, 1), &mut ops).unwrap();
+    let v2 = c.content_version(1).unwrap();
+    assert!(v2 > v1, "a block admitted: a new version");
+    c.write(k(1, 1), false, &mut ops).unwrap();
+    let v3 = c.content_version(1).unwrap();
+    assert!(v3 > v2, "a write: a new version");
+    c.read(k(2, 0), &mut ops).unwrap();
+    let v4 = c.content_version(1).unwrap();
+    assert!(v4 > v3, "a block evicted: a new version");
+    c.read(k(2, 1), &mut ops).unwrap();
+    assert_eq!(c.content_version(1), None, "no cached block, no version");
+    c.read(k(1, 0), &mut ops).unwrap();
+    assert!(
+        c.content_version(1).unwrap() > v4,
+        "never a value given before"
+    );
+}

@@ -5,43 +5,24 @@
 //! Versions come from one counter that only grows during a mount's life, so a value is never
 //! given twice: a file gets a new one at every change of its cached content (a write of one
 //! of its blocks, a block of it admitted, evicted or dropped, a truncate), and loses its
-//! version when its last cached block leaves (a file with none has no version, and gets a new
-//! one when a block comes back). Nothing persists: a restart starts over, and no copy made
-//! before it is kept.
+//! version with its entry when its last cached block leaves (a file with none has no version,
+//! and gets a new one when a block comes back). A write-back changes a block's dirty state,
+//! not the content: the version stays. Nothing persists: a restart starts over, and no copy
+//! made before it is kept.
 
-use std::collections::HashMap;
+use std::collections::BTreeSet;
 
-use super::FileId;
-
-/// The content version of every file with cached blocks.
+/// A file with cached blocks: which, and the version of their content.
 #[derive(Debug, Default)]
-pub(super) struct Versions {
-    /// The last version given.
-    last: u64,
-    of: HashMap<FileId, u64>,
+pub(super) struct CachedFile {
+    /// Indexes of its cached blocks.
+    pub(super) blocks: BTreeSet<u64>,
+    /// Its content version (a fresh entry's is set as its first block comes in).
+    pub(super) version: u64,
 }
 
-impl Versions {
-    /// `file`'s content changed, and it has cached blocks: a new version.
-    pub(super) fn changed(&mut self, file: FileId) {
-        self.last += 1;
-        self.of.insert(file, self.last);
-    }
-
-    /// `file`'s content changed, if it has a version (cached blocks); else nothing to do.
-    pub(super) fn touched(&mut self, file: FileId) {
-        if self.of.contains_key(&file) {
-            self.changed(file);
-        }
-    }
-
-    /// `file` has no cached block any more: no version.
-    pub(super) fn gone(&mut self, file: FileId) {
-        self.of.remove(&file);
-    }
-
-    /// `file`'s version (`None`: no cached block).
-    pub(super) fn get(&self, file: FileId) -> Option<u64> {
-        self.of.get(&file).copied()
-    }
+/// The next version of the counter `last`: a value never given before.
+pub(super) fn next(last: &mut u64) -> u64 {
+    *last += 1;
+    *last
 }
