@@ -239,3 +239,50 @@ fn a_detachs_write_through_is_not_journaled_and_a_cache_wide_policy_clears_the_j
     );
     engine.shutdown().unwrap();
 }
+
+/// An operator's sizes set live on a 4-shard cache (`set_volume_partitions`) are split over
+/// the shards by `split_lines`, the rule the tenancy leader and static partitions use: each
+/// shard gets exactly its share, first on a fresh layout and again on a resize. (The sizes
+/// are ones the engine's former rule of its own split differently: 60 lines over shards of
+/// 51, 51, 51 and 50 lines were 16, 15, 15 and 14 under it, 15 each under `split_lines`.)
+#[test]
+fn live_partition_sizes_are_split_over_the_shards_as_the_leader_splits_them() {
+    use tiercache_policy::shards::split_lines;
+    use tiercache_policy::ShardLayout;
+    let (cfg, cache, backends) = shared_cache();
+    let layout = ShardLayout::new(&cfg).unwrap();
+    let room: Vec<u64> = (0..layout.shards())
+        .map(|k| u64::from(layout.lines(k)))
+        .collect();
+    assert_eq!(room.len(), 4);
+    let engine = open(&cfg, &cache, &backends);
+    for sizes in [[60u64, 100, 40], [37, 101, 13]] {
+        let set: Vec<(u32, u64)> = sizes
+            .iter()
+            .enumerate()
+            .map(|(v, &l)| (v as u32, l))
+            .collect();
+        engine.set_volume_partitions(&set).unwrap();
+        let want = split_lines(&sizes, &room);
+        let got = engine.partition_layout();
+        for (k, shard) in want.iter().enumerate() {
+            for (v, &lines) in shard.iter().enumerate() {
+                let have = got
+                    .iter()
+                    .find(|e| usize::from(e.shard) == k && e.volume == v as u32)
+                    .map_or(0, |e| u64::from(e.lines));
+                assert_eq!(have, lines, "{sizes:?}: volume {v} in shard {k}");
+            }
+        }
+        for (v, &target) in sizes.iter().enumerate() {
+            let sum: u64 = want.iter().map(|shard| shard[v]).sum();
+            assert_eq!(sum, target, "{sizes:?}: volume {v}'s shares add up");
+        }
+        engine.audit();
+    }
+    // The layout set live is journaled: a restart gives the same.
+    let before = engine.partition_layout();
+    let engine = restart(engine, &cfg, &cache, &backends);
+    assert_eq!(engine.partition_layout(), before);
+    engine.shutdown().unwrap();
+}

@@ -7,7 +7,7 @@ use super::*;
 use crate::partition_log::PartitionEntry;
 use crate::stats::LatencyBuckets;
 use serde::Serialize;
-use tiercache_policy::shards::ShardShare;
+use tiercache_policy::shards::{split_lines, ShardShare};
 
 /// One served volume: where its backend sits on the backend device, its size, its counters.
 pub(crate) struct VolumeState {
@@ -162,35 +162,6 @@ impl VolumeHandle {
     }
 }
 
-/// `lines` lines spread over shards of `caps` lines in proportion to their size, without
-/// giving a shard more than its `room` (what other volumes left of it). Deterministic.
-fn spread(lines: u64, caps: &[u32], room: &mut [u64]) -> Vec<u64> {
-    let total: u64 = caps.iter().map(|&c| u64::from(c)).sum::<u64>().max(1);
-    let mut out: Vec<u64> = caps
-        .iter()
-        .zip(room.iter())
-        .map(|(&c, &r)| (lines * u64::from(c) / total).min(r))
-        .collect();
-    let mut left = lines.saturating_sub(out.iter().sum());
-    while left > 0 {
-        let mut gave = false;
-        for k in 0..caps.len() {
-            if left > 0 && out[k] < room[k] {
-                out[k] += 1;
-                left -= 1;
-                gave = true;
-            }
-        }
-        if !gave {
-            break;
-        }
-    }
-    for (r, o) in room.iter_mut().zip(&out) {
-        *r -= o;
-    }
-    out
-}
-
 impl Engine {
     /// The volumes this engine serves, in order: (id, size in bytes).
     pub fn volumes(&self) -> Vec<(u32, u64)> {
@@ -319,9 +290,10 @@ impl Engine {
         self.inner.partition_layout()
     }
 
-    /// Gives each listed volume (served ones only) a partition of about `lines` lines, spread
-    /// over the shards in proportion to their size; the sizes must sum to at most the
-    /// cache's lines. Shrinking partitions write their dirty lines back first (the call
+    /// Gives each listed volume (served ones only) a partition of about `lines` lines, split
+    /// over the shards by their lines with [`split_lines`], as the tenancy leader's targets
+    /// and static partitions are (docs/design.md §4.10, "On shards"); the sizes must sum to
+    /// at most the cache's lines. Shrinking partitions write their dirty lines back first (the call
     /// returns once they are on the backend) and drop the rest; growing ones take the freed
     /// lines. The new layout is journaled on the cache device before this returns.
     pub fn set_volume_partitions(&self, sizes: &[(u32, u64)]) -> io::Result<()> {
@@ -344,13 +316,17 @@ impl Engine {
             ));
         }
         let _one_at_a_time = lock(&inner.resizing);
-        let caps: Vec<u32> = (0..inner.shards.len())
-            .map(|k| inner.shard_layout.lines(k))
+        // The one rule that splits the tenancy leader's targets and static partitions over
+        // the shards (docs/design.md §4.10, "On shards").
+        let room: Vec<u64> = (0..inner.shards.len())
+            .map(|k| u64::from(inner.shard_layout.lines(k)))
             .collect();
-        let mut room: Vec<u64> = caps.iter().map(|&c| u64::from(c)).collect();
+        let targets: Vec<u64> = sizes.iter().map(|s| s.1).collect();
+        let shares = split_lines(&targets, &room);
         let per_shard: Vec<(u32, Vec<u64>)> = sizes
             .iter()
-            .map(|&(v, lines)| (v, spread(lines, &caps, &mut room)))
+            .enumerate()
+            .map(|(i, &(v, _))| (v, shares.iter().map(|shard| shard[i]).collect()))
             .collect();
         inner.apply_layout(&per_shard)
     }
@@ -660,26 +636,5 @@ impl tiercache_blockdev::BlockDevice for VolumeHandle {
     }
     fn multi_conn(&self) -> bool {
         true
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::spread;
-
-    /// Spreading keeps the total (when there is room), is proportional, and never
-    /// overfills a shard.
-    #[test]
-    fn spread_is_proportional_and_bounded() {
-        let caps = [100u32, 100, 50];
-        let mut room: Vec<u64> = caps.iter().map(|&c| c as u64).collect();
-        let a = spread(101, &caps, &mut room);
-        assert_eq!(a.iter().sum::<u64>(), 101);
-        assert!(a[2] <= a[0]);
-        let b = spread(149, &caps, &mut room);
-        assert_eq!(b.iter().sum::<u64>(), 149);
-        assert!(room.iter().all(|&r| r == 0));
-        let c = spread(10, &caps, &mut room);
-        assert_eq!(c.iter().sum::<u64>(), 0);
     }
 }
