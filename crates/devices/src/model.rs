@@ -344,6 +344,23 @@ impl DeviceModel {
         }
     }
 
+    /// The power fails at `at`: a queueing disk loses what its volatile write cache held
+    /// ([`QueuedDisk::power_cut`]); `None` for every other device (it acknowledges a write
+    /// once the write is durable, so it loses nothing a host was told is written).
+    pub fn power_cut(&mut self, at: Nanos) -> Option<PowerCutLoss> {
+        match &mut self.store {
+            Store::Queued(q) => Some(q.power_cut(at)),
+            _ => None,
+        }
+    }
+
+    /// Whether the device acknowledges writes before they are durable (a queueing disk with
+    /// a write cache): the one kind to which a FLUSH means anything (the Linux block layer
+    /// completes a FLUSH at once on a device that reports no volatile cache).
+    pub fn has_volatile_cache(&self) -> bool {
+        matches!(&self.store, Store::Queued(q) if q.params().write_cache > 0)
+    }
+
     /// The queueing disk of the device, if it is one.
     pub fn queued_disk(&self) -> Option<&QueuedDisk> {
         match &self.store {

@@ -2,7 +2,8 @@
 //! rotational position by time), up to `queue_depth` commands queued in the drive and served
 //! shortest positioning time first, contiguous commands served in one pass, and an optional
 //! volatile write cache (writes acknowledged once cached, destaged in the background, emptied by
-//! a flush).
+//! a flush), lost on a power cut ([`QueuedDisk::power_cut`]) unless flushed or written with
+//! FUA ([`QueuedDisk::submit_fua`]).
 //!
 //! Unlike [`crate::Disk`], an op's completion is not known when it is submitted: a command
 //! submitted later may be served first. The device hands back each op's completion time when
@@ -87,6 +88,27 @@ impl Geometry {
     }
 }
 
+/// What a power cut took from a drive's volatile write cache ([`QueuedDisk::power_cut`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PowerCutLoss {
+    /// Tags of the writes the drive had acknowledged from its write cache whose data was not
+    /// on the media yet (still cached, or in a destage not finished at the cut), ascending.
+    pub acknowledged_writes: Vec<u64>,
+    /// The byte ranges whose cached data was lost, `(offset, len)` by offset (runs may
+    /// overlap: a rewrite starting inside a cached run is a run of its own).
+    pub ranges: Vec<(u64, u64)>,
+}
+
+/// A destage in service: its end, its bytes, and the acknowledged writes it carries
+/// (tag, acknowledgement time).
+#[derive(Debug, Clone)]
+struct Destage {
+    end: Nanos,
+    offset: u64,
+    len: u64,
+    writes: Vec<(u64, Nanos)>,
+}
+
 /// A command in the drive.
 #[derive(Debug, Clone, Copy)]
 struct Cmd {
@@ -118,6 +140,11 @@ pub struct QueuedDisk {
     /// The write cache's dirty runs, offset → length.
     dirty: BTreeMap<u64, u64>,
     dirty_bytes: u64,
+    /// The writes acknowledged from the cache and not on the media yet, by the offset of the
+    /// dirty run holding them: (tag, acknowledgement time).
+    volatile: BTreeMap<u64, Vec<(u64, Nanos)>>,
+    /// The last destage the head started (lost at a cut before its end).
+    destaging: Option<Destage>,
     /// When the head is free.
     busy_until: Nanos,
     /// The byte after the last one the head transferred.
@@ -152,6 +179,8 @@ impl QueuedDisk {
             host: VecDeque::new(),
             dirty: BTreeMap::new(),
             dirty_bytes: 0,
+            volatile: BTreeMap::new(),
+            destaging: None,
             busy_until: 0,
             head: 0,
             wake_armed: false,
@@ -195,6 +224,7 @@ impl QueuedDisk {
         match kind {
             IoKind::Write if self.p.write_cache > 0 && self.cache_write(offset, len) => {
                 self.cached_writes += 1;
+                self.volatile.entry(offset).or_default().push((tag, ack));
                 done.push((tag, ack));
             }
             IoKind::Read if self.cached(offset, len) => {
@@ -218,6 +248,77 @@ impl QueuedDisk {
         }
         if self.busy_until <= now {
             self.dispatch(now, done);
+        }
+    }
+
+    /// Submits a write with FUA (force unit access) at `now`: it bypasses the write cache and
+    /// completes once on the media, so it is durable at its completion (pushed to `done` as
+    /// in [`QueuedDisk::submit`]). Cached runs it covers wholly are superseded by it (dropped
+    /// from the cache: their data would be stale on the media).
+    pub fn submit_fua(
+        &mut self,
+        now: Nanos,
+        offset: u64,
+        len: u64,
+        tag: u64,
+        done: &mut Vec<(u64, Nanos)>,
+    ) {
+        let end = offset.saturating_add(len);
+        let covered: Vec<u64> = self
+            .dirty
+            .range(offset..end)
+            .filter(|(&o, &l)| o.saturating_add(l) <= end)
+            .map(|(&o, _)| o)
+            .collect();
+        for o in covered {
+            self.dirty_bytes -= self.dirty.remove(&o).expect("listed above");
+            self.volatile.remove(&o);
+        }
+        let cmd = Cmd {
+            kind: IoKind::Write,
+            offset,
+            len,
+            tag,
+            arrived: now,
+        };
+        if self.queue.len() < self.p.queue_depth as usize {
+            self.queue.push(cmd);
+        } else {
+            self.host.push_back(cmd);
+        }
+        if self.busy_until <= now {
+            self.dispatch(now, done);
+        }
+    }
+
+    /// The power fails at `at` (after every call at or before `at`): what the volatile write
+    /// cache held is lost, the cached runs and a destage the head had not finished by `at`;
+    /// the acknowledged writes among them are reported (a write acknowledged after `at` was
+    /// never acknowledged). Writes done on the media, by a destage that ended by `at`, a
+    /// flush or FUA, survive. The commands queued or in service are dropped unfinished (the
+    /// host sees them fail; none was acknowledged), and the drive comes back empty, its head
+    /// free at `at`. Counters are kept.
+    pub fn power_cut(&mut self, at: Nanos) -> PowerCutLoss {
+        let mut acked: Vec<u64> = Vec::new();
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        if let Some(d) = self.destaging.take().filter(|d| d.end > at) {
+            acked.extend(d.writes.iter().filter(|w| w.1 <= at).map(|w| w.0));
+            ranges.push((d.offset, d.len));
+        }
+        for writes in std::mem::take(&mut self.volatile).into_values() {
+            acked.extend(writes.iter().filter(|w| w.1 <= at).map(|w| w.0));
+        }
+        ranges.extend(std::mem::take(&mut self.dirty));
+        ranges.sort_unstable();
+        acked.sort_unstable();
+        self.dirty_bytes = 0;
+        self.queue.clear();
+        self.host.clear();
+        self.busy_until = at;
+        self.wake_armed = false;
+        PowerCutLoss {
+            acknowledged_writes: acked,
+            ranges,
         }
     }
 
@@ -302,7 +403,16 @@ impl QueuedDisk {
                 let c = self.queue[i];
                 (c.kind, c.offset, c.len)
             }
-            Pick::Destage(at) => (IoKind::Write, at, self.destage_run(at)),
+            Pick::Destage(at) => {
+                let (len, writes) = self.destage_run(at);
+                self.destaging = Some(Destage {
+                    end: 0,
+                    offset: at,
+                    len,
+                    writes,
+                });
+                (IoKind::Write, at, len)
+            }
         };
         let service = match kind {
             IoKind::Read | IoKind::Write => {
@@ -321,6 +431,11 @@ impl QueuedDisk {
         };
         let end = now.saturating_add(service);
         self.busy_until = end;
+        match (&pick, &mut self.destaging) {
+            (Pick::Destage(_), Some(d)) => d.end = end,
+            // The head moved on: the last destage ended by `now`.
+            _ => self.destaging = None,
+        }
         self.dispatched += 1;
         self.cost_ps = self
             .cost_ps
@@ -335,20 +450,23 @@ impl QueuedDisk {
     }
 
     /// Removes the dirty run at `at` and the runs contiguous after it (up to
-    /// [`DESTAGE_MERGE_MAX`] bytes) from the cache; returns the bytes to write.
-    fn destage_run(&mut self, at: u64) -> u64 {
+    /// [`DESTAGE_MERGE_MAX`] bytes) from the cache; returns the bytes to write and the
+    /// acknowledged writes they carry.
+    fn destage_run(&mut self, at: u64) -> (u64, Vec<(u64, Nanos)>) {
         let mut len = self.dirty.remove(&at).expect("picked from the cache");
+        let mut writes = self.volatile.remove(&at).unwrap_or_default();
         while len < DESTAGE_MERGE_MAX {
             match self.dirty.get(&(at + len)).copied() {
                 Some(l) => {
                     self.dirty.remove(&(at + len));
+                    writes.extend(self.volatile.remove(&(at + len)).unwrap_or_default());
                     len += l;
                 }
                 None => break,
             }
         }
         self.dirty_bytes -= len;
-        len
+        (len, writes)
     }
 
     /// Shortest positioning time first over the queued commands and the dirty runs nearest
