@@ -10,7 +10,7 @@
 //! the op starts service (with its `tag`), and asks its executor to be woken when its head
 //! frees ([`QueuedDisk::wake_request`]), where it picks the next command.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::*;
 
@@ -117,6 +117,10 @@ struct Cmd {
     len: u64,
     tag: u64,
     arrived: Nanos,
+    /// A flush: the cache's runs older than this (by [`QueuedDisk::next_seq`]) must be on
+    /// the media before it completes; later writes need not be (a drive flushes what it held
+    /// when the FLUSH came).
+    epoch: u64,
 }
 
 /// What the head does next.
@@ -145,6 +149,11 @@ pub struct QueuedDisk {
     volatile: BTreeMap<u64, Vec<(u64, Nanos)>>,
     /// The last destage the head started (lost at a cut before its end).
     destaging: Option<Destage>,
+    /// Sequence number of the next new cached run.
+    next_seq: u64,
+    /// Each cached run's sequence number, by offset, and the runs by it (oldest first).
+    run_seq: BTreeMap<u64, u64>,
+    by_seq: BTreeSet<(u64, u64)>,
     /// When the head is free.
     busy_until: Nanos,
     /// The byte after the last one the head transferred.
@@ -181,6 +190,9 @@ impl QueuedDisk {
             dirty_bytes: 0,
             volatile: BTreeMap::new(),
             destaging: None,
+            next_seq: 0,
+            run_seq: BTreeMap::new(),
+            by_seq: BTreeSet::new(),
             busy_until: 0,
             head: 0,
             wake_armed: false,
@@ -238,6 +250,7 @@ impl QueuedDisk {
                     len,
                     tag,
                     arrived: now,
+                    epoch: self.next_seq,
                 };
                 if self.queue.len() < self.p.queue_depth as usize {
                     self.queue.push(cmd);
@@ -273,6 +286,7 @@ impl QueuedDisk {
         for o in covered {
             self.dirty_bytes -= self.dirty.remove(&o).expect("listed above");
             self.volatile.remove(&o);
+            self.forget_run(o);
         }
         let cmd = Cmd {
             kind: IoKind::Write,
@@ -280,6 +294,7 @@ impl QueuedDisk {
             len,
             tag,
             arrived: now,
+            epoch: self.next_seq,
         };
         if self.queue.len() < self.p.queue_depth as usize {
             self.queue.push(cmd);
@@ -309,6 +324,8 @@ impl QueuedDisk {
             acked.extend(writes.iter().filter(|w| w.1 <= at).map(|w| w.0));
         }
         ranges.extend(std::mem::take(&mut self.dirty));
+        self.run_seq.clear();
+        self.by_seq.clear();
         ranges.sort_unstable();
         acked.sort_unstable();
         self.dirty_bytes = 0;
@@ -365,7 +382,24 @@ impl QueuedDisk {
         }
         self.dirty.insert(offset, len.max(old));
         self.dirty_bytes += grown;
+        if old == 0 {
+            self.run_seq.insert(offset, self.next_seq);
+            self.by_seq.insert((self.next_seq, offset));
+            self.next_seq += 1;
+        }
         true
+    }
+
+    /// Drops a run that left the cache from the sequence indexes.
+    fn forget_run(&mut self, offset: u64) {
+        if let Some(seq) = self.run_seq.remove(&offset) {
+            self.by_seq.remove(&(seq, offset));
+        }
+    }
+
+    /// Whether a flush of `epoch` may complete: no run older than it is cached.
+    fn flush_ready(&self, epoch: u64) -> bool {
+        self.by_seq.first().is_none_or(|&(seq, _)| seq >= epoch)
     }
 
     /// Whether one dirty run holds all of `offset..offset + len`.
@@ -455,11 +489,13 @@ impl QueuedDisk {
     fn destage_run(&mut self, at: u64) -> (u64, Vec<(u64, Nanos)>) {
         let mut len = self.dirty.remove(&at).expect("picked from the cache");
         let mut writes = self.volatile.remove(&at).unwrap_or_default();
+        self.forget_run(at);
         while len < DESTAGE_MERGE_MAX {
             match self.dirty.get(&(at + len)).copied() {
                 Some(l) => {
                     self.dirty.remove(&(at + len));
                     writes.extend(self.volatile.remove(&(at + len)).unwrap_or_default());
+                    self.forget_run(at + len);
                     len += l;
                 }
                 None => break,
@@ -470,35 +506,59 @@ impl QueuedDisk {
     }
 
     /// Shortest positioning time first over the queued commands and the dirty runs nearest
-    /// the head; a command past [`AGE_LIMIT_NS`] goes first, and a flush waits for the cache
-    /// to empty (the dirty runs go first).
+    /// the head; a command past [`AGE_LIMIT_NS`] goes first, and a flush waits for the runs
+    /// cached before it came to reach the media (the dirty runs go first: the nearest of
+    /// those older than the flush, else the oldest, so it completes however many writes
+    /// come after it).
     fn pick(&self, now: Nanos) -> Option<Pick> {
         if let Some(i) = self
             .queue
             .iter()
             .position(|c| now.saturating_sub(c.arrived) >= AGE_LIMIT_NS)
         {
-            if self.queue[i].kind != IoKind::Flush || self.dirty.is_empty() {
+            let c = &self.queue[i];
+            if c.kind != IoKind::Flush || self.flush_ready(c.epoch) {
                 return Some(Pick::Cmd(i));
             }
         }
-        let flush_waits =
-            !self.dirty.is_empty() && self.queue.iter().any(|c| c.kind == IoKind::Flush);
+        if let Some(i) = self
+            .queue
+            .iter()
+            .position(|c| c.kind == IoKind::Flush && self.flush_ready(c.epoch))
+        {
+            // It costs no positioning, and the writes behind it wait for it.
+            return Some(Pick::Cmd(i));
+        }
+        // The oldest flush waiting is served first.
+        let waiting_epoch = self
+            .queue
+            .iter()
+            .filter(|c| c.kind == IoKind::Flush)
+            .map(|c| c.epoch)
+            .min();
+        if let Some(epoch) = waiting_epoch {
+            let after = self.dirty.range(self.head..).take(DESTAGE_LOOK);
+            let before = self.dirty.range(..self.head).rev().take(DESTAGE_LOOK);
+            let nearest_old = after
+                .chain(before)
+                .filter(|(o, _)| self.run_seq.get(o).is_some_and(|&s| s < epoch))
+                .map(|(&o, _)| (self.positioning_ns(now, IoKind::Write, o), o))
+                .min();
+            let oldest = self.by_seq.first().map(|&(_, o)| o);
+            return nearest_old.map(|x| x.1).or(oldest).map(Pick::Destage);
+        }
         let mut best: Option<(Nanos, Pick)> = None;
         let mut consider = |t: Nanos, p: Pick| {
             if best.is_none_or(|(b, _)| t < b) {
                 best = Some((t, p));
             }
         };
-        if !flush_waits {
-            for (i, c) in self.queue.iter().enumerate() {
-                let t = match c.kind {
-                    IoKind::Read | IoKind::Write => self.positioning_ns(now, c.kind, c.offset),
-                    IoKind::Flush if !self.dirty.is_empty() => continue,
-                    IoKind::Trim | IoKind::Flush => 0,
-                };
-                consider(t, Pick::Cmd(i));
-            }
+        for (i, c) in self.queue.iter().enumerate() {
+            let t = match c.kind {
+                IoKind::Read | IoKind::Write => self.positioning_ns(now, c.kind, c.offset),
+                IoKind::Trim | IoKind::Flush => 0,
+            };
+            consider(t, Pick::Cmd(i));
         }
         let after = self.dirty.range(self.head..).take(DESTAGE_LOOK);
         let before = self.dirty.range(..self.head).rev().take(DESTAGE_LOOK);

@@ -374,3 +374,41 @@ fn fua_writes_and_cacheless_drives_lose_nothing_acknowledged() {
     }
     assert_eq!(done.len(), 20);
 }
+
+/// A flush completes once the writes cached before it are on the media, however many come
+/// after it (a drive flushes what it held when the FLUSH came).
+#[test]
+fn a_flush_waits_for_the_older_writes_only() {
+    let mut d = QueuedDisk::new(preset(""));
+    let mut done = Vec::new();
+    let offsets = random_offsets(4000, 16 << 20);
+    for (i, &o) in offsets[..32].iter().enumerate() {
+        d.submit(0, IoKind::Write, o, 4096, i as u64, &mut done);
+    }
+    done.clear();
+    d.submit(1, IoKind::Flush, 0, 0, 9999, &mut done);
+    let (mut now, mut next, mut wake) = (1, 32, None);
+    let end = loop {
+        if let Some(&(_, e)) = done.iter().find(|x| x.0 == 9999) {
+            break e;
+        }
+        assert!(next < offsets.len(), "the flush never completed");
+        wake = wake.or_else(|| d.wake_request());
+        // A write every 2 ms keeps the cache from emptying; the head's wakes between them.
+        let write_at = now + 2_000_000;
+        match wake {
+            Some(w) if w <= write_at => {
+                now = now.max(w);
+                wake = None;
+                d.wake(now, &mut done);
+            }
+            _ => {
+                now = write_at;
+                d.submit(now, IoKind::Write, offsets[next], 4096, next as u64, &mut done);
+                next += 1;
+            }
+        }
+    };
+    assert!(d.dirty_bytes() > 0, "later writes are still cached");
+    eprintln!("flush done at {end} ns after {} later writes", next - 32);
+}

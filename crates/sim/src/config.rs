@@ -17,6 +17,22 @@ pub struct VolumeBackend {
     pub device: DeviceConfig,
 }
 
+/// What the cache's write-back of dirty lines does before the lines count as clean (the
+/// flush job is done and its lines may be evicted), docs/design.md §5.1.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WriteBackBarrier {
+    /// Nothing: the lines count as clean once the backend acknowledged the writes, which a
+    /// disk with a volatile write cache does before they are durable.
+    #[default]
+    None,
+    /// A FLUSH to each backend device with a volatile write cache that the job wrote to, and
+    /// the lines count as clean once it completes, as the kernel caches do before they commit
+    /// a write-back (a device without a volatile cache is sent none: the Linux block layer
+    /// completes a FLUSH at once there).
+    Flush,
+}
+
 /// When a run starts measuring and when it stops.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -47,6 +63,21 @@ pub struct RunLimits {
         skip_serializing_if = "Option::is_none"
     )]
     pub timeline_interval_ns: Option<Nanos>,
+    /// What the cache's write-back does before its lines count as clean.
+    #[serde(skip_serializing_if = "is_default")]
+    pub write_back_barrier: WriteBackBarrier,
+    /// A power cut at this virtual time (None: none): the run stops there, every backend
+    /// disk loses what its volatile write cache held, and the output's `power_cut` reports
+    /// the write-backs the cache counted as clean whose data the disks lost.
+    #[serde(
+        deserialize_with = "de_opt_nanos",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub power_cut_ns: Option<Nanos>,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 /// Everything the simulator needs besides the cache and the workload.

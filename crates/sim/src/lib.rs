@@ -54,9 +54,9 @@ mod stats;
 mod tenancy;
 pub mod testing;
 
-pub use config::{RunLimits, SimConfig, VolumeBackend};
+pub use config::{RunLimits, SimConfig, VolumeBackend, WriteBackBarrier};
 pub use device::{DeviceConfig, DeviceModel, LinkConfig, RaidLevel, PRESETS};
-pub use exec::{simulate, simulate_with, SimObserver, SimOutput};
+pub use exec::{simulate, simulate_with, PowerCutReport, SimObserver, SimOutput};
 pub use hit_ratio::{
     batched_supports, hit_ratio_batched, hit_ratio_belady, hit_ratio_belady_with_index,
     hit_ratio_only, hit_ratio_only_iter, BatchedOutcome, IterBatches, RequestBatches,

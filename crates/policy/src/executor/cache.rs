@@ -118,6 +118,9 @@ impl Report for Cache {
     fn dirty_lines(&self) -> u64 {
         Cache::dirty_lines(self)
     }
+    fn line_awaits_write_back(&self, volume: VolumeId, index: u64) -> Option<bool> {
+        Some(Cache::line_state(self, volume, index).is_some_and(|s| s.dirty != 0 || s.pinned))
+    }
     fn capacity_lines(&self) -> u64 {
         Cache::capacity_lines(self)
     }

@@ -185,6 +185,14 @@ pub trait Report {
     fn resident_lines(&self) -> u64;
     /// Dirty lines now.
     fn dirty_lines(&self) -> u64;
+    /// Whether line `index` of `volume` is resident and dirty now, or under a write-back not
+    /// finished (a flush job not reported done): not yet counted clean (`None`: not known to
+    /// this core; a simulator's power cut then counts the line as clean, docs/design.md
+    /// §5.1).
+    fn line_awaits_write_back(&self, volume: VolumeId, index: u64) -> Option<bool> {
+        let _ = (volume, index);
+        None
+    }
     /// Lines the cache can hold.
     fn capacity_lines(&self) -> u64;
     /// Flush jobs issued and not yet reported done.

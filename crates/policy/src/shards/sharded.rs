@@ -371,6 +371,15 @@ impl Report for ShardedCache {
         self.shards.iter().map(|c| c.dirty_lines()).sum()
     }
 
+    fn line_awaits_write_back(&self, volume: VolumeId, index: u64) -> Option<bool> {
+        let shard = &self.shards[self.layout.shard_of(volume, index)];
+        Some(
+            shard
+                .line_state(volume, index)
+                .is_some_and(|s| s.dirty != 0 || s.pinned),
+        )
+    }
+
     fn capacity_lines(&self) -> u64 {
         self.shards.iter().map(|c| c.capacity_lines()).sum()
     }

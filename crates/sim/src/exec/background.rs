@@ -157,6 +157,7 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
         t.ops_left = t.plan.ops.len() as u32;
         t.crit_left = t.plan.ops.iter().filter(|o| o.critical).count() as u32;
         t.measured = false;
+        t.barrier_ops = 0;
         t.flush = Some(job);
         if t.ops_left == 0 {
             self.finish_flush(idx);
@@ -166,6 +167,11 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
     }
 
     pub(super) fn finish_flush(&mut self, idx: u32) {
+        if self.flush_barrier(idx) {
+            // Its lines count as clean once the FLUSH completes.
+            return;
+        }
+        self.after_flush_job(idx);
         let t = &mut self.tasks[idx as usize];
         let l = t.level;
         let mut job = t.flush.take().expect("flush task holds its job");

@@ -91,6 +91,8 @@ pub(super) struct Task {
     /// The task and op at the level above this sub-request or demote answers.
     pub(super) parent: u32,
     pub(super) parent_op: u32,
+    /// FLUSH ops a flush job appended to its plan (`run.write_back_barrier`).
+    pub(super) barrier_ops: u32,
 }
 
 impl Task {
@@ -117,6 +119,7 @@ impl Task {
             crossed: false,
             parent: NO_TASK,
             parent_op: 0,
+            barrier_ops: 0,
         }
     }
 }

@@ -296,6 +296,8 @@ impl<'a, const MULTI: bool> Sim<'a, MULTI> {
             backend_served: 0,
             timelines: run_limits.timeline_interval_ns.is_some(),
             device_done: Vec::new(),
+            write_backs: Vec::new(),
+            power_cut: None,
         })
     }
 

@@ -49,15 +49,20 @@ pub struct SimOutput {
     pub devices: BTreeMap<String, DeviceCounters>,
     /// Virtual time when everything (including background ops and the final flush) finished.
     pub end_ns: Nanos,
+    /// What the power cut took (with `run.power_cut_ns`: then the run ended at the cut).
+    pub power_cut: Option<PowerCutReport>,
 }
 
 mod background;
+mod durability;
 mod events;
 mod levels;
 mod lookahead;
 mod queue;
 mod requests;
 mod window;
+
+pub use durability::PowerCutReport;
 
 use events::{Task, TaskKind, What, BACKEND, NOT_SERVED};
 use levels::{Client, Level};
@@ -117,6 +122,10 @@ struct Sim<'a, const MULTI: bool> {
     timelines: bool,
     /// Completions a queueing disk handed back, `(tag, time)` (scratch, reused).
     device_done: Vec<(u64, Nanos)>,
+    /// The backend writes of finished flush jobs (kept with `run.power_cut_ns` only).
+    write_backs: Vec<durability::WriteBack>,
+    /// What the power cut took, once it happened.
+    power_cut: Option<PowerCutReport>,
 }
 
 /// The levels or the clients of a run, indexed by number. In a single-level run (`MULTI`
@@ -270,6 +279,7 @@ fn simulate_inner<'a>(
             .zip(counters)
             .collect(),
         end_ns: end,
+        power_cut: sim.power_cut,
     })
 }
 
@@ -332,6 +342,13 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
                         None => break,
                     },
                 };
+                if let Some(cut) = self.run_limits.power_cut_ns {
+                    if time > cut {
+                        // Nothing after the cut happens: its events are dropped.
+                        self.power_off(cut);
+                        break;
+                    }
+                }
                 if self.timelines && self.phase == Phase::Running {
                     self.ticks_until(time);
                 }
@@ -343,6 +360,19 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
                     return Err(self.error.take().expect("checked"));
                 }
                 self.check_window_end();
+            }
+            if let (Some(cut), None) = (self.run_limits.power_cut_ns, &self.power_cut) {
+                // Everything drained before the cut: it falls on an idle system.
+                self.power_off(cut.max(self.now));
+            }
+            if self.power_cut.is_some() {
+                // The run ended at the power cut: no drain, no final flush.
+                metrics = Some(
+                    (0..self.levels.len())
+                        .map(|l| self.build_metrics(l))
+                        .collect::<Vec<_>>(),
+                );
+                break;
             }
             if metrics.is_none() {
                 // The window closed and background work drained: final flush, if asked.
@@ -375,6 +405,17 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
             }
         }
         Ok(metrics)
+    }
+
+    /// The power cut at `cut`: the clock moves there, the measured window closes if open,
+    /// and the disks lose what their caches held.
+    #[cold]
+    fn power_off(&mut self, cut: Nanos) {
+        self.now = self.now.max(cut);
+        if self.phase == Phase::Running {
+            self.close_window();
+        }
+        self.cut_power(cut);
     }
 
     /// The hierarchy's counters count: the measured window is open.

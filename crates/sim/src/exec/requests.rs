@@ -788,7 +788,7 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
 
 /// The model index of the device `op` addresses (volumes past `vol_dev`'s end use device 1).
 #[inline]
-fn dev_index(vol_dev: &[u16], op: &DevOp) -> usize {
+pub(super) fn dev_index(vol_dev: &[u16], op: &DevOp) -> usize {
     match op.device {
         Device::Cache => 0,
         Device::Backend => vol_dev.get(op.volume.0 as usize).map_or(1, |&d| d as usize),

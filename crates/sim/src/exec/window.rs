@@ -64,7 +64,7 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
 
     /// Closes the measured window: no request can arrive any more and none is in flight.
     #[cold]
-    fn close_window(&mut self) {
+    pub(super) fn close_window(&mut self) {
         for l in 0..self.levels.len() {
             if let Some(tl) = &self.levels[l].timeline {
                 // Emit the partial last interval.

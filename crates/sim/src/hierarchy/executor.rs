@@ -249,6 +249,7 @@ impl HierarchySim {
             timeline_interval_ns: self.cfg.timeline_interval_ns,
             final_flush: self.cfg.final_flush,
             requests: None,
+            ..Default::default()
         };
         let backend = &self.cfg.backend;
         let mut levels = Vec::new();

@@ -1,0 +1,156 @@
+//! Durability of the cache's write-backs on disks with a volatile write cache
+//! (docs/design.md §5.1): the FLUSH a flush job sends before its lines count as clean
+//! (`run.write_back_barrier`), and the power cut (`run.power_cut_ns`) that shows what a
+//! write-back without it can lose.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+use tiercache_core::{IoKind, VolumeId};
+
+use super::requests::dev_index;
+use super::*;
+use crate::config::WriteBackBarrier;
+
+/// A backend write of a flush job that finished (its lines counted as clean), kept while a
+/// power cut is configured.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct WriteBack {
+    level: u16,
+    dev: u16,
+    volume: VolumeId,
+    offset: u64,
+    len: u64,
+}
+
+/// What a power cut (`run.power_cut_ns`) took.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PowerCutReport {
+    /// When the power failed.
+    pub at_ns: Nanos,
+    /// Writes the backend disks had acknowledged and lost (any cause: a client's
+    /// write-through, a write-back, a flush job's write whose job had not finished).
+    pub lost_acknowledged_writes: u64,
+    /// Bytes of the ranges the backend disks lost.
+    pub lost_bytes: u64,
+    /// Backend writes of finished flush jobs (their lines counted as clean) before the cut.
+    pub write_backs_done: u64,
+    /// Lines the cache counted as clean after a finished flush job (not dirty again since)
+    /// whose written-back data a backend disk lost: data lost for good, as nothing will
+    /// write them back again.
+    pub lost_clean_lines: u64,
+}
+
+impl<const MULTI: bool> Sim<'_, MULTI> {
+    /// A flush job's ops are done: with the FLUSH barrier and backend devices with a volatile
+    /// write cache written, appends a FLUSH to each as a stage of its own and issues it
+    /// (returns true: the job finishes when they complete); otherwise false.
+    pub(super) fn flush_barrier(&mut self, idx: u32) -> bool {
+        if self.run_limits.write_back_barrier != WriteBackBarrier::Flush {
+            return false;
+        }
+        let t = &mut self.tasks[idx as usize];
+        let lv = &self.levels[t.level as usize];
+        if t.barrier_ops > 0 || (MULTI && lv.below.is_some()) {
+            // Sent already, or the backend is a level below (its own write-backs are its own).
+            return false;
+        }
+        let mut flushes: Vec<DevOp> = Vec::new();
+        let stage = t.plan.ops.last().map_or(0, |o| o.stage + 1);
+        for op in &t.plan.ops {
+            if op.device != Device::Backend || op.kind != IoKind::Write {
+                continue;
+            }
+            let d = dev_index(&lv.vol_dev, op);
+            let seen = flushes.iter().any(|f| dev_index(&lv.vol_dev, f) == d);
+            if !seen && lv.devs[d].has_volatile_cache() {
+                flushes.push(DevOp {
+                    kind: IoKind::Flush,
+                    offset: 0,
+                    vaddr: 0,
+                    len: 0,
+                    stage,
+                    critical: false,
+                    cause: OpCause::Flush,
+                    ..*op
+                });
+            }
+        }
+        if flushes.is_empty() {
+            return false;
+        }
+        t.barrier_ops = flushes.len() as u32;
+        t.ops_left = t.barrier_ops;
+        t.plan.ops.extend(flushes);
+        self.issue_stage(idx);
+        true
+    }
+
+    /// Takes the barrier's FLUSH ops off a finished flush job's plan (the policy gets back the
+    /// plan it made) and, with a power cut configured, records its backend writes.
+    pub(super) fn after_flush_job(&mut self, idx: u32) {
+        let t = &mut self.tasks[idx as usize];
+        let keep = t.plan.ops.len() - t.barrier_ops as usize;
+        t.plan.ops.truncate(keep);
+        t.barrier_ops = 0;
+        if self.run_limits.power_cut_ns.is_none() {
+            return;
+        }
+        let lv = &self.levels[t.level as usize];
+        for op in &t.plan.ops {
+            if op.device == Device::Backend && op.kind == IoKind::Write {
+                self.write_backs.push(WriteBack {
+                    level: t.level,
+                    dev: dev_index(&lv.vol_dev, op) as u16,
+                    volume: op.volume,
+                    offset: op.offset,
+                    len: op.len,
+                });
+            }
+        }
+    }
+
+    /// The power fails at `at`: every backend disk loses what its volatile cache held, and
+    /// the write-backs the cache counted as clean on the lost ranges are counted.
+    pub(super) fn cut_power(&mut self, at: Nanos) {
+        let mut report = PowerCutReport {
+            at_ns: at,
+            write_backs_done: self.write_backs.len() as u64,
+            ..Default::default()
+        };
+        let mut lost_lines: BTreeSet<(u16, u32, u64)> = BTreeSet::new();
+        for l in 0..self.levels.len() {
+            let lv = &mut self.levels[l];
+            let line = lv.cache.geometry().line_size();
+            for d in 1..lv.devs.len() {
+                let Some(loss) = lv.devs[d].power_cut(at) else {
+                    continue;
+                };
+                report.lost_acknowledged_writes += loss.acknowledged_writes.len() as u64;
+                report.lost_bytes += loss.ranges.iter().map(|r| r.1).sum::<u64>();
+                let overlaps = |o: u64, n: u64| {
+                    loss.ranges
+                        .iter()
+                        .any(|&(ro, rl)| o < ro.saturating_add(rl) && ro < o.saturating_add(n))
+                };
+                for w in self.write_backs.iter() {
+                    if usize::from(w.level) != l || usize::from(w.dev) != d {
+                        continue;
+                    }
+                    for index in w.offset / line..w.offset.saturating_add(w.len).div_ceil(line) {
+                        let lo = (index * line).max(w.offset);
+                        let hi = ((index + 1) * line).min(w.offset + w.len);
+                        // A line dirty again, or under a write-back not finished, will be
+                        // written back again (its clean state is not recorded yet): not lost.
+                        let dirty = lv.cache.line_awaits_write_back(w.volume, index) == Some(true);
+                        if !dirty && overlaps(lo, hi - lo) {
+                            lost_lines.insert((w.level, w.volume.0, index));
+                        }
+                    }
+                }
+            }
+        }
+        report.lost_clean_lines = lost_lines.len() as u64;
+        self.power_cut = Some(report);
+    }
+}
