@@ -362,12 +362,23 @@ impl DeviceConfig {
                 return Err(err("member", "a member must be a single device".into()));
             };
             if m.geometry.is_some() {
-                return Err(err(
-                    "member",
-                    "a positional (queueing) disk cannot be an array member yet: use a FIFO \
-                     preset such as `hdd-7200-sas`"
-                        .into(),
-                ));
+                // docs/design.md §5.1: RAID-0 only (RAID-5's read-before-write phases are not
+                // modelled over queueing members), and no link in front yet.
+                if level != RaidLevel::Raid0 {
+                    return Err(err(
+                        "member",
+                        "a positional (queueing) disk can be a member of a raid0 array only \
+                         yet: use a FIFO preset such as `hdd-7200-sas` for raid5"
+                            .into(),
+                    ));
+                }
+                if link.is_some() {
+                    return Err(err(
+                        "link",
+                        "an array of positional (queueing) disks cannot sit behind a link yet"
+                            .into(),
+                    ));
+                }
             }
             let stripe_unit = self.stripe_unit.unwrap_or(64 * 1024);
             if !(512..=MAX_STRIPE_UNIT).contains(&stripe_unit) || !stripe_unit.is_power_of_two() {

@@ -32,6 +32,7 @@ mod link;
 mod model;
 mod presets;
 mod queued;
+mod queued_array;
 mod raid;
 
 pub use config::*;
@@ -40,6 +41,7 @@ pub(crate) use link::*;
 pub use model::*;
 pub use presets::*;
 pub use queued::*;
+pub use queued_array::*;
 pub(crate) use raid::*;
 
 /// A device configuration that cannot be modelled.

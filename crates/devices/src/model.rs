@@ -131,6 +131,14 @@ impl DeviceModel {
                 Store::Queued(Box::new(QueuedDisk::new(*p)))
             }
             ResolvedKind::Disk(p) => Store::Disk(Disk::new(*p)),
+            ResolvedKind::Array {
+                members,
+                member,
+                stripe_unit,
+                ..
+            } if member.geometry.is_some() => {
+                Store::QueuedArray(Box::new(QueuedArray::new(*member, *members, *stripe_unit)))
+            }
             ResolvedKind::Constant { latency_ns } => Store::Constant(*latency_ns),
             ResolvedKind::Array {
                 level,
@@ -147,7 +155,9 @@ impl DeviceModel {
         let fixed_phases = match &store {
             Store::Array(_) => VARIES,
             Store::None => link.is_some() as u8,
-            Store::Disk(_) | Store::Constant(_) | Store::Queued(_) => 1 + link.is_some() as u8,
+            Store::Disk(_) | Store::Constant(_) | Store::Queued(_) | Store::QueuedArray(_) => {
+                1 + link.is_some() as u8
+            }
         };
         Self {
             name: name.to_string(),
@@ -190,6 +200,7 @@ impl DeviceModel {
             Store::None | Store::Constant(_) => (0, 0),
             Store::Disk(d) => (d.reads, d.writes),
             Store::Queued(q) => (q.reads, q.writes),
+            Store::QueuedArray(a) => a.member_ops(),
             Store::Array(a) => a
                 .members
                 .iter()
@@ -206,7 +217,7 @@ impl DeviceModel {
         let store = match &self.store {
             Store::Array(a) => a.phases(kind, offset, len),
             Store::None => 0,
-            Store::Disk(_) | Store::Constant(_) | Store::Queued(_) => 1,
+            Store::Disk(_) | Store::Constant(_) | Store::Queued(_) | Store::QueuedArray(_) => 1,
         };
         store + self.link.is_some() as u8
     }
@@ -257,6 +268,7 @@ impl DeviceModel {
             Store::Constant(ns) => now.saturating_add(*ns),
             Store::Disk(d) => d.submit(now, kind, offset, len),
             Store::Queued(q) => q.run_one(now, kind, offset, len),
+            Store::QueuedArray(a) => a.run_one(now, kind, offset, len),
             Store::Array(a) => a.submit_phase(now, kind, offset, len, store_phase),
         }
     }
@@ -300,7 +312,7 @@ impl DeviceModel {
     /// known when the op starts service.
     #[inline(always)]
     pub fn is_queued(&self) -> bool {
-        matches!(self.store, Store::Queued(_))
+        matches!(self.store, Store::Queued(_) | Store::QueuedArray(_))
     }
 
     /// An op enters a queueing device at `now` ([`DeviceModel::is_queued`]); `tag` names it in
@@ -320,6 +332,7 @@ impl DeviceModel {
         self.op_started(now, cause);
         match &mut self.store {
             Store::Queued(q) => q.submit(now, kind, offset, len, tag, done),
+            Store::QueuedArray(a) => a.submit(now, kind, offset, len, tag, done),
             _ => {
                 let end = self.submit_phase(now, kind, offset, len, 0);
                 done.push((tag, end));
@@ -330,8 +343,10 @@ impl DeviceModel {
     /// Delivers a wake a queueing device asked for ([`DeviceModel::wake_request`]) at `now`;
     /// completions go to `done` as in [`DeviceModel::start_queued`].
     pub fn wake(&mut self, now: Nanos, done: &mut Vec<(u64, Nanos)>) {
-        if let Store::Queued(q) = &mut self.store {
-            q.wake(now, done);
+        match &mut self.store {
+            Store::Queued(q) => q.wake(now, done),
+            Store::QueuedArray(a) => a.wake(now, done),
+            _ => {}
         }
     }
 
@@ -340,6 +355,7 @@ impl DeviceModel {
     pub fn wake_request(&mut self) -> Option<Nanos> {
         match &mut self.store {
             Store::Queued(q) => q.wake_request(),
+            Store::QueuedArray(a) => a.wake_request(),
             _ => None,
         }
     }
@@ -485,6 +501,7 @@ impl DeviceModel {
     fn booked_ops(&self) -> u64 {
         match &self.store {
             Store::Queued(q) => q.dispatched,
+            Store::QueuedArray(a) => a.dispatched(),
             _ => self.started_ops,
         }
     }
@@ -526,6 +543,7 @@ impl DeviceModel {
             Store::None | Store::Constant(_) => 0,
             Store::Disk(d) => d.cost_ps,
             Store::Queued(q) => q.cost_ps,
+            Store::QueuedArray(a) => a.cost_ps(),
             Store::Array(a) => crate::disk::div_u128(
                 a.members.iter().map(|m| m.cost_ps).sum::<u128>(),
                 a.members.len() as u64,

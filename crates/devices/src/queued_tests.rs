@@ -258,8 +258,9 @@ fn positional_settings_are_checked() {
     assert!(e("d = { preset = 'hdd-c2-sas', queue_depth = 0 }").starts_with("d.queue_depth"));
     assert!(e("d = { preset = 'hdd-c2-sas', write_cache = '1TiB' }").starts_with("d.write_cache"));
     assert!(e("d = { preset = 'hdd-c2-sas', link = 'net-1g' }").starts_with("d.link"));
+    // RAID-0 arrays of them are allowed (queued_array.rs); RAID-5 ones are not.
     assert!(
-        e("d = { raid = 'raid0', members = 2, member = 'hdd-c2-sas' }").starts_with("d.member")
+        e("d = { raid = 'raid5', members = 3, member = 'hdd-c2-sas' }").starts_with("d.member")
     );
 }
 
@@ -404,7 +405,14 @@ fn a_flush_waits_for_the_older_writes_only() {
             }
             _ => {
                 now = write_at;
-                d.submit(now, IoKind::Write, offsets[next], 4096, next as u64, &mut done);
+                d.submit(
+                    now,
+                    IoKind::Write,
+                    offsets[next],
+                    4096,
+                    next as u64,
+                    &mut done,
+                );
                 next += 1;
             }
         }

@@ -15,6 +15,8 @@ pub(crate) enum Store {
     /// A positional disk that queues and reorders (boxed: its queues and cache are large, and
     /// its ops take the executor's tagged path, not the per-op match).
     Queued(Box<QueuedDisk>),
+    /// A RAID-0 array of positional disks (the tagged path, as `Queued`).
+    QueuedArray(Box<QueuedArray>),
 }
 
 /// Runtime state of an array.
