@@ -18,7 +18,9 @@ mod tenancy;
 mod timeline;
 
 pub use latency::{LatencyRecorder, LatencySummary};
-pub use record::{DeviceMetrics, LatencyBreakdown, RunKind, RunMetrics, RunRecord, TOOL_NAME};
+pub use record::{
+    DeviceMetrics, LatencyBreakdown, PowerCutMetrics, RunKind, RunMetrics, RunRecord, TOOL_NAME,
+};
 pub use table::render_table;
 pub use tally::LatencyTally;
 pub use tenancy::{

@@ -126,6 +126,29 @@ pub struct RunMetrics {
     /// per-interval decisions (runs with several volumes or a tenancy mode).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tenancy: Option<crate::TenancyMetrics>,
+    /// What a power cut took (simulator runs with `run.power_cut_ns`, docs/design.md §5.1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power_cut: Option<PowerCutMetrics>,
+}
+
+/// What a simulated power cut (`run.power_cut_ns`) took from the backend disks' volatile
+/// write caches (docs/design.md §5.1).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PowerCutMetrics {
+    /// When the power failed, ns of virtual time.
+    pub at_ns: u64,
+    /// Writes the backend disks had acknowledged and lost (any cause: a client's
+    /// write-through, a write-back, a flush job's write whose job had not finished).
+    pub lost_acknowledged_writes: u64,
+    /// Bytes of the ranges the backend disks lost.
+    pub lost_bytes: u64,
+    /// Backend writes of finished flush jobs (their lines counted as clean) before the cut.
+    pub write_backs_done: u64,
+    /// Lines the cache counted as clean after a finished flush job (neither dirty nor under
+    /// write-back since) whose written-back data a backend disk lost: data lost for good, as
+    /// nothing will write them back again.
+    pub lost_clean_lines: u64,
 }
 
 /// One run's complete record: configuration, seed and metrics. Serialised as one JSON line.

@@ -44,6 +44,8 @@ fn run(barrier: WriteBackBarrier, write_cache: u64) -> (PowerCutReport, u64) {
     let out = simulate(&mut c, &mut src, &cfg).unwrap();
     let flushes = out.devices["backend"].by_cause
         [tiercache_sim::device::cause_index(tiercache_core::OpCause::Flush)];
+    // The record carries the same report.
+    assert_eq!(out.metrics.power_cut, out.power_cut);
     (out.power_cut.expect("a cut was configured"), flushes)
 }
 

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeSet;
 
-use serde::Serialize;
 use tiercache_core::{IoKind, VolumeId};
 
 use super::requests::dev_index;
@@ -23,23 +22,8 @@ pub(super) struct WriteBack {
     len: u64,
 }
 
-/// What a power cut (`run.power_cut_ns`) took.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct PowerCutReport {
-    /// When the power failed.
-    pub at_ns: Nanos,
-    /// Writes the backend disks had acknowledged and lost (any cause: a client's
-    /// write-through, a write-back, a flush job's write whose job had not finished).
-    pub lost_acknowledged_writes: u64,
-    /// Bytes of the ranges the backend disks lost.
-    pub lost_bytes: u64,
-    /// Backend writes of finished flush jobs (their lines counted as clean) before the cut.
-    pub write_backs_done: u64,
-    /// Lines the cache counted as clean after a finished flush job (not dirty again since)
-    /// whose written-back data a backend disk lost: data lost for good, as nothing will
-    /// write them back again.
-    pub lost_clean_lines: u64,
-}
+/// What a power cut (`run.power_cut_ns`) took (the record's `metrics.power_cut`).
+pub type PowerCutReport = tiercache_metrics::PowerCutMetrics;
 
 impl<const MULTI: bool> Sim<'_, MULTI> {
     /// A flush job's ops are done: with the FLUSH barrier and backend devices with a volatile

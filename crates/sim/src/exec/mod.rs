@@ -253,7 +253,8 @@ fn simulate_inner<'a>(
     };
     let mut sim = Sim::<false>::new(vec![level], vec![client], &cfg.run, observer)?;
     let mut metrics = sim.run()?;
-    let metrics = metrics.swap_remove(0);
+    let mut metrics = metrics.swap_remove(0);
+    metrics.power_cut = sim.power_cut.clone();
     let end = sim.now;
     let lv = sim.levels.into_vec().swap_remove(0);
     let counters: Vec<DeviceCounters> = lv.devs.iter().map(|d| d.counters(end)).collect();
