@@ -420,3 +420,68 @@ fn a_flush_waits_for_the_older_writes_only() {
     assert!(d.dirty_bytes() > 0, "later writes are still cached");
     eprintln!("flush done at {end} ns after {} later writes", next - 32);
 }
+
+proptest::proptest! {
+    /// Power cuts at any instant of a random stream of cached writes, FUA writes, flushes
+    /// and head wakes: a cut reports only writes acknowledged from the cache, loses at least
+    /// the cached bytes and at most one destage (up to 1 MiB and a run) more, never a write acknowledged before a
+    /// flush that completed by the cut, and leaves an empty drive.
+    #[test]
+    fn power_cuts_lose_only_what_the_cache_held(
+        steps in proptest::collection::vec((0u64..3_000_000, 0u8..10, 0u64..64, 1u64..4), 1..150),
+        small_cache in proptest::bool::ANY,
+    ) {
+        let over = if small_cache { ", write_cache = 32768" } else { "" };
+        let mut d = QueuedDisk::new(preset(over));
+        let mut done = Vec::new();
+        let mut now = 0u64;
+        let mut cached_tags = std::collections::BTreeSet::new();
+        // (tags acknowledged from the cache before it, its tag, its submission time)
+        let mut flushes: Vec<(Vec<u64>, u64)> = Vec::new();
+        let mut flush_end: std::collections::BTreeMap<u64, Nanos> = Default::default();
+        for (i, (dt, what, block, blocks)) in steps.into_iter().enumerate() {
+            now += dt;
+            let tag = i as u64;
+            let offset = block * (1 << 24);
+            match what {
+                0..=5 => {
+                    let before = d.cached_writes;
+                    d.submit(now, IoKind::Write, offset, blocks * 4096, tag, &mut done);
+                    if d.cached_writes > before {
+                        cached_tags.insert(tag);
+                    }
+                }
+                6 => d.submit_fua(now, offset, blocks * 4096, tag, &mut done),
+                7 => {
+                    flushes.push((cached_tags.iter().copied().collect(), tag));
+                    d.submit(now, IoKind::Flush, 0, 0, tag, &mut done);
+                }
+                _ => {
+                    if let Some(w) = d.wake_request() {
+                        now = now.max(w);
+                        d.wake(now, &mut done);
+                    }
+                }
+            }
+            for &(t, e) in &done {
+                flush_end.insert(t, e);
+            }
+            let dirty = d.dirty_bytes();
+            let mut cut = d.clone();
+            let lost = cut.power_cut(now);
+            let bytes: u64 = lost.ranges.iter().map(|r| r.1).sum();
+            proptest::prop_assert!(bytes >= dirty && bytes <= dirty + DESTAGE_MERGE_MAX + 3 * 4096);
+            proptest::prop_assert!(lost.acknowledged_writes.iter().all(|t| cached_tags.contains(t)));
+            for (before, ftag) in &flushes {
+                if flush_end.get(ftag).is_some_and(|&e| e <= now) {
+                    proptest::prop_assert!(
+                        lost.acknowledged_writes.iter().all(|t| !before.contains(t)),
+                        "a write acknowledged before a completed flush was lost"
+                    );
+                }
+            }
+            proptest::prop_assert_eq!(cut.dirty_bytes(), 0);
+            proptest::prop_assert_eq!(cut.queued(), 0);
+        }
+    }
+}
