@@ -143,10 +143,11 @@ pub struct PowerCutMetrics {
     pub lost_acknowledged_writes: u64,
     /// Bytes of the ranges the backend disks lost.
     pub lost_bytes: u64,
-    /// Backend writes of finished flush jobs (their lines counted as clean) before the cut.
+    /// Write-backs done before the cut: backend writes of finished flush jobs (their lines
+    /// counted as clean) and eviction write-backs whose stage (or its FLUSH) completed.
     pub write_backs_done: u64,
-    /// Lines the cache counted as clean after a finished flush job (neither dirty nor under
-    /// write-back since) whose written-back data a backend disk lost: data lost for good, as
+    /// Lines written back so (and neither dirty nor under write-back since: counted clean,
+    /// or evicted) whose written-back data a backend disk lost: data lost for good, as
     /// nothing will write them back again.
     pub lost_clean_lines: u64,
 }

@@ -25,7 +25,109 @@ pub(super) struct WriteBack {
 /// What a power cut (`run.power_cut_ns`) took (the record's `metrics.power_cut`).
 pub type PowerCutReport = tiercache_metrics::PowerCutMetrics;
 
+/// With the FLUSH barrier: after each stage of a request's plan holding eviction write-backs
+/// (cause `evict-flush`) to backend devices with a volatile cache, a stage of one FLUSH per
+/// such device, so the stages after it (the slot's new data) wait until the victim's data is
+/// durable, as a flush job's lines wait before they count as clean.
+pub(super) fn flush_after_evictions(plan: &mut Plan, vol_dev: &[u16], devs: &[DeviceModel]) {
+    let mut end = plan.ops.len();
+    while end > 0 {
+        let stage = plan.ops[end - 1].stage;
+        let start = plan.ops[..end]
+            .iter()
+            .rposition(|o| o.stage != stage)
+            .map_or(0, |i| i + 1);
+        let mut flushes: Vec<DevOp> = Vec::new();
+        for op in &plan.ops[start..end] {
+            if op.cause != OpCause::EvictFlush
+                || op.device != Device::Backend
+                || op.kind != IoKind::Write
+            {
+                continue;
+            }
+            let d = dev_index(vol_dev, op);
+            let seen = flushes.iter().any(|f| dev_index(vol_dev, f) == d);
+            if !seen && devs[d].has_volatile_cache() {
+                flushes.push(barrier_op(op, stage + 1));
+            }
+        }
+        if !flushes.is_empty() {
+            // Ops are in stage order: the later stages move one down.
+            for o in &mut plan.ops[end..] {
+                o.stage += 1;
+            }
+            plan.ops.splice(end..end, flushes);
+        }
+        end = start;
+    }
+}
+
+/// A FLUSH to the backend device `op` wrote to, in stage `stage`.
+fn barrier_op(op: &DevOp, stage: tiercache_core::Stage) -> DevOp {
+    DevOp {
+        kind: IoKind::Flush,
+        offset: 0,
+        vaddr: 0,
+        len: 0,
+        stage,
+        critical: false,
+        cause: OpCause::Flush,
+        ..*op
+    }
+}
+
+/// Whether `op` is a backend write of an eviction.
+fn is_eviction_write(op: &DevOp) -> bool {
+    op.cause == OpCause::EvictFlush && op.device == Device::Backend && op.kind == IoKind::Write
+}
+
 impl<const MULTI: bool> Sim<'_, MULTI> {
+    /// A stage of request `idx` completed (a power cut is configured): the eviction
+    /// write-backs it made final are recorded as done: those of this stage unless a barrier
+    /// stage follows, or those of the stage before when this one was their barrier.
+    pub(super) fn record_evictions(&mut self, idx: u32) {
+        let t = &self.tasks[idx as usize];
+        let end = t.next_op as usize;
+        if end == 0 {
+            return;
+        }
+        let ops = &t.plan.ops;
+        let stage = ops[end - 1].stage;
+        let start = ops[..end]
+            .iter()
+            .rposition(|o| o.stage != stage)
+            .map_or(0, |i| i + 1);
+        let barrier = |o: &DevOp| o.kind == IoKind::Flush && o.cause == OpCause::Flush;
+        let range = if ops[start..end].iter().any(is_eviction_write) {
+            if ops
+                .get(end)
+                .is_some_and(|o| barrier(o) && o.stage == stage + 1)
+            {
+                return;
+            }
+            start..end
+        } else if start > 0 && ops[start..end].iter().all(barrier) {
+            let prev = ops[start - 1].stage;
+            let first = ops[..start]
+                .iter()
+                .rposition(|o| o.stage != prev)
+                .map_or(0, |i| i + 1);
+            first..start
+        } else {
+            return;
+        };
+        let lv = &self.levels[t.level as usize];
+        for op in ops[range].iter().filter(|o| is_eviction_write(o)) {
+            self.write_backs.push(WriteBack {
+                level: t.level,
+                dev: dev_index(&lv.vol_dev, op) as u16,
+                volume: op.volume,
+                offset: op.offset,
+                len: op.len,
+            });
+        }
+    }
+
     /// A flush job's ops are done: with the FLUSH barrier and backend devices with a volatile
     /// write cache written, appends a FLUSH to each as a stage of its own and issues it
     /// (returns true: the job finishes when they complete); otherwise false.

@@ -1,7 +1,9 @@
 //! A request's life: fetched from its source, planned by the policy core on arrival, its
 //! stages issued to the devices, acknowledged when its critical ops are done.
 
+use super::durability::flush_after_evictions;
 use super::*;
+use crate::config::WriteBackBarrier;
 
 impl<const MULTI: bool> Sim<'_, MULTI> {
     #[inline]
@@ -156,6 +158,11 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
         if MULTI && lv.sync_demotes {
             make_demotes_critical(&mut t.plan);
         }
+        if self.run_limits.write_back_barrier == WriteBackBarrier::Flush
+            && !(MULTI && lv.below.is_some())
+        {
+            flush_after_evictions(&mut t.plan, &lv.vol_dev, &lv.devs);
+        }
         let crit = t.plan.ops.iter().map(|o| o.critical as u32).sum();
         if !MULTI || !t.crossed {
             t.arrival = self.now;
@@ -259,6 +266,9 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
                 return;
             }
         };
+        if self.run_limits.write_back_barrier == WriteBackBarrier::Flush && lv.below.is_none() {
+            flush_after_evictions(&mut t.plan, &lv.vol_dev, &lv.devs);
+        }
         t.arrival = now;
         t.next_op = 0;
         t.stage_pending = 0;
@@ -524,6 +534,9 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
         t.stage_pending -= 1;
         let start_ack = Self::is_request(t.kind) && t.crit_left == 0 && !t.ack_started;
         if t.stage_pending == 0 {
+            if self.run_limits.power_cut_ns.is_some() && Self::is_request(t.kind) {
+                self.record_evictions(idx);
+            }
             self.issue_stage(idx);
         }
         if start_ack {
