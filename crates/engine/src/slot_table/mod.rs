@@ -49,14 +49,21 @@ fn is_compact(version: u32) -> bool {
     version == COMPACT || version == COMPACT_SLOT_BOUND
 }
 
-/// The checksum of a record's `bytes` in format `version` at slot `slot`.
+/// The checksum of a record's `bytes` (at most 40) in format `version` at slot `slot`.
+///
+/// One pass over one contiguous buffer: recovery checks two records a slot, so at start-up
+/// this is per-slot work (docs/design.md §13). The bytes checked are those of the
+/// IEEE CRC-32 over the slot's number (slot-bound formats) then the record, as written.
 fn record_crc(version: u32, slot: u64, bytes: &[u8]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    if version >= COMPACT_SLOT_BOUND {
-        h.update(&slot.to_le_bytes());
-    }
-    h.update(bytes);
-    h.finalize()
+    let mut buf = [0u8; 8 + 40];
+    let head = if version >= COMPACT_SLOT_BOUND {
+        buf[..8].copy_from_slice(&slot.to_le_bytes());
+        8
+    } else {
+        0
+    };
+    buf[head..head + bytes.len()].copy_from_slice(bytes);
+    crc32fast::hash(&buf[..head + bytes.len()])
 }
 /// Bytes reserved for the superblock.
 pub const SUPERBLOCK_BYTES: u64 = 4096;
@@ -262,7 +269,9 @@ fn encode(version: u32, slot: u64, seq: u64, r: &SlotRecord) -> [u8; MAX_RECORD_
 /// `Ok(None)`: never written. `Err(())`: checksum failed.
 #[allow(clippy::result_unit_err)]
 fn decode(version: u32, slot: u64, b: &[u8]) -> Result<Option<(u64, SlotRecord)>, ()> {
-    if b.iter().all(|&x| x == 0) {
+    // Or-ed whole rather than searched byte by byte: the compiler makes it a few vector
+    // instructions, and most records at start-up are not blank.
+    if b.iter().fold(0u8, |acc, &x| acc | x) == 0 {
         return Ok(None);
     }
     let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
@@ -493,11 +502,18 @@ impl SlotTable {
                 .map(|h| h.join().expect("a recovery thread panicked"))
                 .collect()
         });
-        let parts = parts.into_iter().collect::<io::Result<Vec<_>>>()?;
-        let mut found = Vec::with_capacity(parts.iter().map(|p| p.found.len()).sum());
+        let mut parts = parts.into_iter().collect::<io::Result<Vec<_>>>()?;
+        // The first part's list has room for every slot (see `scan`): the others are
+        // appended to it, not all copied into a new one.
+        let mut found = parts
+            .first_mut()
+            .map(|p| std::mem::take(&mut p.found))
+            .unwrap_or_default();
         let mut max_seq = 0u64;
-        for p in parts {
-            found.extend(p.found);
+        for (i, p) in parts.into_iter().enumerate() {
+            if i > 0 {
+                found.extend(p.found);
+            }
             max_seq = max_seq.max(p.max_seq);
             report.corrupt_records += p.corrupt_records;
             report.lines += p.lines;
@@ -716,7 +732,15 @@ fn scan(
 ) -> io::Result<Scanned> {
     let (record_bytes, slot_bytes) = (layout.record_bytes(), layout.slot_bytes());
     let mut out = Scanned {
-        found: Vec::new(),
+        // At most one line a slot: sized once, so a full cache's list is never grown and
+        // copied while it fills (docs/design.md §13). The first part's has room for the
+        // whole table's, so the other parts are appended to it (pages are touched only as
+        // they are written).
+        found: Vec::with_capacity(if range.start == 0 {
+            layout.slots as usize
+        } else {
+            (range.end - range.start) as usize
+        }),
         max_seq: 0,
         corrupt_records: 0,
         lines: 0,

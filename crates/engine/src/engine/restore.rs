@@ -1,0 +1,260 @@
+//! Restoring the policy cores from the lines the slot table's scan recovered
+//! (`slot_table::SlotTable::open`): the checks that every line belongs to these backends and
+//! to its slot's shard, then the shards' cores filled in parallel (docs/design.md §13).
+
+use super::*;
+
+/// Checks every recovered line (`found`, ascending by slot) before anything uses it: it must
+/// lie inside its volume's backend (`extents`: volume, base, size) and belong to its slot's
+/// shard. The first offending slot, in slot order, is the error.
+///
+/// One pass in slot order: the slot's shard advances with the slots (shards are contiguous
+/// runs of slots) rather than being searched for each line, and the volume's size is looked
+/// up once per run of lines of one volume — this is per-line work at start-up.
+pub(super) fn check_lines(
+    found: &[(u32, SlotRecord)],
+    extents: &[(u32, u64, u64)],
+    shard_layout: &ShardLayout,
+    line_size: u64,
+) -> Result<(), EngineError> {
+    let n = shard_layout.shards();
+    let mut k = 0usize;
+    // (volume, its size if served) of the last line checked.
+    let mut last: Option<(u32, Option<u64>)> = None;
+    for &(slot, ref rec) in found {
+        let (vol, index) = rec.line.expect("recovered slots hold lines");
+        // A record can pass its checksum and still name a line this backend cannot hold
+        // (another backend's cache device, or a corrupt record): say so before anything
+        // uses it, rather than panic or write back past the backend's end.
+        let size = match last {
+            Some((v, size)) if v == vol => size,
+            _ => {
+                let size = extents.iter().find(|e| e.0 == vol).map(|e| e.2);
+                last = Some((vol, size));
+                size
+            }
+        };
+        let end = index.checked_add(1).and_then(|n| n.checked_mul(line_size));
+        if end.is_none_or(|e| size.is_none_or(|s| e > s)) {
+            return Err(EngineError::Recovery(format!(
+                "slot {slot}: its record names line {index} of volume {vol}, outside the \
+                 backends ({}): the cache device belongs to other backends \
+                 or its metadata is corrupt; nothing was changed",
+                extents
+                    .iter()
+                    .map(|(v, _, s)| format!("volume {v}: {s} bytes"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        while k + 1 < n && slot >= shard_layout.base(k + 1) {
+            k += 1;
+        }
+        let owner = shard_layout.shard_of(VolumeId(vol), index);
+        if owner != k {
+            return Err(EngineError::Recovery(format!(
+                "slot {slot} holds line {index}, which {n} lock shards place in shard {owner}, \
+                 not {k}: cache.shards changed since the cache was written; start with the \
+                 old setting and run `tiercache flush` before changing it"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Restores the recovered lines (`found`, ascending by slot, every one checked to belong to
+/// its slot's shard) into their shards' cores, the shards in parallel (docs/design.md §13:
+/// start-up is bounded by reading the slot table, not by one CPU restoring every line). A
+/// shard's slots are contiguous, so its lines are one run of `found`, restored in ascending
+/// order as [`Cache::restore_line`] wants.
+pub(super) fn restore_shards(
+    caches: &mut [Cache],
+    shard_layout: &ShardLayout,
+    found: &[(u32, SlotRecord)],
+    threads: usize,
+) -> Result<(), EngineError> {
+    let runs: Vec<&[(u32, SlotRecord)]> = (0..caches.len())
+        .map(|k| {
+            let (lo, hi) = (
+                shard_layout.base(k),
+                shard_layout.base(k) + shard_layout.lines(k),
+            );
+            let from = found.partition_point(|(s, _)| *s < lo);
+            let to = found.partition_point(|(s, _)| *s < hi);
+            &found[from..to]
+        })
+        .collect();
+    let restore = |k: usize, cache: &mut Cache| -> Result<(), EngineError> {
+        for (slot, rec) in runs[k] {
+            let (vol, index) = rec.line.expect("recovered slots hold lines");
+            cache
+                .restore_line(
+                    *slot - shard_layout.base(k),
+                    VolumeId(vol),
+                    index,
+                    rec.valid,
+                    rec.dirty,
+                )
+                .map_err(|e| EngineError::Recovery(e.to_string()))?;
+        }
+        Ok(())
+    };
+    let threads = threads.min(caches.len());
+    if threads <= 1 {
+        return caches
+            .iter_mut()
+            .enumerate()
+            .try_for_each(|(k, c)| restore(k, c));
+    }
+    // Shards dealt round-robin to the threads: neighbouring shards hold alike many lines.
+    let mut dealt: Vec<Vec<(usize, &mut Cache)>> = (0..threads).map(|_| Vec::new()).collect();
+    for (k, c) in caches.iter_mut().enumerate() {
+        dealt[k % threads].push((k, c));
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = dealt
+            .into_iter()
+            .map(|mine| {
+                let restore = &restore;
+                s.spawn(move || mine.into_iter().try_for_each(|(k, c)| restore(k, c)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().expect("a restoring thread panicked"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The per-line checks as open.rs ran them before `check_lines` (each line's shard
+    /// searched, its volume looked up): the reference `check_lines` must answer as.
+    fn checks_before(
+        found: &[(u32, SlotRecord)],
+        extents: &[(u32, u64, u64)],
+        shard_layout: &ShardLayout,
+        line_size: u64,
+    ) -> Result<(), String> {
+        for (slot, rec) in found {
+            let (vol, index) = rec.line.expect("recovered slots hold lines");
+            let end = index.checked_add(1).and_then(|n| n.checked_mul(line_size));
+            let size = extents.iter().find(|e| e.0 == vol).map(|e| e.2);
+            if end.is_none_or(|e| size.is_none_or(|s| e > s)) {
+                return Err(format!(
+                    "slot {slot}: its record names line {index} of volume {vol},"
+                ));
+            }
+            let k = shard_layout.shard_of_slot(*slot);
+            if shard_layout.shard_of(VolumeId(vol), index) != k {
+                return Err(format!("slot {slot} holds line {index}, which"));
+            }
+        }
+        Ok(())
+    }
+
+    proptest::proptest! {
+        /// Over lines of several volumes, some outside their backend or in another shard
+        /// than their slot's: `check_lines` accepts exactly what the old checks did, and
+        /// refuses naming the same first slot for the same reason.
+        #[test]
+        fn line_checks_answer_as_before(
+            shards in 1u32..6,
+            picks in proptest::collection::vec((0u32..3, 0u64..600, 0u8..20), 0..200),
+        ) {
+            let cfg = CacheConfig {
+                capacity: 2 << 20,
+                line_size: 4096,
+                shards,
+                ..CacheConfig::default()
+            };
+            let layout = ShardLayout::new(&cfg).unwrap();
+            // Volume 2 is not served; volume 1's backend is smaller than the lines named.
+            let extents = [(0, 0, 600 * 4096), (1, 600 * 4096, 300 * 4096)];
+            let mut found = Vec::new();
+            let mut next = vec![0u32; layout.shards()];
+            for (vol, index, odd) in picks {
+                // Mostly lines in their own shard (as a sound device holds), so the checks
+                // run past the first few; some in the next shard over.
+                let owner = layout.shard_of(VolumeId(vol), index);
+                let k = if odd == 0 { (owner + 1) % layout.shards() } else { owner };
+                if next[k] < layout.lines(k) {
+                    let rec = SlotRecord { line: Some((vol, index)), valid: 1, dirty: 0 };
+                    found.push((layout.base(k) + next[k], rec));
+                    next[k] += 1;
+                }
+            }
+            found.sort_by_key(|f| f.0);
+            let want = checks_before(&found, &extents, &layout, 4096);
+            let got = check_lines(&found, &extents, &layout, 4096).map_err(|e| e.to_string());
+            match (&want, &got) {
+                (Ok(()), Ok(())) => {}
+                (Err(w), Err(g)) => proptest::prop_assert!(g.contains(w.as_str()), "{w} / {g}"),
+                _ => proptest::prop_assert!(false, "before {want:?}, now {got:?}"),
+            }
+        }
+    }
+
+    /// Shards restored by several threads hold what one thread restores: every line, with
+    /// its masks.
+    #[test]
+    fn shards_restored_in_parallel_match_one_thread() {
+        let cfg = CacheConfig {
+            capacity: 8 << 20,
+            line_size: 4096,
+            write_policy: tiercache_policy::WritePolicy::WriteBack,
+            shards: 5,
+            ..CacheConfig::default()
+        };
+        let layout = ShardLayout::new(&cfg).unwrap();
+        let shards = |threads: usize, found: &[(u32, SlotRecord)]| {
+            let mut caches: Vec<Cache> = (0..layout.shards())
+                .map(|k| Cache::new(&layout.shard_config(&cfg, k)).unwrap())
+                .collect();
+            restore_shards(&mut caches, &layout, found, threads).map(|()| caches)
+        };
+        // Every third slot of each shard holds the shard's lines, some dirty.
+        let mut found = Vec::new();
+        let mut index = 0u64;
+        let mut next = vec![0u32; layout.shards()];
+        while next.iter().enumerate().any(|(k, &n)| n < layout.lines(k)) {
+            let k = layout.shard_of(VolumeId(0), index);
+            if next[k] < layout.lines(k) {
+                if next[k].is_multiple_of(3) {
+                    let dirty = if index.is_multiple_of(2) { 0xf } else { 0 };
+                    found.push((
+                        layout.base(k) + next[k],
+                        SlotRecord {
+                            line: Some((0, index)),
+                            valid: 0xff,
+                            dirty,
+                        },
+                    ));
+                }
+                next[k] += 1;
+            }
+            index += 1;
+        }
+        found.sort_by_key(|f| f.0);
+        let one = shards(1, &found).unwrap();
+        let three = shards(3, &found).unwrap();
+        for (a, b) in one.iter().zip(&three) {
+            assert_eq!(a.resident_lines(), b.resident_lines());
+            assert_eq!(a.dirty_lines(), b.dirty_lines());
+        }
+        assert_eq!(
+            one.iter().map(|c| c.resident_lines()).sum::<u64>(),
+            found.len() as u64
+        );
+        for (_, rec) in &found {
+            let (v, i) = rec.line.unwrap();
+            let k = layout.shard_of(VolumeId(v), i);
+            assert_eq!(
+                one[k].line_state(VolumeId(v), i),
+                three[k].line_state(VolumeId(v), i)
+            );
+            assert!(three[k].line_state(VolumeId(v), i).is_some());
+        }
+    }
+}
