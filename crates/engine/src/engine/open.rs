@@ -408,9 +408,9 @@ impl Engine {
         let shard_layout = ShardLayout::new(cache_cfg)?;
         let mut caches = Vec::new();
         for k in 0..shard_layout.shards() {
-            let mut c = Cache::new(&shard_layout.shard_config(cache_cfg, k))?;
-            c.set_journal(true);
-            caches.push(c);
+            // Journaling (the slots whose records need writing) starts once the recovered
+            // lines are restored: restoring changes no record.
+            caches.push(Cache::new(&shard_layout.shard_config(cache_cfg, k))?);
         }
         // Shard 0 leads a partitioning tenancy mode, as the simulator's shards run it
         // (docs/design.md §4.10, "On shards").
@@ -528,10 +528,11 @@ impl Engine {
         super::restore::check_lines(&found, &extents, &shard_layout, geo.line_size())?;
         let threads = crate::slot_table::recovery_threads(found.len());
         super::restore::restore_shards(&mut caches, &shard_layout, &found, threads)?;
-        // Restoring touched every slot: nothing of it needs writing again.
-        let mut discard = Vec::new();
+        // Restoring touched every slot, but nothing of it needs writing again: the cores
+        // journal their changes from here on, not a list of every slot to throw away
+        // (docs/design.md §13).
         for c in &mut caches {
-            c.drain_meta_updates(&mut discard);
+            c.set_journal(true);
         }
         let shards = caches
             .into_iter()

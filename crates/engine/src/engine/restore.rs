@@ -257,4 +257,71 @@ mod tests {
             assert!(three[k].line_state(VolumeId(v), i).is_some());
         }
     }
+
+    /// Restoring with the journal off and turning it on after (as the engine opens now)
+    /// leaves the cores as restoring with it on and draining what it journaled (as before):
+    /// the same lines and masks, nothing left to write, and the same updates journaled by
+    /// what comes next (a line evicted and its slot reused).
+    #[test]
+    fn restoring_before_the_journal_starts_leaves_what_draining_it_did() {
+        let cfg = CacheConfig {
+            capacity: 1 << 20,
+            line_size: 4096,
+            write_policy: tiercache_policy::WritePolicy::WriteBack,
+            shards: 1,
+            ..CacheConfig::default()
+        };
+        let layout = ShardLayout::new(&cfg).unwrap();
+        let found: Vec<(u32, SlotRecord)> = (0..layout.lines(0))
+            .map(|s| {
+                let dirty = if s % 3 == 0 { 0x3 } else { 0 };
+                let rec = SlotRecord {
+                    line: Some((0, 7 * u64::from(s))),
+                    valid: 0xff,
+                    dirty,
+                };
+                (s, rec)
+            })
+            .collect();
+        let restored = |journal_first: bool| {
+            let mut c = vec![Cache::new(&layout.shard_config(&cfg, 0)).unwrap()];
+            c[0].set_journal(journal_first);
+            restore_shards(&mut c, &layout, &found, 1).unwrap();
+            if journal_first {
+                c[0].drain_meta_updates(&mut Vec::new());
+            } else {
+                c[0].set_journal(true);
+            }
+            c.pop().unwrap()
+        };
+        let (mut before, mut now) = (restored(true), restored(false));
+        for (_, rec) in &found {
+            let (v, i) = rec.line.unwrap();
+            assert_eq!(
+                before.line_state(VolumeId(v), i),
+                now.line_state(VolumeId(v), i)
+            );
+        }
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        before.drain_meta_updates(&mut a);
+        now.drain_meta_updates(&mut b);
+        assert!(a.is_empty() && b.is_empty(), "{a:?} {b:?}");
+        // A line not cached, read in full: the full cache evicts a clean line for it, and
+        // both journal the same slot's change.
+        let len = cfg.line_size;
+        let req = tiercache_core::Request {
+            time_ns: 0,
+            volume: VolumeId(0),
+            op: tiercache_core::Op::Read,
+            offset: len,
+            len,
+        };
+        for c in [&mut before, &mut now] {
+            c.access(&req, Some(&mut Plan::default())).unwrap();
+        }
+        before.drain_meta_updates(&mut a);
+        now.drain_meta_updates(&mut b);
+        assert!(!a.is_empty(), "the read changed a slot");
+        assert_eq!(a, b);
+    }
 }
