@@ -26,10 +26,13 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::RwLock;
 use tiercache_blockdev::BlockDevice;
 
+mod scan;
 mod shadow;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use scan::recovery_threads;
+use scan::{scan, Scanned, SCAN_CHUNK};
 use shadow::{line_key, Shadow, NO_LINE, ODD_LINE, SETTLED_NEWEST_SEQ};
 
 const MAGIC: &[u8; 8] = b"TIERCSLT";
@@ -698,96 +701,6 @@ impl SlotTable {
         st.written(copy, rec.line, rec.dirty);
         Ok(())
     }
-}
-
-/// Threads a recovery of `lines` lines uses: the machine's cores, one for a small cache
-/// (where starting threads costs more than it saves).
-pub(crate) fn recovery_threads(lines: usize) -> usize {
-    if lines < 1 << 16 {
-        return 1;
-    }
-    std::thread::available_parallelism().map_or(1, |n| n.get().min(16))
-}
-
-/// Slots a recovery reads at once (half a MiB of 64-byte slots).
-const SCAN_CHUNK: u64 = 8192;
-
-/// What recovering one part of the slot table found.
-struct Scanned {
-    /// Non-empty slots, ascending.
-    found: Vec<(u32, SlotRecord)>,
-    max_seq: u64,
-    corrupt_records: u64,
-    lines: u64,
-    dirty_lines: u64,
-}
-
-/// Recovers slots `range` into `shadow`: reads their records sequentially, keeps each slot's
-/// newer copy whose checksum holds.
-fn scan(
-    dev: &dyn BlockDevice,
-    layout: &Layout,
-    shadow: &Shadow,
-    range: std::ops::Range<u64>,
-) -> io::Result<Scanned> {
-    let (record_bytes, slot_bytes) = (layout.record_bytes(), layout.slot_bytes());
-    let mut out = Scanned {
-        // At most one line a slot: sized once, so a full cache's list is never grown and
-        // copied while it fills (docs/design.md §13). The first part's has room for the
-        // whole table's, so the other parts are appended to it (pages are touched only as
-        // they are written).
-        found: Vec::with_capacity(if range.start == 0 {
-            layout.slots as usize
-        } else {
-            (range.end - range.start) as usize
-        }),
-        max_seq: 0,
-        corrupt_records: 0,
-        lines: 0,
-        dirty_lines: 0,
-    };
-    let mut buf = vec![0u8; (SCAN_CHUNK * slot_bytes) as usize];
-    let mut slot = range.start;
-    while slot < range.end {
-        let n = SCAN_CHUNK.min(range.end - slot);
-        let bytes = &mut buf[..(n * slot_bytes) as usize];
-        dev.read_at(bytes, SUPERBLOCK_BYTES + slot * slot_bytes)?;
-        for i in 0..n {
-            let base = (i * slot_bytes) as usize;
-            let mut best: Option<(u64, u8, SlotRecord)> = None;
-            let mut keys = [NO_LINE; 2];
-            for copy in 0..2u8 {
-                let at = base + (copy as u64 * record_bytes) as usize;
-                match decode(
-                    layout.version,
-                    slot + i,
-                    &bytes[at..at + record_bytes as usize],
-                ) {
-                    Ok(Some((seq, rec))) => {
-                        keys[copy as usize] = line_key(rec.line);
-                        out.max_seq = out.max_seq.max(seq);
-                        if best.is_none_or(|b| seq > b.0) {
-                            best = Some((seq, copy, rec));
-                        }
-                    }
-                    Ok(None) => {}
-                    // Recovery ignores it, as a copy never written.
-                    Err(()) => out.corrupt_records += 1,
-                }
-            }
-            let s = (slot + i) as u32;
-            if let Some((_, copy, rec)) = best {
-                shadow.restore(s, copy, rec.line, keys[1 - copy as usize], rec.dirty);
-                if rec.line.is_some() && rec.valid != 0 {
-                    out.lines += 1;
-                    out.dirty_lines += (rec.dirty != 0) as u64;
-                    out.found.push((s, rec));
-                }
-            }
-        }
-        slot += n;
-    }
-    Ok(out)
 }
 
 /// The most slots left unsettled (written since the last sync, see `shadow`) before a

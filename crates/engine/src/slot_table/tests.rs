@@ -749,3 +749,39 @@ proptest::proptest! {
         }
     }
 }
+
+/// A read failing in the middle of the table (each part's reader thread reads ahead of its
+/// decoder) fails the open with the device's error, in every part and with any number of
+/// threads — no hang waiting on a reader that stopped, no table recovered from part of it.
+#[test]
+fn a_read_failing_mid_scan_fails_the_open() {
+    use crate::device::{FaultDevice, FaultKind, FaultOp, FaultRule};
+    let layout = Layout::new(40_000, 4096);
+    let dev: std::sync::Arc<dyn BlockDevice> =
+        std::sync::Arc::new(MemDevice::new(layout.device_len() as usize));
+    let (t, _, _) = SlotTable::open(&*dev, layout, true).unwrap();
+    for s in (0..40_000).step_by(7) {
+        t.write(&*dev, s, &rec(0, u64::from(s), 0xff, 0)).unwrap();
+    }
+    t.sync(&*dev).unwrap();
+    let table_end = SUPERBLOCK_BYTES + u64::from(layout.slots) * layout.slot_bytes();
+    for at in [SUPERBLOCK_BYTES + (1 << 20), table_end - 4096] {
+        for threads in [1, 2, 5] {
+            let rule = FaultRule {
+                start: at,
+                end: Some(at + 1),
+                ..FaultRule::new(FaultOp::Read, FaultKind::Eio)
+            };
+            let faulty = FaultDevice::new(dev.clone(), vec![rule], 1);
+            let r = SlotTable::open_in(&faulty, layout, false, threads);
+            let e = r.err().map(|e| e.to_string());
+            assert!(
+                e.as_deref().is_some_and(|e| e.contains("metadata I/O")),
+                "read failing at {at}, {threads} threads: {e:?}"
+            );
+        }
+    }
+    // The same device, without the fault, recovers every line.
+    let (_, found, _) = SlotTable::open_in(&*dev, layout, false, 5).unwrap();
+    assert_eq!(found.len(), 40_000usize.div_ceil(7));
+}
