@@ -406,12 +406,13 @@ impl Engine {
         // The policy's shards (`cache.shards`), laid out as the simulator lays them out; the
         // engine puts a lock on each.
         let shard_layout = ShardLayout::new(cache_cfg)?;
-        let mut caches = Vec::new();
-        for k in 0..shard_layout.shards() {
-            // Journaling (the slots whose records need writing) starts once the recovered
-            // lines are restored: restoring changes no record.
-            caches.push(Cache::new(&shard_layout.shard_config(cache_cfg, k))?);
-        }
+        // Journaling (the slots whose records need writing) starts once the recovered lines
+        // are restored: restoring changes no record.
+        let mut caches = super::restore::new_cores(
+            cache_cfg,
+            &shard_layout,
+            crate::slot_table::recovery_threads(shard_layout.total_lines() as usize),
+        )?;
         // Shard 0 leads a partitioning tenancy mode, as the simulator's shards run it
         // (docs/design.md §4.10, "On shards").
         tiercache_policy::shards::link_tenancy(&mut caches, &shard_layout, cache_cfg);
@@ -525,9 +526,12 @@ impl Engine {
             &write_policies,
             &mut notes,
         )?;
-        super::restore::check_lines(&found, &extents, &shard_layout, geo.line_size())?;
         let threads = crate::slot_table::recovery_threads(found.len());
-        super::restore::restore_shards(&mut caches, &shard_layout, &found, threads)?;
+        let backends = super::restore::Backends {
+            extents: &extents,
+            line_size: geo.line_size(),
+        };
+        super::restore::restore_shards(&mut caches, &shard_layout, &found, backends, threads)?;
         // Restoring touched every slot, but nothing of it needs writing again: the cores
         // journal their changes from here on, not a list of every slot to throw away
         // (docs/design.md §13).
