@@ -506,12 +506,15 @@ impl SlotTable {
                 .collect()
         });
         let mut parts = parts.into_iter().collect::<io::Result<Vec<_>>>()?;
-        // The first part's list has room for every slot (see `scan`): the others are
-        // appended to it, not all copied into a new one.
+        // The first part's list grows once to hold all (a large allocation is moved by the
+        // allocator, pages remapped rather than copied), and the others are appended to it.
+        // Only what was found is reserved: room for every slot of a huge, mostly empty cache
+        // could exceed what the machine would allocate.
         let mut found = parts
             .first_mut()
             .map(|p| std::mem::take(&mut p.found))
             .unwrap_or_default();
+        found.reserve_exact(parts.iter().skip(1).map(|p| p.found.len()).sum());
         let mut max_seq = 0u64;
         for (i, p) in parts.into_iter().enumerate() {
             if i > 0 {

@@ -41,14 +41,8 @@ pub(super) fn scan(
     let slot_bytes = layout.slot_bytes();
     let mut out = Scanned {
         // At most one line a slot: sized once, so a full cache's list is never grown and
-        // copied while it fills (docs/design.md §13). The first part's has room for the
-        // whole table's, so the other parts are appended to it (pages are touched only as
-        // they are written).
-        found: Vec::with_capacity(if range.start == 0 {
-            layout.slots as usize
-        } else {
-            (range.end - range.start) as usize
-        }),
+        // copied while it fills (docs/design.md §13).
+        found: Vec::with_capacity((range.end - range.start) as usize),
         max_seq: 0,
         corrupt_records: 0,
         lines: 0,
