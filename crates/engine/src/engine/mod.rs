@@ -35,6 +35,7 @@ mod journaled;
 mod live;
 mod open;
 mod request;
+mod restore;
 mod started;
 mod status;
 mod volume;

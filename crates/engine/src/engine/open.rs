@@ -406,12 +406,13 @@ impl Engine {
         // The policy's shards (`cache.shards`), laid out as the simulator lays them out; the
         // engine puts a lock on each.
         let shard_layout = ShardLayout::new(cache_cfg)?;
-        let mut caches = Vec::new();
-        for k in 0..shard_layout.shards() {
-            let mut c = Cache::new(&shard_layout.shard_config(cache_cfg, k))?;
-            c.set_journal(true);
-            caches.push(c);
-        }
+        // Journaling (the slots whose records need writing) starts once the recovered lines
+        // are restored: restoring changes no record.
+        let mut caches = super::restore::new_cores(
+            cache_cfg,
+            &shard_layout,
+            crate::slot_table::recovery_threads(shard_layout.total_lines() as usize),
+        )?;
         // Shard 0 leads a partitioning tenancy mode, as the simulator's shards run it
         // (docs/design.md §4.10, "On shards").
         tiercache_policy::shards::link_tenancy(&mut caches, &shard_layout, cache_cfg);
@@ -525,43 +526,17 @@ impl Engine {
             &write_policies,
             &mut notes,
         )?;
-        for (slot, rec) in &found {
-            let (vol, index) = rec.line.expect("recovered slots hold lines");
-            // A record can pass its checksum and still name a line this backend cannot hold
-            // (another backend's cache device, or a corrupt record): say so before anything
-            // uses it, rather than panic or write back past the backend's end.
-            let end = index
-                .checked_add(1)
-                .and_then(|n| n.checked_mul(geo.line_size()));
-            let size = extents.iter().find(|e| e.0 == vol).map(|e| e.2);
-            if end.is_none_or(|e| size.is_none_or(|s| e > s)) {
-                return Err(EngineError::Recovery(format!(
-                    "slot {slot}: its record names line {index} of volume {vol}, outside the \
-                     backends ({}): the cache device belongs to other backends \
-                     or its metadata is corrupt; nothing was changed",
-                    extents
-                        .iter()
-                        .map(|(v, _, s)| format!("volume {v}: {s} bytes"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            }
-            let k = shard_layout.shard_of_slot(*slot);
-            let owner = shard_layout.shard_of(VolumeId(vol), index);
-            if owner != k {
-                return Err(EngineError::Recovery(format!(
-                    "slot {slot} holds line {index}, which {n} lock shards place in shard {owner}, \
-                     not {k}: cache.shards changed since the cache was written; start with the \
-                     old setting and run `tiercache flush` before changing it"
-                )));
-            }
-        }
         let threads = crate::slot_table::recovery_threads(found.len());
-        restore_shards(&mut caches, &shard_layout, &found, threads)?;
-        // Restoring touched every slot: nothing of it needs writing again.
-        let mut discard = Vec::new();
+        let backends = super::restore::Backends {
+            extents: &extents,
+            line_size: geo.line_size(),
+        };
+        super::restore::restore_shards(&mut caches, &shard_layout, &found, backends, threads)?;
+        // Restoring touched every slot, but nothing of it needs writing again: the cores
+        // journal their changes from here on, not a list of every slot to throw away
+        // (docs/design.md §13).
         for c in &mut caches {
-            c.drain_meta_updates(&mut discard);
+            c.set_journal(true);
         }
         let shards = caches
             .into_iter()
@@ -743,136 +718,6 @@ fn preallocate_cache(
                     ),
                 ),
             })
-        }
-    }
-}
-
-/// Restores the recovered lines (`found`, ascending by slot, every one checked to belong to
-/// its slot's shard) into their shards' cores, the shards in parallel (docs/design.md §13:
-/// start-up is bounded by reading the slot table, not by one CPU restoring every line). A
-/// shard's slots are contiguous, so its lines are one run of `found`, restored in ascending
-/// order as [`Cache::restore_line`] wants.
-fn restore_shards(
-    caches: &mut [Cache],
-    shard_layout: &ShardLayout,
-    found: &[(u32, SlotRecord)],
-    threads: usize,
-) -> Result<(), EngineError> {
-    let runs: Vec<&[(u32, SlotRecord)]> = (0..caches.len())
-        .map(|k| {
-            let (lo, hi) = (
-                shard_layout.base(k),
-                shard_layout.base(k) + shard_layout.lines(k),
-            );
-            let from = found.partition_point(|(s, _)| *s < lo);
-            let to = found.partition_point(|(s, _)| *s < hi);
-            &found[from..to]
-        })
-        .collect();
-    let restore = |k: usize, cache: &mut Cache| -> Result<(), EngineError> {
-        for (slot, rec) in runs[k] {
-            let (vol, index) = rec.line.expect("recovered slots hold lines");
-            cache
-                .restore_line(
-                    *slot - shard_layout.base(k),
-                    VolumeId(vol),
-                    index,
-                    rec.valid,
-                    rec.dirty,
-                )
-                .map_err(|e| EngineError::Recovery(e.to_string()))?;
-        }
-        Ok(())
-    };
-    let threads = threads.min(caches.len());
-    if threads <= 1 {
-        return caches
-            .iter_mut()
-            .enumerate()
-            .try_for_each(|(k, c)| restore(k, c));
-    }
-    // Shards dealt round-robin to the threads: neighbouring shards hold alike many lines.
-    let mut dealt: Vec<Vec<(usize, &mut Cache)>> = (0..threads).map(|_| Vec::new()).collect();
-    for (k, c) in caches.iter_mut().enumerate() {
-        dealt[k % threads].push((k, c));
-    }
-    std::thread::scope(|s| {
-        let handles: Vec<_> = dealt
-            .into_iter()
-            .map(|mine| {
-                let restore = &restore;
-                s.spawn(move || mine.into_iter().try_for_each(|(k, c)| restore(k, c)))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .try_for_each(|h| h.join().expect("a restoring thread panicked"))
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Shards restored by several threads hold what one thread restores: every line, with
-    /// its masks.
-    #[test]
-    fn shards_restored_in_parallel_match_one_thread() {
-        let cfg = CacheConfig {
-            capacity: 8 << 20,
-            line_size: 4096,
-            write_policy: tiercache_policy::WritePolicy::WriteBack,
-            shards: 5,
-            ..CacheConfig::default()
-        };
-        let layout = ShardLayout::new(&cfg).unwrap();
-        let shards = |threads: usize, found: &[(u32, SlotRecord)]| {
-            let mut caches: Vec<Cache> = (0..layout.shards())
-                .map(|k| Cache::new(&layout.shard_config(&cfg, k)).unwrap())
-                .collect();
-            restore_shards(&mut caches, &layout, found, threads).map(|()| caches)
-        };
-        // Every third slot of each shard holds the shard's lines, some dirty.
-        let mut found = Vec::new();
-        let mut index = 0u64;
-        let mut next = vec![0u32; layout.shards()];
-        while next.iter().enumerate().any(|(k, &n)| n < layout.lines(k)) {
-            let k = layout.shard_of(VolumeId(0), index);
-            if next[k] < layout.lines(k) {
-                if next[k].is_multiple_of(3) {
-                    let dirty = if index.is_multiple_of(2) { 0xf } else { 0 };
-                    found.push((
-                        layout.base(k) + next[k],
-                        SlotRecord {
-                            line: Some((0, index)),
-                            valid: 0xff,
-                            dirty,
-                        },
-                    ));
-                }
-                next[k] += 1;
-            }
-            index += 1;
-        }
-        found.sort_by_key(|f| f.0);
-        let one = shards(1, &found).unwrap();
-        let three = shards(3, &found).unwrap();
-        for (a, b) in one.iter().zip(&three) {
-            assert_eq!(a.resident_lines(), b.resident_lines());
-            assert_eq!(a.dirty_lines(), b.dirty_lines());
-        }
-        assert_eq!(
-            one.iter().map(|c| c.resident_lines()).sum::<u64>(),
-            found.len() as u64
-        );
-        for (_, rec) in &found {
-            let (v, i) = rec.line.unwrap();
-            let k = layout.shard_of(VolumeId(v), i);
-            assert_eq!(
-                one[k].line_state(VolumeId(v), i),
-                three[k].line_state(VolumeId(v), i)
-            );
-            assert!(three[k].line_state(VolumeId(v), i).is_some());
         }
     }
 }

@@ -26,10 +26,13 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::RwLock;
 use tiercache_blockdev::BlockDevice;
 
+mod scan;
 mod shadow;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use scan::recovery_threads;
+use scan::{scan, Scanned, SCAN_CHUNK};
 use shadow::{line_key, Shadow, NO_LINE, ODD_LINE, SETTLED_NEWEST_SEQ};
 
 const MAGIC: &[u8; 8] = b"TIERCSLT";
@@ -49,14 +52,21 @@ fn is_compact(version: u32) -> bool {
     version == COMPACT || version == COMPACT_SLOT_BOUND
 }
 
-/// The checksum of a record's `bytes` in format `version` at slot `slot`.
+/// The checksum of a record's `bytes` (at most 40) in format `version` at slot `slot`.
+///
+/// One pass over one contiguous buffer: recovery checks two records a slot, so at start-up
+/// this is per-slot work (docs/design.md §13). The bytes checked are those of the
+/// IEEE CRC-32 over the slot's number (slot-bound formats) then the record, as written.
 fn record_crc(version: u32, slot: u64, bytes: &[u8]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    if version >= COMPACT_SLOT_BOUND {
-        h.update(&slot.to_le_bytes());
-    }
-    h.update(bytes);
-    h.finalize()
+    let mut buf = [0u8; 8 + 40];
+    let head = if version >= COMPACT_SLOT_BOUND {
+        buf[..8].copy_from_slice(&slot.to_le_bytes());
+        8
+    } else {
+        0
+    };
+    buf[head..head + bytes.len()].copy_from_slice(bytes);
+    crc32fast::hash(&buf[..head + bytes.len()])
 }
 /// Bytes reserved for the superblock.
 pub const SUPERBLOCK_BYTES: u64 = 4096;
@@ -262,7 +272,9 @@ fn encode(version: u32, slot: u64, seq: u64, r: &SlotRecord) -> [u8; MAX_RECORD_
 /// `Ok(None)`: never written. `Err(())`: checksum failed.
 #[allow(clippy::result_unit_err)]
 fn decode(version: u32, slot: u64, b: &[u8]) -> Result<Option<(u64, SlotRecord)>, ()> {
-    if b.iter().all(|&x| x == 0) {
+    // Or-ed whole rather than searched byte by byte: the compiler makes it a few vector
+    // instructions, and most records at start-up are not blank.
+    if b.iter().fold(0u8, |acc, &x| acc | x) == 0 {
         return Ok(None);
     }
     let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
@@ -493,11 +505,21 @@ impl SlotTable {
                 .map(|h| h.join().expect("a recovery thread panicked"))
                 .collect()
         });
-        let parts = parts.into_iter().collect::<io::Result<Vec<_>>>()?;
-        let mut found = Vec::with_capacity(parts.iter().map(|p| p.found.len()).sum());
+        let mut parts = parts.into_iter().collect::<io::Result<Vec<_>>>()?;
+        // The first part's list grows once to hold all (a large allocation is moved by the
+        // allocator, pages remapped rather than copied), and the others are appended to it.
+        // Only what was found is reserved: room for every slot of a huge, mostly empty cache
+        // could exceed what the machine would allocate.
+        let mut found = parts
+            .first_mut()
+            .map(|p| std::mem::take(&mut p.found))
+            .unwrap_or_default();
+        found.reserve_exact(parts.iter().skip(1).map(|p| p.found.len()).sum());
         let mut max_seq = 0u64;
-        for p in parts {
-            found.extend(p.found);
+        for (i, p) in parts.into_iter().enumerate() {
+            if i > 0 {
+                found.extend(p.found);
+            }
             max_seq = max_seq.max(p.max_seq);
             report.corrupt_records += p.corrupt_records;
             report.lines += p.lines;
@@ -682,88 +704,6 @@ impl SlotTable {
         st.written(copy, rec.line, rec.dirty);
         Ok(())
     }
-}
-
-/// Threads a recovery of `lines` lines uses: the machine's cores, one for a small cache
-/// (where starting threads costs more than it saves).
-pub(crate) fn recovery_threads(lines: usize) -> usize {
-    if lines < 1 << 16 {
-        return 1;
-    }
-    std::thread::available_parallelism().map_or(1, |n| n.get().min(16))
-}
-
-/// Slots a recovery reads at once (half a MiB of 64-byte slots).
-const SCAN_CHUNK: u64 = 8192;
-
-/// What recovering one part of the slot table found.
-struct Scanned {
-    /// Non-empty slots, ascending.
-    found: Vec<(u32, SlotRecord)>,
-    max_seq: u64,
-    corrupt_records: u64,
-    lines: u64,
-    dirty_lines: u64,
-}
-
-/// Recovers slots `range` into `shadow`: reads their records sequentially, keeps each slot's
-/// newer copy whose checksum holds.
-fn scan(
-    dev: &dyn BlockDevice,
-    layout: &Layout,
-    shadow: &Shadow,
-    range: std::ops::Range<u64>,
-) -> io::Result<Scanned> {
-    let (record_bytes, slot_bytes) = (layout.record_bytes(), layout.slot_bytes());
-    let mut out = Scanned {
-        found: Vec::new(),
-        max_seq: 0,
-        corrupt_records: 0,
-        lines: 0,
-        dirty_lines: 0,
-    };
-    let mut buf = vec![0u8; (SCAN_CHUNK * slot_bytes) as usize];
-    let mut slot = range.start;
-    while slot < range.end {
-        let n = SCAN_CHUNK.min(range.end - slot);
-        let bytes = &mut buf[..(n * slot_bytes) as usize];
-        dev.read_at(bytes, SUPERBLOCK_BYTES + slot * slot_bytes)?;
-        for i in 0..n {
-            let base = (i * slot_bytes) as usize;
-            let mut best: Option<(u64, u8, SlotRecord)> = None;
-            let mut keys = [NO_LINE; 2];
-            for copy in 0..2u8 {
-                let at = base + (copy as u64 * record_bytes) as usize;
-                match decode(
-                    layout.version,
-                    slot + i,
-                    &bytes[at..at + record_bytes as usize],
-                ) {
-                    Ok(Some((seq, rec))) => {
-                        keys[copy as usize] = line_key(rec.line);
-                        out.max_seq = out.max_seq.max(seq);
-                        if best.is_none_or(|b| seq > b.0) {
-                            best = Some((seq, copy, rec));
-                        }
-                    }
-                    Ok(None) => {}
-                    // Recovery ignores it, as a copy never written.
-                    Err(()) => out.corrupt_records += 1,
-                }
-            }
-            let s = (slot + i) as u32;
-            if let Some((_, copy, rec)) = best {
-                shadow.restore(s, copy, rec.line, keys[1 - copy as usize], rec.dirty);
-                if rec.line.is_some() && rec.valid != 0 {
-                    out.lines += 1;
-                    out.dirty_lines += (rec.dirty != 0) as u64;
-                    out.found.push((s, rec));
-                }
-            }
-        }
-        slot += n;
-    }
-    Ok(out)
 }
 
 /// The most slots left unsettled (written since the last sync, see `shadow`) before a

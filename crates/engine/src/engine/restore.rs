@@ -1,0 +1,438 @@
+//! Restoring the policy cores from the lines the slot table's scan recovered
+//! (`slot_table::SlotTable::open`): the checks that every line belongs to these backends and
+//! to its slot's shard, then the shards' cores filled in parallel (docs/design.md §13).
+
+use super::*;
+
+/// The shards' policy cores for `cache_cfg` laid out by `shard_layout`, made by `threads`
+/// threads: a core's arrays are written as they are made (page faults and fills a line at a
+/// time), which at 64 GiB took 0.66 s on one thread (docs/design.md §13). The first error in
+/// shard order, as made one by one.
+pub(super) fn new_cores(
+    cache_cfg: &CacheConfig,
+    shard_layout: &ShardLayout,
+    threads: usize,
+) -> Result<Vec<Cache>, EngineError> {
+    let n = shard_layout.shards();
+    let threads = threads.min(n);
+    let make = |k: usize| Cache::new(&shard_layout.shard_config(cache_cfg, k));
+    let made: Vec<Result<Cache, PolicyError>> = if threads <= 1 {
+        (0..n).map(make).collect()
+    } else {
+        let mut made: Vec<(usize, Result<Cache, PolicyError>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let make = &make;
+                    s.spawn(move || {
+                        (t..n)
+                            .step_by(threads)
+                            .map(|k| (k, make(k)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("a thread making cores panicked"))
+                .collect()
+        });
+        made.sort_by_key(|m| m.0);
+        made.into_iter().map(|m| m.1).collect()
+    };
+    Ok(made.into_iter().collect::<Result<Vec<_>, _>>()?)
+}
+
+/// The backends recovered lines must lie in: `extents` lists each volume as (volume, base,
+/// size); lines are `line_size` bytes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Backends<'a> {
+    pub extents: &'a [(u32, u64, u64)],
+    pub line_size: u64,
+}
+
+/// Checks every recovered line (`found`, ascending by slot) before anything uses it: it must
+/// lie inside its volume's backend and belong to its slot's shard. The first offending slot,
+/// in slot order, is the error, with its slot.
+///
+/// One pass in slot order: the slot's shard advances with the slots (shards are contiguous
+/// runs of slots) rather than being searched for each line, and the volume's size is looked
+/// up once per run of lines of one volume — this is per-line work at start-up.
+fn first_bad_line(
+    found: &[(u32, SlotRecord)],
+    backends: Backends<'_>,
+    shard_layout: &ShardLayout,
+) -> Result<(), (u32, EngineError)> {
+    let Backends { extents, line_size } = backends;
+    let n = shard_layout.shards();
+    let mut k = found
+        .first()
+        .map_or(0, |&(slot, _)| shard_layout.shard_of_slot(slot));
+    // (volume, its size if served) of the last line checked.
+    let mut last: Option<(u32, Option<u64>)> = None;
+    for &(slot, ref rec) in found {
+        let (vol, index) = rec.line.expect("recovered slots hold lines");
+        // A record can pass its checksum and still name a line this backend cannot hold
+        // (another backend's cache device, or a corrupt record): say so before anything
+        // uses it, rather than panic or write back past the backend's end.
+        let size = match last {
+            Some((v, size)) if v == vol => size,
+            _ => {
+                let size = extents.iter().find(|e| e.0 == vol).map(|e| e.2);
+                last = Some((vol, size));
+                size
+            }
+        };
+        let end = index.checked_add(1).and_then(|n| n.checked_mul(line_size));
+        if end.is_none_or(|e| size.is_none_or(|s| e > s)) {
+            return Err((
+                slot,
+                EngineError::Recovery(format!(
+                    "slot {slot}: its record names line {index} of volume {vol}, outside the \
+                     backends ({}): the cache device belongs to other backends \
+                     or its metadata is corrupt; nothing was changed",
+                    extents
+                        .iter()
+                        .map(|(v, _, s)| format!("volume {v}: {s} bytes"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            ));
+        }
+        while k + 1 < n && slot >= shard_layout.base(k + 1) {
+            k += 1;
+        }
+        let owner = shard_layout.shard_of(VolumeId(vol), index);
+        if owner != k {
+            return Err((
+                slot,
+                EngineError::Recovery(format!(
+                    "slot {slot} holds line {index}, which {n} lock shards place in shard \
+                     {owner}, not {k}: cache.shards changed since the cache was written; start \
+                     with the old setting and run `tiercache flush` before changing it"
+                )),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Why restoring a shard failed: a line's check (at a slot), or the core refusing a line.
+enum Failed {
+    Check(u32, EngineError),
+    Restore(usize, EngineError),
+}
+
+/// Checks ([`first_bad_line`]) and restores the recovered lines (`found`, ascending by slot) into
+/// their shards' cores, the shards in parallel (docs/design.md §13: start-up is bounded by
+/// reading the slot table, not by one CPU restoring every line). A shard's slots are
+/// contiguous, so its lines are one run of `found`, restored in ascending order as
+/// [`Cache::restore_line`] wants.
+///
+/// Fails as one thread checking every line first, then restoring shard by shard: the first
+/// failed check in slot order, else the first shard's refusal. Each thread checks all its
+/// shards before restoring any (its shards ascend, so its first failed check is its lowest),
+/// and the lowest slot over the threads is the one reported.
+pub(super) fn restore_shards(
+    caches: &mut [Cache],
+    shard_layout: &ShardLayout,
+    found: &[(u32, SlotRecord)],
+    backends: Backends<'_>,
+    threads: usize,
+) -> Result<(), EngineError> {
+    let runs: Vec<&[(u32, SlotRecord)]> = (0..caches.len())
+        .map(|k| {
+            let (lo, hi) = (
+                shard_layout.base(k),
+                shard_layout.base(k) + shard_layout.lines(k),
+            );
+            let from = found.partition_point(|(s, _)| *s < lo);
+            let to = found.partition_point(|(s, _)| *s < hi);
+            &found[from..to]
+        })
+        .collect();
+    let restore = |k: usize, cache: &mut Cache| -> Result<(), EngineError> {
+        for (slot, rec) in runs[k] {
+            let (vol, index) = rec.line.expect("recovered slots hold lines");
+            cache
+                .restore_line(
+                    *slot - shard_layout.base(k),
+                    VolumeId(vol),
+                    index,
+                    rec.valid,
+                    rec.dirty,
+                )
+                .map_err(|e| EngineError::Recovery(e.to_string()))?;
+        }
+        Ok(())
+    };
+    // One thread's shards, ascending: all checked, then all restored.
+    let work = |mine: Vec<(usize, &mut Cache)>| -> Result<(), Failed> {
+        for (k, _) in &mine {
+            first_bad_line(runs[*k], backends, shard_layout)
+                .map_err(|(slot, e)| Failed::Check(slot, e))?;
+        }
+        for (k, c) in mine {
+            restore(k, c).map_err(|e| Failed::Restore(k, e))?;
+        }
+        Ok(())
+    };
+    let threads = threads.clamp(1, caches.len().max(1));
+    // Shards dealt round-robin to the threads: neighbouring shards hold alike many lines.
+    let mut dealt: Vec<Vec<(usize, &mut Cache)>> = (0..threads).map(|_| Vec::new()).collect();
+    for (k, c) in caches.iter_mut().enumerate() {
+        dealt[k % threads].push((k, c));
+    }
+    let outcomes: Vec<Result<(), Failed>> = if threads == 1 {
+        dealt.into_iter().map(work).collect()
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = dealt
+                .into_iter()
+                .map(|mine| {
+                    let work = &work;
+                    s.spawn(move || work(mine))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a restoring thread panicked"))
+                .collect()
+        })
+    };
+    let mut check: Option<(u32, EngineError)> = None;
+    let mut refused: Option<(usize, EngineError)> = None;
+    for o in outcomes {
+        match o {
+            Ok(()) => {}
+            Err(Failed::Check(slot, e)) => {
+                if check.as_ref().is_none_or(|(at, _)| slot < *at) {
+                    check = Some((slot, e));
+                }
+            }
+            Err(Failed::Restore(k, e)) => {
+                if refused.as_ref().is_none_or(|(first, _)| k < *first) {
+                    refused = Some((k, e));
+                }
+            }
+        }
+    }
+    match (check, refused) {
+        (Some((_, e)), _) | (None, Some((_, e))) => Err(e),
+        (None, None) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Volume 0, large enough for every line the tests name.
+    const ANY_BACKEND: Backends<'static> = Backends {
+        extents: &[(0, 0, 1 << 40)],
+        line_size: 4096,
+    };
+
+    /// The per-line checks as open.rs ran them before `first_bad_line` (each line's shard
+    /// searched, its volume looked up): the reference `first_bad_line` (and so restoring) must answer as.
+    fn checks_before(
+        found: &[(u32, SlotRecord)],
+        extents: &[(u32, u64, u64)],
+        shard_layout: &ShardLayout,
+        line_size: u64,
+    ) -> Result<(), String> {
+        for (slot, rec) in found {
+            let (vol, index) = rec.line.expect("recovered slots hold lines");
+            let end = index.checked_add(1).and_then(|n| n.checked_mul(line_size));
+            let size = extents.iter().find(|e| e.0 == vol).map(|e| e.2);
+            if end.is_none_or(|e| size.is_none_or(|s| e > s)) {
+                return Err(format!(
+                    "slot {slot}: its record names line {index} of volume {vol},"
+                ));
+            }
+            let k = shard_layout.shard_of_slot(*slot);
+            if shard_layout.shard_of(VolumeId(vol), index) != k {
+                return Err(format!("slot {slot} holds line {index}, which"));
+            }
+        }
+        Ok(())
+    }
+
+    proptest::proptest! {
+        /// Over lines of several volumes, some outside their backend or in another shard
+        /// than their slot's: `first_bad_line` accepts exactly what the old checks did, and
+        /// refuses naming the same first slot for the same reason.
+        #[test]
+        fn line_checks_answer_as_before(
+            shards in 1u32..6,
+            picks in proptest::collection::vec((0u32..3, 0u64..600, 0u8..20), 0..200),
+        ) {
+            let cfg = CacheConfig {
+                capacity: 2 << 20,
+                line_size: 4096,
+                shards,
+                ..CacheConfig::default()
+            };
+            let layout = ShardLayout::new(&cfg).unwrap();
+            // Volume 2 is not served; volume 1's backend is smaller than the lines named.
+            let extents = [(0, 0, 600 * 4096), (1, 600 * 4096, 300 * 4096)];
+            let mut found = Vec::new();
+            let mut next = vec![0u32; layout.shards()];
+            for (vol, index, odd) in picks {
+                // Mostly lines in their own shard (as a sound device holds), so the checks
+                // run past the first few; some in the next shard over.
+                let owner = layout.shard_of(VolumeId(vol), index);
+                let k = if odd == 0 { (owner + 1) % layout.shards() } else { owner };
+                if next[k] < layout.lines(k) {
+                    let rec = SlotRecord { line: Some((vol, index)), valid: 1, dirty: 0 };
+                    found.push((layout.base(k) + next[k], rec));
+                    next[k] += 1;
+                }
+            }
+            found.sort_by_key(|f| f.0);
+            let want = checks_before(&found, &extents, &layout, 4096);
+            let backends = Backends { extents: &extents, line_size: 4096 };
+            let got = first_bad_line(&found, backends, &layout).map_err(|(_, e)| e.to_string());
+            // Restoring checks each shard's run in its own thread: the same first error.
+            let mut caches: Vec<Cache> = (0..layout.shards())
+                .map(|k| Cache::new(&layout.shard_config(&cfg, k)).unwrap())
+                .collect();
+            let restored = restore_shards(&mut caches, &layout, &found, backends, 3)
+                .map_err(|e| e.to_string());
+            proptest::prop_assert_eq!(&restored, &got);
+            match (&want, &got) {
+                (Ok(()), Ok(())) => {}
+                (Err(w), Err(g)) => proptest::prop_assert!(g.contains(w.as_str()), "{w} / {g}"),
+                _ => proptest::prop_assert!(false, "before {want:?}, now {got:?}"),
+            }
+        }
+    }
+
+    /// Shards made and restored by several threads hold what one thread makes and restores:
+    /// every line, with its masks.
+    #[test]
+    fn shards_restored_in_parallel_match_one_thread() {
+        let cfg = CacheConfig {
+            capacity: 8 << 20,
+            line_size: 4096,
+            write_policy: tiercache_policy::WritePolicy::WriteBack,
+            shards: 5,
+            ..CacheConfig::default()
+        };
+        let layout = ShardLayout::new(&cfg).unwrap();
+        let shards = |threads: usize, found: &[(u32, SlotRecord)]| {
+            // The cores made, and restored, by as many threads.
+            let mut caches = new_cores(&cfg, &layout, threads).unwrap();
+            assert_eq!(caches.len(), layout.shards());
+            restore_shards(&mut caches, &layout, found, ANY_BACKEND, threads).map(|()| caches)
+        };
+        // Every third slot of each shard holds the shard's lines, some dirty.
+        let mut found = Vec::new();
+        let mut index = 0u64;
+        let mut next = vec![0u32; layout.shards()];
+        while next.iter().enumerate().any(|(k, &n)| n < layout.lines(k)) {
+            let k = layout.shard_of(VolumeId(0), index);
+            if next[k] < layout.lines(k) {
+                if next[k].is_multiple_of(3) {
+                    let dirty = if index.is_multiple_of(2) { 0xf } else { 0 };
+                    found.push((
+                        layout.base(k) + next[k],
+                        SlotRecord {
+                            line: Some((0, index)),
+                            valid: 0xff,
+                            dirty,
+                        },
+                    ));
+                }
+                next[k] += 1;
+            }
+            index += 1;
+        }
+        found.sort_by_key(|f| f.0);
+        let one = shards(1, &found).unwrap();
+        let three = shards(3, &found).unwrap();
+        for (a, b) in one.iter().zip(&three) {
+            assert_eq!(a.resident_lines(), b.resident_lines());
+            assert_eq!(a.dirty_lines(), b.dirty_lines());
+        }
+        assert_eq!(
+            one.iter().map(|c| c.resident_lines()).sum::<u64>(),
+            found.len() as u64
+        );
+        for (_, rec) in &found {
+            let (v, i) = rec.line.unwrap();
+            let k = layout.shard_of(VolumeId(v), i);
+            assert_eq!(
+                one[k].line_state(VolumeId(v), i),
+                three[k].line_state(VolumeId(v), i)
+            );
+            assert!(three[k].line_state(VolumeId(v), i).is_some());
+        }
+    }
+
+    /// Restoring with the journal off and turning it on after (as the engine opens now)
+    /// leaves the cores as restoring with it on and draining what it journaled (as before):
+    /// the same lines and masks, nothing left to write, and the same updates journaled by
+    /// what comes next (a line evicted and its slot reused).
+    #[test]
+    fn restoring_before_the_journal_starts_leaves_what_draining_it_did() {
+        let cfg = CacheConfig {
+            capacity: 1 << 20,
+            line_size: 4096,
+            write_policy: tiercache_policy::WritePolicy::WriteBack,
+            shards: 1,
+            ..CacheConfig::default()
+        };
+        let layout = ShardLayout::new(&cfg).unwrap();
+        let found: Vec<(u32, SlotRecord)> = (0..layout.lines(0))
+            .map(|s| {
+                let dirty = if s % 3 == 0 { 0x3 } else { 0 };
+                let rec = SlotRecord {
+                    line: Some((0, 7 * u64::from(s))),
+                    valid: 0xff,
+                    dirty,
+                };
+                (s, rec)
+            })
+            .collect();
+        let restored = |journal_first: bool| {
+            let mut c = vec![Cache::new(&layout.shard_config(&cfg, 0)).unwrap()];
+            c[0].set_journal(journal_first);
+            restore_shards(&mut c, &layout, &found, ANY_BACKEND, 1).unwrap();
+            if journal_first {
+                c[0].drain_meta_updates(&mut Vec::new());
+            } else {
+                c[0].set_journal(true);
+            }
+            c.pop().unwrap()
+        };
+        let (mut before, mut now) = (restored(true), restored(false));
+        for (_, rec) in &found {
+            let (v, i) = rec.line.unwrap();
+            assert_eq!(
+                before.line_state(VolumeId(v), i),
+                now.line_state(VolumeId(v), i)
+            );
+        }
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        before.drain_meta_updates(&mut a);
+        now.drain_meta_updates(&mut b);
+        assert!(a.is_empty() && b.is_empty(), "{a:?} {b:?}");
+        // A line not cached, read in full: the full cache evicts a clean line for it, and
+        // both journal the same slot's change.
+        let len = cfg.line_size;
+        let req = tiercache_core::Request {
+            time_ns: 0,
+            volume: VolumeId(0),
+            op: tiercache_core::Op::Read,
+            offset: len,
+            len,
+        };
+        for c in [&mut before, &mut now] {
+            c.access(&req, Some(&mut Plan::default())).unwrap();
+        }
+        before.drain_meta_updates(&mut a);
+        now.drain_meta_updates(&mut b);
+        assert!(!a.is_empty(), "the read changed a slot");
+        assert_eq!(a, b);
+    }
+}
