@@ -9,14 +9,18 @@
 # jobs (one file of SIZE per job). The files are written through each contender first (and
 # fsynced), so a mount holds them in its cache; then each workload runs RUNTIME seconds.
 #
-# Prints one table: IOPS per contender and workload, and each as a ratio to the fast directory.
+# Every contender is mounted at once; each of ROUNDS rounds runs every workload on every
+# contender in turn, in an order rotating by round (interleaved, so the shared machine's
+# load changes reach all alike).
+# Prints one table: the median IOPS over rounds per contender and workload, and each as a
+# ratio to the fast directory's median.
 #
 #   base, base-nopt
 #               the same two run by another build (BASELINE_TIERCACHE), for a before/after in
 #               one run (they are added to the default contenders when it is set)
 #
 # Usage: bench/fio_file_cache.sh
-# Environment: SIZE (32MiB per job), RUNTIME (5), CACHE_SIZE (512MiB), FAST_DIR (/dev/shm),
+# Environment: SIZE (32MiB per job), RUNTIME (5), ROUNDS (1), CACHE_SIZE (512MiB), FAST_DIR (/dev/shm),
 #   SLOW_DIR (/var/tmp), TIERCACHE (target/release/tiercache), ONLY (a subset of the
 #   contenders: "fast tc tc-nopt base base-nopt"), TC_ARGS (more `tiercache mount` options
 #   for tc and tc-nopt), BASELINE_TIERCACHE (the build base and base-nopt run).
@@ -24,6 +28,7 @@ set -euo pipefail
 
 SIZE=${SIZE:-32MiB}
 RUNTIME=${RUNTIME:-5}
+ROUNDS=${ROUNDS:-1}
 CACHE_SIZE=${CACHE_SIZE:-512MiB}
 FAST_DIR=${FAST_DIR:-/dev/shm}
 SLOW_DIR=${SLOW_DIR:-/var/tmp}
@@ -44,9 +49,8 @@ done
 
 FAST=$(mktemp -d "$FAST_DIR/fio-fast.XXXXXX")
 SLOW=$(mktemp -d "$SLOW_DIR/fio-slow.XXXXXX")
-MNT=$SLOW/mnt
-mkdir -p "$SLOW/store" "$MNT" "$FAST/cache" "$FAST/dir"
-PID=
+mkdir -p "$FAST/dir"
+declare -A DIR PID
 
 unmount() {
   mountpoint -q "$1" && { fusermount3 -u "$1" 2>/dev/null || fusermount3 -u -z "$1" || true; }
@@ -54,8 +58,10 @@ unmount() {
 }
 
 cleanup() {
-  unmount "$MNT" || true
-  [ -n "$PID" ] && kill "$PID" 2>/dev/null || true
+  for name in "${!PID[@]}"; do
+    unmount "$SLOW/mnt-$name" || true
+    kill "${PID[$name]}" 2>/dev/null || true
+  done
   rm -rf "$FAST" "$SLOW"
 }
 trap cleanup EXIT
@@ -82,44 +88,69 @@ prepare() {
     --size="$SIZE" --numjobs=8 --end_fsync=1 --ioengine=psync >/dev/null
 }
 
-declare -A IOPS
-run_contender() {
-  local name=$1 dir
+# Mounts contender $1 (each its own store, cache and mount point) and writes its files.
+start_contender() {
+  local name=$1
   case $name in
-    fast) dir=$FAST/dir ;;
+    fast) DIR[$name]=$FAST/dir ;;
     tc|tc-nopt|base|base-nopt)
-      local args=() bin=$TIERCACHE
+      local args=() bin=$TIERCACHE mnt=$SLOW/mnt-$name
       case $name in
         tc*) read -r -a args <<<"$TC_ARGS" ;;
         base*) bin=${BASELINE_TIERCACHE:?base contenders need BASELINE_TIERCACHE} ;;
       esac
       [[ $name == *-nopt ]] && args+=(--no-passthrough)
-      rm -rf "$FAST/cache" "$SLOW/store" && mkdir -p "$FAST/cache" "$SLOW/store"
-      "$bin" mount "$SLOW/store" "$MNT" --cache-dir "$FAST/cache" --cache-size "$CACHE_SIZE" \
-        --variant wb "${args[@]}" --stats "$SLOW/$name-stats.json" 2>"$SLOW/$name.log" &
-      PID=$!
-      for _ in $(seq 1 200); do mountpoint -q "$MNT" && break; sleep 0.05; done
-      mountpoint -q "$MNT" || { echo "mount did not appear: $(cat "$SLOW/$name.log")" >&2; exit 1; }
-      dir=$MNT
+      mkdir -p "$FAST/cache-$name" "$SLOW/store-$name" "$mnt"
+      "$bin" mount "$SLOW/store-$name" "$mnt" --cache-dir "$FAST/cache-$name" \
+        --cache-size "$CACHE_SIZE" --variant wb "${args[@]}" --stats "$SLOW/$name-stats.json" \
+        2>"$SLOW/$name.log" &
+      PID[$name]=$!
+      for _ in $(seq 1 200); do mountpoint -q "$mnt" && break; sleep 0.05; done
+      mountpoint -q "$mnt" || { echo "mount did not appear: $(cat "$SLOW/$name.log")" >&2; exit 1; }
+      DIR[$name]=$mnt
       ;;
   esac
-  prepare "$dir"
-  for w in $WORKLOADS; do
-    IOPS[$name,$w]=$(fio_in "$dir" "$w")
-    printf '%-8s %-16s %10s IOPS\n' "$name" "$w" "${IOPS[$name,$w]}" >&2
-  done
-  if [ "$name" != fast ]; then
-    kill -TERM "$PID"; wait "$PID" || true; PID=
-    unmount "$MNT"
-    python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("  passthrough opens", s["passthrough_opens"], "images copied", s.get("passthrough_images_copied", "-"), "kept", s.get("passthrough_images_reused", "-"), "reads", s["reads"], "writes", s["writes"])' \
-      "$SLOW/$name-stats.json" >&2 || true
-  else
-    rm -rf "${FAST:?}/dir"/*
-  fi
+  prepare "${DIR[$name]}"
 }
 
-echo "fio: $SIZE per job, ${RUNTIME}s per workload, psync, cache $CACHE_SIZE on $FAST_DIR" >&2
-for name in $ONLY; do run_contender "$name"; done
+stop_contender() {
+  local name=$1
+  [ "$name" = fast ] && return 0
+  kill -TERM "${PID[$name]}"; wait "${PID[$name]}" || true; unset "PID[$name]"
+  unmount "$SLOW/mnt-$name"
+  python3 -c 'import json,sys; s=json.load(open(sys.argv[2])); print(" ", sys.argv[1], "passthrough opens", s["passthrough_opens"], "images copied", s.get("passthrough_images_copied", "-"), "kept", s.get("passthrough_images_reused", "-"), "reads", s["reads"], "writes", s["writes"])' \
+    "$name" "$SLOW/$name-stats.json" >&2 || true
+}
+
+echo "fio: $SIZE per job, ${RUNTIME}s per workload, psync, cache $CACHE_SIZE on $FAST_DIR," \
+  "$ROUNDS rounds" >&2
+for name in $ONLY; do start_contender "$name"; done
+# Interleaved: each round runs every workload on every contender in turn, so a change of the
+# machine's load reaches all of them alike; the table gives each one's median over rounds.
+declare -A IOPS
+read -r -a NAMES <<<"$ONLY"
+for round in $(seq 1 "$ROUNDS"); do
+  for w in $WORKLOADS; do
+    # The order rotates by round: no contender always follows the same one.
+    for i in "${!NAMES[@]}"; do
+      name=${NAMES[$(((i + round - 1) % ${#NAMES[@]}))]}
+      IOPS[$name,$w,$round]=$(fio_in "${DIR[$name]}" "$w")
+      printf 'round %s %-8s %-16s %10s IOPS\n' "$round" "$name" "$w" \
+        "${IOPS[$name,$w,$round]}" >&2
+    done
+  done
+done
+for name in $ONLY; do stop_contender "$name"; done
+
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2)}'; }
+declare -A MED
+for w in $WORKLOADS; do
+  for name in $ONLY; do
+    vals=()
+    for round in $(seq 1 "$ROUNDS"); do vals+=("${IOPS[$name,$w,$round]}"); done
+    MED[$name,$w]=$(median "${vals[@]}")
+  done
+done
 
 printf '\n%-16s' workload
 for name in $ONLY; do printf ' %12s' "$name"; done
@@ -127,10 +158,10 @@ for name in $ONLY; do [ "$name" != fast ] && printf ' %12s' "$name/fast"; done
 printf '\n'
 for w in $WORKLOADS; do
   printf '%-16s' "$w"
-  for name in $ONLY; do printf ' %12s' "${IOPS[$name,$w]}"; done
+  for name in $ONLY; do printf ' %12s' "${MED[$name,$w]}"; done
   for name in $ONLY; do
     [ "$name" = fast ] && continue
-    printf ' %12s' "$(awk -v a="${IOPS[$name,$w]}" -v b="${IOPS[fast,$w]:-0}" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')"
+    printf ' %12s' "$(awk -v a="${MED[$name,$w]}" -v b="${MED[fast,$w]:-0}" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')"
   done
   printf '\n'
 done

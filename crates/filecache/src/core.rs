@@ -28,6 +28,7 @@ use tiercache_policy::{
 };
 
 mod keys;
+mod mirror;
 mod translate;
 mod versions;
 
@@ -281,8 +282,10 @@ pub struct FileCache {
     /// The block each core slot holds, mirrored from the core's slot updates
     /// (`Cache::drain_meta_updates`): names victims and serves `slot_state`.
     slots: Vec<Option<BlockKey>>,
+    /// Whether each slot's block is dirty (mirrored likewise; `mirror`).
+    slot_dirty: Vec<bool>,
     /// Cached blocks of each file (mirrored likewise; deletes, truncates and per-file
-    /// flushes visit only those) and its content version.
+    /// flushes visit only those), its count of dirty ones and its content version.
     files: HashMap<FileId, versions::CachedFile>,
     /// The last content version given (docs/design.md §14).
     last_version: u64,
@@ -375,6 +378,7 @@ impl FileCache {
             line,
             extents: keys::Extents::new(line),
             slots: vec![None; capacity as usize],
+            slot_dirty: vec![false; capacity as usize],
             files: HashMap::new(),
             last_version: 0,
             plan: Plan::new(),
@@ -480,7 +484,7 @@ impl FileCache {
 
     /// Dirty blocks of `file`, by block index.
     pub fn dirty_of_file(&self, file: FileId) -> Vec<(BlockKey, Slot)> {
-        let Some(cached) = self.files.get(&file) else {
+        let Some(cached) = self.files.get(&file).filter(|f| f.dirty > 0) else {
             return Vec::new();
         };
         cached
@@ -754,56 +758,6 @@ impl FileCache {
             key,
             was_dirty: state.1,
         });
-    }
-
-    /// Brings the slot and file mirrors up to the core's slot updates since the last call;
-    /// files left with no cached block give their extent back.
-    fn sync(&mut self) {
-        let Some(core) = self.core.as_mut() else {
-            return;
-        };
-        self.updates.clear();
-        core.drain_meta_updates(&mut self.updates);
-        let mut emptied = Vec::new();
-        // Old contents first: a slot taken from one block of a file and another slot given a
-        // block of the same file must not unmap it in between.
-        for u in &self.updates {
-            let Some(old) = self.slots[u.slot as usize] else {
-                continue;
-            };
-            // A slot keeping its block (its dirty state changed: a write-back) changes no
-            // file's content, and keeps its entry.
-            if u.line.and_then(|(v, i)| self.extents.key_of(v, i)) == Some(old) {
-                continue;
-            }
-            self.slots[u.slot as usize] = None;
-            if let Some(f) = self.files.get_mut(&old.file) {
-                f.blocks.remove(&old.block);
-                f.version = versions::next(&mut self.last_version);
-                if f.blocks.is_empty() {
-                    emptied.push(old.file);
-                }
-            }
-        }
-        for u in &self.updates {
-            if let Some((volume, index)) = u.line {
-                let key = self
-                    .extents
-                    .key_of(volume, index)
-                    .expect("a resident line belongs to a mapped file");
-                self.slots[u.slot as usize] = Some(key);
-                let f = self.files.entry(key.file).or_default();
-                if f.blocks.insert(key.block) {
-                    f.version = versions::next(&mut self.last_version);
-                }
-            }
-        }
-        for file in emptied {
-            if self.files.get(&file).is_some_and(|f| f.blocks.is_empty()) {
-                self.files.remove(&file);
-                self.extents.unmap(file);
-            }
-        }
     }
 }
 #[cfg(test)]

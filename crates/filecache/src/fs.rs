@@ -29,8 +29,8 @@ use fuser::{
 
 use crate::state::{State, ROOT};
 use attr::{
-    attr_of, cache_attr, child, errno, forget_attr, kind_of, node_metadata, open_flags, set_times,
-    statvfs,
+    attr_of, cache_attr, child, errno, forget_attr, kind_of, no_flush, node_metadata, open_flags,
+    set_times, statvfs,
 };
 pub use options::{FuseOptions, DEFAULT_PASSTHROUGH_MIN_SIZE};
 
@@ -481,10 +481,10 @@ impl Filesystem for CacheFs {
             writable,
             reply,
             |r, f| r.open_backing(f),
-            |r, fh, b| r.opened_passthrough(fh, FopenFlags::empty(), b),
+            |r, fh, b| r.opened_passthrough(fh, no_flush(writable), b),
         );
         if let Err(reply) = passed {
-            let mut flags = open_flags(&st);
+            let mut flags = open_flags(&st) | no_flush(writable);
             if !self.images.may_keep_pages(ino.0) {
                 flags.remove(FopenFlags::FOPEN_KEEP_CACHE);
             }
@@ -540,12 +540,10 @@ impl Filesystem for CacheFs {
             writable,
             reply,
             |r, f| r.open_backing(f),
-            |r, fh, b| {
-                r.created_passthrough(&TTL, &attr, Generation(0), fh, FopenFlags::empty(), b)
-            },
+            |r, fh, b| r.created_passthrough(&TTL, &attr, Generation(0), fh, no_flush(writable), b),
         );
         if let Err(reply) = passed {
-            let mut flags = open_flags(&st);
+            let mut flags = open_flags(&st) | no_flush(writable);
             if !self.images.may_keep_pages(id) {
                 flags.remove(FopenFlags::FOPEN_KEEP_CACHE);
             }

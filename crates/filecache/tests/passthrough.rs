@@ -554,3 +554,39 @@ fn a_file_below_the_minimum_size_stays_on_the_block_path() {
     let (back, _) = read_passed(&m, "large");
     assert!(back == large);
 }
+
+#[test]
+fn kept_images_past_those_held_open_are_reused_by_path_and_never_stale() {
+    need_fuse!();
+    // More kept images than the mount holds open and registered (64): the older ones are
+    // kept by path alone, and every one is taken again without a copy while its file is
+    // unchanged, held or not.
+    let m = Mounted::with_min_size(1024, 0);
+    assert!(passes_through(&m), "no FUSE passthrough on this kernel");
+    let files: Vec<(String, Vec<u8>)> = (0..70u8)
+        .map(|i| (format!("h{i}"), content(i, 5000 + i as usize)))
+        .collect();
+    for (name, data) in &files {
+        write_released(&m, name, data);
+        assert!(
+            image_of(&m, name).is_file(),
+            "{name}: its image was not kept"
+        );
+    }
+    // The oldest (held by path now) is changed on the block path: its image is stale.
+    let id = id_of(&m, "h0");
+    m.state.lock().unwrap().write(id, 10, b"changed").unwrap();
+    let copied = m.stats().passthrough_images_copied;
+    for (i, (name, data)) in files.iter().enumerate() {
+        let (back, reused) = read_passed(&m, name);
+        if i == 0 {
+            let mut want = data.clone();
+            want[10..17].copy_from_slice(b"changed");
+            assert!(!reused && back == want, "h0: a stale image was served");
+        } else {
+            assert!(reused, "{name}: its kept image was copied again");
+            assert!(&back == data, "{name}: its kept image differs");
+        }
+    }
+    assert_eq!(m.stats().passthrough_images_copied, copied + 1);
+}

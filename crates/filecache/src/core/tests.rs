@@ -269,3 +269,95 @@ fn content_versions_change_with_the_content_only() {
         "never a value given before"
     );
 }
+
+/// One operation of the mirror's property test.
+#[derive(Debug, Clone)]
+enum MirrorOp {
+    Read(u64, u64),
+    Write(u64, u64, bool),
+    Truncate(u64, u64),
+    Delete(u64),
+    Discard(u64, u64),
+    Flush(Option<u64>),
+    Clean,
+}
+
+fn mirror_op() -> impl proptest::strategy::Strategy<Value = MirrorOp> {
+    use proptest::prelude::*;
+    let file = 0u64..4;
+    let block = 0u64..10;
+    prop_oneof![
+        4 => (file.clone(), block.clone()).prop_map(|(f, b)| MirrorOp::Read(f, b)),
+        4 => (file.clone(), block.clone(), any::<bool>())
+            .prop_map(|(f, b, fill)| MirrorOp::Write(f, b, fill)),
+        1 => (file.clone(), block.clone()).prop_map(|(f, b)| MirrorOp::Truncate(f, b)),
+        1 => file.clone().prop_map(MirrorOp::Delete),
+        1 => (file.clone(), block).prop_map(|(f, b)| MirrorOp::Discard(f, b)),
+        1 => proptest::option::of(file).prop_map(MirrorOp::Flush),
+        1 => Just(MirrorOp::Clean),
+    ]
+}
+
+proptest::proptest! {
+    /// The per-file counts (docs/design.md §14) against a recount after every operation, in
+    /// every variant: cached and dirty blocks per file as the core's line states give them,
+    /// and `holds_blocks` against asking the core block by block.
+    #[test]
+    fn per_file_counts_equal_a_recount(
+        variant in 0usize..4,
+        capacity in 1u32..12,
+        ops in proptest::collection::vec(mirror_op(), 1..120),
+    ) {
+        // Threshold cleaning, so the cleaner's write-backs change dirty states too.
+        let cleaning = CleaningConfig::Threshold { high: 0.3, low: 0.1, batch: 2 };
+        let mut c = FileCache::with_cleaning(capacity, Variant::ALL[variant], 4096, cleaning)
+            .unwrap();
+        let mut out = Vec::new();
+        for op in ops {
+            match op {
+                MirrorOp::Read(f, b) => {
+                    c.read(k(f, b), &mut out).unwrap();
+                }
+                MirrorOp::Write(f, b, fill) => {
+                    c.write(k(f, b), fill, &mut out).unwrap();
+                }
+                MirrorOp::Truncate(f, b) => c.truncate(f, b, &mut out),
+                MirrorOp::Delete(f) => c.delete_file(f, &mut out),
+                MirrorOp::Discard(f, b) => c.discard(k(f, b), &mut out),
+                MirrorOp::Flush(f) => c.flush(f, &mut out),
+                MirrorOp::Clean => {
+                    c.clean(0, 0, &mut out);
+                }
+            }
+            out.clear();
+            c.check_mirror();
+            for f in 0..4 {
+                let states: Vec<_> = (0..10).map(|b| c.lookup(k(f, b))).collect();
+                let cached = states.iter().flatten().count() as u64;
+                let dirty = states.iter().flatten().filter(|s| s.1).count() as u64;
+                proptest::prop_assert_eq!(c.cached_blocks(f), cached);
+                proptest::prop_assert_eq!(c.dirty_blocks_of(f), dirty);
+                proptest::prop_assert_eq!(c.dirty_of_file(f).len() as u64, dirty);
+                for n in 0..=11 {
+                    let whole = states.iter().take(n as usize).all(Option::is_some) && n <= 10;
+                    proptest::prop_assert_eq!(c.holds_blocks(f, n), whole, "file {} n {}", f, n);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn restored_blocks_are_counted() {
+    let mut c = FileCache::new(4, Variant::WB);
+    c.restore(0, k(5, 0), true).unwrap();
+    c.restore(1, k(5, 1), false).unwrap();
+    c.restore(3, k(5, 3), true).unwrap();
+    c.check_mirror();
+    assert_eq!((c.cached_blocks(5), c.dirty_blocks_of(5)), (3, 2));
+    assert!(c.holds_blocks(5, 2) && !c.holds_blocks(5, 4) && !c.holds_blocks(5, 3));
+    let mut ops = Vec::new();
+    c.flush(Some(5), &mut ops);
+    assert_eq!(c.dirty_blocks_of(5), 0);
+    c.check_mirror();
+}

@@ -17,6 +17,8 @@ use std::collections::BTreeSet;
 pub(super) struct CachedFile {
     /// Indexes of its cached blocks.
     pub(super) blocks: BTreeSet<u64>,
+    /// How many of them are dirty (`super::mirror`).
+    pub(super) dirty: u64,
     /// Its content version (a fresh entry's is set as its first block comes in).
     pub(super) version: u64,
 }

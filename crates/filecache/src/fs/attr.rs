@@ -98,6 +98,18 @@ pub(super) fn open_flags(st: &State) -> FopenFlags {
     }
 }
 
+/// `FOPEN_NOFLUSH` for a handle that cannot write: its close has nothing to bring into the
+/// cache (`CacheFs::flush` does nothing for it), so the kernel skips the `FUSE_FLUSH` round
+/// trip (docs/design.md §14). The kernel ignores the flag where it keeps written pages
+/// (writeback caching), and a writable handle's close still flushes.
+pub(super) fn no_flush(writable: bool) -> FopenFlags {
+    if writable {
+        FopenFlags::empty()
+    } else {
+        FopenFlags::FOPEN_NOFLUSH
+    }
+}
+
 /// A directory's entries changed: its times and link count must be read again.
 pub(super) fn forget_attr(st: &mut State, id: u64) {
     if let Some(node) = st.nodes.get_mut(&id) {

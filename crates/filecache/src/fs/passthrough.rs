@@ -49,6 +49,11 @@ const HEADROOM: u64 = 64 << 20;
 /// Most idle images kept (their bytes are bounded by the budget with the open ones).
 const MAX_IDLE: usize = 1024;
 
+/// Most idle images kept open and registered with the kernel as backing files, the most
+/// recently released: their next open costs no `open(2)` and no backing-file ioctls. The
+/// others are kept by path alone (a descriptor each would press on the process's limit).
+const MAX_HELD: usize = 64;
+
 /// The images of the files open in passthrough mode, and those kept idle.
 pub(super) struct Images {
     dir: PathBuf,
@@ -91,6 +96,8 @@ struct Image {
 /// while the file's content version is `version`.
 struct Idle {
     path: PathBuf,
+    /// The image still open and registered as a backing file (the [`MAX_HELD`] most recent).
+    held: Option<(File, BackingId)>,
     bytes: u64,
     version: u64,
     /// When it was released ([`Inner::tick`]).
@@ -177,8 +184,8 @@ impl Images {
             return Err(reply);
         }
         let path = self.dir.join(id.to_string());
-        let (file, reused) = match inner.take_idle(st, id, size) {
-            Some(file) => (file, true),
+        let (file, backing, reused) = match inner.take_idle(st, id, size) {
+            Some((file, held)) => (file, held, true),
             None => {
                 if !self.make_room(&mut inner, size) {
                     return Err(reply);
@@ -194,7 +201,7 @@ impl Images {
                 match built {
                     Ok(f) => {
                         inner.bytes += size;
-                        (f, false)
+                        (f, None, false)
                     }
                     Err(e) => {
                         let _ = std::fs::remove_file(&path);
@@ -208,7 +215,11 @@ impl Images {
                 }
             }
         };
-        let backing = match register(&reply, &file) {
+        let registered = match backing {
+            Some(b) => Ok(b),
+            None => register(&reply, &file),
+        };
+        let backing = match registered {
             Ok(b) => b,
             Err(e) => {
                 let _ = std::fs::remove_file(&path);
@@ -336,7 +347,6 @@ impl Images {
                  the cache: {e}"
             );
         }
-        drop(img.backing);
         // Kept only if it now equals the cache: ingested whole, of a file still named and
         // held whole, whose version is taken after the ingest (which gave it a new one).
         let keepable =
@@ -349,8 +359,10 @@ impl Images {
         match keep {
             Some((version, md)) => {
                 inner.tick += 1;
+                inner.release_held();
                 let idle = Idle {
                     path: img.path,
+                    held: Some((img.file, img.backing)),
                     bytes: md.len(),
                     version,
                     released: inner.tick,
@@ -364,6 +376,7 @@ impl Images {
                 }
             }
             None => {
+                drop(img.backing);
                 let _ = std::fs::remove_file(&img.path);
             }
         }
@@ -402,19 +415,45 @@ fn ingest(st: &mut State, id: u64, img: &mut Image) -> io::Result<()> {
 
 impl Inner {
     /// Takes file `id`'s idle image for an open if it still equals the cache (its version
-    /// unchanged, its size the file's): the file, reopened. A stale one is removed.
-    fn take_idle(&mut self, st: &State, id: u64, size: u64) -> Option<File> {
-        let idle = self.idle.remove(&id)?;
+    /// unchanged, its size the file's): the file (kept open, or reopened) and its backing
+    /// registration if it was kept. A stale one is removed.
+    fn take_idle(&mut self, st: &State, id: u64, size: u64) -> Option<(File, Option<BackingId>)> {
+        let mut idle = self.idle.remove(&id)?;
         let fresh = st.content_version(id) == Some(idle.version) && idle.bytes == size;
-        let file = fresh
-            .then(|| OpenOptions::new().read(true).write(true).open(&idle.path))
-            .and_then(Result::ok)
-            .filter(|f| f.metadata().is_ok_and(|md| md.len() == size));
-        if file.is_none() {
+        let taken = match idle.held.take() {
+            Some((file, backing)) if fresh => Some((file, Some(backing))),
+            Some(_) => None,
+            None if fresh => OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&idle.path)
+                .ok()
+                .map(|f| (f, None)),
+            None => None,
+        }
+        .filter(|(f, _)| f.metadata().is_ok_and(|md| md.len() == size));
+        if taken.is_none() {
             self.bytes -= idle.bytes;
             let _ = std::fs::remove_file(&idle.path);
         }
-        file
+        taken
+    }
+
+    /// Makes room for one more held idle image: past [`MAX_HELD`], the least recently
+    /// released one is closed and unregistered (kept by path).
+    fn release_held(&mut self) {
+        let held = self.idle.values().filter(|i| i.held.is_some()).count();
+        if held < MAX_HELD {
+            return;
+        }
+        if let Some(oldest) = self
+            .idle
+            .values_mut()
+            .filter(|i| i.held.is_some())
+            .min_by_key(|i| i.released)
+        {
+            oldest.held = None;
+        }
     }
 
     /// Removes file `id`'s idle image, if any.

@@ -27,9 +27,11 @@ impl State {
             return false;
         }
         let blocks = node.size.div_ceil(self.bs());
+        // The core's per-file count first (O(log blocks), docs/design.md §14): the stranded
+        // blocks' walk below runs only on a mount that has stranded blocks.
         blocks <= crate::core::MAX_BLOCKS_PER_FILE
+            && self.core.holds_blocks(id, blocks)
             && !self.past_cache(id, 0..blocks)
-            && (0..blocks).all(|b| self.core.lookup(BlockKey::new(id, b)).is_some())
     }
 
     /// Copies file `id`'s content (its size as the mount knows it) into `image` from the

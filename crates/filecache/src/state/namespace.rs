@@ -63,7 +63,7 @@ impl State {
         if !self.cfg.variant.is_write_back() {
             return Ok(false);
         }
-        let named = !self.core.dirty_of_file(id).is_empty()
+        let named = self.core.dirty_blocks_of(id) > 0
             || self.cleaned_unsynced.contains(&id)
             || self.stranded.keys().any(|k| k.file == id);
         let Some(j) = self.journal.as_mut() else {

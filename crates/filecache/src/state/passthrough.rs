@@ -21,11 +21,18 @@ impl State {
     /// Whether a request on blocks `blocks` of `file` must be served past the cache: the mount
     /// is degraded, or one of them is stranded (the core no longer knows it is dirty).
     pub(super) fn past_cache(&self, file: FileId, blocks: std::ops::Range<u64>) -> bool {
+        // Whichever is shorter is walked: the range, or the stranded blocks (few, if any).
         self.health.degraded
             || (!self.stranded.is_empty()
-                && blocks
-                    .into_iter()
-                    .any(|b| self.stranded.contains_key(&BlockKey::new(file, b))))
+                && if (self.stranded.len() as u64) < blocks.end.saturating_sub(blocks.start) {
+                    self.stranded
+                        .keys()
+                        .any(|k| k.file == file && blocks.contains(&k.block))
+                } else {
+                    blocks
+                        .into_iter()
+                        .any(|b| self.stranded.contains_key(&BlockKey::new(file, b)))
+                })
     }
 
     /// Reads `out.len()` bytes at `offset` of file `id` from the store, with the dirty blocks
