@@ -77,6 +77,7 @@ mod lecar;
 mod list;
 mod lru;
 mod mru;
+pub mod packed;
 mod s3fifo;
 mod sieve;
 mod sketch;
