@@ -139,8 +139,7 @@ impl<const N: usize> Lists<N> {
         debug_assert!(!self.is_linked(node), "node {node} linked twice");
         let s = self.sentinel(list);
         let old_front = self.links.get(s, 1);
-        self.links.set(node, 0, s);
-        self.links.set(node, 1, old_front);
+        self.links.set_pair(node, [s, old_front]);
         self.links.set(old_front, 0, node);
         self.links.set(s, 1, node);
         self.lens[list] += 1;
@@ -186,12 +185,10 @@ impl<const N: usize> Lists<N> {
     #[inline]
     pub(crate) fn unlink(&mut self, list: usize, node: u32) {
         debug_assert!(self.is_linked(node), "node {node} not linked");
-        let p = self.links.get(node, 0);
-        let n = self.links.get(node, 1);
+        let [p, n] = self.links.pair(node);
         self.links.set(p, 1, n);
         self.links.set(n, 0, p);
-        self.links.set(node, 0, NIL);
-        self.links.set(node, 1, NIL);
+        self.links.set_pair(node, [NIL, NIL]);
         self.lens[list] -= 1;
     }
 

@@ -89,12 +89,7 @@ impl PackedLinks {
     #[inline(always)]
     pub fn get(&self, node: u32, k: usize) -> u32 {
         let (byte, shift) = self.at(node, k);
-        let v = self.word(byte) >> shift & self.mask;
-        if v == self.mask {
-            NO_LINK
-        } else {
-            v as u32
-        }
+        self.unpack(self.word(byte) >> shift & self.mask)
     }
 
     /// Sets link `k` of `node` to `to` (a node below the width's room, or [`NO_LINK`]).
@@ -110,17 +105,44 @@ impl PackedLinks {
         self.bytes[byte..byte + 8].copy_from_slice(&w.to_le_bytes());
     }
 
-    /// Both links of `node`.
+    /// A stored link as a node number or [`NO_LINK`].
     #[inline(always)]
-    pub fn pair(&self, node: u32) -> [u32; 2] {
-        [self.get(node, 0), self.get(node, 1)]
+    fn unpack(&self, v: u64) -> u32 {
+        if v == self.mask {
+            NO_LINK
+        } else {
+            v as u32
+        }
     }
 
-    /// Sets both links of `node`.
+    /// Both links of `node`: one load when they share 8 bytes (links of up to 28 bits).
+    #[inline(always)]
+    pub fn pair(&self, node: u32) -> [u32; 2] {
+        let (byte, shift) = self.at(node, 0);
+        if shift + 2 * self.width > 64 {
+            return [self.get(node, 0), self.get(node, 1)];
+        }
+        let x = self.word(byte) >> shift;
+        [
+            self.unpack(x & self.mask),
+            self.unpack(x >> self.width & self.mask),
+        ]
+    }
+
+    /// Sets both links of `node`: one load and one store when they share 8 bytes (a second
+    /// store overlapping the first would stall the load between them).
     #[inline(always)]
     pub fn set_pair(&mut self, node: u32, links: [u32; 2]) {
-        self.set(node, 0, links[0]);
-        self.set(node, 1, links[1]);
+        let (byte, shift) = self.at(node, 0);
+        if shift + 2 * self.width > 64 {
+            self.set(node, 0, links[0]);
+            self.set(node, 1, links[1]);
+            return;
+        }
+        let both = self.mask << self.width | self.mask;
+        let v = (u64::from(links[0]) & self.mask) | (u64::from(links[1]) & self.mask) << self.width;
+        let w = self.word(byte) & !(both << shift) | v << shift;
+        self.bytes[byte..byte + 8].copy_from_slice(&w.to_le_bytes());
     }
 
     /// The same links over `len` nodes (more or fewer; new ones unlinked), wide enough for
