@@ -3,8 +3,9 @@
 //! Budget (docs/design.md §13): a line's entry is 6 bytes and a quarter for 4 KiB lines
 //! (a 32-bit key and 8-bit masks; two bits beside; 8 bytes for lines of up to 16 sub-blocks,
 //! 12 once a key does not fit 32 bits), the index about 5.3 bytes (10.7
-//! in tables of more than 2^26 slots), the dirty-list links 8 bytes and the
-//! LRU/FIFO/CLOCK-family eviction policies 8–9 bytes (ARC and S3-FIFO keep ghost lists on top).
+//! in tables of more than 2^26 slots), the dirty-list links 4.5 bytes at 2^17 slots (two links
+//! of the width the slots need, 6.5 at 2^25) and the LRU/FIFO/CLOCK-family eviction policies
+//! as much, a byte more for CLOCK (ARC and S3-FIFO keep ghost lists on top).
 
 mod entries;
 mod index;
