@@ -280,6 +280,17 @@ impl Entries {
         each!(&self.store, v => tiercache_core::hint::prefetch(v.as_ptr().wrapping_add(slot as usize)))
     }
 
+    /// Heap bytes once `key` has been placed too (the width the keys held set).
+    pub(super) fn bytes_holding(&self, key: LineKey) -> usize {
+        let volume_bits = bits(self.max_volume.max(key.0 >> INDEX_BITS));
+        let index_bits = bits(self.max_index.max(key.0 & INDEX_MASK));
+        match &self.store {
+            Store::Wide(_) => self.bytes(),
+            _ if volume_bits + index_bits > 32 => self.len() * std::mem::size_of::<Wide>(),
+            _ => self.bytes(),
+        }
+    }
+
     /// Heap bytes.
     pub(super) fn bytes(&self) -> usize {
         fn bytes_of<T>(v: &Vec<T>) -> usize {
@@ -313,6 +324,8 @@ mod tests {
         e.place(2, LineKey(200 << 48 | (1 << 20)));
         assert!(!e.is_wide());
         assert_eq!(e.shift, 24);
+        assert_eq!(e.bytes_holding(LineKey(1 << 23)), 24);
+        assert_eq!(e.bytes_holding(LineKey(1 << 24)), 48);
         assert_eq!(e.key(0), LineKey(5));
         assert_eq!(e.masks(0), (0b11, 0b01));
         assert_eq!(e.key(1), LineKey(3 << 48 | 9));
@@ -346,6 +359,7 @@ mod tests {
             assert_eq!(e.key(2), LineKey(1 << 48 | 3));
             assert_eq!(e.masks(2), (0, 0));
             assert_eq!(e.bytes(), 48);
+            assert_eq!(e.bytes_holding(LineKey(1 << 47)), 48);
         }
     }
 }

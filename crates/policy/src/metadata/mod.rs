@@ -458,6 +458,14 @@ impl LineTable {
         self.lines.len() as u32
     }
 
+    /// [`memory_bytes`](Self::memory_bytes) once `key` has been placed too: the entries'
+    /// width depends on the keys held (`entries.rs`), so an executor that models the table
+    /// without it (the simulator's batched path) asks with the largest volume and line index
+    /// it placed.
+    pub fn memory_bytes_holding(&self, key: LineKey) -> usize {
+        self.memory_bytes() - self.lines.bytes() + self.lines.bytes_holding(key)
+    }
+
     /// Heap bytes of the table, index and dirty list.
     pub fn memory_bytes(&self) -> usize {
         let m = self.memory();
