@@ -98,6 +98,7 @@ mod tests {
         p.hit(2);
         assert_eq!(p.evict(LineKey(9), &|_| false), Some(2));
         assert_eq!(p.evict(LineKey(9), &|s| s == 0), Some(3));
-        assert_eq!(p.memory_bytes(), (4 + 1) * 2 * 4);
+        // 4 nodes and a sentinel, two 3-bit links each (30 bits: 4 bytes), 8 of padding.
+        assert_eq!(p.memory_bytes(), 4 + 8);
     }
 }

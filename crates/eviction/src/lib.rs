@@ -6,7 +6,7 @@
 //!
 //! | policy | type | per-slot state |
 //! | --- | --- | --- |
-//! | LRU, MRU, FIFO | [`Lru`], [`Mru`], [`Fifo`] | two `u32` links |
+//! | LRU, MRU, FIFO | [`Lru`], [`Mru`], [`Fifo`] | two links of the width the slots need ([`packed`]) |
 //! | CLOCK | [`Clock`] | links, counter byte |
 //! | SIEVE | [`Sieve`] | links, visited byte |
 //! | ARC | [`ArcPolicy`] | links, list byte, key; ghosts B1/B2 (≤ c keys) |
@@ -15,7 +15,7 @@
 //! | CLOCK-Pro | [`ClockPro`] | links, hot/reference/test byte, key; non-resident test keys (≤ c) |
 //! | W-TinyLFU | [`WTinyLfu`] | links, segment byte, key; [`FrequencySketch`] (4 × 4 bits × width ≥ c) |
 //! | LeCaR | [`LeCaR`] | recency links, frequency-group links, group and key; group pool; two histories (≤ c/2 keys each, with eviction time) |
-//! | SLRU | [`Slru`] | links, segment byte: 9 B |
+//! | SLRU | [`Slru`] | links, segment byte |
 //! | 2Q | [`TwoQ`] | links, queue byte, key; ghost A1out (0.5 c keys): 33 B |
 //! | LFU | [`Lfu`] | links, bucket index; bucket pool (count, first, last: 16 B per slot): 28 B |
 //! | LFUDA | [`Lfuda`] | order links, bucket and count; a pool bucket (priority, its lowest and highest line: 16 B): 32 B |
@@ -77,6 +77,7 @@ mod lecar;
 mod list;
 mod lru;
 mod mru;
+pub mod packed;
 mod s3fifo;
 mod sieve;
 mod sketch;

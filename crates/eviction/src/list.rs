@@ -9,15 +9,18 @@
 //! Orientation: the *front* (head) is where new nodes enter; the *back* (tail) is the oldest end.
 //! `prev` points towards the front, `next` towards the back, as in libCacheSim's queues.
 
+use crate::packed::{PackedLinks, NO_LINK};
+
 /// Link value of a node that is in no list.
-pub(crate) const NIL: u32 = u32::MAX;
+pub(crate) const NIL: u32 = NO_LINK;
 
 /// `N` circular doubly-linked lists sharing one pair of link arrays.
 #[derive(Debug, Clone)]
 pub(crate) struct Lists<const N: usize> {
     /// Per node `[prev, next]`: towards the front (newer end) and towards the back (older end).
     /// Index `n_nodes + i` is list `i`'s sentinel. Both links of a node share a cache line.
-    links: Vec<[u32; 2]>,
+    /// Packed at the width the nodes need (`packed.rs`, docs/design.md §13).
+    links: PackedLinks,
     /// Number of real nodes; sentinels follow.
     n_nodes: u32,
     /// Length of each list.
@@ -34,10 +37,10 @@ impl<const N: usize> Lists<N> {
             .checked_add(N)
             .filter(|&t| t < NIL as usize)
             .unwrap_or_else(|| panic!("{n_nodes} slots exceed the u32 link space"));
-        let mut links = vec![[NIL, NIL]; total];
+        let mut links = PackedLinks::new(total, total);
         for i in 0..N {
             let s = (n_nodes + i) as u32;
-            links[s as usize] = [s, s];
+            links.set_pair(s, [s, s]);
         }
         Lists {
             links,
@@ -73,34 +76,34 @@ impl<const N: usize> Lists<N> {
     /// Whether `node` is in some list.
     #[inline]
     pub(crate) fn is_linked(&self, node: u32) -> bool {
-        self.links[node as usize][1] != NIL
+        self.links.get(node, 1) != NIL
     }
 
     /// Newest node of `list`.
     #[inline]
     pub(crate) fn front(&self, list: usize) -> Option<u32> {
-        let f = self.links[self.sentinel(list) as usize][1];
+        let f = self.links.get(self.sentinel(list), 1);
         (!self.is_end(f)).then_some(f)
     }
 
     /// Oldest node of `list`.
     #[inline]
     pub(crate) fn back(&self, list: usize) -> Option<u32> {
-        let b = self.links[self.sentinel(list) as usize][0];
+        let b = self.links.get(self.sentinel(list), 0);
         (!self.is_end(b)).then_some(b)
     }
 
     /// Neighbour of `node` towards the front (newer); `None` at the front.
     #[inline]
     pub(crate) fn newer(&self, node: u32) -> Option<u32> {
-        let p = self.links[node as usize][0];
+        let p = self.links.get(node, 0);
         (!self.is_end(p)).then_some(p)
     }
 
     /// Neighbour of `node` towards the back (older); `None` at the back.
     #[inline]
     pub(crate) fn older(&self, node: u32) -> Option<u32> {
-        let n = self.links[node as usize][1];
+        let n = self.links.get(node, 1);
         (!self.is_end(n)).then_some(n)
     }
 
@@ -135,11 +138,10 @@ impl<const N: usize> Lists<N> {
     pub(crate) fn push_front(&mut self, list: usize, node: u32) {
         debug_assert!(!self.is_linked(node), "node {node} linked twice");
         let s = self.sentinel(list);
-        let old_front = self.links[s as usize][1];
-        self.links[node as usize][0] = s;
-        self.links[node as usize][1] = old_front;
-        self.links[old_front as usize][0] = node;
-        self.links[s as usize][1] = node;
+        let old_front = self.links.get(s, 1);
+        self.links.set_pair(node, [s, old_front]);
+        self.links.set(old_front, 0, node);
+        self.links.set(s, 1, node);
         self.lens[list] += 1;
     }
 
@@ -148,10 +150,10 @@ impl<const N: usize> Lists<N> {
     #[inline]
     fn link_older_than(&mut self, list: usize, newer: u32, node: u32) {
         debug_assert!(!self.is_linked(node), "node {node} linked twice");
-        let older = self.links[newer as usize][1];
-        self.links[node as usize] = [newer, older];
-        self.links[older as usize][0] = node;
-        self.links[newer as usize][1] = node;
+        let older = self.links.get(newer, 1);
+        self.links.set_pair(node, [newer, older]);
+        self.links.set(older, 0, node);
+        self.links.set(newer, 1, node);
         self.lens[list] += 1;
     }
 
@@ -160,7 +162,7 @@ impl<const N: usize> Lists<N> {
     pub(crate) fn push_back(&mut self, list: usize, node: u32) {
         let s = self.sentinel(list);
         // The node newer than the new back: the old back, or the sentinel of an empty list.
-        let newer = self.links[s as usize][0];
+        let newer = self.links.get(s, 0);
         self.link_older_than(list, newer, node);
     }
 
@@ -175,7 +177,7 @@ impl<const N: usize> Lists<N> {
     #[inline]
     pub(crate) fn insert_newer(&mut self, list: usize, anchor: u32, node: u32) {
         debug_assert!(self.is_linked(anchor) && !self.is_end(anchor));
-        let newer = self.links[anchor as usize][0];
+        let newer = self.links.get(anchor, 0);
         self.link_older_than(list, newer, node);
     }
 
@@ -183,12 +185,10 @@ impl<const N: usize> Lists<N> {
     #[inline]
     pub(crate) fn unlink(&mut self, list: usize, node: u32) {
         debug_assert!(self.is_linked(node), "node {node} not linked");
-        let p = self.links[node as usize][0];
-        let n = self.links[node as usize][1];
-        self.links[p as usize][1] = n;
-        self.links[n as usize][0] = p;
-        self.links[node as usize][0] = NIL;
-        self.links[node as usize][1] = NIL;
+        let [p, n] = self.links.pair(node);
+        self.links.set(p, 1, n);
+        self.links.set(n, 0, p);
+        self.links.set_pair(node, [NIL, NIL]);
         self.lens[list] -= 1;
     }
 
@@ -204,7 +204,7 @@ impl<const N: usize> Lists<N> {
     /// Inlined into each policy's hit, the commonest call of all.
     #[inline(always)]
     pub(crate) fn move_to_front(&mut self, from: usize, to: usize, node: u32) {
-        if from == to && self.links[self.sentinel(to) as usize][1] == node {
+        if from == to && self.links.get(self.sentinel(to), 1) == node {
             return; // already the newest: skip four writes on a hot line
         }
         self.unlink(from, node);
@@ -226,7 +226,7 @@ impl<const N: usize> Lists<N> {
     /// Hints that `node`'s links are touched soon.
     #[inline]
     pub(crate) fn prefetch(&self, node: u32) {
-        tiercache_core::hint::prefetch(self.links.as_ptr().wrapping_add(node as usize));
+        self.links.prefetch(node);
     }
 
     /// Raises the number of real nodes to `n_nodes` (no-op if not larger): the sentinels move
@@ -245,21 +245,21 @@ impl<const N: usize> Lists<N> {
             .filter(|&t| t < NIL as usize)
             .unwrap_or_else(|| panic!("{n_nodes} slots exceed the u32 link space"));
         let new = n_nodes as u32;
-        let ends: [[u32; 2]; N] = std::array::from_fn(|i| self.links[(old + i as u32) as usize]);
-        self.links.resize(total, [NIL, NIL]);
+        let ends: [[u32; 2]; N] = std::array::from_fn(|i| self.links.pair(old + i as u32));
+        self.links = self.links.resized(total, total);
         for i in 0..N {
             // The old sentinel's place is now a real node, in no list.
-            self.links[(old + i as u32) as usize] = [NIL, NIL];
+            self.links.set_pair(old + i as u32, [NIL, NIL]);
         }
         for (i, [back, front]) in ends.into_iter().enumerate() {
             let (was, s) = (old + i as u32, new + i as u32);
             if front == was {
                 // Empty list: its sentinel points at itself.
-                self.links[s as usize] = [s, s];
+                self.links.set_pair(s, [s, s]);
             } else {
-                self.links[s as usize] = [back, front];
-                self.links[front as usize][0] = s;
-                self.links[back as usize][1] = s;
+                self.links.set_pair(s, [back, front]);
+                self.links.set(front, 0, s);
+                self.links.set(back, 1, s);
             }
         }
         self.n_nodes = new;
@@ -267,7 +267,7 @@ impl<const N: usize> Lists<N> {
 
     /// Heap bytes of the link arrays.
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.links.capacity() * std::mem::size_of::<[u32; 2]>()
+        self.links.memory_bytes()
     }
 }
 

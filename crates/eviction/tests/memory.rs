@@ -11,10 +11,10 @@ fn memory_per_slot_is_small_and_reported() {
         let per_slot = p.memory_bytes() as f64 / slots as f64;
         println!("{kind}: {per_slot:.1} bytes per slot");
         let bound = match kind {
-            // Two u32 links.
-            EvictionKind::Lru | EvictionKind::Mru | EvictionKind::Fifo => 8.1,
+            // Two links of 17 bits (100 000 slots and a sentinel), packed: 4.25.
+            EvictionKind::Lru | EvictionKind::Mru | EvictionKind::Fifo => 4.26,
             // Links and a counter or visited byte.
-            EvictionKind::Clock | EvictionKind::Sieve => 9.1,
+            EvictionKind::Clock | EvictionKind::Sieve => 5.26,
             // Links, flags and the resident key (17), and a ghost entry per line (0.9 for
             // S3-FIFO): key 8, links 8, owner 1 and 16 of table (an 8-byte bucket, at most
             // half full), plus the lists' sentinels.
@@ -31,7 +31,7 @@ fn memory_per_slot_is_small_and_reported() {
             EvictionKind::LeCaR => 93.1,
             // Policies researchers compare against (issue 35).
             // Links and a segment byte.
-            EvictionKind::Slru => 9.1,
+            EvictionKind::Slru => 5.26,
             // Links, queue byte, key (17) and 0.5 ghost entries of 33 B, plus sentinels.
             EvictionKind::TwoQ => 34.1,
             // Links 8, bucket index 4, one pool bucket 16.
@@ -50,7 +50,7 @@ fn memory_per_slot_is_small_and_reported() {
             EvictionKind::Lhd => 36.1 + 3_840_000.0 / slots as f64,
             EvictionKind::Belady => unreachable!("offline, not in ALL"),
         };
-        assert!(per_slot >= 8.0, "{kind} reports {per_slot} bytes per slot");
+        assert!(per_slot >= 4.25, "{kind} reports {per_slot} bytes per slot");
         assert!(per_slot <= bound, "{kind} uses {per_slot} bytes per slot");
     }
 }
@@ -62,4 +62,20 @@ fn lhd_memory_is_fixed_statistics_and_36_bytes_per_line() {
     let at = |slots: usize| build(EvictionKind::Lhd, slots, slots).memory_bytes();
     assert_eq!(at(200_000) - at(100_000), 100_000 * 36);
     assert_eq!(at(0), 3_840_000);
+}
+
+/// LRU's links are packed at the width its slots need (docs/design.md §13): 2 × 18 bits a
+/// slot at 2^17 slots (an engine shard of an 8 GiB cache of 4 KiB lines), 2 × 26 bits at
+/// 2^25 (2 TB), where two `u32` took 8 bytes.
+#[test]
+fn lru_links_take_the_bits_the_slots_need() {
+    for (slots, bits) in [(1usize << 17, 18), (1 << 20, 21)] {
+        let p = build(EvictionKind::Lru, slots, slots);
+        let links = slots as u64 * 2 * bits / 8;
+        let reported = p.memory_bytes() as u64;
+        assert!(
+            reported >= links && reported <= links + 16,
+            "{slots} slots: {reported} bytes, links {links}"
+        );
+    }
 }

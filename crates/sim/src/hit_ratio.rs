@@ -345,7 +345,7 @@ pub fn hit_ratio_batched(
     let lines = cache.capacity_lines() as usize;
     let cap = lines as u32;
     let geo = cache.geometry();
-    let meta = cache.metadata_bytes() as u64;
+    let meta = &|k: tiercache_core::LineKey| cache.metadata_bytes_holding(k) as u64;
     // The policy is built as the core builds it for its one partition (capacity and slot
     // limit both the cache's line count), then monomorphised into the loop.
     match cfg.eviction {

@@ -1,10 +1,13 @@
 //! The slot table's memory of its records (docs/design.md §13): per slot, what the newest
 //! record names, which copy holds it, its dirty sub-blocks and what the other copy names —
-//! about 10 bytes a slot for 4 KiB lines — and, only for slots written since the last sync,
+//! about 6 bytes a slot for 4 KiB lines — and, only for slots written since the last sync,
 //! what a crash may leave in each copy.
 //!
 //! A slot whose records are all durable (*settled*) is held in three arrays: a line key, a
-//! byte of flags and a dirty mask as wide as the line's sub-blocks. The other copy's line is
+//! byte of flags and a dirty mask as wide as the line's sub-blocks. The key is its low 32
+//! bits in the array and, in the flags' top 5 bits, the index of its high half (volume and
+//! the index's top bits) in a table of 31 the slot table shares ([`Highs`]); a key whose high
+//! half the full table lacks sits whole in its stripe's `wide` map. The other copy's line is
 //! told by the flags as a relation to the key (none, the same line, or — when the newest
 //! record is empty — the key itself); a line that fits none of those (a device left odd by
 //! crashes) sits in a per-stripe map. A slot written since the last sync (*unsettled*)
@@ -16,7 +19,10 @@
 
 use std::collections::HashMap as StdHashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use std::sync::{Mutex, MutexGuard};
 
 /// No line (an empty slot, or a copy never written).
@@ -114,6 +120,62 @@ const REL_OTHER_SAME: u8 = 1;
 const REL_NEWEST_NONE: u8 = 2;
 /// Newest record names the key; the other copy's line is in the stripe's `others`.
 const REL_OTHER_LISTED: u8 = 3;
+/// Bits 3–7: which of the table's [`Highs`] the key's high 32 bits are; [`HIGH_LISTED`]: the
+/// whole key is in the stripe's `wide` map (the table of high halves was full).
+const HIGH_SHIFT: u8 = 3;
+const LOW_FLAGS: u8 = (1 << HIGH_SHIFT) - 1;
+const HIGH_LISTED: u8 = 31;
+
+/// The high halves of the keys the table holds (docs/design.md §13): a slot's key is its low
+/// 32 bits in the keys array and, in 5 bits of its flags, the index of its high half here. A
+/// key's high half is its volume and the top 16 bits of its line index, so a few entries
+/// serve every slot: 0 (volume 0, lines below 2^32), the empty slot's (all ones), one a
+/// volume. Append-only: an index once given names the same value for the table's life.
+#[derive(Debug)]
+struct Highs {
+    values: [AtomicU32; HIGH_LISTED as usize],
+    len: AtomicUsize,
+    grow: Mutex<()>,
+}
+
+impl Highs {
+    /// Index 0 is high half 0, index 1 that of [`NO_LINE`] and [`ODD_LINE`].
+    fn new() -> Self {
+        let h = Highs {
+            values: std::array::from_fn(|_| AtomicU32::new(0)),
+            len: AtomicUsize::new(2),
+            grow: Mutex::new(()),
+        };
+        h.values[1].store((NO_LINE >> 32) as u32, Relaxed);
+        h
+    }
+
+    /// The high half at `index` (below [`HIGH_LISTED`]).
+    #[inline]
+    fn get(&self, index: u8) -> u32 {
+        self.values[index as usize].load(Acquire)
+    }
+
+    /// The index of `high`, added if new; [`HIGH_LISTED`] when the table is full.
+    #[inline]
+    fn index(&self, high: u32) -> u8 {
+        let find = |n: usize| (0..n).find(|&i| self.values[i].load(Acquire) == high);
+        if let Some(i) = find(self.len.load(Acquire)) {
+            return i as u8;
+        }
+        let _g = self.grow.lock().unwrap_or_else(|e| e.into_inner());
+        let n = self.len.load(Acquire);
+        if let Some(i) = find(n) {
+            return i as u8;
+        }
+        if n == self.values.len() {
+            return HIGH_LISTED;
+        }
+        self.values[n].store(high, Release);
+        self.len.store(n + 1, Release);
+        n as u8
+    }
+}
 
 /// Dirty masks, as wide as a line's sub-blocks need.
 #[derive(Debug)]
@@ -185,16 +247,51 @@ pub(super) struct Stripe {
     others: HashMap<u32, u64>,
     /// Slots whose newest record names a line that does not fit a key, exactly.
     odd: HashMap<u32, (u32, u64)>,
+    /// Slots whose key's high half is not in the table's [`Highs`] (it was full): the key.
+    wide: HashMap<u32, u64>,
     /// The sequence number of the stripe's next record: a slot is always in the same
     /// stripe, so its records' numbers grow, and stripes do not share a counter.
     next_seq: u64,
+}
+
+/// What a slot's key change asks of its stripe's `wide` map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WideChange {
+    /// Nothing (the key's high half is in the table, and was).
+    Keep,
+    /// The key's high half is not in the table: the map holds the key.
+    Insert(u64),
+    /// The slot's key was in the map and is not any more.
+    Remove,
+}
+
+impl WideChange {
+    /// Whether the map must change.
+    fn needed(self) -> bool {
+        self != WideChange::Keep
+    }
+
+    /// Applies the change for `slot` to its stripe's map.
+    fn apply(self, slot: u32, wide: &mut HashMap<u32, u64>) {
+        match self {
+            WideChange::Keep => {}
+            WideChange::Insert(k) => {
+                wide.insert(slot, k);
+            }
+            WideChange::Remove => {
+                wide.remove(&slot);
+            }
+        }
+    }
 }
 
 /// Every slot's state (see the module doc). The arrays are atomics so that a stripe's lock
 /// guards its slots' entries without `unsafe`; they are read and written under it only.
 #[derive(Debug)]
 pub(super) struct Shadow {
-    keys: Box<[AtomicU64]>,
+    /// The keys' low 32 bits; their high halves are named by the flags (see [`Highs`]).
+    keys: Box<[AtomicU32]>,
+    highs: Highs,
     flags: Box<[AtomicU8]>,
     dirty: Masks,
     stripes: Box<[Mutex<Stripe>]>,
@@ -215,10 +312,12 @@ impl Shadow {
     pub fn new(slots: u32, mask_bits: u32, unsettled_limit: usize) -> Self {
         let n = slots as usize;
         Self {
-            keys: (0..n).map(|_| AtomicU64::new(NO_LINE)).collect(),
-            // The next record goes to copy 0, as on a device never written.
+            keys: (0..n).map(|_| AtomicU32::new(NO_LINE as u32)).collect(),
+            highs: Highs::new(),
+            // The next record goes to copy 0, as on a device never written; the key is
+            // NO_LINE (high half 1).
             flags: (0..n)
-                .map(|_| AtomicU8::new(COPY | REL_NEWEST_NONE << REL_SHIFT))
+                .map(|_| AtomicU8::new(COPY | REL_NEWEST_NONE << REL_SHIFT | 1 << HIGH_SHIFT))
                 .collect(),
             dirty: Masks::new(n, mask_bits),
             stripes: (0..STRIPES).map(|_| Mutex::default()).collect(),
@@ -257,13 +356,50 @@ impl Shadow {
                 s.unsettled.capacity() * (4 + std::mem::size_of::<[CopyState; 2]>() + 1)
                     + s.others.capacity() * (4 + 8 + 1)
                     + s.odd.capacity() * (4 + 16 + 1)
+                    + s.wide.capacity() * (4 + 8 + 1)
             })
             .sum();
-        self.keys.len() * 8
+        self.keys.len() * 4
             + self.flags.len()
             + self.dirty.bytes()
             + std::mem::size_of_val(&*self.stripes)
             + maps
+    }
+
+    /// Slot `i`'s key (its stripe is `st`, locked).
+    #[inline]
+    fn key(&self, i: usize, st: &Stripe) -> u64 {
+        let h = self.flags[i].load(Relaxed) >> HIGH_SHIFT;
+        if h == HIGH_LISTED {
+            st.wide[&(i as u32)]
+        } else {
+            u64::from(self.highs.get(h)) << 32 | u64::from(self.keys[i].load(Relaxed))
+        }
+    }
+
+    /// Sets slot `i`'s key to `k` and its copy and relation bits to `low`; returns what the
+    /// slot's stripe's `wide` map must do (the caller holds or takes the stripe's lock).
+    #[inline]
+    #[must_use]
+    fn set_key(&self, i: usize, k: u64, low: u8) -> WideChange {
+        let was = self.flags[i].load(Relaxed) >> HIGH_SHIFT;
+        let h = self.highs.index((k >> 32) as u32);
+        self.keys[i].store(k as u32, Relaxed);
+        self.flags[i].store(low | h << HIGH_SHIFT, Relaxed);
+        if h == HIGH_LISTED {
+            WideChange::Insert(k)
+        } else if was == HIGH_LISTED {
+            WideChange::Remove
+        } else {
+            WideChange::Keep
+        }
+    }
+
+    /// Sets slot `i`'s copy and relation bits to `low`, its key unchanged.
+    #[inline]
+    fn set_low_flags(&self, i: usize, low: u8) {
+        let f = self.flags[i].load(Relaxed);
+        self.flags[i].store(f & !LOW_FLAGS | low, Relaxed);
     }
 
     /// Locks `slot`'s stripe.
@@ -287,7 +423,10 @@ impl Shadow {
                 continue;
             }
             let Stripe {
-                unsettled, others, ..
+                unsettled,
+                others,
+                wide,
+                ..
             } = &mut *st;
             unsettled.retain(|&slot, copies| {
                 let i = slot as usize;
@@ -301,7 +440,9 @@ impl Shadow {
                 }
                 let (n, o) = (newest.newest, other.newest);
                 let rel = if n == NO_LINE {
-                    self.keys[i].store(o, Relaxed);
+                    // Settled, the slot's key is the other copy's line.
+                    self.set_key(i, o, copy as u8 | REL_NEWEST_NONE << REL_SHIFT)
+                        .apply(slot, wide);
                     REL_NEWEST_NONE
                 } else if o == NO_LINE {
                     REL_OTHER_NONE
@@ -311,7 +452,7 @@ impl Shadow {
                     others.insert(slot, o);
                     REL_OTHER_LISTED
                 };
-                self.flags[i].store(copy as u8 | rel << REL_SHIFT, Relaxed);
+                self.set_low_flags(i, copy as u8 | rel << REL_SHIFT);
                 false
             });
             // Room for the stripe's share of the limit stays (refilling it after each sync
@@ -340,21 +481,20 @@ impl Shadow {
                 .odd
                 .insert(slot, newest.expect("an odd key is a line"));
         }
-        let rel = if n == NO_LINE {
-            self.keys[i].store(other, Relaxed);
-            REL_NEWEST_NONE
+        let (k, rel) = if n == NO_LINE {
+            (other, REL_NEWEST_NONE)
+        } else if other == NO_LINE {
+            (n, REL_OTHER_NONE)
+        } else if other == n && n != ODD_LINE {
+            (n, REL_OTHER_SAME)
         } else {
-            self.keys[i].store(n, Relaxed);
-            if other == NO_LINE {
-                REL_OTHER_NONE
-            } else if other == n && n != ODD_LINE {
-                REL_OTHER_SAME
-            } else {
-                stripe().others.insert(slot, other);
-                REL_OTHER_LISTED
-            }
+            stripe().others.insert(slot, other);
+            (n, REL_OTHER_LISTED)
         };
-        self.flags[i].store(copy | rel << REL_SHIFT, Relaxed);
+        let change = self.set_key(i, k, copy | rel << REL_SHIFT);
+        if change.needed() {
+            change.apply(slot, &mut stripe().wide);
+        }
         self.dirty.set(i, dirty & self.dirty.max());
     }
 }
@@ -378,7 +518,7 @@ impl SlotGuard<'_> {
         if self.rel() == REL_NEWEST_NONE {
             NO_LINE
         } else {
-            self.shadow.keys[self.slot as usize].load(Relaxed)
+            self.shadow.key(self.slot as usize, &self.stripe)
         }
     }
 
@@ -413,7 +553,7 @@ impl SlotGuard<'_> {
         if let Some(c) = self.stripe.unsettled.get(&self.slot) {
             return *c;
         }
-        let k = self.shadow.keys[self.slot as usize].load(Relaxed);
+        let k = self.shadow.key(self.slot as usize, &self.stripe);
         let (newest, other) = match self.rel() {
             REL_OTHER_NONE => (k, NO_LINE),
             REL_OTHER_SAME => (k, k),
@@ -435,13 +575,14 @@ impl SlotGuard<'_> {
             // The relation bits now only say whether the newest record names a line.
             let i = self.slot as usize;
             let newest = c[self.copy() as usize].newest;
-            self.shadow.keys[i].store(newest, Relaxed);
             let rel = if newest == NO_LINE {
                 REL_NEWEST_NONE
             } else {
                 REL_OTHER_NONE
             };
-            self.shadow.flags[i].store(self.copy() | rel << REL_SHIFT, Relaxed);
+            self.shadow
+                .set_key(i, newest, self.copy() | rel << REL_SHIFT)
+                .apply(self.slot, &mut self.stripe.wide);
             self.stripe.unsettled.insert(self.slot, c);
         }
         self.stripe
@@ -461,13 +602,14 @@ impl SlotGuard<'_> {
         } else {
             self.stripe.odd.remove(&self.slot);
         }
-        self.shadow.keys[i].store(k, Relaxed);
         let rel = if k == NO_LINE {
             REL_NEWEST_NONE
         } else {
             REL_OTHER_NONE
         };
-        self.shadow.flags[i].store(copy | rel << REL_SHIFT, Relaxed);
+        self.shadow
+            .set_key(i, k, copy | rel << REL_SHIFT)
+            .apply(self.slot, &mut self.stripe.wide);
         self.shadow.dirty.set(i, dirty);
     }
 }

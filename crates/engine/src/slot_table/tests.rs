@@ -415,12 +415,26 @@ impl BlockDevice for Failing {
     }
 }
 
+/// The lines the steps name: of volume 0 below 2^32 (keys whose high half is 0), above it
+/// and of other volumes (other high halves), and of a volume no key fits (odd lines).
+const LINES: [(u32, u64); 8] = [
+    (0, 0),
+    (0, 1),
+    (0, 2),
+    (0, 3),
+    (0, 1 << 40),
+    (3, 5),
+    (3, (1 << 48) - 1),
+    (0x8001, 2),
+];
+
 #[derive(Debug, Clone)]
 enum Step {
     /// A record of line `line` (`None`: empty) with masks, to a slot; fails when `fail`.
     Write {
         slot: u32,
-        line: Option<u64>,
+        /// An index into [`LINES`].
+        line: Option<usize>,
         valid: u64,
         dirty: u64,
         fail: bool,
@@ -433,7 +447,7 @@ enum Step {
 fn step() -> impl proptest::strategy::Strategy<Value = Step> {
     use proptest::prelude::*;
     prop_oneof![
-        6 => (0u32..6, prop::option::weighted(0.8, 0u64..4), any::<u8>(), any::<u8>(), prop::bool::weighted(0.05))
+        6 => (0u32..6, prop::option::weighted(0.8, 0usize..LINES.len()), any::<u8>(), any::<u8>(), prop::bool::weighted(0.05))
             .prop_map(|(slot, line, valid, dirty, fail)| {
                 let valid = if line.is_some() { u64::from(valid) } else { 0 };
                 Step::Write { slot, line, valid, dirty: u64::from(dirty) & valid, fail }
@@ -465,7 +479,7 @@ proptest::proptest! {
         for s in steps {
             match s {
                 Step::Write { slot, line, valid, dirty, fail } => {
-                    let rec = SlotRecord { line: line.map(|i| (0, i)), valid, dirty };
+                    let rec = SlotRecord { line: line.map(|i| LINES[i]), valid, dirty };
                     if !m.allows(slot, &rec) {
                         continue;
                     }
@@ -496,11 +510,11 @@ proptest::proptest! {
             }
             for slot in 0..6 {
                 proptest::prop_assert_eq!(t.persisted_line(slot), m.persisted_line(slot), "slot {}", slot);
-                for i in 0..4 {
+                for line in LINES {
                     proptest::prop_assert_eq!(
-                        t.may_recover_other(slot, (0, i)),
-                        m.may_recover_other(slot, (0, i)),
-                        "slot {} line {}", slot, i
+                        t.may_recover_other(slot, line),
+                        m.may_recover_other(slot, line),
+                        "slot {} line {:?}", slot, line
                     );
                 }
             }
@@ -784,4 +798,60 @@ fn a_read_failing_mid_scan_fails_the_open() {
     // The same device, without the fault, recovers every line.
     let (_, found, _) = SlotTable::open_in(&*dev, layout, false, 5).unwrap();
     assert_eq!(found.len(), 40_000usize.div_ceil(7));
+}
+
+/// A slot's key is kept as its low 32 bits and the index of its high half in a table of 31
+/// (docs/design.md §13): lines of more volumes than the table names keep their whole key in
+/// their stripe's map, and every slot answers its line unsettled, settled, reopened, after an
+/// empty record (the slot's key is then the other copy's line) and rewritten to volume 0
+/// (which leaves the map).
+#[test]
+fn keys_of_many_volumes_beyond_the_table_of_high_halves() {
+    let slots = 96;
+    let layout = Layout::new(slots, 4096);
+    let dev = MemDevice::new(layout.device_len() as usize);
+    let (t, _, _) = SlotTable::open(&dev, layout, true).unwrap();
+    let line = |s: u32| (s % 48 + 1, u64::from(s) << 20 | 7);
+    for s in 0..slots {
+        t.write(&dev, s, &rec(line(s).0, line(s).1, 1, 1)).unwrap();
+        assert_eq!(t.persisted_line(s), Some(line(s)), "slot {s}, unsettled");
+    }
+    t.sync(&dev).unwrap();
+    for s in 0..slots {
+        assert_eq!(t.persisted_line(s), Some(line(s)), "slot {s}, settled");
+        assert!(!t.may_recover_other(s, line(s)), "slot {s}: only its line");
+        assert!(t.may_recover_other(s, (0, 7)), "slot {s}: not line (0, 7)");
+    }
+    let (t, found, _) = SlotTable::open(&dev, layout, false).unwrap();
+    assert_eq!(found.len(), slots as usize);
+    for (s, r) in found {
+        assert_eq!(r.line, Some(line(s)), "slot {s}, recovered");
+        assert_eq!(t.persisted_line(s), Some(line(s)), "slot {s}, reopened");
+    }
+    for s in 0..slots {
+        t.write(&dev, s, &SlotRecord::EMPTY).unwrap();
+    }
+    t.sync(&dev).unwrap();
+    for s in 0..slots {
+        assert_eq!(t.persisted_line(s), None, "slot {s}, emptied");
+        assert!(
+            !t.may_recover_other(s, (0, 7)),
+            "slot {s}: the empty record wins"
+        );
+    }
+    for s in 0..slots {
+        t.write(&dev, s, &rec(0, u64::from(s), 1, 0)).unwrap();
+    }
+    t.sync(&dev).unwrap();
+    for s in 0..slots {
+        assert_eq!(
+            t.persisted_line(s),
+            Some((0, u64::from(s))),
+            "slot {s}, rewritten"
+        );
+        assert!(
+            !t.may_recover_other(s, (0, u64::from(s))),
+            "slot {s}: only its new line"
+        );
+    }
 }

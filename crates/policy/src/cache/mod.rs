@@ -323,7 +323,15 @@ impl Cache {
 
     /// Bytes of metadata: line table, index, dirty list, replacement and promotion structures.
     pub fn metadata_bytes(&self) -> usize {
-        self.table.memory_bytes()
+        self.metadata_bytes_holding(LineKey(0))
+    }
+
+    /// [`metadata_bytes`](Self::metadata_bytes) once a line of `key`'s volume and index
+    /// (the largest of each an executor placed) is held too: the line entries' width depends
+    /// on the keys held (docs/design.md §13). The simulator's batched path, which models
+    /// this cache without its table, reports this.
+    pub fn metadata_bytes_holding(&self, key: LineKey) -> usize {
+        self.table.memory_bytes_holding(key)
             + self
                 .parts
                 .iter()

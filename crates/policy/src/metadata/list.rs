@@ -1,14 +1,18 @@
-//! Intrusive doubly linked list over slot numbers (two `u32` links per slot, no allocation).
+//! Intrusive doubly linked list over slot numbers: two links per slot, packed at the width
+//! the table's slots need (`tiercache_eviction::packed`, docs/design.md §13), no allocation.
 
+use tiercache_eviction::packed::{PackedLinks, NO_LINK};
 use tiercache_eviction::Slot;
 
-const NIL: u32 = u32::MAX;
+const NIL: u32 = NO_LINK;
+/// Link 0 of a slot: towards the front (older); link 1: towards the back.
+const PREV: usize = 0;
+const NEXT: usize = 1;
 
 /// A list of slots in insertion order, with O(1) unlink.
 #[derive(Debug, Clone)]
 pub struct SlotList {
-    prev: Vec<u32>,
-    next: Vec<u32>,
+    links: PackedLinks,
     head: u32,
     tail: u32,
 }
@@ -17,8 +21,7 @@ impl SlotList {
     /// Empty list able to hold slots `0..slots`.
     pub fn new(slots: usize) -> Self {
         Self {
-            prev: vec![NIL; slots],
-            next: vec![NIL; slots],
+            links: PackedLinks::new(slots, slots),
             head: NIL,
             tail: NIL,
         }
@@ -26,35 +29,31 @@ impl SlotList {
 
     /// Appends `slot` (which must not be linked).
     pub fn push_back(&mut self, slot: Slot) {
-        let s = slot as usize;
-        self.prev[s] = self.tail;
-        self.next[s] = NIL;
+        self.links.set_pair(slot, [self.tail, NIL]);
         if self.tail == NIL {
             self.head = slot;
         } else {
-            self.next[self.tail as usize] = slot;
+            self.links.set(self.tail, NEXT, slot);
         }
         self.tail = slot;
     }
 
     /// Unlinks `slot` (which must be linked).
     pub fn unlink(&mut self, slot: Slot) {
-        let s = slot as usize;
-        let (p, n) = (self.prev[s], self.next[s]);
+        let [p, n] = self.links.pair(slot);
         if p == NIL {
             debug_assert_eq!(self.head, slot);
             self.head = n;
         } else {
-            self.next[p as usize] = n;
+            self.links.set(p, NEXT, n);
         }
         if n == NIL {
             debug_assert_eq!(self.tail, slot);
             self.tail = p;
         } else {
-            self.prev[n as usize] = p;
+            self.links.set(n, PREV, p);
         }
-        self.prev[s] = NIL;
-        self.next[s] = NIL;
+        self.links.set_pair(slot, [NIL, NIL]);
     }
 
     /// Slots from the front (oldest) to the back.
@@ -65,7 +64,7 @@ impl SlotList {
                 None
             } else {
                 let s = cur;
-                cur = self.next[s as usize];
+                cur = self.links.get(s, NEXT);
                 Some(s)
             }
         })
@@ -73,6 +72,6 @@ impl SlotList {
 
     /// Heap bytes.
     pub fn memory_bytes(&self) -> usize {
-        (self.prev.capacity() + self.next.capacity()) * 4
+        self.links.memory_bytes()
     }
 }

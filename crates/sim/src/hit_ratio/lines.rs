@@ -190,8 +190,11 @@ pub(super) fn run_batched<E: Eviction>(
     mut sim: LineSim<E>,
     source: &mut dyn RequestBatches,
     run: &RunLimits,
-    metadata_bytes: u64,
+    metadata_bytes: &dyn Fn(LineKey) -> u64,
 ) -> Result<BatchedOutcome, SimError> {
+    // The largest volume and line index placed: the core's line entries are as wide as the
+    // keys they hold (docs/design.md §13), and its metadata bytes with them.
+    let (mut max_volume, mut max_index) = (0u64, 0u64);
     let mut batch: Vec<Request> = Vec::with_capacity(BATCH);
     let mut measured = 0u64;
     let mut window: Option<(CacheStats, u64)> = None;
@@ -232,7 +235,11 @@ pub(super) fn run_batched<E: Eviction>(
                 }
             }
             match sim.access(&req) {
-                Ok(()) => {}
+                Ok(()) => {
+                    max_volume = max_volume.max(u64::from(req.volume.0));
+                    let last = sim.geo.line_of(req.offset + req.len.max(1) - 1);
+                    max_index = max_index.max(last);
+                }
                 Err(Stop::Unsupported(reason)) => {
                     return Ok(BatchedOutcome::Unsupported { index, reason })
                 }
@@ -261,7 +268,7 @@ pub(super) fn run_batched<E: Eviction>(
         dirty_lines_end: 0,
         dirty_lines_max: 0,
         resident_lines_end: sim.resident(),
-        metadata_bytes,
+        metadata_bytes: metadata_bytes(LineKey(max_volume << 48 | max_index)),
         ..Default::default()
     };
     fill_policy_metrics(&mut m, &stats_diff(&start, &sim.stats));
