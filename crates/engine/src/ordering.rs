@@ -104,6 +104,9 @@ impl Completion for Done {
 struct LocationState<D> {
     writer: Option<Arc<D>>,
     readers: Vec<Arc<D>>,
+    /// What the writers in flight leave here, as the last of them to tag it said (see
+    /// [`OrderingTable::register_tagged`]); forgotten when the last writer ends.
+    tag: Option<Location>,
 }
 
 impl<D> Default for LocationState<D> {
@@ -111,6 +114,7 @@ impl<D> Default for LocationState<D> {
         Self {
             writer: None,
             readers: Vec::new(),
+            tag: None,
         }
     }
 }
@@ -185,7 +189,20 @@ impl<D: Completion> OrderingTable<D> {
     }
 
     /// Registers a plan reading `reads` and writing `writes` (duplicates allowed).
-    pub fn register(&mut self, mut reads: Vec<Location>, mut writes: Vec<Location>) -> Ticket<D> {
+    pub fn register(&mut self, reads: Vec<Location>, writes: Vec<Location>) -> Ticket<D> {
+        self.register_tagged(reads, writes, &[])
+    }
+
+    /// As [`register`](Self::register), and tags some of the written locations with what the
+    /// plan leaves there (the engine: a cache slot with the line its record names), until the
+    /// location's last writer in flight ends ([`tag`](Self::tag)). A written location the plan
+    /// does not tag keeps the tag of the writers before it. A tag must name a location written.
+    pub fn register_tagged(
+        &mut self,
+        mut reads: Vec<Location>,
+        mut writes: Vec<Location>,
+        tags: &[(Location, Location)],
+    ) -> Ticket<D> {
         writes.sort_unstable();
         writes.dedup();
         reads.sort_unstable();
@@ -206,6 +223,14 @@ impl<D: Completion> OrderingTable<D> {
                 waits.push(prev);
             }
             waits.append(&mut st.readers);
+        }
+        for &(at, tag) in tags {
+            // Written above, so held until this plan ends.
+            let st = self
+                .locations
+                .get_mut(&at)
+                .expect("a tagged location the plan does not write");
+            st.tag = Some(tag);
         }
         waits.sort_unstable_by_key(|d| Arc::as_ptr(d) as usize);
         waits.dedup_by(|a, b| Arc::ptr_eq(a, b));
@@ -264,7 +289,10 @@ impl<D: Completion> OrderingTable<D> {
                 .as_ref()
                 .is_some_and(|d| Arc::ptr_eq(d, &ticket.done))
             {
+                // The last writer in flight ended (it waited for every earlier one): what
+                // they left is no longer in flight.
                 st.writer = None;
+                st.tag = None;
             }
             if st.writer.is_none() && st.readers.is_empty() {
                 self.locations.remove(w);
@@ -281,6 +309,12 @@ impl<D: Completion> OrderingTable<D> {
         self.locations
             .get(&loc)
             .is_some_and(|st| st.writer.is_some() || (writing && !st.readers.is_empty()))
+    }
+
+    /// The tag of `loc`'s writers in flight (see [`register_tagged`](Self::register_tagged)):
+    /// `None` when no writer in flight tagged it.
+    pub fn tag(&self, loc: Location) -> Option<Location> {
+        self.locations.get(&loc).and_then(|st| st.tag)
     }
 
     /// Locations with plans in flight.

@@ -63,8 +63,8 @@ impl<C: EngineCore> Inner<C> {
                     .filter(|u| job.slots().contains(&u.slot))
                     .copied()
                     .collect();
-                let (r, w) = locations(&self.geo, &job.plan, &mine);
-                let t = core.order.register(r, w);
+                let base = self.shards[k].base;
+                let t = self.register_plan(base, &mut core.order, &job.plan, &mine);
                 Job {
                     shard: k,
                     job,

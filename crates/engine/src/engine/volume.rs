@@ -532,8 +532,8 @@ impl<C: EngineCore> Inner<C> {
                     .filter(|u| job.slots().contains(&u.slot))
                     .copied()
                     .collect();
-                let (r, w) = locations(&self.geo, &job.plan, &mine);
-                let ticket = core.order.register(r, w);
+                let base = self.shards[k].base;
+                let ticket = self.register_plan(base, &mut core.order, &job.plan, &mine);
                 Job {
                     shard: k,
                     job,
@@ -543,8 +543,9 @@ impl<C: EngineCore> Inner<C> {
             })
             .collect();
         let ticket = (!dropped.is_empty()).then(|| {
-            let (r, w) = locations(&self.geo, &Plan::new(), &dropped);
-            core.order.register(r, w)
+            // Their lines' backend ranges too: a request putting one of them in another slot
+            // waits for these records (docs/design.md §11, "A line in one slot").
+            self.register_plan(self.shards[k].base, &mut core.order, &Plan::new(), &dropped)
         });
         (
             work,
