@@ -8,6 +8,12 @@
 //! the result equals serial execution; waits point only to earlier plans, so they cannot
 //! deadlock.
 //!
+//! The engine also orders the records plans write (docs/design.md §11, "A line in one
+//! slot"): a plan whose record takes a slot from a line writes that line's backend range, so
+//! a later plan putting the line in another slot writes its record after; a slot's tag
+//! ([`OrderingTable::register_tagged`]) says which line the plan in flight on it will leave
+//! there.
+//!
 //! A plan that fails ends failed, and the plans waiting for it (registered while it was in
 //! flight, on locations it touched) learn it and fail unrun, and so on down their own
 //! waiters: they were decided on what it was to leave. A plan registered after it ended was

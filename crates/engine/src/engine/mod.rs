@@ -164,6 +164,10 @@ struct Core<C = Cache> {
     /// next plan decided then: the forgetting of a failed plan decided before that must leave
     /// the slot's line alone. One entry a slot at most.
     reinstated: std::collections::HashMap<u32, u64>,
+    /// Records of slots a flush job's completion freed while plans were in flight on them
+    /// (a partition settling over its capacity drops a clean line), under their ticket:
+    /// written by [`Inner::write_frees`] once the work that ran the job is done.
+    frees: Vec<volume::ResizeRecords>,
 }
 
 /// One lock's share of the cache: a policy core over slots `base..base + capacity`, owning

@@ -334,8 +334,8 @@ impl Engine {
 
 /// Records a resize left to write (lines it dropped), under their ordering ticket.
 pub(super) struct ResizeRecords {
-    updates: Vec<MetaUpdate>,
-    ticket: Option<Ticket>,
+    pub(super) updates: Vec<MetaUpdate>,
+    pub(super) ticket: Option<Ticket>,
 }
 
 impl<C: EngineCore> Inner<C> {
@@ -377,6 +377,7 @@ impl<C: EngineCore> Inner<C> {
                 result = result.and(inner.run_job(w));
             }
             result = result.and(inner.write_records(k, records));
+            result = result.and(inner.write_frees(k));
             if result.is_err() {
                 break;
             }
@@ -451,6 +452,7 @@ impl<C: EngineCore> Inner<C> {
                 result = result.and(self.run_job(w));
             }
             result = result.and(self.write_records(k, records));
+            result = result.and(self.write_frees(k));
         }
         if decided {
             result = result.and(self.journal_partitions());
@@ -554,6 +556,18 @@ impl<C: EngineCore> Inner<C> {
                 ticket,
             },
         )
+    }
+
+    /// Writes the records of slots flush jobs of shard `k` freed (see `Core::frees`) once
+    /// plans on their slots are done. Called by a thread once every job it registered on the
+    /// shard ran: the plans those records wait for then wait on no job of its own.
+    pub(super) fn write_frees(&self, k: usize) -> io::Result<()> {
+        let frees = std::mem::take(&mut self.core(&self.shards[k]).frees);
+        let mut out = Ok(());
+        for r in frees {
+            out = out.and(self.write_records(k, r));
+        }
+        out
     }
 
     /// Writes a resize's records of dropped lines once plans on their slots are done.
