@@ -364,6 +364,32 @@ mod tests {
     }
 
     #[test]
+    fn a_tag_lasts_while_its_location_has_writers_in_flight() {
+        let mut t: OrderingTable = OrderingTable::default();
+        let mut a = t.register_tagged(vec![], vec![1, 7], &[(1, 70)]);
+        assert_eq!((t.tag(1), t.tag(7)), (Some(70), None));
+        // A later writer that tags nothing keeps the tag; one that tags replaces it.
+        let mut b = t.register(vec![], vec![1]);
+        assert_eq!(t.tag(1), Some(70));
+        let mut c = t.register_tagged(vec![], vec![1], &[(1, 71)]);
+        assert_eq!(t.tag(1), Some(71));
+        assert_eq!(a.wait_turn(), 0);
+        t.complete(a);
+        assert_eq!(t.tag(1), Some(71), "later writers are still in flight");
+        b.wait_turn();
+        t.complete(b);
+        c.wait_turn();
+        t.complete(c);
+        assert_eq!(t.tag(1), None, "no writer in flight: nothing tagged");
+        // Readers alone hold no tag.
+        let mut r = t.register(vec![1], vec![]);
+        assert_eq!(t.tag(1), None);
+        r.wait_turn();
+        t.complete(r);
+        assert!(t.is_empty());
+    }
+
+    #[test]
     fn a_failure_reaches_the_plans_that_waited_for_it_and_no_others() {
         let mut t: OrderingTable = OrderingTable::default();
         let fill = t.register(vec![], vec![1]);
