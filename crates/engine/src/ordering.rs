@@ -8,6 +8,12 @@
 //! the result equals serial execution; waits point only to earlier plans, so they cannot
 //! deadlock.
 //!
+//! The engine also orders the records plans write (docs/design.md §11, "A line in one
+//! slot"): a plan whose record takes a slot from a line writes that line's backend range, so
+//! a later plan putting the line in another slot writes its record after; a slot's tag
+//! ([`OrderingTable::register_tagged`]) says which line the plan in flight on it will leave
+//! there.
+//!
 //! A plan that fails ends failed, and the plans waiting for it (registered while it was in
 //! flight, on locations it touched) learn it and fail unrun, and so on down their own
 //! waiters: they were decided on what it was to leave. A plan registered after it ended was
@@ -104,6 +110,9 @@ impl Completion for Done {
 struct LocationState<D> {
     writer: Option<Arc<D>>,
     readers: Vec<Arc<D>>,
+    /// What the writers in flight leave here, as the last of them to tag it said (see
+    /// [`OrderingTable::register_tagged`]); forgotten when the last writer ends.
+    tag: Option<Location>,
 }
 
 impl<D> Default for LocationState<D> {
@@ -111,6 +120,7 @@ impl<D> Default for LocationState<D> {
         Self {
             writer: None,
             readers: Vec::new(),
+            tag: None,
         }
     }
 }
@@ -185,7 +195,20 @@ impl<D: Completion> OrderingTable<D> {
     }
 
     /// Registers a plan reading `reads` and writing `writes` (duplicates allowed).
-    pub fn register(&mut self, mut reads: Vec<Location>, mut writes: Vec<Location>) -> Ticket<D> {
+    pub fn register(&mut self, reads: Vec<Location>, writes: Vec<Location>) -> Ticket<D> {
+        self.register_tagged(reads, writes, &[])
+    }
+
+    /// As [`register`](Self::register), and tags some of the written locations with what the
+    /// plan leaves there (the engine: a cache slot with the line its record names), until the
+    /// location's last writer in flight ends ([`tag`](Self::tag)). A written location the plan
+    /// does not tag keeps the tag of the writers before it. A tag must name a location written.
+    pub fn register_tagged(
+        &mut self,
+        mut reads: Vec<Location>,
+        mut writes: Vec<Location>,
+        tags: &[(Location, Location)],
+    ) -> Ticket<D> {
         writes.sort_unstable();
         writes.dedup();
         reads.sort_unstable();
@@ -206,6 +229,14 @@ impl<D: Completion> OrderingTable<D> {
                 waits.push(prev);
             }
             waits.append(&mut st.readers);
+        }
+        for &(at, tag) in tags {
+            // Written above, so held until this plan ends.
+            let st = self
+                .locations
+                .get_mut(&at)
+                .expect("a tagged location the plan does not write");
+            st.tag = Some(tag);
         }
         waits.sort_unstable_by_key(|d| Arc::as_ptr(d) as usize);
         waits.dedup_by(|a, b| Arc::ptr_eq(a, b));
@@ -264,7 +295,10 @@ impl<D: Completion> OrderingTable<D> {
                 .as_ref()
                 .is_some_and(|d| Arc::ptr_eq(d, &ticket.done))
             {
+                // The last writer in flight ended (it waited for every earlier one): what
+                // they left is no longer in flight.
                 st.writer = None;
+                st.tag = None;
             }
             if st.writer.is_none() && st.readers.is_empty() {
                 self.locations.remove(w);
@@ -281,6 +315,12 @@ impl<D: Completion> OrderingTable<D> {
         self.locations
             .get(&loc)
             .is_some_and(|st| st.writer.is_some() || (writing && !st.readers.is_empty()))
+    }
+
+    /// The tag of `loc`'s writers in flight (see [`register_tagged`](Self::register_tagged)):
+    /// `None` when no writer in flight tagged it.
+    pub fn tag(&self, loc: Location) -> Option<Location> {
+        self.locations.get(&loc).and_then(|st| st.tag)
     }
 
     /// Locations with plans in flight.
@@ -320,6 +360,32 @@ mod tests {
         t.complete(c);
         assert_eq!(d.wait_turn(), 1);
         t.complete(d);
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn a_tag_lasts_while_its_location_has_writers_in_flight() {
+        let mut t: OrderingTable = OrderingTable::default();
+        let mut a = t.register_tagged(vec![], vec![1, 7], &[(1, 70)]);
+        assert_eq!((t.tag(1), t.tag(7)), (Some(70), None));
+        // A later writer that tags nothing keeps the tag; one that tags replaces it.
+        let mut b = t.register(vec![], vec![1]);
+        assert_eq!(t.tag(1), Some(70));
+        let mut c = t.register_tagged(vec![], vec![1], &[(1, 71)]);
+        assert_eq!(t.tag(1), Some(71));
+        assert_eq!(a.wait_turn(), 0);
+        t.complete(a);
+        assert_eq!(t.tag(1), Some(71), "later writers are still in flight");
+        b.wait_turn();
+        t.complete(b);
+        c.wait_turn();
+        t.complete(c);
+        assert_eq!(t.tag(1), None, "no writer in flight: nothing tagged");
+        // Readers alone hold no tag.
+        let mut r = t.register(vec![1], vec![]);
+        assert_eq!(t.tag(1), None);
+        r.wait_turn();
+        t.complete(r);
         assert!(t.is_empty());
     }
 

@@ -221,8 +221,8 @@ impl<C: EngineCore> Inner<C> {
         }
         let mut updates = Vec::new();
         core.cache.drain_meta_updates(&mut updates);
-        let (r, w) = locations(&self.geo, &plan, &updates);
-        let ticket = core.order.register(r, w);
+        let base = self.shards[k].base;
+        let ticket = self.register_plan(base, &mut core.order, &plan, &updates);
         Some(Ok((plan, updates, ticket, pieces)))
     }
 }

@@ -112,8 +112,7 @@ impl<C: EngineCore> Inner<C> {
                 }
                 !skip
             });
-            let (r, w) = locations(&self.geo, &plan, &updates);
-            let ticket = core.order.register(r, w);
+            let ticket = self.register_plan(shard.base, &mut core.order, &plan, &updates);
             (plan, updates, ticket)
         };
         if ticket.wait_turn() > 0 {

@@ -63,8 +63,8 @@ impl<C: EngineCore> Inner<C> {
                     .filter(|u| job.slots().contains(&u.slot))
                     .copied()
                     .collect();
-                let (r, w) = locations(&self.geo, &job.plan, &mine);
-                let t = core.order.register(r, w);
+                let base = self.shards[k].base;
+                let t = self.register_plan(base, &mut core.order, &job.plan, &mine);
                 Job {
                     shard: k,
                     job,
@@ -190,9 +190,18 @@ impl<C: EngineCore> Inner<C> {
                 ));
             }
         }
+        // Slots outside the job it freed while plans are in flight on them: their records wait
+        // for those plans, under a ticket of their own registered now, in decision order, so a
+        // plan putting the line in another slot waits for them too (docs/design.md §11, "A
+        // line in one slot"). Left unwritten, the record would name a line the core forgot.
+        let mut frees = Vec::new();
         for u in &ups {
             let slot = base + u.slot;
             let quiet = || !core.order.would_wait(cache_slot(u.slot), true);
+            if !job_slots.contains(&u.slot) && u.line.is_none() && !quiet() {
+                frees.push(*u);
+                continue;
+            }
             let write = if job_slots.contains(&u.slot) {
                 let held = updates
                     .iter()
@@ -211,6 +220,13 @@ impl<C: EngineCore> Inner<C> {
             if let Err(e) = self.table.write(&*self.cache_dev, base + slot, rec) {
                 result = result.and(Err(e));
             }
+        }
+        if !frees.is_empty() {
+            let ticket = self.register_plan(base, &mut core.order, &Plan::new(), &frees);
+            core.frees.push(super::volume::ResizeRecords {
+                updates: frees,
+                ticket: Some(ticket),
+            });
         }
         // Once the cache device fails ops, a failed job (the cache failed it, or a job before
         // it whose lines it waited for) passes its failure on: plans decided on its lines
@@ -264,6 +280,9 @@ impl<C: EngineCore> Inner<C> {
             let mut failed = false;
             for w in work {
                 failed |= self.run_job(w).is_err();
+            }
+            for k in 0..self.shards.len() {
+                failed |= self.write_frees(k).is_err();
             }
             if failed {
                 backoff = (backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
@@ -326,6 +345,9 @@ impl<C: EngineCore> Inner<C> {
             let mut result = Ok(());
             for w in work {
                 result = result.and(self.run_job(w));
+            }
+            for k in 0..self.shards.len() {
+                result = result.and(self.write_frees(k));
             }
             result?;
         }

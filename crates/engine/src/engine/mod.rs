@@ -165,6 +165,10 @@ struct Core<C = Cache> {
     /// next plan decided then: the forgetting of a failed plan decided before that must leave
     /// the slot's line alone. One entry a slot at most.
     reinstated: std::collections::HashMap<u32, u64>,
+    /// Records of slots a flush job's completion freed while plans were in flight on them
+    /// (a partition settling over its capacity drops a clean line), under their ticket:
+    /// written by [`Inner::write_frees`] once the work that ran the job is done.
+    frees: Vec<volume::ResizeRecords>,
 }
 
 /// One lock's share of the cache: a policy core over slots `base..base + capacity`, owning
@@ -584,6 +588,45 @@ fn locations(
             .map(|(v, i)| backend_line(LineKey::new(v, i))),
     );
     (reads, writes)
+}
+
+impl<C: EngineCore> Inner<C> {
+    /// Registers in `order` (the ordering table of the shard whose slots start at `base`) a
+    /// plan and the records it writes: [`locations`], and for each record that takes a slot
+    /// from a line (frees it, or gives it another line) that line's backend range, written.
+    /// A later plan putting the line in another slot is then ordered after this one, so its
+    /// record naming the line lands after the record taking it from this slot: a crash never
+    /// finds the line in two slots (docs/design.md §11, "A line in one slot"). The line a slot
+    /// held is what its newest record written names, or what the record of a plan still in
+    /// flight on the slot will (the slot's tag); both when they differ.
+    fn register_plan(
+        &self,
+        base: u32,
+        order: &mut OrderingTable,
+        plan: &Plan,
+        updates: &[MetaUpdate],
+    ) -> Ticket {
+        let (reads, mut writes) = locations(&self.geo, plan, updates);
+        let line_of = |(v, i): (VolumeId, u64)| backend_line(LineKey::new(v, i));
+        let mut tags = Vec::new();
+        for u in updates {
+            let slot = cache_slot(u.slot);
+            let now = u.line.map(line_of);
+            let written = self
+                .table
+                .persisted_line(base + u.slot)
+                .map(|(v, i)| line_of((VolumeId(v), i)));
+            for before in [written, order.tag(slot)].into_iter().flatten() {
+                if Some(before) != now {
+                    writes.push(before);
+                }
+            }
+            if let Some(now) = now {
+                tags.push((slot, now));
+            }
+        }
+        order.register_tagged(reads, writes, &tags)
+    }
 }
 
 /// The part of `client`'s data for `len` bytes at `off` (inside the client's range).

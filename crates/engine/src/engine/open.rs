@@ -548,6 +548,7 @@ impl Engine {
                     updates: Vec::new(),
                     unrecorded: Vec::new(),
                     reinstated: Default::default(),
+                    frees: Vec::new(),
                 }),
                 base: shard_layout.base(k),
             })

@@ -343,8 +343,7 @@ impl<C: EngineCore> Inner<C> {
             let mut updates = std::mem::take(&mut core.updates);
             updates.clear();
             core.cache.drain_meta_updates(&mut updates);
-            let (r, w) = locations(&self.geo, &plan, &updates);
-            let ticket = core.order.register(r, w);
+            let ticket = self.register_plan(shard.base, &mut core.order, &plan, &updates);
             (plan, updates, ticket, valid_before)
         };
         if ticket.wait_turn() > 0 {

@@ -334,8 +334,8 @@ impl Engine {
 
 /// Records a resize left to write (lines it dropped), under their ordering ticket.
 pub(super) struct ResizeRecords {
-    updates: Vec<MetaUpdate>,
-    ticket: Option<Ticket>,
+    pub(super) updates: Vec<MetaUpdate>,
+    pub(super) ticket: Option<Ticket>,
 }
 
 impl<C: EngineCore> Inner<C> {
@@ -377,6 +377,7 @@ impl<C: EngineCore> Inner<C> {
                 result = result.and(inner.run_job(w));
             }
             result = result.and(inner.write_records(k, records));
+            result = result.and(inner.write_frees(k));
             if result.is_err() {
                 break;
             }
@@ -451,6 +452,7 @@ impl<C: EngineCore> Inner<C> {
                 result = result.and(self.run_job(w));
             }
             result = result.and(self.write_records(k, records));
+            result = result.and(self.write_frees(k));
         }
         if decided {
             result = result.and(self.journal_partitions());
@@ -532,8 +534,8 @@ impl<C: EngineCore> Inner<C> {
                     .filter(|u| job.slots().contains(&u.slot))
                     .copied()
                     .collect();
-                let (r, w) = locations(&self.geo, &job.plan, &mine);
-                let ticket = core.order.register(r, w);
+                let base = self.shards[k].base;
+                let ticket = self.register_plan(base, &mut core.order, &job.plan, &mine);
                 Job {
                     shard: k,
                     job,
@@ -543,8 +545,9 @@ impl<C: EngineCore> Inner<C> {
             })
             .collect();
         let ticket = (!dropped.is_empty()).then(|| {
-            let (r, w) = locations(&self.geo, &Plan::new(), &dropped);
-            core.order.register(r, w)
+            // Their lines' backend ranges too: a request putting one of them in another slot
+            // waits for these records (docs/design.md §11, "A line in one slot").
+            self.register_plan(self.shards[k].base, &mut core.order, &Plan::new(), &dropped)
         });
         (
             work,
@@ -553,6 +556,18 @@ impl<C: EngineCore> Inner<C> {
                 ticket,
             },
         )
+    }
+
+    /// Writes the records of slots flush jobs of shard `k` freed (see `Core::frees`) once
+    /// plans on their slots are done. Called by a thread once every job it registered on the
+    /// shard ran: the plans those records wait for then wait on no job of its own.
+    pub(super) fn write_frees(&self, k: usize) -> io::Result<()> {
+        let frees = std::mem::take(&mut self.core(&self.shards[k]).frees);
+        let mut out = Ok(());
+        for r in frees {
+            out = out.and(self.write_records(k, r));
+        }
+        out
     }
 
     /// Writes a resize's records of dropped lines once plans on their slots are done.
