@@ -243,24 +243,27 @@ impl QueuedDisk {
                 self.cache_read_hits += 1;
                 done.push((tag, ack));
             }
-            _ => {
-                let cmd = Cmd {
-                    kind,
-                    offset,
-                    len,
-                    tag,
-                    arrived: now,
-                    epoch: self.next_seq,
-                };
-                if self.queue.len() < self.p.queue_depth as usize {
-                    self.queue.push(cmd);
-                } else {
-                    self.host.push_back(cmd);
-                }
-            }
+            _ => self.enqueue(now, kind, offset, len, tag),
         }
         if self.busy_until <= now {
             self.dispatch(now, done);
+        }
+    }
+
+    /// Queues a command at the drive (up to its queue depth) or, past it, at the host.
+    fn enqueue(&mut self, now: Nanos, kind: IoKind, offset: u64, len: u64, tag: u64) {
+        let cmd = Cmd {
+            kind,
+            offset,
+            len,
+            tag,
+            arrived: now,
+            epoch: self.next_seq,
+        };
+        if self.queue.len() < self.p.queue_depth as usize {
+            self.queue.push(cmd);
+        } else {
+            self.host.push_back(cmd);
         }
     }
 
@@ -288,19 +291,7 @@ impl QueuedDisk {
             self.volatile.remove(&o);
             self.forget_run(o);
         }
-        let cmd = Cmd {
-            kind: IoKind::Write,
-            offset,
-            len,
-            tag,
-            arrived: now,
-            epoch: self.next_seq,
-        };
-        if self.queue.len() < self.p.queue_depth as usize {
-            self.queue.push(cmd);
-        } else {
-            self.host.push_back(cmd);
-        }
+        self.enqueue(now, IoKind::Write, offset, len, tag);
         if self.busy_until <= now {
             self.dispatch(now, done);
         }

@@ -150,16 +150,7 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
             let d = dev_index(&lv.vol_dev, op);
             let seen = flushes.iter().any(|f| dev_index(&lv.vol_dev, f) == d);
             if !seen && lv.devs[d].has_volatile_cache() {
-                flushes.push(DevOp {
-                    kind: IoKind::Flush,
-                    offset: 0,
-                    vaddr: 0,
-                    len: 0,
-                    stage,
-                    critical: false,
-                    cause: OpCause::Flush,
-                    ..*op
-                });
+                flushes.push(barrier_op(op, stage));
             }
         }
         if flushes.is_empty() {
