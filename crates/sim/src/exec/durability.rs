@@ -22,6 +22,20 @@ pub(super) struct WriteBack {
     len: u64,
 }
 
+impl WriteBack {
+    /// The write-back `op` (a backend write) makes at `level`, whose volumes map to devices
+    /// by `vol_dev`.
+    fn of(level: u16, vol_dev: &[u16], op: &DevOp) -> Self {
+        WriteBack {
+            level,
+            dev: dev_index(vol_dev, op) as u16,
+            volume: op.volume,
+            offset: op.offset,
+            len: op.len,
+        }
+    }
+}
+
 /// What a power cut (`run.power_cut_ns`) took (the record's `metrics.power_cut`).
 pub type PowerCutReport = tiercache_metrics::PowerCutMetrics;
 
@@ -118,13 +132,8 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
         };
         let lv = &self.levels[t.level as usize];
         for op in ops[range].iter().filter(|o| is_eviction_write(o)) {
-            self.write_backs.push(WriteBack {
-                level: t.level,
-                dev: dev_index(&lv.vol_dev, op) as u16,
-                volume: op.volume,
-                offset: op.offset,
-                len: op.len,
-            });
+            self.write_backs
+                .push(WriteBack::of(t.level, &lv.vol_dev, op));
         }
     }
 
@@ -176,13 +185,8 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
         let lv = &self.levels[t.level as usize];
         for op in &t.plan.ops {
             if op.device == Device::Backend && op.kind == IoKind::Write {
-                self.write_backs.push(WriteBack {
-                    level: t.level,
-                    dev: dev_index(&lv.vol_dev, op) as u16,
-                    volume: op.volume,
-                    offset: op.offset,
-                    len: op.len,
-                });
+                self.write_backs
+                    .push(WriteBack::of(t.level, &lv.vol_dev, op));
             }
         }
     }
