@@ -15,6 +15,7 @@ mod data;
 mod html;
 mod opt;
 mod place;
+mod plots;
 mod tenancy;
 /// The SVG charts, from their own crate (the workload analysis draws with them too).
 pub mod svg {

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use tiercache_core::{IoKind, VolumeId};
 
-use super::requests::dev_index;
+use super::levels::dev_index;
 use super::*;
 use crate::config::WriteBackBarrier;
 

@@ -123,3 +123,65 @@ impl Task {
         }
     }
 }
+
+/// The tag of op `op` of task `task` at a queueing disk.
+#[inline]
+pub(super) fn task_op_tag(task: u32, op: u32) -> u64 {
+    (u64::from(task) << 32) | u64::from(op)
+}
+
+/// Schedules what a queueing disk (device `dev` of level `level`) handed back: the
+/// completions in `done` (emptied) as the ops' phase events, and the wake it asked for.
+/// Returns whether a time reached the end of time.
+pub(super) fn deliver(
+    events: &mut EventQueue,
+    done: &mut Vec<(u64, Nanos)>,
+    wake: Option<Nanos>,
+    level: u16,
+    dev: usize,
+) -> bool {
+    let mut overflow = false;
+    for (tag, end) in done.drain(..) {
+        if end == Nanos::MAX {
+            overflow = true;
+            continue;
+        }
+        let what = What::Phase {
+            task: (tag >> 32) as u32,
+            op: tag as u32,
+            phase: 0,
+        };
+        events.push(end, what);
+    }
+    if let Some(at) = wake {
+        if at == Nanos::MAX {
+            return true;
+        }
+        let what = What::Wake {
+            level,
+            dev: dev as u16,
+        };
+        events.push(at, what);
+    }
+    overflow
+}
+
+impl<const MULTI: bool> Sim<'_, MULTI> {
+    /// A queueing disk's wake: its head is free and takes the next command or destage.
+    #[inline(never)]
+    pub(super) fn wake_device(&mut self, level: u16, dev: u16) {
+        let now = self.now;
+        let d = &mut self.levels[level as usize].devs[dev as usize];
+        d.wake(now, &mut self.device_done);
+        let wake = d.wake_request();
+        if deliver(
+            &mut self.events,
+            &mut self.device_done,
+            wake,
+            level,
+            dev as usize,
+        ) {
+            self.time_overflow();
+        }
+    }
+}

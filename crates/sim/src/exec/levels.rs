@@ -348,3 +348,30 @@ impl<'a, const MULTI: bool> Sim<'a, MULTI> {
         }
     }
 }
+
+impl Level<'_> {
+    /// Books `bytes` on this level's link from `now` (no link: no cost): when they are across.
+    /// Its bytes are counted when `counting`.
+    pub(super) fn cross(&mut self, now: Nanos, bytes: u64, down: bool, counting: bool) -> Nanos {
+        let Some(link) = self.link.as_mut() else {
+            return now;
+        };
+        if counting {
+            if down {
+                self.c.link_bytes_down += bytes;
+            } else {
+                self.c.link_bytes_up += bytes;
+            }
+        }
+        link.run_op(now, tiercache_core::IoKind::Write, 0, bytes)
+    }
+}
+
+/// The model index of the device `op` addresses (volumes past `vol_dev`'s end use device 1).
+#[inline]
+pub(super) fn dev_index(vol_dev: &[u16], op: &DevOp) -> usize {
+    match op.device {
+        Device::Cache => 0,
+        Device::Backend => vol_dev.get(op.volume.0 as usize).map_or(1, |&d| d as usize),
+    }
+}

@@ -2,6 +2,8 @@
 //! stages issued to the devices, acknowledged when its critical ops are done.
 
 use super::durability::flush_after_evictions;
+use super::events::{deliver, task_op_tag};
+use super::levels::dev_index;
 use super::*;
 use crate::config::WriteBackBarrier;
 
@@ -698,24 +700,6 @@ impl<const MULTI: bool> Sim<'_, MULTI> {
     }
 }
 
-impl Level<'_> {
-    /// Books `bytes` on this level's link from `now` (no link: no cost): when they are across.
-    /// Its bytes are counted when `counting`.
-    pub(super) fn cross(&mut self, now: Nanos, bytes: u64, down: bool, counting: bool) -> Nanos {
-        let Some(link) = self.link.as_mut() else {
-            return now;
-        };
-        if counting {
-            if down {
-                self.c.link_bytes_down += bytes;
-            } else {
-                self.c.link_bytes_up += bytes;
-            }
-        }
-        link.run_op(now, tiercache_core::IoKind::Write, 0, bytes)
-    }
-}
-
 /// Bytes a request carries down (a write's data) and up (a read's data).
 fn payload(req: &Request) -> (u64, u64) {
     match req.op {
@@ -734,76 +718,5 @@ fn make_demotes_critical(plan: &mut tiercache_core::Plan) {
         if op.cause == OpCause::Demote {
             op.critical = true;
         }
-    }
-}
-
-/// The tag of op `op` of task `task` at a queueing disk.
-#[inline]
-fn task_op_tag(task: u32, op: u32) -> u64 {
-    (u64::from(task) << 32) | u64::from(op)
-}
-
-/// Schedules what a queueing disk (device `dev` of level `level`) handed back: the
-/// completions in `done` (emptied) as the ops' phase events, and the wake it asked for.
-/// Returns whether a time reached the end of time.
-fn deliver(
-    events: &mut EventQueue,
-    done: &mut Vec<(u64, Nanos)>,
-    wake: Option<Nanos>,
-    level: u16,
-    dev: usize,
-) -> bool {
-    let mut overflow = false;
-    for (tag, end) in done.drain(..) {
-        if end == Nanos::MAX {
-            overflow = true;
-            continue;
-        }
-        let what = What::Phase {
-            task: (tag >> 32) as u32,
-            op: tag as u32,
-            phase: 0,
-        };
-        events.push(end, what);
-    }
-    if let Some(at) = wake {
-        if at == Nanos::MAX {
-            return true;
-        }
-        let what = What::Wake {
-            level,
-            dev: dev as u16,
-        };
-        events.push(at, what);
-    }
-    overflow
-}
-
-impl<const MULTI: bool> Sim<'_, MULTI> {
-    /// A queueing disk's wake: its head is free and takes the next command or destage.
-    #[inline(never)]
-    pub(super) fn wake_device(&mut self, level: u16, dev: u16) {
-        let now = self.now;
-        let d = &mut self.levels[level as usize].devs[dev as usize];
-        d.wake(now, &mut self.device_done);
-        let wake = d.wake_request();
-        if deliver(
-            &mut self.events,
-            &mut self.device_done,
-            wake,
-            level,
-            dev as usize,
-        ) {
-            self.time_overflow();
-        }
-    }
-}
-
-/// The model index of the device `op` addresses (volumes past `vol_dev`'s end use device 1).
-#[inline]
-pub(super) fn dev_index(vol_dev: &[u16], op: &DevOp) -> usize {
-    match op.device {
-        Device::Cache => 0,
-        Device::Backend => vol_dev.get(op.volume.0 as usize).map_or(1, |&d| d as usize),
     }
 }
