@@ -115,6 +115,19 @@ fn hit_ratio_trace_points_carry_their_gap_to_opt() {
                 "cost {cost} below bound {bound}"
             );
             assert_eq!(wb["read_cost"], 1.0);
+            // The bound is the largest of the three, and on this trace at 16 lines the flow
+            // (reads and dirty data competing for the same lines) is above the sum of minima.
+            let minima = wb["sum_of_minima"].as_f64().unwrap();
+            let flow = wb["joint_flow"]
+                .as_f64()
+                .expect("the flow within its limits");
+            let aggregated = wb["joint_aggregated"].as_f64().unwrap();
+            assert_eq!(bound, minima.max(flow).max(aggregated));
+            assert!(
+                flow > minima,
+                "flow {flow} not above the sum of minima {minima}"
+            );
+            assert_eq!(wb["binds"], "joint-flow");
         }
     }
     // One OPT for the trace and size, whatever the design.
@@ -143,7 +156,7 @@ fn hit_ratio_trace_points_carry_their_gap_to_opt() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("Gap to OPT") && page.contains("misses over OPT"));
-    assert!(page.contains("cost over bound"));
+    assert!(page.contains("cost over bound") && page.contains("joint-flow"));
 }
 
 #[test]

@@ -8,6 +8,25 @@ use crate::data::Design;
 use crate::svg::{esc, fmt_num};
 use std::fmt::Write;
 
+/// The bound and, in small type, which of the bounds binds (`joint-flow`, ...).
+fn bound_cell(d: &Design<'_>) -> String {
+    let Some(bound) = d.stat("metrics.opt.writeback.bound").map(|s| s.mean) else {
+        return "—".into();
+    };
+    let binds = d
+        .first_ok()
+        .and_then(|r| crate::data::lookup(&r.record, "metrics.opt.writeback.binds"))
+        .and_then(|v| v.as_str());
+    match binds {
+        Some(b) => format!(
+            "{} <small class=\"muted\">{}</small>",
+            fmt_num(bound),
+            esc(b)
+        ),
+        None => fmt_num(bound),
+    }
+}
+
 /// The section for `designs` (`shown` renders a design's name), or a note that no run has
 /// an optimum.
 pub(crate) fn gap_section(designs: &[Design<'_>], shown: &dyn Fn(&str) -> String) -> String {
@@ -31,7 +50,7 @@ pub(crate) fn gap_section(designs: &[Design<'_>], shown: &dyn Fn(&str) -> String
             .unwrap_or((1.0, 1.0));
         let _ = write!(
             out,
-            " Write-back designs: backend cost (line reads × {} + line writes × {}) against the write-back lower bound.",
+             " Write-back designs: backend cost (line reads × {} + line writes × {}) against the write-back lower bound (the largest of the sum of minima, the joint flow and its aggregated form; the one that binds named).",
             fmt_num(r),
             fmt_num(w)
         );
@@ -70,7 +89,7 @@ pub(crate) fn gap_section(designs: &[Design<'_>], shown: &dyn Fn(&str) -> String
                         out,
                         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>",
                         fmt_num(cost),
-                        cell(num(d, "metrics.opt.writeback.bound")),
+                        bound_cell(d),
                         percent(num(d, "metrics.opt.writeback.excess")),
                     );
                 }
