@@ -430,7 +430,7 @@ impl Engine {
         let (caches, scanned) = if overlap {
             std::thread::scope(|s| {
                 let cores = s.spawn(make_cores);
-                let scanned = SlotTable::open(&*cache_dev, layout, false);
+                let scanned = SlotTable::open_parts(&*cache_dev, layout, false);
                 (
                     cores.join().expect("the thread making cores panicked"),
                     Some(scanned),
@@ -469,7 +469,7 @@ impl Engine {
         }
         let (table, mut found, mut recovery) = match scanned {
             Some(scanned) => scanned?,
-            None => SlotTable::open(&*cache_dev, layout, cfg.format)?,
+            None => SlotTable::open_parts(&*cache_dev, layout, cfg.format)?,
         };
         // The device's own record format (an older device keeps its wider records).
         let layout = table.layout();
@@ -496,7 +496,7 @@ impl Engine {
             // The last run served requests past the cache, whose records of dropped clean
             // copies may never have landed: keep only the dirty data (docs/design.md §11).
             let mut dropped = 0u64;
-            for (slot, rec) in found.iter_mut() {
+            for (slot, rec) in found.iter_mut().flatten() {
                 if rec.valid == rec.dirty {
                     continue;
                 }
@@ -511,9 +511,11 @@ impl Engine {
                 };
                 table.write(&*cache_dev, *slot, rec)?;
             }
-            let before = found.len() as u64;
-            found.retain(|(_, rec)| rec.line.is_some());
-            recovery.lines -= before - found.len() as u64;
+            let before = recovery_lines(&found);
+            for part in &mut found {
+                part.retain(|(_, rec)| rec.line.is_some());
+            }
+            recovery.lines -= before - recovery_lines(&found);
             table.sync(&*cache_dev)?;
             crate::pass_through_mark::clear(&*cache_dev)?;
             recovery.clean_dropped_after_pass_through = dropped;
@@ -553,7 +555,7 @@ impl Engine {
             &write_policies,
             &mut notes,
         )?;
-        let threads = crate::slot_table::recovery_threads(found.len());
+        let threads = crate::slot_table::recovery_threads(recovery_lines(&found) as usize);
         let backends = super::restore::Backends {
             extents: &extents,
             line_size: geo.line_size(),
@@ -748,4 +750,9 @@ fn preallocate_cache(
             })
         }
     }
+}
+
+/// Lines in the recovery threads' lists (`SlotTable::open_parts`).
+fn recovery_lines(found: &[Vec<(u32, SlotRecord)>]) -> u64 {
+    found.iter().map(|p| p.len() as u64).sum()
 }
