@@ -442,7 +442,14 @@ mod tests {
         let restored = |journal_first: bool| {
             let mut c = vec![Cache::new(&layout.shard_config(&cfg, 0)).unwrap()];
             c[0].set_journal(journal_first);
-            restore_shards(&mut c, &layout, &[found.clone()], ANY_BACKEND, 1).unwrap();
+            restore_shards(
+                &mut c,
+                &layout,
+                std::slice::from_ref(&found),
+                ANY_BACKEND,
+                1,
+            )
+            .unwrap();
             if journal_first {
                 c[0].drain_meta_updates(&mut Vec::new());
             } else {
