@@ -236,3 +236,76 @@ fn bad_remote_settings_are_named() {
         assert!(err.contains(field), "{err}");
     }
 }
+
+/// A configuration the policy cores refuse (made while the slot table is scanned, when the
+/// device has a superblock; docs/design.md §13): that error is the one reported, even when
+/// the scan fails too (the device was written with another line count), as when the cores
+/// were made first.
+#[test]
+fn a_core_refused_is_reported_before_the_scans_error() {
+    let (cache_dev, backend) = dirty_device(64);
+    let refused = |lines: u64| CacheConfig {
+        promotion: tiercache_policy::PromotionConfig::Nhit {
+            n: 0,
+            table_ratio: 1.0,
+            occupancy_threshold: 0.0,
+        },
+        ..cache_config(lines)
+    };
+    for lines in [64, 128] {
+        let e = Engine::with_devices(
+            &refused(lines),
+            &EngineConfig::default(),
+            Arc::new(MemDevice::from_bytes(cache_dev.snapshot())),
+            backend.clone(),
+        )
+        .err()
+        .expect("the cores refuse n = 0")
+        .to_string();
+        assert!(e.contains("promotion.n"), "{lines} lines: {e}");
+    }
+    // The scan's error alone, for the record: the line count is named.
+    let e = reopen(&cache_dev, &backend, 128, EngineConfig::default())
+        .err()
+        .expect("another line count");
+    assert!(e.contains("lines"), "{e}");
+}
+
+/// A blank device is formatted by the open, but only after the cores are made: a refused
+/// configuration leaves it blank.
+#[test]
+fn a_core_refused_leaves_a_blank_device_blank() {
+    let cache_dev = Arc::new(MemDevice::new(4 << 20));
+    let cfg = CacheConfig {
+        promotion: tiercache_policy::PromotionConfig::Nhit {
+            n: 0,
+            table_ratio: 1.0,
+            occupancy_threshold: 0.0,
+        },
+        ..cache_config(64)
+    };
+    let e = Engine::with_devices(
+        &cfg,
+        &EngineConfig::default(),
+        cache_dev.clone(),
+        Arc::new(MemDevice::new(VOLUME)),
+    )
+    .err()
+    .expect("the cores refuse n = 0")
+    .to_string();
+    assert!(e.contains("promotion.n"), "{e}");
+    assert!(
+        cache_dev.snapshot().iter().all(|&b| b == 0),
+        "nothing written"
+    );
+    // The default promotion opens it, formatting it.
+    let e = Engine::with_devices(
+        &cache_config(64),
+        &EngineConfig::default(),
+        cache_dev.clone(),
+        Arc::new(MemDevice::new(VOLUME)),
+    )
+    .unwrap();
+    e.shutdown().unwrap();
+    assert!(cache_dev.snapshot().iter().any(|&b| b != 0), "formatted");
+}

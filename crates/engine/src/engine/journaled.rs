@@ -6,7 +6,7 @@ use tiercache_policy::WritePolicy;
 
 /// Puts `journaled` (partitions of served volumes) and `write_policies` back on `caches`, the
 /// shards of `cache_cfg` laid out by `shard_layout`, with a note of each in `notes`. A partition
-/// first holds exactly the lines `found` for it in its shard (restoring fails on a full
+/// first holds exactly the lines `found` (the recovery threads' lists) for it in its shard (restoring fails on a full
 /// partition, and a crash may have come mid-resize): the journaled sizes are applied once
 /// the engine runs. A write policy configured for a volume (`tenancy.fixed`) replaces the
 /// journaled one.
@@ -14,7 +14,7 @@ pub(super) fn restore(
     caches: &mut [Cache],
     cache_cfg: &CacheConfig,
     shard_layout: &ShardLayout,
-    found: &[(u32, SlotRecord)],
+    found: &[Vec<(u32, SlotRecord)>],
     journaled: &[crate::partition_log::PartitionEntry],
     write_policies: &[(u32, WritePolicy)],
     notes: &mut Vec<String>,
@@ -72,6 +72,7 @@ pub(super) fn restore(
         }
         let found_here = found
             .iter()
+            .flatten()
             .filter(|(slot, rec)| {
                 shard_layout.shard_of_slot(*slot) == k
                     && rec.line.is_some_and(|(v, _)| v == e.volume)

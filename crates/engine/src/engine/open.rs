@@ -406,19 +406,43 @@ impl Engine {
         // The policy's shards (`cache.shards`), laid out as the simulator lays them out; the
         // engine puts a lock on each.
         let shard_layout = ShardLayout::new(cache_cfg)?;
-        // Journaling (the slots whose records need writing) starts once the recovered lines
-        // are restored: restoring changes no record.
-        let mut caches = super::restore::new_cores(
-            cache_cfg,
-            &shard_layout,
-            crate::slot_table::recovery_threads(shard_layout.total_lines() as usize),
-        )?;
-        // Shard 0 leads a partitioning tenancy mode, as the simulator's shards run it
-        // (docs/design.md §4.10, "On shards").
-        tiercache_policy::shards::link_tenancy(&mut caches, &shard_layout, cache_cfg);
         let base = shard_layout.total_lines();
         let n = shard_layout.shards();
         let layout = Layout::new(base, geo.line_size());
+        // Journaling (the slots whose records need writing) starts once the recovered lines
+        // are restored: restoring changes no record.
+        let make_cores = || {
+            super::restore::new_cores(
+                cache_cfg,
+                &shard_layout,
+                crate::slot_table::recovery_threads(base as usize),
+            )
+        };
+        // Making the cores (their arrays written page by page) overlaps the scan, which waits
+        // on the device (docs/design.md §13) — when the scan only reads: a device with a
+        // superblock, not asked to format. Otherwise (a blank device is formatted) the cores
+        // come first as before, so a core refused leaves the device untouched. Either way a
+        // core's error comes before the scan's.
+        let overlap = !cfg.format && {
+            let mut sb = [0u8; 64];
+            cache_dev.read_at(&mut sb, 0).is_ok() && sb.iter().any(|&b| b != 0)
+        };
+        let (caches, scanned) = if overlap {
+            std::thread::scope(|s| {
+                let cores = s.spawn(make_cores);
+                let scanned = SlotTable::open_parts(&*cache_dev, layout, false);
+                (
+                    cores.join().expect("the thread making cores panicked"),
+                    Some(scanned),
+                )
+            })
+        } else {
+            (make_cores(), None)
+        };
+        let mut caches = caches?;
+        // Shard 0 leads a partitioning tenancy mode, as the simulator's shards run it
+        // (docs/design.md §4.10, "On shards").
+        tiercache_policy::shards::link_tenancy(&mut caches, &shard_layout, cache_cfg);
         if cfg.format && !cfg.force_format {
             // Formatting must not silently drop dirty data: look first, under the layout the
             // device was written with when it differs from the configured one.
@@ -443,7 +467,10 @@ impl Engine {
                 }
             }
         }
-        let (table, mut found, mut recovery) = SlotTable::open(&*cache_dev, layout, cfg.format)?;
+        let (table, mut found, mut recovery) = match scanned {
+            Some(scanned) => scanned?,
+            None => SlotTable::open_parts(&*cache_dev, layout, cfg.format)?,
+        };
         // The device's own record format (an older device keeps its wider records).
         let layout = table.layout();
         let (mut partition_log, journaled) = PartitionLog::open(&*cache_dev)?;
@@ -469,7 +496,7 @@ impl Engine {
             // The last run served requests past the cache, whose records of dropped clean
             // copies may never have landed: keep only the dirty data (docs/design.md §11).
             let mut dropped = 0u64;
-            for (slot, rec) in found.iter_mut() {
+            for (slot, rec) in found.iter_mut().flatten() {
                 if rec.valid == rec.dirty {
                     continue;
                 }
@@ -484,9 +511,11 @@ impl Engine {
                 };
                 table.write(&*cache_dev, *slot, rec)?;
             }
-            let before = found.len() as u64;
-            found.retain(|(_, rec)| rec.line.is_some());
-            recovery.lines -= before - found.len() as u64;
+            let before = recovery_lines(&found);
+            for part in &mut found {
+                part.retain(|(_, rec)| rec.line.is_some());
+            }
+            recovery.lines -= before - recovery_lines(&found);
             table.sync(&*cache_dev)?;
             crate::pass_through_mark::clear(&*cache_dev)?;
             recovery.clean_dropped_after_pass_through = dropped;
@@ -526,7 +555,7 @@ impl Engine {
             &write_policies,
             &mut notes,
         )?;
-        let threads = crate::slot_table::recovery_threads(found.len());
+        let threads = crate::slot_table::recovery_threads(recovery_lines(&found) as usize);
         let backends = super::restore::Backends {
             extents: &extents,
             line_size: geo.line_size(),
@@ -721,4 +750,9 @@ fn preallocate_cache(
             })
         }
     }
+}
+
+/// Lines in the recovery threads' lists (`SlotTable::open_parts`).
+fn recovery_lines(found: &[Vec<(u32, SlotRecord)>]) -> u64 {
+    found.iter().map(|p| p.len() as u64).sum()
 }

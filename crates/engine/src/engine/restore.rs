@@ -50,7 +50,8 @@ pub(super) struct Backends<'a> {
     pub line_size: u64,
 }
 
-/// Checks every recovered line (`found`, ascending by slot) before anything uses it: it must
+/// Checks every recovered line (`found`: lists, their lines ascending by slot from one to
+/// the next) before anything uses it: it must
 /// lie inside its volume's backend and belong to its slot's shard. The first offending slot,
 /// in slot order, is the error, with its slot.
 ///
@@ -58,18 +59,19 @@ pub(super) struct Backends<'a> {
 /// runs of slots) rather than being searched for each line, and the volume's size is looked
 /// up once per run of lines of one volume — this is per-line work at start-up.
 fn first_bad_line(
-    found: &[(u32, SlotRecord)],
+    found: &[&[(u32, SlotRecord)]],
     backends: Backends<'_>,
     shard_layout: &ShardLayout,
 ) -> Result<(), (u32, EngineError)> {
     let Backends { extents, line_size } = backends;
     let n = shard_layout.shards();
     let mut k = found
-        .first()
+        .iter()
+        .find_map(|p| p.first())
         .map_or(0, |&(slot, _)| shard_layout.shard_of_slot(slot));
     // (volume, its size if served) of the last line checked.
     let mut last: Option<(u32, Option<u64>)> = None;
-    for &(slot, ref rec) in found {
+    for &(slot, ref rec) in found.iter().flat_map(|p| p.iter()) {
         let (vol, index) = rec.line.expect("recovered slots hold lines");
         // A record can pass its checksum and still name a line this backend cannot hold
         // (another backend's cache device, or a corrupt record): say so before anything
@@ -125,8 +127,8 @@ enum Failed {
 /// Checks ([`first_bad_line`]) and restores the recovered lines (`found`, ascending by slot) into
 /// their shards' cores, the shards in parallel (docs/design.md §13: start-up is bounded by
 /// reading the slot table, not by one CPU restoring every line). A shard's slots are
-/// contiguous, so its lines are one run of `found`, restored in ascending order as
-/// [`Cache::restore_line`] wants.
+/// contiguous, so its lines are one run of `found`, restored in ascending order in one
+/// [`Cache::restore_lines`].
 ///
 /// Fails as one thread checking every line first, then restoring shard by shard: the first
 /// failed check in slot order, else the first shard's refusal. Each thread checks all its
@@ -135,40 +137,62 @@ enum Failed {
 pub(super) fn restore_shards(
     caches: &mut [Cache],
     shard_layout: &ShardLayout,
-    found: &[(u32, SlotRecord)],
+    found: &[Vec<(u32, SlotRecord)>],
     backends: Backends<'_>,
     threads: usize,
 ) -> Result<(), EngineError> {
-    let runs: Vec<&[(u32, SlotRecord)]> = (0..caches.len())
+    // A shard's run of lines, in the pieces of the lists holding it (a list per recovery
+    // thread, cut where the threads' parts of the table meet, not at shards).
+    let runs: Vec<Vec<&[(u32, SlotRecord)]>> = (0..caches.len())
         .map(|k| {
             let (lo, hi) = (
                 shard_layout.base(k),
                 shard_layout.base(k) + shard_layout.lines(k),
             );
-            let from = found.partition_point(|(s, _)| *s < lo);
-            let to = found.partition_point(|(s, _)| *s < hi);
-            &found[from..to]
+            found
+                .iter()
+                .map(|part| {
+                    let from = part.partition_point(|(s, _)| *s < lo);
+                    let to = part.partition_point(|(s, _)| *s < hi);
+                    &part[from..to]
+                })
+                .filter(|piece| !piece.is_empty())
+                .collect()
         })
         .collect();
     let restore = |k: usize, cache: &mut Cache| -> Result<(), EngineError> {
-        for (slot, rec) in runs[k] {
-            let (vol, index) = rec.line.expect("recovered slots hold lines");
-            cache
-                .restore_line(
-                    *slot - shard_layout.base(k),
-                    VolumeId(vol),
+        let (run, base) = (&runs[k], shard_layout.base(k));
+        // The `i`-th line of the run (one piece, or a few where the lists meet).
+        let at = |mut i: usize| {
+            for piece in run {
+                if i < piece.len() {
+                    return &piece[i];
+                }
+                i -= piece.len();
+            }
+            unreachable!("a line beyond the shard's run")
+        };
+        let len = run.iter().map(|p| p.len()).sum();
+        // In bulk: the same lines and first error as restoring them one by one, without an
+        // index lookup before each insert (docs/design.md §13).
+        cache
+            .restore_lines(len, |i| {
+                let (slot, rec) = at(i);
+                let (vol, index) = rec.line.expect("recovered slots hold lines");
+                tiercache_policy::cache::RestoredLine {
+                    slot: slot - base,
+                    volume: VolumeId(vol),
                     index,
-                    rec.valid,
-                    rec.dirty,
-                )
-                .map_err(|e| EngineError::Recovery(e.to_string()))?;
-        }
-        Ok(())
+                    valid: rec.valid,
+                    dirty: rec.dirty,
+                }
+            })
+            .map_err(|e| EngineError::Recovery(e.to_string()))
     };
     // One thread's shards, ascending: all checked, then all restored.
     let work = |mine: Vec<(usize, &mut Cache)>| -> Result<(), Failed> {
         for (k, _) in &mine {
-            first_bad_line(runs[*k], backends, shard_layout)
+            first_bad_line(&runs[*k], backends, shard_layout)
                 .map_err(|(slot, e)| Failed::Check(slot, e))?;
         }
         for (k, c) in mine {
@@ -232,6 +256,20 @@ mod tests {
         line_size: 4096,
     };
 
+    /// `found` cut into lists at `at` (positions, any order; empty lists kept), as the
+    /// recovery threads leave it.
+    fn cut(found: &[(u32, SlotRecord)], at: &[usize]) -> Vec<Vec<(u32, SlotRecord)>> {
+        let mut at: Vec<usize> = at.iter().map(|&a| a.min(found.len())).collect();
+        at.sort_unstable();
+        let mut parts = Vec::new();
+        let mut from = 0;
+        for a in at.into_iter().chain([found.len()]) {
+            parts.push(found[from..a].to_vec());
+            from = a;
+        }
+        parts
+    }
+
     /// The per-line checks as open.rs ran them before `first_bad_line` (each line's shard
     /// searched, its volume looked up): the reference `first_bad_line` (and so restoring) must answer as.
     fn checks_before(
@@ -265,6 +303,7 @@ mod tests {
         fn line_checks_answer_as_before(
             shards in 1u32..6,
             picks in proptest::collection::vec((0u32..3, 0u64..600, 0u8..20), 0..200),
+            cuts in proptest::collection::vec(0usize..200, 0..4),
         ) {
             let cfg = CacheConfig {
                 capacity: 2 << 20,
@@ -291,12 +330,14 @@ mod tests {
             found.sort_by_key(|f| f.0);
             let want = checks_before(&found, &extents, &layout, 4096);
             let backends = Backends { extents: &extents, line_size: 4096 };
-            let got = first_bad_line(&found, backends, &layout).map_err(|(_, e)| e.to_string());
+            let got = first_bad_line(&[&found], backends, &layout).map_err(|(_, e)| e.to_string());
+            // The lists the recovery threads fill meet anywhere, inside a shard too.
+            let parts = cut(&found, &cuts);
             // Restoring checks each shard's run in its own thread: the same first error.
             let mut caches: Vec<Cache> = (0..layout.shards())
                 .map(|k| Cache::new(&layout.shard_config(&cfg, k)).unwrap())
                 .collect();
-            let restored = restore_shards(&mut caches, &layout, &found, backends, 3)
+            let restored = restore_shards(&mut caches, &layout, &parts, backends, 3)
                 .map_err(|e| e.to_string());
             proptest::prop_assert_eq!(&restored, &got);
             match (&want, &got) {
@@ -320,10 +361,14 @@ mod tests {
         };
         let layout = ShardLayout::new(&cfg).unwrap();
         let shards = |threads: usize, found: &[(u32, SlotRecord)]| {
-            // The cores made, and restored, by as many threads.
+            // The cores made, and restored, by as many threads, from as many lists.
             let mut caches = new_cores(&cfg, &layout, threads).unwrap();
             assert_eq!(caches.len(), layout.shards());
-            restore_shards(&mut caches, &layout, found, ANY_BACKEND, threads).map(|()| caches)
+            let parts = cut(
+                found,
+                &[found.len() / 3, found.len() / 3 * 2][..threads - 1],
+            );
+            restore_shards(&mut caches, &layout, &parts, ANY_BACKEND, threads).map(|()| caches)
         };
         // Every third slot of each shard holds the shard's lines, some dirty.
         let mut found = Vec::new();
@@ -397,7 +442,14 @@ mod tests {
         let restored = |journal_first: bool| {
             let mut c = vec![Cache::new(&layout.shard_config(&cfg, 0)).unwrap()];
             c[0].set_journal(journal_first);
-            restore_shards(&mut c, &layout, &found, ANY_BACKEND, 1).unwrap();
+            restore_shards(
+                &mut c,
+                &layout,
+                std::slice::from_ref(&found),
+                ANY_BACKEND,
+                1,
+            )
+            .unwrap();
             if journal_first {
                 c[0].drain_meta_updates(&mut Vec::new());
             } else {

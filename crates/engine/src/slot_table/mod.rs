@@ -217,6 +217,11 @@ pub struct RecoveryReport {
 /// An opened table, the recovered non-empty slots (ascending) and the recovery report.
 pub type Opened = (SlotTable, Vec<(u32, SlotRecord)>, RecoveryReport);
 
+/// What [`SlotTable::open_parts`] returns: the table, the recovered records of non-empty
+/// slots as lists each ascending, every slot of a list below every slot of the next, and the
+/// report.
+pub type OpenedParts = (SlotTable, Vec<Vec<(u32, SlotRecord)>>, RecoveryReport);
+
 /// The persisted slot table of one cache device.
 ///
 /// It knows which records are durable: records written before a [`sync`](Self::sync) began
@@ -400,6 +405,18 @@ impl SlotTable {
         layout: Layout,
         format: bool,
     ) -> Result<Opened, SlotTableError> {
+        let (table, parts, report) = Self::open_parts(dev, layout, format)?;
+        Ok((table, concat(parts), report))
+    }
+
+    /// [`open`](Self::open), the recovered records left in the lists the recovery threads
+    /// filled (docs/design.md §13: at 64 GiB, one list of them all was 640 MiB copied by one
+    /// thread).
+    pub fn open_parts(
+        dev: &dyn BlockDevice,
+        layout: Layout,
+        format: bool,
+    ) -> Result<OpenedParts, SlotTableError> {
         Self::open_in(dev, layout, format, recovery_threads(layout.slots as usize))
     }
 
@@ -409,7 +426,7 @@ impl SlotTable {
         layout: Layout,
         format: bool,
         threads: usize,
-    ) -> Result<Opened, SlotTableError> {
+    ) -> Result<OpenedParts, SlotTableError> {
         if dev.size() < layout.device_len() {
             return Err(SlotTableError::TooSmall {
                 have: dev.size(),
@@ -505,21 +522,11 @@ impl SlotTable {
                 .map(|h| h.join().expect("a recovery thread panicked"))
                 .collect()
         });
-        let mut parts = parts.into_iter().collect::<io::Result<Vec<_>>>()?;
-        // The first part's list grows once to hold all (a large allocation is moved by the
-        // allocator, pages remapped rather than copied), and the others are appended to it.
-        // Only what was found is reserved: room for every slot of a huge, mostly empty cache
-        // could exceed what the machine would allocate.
-        let mut found = parts
-            .first_mut()
-            .map(|p| std::mem::take(&mut p.found))
-            .unwrap_or_default();
-        found.reserve_exact(parts.iter().skip(1).map(|p| p.found.len()).sum());
+        let parts = parts.into_iter().collect::<io::Result<Vec<_>>>()?;
+        let mut found = Vec::with_capacity(parts.len());
         let mut max_seq = 0u64;
-        for (i, p) in parts.into_iter().enumerate() {
-            if i > 0 {
-                found.extend(p.found);
-            }
+        for p in parts {
+            found.push(p.found);
             max_seq = max_seq.max(p.max_seq);
             report.corrupt_records += p.corrupt_records;
             report.lines += p.lines;
@@ -528,7 +535,25 @@ impl SlotTable {
         let table = Self::with_shadow(layout, shadow, max_seq);
         Ok((table, found, report))
     }
+}
 
+/// One list of the records `parts` hold, in their order: the first list grows once to hold
+/// all (a large allocation is moved by the allocator, pages remapped rather than copied), the
+/// others appended to it. Only what was found is reserved: room for every slot of a huge,
+/// mostly empty cache could exceed what the machine would allocate.
+pub fn concat(mut parts: Vec<Vec<(u32, SlotRecord)>>) -> Vec<(u32, SlotRecord)> {
+    if parts.is_empty() {
+        return Vec::new();
+    }
+    let mut found = std::mem::take(&mut parts[0]);
+    found.reserve_exact(parts.iter().skip(1).map(Vec::len).sum());
+    for p in parts.into_iter().skip(1) {
+        found.extend(p);
+    }
+    found
+}
+
+impl SlotTable {
     /// A table over `shadow`, whose device holds sequence numbers up to `max_seq`.
     fn with_shadow(layout: Layout, mut shadow: Shadow, max_seq: u64) -> Self {
         // Above every number on the device and every stand-in of a settled slot (see

@@ -687,8 +687,8 @@ fn a_parallel_recovery_finds_what_a_serial_one_does() {
         }
     }
     dev.write_at(&image, SUPERBLOCK_BYTES, false).unwrap();
-    let (one, found_one, rep_one) = SlotTable::open_in(&dev, layout, false, 1).unwrap();
-    let (four, found_four, rep_four) = SlotTable::open_in(&dev, layout, false, 4).unwrap();
+    let (one, found_one, rep_one) = open_in_one(&dev, layout, 1);
+    let (four, found_four, rep_four) = open_in_one(&dev, layout, 4);
     assert!(
         rep_one.lines > 100_000 && rep_one.corrupt_records > 1000,
         "{rep_one:?}"
@@ -796,7 +796,7 @@ fn a_read_failing_mid_scan_fails_the_open() {
         }
     }
     // The same device, without the fault, recovers every line.
-    let (_, found, _) = SlotTable::open_in(&*dev, layout, false, 5).unwrap();
+    let (_, found, _) = open_in_one(&*dev, layout, 5);
     assert_eq!(found.len(), 40_000usize.div_ceil(7));
 }
 
@@ -854,4 +854,15 @@ fn keys_of_many_volumes_beyond_the_table_of_high_halves() {
             "slot {s}: only its new line"
         );
     }
+}
+
+/// `SlotTable::open_in` with `threads` threads, its parts' records in one list.
+fn open_in_one(dev: &dyn BlockDevice, layout: Layout, threads: usize) -> Opened {
+    let (t, parts, rep) = SlotTable::open_in(dev, layout, false, threads).unwrap();
+    for w in parts.windows(2) {
+        if let (Some(a), Some(b)) = (w[0].last(), w[1].first()) {
+            assert!(a.0 < b.0, "parts ascend");
+        }
+    }
+    (t, concat(parts), rep)
 }

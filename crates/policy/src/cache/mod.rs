@@ -33,6 +33,7 @@ mod modes;
 mod prefetch;
 mod read;
 mod resize;
+mod restore;
 mod tenancy;
 mod validate;
 mod write;
@@ -45,6 +46,7 @@ use tenancy::TenancyState;
 
 pub use crate::executor::ExecutorState;
 pub use demote::DemoteOutcome;
+pub use restore::RestoredLine;
 
 /// A batch of dirty lines to write back. Stage 0 of `plan` reads them from the cache, stage 1
 /// writes them to the backend. Its lines stay pinned until [`Cache::flush_done`].
