@@ -155,3 +155,34 @@ runtime_ns = "2s"
     );
     assert!(hs > 0.03 && hs < 0.08, "sim {hs}");
 }
+
+/// `bench/sim_terabyte.toml` (docs/design.md §13: the simulator at a TiB) is a valid config
+/// whose run does what its comment says — fills the cache and evicts lines, dirty ones among
+/// them — checked scaled down by the same ratios (cache half the footprint, a request per
+/// 3.7 KiB of footprint), since the full run needs 8 GB and minutes.
+#[test]
+fn the_terabyte_config_fills_its_cache_and_evicts_scaled_down() {
+    let cfg = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/sim_terabyte.toml");
+    let runs = records(&[
+        "sim",
+        cfg.to_str().unwrap(),
+        "--json",
+        "--set",
+        "cache.capacity='64MiB'",
+        "--set",
+        "workload.footprint='128MiB'",
+        "--set",
+        "run.requests=36000",
+    ]);
+    assert_eq!(runs.len(), 1);
+    let m = &runs[0]["metrics"];
+    assert_eq!(m["requests"], 36000);
+    assert_eq!(m["resident_lines_end"], 16384, "the cache is full");
+    assert!(m["evictions"].as_u64().unwrap() > 0);
+    assert!(m["dirty_evictions"].as_u64().unwrap() > 0);
+    // Every line promoted is still resident or was evicted (no trims in this workload).
+    assert_eq!(
+        m["promotions"].as_u64().unwrap(),
+        m["resident_lines_end"].as_u64().unwrap() + m["evictions"].as_u64().unwrap()
+    );
+}
