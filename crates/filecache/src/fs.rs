@@ -62,6 +62,8 @@ struct Inner {
     images: passthrough::Images,
     /// The count of the state's syncs begun, read by an fsync before it takes the lock.
     sync_counter: crate::state::SyncCounter,
+    /// The state's count of flushes, kept without its lock.
+    flushes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl CacheFs {
@@ -76,7 +78,7 @@ impl CacheFs {
     /// A file system over `state` using the kernel's features as `options` say, serving
     /// requests on [`crate::REQUEST_THREADS`] threads.
     pub fn with_options(state: Arc<Mutex<State>>, options: FuseOptions) -> Self {
-        let (images, sync_counter) = {
+        let (images, sync_counter, flushes) = {
             let st = state.lock().unwrap_or_else(|p| p.into_inner());
             let cfg = st.config();
             let images = passthrough::Images::new(
@@ -84,7 +86,7 @@ impl CacheFs {
                 cfg.capacity_blocks as u64 * cfg.block_size as u64,
                 options.passthrough_min_size,
             );
-            (images, st.sync_counter())
+            (images, st.sync_counter(), st.flush_counter())
         };
         let cleaner = match crate::cleaner::Cleaner::spawn(&state) {
             Ok(c) => Some(c),
@@ -102,6 +104,7 @@ impl CacheFs {
                 options,
                 images,
                 sync_counter,
+                flushes,
             }),
             pool: Pool::new(crate::REQUEST_THREADS),
             #[cfg(test)]

@@ -554,6 +554,8 @@ impl Inner {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        self.flushes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // A close: what the kernel wrote to a passthrough image reaches the cache, so the
         // close reports an error doing so. A handle on the block path has nothing to do.
         if !passthrough::is_passed(fh) {

@@ -139,6 +139,8 @@ pub struct State {
     /// (group commit, `group_commit.rs`).
     syncs_begun: Arc<std::sync::atomic::AtomicU64>,
     last_full_sync: u64,
+    /// `FUSE_FLUSH` requests received, counted without the lock (`MountStats::flushes`).
+    flushes: Arc<std::sync::atomic::AtomicU64>,
     stats: MountStats,
     unsynced_store: HashSet<FileId>,
     /// Files with a `Clean` record not yet synced: a power loss may drop it and keep an older
@@ -285,6 +287,7 @@ impl State {
             promised: 0,
             syncs_begun: Arc::default(),
             last_full_sync: 0,
+            flushes: Arc::default(),
             root_ino: md.ino(),
             root_dev: md.dev(),
             dirs: HashMap::new(),
@@ -327,6 +330,7 @@ impl State {
         s.store_ops_in_flight_peak = self.in_flight.1.load(std::sync::atomic::Ordering::Relaxed);
         s.cached_blocks = self.core.len() as u64;
         s.cached_files = self.core.cached_files() as u64;
+        s.flushes = self.flushes.load(std::sync::atomic::Ordering::Relaxed);
         s.stranded_blocks = self.stranded.len() as u64;
         s.dirty_blocks += s.stranded_blocks;
         s.degraded = self.health.degraded;
@@ -336,6 +340,12 @@ impl State {
         s.served_past_cache = self.health.served_past_cache;
         s.returned_to_service = self.health.returned_to_service;
         s
+    }
+
+    /// The count of `FUSE_FLUSH` requests (closes), kept by the FUSE layer without the
+    /// mount's lock and reported in `MountStats::flushes`.
+    pub fn flush_counter(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        self.flushes.clone()
     }
 
     /// Injects `faults` into the block file's and the journal's I/O from now on (`None`:

@@ -37,6 +37,9 @@ pub struct MountStats {
     /// sync (overwrites of fsync'd dirty blocks or reuse of written-back ones, more between
     /// two fsyncs than there are spare slots).
     pub spare_syncs: u64,
+    /// `FUSE_FLUSH` requests received (closes of handles the kernel did not open with
+    /// `FOPEN_NOFLUSH`, docs/design.md §14).
+    pub flushes: u64,
     /// Journal syncs of full syncs (fsyncs, unmount, flushes; docs/design.md §14).
     pub journal_syncs: u64,
     /// fsyncs answered by a sync that began after they arrived, with no sync of their own
