@@ -1,37 +1,38 @@
 //! FUSE glue: [`CacheFs`] presents the store through the cache. Namespace and attribute
 //! operations (create, mkdir, unlink, rmdir, rename, setattr, symlink) go to the store before
 //! the reply, so the store's namespace never depends on the cache; file data goes through
-//! [`State`]'s data path. Requests may be served on several threads (docs/design.md §4.9): the
-//! mount's lock serialises namespace operations and the cache's data path (POSIX-consistent
-//! for concurrent readers and writers of one file); reads and writes of uncached files do
-//! their store I/O outside it, ordered against truncates by a per-file lock. Files the cache
-//! holds whole are opened in FUSE passthrough mode where the kernel has it ([`passthrough`],
-//! docs/design.md §14): their reads and writes never reach the mount.
+//! [`State`]'s data path. One thread reads the kernel's requests and hands them to a pool of
+//! request threads ([`dispatch`], docs/design.md §14 "Dispatch"): requests of different files
+//! proceed in parallel, and a request that depends on whether a file is open waits for the
+//! releases read before it. The mount's lock serialises namespace operations and the
+//! cache's data path (POSIX-consistent for concurrent readers and writers of one file); reads
+//! and writes of uncached files do their store I/O outside it, ordered against truncates by
+//! a per-file lock. Files the cache holds whole are opened in FUSE passthrough mode where the
+//! kernel has it ([`passthrough`], docs/design.md §14): their reads and writes never reach
+//! the mount.
 
 mod attr;
+mod dispatch;
+#[cfg(test)]
+mod dispatch_tests;
+mod ops;
 mod options;
 mod passthrough;
 
 use std::ffi::OsStr;
-use std::fs::{self, OpenOptions};
 use std::io;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
-    WriteFlags,
+    FileAttr, FileHandle, FileType, Filesystem, INodeNo, KernelConfig, LockOwner, OpenFlags,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::state::{State, ROOT};
-use attr::{
-    attr_of, cache_attr, child, errno, forget_attr, kind_of, no_flush, node_metadata, open_flags,
-    set_times, statvfs,
-};
+use crate::state::State;
+use dispatch::{Order, Pool};
 pub use options::{FuseOptions, DEFAULT_PASSTHROUGH_MIN_SIZE};
 
 /// How long the kernel may keep entries and attributes: the mount is the store's only writer.
@@ -42,6 +43,16 @@ type DirListEntry = (u64, FileType, std::ffi::OsString);
 
 /// The FUSE file system; share its state with [`CacheFs::state`] (stats, flush).
 pub struct CacheFs {
+    inner: Arc<Inner>,
+    pool: Pool,
+    /// Test hooks: a delay before each release runs, and whether requests keep their order
+    /// against releases (off, the hazard the order prevents can be shown).
+    #[cfg(test)]
+    hooks: (Duration, bool),
+}
+
+/// What the request threads share: the state and the mount's own tables.
+struct Inner {
     state: Arc<Mutex<State>>,
     /// The background cleaner, stopped when the file system is dropped (at unmount).
     _cleaner: Option<crate::cleaner::Cleaner>,
@@ -49,6 +60,10 @@ pub struct CacheFs {
     next_dir: std::sync::atomic::AtomicU64,
     options: FuseOptions,
     images: passthrough::Images,
+    /// The count of the state's syncs begun, read by an fsync before it takes the lock.
+    sync_counter: crate::state::SyncCounter,
+    /// The state's count of flushes, kept without its lock.
+    flushes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl CacheFs {
@@ -60,16 +75,18 @@ impl CacheFs {
         Self::with_options(state, FuseOptions::default())
     }
 
-    /// A file system over `state` using the kernel's features as `options` say.
+    /// A file system over `state` using the kernel's features as `options` say, serving
+    /// requests on [`crate::REQUEST_THREADS`] threads.
     pub fn with_options(state: Arc<Mutex<State>>, options: FuseOptions) -> Self {
-        let images = {
+        let (images, sync_counter, flushes) = {
             let st = state.lock().unwrap_or_else(|p| p.into_inner());
             let cfg = st.config();
-            passthrough::Images::new(
+            let images = passthrough::Images::new(
                 &cfg.cache_dir,
                 cfg.capacity_blocks as u64 * cfg.block_size as u64,
                 options.passthrough_min_size,
-            )
+            );
+            (images, st.sync_counter(), st.flush_counter())
         };
         let cleaner = match crate::cleaner::Cleaner::spawn(&state) {
             Ok(c) => Some(c),
@@ -79,15 +96,45 @@ impl CacheFs {
             }
         };
         CacheFs {
-            state,
-            _cleaner: cleaner,
-            dirs: Mutex::new(std::collections::HashMap::new()),
-            next_dir: std::sync::atomic::AtomicU64::new(1),
-            options,
-            images,
+            inner: Arc::new(Inner {
+                state,
+                _cleaner: cleaner,
+                dirs: Mutex::new(std::collections::HashMap::new()),
+                next_dir: std::sync::atomic::AtomicU64::new(1),
+                options,
+                images,
+                sync_counter,
+                flushes,
+            }),
+            pool: Pool::new(crate::REQUEST_THREADS),
+            #[cfg(test)]
+            hooks: (Duration::ZERO, true),
         }
     }
 
+    /// The shared state.
+    pub fn state(&self) -> Arc<Mutex<State>> {
+        self.inner.state.clone()
+    }
+
+    /// Test hooks: each release waits `delay` before it runs; `ordered` off, no request
+    /// waits for earlier releases.
+    #[cfg(test)]
+    fn with_hooks(mut self, delay: Duration, ordered: bool) -> Self {
+        self.hooks = (delay, ordered);
+        self
+    }
+
+    /// Hands `job` to a request thread, in `order` against releases.
+    fn run(&self, order: Order, job: impl FnOnce(&Inner) + Send + 'static) {
+        #[cfg(test)]
+        let order = if self.hooks.1 { order } else { Order::Free };
+        let inner = self.inner.clone();
+        self.pool.submit(order, move || job(&inner));
+    }
+}
+
+impl Inner {
     /// `attr` with the size an open passthrough image gives the file (the kernel's writes
     /// land there).
     fn sized(&self, mut attr: FileAttr) -> FileAttr {
@@ -98,82 +145,37 @@ impl CacheFs {
         attr
     }
 
-    /// The shared state.
-    pub fn state(&self) -> Arc<Mutex<State>> {
-        self.state.clone()
-    }
-
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic in one request must not wedge every later one; the state stays usable.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
+/// Every request is handed to a request thread with its arguments owned (docs/design.md
+/// §14 "Dispatch" says which pairs the kernel may have in flight at once). Those that act on
+/// whether a file is open — its handle count, its passthrough image — wait for the releases
+/// read before them (`Order::AfterReleases`): open, create, unlink, rename and setattr (a
+/// truncate cuts an open image).
 impl Filesystem for CacheFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
-        let cfg = self.lock().config().clone();
-        let mut passthrough = false;
-        if self.options.passthrough && cfg.capacity_blocks > 0 && !cfg.direct_io {
-            // Backing files on the cache directory's file system: one level of stacking.
-            passthrough = config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
-                && config.set_max_stack_depth(1).is_ok();
-            if passthrough {
-                self.images.enable();
-            } else {
-                eprintln!(
-                    "tiercache mount: the kernel offers no FUSE passthrough (Linux 6.9+); \
-                     every file is served through the mount"
-                );
-            }
-        }
-        if cfg.kernel_cache && !cfg.direct_io && !passthrough {
-            // The kernel buffers writes and sends them in large requests at its write-back,
-            // close (flush) and fsync, which writes the pages out before FUSE_FSYNC: what an
-            // fsync acknowledged is journaled as before (docs/design.md §4.9).
-            if config
-                .add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE)
-                .is_err()
-            {
-                eprintln!(
-                    "tiercache mount: the kernel offers no FUSE writeback caching; every \
-                     write reaches the mount as it is made"
-                );
-            }
-        }
-        Ok(())
+        self.inner.init(config)
     }
 
     fn destroy(&mut self) {
-        let mut st = self.lock();
-        self.images.close_all(&mut st);
-        if let Err(e) = st.sync_journal() {
-            eprintln!("tiercache mount: syncing the journal at unmount failed: {e}");
+        // Every request handed out finishes before the images close and the journal syncs.
+        if let Err(e) = self.pool.shutdown() {
+            eprintln!("tiercache mount: {e}");
         }
+        self.inner.destroy();
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let mut st = self.lock();
-        self.entry(&mut st, parent.0, name, reply)
+        let name = name.to_owned();
+        self.run(Order::Free, move |fs| fs.lookup(parent, &name, reply));
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        let mut st = self.lock();
-        if let Some(node) = st.nodes.get(&ino.0) {
-            if let Some(mut attr) = node.attr {
-                if node.regular {
-                    attr.size = node.size;
-                    attr.blocks = node.size.div_ceil(512);
-                }
-                return reply.attr(&TTL, &self.sized(attr));
-            }
-        }
-        match node_metadata(&mut st, ino.0) {
-            Ok(md) => {
-                let attr = cache_attr(&mut st, ino.0, &md);
-                reply.attr(&TTL, &self.sized(attr))
-            }
-            Err(e) => reply.error(errno(&e)),
-        }
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.run(Order::Free, move |fs| fs.getattr(ino, fh, reply));
     }
 
     fn setattr(
@@ -188,89 +190,22 @@ impl Filesystem for CacheFs {
         mtime: Option<TimeOrNow>,
         ctime: Option<SystemTime>,
         fh: Option<FileHandle>,
-        _crtime: Option<SystemTime>,
-        _chgtime: Option<SystemTime>,
-        _bkuptime: Option<SystemTime>,
-        _flags: Option<fuser::BsdFileFlags>,
+        crtime: Option<SystemTime>,
+        chgtime: Option<SystemTime>,
+        bkuptime: Option<SystemTime>,
+        flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        // A truncate waits for the file's uncached reads and writes in flight (their I/O
-        // lock first, then the mount's: the order they take them in).
-        let io_lock = size.and_then(|_| self.lock().file_io_lock(ino.0));
-        let _exclusive = io_lock
-            .as_ref()
-            .map(|l| l.write().unwrap_or_else(|p| p.into_inner()));
-        let mut st = self.lock();
-        let id = ino.0;
-        // The kernel's write-back of a file's times after writes it buffered (FUSE writeback
-        // caching: mtime and ctime, nothing else, through the open file that wrote): kept in
-        // the mount's attributes, as for writes received one by one (`touch` in `state`),
-        // not a store round trip; the store's own times follow the data written back. A
-        // user's utimensat or futimens names no file handle (only a truncate does), so it
-        // still reaches the store.
-        if let (Some(_), Some(TimeOrNow::SpecificTime(m)), Some(c), None, None, None, None, None) =
-            (fh, mtime, ctime, mode, uid, gid, size, atime)
-        {
-            if let Some(node) = st.nodes.get_mut(&id) {
-                let (regular, file_size) = (node.regular, node.size);
-                if let Some(attr) = node.attr.as_mut() {
-                    attr.mtime = m;
-                    attr.ctime = c;
-                    let mut attr = *attr;
-                    if regular {
-                        attr.size = file_size;
-                        attr.blocks = file_size.div_ceil(512);
-                    }
-                    return reply.attr(&TTL, &self.sized(attr));
-                }
-            }
-        }
-        let result = (|| -> io::Result<fs::Metadata> {
-            let rel = st
-                .nodes
-                .get(&id)
-                .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?
-                .path
-                .clone();
-            let path = st.store_path(&rel);
-            if let Some(size) = size {
-                st.truncate(id, size)?;
-                self.images.truncated(id, size)?;
-            }
-            if let Some(mode) = mode {
-                st.meta_op();
-                fs::set_permissions(&path, fs::Permissions::from_mode(mode & 0o7777))?;
-            }
-            if uid.is_some() || gid.is_some() {
-                st.meta_op();
-                std::os::unix::fs::lchown(&path, uid, gid)?;
-            }
-            if atime.is_some() || mtime.is_some() {
-                st.meta_op();
-                set_times(&path, atime, mtime)?;
-            }
-            node_metadata(&mut st, id)
-        })();
-        match result {
-            Ok(md) => {
-                let attr = cache_attr(&mut st, id, &md);
-                reply.attr(&TTL, &self.sized(attr))
-            }
-            Err(e) => reply.error(errno(&e)),
-        }
+        self.run(Order::AfterReleases, move |fs| {
+            fs.setattr(
+                ino, mode, uid, gid, size, atime, mtime, ctime, fh, crtime, chgtime, bkuptime,
+                flags, reply,
+            )
+        });
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        let mut st = self.lock();
-        let Some(node) = st.nodes.get(&ino.0) else {
-            return reply.error(Errno::ENOENT);
-        };
-        let path = st.store_path(&node.path.clone());
-        st.meta_op();
-        match fs::read_link(path) {
-            Ok(target) => reply.data(target.as_os_str().as_encoded_bytes()),
-            Err(e) => reply.error(errno(&e)),
-        }
+        self.run(Order::Free, move |fs| fs.readlink(ino, reply));
     }
 
     fn mkdir(
@@ -282,24 +217,10 @@ impl Filesystem for CacheFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let mut st = self.lock();
-        let rel = match child(&st, parent.0, name) {
-            Ok(rel) => rel,
-            Err(e) => return reply.error(errno(&e)),
-        };
-        let path = st.store_path(&rel);
-        st.meta_op();
-        let made = fs::create_dir(&path).and_then(|_| {
-            fs::set_permissions(&path, fs::Permissions::from_mode(mode & !umask & 0o7777))
+        let name = name.to_owned();
+        self.run(Order::Free, move |fs| {
+            fs.mkdir(parent, &name, mode, umask, reply)
         });
-        forget_attr(&mut st, parent.0);
-        match made {
-            Ok(()) => {
-                st.name_added(parent.0, name, None);
-                self.entry(&mut st, parent.0, name, reply)
-            }
-            Err(e) => reply.error(errno(&e)),
-        }
     }
 
     fn symlink(
@@ -310,90 +231,22 @@ impl Filesystem for CacheFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let mut st = self.lock();
-        let rel = match child(&st, parent.0, link_name) {
-            Ok(rel) => rel,
-            Err(e) => return reply.error(errno(&e)),
-        };
-        let path = st.store_path(&rel);
-        st.meta_op();
-        forget_attr(&mut st, parent.0);
-        match std::os::unix::fs::symlink(target, path) {
-            Ok(()) => {
-                st.name_added(parent.0, link_name, None);
-                self.entry(&mut st, parent.0, link_name, reply)
-            }
-            Err(e) => reply.error(errno(&e)),
-        }
+        let (name, target) = (link_name.to_owned(), target.to_owned());
+        self.run(Order::Free, move |fs| {
+            fs.symlink(parent, &name, &target, reply)
+        });
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let mut st = self.lock();
-        let result = (|| -> io::Result<()> {
-            let rel = child(&st, parent.0, name)?;
-            let path = st.store_path(&rel);
-            // What the name is (regular file, links): known, or asked of the store.
-            let known = st
-                .dirs
-                .get(&parent.0)
-                .and_then(|names| names.get(name).copied().flatten())
-                .and_then(|id| {
-                    let attr = st.nodes.get(&id)?.attr?;
-                    Some((id, attr.kind == FileType::RegularFile, attr.nlink))
-                });
-            st.meta_op();
-            let (id, regular, nlink) = match known {
-                Some(k) => k,
-                None => {
-                    let md = fs::symlink_metadata(&path)?;
-                    (st.node_id(md.ino()), md.is_file(), md.nlink() as u32)
-                }
-            };
-            let last_name = regular && nlink <= 1;
-            if last_name {
-                // The journal voids the file's dirty blocks before its store file goes.
-                st.delete_file_with(id, || fs::remove_file(&path))?;
-                self.images.forget(id);
-            } else {
-                fs::remove_file(&path)?;
-            }
-            forget_attr(&mut st, parent.0);
-            st.name_removed(parent.0, name);
-            // A regular file's last name: `delete_file_with` dropped its node.
-            if !regular {
-                st.nodes.remove(&id);
-            } else if !last_name {
-                if let Some(node) = st.nodes.get_mut(&id) {
-                    node.attr = None; // another name remains; its link count changed
-                }
-            }
-            Ok(())
-        })();
-        match result {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
-        }
+        let name = name.to_owned();
+        self.run(Order::AfterReleases, move |fs| {
+            fs.unlink(parent, &name, reply)
+        });
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let mut st = self.lock();
-        let result = (|| -> io::Result<()> {
-            let rel = child(&st, parent.0, name)?;
-            let path = st.store_path(&rel);
-            st.meta_op();
-            let md = fs::symlink_metadata(&path)?;
-            fs::remove_dir(&path)?;
-            forget_attr(&mut st, parent.0);
-            st.name_removed(parent.0, name);
-            let id = st.node_id(md.ino());
-            st.nodes.remove(&id);
-            st.dirs.remove(&id);
-            Ok(())
-        })();
-        match result {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
-        }
+        let name = name.to_owned();
+        self.run(Order::Free, move |fs| fs.rmdir(parent, &name, reply));
     }
 
     fn rename(
@@ -406,90 +259,14 @@ impl Filesystem for CacheFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let mut st = self.lock();
-        let result = (|| -> io::Result<()> {
-            if !flags.is_empty() {
-                return Err(io::Error::from_raw_os_error(libc::EINVAL));
-            }
-            let from = child(&st, parent.0, name)?;
-            let to = child(&st, newparent.0, newname)?;
-            let (from_path, to_path) = (st.store_path(&from), st.store_path(&to));
-            st.meta_op();
-            let moved = fs::symlink_metadata(&from_path)?;
-            let replaced = fs::symlink_metadata(&to_path).ok();
-            // A file the rename replaces loses its last name: the journal voids its dirty
-            // blocks before the rename (`State::delete_file_with`).
-            let doomed = replaced
-                .as_ref()
-                .filter(|old| old.ino() != moved.ino() && old.is_file() && old.nlink() <= 1)
-                .map(|old| st.node_id(old.ino()));
-            match doomed {
-                Some(old_id) => {
-                    st.delete_file_with(old_id, || fs::rename(&from_path, &to_path))?;
-                    self.images.forget(old_id);
-                }
-                None => fs::rename(&from_path, &to_path)?,
-            }
-            forget_attr(&mut st, parent.0);
-            forget_attr(&mut st, newparent.0);
-            if let (Some(old), None) = (replaced, doomed) {
-                if old.ino() != moved.ino() {
-                    // Another name keeps it (or it is no regular file): no cached data to drop.
-                    let old_id = st.node_id(old.ino());
-                    st.nodes.remove(&old_id);
-                }
-            }
-            st.rename_paths(&from, &to);
-            let moved_id = st.node_id(moved.ino());
-            st.name_removed(parent.0, name);
-            st.name_added(newparent.0, newname, Some(moved_id));
-            if let Some(node) = st.nodes.get_mut(&moved_id) {
-                node.attr = None; // its ctime changed
-            }
-            Ok(())
-        })();
-        match result {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
-        }
+        let (name, newname) = (name.to_owned(), newname.to_owned());
+        self.run(Order::AfterReleases, move |fs| {
+            fs.rename(parent, &name, newparent, &newname, flags, reply)
+        });
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        // O_TRUNC is a truncate: as in setattr.
-        let io_lock = (flags.0 & libc::O_TRUNC != 0)
-            .then(|| self.lock().file_io_lock(ino.0))
-            .flatten();
-        let _exclusive = io_lock
-            .as_ref()
-            .map(|l| l.write().unwrap_or_else(|p| p.into_inner()));
-        let mut st = self.lock();
-        let result = (|| -> io::Result<()> {
-            st.open_handle(ino.0)?;
-            if flags.0 & libc::O_TRUNC != 0 {
-                st.truncate(ino.0, 0)?;
-                self.images.truncated(ino.0, 0)?;
-            }
-            Ok(())
-        })();
-        if let Err(e) = result {
-            return reply.error(errno(&e));
-        }
-        let writable = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
-        let passed = self.images.try_open(
-            &mut st,
-            ino.0,
-            writable,
-            reply,
-            |r, f| r.open_backing(f),
-            |r, fh, b| r.opened_passthrough(fh, no_flush(writable), b),
-        );
-        if let Err(reply) = passed {
-            let mut flags = open_flags(&st) | no_flush(writable);
-            if !self.images.may_keep_pages(ino.0) {
-                flags.remove(FopenFlags::FOPEN_KEEP_CACHE);
-            }
-            reply.opened(FileHandle(0), flags)
-        }
+        self.run(Order::AfterReleases, move |fs| fs.open(ino, flags, reply));
     }
 
     fn create(
@@ -502,135 +279,54 @@ impl Filesystem for CacheFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let mut st = self.lock();
-        let result = (|| -> io::Result<FileAttr> {
-            let rel = child(&st, parent.0, name)?;
-            let path = st.store_path(&rel);
-            st.meta_op();
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .create_new(flags & libc::O_EXCL != 0)
-                .truncate(flags & libc::O_TRUNC != 0)
-                .mode(mode & !umask & 0o7777)
-                .open(&path)?;
-            let md = file.metadata()?;
-            forget_attr(&mut st, parent.0);
-            let id = st.remember(rel, &md)?;
-            st.adopt_file(id, file);
-            st.name_added(parent.0, name, Some(id));
-            cache_attr(&mut st, id, &md);
-            if flags & libc::O_TRUNC != 0 && st.nodes.get(&id).is_some_and(|n| n.size > 0) {
-                st.truncate(id, 0)?;
-            }
-            st.note_created();
-            st.open_handle(id)?;
-            Ok(attr_of(&st, id, &md))
-        })();
-        let attr = match result {
-            Ok(attr) => attr,
-            Err(e) => return reply.error(errno(&e)),
-        };
-        let id = attr.ino.0;
-        let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
-        let passed = self.images.try_open(
-            &mut st,
-            id,
-            writable,
-            reply,
-            |r, f| r.open_backing(f),
-            |r, fh, b| r.created_passthrough(&TTL, &attr, Generation(0), fh, no_flush(writable), b),
-        );
-        if let Err(reply) = passed {
-            let mut flags = open_flags(&st) | no_flush(writable);
-            if !self.images.may_keep_pages(id) {
-                flags.remove(FopenFlags::FOPEN_KEEP_CACHE);
-            }
-            reply.created(&TTL, &attr, Generation(0), FileHandle(0), flags)
-        }
+        let name = name.to_owned();
+        self.run(Order::AfterReleases, move |fs| {
+            fs.create(parent, &name, mode, umask, flags, reply)
+        });
     }
 
     fn read(
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         size: u32,
-        _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        flags: OpenFlags,
+        lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let io = {
-            let mut st = self.lock();
-            match st.uncached_io(ino.0) {
-                Ok(Some(io)) => io,
-                Ok(None) => {
-                    return match st.read(ino.0, offset, size) {
-                        Ok(data) => reply.data(&data),
-                        Err(e) => reply.error(errno(&e)),
-                    }
-                }
-                Err(e) => return reply.error(errno(&e)),
-            }
-        };
-        // Uncached: the store alone, without the mount's lock (docs/design.md §4.9).
-        let _shared = io.io.read().unwrap_or_else(|p| p.into_inner());
-        let result = (|| -> io::Result<(Vec<u8>, Option<usize>)> {
-            let file_size = self.lock().file_size(ino.0)?;
-            if offset >= file_size || size == 0 {
-                return Ok((Vec::new(), None));
-            }
-            let len = (offset + size as u64).min(file_size) - offset;
-            let (data, n) = io.read(offset, len as usize)?;
-            Ok((data, Some(n)))
-        })();
-        match result {
-            Ok((data, from_store)) => {
-                self.lock().uncached_read_done(from_store, data.len());
-                reply.data(&data)
-            }
-            Err(e) => reply.error(errno(&e)),
-        }
+        self.run(Order::Free, move |fs| {
+            fs.read(ino, fh, offset, size, flags, lock_owner, reply)
+        });
     }
 
     fn write(
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
-        _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        write_flags: WriteFlags,
+        flags: OpenFlags,
+        lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let io = {
-            let mut st = self.lock();
-            match st.uncached_io(ino.0) {
-                Ok(Some(io)) if !data.is_empty() => io,
-                Ok(_) => {
-                    return match st.write(ino.0, offset, data) {
-                        Ok(()) => reply.written(data.len() as u32),
-                        Err(e) => reply.error(errno(&e)),
-                    }
-                }
-                Err(e) => return reply.error(errno(&e)),
-            }
-        };
-        // Uncached: the store alone, without the mount's lock; the file's I/O lock is held
-        // until its size is updated, so no truncate comes in between.
-        let _shared = io.io.read().unwrap_or_else(|p| p.into_inner());
-        match io.write(offset, data) {
-            Ok(()) => {
-                let end = offset + data.len() as u64;
-                self.lock().uncached_write_done(ino.0, end, data.len());
-                reply.written(data.len() as u32)
-            }
-            Err(e) => reply.error(errno(&e)),
-        }
+        // The request's buffer is the reading thread's: the data is copied out.
+        let data = data.to_vec();
+        self.run(Order::Free, move |fs| {
+            fs.write(
+                ino,
+                fh,
+                offset,
+                &data,
+                write_flags,
+                flags,
+                lock_owner,
+                reply,
+            )
+        });
     }
 
     fn flush(
@@ -638,19 +334,10 @@ impl Filesystem for CacheFs {
         _req: &Request,
         ino: INodeNo,
         fh: FileHandle,
-        _lock_owner: LockOwner,
+        lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        // A close: what the kernel wrote to a passthrough image reaches the cache, so the
-        // close reports an error doing so. A handle on the block path has nothing to do.
-        if !passthrough::is_passed(fh) {
-            return reply.ok();
-        }
-        let mut st = self.lock();
-        match self.images.ingest(&mut st, ino.0, fh) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
-        }
+        self.run(Order::Free, move |fs| fs.flush(ino, fh, lock_owner, reply));
     }
 
     fn release(
@@ -658,15 +345,18 @@ impl Filesystem for CacheFs {
         _req: &Request,
         ino: INodeNo,
         fh: FileHandle,
-        _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        _flush: bool,
+        flags: OpenFlags,
+        lock_owner: Option<LockOwner>,
+        flush: bool,
         reply: ReplyEmpty,
     ) {
-        let mut st = self.lock();
-        self.images.release(&mut st, ino.0, fh);
-        st.release_handle(ino.0);
-        reply.ok();
+        #[cfg(test)]
+        let delay = self.hooks.0;
+        self.run(Order::Release, move |fs| {
+            #[cfg(test)]
+            std::thread::sleep(delay);
+            fs.release(ino, fh, flags, lock_owner, flush, reply)
+        });
     }
 
     fn fsync(
@@ -674,122 +364,50 @@ impl Filesystem for CacheFs {
         _req: &Request,
         ino: INodeNo,
         fh: FileHandle,
-        _datasync: bool,
+        datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let mut st = self.lock();
-        // A passthrough file's writes are in its image: into the cache (journaled) first.
-        let synced = self
-            .images
-            .ingest(&mut st, ino.0, fh)
-            .and_then(|()| st.fsync(ino.0));
-        match synced {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
-        }
+        self.run(Order::Free, move |fs| fs.fsync(ino, fh, datasync, reply));
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let mut st = self.lock();
-        let result = (|| -> io::Result<Vec<DirListEntry>> {
-            let rel = st
-                .nodes
-                .get(&ino.0)
-                .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?
-                .path
-                .clone();
-            let path = st.store_path(&rel);
-            st.meta_op();
-            let mut entries = vec![
-                (ino.0, FileType::Directory, ".".into()),
-                (ROOT, FileType::Directory, "..".into()),
-            ];
-            for entry in fs::read_dir(path)? {
-                let entry = entry?;
-                let md = entry.metadata()?;
-                entries.push((st.node_id(md.ino()), kind_of(&md), entry.file_name()));
-            }
-            Ok(entries)
-        })();
-        match result {
-            Ok(entries) => {
-                let fh = self
-                    .next_dir
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                self.dirs
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(fh, entries);
-                reply.opened(FileHandle(fh), FopenFlags::empty())
-            }
-            Err(e) => reply.error(errno(&e)),
-        }
+    fn opendir(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.run(Order::Free, move |fs| fs.opendir(ino, flags, reply));
     }
 
     fn readdir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
-        mut reply: ReplyDirectory,
+        reply: ReplyDirectory,
     ) {
-        let dirs = self.dirs.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(entries) = dirs.get(&fh.0) else {
-            return reply.error(Errno::EBADF);
-        };
-        for (i, (id, kind, name)) in entries.iter().enumerate().skip(offset as usize) {
-            if reply.add(INodeNo(*id), (i + 1) as u64, *kind, name) {
-                break;
-            }
-        }
-        reply.ok();
+        self.run(Order::Free, move |fs| fs.readdir(ino, fh, offset, reply));
     }
 
     fn releasedir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        self.dirs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&fh.0);
-        reply.ok();
+        self.run(Order::Free, move |fs| fs.releasedir(ino, fh, flags, reply));
     }
 
     fn fsyncdir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        _datasync: bool,
+        ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
         reply: ReplyEmpty,
     ) {
-        // Namespace operations already reached the store before their replies.
-        reply.ok();
+        self.run(Order::Free, move |fs| fs.fsyncdir(ino, fh, datasync, reply));
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let st = self.lock();
-        let path = st.store_path(Path::new(""));
-        drop(st);
-        let s = match statvfs(&path) {
-            Ok(s) => s,
-            Err(e) => return reply.error(errno(&e)),
-        };
-        reply.statfs(
-            s.f_blocks,
-            s.f_bfree,
-            s.f_bavail,
-            s.f_files,
-            s.f_ffree,
-            s.f_bsize as u32,
-            s.f_namemax as u32,
-            s.f_frsize as u32,
-        );
+    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        self.run(Order::Free, move |fs| fs.statfs(ino, reply));
     }
 }

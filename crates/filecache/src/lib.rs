@@ -53,17 +53,17 @@ use std::path::Path;
 #[cfg(feature = "fuse")]
 use std::sync::{Arc, Mutex};
 
-/// Request threads of a mount without a cache: requests on different files proceed in
-/// parallel, their store I/O outside the mount's lock (docs/design.md §4.9). A mount with a
-/// cache serves on one thread: its data path is under the lock anyway, and the kernel's
-/// release of a closed file must reach it before a later unlink of that file does (on
-/// several threads the unlink can overtake it and find the file still open, and its dirty
-/// blocks would be written back instead of dropped).
+/// Request threads of a mount: one thread reads the kernel's requests in order and hands
+/// them to this many (docs/design.md §14 "Dispatch"), so requests on different files proceed
+/// in parallel (their store I/O and journal syncs, and everything outside the mount's lock);
+/// a request that depends on whether a file is still open waits for the releases read
+/// before it.
 #[cfg(feature = "fuse")]
 pub const REQUEST_THREADS: usize = 4;
 
-/// FUSE session options of a mount on `threads` request threads, each with its own
-/// `/dev/fuse` descriptor.
+/// FUSE session options of a mount read by `threads` fuser threads, each with its own
+/// `/dev/fuse` descriptor. The mount uses one ([`spawn_mount_with`]): its requests must be
+/// read in the kernel's order for a release to be known before a later unlink is served.
 #[cfg(feature = "fuse")]
 pub fn fuse_config(threads: usize) -> fuser::Config {
     let mut config = fuser::Config::default();
@@ -96,15 +96,10 @@ pub fn spawn_mount_with(
     options: fs::FuseOptions,
     prepare: impl FnOnce(&mut State) -> std::io::Result<()>,
 ) -> std::io::Result<(fuser::BackgroundSession, Arc<Mutex<State>>)> {
-    let threads = if cfg.capacity_blocks == 0 {
-        REQUEST_THREADS
-    } else {
-        1
-    };
     let mut state = State::open(cfg)?;
     prepare(&mut state)?;
     let state = Arc::new(Mutex::new(state));
     let fs = fs::CacheFs::with_options(state.clone(), options);
-    let session = fuser::spawn_mount(fs, mountpoint, &fuse_config(threads))?;
+    let session = fuser::spawn_mount(fs, mountpoint, &fuse_config(1))?;
     Ok((session, state))
 }

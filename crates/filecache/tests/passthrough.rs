@@ -590,3 +590,49 @@ fn kept_images_past_those_held_open_are_reused_by_path_and_never_stale() {
     }
     assert_eq!(m.stats().passthrough_images_copied, copied + 1);
 }
+
+/// A handle opened read-only is answered with `FOPEN_NOFLUSH`, so its close sends no
+/// `FUSE_FLUSH` (counted in `MountStats::flushes`), passed through or on the block path; a
+/// writable handle's close still does. (With passthrough negotiated the kernel has no
+/// writeback caching, under which it would flush regardless.)
+#[test]
+fn a_read_only_close_sends_no_flush_and_a_writable_close_does() {
+    need_fuse!();
+    for (min_size, passed) in [(0, true), (u64::MAX, false)] {
+        let m = Mounted::with_min_size(1024, min_size);
+        // Negotiated on both mounts (the same kernel); only the first passes files through.
+        if passed {
+            assert!(
+                passes_through(&m),
+                "this kernel has FUSE passthrough (Linux 6.9+) but the mount did not use it"
+            );
+        }
+        let data = content(3, 20_000);
+        fs::write(m.mnt().join("r"), &data).unwrap();
+        let before = m.stats();
+        for _ in 0..3 {
+            assert!(fs::read(m.mnt().join("r")).unwrap() == data);
+        }
+        let after_reads = m.stats();
+        assert_eq!(
+            after_reads.flushes, before.flushes,
+            "passed {passed}: read-only closes flushed"
+        );
+        assert_eq!(
+            after_reads.passthrough_opens > before.passthrough_opens,
+            passed,
+            "passed {passed}: the reads' mode"
+        );
+        drop(
+            OpenOptions::new()
+                .write(true)
+                .open(m.mnt().join("r"))
+                .unwrap(),
+        );
+        assert_eq!(
+            m.stats().flushes,
+            before.flushes + 1,
+            "passed {passed}: a writable close must flush"
+        );
+    }
+}

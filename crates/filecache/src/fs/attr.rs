@@ -182,7 +182,7 @@ pub(super) fn statvfs(path: &Path) -> io::Result<libc::statvfs> {
     Ok(s)
 }
 
-impl super::CacheFs {
+impl super::Inner {
     /// Replies with the entry `name` of directory `parent`: from the names and attributes the
     /// mount already knows when it can, else from the store.
     pub(super) fn entry(&self, st: &mut State, parent: u64, name: &OsStr, reply: ReplyEntry) {

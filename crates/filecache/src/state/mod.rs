@@ -23,6 +23,7 @@ mod degrade;
 mod delete_tests;
 mod direct;
 mod exec;
+mod group_commit;
 mod image;
 mod namespace;
 mod nodes;
@@ -37,6 +38,7 @@ mod tests;
 use crate::store::{CacheDir, StoreIdentity, StoreLatency};
 pub use degrade::{decayed_score, OnError};
 pub use direct::StoreIo;
+pub use group_commit::{SyncCounter, SyncMark};
 use space::{check_journal_room, reserve_blocks};
 pub use stats::MountStats;
 
@@ -133,6 +135,12 @@ pub struct State {
     /// are promised to survive a power loss (records a sync of the mount's own made durable
     /// promise nothing).
     promised: u64,
+    /// Full syncs begun (numbered from 1), and the number of the last that completed
+    /// (group commit, `group_commit.rs`).
+    syncs_begun: Arc<std::sync::atomic::AtomicU64>,
+    last_full_sync: u64,
+    /// `FUSE_FLUSH` requests received, counted without the lock (`MountStats::flushes`).
+    flushes: Arc<std::sync::atomic::AtomicU64>,
     stats: MountStats,
     unsynced_store: HashSet<FileId>,
     /// Files with a `Clean` record not yet synced: a power loss may drop it and keep an older
@@ -277,6 +285,9 @@ impl State {
             slots: slots::Slots::new(cfg.capacity_blocks),
             journaled: vec![None; cfg.capacity_blocks as usize],
             promised: 0,
+            syncs_begun: Arc::default(),
+            last_full_sync: 0,
+            flushes: Arc::default(),
             root_ino: md.ino(),
             root_dev: md.dev(),
             dirs: HashMap::new(),
@@ -318,6 +329,8 @@ impl State {
         s.dirty_blocks = self.core.dirty_blocks();
         s.store_ops_in_flight_peak = self.in_flight.1.load(std::sync::atomic::Ordering::Relaxed);
         s.cached_blocks = self.core.len() as u64;
+        s.cached_files = self.core.cached_files() as u64;
+        s.flushes = self.flushes.load(std::sync::atomic::Ordering::Relaxed);
         s.stranded_blocks = self.stranded.len() as u64;
         s.dirty_blocks += s.stranded_blocks;
         s.degraded = self.health.degraded;
@@ -327,6 +340,12 @@ impl State {
         s.served_past_cache = self.health.served_past_cache;
         s.returned_to_service = self.health.returned_to_service;
         s
+    }
+
+    /// The count of `FUSE_FLUSH` requests (closes), kept by the FUSE layer without the
+    /// mount's lock and reported in `MountStats::flushes`.
+    pub fn flush_counter(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        self.flushes.clone()
     }
 
     /// Injects `faults` into the block file's and the journal's I/O from now on (`None`:
@@ -631,13 +650,17 @@ impl State {
     /// Makes the journal durable (fsync): the blocks file and the store files written to are
     /// synced first, the records name their data.
     pub(super) fn sync_journal_raw(&mut self) -> io::Result<()> {
+        let n = self.sync_begins();
         self.sync_blocks()?;
         self.sync_written_back()?;
         if let Some(j) = self.journal.as_mut() {
             j.sync()?;
+            self.stats.journal_syncs += 1;
             self.slots.synced();
             self.cleaned_unsynced.clear();
         }
+        // Everything applied before sync `n` began is durable (group commit).
+        self.last_full_sync = n;
         Ok(())
     }
 }

@@ -456,3 +456,43 @@ fn a_write_back_syncs_each_store_file_once_per_batch_and_only_for_fsynced_blocks
     assert_eq!(st.stats().spare_syncs, 0);
     assert_eq!(syncs(&st), before);
 }
+
+#[test]
+fn an_fsync_answered_by_a_later_sync_keeps_its_writes_across_a_power_loss() {
+    // Group commit (`group_commit.rs`): fsync B arrives (its mark) after its write; another
+    // fsync's sync begins after that, so B is answered without a journal sync of its own. An
+    // fsync whose mark no completed sync follows syncs itself. After a power loss every
+    // block holds its last version: each was fsynced, B's by the other fsync's sync.
+    let (dir, mut st, id) = one_file(16);
+    let counter = st.sync_counter();
+    st.write(id, 0, &pattern(0x10, 0)).unwrap();
+    st.fsync(id).unwrap();
+    powerloss::start(&cache_and_store_files(dir.path())).unwrap();
+    st.write(id, 0, &pattern(0x11, 0)).unwrap();
+    let mark_b = counter.mark();
+    st.write(id, BS as u64, &pattern(0x12, 1)).unwrap();
+    st.fsync(id).unwrap();
+    let before = st.stats();
+    st.fsync_since(id, mark_b).unwrap();
+    let after = st.stats();
+    assert_eq!(after.journal_syncs, before.journal_syncs, "B synced again");
+    assert_eq!(after.fsyncs_grouped, 1);
+    assert_eq!(after.fsyncs, before.fsyncs + 1);
+    st.write(id, 2 * BS as u64, &pattern(0x13, 2)).unwrap();
+    let mark_c = counter.mark();
+    st.fsync_since(id, mark_c).unwrap();
+    let last = st.stats();
+    assert_eq!(
+        last.journal_syncs,
+        after.journal_syncs + 1,
+        "C must sync itself"
+    );
+    assert_eq!(last.fsyncs_grouped, 1);
+    drop(st);
+    let rec = powerloss::stop();
+    let allowed: Vec<HashSet<Vec<u8>>> = [(0x11, 0), (0x12, 1), (0x13, 2)]
+        .into_iter()
+        .map(|(tag, b)| [pattern(tag, b)].into_iter().collect())
+        .collect();
+    check_images(dir.path(), &rec, 200, false, blocks_among(&allowed));
+}

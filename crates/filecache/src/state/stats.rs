@@ -37,6 +37,14 @@ pub struct MountStats {
     /// sync (overwrites of fsync'd dirty blocks or reuse of written-back ones, more between
     /// two fsyncs than there are spare slots).
     pub spare_syncs: u64,
+    /// `FUSE_FLUSH` requests received (closes of handles the kernel did not open with
+    /// `FOPEN_NOFLUSH`, docs/design.md §14).
+    pub flushes: u64,
+    /// Journal syncs of full syncs (fsyncs, unmount, flushes; docs/design.md §14).
+    pub journal_syncs: u64,
+    /// fsyncs answered by a sync that began after they arrived, with no sync of their own
+    /// (group commit, docs/design.md §14 "Dispatch").
+    pub fsyncs_grouped: u64,
     /// Store files synced (by fsync, flush, unmount or journal compaction).
     pub store_syncs: u64,
     /// Lookups refused because the entry is on another file system than the store's root.
@@ -61,6 +69,8 @@ pub struct MountStats {
     pub dirty_blocks: u64,
     /// Blocks resident now.
     pub cached_blocks: u64,
+    /// Files with blocks resident now (capped by `--cache-max-files`, docs/design.md §15).
+    pub cached_files: u64,
     /// Serving in pass-through because of cache-device errors (docs/design.md §11).
     pub degraded: bool,
     /// Why it degraded.
