@@ -13,6 +13,10 @@ use tiercache_filecache::{CleaningConfig, MountConfig, Variant};
 
 use crate::serve_cmd;
 
+/// The most request threads `--request-threads` takes: more only cost memory and switches
+/// (the mount's data path shares one state lock, docs/design.md §14).
+const MAX_REQUEST_THREADS: usize = 256;
+
 /// Arguments of `tiercache mount`.
 #[derive(Debug, Args)]
 pub struct MountArgs {
@@ -54,6 +58,12 @@ pub struct MountArgs {
     /// ones stay on the block path and the kernel's page cache (docs/design.md §14).
     #[arg(long, value_name = "SIZE")]
     pub passthrough_min_size: Option<String>,
+    /// Threads serving the kernel's requests, handed them in order by one reading thread
+    /// (docs/design.md §14 "Dispatch"): requests of different files proceed in parallel. 0
+    /// serves each on the reading thread, one at a time (the least latency for a single
+    /// client on the block path; no parallelism).
+    #[arg(long, value_name = "N", default_value_t = tiercache_filecache::REQUEST_THREADS)]
+    pub request_threads: usize,
     /// Background cleaner of a write-back cache (docs/design.md §4.6, §4.9): `lazy` writes
     /// dirty blocks back once the mount has served no data request for 1 s, `threshold` while
     /// more than half the cache is dirty (down to a quarter), `none` never (they wait for
@@ -328,6 +338,12 @@ pub fn run(args: MountArgs) -> Result<()> {
             "must be at least 1 (--cache-size 0 mounts the store uncached)",
         ));
     }
+    if args.request_threads > MAX_REQUEST_THREADS {
+        return Err(bad(
+            "request-threads",
+            format!("must be at most {MAX_REQUEST_THREADS}"),
+        ));
+    }
     let max_files = args.cache_max_files;
     let passthrough_min_size = match &args.passthrough_min_size {
         Some(s) => {
@@ -338,6 +354,7 @@ pub fn run(args: MountArgs) -> Result<()> {
     let options = tiercache_filecache::FuseOptions {
         passthrough: !args.no_passthrough,
         passthrough_min_size,
+        request_threads: args.request_threads,
     };
     let prepare = |st: &mut tiercache_filecache::State| match max_files {
         Some(n) => st.set_max_files(n),

@@ -772,3 +772,55 @@ fn mount_rejects_a_zero_file_cap_naming_the_option() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cache-max-files"));
     assert!(!is_mounted(&mnt));
 }
+
+/// `--request-threads 0` serves every request on the reading thread: files written, some
+/// unlinked and read back reach the store as left, with the flush on exit; more threads than
+/// the limit are refused naming the option.
+#[test]
+fn a_mount_without_request_threads_serves_on_the_reading_thread_and_too_many_are_refused() {
+    let Some((_dir, store, cache, mnt)) = mount_dirs() else {
+        return;
+    };
+    let mut m = MountProcess::start_with(
+        &store,
+        &mnt,
+        &cache,
+        "wb",
+        &["--flush-on-exit", "--request-threads", "0"],
+    );
+    let files: Vec<(String, Vec<u8>)> = (0..8u64)
+        .map(|i| (format!("f{i}"), content(40 + i, 3000 + 7000 * i as usize)))
+        .collect();
+    for (name, data) in &files {
+        fs::write(mnt.join(name), data).unwrap();
+    }
+    for (name, _) in &files[..2] {
+        fs::remove_file(mnt.join(name)).unwrap();
+    }
+    for (name, data) in &files[2..] {
+        assert_eq!(&fs::read(mnt.join(name)).unwrap(), data, "{name}");
+    }
+    m.stop();
+    let mut left: Vec<String> = fs::read_dir(&store)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    let want: Vec<String> = files[2..].iter().map(|(n, _)| n.clone()).collect();
+    assert_eq!(left, want);
+    for (name, data) in &files[2..] {
+        assert_eq!(&fs::read(store.join(name)).unwrap(), data, "{name}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .arg("mount")
+        .arg(&store)
+        .arg(&mnt)
+        .arg("--cache-dir")
+        .arg(&cache)
+        .args(["--request-threads", "100000"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("request-threads"));
+    assert!(!is_mounted(&mnt));
+}

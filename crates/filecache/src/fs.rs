@@ -76,8 +76,9 @@ impl CacheFs {
     }
 
     /// A file system over `state` using the kernel's features as `options` say, serving
-    /// requests on [`crate::REQUEST_THREADS`] threads.
+    /// requests on `options.request_threads` threads.
     pub fn with_options(state: Arc<Mutex<State>>, options: FuseOptions) -> Self {
+        let request_threads = options.request_threads;
         let (images, sync_counter, flushes) = {
             let st = state.lock().unwrap_or_else(|p| p.into_inner());
             let cfg = st.config();
@@ -106,7 +107,7 @@ impl CacheFs {
                 sync_counter,
                 flushes,
             }),
-            pool: Pool::new(crate::REQUEST_THREADS),
+            pool: Pool::new(request_threads),
             #[cfg(test)]
             hooks: (Duration::ZERO, true),
         }

@@ -53,7 +53,7 @@ use std::path::Path;
 #[cfg(feature = "fuse")]
 use std::sync::{Arc, Mutex};
 
-/// Request threads of a mount: one thread reads the kernel's requests in order and hands
+/// Request threads of a mount by default ([`FuseOptions::request_threads`]): one thread reads the kernel's requests in order and hands
 /// them to this many (docs/design.md §14 "Dispatch"), so requests on different files proceed
 /// in parallel (their store I/O and journal syncs, and everything outside the mount's lock);
 /// a request that depends on whether a file is still open waits for the releases read

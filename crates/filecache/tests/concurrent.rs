@@ -105,6 +105,7 @@ fn run(passthrough: bool) {
         FuseOptions {
             passthrough,
             passthrough_min_size: 0,
+            ..FuseOptions::default()
         },
         |_| Ok(()),
     )

@@ -79,6 +79,7 @@ impl Mounted {
             FuseOptions {
                 passthrough,
                 passthrough_min_size,
+                ..FuseOptions::default()
             },
             |_| Ok(()),
         )

@@ -17,6 +17,10 @@ pub struct FuseOptions {
     /// kernel's page cache even when the cache holds them whole: for them an image's copy,
     /// comparison and removal cost more than the round trips passthrough saves.
     pub passthrough_min_size: u64,
+    /// Request threads the reading thread hands requests to (docs/design.md §14
+    /// "Dispatch"); 0 serves every request on the reading thread, one at a time, in the
+    /// kernel's order (no hand-off: the least latency for one client, no parallelism).
+    pub request_threads: usize,
 }
 
 impl Default for FuseOptions {
@@ -24,6 +28,7 @@ impl Default for FuseOptions {
         FuseOptions {
             passthrough: true,
             passthrough_min_size: DEFAULT_PASSTHROUGH_MIN_SIZE,
+            request_threads: crate::REQUEST_THREADS,
         }
     }
 }
