@@ -12,7 +12,7 @@
 //! | ARC | [`ArcPolicy`] | links, list byte, key; ghosts B1/B2 (≤ c keys) |
 //! | S3-FIFO | [`S3Fifo`] | links, queue/counter byte, key; ghost (0.9 c keys) |
 //! | CAR | [`Car`] | two rings of slots (a packed entry per slot each), list/reference byte, key; ghosts B1/B2 (≤ c keys) |
-//! | CLOCK-Pro | [`ClockPro`] | links, hot/reference/test byte, key; non-resident test keys (≤ c) |
+//! | CLOCK-Pro | [`ClockPro`] | two rings of slots (as CAR), hot/reference/test byte, key; non-resident test keys (≤ c) |
 //! | W-TinyLFU | [`WTinyLfu`] | links, segment byte, key; [`FrequencySketch`] (4 × 4 bits × width ≥ c) |
 //! | LeCaR | [`LeCaR`] | recency links, frequency-group links, group and key; group pool; two histories (≤ c/2 keys each, with eviction time) |
 //! | SLRU | [`Slru`] | links, segment byte |
@@ -24,7 +24,7 @@
 //! | LHD | [`Lhd`] | dense resident entry (last access, key, slot, two hit ages, explorer: 32 B) and position: 36 B; 3.84 MB of per-class age statistics |
 //!
 //! Every list is an intrusive doubly-linked list over `u32` arrays indexed by slot (but CAR's
-//! clocks, rings of slots scanned in order: `ring.rs`); ghost keys
+//! and CLOCK-Pro's clocks, rings of slots scanned in order: `ring.rs`); ghost keys
 //! live in a fixed pool with an open-addressing index. All memory is allocated by [`build`]
 //! (or by [`Eviction::grow_slots`], which raises the slot limit):
 //! `hit`, `insert`, `evict` and `remove` are O(1) (eviction scans only past pinned slots or, for
