@@ -31,8 +31,9 @@
 //! the CLOCK-like policies, past referenced ones) and never allocate, except in LRU-K, whose
 //! order a hit can change anywhere: it keeps an indexed 4-ary heap, `O(log n)`; LFUDA, whose hit
 //! or insert walks up past the priorities between a line's old and new one (one list sorted by
-//! priority, cut into buckets of equal priority); and LHD, whose eviction ranks a fixed number
-//! of sampled lines.
+//! priority, cut into buckets of equal priority); LHD, whose eviction ranks a fixed number
+//! of sampled lines; and CAR and CLOCK-Pro, whose rings purge the stale entries removed lines
+//! leave, O(ring) in place, when a ring fills or a slot has three there (`ring.rs`).
 //! (Bytes per slot as `memory_bytes` reports them, `tests/memory.rs`, for the policies compared
 //! against in research; ghosts counted at a full cache.)
 //!
