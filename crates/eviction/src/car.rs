@@ -33,7 +33,7 @@
 //! is at or above its target.
 
 use crate::ghost::Ghosts;
-use crate::list::Lists;
+use crate::ring::{stale_bits, Clocks, LIST, RESIDENT};
 use crate::{Eviction, Slot, NO_INCOMING};
 use tiercache_core::LineKey;
 
@@ -41,16 +41,17 @@ const T1: usize = 0;
 const T2: usize = 1;
 const B1: usize = 0;
 const B2: usize = 1;
-/// [`Car::flags`] bit: the slot is in T2.
-const IN_T2: u8 = 1;
+/// [`Car::flags`] bit: the slot is in T2 (the clock bit of `ring.rs`'s layout).
+const IN_T2: u8 = LIST;
 /// [`Car::flags`] bit: the reference bit.
 const REFERENCED: u8 = 2;
 
 /// CLOCK with adaptive replacement.
 #[derive(Debug, Clone)]
 pub struct Car {
-    lists: Lists<2>,
-    /// Per slot: [`IN_T2`] and [`REFERENCED`].
+    /// T1 and T2, each a ring of slots from its hand to its newest line (docs/design.md §4.4).
+    clocks: Clocks,
+    /// Per slot: [`IN_T2`], [`REFERENCED`], and [`Clocks`]' residency and stale counts.
     flags: Vec<u8>,
     /// Key of each resident slot (remembered in a ghost list when it leaves).
     keys: Vec<u64>,
@@ -66,7 +67,7 @@ impl Car {
     /// An empty CAR of `capacity` lines over slots `< slot_limit`.
     pub fn new(capacity: usize, slot_limit: usize) -> Self {
         Car {
-            lists: Lists::new(slot_limit),
+            clocks: Clocks::new(slot_limit),
             flags: vec![0; slot_limit],
             keys: vec![0; slot_limit],
             // |T1| + |B1| <= c and the directory <= 2c with c resident: B1 + B2 <= c.
@@ -85,8 +86,8 @@ impl Car {
     /// Sizes |T1|, |T2|, |B1|, |B2|.
     pub fn list_sizes(&self) -> [usize; 4] {
         [
-            self.lists.len(T1),
-            self.lists.len(T2),
+            self.clocks.len(T1),
+            self.clocks.len(T2),
             self.ghosts.len(B1),
             self.ghosts.len(B2),
         ]
@@ -109,9 +110,9 @@ impl Car {
         // a clock whose every line was passed over is closed (bounds the loop).
         let mut rotated = [0usize; 2];
         loop {
-            let t1 = self.lists.len(T1);
+            let t1 = self.clocks.len(T1);
             let open = |list: usize| {
-                let n = self.lists.len(list);
+                let n = self.clocks.len(list);
                 n > 0 && rotated[list] < n
             };
             let (t1_open, t2_open) = (open(T1), open(T2));
@@ -129,17 +130,18 @@ impl Car {
             } else {
                 T1
             };
-            let hand = self.lists.back(list)?;
-            let f = &mut self.flags[hand as usize];
-            if *f & REFERENCED != 0 {
-                *f = IN_T2;
-                self.lists.move_to_front(list, T2, hand);
+            let hand = self.clocks.hand(&mut self.flags, list)?;
+            self.clocks.pop(list);
+            let f = self.flags[hand as usize];
+            if f & REFERENCED != 0 {
+                self.flags[hand as usize] = stale_bits(f) | RESIDENT | IN_T2;
+                self.clocks.push(&mut self.flags, T2, hand);
                 rotated = [0, 0];
             } else if pinned(hand) {
-                self.lists.move_to_front(list, list, hand);
+                self.clocks.push(&mut self.flags, list, hand);
                 rotated[list] += 1;
             } else {
-                self.lists.unlink(list, hand);
+                self.flags[hand as usize] = stale_bits(f);
                 let ghost = if list == T1 { B1 } else { B2 };
                 self.ghosts
                     .push_front(ghost, LineKey(self.keys[hand as usize]));
@@ -160,13 +162,14 @@ impl Eviction for Car {
             _ => self.ghosts.remove(key),
         };
         self.keys[slot as usize] = key.0;
+        let f = stale_bits(self.flags[slot as usize]);
         if let Some(list) = ghost {
             self.adapt(list);
-            self.flags[slot as usize] = IN_T2;
-            self.lists.push_front(T2, slot);
+            self.flags[slot as usize] = f | RESIDENT | IN_T2;
+            self.clocks.push(&mut self.flags, T2, slot);
         } else {
-            self.flags[slot as usize] = 0;
-            self.lists.push_front(T1, slot);
+            self.flags[slot as usize] = f | RESIDENT;
+            self.clocks.push(&mut self.flags, T1, slot);
         }
     }
 
@@ -175,11 +178,9 @@ impl Eviction for Car {
         self.flags[slot as usize] |= REFERENCED;
     }
 
+    /// The slot's entry stays in its ring, stale (skipped by the hand; `ring.rs`).
     fn remove(&mut self, slot: Slot) {
-        if self.lists.is_linked(slot) {
-            let list = (self.flags[slot as usize] & IN_T2) as usize;
-            self.lists.unlink(list, slot);
-        }
+        self.clocks.remove(&mut self.flags, slot);
     }
 
     fn evict(&mut self, incoming: LineKey, pinned: &dyn Fn(Slot) -> bool) -> Option<Slot> {
@@ -216,22 +217,25 @@ impl Eviction for Car {
         tiercache_core::hint::prefetch(self.flags.as_ptr().wrapping_add(slot as usize));
     }
 
-    /// The hand line of the clock REPLACE starts on and the line after it (a guess: a
-    /// referenced hand line goes round instead). Also starts loading the next line's key, the
-    /// ghost bucket the victim's key goes to, and the ghost key a miss without a ghost hit
-    /// would drop (B1's oldest when `|T1| + |B1| >= c`, else B2's).
+    /// The entry at the hand of the clock REPLACE starts on and the one after it (a guess: a
+    /// referenced hand line goes round, a stale entry is skipped). Also starts loading the
+    /// next entry's key, the ghost bucket the victim's key goes to, the ghost key a miss
+    /// without a ghost hit would drop (B1's oldest when `|T1| + |B1| >= c`, else B2's) and
+    /// the ring a few entries on.
     #[inline]
     fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
-        let t1 = self.lists.len(T1);
-        let list = if t1 >= self.p.max(1) { T1 } else { T2 };
-        let v = self
-            .lists
-            .back(list)
-            .or_else(|| self.lists.back(1 - list))?;
-        let then = self.lists.newer(v);
+        let t1 = self.clocks.len(T1);
+        let mut list = if t1 >= self.p.max(1) { T1 } else { T2 };
+        if self.clocks.len(list) == 0 {
+            list = 1 - list;
+        }
+        let ring = self.clocks.ring(list);
+        let v = ring.front()?;
+        let then = ring.get(1);
         if let Some(t) = then {
             tiercache_core::hint::prefetch(self.keys.as_ptr().wrapping_add(t as usize));
         }
+        ring.prefetch(16);
         self.ghosts.prefetch(LineKey(self.keys[v as usize]));
         let b1 = self.ghosts.len(B1);
         self.ghosts
@@ -240,7 +244,7 @@ impl Eviction for Car {
     }
 
     fn len(&self) -> usize {
-        self.lists.len(T1) + self.lists.len(T2)
+        self.clocks.len(T1) + self.clocks.len(T2)
     }
 
     fn capacity(&self) -> usize {
@@ -261,12 +265,12 @@ impl Eviction for Car {
             self.ghosts.remove(key);
         }
         self.keys[slot as usize] = key.0;
-        self.flags[slot as usize] = 0;
-        self.lists.push_back(T1, slot);
+        self.flags[slot as usize] = stale_bits(self.flags[slot as usize]) | RESIDENT;
+        self.clocks.push_front(&mut self.flags, T1, slot);
     }
 
     fn memory_bytes(&self) -> usize {
-        self.lists.memory_bytes()
+        self.clocks.memory_bytes()
             + self.flags.capacity()
             + self.keys.capacity() * 8
             + self.ghosts.memory_bytes()
@@ -274,7 +278,7 @@ impl Eviction for Car {
 
     fn grow_slots(&mut self, slot_limit: usize) {
         if slot_limit > self.flags.len() {
-            self.lists.grow(slot_limit);
+            self.clocks = self.clocks.grown(slot_limit);
             self.flags.resize(slot_limit, 0);
             self.keys.resize(slot_limit, 0);
         }

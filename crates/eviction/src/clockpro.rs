@@ -37,14 +37,14 @@
 //! leaves next without a test key. [`Eviction::insert_demoted`] keeps the default.
 
 use crate::ghost::Ghosts;
-use crate::list::Lists;
+use crate::ring::{stale_bits, Clocks, LIST, RESIDENT};
 use crate::{Eviction, Slot, NO_INCOMING};
 use tiercache_core::LineKey;
 
 const COLD: usize = 0;
 const HOT: usize = 1;
-/// [`ClockPro::flags`] bit: the line is hot.
-const IS_HOT: u8 = 1;
+/// [`ClockPro::flags`] bit: the line is hot (the clock bit of `ring.rs`'s layout).
+const IS_HOT: u8 = LIST;
 /// [`ClockPro::flags`] bit: the reference bit.
 const REFERENCED: u8 = 2;
 /// [`ClockPro::flags`] bit: a cold line in its test period.
@@ -53,7 +53,11 @@ const IN_TEST: u8 = 4;
 /// CLOCK-Pro replacement.
 #[derive(Debug, Clone)]
 pub struct ClockPro {
-    lists: Lists<2>,
+    /// The cold and hot clocks, each a ring of slots from its hand to its newest line
+    /// (docs/design.md §4.4).
+    clocks: Clocks,
+    /// Per slot: [`IS_HOT`], [`REFERENCED`], [`IN_TEST`], and [`Clocks`]' residency and stale
+    /// counts.
     flags: Vec<u8>,
     /// Key of each resident slot (kept as a test key when it leaves in test).
     keys: Vec<u64>,
@@ -71,7 +75,7 @@ impl ClockPro {
     pub fn new(capacity: usize, slot_limit: usize) -> Self {
         let capacity = capacity.min(slot_limit);
         ClockPro {
-            lists: Lists::new(slot_limit),
+            clocks: Clocks::new(slot_limit),
             flags: vec![0; slot_limit],
             keys: vec![0; slot_limit],
             tests: Ghosts::new(capacity),
@@ -84,8 +88,8 @@ impl ClockPro {
     /// Hot lines, resident cold lines, non-resident test keys, and the cold target `m_c`.
     pub fn sizes(&self) -> [usize; 4] {
         [
-            self.lists.len(HOT),
-            self.lists.len(COLD),
+            self.clocks.len(HOT),
+            self.clocks.len(COLD),
             self.tests.total_len(),
             self.cold_target,
         ]
@@ -117,19 +121,20 @@ impl ClockPro {
     fn balance_hot(&mut self) {
         let hot_limit = self.capacity - self.cold_target.min(self.capacity);
         // Each line's bit is cleared at most once: two passes find an unreferenced line.
-        let mut steps = 2 * self.lists.len(HOT);
-        while self.lists.len(HOT) > hot_limit && steps > 0 {
+        let mut steps = 2 * self.clocks.len(HOT);
+        while self.clocks.len(HOT) > hot_limit && steps > 0 {
             steps -= 1;
-            let Some(hand) = self.lists.back(HOT) else {
+            let Some(hand) = self.clocks.hand(&mut self.flags, HOT) else {
                 return;
             };
+            self.clocks.pop(HOT);
             let f = &mut self.flags[hand as usize];
             if *f & REFERENCED != 0 {
-                *f = IS_HOT;
-                self.lists.move_to_front(HOT, HOT, hand);
+                *f = stale_bits(*f) | RESIDENT | IS_HOT;
+                self.clocks.push(&mut self.flags, HOT, hand);
             } else {
-                *f = 0;
-                self.lists.move_to_front(HOT, COLD, hand);
+                *f = stale_bits(*f) | RESIDENT;
+                self.clocks.push(&mut self.flags, COLD, hand);
             }
         }
     }
@@ -137,27 +142,31 @@ impl ClockPro {
     /// The cold hand: the victim, or `None` when every cold line is pinned and unreferenced.
     fn run_cold(&mut self, pinned: &dyn Fn(Slot) -> bool) -> Option<Slot> {
         let mut passed_pinned = 0;
-        while let Some(hand) = self.lists.back(COLD) {
+        while let Some(hand) = self.clocks.hand(&mut self.flags, COLD) {
             let f = self.flags[hand as usize];
+            let kept = stale_bits(f) | RESIDENT;
             if f & REFERENCED != 0 {
+                self.clocks.pop(COLD);
                 if f & IN_TEST != 0 {
-                    self.flags[hand as usize] = IS_HOT;
-                    self.lists.move_to_front(COLD, HOT, hand);
+                    self.flags[hand as usize] = kept | IS_HOT;
+                    self.clocks.push(&mut self.flags, HOT, hand);
                     self.cold_target = (self.cold_target + 1).min(self.capacity);
                     self.balance_hot();
                 } else {
-                    self.flags[hand as usize] = IN_TEST;
-                    self.lists.move_to_front(COLD, COLD, hand);
+                    self.flags[hand as usize] = kept | IN_TEST;
+                    self.clocks.push(&mut self.flags, COLD, hand);
                 }
                 passed_pinned = 0;
             } else if pinned(hand) {
-                if passed_pinned >= self.lists.len(COLD) {
+                if passed_pinned >= self.clocks.len(COLD) {
                     return None;
                 }
                 passed_pinned += 1;
-                self.lists.move_to_front(COLD, COLD, hand);
+                self.clocks.pop(COLD);
+                self.clocks.push(&mut self.flags, COLD, hand);
             } else {
-                self.lists.unlink(COLD, hand);
+                self.clocks.pop(COLD);
+                self.flags[hand as usize] = stale_bits(f);
                 if f & IN_TEST != 0 {
                     self.keep_test_key(self.keys[hand as usize]);
                 }
@@ -169,28 +178,30 @@ impl ClockPro {
 
     /// The hot clock's oldest unreferenced unpinned line (when no cold line can leave).
     fn evict_hot(&mut self, pinned: &dyn Fn(Slot) -> bool) -> Option<Slot> {
-        for _ in 0..2 * self.lists.len(HOT) {
-            let hand = self.lists.back(HOT)?;
+        for _ in 0..2 * self.clocks.len(HOT) {
+            let hand = self.clocks.hand(&mut self.flags, HOT)?;
+            self.clocks.pop(HOT);
             let f = &mut self.flags[hand as usize];
             if *f & REFERENCED == 0 && !pinned(hand) {
-                self.lists.unlink(HOT, hand);
+                *f = stale_bits(*f);
                 return Some(hand);
             }
-            *f = IS_HOT;
-            self.lists.move_to_front(HOT, HOT, hand);
+            *f = stale_bits(*f) | RESIDENT | IS_HOT;
+            self.clocks.push(&mut self.flags, HOT, hand);
         }
         None
     }
 
     fn enter(&mut self, slot: Slot, key: LineKey, was_test: bool) {
         self.keys[slot as usize] = key.0;
+        let kept = stale_bits(self.flags[slot as usize]) | RESIDENT;
         if was_test {
-            self.flags[slot as usize] = IS_HOT;
-            self.lists.push_front(HOT, slot);
+            self.flags[slot as usize] = kept | IS_HOT;
+            self.clocks.push(&mut self.flags, HOT, slot);
             self.balance_hot();
         } else {
-            self.flags[slot as usize] = IN_TEST;
-            self.lists.push_front(COLD, slot);
+            self.flags[slot as usize] = kept | IN_TEST;
+            self.clocks.push(&mut self.flags, COLD, slot);
         }
     }
 }
@@ -213,11 +224,9 @@ impl Eviction for ClockPro {
         self.flags[slot as usize] |= REFERENCED;
     }
 
+    /// The slot's entry stays in its ring, stale (skipped by the hand; `ring.rs`).
     fn remove(&mut self, slot: Slot) {
-        if self.lists.is_linked(slot) {
-            let list = (self.flags[slot as usize] & IS_HOT) as usize;
-            self.lists.unlink(list, slot);
-        }
+        self.clocks.remove(&mut self.flags, slot);
     }
 
     fn evict(&mut self, incoming: LineKey, pinned: &dyn Fn(Slot) -> bool) -> Option<Slot> {
@@ -237,7 +246,7 @@ impl Eviction for ClockPro {
     }
 
     fn len(&self) -> usize {
-        self.lists.len(COLD) + self.lists.len(HOT)
+        self.clocks.len(COLD) + self.clocks.len(HOT)
     }
 
     fn capacity(&self) -> usize {
@@ -262,12 +271,12 @@ impl Eviction for ClockPro {
             self.look_up(key);
         }
         self.keys[slot as usize] = key.0;
-        self.flags[slot as usize] = 0;
-        self.lists.push_back(COLD, slot);
+        self.flags[slot as usize] = stale_bits(self.flags[slot as usize]) | RESIDENT;
+        self.clocks.push_front(&mut self.flags, COLD, slot);
     }
 
     fn memory_bytes(&self) -> usize {
-        self.lists.memory_bytes()
+        self.clocks.memory_bytes()
             + self.flags.capacity()
             + self.keys.capacity() * 8
             + self.tests.memory_bytes()
@@ -275,7 +284,7 @@ impl Eviction for ClockPro {
 
     fn grow_slots(&mut self, slot_limit: usize) {
         if slot_limit > self.flags.len() {
-            self.lists.grow(slot_limit);
+            self.clocks = self.clocks.grown(slot_limit);
             self.flags.resize(slot_limit, 0);
             self.keys.resize(slot_limit, 0);
         }
@@ -287,13 +296,17 @@ impl Eviction for ClockPro {
         tiercache_core::hint::prefetch(self.flags.as_ptr().wrapping_add(slot as usize));
     }
 
-    /// The cold hand's line and the line after it (a guess: a referenced line goes round or
-    /// turns hot instead). Also starts loading the next line's key, the test bucket the
-    /// victim's key goes to, and, with the test FIFO full, the key its end drops.
+    /// The cold hand's entry and the one after it (a guess: a referenced line goes round or
+    /// turns hot, a stale entry is skipped). Also starts loading the next entry's key, the
+    /// test bucket the victim's key goes to, with the test FIFO full the key its end drops,
+    /// and the ring a few entries on.
     #[inline]
     fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
-        let v = self.lists.back(COLD).or_else(|| self.lists.back(HOT))?;
-        let then = self.lists.newer(v);
+        let list = if self.clocks.len(COLD) > 0 { COLD } else { HOT };
+        let ring = self.clocks.ring(list);
+        let v = ring.front()?;
+        let then = ring.get(1);
+        ring.prefetch(16);
         if let Some(t) = then {
             tiercache_core::hint::prefetch(self.keys.as_ptr().wrapping_add(t as usize));
         }

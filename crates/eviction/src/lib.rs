@@ -11,8 +11,8 @@
 //! | SIEVE | [`Sieve`] | links, visited byte |
 //! | ARC | [`ArcPolicy`] | links, list byte, key; ghosts B1/B2 (≤ c keys) |
 //! | S3-FIFO | [`S3Fifo`] | links, queue/counter byte, key; ghost (0.9 c keys) |
-//! | CAR | [`Car`] | links, list/reference byte, key; ghosts B1/B2 (≤ c keys) |
-//! | CLOCK-Pro | [`ClockPro`] | links, hot/reference/test byte, key; non-resident test keys (≤ c) |
+//! | CAR | [`Car`] | two rings of slots (a packed entry per slot each), list/reference byte, key; ghosts B1/B2 (≤ c keys) |
+//! | CLOCK-Pro | [`ClockPro`] | two rings of slots (as CAR), hot/reference/test byte, key; non-resident test keys (≤ c) |
 //! | W-TinyLFU | [`WTinyLfu`] | links, segment byte, key; [`FrequencySketch`] (4 × 4 bits × width ≥ c) |
 //! | LeCaR | [`LeCaR`] | recency links, frequency-group links, group and key; group pool; two histories (≤ c/2 keys each, with eviction time) |
 //! | SLRU | [`Slru`] | links, segment byte |
@@ -23,15 +23,17 @@
 //! | LIRS | [`Lirs`] | stack and queue links, state byte, key; non-resident pool (≤ c keys): 57 B |
 //! | LHD | [`Lhd`] | dense resident entry (last access, key, slot, two hit ages, explorer: 32 B) and position: 36 B; 3.84 MB of per-class age statistics |
 //!
-//! Every list is an intrusive doubly-linked list over `u32` arrays indexed by slot; ghost keys
+//! Every list is an intrusive doubly-linked list over `u32` arrays indexed by slot (but CAR's
+//! and CLOCK-Pro's clocks, rings of slots scanned in order: `ring.rs`); ghost keys
 //! live in a fixed pool with an open-addressing index. All memory is allocated by [`build`]
 //! (or by [`Eviction::grow_slots`], which raises the slot limit):
 //! `hit`, `insert`, `evict` and `remove` are O(1) (eviction scans only past pinned slots or, for
 //! the CLOCK-like policies, past referenced ones) and never allocate, except in LRU-K, whose
 //! order a hit can change anywhere: it keeps an indexed 4-ary heap, `O(log n)`; LFUDA, whose hit
 //! or insert walks up past the priorities between a line's old and new one (one list sorted by
-//! priority, cut into buckets of equal priority); and LHD, whose eviction ranks a fixed number
-//! of sampled lines.
+//! priority, cut into buckets of equal priority); LHD, whose eviction ranks a fixed number
+//! of sampled lines; and CAR and CLOCK-Pro, whose rings purge the stale entries removed lines
+//! leave, O(ring) in place, when a ring fills or a slot has three there (`ring.rs`).
 //! (Bytes per slot as `memory_bytes` reports them, `tests/memory.rs`, for the policies compared
 //! against in research; ghosts counted at a full cache.)
 //!
@@ -78,6 +80,7 @@ mod list;
 mod lru;
 mod mru;
 pub mod packed;
+mod ring;
 mod s3fifo;
 mod sieve;
 mod sketch;

@@ -19,8 +19,9 @@ fn memory_per_slot_is_small_and_reported() {
             // S3-FIFO): key 8, links 8, owner 1 and 16 of table (an 8-byte bucket, at most
             // half full), plus the lists' sentinels.
             EvictionKind::Arc | EvictionKind::S3Fifo => 50.1,
-            // As ARC: links, flag byte, key (17) and up to c ghost keys (33 each: no owner
-            // byte for CLOCK-Pro's one list).
+            // As ARC, the links replaced by two rings of one packed slot entry each (ring.rs):
+            // rings, flag byte, key (17) and up to c ghost keys (33 each: no owner byte for
+            // CLOCK-Pro's one list).
             EvictionKind::Car | EvictionKind::ClockPro => 50.1,
             // Links, segment byte, key (17) and the sketch: 4 rows × 4 bits × a power-of-two
             // width below 2c, at most 4 bytes per line.
