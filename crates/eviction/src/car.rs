@@ -230,8 +230,7 @@ impl Eviction for Car {
             list = 1 - list;
         }
         let ring = self.clocks.ring(list);
-        let v = ring.front()?;
-        let then = ring.get(1);
+        let (v, then) = self.clocks.live_front(&self.flags, list)?;
         if let Some(t) = then {
             tiercache_core::hint::prefetch(self.keys.as_ptr().wrapping_add(t as usize));
         }

@@ -304,8 +304,7 @@ impl Eviction for ClockPro {
     fn victim_hint(&self) -> Option<(Slot, Option<Slot>)> {
         let list = if self.clocks.len(COLD) > 0 { COLD } else { HOT };
         let ring = self.clocks.ring(list);
-        let v = ring.front()?;
-        let then = ring.get(1);
+        let (v, then) = self.clocks.live_front(&self.flags, list)?;
         ring.prefetch(16);
         if let Some(t) = then {
             tiercache_core::hint::prefetch(self.keys.as_ptr().wrapping_add(t as usize));

@@ -214,6 +214,24 @@ impl Clocks {
         &self.rings[list]
     }
 
+    /// The live entries at clock `list`'s hand and after it, for a victim hint: `None` when
+    /// the hand's entry is stale (a hint names only a line in the order: the partition's
+    /// numbering maps a stale entry's number to no slot), the second dropped when stale. A
+    /// slot's stale entries are older than its live one, so an entry is stale exactly when
+    /// it is the oldest of its slot's and the slot has a stale count here.
+    #[inline(always)]
+    pub(crate) fn live_front(&self, flags: &[u8], list: usize) -> Option<(Slot, Option<Slot>)> {
+        let ring = &self.rings[list];
+        let v = ring.front()?;
+        if stale(flags[v as usize], list) != 0 {
+            return None;
+        }
+        // `v` has no stale entry, so the second entry is another slot's oldest here: stale
+        // exactly when that slot has a stale count.
+        let then = ring.get(1).filter(|&t| stale(flags[t as usize], list) == 0);
+        Some((v, then))
+    }
+
     /// Drops every stale entry from clock `list`'s ring (the slots' counts there become 0).
     fn purge(&mut self, flags: &mut [u8], list: usize) {
         let one = 1 << (STALE_SHIFT + 2 * list as u32);
