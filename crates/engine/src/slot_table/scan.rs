@@ -69,8 +69,9 @@ impl SlotTable {
         threads: usize,
         work: impl Fn(usize, &dyn Fn() -> io::Result<Vec<(u32, SlotRecord)>>) -> T + Sync,
     ) -> (SlotTable, RecoveryReport, Vec<T>) {
-        // Epoch 0: what the device holds at open, durable.
-        let shadow = Shadow::new(
+        // Epoch 0: what the device holds at open, durable. Every slot is set by its run's
+        // scan (the runs cover the table).
+        let shadow = Shadow::new_unset(
             layout.slots,
             mask_bits(&layout),
             unsettled_limit(&layout) / shadow::STRIPES,
@@ -227,13 +228,17 @@ fn scan_chunk(
             }
         }
         let s = (slot + i) as u32;
-        if let Some((_, copy, rec)) = best {
-            shadow.restore(s, copy, rec.line, keys[1 - copy as usize], rec.dirty);
-            if rec.line.is_some() && rec.valid != 0 {
-                out.lines += 1;
-                out.dirty_lines += (rec.dirty != 0) as u64;
-                out.found.push((s, rec));
+        // Every slot is set: the table's arrays start unset (`Shadow::new_unset`).
+        match best {
+            Some((_, copy, rec)) => {
+                shadow.restore(s, copy, rec.line, keys[1 - copy as usize], rec.dirty);
+                if rec.line.is_some() && rec.valid != 0 {
+                    out.lines += 1;
+                    out.dirty_lines += (rec.dirty != 0) as u64;
+                    out.found.push((s, rec));
+                }
             }
+            None => shadow.reset(s),
         }
     }
 }
