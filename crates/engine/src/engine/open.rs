@@ -440,7 +440,9 @@ impl Engine {
                 cache_cfg,
                 &shard_layout,
                 backends,
-                crate::slot_table::recovery_threads(base as usize),
+                // Twice the cores: while one thread makes or restores a core (CPU only),
+                // another's reads keep the device busy.
+                crate::slot_table::recovery_threads(base as usize) * 2,
             )?
         } else {
             None
