@@ -520,35 +520,19 @@ impl Engine {
                 } else if let Some(runs) = crate::pass_through_mark::read(&*cache_dev)? {
                     // The last run served requests past the cache, whose records of dropped clean
                     // copies may never have landed: keep only the dirty data (docs/design.md §11).
-                    let mut dropped = 0u64;
-                    for (slot, rec) in found.iter_mut().flatten() {
-                        if rec.valid == rec.dirty {
-                            continue;
-                        }
-                        dropped += 1;
-                        *rec = if rec.dirty == 0 {
-                            SlotRecord::EMPTY
-                        } else {
-                            SlotRecord {
-                                valid: rec.dirty,
-                                ..*rec
-                            }
-                        };
-                        table.write(&*cache_dev, *slot, rec)?;
-                    }
                     let before = recovery_lines(&found);
+                    let mut dropped = 0u64;
                     for part in &mut found {
-                        part.retain(|(_, rec)| rec.line.is_some());
+                        for (slot, rec) in super::restore::keep_dirty_only(part) {
+                            table.write(&*cache_dev, slot, &rec)?;
+                            dropped += 1;
+                        }
                     }
                     recovery.lines -= before - recovery_lines(&found);
                     table.sync(&*cache_dev)?;
                     crate::pass_through_mark::clear(&*cache_dev)?;
                     recovery.clean_dropped_after_pass_through = dropped;
-                    notes.push(format!(
-                "the last run served requests past the cache ({runs} run(s) since the cache was \
-                 last trusted whole): the clean data of {dropped} recovered lines was dropped, \
-                 as the backend may hold newer; dirty data is kept"
-            ));
+                    notes.push(super::restore::pass_through_note(runs, dropped));
                 }
                 let served = |v: u32| extents.iter().any(|e| e.0 == v);
                 let (journaled, gone): (Vec<_>, Vec<_>) =

@@ -264,10 +264,10 @@ fn restore_run(
 
 /// The slot table and the cores restored by [`scan_and_restore`], with the partition log
 /// and the notes, when nothing between the scan and the restore needs every line: no
-/// pass-through mark (§11: its step rewrites records before the restore), no journaled
-/// partitions (sized by their lines before the restore), no tenancy mode linking the cores.
-/// Those are read first (read only); if any is set or cannot be read, or the device is
-/// blank, `Ok(None)`: the path through lists (open.rs) reads them again in its order, so
+/// journaled partitions (sized by their lines before the restore), no tenancy mode linking
+/// the cores; a pass-through mark's step (§11) is done per shard ([`keep_dirty_only`]).
+/// The partition log and the mark are read first (read only); if a partition or a tenancy
+/// mode is set, either cannot be read, or the device is blank, `Ok(None)`: the path through lists (open.rs) reads them again in its order, so
 /// its errors come as before. The journaled write policies are set in each core before its
 /// lines, as that path sets them.
 pub(super) fn open_per_shard(
@@ -281,9 +281,11 @@ pub(super) fn open_per_shard(
     let Ok((_, journaled)) = crate::partition_log::PartitionLog::open(dev) else {
         return Ok(None);
     };
-    let marked = !matches!(crate::pass_through_mark::read(dev), Ok(None));
+    let Ok(marked) = crate::pass_through_mark::read(dev) else {
+        return Ok(None);
+    };
     let journaled = journaled.unwrap_or_default();
-    if marked || cache_cfg.tenancy.partitions() || !journaled.partitions.is_empty() {
+    if cache_cfg.tenancy.partitions() || !journaled.partitions.is_empty() {
         return Ok(None);
     }
     let served = |v: u32| backends.extents.iter().any(|e| e.0 == v);
@@ -298,15 +300,24 @@ pub(super) fn open_per_shard(
         cache_cfg,
         shard_layout,
         backends,
-        &write_policies,
+        ReadFirst {
+            write_policies: &write_policies,
+            pass_through: marked.is_some(),
+        },
         threads,
     )?
     else {
         return Ok(None);
     };
     let (partition_log, _) = crate::partition_log::PartitionLog::open(dev)?;
-    // The write policies' notes (set again: the same values).
     let mut notes = Vec::new();
+    if let Some(runs) = marked {
+        notes.push(pass_through_note(
+            runs,
+            report.clean_dropped_after_pass_through,
+        ));
+    }
+    // The write policies' notes (set again: the same values).
     super::journaled::restore(
         &mut caches,
         cache_cfg,
@@ -319,6 +330,16 @@ pub(super) fn open_per_shard(
     Ok(Some((table, report, caches, partition_log, notes)))
 }
 
+/// The note saying the clean data of `dropped` lines was dropped after `runs` runs past the
+/// cache (docs/design.md §11).
+pub(super) fn pass_through_note(runs: u64, dropped: u64) -> String {
+    format!(
+        "the last run served requests past the cache ({runs} run(s) since the cache was \
+         last trusted whole): the clean data of {dropped} recovered lines was dropped, \
+         as the backend may hold newer; dirty data is kept"
+    )
+}
+
 /// What [`open_per_shard`] opens: the table, the report, the cores, the partition log and
 /// the notes to show.
 pub(super) type PerShard = (
@@ -329,14 +350,48 @@ pub(super) type PerShard = (
     Vec<String>,
 );
 
+/// The pass-through mark's step on one list of recovered lines (docs/design.md §11: the
+/// last run served requests past the cache, whose records of dropped clean copies may never
+/// have landed): a line with clean data keeps only its dirty sub-blocks, one with none
+/// leaves the list and its slot is emptied. Returns the slots whose records change and
+/// their new records, ascending, to be written before the table is trusted.
+pub(super) fn keep_dirty_only(found: &mut Vec<(u32, SlotRecord)>) -> Vec<(u32, SlotRecord)> {
+    let mut rewrites = Vec::new();
+    for (slot, rec) in found.iter_mut() {
+        if rec.valid == rec.dirty {
+            continue;
+        }
+        *rec = if rec.dirty == 0 {
+            SlotRecord::EMPTY
+        } else {
+            SlotRecord {
+                valid: rec.dirty,
+                ..*rec
+            }
+        };
+        rewrites.push((*slot, *rec));
+    }
+    found.retain(|(_, rec)| rec.line.is_some());
+    rewrites
+}
+
+/// What was read before the scan that shapes the restore: the journaled write policies (of
+/// served volumes) and whether the pass-through mark is set.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReadFirst<'a> {
+    pub write_policies: &'a [(u32, tiercache_policy::WritePolicy)],
+    pub pass_through: bool,
+}
+
 /// What became of one shard in the thread that scanned it ([`scan_and_restore`]).
 enum ShardOutcome {
     /// Its core could not be made.
     Core(PolicyError),
     /// Reading its slots failed.
     Scan(std::io::Error),
-    /// Its core, and whether its lines' checks and restore passed.
-    Made(Box<Cache>, Result<(), Failed>),
+    /// Its core, whether its lines' checks and restore passed, and the records the
+    /// pass-through step changed ([`keep_dirty_only`]).
+    Made(Box<Cache>, Result<(), Failed>, Vec<(u32, SlotRecord)>),
 }
 
 /// The slot table recovered and the shards' cores made and restored, each shard by the
@@ -352,17 +407,24 @@ enum ShardOutcome {
 /// failed, so the lowest is known; nothing is written to the device.
 ///
 /// `write_policies` are set in every core before its lines are restored, as
-/// `journaled::restore` sets them; journaled partitions and a pass-through mark need the
-/// path through lists (open.rs).
+/// `journaled::restore` sets them; journaled partitions need the path through lists
+/// (open.rs). With `pass_through` (the mark set), each shard's lines keep only their dirty
+/// data ([`keep_dirty_only`]) before they are checked, and the changed records are written,
+/// synced and the mark cleared once every shard is scanned, before a check's error is
+/// reported, as the path through lists does.
 pub(super) fn scan_and_restore(
     dev: &dyn BlockDevice,
     layout: Layout,
     cache_cfg: &CacheConfig,
     shard_layout: &ShardLayout,
     backends: Backends<'_>,
-    write_policies: &[(u32, tiercache_policy::WritePolicy)],
+    before: ReadFirst<'_>,
     threads: usize,
 ) -> Result<Option<(SlotTable, RecoveryReport, Vec<Cache>)>, EngineError> {
+    let ReadFirst {
+        write_policies,
+        pass_through,
+    } = before;
     let n = shard_layout.shards();
     let runs: Vec<std::ops::Range<u32>> = (0..n)
         .map(|k| shard_layout.base(k)..shard_layout.base(k) + shard_layout.lines(k))
@@ -375,9 +437,14 @@ pub(super) fn scan_and_restore(
         for &(v, p) in write_policies {
             cache.set_write_policy(Some(VolumeId(v)), p);
         }
-        let found = match scan() {
+        let mut found = match scan() {
             Ok(f) => f,
             Err(e) => return ShardOutcome::Scan(e),
+        };
+        let rewrites = if pass_through {
+            keep_dirty_only(&mut found)
+        } else {
+            Vec::new()
         };
         let run = [&found[..]];
         let done = first_bad_line(&run, backends, shard_layout)
@@ -386,7 +453,7 @@ pub(super) fn scan_and_restore(
                 restore_run(&mut cache, &run, shard_layout.base(k))
                     .map_err(|e| Failed::Restore(k, e))
             });
-        ShardOutcome::Made(Box::new(cache), done)
+        ShardOutcome::Made(Box::new(cache), done, rewrites)
     };
     let opened = match SlotTable::open_runs(dev, layout, &runs, threads, work) {
         Ok(Some(opened)) => opened,
@@ -406,16 +473,31 @@ pub(super) fn scan_and_restore(
     }
     let mut caches = Vec::with_capacity(n);
     let mut failed = Vec::new();
+    let mut rewrites = Vec::new();
     // In shard order: the first read failing is the lowest shard's.
     for o in outcomes {
         match o {
             ShardOutcome::Scan(e) => return Err(SlotTableError::Io(e).into()),
-            ShardOutcome::Made(c, done) => {
+            ShardOutcome::Made(c, done, changed) => {
                 caches.push(*c);
                 failed.push(done);
+                rewrites.extend(changed);
             }
             ShardOutcome::Core(_) => unreachable!("reported above"),
         }
+    }
+    let (table, mut report) = (table, report);
+    if pass_through {
+        // As the path through lists: the changed records written in slot order and made
+        // durable, and the mark cleared, before the lines' checks are reported.
+        for (slot, rec) in &rewrites {
+            table.write(dev, *slot, rec)?;
+        }
+        table.sync(dev)?;
+        crate::pass_through_mark::clear(dev)?;
+        let emptied = rewrites.iter().filter(|(_, r)| r.line.is_none()).count() as u64;
+        report.lines -= emptied;
+        report.clean_dropped_after_pass_through = rewrites.len() as u64;
     }
     first_failure(failed)?;
     Ok(Some((table, report, caches)))

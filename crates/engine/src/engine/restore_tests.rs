@@ -7,6 +7,12 @@ use crate::device::{FaultDevice, FaultKind, FaultOp, FaultRule};
 use crate::slot_table::SUPERBLOCK_BYTES;
 use tiercache_blockdev::MemDevice;
 
+/// No write policies journaled, no pass-through mark.
+const NOTHING_READ: ReadFirst<'static> = ReadFirst {
+    write_policies: &[],
+    pass_through: false,
+};
+
 /// What an open left, comparable: the report, every slot's persisted line, and per shard
 /// its counts and every named line's state.
 type Seen = (
@@ -39,8 +45,9 @@ fn seen(
 
 proptest::proptest! {
     /// Over records of lines of several volumes — some outside their backend, in another
-    /// shard than their slot's, named twice, torn — and a read failing at a chosen slot: the
-    /// per-shard path answers as the lists did, with one thread or several.
+    /// shard than their slot's, named twice, torn — a read failing at a chosen slot, and the
+    /// pass-through mark set or not: the per-shard path answers as the lists did, with one
+    /// thread or several, and leaves the same records on the device.
     #[test]
     fn per_shard_restore_answers_as_the_lists(
         shards in 1u32..6,
@@ -49,6 +56,7 @@ proptest::proptest! {
         fail_at in proptest::option::weighted(0.15, 0u32..512),
         threads in 1usize..4,
         sound in proptest::bool::ANY,
+        marked in proptest::bool::ANY,
     ) {
         let cfg = CacheConfig {
             capacity: 2 << 20,
@@ -88,7 +96,12 @@ proptest::proptest! {
                 let rec = SlotRecord {
                     line: Some((vol, index)),
                     valid: 0xff,
-                    dirty: if dirty { 0x0f } else { 0 },
+                    // Some lines wholly dirty (the pass-through step keeps them as they are).
+                    dirty: match (dirty, odd % 3) {
+                        (false, _) => 0,
+                        (true, 0) => 0xff,
+                        (true, _) => 0x0f,
+                    },
                 };
                 table.write(&*mem, sl.base(k) + next[k], &rec).unwrap();
                 next[k] += 1;
@@ -100,31 +113,56 @@ proptest::proptest! {
             let at = SUPERBLOCK_BYTES + u64::from(s) * layout.slot_bytes() + 12;
             mem.write_at(&[0xAA; 8], at, false).unwrap();
         }
-        let dev: Arc<dyn BlockDevice> = match fail_at {
-            Some(s) => {
-                let at = SUPERBLOCK_BYTES + u64::from(s) * layout.slot_bytes();
-                let rule = FaultRule {
-                    start: at,
-                    end: Some(at + 1),
-                    ..FaultRule::new(FaultOp::Read, FaultKind::Eio)
-                };
-                Arc::new(FaultDevice::new(mem.clone(), vec![rule], 1))
+        // Two copies of the device, one opened each way (the pass-through step writes).
+        let copy: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(layout.device_len() as usize));
+        let mut bytes = vec![0u8; layout.device_len() as usize];
+        mem.read_at(&mut bytes, 0).unwrap();
+        copy.write_at(&bytes, 0, false).unwrap();
+        let faulty = |mem: &Arc<dyn BlockDevice>| -> Arc<dyn BlockDevice> {
+            match fail_at {
+                Some(s) => {
+                    let at = SUPERBLOCK_BYTES + u64::from(s) * layout.slot_bytes();
+                    let rule = FaultRule {
+                        start: at,
+                        end: Some(at + 1),
+                        ..FaultRule::new(FaultOp::Read, FaultKind::Eio)
+                    };
+                    Arc::new(FaultDevice::new(mem.clone(), vec![rule], 1))
+                }
+                None => mem.clone(),
             }
-            None => mem.clone(),
         };
+        let (dev, dev2) = (faulty(&mem), faulty(&copy));
+        // The path through lists, with the pass-through step as open.rs runs it.
         let lists = (|| -> Result<Seen, EngineError> {
             let mut caches = new_cores(&cfg, &sl, threads)?;
-            let (table, found, report) = SlotTable::open_parts(&*dev, layout, false)?;
+            let (table, mut found, mut report) = SlotTable::open_parts(&*dev, layout, false)?;
+            if marked {
+                let before: usize = found.iter().map(Vec::len).sum();
+                for part in &mut found {
+                    for (slot, rec) in keep_dirty_only(part) {
+                        table.write(&*dev, slot, &rec)?;
+                        report.clean_dropped_after_pass_through += 1;
+                    }
+                }
+                report.lines -= (before - found.iter().map(Vec::len).sum::<usize>()) as u64;
+                table.sync(&*dev)?;
+            }
             restore_shards(&mut caches, &sl, &found, backends, threads)?;
             Ok(seen(&table, report, &caches, &sl, &lines))
         })()
         .map_err(|e| e.to_string());
-        let per_shard = scan_and_restore(&*dev, layout, &cfg, &sl, backends, &[], threads)
+        let per_shard = scan_and_restore(&*dev2, layout, &cfg, &sl, backends, ReadFirst { write_policies: &[], pass_through: marked }, threads)
             .map(|o| {
                 let (table, report, caches) = o.expect("a formatted device is not blank");
                 seen(&table, report, &caches, &sl, &lines)
             })
             .map_err(|e| e.to_string());
+        // What each left on its device: the same records.
+        let reopened = |d: &Arc<dyn BlockDevice>| {
+            SlotTable::open(&**d, layout, false).map(|(_, found, _)| found).map_err(|e| e.to_string())
+        };
+        proptest::prop_assert_eq!(reopened(&mem), reopened(&copy));
         proptest::prop_assert_eq!(per_shard, lists);
     }
 }
@@ -146,7 +184,7 @@ fn a_blank_device_is_left_untouched() {
         extents: &[(0, 0, 1 << 30)],
         line_size: 4096,
     };
-    let r = scan_and_restore(&dev, layout, &cfg, &sl, backends, &[], 2).unwrap();
+    let r = scan_and_restore(&dev, layout, &cfg, &sl, backends, NOTHING_READ, 2).unwrap();
     assert!(r.is_none());
     let mut all = vec![1u8; layout.device_len() as usize];
     dev.read_at(&mut all, 0).unwrap();
@@ -170,8 +208,9 @@ pub(super) fn per_shard_from(
         table.write(&dev, *slot, rec).unwrap();
     }
     table.sync(&dev).unwrap();
-    let (_, report, caches) = scan_and_restore(&dev, layout, cfg, sl, backends, &[], threads)?
-        .expect("a formatted device is not blank");
+    let (_, report, caches) =
+        scan_and_restore(&dev, layout, cfg, sl, backends, NOTHING_READ, threads)?
+            .expect("a formatted device is not blank");
     assert_eq!(report.lines, found.len() as u64);
     Ok(caches)
 }
