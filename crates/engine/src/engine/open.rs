@@ -427,140 +427,161 @@ impl Engine {
             let mut sb = [0u8; 64];
             cache_dev.read_at(&mut sb, 0).is_ok() && sb.iter().any(|&b| b != 0)
         };
-        let (caches, scanned) = if overlap {
-            std::thread::scope(|s| {
-                let cores = s.spawn(make_cores);
-                let scanned = SlotTable::open_parts(&*cache_dev, layout, false);
-                (
-                    cores.join().expect("the thread making cores panicked"),
-                    Some(scanned),
-                )
-            })
-        } else {
-            (make_cores(), None)
-        };
-        let mut caches = caches?;
-        // Shard 0 leads a partitioning tenancy mode, as the simulator's shards run it
-        // (docs/design.md §4.10, "On shards").
-        tiercache_policy::shards::link_tenancy(&mut caches, &shard_layout, cache_cfg);
-        if cfg.format && !cfg.force_format {
-            // Formatting must not silently drop dirty data: look first, under the layout the
-            // device was written with when it differs from the configured one.
-            let looked = match SlotTable::open(&*cache_dev, layout, false) {
-                Err(SlotTableError::Mismatch { .. }) => SlotTable::on_disk_layout(&*cache_dev)
-                    .and_then(|old| SlotTable::open(&*cache_dev, old, false)),
-                other => other,
+        // Each shard restored by the thread that scanned it (docs/design.md §13, the fifth
+        // stop), where nothing between the scan and the restore needs every line.
+        let fast = if overlap {
+            let backends = super::restore::Backends {
+                extents: &extents,
+                line_size: geo.line_size(),
             };
-            match looked {
-                Ok((_, _, rep)) if rep.dirty_lines > 0 => {
-                    return Err(EngineError::Recovery(format!(
+            super::restore::open_per_shard(
+                &*cache_dev,
+                layout,
+                cache_cfg,
+                &shard_layout,
+                backends,
+                // Twice the cores: while one thread makes or restores a core (CPU only),
+                // another's reads keep the device busy.
+                crate::slot_table::recovery_threads(base as usize) * 2,
+            )?
+        } else {
+            None
+        };
+        let (table, recovery, caches, partition_log, journaled, notes) = match fast {
+            Some((table, recovery, caches, partition_log, notes)) => {
+                (table, recovery, caches, partition_log, Vec::new(), notes)
+            }
+            None => {
+                let (caches, scanned) = if overlap {
+                    std::thread::scope(|s| {
+                        let cores = s.spawn(make_cores);
+                        let scanned = SlotTable::open_parts(&*cache_dev, layout, false);
+                        (
+                            cores.join().expect("the thread making cores panicked"),
+                            Some(scanned),
+                        )
+                    })
+                } else {
+                    (make_cores(), None)
+                };
+                let mut caches = caches?;
+                // Shard 0 leads a partitioning tenancy mode, as the simulator's shards run it
+                // (docs/design.md §4.10, "On shards").
+                tiercache_policy::shards::link_tenancy(&mut caches, &shard_layout, cache_cfg);
+                if cfg.format && !cfg.force_format {
+                    // Formatting must not silently drop dirty data: look first, under the layout the
+                    // device was written with when it differs from the configured one.
+                    let looked = match SlotTable::open(&*cache_dev, layout, false) {
+                        Err(SlotTableError::Mismatch { .. }) => {
+                            SlotTable::on_disk_layout(&*cache_dev)
+                                .and_then(|old| SlotTable::open(&*cache_dev, old, false))
+                        }
+                        other => other,
+                    };
+                    match looked {
+                        Ok((_, _, rep)) if rep.dirty_lines > 0 => {
+                            return Err(EngineError::Recovery(format!(
                         "engine.format: the cache device holds {} dirty lines; run `tiercache flush` first (under the configuration that wrote them) or set engine.force_format",
                         rep.dirty_lines
                     )));
-                }
-                // Clean, or not a tiercache device at all: nothing of ours to lose.
-                Ok(_) | Err(SlotTableError::NotTiercache(_)) => {}
-                Err(e) => {
-                    return Err(EngineError::Recovery(format!(
+                        }
+                        // Clean, or not a tiercache device at all: nothing of ours to lose.
+                        Ok(_) | Err(SlotTableError::NotTiercache(_)) => {}
+                        Err(e) => {
+                            return Err(EngineError::Recovery(format!(
                         "engine.format: the cache device's metadata cannot be read ({e}), so it may hold dirty lines; set engine.force_format to discard it"
                     )));
+                        }
+                    }
                 }
+                let (table, mut found, mut recovery) = match scanned {
+                    Some(scanned) => scanned?,
+                    None => SlotTable::open_parts(&*cache_dev, layout, cfg.format)?,
+                };
+                let (mut partition_log, journaled) = PartitionLog::open(&*cache_dev)?;
+                let journaled = if recovery.formatted {
+                    // A formatted device has no layout (the superblock's spare bytes may hold an old
+                    // one).
+                    partition_log.clear(&*cache_dev)?;
+                    Default::default()
+                } else {
+                    journaled.unwrap_or_default()
+                };
+                let Journaled {
+                    partitions: journaled,
+                    write_policies,
+                } = journaled;
+                // Partitions of volumes no longer served hold no lines (recovery refuses a line of a
+                // volume it does not serve): dropped, so their lines go back to the others.
+                let mut notes = Vec::new();
+                if recovery.formatted {
+                    // Formatting leaves the superblock's spare bytes as they were.
+                    crate::pass_through_mark::clear(&*cache_dev)?;
+                } else if let Some(runs) = crate::pass_through_mark::read(&*cache_dev)? {
+                    // The last run served requests past the cache, whose records of dropped clean
+                    // copies may never have landed: keep only the dirty data (docs/design.md §11).
+                    let before = recovery_lines(&found);
+                    let mut dropped = 0u64;
+                    for part in &mut found {
+                        for (slot, rec) in super::restore::keep_dirty_only(part) {
+                            table.write(&*cache_dev, slot, &rec)?;
+                            dropped += 1;
+                        }
+                    }
+                    recovery.lines -= before - recovery_lines(&found);
+                    table.sync(&*cache_dev)?;
+                    crate::pass_through_mark::clear(&*cache_dev)?;
+                    recovery.clean_dropped_after_pass_through = dropped;
+                    notes.push(super::restore::pass_through_note(runs, dropped));
+                }
+                let served = |v: u32| extents.iter().any(|e| e.0 == v);
+                let (journaled, gone): (Vec<_>, Vec<_>) =
+                    journaled.into_iter().partition(|e| served(e.volume));
+                let write_policies: Vec<(u32, tiercache_policy::WritePolicy)> = write_policies
+                    .into_iter()
+                    .filter(|&(v, _)| served(v))
+                    .collect();
+                if !gone.is_empty() {
+                    partition_log.write(
+                        &*cache_dev,
+                        &Journaled {
+                            partitions: journaled.clone(),
+                            write_policies: write_policies.clone(),
+                        },
+                    )?;
+                    let mut vols: Vec<u32> = gone.iter().map(|e| e.volume).collect();
+                    vols.dedup();
+                    notes.push(format!(
+                "the journaled partition layout named volumes no longer served ({vols:?}): their partitions were dropped"
+            ));
+                }
+                super::journaled::restore(
+                    &mut caches,
+                    cache_cfg,
+                    &shard_layout,
+                    &found,
+                    &journaled,
+                    &write_policies,
+                    &mut notes,
+                )?;
+                let threads = crate::slot_table::recovery_threads(recovery_lines(&found) as usize);
+                let backends = super::restore::Backends {
+                    extents: &extents,
+                    line_size: geo.line_size(),
+                };
+                super::restore::restore_shards(
+                    &mut caches,
+                    &shard_layout,
+                    &found,
+                    backends,
+                    threads,
+                )?;
+                (table, recovery, caches, partition_log, journaled, notes)
             }
-        }
-        let (table, mut found, mut recovery) = match scanned {
-            Some(scanned) => scanned?,
-            None => SlotTable::open_parts(&*cache_dev, layout, cfg.format)?,
         };
         // The device's own record format (an older device keeps its wider records).
         let layout = table.layout();
-        let (mut partition_log, journaled) = PartitionLog::open(&*cache_dev)?;
-        let journaled = if recovery.formatted {
-            // A formatted device has no layout (the superblock's spare bytes may hold an old
-            // one).
-            partition_log.clear(&*cache_dev)?;
-            Default::default()
-        } else {
-            journaled.unwrap_or_default()
-        };
-        let Journaled {
-            partitions: journaled,
-            write_policies,
-        } = journaled;
-        // Partitions of volumes no longer served hold no lines (recovery refuses a line of a
-        // volume it does not serve): dropped, so their lines go back to the others.
-        let mut notes = Vec::new();
-        if recovery.formatted {
-            // Formatting leaves the superblock's spare bytes as they were.
-            crate::pass_through_mark::clear(&*cache_dev)?;
-        } else if let Some(runs) = crate::pass_through_mark::read(&*cache_dev)? {
-            // The last run served requests past the cache, whose records of dropped clean
-            // copies may never have landed: keep only the dirty data (docs/design.md §11).
-            let mut dropped = 0u64;
-            for (slot, rec) in found.iter_mut().flatten() {
-                if rec.valid == rec.dirty {
-                    continue;
-                }
-                dropped += 1;
-                *rec = if rec.dirty == 0 {
-                    SlotRecord::EMPTY
-                } else {
-                    SlotRecord {
-                        valid: rec.dirty,
-                        ..*rec
-                    }
-                };
-                table.write(&*cache_dev, *slot, rec)?;
-            }
-            let before = recovery_lines(&found);
-            for part in &mut found {
-                part.retain(|(_, rec)| rec.line.is_some());
-            }
-            recovery.lines -= before - recovery_lines(&found);
-            table.sync(&*cache_dev)?;
-            crate::pass_through_mark::clear(&*cache_dev)?;
-            recovery.clean_dropped_after_pass_through = dropped;
-            notes.push(format!(
-                "the last run served requests past the cache ({runs} run(s) since the cache was \
-                 last trusted whole): the clean data of {dropped} recovered lines was dropped, \
-                 as the backend may hold newer; dirty data is kept"
-            ));
-        }
-        let served = |v: u32| extents.iter().any(|e| e.0 == v);
-        let (journaled, gone): (Vec<_>, Vec<_>) =
-            journaled.into_iter().partition(|e| served(e.volume));
-        let write_policies: Vec<(u32, tiercache_policy::WritePolicy)> = write_policies
-            .into_iter()
-            .filter(|&(v, _)| served(v))
-            .collect();
-        if !gone.is_empty() {
-            partition_log.write(
-                &*cache_dev,
-                &Journaled {
-                    partitions: journaled.clone(),
-                    write_policies: write_policies.clone(),
-                },
-            )?;
-            let mut vols: Vec<u32> = gone.iter().map(|e| e.volume).collect();
-            vols.dedup();
-            notes.push(format!(
-                "the journaled partition layout named volumes no longer served ({vols:?}): their partitions were dropped"
-            ));
-        }
-        super::journaled::restore(
-            &mut caches,
-            cache_cfg,
-            &shard_layout,
-            &found,
-            &journaled,
-            &write_policies,
-            &mut notes,
-        )?;
-        let threads = crate::slot_table::recovery_threads(recovery_lines(&found) as usize);
-        let backends = super::restore::Backends {
-            extents: &extents,
-            line_size: geo.line_size(),
-        };
-        super::restore::restore_shards(&mut caches, &shard_layout, &found, backends, threads)?;
+        let mut caches = caches;
         // Restoring touched every slot, but nothing of it needs writing again: the cores
         // journal their changes from here on, not a list of every slot to throw away
         // (docs/design.md §13).

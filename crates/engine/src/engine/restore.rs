@@ -160,35 +160,7 @@ pub(super) fn restore_shards(
                 .collect()
         })
         .collect();
-    let restore = |k: usize, cache: &mut Cache| -> Result<(), EngineError> {
-        let (run, base) = (&runs[k], shard_layout.base(k));
-        // The `i`-th line of the run (one piece, or a few where the lists meet).
-        let at = |mut i: usize| {
-            for piece in run {
-                if i < piece.len() {
-                    return &piece[i];
-                }
-                i -= piece.len();
-            }
-            unreachable!("a line beyond the shard's run")
-        };
-        let len = run.iter().map(|p| p.len()).sum();
-        // In bulk: the same lines and first error as restoring them one by one, without an
-        // index lookup before each insert (docs/design.md §13).
-        cache
-            .restore_lines(len, |i| {
-                let (slot, rec) = at(i);
-                let (vol, index) = rec.line.expect("recovered slots hold lines");
-                tiercache_policy::cache::RestoredLine {
-                    slot: slot - base,
-                    volume: VolumeId(vol),
-                    index,
-                    valid: rec.valid,
-                    dirty: rec.dirty,
-                }
-            })
-            .map_err(|e| EngineError::Recovery(e.to_string()))
-    };
+    let restore = |k: usize, cache: &mut Cache| restore_run(cache, &runs[k], shard_layout.base(k));
     // One thread's shards, ascending: all checked, then all restored.
     let work = |mine: Vec<(usize, &mut Cache)>| -> Result<(), Failed> {
         for (k, _) in &mine {
@@ -223,6 +195,15 @@ pub(super) fn restore_shards(
                 .collect()
         })
     };
+    first_failure(outcomes)
+}
+
+/// The error one thread checking every line, then restoring shard by shard, would report
+/// of `outcomes` (a thread's or a shard's each): the lowest slot's failed check, else the
+/// lowest shard's refusal.
+fn first_failure(
+    outcomes: impl IntoIterator<Item = Result<(), Failed>>,
+) -> Result<(), EngineError> {
     let mut check: Option<(u32, EngineError)> = None;
     let mut refused: Option<(usize, EngineError)> = None;
     for o in outcomes {
@@ -244,6 +225,282 @@ pub(super) fn restore_shards(
         (Some((_, e)), _) | (None, Some((_, e))) => Err(e),
         (None, None) => Ok(()),
     }
+}
+
+/// Restores a shard's run of recovered lines (`run`, its pieces in slot order; the shard's
+/// slots from `base`) into its core `cache` at once: the same lines and first error as
+/// restoring them one by one, without an index lookup before each insert
+/// (docs/design.md §13).
+fn restore_run(
+    cache: &mut Cache,
+    run: &[&[(u32, SlotRecord)]],
+    base: u32,
+) -> Result<(), EngineError> {
+    // The `i`-th line of the run (one piece, or a few where the lists meet).
+    let at = |mut i: usize| {
+        for piece in run {
+            if i < piece.len() {
+                return &piece[i];
+            }
+            i -= piece.len();
+        }
+        unreachable!("a line beyond the shard's run")
+    };
+    let len = run.iter().map(|p| p.len()).sum();
+    cache
+        .restore_lines(len, |i| {
+            let (slot, rec) = at(i);
+            let (vol, index) = rec.line.expect("recovered slots hold lines");
+            tiercache_policy::cache::RestoredLine {
+                slot: slot - base,
+                volume: VolumeId(vol),
+                index,
+                valid: rec.valid,
+                dirty: rec.dirty,
+            }
+        })
+        .map_err(|e| EngineError::Recovery(e.to_string()))
+}
+
+/// The slot table and the cores restored by [`scan_and_restore`], with the partition log
+/// and the notes, when nothing between the scan and the restore needs every line: no
+/// journaled partitions (sized by their lines before the restore), no tenancy mode linking
+/// the cores; a pass-through mark's step (§11) is done per shard ([`keep_dirty_only`]).
+/// The partition log and the mark are read first (read only); if a partition or a tenancy
+/// mode is set, either cannot be read, or the device is blank, `Ok(None)`: the path through lists (open.rs) reads them again in its order, so
+/// its errors come as before. The journaled write policies are set in each core before its
+/// lines, as that path sets them.
+pub(super) fn open_per_shard(
+    dev: &dyn BlockDevice,
+    layout: Layout,
+    cache_cfg: &CacheConfig,
+    shard_layout: &ShardLayout,
+    backends: Backends<'_>,
+    threads: usize,
+) -> Result<Option<PerShard>, EngineError> {
+    let Ok((_, journaled)) = crate::partition_log::PartitionLog::open(dev) else {
+        return Ok(None);
+    };
+    let Ok(marked) = crate::pass_through_mark::read(dev) else {
+        return Ok(None);
+    };
+    let journaled = journaled.unwrap_or_default();
+    if cache_cfg.tenancy.partitions() || !journaled.partitions.is_empty() {
+        return Ok(None);
+    }
+    let served = |v: u32| backends.extents.iter().any(|e| e.0 == v);
+    let write_policies: Vec<_> = journaled
+        .write_policies
+        .into_iter()
+        .filter(|&(v, _)| served(v))
+        .collect();
+    let Some((table, report, mut caches)) = scan_and_restore(
+        dev,
+        layout,
+        cache_cfg,
+        shard_layout,
+        backends,
+        ReadFirst {
+            write_policies: &write_policies,
+            pass_through: marked.is_some(),
+        },
+        threads,
+    )?
+    else {
+        return Ok(None);
+    };
+    let (partition_log, _) = crate::partition_log::PartitionLog::open(dev)?;
+    let mut notes = Vec::new();
+    if let Some(runs) = marked {
+        notes.push(pass_through_note(
+            runs,
+            report.clean_dropped_after_pass_through,
+        ));
+    }
+    // The write policies' notes (set again: the same values).
+    super::journaled::restore(
+        &mut caches,
+        cache_cfg,
+        shard_layout,
+        &[],
+        &[],
+        &write_policies,
+        &mut notes,
+    )?;
+    Ok(Some((table, report, caches, partition_log, notes)))
+}
+
+/// The note saying the clean data of `dropped` lines was dropped after `runs` runs past the
+/// cache (docs/design.md §11).
+pub(super) fn pass_through_note(runs: u64, dropped: u64) -> String {
+    format!(
+        "the last run served requests past the cache ({runs} run(s) since the cache was \
+         last trusted whole): the clean data of {dropped} recovered lines was dropped, \
+         as the backend may hold newer; dirty data is kept"
+    )
+}
+
+/// What [`open_per_shard`] opens: the table, the report, the cores, the partition log and
+/// the notes to show.
+pub(super) type PerShard = (
+    SlotTable,
+    RecoveryReport,
+    Vec<Cache>,
+    crate::partition_log::PartitionLog,
+    Vec<String>,
+);
+
+/// The pass-through mark's step on one list of recovered lines (docs/design.md §11: the
+/// last run served requests past the cache, whose records of dropped clean copies may never
+/// have landed): a line with clean data keeps only its dirty sub-blocks, one with none
+/// leaves the list and its slot is emptied. Returns the slots whose records change and
+/// their new records, ascending, to be written before the table is trusted.
+pub(super) fn keep_dirty_only(found: &mut Vec<(u32, SlotRecord)>) -> Vec<(u32, SlotRecord)> {
+    let mut rewrites = Vec::new();
+    for (slot, rec) in found.iter_mut() {
+        if rec.valid == rec.dirty {
+            continue;
+        }
+        *rec = if rec.dirty == 0 {
+            SlotRecord::EMPTY
+        } else {
+            SlotRecord {
+                valid: rec.dirty,
+                ..*rec
+            }
+        };
+        rewrites.push((*slot, *rec));
+    }
+    found.retain(|(_, rec)| rec.line.is_some());
+    rewrites
+}
+
+/// What was read before the scan that shapes the restore: the journaled write policies (of
+/// served volumes) and whether the pass-through mark is set.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReadFirst<'a> {
+    pub write_policies: &'a [(u32, tiercache_policy::WritePolicy)],
+    pub pass_through: bool,
+}
+
+/// What became of one shard in the thread that scanned it ([`scan_and_restore`]).
+enum ShardOutcome {
+    /// Its core could not be made.
+    Core(PolicyError),
+    /// Reading its slots failed.
+    Scan(std::io::Error),
+    /// Its core, whether its lines' checks and restore passed, and the records the
+    /// pass-through step changed ([`keep_dirty_only`]).
+    Made(Box<Cache>, Result<(), Failed>, Vec<(u32, SlotRecord)>),
+}
+
+/// The slot table recovered and the shards' cores made and restored, each shard by the
+/// thread that scanned its slots (docs/design.md §13, the fifth stop): a shard's core is
+/// made, its slots read, its lines checked ([`first_bad_line`]) and restored while other
+/// threads read other shards, and no list of every recovered line exists. `None` for a
+/// blank device (nothing done: open it with `SlotTable::open_parts`).
+///
+/// Fails as making the cores ([`new_cores`]), then scanning the table, then
+/// [`restore_shards`] would, one after the other: the first core refused in shard order,
+/// else the table's error (the lowest shard's read failing), else the first failed check in
+/// slot order, else the first shard's refusal. Every shard is scanned even after another
+/// failed, so the lowest is known; nothing is written to the device.
+///
+/// `write_policies` are set in every core before its lines are restored, as
+/// `journaled::restore` sets them; journaled partitions need the path through lists
+/// (open.rs). With `pass_through` (the mark set), each shard's lines keep only their dirty
+/// data ([`keep_dirty_only`]) before they are checked, and the changed records are written,
+/// synced and the mark cleared once every shard is scanned, before a check's error is
+/// reported, as the path through lists does.
+pub(super) fn scan_and_restore(
+    dev: &dyn BlockDevice,
+    layout: Layout,
+    cache_cfg: &CacheConfig,
+    shard_layout: &ShardLayout,
+    backends: Backends<'_>,
+    before: ReadFirst<'_>,
+    threads: usize,
+) -> Result<Option<(SlotTable, RecoveryReport, Vec<Cache>)>, EngineError> {
+    let ReadFirst {
+        write_policies,
+        pass_through,
+    } = before;
+    let n = shard_layout.shards();
+    let runs: Vec<std::ops::Range<u32>> = (0..n)
+        .map(|k| shard_layout.base(k)..shard_layout.base(k) + shard_layout.lines(k))
+        .collect();
+    let work = |k: usize, scan: &dyn Fn() -> std::io::Result<Vec<(u32, SlotRecord)>>| {
+        let mut cache = match Cache::new(&shard_layout.shard_config(cache_cfg, k)) {
+            Ok(c) => c,
+            Err(e) => return ShardOutcome::Core(e),
+        };
+        for &(v, p) in write_policies {
+            cache.set_write_policy(Some(VolumeId(v)), p);
+        }
+        let mut found = match scan() {
+            Ok(f) => f,
+            Err(e) => return ShardOutcome::Scan(e),
+        };
+        let rewrites = if pass_through {
+            keep_dirty_only(&mut found)
+        } else {
+            Vec::new()
+        };
+        let run = [&found[..]];
+        let done = first_bad_line(&run, backends, shard_layout)
+            .map_err(|(slot, e)| Failed::Check(slot, e))
+            .and_then(|()| {
+                restore_run(&mut cache, &run, shard_layout.base(k))
+                    .map_err(|e| Failed::Restore(k, e))
+            });
+        ShardOutcome::Made(Box::new(cache), done, rewrites)
+    };
+    let opened = match SlotTable::open_runs(dev, layout, &runs, threads, work) {
+        Ok(Some(opened)) => opened,
+        Ok(None) => return Ok(None),
+        Err(e) => {
+            // Today's order: a core refused comes before the table's error.
+            new_cores(cache_cfg, shard_layout, threads)?;
+            return Err(e.into());
+        }
+    };
+    let (table, report, outcomes) = opened;
+    if let Some(e) = outcomes.iter().find_map(|o| match o {
+        ShardOutcome::Core(e) => Some(e.clone()),
+        _ => None,
+    }) {
+        return Err(e.into());
+    }
+    let mut caches = Vec::with_capacity(n);
+    let mut failed = Vec::new();
+    let mut rewrites = Vec::new();
+    // In shard order: the first read failing is the lowest shard's.
+    for o in outcomes {
+        match o {
+            ShardOutcome::Scan(e) => return Err(SlotTableError::Io(e).into()),
+            ShardOutcome::Made(c, done, changed) => {
+                caches.push(*c);
+                failed.push(done);
+                rewrites.extend(changed);
+            }
+            ShardOutcome::Core(_) => unreachable!("reported above"),
+        }
+    }
+    let (table, mut report) = (table, report);
+    if pass_through {
+        // As the path through lists: the changed records written in slot order and made
+        // durable, and the mark cleared, before the lines' checks are reported.
+        for (slot, rec) in &rewrites {
+            table.write(dev, *slot, rec)?;
+        }
+        table.sync(dev)?;
+        crate::pass_through_mark::clear(dev)?;
+        let emptied = rewrites.iter().filter(|(_, r)| r.line.is_none()).count() as u64;
+        report.lines -= emptied;
+        report.clean_dropped_after_pass_through = rewrites.len() as u64;
+    }
+    first_failure(failed)?;
+    Ok(Some((table, report, caches)))
 }
 
 #[cfg(test)]
@@ -340,6 +597,13 @@ mod tests {
             let restored = restore_shards(&mut caches, &layout, &parts, backends, 3)
                 .map_err(|e| e.to_string());
             proptest::prop_assert_eq!(&restored, &got);
+            // Each shard restored by the thread that scanned it, from a device holding
+            // these records: the same first error.
+            for threads in [1, 3] {
+                let per_shard = super::per_shard_tests::per_shard_from(&found, &cfg, &layout, backends, threads)
+                    .map(|_| ()).map_err(|e| e.to_string());
+                proptest::prop_assert_eq!(&per_shard, &got);
+            }
             match (&want, &got) {
                 (Ok(()), Ok(())) => {}
                 (Err(w), Err(g)) => proptest::prop_assert!(g.contains(w.as_str()), "{w} / {g}"),
@@ -395,9 +659,18 @@ mod tests {
         found.sort_by_key(|f| f.0);
         let one = shards(1, &found).unwrap();
         let three = shards(3, &found).unwrap();
-        for (a, b) in one.iter().zip(&three) {
-            assert_eq!(a.resident_lines(), b.resident_lines());
-            assert_eq!(a.dirty_lines(), b.dirty_lines());
+        // Each shard restored by the thread that scanned it (from a device holding the
+        // records), by one thread and by three.
+        let per_shard = |threads| {
+            super::per_shard_tests::per_shard_from(&found, &cfg, &layout, ANY_BACKEND, threads)
+                .unwrap()
+        };
+        let (scanned_one, scanned_three) = (per_shard(1), per_shard(3));
+        for other in [&three, &scanned_one, &scanned_three] {
+            for (a, b) in one.iter().zip(other) {
+                assert_eq!(a.resident_lines(), b.resident_lines());
+                assert_eq!(a.dirty_lines(), b.dirty_lines());
+            }
         }
         assert_eq!(
             one.iter().map(|c| c.resident_lines()).sum::<u64>(),
@@ -406,10 +679,12 @@ mod tests {
         for (_, rec) in &found {
             let (v, i) = rec.line.unwrap();
             let k = layout.shard_of(VolumeId(v), i);
-            assert_eq!(
-                one[k].line_state(VolumeId(v), i),
-                three[k].line_state(VolumeId(v), i)
-            );
+            for other in [&three, &scanned_one, &scanned_three] {
+                assert_eq!(
+                    one[k].line_state(VolumeId(v), i),
+                    other[k].line_state(VolumeId(v), i)
+                );
+            }
             assert!(three[k].line_state(VolumeId(v), i).is_some());
         }
     }
@@ -488,3 +763,7 @@ mod tests {
         assert_eq!(a, b);
     }
 }
+
+#[cfg(test)]
+#[path = "restore_tests.rs"]
+mod per_shard_tests;

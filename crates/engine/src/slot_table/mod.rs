@@ -32,7 +32,7 @@ mod shadow;
 mod tests;
 
 pub(crate) use scan::recovery_threads;
-use scan::{scan, Scanned, SCAN_CHUNK};
+use scan::SCAN_CHUNK;
 use shadow::{line_key, Shadow, NO_LINE, ODD_LINE, SETTLED_NEWEST_SEQ};
 
 const MAGIC: &[u8; 8] = b"TIERCSLT";
@@ -427,6 +427,32 @@ impl SlotTable {
         format: bool,
         threads: usize,
     ) -> Result<OpenedParts, SlotTableError> {
+        let layout = match Self::prelude(dev, layout, format)? {
+            Prelude::Formatted(opened) => return Ok(*opened),
+            Prelude::Recover(layout) => layout,
+        };
+        // The table is read in contiguous parts, one per thread, each sequentially in large
+        // reads (docs/design.md §13: start-up bounded by the device, not by one CPU decoding).
+        let slots = u64::from(layout.slots);
+        let threads = threads.max(1) as u64;
+        let part = slots.div_ceil(threads).div_ceil(SCAN_CHUNK) * SCAN_CHUNK;
+        let runs: Vec<std::ops::Range<u32>> = (0..threads)
+            .map(|t| (t * part).min(slots) as u32..((t + 1) * part).min(slots) as u32)
+            .filter(|r| !r.is_empty())
+            .collect();
+        let (table, report, parts) =
+            Self::recover_runs(dev, layout, &runs, threads as usize, |_, scan| scan());
+        let found = parts.into_iter().collect::<io::Result<Vec<_>>>()?;
+        Ok((table, found, report))
+    }
+
+    /// Checks the superblock of `dev` against `layout`; formats the device when asked (or
+    /// blank).
+    fn prelude(
+        dev: &dyn BlockDevice,
+        layout: Layout,
+        format: bool,
+    ) -> Result<Prelude, SlotTableError> {
         if dev.size() < layout.device_len() {
             return Err(SlotTableError::TooSmall {
                 have: dev.size(),
@@ -471,7 +497,7 @@ impl SlotTable {
                 unsettled_limit(&layout) / shadow::STRIPES,
             );
             let table = Self::with_shadow(layout, shadow, 0);
-            return Ok((table, Vec::new(), report));
+            return Ok(Prelude::Formatted(Box::new((table, Vec::new(), report))));
         }
         let sbk = Superblock::parse(&sb).map_err(|e| match e {
             SlotTableError::NotTiercache(m) => SlotTableError::NotTiercache(format!(
@@ -497,44 +523,14 @@ impl SlotTable {
                 });
             }
         }
-        // Epoch 0: what the device holds at open, durable.
-        let shadow = Shadow::new(
-            layout.slots,
-            mask_bits(&layout),
-            unsettled_limit(&layout) / shadow::STRIPES,
-        );
-        // The table is read in contiguous parts, one per thread, each sequentially in large
-        // reads (docs/design.md §13: start-up bounded by the device, not by one CPU decoding).
-        let slots = u64::from(layout.slots);
-        let threads = threads.max(1) as u64;
-        let part = slots.div_ceil(threads).div_ceil(SCAN_CHUNK) * SCAN_CHUNK;
-        let parts: Vec<io::Result<Scanned>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|t| (t * part).min(slots)..((t + 1) * part).min(slots))
-                .filter(|r| !r.is_empty())
-                .map(|r| {
-                    let shadow = &shadow;
-                    s.spawn(move || scan(dev, &layout, shadow, r))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("a recovery thread panicked"))
-                .collect()
-        });
-        let parts = parts.into_iter().collect::<io::Result<Vec<_>>>()?;
-        let mut found = Vec::with_capacity(parts.len());
-        let mut max_seq = 0u64;
-        for p in parts {
-            found.push(p.found);
-            max_seq = max_seq.max(p.max_seq);
-            report.corrupt_records += p.corrupt_records;
-            report.lines += p.lines;
-            report.dirty_lines += p.dirty_lines;
-        }
-        let table = Self::with_shadow(layout, shadow, max_seq);
-        Ok((table, found, report))
+        Ok(Prelude::Recover(layout))
     }
+}
+
+/// What [`SlotTable::prelude`] found: a device it formatted, or the layout to recover in.
+enum Prelude {
+    Formatted(Box<OpenedParts>),
+    Recover(Layout),
 }
 
 /// One list of the records `parts` hold, in their order: the first list grows once to hold

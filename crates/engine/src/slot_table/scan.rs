@@ -2,9 +2,13 @@
 //! thread reading ahead of the decoding, every slot's newer valid copy kept
 //! (docs/design.md §13).
 
-use super::shadow::{line_key, Shadow, NO_LINE};
-use super::{decode, Layout, SlotRecord, SUPERBLOCK_BYTES};
+use super::shadow::{self, line_key, Shadow, NO_LINE};
+use super::{
+    decode, mask_bits, unsettled_limit, Layout, Prelude, RecoveryReport, SlotRecord, SlotTable,
+    SlotTableError, SUPERBLOCK_BYTES,
+};
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::mpsc;
 use tiercache_blockdev::BlockDevice;
 
@@ -15,6 +19,105 @@ pub(crate) fn recovery_threads(lines: usize) -> usize {
         return 1;
     }
     std::thread::available_parallelism().map_or(1, |n| n.get().min(16))
+}
+
+impl SlotTable {
+    /// Opens the table on `dev` as [`open`](Self::open) does, a blank device excepted
+    /// (`Ok(None)`, nothing written: open it with [`open`](Self::open), which formats it);
+    /// the slots are recovered in `runs` (contiguous, ascending, together every slot), each
+    /// by one of `threads` threads taking them in order, which calls `work(i, scan)` for
+    /// run `i`: `scan()` reads the run's records into the table and returns the run's
+    /// recovered lines (ascending), so they are used while other runs are still read
+    /// (docs/design.md §13, the fifth stop: each shard restored by the thread that scanned
+    /// it). Returns the table, the report and what `work` returned for each run, in run
+    /// order; a run whose scan failed leaves the table incomplete, so `work`'s answers are
+    /// where that failure is seen.
+    pub fn open_runs<T: Send>(
+        dev: &dyn BlockDevice,
+        layout: Layout,
+        runs: &[std::ops::Range<u32>],
+        threads: usize,
+        work: impl Fn(usize, &dyn Fn() -> io::Result<Vec<(u32, SlotRecord)>>) -> T + Sync,
+    ) -> Result<Option<(SlotTable, RecoveryReport, Vec<T>)>, SlotTableError> {
+        let covered = runs.first().is_none_or(|r| r.start == 0)
+            && runs.windows(2).all(|w| w[0].end == w[1].start)
+            && runs.last().map_or(0, |r| r.end) == layout.slots;
+        assert!(covered, "runs must cover the table in order: {runs:?}");
+        let mut sb = [0u8; 64];
+        if dev.size() >= layout.device_len() {
+            dev.read_at(&mut sb, 0)?;
+            if sb.iter().all(|&b| b == 0) {
+                return Ok(None);
+            }
+        }
+        match Self::prelude(dev, layout, false)? {
+            // A superblock that is not all zeros is never formatted without `format`.
+            Prelude::Formatted(_) => Ok(None),
+            Prelude::Recover(layout) => {
+                Ok(Some(Self::recover_runs(dev, layout, runs, threads, work)))
+            }
+        }
+    }
+
+    /// Recovers every slot of `layout` into a new table, the slots in `runs`, each taken by
+    /// one of `threads` threads in order and handed to `work` (see
+    /// [`open_runs`](Self::open_runs)).
+    pub(super) fn recover_runs<T: Send>(
+        dev: &dyn BlockDevice,
+        layout: Layout,
+        runs: &[std::ops::Range<u32>],
+        threads: usize,
+        work: impl Fn(usize, &dyn Fn() -> io::Result<Vec<(u32, SlotRecord)>>) -> T + Sync,
+    ) -> (SlotTable, RecoveryReport, Vec<T>) {
+        // Epoch 0: what the device holds at open, durable. Every slot is set by its run's
+        // scan (the runs cover the table).
+        let shadow = Shadow::new_unset(
+            layout.slots,
+            mask_bits(&layout),
+            unsettled_limit(&layout) / shadow::STRIPES,
+        );
+        let totals = std::sync::Mutex::new((0u64, RecoveryReport::default()));
+        let next = AtomicUsize::new(0);
+        let one = |i: usize| {
+            let r = &runs[i];
+            let scan_run = || {
+                let p = scan(dev, &layout, &shadow, u64::from(r.start)..u64::from(r.end))?;
+                let mut t = totals.lock().unwrap_or_else(|e| e.into_inner());
+                t.0 = t.0.max(p.max_seq);
+                t.1.corrupt_records += p.corrupt_records;
+                t.1.lines += p.lines;
+                t.1.dirty_lines += p.dirty_lines;
+                Ok(p.found)
+            };
+            work(i, &scan_run)
+        };
+        let threads = threads.clamp(1, runs.len().max(1));
+        let mut done: Vec<(usize, T)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    let (one, next) = (&one, &next);
+                    s.spawn(move || {
+                        let mut mine = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, SeqCst);
+                            if i >= runs.len() {
+                                return mine;
+                            }
+                            mine.push((i, one(i)));
+                        }
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("a recovery thread panicked"))
+                .collect()
+        });
+        done.sort_by_key(|d| d.0);
+        let (max_seq, report) = totals.into_inner().unwrap_or_else(|e| e.into_inner());
+        let table = Self::with_shadow(layout, shadow, max_seq);
+        (table, report, done.into_iter().map(|d| d.1).collect())
+    }
 }
 
 /// Slots a recovery reads at once (half a MiB of 64-byte slots).
@@ -125,13 +228,17 @@ fn scan_chunk(
             }
         }
         let s = (slot + i) as u32;
-        if let Some((_, copy, rec)) = best {
-            shadow.restore(s, copy, rec.line, keys[1 - copy as usize], rec.dirty);
-            if rec.line.is_some() && rec.valid != 0 {
-                out.lines += 1;
-                out.dirty_lines += (rec.dirty != 0) as u64;
-                out.found.push((s, rec));
+        // Every slot is set: the table's arrays start unset (`Shadow::new_unset`).
+        match best {
+            Some((_, copy, rec)) => {
+                shadow.restore(s, copy, rec.line, keys[1 - copy as usize], rec.dirty);
+                if rec.line.is_some() && rec.valid != 0 {
+                    out.lines += 1;
+                    out.dirty_lines += (rec.dirty != 0) as u64;
+                    out.found.push((s, rec));
+                }
             }
+            None => shadow.reset(s),
         }
     }
 }

@@ -186,16 +186,39 @@ enum Masks {
     U64(Box<[AtomicU64]>),
 }
 
+/// `zeroed_*(n)`: `n` atomics, zero, in memory the allocator hands out zeroed (`calloc`: a
+/// large block is mapped lazily, so its pages are first touched by the threads scanning
+/// their slots, not filled by one thread before the scan; docs/design.md §13).
+macro_rules! zeroed {
+    ($name:ident, $int:ty, $atomic:ty) => {
+        pub(super) fn $name(n: usize) -> Box<[$atomic]> {
+            const _: () = assert!(
+                std::mem::size_of::<$int>() == std::mem::size_of::<$atomic>()
+                    && std::mem::align_of::<$int>() == std::mem::align_of::<$atomic>()
+            );
+            let ints: Box<[$int]> = vec![0; n].into_boxed_slice();
+            // SAFETY: the atomic type has the same size and bit validity as the integer
+            // (std's documentation) and, asserted above at compile time, the same alignment:
+            // the slice's memory is a valid slice of as many atomics, and dropping the box
+            // frees it with the layout it was allocated with. `into_raw` gave the box up, so
+            // nothing else refers to the memory. Exercised by every recovery
+            // (`zeroed_arrays_hold_zeros_and_store` checks them directly).
+            unsafe { Box::from_raw(Box::into_raw(ints) as *mut [$atomic]) }
+        }
+    };
+}
+zeroed!(zeroed_u8, u8, AtomicU8);
+zeroed!(zeroed_u16, u16, AtomicU16);
+zeroed!(zeroed_u32, u32, AtomicU32);
+zeroed!(zeroed_u64, u64, AtomicU64);
+
 impl Masks {
     fn new(slots: usize, bits: u32) -> Self {
-        fn zeros<T: Default>(n: usize) -> Box<[T]> {
-            (0..n).map(|_| T::default()).collect()
-        }
         match bits {
-            0..=8 => Masks::U8(zeros(slots)),
-            9..=16 => Masks::U16(zeros(slots)),
-            17..=32 => Masks::U32(zeros(slots)),
-            _ => Masks::U64(zeros(slots)),
+            0..=8 => Masks::U8(zeroed_u8(slots)),
+            9..=16 => Masks::U16(zeroed_u16(slots)),
+            17..=32 => Masks::U32(zeroed_u32(slots)),
+            _ => Masks::U64(zeroed_u64(slots)),
         }
     }
 
@@ -310,19 +333,42 @@ impl Shadow {
     /// `slots` slots, each empty in both copies, durable; dirty masks of `mask_bits` bits;
     /// a stripe keeps room for `unsettled_limit` slots.
     pub fn new(slots: u32, mask_bits: u32, unsettled_limit: usize) -> Self {
+        let shadow = Self::new_unset(slots, mask_bits, unsettled_limit);
+        for slot in 0..slots {
+            shadow.reset(slot);
+        }
+        shadow
+    }
+
+    /// As [`new`](Self::new), every slot *unset* (its arrays zero, not yet a state): each
+    /// must be [`restore`](Self::restore)d or [`reset`](Self::reset) before the table uses
+    /// it. Recovery sets every slot it scans, so the arrays' pages are first written by the
+    /// scanning threads, in parallel, rather than filled by one thread before the scan
+    /// (docs/design.md §13).
+    pub fn new_unset(slots: u32, mask_bits: u32, unsettled_limit: usize) -> Self {
         let n = slots as usize;
         Self {
-            keys: (0..n).map(|_| AtomicU32::new(NO_LINE as u32)).collect(),
+            keys: zeroed_u32(n),
             highs: Highs::new(),
-            // The next record goes to copy 0, as on a device never written; the key is
-            // NO_LINE (high half 1).
-            flags: (0..n)
-                .map(|_| AtomicU8::new(COPY | REL_NEWEST_NONE << REL_SHIFT | 1 << HIGH_SHIFT))
-                .collect(),
+            flags: zeroed_u8(n),
             dirty: Masks::new(n, mask_bits),
             stripes: (0..STRIPES).map(|_| Mutex::default()).collect(),
             room: unsettled_limit,
         }
+    }
+
+    /// Recovery: `slot` holds no record in either copy (an unset slot, or one with no
+    /// state in any stripe's maps).
+    pub fn reset(&self, slot: u32) {
+        let i = slot as usize;
+        self.keys[i].store(NO_LINE as u32, Relaxed);
+        // The next record goes to copy 0, as on a device never written; the key is NO_LINE
+        // (high half 1).
+        self.flags[i].store(
+            COPY | REL_NEWEST_NONE << REL_SHIFT | 1 << HIGH_SHIFT,
+            Relaxed,
+        );
+        self.dirty.set(i, 0);
     }
 
     /// Numbers the next records of every stripe from `first` on.
@@ -611,5 +657,39 @@ impl SlotGuard<'_> {
             .set_key(i, k, copy | rel << REL_SHIFT)
             .apply(self.slot, &mut self.stripe.wide);
         self.shadow.dirty.set(i, dirty);
+    }
+}
+
+#[cfg(test)]
+mod zeroed_tests {
+    use super::*;
+
+    /// The zeroed arrays read zero everywhere, take stores and drop (freeing what
+    /// `vec!` allocated); a shadow of unset slots each reset is the shadow `new` makes.
+    #[test]
+    fn zeroed_arrays_hold_zeros_and_store() {
+        let n = (1 << 20) + 3;
+        let a = zeroed_u32(n);
+        assert_eq!(a.len(), n);
+        assert!(a.iter().all(|x| x.load(Relaxed) == 0));
+        a[n - 1].store(7, Relaxed);
+        assert_eq!(a[n - 1].load(Relaxed), 7);
+        let (b, c, d) = (zeroed_u8(5), zeroed_u16(0), zeroed_u64(9));
+        b[4].store(3, Relaxed);
+        d[8].store(u64::MAX, Relaxed);
+        assert_eq!(
+            (b[4].load(Relaxed), c.len(), d[8].load(Relaxed)),
+            (3, 0, u64::MAX)
+        );
+        for bits in [8, 16, 32, 64] {
+            let unset = Shadow::new_unset(100, bits, 10);
+            for slot in 0..100 {
+                unset.reset(slot);
+            }
+            assert_eq!(
+                format!("{unset:?}"),
+                format!("{:?}", Shadow::new(100, bits, 10))
+            );
+        }
     }
 }
