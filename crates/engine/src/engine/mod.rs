@@ -29,6 +29,7 @@ use tiercache_policy::{
 mod batch;
 mod degraded;
 mod demote;
+mod device_ops;
 mod failure;
 mod flusher;
 mod journaled;
