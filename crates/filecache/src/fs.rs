@@ -15,6 +15,9 @@ mod attr;
 mod dispatch;
 #[cfg(test)]
 mod dispatch_tests;
+mod inline;
+#[cfg(test)]
+mod inline_tests;
 mod ops;
 mod options;
 mod passthrough;
@@ -49,6 +52,37 @@ pub struct CacheFs {
     /// against releases (off, the hazard the order prevents can be shown).
     #[cfg(test)]
     hooks: (Duration, bool),
+    /// Test hook: a gate every read handed to a request thread waits at until it opens
+    /// (a store read held; reads served inline do not pass it).
+    #[cfg(test)]
+    read_gate: Option<Arc<Gate>>,
+}
+
+/// A gate test threads wait at until it is opened.
+#[cfg(test)]
+#[derive(Default)]
+struct Gate {
+    open: Mutex<bool>,
+    opened: std::sync::Condvar,
+    /// Threads that reached the gate (waiting or passed).
+    arrived: std::sync::atomic::AtomicUsize,
+}
+
+#[cfg(test)]
+impl Gate {
+    fn wait(&self) {
+        self.arrived
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut open = self.open.lock().unwrap();
+        while !*open {
+            open = self.opened.wait(open).unwrap();
+        }
+    }
+
+    fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
+    }
 }
 
 /// What the request threads share: the state and the mount's own tables.
@@ -110,6 +144,8 @@ impl CacheFs {
             pool: Pool::new(request_threads),
             #[cfg(test)]
             hooks: (Duration::ZERO, true),
+            #[cfg(test)]
+            read_gate: None,
         }
     }
 
@@ -123,6 +159,13 @@ impl CacheFs {
     #[cfg(test)]
     fn with_hooks(mut self, delay: Duration, ordered: bool) -> Self {
         self.hooks = (delay, ordered);
+        self
+    }
+
+    /// Test hook: reads handed to a request thread wait at `gate` before they run.
+    #[cfg(test)]
+    fn with_read_gate(mut self, gate: Arc<Gate>) -> Self {
+        self.read_gate = Some(gate);
         self
     }
 
@@ -153,7 +196,9 @@ impl Inner {
 }
 
 /// Every request is handed to a request thread with its arguments owned (docs/design.md
-/// §14 "Dispatch" says which pairs the kernel may have in flight at once). Those that act on
+/// §14 "Dispatch" says which pairs the kernel may have in flight at once), but reads and
+/// writes the cache serves alone, which the reading thread serves itself when the lock is
+/// free ([`inline`], §14 "Served inline"). Those that act on
 /// whether a file is open — its handle count, its passthrough image — wait for the releases
 /// read before them (`Order::AfterReleases`): open, create, unlink, rename and setattr (a
 /// truncate cuts an open image).
@@ -297,7 +342,17 @@ impl Filesystem for CacheFs {
         lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        // Cached blocks are served here, without a hand-off (§14 "Served inline").
+        let Some(reply) = self.inner.read_inline(ino, offset, size, reply) else {
+            return;
+        };
+        #[cfg(test)]
+        let gate = self.read_gate.clone();
         self.run(Order::Free, move |fs| {
+            #[cfg(test)]
+            if let Some(gate) = gate {
+                gate.wait();
+            }
             fs.read(ino, fh, offset, size, flags, lock_owner, reply)
         });
     }
@@ -314,6 +369,9 @@ impl Filesystem for CacheFs {
         lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let Some(reply) = self.inner.write_inline(ino, offset, data, reply) else {
+            return;
+        };
         // The request's buffer is the reading thread's: the data is copied out.
         let data = data.to_vec();
         self.run(Order::Free, move |fs| {

@@ -97,6 +97,18 @@ impl FileCache {
         }
     }
 
+    /// Whether every block in `blocks` of `file` is cached: O(log cached blocks + the
+    /// range's length), a walk over the file's cached blocks in the range only.
+    pub fn holds_range(&self, file: FileId, blocks: std::ops::Range<u64>) -> bool {
+        let want = blocks.end.saturating_sub(blocks.start);
+        if want == 0 {
+            return true;
+        }
+        self.files
+            .get(&file)
+            .is_some_and(|f| f.blocks.range(blocks).count() as u64 == want)
+    }
+
     /// Recounts the mirror from the core's own line states and panics where it differs:
     /// every slot's block and dirty state, every file's blocks and dirty count, no empty file
     /// entry. The property tests and (on small caches) every debug build's sync call it.

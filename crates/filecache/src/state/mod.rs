@@ -25,6 +25,7 @@ mod direct;
 mod exec;
 mod group_commit;
 mod image;
+mod inline;
 mod namespace;
 mod nodes;
 mod passthrough;

@@ -100,4 +100,8 @@ pub struct MountStats {
     /// Opens of files the cache held whole that stayed on the block path because the file
     /// was smaller than the mount's `passthrough_min_size`.
     pub passthrough_below_min_size: u64,
+    /// Reads and writes on the block path served on the reading thread, without a hand-off
+    /// to a request thread: their blocks were all cached and the mount's lock was free
+    /// (docs/design.md §14 "Served inline").
+    pub served_inline: u64,
 }

@@ -1,0 +1,75 @@
+//! Block-path requests the reading thread serves itself (docs/design.md §14 "Served
+//! inline"): a read whose blocks are all cached, and a write-back write over blocks all
+//! cached, complete on the fast device alone; handing them to a request thread would add
+//! the hand-off's latency and buy nothing (the data path is under the mount's lock). The
+//! lock is only tried: a reading thread never waits for it, and a request it cannot serve
+//! at once goes to the pool as before.
+
+use std::sync::{MutexGuard, TryLockError};
+
+use fuser::{INodeNo, ReplyData, ReplyWrite};
+
+use super::attr::errno;
+use super::Inner;
+use crate::state::State;
+
+impl Inner {
+    /// The mount's lock if it is free now (a poisoned lock is used, as [`Inner::lock`] does).
+    fn try_lock(&self) -> Option<MutexGuard<'_, State>> {
+        match self.state.try_lock() {
+            Ok(st) => Some(st),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// Serves a read on the calling thread if the lock is free and its blocks are all
+    /// cached; otherwise gives `reply` back, to be handed off.
+    pub(super) fn read_inline(
+        &self,
+        ino: INodeNo,
+        offset: u64,
+        size: u32,
+        reply: ReplyData,
+    ) -> Option<ReplyData> {
+        let Some(mut st) = self.try_lock() else {
+            return Some(reply);
+        };
+        if !st.read_is_cached(ino.0, offset, size) {
+            return Some(reply);
+        }
+        st.note_inline();
+        let result = st.read(ino.0, offset, size);
+        drop(st); // the reply is sent without the lock
+        match result {
+            Ok(data) => reply.data(&data),
+            Err(e) => reply.error(errno(&e)),
+        }
+        None
+    }
+
+    /// Serves a write on the calling thread if the lock is free and the write needs no
+    /// store I/O ([`State::write_is_cached`]); otherwise gives `reply` back.
+    pub(super) fn write_inline(
+        &self,
+        ino: INodeNo,
+        offset: u64,
+        data: &[u8],
+        reply: ReplyWrite,
+    ) -> Option<ReplyWrite> {
+        let Some(mut st) = self.try_lock() else {
+            return Some(reply);
+        };
+        if !st.write_is_cached(ino.0, offset, data.len()) {
+            return Some(reply);
+        }
+        st.note_inline();
+        let result = st.write(ino.0, offset, data);
+        drop(st);
+        match result {
+            Ok(()) => reply.written(data.len() as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
+        None
+    }
+}
