@@ -88,6 +88,17 @@ fn cached_requests_are_served_inline_while_a_store_read_is_held() {
     let cold_data = cold_rx.recv().unwrap();
     cold_reader.join().unwrap();
     hot_user.join().unwrap();
+    // A read larger than INLINE_MAX_BYTES of cached blocks goes to the pool (its copy and
+    // reply would hold up the reading thread): right bytes, nothing counted inline.
+    let big_data: Vec<u8> = (0..128 * 1024).map(|i| (i % 251) as u8).collect();
+    fs::write(mnt.join("big"), &big_data).unwrap();
+    let big_before = state.lock().unwrap().stats();
+    let mut big_buf = vec![0u8; big_data.len()];
+    fs::File::open(mnt.join("big"))
+        .unwrap()
+        .read_exact_at(&mut big_buf, 0)
+        .unwrap();
+    let big_after = state.lock().unwrap().stats();
     if session.umount_and_join().is_err() {
         let _ = std::process::Command::new("umount")
             .arg("-l")
@@ -106,6 +117,17 @@ fn cached_requests_are_served_inline_while_a_store_read_is_held() {
     assert_eq!(held.served_inline - before.served_inline, 3, "{held:?}");
     assert_eq!(after.served_inline, held.served_inline, "{after:?}");
     assert_eq!(cold_data, vec![7u8; 4096]);
+    assert!(big_buf == big_data, "the big read's bytes");
+    assert_eq!(
+        big_after.core.read_misses, big_before.core.read_misses,
+        "the big file was cached: {big_after:?}"
+    );
+    assert_eq!(
+        big_after.served_inline,
+        big_before.served_inline,
+        "a read over {} bytes was served inline",
+        super::inline::INLINE_MAX_BYTES
+    );
     assert!(
         after.core.read_misses > before.core.read_misses,
         "{after:?}"
