@@ -16,7 +16,7 @@ use crate::state::State;
 /// The largest read or write served inline: a larger one's copy and reply would hold up the
 /// reading of the next requests, which request threads could serve meanwhile (§14: served
 /// inline without a limit, 1 MiB reads with 8 jobs lost about a third; 4 KiB random reads of
-/// one job gained severalfold). A sequential read reaches the mount in 128 KiB requests.
+/// one job gained severalfold).
 pub(super) const INLINE_MAX_BYTES: usize = 64 << 10;
 
 impl Inner {
