@@ -759,18 +759,29 @@ fn mount_rejects_a_zero_file_cap_naming_the_option() {
     let Some((_dir, store, cache, mnt)) = mount_dirs() else {
         return;
     };
+    assert_refused_naming(
+        &store,
+        &mnt,
+        &cache,
+        &["--cache-max-files", "0"],
+        "cache-max-files",
+    );
+}
+
+/// `tiercache mount` with `args` exits 2 before mounting, its error naming `option`.
+fn assert_refused_naming(store: &Path, mnt: &Path, cache: &Path, args: &[&str], option: &str) {
     let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))
         .arg("mount")
-        .arg(&store)
-        .arg(&mnt)
+        .arg(store)
+        .arg(mnt)
         .arg("--cache-dir")
-        .arg(&cache)
-        .args(["--cache-max-files", "0"])
+        .arg(cache)
+        .args(args)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cache-max-files"));
-    assert!(!is_mounted(&mnt));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(option));
+    assert!(!is_mounted(mnt));
 }
 
 /// `--request-threads 0` serves every request on the reading thread: files written, some
@@ -811,16 +822,11 @@ fn a_mount_without_request_threads_serves_on_the_reading_thread_and_too_many_are
     for (name, data) in &files[2..] {
         assert_eq!(&fs::read(store.join(name)).unwrap(), data, "{name}");
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))
-        .arg("mount")
-        .arg(&store)
-        .arg(&mnt)
-        .arg("--cache-dir")
-        .arg(&cache)
-        .args(["--request-threads", "100000"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("request-threads"));
-    assert!(!is_mounted(&mnt));
+    assert_refused_naming(
+        &store,
+        &mnt,
+        &cache,
+        &["--request-threads", "100000"],
+        "request-threads",
+    );
 }

@@ -80,19 +80,16 @@ fn worker(mnt: &Path, t: usize) -> HashMap<String, Vec<u8>> {
     model
 }
 
-#[test]
-fn concurrent_writers_and_unlinkers_keep_the_data_and_the_caps() {
-    if !tiercache_testsupport::fuse() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+/// A write-back mount's configuration of `capacity_blocks` 4 KiB blocks over `dir`'s `store`,
+/// `cache` and `mnt` (made here), the kernel's caches on, no cleaner.
+fn write_back_config(dir: &std::path::Path, capacity_blocks: u32) -> MountConfig {
     for d in ["store", "cache", "mnt"] {
-        fs::create_dir(dir.path().join(d)).unwrap();
+        fs::create_dir(dir.join(d)).unwrap();
     }
-    let cfg = MountConfig {
-        store: dir.path().join("store"),
-        cache_dir: dir.path().join("cache"),
-        capacity_blocks: SLOTS,
+    MountConfig {
+        store: dir.join("store"),
+        cache_dir: dir.join("cache"),
+        capacity_blocks,
         block_size: 4096,
         variant: Variant::WB,
         latency: StoreLatency::default(),
@@ -100,7 +97,16 @@ fn concurrent_writers_and_unlinkers_keep_the_data_and_the_caps() {
         kernel_cache: true,
         cleaning: CleaningConfig::None,
         on_error: Default::default(),
-    };
+    }
+}
+
+#[test]
+fn concurrent_writers_and_unlinkers_keep_the_data_and_the_caps() {
+    if !tiercache_testsupport::fuse() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_back_config(dir.path(), SLOTS);
     let mnt = dir.path().join("mnt");
     let (session, state) =
         tiercache_filecache::spawn_mount_with(cfg, &mnt, FuseOptions::default(), |st| {
@@ -189,21 +195,7 @@ fn concurrent_fsyncs_share_journal_syncs_and_lose_no_fsynced_byte() {
     const WRITERS: usize = 6;
     const LEN: usize = 64 << 10;
     let dir = tempfile::tempdir().unwrap();
-    for d in ["store", "cache", "mnt"] {
-        fs::create_dir(dir.path().join(d)).unwrap();
-    }
-    let cfg = MountConfig {
-        store: dir.path().join("store"),
-        cache_dir: dir.path().join("cache"),
-        capacity_blocks: 256,
-        block_size: 4096,
-        variant: Variant::WB,
-        latency: StoreLatency::default(),
-        direct_io: false,
-        kernel_cache: true,
-        cleaning: CleaningConfig::None,
-        on_error: Default::default(),
-    };
+    let cfg = write_back_config(dir.path(), 256);
     let mnt = dir.path().join("mnt");
     let options = FuseOptions {
         passthrough: false,
