@@ -34,6 +34,7 @@ mod presets;
 mod queued;
 mod queued_array;
 mod raid;
+mod resolved;
 
 pub use config::*;
 pub use disk::*;
@@ -43,6 +44,7 @@ pub use presets::*;
 pub use queued::*;
 pub use queued_array::*;
 pub(crate) use raid::*;
+pub use resolved::*;
 
 /// A device configuration that cannot be modelled.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
