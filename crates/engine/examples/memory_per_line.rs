@@ -277,7 +277,10 @@ fn measure_engine(gib: u64, line: u64, evict: &str, promo: &str, dir: &Path) {
 /// first), interleaved: `dd` reading the metadata (`bs=1M`, as many blocks as the slot table
 /// covers), the slot table's recovery alone, and the engine's open (ready to serve). Prints
 /// the median of each and the engine's median against `dd`'s.
-fn measure_startup(gib: u64, line: u64, dir: &Path, rounds: usize) {
+///
+/// With `early_first`, each round opens the engine serving early before the plain open, not
+/// after it (so that a comparison of the two is not one of their places in the round).
+fn measure_startup(gib: u64, line: u64, dir: &Path, rounds: usize, early_first: bool) {
     let cfg = cache_config(gib, line, "lru", "always", ENGINE_SHARDS);
     let (cache, backend) = paths(dir, gib, line);
     let layout = Layout::new((cfg.capacity / line) as u32, line);
@@ -318,34 +321,44 @@ fn measure_startup(gib: u64, line: u64, dir: &Path, rounds: usize) {
         assert_eq!(found.len() as u32, layout.slots, "every slot recovered");
         drop((_t, found, dev));
 
-        drop_cached(&cache);
-        let t = Instant::now();
-        let e = Engine::open(&cfg, &ecfg).expect("engine");
-        engine.push(t.elapsed().as_secs_f64());
-        assert_eq!(e.stats().resident_lines, u64::from(layout.slots));
-        drop(e);
-
-        // Serving before the scan ends (docs/design.md §13): the open started and, from
-        // another thread at once, a read of the probe line, timed until it is answered; and
-        // the time until every shard is ready (the whole open).
-        drop_cached(&cache);
-        let t = Instant::now();
-        let opening = Engine::open_early(&cfg, &ecfg, &[]);
-        let hit = std::thread::scope(|s| {
-            let reader = s.spawn(|| {
-                let mut buf = vec![0u8; line as usize];
-                opening.read(&mut buf, probe * line).expect("probe read");
-                let at = t.elapsed().as_secs_f64();
-                assert!(buf == probe_bytes(line), "the probe line's bytes");
-                at
-            });
-            let e = opening.wait().expect("engine");
-            all_ready.push(t.elapsed().as_secs_f64());
+        let mut plain = || {
+            drop_cached(&cache);
+            let t = Instant::now();
+            let e = Engine::open(&cfg, &ecfg).expect("engine");
+            engine.push(t.elapsed().as_secs_f64());
             assert_eq!(e.stats().resident_lines, u64::from(layout.slots));
-            reader.join().expect("probe reader")
-        });
-        first_hit.push(hit);
-        drop(opening);
+            drop(e);
+        };
+        let mut early = || {
+            // Serving before the scan ends (docs/design.md §13): the open started and, from
+            // another thread at once, a read of the probe line, timed until it is answered; and
+            // the time until every shard is ready (the whole open).
+            drop_cached(&cache);
+            let t = Instant::now();
+            let opening = Engine::open_early(&cfg, &ecfg, &[]);
+            let hit = std::thread::scope(|s| {
+                let reader = s.spawn(|| {
+                    let mut buf = vec![0u8; line as usize];
+                    opening.read(&mut buf, probe * line).expect("probe read");
+                    let at = t.elapsed().as_secs_f64();
+                    assert!(buf == probe_bytes(line), "the probe line's bytes");
+                    at
+                });
+                let e = opening.wait().expect("engine");
+                all_ready.push(t.elapsed().as_secs_f64());
+                assert_eq!(e.stats().resident_lines, u64::from(layout.slots));
+                reader.join().expect("probe reader")
+            });
+            first_hit.push(hit);
+            drop(opening);
+        };
+        if early_first {
+            early();
+            plain();
+        } else {
+            plain();
+            early();
+        }
     }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
@@ -430,7 +443,13 @@ fn main() {
             "prepare" => prepare(num(2), num(3), Path::new(&args[4])),
             "engine" => measure_engine(num(2), num(3), &args[4], &args[5], Path::new(&args[6])),
             "core" => measure_core(num(2), num(3), &args[4], &args[5]),
-            "startup" => measure_startup(num(2), num(3), Path::new(&args[4]), num(5) as usize),
+            "startup" => measure_startup(
+                num(2),
+                num(3),
+                Path::new(&args[4]),
+                num(5) as usize,
+                args.get(6).is_some_and(|a| a == "early-first"),
+            ),
             other => panic!("unknown child {other}"),
         }
         return;
