@@ -15,7 +15,10 @@
 //!
 //! `--what startup` measures start-up alone: per cache size, cold each time and interleaved
 //! round by round, `dd` reading the slot table (`bs=1M`), the slot table's recovery alone and
-//! the engine's open, with the engine's median over `dd`'s.
+//! the engine's open, with the engine's median over `dd`'s; then the open serving before the
+//! scan ends (`Engine::open_early`): the time to the first hit (a read of a random cached
+//! line, its bytes checked, started with the open from another thread) and until every
+//! shard is ready.
 //!
 //! Every measurement runs in a child process of its own (this program run again), so one
 //! cache's freed memory never counts for the next. The engine's cache is filled the way a
@@ -138,6 +141,19 @@ fn prepare(gib: u64, line: u64, dir: &Path) {
     }
     table.sync(&dev).expect("sync");
     drop(table);
+    // The line `--what startup` reads first, from a slot picked at random: its data holds a
+    // pattern the backend (zeroes) does not, so a right answer is a hit.
+    let probe_slot = (gib.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 7) as u32 % slots;
+    let k = shards.shard_of_slot(probe_slot);
+    let probe_line = probe_line_of(&shards, k, probe_slot - shards.base(k));
+    tiercache_blockdev::BlockDevice::write_at(
+        &dev,
+        &probe_bytes(line),
+        layout.data_offset + u64::from(probe_slot) * line,
+        false,
+    )
+    .expect("probe line");
+    std::fs::write(probe_path(dir, gib, line), probe_line.to_string()).expect("probe file");
     drop(dev);
     // The backend must hold every line named.
     let (_, backend) = paths(dir, gib, line);
@@ -160,6 +176,31 @@ fn prepare(gib: u64, line: u64, dir: &Path) {
         t.elapsed().as_secs_f64(),
         index * line
     );
+}
+
+/// The line `prepare` puts in slot `nth` of shard `k` (it fills each shard's slots with its
+/// lines in ascending order).
+fn probe_line_of(shards: &ShardLayout, k: usize, nth: u32) -> u64 {
+    let mut seen = 0u32;
+    let mut index = 0u64;
+    loop {
+        if shards.shard_of(VolumeId(0), index) == k {
+            if seen == nth {
+                return index;
+            }
+            seen += 1;
+        }
+        index += 1;
+    }
+}
+
+/// The probe line's bytes.
+fn probe_bytes(line: u64) -> Vec<u8> {
+    (0..line).map(|i| (i % 251) as u8 | 0x80).collect()
+}
+
+fn probe_path(dir: &Path, gib: u64, line: u64) -> PathBuf {
+    dir.join(format!("memory-per-line-{gib}g-{line}.probe"))
 }
 
 fn per_line(m: &MetadataMemory, lines: f64) -> serde_json::Value {
@@ -236,7 +277,10 @@ fn measure_engine(gib: u64, line: u64, evict: &str, promo: &str, dir: &Path) {
 /// first), interleaved: `dd` reading the metadata (`bs=1M`, as many blocks as the slot table
 /// covers), the slot table's recovery alone, and the engine's open (ready to serve). Prints
 /// the median of each and the engine's median against `dd`'s.
-fn measure_startup(gib: u64, line: u64, dir: &Path, rounds: usize) {
+///
+/// With `early_first`, each round opens the engine serving early before the plain open, not
+/// after it (so that a comparison of the two is not one of their places in the round).
+fn measure_startup(gib: u64, line: u64, dir: &Path, rounds: usize, early_first: bool) {
     let cfg = cache_config(gib, line, "lru", "always", ENGINE_SHARDS);
     let (cache, backend) = paths(dir, gib, line);
     let layout = Layout::new((cfg.capacity / line) as u32, line);
@@ -251,7 +295,13 @@ fn measure_startup(gib: u64, line: u64, dir: &Path, rounds: usize) {
         ..EngineConfig::default()
     };
     let blocks = layout.data_offset.div_ceil(1 << 20);
+    let probe: u64 = std::fs::read_to_string(probe_path(dir, gib, line))
+        .expect("prepared probe")
+        .trim()
+        .parse()
+        .expect("probe line");
     let (mut dd, mut table, mut engine) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut first_hit, mut all_ready) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         drop_cached(&cache);
         let t = Instant::now();
@@ -271,18 +321,51 @@ fn measure_startup(gib: u64, line: u64, dir: &Path, rounds: usize) {
         assert_eq!(found.len() as u32, layout.slots, "every slot recovered");
         drop((_t, found, dev));
 
-        drop_cached(&cache);
-        let t = Instant::now();
-        let e = Engine::open(&cfg, &ecfg).expect("engine");
-        engine.push(t.elapsed().as_secs_f64());
-        assert_eq!(e.stats().resident_lines, u64::from(layout.slots));
-        drop(e);
+        let mut plain = || {
+            drop_cached(&cache);
+            let t = Instant::now();
+            let e = Engine::open(&cfg, &ecfg).expect("engine");
+            engine.push(t.elapsed().as_secs_f64());
+            assert_eq!(e.stats().resident_lines, u64::from(layout.slots));
+            drop(e);
+        };
+        let mut early = || {
+            // Serving before the scan ends (docs/design.md §13): the open started and, from
+            // another thread at once, a read of the probe line, timed until it is answered; and
+            // the time until every shard is ready (the whole open).
+            drop_cached(&cache);
+            let t = Instant::now();
+            let opening = Engine::open_early(&cfg, &ecfg, &[]);
+            let hit = std::thread::scope(|s| {
+                let reader = s.spawn(|| {
+                    let mut buf = vec![0u8; line as usize];
+                    opening.read(&mut buf, probe * line).expect("probe read");
+                    let at = t.elapsed().as_secs_f64();
+                    assert!(buf == probe_bytes(line), "the probe line's bytes");
+                    at
+                });
+                let e = opening.wait().expect("engine");
+                all_ready.push(t.elapsed().as_secs_f64());
+                assert_eq!(e.stats().resident_lines, u64::from(layout.slots));
+                reader.join().expect("probe reader")
+            });
+            first_hit.push(hit);
+            drop(opening);
+        };
+        if early_first {
+            early();
+            plain();
+        } else {
+            plain();
+            early();
+        }
     }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
     let (dd, table, engine) = (median(&mut dd), median(&mut table), median(&mut engine));
+    let (first_hit, all_ready) = (median(&mut first_hit), median(&mut all_ready));
     println!(
         "{}",
         serde_json::json!({
@@ -290,6 +373,8 @@ fn measure_startup(gib: u64, line: u64, dir: &Path, rounds: usize) {
             "metadata_bytes": layout.data_offset, "rounds": rounds,
             "dd_seconds": dd, "slot_table_seconds": table, "engine_open_seconds": engine,
             "engine_over_dd": engine / dd,
+            "first_hit_seconds": first_hit, "all_ready_seconds": all_ready,
+            "first_hit_over_dd": first_hit / dd, "all_ready_over_dd": all_ready / dd,
         })
     );
 }
@@ -358,7 +443,13 @@ fn main() {
             "prepare" => prepare(num(2), num(3), Path::new(&args[4])),
             "engine" => measure_engine(num(2), num(3), &args[4], &args[5], Path::new(&args[6])),
             "core" => measure_core(num(2), num(3), &args[4], &args[5]),
-            "startup" => measure_startup(num(2), num(3), Path::new(&args[4]), num(5) as usize),
+            "startup" => measure_startup(
+                num(2),
+                num(3),
+                Path::new(&args[4]),
+                num(5) as usize,
+                args.get(6).is_some_and(|a| a == "early-first"),
+            ),
             other => panic!("unknown child {other}"),
         }
         return;
@@ -373,8 +464,18 @@ fn main() {
     if what == ["startup"] {
         let rounds = list(&args, "--rounds", "3")[0].to_string();
         println!(
-            "{:>4} {:>6} {:>9} {:>9} {:>8} {:>8} {:>8} {:>7}",
-            "GiB", "line", "lines", "meta_MiB", "dd_s", "table_s", "open_s", "open/dd"
+            "{:>4} {:>6} {:>9} {:>9} {:>8} {:>8} {:>8} {:>7} {:>8} {:>8} {:>7}",
+            "GiB",
+            "line",
+            "lines",
+            "meta_MiB",
+            "dd_s",
+            "table_s",
+            "open_s",
+            "open/dd",
+            "hit_s",
+            "ready_s",
+            "hit/dd"
         );
         for &gib in &gibs {
             for &line in &line_sizes {
@@ -389,16 +490,20 @@ fn main() {
                 if json {
                     println!("{r}");
                 } else {
+                    let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
                     println!(
-                        "{:>4} {:>6} {:>9} {:>9.1} {:>8.3} {:>8.3} {:>8.3} {:>7.2}",
+                        "{:>4} {:>6} {:>9} {:>9.1} {:>8.3} {:>8.3} {:>8.3} {:>7.2} {:>8.3} {:>8.3} {:>7.2}",
                         gib,
                         line,
                         r["lines"],
-                        r["metadata_bytes"].as_f64().unwrap_or(0.0) / (1 << 20) as f64,
-                        r["dd_seconds"].as_f64().unwrap_or(0.0),
-                        r["slot_table_seconds"].as_f64().unwrap_or(0.0),
-                        r["engine_open_seconds"].as_f64().unwrap_or(0.0),
-                        r["engine_over_dd"].as_f64().unwrap_or(0.0),
+                        f("metadata_bytes") / (1 << 20) as f64,
+                        f("dd_seconds"),
+                        f("slot_table_seconds"),
+                        f("engine_open_seconds"),
+                        f("engine_over_dd"),
+                        f("first_hit_seconds"),
+                        f("all_ready_seconds"),
+                        f("first_hit_over_dd"),
                     );
                 }
                 let (cache, backend) = paths(
@@ -408,6 +513,11 @@ fn main() {
                 );
                 let _ = std::fs::remove_file(cache);
                 let _ = std::fs::remove_file(backend);
+                let _ = std::fs::remove_file(probe_path(
+                    Path::new(&dir),
+                    gib.parse().expect("GiB"),
+                    line.parse().expect("line"),
+                ));
             }
         }
         return;

@@ -28,7 +28,9 @@ pub mod slot_table;
 mod stats;
 
 pub use config::{EngineConfig, IoEngine, Lookup, VolumeConfig, DEFAULT_BACKEND_SIZE};
-pub use engine::{Engine, EngineError, EngineMemory, VolumeHandle, VolumeStats};
+pub use engine::{
+    EarlyStats, Engine, EngineError, EngineMemory, OpeningEngine, VolumeHandle, VolumeStats,
+};
 pub use health::{HealthStats, OnErrorAction, OnErrorConfig};
 pub use ram_level::{RamLevelConfig, TwoLevel, TwoLevelStats};
 pub use stats::{DemoteStats, EngineStats, LatencyBuckets, LatencySummary};

@@ -30,6 +30,7 @@ mod batch;
 mod degraded;
 mod demote;
 mod device_ops;
+mod early;
 mod failure;
 mod flusher;
 mod journaled;
@@ -42,6 +43,7 @@ mod status;
 mod volume;
 mod zeroes;
 
+pub use early::{EarlyStats, OpeningEngine};
 use volume::VolumeState;
 pub use volume::{VolumeHandle, VolumeStats};
 

@@ -25,6 +25,17 @@ impl Engine {
         cfg: &EngineConfig,
         volumes: &[VolumeConfig],
     ) -> Result<Self, EngineError> {
+        Self::open_volumes_with(cache_cfg, cfg, volumes, None)
+    }
+
+    /// As [`open_volumes`](Self::open_volumes), serving reads before the scan ends through
+    /// `early` when given (`early.rs`).
+    pub(super) fn open_volumes_with(
+        cache_cfg: &CacheConfig,
+        cfg: &EngineConfig,
+        volumes: &[VolumeConfig],
+        early: Option<&super::early::Opening>,
+    ) -> Result<Self, EngineError> {
         let geo = LineGeometry::new(cache_cfg.line_size).map_err(PolicyError::from)?;
         let slots = (cache_cfg.capacity / geo.line_size()) as u32;
         let layout = Layout::new(slots, geo.line_size());
@@ -262,14 +273,16 @@ impl Engine {
             &mut notes,
             "backend",
         );
-        let mut engine = Self::with_volume_devices(&cache_cfg, cfg, cache_dev, backend, extents)
-            .map_err(|e| match e {
-                EngineError::Metadata(source) => EngineError::CacheMetadata {
-                    path: cfg.cache_path.display().to_string(),
-                    source,
-                },
-                e => e,
-            })?;
+        let mut engine = Self::open_devices(
+            &cache_cfg, cfg, cache_dev, backend, extents, true, early,
+        )
+        .map_err(|e| match e {
+            EngineError::Metadata(source) => EngineError::CacheMetadata {
+                path: cfg.cache_path.display().to_string(),
+                source,
+            },
+            e => e,
+        })?;
         notes.append(&mut engine.notes);
         engine.notes = notes;
         engine.overrides = overrides;
@@ -309,7 +322,7 @@ impl Engine {
         backend: Arc<dyn BlockDevice>,
         extents: Vec<(u32, u64, u64)>,
     ) -> Result<Self, EngineError> {
-        Self::open_devices(cache_cfg, cfg, cache_dev, backend, extents, true)
+        Self::open_devices(cache_cfg, cfg, cache_dev, backend, extents, true, None)
     }
 
     /// As [`with_devices`](Self::with_devices) without the watcher on the devices
@@ -324,16 +337,17 @@ impl Engine {
         backend: Arc<dyn BlockDevice>,
     ) -> Result<Self, EngineError> {
         let extents = vec![(0, 0, backend.size())];
-        Self::open_devices(cache_cfg, cfg, cache_dev, backend, extents, false)
+        Self::open_devices(cache_cfg, cfg, cache_dev, backend, extents, false, None)
     }
 
-    fn open_devices(
+    pub(super) fn open_devices(
         cache_cfg: &CacheConfig,
         cfg: &EngineConfig,
         cache_dev: Arc<dyn BlockDevice>,
         backend: Arc<dyn BlockDevice>,
         extents: Vec<(u32, u64, u64)>,
         watch: bool,
+        early: Option<&super::early::Opening>,
     ) -> Result<Self, EngineError> {
         if extents.is_empty() {
             return Err(EngineError::Setting {
@@ -443,6 +457,11 @@ impl Engine {
                 // Twice the cores: while one thread makes or restores a core (CPU only),
                 // another's reads keep the device busy.
                 crate::slot_table::recovery_threads(base as usize) * 2,
+                early.map(|opening| super::early::EarlyDevices {
+                    opening,
+                    cache_dev: cache_dev.clone(),
+                    backend: backend.clone(),
+                }),
             )?
         } else {
             None

@@ -277,6 +277,7 @@ pub(super) fn open_per_shard(
     shard_layout: &ShardLayout,
     backends: Backends<'_>,
     threads: usize,
+    early: Option<super::early::EarlyDevices<'_>>,
 ) -> Result<Option<PerShard>, EngineError> {
     let Ok((_, journaled)) = crate::partition_log::PartitionLog::open(dev) else {
         return Ok(None);
@@ -294,6 +295,10 @@ pub(super) fn open_per_shard(
         .into_iter()
         .filter(|&(v, _)| served(v))
         .collect();
+    // Serving before the scan ends (docs/design.md §13): from here, once the on-device
+    // layout (where the data area starts) is known; the scan's prelude checks it again.
+    // Serving before the scan ends (docs/design.md §13): from here.
+    let early = early.and_then(|e| e.begin(dev, layout, backends, shard_layout));
     let Some((table, report, mut caches)) = scan_and_restore(
         dev,
         layout,
@@ -303,6 +308,7 @@ pub(super) fn open_per_shard(
         ReadFirst {
             write_policies: &write_policies,
             pass_through: marked.is_some(),
+            early,
         },
         threads,
     )?
@@ -376,11 +382,13 @@ pub(super) fn keep_dirty_only(found: &mut Vec<(u32, SlotRecord)>) -> Vec<(u32, S
 }
 
 /// What was read before the scan that shapes the restore: the journaled write policies (of
-/// served volumes) and whether the pass-through mark is set.
-#[derive(Debug, Clone, Copy)]
+/// served volumes) and whether the pass-through mark is set; and, when the engine serves
+/// before the scan ends, where each shard is published once ready (`early.rs`).
+#[derive(Clone, Copy)]
 pub(super) struct ReadFirst<'a> {
     pub write_policies: &'a [(u32, tiercache_policy::WritePolicy)],
     pub pass_through: bool,
+    pub early: Option<&'a super::early::Opening>,
 }
 
 /// What became of one shard in the thread that scanned it ([`scan_and_restore`]).
@@ -390,8 +398,13 @@ enum ShardOutcome {
     /// Reading its slots failed.
     Scan(std::io::Error),
     /// Its core, whether its lines' checks and restore passed, and the records the
-    /// pass-through step changed ([`keep_dirty_only`]).
-    Made(Box<Cache>, Result<(), Failed>, Vec<(u32, SlotRecord)>),
+    /// pass-through step changed ([`keep_dirty_only`]); no core when it was published to
+    /// serve early (`early.rs`), from where it is taken back.
+    Made(
+        Option<Box<Cache>>,
+        Result<(), Failed>,
+        Vec<(u32, SlotRecord)>,
+    ),
 }
 
 /// The slot table recovered and the shards' cores made and restored, each shard by the
@@ -424,6 +437,7 @@ pub(super) fn scan_and_restore(
     let ReadFirst {
         write_policies,
         pass_through,
+        early,
     } = before;
     let n = shard_layout.shards();
     let runs: Vec<std::ops::Range<u32>> = (0..n)
@@ -453,9 +467,25 @@ pub(super) fn scan_and_restore(
                 restore_run(&mut cache, &run, shard_layout.base(k))
                     .map_err(|e| Failed::Restore(k, e))
             });
-        ShardOutcome::Made(Box::new(cache), done, rewrites)
+        // Ready: reads may use the core from now (docs/design.md §13, "Serving before the
+        // scan ends"); the engine takes it back below.
+        let cache = match early {
+            Some(e) if done.is_ok() => {
+                e.publish(k, cache);
+                None
+            }
+            _ => Some(Box::new(cache)),
+        };
+        ShardOutcome::Made(cache, done, rewrites)
     };
-    let opened = match SlotTable::open_runs(dev, layout, &runs, threads, work) {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let in_order =
+        || Some(next.fetch_add(1, std::sync::atomic::Ordering::SeqCst)).filter(|&i| i < runs.len());
+    let take: &(dyn Fn() -> Option<usize> + Sync) = match early {
+        Some(e) => &|| e.take_run(),
+        None => &in_order,
+    };
+    let opened = match SlotTable::open_runs_taking(dev, layout, &runs, threads, take, work) {
         Ok(Some(opened)) => opened,
         Ok(None) => return Ok(None),
         Err(e) => {
@@ -475,11 +505,16 @@ pub(super) fn scan_and_restore(
     let mut failed = Vec::new();
     let mut rewrites = Vec::new();
     // In shard order: the first read failing is the lowest shard's.
-    for o in outcomes {
+    for (k, o) in outcomes.into_iter().enumerate() {
         match o {
             ShardOutcome::Scan(e) => return Err(SlotTableError::Io(e).into()),
             ShardOutcome::Made(c, done, changed) => {
-                caches.push(*c);
+                let c = match (c, early) {
+                    (Some(c), _) => *c,
+                    (None, Some(e)) => e.take_core(k).expect("a published core is taken once"),
+                    (None, None) => unreachable!("published only when serving early"),
+                };
+                caches.push(c);
                 failed.push(done);
                 rewrites.extend(changed);
             }

@@ -11,6 +11,7 @@ use tiercache_blockdev::MemDevice;
 const NOTHING_READ: ReadFirst<'static> = ReadFirst {
     write_policies: &[],
     pass_through: false,
+    early: None,
 };
 
 /// What an open left, comparable: the report, every slot's persisted line, and per shard
@@ -152,7 +153,7 @@ proptest::proptest! {
             Ok(seen(&table, report, &caches, &sl, &lines))
         })()
         .map_err(|e| e.to_string());
-        let per_shard = scan_and_restore(&*dev2, layout, &cfg, &sl, backends, ReadFirst { write_policies: &[], pass_through: marked }, threads)
+        let per_shard = scan_and_restore(&*dev2, layout, &cfg, &sl, backends, ReadFirst { write_policies: &[], pass_through: marked, early: None }, threads)
             .map(|o| {
                 let (table, report, caches) = o.expect("a formatted device is not blank");
                 seen(&table, report, &caches, &sl, &lines)

@@ -440,8 +440,18 @@ impl SlotTable {
             .map(|t| (t * part).min(slots) as u32..((t + 1) * part).min(slots) as u32)
             .filter(|r| !r.is_empty())
             .collect();
-        let (table, report, parts) =
-            Self::recover_runs(dev, layout, &runs, threads as usize, |_, scan| scan());
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let in_order = || {
+            Some(next.fetch_add(1, std::sync::atomic::Ordering::SeqCst)).filter(|&i| i < runs.len())
+        };
+        let (table, report, parts) = Self::recover_runs(
+            dev,
+            layout,
+            &runs,
+            threads as usize,
+            &in_order,
+            |_, scan| scan(),
+        );
         let found = parts.into_iter().collect::<io::Result<Vec<_>>>()?;
         Ok((table, found, report))
     }

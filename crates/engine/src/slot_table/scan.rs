@@ -39,6 +39,23 @@ impl SlotTable {
         threads: usize,
         work: impl Fn(usize, &dyn Fn() -> io::Result<Vec<(u32, SlotRecord)>>) -> T + Sync,
     ) -> Result<Option<(SlotTable, RecoveryReport, Vec<T>)>, SlotTableError> {
+        let next = AtomicUsize::new(0);
+        let in_order = || Some(next.fetch_add(1, SeqCst)).filter(|&i| i < runs.len());
+        Self::open_runs_taking(dev, layout, runs, threads, &in_order, work)
+    }
+
+    /// As [`open_runs`](Self::open_runs), the threads taking the runs in the order `take`
+    /// hands them out (each run exactly once, then `None`): an engine serving before the
+    /// scan ends hands out first the shards that requests wait for (docs/design.md §13,
+    /// "Serving before the scan ends").
+    pub fn open_runs_taking<T: Send>(
+        dev: &dyn BlockDevice,
+        layout: Layout,
+        runs: &[std::ops::Range<u32>],
+        threads: usize,
+        take: &(dyn Fn() -> Option<usize> + Sync),
+        work: impl Fn(usize, &dyn Fn() -> io::Result<Vec<(u32, SlotRecord)>>) -> T + Sync,
+    ) -> Result<Option<(SlotTable, RecoveryReport, Vec<T>)>, SlotTableError> {
         let covered = runs.first().is_none_or(|r| r.start == 0)
             && runs.windows(2).all(|w| w[0].end == w[1].start)
             && runs.last().map_or(0, |r| r.end) == layout.slots;
@@ -53,20 +70,21 @@ impl SlotTable {
         match Self::prelude(dev, layout, false)? {
             // A superblock that is not all zeros is never formatted without `format`.
             Prelude::Formatted(_) => Ok(None),
-            Prelude::Recover(layout) => {
-                Ok(Some(Self::recover_runs(dev, layout, runs, threads, work)))
-            }
+            Prelude::Recover(layout) => Ok(Some(Self::recover_runs(
+                dev, layout, runs, threads, take, work,
+            ))),
         }
     }
 
     /// Recovers every slot of `layout` into a new table, the slots in `runs`, each taken by
-    /// one of `threads` threads in order and handed to `work` (see
-    /// [`open_runs`](Self::open_runs)).
+    /// one of `threads` threads in the order `take` gives and handed to `work` (see
+    /// [`open_runs_taking`](Self::open_runs_taking)).
     pub(super) fn recover_runs<T: Send>(
         dev: &dyn BlockDevice,
         layout: Layout,
         runs: &[std::ops::Range<u32>],
         threads: usize,
+        take: &(dyn Fn() -> Option<usize> + Sync),
         work: impl Fn(usize, &dyn Fn() -> io::Result<Vec<(u32, SlotRecord)>>) -> T + Sync,
     ) -> (SlotTable, RecoveryReport, Vec<T>) {
         // Epoch 0: what the device holds at open, durable. Every slot is set by its run's
@@ -77,7 +95,6 @@ impl SlotTable {
             unsettled_limit(&layout) / shadow::STRIPES,
         );
         let totals = std::sync::Mutex::new((0u64, RecoveryReport::default()));
-        let next = AtomicUsize::new(0);
         let one = |i: usize| {
             let r = &runs[i];
             let scan_run = || {
@@ -95,16 +112,13 @@ impl SlotTable {
         let mut done: Vec<(usize, T)> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
                 .map(|_| {
-                    let (one, next) = (&one, &next);
+                    let one = &one;
                     s.spawn(move || {
                         let mut mine = Vec::new();
-                        loop {
-                            let i = next.fetch_add(1, SeqCst);
-                            if i >= runs.len() {
-                                return mine;
-                            }
+                        while let Some(i) = take() {
                             mine.push((i, one(i)));
                         }
+                        mine
                     })
                 })
                 .collect();

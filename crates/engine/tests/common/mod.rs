@@ -268,6 +268,18 @@ impl Scenario {
         });
     }
 
+    /// Both devices (cache, backend) as a crash now leaves them, with unsynced writes kept or
+    /// lost, and the log position of that crash (for [`legal_values`]).
+    pub fn images_now(&self, lose_unsynced: bool) -> (Vec<u8>, Vec<u8>, usize) {
+        let (cache0, backend0) = zeroed_devices();
+        let at = self.log.len();
+        (
+            self.log.image(0, &cache0, at, lose_unsynced),
+            self.log.image(1, &backend0, at, lose_unsynced),
+            at,
+        )
+    }
+
     /// Ends the scenario with one read of the whole volume over the 12-line cache (one plan
     /// that evicts dirty lines, fills their slots with other lines, evicts those and reads
     /// lines back into slots they held before, crash points all along it; it changes no
