@@ -260,8 +260,11 @@ impl State {
     fn take_staged(&mut self, id: u64, staged: Staged) {
         self.stats.store_reads += staged.reads;
         self.stats.store_bytes_read += staged.bytes;
+        self.stats.store_reads_unlocked += staged.reads;
         let gen = self.nodes.get(&id).map(|n| n.data_gen);
-        if staged.id == id && gen == Some(staged.gen) {
+        if staged.id != id || gen != Some(staged.gen) {
+            self.stats.store_reads_unlocked_dropped += staged.reads;
+        } else {
             self.prefetched = staged
                 .blocks
                 .into_iter()

@@ -91,7 +91,11 @@ fn a_store_read_held_on_one_file_stalls_no_request_on_another() {
         let st = state.lock().unwrap();
         // `a`'s read went ahead of the lock (the store read counted once), and was admitted.
         assert!(st.core.lookup(crate::core::BlockKey::new(a, 1)).is_some());
-        assert!(st.stats().store_ops_in_flight_peak >= 1);
+        let stats = st.stats();
+        assert!(stats.store_ops_in_flight_peak >= 1);
+        // a's read, b's miss and b's partial write each read the store ahead of the lock.
+        assert_eq!(stats.store_reads_unlocked, 3, "{stats:?}");
+        assert_eq!(stats.store_reads_unlocked_dropped, 0);
     }
 }
 
