@@ -378,6 +378,9 @@ impl State {
             .as_ref()
             .expect("a cache with slots has a block file");
         let offset = phys as u64 * self.cfg.block_size as u64 + at as u64;
+        // A read of this slot off the lock (`hits.rs`) finishes first: it reads the bytes it
+        // was planned on.
+        self.pins.wait_unpinned(phys);
         if let Some(f) = &self.faults {
             f.check(Target::Blocks, Op::Write, offset, data.len() as u64)?;
         }

@@ -24,6 +24,7 @@ mod delete_tests;
 mod direct;
 mod exec;
 mod group_commit;
+mod hits;
 mod image;
 mod inline;
 mod namespace;
@@ -43,6 +44,7 @@ use crate::store::{CacheDir, StoreIdentity, StoreLatency};
 pub use degrade::{decayed_score, OnError};
 pub use direct::StoreIo;
 pub use group_commit::{SyncCounter, SyncMark};
+pub use hits::{HitPlan, HitRead};
 use space::{check_journal_room, reserve_blocks};
 pub use staged::{read_unlocked, write_unlocked, Staged, StoreFill};
 pub use stats::MountStats;
@@ -127,7 +129,10 @@ pub struct State {
     /// own namespace operations keep these current): lookups of missing names and of known
     /// files need no store round trip.
     pub dirs: HashMap<u64, HashMap<std::ffi::OsString, Option<u64>>>,
-    blocks: Option<File>,
+    /// The block file (shared with reads of cached blocks made off the lock, `hits.rs`).
+    blocks: Option<Arc<File>>,
+    /// Physical slots being read off the lock: a write to one waits until it is let go.
+    pins: Arc<hits::Pins>,
     journal: Option<Journal>,
     /// Valid bytes of each (core) slot.
     valid: Vec<u32>,
@@ -262,7 +267,10 @@ impl State {
             )?;
             reserve_blocks(&blocks, &cache.blocks(), &cfg.cache_dir, len)?;
             blocks.set_len(len)?;
-            (Some(blocks), Some(Journal::create(&cache.journal())?))
+            (
+                Some(Arc::new(blocks)),
+                Some(Journal::create(&cache.journal())?),
+            )
         } else {
             (None, None)
         };
@@ -329,6 +337,7 @@ impl State {
             warm: HashMap::new(),
             checkpoint_on_disk: false,
             last_gen: 0,
+            pins: Arc::default(),
             prefetched: HashMap::new(),
             #[cfg(test)]
             hold: None,

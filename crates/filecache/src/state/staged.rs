@@ -18,6 +18,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::direct::InFlight;
+use super::hits::HitPlan;
 use super::State;
 use crate::core::BlockKey;
 use crate::recovery::pread_full;
@@ -101,7 +102,8 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Reads `size` bytes at `offset` of block-path file `id`, its store reads without the lock.
+/// Reads `size` bytes at `offset` of block-path file `id`, its store reads, and the cache
+/// device's reads of a request of hits alone, without the lock (`hits.rs`).
 /// `st` is the lock, held; it is let go for the store reads and taken again.
 pub fn read_unlocked<'a>(
     state: &'a Mutex<State>,
@@ -110,17 +112,29 @@ pub fn read_unlocked<'a>(
     offset: u64,
     size: u32,
 ) -> io::Result<Vec<u8>> {
-    let fill = match st.read_fills(id, offset, size)? {
-        None => return st.read(id, offset, size),
-        Some(fill) => fill,
-    };
-    drop(st);
-    let staged = fill.run();
-    let mut st = lock(state);
-    match staged {
-        Ok(staged) => st.read_staged(id, offset, size, staged),
-        // The plan reads the store again under the lock, and reports its error.
-        Err(_) => st.read(id, offset, size),
+    if let Some(fill) = st.read_fills(id, offset, size)? {
+        drop(st);
+        let staged = fill.run();
+        let mut st = lock(state);
+        return match staged {
+            Ok(staged) => st.read_staged(id, offset, size, staged),
+            // The plan reads the store again under the lock, and reports its error.
+            Err(_) => st.read(id, offset, size),
+        };
+    }
+    match st.read_hits(id, offset, size) {
+        None => st.read(id, offset, size),
+        Some(HitPlan::Done(result)) => result,
+        Some(HitPlan::Io(hits)) => {
+            drop(st);
+            // `run` lets the pins go before returning: the read under the lock below may
+            // write those slots.
+            hits.run().or_else(|_| {
+                // A cache-device error: read again under the lock, which counts it and
+                // serves the read past the cache (docs/design.md §11).
+                lock(state).read(id, offset, size)
+            })
+        }
     }
 }
 

@@ -150,3 +150,81 @@ fn data_read_ahead_of_a_change_is_not_used() {
     want.extend_from_slice(&[9; 10]);
     assert_eq!(st.read(f, 2 * BS as u64, BS as u32).unwrap(), want);
 }
+
+/// A hit read planned under the lock and run off it reads the bytes it was planned on: a
+/// write of the same block, and an eviction that refills its slot with another file's
+/// block, each wait (holding the lock) until the read has run, then proceed; later reads see
+/// them. Deterministic: the test runs the read only once the writer is seen waiting (a
+/// minute's bound, liveness only).
+#[test]
+fn a_hit_read_off_the_lock_keeps_its_slot_until_it_has_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let (a_data, b_data) = (pattern(4, 4 * BS), pattern(5, 4 * BS));
+    std::fs::write(store.join("a"), &a_data).unwrap();
+    std::fs::write(store.join("b"), &b_data).unwrap();
+    let mut st = State::open(MountConfig {
+        store: store.clone(),
+        cache_dir: dir.path().join("cache"),
+        capacity_blocks: 2,
+        block_size: BS as u32,
+        variant: Variant::WB,
+        latency: StoreLatency::default(),
+        direct_io: false,
+        kernel_cache: true,
+        cleaning: tiercache_policy::CleaningConfig::None,
+        on_error: Default::default(),
+    })
+    .unwrap();
+    let mut id = |name: &str| {
+        let md = std::fs::metadata(store.join(name)).unwrap();
+        let id = st.remember(PathBuf::from(name), &md).unwrap();
+        st.open_handle(id).unwrap();
+        id
+    };
+    let (a, b) = (id("a"), id("b"));
+    st.read(a, 0, 2 * BS as u32).unwrap(); // the cache holds a's blocks 0 and 1
+    let pins = st.pins.clone();
+    let state = Arc::new(Mutex::new(st));
+    for (round, waits) in [(0, 1), (1, 2)] {
+        let hit = match state.lock().unwrap().read_hits(a, 0, 2 * BS as u32) {
+            Some(super::HitPlan::Io(hit)) => hit,
+            _ => panic!("round {round}: a's blocks are cached"),
+        };
+        let writer = {
+            let state = state.clone();
+            std::thread::spawn(move || {
+                let mut st = state.lock().unwrap();
+                if round == 0 {
+                    st.write(a, 3, &[0xAB; 600]).unwrap(); // both of a's blocks
+                } else {
+                    st.read(b, 0, 2 * BS as u32).unwrap(); // evicts a's blocks for b's
+                }
+            })
+        };
+        let mut seen = 0;
+        while pins.waited.load(std::sync::atomic::Ordering::SeqCst) < waits {
+            std::thread::sleep(Duration::from_millis(1));
+            seen += 1;
+            assert!(
+                seen < 60_000,
+                "round {round}: the writer never waited for the pin"
+            );
+        }
+        let want = if round == 0 {
+            a_data[..2 * BS].to_vec()
+        } else {
+            let mut w = a_data[..2 * BS].to_vec();
+            w[3..603].fill(0xAB);
+            w
+        };
+        assert_eq!(hit.run().unwrap(), want, "round {round}: the planned bytes");
+        writer.join().unwrap();
+    }
+    let mut st = state.lock().unwrap();
+    assert_eq!(st.read(b, 0, 2 * BS as u32).unwrap(), b_data[..2 * BS]);
+    let mut want = a_data[..2 * BS].to_vec();
+    want[3..603].fill(0xAB);
+    assert_eq!(st.read(a, 0, 2 * BS as u32).unwrap(), want);
+}
