@@ -50,7 +50,7 @@ pub struct Staged {
 
 /// Tests: holds the store reads of one file until opened.
 #[cfg(test)]
-pub(super) struct Hold {
+pub(crate) struct Hold {
     pub(super) id: u64,
     /// Set once a held read is waiting; `open` lets it go.
     pub(super) state: Mutex<(bool, bool)>,
@@ -319,7 +319,7 @@ impl State {
     /// Tests: holds the store reads ahead of file `id` ([`StoreFill::run`]) until the
     /// returned hold is opened.
     #[cfg(test)]
-    pub(super) fn hold_store_reads(&mut self, id: u64) -> Arc<Hold> {
+    pub(crate) fn hold_store_reads(&mut self, id: u64) -> Arc<Hold> {
         let h = Arc::new(Hold {
             id,
             state: Mutex::new((false, false)),
@@ -333,7 +333,7 @@ impl State {
 #[cfg(test)]
 impl Hold {
     /// Waits until a read is held.
-    pub(super) fn wait_held(&self) {
+    pub(crate) fn wait_held(&self) {
         let mut st = self.state.lock().unwrap();
         while !st.0 {
             st = self.cv.wait(st).unwrap();
@@ -341,7 +341,7 @@ impl Hold {
     }
 
     /// Lets the held reads go.
-    pub(super) fn open(&self) {
+    pub(crate) fn open(&self) {
         self.state.lock().unwrap().1 = true;
         self.cv.notify_all();
     }
