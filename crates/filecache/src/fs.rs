@@ -21,6 +21,8 @@ mod inline_tests;
 mod ops;
 mod options;
 mod passthrough;
+#[cfg(test)]
+mod unlocked_tests;
 
 use std::ffi::OsStr;
 use std::io;

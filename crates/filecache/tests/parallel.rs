@@ -259,3 +259,146 @@ fn concurrent_fsyncs_share_journal_syncs_and_lose_no_fsynced_byte() {
         assert!(back == *model, "w{t} after the crash");
     }
 }
+
+/// The block path off the mount's lock (docs/design.md §14, "The data path off the lock"):
+/// per file one writer (random writes, truncates, unlink-and-recreate, serialised with its
+/// readers by a lock of the test's own) and, on every file at once, readers checking each
+/// read exactly against the model, through a direct-I/O mount (every read reaches it) with
+/// a slow store and a cache smaller than the files, so misses read the store without the
+/// mount's lock while other files' hits, misses and evictions proceed. The caps are sampled
+/// under the mount's lock throughout; after a flush the store holds the model exactly.
+#[test]
+fn concurrent_readers_writers_truncaters_unlinkers_match_a_model() {
+    use std::os::unix::fs::FileExt;
+    use std::sync::RwLock;
+    if !tiercache_testsupport::fuse() {
+        return;
+    }
+    const FILES: usize = 4;
+    const FILE_LEN: usize = 20 * 4096;
+    const READERS: usize = 4;
+    for variant in [Variant::WB, Variant::WT] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = write_back_config(dir.path(), 24);
+        cfg.variant = variant;
+        cfg.direct_io = true;
+        cfg.kernel_cache = false;
+        cfg.latency.data = std::time::Duration::from_micros(300);
+        let mnt = dir.path().join("mnt");
+        let models: Vec<RwLock<Vec<u8>>> = (0..FILES)
+            .map(|f| {
+                let data: Vec<u8> = (0..FILE_LEN).map(|k| (k * 13 + f * 7) as u8).collect();
+                fs::write(dir.path().join("store").join(format!("f{f}")), &data).unwrap();
+                RwLock::new(data)
+            })
+            .collect();
+        let options = FuseOptions {
+            passthrough: false,
+            ..FuseOptions::default()
+        };
+        let (session, state) =
+            tiercache_filecache::spawn_mount_with(cfg, &mnt, options, |_| Ok(())).unwrap();
+        let done = AtomicBool::new(false);
+        let checked = std::sync::atomic::AtomicU64::new(0);
+        std::thread::scope(|s| {
+            let sampler = s.spawn(|| {
+                while !done.load(Ordering::SeqCst) {
+                    let st = state.lock().unwrap().stats();
+                    assert!(st.cached_blocks <= 24, "{st:?}");
+                    std::thread::yield_now();
+                }
+            });
+            let writers: Vec<_> = (0..FILES)
+                .map(|f| {
+                    let (mnt, model) = (&mnt, &models[f]);
+                    s.spawn(move || {
+                        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7 + f as u64);
+                        let path = mnt.join(format!("f{f}"));
+                        for i in 0..80u32 {
+                            let mut m = model.write().unwrap();
+                            match rng.gen_range(0..10) {
+                                0 => {
+                                    let len = rng.gen_range(0..FILE_LEN);
+                                    let file = fs::OpenOptions::new().write(true).open(&path);
+                                    file.unwrap().set_len(len as u64).unwrap();
+                                    m.resize(len, 0);
+                                }
+                                1 => {
+                                    fs::remove_file(&path).unwrap();
+                                    let len = rng.gen_range(1..FILE_LEN);
+                                    let data: Vec<u8> =
+                                        (0..len).map(|k| (k as u32 ^ i) as u8 | 1).collect();
+                                    fs::write(&path, &data).unwrap();
+                                    *m = data;
+                                }
+                                _ => {
+                                    let at = rng.gen_range(0..FILE_LEN);
+                                    let len = rng.gen_range(1..3 * 4096);
+                                    let byte = (i as u8).wrapping_mul(3) ^ f as u8;
+                                    let file = fs::OpenOptions::new().write(true).open(&path);
+                                    file.unwrap()
+                                        .write_all_at(&vec![byte; len], at as u64)
+                                        .unwrap();
+                                    if m.len() < at + len {
+                                        m.resize(at + len, 0);
+                                    }
+                                    m[at..at + len].fill(byte);
+                                }
+                            }
+                            drop(m);
+                            std::thread::yield_now();
+                        }
+                    })
+                })
+                .collect();
+            let readers: Vec<_> = (0..READERS)
+                .map(|r| {
+                    let (mnt, models, checked, done) = (&mnt, &models, &checked, &done);
+                    s.spawn(move || {
+                        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1000 + r as u64);
+                        let mut buf = vec![0u8; 3 * 4096];
+                        while !done.load(Ordering::SeqCst) {
+                            let f = rng.gen_range(0..FILES);
+                            let m = models[f].read().unwrap();
+                            let file = fs::File::open(mnt.join(format!("f{f}"))).unwrap();
+                            let at = rng.gen_range(0..FILE_LEN);
+                            let len = rng.gen_range(1..buf.len());
+                            let n = file.read_at(&mut buf[..len], at as u64).unwrap();
+                            let want = &m[at.min(m.len())..(at + len).min(m.len())];
+                            assert!(&buf[..n] == want, "reader {r}: f{f} {at}+{len}");
+                            checked.fetch_add(1, Ordering::Relaxed);
+                        }
+                    })
+                })
+                .collect();
+            for w in writers {
+                w.join().unwrap();
+            }
+            done.store(true, Ordering::SeqCst);
+            for r in readers {
+                r.join().unwrap();
+            }
+            sampler.join().unwrap();
+        });
+        let stats = {
+            let mut st = state.lock().unwrap();
+            st.flush_all().unwrap();
+            st.stats()
+        };
+        if session.umount_and_join().is_err() {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&mnt)
+                .status();
+        }
+        assert!(checked.load(Ordering::Relaxed) > 100, "{variant:?}");
+        assert!(
+            stats.core.read_misses > 0 && stats.store_reads > 0,
+            "{stats:?}"
+        );
+        for (f, m) in models.iter().enumerate() {
+            let back = fs::read(dir.path().join("store").join(format!("f{f}"))).unwrap();
+            assert!(back == *m.read().unwrap(), "{variant:?}: store f{f}");
+        }
+    }
+}

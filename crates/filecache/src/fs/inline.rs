@@ -11,7 +11,7 @@ use fuser::{INodeNo, ReplyData, ReplyWrite};
 
 use super::attr::errno;
 use super::Inner;
-use crate::state::State;
+use crate::state::{HitPlan, State};
 
 /// The largest read or write served inline: a larger one's copy and reply would hold up the
 /// reading of the next requests, which request threads could serve meanwhile (§14: served
@@ -48,7 +48,25 @@ impl Inner {
             return Some(reply);
         }
         st.note_inline();
-        let result = st.read(ino.0, offset, size);
+        // The cache device's reads too run without the lock, its slots pinned (§14, "The
+        // data path off the lock"), so request threads take the lock meanwhile.
+        let planned = st.read_hits(ino.0, offset, size);
+        let result = match planned {
+            None => st.read(ino.0, offset, size),
+            Some(HitPlan::Done(result)) => result,
+            Some(HitPlan::Io(hits)) => {
+                drop(st);
+                return {
+                    match hits.run() {
+                        Ok(data) => reply.data(&data),
+                        // A cache-device error: read again under the lock (it counts the
+                        // error and serves past the cache, §11) — on a request thread.
+                        Err(_) => return Some(reply),
+                    }
+                    None
+                };
+            }
+        };
         drop(st); // the reply is sent without the lock
         match result {
             Ok(data) => reply.data(&data),

@@ -481,10 +481,11 @@ impl Inner {
             match st.uncached_io(ino.0) {
                 Ok(Some(io)) => io,
                 Ok(None) => {
-                    return match st.read(ino.0, offset, size) {
+                    // Its store reads (a miss) without the lock (docs/design.md §14).
+                    return match crate::state::read_unlocked(&self.state, st, ino.0, offset, size) {
                         Ok(data) => reply.data(&data),
                         Err(e) => reply.error(errno(&e)),
-                    }
+                    };
                 }
                 Err(e) => return reply.error(errno(&e)),
             }
@@ -526,10 +527,12 @@ impl Inner {
             match st.uncached_io(ino.0) {
                 Ok(Some(io)) if !data.is_empty() => io,
                 Ok(_) => {
-                    return match st.write(ino.0, offset, data) {
+                    // Its store reads (partial blocks to fill) without the lock (§14).
+                    return match crate::state::write_unlocked(&self.state, st, ino.0, offset, data)
+                    {
                         Ok(()) => reply.written(data.len() as u32),
                         Err(e) => reply.error(errno(&e)),
-                    }
+                    };
                 }
                 Err(e) => return reply.error(errno(&e)),
             }

@@ -25,10 +25,10 @@ pub struct StoreIo {
 }
 
 /// Counts one store operation in flight while alive.
-struct InFlight<'a>(&'a (AtomicU64, AtomicU64));
+pub(super) struct InFlight<'a>(&'a (AtomicU64, AtomicU64));
 
 impl<'a> InFlight<'a> {
-    fn start(counters: &'a (AtomicU64, AtomicU64)) -> Self {
+    pub(super) fn start(counters: &'a (AtomicU64, AtomicU64)) -> Self {
         let now = counters.0.fetch_add(1, Ordering::Relaxed) + 1;
         counters.1.fetch_max(now, Ordering::Relaxed);
         InFlight(counters)
@@ -95,6 +95,7 @@ impl State {
         self.stats.store_writes += 1;
         self.stats.store_bytes_written += len as u64;
         self.core.content_changed(id);
+        self.content_changed(id);
         if let Some(node) = self.nodes.get_mut(&id) {
             node.size = node.size.max(end);
             super::touch(node);

@@ -50,7 +50,11 @@ impl State {
                     }
                 }
                 DevOp::Fill { slot, key } => {
-                    let content = match staged.remove(&key.block) {
+                    // Read ahead without the lock (`staged.rs`), or with another fill.
+                    let ahead = staged
+                        .remove(&key.block)
+                        .or_else(|| self.prefetched.remove(&key));
+                    let content = match ahead {
                         Some(c) => c,
                         None => {
                             // One store read for this block and the fills that follow it.
@@ -187,9 +191,17 @@ impl State {
                     let start = key.block * bs;
                     let lo = offset.max(start);
                     let hi = end.min(start + bs);
+                    let dst = &mut buf[(lo - offset) as usize..(hi - offset) as usize];
+                    if let Some(c) = self.prefetched.remove(&key) {
+                        // Read ahead without the lock (`staged.rs`): the block from its start.
+                        let from = (lo - start) as usize;
+                        let avail = c.len().saturating_sub(from).min(dst.len());
+                        dst[..avail].copy_from_slice(&c[from..from + avail]);
+                        dst[avail..].fill(0);
+                        continue;
+                    }
                     let f = self.store_file(key.file)?;
                     self.cfg.latency.data_op();
-                    let dst = &mut buf[(lo - offset) as usize..(hi - offset) as usize];
                     let n = pread_full(&f, dst, lo)?;
                     dst[n..].fill(0);
                     self.stats.store_reads += 1;
@@ -366,6 +378,9 @@ impl State {
             .as_ref()
             .expect("a cache with slots has a block file");
         let offset = phys as u64 * self.cfg.block_size as u64 + at as u64;
+        // A read of this slot off the lock (`hits.rs`) finishes first: it reads the bytes it
+        // was planned on.
+        self.pins.wait_unpinned(phys);
         if let Some(f) = &self.faults {
             f.check(Target::Blocks, Op::Write, offset, data.len() as u64)?;
         }

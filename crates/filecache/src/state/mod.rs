@@ -24,6 +24,7 @@ mod delete_tests;
 mod direct;
 mod exec;
 mod group_commit;
+mod hits;
 mod image;
 mod inline;
 mod namespace;
@@ -33,6 +34,9 @@ mod passthrough;
 mod powerloss_tests;
 mod slots;
 mod space;
+mod staged;
+#[cfg(test)]
+mod staged_tests;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -40,7 +44,9 @@ use crate::store::{CacheDir, StoreIdentity, StoreLatency};
 pub use degrade::{decayed_score, OnError};
 pub use direct::StoreIo;
 pub use group_commit::{SyncCounter, SyncMark};
+pub use hits::{HitPlan, HitRead};
 use space::{check_journal_room, reserve_blocks};
+pub use staged::{read_unlocked, write_unlocked, Staged, StoreFill};
 pub use stats::MountStats;
 
 /// Root's node id in FUSE.
@@ -101,6 +107,11 @@ pub struct Node {
     /// Orders a truncate against this file's uncached reads and writes in flight, which run
     /// without the mount's lock ([`StoreIo`]).
     pub io: Arc<std::sync::RwLock<()>>,
+    /// The file's content generation: a value of the mount's one growing counter, taken anew
+    /// at every change of the file's content (write, truncate) and at the node's creation, so
+    /// store data read for the file outside the lock is used only if no change came between
+    /// (docs/design.md §14, "The data path off the lock").
+    pub data_gen: u64,
 }
 
 /// Everything a mount holds, behind one lock.
@@ -118,7 +129,10 @@ pub struct State {
     /// own namespace operations keep these current): lookups of missing names and of known
     /// files need no store round trip.
     pub dirs: HashMap<u64, HashMap<std::ffi::OsString, Option<u64>>>,
-    blocks: Option<File>,
+    /// The block file (shared with reads of cached blocks made off the lock, `hits.rs`).
+    blocks: Option<Arc<File>>,
+    /// Physical slots being read off the lock: a write to one waits until it is let go.
+    pins: Arc<hits::Pins>,
     journal: Option<Journal>,
     /// Valid bytes of each (core) slot.
     valid: Vec<u32>,
@@ -169,6 +183,14 @@ pub struct State {
     warm: HashMap<FileId, checkpoint::Validator>,
     /// This mount wrote a checkpoint that still describes the blocks file.
     checkpoint_on_disk: bool,
+    /// The last content generation given ([`Node::data_gen`]).
+    last_gen: u64,
+    /// Store data of blocks read outside the lock for the request being executed
+    /// (`staged.rs`): a `Fill` of one of them copies it instead of reading the store.
+    prefetched: HashMap<BlockKey, Vec<u8>>,
+    /// Tests: store reads ahead of one file wait for this.
+    #[cfg(test)]
+    hold: Option<Arc<staged::Hold>>,
     /// Tests: the next checkpoint crashes after writing this many bytes.
     #[cfg(test)]
     checkpoint_crash_after: Option<usize>,
@@ -245,7 +267,10 @@ impl State {
             )?;
             reserve_blocks(&blocks, &cache.blocks(), &cfg.cache_dir, len)?;
             blocks.set_len(len)?;
-            (Some(blocks), Some(Journal::create(&cache.journal())?))
+            (
+                Some(Arc::new(blocks)),
+                Some(Journal::create(&cache.journal())?),
+            )
         } else {
             (None, None)
         };
@@ -261,6 +286,7 @@ impl State {
                 file: None,
                 attr: None,
                 io: Arc::default(),
+                data_gen: 0,
             },
         );
         let stats = MountStats {
@@ -310,6 +336,11 @@ impl State {
             exec_failed_at: 0,
             warm: HashMap::new(),
             checkpoint_on_disk: false,
+            last_gen: 0,
+            pins: Arc::default(),
+            prefetched: HashMap::new(),
+            #[cfg(test)]
+            hold: None,
             #[cfg(test)]
             checkpoint_crash_after: None,
             _lock: lock,
@@ -436,8 +467,10 @@ impl State {
             .get(&id)
             .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?
             .size;
-        // Whatever path the write takes (docs/design.md §14: a kept image is stale from here).
+        // Whatever path the write takes (docs/design.md §14: a kept image is stale from here,
+        // and so is store data read for the file outside the lock).
         self.core.content_changed(id);
+        self.content_changed(id);
         self.stats.writes += 1;
         self.note_request();
         self.stats.bytes_written += data.len() as u64;

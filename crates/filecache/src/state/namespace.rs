@@ -170,6 +170,7 @@ impl State {
         self.note_request();
         // The partial last block is cut outside the core's view (docs/design.md §14).
         self.core.content_changed(id);
+        self.content_changed(id);
         // A first attempt that journaled `Truncate` and then failed leaves the second to
         // journal `Truncated` (else a restart would cut the file again, later writes and all).
         let mut journaled = false;

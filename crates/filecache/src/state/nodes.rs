@@ -85,6 +85,7 @@ impl State {
                 }
             }
             None => {
+                let data_gen = self.next_gen();
                 self.nodes.insert(
                     id,
                     Node {
@@ -96,6 +97,7 @@ impl State {
                         file: None,
                         attr: None,
                         io: Arc::default(),
+                        data_gen,
                     },
                 );
             }

@@ -104,4 +104,10 @@ pub struct MountStats {
     /// to a request thread: their blocks were all cached and the mount's lock was free
     /// (docs/design.md §14 "Served inline").
     pub served_inline: u64,
+    /// Store reads of block-path requests (misses, partial blocks to fill) made without the
+    /// mount's lock (docs/design.md §14, "The data path off the lock").
+    pub store_reads_unlocked: u64,
+    /// Of those, the ones whose data was dropped: the file changed before the request's
+    /// plan ran (its store reads were then made again under the lock).
+    pub store_reads_unlocked_dropped: u64,
 }
