@@ -36,12 +36,14 @@ mod space;
 mod stats;
 #[cfg(test)]
 mod tests;
+mod watch;
 use crate::store::{CacheDir, StoreIdentity, StoreLatency};
 pub use degrade::{decayed_score, OnError};
 pub use direct::StoreIo;
 pub use group_commit::{SyncCounter, SyncMark};
 use space::{check_journal_room, reserve_blocks};
 pub use stats::MountStats;
+pub use watch::Invalidation;
 
 /// Root's node id in FUSE.
 pub const ROOT: u64 = 1;
@@ -169,6 +171,8 @@ pub struct State {
     warm: HashMap<FileId, checkpoint::Validator>,
     /// This mount wrote a checkpoint that still describes the blocks file.
     checkpoint_on_disk: bool,
+    /// Changes to the store behind the mount (`--watch-store`, docs/design.md §14).
+    watch: watch::Watch,
     /// Tests: the next checkpoint crashes after writing this many bytes.
     #[cfg(test)]
     checkpoint_crash_after: Option<usize>,
@@ -310,6 +314,7 @@ impl State {
             exec_failed_at: 0,
             warm: HashMap::new(),
             checkpoint_on_disk: false,
+            watch: watch::Watch::default(),
             #[cfg(test)]
             checkpoint_crash_after: None,
             _lock: lock,

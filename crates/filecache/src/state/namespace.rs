@@ -241,6 +241,7 @@ impl State {
         }
         self.meta_op();
         f.set_len(size)?;
+        self.own_change(id);
         if journaled_cut {
             self.sync_store(id)?;
             self.journal.as_mut().expect("checked").truncated(id)?;

@@ -98,8 +98,11 @@ impl State {
                         io: Arc::default(),
                     },
                 );
+                self.met_new(id, md);
+                return Ok(id);
             }
         }
+        self.met_store(id, md);
         Ok(id)
     }
 
@@ -133,6 +136,7 @@ impl State {
         f.write_all_at(data, at)?;
         self.stats.store_writes += 1;
         self.stats.store_bytes_written += data.len() as u64;
+        self.own_change(id);
         #[cfg(test)]
         if let Some(node) = self.nodes.get(&id) {
             crate::powerloss::write(&self.store_path(&node.path), at, data);
