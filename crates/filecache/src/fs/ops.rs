@@ -151,6 +151,7 @@ impl Inner {
                 .path
                 .clone();
             let path = st.store_path(&rel);
+            st.before_own_change(id);
             if let Some(size) = size {
                 st.truncate(id, size)?;
                 self.images.truncated(id, size)?;
@@ -435,9 +436,12 @@ impl Inner {
                 .mode(mode & !umask & 0o7777)
                 .open(&path)?;
             let md = file.metadata()?;
-            // Its own change (an O_TRUNC of an existing file): not someone else's.
-            let created = st.node_id(md.ino());
-            st.own_change_to(created, &md);
+            // Its own change (an O_TRUNC of an existing file, whose content goes): not someone
+            // else's. Without O_TRUNC nothing changed, and `remember` checks the stamp.
+            if flags & libc::O_TRUNC != 0 {
+                let created = st.node_id(md.ino());
+                st.own_change_to(created, &md);
+            }
             forget_attr(&mut st, parent.0);
             let id = st.remember(rel, &md)?;
             st.adopt_file(id, file);

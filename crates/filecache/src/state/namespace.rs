@@ -240,6 +240,7 @@ impl State {
             }
         }
         self.meta_op();
+        self.before_own_change(id);
         f.set_len(size)?;
         self.own_change(id);
         if journaled_cut {

@@ -132,6 +132,7 @@ impl State {
     /// Writes `data` at byte `at` of node `id`'s store file (one store data operation).
     pub(super) fn store_write(&mut self, id: u64, data: &[u8], at: u64) -> io::Result<()> {
         let f = self.store_file(id)?;
+        self.before_own_change(id);
         self.cfg.latency.data_op();
         f.write_all_at(data, at)?;
         self.stats.store_writes += 1;

@@ -78,6 +78,9 @@ pub(super) struct Watch {
     /// Names whose file had an uncached write in flight when checked: checked again at the
     /// watcher's next wake.
     deferred: Vec<(u64, OsString)>,
+    /// Files someone else changed just before a change of the mount's own, found before it
+    /// (the stamp after it would hide theirs): handled as changed at the watcher's next wake.
+    forced: Vec<u64>,
 }
 
 impl State {
@@ -139,6 +142,29 @@ impl State {
         }
     }
 
+    /// The mount is about to change store file `id` itself: if the file differs from its
+    /// stamp already, someone else changed it since, and the stamp the mount takes after its
+    /// own change would hide that; it is handled as changed at the watcher's next wake (not
+    /// here: a write-back calls this in the middle of executing a plan).
+    pub(crate) fn before_own_change(&mut self, id: u64) {
+        let Some(&old) = self.watch.stamps.get(&id) else {
+            return;
+        };
+        if self.store_stamp(id).is_some_and(|now| now != old) && !self.watch.forced.contains(&id) {
+            self.watch.forced.push(id);
+        }
+    }
+
+    /// The store file's stamp now: from its open file, else by path.
+    fn store_stamp(&self, id: u64) -> Option<Stamp> {
+        let node = self.nodes.get(&id)?;
+        let md = match &node.file {
+            Some(f) => f.metadata(),
+            None => std::fs::symlink_metadata(self.store_path(&node.path)),
+        };
+        md.ok().filter(|md| md.is_file()).map(|md| Stamp::of(&md))
+    }
+
     /// The mount changed store file `id` itself (a write, truncate, setattr, rename): its
     /// stamp is taken again, under the lock, so the watcher does not take the change for
     /// someone else's.
@@ -146,21 +172,10 @@ impl State {
         if !self.watching() {
             return;
         }
-        let Some(node) = self.nodes.get(&id) else {
-            return;
+        match self.store_stamp(id) {
+            Some(stamp) => self.watch.stamps.insert(id, stamp),
+            None => self.watch.stamps.remove(&id),
         };
-        let md = match &node.file {
-            Some(f) => f.metadata(),
-            None => std::fs::symlink_metadata(self.store_path(&node.path.clone())),
-        };
-        match md {
-            Ok(md) if md.is_file() => {
-                self.watch.stamps.insert(id, Stamp::of(&md));
-            }
-            _ => {
-                self.watch.stamps.remove(&id);
-            }
-        }
     }
 
     /// [`State::own_change`] with the metadata at hand (a create's).
@@ -272,7 +287,7 @@ impl State {
     /// Whether names wait to be checked again ([`State::store_events`] with no events
     /// checks them).
     pub fn store_checks_deferred(&self) -> bool {
-        !self.watch.deferred.is_empty()
+        !self.watch.deferred.is_empty() || !self.watch.forced.is_empty()
     }
 
     /// Applies a batch of the watch's events (docs/design.md §14 "Changes to the store"),
@@ -314,6 +329,18 @@ impl State {
         }
         for (dir, name) in names {
             self.check_name(dir, &name, &moved);
+        }
+        for id in std::mem::take(&mut self.watch.forced) {
+            let md = self.nodes.get(&id).and_then(|n| match &n.file {
+                Some(f) => f.metadata().ok(),
+                None => std::fs::symlink_metadata(self.store_path(&n.path)).ok(),
+            });
+            if let Some(md) = md.filter(|md| md.is_file()) {
+                self.watch.stamps.insert(id, Stamp::of(&md));
+                if let Err(e) = self.foreign_change(id, &md) {
+                    eprintln!("tiercache mount: dropping node {id}'s stale blocks failed: {e}");
+                }
+            }
         }
     }
 
@@ -446,3 +473,7 @@ impl State {
         self.watch.changed.push(id);
     }
 }
+
+#[cfg(test)]
+#[path = "watch_tests.rs"]
+mod tests;
