@@ -4,8 +4,9 @@
 //! in the store is read with its new bytes and size, a file created there appears after a
 //! lookup that missed, one removed there disappears, a dirty file changed there keeps the
 //! mount's bytes and counts a conflict, an open passthrough file goes on with its image and
-//! the next open sees the store; the mount's own write-backs, creates, renames, truncates and
-//! unlinks are not counted as changes. Without the watch a change stays unseen until a
+//! the next open sees the store (one open for writing is a conflict, its image taken whole at
+//! its close); the mount's own write-backs, creates, renames, truncates and unlinks, and an
+//! uncached mount's writes, are not counted as changes. Without the watch a change stays unseen until a
 //! remount. Polls wait up to [`DEADLINE`] and fail past it; no time is asserted. Without FUSE
 //! the tests are skipped, saying so, except on CI.
 
@@ -457,4 +458,37 @@ fn an_uncached_mounts_own_writes_are_not_counted_as_changes() {
         }
         same(read(&m.mnt(&format!("w{t}"))), &want, "mnt/w*");
     }
+}
+
+#[test]
+fn a_passthrough_file_open_for_writing_at_a_store_change_is_a_conflict_its_image_wins() {
+    need_fuse!();
+    let old = content(1, 64 << 10);
+    let setup = Setup {
+        passthrough: true,
+        ..Setup::default()
+    };
+    let m = Mounted::new(setup, |s| fs::write(s.join("p"), &old).unwrap());
+    same(read(&m.mnt("p")), &old, "mnt/p"); // cached whole
+    let held = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(m.mnt("p"))
+        .unwrap();
+    assert!(
+        m.stats().passthrough_opens > 0,
+        "this kernel has FUSE passthrough (Linux 6.9+) but the mount did not use it"
+    );
+    held.write_all_at(b"mine", 100).unwrap();
+    fs::write(m.store("p"), content(2, 64 << 10)).unwrap();
+    eventually("the conflict counted", || m.stats().store_conflicts > 0);
+    // The mount cannot tell which ranges the kernel wrote: at the close the image is taken
+    // whole, as the mount's writes.
+    drop(held);
+    let mut mine = old.clone();
+    mine[100..104].copy_from_slice(b"mine");
+    same(read(&m.mnt("p")), &mine, "mnt/p");
+    m.state.lock().unwrap().flush_all().unwrap();
+    same(fs::read(m.store("p")).ok(), &mine, "store/p");
+    assert_eq!(m.stats().store_conflicts, 1);
 }
