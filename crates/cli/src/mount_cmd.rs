@@ -64,6 +64,18 @@ pub struct MountArgs {
     /// client on the block path; no parallelism).
     #[arg(long, value_name = "N", default_value_t = tiercache_filecache::REQUEST_THREADS)]
     pub request_threads: usize,
+    /// Watch the store (inotify) for changes made behind the mount by other programs on this
+    /// machine (docs/design.md §14 "Changes to the store"): a file changed there loses its
+    /// clean cached blocks (its dirty ones win, counted as a conflict), names created,
+    /// removed or renamed there are seen, and the kernel is told to forget what it cached.
+    /// Changes made on another machine to a network store (NFS, sshfs) are not seen. Without
+    /// it the mount must be the store's only writer: a change behind it stays unseen.
+    #[arg(long)]
+    pub watch_store: bool,
+    /// How long the kernel may keep names and attributes ("1s", "0" for none). With
+    /// --watch-store, changes to the store are invalidated whatever this is.
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
+    pub cache_timeout: String,
     /// Background cleaner of a write-back cache (docs/design.md §4.6, §4.9): `lazy` writes
     /// dirty blocks back once the mount has served no data request for 1 s, `threshold` while
     /// more than half the cache is dirty (down to a quarter), `none` never (they wait for
@@ -351,10 +363,13 @@ pub fn run(args: MountArgs) -> Result<()> {
         }
         None => tiercache_filecache::DEFAULT_PASSTHROUGH_MIN_SIZE,
     };
+    let cache_timeout = parse_duration(&args.cache_timeout).map_err(|e| bad("cache-timeout", e))?;
     let options = tiercache_filecache::FuseOptions {
         passthrough: !args.no_passthrough,
         passthrough_min_size,
         request_threads: args.request_threads,
+        watch_store: args.watch_store,
+        cache_timeout,
     };
     let prepare = |st: &mut tiercache_filecache::State| match max_files {
         Some(n) => st.set_max_files(n),

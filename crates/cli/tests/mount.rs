@@ -830,3 +830,49 @@ fn a_mount_without_request_threads_serves_on_the_reading_thread_and_too_many_are
         "request-threads",
     );
 }
+
+/// `--watch-store` (docs/design.md §14 "Changes to the store"): a file rewritten in the store
+/// behind the mount is read with its new content, though the kernel may keep attributes for
+/// 60 s (`--cache-timeout`), and the change is counted; a bad timeout is refused naming the
+/// option.
+#[test]
+fn a_watched_mount_sees_a_file_rewritten_in_the_store_and_a_bad_timeout_is_refused() {
+    let Some((dir, store, cache, mnt)) = mount_dirs() else {
+        return;
+    };
+    let old = content(61, 10_000);
+    fs::write(store.join("f"), &old).unwrap();
+    let stats = dir.path().join("stats.json");
+    let mut m = MountProcess::start_with(
+        &store,
+        &mnt,
+        &cache,
+        "wb",
+        &[
+            "--watch-store",
+            "--cache-timeout",
+            "60s",
+            "--stats",
+            stats.to_str().unwrap(),
+        ],
+    );
+    assert!(fs::read(mnt.join("f")).unwrap() == old);
+    let new = content(62, 23_000);
+    fs::write(store.join("f"), &new).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fs::read(mnt.join("f")).ok().as_ref() != Some(&new) {
+        assert!(Instant::now() < deadline, "the change not seen within 10 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    m.stop();
+    let s = exit_stats(&stats);
+    assert!(s["store_changes_seen"].as_u64().unwrap() >= 1, "{s}");
+    assert_eq!(s["store_conflicts"], 0);
+    assert_refused_naming(
+        &store,
+        &mnt,
+        &cache,
+        &["--cache-timeout", "soon"],
+        "cache-timeout",
+    );
+}

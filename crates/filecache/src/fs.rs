@@ -23,12 +23,15 @@ mod options;
 mod passthrough;
 #[cfg(test)]
 mod unlocked_tests;
+mod watch;
 
 use std::ffi::OsStr;
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+#[cfg(test)]
+use std::time::Duration;
+use std::time::SystemTime;
 
 use fuser::{
     FileAttr, FileHandle, FileType, Filesystem, INodeNo, KernelConfig, LockOwner, OpenFlags,
@@ -38,10 +41,8 @@ use fuser::{
 
 use crate::state::State;
 use dispatch::{Order, Pool};
-pub use options::{FuseOptions, DEFAULT_PASSTHROUGH_MIN_SIZE};
-
-/// How long the kernel may keep entries and attributes: the mount is the store's only writer.
-const TTL: Duration = Duration::from_secs(1);
+pub use options::{FuseOptions, DEFAULT_CACHE_TIMEOUT, DEFAULT_PASSTHROUGH_MIN_SIZE};
+pub use watch::Watcher;
 
 /// One entry of an open directory's listing: id, kind, name.
 type DirListEntry = (u64, FileType, std::ffi::OsString);
@@ -100,6 +101,9 @@ struct Inner {
     sync_counter: crate::state::SyncCounter,
     /// The state's count of flushes, kept without its lock.
     flushes: Arc<std::sync::atomic::AtomicU64>,
+    /// The store's watch (`--watch-store`), and the flag that stops its thread at unmount.
+    watch: Option<Arc<crate::inotify::Inotify>>,
+    watch_stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl CacheFs {
@@ -115,15 +119,36 @@ impl CacheFs {
     /// requests on `options.request_threads` threads.
     pub fn with_options(state: Arc<Mutex<State>>, options: FuseOptions) -> Self {
         let request_threads = options.request_threads;
-        let (images, sync_counter, flushes) = {
-            let st = state.lock().unwrap_or_else(|p| p.into_inner());
+        let (images, sync_counter, flushes, watch) = {
+            let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+            let watch = options
+                .watch_store
+                .then(|| match crate::inotify::Inotify::new() {
+                    Ok(inotify) => {
+                        let inotify = Arc::new(inotify);
+                        st.watch_store(inotify.clone());
+                        Some(inotify)
+                    }
+                    Err(e) => {
+                        eprintln!(
+                            "tiercache mount: the store cannot be watched ({e}); changes made \
+                         behind the mount are not seen"
+                        );
+                        None
+                    }
+                });
             let cfg = st.config();
             let images = passthrough::Images::new(
                 &cfg.cache_dir,
                 cfg.capacity_blocks as u64 * cfg.block_size as u64,
                 options.passthrough_min_size,
             );
-            (images, st.sync_counter(), st.flush_counter())
+            (
+                images,
+                st.sync_counter(),
+                st.flush_counter(),
+                watch.flatten(),
+            )
         };
         let cleaner = match crate::cleaner::Cleaner::spawn(&state) {
             Ok(c) => Some(c),
@@ -142,6 +167,8 @@ impl CacheFs {
                 images,
                 sync_counter,
                 flushes,
+                watch,
+                watch_stop: Arc::default(),
             }),
             pool: Pool::new(request_threads),
             #[cfg(test)]
@@ -154,6 +181,12 @@ impl CacheFs {
     /// The shared state.
     pub fn state(&self) -> Arc<Mutex<State>> {
         self.inner.state.clone()
+    }
+
+    /// The store's watcher, to start once the session's notifier exists (`None` unless
+    /// [`FuseOptions::watch_store`] and the watch could be made).
+    pub fn watcher(&self) -> Option<Watcher> {
+        Watcher::new(&self.inner)
     }
 
     /// Test hooks: each release waits `delay` before it runs; `ordered` off, no request
@@ -210,6 +243,10 @@ impl Filesystem for CacheFs {
     }
 
     fn destroy(&mut self) {
+        // The watcher stops at its next wake (it holds no reference that keeps the mount).
+        self.inner
+            .watch_stop
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         // Every request handed out finishes before the images close and the journal syncs.
         if let Err(e) = self.pool.shutdown() {
             eprintln!("tiercache mount: {e}");

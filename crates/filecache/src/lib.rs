@@ -25,6 +25,8 @@ pub mod faults;
 #[cfg(feature = "fuse")]
 pub mod fs;
 pub mod fuzzing;
+#[cfg(feature = "fuse")]
+pub mod inotify;
 pub mod journal;
 #[cfg(test)]
 // Its recorder is driven by the mount's power-loss tests only.
@@ -42,7 +44,7 @@ pub use crate::core::{
     MAX_BLOCKS_PER_FILE,
 };
 #[cfg(feature = "fuse")]
-pub use crate::fs::{FuseOptions, DEFAULT_PASSTHROUGH_MIN_SIZE};
+pub use crate::fs::{FuseOptions, DEFAULT_CACHE_TIMEOUT, DEFAULT_PASSTHROUGH_MIN_SIZE};
 #[cfg(feature = "fuse")]
 pub use crate::state::{MountConfig, MountStats, State};
 /// The cleaning policies a mount's background cleaner runs (docs/design.md §4.6).
@@ -100,6 +102,11 @@ pub fn spawn_mount_with(
     prepare(&mut state)?;
     let state = Arc::new(Mutex::new(state));
     let fs = fs::CacheFs::with_options(state.clone(), options);
+    let watcher = fs.watcher();
     let session = fuser::spawn_mount(fs, mountpoint, &fuse_config(1))?;
+    // The kernel is told what to forget through the session's notifier (§14).
+    if let Some(watcher) = watcher {
+        watcher.start(session.notifier());
+    }
     Ok((session, state))
 }

@@ -77,6 +77,14 @@ impl FileCache {
         self.files.get(&file).map_or(0, |f| f.blocks.len() as u64)
     }
 
+    /// The cached blocks of `file`, in block order (a store change behind the mount drops
+    /// the clean ones, docs/design.md §14 "Changes to the store").
+    pub fn cached_blocks_of(&self, file: FileId) -> Vec<u64> {
+        self.files
+            .get(&file)
+            .map_or_else(Vec::new, |f| f.blocks.iter().copied().collect())
+    }
+
     /// Dirty blocks of `file`, counted as they change (no walk over its blocks).
     pub fn dirty_blocks_of(&self, file: FileId) -> u64 {
         self.files.get(&file).map_or(0, |f| f.dirty)

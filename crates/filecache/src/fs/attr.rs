@@ -10,7 +10,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{Errno, FileAttr, FileType, FopenFlags, Generation, INodeNo, ReplyEntry, TimeOrNow};
 
-use super::TTL;
 use crate::state::State;
 
 pub(super) fn errno(e: &io::Error) -> Errno {
@@ -201,7 +200,11 @@ impl super::Inner {
                                 attr.size = node.size;
                                 attr.blocks = node.size.div_ceil(512);
                             }
-                            return reply.entry(&TTL, &self.sized(attr), Generation(0));
+                            return reply.entry(
+                                &self.options.cache_timeout,
+                                &self.sized(attr),
+                                Generation(0),
+                            );
                         }
                     }
                 }
@@ -218,7 +221,11 @@ impl super::Inner {
                 };
                 st.name_added(parent, name, Some(id));
                 let attr = cache_attr(st, id, &md);
-                reply.entry(&TTL, &self.sized(attr), Generation(0));
+                reply.entry(
+                    &self.options.cache_timeout,
+                    &self.sized(attr),
+                    Generation(0),
+                );
             }
             Err(e) => {
                 if e.kind() == io::ErrorKind::NotFound {

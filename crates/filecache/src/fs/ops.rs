@@ -22,7 +22,7 @@ use super::attr::{
     attr_of, cache_attr, child, errno, forget_attr, kind_of, no_flush, node_metadata, open_flags,
     set_times, statvfs,
 };
-use super::{passthrough, DirListEntry, Inner, TTL};
+use super::{passthrough, DirListEntry, Inner};
 use crate::state::ROOT;
 
 impl Inner {
@@ -80,13 +80,15 @@ impl Inner {
                     attr.size = node.size;
                     attr.blocks = node.size.div_ceil(512);
                 }
-                return reply.attr(&TTL, &self.sized(attr));
+                return reply.attr(&self.options.cache_timeout, &self.sized(attr));
             }
         }
         match node_metadata(&mut st, ino.0) {
             Ok(md) => {
+                // Met without the watcher: a change behind the mount is found here too.
+                st.met_store(ino.0, &md);
                 let attr = cache_attr(&mut st, ino.0, &md);
-                reply.attr(&TTL, &self.sized(attr))
+                reply.attr(&self.options.cache_timeout, &self.sized(attr))
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -137,7 +139,7 @@ impl Inner {
                         attr.size = file_size;
                         attr.blocks = file_size.div_ceil(512);
                     }
-                    return reply.attr(&TTL, &self.sized(attr));
+                    return reply.attr(&self.options.cache_timeout, &self.sized(attr));
                 }
             }
         }
@@ -149,6 +151,7 @@ impl Inner {
                 .path
                 .clone();
             let path = st.store_path(&rel);
+            st.before_own_change(id);
             if let Some(size) = size {
                 st.truncate(id, size)?;
                 self.images.truncated(id, size)?;
@@ -169,8 +172,9 @@ impl Inner {
         })();
         match result {
             Ok(md) => {
+                st.own_change_to(id, &md);
                 let attr = cache_attr(&mut st, id, &md);
-                reply.attr(&TTL, &self.sized(attr))
+                reply.attr(&self.options.cache_timeout, &self.sized(attr))
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -280,6 +284,7 @@ impl Inner {
                 if let Some(node) = st.nodes.get_mut(&id) {
                     node.attr = None; // another name remains; its link count changed
                 }
+                st.own_change(id);
             }
             Ok(())
         })();
@@ -360,6 +365,7 @@ impl Inner {
             if let Some(node) = st.nodes.get_mut(&moved_id) {
                 node.attr = None; // its ctime changed
             }
+            st.own_change(moved_id);
             Ok(())
         })();
         match result {
@@ -430,6 +436,12 @@ impl Inner {
                 .mode(mode & !umask & 0o7777)
                 .open(&path)?;
             let md = file.metadata()?;
+            // Its own change (an O_TRUNC of an existing file, whose content goes): not someone
+            // else's. Without O_TRUNC nothing changed, and `remember` checks the stamp.
+            if flags & libc::O_TRUNC != 0 {
+                let created = st.node_id(md.ino());
+                st.own_change_to(created, &md);
+            }
             forget_attr(&mut st, parent.0);
             let id = st.remember(rel, &md)?;
             st.adopt_file(id, file);
@@ -454,14 +466,29 @@ impl Inner {
             writable,
             reply,
             |r, f| r.open_backing(f),
-            |r, fh, b| r.created_passthrough(&TTL, &attr, Generation(0), fh, no_flush(writable), b),
+            |r, fh, b| {
+                r.created_passthrough(
+                    &self.options.cache_timeout,
+                    &attr,
+                    Generation(0),
+                    fh,
+                    no_flush(writable),
+                    b,
+                )
+            },
         );
         if let Err(reply) = passed {
             let mut flags = open_flags(&st) | no_flush(writable);
             if !self.images.may_keep_pages(id) {
                 flags.remove(FopenFlags::FOPEN_KEEP_CACHE);
             }
-            reply.created(&TTL, &attr, Generation(0), FileHandle(0), flags)
+            reply.created(
+                &self.options.cache_timeout,
+                &attr,
+                Generation(0),
+                FileHandle(0),
+                flags,
+            )
         }
     }
 

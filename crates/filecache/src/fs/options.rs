@@ -4,6 +4,10 @@
 /// measurements that chose it are).
 pub const DEFAULT_PASSTHROUGH_MIN_SIZE: u64 = 1 << 20;
 
+/// How long the kernel may keep entries and attributes by default (docs/design.md §14 "The
+/// kernel's caches").
+pub const DEFAULT_CACHE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How the mount uses the kernel's FUSE features (beside [`crate::MountConfig`], which is
 /// the cache's).
 #[derive(Debug, Clone)]
@@ -21,6 +25,14 @@ pub struct FuseOptions {
     /// "Dispatch"); 0 serves every request on the reading thread, one at a time, in the
     /// kernel's order (no hand-off: the least latency for one client, no parallelism).
     pub request_threads: usize,
+    /// Watch the store for changes made behind the mount (inotify; docs/design.md §14
+    /// "Changes to the store"): a file changed, created, removed or renamed there by someone
+    /// else is seen by the mount and the kernel is told to forget what it cached of it. Off
+    /// by default: the mount is then the store's only writer.
+    pub watch_store: bool,
+    /// How long the kernel may keep entries and attributes (its dentry and attribute
+    /// timeouts).
+    pub cache_timeout: std::time::Duration,
 }
 
 impl Default for FuseOptions {
@@ -29,6 +41,8 @@ impl Default for FuseOptions {
             passthrough: true,
             passthrough_min_size: DEFAULT_PASSTHROUGH_MIN_SIZE,
             request_threads: crate::REQUEST_THREADS,
+            watch_store: false,
+            cache_timeout: DEFAULT_CACHE_TIMEOUT,
         }
     }
 }

@@ -90,6 +90,9 @@ struct Image {
     /// The image may differ from the cache (written since it was last ingested).
     written: bool,
     bytes: u64,
+    /// The store changed behind the mount while open (docs/design.md §14 "Changes to the
+    /// store"): not kept at the last release.
+    stale: bool,
 }
 
 /// An image kept after its file's last release: equal to the cache's content of the file
@@ -249,6 +252,7 @@ impl Images {
                 writers: writable as u32,
                 written: writable,
                 bytes: size,
+                stale: false,
             },
         );
         Ok(())
@@ -306,6 +310,23 @@ impl Images {
         self.inner().drop_idle(id);
     }
 
+    /// File `id` changed in the store behind the mount: an idle image goes; an open one is
+    /// not kept after its last release. Its handles go on with the image (the kernel reads
+    /// and writes it, not the store); one written (a writable handle) is a conflict: what it
+    /// holds is ingested at close as the mount's writes, over the store's change. Returns
+    /// whether it was.
+    pub(super) fn store_changed(&self, id: u64) -> bool {
+        let mut inner = self.inner();
+        inner.drop_idle(id);
+        match inner.open.get_mut(&id) {
+            Some(img) => {
+                img.stale = true;
+                img.written
+            }
+            None => false,
+        }
+    }
+
     /// Brings what the kernel wrote to `id`'s image into the cache (close, fsync): after it,
     /// the data path holds every byte written through handle `fh`.
     pub(super) fn ingest(&self, st: &mut State, id: u64, fh: FileHandle) -> io::Result<()> {
@@ -349,8 +370,10 @@ impl Images {
         }
         // Kept only if it now equals the cache: ingested whole, of a file still named and
         // held whole, whose version is taken after the ingest (which gave it a new one).
-        let keepable =
-            ingested.is_ok() && self.enabled.load(Ordering::Relaxed) && st.holds_whole(id);
+        let keepable = ingested.is_ok()
+            && !img.stale
+            && self.enabled.load(Ordering::Relaxed)
+            && st.holds_whole(id);
         let keep = keepable
             .then(|| st.content_version(id))
             .flatten()

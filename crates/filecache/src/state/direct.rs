@@ -100,6 +100,7 @@ impl State {
             node.size = node.size.max(end);
             super::touch(node);
         }
+        self.own_change(id);
     }
 }
 

@@ -40,6 +40,7 @@ mod staged_tests;
 mod stats;
 #[cfg(test)]
 mod tests;
+mod watch;
 use crate::store::{CacheDir, StoreIdentity, StoreLatency};
 pub use degrade::{decayed_score, OnError};
 pub use direct::StoreIo;
@@ -48,6 +49,7 @@ pub use hits::{HitPlan, HitRead};
 use space::{check_journal_room, reserve_blocks};
 pub use staged::{read_unlocked, write_unlocked, Staged, StoreFill};
 pub use stats::MountStats;
+pub use watch::Invalidation;
 
 /// Root's node id in FUSE.
 pub const ROOT: u64 = 1;
@@ -191,6 +193,8 @@ pub struct State {
     /// Tests: store reads ahead of one file wait for this.
     #[cfg(test)]
     hold: Option<Arc<staged::Hold>>,
+    /// Changes to the store behind the mount (`--watch-store`, docs/design.md §14).
+    watch: watch::Watch,
     /// Tests: the next checkpoint crashes after writing this many bytes.
     #[cfg(test)]
     checkpoint_crash_after: Option<usize>,
@@ -341,6 +345,7 @@ impl State {
             prefetched: HashMap::new(),
             #[cfg(test)]
             hold: None,
+            watch: watch::Watch::default(),
             #[cfg(test)]
             checkpoint_crash_after: None,
             _lock: lock,

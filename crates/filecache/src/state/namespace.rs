@@ -241,7 +241,9 @@ impl State {
             }
         }
         self.meta_op();
+        self.before_own_change(id);
         f.set_len(size)?;
+        self.own_change(id);
         if journaled_cut {
             self.sync_store(id)?;
             self.journal.as_mut().expect("checked").truncated(id)?;

@@ -100,8 +100,11 @@ impl State {
                         data_gen,
                     },
                 );
+                self.met_new(id, md);
+                return Ok(id);
             }
         }
+        self.met_store(id, md);
         Ok(id)
     }
 
@@ -131,10 +134,12 @@ impl State {
     /// Writes `data` at byte `at` of node `id`'s store file (one store data operation).
     pub(super) fn store_write(&mut self, id: u64, data: &[u8], at: u64) -> io::Result<()> {
         let f = self.store_file(id)?;
+        self.before_own_change(id);
         self.cfg.latency.data_op();
         f.write_all_at(data, at)?;
         self.stats.store_writes += 1;
         self.stats.store_bytes_written += data.len() as u64;
+        self.own_change(id);
         #[cfg(test)]
         if let Some(node) = self.nodes.get(&id) {
             crate::powerloss::write(&self.store_path(&node.path), at, data);

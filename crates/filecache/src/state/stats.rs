@@ -110,4 +110,16 @@ pub struct MountStats {
     /// Of those, the ones whose data was dropped: the file changed before the request's
     /// plan ran (its store reads were then made again under the lock).
     pub store_reads_unlocked_dropped: u64,
+    /// Changes made to the store behind the mount that it saw (`--watch-store`,
+    /// docs/design.md §14 "Changes to the store"): a file's content or attributes, or a name
+    /// created, removed or renamed. The mount's own changes are not counted.
+    pub store_changes_seen: u64,
+    /// Of those, changes to files the mount held writes of not yet in the store (dirty
+    /// blocks, an open passthrough image written): the mount's writes win.
+    pub store_conflicts: u64,
+    /// Times the watch's event queue overflowed (every listed directory checked again).
+    pub store_watch_overflows: u64,
+    /// Store directories that could not be watched (the inotify watch limit): changes there
+    /// are not seen.
+    pub store_dirs_unwatched: u64,
 }
