@@ -204,11 +204,24 @@ impl<const N: usize> Lists<N> {
     /// Inlined into each policy's hit, the commonest call of all.
     #[inline(always)]
     pub(crate) fn move_to_front(&mut self, from: usize, to: usize, node: u32) {
-        if from == to && self.links.get(self.sentinel(to), 1) == node {
+        let s = self.sentinel(to);
+        let old_front = self.links.get(s, 1);
+        if from == to && old_front == node {
             return; // already the newest: skip four writes on a hot line
         }
-        self.unlink(from, node);
-        self.push_front(to, node);
+        // `unlink` then `push_front`, without writing the node's links twice (`NIL`, then
+        // its new ones) or reading the front again: the hit is every policy's commonest
+        // call (docs/design.md §4.4).
+        let [p, n] = self.links.pair(node);
+        self.links.set(p, 1, n);
+        self.links.set(n, 0, p);
+        // `old_front` is not `node` (that returned above, or `node` is in another list); if it
+        // was `p`, only its older link changed, and its newer one is set next.
+        self.links.set_pair(node, [s, old_front]);
+        self.links.set(old_front, 0, node);
+        self.links.set(s, 1, node);
+        self.lens[from] -= 1;
+        self.lens[to] += 1;
     }
 
     /// Nodes of `list` from front to back (for tests and debugging; allocates).

@@ -3,12 +3,12 @@
 
 use crate::error::TraceError;
 use crate::reader::{
-    check_range, Clock, FieldError, KeyError, Parsed, ReadCounters, TraceMeta, TraceReader,
-    VolumeInterner,
+    check_len, check_range, Clock, FieldError, KeyError, Parsed, ReadCounters, TraceMeta,
+    TraceReader, VolumeInterner,
 };
 use crate::volume::VolumeMap;
 use std::io::{self, Read, Write as _};
-use tiercache_core::{LineKey, Op, Request};
+use tiercache_core::{LineKey, Op, Request, VolumeId};
 
 /// Decodes one fixed-size record.
 pub(crate) trait RecordDecoder: Send {
@@ -26,6 +26,25 @@ pub(crate) trait RecordDecoder: Send {
     fn line_size(&self) -> Option<u64> {
         None
     }
+    /// `rec` decoded with its volume as a number, when the key [`RecordDecoder::decode`] would
+    /// write is that number in decimal and the record is well formed; `None`: decode it with
+    /// `decode`. A batch whose records keep one volume then skips the key bytes and their
+    /// lookup (docs/design.md §4.4, the replay's common path).
+    #[inline(always)]
+    fn decode_plain(&self, _rec: &[u8]) -> Option<PlainRecord> {
+        None
+    }
+}
+
+/// A well-formed record whose volume key is a number ([`RecordDecoder::decode_plain`]).
+pub(crate) struct PlainRecord {
+    /// Absolute time in ns.
+    time: u64,
+    op: Op,
+    offset: u64,
+    len: u64,
+    /// The volume's number (its key is this number in decimal).
+    volume: u32,
 }
 
 fn u16_at(b: &[u8], o: usize) -> u16 {
@@ -163,6 +182,22 @@ impl RecordDecoder for OracleDecoder {
         Some(self.line_size)
     }
 
+    /// What `decode` gives for a well-formed record, its key being the volume number.
+    #[inline(always)]
+    fn decode_plain(&self, r: &[u8]) -> Option<PlainRecord> {
+        let obj = LineKey(u64_at(r, 4));
+        if (u64_at(r, 16) as i64) < -1 {
+            return None;
+        }
+        Some(PlainRecord {
+            time: u32_at(r, 0) as u64 * 1_000_000_000,
+            op: Op::Read,
+            offset: obj.index().checked_mul(self.line_size)?,
+            len: u32_at(r, 12) as u64,
+            volume: obj.volume().0,
+        })
+    }
+
     #[inline(always)]
     fn decode(&mut self, r: &[u8], key: &mut Vec<u8>) -> Result<Parsed, FieldError> {
         let clock = u32_at(r, 0) as u64;
@@ -214,6 +249,9 @@ pub(crate) struct FixedRecordReader<D> {
     /// The decoder's object line size, asked once ([`RecordDecoder::line_size`]); `u64::MAX`
     /// for a format without one.
     object_line: u64,
+    /// The volume number of the last record decoded in full and its id, for
+    /// [`RecordDecoder::decode_plain`]'s records of the same volume.
+    plain_volume: Option<(u32, VolumeId)>,
 }
 
 impl<D: RecordDecoder> FixedRecordReader<D> {
@@ -241,6 +279,7 @@ impl<D: RecordDecoder> FixedRecordReader<D> {
             key: Vec::with_capacity(16),
             done: false,
             object_line,
+            plain_volume: None,
         }
     }
 
@@ -379,6 +418,36 @@ impl<D: RecordDecoder> FixedRecordReader<D> {
     }
 }
 
+impl<D: RecordDecoder> FixedRecordReader<D> {
+    /// The record at `buf[at..]` as [`FixedRecordReader::record_at`] gives it, counters
+    /// included, when it is well formed and of the last fully decoded record's volume (whose
+    /// id is known: no key is written or looked up); `None`: decode it in full. Per request
+    /// this is most of a hit-ratio replay's reading (docs/design.md §4.4).
+    #[inline(always)]
+    fn plain_at(&mut self, at: usize) -> Option<Request> {
+        let (number, volume) = self.plain_volume?;
+        let rs = self.dec.record_size();
+        let p = self.dec.decode_plain(&self.buf[at..at + rs])?;
+        if p.volume != number {
+            return None;
+        }
+        // The checks `check_range` makes; a record failing them is reported by `record_at`.
+        check_len(p.op, p.offset, p.len, self.dec.max_data_len()).ok()?;
+        let time_ns = self.clock.relative(p.time, &mut self.counters);
+        self.counters.records += 1;
+        if p.len > self.object_line {
+            self.counters.objects_over_line += 1;
+        }
+        Some(Request {
+            time_ns,
+            volume,
+            op: p.op,
+            offset: p.offset,
+            len: p.len,
+        })
+    }
+}
+
 impl<D: RecordDecoder> TraceReader for FixedRecordReader<D> {
     fn meta(&self) -> &TraceMeta {
         &self.meta
@@ -410,8 +479,18 @@ impl<D: RecordDecoder> TraceReader for FixedRecordReader<D> {
             for _ in 0..take {
                 let at = self.pos;
                 self.pos += rs;
+                if let Some(r) = self.plain_at(at) {
+                    out.push(r);
+                    continue;
+                }
                 match self.record_at(at) {
-                    Some(Ok(r)) => out.push(r),
+                    Some(Ok(r)) => {
+                        // The volume's number and id, for its next records' plain path.
+                        if let Some(p) = self.dec.decode_plain(&self.buf[at..at + rs]) {
+                            self.plain_volume = Some((p.volume, r.volume));
+                        }
+                        out.push(r)
+                    }
                     Some(Err(e)) => return Err(e),
                     None => {}
                 }

@@ -34,6 +34,19 @@ pub(super) enum Stop {
     Geometry(GeometryError),
 }
 
+/// The counters a read-only line cache needs; every other [`CacheStats`] field it reports
+/// follows from them ([`LineSim::stats`]). Fewer counters to add per request than the core's
+/// (docs/design.md §4.4).
+#[derive(Clone, Copy, Default)]
+pub(super) struct Counts {
+    requests: u64,
+    full_hits: u64,
+    line_accesses: u64,
+    line_hits: u64,
+    cache_bytes_read: u64,
+    evictions: u64,
+}
+
 /// A cache of whole lines under one replacement policy, counting as the core does.
 pub(super) struct LineSim<E> {
     pub(super) evict: E,
@@ -46,7 +59,7 @@ pub(super) struct LineSim<E> {
     capacity: u32,
     geo: LineGeometry,
     line_size: u64,
-    pub(super) stats: CacheStats,
+    counts: Counts,
 }
 
 impl<E: Eviction> LineSim<E> {
@@ -60,7 +73,31 @@ impl<E: Eviction> LineSim<E> {
             capacity,
             geo,
             line_size: geo.line_size(),
-            stats: CacheStats::default(),
+            counts: Counts::default(),
+        }
+    }
+
+    /// The core's statistics for what was simulated: every request a read, every line miss a
+    /// promotion of a whole line.
+    pub(super) fn stats(&self) -> CacheStats {
+        let c = &self.counts;
+        let misses = c.line_accesses - c.line_hits;
+        CacheStats {
+            requests: c.requests,
+            read_requests: c.requests,
+            full_hit_requests: c.full_hits,
+            read_hit_requests: c.full_hits,
+            line_accesses: c.line_accesses,
+            read_line_accesses: c.line_accesses,
+            line_hits: c.line_hits,
+            read_line_hits: c.line_hits,
+            line_misses: misses,
+            cache_bytes_read: c.cache_bytes_read,
+            evictions: c.evictions,
+            promotions: misses,
+            backend_bytes_read: misses * self.line_size,
+            cache_bytes_written: misses * self.line_size,
+            ..CacheStats::default()
         }
     }
 
@@ -112,9 +149,10 @@ impl<E: Eviction> LineSim<E> {
         }
     }
 
-    /// Simulates one request, as the core's `access(req, None)` would.
+    /// Simulates one request, as the core's `access(req, None)` would; returns the index of its
+    /// last line.
     #[inline(always)]
-    pub(super) fn access(&mut self, req: &Request) -> Result<(), Stop> {
+    pub(super) fn access(&mut self, req: &Request) -> Result<u64, Stop> {
         self.geo
             .check_request(req.volume, req.offset, req.len)
             .map_err(Stop::Geometry)?;
@@ -127,35 +165,45 @@ impl<E: Eviction> LineSim<E> {
         let end = req.offset + req.len;
         let first = self.geo.line_of(req.offset);
         let last = self.geo.line_of(end - 1);
-        let s = &mut self.stats;
-        s.requests += 1;
-        s.read_requests += 1;
+        self.counts.requests += 1;
+        if first == last {
+            // One line, the commonest request: a hit reads all of it.
+            self.counts.line_accesses += 1;
+            // `check_request` bounded the volume and the line index: the key packs them as
+            // `LineKey::new` would, without its checks.
+            let key = LineKey::new_for_hint(req.volume, first);
+            if let Some(slot) = self.index.get(key) {
+                self.evict.hit(slot);
+                let c = &mut self.counts;
+                c.line_hits += 1;
+                c.cache_bytes_read += req.len;
+                c.full_hits += 1;
+            } else {
+                self.promote(key)?;
+            }
+            return Ok(last);
+        }
         let mut all_hit = true;
         for index in first..=last {
             let key = LineKey::new(req.volume, index);
-            let s = &mut self.stats;
-            s.line_accesses += 1;
-            s.read_line_accesses += 1;
+            self.counts.line_accesses += 1;
             if let Some(slot) = self.index.get(key) {
                 self.evict.hit(slot);
                 let line_start = self.geo.line_start(index);
                 let lo = req.offset.max(line_start);
                 let hi = end.min(line_start + self.line_size);
-                let s = &mut self.stats;
-                s.line_hits += 1;
-                s.read_line_hits += 1;
-                s.cache_bytes_read += hi - lo;
+                let c = &mut self.counts;
+                c.line_hits += 1;
+                c.cache_bytes_read += hi - lo;
             } else {
                 all_hit = false;
-                self.stats.line_misses += 1;
                 self.promote(key)?;
             }
         }
         if all_hit {
-            self.stats.read_hit_requests += 1;
-            self.stats.full_hit_requests += 1;
+            self.counts.full_hits += 1;
         }
-        Ok(())
+        Ok(last)
     }
 
     /// Brings `key` in: a free slot, or the policy's victim's when full.
@@ -172,15 +220,11 @@ impl<E: Eviction> LineSim<E> {
                 .ok_or(Stop::Unsupported("a full cache with no victim"))?;
             self.index.remove(self.keys[victim as usize]);
             self.keys[victim as usize] = key;
-            self.stats.evictions += 1;
+            self.counts.evictions += 1;
             victim
         };
         self.index.insert(key, slot);
         self.evict.insert(slot, key);
-        let s = &mut self.stats;
-        s.promotions += 1;
-        s.backend_bytes_read += self.line_size;
-        s.cache_bytes_written += self.line_size;
         Ok(())
     }
 }
@@ -194,12 +238,18 @@ pub(super) fn run_batched<E: Eviction>(
 ) -> Result<BatchedOutcome, SimError> {
     // The largest volume and line index placed: the core's line entries are as wide as the
     // keys they hold (docs/design.md §13), and its metadata bytes with them.
-    let (mut max_volume, mut max_index) = (0u64, 0u64);
+    let mut placed = Placed::default();
     let mut batch: Vec<Request> = Vec::with_capacity(BATCH);
     let mut measured = 0u64;
     let mut window: Option<(CacheStats, u64)> = None;
-    let (mut reads, mut bytes) = (0u64, 0u64);
+    let mut bytes = 0u64;
     let mut seen = 0u64;
+    // Without limits every request is measured and none ends the run: the loop checks none
+    // of them per request (docs/design.md §4.4).
+    let unlimited = run.warmup_requests == 0
+        && run.warmup_ns == 0
+        && run.requests.is_none()
+        && run.duration_ns.is_none();
     'run: loop {
         source.next_batch(&mut batch);
         if batch.is_empty() {
@@ -209,20 +259,28 @@ pub(super) fn run_batched<E: Eviction>(
         for r in batch.iter().take(BUCKET_AHEAD) {
             sim.hint_bucket(r);
         }
+        if unlimited {
+            if window.is_none() {
+                window = Some((sim.stats(), batch[0].time_ns));
+            }
+            for i in 0..n {
+                let req = sim.step(&batch, i);
+                if let Err(e) = sim.access_placed(req, &mut placed) {
+                    return e.outcome(seen + i as u64, *req);
+                }
+                bytes += req.len;
+            }
+            seen += n as u64;
+            measured += n as u64;
+            continue;
+        }
         for i in 0..n {
-            if let Some(r) = batch.get(i + BUCKET_AHEAD) {
-                sim.hint_bucket(r);
-            }
-            if let Some(r) = batch.get(i + ENTRY_AHEAD) {
-                sim.hint_entry(r);
-            }
-            sim.hint_victim();
-            let req = batch[i];
+            let req = *sim.step(&batch, i);
             let index = seen;
             seen += 1;
             let warm = index >= run.warmup_requests && req.time_ns >= run.warmup_ns;
             if warm && window.is_none() {
-                window = Some((sim.stats.clone(), req.time_ns));
+                window = Some((sim.stats(), req.time_ns));
             }
             if warm {
                 if run.requests.is_some_and(|l| measured >= l) {
@@ -234,43 +292,75 @@ pub(super) fn run_batched<E: Eviction>(
                     }
                 }
             }
-            match sim.access(&req) {
-                Ok(()) => {
-                    max_volume = max_volume.max(u64::from(req.volume.0));
-                    let last = sim.geo.line_of(req.offset + req.len.max(1) - 1);
-                    max_index = max_index.max(last);
-                }
-                Err(Stop::Unsupported(reason)) => {
-                    return Ok(BatchedOutcome::Unsupported { index, reason })
-                }
-                Err(Stop::Geometry(e)) => {
-                    return Err(SimError::Request {
-                        index,
-                        request: req,
-                        source: e.into(),
-                    })
-                }
+            if let Err(e) = sim.access_placed(&req, &mut placed) {
+                return e.outcome(index, req);
             }
             if warm {
                 // Every request here is a read.
                 measured += 1;
-                reads += 1;
                 bytes += req.len;
             }
         }
     }
-    let start = window.map(|w| w.0).unwrap_or_else(|| sim.stats.clone());
+    let end = sim.stats();
+    let start = window.map(|w| w.0).unwrap_or_else(|| end.clone());
     let mut m = RunMetrics {
         requests: measured,
-        read_requests: reads,
+        read_requests: measured,
         write_requests: 0,
         bytes,
         dirty_lines_end: 0,
         dirty_lines_max: 0,
         resident_lines_end: sim.resident(),
-        metadata_bytes: metadata_bytes(LineKey(max_volume << 48 | max_index)),
+        metadata_bytes: metadata_bytes(LineKey(placed.volume << 48 | placed.index)),
         ..Default::default()
     };
-    fill_policy_metrics(&mut m, &stats_diff(&start, &sim.stats));
+    fill_policy_metrics(&mut m, &stats_diff(&start, &end));
     Ok(BatchedOutcome::Done(Box::new(m)))
+}
+
+/// The largest volume and line index of the requests simulated.
+#[derive(Default)]
+struct Placed {
+    volume: u64,
+    index: u64,
+}
+
+impl Stop {
+    /// What `run_batched` returns when request `index`, `req`, stopped it.
+    fn outcome(self, index: u64, req: Request) -> Result<BatchedOutcome, SimError> {
+        match self {
+            Stop::Unsupported(reason) => Ok(BatchedOutcome::Unsupported { index, reason }),
+            Stop::Geometry(e) => Err(SimError::Request {
+                index,
+                request: req,
+                source: e.into(),
+            }),
+        }
+    }
+}
+
+impl<E: Eviction> LineSim<E> {
+    /// The hints made before request `i` of `batch` (the requests ahead of it, the coming
+    /// victim), and the request.
+    #[inline(always)]
+    fn step<'b>(&mut self, batch: &'b [Request], i: usize) -> &'b Request {
+        if let Some(r) = batch.get(i + BUCKET_AHEAD) {
+            self.hint_bucket(r);
+        }
+        if let Some(r) = batch.get(i + ENTRY_AHEAD) {
+            self.hint_entry(r);
+        }
+        self.hint_victim();
+        &batch[i]
+    }
+
+    /// [`LineSim::access`], noting the volume and last line `req` placed.
+    #[inline(always)]
+    fn access_placed(&mut self, req: &Request, placed: &mut Placed) -> Result<(), Stop> {
+        let last = self.access(req)?;
+        placed.volume = placed.volume.max(u64::from(req.volume.0));
+        placed.index = placed.index.max(last);
+        Ok(())
+    }
 }
