@@ -62,10 +62,15 @@ pub(crate) fn open(setup: &ServeSetup, devices: Option<Devices>, log: &Log) -> R
         Some((c, b)) => Engine::with_devices_early(cache, cfg, c, b),
         None => Engine::open_early(cache, cfg, &volumes),
     });
-    opening
-        .wait_begun()
-        .map_err(|e| anyhow!("{e}"))
-        .context("starting the engine")?;
+    if opening.wait_begun().is_err() {
+        // The open failed before serving: its error as an ordinary open's (owned, so its type
+        // reaches the caller, which tells bad settings from failures by it).
+        let err = Arc::try_unwrap(opening)
+            .ok()
+            .and_then(|o| o.into_engine().err())
+            .map_or_else(|| anyhow!("the open failed"), anyhow::Error::from);
+        return Err(err.context("starting the engine"));
+    }
     Ok(match opening.engine() {
         // Done already (a blank device, or one that does not serve early): nothing to swap.
         Some(engine) => Opened::Whole(engine),

@@ -285,3 +285,43 @@ fn a_configuration_that_needs_the_engine_first_opens_it_first_and_says_so() {
     drop(conn);
     server.stop().unwrap();
 }
+
+#[test]
+fn a_recovery_error_after_listening_stops_the_server_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = setup(dir.path(), "");
+    let w = written(&s);
+    let shards = ShardLayout::new(&s.cache).unwrap();
+    // Every shard's scan held, so the server is surely listening before the open fails.
+    let gate = Gate::new(w.cache.clone(), &shards, &[0, 1, 2, 3]);
+    let _release = Release(gate.clone());
+    // A backend shorter than the dirty lines 16..WRITTEN: their records are refused.
+    let short = w.backend[..(16 * LINE) as usize].to_vec();
+    let said = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = said.clone();
+    let server = Server::builder(s)
+        .devices(gate.clone(), Arc::new(MemDevice::from_bytes(short)))
+        .log(move |m| log.lock().unwrap().push(m.to_string()))
+        .start()
+        .unwrap();
+    assert!(
+        said.lock()
+            .unwrap()
+            .iter()
+            .any(|m| m.starts_with("serving before the scan ends")),
+        "{said:?}"
+    );
+    gate.open_all();
+    let err = format!("{:#}", server.wait().expect_err("the open fails"));
+    assert!(err.contains("its open failed"), "{err}");
+    let said = said.lock().unwrap();
+    assert!(
+        said.iter()
+            .any(|m| m.starts_with("the open failed after serving began")),
+        "{said:?}"
+    );
+    assert!(
+        !said.iter().any(|m| m.starts_with("control on")),
+        "{said:?}"
+    );
+}
