@@ -14,6 +14,7 @@
 pub mod activation;
 pub mod config;
 pub mod control;
+mod early;
 pub mod exports;
 pub mod flush;
 pub mod metrics;

@@ -62,6 +62,7 @@ impl Server {
             setup,
             log: Arc::new(|m: &str| eprintln!("tiercache serve: {m}")),
             signals: false,
+            devices: None,
         }
     }
 }
@@ -71,9 +72,18 @@ pub struct ServerBuilder {
     setup: ServeSetup,
     log: Log,
     signals: bool,
+    devices: Option<crate::early::Devices>,
 }
 
 impl ServerBuilder {
+    /// Serves over `cache` and `backend` instead of opening `engine.cache_path` and
+    /// `engine.backend_path` (an embedder's own devices, or a test's that holds the scan):
+    /// one export, so `serve.exports` must be empty.
+    pub fn devices(mut self, cache: Arc<dyn BlockDevice>, backend: Arc<dyn BlockDevice>) -> Self {
+        self.devices = Some((cache, backend));
+        self
+    }
+
     /// Sends the lifecycle's messages to `log` instead of stderr (where they go prefixed
     /// `tiercache serve: `).
     pub fn log(mut self, log: impl Fn(&str) + Send + Sync + 'static) -> Self {
@@ -88,7 +98,9 @@ impl ServerBuilder {
         self
     }
 
-    /// Opens the engine and starts serving; returns once the NBD listener listens.
+    /// Opens the engine and starts serving; returns once the NBD listener listens, which is
+    /// before the cache's scan ends where the configuration allows (docs/design.md §13,
+    /// "Serving before the scan ends").
     pub fn start(self) -> Result<ServerHandle> {
         start(self)
     }
@@ -157,60 +169,27 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
         setup,
         log,
         signals,
+        devices,
     } = b;
     let s = &setup.serve;
     if setup.ram_level.is_some() && !s.exports.is_empty() {
         bail!("ram_level: a RAM level serves one export; remove it or serve.exports");
     }
+    if devices.is_some() && !s.exports.is_empty() {
+        bail!("serve.exports: a server over given devices serves one export");
+    }
     // Taken before anything opens a file: descriptor 3 is the service manager's socket, and
     // must be checked and made close-on-exec before any other use of the process's fds.
     let inherited = crate::activation::take()?;
-    let volumes = crate::exports::volume_configs(&s.exports);
-    let engine = Arc::new(
-        Engine::open_volumes(&setup.cache, &setup.engine, &volumes)
-            .context("starting the engine")?,
-    );
-    // Device errors and degraded-mode transitions go to the server's log.
-    engine.set_log(log.clone());
-    let initial = crate::exports::initial_partitions(&s.exports, setup.cache.line_size);
-    if !initial.is_empty() {
-        engine
-            .set_volume_partitions(&initial)
-            .context("serve.exports.partition")?;
-    }
-    let rec = engine.stats().recovery;
-    log(&format!(
-        "{} over {} ({} MiB), {} cache ({} lines; recovered {} lines, {} dirty{})",
-        setup.engine.cache_path.display(),
-        if s.exports.is_empty() {
-            setup.engine.backend_path.display().to_string()
-        } else {
-            format!("{} exports", s.exports.len())
-        },
-        engine.volumes().iter().map(|v| v.1).sum::<u64>() >> 20,
-        crate::control::config_name(&setup.cache.write_policy),
-        engine.stats().capacity_lines,
-        rec.lines,
-        rec.dirty_lines,
-        if rec.corrupt_records > 0 {
-            format!(", {} corrupt records ignored", rec.corrupt_records)
-        } else {
-            String::new()
-        },
-    ));
-    for note in engine.notes() {
-        log(&format!("note: {note}"));
-    }
-    for e in &s.exports {
-        log(&format!(
-            "export {:?}: volume {} over {}",
-            e.name,
-            e.volume,
-            e.backend_path.display()
-        ));
-    }
-    let two = match &setup.ram_level {
-        Some(r) => {
+    let (engine, opening) = match crate::early::open(&setup, devices, &log)? {
+        crate::early::Opened::Whole(e) => {
+            announce(&setup, &e, &log)?;
+            (Some(e), None)
+        }
+        crate::early::Opened::Early(o) => (None, Some(o)),
+    };
+    let two = match (&setup.ram_level, &engine) {
+        (Some(r), Some(engine)) => {
             let t =
                 TwoLevel::new(r, &setup.cache, engine.clone()).context("starting the RAM level")?;
             log(&format!(
@@ -226,7 +205,7 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
             ));
             Some(Arc::new(t))
         }
-        None => None,
+        _ => None,
     };
     let cfg = ServerConfig {
         max_payload: s.max_payload.min(u32::MAX as u64) as u32,
@@ -272,9 +251,11 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
     }
     let mut tracker = None;
     let exports = Arc::new(if s.exports.is_empty() {
-        let mut dev: Arc<dyn BlockDevice> = match &two {
-            Some(t) => t.clone(),
-            None => engine.clone(),
+        let mut dev: Arc<dyn BlockDevice> = match (&two, &engine, &opening) {
+            (Some(t), _, _) => t.clone(),
+            (None, Some(e), _) => e.clone(),
+            (None, None, Some(o)) => o.clone(),
+            (None, None, None) => unreachable!("an engine, open or opening"),
         };
         if s.demote.accept {
             let export = tiercache_nbd::DemoteExport::new(dev, s.demote.bounds())
@@ -290,6 +271,8 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
             .iter()
             .map(|e| {
                 let handle = engine
+                    .as_ref()
+                    .context("several exports open the engine first")?
                     .volume_handle(e.volume)
                     .context("an export's volume is not served")?;
                 Ok(Export {
@@ -300,8 +283,8 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
             .collect::<Result<Vec<_>>>()?;
         Exports::named(list).context("serve.exports")?
     });
-    let metrics = match &s.metrics_listen {
-        Some(listen) => {
+    let metrics = match (&s.metrics_listen, &engine) {
+        (Some(listen), Some(engine)) => {
             let m = crate::metrics::MetricsServer::start(
                 listen,
                 crate::metrics::MetricsSource {
@@ -321,12 +304,7 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
             log(&format!("metrics on http://{}/metrics", m.addr));
             Some(m)
         }
-        None => None,
-    };
-    let served = Served {
-        engine,
-        two,
-        tracker,
+        _ => None,
     };
     let started = Instant::now();
     let activated = inherited.is_some();
@@ -377,12 +355,116 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
     let stop_asked = Arc::new(AtomicBool::new(false));
     let metrics_addr = metrics.as_ref().map(|m| m.addr.clone());
     let lifecycle = Arc::new(crate::control::Lifecycle::new(stop_asked.clone()));
-    let control = (|| {
+    let listening = Listening {
+        setup,
+        log,
+        signals,
+        stats,
+        stop,
+        server,
+        started,
+        stop_asked: stop_asked.clone(),
+        metrics,
+        lifecycle,
+        activated,
+        addr: addr.clone(),
+        metrics_addr: metrics_addr.clone(),
+        two,
+        tracker,
+    };
+    let supervisor = std::thread::Builder::new().name("tiercache-serve".into());
+    let supervisor = match (engine, opening) {
+        (Some(engine), _) => {
+            let running = listening.run(engine)?;
+            supervisor.spawn(move || running.supervise())?
+        }
+        (None, Some(opening)) => supervisor.spawn(move || {
+            // The parts that need the engine start when the open ends (docs/design.md §13).
+            let engine = crate::early::finish(&opening, &listening.log)
+                .and_then(|e| announce(&listening.setup, &e, &listening.log).map(|()| e));
+            match engine {
+                Ok(e) => listening.run(e)?.supervise(),
+                Err(e) => {
+                    listening.abandon();
+                    Err(e)
+                }
+            }
+        })?,
+        (None, None) => unreachable!("an engine, open or opening"),
+    };
+    Ok(ServerHandle {
+        addr,
+        metrics_addr,
+        stop: stop_asked,
+        supervisor: Some(supervisor),
+    })
+}
+
+/// A server listening, before it has the engine that the control socket and the
+/// supervisor need (at once, or when an early open ends).
+struct Listening {
+    setup: ServeSetup,
+    log: Log,
+    signals: bool,
+    stats: Arc<ServerStats>,
+    stop: Shutdown,
+    server: JoinHandle<std::io::Result<()>>,
+    started: Instant,
+    stop_asked: Arc<AtomicBool>,
+    metrics: Option<crate::metrics::MetricsServer>,
+    lifecycle: Arc<crate::control::Lifecycle>,
+    activated: bool,
+    addr: String,
+    metrics_addr: Option<String>,
+    two: Option<Arc<TwoLevel>>,
+    tracker: Option<Arc<tiercache_nbd::DemoteTracker>>,
+}
+
+impl Listening {
+    /// Stops the listener (nothing is served without its engine or control socket).
+    fn abandon(self) {
+        self.stop.trigger();
+        let _ = self.server.join();
+    }
+
+    /// Starts the control socket over `engine`: the server runs.
+    fn run(self, engine: Arc<Engine>) -> Result<Running> {
+        let control = self.control(&engine);
+        let control = match control {
+            Ok(c) => c,
+            Err(e) => {
+                self.abandon();
+                return Err(e);
+            }
+        };
+        Ok(Running {
+            served: Served {
+                engine,
+                two: self.two,
+                tracker: self.tracker,
+            },
+            setup: self.setup,
+            log: self.log,
+            signals: self.signals,
+            stats: self.stats,
+            stop: self.stop,
+            server: Some(self.server),
+            started: self.started,
+            stop_asked: self.stop_asked,
+            _metrics: self.metrics,
+            lifecycle: self.lifecycle,
+            _control: control,
+            activated: self.activated,
+        })
+    }
+
+    fn control(&self, engine: &Arc<Engine>) -> Result<crate::control::ControlServer> {
+        let (setup, s, addr) = (&self.setup, &self.setup.serve, &self.addr);
         let path = s.control_path_bound(addr.strip_prefix("nbd://"));
         let exports = if s.exports.is_empty() {
             vec![crate::control::ExportInfo {
                 name: s.export_name.clone(),
-                volume: served.engine.volumes()[0].0,
+                volume: engine.volumes()[0].0,
                 backend: setup.engine.backend_path.display().to_string(),
             }]
         } else {
@@ -398,58 +480,71 @@ fn start(b: ServerBuilder) -> Result<ServerHandle> {
         let c = crate::control::ControlServer::start(
             &path,
             crate::control::ControlSource {
-                engine: served.engine.clone(),
-                server: stats.clone(),
+                engine: engine.clone(),
+                server: self.stats.clone(),
                 exports,
                 cache_path: setup.engine.cache_path.clone(),
                 address: addr.clone(),
-                metrics_address: metrics_addr.clone(),
+                metrics_address: self.metrics_addr.clone(),
                 line_size: setup.cache.line_size,
                 tenancy: setup.cache.tenancy.mode,
                 lookup: crate::control::config_name(&setup.engine.lookup),
-                started,
-                lifecycle: lifecycle.clone(),
+                started: self.started,
+                lifecycle: self.lifecycle.clone(),
             },
         )?;
-        log(&format!(
+        (self.log)(&format!(
             "control on {} (tiercache status, stats, set, flush --live, detach)",
             path.display()
         ));
-        Ok::<_, anyhow::Error>(c)
-    })();
-    let control = match control {
-        Ok(c) => c,
-        Err(e) => {
-            // Nothing is served without its control socket: stop the listener just started.
-            stop.trigger();
-            let _ = server.join();
-            return Err(e);
-        }
-    };
-    let running = Running {
-        setup,
-        log,
-        signals,
-        served,
-        stats,
-        stop,
-        server: Some(server),
-        started,
-        stop_asked: stop_asked.clone(),
-        _metrics: metrics,
-        lifecycle,
-        _control: control,
-        activated,
-    };
-    let supervisor = std::thread::Builder::new()
-        .name("tiercache-serve".into())
-        .spawn(move || running.supervise())?;
-    Ok(ServerHandle {
-        addr,
-        metrics_addr,
-        stop: stop_asked,
-        supervisor: Some(supervisor),
-    })
+        Ok(c)
+    }
+}
+
+/// What the open engine is told and the log says once it is open: its log, the exports'
+/// initial partitions, what recovery found.
+fn announce(setup: &ServeSetup, engine: &Arc<Engine>, log: &Log) -> Result<()> {
+    let s = &setup.serve;
+    // Device errors and degraded-mode transitions go to the server's log.
+    engine.set_log(log.clone());
+    let initial = crate::exports::initial_partitions(&s.exports, setup.cache.line_size);
+    if !initial.is_empty() {
+        engine
+            .set_volume_partitions(&initial)
+            .context("serve.exports.partition")?;
+    }
+    let rec = engine.stats().recovery;
+    log(&format!(
+        "{} over {} ({} MiB), {} cache ({} lines; recovered {} lines, {} dirty{})",
+        setup.engine.cache_path.display(),
+        if s.exports.is_empty() {
+            setup.engine.backend_path.display().to_string()
+        } else {
+            format!("{} exports", s.exports.len())
+        },
+        engine.volumes().iter().map(|v| v.1).sum::<u64>() >> 20,
+        crate::control::config_name(&setup.cache.write_policy),
+        engine.stats().capacity_lines,
+        rec.lines,
+        rec.dirty_lines,
+        if rec.corrupt_records > 0 {
+            format!(", {} corrupt records ignored", rec.corrupt_records)
+        } else {
+            String::new()
+        },
+    ));
+    for note in engine.notes() {
+        log(&format!("note: {note}"));
+    }
+    for e in &s.exports {
+        log(&format!(
+            "export {:?}: volume {} over {}",
+            e.name,
+            e.volume,
+            e.backend_path.display()
+        ));
+    }
+    Ok(())
 }
 
 /// Everything a started server holds, owned by its supervisor thread.

@@ -50,8 +50,9 @@ pub struct EarlyStats {
 pub(super) struct Opening {
     /// Set when the open chose to serve early (the per-shard path, docs/design.md §13).
     view: OnceLock<View>,
-    /// The open's end: the engine, or why it failed (the engine then halts with it).
-    done: OnceLock<Result<Engine, EngineError>>,
+    /// The open's end: the engine (shared, so a server can hold it beside this device), or
+    /// why it failed (the engine then halts with it).
+    done: OnceLock<Result<Arc<Engine>, EngineError>>,
     queue: Mutex<Queue>,
     /// Signalled (under `queue`'s lock) when a shard becomes ready, the view is set or the
     /// open ends: one condition variable for all, as waiters are few and shards 16 or so.
@@ -203,7 +204,7 @@ impl Opening {
 
     fn finish(&self, r: Result<Engine, EngineError>) {
         let _q = lock(&self.queue);
-        let _ = self.done.set(r);
+        let _ = self.done.set(r.map(Arc::new));
         self.changed.notify_all();
     }
 
@@ -223,8 +224,16 @@ impl Opening {
             self.wait_until(|q| &mut q.others_waiting, |_| false);
         }
         match self.done.get().expect("the open ended") {
-            Ok(e) => Ok(e),
+            Ok(e) => Ok(&**e),
             Err(e) => Err(halted_error(e)),
+        }
+    }
+
+    /// The engine if the open ended with one (no wait): the fast paths forward to it.
+    fn opened(&self) -> Option<&Engine> {
+        match self.done.get() {
+            Some(Ok(e)) => Some(&**e),
+            _ => None,
         }
     }
 
@@ -448,20 +457,50 @@ impl OpeningEngine {
         if self.shared.done.get().is_none() {
             self.shared.wait_until(|q| &mut q.others_waiting, |_| false);
         }
-        self.shared.done.get().expect("the open ended").as_ref()
+        match self.shared.done.get().expect("the open ended") {
+            Ok(e) => Ok(e),
+            Err(e) => Err(e),
+        }
     }
 
-    /// The engine, once the whole open is done (waits for it).
+    /// Waits until the open serves early (its devices opened, the scan begun) or has ended;
+    /// the open's error if it failed. A server calls it before it listens, so a bad device
+    /// or config fails the start as an ordinary open does.
+    pub fn wait_begun(&self) -> Result<(), &EngineError> {
+        let o = &self.shared;
+        if o.view.get().is_none() && o.done.get().is_none() {
+            o.wait_until(|q| &mut q.others_waiting, |o| o.view.get().is_some());
+        }
+        match o.done.get() {
+            Some(Err(e)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// The engine, shared, if the whole open has ended with one (no wait): for what needs
+    /// the engine beside this device (a server's control socket and stats).
+    pub fn engine(&self) -> Option<Arc<Engine>> {
+        match self.shared.done.get()? {
+            Ok(e) => Some(e.clone()),
+            Err(_) => None,
+        }
+    }
+
+    /// The engine, once the whole open is done (waits for it). Fails if a clone taken with
+    /// [`engine`](Self::engine) still shares it.
     pub fn into_engine(self) -> Result<Engine, EngineError> {
         if let Some(h) = lock(&self.opener).take() {
             let _ = h.join();
         }
         let shared = self.shared.clone();
         drop(self);
-        match Arc::try_unwrap(shared) {
+        let done = match Arc::try_unwrap(shared) {
             Ok(o) => o.done.into_inner().expect("the open ended"),
             Err(_) => unreachable!("only the opener shared it, and it ended"),
-        }
+        };
+        Arc::try_unwrap(done?).map_err(|_| {
+            EngineError::Recovery("the engine is still shared (OpeningEngine::engine)".into())
+        })
     }
 
     /// The open's error once it failed late: every request gets it (the halt, as
@@ -542,5 +581,85 @@ impl BlockDevice for OpeningEngine {
     }
     fn multi_conn(&self) -> bool {
         true
+    }
+    // Once the open ended, every path is the engine's own (its hits served on the
+    // connection's thread, io_uring reads); before, a read goes through `read_at` (the early
+    // path, on a worker) and anything else waits for the whole open (docs/design.md §13).
+    fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<io::Result<()>> {
+        match self.shared.opened() {
+            Some(e) => e.read_many(reads),
+            None => reads.iter_mut().map(|(o, b)| self.read(b, *o)).collect(),
+        }
+    }
+    fn write_many(&self, writes: &[(u64, &[u8])]) -> io::Result<()> {
+        self.shared.whole()?.write_many(writes)
+    }
+    fn read_fast(&self, buf: &mut [u8], off: u64) -> Option<io::Result<()>> {
+        self.shared.opened()?.read_fast(buf, off)
+    }
+    fn read_fast_many(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<Option<io::Result<()>>> {
+        match self.shared.opened() {
+            Some(e) => e.read_fast_many(reads),
+            None => reads.iter().map(|_| None).collect(),
+        }
+    }
+    fn write_fast(&self, data: &[u8], off: u64) -> Option<io::Result<()>> {
+        self.shared.opened()?.write_fast(data, off)
+    }
+    fn hits_wait_for_device(&self) -> bool {
+        self.shared
+            .opened()
+            .is_some_and(|e| e.hits_wait_for_device())
+    }
+    fn start_reads(&self, reads: &[(u64, u64, u32)]) -> Vec<Option<io::Result<()>>> {
+        match self.shared.opened() {
+            Some(e) => e.start_reads(reads),
+            None => reads.iter().map(|_| None).collect(),
+        }
+    }
+    fn reap_started(
+        &self,
+        wait: tiercache_blockdev::ReapWait,
+        f: &mut dyn FnMut(u64, io::Result<&[u8]>),
+    ) -> usize {
+        // Reads are started only once the open ended, so none is in flight before.
+        self.shared.opened().map_or(0, |e| e.reap_started(wait, f))
+    }
+    fn epoch(&self) -> u64 {
+        // Read before a write, which waits for the open anyway: the engine's own counter.
+        self.shared.whole().map_or(0, |e| e.epoch())
+    }
+    fn flush_since(&self, epoch: u64) -> io::Result<()> {
+        self.shared.whole()?.flush_since(epoch)
+    }
+    fn allocation(&self, off: u64, len: u64) -> io::Result<Vec<tiercache_blockdev::Extent>> {
+        self.shared.whole()?.allocation(off, len)
+    }
+    fn cache_state(
+        &self,
+        off: u64,
+        len: u64,
+    ) -> Option<io::Result<Vec<tiercache_blockdev::Extent>>> {
+        match self.shared.whole() {
+            Ok(e) => e.cache_state(off, len),
+            Err(e) => Some(Err(e)),
+        }
+    }
+    fn takes_demotes(&self) -> bool {
+        // The engine is a cache level (it always takes demotes); a demote, as a write,
+        // waits for the whole open.
+        true
+    }
+    fn demote_at(
+        &self,
+        data: &[u8],
+        off: u64,
+        still_valid: &dyn Fn() -> bool,
+    ) -> io::Result<tiercache_blockdev::DemoteReply> {
+        self.shared.whole()?.demote_at(data, off, still_valid)
+    }
+    fn fast_zeroes(&self) -> bool {
+        // Asked for a fast zero-write only, which waits for the open anyway.
+        self.shared.whole().is_ok_and(|e| e.fast_zeroes())
     }
 }
