@@ -26,6 +26,7 @@ pub mod pass_through_mark;
 pub mod ram_level;
 pub mod slot_table;
 mod stats;
+pub mod testing;
 
 pub use config::{EngineConfig, IoEngine, Lookup, VolumeConfig, DEFAULT_BACKEND_SIZE};
 pub use engine::{

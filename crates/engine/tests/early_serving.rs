@@ -11,11 +11,11 @@ mod common;
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use std::collections::HashSet;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use tiercache_blockdev::{BlockDevice, MemDevice};
 use tiercache_core::VolumeId;
-use tiercache_engine::slot_table::{Layout, SUPERBLOCK_BYTES};
+use tiercache_engine::slot_table::Layout;
+use tiercache_engine::testing::{wait_until, ScanGate};
 use tiercache_engine::{Engine, EngineConfig, OpeningEngine};
 use tiercache_policy::{CacheConfig, CleaningConfig, PromotionConfig, ShardLayout, WritePolicy};
 
@@ -43,121 +43,6 @@ fn shards() -> ShardLayout {
 
 fn shard_of(line: u64) -> usize {
     shards().shard_of(VolumeId(0), line)
-}
-
-/// A cache device whose reads of chosen shards' slot records wait while their gate is shut,
-/// logging the order in which each shard's records were first asked for.
-struct Gate {
-    mem: MemDevice,
-    /// Each shard's slot records, as a byte range of the device.
-    ranges: Vec<std::ops::Range<u64>>,
-    state: Mutex<GateState>,
-    opened: Condvar,
-}
-
-#[derive(Default)]
-struct GateState {
-    shut: HashSet<usize>,
-    asked: Vec<usize>,
-    waiting: usize,
-}
-
-impl Gate {
-    fn new(bytes: Vec<u8>, shut: &[usize]) -> Arc<Self> {
-        Self::over(bytes, &shards(), shut)
-    }
-
-    /// A gate over a cache of `s`'s shards.
-    fn over(bytes: Vec<u8>, s: &ShardLayout, shut: &[usize]) -> Arc<Self> {
-        let layout = Layout::new(s.total_lines(), LINE);
-        let ranges = (0..s.shards())
-            .map(|k| {
-                let at = |slot: u32| SUPERBLOCK_BYTES + u64::from(slot) * layout.slot_bytes();
-                at(s.base(k))..at(s.base(k) + s.lines(k))
-            })
-            .collect();
-        Arc::new(Self {
-            mem: MemDevice::from_bytes(bytes),
-            ranges,
-            state: Mutex::new(GateState {
-                shut: shut.iter().copied().collect(),
-                ..GateState::default()
-            }),
-            opened: Condvar::new(),
-        })
-    }
-
-    fn open(&self, k: usize) {
-        self.state.lock().unwrap().shut.remove(&k);
-        self.opened.notify_all();
-    }
-
-    fn open_all(&self) {
-        self.state.lock().unwrap().shut.clear();
-        self.opened.notify_all();
-    }
-
-    /// Shards whose records were asked for, in order.
-    fn asked(&self) -> Vec<usize> {
-        self.state.lock().unwrap().asked.clone()
-    }
-
-    /// Reads waiting at the gate now.
-    fn waiting(&self) -> usize {
-        self.state.lock().unwrap().waiting
-    }
-
-    fn snapshot(&self) -> Vec<u8> {
-        self.mem.snapshot()
-    }
-}
-
-impl BlockDevice for Gate {
-    fn size(&self) -> u64 {
-        self.mem.size()
-    }
-    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
-        let end = off + buf.len() as u64;
-        let shard = self
-            .ranges
-            .iter()
-            .position(|r| !r.is_empty() && off < r.end && end > r.start);
-        if let Some(k) = shard {
-            let mut st = self.state.lock().unwrap();
-            if !st.asked.contains(&k) {
-                st.asked.push(k);
-            }
-            st.waiting += 1;
-            while st.shut.contains(&k) {
-                st = self.opened.wait(st).unwrap();
-            }
-            st.waiting -= 1;
-        }
-        self.mem.read_at(buf, off)
-    }
-    fn write_at(&self, data: &[u8], off: u64, fua: bool) -> std::io::Result<()> {
-        self.mem.write_at(data, off, fua)
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Opens every gate when dropped: a failed assertion then ends its test rather than leave
-/// the open (and the threads waiting on it) held for ever.
-struct Release(Arc<Gate>);
-
-impl Drop for Release {
-    fn drop(&mut self) {
-        self.0.open_all();
-    }
-}
-
-/// Spins (yielding) until `cond` holds: the tests wait for states, never for a time.
-fn until(mut cond: impl FnMut() -> bool) {
-    while !cond() {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
 }
 
 /// What a run left: the cache device's and the backend's bytes, and the volume as a client
@@ -216,8 +101,8 @@ fn any_line(rng: &mut Xoshiro256PlusPlus) -> u64 {
 }
 
 /// The engine reopened early over `w`'s devices, the records of shards `shut` held.
-fn reopen(w: &Written, shut: &[usize]) -> (OpeningEngine, Arc<Gate>, Arc<MemDevice>) {
-    let gate = Gate::new(w.cache.clone(), shut);
+fn reopen(w: &Written, shut: &[usize]) -> (OpeningEngine, Arc<ScanGate>, Arc<MemDevice>) {
+    let gate = ScanGate::new(w.cache.clone(), &shards(), LINE, shut);
     let backend = Arc::new(MemDevice::from_bytes(w.backend.clone()));
     let opening = Engine::with_devices_early(
         &config(),
@@ -244,8 +129,8 @@ fn a_ready_shard_answers_while_another_is_held_and_writes_wait_for_the_open() {
     let w = written(1, 120, any_line);
     let held = 2;
     let (opening, gate, _) = reopen(&w, &[held]);
-    let _release = Release(gate.clone());
-    until(|| opening.shard_ready(0));
+    let _release = gate.release_on_drop();
+    wait_until("shard 0 ready", || opening.shard_ready(0));
     // A dirty line of a ready shard: its bytes come from the cache device.
     let line = dirty_line_in(&w, 0);
     let mut buf = vec![0u8; LINE as usize];
@@ -258,7 +143,7 @@ fn a_ready_shard_answers_while_another_is_held_and_writes_wait_for_the_open() {
     let waiting_line = dirty_line_in(&w, held);
     let data = vec![0xa5u8; LINE as usize];
     std::thread::scope(|scope| {
-        let _release = Release(gate.clone());
+        let _release = gate.release_on_drop();
         let reader = scope.spawn(|| {
             let mut buf = vec![0u8; LINE as usize];
             opening.read(&mut buf, waiting_line * LINE).unwrap();
@@ -268,7 +153,7 @@ fn a_ready_shard_answers_while_another_is_held_and_writes_wait_for_the_open() {
             opening.write(&data, line * LINE, false).unwrap();
             opening.early_stats().open_ended
         });
-        until(|| {
+        wait_until("a read and a write waiting", || {
             let s = opening.early_stats();
             s.reads_waiting == 1 && s.others_waiting == 1
         });
@@ -290,22 +175,24 @@ fn shards_with_waiting_reads_are_scanned_next() {
     let w = written(2, 120, any_line);
     // Both recovery threads (two on this small cache) stop at shards 0 and 1.
     let (opening, gate, _) = reopen(&w, &[0, 1, 2, 3]);
-    let _release = Release(gate.clone());
-    until(|| gate.waiting() == 2);
+    let _release = gate.release_on_drop();
+    wait_until("both recovery threads held", || gate.waiting() == 2);
     let line = dirty_line_in(&w, 3);
     std::thread::scope(|scope| {
-        let _release = Release(gate.clone());
+        let _release = gate.release_on_drop();
         let reader = scope.spawn(|| {
             let mut buf = vec![0u8; LINE as usize];
             opening.read(&mut buf, line * LINE).unwrap();
             buf
         });
-        until(|| opening.early_stats().reads_waiting == 1);
+        wait_until("the read waiting", || {
+            opening.early_stats().reads_waiting == 1
+        });
         // Shard 2 stays held: a thread freed from shard 0 must take shard 3 (waited for)
         // before it, or it stops at shard 2's gate.
         gate.open(0);
         gate.open(3);
-        until(|| gate.asked().len() >= 3);
+        wait_until("a third shard asked for", || gate.asked().len() >= 3);
         assert_eq!(gate.asked()[2], 3, "asked in order {:?}", gate.asked());
         assert_eq!(reader.join().unwrap(), line_of(&w.model, line));
         assert!(!opening.early_stats().open_ended);
@@ -323,7 +210,7 @@ fn every_read_during_the_scan_returns_the_bytes_last_written() {
         let w = written(10 + seed, 150, any_line);
         let held = (seed % 4) as usize;
         let (opening, gate, _) = reopen(&w, &[held]);
-        let _release = Release(gate.clone());
+        let _release = gate.release_on_drop();
         let others: Vec<u64> = (0..LINES).filter(|&l| shard_of(l) != held).collect();
         // Lines of the other shards, each read alone: answered with the held shard's scan
         // still at the gate.
@@ -344,7 +231,7 @@ fn every_read_during_the_scan_returns_the_bytes_last_written() {
             })
             .collect();
         std::thread::scope(|scope| {
-            let _release = Release(gate.clone());
+            let _release = gate.release_on_drop();
             let readers: Vec<_> = ranges
                 .chunks(5)
                 .map(|rs| {
@@ -361,7 +248,7 @@ fn every_read_during_the_scan_returns_the_bytes_last_written() {
                 })
                 .collect();
             // Some readers wait (their ranges touch the held shard), or are done.
-            until(|| {
+            wait_until("a read waiting or all done", || {
                 opening.early_stats().reads_waiting > 0 || readers.iter().all(|r| r.is_finished())
             });
             gate.open_all();
@@ -405,9 +292,9 @@ fn a_late_recovery_error_halts_the_engine_and_leaves_the_device_as_it_was() {
         model: w.model.clone(),
     };
     let (opening, gate, backend) = reopen(&halved, &[bad]);
-    let _release = Release(gate.clone());
+    let _release = gate.release_on_drop();
     let good = (bad + 1) % 4;
-    until(|| opening.shard_ready(good));
+    wait_until("the good shard ready", || opening.shard_ready(good));
     let line = dirty_line_in(&w, good);
     let mut buf = vec![0u8; LINE as usize];
     opening.read(&mut buf, line * LINE).unwrap();
@@ -476,7 +363,7 @@ fn a_crash_during_early_serving_recovers_every_acknowledged_write() {
             );
         };
         let held = (0..sl.shards()).find(|&k| sl.lines(k) > 0).unwrap();
-        let gate = Gate::over(cache.clone(), &sl, &[held]);
+        let gate = ScanGate::new(cache.clone(), &sl, LINE, &[held]);
         let backend_dev = Arc::new(MemDevice::from_bytes(backend.clone()));
         let opening = Engine::with_devices_early(
             &cfg,
@@ -484,7 +371,7 @@ fn a_crash_during_early_serving_recovers_every_acknowledged_write() {
             gate.clone(),
             backend_dev.clone(),
         );
-        let _release = Release(gate.clone());
+        let _release = gate.release_on_drop();
         let lines = VOLUME as u64 / LINE;
         let mut buf = vec![0u8; LINE as usize];
         for l in (0..lines).filter(|&l| sl.shard_of(VolumeId(0), l) != held) {
@@ -500,9 +387,11 @@ fn a_crash_during_early_serving_recovers_every_acknowledged_write() {
             .flat_map(|_| sector_bytes(1000))
             .collect();
         std::thread::scope(|scope| {
-            let _release = Release(gate.clone());
+            let _release = gate.release_on_drop();
             let writer = scope.spawn(|| opening.write(&data, target * LINE, false));
-            until(|| opening.early_stats().others_waiting == 1);
+            wait_until("the write waiting", || {
+                opening.early_stats().others_waiting == 1
+            });
             // Killed now: nothing was written to either device, and they recover.
             assert!(gate.snapshot() == cache, "the cache device is untouched");
             assert!(

@@ -6,13 +6,13 @@
 //! the engine first keep opening it first, and say so. Nothing here asserts a time: the tests
 //! wait for states (a read held at the gate, a line in the log).
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tiercache_blockdev::{BlockDevice, MemDevice};
+use tiercache_blockdev::MemDevice;
 use tiercache_core::VolumeId;
-use tiercache_engine::slot_table::{Layout, SUPERBLOCK_BYTES};
+use tiercache_engine::slot_table::Layout;
+use tiercache_engine::testing::{wait_until, ScanGate};
 use tiercache_engine::Engine;
 use tiercache_nbd::client::{Command, Connection};
 use tiercache_nbd::NbdUri;
@@ -47,86 +47,6 @@ socket = "{d}/nbd.sock"
     let mut all = tiercache_server::config::load_text(&text).unwrap();
     assert_eq!(all.len(), 1);
     all.remove(0)
-}
-
-/// A cache device whose reads of chosen shards' slot records wait while their gate is shut
-/// (as in the engine's `early_serving` tests).
-struct Gate {
-    mem: MemDevice,
-    ranges: Vec<std::ops::Range<u64>>,
-    state: Mutex<(HashSet<usize>, usize)>,
-    opened: Condvar,
-}
-
-impl Gate {
-    fn new(bytes: Vec<u8>, s: &ShardLayout, shut: &[usize]) -> Arc<Self> {
-        let layout = Layout::new(s.total_lines(), LINE);
-        let ranges = (0..s.shards())
-            .map(|k| {
-                let at = |slot: u32| SUPERBLOCK_BYTES + u64::from(slot) * layout.slot_bytes();
-                at(s.base(k))..at(s.base(k) + s.lines(k))
-            })
-            .collect();
-        Arc::new(Self {
-            mem: MemDevice::from_bytes(bytes),
-            ranges,
-            state: Mutex::new((shut.iter().copied().collect(), 0)),
-            opened: Condvar::new(),
-        })
-    }
-
-    fn open_all(&self) {
-        self.state.lock().unwrap().0.clear();
-        self.opened.notify_all();
-    }
-
-    /// Reads held at the gate now.
-    fn waiting(&self) -> usize {
-        self.state.lock().unwrap().1
-    }
-}
-
-impl BlockDevice for Gate {
-    fn size(&self) -> u64 {
-        self.mem.size()
-    }
-    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
-        let end = off + buf.len() as u64;
-        let shard = self
-            .ranges
-            .iter()
-            .position(|r| !r.is_empty() && off < r.end && end > r.start);
-        if let Some(k) = shard {
-            let mut st = self.state.lock().unwrap();
-            st.1 += 1;
-            while st.0.contains(&k) {
-                st = self.opened.wait(st).unwrap();
-            }
-            st.1 -= 1;
-        }
-        self.mem.read_at(buf, off)
-    }
-    fn write_at(&self, data: &[u8], off: u64, fua: bool) -> std::io::Result<()> {
-        self.mem.write_at(data, off, fua)
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Opens the gate when dropped: a failed assertion ends its test instead of holding it.
-struct Release(Arc<Gate>);
-
-impl Drop for Release {
-    fn drop(&mut self) {
-        self.0.open_all();
-    }
-}
-
-fn until(mut cond: impl FnMut() -> bool) {
-    while !cond() {
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// Each line's bytes as a client last wrote them (the reference model), and the devices'
@@ -175,8 +95,8 @@ fn a_client_reads_ready_shards_during_the_scan_and_its_write_waits_for_the_open(
     let shards = ShardLayout::new(&s.cache).unwrap();
     let shard_of = |l: u64| shards.shard_of(VolumeId(0), l);
     let held = shard_of(0);
-    let gate = Gate::new(w.cache.clone(), &shards, &[held]);
-    let _release = Release(gate.clone());
+    let gate = ScanGate::new(w.cache.clone(), &shards, LINE, &[held]);
+    let _release = gate.release_on_drop();
     let backend = Arc::new(MemDevice::from_bytes(w.backend.clone()));
     let said = Arc::new(Mutex::new(Vec::<String>::new()));
     let log = said.clone();
@@ -227,7 +147,7 @@ fn a_client_reads_ready_shards_during_the_scan_and_its_write_waits_for_the_open(
         writer.join().unwrap(),
         "the write completed before the open"
     );
-    until(|| said_has("control on"));
+    wait_until("the control socket up", || said_has("control on"));
     assert!(said_has("the open ended"), "{said:?}");
     // The held shard's dirty line, and the line just written.
     assert_eq!(
@@ -294,8 +214,8 @@ fn a_recovery_error_after_listening_stops_the_server_with_it() {
     let w = written(&s);
     let shards = ShardLayout::new(&s.cache).unwrap();
     // Every shard's scan held, so the server is surely listening before the open fails.
-    let gate = Gate::new(w.cache.clone(), &shards, &[0, 1, 2, 3]);
-    let _release = Release(gate.clone());
+    let gate = ScanGate::new(w.cache.clone(), &shards, LINE, &[0, 1, 2, 3]);
+    let _release = gate.release_on_drop();
     // A backend shorter than the dirty lines 16..WRITTEN: their records are refused.
     let short = w.backend[..(16 * LINE) as usize].to_vec();
     let said = Arc::new(Mutex::new(Vec::<String>::new()));
