@@ -11,7 +11,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use tiercache_filecache::store::StoreLatency;
 use tiercache_filecache::{MountConfig, State, Variant};
 
 fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: Option<T>) -> T {
@@ -61,16 +60,14 @@ fn main() {
 
     let t = Instant::now();
     let mut st = State::open(MountConfig {
-        store: store.to_path_buf(),
-        cache_dir: cache.to_path_buf(),
-        capacity_blocks: (cache_size / block) as u32,
-        block_size: block as u32,
-        variant: Variant::WB,
-        latency: StoreLatency::default(),
-        direct_io: false,
-        kernel_cache: true,
         cleaning: tiercache_filecache::CleaningConfig::None,
-        on_error: Default::default(),
+        ..MountConfig::new(
+            store.to_path_buf(),
+            cache.to_path_buf(),
+            (cache_size / block) as u32,
+            block as u32,
+            Variant::WB,
+        )
     })
     .expect("open the cache");
     for i in 0..files {

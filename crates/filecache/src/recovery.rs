@@ -228,25 +228,20 @@ pub fn recover(store: &Path, cache: &CacheDir) -> Result<u64, RecoveryError> {
 #[cfg(all(test, feature = "fuse"))]
 mod tests {
     use super::*;
-    use crate::store::StoreLatency;
+
     use crate::{MountConfig, State, Variant};
 
     /// A write-back mount of `store` left 3 dirty blocks of file `f` (and 1 of `g`) journaled
     /// in `cache`, as a kill -9 leaves them.
     fn leave_dirty(store: &Path, cache: &Path) {
         std::fs::create_dir_all(store).unwrap();
-        let mut st = State::open(MountConfig {
-            store: store.to_path_buf(),
-            cache_dir: cache.to_path_buf(),
-            capacity_blocks: 16,
-            block_size: 512,
-            variant: Variant::WB,
-            latency: StoreLatency::default(),
-            direct_io: false,
-            kernel_cache: true,
-            cleaning: tiercache_policy::CleaningConfig::None,
-            on_error: Default::default(),
-        })
+        let mut st = State::open(MountConfig::new(
+            store.to_path_buf(),
+            cache.to_path_buf(),
+            16,
+            512,
+            Variant::WB,
+        ))
         .unwrap();
         for (name, len) in [("f", 1500), ("g", 100)] {
             std::fs::write(store.join(name), b"").unwrap();

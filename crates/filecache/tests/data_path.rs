@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use rand::{Rng, SeedableRng};
-use tiercache_filecache::store::StoreLatency;
 use tiercache_filecache::{MountConfig, State, Variant};
 
 /// The data path alone (no FUSE) against a byte vector, all variants, tiny cache.
@@ -16,18 +15,13 @@ fn data_path_matches_a_byte_vector_model() {
             let store = dir.path().join("store");
             std::fs::create_dir(&store).unwrap();
             std::fs::write(store.join("f"), b"").unwrap();
-            let mut st = State::open(MountConfig {
-                store: store.clone(),
-                cache_dir: dir.path().join("cache"),
-                capacity_blocks: 6,
-                block_size: 512,
+            let mut st = State::open(MountConfig::new(
+                store.clone(),
+                dir.path().join("cache"),
+                6,
+                512,
                 variant,
-                latency: StoreLatency::default(),
-                direct_io: false,
-                kernel_cache: true,
-                cleaning: tiercache_policy::CleaningConfig::None,
-                on_error: Default::default(),
-            })
+            ))
             .unwrap();
             let md = std::fs::metadata(store.join("f")).unwrap();
             let id = st.remember(PathBuf::from("f"), &md).unwrap();

@@ -90,16 +90,17 @@ impl Mounted {
         let mut inner = TestMounts(Vec::new());
         setup(&dir.path().join("store"), &mut inner);
         let cfg = MountConfig {
-            store: dir.path().join("store"),
-            cache_dir: dir.path().join("cache"),
-            capacity_blocks,
-            block_size: 4096,
-            variant,
             latency,
             direct_io,
             kernel_cache,
             cleaning,
-            on_error: Default::default(),
+            ..MountConfig::new(
+                dir.path().join("store"),
+                dir.path().join("cache"),
+                capacity_blocks,
+                4096,
+                variant,
+            )
         };
         let mnt = dir.path().join("mnt");
         MOUNTS.lock().unwrap().push(mnt.clone());

@@ -14,8 +14,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use tiercache_filecache::store::StoreLatency;
-use tiercache_filecache::{CleaningConfig, FuseOptions, MountConfig, MountStats, State, Variant};
+use tiercache_filecache::{FuseOptions, MountConfig, MountStats, State, Variant};
 
 struct Mounted {
     session: Option<fuser::BackgroundSession>,
@@ -61,18 +60,13 @@ impl Mounted {
         passthrough: bool,
         passthrough_min_size: u64,
     ) -> Mounted {
-        let cfg = MountConfig {
-            store: dir.path().join("store"),
-            cache_dir: dir.path().join("cache"),
+        let cfg = MountConfig::new(
+            dir.path().join("store"),
+            dir.path().join("cache"),
             capacity_blocks,
-            block_size: 4096,
-            variant: Variant::WB,
-            latency: StoreLatency::default(),
-            direct_io: false,
-            kernel_cache: true,
-            cleaning: CleaningConfig::None,
-            on_error: Default::default(),
-        };
+            4096,
+            Variant::WB,
+        );
         let (session, state) = tiercache_filecache::spawn_mount_with(
             cfg,
             &dir.path().join("mnt"),

@@ -17,7 +17,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tiercache_filecache::store::StoreLatency;
 use tiercache_filecache::{CleaningConfig, FuseOptions, MountConfig, MountStats, State, Variant};
 
 /// How long a poll waits for the mount to see a change before the test fails.
@@ -65,16 +64,14 @@ impl Mounted {
 
     fn over(dir: tempfile::TempDir, setup: Setup) -> Mounted {
         let cfg = MountConfig {
-            store: dir.path().join("store"),
-            cache_dir: dir.path().join("cache"),
-            capacity_blocks: setup.capacity_blocks,
-            block_size: 4096,
-            variant: Variant::WB,
-            latency: StoreLatency::default(),
-            direct_io: false,
-            kernel_cache: true,
             cleaning: setup.cleaning,
-            on_error: Default::default(),
+            ..MountConfig::new(
+                dir.path().join("store"),
+                dir.path().join("cache"),
+                setup.capacity_blocks,
+                4096,
+                Variant::WB,
+            )
         };
         let options = FuseOptions {
             passthrough: setup.passthrough,

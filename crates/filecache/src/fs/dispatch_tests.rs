@@ -10,8 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{CacheFs, FuseOptions};
-use crate::store::StoreLatency;
-use crate::{CleaningConfig, MountConfig, MountStats, State, Variant};
+use crate::{MountConfig, MountStats, State, Variant};
 
 const FILES: usize = 4;
 
@@ -23,18 +22,13 @@ fn close_then_unlink(ordered: bool) -> (MountStats, usize) {
     for d in ["store", "cache", "mnt"] {
         fs::create_dir(dir.path().join(d)).unwrap();
     }
-    let cfg = MountConfig {
-        store: dir.path().join("store"),
-        cache_dir: dir.path().join("cache"),
-        capacity_blocks: 64,
-        block_size: 4096,
-        variant: Variant::WB,
-        latency: StoreLatency::default(),
-        direct_io: false,
-        kernel_cache: true,
-        cleaning: CleaningConfig::None,
-        on_error: Default::default(),
-    };
+    let cfg = MountConfig::new(
+        dir.path().join("store"),
+        dir.path().join("cache"),
+        64,
+        4096,
+        Variant::WB,
+    );
     let state = Arc::new(Mutex::new(State::open(cfg).unwrap()));
     let fs = CacheFs::with_options(state.clone(), FuseOptions::default())
         .with_hooks(Duration::from_millis(300), ordered);

@@ -71,7 +71,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::State;
-    use crate::store::StoreLatency;
+
     use crate::{MountConfig, Variant};
 
     const BS: u64 = 512;
@@ -80,18 +80,13 @@ mod tests {
 
     fn open(dir: &std::path::Path, variant: Variant) -> State {
         std::fs::create_dir_all(dir.join("store")).unwrap();
-        State::open(MountConfig {
-            store: dir.join("store"),
-            cache_dir: dir.join("cache"),
-            capacity_blocks: SLOTS,
-            block_size: BS as u32,
+        State::open(MountConfig::new(
+            dir.join("store"),
+            dir.join("cache"),
+            SLOTS,
+            BS as u32,
             variant,
-            latency: StoreLatency::default(),
-            direct_io: false,
-            kernel_cache: true,
-            cleaning: tiercache_policy::CleaningConfig::None,
-            on_error: Default::default(),
-        })
+        ))
         .unwrap()
     }
 

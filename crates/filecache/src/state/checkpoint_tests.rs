@@ -6,24 +6,18 @@ use std::path::{Path, PathBuf};
 
 use super::checkpoint;
 use super::State;
-use crate::store::StoreLatency;
 use crate::{MountConfig, Variant};
 
 const BS: usize = 512;
 
 fn open(dir: &Path, variant: Variant) -> State {
-    State::open(MountConfig {
-        store: dir.join("store"),
-        cache_dir: dir.join("cache"),
-        capacity_blocks: 16,
-        block_size: BS as u32,
+    State::open(MountConfig::new(
+        dir.join("store"),
+        dir.join("cache"),
+        16,
+        BS as u32,
         variant,
-        latency: StoreLatency::default(),
-        direct_io: false,
-        kernel_cache: true,
-        cleaning: tiercache_policy::CleaningConfig::None,
-        on_error: Default::default(),
-    })
+    ))
     .unwrap()
 }
 

@@ -8,24 +8,19 @@ use std::path::{Path, PathBuf};
 
 use super::State;
 use crate::recovery::recover;
-use crate::store::{CacheDir, StoreLatency};
+use crate::store::CacheDir;
 use crate::{MountConfig, Variant};
 
 const BS: usize = 512;
 
 fn open(dir: &Path) -> State {
-    State::open(MountConfig {
-        store: dir.join("store"),
-        cache_dir: dir.join("cache"),
-        capacity_blocks: 8,
-        block_size: BS as u32,
-        variant: Variant::WB,
-        latency: StoreLatency::default(),
-        direct_io: false,
-        kernel_cache: true,
-        cleaning: tiercache_policy::CleaningConfig::None,
-        on_error: Default::default(),
-    })
+    State::open(MountConfig::new(
+        dir.join("store"),
+        dir.join("cache"),
+        8,
+        BS as u32,
+        Variant::WB,
+    ))
     .unwrap()
 }
 

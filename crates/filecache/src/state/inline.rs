@@ -70,7 +70,7 @@ mod tests {
 
     use super::State;
     use crate::core::BlockKey;
-    use crate::store::StoreLatency;
+
     use crate::{MountConfig, Variant};
 
     const BS: u64 = 512;
@@ -79,18 +79,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("store")).unwrap();
         std::fs::write(dir.path().join("store/f"), vec![3u8; 6 * BS as usize]).unwrap();
-        let mut st = State::open(MountConfig {
-            store: dir.path().join("store"),
-            cache_dir: dir.path().join("cache"),
-            capacity_blocks: 8,
-            block_size: BS as u32,
+        let mut st = State::open(MountConfig::new(
+            dir.path().join("store"),
+            dir.path().join("cache"),
+            8,
+            BS as u32,
             variant,
-            latency: StoreLatency::default(),
-            direct_io: false,
-            kernel_cache: true,
-            cleaning: tiercache_policy::CleaningConfig::None,
-            on_error: Default::default(),
-        })
+        ))
         .unwrap();
         let md = std::fs::metadata(dir.path().join("store/f")).unwrap();
         let id = st.remember(PathBuf::from("f"), &md).unwrap();

@@ -88,6 +88,35 @@ pub struct MountConfig {
     pub on_error: OnError,
 }
 
+impl MountConfig {
+    /// A mount of `store` cached in `cache_dir` (`capacity_blocks` blocks of `block_size`
+    /// bytes, `variant`) with no added store latency, the kernel's caches on, no direct
+    /// I/O, no background cleaner (dirty blocks stay until eviction, fsync or flush: what
+    /// tests of the data path want; `tiercache mount` runs the lazy cleaner) and the default
+    /// error policy. Anything else by struct update:
+    /// `MountConfig { direct_io: true, ..MountConfig::new(..) }`.
+    pub fn new(
+        store: PathBuf,
+        cache_dir: PathBuf,
+        capacity_blocks: u32,
+        block_size: u32,
+        variant: Variant,
+    ) -> Self {
+        Self {
+            store,
+            cache_dir,
+            capacity_blocks,
+            block_size,
+            variant,
+            latency: StoreLatency::default(),
+            direct_io: false,
+            kernel_cache: true,
+            cleaning: tiercache_policy::CleaningConfig::None,
+            on_error: OnError::default(),
+        }
+    }
+}
+
 /// A node the mount knows: its store path (relative) and, for files, the authoritative size.
 #[derive(Debug)]
 pub struct Node {

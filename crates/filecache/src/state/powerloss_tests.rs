@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use super::State;
 use crate::powerloss::{self, Recording};
 use crate::recovery::recover;
-use crate::store::{CacheDir, StoreLatency};
+use crate::store::CacheDir;
 use crate::{MountConfig, Variant};
 
 const BS: usize = 512;
@@ -21,18 +21,13 @@ fn one_file(capacity: u32) -> (tempfile::TempDir, State, u64) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("store")).unwrap();
     std::fs::write(dir.path().join("store/f"), b"").unwrap();
-    let mut st = State::open(MountConfig {
-        store: dir.path().join("store"),
-        cache_dir: dir.path().join("cache"),
-        capacity_blocks: capacity,
-        block_size: BS as u32,
-        variant: Variant::WB,
-        latency: StoreLatency::default(),
-        direct_io: false,
-        kernel_cache: true,
-        cleaning: tiercache_policy::CleaningConfig::None,
-        on_error: Default::default(),
-    })
+    let mut st = State::open(MountConfig::new(
+        dir.path().join("store"),
+        dir.path().join("cache"),
+        capacity,
+        BS as u32,
+        Variant::WB,
+    ))
     .unwrap();
     let md = std::fs::metadata(dir.path().join("store/f")).unwrap();
     let id = st.remember(PathBuf::from("f"), &md).unwrap();

@@ -6,7 +6,6 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use super::{read_unlocked, write_unlocked, State};
-use crate::store::StoreLatency;
 use crate::{MountConfig, Variant};
 
 const BS: usize = 512;
@@ -31,18 +30,13 @@ fn a_store_read_held_on_one_file_stalls_no_request_on_another() {
         let (a_data, b_data) = (pattern(1, 16 * BS), pattern(2, 16 * BS));
         std::fs::write(store.join("a"), &a_data).unwrap();
         std::fs::write(store.join("b"), &b_data).unwrap();
-        let mut st = State::open(MountConfig {
-            store: store.clone(),
-            cache_dir: dir.path().join("cache"),
-            capacity_blocks: 8,
-            block_size: BS as u32,
+        let mut st = State::open(MountConfig::new(
+            store.clone(),
+            dir.path().join("cache"),
+            8,
+            BS as u32,
             variant,
-            latency: StoreLatency::default(),
-            direct_io: false,
-            kernel_cache: true,
-            cleaning: tiercache_policy::CleaningConfig::None,
-            on_error: Default::default(),
-        })
+        ))
         .unwrap();
         let id = |st: &mut State, name: &str| {
             let md = std::fs::metadata(store.join(name)).unwrap();
@@ -108,18 +102,13 @@ fn data_read_ahead_of_a_change_is_not_used() {
     std::fs::create_dir(&store).unwrap();
     let data = pattern(3, 8 * BS);
     std::fs::write(store.join("f"), &data).unwrap();
-    let mut st = State::open(MountConfig {
-        store: store.clone(),
-        cache_dir: dir.path().join("cache"),
-        capacity_blocks: 2,
-        block_size: BS as u32,
-        variant: Variant::WB,
-        latency: StoreLatency::default(),
-        direct_io: false,
-        kernel_cache: true,
-        cleaning: tiercache_policy::CleaningConfig::None,
-        on_error: Default::default(),
-    })
+    let mut st = State::open(MountConfig::new(
+        store.clone(),
+        dir.path().join("cache"),
+        2,
+        BS as u32,
+        Variant::WB,
+    ))
     .unwrap();
     let md = std::fs::metadata(store.join("f")).unwrap();
     let f = st.remember(PathBuf::from("f"), &md).unwrap();
@@ -164,18 +153,13 @@ fn a_hit_read_off_the_lock_keeps_its_slot_until_it_has_read() {
     let (a_data, b_data) = (pattern(4, 4 * BS), pattern(5, 4 * BS));
     std::fs::write(store.join("a"), &a_data).unwrap();
     std::fs::write(store.join("b"), &b_data).unwrap();
-    let mut st = State::open(MountConfig {
-        store: store.clone(),
-        cache_dir: dir.path().join("cache"),
-        capacity_blocks: 2,
-        block_size: BS as u32,
-        variant: Variant::WB,
-        latency: StoreLatency::default(),
-        direct_io: false,
-        kernel_cache: true,
-        cleaning: tiercache_policy::CleaningConfig::None,
-        on_error: Default::default(),
-    })
+    let mut st = State::open(MountConfig::new(
+        store.clone(),
+        dir.path().join("cache"),
+        2,
+        BS as u32,
+        Variant::WB,
+    ))
     .unwrap();
     let mut id = |name: &str| {
         let md = std::fs::metadata(store.join(name)).unwrap();

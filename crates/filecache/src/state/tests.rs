@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::State;
 use crate::recovery::recover;
-use crate::store::{CacheDir, StoreLatency};
+use crate::store::CacheDir;
 use crate::{MountConfig, Variant};
 
 const BS: usize = 512;
@@ -23,18 +23,13 @@ fn with_one_file(variant: Variant) -> (tempfile::TempDir, State, u64) {
 }
 
 fn open_variant(dir: &Path, variant: Variant) -> State {
-    State::open(MountConfig {
-        store: dir.join("store"),
-        cache_dir: dir.join("cache"),
-        capacity_blocks: 8,
-        block_size: BS as u32,
+    State::open(MountConfig::new(
+        dir.join("store"),
+        dir.join("cache"),
+        8,
+        BS as u32,
         variant,
-        latency: StoreLatency::default(),
-        direct_io: false,
-        kernel_cache: true,
-        cleaning: tiercache_policy::CleaningConfig::None,
-        on_error: Default::default(),
-    })
+    ))
     .unwrap()
 }
 

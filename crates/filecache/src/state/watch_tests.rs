@@ -8,25 +8,19 @@ use std::sync::Arc;
 use super::Invalidation;
 use crate::inotify::{Event, Inotify};
 use crate::state::{State, ROOT};
-use crate::store::StoreLatency;
 use crate::{MountConfig, Variant};
 
 const BS: u32 = 512;
 
 /// A watched write-back state over `dir/store`.
 fn watched(dir: &Path) -> State {
-    let mut st = State::open(MountConfig {
-        store: dir.join("store"),
-        cache_dir: dir.join("cache"),
-        capacity_blocks: 64,
-        block_size: BS,
-        variant: Variant::WB,
-        latency: StoreLatency::default(),
-        direct_io: false,
-        kernel_cache: true,
-        cleaning: tiercache_policy::CleaningConfig::None,
-        on_error: Default::default(),
-    })
+    let mut st = State::open(MountConfig::new(
+        dir.join("store"),
+        dir.join("cache"),
+        64,
+        BS,
+        Variant::WB,
+    ))
     .unwrap();
     st.watch_store(Arc::new(Inotify::new().unwrap()));
     st
