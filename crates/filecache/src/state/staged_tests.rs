@@ -16,6 +16,39 @@ fn pattern(seed: u8, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// A state over a store holding `files` (name, bytes), a cache of `blocks` blocks, each file
+/// met and opened; its ids in `files`' order.
+fn opened(
+    files: &[(&str, &[u8])],
+    blocks: u32,
+    variant: Variant,
+) -> (tempfile::TempDir, State, Vec<u64>) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    for (name, data) in files {
+        std::fs::write(store.join(name), data).unwrap();
+    }
+    let mut st = State::open(MountConfig::new(
+        store.clone(),
+        dir.path().join("cache"),
+        blocks,
+        BS as u32,
+        variant,
+    ))
+    .unwrap();
+    let ids = files
+        .iter()
+        .map(|(name, _)| {
+            let md = std::fs::metadata(store.join(name)).unwrap();
+            let id = st.remember(PathBuf::from(name), &md).unwrap();
+            st.open_handle(id).unwrap();
+            id
+        })
+        .collect();
+    (dir, st, ids)
+}
+
 /// File `a`'s miss is held in its store read (without the lock); meanwhile a cached read, a
 /// miss, and a write that fills a partial block, all of file `b`, complete with the right
 /// bytes; then `a`'s read completes with its own. The reads of `b` run on another thread and
@@ -24,27 +57,9 @@ fn pattern(seed: u8, len: usize) -> Vec<u8> {
 #[test]
 fn a_store_read_held_on_one_file_stalls_no_request_on_another() {
     for variant in [Variant::WB, Variant::WT] {
-        let dir = tempfile::tempdir().unwrap();
-        let store = dir.path().join("store");
-        std::fs::create_dir(&store).unwrap();
         let (a_data, b_data) = (pattern(1, 16 * BS), pattern(2, 16 * BS));
-        std::fs::write(store.join("a"), &a_data).unwrap();
-        std::fs::write(store.join("b"), &b_data).unwrap();
-        let mut st = State::open(MountConfig::new(
-            store.clone(),
-            dir.path().join("cache"),
-            8,
-            BS as u32,
-            variant,
-        ))
-        .unwrap();
-        let id = |st: &mut State, name: &str| {
-            let md = std::fs::metadata(store.join(name)).unwrap();
-            st.remember(PathBuf::from(name), &md).unwrap()
-        };
-        let (a, b) = (id(&mut st, "a"), id(&mut st, "b"));
-        st.open_handle(a).unwrap();
-        st.open_handle(b).unwrap();
+        let (_dir, mut st, ids) = opened(&[("a", &a_data), ("b", &b_data)], 8, variant);
+        let (a, b) = (ids[0], ids[1]);
         // Two blocks of `b` cached.
         assert_eq!(st.read(b, 0, 2 * BS as u32).unwrap(), b_data[..2 * BS]);
         let hold = st.hold_store_reads(a);
@@ -97,22 +112,9 @@ fn a_store_read_held_on_one_file_stalls_no_request_on_another() {
 /// block's bytes): the read returns the write's bytes, not the store's older ones.
 #[test]
 fn data_read_ahead_of_a_change_is_not_used() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    std::fs::create_dir(&store).unwrap();
     let data = pattern(3, 8 * BS);
-    std::fs::write(store.join("f"), &data).unwrap();
-    let mut st = State::open(MountConfig::new(
-        store.clone(),
-        dir.path().join("cache"),
-        2,
-        BS as u32,
-        Variant::WB,
-    ))
-    .unwrap();
-    let md = std::fs::metadata(store.join("f")).unwrap();
-    let f = st.remember(PathBuf::from("f"), &md).unwrap();
-    st.open_handle(f).unwrap();
+    let (_dir, mut st, ids) = opened(&[("f", &data)], 2, Variant::WB);
+    let f = ids[0];
     let fill = st.read_fills(f, 0, BS as u32).unwrap().expect("a miss");
     let staged = fill.run().unwrap();
     // A whole-block write in between, then evicted (written back) by two other blocks.
@@ -147,27 +149,9 @@ fn data_read_ahead_of_a_change_is_not_used() {
 /// minute's bound, liveness only).
 #[test]
 fn a_hit_read_off_the_lock_keeps_its_slot_until_it_has_read() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    std::fs::create_dir(&store).unwrap();
     let (a_data, b_data) = (pattern(4, 4 * BS), pattern(5, 4 * BS));
-    std::fs::write(store.join("a"), &a_data).unwrap();
-    std::fs::write(store.join("b"), &b_data).unwrap();
-    let mut st = State::open(MountConfig::new(
-        store.clone(),
-        dir.path().join("cache"),
-        2,
-        BS as u32,
-        Variant::WB,
-    ))
-    .unwrap();
-    let mut id = |name: &str| {
-        let md = std::fs::metadata(store.join(name)).unwrap();
-        let id = st.remember(PathBuf::from(name), &md).unwrap();
-        st.open_handle(id).unwrap();
-        id
-    };
-    let (a, b) = (id("a"), id("b"));
+    let (_dir, mut st, ids) = opened(&[("a", &a_data), ("b", &b_data)], 2, Variant::WB);
+    let (a, b) = (ids[0], ids[1]);
     st.read(a, 0, 2 * BS as u32).unwrap(); // the cache holds a's blocks 0 and 1
     let pins = st.pins.clone();
     let state = Arc::new(Mutex::new(st));
