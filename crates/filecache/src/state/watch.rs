@@ -355,19 +355,16 @@ impl State {
             let Some(node) = self.nodes.get(&dir) else {
                 continue;
             };
-            let mut names: HashSet<OsString> = self.dirs[&dir].keys().cloned().collect();
-            if let Ok(list) = std::fs::read_dir(self.store_path(&node.path.clone())) {
-                names.extend(list.flatten().map(|e| e.file_name()));
-            }
+            let known: HashSet<OsString> = self.dirs[&dir].keys().cloned().collect();
+            let listed: HashSet<OsString> = std::fs::read_dir(self.store_path(&node.path.clone()))
+                .map(|list| list.flatten().map(|e| e.file_name()).collect())
+                .unwrap_or_default();
             // Names gone from the store first: a file created after another was removed may
             // have the removed one's inode number, and checked before the removal it would
             // be taken for that file (a change of it, then its loss: two changes, not one).
-            let base = self.store_path(&node.path.clone());
-            let (gone, present): (Vec<OsString>, Vec<OsString>) = names
-                .into_iter()
-                .partition(|n| std::fs::symlink_metadata(base.join(n)).is_err());
-            for name in gone.into_iter().chain(present) {
-                self.check_name(dir, &name, &HashSet::new());
+            let gone = known.difference(&listed);
+            for name in gone.chain(listed.iter()) {
+                self.check_name(dir, name, &HashSet::new());
             }
         }
     }
